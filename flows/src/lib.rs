@@ -1,0 +1,10 @@
+//! Pure builders of the `br0` OpenFlow pipeline (see `shared/design/pipeline.md`).
+//!
+//! State in, flows out: no sockets, files, clocks or processes. This crate declares every table
+//! once ([`tables::Table`]) with its number, name and purpose, so builders say
+//! `Table::LocalIp`, never `70`, and the agent registers the same names in OVSDB so that
+//! `ovs-ofctl --names dump-flows br0` prints them.
+
+pub mod tables;
+
+pub use tables::Table;
