@@ -1,1 +1,11 @@
-//! placeholder
+//! Native OpenFlow 1.3 with the Nicira (NXM/NXAST) and ONF bundle extensions Open vSwitch speaks.
+//!
+//! - [`oxm`]: `Match` <-> `ofp_match` (OXM TLVs).
+//! - [`actions`]: `Action`s and instructions <-> wire.
+//! - [`error`]: codec errors.
+
+pub mod actions;
+pub mod error;
+pub mod oxm;
+
+pub use error::CodecError;
