@@ -122,7 +122,9 @@ impl Flow {
             other => other,
         };
         if self.table == 255 {
-            return Err(ctx(FlowError::Invalid("table 255 is not a flow table".into())));
+            return Err(ctx(FlowError::Invalid(
+                "table 255 is not a flow table".into(),
+            )));
         }
         self.matches.validate().map_err(ctx)?;
         if let Some(t) = self.goto_table {

@@ -33,7 +33,11 @@ pub struct FlowMod {
 impl FlowMod {
     /// Adds `flow`.
     pub fn add(flow: Flow) -> Self {
-        FlowMod { command: FlowModCommand::Add, flow, cookie_mask: 0 }
+        FlowMod {
+            command: FlowModCommand::Add,
+            flow,
+            cookie_mask: 0,
+        }
     }
 }
 
