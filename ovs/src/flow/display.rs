@@ -286,8 +286,17 @@ fn masked_mac(s: &mut String, name: &str, m: &Option<Masked<MacAddr>>) {
 fn ct_state(s: &mut String, st: &CtState) {
     let (value, mask) = st.value_mask();
     s.push_str("ct_state=");
-    if mask == 0 {
-        s.push('0');
+    if st.is_exact() {
+        // OVS widens a mask over every flag to an exact match and prints `a|b` (or `0`).
+        let set: Vec<&str> = CtFlag::ALL
+            .into_iter()
+            .filter(|f| value & *f as u32 != 0)
+            .map(CtFlag::name)
+            .collect();
+        s.push_str(if set.is_empty() { "0" } else { "" });
+        s.push_str(&set.join("|"));
+        s.push(',');
+        return;
     }
     for flag in CtFlag::ALL {
         let bit = flag as u32;
@@ -297,6 +306,18 @@ fn ct_state(s: &mut String, st: &CtState) {
         }
     }
     s.push(',');
+}
+
+/// Ethertypes OVS prints by name (besides `ip` and its L4 shorthands).
+pub(crate) fn eth_type_name(t: u16) -> Option<&'static str> {
+    Some(match t {
+        ETH_TYPE_ARP => "arp",
+        0x86dd => "ipv6",
+        0x8035 => "rarp",
+        0x8847 => "mpls",
+        0x8848 => "mplsm",
+        _ => return None,
+    })
 }
 
 fn write_match(s: &mut String, m: &Match, priority: u16, names: Option<&Names>) {
@@ -330,11 +351,14 @@ fn write_match(s: &mut String, m: &Match, priority: u16, names: Option<&Names>) 
             s.push_str(name.unwrap_or("ip"));
             s.push(',');
         }
-        Some(ETH_TYPE_ARP) => {
-            skip_type = true;
-            s.push_str("arp,");
+        Some(t) => {
+            if let Some(name) = eth_type_name(t) {
+                skip_type = true;
+                s.push_str(name);
+                s.push(',');
+            }
         }
-        _ => {}
+        None => {}
     }
     for (i, r) in m.regs.iter().enumerate() {
         masked_u32(s, &format!("reg{i}"), r);

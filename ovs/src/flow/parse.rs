@@ -178,7 +178,19 @@ where
 fn parse_ct_state(s: &str) -> Result<CtState, FlowError> {
     let mut st = CtState::new();
     if s == "0" {
-        return Ok(st);
+        return Ok(CtState::from_value_mask(0, CtState::ALL_FLAGS));
+    }
+    if !s.starts_with(['+', '-']) {
+        // The exact form OVS prints when every flag is constrained: `new|trk`.
+        let mut value = 0;
+        for name in s.split('|') {
+            let flag = CtFlag::ALL
+                .into_iter()
+                .find(|f| f.name() == name)
+                .ok_or_else(|| err(format!("unknown ct_state flag {name:?} in {s:?}")))?;
+            value |= flag as u32;
+        }
+        return Ok(CtState::from_value_mask(value, CtState::ALL_FLAGS));
     }
     let mut rest = s;
     while !rest.is_empty() {
@@ -214,6 +226,10 @@ fn parse_match_field(
         match key {
             "ip" => m.eth_type = Some(ETH_TYPE_IP),
             "arp" => m.eth_type = Some(ETH_TYPE_ARP),
+            "ipv6" => m.eth_type = Some(0x86dd),
+            "rarp" => m.eth_type = Some(0x8035),
+            "mpls" => m.eth_type = Some(0x8847),
+            "mplsm" => m.eth_type = Some(0x8848),
             "tcp" | "udp" | "sctp" | "icmp" | "igmp" => {
                 m.eth_type = Some(ETH_TYPE_IP);
                 m.ip_proto = Some(match key {
@@ -518,6 +534,14 @@ mod tests {
             "table=110, idle_timeout=10, hard_timeout=20, priority=5 actions=drop",
             "table=80, priority=200,reg0=0 actions=output:NXM_NX_REG2[]",
             "table=60, priority=0 actions=group:7",
+            "table=5, priority=12,ct_state=new|trk,ip actions=ct(commit,force,table=7,zone=65535,nat(src=1.1.1.1,persistent,hash))",
+            "table=5, priority=13,ip actions=ct(commit,nat(src))",
+            "table=5, priority=11,ip,reg0=0/0x1 actions=CONTROLLER:0",
+            "table=5, priority=10,tun_id=0,tun_src=1.2.3.0/24 actions=set_field:0->tun_id",
+            "table=5, priority=9,icmp,nw_src=10.0.0.0/255.0.255.0 actions=set_field:0->pkt_mark,LOCAL,FLOOD,ALL",
+            "table=5, priority=8,ipv6,in_port=LOCAL actions=NORMAL",
+            "table=5, priority=7,pkt_mark=0x1,ct_state=+trk,ct_zone=5,ct_mark=0x3/0xf,ip actions=LOCAL",
+            "table=5, priority=14,dl_type=0x88cc actions=drop",
         ] {
             round_trip(line);
         }
@@ -557,7 +581,14 @@ mod tests {
             ("priority=1 actions=frobnicate", "unknown action"),
             ("priority=1,reg9=1 actions=drop", "reg0..reg7"),
             ("priority=1 actions=goto_table:3,output:1", "last action"),
-            ("priority=1,ct_state=trk actions=drop", "+flag/-flag"),
+            (
+                "priority=1,ct_state=trk+new actions=drop",
+                "unknown ct_state flag",
+            ),
+            (
+                "priority=1,ct_state=+trk*new actions=drop",
+                "unknown ct_state flag",
+            ),
             ("priority=99999 actions=drop", "out of range"),
             ("table=nosuch, actions=drop", "unknown table name"),
         ] {
