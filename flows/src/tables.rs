@@ -146,7 +146,10 @@ mod tests {
     #[test]
     fn numbers_and_names_are_unique_and_ordered() {
         let ids: Vec<u8> = Table::ALL.iter().map(|t| t.id()).collect();
-        assert!(ids.windows(2).all(|w| w[0] < w[1]), "tables out of order: {ids:?}");
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "tables out of order: {ids:?}"
+        );
         let mut names: Vec<&str> = Table::ALL.iter().map(|t| t.name()).collect();
         names.sort();
         names.dedup();

@@ -2,5 +2,8 @@
 //! node and multitenant issues; for now it says so and exits non-zero.
 
 fn main() -> anyhow::Result<()> {
-    anyhow::bail!("sdnctl {}: no commands yet; see README.md", env!("CARGO_PKG_VERSION"))
+    anyhow::bail!(
+        "sdnctl {}: no commands yet; see README.md",
+        env!("CARGO_PKG_VERSION")
+    )
 }

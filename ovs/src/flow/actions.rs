@@ -225,23 +225,36 @@ impl Nat {
     /// `nat(src=MIN[-MAX])` / `nat(dst=MIN[-MAX])`.
     pub fn new(kind: NatKind, min: Ipv4Addr, max: Ipv4Addr) -> Result<Self, FlowError> {
         if u32::from(max) < u32::from(min) {
-            return Err(FlowError::Invalid(format!("nat range {min}-{max} is empty")));
+            return Err(FlowError::Invalid(format!(
+                "nat range {min}-{max} is empty"
+            )));
         }
-        Ok(Nat { kind: Some(kind), addrs: Some((min, max)), ..Nat::default() })
+        Ok(Nat {
+            kind: Some(kind),
+            addrs: Some((min, max)),
+            ..Nat::default()
+        })
     }
 
     /// `nat(src)` / `nat(dst)` without a range.
     pub fn kind_only(kind: NatKind) -> Self {
-        Nat { kind: Some(kind), ..Nat::default() }
+        Nat {
+            kind: Some(kind),
+            ..Nat::default()
+        }
     }
 
     /// Adds a port range `:MIN[-MAX]`; needs an address range.
     pub fn ports(mut self, min: u16, max: u16) -> Result<Self, FlowError> {
         if self.addrs.is_none() {
-            return Err(FlowError::Invalid("nat port range needs an address range".into()));
+            return Err(FlowError::Invalid(
+                "nat port range needs an address range".into(),
+            ));
         }
         if min == 0 || max < min {
-            return Err(FlowError::Invalid(format!("nat port range {min}-{max} is invalid")));
+            return Err(FlowError::Invalid(format!(
+                "nat port range {min}-{max} is invalid"
+            )));
         }
         self.ports = Some((min, max));
         Ok(self)
@@ -253,7 +266,9 @@ impl Nat {
             return Err(FlowError::Invalid("nat flags need an address range".into()));
         }
         if hash && random {
-            return Err(FlowError::Invalid("nat cannot be both hash and random".into()));
+            return Err(FlowError::Invalid(
+                "nat cannot be both hash and random".into(),
+            ));
         }
         self.persistent = persistent;
         self.hash = hash;
@@ -320,7 +335,11 @@ impl Ct {
 
     /// `zone=N`.
     pub fn zone(mut self, zone: u16) -> Self {
-        self.zone = if zone == 0 { CtZone::Default } else { CtZone::Immediate(zone) };
+        self.zone = if zone == 0 {
+            CtZone::Default
+        } else {
+            CtZone::Immediate(zone)
+        };
         self
     }
 
@@ -469,7 +488,9 @@ impl Action {
     /// `resubmit(,T)`; table 255 is not a table.
     pub fn resubmit(table: u8) -> Result<Action, FlowError> {
         if table == 255 {
-            return Err(FlowError::Invalid("resubmit to table 255: there is no such table".into()));
+            return Err(FlowError::Invalid(
+                "resubmit to table 255: there is no such table".into(),
+            ));
         }
         Ok(Action::Resubmit { table })
     }
@@ -482,7 +503,10 @@ impl Action {
     /// `load:V->FIELD[]` into a whole register, the pipeline's most common action.
     pub fn load_reg(reg: u8, value: u32) -> Action {
         assert!(reg < 8, "there is no reg{reg}");
-        Action::Load(Load { dst: Subfield::whole(Field::Reg(reg)), value: value as u64 })
+        Action::Load(Load {
+            dst: Subfield::whole(Field::Reg(reg)),
+            value: value as u64,
+        })
     }
 
     /// `set_field:V->FIELD`.
@@ -492,14 +516,20 @@ impl Action {
 
     /// `set_field:A->tun_dst`.
     pub fn set_tun_dst(addr: Ipv4Addr) -> Action {
-        Action::SetField(SetField { field: Field::TunDst, value: u32::from(addr) as u64 })
+        Action::SetField(SetField {
+            field: Field::TunDst,
+            value: u32::from(addr) as u64,
+        })
     }
 
     /// `set_field:M->eth_dst`.
     pub fn set_eth_dst(mac: MacAddr) -> Action {
         let mut b = [0u8; 8];
         b[2..].copy_from_slice(&mac.0);
-        Action::SetField(SetField { field: Field::EthDst, value: u64::from_be_bytes(b) })
+        Action::SetField(SetField {
+            field: Field::EthDst,
+            value: u64::from_be_bytes(b),
+        })
     }
 
     /// `move:SRC->DST`.
@@ -515,7 +545,9 @@ impl Action {
     /// `group:G`; refuses the reserved ids `ALL` and `ANY`.
     pub fn group(id: u32) -> Result<Action, FlowError> {
         if id > 0xffff_ff00 {
-            return Err(FlowError::Invalid(format!("group {id:#x} is a reserved group id")));
+            return Err(FlowError::Invalid(format!(
+                "group {id:#x} is a reserved group id"
+            )));
         }
         Ok(Action::Group(id))
     }
@@ -523,9 +555,9 @@ impl Action {
     /// Checks invariants that fields alone cannot express (used on decoded actions too).
     pub fn validate(&self) -> Result<(), FlowError> {
         match self {
-            Action::Output(p) if *p == 0 || *p == ports::ANY => {
-                Err(FlowError::Invalid(format!("output to port {p:#x} is not an output port")))
-            }
+            Action::Output(p) if *p == 0 || *p == ports::ANY => Err(FlowError::Invalid(format!(
+                "output to port {p:#x} is not an output port"
+            ))),
             Action::Resubmit { table: 255 } => {
                 Err(FlowError::Invalid("resubmit to table 255".into()))
             }
@@ -606,7 +638,13 @@ impl Group {
         Group {
             id,
             kind: GroupType::Select,
-            buckets: buckets.into_iter().map(|actions| Bucket { weight: 100, actions }).collect(),
+            buckets: buckets
+                .into_iter()
+                .map(|actions| Bucket {
+                    weight: 100,
+                    actions,
+                })
+                .collect(),
         }
     }
 }

@@ -88,10 +88,16 @@ impl Field {
     /// The name inside subfield syntax, e.g. `NXM_NX_REG0`.
     pub fn nxm_name(self) -> &'static str {
         match self {
-            Field::Reg(n) => {
-                ["NXM_NX_REG0", "NXM_NX_REG1", "NXM_NX_REG2", "NXM_NX_REG3", "NXM_NX_REG4",
-                 "NXM_NX_REG5", "NXM_NX_REG6", "NXM_NX_REG7"][n as usize & 7]
-            }
+            Field::Reg(n) => [
+                "NXM_NX_REG0",
+                "NXM_NX_REG1",
+                "NXM_NX_REG2",
+                "NXM_NX_REG3",
+                "NXM_NX_REG4",
+                "NXM_NX_REG5",
+                "NXM_NX_REG6",
+                "NXM_NX_REG7",
+            ][n as usize & 7],
             Field::TunId => "NXM_NX_TUN_ID",
             Field::TunSrc => "NXM_NX_TUN_IPV4_SRC",
             Field::TunDst => "NXM_NX_TUN_IPV4_DST",
@@ -107,8 +113,9 @@ impl Field {
     /// The short name `set_field` prints, e.g. `reg0`, `tun_dst`.
     pub fn name(self) -> &'static str {
         match self {
-            Field::Reg(n) => ["reg0", "reg1", "reg2", "reg3", "reg4", "reg5", "reg6", "reg7"]
-                [n as usize & 7],
+            Field::Reg(n) => [
+                "reg0", "reg1", "reg2", "reg3", "reg4", "reg5", "reg6", "reg7",
+            ][n as usize & 7],
             Field::TunId => "tun_id",
             Field::TunSrc => "tun_src",
             Field::TunDst => "tun_dst",
@@ -166,12 +173,16 @@ impl Field {
     pub fn from_header(hdr: u32) -> Option<Field> {
         let class = (hdr >> 16) as u16;
         let field = ((hdr >> 9) & 0x7f) as u8;
-        Field::ALL.into_iter().find(|f| f.nxm() == (class, field) || f.oxm() == (class, field))
+        Field::ALL
+            .into_iter()
+            .find(|f| f.nxm() == (class, field) || f.oxm() == (class, field))
     }
 
     /// The field with NXM name `name` (`NXM_NX_REG0`), or short name (`reg0`).
     pub fn from_name(name: &str) -> Option<Field> {
-        Field::ALL.into_iter().find(|f| f.nxm_name() == name || f.name() == name)
+        Field::ALL
+            .into_iter()
+            .find(|f| f.nxm_name() == name || f.name() == name)
     }
 }
 
@@ -188,7 +199,11 @@ pub struct Subfield {
 impl Subfield {
     /// The whole field.
     pub fn whole(field: Field) -> Self {
-        Subfield { field, ofs: 0, n_bits: field.bits() }
+        Subfield {
+            field,
+            ofs: 0,
+            n_bits: field.bits(),
+        }
     }
 
     /// Bits `start..=end` of `field` (inclusive, as in `[0..31]`).
@@ -200,7 +215,11 @@ impl Subfield {
                 field.bits()
             )));
         }
-        Ok(Subfield { field, ofs: start, n_bits: end - start + 1 })
+        Ok(Subfield {
+            field,
+            ofs: start,
+            n_bits: end - start + 1,
+        })
     }
 
     /// The field.
@@ -291,10 +310,18 @@ mod tests {
 
     #[test]
     fn subfield_text() {
-        for s in ["NXM_NX_REG0[]", "NXM_NX_TUN_ID[0..31]", "NXM_NX_REG3[5]", "NXM_OF_ETH_DST[]"] {
+        for s in [
+            "NXM_NX_REG0[]",
+            "NXM_NX_TUN_ID[0..31]",
+            "NXM_NX_REG3[5]",
+            "NXM_OF_ETH_DST[]",
+        ] {
             assert_eq!(s.parse::<Subfield>().unwrap().to_string(), s);
         }
-        assert_eq!("reg2".parse::<Subfield>().unwrap().to_string(), "NXM_NX_REG2[]");
+        assert_eq!(
+            "reg2".parse::<Subfield>().unwrap().to_string(),
+            "NXM_NX_REG2[]"
+        );
         assert!("NXM_NX_REG0[0..32]".parse::<Subfield>().is_err());
         assert!("NXM_NX_REG9[]".parse::<Subfield>().is_err());
     }
@@ -312,6 +339,9 @@ mod tests {
     #[test]
     fn ofs_nbits_round_trip() {
         let s = Subfield::range(Field::TunId, 0, 31).unwrap();
-        assert_eq!(Subfield::from_ofs_nbits(Field::TunId, s.ofs_nbits()).unwrap(), s);
+        assert_eq!(
+            Subfield::from_ofs_nbits(Field::TunId, s.ofs_nbits()).unwrap(),
+            s
+        );
     }
 }

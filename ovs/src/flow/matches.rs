@@ -109,7 +109,19 @@ impl CtState {
 
     /// From the wire's value and mask.
     pub fn from_value_mask(value: u32, mask: u32) -> Self {
-        CtState { set: value & mask, clear: !value & mask }
+        let mask = mask & Self::ALL_FLAGS;
+        CtState {
+            set: value & mask,
+            clear: !value & mask,
+        }
+    }
+
+    /// Every defined flag bit.
+    pub const ALL_FLAGS: u32 = 0xff;
+
+    /// Whether every flag is constrained (OVS then prints `new|trk` instead of `+new-est...`).
+    pub fn is_exact(&self) -> bool {
+        (self.set | self.clear) & Self::ALL_FLAGS == Self::ALL_FLAGS
     }
 }
 
@@ -192,12 +204,25 @@ impl Match {
         need(self.arp_tpa.is_none() || arp, "arp_tpa", "arp")?;
         need(self.arp_sha.is_none() || arp, "arp_sha", "arp")?;
         need(self.arp_tha.is_none() || arp, "arp_tha", "arp")?;
-        let l4 = ip && matches!(self.ip_proto, Some(IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP));
+        let l4 = ip
+            && matches!(
+                self.ip_proto,
+                Some(IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP)
+            );
         need(self.tp_src.is_none() || l4, "tp_src", "tcp, udp or sctp")?;
         need(self.tp_dst.is_none() || l4, "tp_dst", "tcp, udp or sctp")?;
+        if let Some(st) = self.ct_state {
+            if st.value_mask().1 == 0 {
+                return Err(FlowError::Invalid(
+                    "ct_state without any +flag or -flag: leave it out instead".into(),
+                ));
+            }
+        }
         if let Some(op) = self.arp_op {
             if op > 0xff {
-                return Err(FlowError::Invalid(format!("arp_op {op} does not fit 8 bits")));
+                return Err(FlowError::Invalid(format!(
+                    "arp_op {op} does not fit 8 bits"
+                )));
             }
         }
         Ok(())
@@ -369,10 +394,18 @@ mod tests {
         let m = Match::any().nw_src(Ipv4Addr::new(10, 0, 0, 1));
         let err = m.validate().unwrap_err().to_string();
         assert!(err.contains("nw_src needs ip"), "{err}");
-        assert!(Match::any().ip().nw_src(Ipv4Addr::new(10, 0, 0, 1)).validate().is_ok());
+        assert!(Match::any()
+            .ip()
+            .nw_src(Ipv4Addr::new(10, 0, 0, 1))
+            .validate()
+            .is_ok());
         assert!(Match::any().ip().tp_dst(80).validate().is_err());
         assert!(Match::any().tcp().tp_dst(80).validate().is_ok());
-        assert!(Match::any().ip().arp_tpa(Ipv4Addr::new(1, 2, 3, 4)).validate().is_err());
+        assert!(Match::any()
+            .ip()
+            .arp_tpa(Ipv4Addr::new(1, 2, 3, 4))
+            .validate()
+            .is_err());
     }
 
     #[test]

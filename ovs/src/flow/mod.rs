@@ -20,6 +20,7 @@ pub use actions::{
 pub use display::{FlowText, Names};
 pub use fields::{Field, Subfield};
 pub use matches::{CtFlag, CtState, Match};
+pub use parse::{parse_actions, parse_flow};
 pub use types::{MacAddr, Masked};
 
 /// What can be wrong with a flow, before it ever reaches a switch.
@@ -122,7 +123,9 @@ impl Flow {
             other => other,
         };
         if self.table == 255 {
-            return Err(ctx(FlowError::Invalid("table 255 is not a flow table".into())));
+            return Err(ctx(FlowError::Invalid(
+                "table 255 is not a flow table".into(),
+            )));
         }
         self.matches.validate().map_err(ctx)?;
         if let Some(t) = self.goto_table {

@@ -31,7 +31,11 @@ impl MacAddr {
 impl fmt::Display for MacAddr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
-        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3], b[4], b[5])
+        write!(
+            f,
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            b[0], b[1], b[2], b[3], b[4], b[5]
+        )
     }
 }
 
@@ -135,7 +139,10 @@ impl<T: Maskable> Masked<T> {
         if mask == T::all_ones() {
             return Ok(Self::exact(value));
         }
-        Ok(Masked { value: value.and(mask), mask: Some(mask) })
+        Ok(Masked {
+            value: value.and(mask),
+            mask: Some(mask),
+        })
     }
 
     /// The (already masked) value.
@@ -164,9 +171,15 @@ impl Masked<Ipv4Addr> {
     /// A CIDR match such as `10.128.0.0/14`; `/32` is an exact match, `/0` is refused.
     pub fn cidr(addr: Ipv4Addr, prefix_len: u8) -> Result<Self, FlowError> {
         if prefix_len > 32 {
-            return Err(FlowError::Invalid(format!("prefix length /{prefix_len} is longer than 32")));
+            return Err(FlowError::Invalid(format!(
+                "prefix length /{prefix_len} is longer than 32"
+            )));
         }
-        let mask = if prefix_len == 0 { 0 } else { u32::MAX << (32 - prefix_len) };
+        let mask = if prefix_len == 0 {
+            0
+        } else {
+            u32::MAX << (32 - prefix_len)
+        };
         Masked::new(addr, Ipv4Addr::from(mask))
     }
 
@@ -228,7 +241,10 @@ mod tests {
         assert_eq!(m.prefix_len(), Some(14));
         let m: Masked<Ipv4Addr> = "10.0.0.0/255.0.255.0".parse().unwrap();
         assert_eq!(m.prefix_len(), None);
-        assert_eq!("10.1.2.3/32".parse::<Masked<Ipv4Addr>>().unwrap().mask(), None);
+        assert_eq!(
+            "10.1.2.3/32".parse::<Masked<Ipv4Addr>>().unwrap().mask(),
+            None
+        );
         assert!("10.0.0.0/33".parse::<Masked<Ipv4Addr>>().is_err());
         assert!("10.0.0.0/0".parse::<Masked<Ipv4Addr>>().is_err());
     }
