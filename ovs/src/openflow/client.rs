@@ -417,7 +417,7 @@ impl BundleMsg {
 
     /// Deletes every flow (of every table) whose cookie equals `cookie` under `mask`.
     pub fn delete_by_cookie(cookie: u64, mask: u64) -> Self {
-        BundleMsg::Flow(delete_by_cookie_mod(cookie, mask))
+        BundleMsg::Flow(FlowMod::delete_cookie(cookie, mask))
     }
 
     fn encode(&self, xid: u32) -> Result<Vec<u8>, CodecError> {
@@ -442,14 +442,6 @@ impl From<FlowMod> for BundleMsg {
     }
 }
 
-fn delete_by_cookie_mod(cookie: u64, mask: u64) -> FlowMod {
-    FlowMod {
-        command: FlowModCommand::Delete,
-        flow: Flow::new(255, 0).cookie(cookie),
-        cookie_mask: mask,
-    }
-}
-
 /// A flow_mod as text: the command, then the flow in `ovs-ofctl` syntax.
 pub fn describe_flow_mod(fm: &FlowMod) -> String {
     let cmd = match fm.command {
@@ -459,13 +451,24 @@ pub fn describe_flow_mod(fm: &FlowMod) -> String {
         FlowModCommand::Delete => "delete",
         FlowModCommand::DeleteStrict => "delete_strict",
     };
-    match fm.command {
-        FlowModCommand::Add => format!("{cmd} {}", fm.flow),
-        _ => format!(
-            "{cmd} cookie={:#x}/{:#x} {}",
-            fm.flow.cookie, fm.cookie_mask, fm.flow
-        ),
+    if !fm.command.is_delete() {
+        return format!("{cmd} {}", fm.flow);
     }
+    // A delete selects by table, cookie/mask, match (and priority when strict).
+    let f = &fm.flow;
+    let mut out = format!("{cmd} cookie={:#x}/{:#x}", f.cookie, fm.cookie_mask);
+    if f.table == 255 {
+        out.push_str(" table=all");
+    } else {
+        out.push_str(&format!(" table={}", f.table));
+    }
+    if fm.command == FlowModCommand::DeleteStrict {
+        out.push_str(&format!(" priority={}", f.priority));
+    }
+    if !f.matches.is_any() {
+        out.push_str(&format!(" {}", f.matches));
+    }
+    out
 }
 
 /// A group_mod as text.
@@ -1484,7 +1487,7 @@ impl OfClient {
     /// Deletes every flow, in every table, whose cookie equals `cookie` under `mask` (a mask of
     /// 0 deletes every flow). Idempotent: deleting nothing is not an error.
     pub async fn delete_by_cookie(&self, cookie: u64, mask: u64) -> Result<(), OfError> {
-        self.flow_mod(delete_by_cookie_mod(cookie, mask)).await
+        self.flow_mod(FlowMod::delete_cookie(cookie, mask)).await
     }
 
     /// Adds, modifies or deletes a group and waits for it (barrier).
