@@ -193,8 +193,12 @@ fn tcp_connection_inside_the_ovs_netns() {
     ovs.vsctl(&["set", "controller", "br0", "inactivity_probe=1000"]);
     let flows = realistic(0x77);
     let want = flows.clone();
-    let (dumped, after_idle) = ovs.in_netns(move || {
-        rt().block_on(async move {
+    let (dumped, after_idle, probed) = ovs.in_netns(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
             // Our own keepalive off: only the switch's probes keep the connection busy.
             let config = OfConfig {
                 echo_interval: None,
@@ -204,8 +208,7 @@ fn tcp_connection_inside_the_ovs_netns() {
             let c = loop {
                 match OfClient::connect_with("tcp:127.0.0.1:16653", config).await {
                     Ok(c) => break c,
-                    Err(e) if Instant::now() < deadline => {
-                        let _ = e;
+                    Err(_) if Instant::now() < deadline => {
                         tokio::time::sleep(Duration::from_millis(100)).await
                     }
                     Err(e) => panic!("ptcp listener never came up: {e}"),
@@ -218,10 +221,32 @@ fn tcp_connection_inside_the_ovs_netns() {
                 .unwrap();
             tokio::time::sleep(Duration::from_secs(3)).await;
             let after_idle = c.barrier().await.map_err(|e| e.to_string());
-            (dumped, after_idle)
+            // Proof that the switch does probe such a connection: a raw one that says hello
+            // receives an ECHO_REQUEST within a few seconds.
+            let mut raw = tokio::net::TcpStream::connect("127.0.0.1:16653")
+                .await
+                .unwrap();
+            raw.write_all(&[4, 0, 0, 16, 0, 0, 0, 1, 0, 1, 0, 8, 0, 0, 0, 0x10])
+                .await
+                .unwrap();
+            let probed = tokio::time::timeout(Duration::from_secs(5), async {
+                loop {
+                    let msg = read_msg(&mut raw).await;
+                    if msg[1] == 2 {
+                        break;
+                    }
+                }
+            })
+            .await
+            .is_ok();
+            (dumped, after_idle, probed)
         })
     });
     assert_same_flows(dumped, want);
+    assert!(
+        probed,
+        "the switch never sent an echo request to an idle connection"
+    );
     after_idle.expect("connection should survive the switch's inactivity probes");
 }
 
@@ -619,8 +644,8 @@ fn fake_socket() -> std::path::PathBuf {
     dir.join("switch.sock")
 }
 
-/// Reads one whole OpenFlow message from the fake switch's side.
-async fn read_msg(s: &mut tokio::net::UnixStream) -> Vec<u8> {
+/// Reads one whole OpenFlow message from a raw stream.
+async fn read_msg<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> Vec<u8> {
     let mut head = [0u8; 8];
     s.read_exact(&mut head).await.unwrap();
     let len = u16::from_be_bytes([head[2], head[3]]) as usize;

@@ -542,10 +542,9 @@ impl Pending<'_> {
 
 impl Drop for Pending<'_> {
     fn drop(&mut self) {
-        if let Ok(mut st) = self.shared.state.lock() {
-            for i in 0..self.n {
-                st.pending.remove(&self.first.wrapping_add(i));
-            }
+        let mut st = self.shared.lock();
+        for i in 0..self.n {
+            st.pending.remove(&self.first.wrapping_add(i));
         }
     }
 }
@@ -1521,6 +1520,10 @@ impl OfClient {
     /// every message, commit. Either every message takes effect at once (other connections never
     /// see a partial state) or none does, and the error ([`OfError::BundleFailed`]) says which
     /// message failed, with its index, text and the switch's error. An empty bundle is a no-op.
+    ///
+    /// If the connection closes or the call times out before the commit reply, the outcome of a
+    /// commit already sent is unknown (Open vSwitch discards uncommitted bundles when the
+    /// connection closes): the caller should dump or replay its desired state.
     pub async fn bundle(&self, msgs: &[BundleMsg]) -> Result<(), OfError> {
         self.shared()
             .bundle(
@@ -1982,6 +1985,25 @@ mod tests {
             }
             other => panic!("unexpected {other}"),
         }
+    }
+
+    #[test]
+    fn futures_are_send() {
+        fn send<T: Send>(_: &T) {}
+        fn check(c: &OfClient, fms: &[FlowMod], msgs: &[BundleMsg], g: &Group) {
+            send(&c.barrier());
+            send(&c.echo());
+            send(&c.flow_mods(fms));
+            send(&c.add_flows(&[]));
+            send(&c.delete_by_cookie(1, 1));
+            send(&c.group_mod(GroupModCommand::Add, g));
+            send(&c.dump_flows(&DumpFilter::all()));
+            send(&c.bundle(msgs));
+            send(&OfClient::connect("x"));
+        }
+        let _ = check;
+        fn sync<T: Send + Sync>() {}
+        sync::<OfClient>();
     }
 
     #[test]
