@@ -712,7 +712,7 @@ impl Shared {
         let mut p = self.register(1, op)?;
         let xid = p.xid(0);
         let bytes = build(xid);
-        debug!(peer = %self.peer, xid, msg_type = msg_type::name(bytes[1]), op, "sending request");
+        debug!(peer = %self.peer, xid, msg_type = msg_type::name(bytes.get(1).copied().unwrap_or(0xff)), op, "sending request");
         self.send(bytes, op)?;
         let msg = p.recv(self.deadline(), op, xid).await?;
         if msg.msg_type == msg_type::ERROR {
