@@ -522,13 +522,15 @@ impl RawConn {
     /// xid it answers and what `ovs-ofctl` makes of it.
     fn barrier(&mut self, what: &dyn Fn(u32) -> String) {
         self.send(&[4, 20, 0, 8, 0xff, 0xff, 0xff, 0xff]);
-        loop {
-            let (ty, xid, msg) = self.recv();
-            match ty {
-                21 if xid == 0xffff_ffff => return,
-                1 => panic!("switch refused {}: {}", what(xid), ofp_print(&msg)),
-                other => panic!("unexpected message type {other} before the barrier reply"),
-            }
+        let (ty, xid, msg) = self.recv();
+        match ty {
+            21 if xid == 0xffff_ffff => {}
+            1 => panic!(
+                "switch refused {}: {}",
+                what(xid),
+                ofctl(&["ofp-print", &hex(&msg)])
+            ),
+            other => panic!("unexpected message type {other} before the barrier reply"),
         }
     }
 
@@ -543,7 +545,7 @@ impl RawConn {
                 (ty, rxid),
                 (19, xid),
                 "expected a multipart reply: {}",
-                ofp_print(&msg)
+                ofctl(&["ofp-print", &hex(&msg)])
             );
             assert!(msg.len() >= 16, "short multipart reply");
             body.extend_from_slice(&msg[16..]);
