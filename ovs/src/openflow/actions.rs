@@ -127,8 +127,22 @@ pub fn encode_actions(actions: &[Action], out: &mut Vec<u8>) -> Result<(), Codec
     Ok(())
 }
 
-fn encode_action(a: &Action, out: &mut Vec<u8>) -> Result<(), CodecError> {
+/// Refuses actions that the model's constructors refuse but that can be built directly from the
+/// public variants, so that every encoded action decodes back to itself.
+fn check_encodable(a: &Action) -> Result<(), FlowError> {
     a.validate()?;
+    match a {
+        Action::Output(ports::CONTROLLER) => Err(FlowError::Invalid(
+            "output to CONTROLLER must be Action::Controller (it carries max_len)".into(),
+        )),
+        Action::Group(id) => Action::group(*id).map(|_| ()),
+        Action::OutputReg(src) => Action::output_reg(*src).map(|_| ()),
+        _ => Ok(()),
+    }
+}
+
+fn encode_action(a: &Action, out: &mut Vec<u8>) -> Result<(), CodecError> {
+    check_encodable(a)?;
     match a {
         Action::Output(port) => encode_output(out, *port, 0),
         Action::Controller { max_len } => encode_output(out, ports::CONTROLLER, *max_len),
@@ -969,8 +983,21 @@ mod tests {
             decode_actions(&out),
             Err(CodecError::Malformed { .. })
         ));
-        // Invalid action built by hand.
-        assert!(encode_actions(&[Action::Output(0)], &mut Vec::new()).is_err());
+        // Invalid actions built by hand from the public variants.
+        for bad in [
+            Action::Output(0),
+            Action::Output(ports::CONTROLLER),
+            Action::Group(0xffff_fffc),
+            Action::OutputReg(sf("NXM_NX_REG0[0..7]")),
+            Action::Resubmit { table: 255 },
+        ] {
+            assert!(
+                encode_actions(std::slice::from_ref(&bad), &mut Vec::new()).is_err(),
+                "{bad:?}"
+            );
+        }
+        let err = encode_actions(&[Action::Ct(Ct::new().table(255))], &mut Vec::new()).unwrap_err();
+        assert!(err.to_string().contains("table=255"), "{err}");
     }
 
     #[test]
