@@ -15,7 +15,11 @@ pub const PORTS: [(u32, &str); 3] = [(1, "vxlan0"), (2, "tun0"), (3, "pod3")];
 
 /// The corpus lines (comments and blank lines removed).
 pub fn lines() -> Vec<&'static str> {
-    PIPELINE.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect()
+    PIPELINE
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect()
 }
 
 /// The corpus as flows.
@@ -33,4 +37,55 @@ pub fn names() -> Names {
         names = names.port(no, name);
     }
     names
+}
+
+/// The five per-pod flows of pipeline.md for `n` pods (ofports from 3, addresses from
+/// 10.128.0.2 upwards, VNIDs cycling over 10..=19), each pod's flows under its own cookie, built
+/// with the `ovs` builders. `5 * n` flows.
+pub fn pod_flows(n: u32) -> Vec<Flow> {
+    use ovs::flow::{Action, MacAddr, Match};
+    use std::net::Ipv4Addr;
+    let mut out = Vec::with_capacity(5 * n as usize);
+    for i in 0..n {
+        let ip = Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 128, 0, 2)) + i);
+        let mac = MacAddr::from_pod_ip(ip);
+        let port = 3 + i;
+        let vnid = 10 + i % 10;
+        let cookie = 0x1000_0000_0000_0000 | u64::from(i + 1);
+        out.push(
+            Flow::new(20, 100)
+                .cookie(cookie)
+                .matching(Match::any().in_port(port).arp().arp_spa(ip).arp_sha(mac))
+                .action(Action::load_reg(0, vnid))
+                .goto(30),
+        );
+        out.push(
+            Flow::new(20, 100)
+                .cookie(cookie)
+                .matching(Match::any().in_port(port).ip().dl_src(mac).nw_src(ip))
+                .action(Action::load_reg(0, vnid))
+                .goto(27),
+        );
+        out.push(
+            Flow::new(25, 100)
+                .cookie(cookie)
+                .matching(Match::any().ip().nw_src(ip))
+                .action(Action::load_reg(0, vnid))
+                .goto(27),
+        );
+        out.push(
+            Flow::new(40, 100)
+                .cookie(cookie)
+                .matching(Match::any().arp().arp_tpa(ip))
+                .action(Action::Output(port)),
+        );
+        out.push(
+            Flow::new(70, 100)
+                .cookie(cookie)
+                .matching(Match::any().ip().nw_dst(ip))
+                .actions([Action::load_reg(1, vnid), Action::load_reg(2, port)])
+                .goto(80),
+        );
+    }
+    out
 }

@@ -19,6 +19,10 @@ fn every_corpus_line_parses_and_prints_back_identically() {
 fn corpus_covers_every_table_of_the_pipeline() {
     let flows = corpus::flows();
     for t in flows::Table::ALL {
-        assert!(flows.iter().any(|f| f.table == t.id()), "no corpus flow in table {}", t.name());
+        assert!(
+            flows.iter().any(|f| f.table == t.id()),
+            "no corpus flow in table {}",
+            t.name()
+        );
     }
 }
