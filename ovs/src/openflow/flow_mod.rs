@@ -12,8 +12,8 @@
 //! [`check_consistency`] that Open vSwitch makes against the match (`OFPBAC_MATCH_INCONSISTENT`).
 //!
 //! Limits: no meters, no write-actions, no `OFPFF_*` flags, no group or port counters (group
-//! descriptions only), no bucket watch ports; a flow-stats entry
-//! with anything the model lacks is an error naming that entry rather than a partial flow.
+//! descriptions only), no bucket watch ports; a flow-stats entry with anything the model lacks
+//! is an error naming that entry rather than a partial flow.
 
 use super::actions::{decode_actions, decode_instructions, encode_actions, encode_instructions};
 use super::oxm::{aligned8, decode_match, encode_match, len_u16, patch_u16, Reader};
