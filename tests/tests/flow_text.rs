@@ -26,3 +26,21 @@ fn corpus_covers_every_table_of_the_pipeline() {
         );
     }
 }
+
+#[test]
+fn base_flow_builders_produce_exactly_the_corpus_base_flows() {
+    let built: Vec<String> = flows::base_flows(&corpus::node_config())
+        .iter()
+        .map(|f| f.to_string())
+        .collect();
+    let golden: Vec<String> = corpus::lines()
+        .into_iter()
+        .filter(|l| l.starts_with("cookie=0x1, "))
+        .map(String::from)
+        .collect();
+    let mut a = built.clone();
+    let mut b = golden.clone();
+    a.sort();
+    b.sort();
+    assert_eq!(a, b, "built:\n{}\n", built.join("\n"));
+}

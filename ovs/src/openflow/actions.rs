@@ -127,8 +127,22 @@ pub fn encode_actions(actions: &[Action], out: &mut Vec<u8>) -> Result<(), Codec
     Ok(())
 }
 
-fn encode_action(a: &Action, out: &mut Vec<u8>) -> Result<(), CodecError> {
+/// Refuses actions that the model's constructors refuse but that can be built directly from the
+/// public variants, so that every encoded action decodes back to itself.
+fn check_encodable(a: &Action) -> Result<(), FlowError> {
     a.validate()?;
+    match a {
+        Action::Output(ports::CONTROLLER) => Err(FlowError::Invalid(
+            "output to CONTROLLER must be Action::Controller (it carries max_len)".into(),
+        )),
+        Action::Group(id) => Action::group(*id).map(|_| ()),
+        Action::OutputReg(src) => Action::output_reg(*src).map(|_| ()),
+        _ => Ok(()),
+    }
+}
+
+fn encode_action(a: &Action, out: &mut Vec<u8>) -> Result<(), CodecError> {
+    check_encodable(a)?;
     match a {
         Action::Output(port) => encode_output(out, *port, 0),
         Action::Controller { max_len } => encode_output(out, ports::CONTROLLER, *max_len),
@@ -300,7 +314,7 @@ enum Item {
 
 /// Decodes a complete action list.
 pub fn decode_actions(buf: &[u8]) -> Result<Vec<Action>, CodecError> {
-    decode_items(buf)?
+    decode_items(buf, false)?
         .into_iter()
         .map(|i| match i {
             Item::Action(a) => Ok(a),
@@ -312,7 +326,9 @@ pub fn decode_actions(buf: &[u8]) -> Result<Vec<Action>, CodecError> {
         .collect()
 }
 
-fn decode_items(buf: &[u8]) -> Result<Vec<Item>, CodecError> {
+/// Decodes a list of actions; `in_ct` when it is the nested list of a `ct`, where another `ct`
+/// is refused before it is decoded (Open vSwitch refuses it too), which also bounds recursion.
+fn decode_items(buf: &[u8], in_ct: bool) -> Result<Vec<Item>, CodecError> {
     let mut r = Reader::new(buf, "action");
     let mut items = Vec::new();
     while r.remaining() > 0 {
@@ -330,7 +346,7 @@ fn decode_items(buf: &[u8]) -> Result<Vec<Item>, CodecError> {
             need: at + len,
             have: buf.len(),
         })?;
-        items.push(decode_one(ty, len, body)?);
+        items.push(decode_one(ty, len, body, in_ct)?);
     }
     Ok(items)
 }
@@ -366,7 +382,7 @@ fn field_from_header(hdr: u32, what: &'static str) -> Result<Field, CodecError> 
 
 /// Decodes one action of type `ty` and total length `len`; `body` is everything after the
 /// 4-byte type/length.
-fn decode_one(ty: u16, len: usize, body: &[u8]) -> Result<Item, CodecError> {
+fn decode_one(ty: u16, len: usize, body: &[u8], in_ct: bool) -> Result<Item, CodecError> {
     let mut r = Reader::new(body, "action");
     let action = match ty {
         OFPAT_OUTPUT => {
@@ -399,7 +415,7 @@ fn decode_one(ty: u16, len: usize, body: &[u8]) -> Result<Item, CodecError> {
                 });
             }
             let subtype = r.u16()?;
-            return decode_nx(subtype, len, r);
+            return decode_nx(subtype, len, r, in_ct);
         }
         other => {
             return Err(CodecError::Unsupported {
@@ -412,7 +428,7 @@ fn decode_one(ty: u16, len: usize, body: &[u8]) -> Result<Item, CodecError> {
 }
 
 /// Decodes a Nicira action; `r` is positioned after the subtype.
-fn decode_nx(subtype: u16, len: usize, mut r: Reader<'_>) -> Result<Item, CodecError> {
+fn decode_nx(subtype: u16, len: usize, mut r: Reader<'_>, in_ct: bool) -> Result<Item, CodecError> {
     let action = match subtype {
         nxast::REG_LOAD => {
             r.set_what("NXAST_REG_LOAD");
@@ -478,6 +494,12 @@ fn decode_nx(subtype: u16, len: usize, mut r: Reader<'_>) -> Result<Item, CodecE
             }
             Action::Note(note)
         }
+        nxast::CT if in_ct => {
+            return Err(CodecError::Unsupported {
+                what: "NXAST_CT",
+                detail: "ct nested inside ct".into(),
+            })
+        }
         nxast::CT => {
             r.set_what("NXAST_CT");
             return decode_ct(r).map(|ct| Item::Action(Action::Ct(ct)));
@@ -537,7 +559,7 @@ fn decode_ct(mut r: Reader<'_>) -> Result<Ct, CodecError> {
     } else {
         ct = ct.zone(zone);
     }
-    let nested = decode_items(r.rest())?;
+    let nested = decode_items(r.rest(), true)?;
     let mut first = true;
     for item in nested {
         match item {
@@ -961,8 +983,44 @@ mod tests {
             decode_actions(&out),
             Err(CodecError::Malformed { .. })
         ));
-        // Invalid action built by hand.
-        assert!(encode_actions(&[Action::Output(0)], &mut Vec::new()).is_err());
+        // Invalid actions built by hand from the public variants.
+        for bad in [
+            Action::Output(0),
+            Action::Output(ports::CONTROLLER),
+            Action::Group(0xffff_fffc),
+            Action::OutputReg(sf("NXM_NX_REG0[0..7]")),
+            Action::Resubmit { table: 255 },
+        ] {
+            assert!(
+                encode_actions(std::slice::from_ref(&bad), &mut Vec::new()).is_err(),
+                "{bad:?}"
+            );
+        }
+        let err = encode_actions(&[Action::Ct(Ct::new().table(255))], &mut Vec::new()).unwrap_err();
+        assert!(err.to_string().contains("table=255"), "{err}");
+    }
+
+    #[test]
+    fn nested_ct_is_refused_without_deep_recursion() {
+        // 2000 ct actions each nested in the previous: refused at the second level.
+        let mut inner: Vec<u8> = Vec::new();
+        for _ in 0..2000 {
+            let mut out = Vec::new();
+            let start = nx_header(&mut out, nxast::CT);
+            put16(&mut out, NX_CT_F_COMMIT);
+            put32(&mut out, 0);
+            put16(&mut out, 0);
+            out.extend_from_slice(&[NX_CT_RECIRC_NONE, 0, 0, 0, 0, 0]);
+            out.extend_from_slice(&inner);
+            let len = (out.len() - start) as u16;
+            patch_u16(&mut out, start + 2, len);
+            inner = out;
+            if inner.len() > 60_000 {
+                break;
+            }
+        }
+        let err = decode_actions(&inner).unwrap_err();
+        assert!(err.to_string().contains("ct nested inside ct"), "{err}");
     }
 
     #[test]

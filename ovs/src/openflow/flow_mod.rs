@@ -11,8 +11,9 @@
 //! for flow-removed messages. `Add`/`Modify*` run [`Flow::validate`] first, plus the checks of
 //! [`check_consistency`] that Open vSwitch makes against the match (`OFPBAC_MATCH_INCONSISTENT`).
 //!
-//! Limits: no meters, no write-actions, no `OFPFF_*` flags, no group stats; a flow-stats entry
-//! with anything the model lacks is an error naming that entry rather than a partial flow.
+//! Limits: no meters, no write-actions, no `OFPFF_*` flags, no group or port counters (group
+//! descriptions only), no bucket watch ports; a flow-stats entry with anything the model lacks
+//! is an error naming that entry rather than a partial flow.
 
 use super::actions::{decode_actions, decode_instructions, encode_actions, encode_instructions};
 use super::oxm::{aligned8, decode_match, encode_match, len_u16, patch_u16, Reader};
@@ -977,6 +978,36 @@ mod tests {
             f = f.goto(table + 1 + rng.below(254 - table as u64) as u8);
         }
         f
+    }
+
+    #[test]
+    fn corrupted_messages_never_panic() {
+        // Flip bytes of valid messages and feed every decoder random and corrupted input: each
+        // must return (Ok or an error), never panic.
+        let mut rng = Rng(0x1234_5678_9abc_def1);
+        let mut good = Vec::new();
+        for i in 0..50 {
+            good.push(encode_flow_mod(&FlowMod::add(random_flow(&mut rng)), i).unwrap());
+        }
+        for _ in 0..20_000 {
+            let base = &good[rng.below(good.len() as u64) as usize];
+            let mut msg = base.clone();
+            for _ in 0..1 + rng.below(4) {
+                let at = rng.below(msg.len() as u64) as usize;
+                msg[at] = rng.next() as u8;
+            }
+            if rng.below(4) == 0 {
+                msg.truncate(rng.below(msg.len() as u64) as usize);
+            }
+            let _ = decode_flow_mod(&msg);
+            let body = msg.get(8..).unwrap_or(&[]);
+            let _ = decode_flow_stats_body(body);
+            let _ = decode_group_desc_body(body);
+            let _ = decode_group_mod(&msg);
+            let _ = decode_match(msg.get(48..).unwrap_or(&[]));
+            let _ = decode_instructions(body);
+            let _ = decode_actions(body);
+        }
     }
 
     #[test]

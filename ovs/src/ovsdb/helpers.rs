@@ -1,0 +1,605 @@
+//! Bridge and port operations the node agent needs, on top of [`Client`].
+//!
+//! Each helper reads the cache to plan, then runs ONE transaction whose first operations are
+//! `wait` guards (timeout 0) asserting what the plan assumed (the bridge still exists, the port
+//! does not exist yet, ...). If another client changed the database in between, a guard fails,
+//! nothing is committed, and the helper re-plans from the (by then updated) cache, at most
+//! [`ATTEMPTS`] times. Like `ovs-vsctl` without `--no-wait`, changes also bump
+//! `Open_vSwitch.next_cfg`, and the helper waits (bounded by [`ClientOptions::apply_timeout`])
+//! until ovs-vswitchd has applied them (`cur_cfg` caught up), unless
+//! [`ClientOptions::wait_for_vswitchd`] is off.
+//!
+//! Helpers that find nothing to change commit nothing (no `next_cfg` bump), so calling them in a
+//! reconcile loop is cheap.
+//!
+//! Limits: one interface per port (no bonds); the port's external ids live on its Interface
+//! row, as OpenShift SDN and OVN do.
+//!
+//! [`ClientOptions::apply_timeout`]: super::ClientOptions::apply_timeout
+//! [`ClientOptions::wait_for_vswitchd`]: super::ClientOptions::wait_for_vswitchd
+
+use std::collections::BTreeMap;
+
+use super::cache::Cache;
+use super::ops::{row, Atom, Condition, Datum, Mutation, OpResult, Operation};
+use super::{Client, Error, DB};
+
+/// How many times a helper re-plans after a guard saw a concurrent change.
+pub const ATTEMPTS: usize = 3;
+
+/// `Bridge.fail_mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailMode {
+    /// Act as a learning switch when no controller is connected.
+    Standalone,
+    /// Only the installed flows forward traffic.
+    Secure,
+}
+
+impl FailMode {
+    /// The database value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailMode::Standalone => "standalone",
+            FailMode::Secure => "secure",
+        }
+    }
+}
+
+/// The columns [`Client::ensure_bridge`] manages.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BridgeSpec {
+    /// `datapath_type`: `netdev` (userspace) or `system`/`""` (kernel).
+    pub datapath_type: String,
+    /// `fail_mode`; `None` leaves it unset.
+    pub fail_mode: Option<FailMode>,
+    /// `protocols`, e.g. `["OpenFlow13"]`; empty means OVS's default set.
+    pub protocols: Vec<String>,
+    /// `other_config` keys to set; keys not listed here are left alone.
+    pub other_config: BTreeMap<String, String>,
+}
+
+/// A port with one interface, for [`Client::add_port`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PortSpec {
+    /// Port and interface name.
+    pub name: String,
+    /// `Interface.type`: `""` (a system device), `internal`, `vxlan`, `patch`...
+    pub iface_type: String,
+    /// `Interface.options`, e.g. `remote_ip=flow, key=flow`.
+    pub options: BTreeMap<String, String>,
+    /// `Interface.external_ids`.
+    pub external_ids: BTreeMap<String, String>,
+    /// `Interface.ofport_request`.
+    pub ofport_request: Option<u16>,
+    /// `Interface.mtu_request`.
+    pub mtu_request: Option<u32>,
+}
+
+impl PortSpec {
+    /// A port named `name` of type `iface_type`, nothing else set.
+    pub fn new(name: impl Into<String>, iface_type: impl Into<String>) -> Self {
+        PortSpec {
+            name: name.into(),
+            iface_type: iface_type.into(),
+            ..PortSpec::default()
+        }
+    }
+}
+
+/// An interface found by [`Client::find_interfaces_by_external_id`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterfaceInfo {
+    /// Interface name.
+    pub name: String,
+    /// OpenFlow port number; `None` before ovs-vswitchd assigned one, `Some(-1)` on failure.
+    pub ofport: Option<i64>,
+    /// `external_ids`.
+    pub external_ids: BTreeMap<String, String>,
+}
+
+/// `[Open_vSwitch next_cfg += 1, select next_cfg]`: what makes ovs-vswitchd report back.
+fn bump(root: &str) -> [Operation; 2] {
+    [
+        Operation::mutate(
+            "Open_vSwitch",
+            vec![Condition::uuid(root)],
+            vec![Mutation::add("next_cfg", 1)],
+        ),
+        Operation::select(
+            "Open_vSwitch",
+            vec![Condition::uuid(root)],
+            Some(&["next_cfg"]),
+        ),
+    ]
+}
+
+fn root_uuid(c: &Cache) -> Result<String, Error> {
+    c.open_vswitch()
+        .map(|r| r.uuid().to_string())
+        .ok_or(Error::NoRootRow)
+}
+
+/// A wait guard that failed: another client changed what the plan assumed.
+fn guard_failed(e: &Error, guards: usize) -> bool {
+    matches!(e, Error::Transaction { index: Some(i), error, .. } if *i < guards && error == "timed out")
+}
+
+/// `wait` guard: exactly the row `uuid` of `table`, still named `name`.
+fn assert_named(table: &str, uuid: &str, name: &str) -> Operation {
+    Operation::assert_rows(
+        table,
+        vec![Condition::uuid(uuid)],
+        vec![row([("name", name)])],
+    )
+}
+
+/// `wait` guard: no row of `table` named `name`.
+fn assert_absent(table: &str, name: &str) -> Operation {
+    Operation::assert_rows(table, vec![Condition::eq("name", name)], vec![])
+}
+
+fn interface_columns(spec: &PortSpec) -> super::ops::RowData {
+    row([
+        ("type", Datum::from(spec.iface_type.as_str())),
+        ("options", Datum::from(&spec.options)),
+        ("external_ids", Datum::from(&spec.external_ids)),
+        (
+            "ofport_request",
+            Datum::optional(spec.ofport_request.map(i64::from)),
+        ),
+        (
+            "mtu_request",
+            Datum::optional(spec.mtu_request.map(i64::from)),
+        ),
+    ])
+}
+
+impl Client {
+    /// Runs `ops` plus a `next_cfg` bump (when waiting for ovs-vswitchd is on) and returns
+    /// the results of `ops` and the `next_cfg` to wait for.
+    async fn transact_bumped(
+        &self,
+        root: &str,
+        mut ops: Vec<Operation>,
+    ) -> Result<(Vec<OpResult>, Option<i64>), Error> {
+        let n = ops.len();
+        let wait = self.options().wait_for_vswitchd;
+        if wait {
+            ops.extend(bump(root));
+        }
+        let mut results = self.transact(DB, &ops).await?;
+        let next_cfg = if wait {
+            let cfg = results
+                .get(n + 1)
+                .and_then(|r| r.rows.first())
+                .and_then(|r| r.get("next_cfg"))
+                .and_then(Datum::as_atom)
+                .and_then(Atom::as_integer);
+            if cfg.is_none() {
+                return Err(Error::BadValue {
+                    table: "Open_vSwitch".to_string(),
+                    column: "next_cfg".to_string(),
+                    reason: "not returned by select".to_string(),
+                });
+            }
+            cfg
+        } else {
+            None
+        };
+        results.truncate(n);
+        Ok((results, next_cfg))
+    }
+
+    /// Waits until ovs-vswitchd reports `cur_cfg >= next_cfg` (no-op for `None`).
+    async fn wait_applied(&self, what: &str, next_cfg: Option<i64>) -> Result<(), Error> {
+        let Some(n) = next_cfg else { return Ok(()) };
+        self.wait_for(
+            &format!("ovs-vswitchd to apply {what} (next_cfg {n}; is ovs-vswitchd running?)"),
+            self.options().apply_timeout,
+            |c| {
+                c.open_vswitch()
+                    .and_then(|r| r.integer("cur_cfg"))
+                    .filter(|cur| *cur >= n)
+            },
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Creates bridge `name` (with its internal port and interface, added to
+    /// `Open_vSwitch.bridges`) or updates an existing one to match `spec`: `datapath_type`,
+    /// `fail_mode` and `protocols` are set exactly, the `other_config` keys of `spec` are set
+    /// and other keys are left alone. Never deletes anything.
+    ///
+    /// Idempotent: when the bridge already matches, nothing is sent. Waits for ovs-vswitchd to
+    /// apply the change (so `<rundir>/<name>.mgmt` exists when it returns). Returns the
+    /// bridge's uuid.
+    pub async fn ensure_bridge(&self, name: &str, spec: &BridgeSpec) -> Result<String, Error> {
+        let mut columns = row([
+            ("datapath_type", Datum::from(spec.datapath_type.as_str())),
+            (
+                "fail_mode",
+                Datum::optional(spec.fail_mode.map(FailMode::as_str)),
+            ),
+            ("protocols", Datum::set(spec.protocols.iter())),
+        ]);
+        let mut last = None;
+        for _ in 0..ATTEMPTS {
+            let (root, existing) = self.with_cache(|c| {
+                let existing = c.bridge(name).map(|b| {
+                    let mut protocols = b.strings("protocols");
+                    protocols.sort_unstable();
+                    let mut want: Vec<&str> = spec.protocols.iter().map(String::as_str).collect();
+                    want.sort_unstable();
+                    want.dedup();
+                    let config = b.string_map("other_config");
+                    let matches = b.string("datapath_type") == Some(spec.datapath_type.as_str())
+                        && b.string("fail_mode") == spec.fail_mode.map(FailMode::as_str)
+                        && protocols == want
+                        && spec
+                            .other_config
+                            .iter()
+                            .all(|(k, v)| config.get(k) == Some(v));
+                    (b.uuid().to_string(), matches)
+                });
+                root_uuid(c).map(|r| (r, existing))
+            })?;
+            let ops = match &existing {
+                Some((uuid, true)) => return Ok(uuid.clone()),
+                Some((uuid, false)) => {
+                    let mut ops = vec![
+                        assert_named("Bridge", uuid, name),
+                        Operation::update("Bridge", vec![Condition::uuid(uuid)], columns.clone()),
+                    ];
+                    if !spec.other_config.is_empty() {
+                        ops.push(Operation::mutate(
+                            "Bridge",
+                            vec![Condition::uuid(uuid)],
+                            vec![
+                                Mutation::delete(
+                                    "other_config",
+                                    Datum::set(spec.other_config.keys()),
+                                ),
+                                Mutation::insert("other_config", Datum::from(&spec.other_config)),
+                            ],
+                        ));
+                    }
+                    ops
+                }
+                None => {
+                    columns.insert("name".into(), Datum::from(name));
+                    columns.insert("ports".into(), Datum::named_uuid("port"));
+                    columns.insert("other_config".into(), Datum::from(&spec.other_config));
+                    vec![
+                        assert_absent("Bridge", name),
+                        Operation::insert_named(
+                            "Interface",
+                            "iface",
+                            row([("name", name), ("type", "internal")]),
+                        ),
+                        Operation::insert_named(
+                            "Port",
+                            "port",
+                            row([
+                                ("name", Datum::from(name)),
+                                ("interfaces", Datum::named_uuid("iface")),
+                            ]),
+                        ),
+                        Operation::insert_named("Bridge", "bridge", columns.clone()),
+                        Operation::mutate(
+                            "Open_vSwitch",
+                            vec![Condition::uuid(&root)],
+                            vec![Mutation::insert("bridges", Datum::named_uuid("bridge"))],
+                        ),
+                    ]
+                }
+            };
+            match self.transact_bumped(&root, ops).await {
+                Ok((results, next_cfg)) => {
+                    self.wait_applied(&format!("bridge {name}"), next_cfg)
+                        .await?;
+                    return match existing {
+                        Some((uuid, _)) => Ok(uuid),
+                        None => results.get(3).and_then(|r| r.uuid.clone()).ok_or_else(|| {
+                            Error::BadValue {
+                                table: "Bridge".into(),
+                                column: "_uuid".into(),
+                                reason: "insert returned no uuid".into(),
+                            }
+                        }),
+                    };
+                }
+                Err(e) if guard_failed(&e, 1) => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or(Error::BridgeNotFound(name.to_string())))
+    }
+
+    /// Adds port `spec.name` with one interface to `bridge` in one transaction, or, when that
+    /// port is already on `bridge`, sets its interface's columns to `spec` (external ids and
+    /// options replaced as a whole). Then waits (bounded by the apply timeout) for ovs-vswitchd
+    /// to assign an `ofport`, and returns it.
+    ///
+    /// Idempotent: calling it again with the same spec sends nothing and returns the ofport.
+    /// Errors: [`Error::BridgeNotFound`], [`Error::PortOnOtherBridge`], and
+    /// [`Error::PortFailed`] with the Interface `error` column when ovs-vswitchd could not open
+    /// the interface (ofport -1; the port stays in the database, as with `ovs-vsctl add-port`).
+    pub async fn add_port(&self, bridge: &str, spec: &PortSpec) -> Result<u32, Error> {
+        let port = spec.name.as_str();
+        let mut last = None;
+        for _ in 0..ATTEMPTS {
+            let plan = self.with_cache(|c| -> Result<_, Error> {
+                let root = root_uuid(c)?;
+                let br = c
+                    .bridge(bridge)
+                    .ok_or_else(|| Error::BridgeNotFound(bridge.to_string()))?;
+                let existing = match c.port(port) {
+                    None => None,
+                    Some(p) => {
+                        let on = c.bridge_of_port(p.uuid()).map(|b| b.name().to_string());
+                        if on.as_deref() != Some(bridge) {
+                            return Err(Error::PortOnOtherBridge {
+                                port: port.to_string(),
+                                bridge: bridge.to_string(),
+                                actual: on.unwrap_or_else(|| "(none)".to_string()),
+                            });
+                        }
+                        let iface = c.interface(port);
+                        let unchanged = iface.is_some_and(|i| {
+                            interface_columns(spec)
+                                .iter()
+                                .all(|(col, v)| same_value(i.get(col), v))
+                        });
+                        let ofport = iface.and_then(|i| i.integer("ofport")).filter(|o| *o > 0);
+                        Some((p.uuid().to_string(), unchanged, ofport))
+                    }
+                };
+                Ok((root, br.uuid().to_string(), existing))
+            })?;
+            let (root, br, existing) = plan;
+            let ops = match &existing {
+                Some((_, true, Some(ofport))) => return to_ofport(*ofport, bridge, port),
+                Some((uuid, _, _)) => vec![
+                    assert_named("Bridge", &br, bridge),
+                    assert_named("Port", uuid, port),
+                    Operation::update(
+                        "Interface",
+                        vec![Condition::eq("name", port)],
+                        interface_columns(spec),
+                    ),
+                ],
+                None => {
+                    let mut iface = interface_columns(spec);
+                    iface.insert("name".into(), Datum::from(port));
+                    vec![
+                        assert_named("Bridge", &br, bridge),
+                        assert_absent("Port", port),
+                        Operation::insert_named("Interface", "iface", iface),
+                        Operation::insert_named(
+                            "Port",
+                            "port",
+                            row([
+                                ("name", Datum::from(port)),
+                                ("interfaces", Datum::named_uuid("iface")),
+                            ]),
+                        ),
+                        Operation::mutate(
+                            "Bridge",
+                            vec![Condition::uuid(&br)],
+                            vec![Mutation::insert("ports", Datum::named_uuid("port"))],
+                        ),
+                    ]
+                }
+            };
+            let next_cfg = match self.transact_bumped(&root, ops).await {
+                Ok((_, n)) => n,
+                Err(e) if guard_failed(&e, 2) => {
+                    last = Some(e);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let ofport = self
+                .wait_for(
+                    &format!("ofport of port {port} on bridge {bridge}"),
+                    self.options().apply_timeout,
+                    |c| {
+                        let applied = match next_cfg {
+                            None => true,
+                            Some(n) => c
+                                .open_vswitch()
+                                .and_then(|r| r.integer("cur_cfg"))
+                                .is_some_and(|cur| cur >= n),
+                        };
+                        let iface = c.interface(port)?;
+                        let ofport = iface.integer("ofport")?;
+                        applied.then(|| (ofport, iface.string("error").map(str::to_string)))
+                    },
+                )
+                .await?;
+            return match ofport {
+                (o, _) if o > 0 => to_ofport(o, bridge, port),
+                (_, error) => Err(Error::PortFailed {
+                    port: port.to_string(),
+                    bridge: bridge.to_string(),
+                    error: error.unwrap_or_else(|| "no ofport assigned (ofport -1)".to_string()),
+                }),
+            };
+        }
+        Err(last.unwrap_or(Error::BridgeNotFound(bridge.to_string())))
+    }
+
+    /// Removes port `name` from `bridge` (its Port and Interface rows are then garbage
+    /// collected by ovsdb-server) and waits for ovs-vswitchd to apply it.
+    ///
+    /// Idempotent: a port that does not exist is not an error. Errors:
+    /// [`Error::BridgeNotFound`], [`Error::PortOnOtherBridge`].
+    pub async fn delete_port(&self, bridge: &str, name: &str) -> Result<(), Error> {
+        let mut last = None;
+        for _ in 0..ATTEMPTS {
+            let plan = self.with_cache(|c| -> Result<_, Error> {
+                let root = root_uuid(c)?;
+                let br = c
+                    .bridge(bridge)
+                    .ok_or_else(|| Error::BridgeNotFound(bridge.to_string()))?;
+                let Some(p) = c.port(name) else {
+                    return Ok(None);
+                };
+                if !br.uuids("ports").contains(&p.uuid()) {
+                    return Err(Error::PortOnOtherBridge {
+                        port: name.to_string(),
+                        bridge: bridge.to_string(),
+                        actual: c
+                            .bridge_of_port(p.uuid())
+                            .map(|b| b.name().to_string())
+                            .unwrap_or_else(|| "(none)".to_string()),
+                    });
+                }
+                Ok(Some((root, br.uuid().to_string(), p.uuid().to_string())))
+            })?;
+            let Some((root, br, port)) = plan else {
+                return Ok(());
+            };
+            let ops = vec![
+                assert_named("Bridge", &br, bridge),
+                Operation::mutate(
+                    "Bridge",
+                    vec![Condition::uuid(&br)],
+                    vec![Mutation::delete("ports", Datum::uuid(port))],
+                ),
+            ];
+            match self.transact_bumped(&root, ops).await {
+                Ok((_, next_cfg)) => {
+                    return self
+                        .wait_applied(
+                            &format!("deletion of port {name} from bridge {bridge}"),
+                            next_cfg,
+                        )
+                        .await
+                }
+                Err(e) if guard_failed(&e, 1) => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or(Error::BridgeNotFound(bridge.to_string())))
+    }
+
+    /// Interfaces whose `external_ids:key` is `value`, from the cache (no round trip; current
+    /// as of the last update received, which includes every transaction this client made).
+    pub fn find_interfaces_by_external_id(&self, key: &str, value: &str) -> Vec<InterfaceInfo> {
+        self.with_cache(|c| {
+            c.table("Interface")
+                .filter_map(|i| {
+                    let ids = i.string_map("external_ids");
+                    (ids.get(key).map(String::as_str) == Some(value)).then(|| InterfaceInfo {
+                        name: i.name().to_string(),
+                        ofport: i.integer("ofport"),
+                        external_ids: ids,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    /// Names OpenFlow table `table_id` of `bridge` `name` (a `Flow_Table` row referenced from
+    /// `Bridge.flow_tables`), so `ovs-ofctl --names dump-flows` prints `table=name`. Waits for
+    /// ovs-vswitchd to apply it.
+    ///
+    /// Idempotent: nothing is sent when the table already has that name.
+    pub async fn set_flow_table_name(
+        &self,
+        bridge: &str,
+        table_id: u8,
+        name: &str,
+    ) -> Result<(), Error> {
+        let key = Atom::Integer(i64::from(table_id));
+        let mut last = None;
+        for _ in 0..ATTEMPTS {
+            let plan = self.with_cache(|c| -> Result<_, Error> {
+                let root = root_uuid(c)?;
+                let br = c
+                    .bridge(bridge)
+                    .ok_or_else(|| Error::BridgeNotFound(bridge.to_string()))?;
+                let ft = br
+                    .map_get("flow_tables", &key)
+                    .and_then(Atom::as_uuid)
+                    .map(|u| {
+                        (
+                            u.to_string(),
+                            c.row("Flow_Table", u).and_then(|r| r.string("name")) == Some(name),
+                        )
+                    });
+                Ok((root, br.uuid().to_string(), ft))
+            })?;
+            let (root, br, ft) = plan;
+            let mut ops = vec![assert_named("Bridge", &br, bridge)];
+            match &ft {
+                Some((_, true)) => return Ok(()),
+                Some((uuid, false)) => ops.push(Operation::update(
+                    "Flow_Table",
+                    vec![Condition::uuid(uuid)],
+                    row([("name", name)]),
+                )),
+                None => {
+                    ops.push(Operation::insert_named(
+                        "Flow_Table",
+                        "ft",
+                        row([("name", name)]),
+                    ));
+                    // A no-op if another client added this key meanwhile (the new row is then
+                    // garbage collected); the loop re-checks.
+                    ops.push(Operation::mutate(
+                        "Bridge",
+                        vec![Condition::uuid(&br)],
+                        vec![Mutation::insert(
+                            "flow_tables",
+                            Datum::Map(vec![(key.clone(), Atom::NamedUuid("ft".into()))]),
+                        )],
+                    ));
+                }
+            }
+            match self.transact_bumped(&root, ops).await {
+                Ok((_, next_cfg)) => {
+                    self.wait_applied(
+                        &format!("name of table {table_id} on bridge {bridge}"),
+                        next_cfg,
+                    )
+                    .await?;
+                    if ft.is_some() {
+                        return Ok(());
+                    }
+                }
+                Err(e) if guard_failed(&e, 1) => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::WaitTimeout {
+            what: format!("name {name} of table {table_id} on bridge {bridge} to stick"),
+            timeout: self.options().apply_timeout,
+        }))
+    }
+}
+
+/// Whether a cached value equals a value to write (sets and maps compared as unordered).
+fn same_value(have: Option<&Datum>, want: &Datum) -> bool {
+    let Some(have) = have else {
+        return *want == Datum::empty();
+    };
+    match (have, want) {
+        (Datum::Set(a), Datum::Set(b)) => a.len() == b.len() && a.iter().all(|x| b.contains(x)),
+        (Datum::Map(a), Datum::Map(b)) => a.len() == b.len() && a.iter().all(|x| b.contains(x)),
+        (Datum::Map(a), Datum::Set(b)) | (Datum::Set(b), Datum::Map(a)) => {
+            a.is_empty() && b.is_empty()
+        }
+    }
+}
+
+fn to_ofport(ofport: i64, bridge: &str, port: &str) -> Result<u32, Error> {
+    u32::try_from(ofport).map_err(|_| Error::BadValue {
+        table: "Interface".to_string(),
+        column: "ofport".to_string(),
+        reason: format!("{ofport} for port {port} on bridge {bridge}"),
+    })
+}
