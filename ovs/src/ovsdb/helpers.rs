@@ -191,6 +191,12 @@ impl Client {
         Ok((results, next_cfg))
     }
 
+    /// After a guard failed: waits (at most the request timeout) until the cache has changed
+    /// since the plan was made, so the next plan sees the concurrent change.
+    async fn settle(&self, changes: &mut tokio::sync::watch::Receiver<Cache>) {
+        let _ = tokio::time::timeout(self.options().request_timeout, changes.changed()).await;
+    }
+
     /// Waits until ovs-vswitchd reports `cur_cfg >= next_cfg` (no-op for `None`).
     async fn wait_applied(&self, what: &str, next_cfg: Option<i64>) -> Result<(), Error> {
         let Some(n) = next_cfg else { return Ok(()) };
@@ -216,7 +222,7 @@ impl Client {
     /// apply the change (so `<rundir>/<name>.mgmt` exists when it returns). Returns the
     /// bridge's uuid.
     pub async fn ensure_bridge(&self, name: &str, spec: &BridgeSpec) -> Result<String, Error> {
-        let mut columns = row([
+        let columns = row([
             ("datapath_type", Datum::from(spec.datapath_type.as_str())),
             (
                 "fail_mode",
@@ -226,6 +232,7 @@ impl Client {
         ]);
         let mut last = None;
         for _ in 0..ATTEMPTS {
+            let mut changes = self.cache_changes();
             let (root, existing) = self.with_cache(|c| {
                 let existing = c.bridge(name).map(|b| {
                     let mut protocols = b.strings("protocols");
@@ -268,9 +275,10 @@ impl Client {
                     ops
                 }
                 None => {
-                    columns.insert("name".into(), Datum::from(name));
-                    columns.insert("ports".into(), Datum::named_uuid("port"));
-                    columns.insert("other_config".into(), Datum::from(&spec.other_config));
+                    let mut bridge = columns.clone();
+                    bridge.insert("name".into(), Datum::from(name));
+                    bridge.insert("ports".into(), Datum::named_uuid("port"));
+                    bridge.insert("other_config".into(), Datum::from(&spec.other_config));
                     vec![
                         assert_absent("Bridge", name),
                         Operation::insert_named(
@@ -286,7 +294,7 @@ impl Client {
                                 ("interfaces", Datum::named_uuid("iface")),
                             ]),
                         ),
-                        Operation::insert_named("Bridge", "bridge", columns.clone()),
+                        Operation::insert_named("Bridge", "bridge", bridge),
                         Operation::mutate(
                             "Open_vSwitch",
                             vec![Condition::uuid(&root)],
@@ -310,7 +318,10 @@ impl Client {
                         }),
                     };
                 }
-                Err(e) if guard_failed(&e, 1) => last = Some(e),
+                Err(e) if guard_failed(&e, 1) => {
+                    self.settle(&mut changes).await;
+                    last = Some(e);
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -330,6 +341,7 @@ impl Client {
         let port = spec.name.as_str();
         let mut last = None;
         for _ in 0..ATTEMPTS {
+            let mut changes = self.cache_changes();
             let plan = self.with_cache(|c| -> Result<_, Error> {
                 let root = root_uuid(c)?;
                 let br = c
@@ -396,6 +408,7 @@ impl Client {
             let next_cfg = match self.transact_bumped(&root, ops).await {
                 Ok((_, n)) => n,
                 Err(e) if guard_failed(&e, 2) => {
+                    self.settle(&mut changes).await;
                     last = Some(e);
                     continue;
                 }
@@ -439,6 +452,7 @@ impl Client {
     pub async fn delete_port(&self, bridge: &str, name: &str) -> Result<(), Error> {
         let mut last = None;
         for _ in 0..ATTEMPTS {
+            let mut changes = self.cache_changes();
             let plan = self.with_cache(|c| -> Result<_, Error> {
                 let root = root_uuid(c)?;
                 let br = c
@@ -479,7 +493,10 @@ impl Client {
                         )
                         .await
                 }
-                Err(e) if guard_failed(&e, 1) => last = Some(e),
+                Err(e) if guard_failed(&e, 1) => {
+                    self.settle(&mut changes).await;
+                    last = Some(e);
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -517,6 +534,7 @@ impl Client {
         let key = Atom::Integer(i64::from(table_id));
         let mut last = None;
         for _ in 0..ATTEMPTS {
+            let mut changes = self.cache_changes();
             let plan = self.with_cache(|c| -> Result<_, Error> {
                 let root = root_uuid(c)?;
                 let br = c
@@ -571,7 +589,10 @@ impl Client {
                         return Ok(());
                     }
                 }
-                Err(e) if guard_failed(&e, 1) => last = Some(e),
+                Err(e) if guard_failed(&e, 1) => {
+                    self.settle(&mut changes).await;
+                    last = Some(e);
+                }
                 Err(e) => return Err(e),
             }
         }
