@@ -5,9 +5,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use ovs::ovsdb::ops::row;
 use ovs::ovsdb::{
-    BridgeSpec, Client, ClientOptions, Condition, ConnectionState, Datum, Error, FailMode,
+    row, BridgeSpec, Client, ClientOptions, Condition, ConnectionState, Datum, Error, FailMode,
     Mutation, Operation, PortSpec,
 };
 use sdn_tests::harness::Ovs;

@@ -243,11 +243,20 @@ impl Shared {
 
 /// An OVSDB client (see the module docs). Cheap to clone; all clones share the connection and
 /// the cache.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Client {
     shared: Arc<Shared>,
     /// Dropped with the last clone, which stops the supervisor.
     _shutdown: Arc<oneshot::Sender<()>>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("target", &self.shared.target.to_string())
+            .field("state", &self.state())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Client {
