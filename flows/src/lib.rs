@@ -3,8 +3,12 @@
 //! State in, flows out: no sockets, files, clocks or processes. This crate declares every table
 //! once ([`tables::Table`]) with its number, name and purpose, so builders say
 //! `Table::LocalIp`, never `70`, and the agent registers the same names in OVSDB so that
-//! `ovs-ofctl --names dump-flows br0` prints them.
+//! `ovs-ofctl --names dump-flows br0` prints them. [`cookie`] gives every flow an owner;
+//! [`base`] builds the fixed rows of every table from the node's configuration.
 
+pub mod base;
+pub mod cookie;
 pub mod tables;
 
+pub use base::{base_flows, Mode, NodeConfig};
 pub use tables::Table;

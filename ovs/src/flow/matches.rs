@@ -109,10 +109,19 @@ impl CtState {
 
     /// From the wire's value and mask.
     pub fn from_value_mask(value: u32, mask: u32) -> Self {
+        let mask = mask & Self::ALL_FLAGS;
         CtState {
             set: value & mask,
             clear: !value & mask,
         }
+    }
+
+    /// Every defined flag bit.
+    pub const ALL_FLAGS: u32 = 0xff;
+
+    /// Whether every flag is constrained (OVS then prints `new|trk` instead of `+new-est...`).
+    pub fn is_exact(&self) -> bool {
+        (self.set | self.clear) & Self::ALL_FLAGS == Self::ALL_FLAGS
     }
 }
 
@@ -202,6 +211,13 @@ impl Match {
             );
         need(self.tp_src.is_none() || l4, "tp_src", "tcp, udp or sctp")?;
         need(self.tp_dst.is_none() || l4, "tp_dst", "tcp, udp or sctp")?;
+        if let Some(st) = self.ct_state {
+            if st.value_mask().1 == 0 {
+                return Err(FlowError::Invalid(
+                    "ct_state without any +flag or -flag: leave it out instead".into(),
+                ));
+            }
+        }
         if let Some(op) = self.arp_op {
             if op > 0xff {
                 return Err(FlowError::Invalid(format!(

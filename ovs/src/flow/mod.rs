@@ -20,6 +20,7 @@ pub use actions::{
 pub use display::{FlowText, Names};
 pub use fields::{Field, Subfield};
 pub use matches::{CtFlag, CtState, Match};
+pub use parse::{parse_actions, parse_flow};
 pub use types::{MacAddr, Masked};
 
 /// What can be wrong with a flow, before it ever reaches a switch.

@@ -4,10 +4,18 @@
 //! - [`actions`]: `Action`s and instructions <-> wire.
 //! - [`flow_mod`]: flow_mod, group_mod and flow-stats bodies.
 //! - [`error`]: codec errors.
+//! - [`wire`]: header framing, hello/echo/features/barrier, `OFPT_ERROR` with named codes.
+//! - [`bundle`]: ONF bundle control and add messages (atomic commits in OpenFlow 1.3).
+//! - [`client`]: [`OfClient`], the async connection to a switch.
 
 pub mod actions;
+pub mod bundle;
+pub mod client;
 pub mod error;
 pub mod flow_mod;
 pub mod oxm;
+pub mod wire;
 
+pub use client::{BundleMsg, BundleStage, DumpFilter, OfClient, OfConfig, OfError, Target};
 pub use error::CodecError;
+pub use wire::SwitchError;

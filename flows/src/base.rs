@@ -1,0 +1,363 @@
+//! The base flows of the pipeline: every table's fixed rows, derived from the node's
+//! configuration alone (see `pipeline.md`, "Base flows worth spelling out").
+//!
+//! Per-pod, per-node and per-VNID rows are other features' business; the base set is what a node
+//! has before its first pod. Table 253 carries the version marker: the mode plus a hash of the
+//! text of every other base flow, so any change to the base set changes the marker (there is no
+//! hand-bumped number to forget).
+
+use std::net::Ipv4Addr;
+
+use ipnet::Ipv4Net;
+use ovs::flow::{Action, Ct, CtFlag, CtState, Field, Flow, Masked, Match, Nat, Subfield};
+
+use crate::cookie;
+use crate::tables::Table;
+
+/// OpenFlow port of `vxlan0`.
+pub const VXLAN_PORT: u32 = 1;
+/// OpenFlow port of `tun0`.
+pub const TUN_PORT: u32 = 2;
+
+/// How tenants are separated.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum Mode {
+    /// Every pod in VNID 0: no isolation.
+    Subnet,
+    /// VNID isolation (table 80).
+    Multitenant,
+}
+
+impl Mode {
+    /// The name used in configuration and in the version marker.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Subnet => "subnet",
+            Mode::Multitenant => "multitenant",
+        }
+    }
+}
+
+/// What the base flows depend on.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct NodeConfig {
+    /// Isolation mode.
+    pub mode: Mode,
+    /// The node's own (underlay) address: DNS to it goes to the host.
+    pub node_ip: Ipv4Addr,
+    /// This node's pod subnet; its first host address is the gateway on tun0.
+    pub local_subnet: Ipv4Net,
+    /// The cluster networks.
+    pub cluster_networks: Vec<Ipv4Net>,
+    /// The service network.
+    pub service_cidr: Ipv4Net,
+    /// VXLAN UDP port (4789).
+    pub vxlan_port: u16,
+}
+
+impl NodeConfig {
+    /// The gateway: the first host address of the local subnet.
+    pub fn gateway(&self) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(self.local_subnet.network()) + 1)
+    }
+}
+
+fn net(n: &Ipv4Net) -> Masked<Ipv4Addr> {
+    // A prefix of /0 would be "any": callers never pass one (config validation refuses it).
+    Masked::cidr(n.network(), n.prefix_len()).unwrap_or_else(|_| Masked::exact(n.network()))
+}
+
+fn multicast() -> Masked<Ipv4Addr> {
+    Masked::cidr(Ipv4Addr::new(224, 0, 0, 0), 4)
+        .unwrap_or_else(|_| Masked::exact(Ipv4Addr::UNSPECIFIED))
+}
+
+fn flow(table: Table, priority: u16) -> Flow {
+    Flow::new(table.id(), priority).cookie(cookie::BASE)
+}
+
+fn tun_id_to_reg0() -> Action {
+    // The ranges are constants of the pipeline: 32 bits on both sides.
+    Action::Move(
+        ovs::flow::Move::new(
+            Subfield::range(Field::TunId, 0, 31).expect("tun_id has 64 bits"),
+            Subfield::whole(Field::Reg(0)),
+        )
+        .expect("equal widths"),
+    )
+}
+
+fn output_reg2() -> Action {
+    Action::OutputReg(Subfield::whole(Field::Reg(2)))
+}
+
+/// Every base flow, table 253 included.
+pub fn base_flows(cfg: &NodeConfig) -> Vec<Flow> {
+    let mut flows = base_flows_without_version(cfg);
+    flows.push(version_flow(cfg.mode, &flows));
+    flows
+}
+
+/// The version marker of a base flow set: `<mode>.<8 hex digits of a hash of the flows' text>`.
+pub fn version(mode: Mode, base: &[Flow]) -> String {
+    // FNV-1a 64: tiny, stable across Rust versions and platforms (std's hasher is not promised
+    // to be).
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for f in base.iter().filter(|f| f.table != Table::Version.id()) {
+        for b in f.to_string().bytes().chain([b'\n']) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    format!("{}.{:08x}", mode.name(), (h >> 32) as u32 ^ h as u32)
+}
+
+fn version_flow(mode: Mode, base: &[Flow]) -> Flow {
+    flow(Table::Version, 0).action(Action::note(version(mode, base).as_bytes()))
+}
+
+fn base_flows_without_version(cfg: &NodeConfig) -> Vec<Flow> {
+    use Table::*;
+    let gw = cfg.gateway();
+    let local = net(&cfg.local_subnet);
+    let mut f = Vec::new();
+
+    // Table 0: classifier.
+    f.push(
+        flow(Classifier, 1000)
+            .matching(
+                Match::any()
+                    .ip()
+                    .ct_state(CtState::new().minus(CtFlag::Trk)),
+            )
+            .action(Action::Ct(Ct::new().table(Classifier.id()))),
+    );
+    for cn in cfg.cluster_networks.iter().map(net) {
+        let from_vxlan = Match::any().in_port(VXLAN_PORT);
+        f.push(
+            flow(Classifier, 200)
+                .matching(from_vxlan.clone().arp().arp_spa(cn).arp_tpa(local))
+                .action(tun_id_to_reg0())
+                .goto(VxlanIngress.id()),
+        );
+        f.push(
+            flow(Classifier, 200)
+                .matching(from_vxlan.clone().ip().nw_src(cn))
+                .action(tun_id_to_reg0())
+                .goto(VxlanIngress.id()),
+        );
+        f.push(
+            flow(Classifier, 200)
+                .matching(from_vxlan.ip().nw_dst(cn))
+                .action(tun_id_to_reg0())
+                .goto(VxlanIngress.id()),
+        );
+    }
+    f.push(flow(Classifier, 150).matching(Match::any().in_port(VXLAN_PORT)));
+    let from_tun = Match::any().in_port(TUN_PORT);
+    f.push(
+        flow(Classifier, 400)
+            .matching(from_tun.clone().ip().nw_src(gw))
+            .goto(ConntrackCommit.id()),
+    );
+    for cn in cfg.cluster_networks.iter().map(net) {
+        f.push(
+            flow(Classifier, 300)
+                .matching(from_tun.clone().ip().nw_src(local).nw_dst(cn))
+                .goto(ServiceReturn.id()),
+        );
+    }
+    f.push(flow(Classifier, 250).matching(from_tun.clone().ip().nw_dst(multicast())));
+    for cn in cfg.cluster_networks.iter().map(net) {
+        f.push(
+            flow(Classifier, 200)
+                .matching(from_tun.clone().arp().arp_spa(gw).arp_tpa(cn))
+                .goto(ConntrackCommit.id()),
+        );
+    }
+    f.push(
+        flow(Classifier, 200)
+            .matching(from_tun.clone().ip())
+            .goto(ConntrackCommit.id()),
+    );
+    f.push(flow(Classifier, 150).matching(from_tun));
+    f.push(
+        flow(Classifier, 100)
+            .matching(Match::any().arp())
+            .goto(PodEgressSpoofguard.id()),
+    );
+    f.push(
+        flow(Classifier, 100)
+            .matching(Match::any().ip())
+            .goto(PodEgressSpoofguard.id()),
+    );
+    f.push(flow(Classifier, 0));
+
+    // Tables 10, 20, 25: per-node and per-pod rows come later; pods may not inject VXLAN.
+    f.push(flow(VxlanIngress, 0));
+    f.push(flow(PodEgressSpoofguard, 300).matching(Match::any().udp().tp_dst(cfg.vxlan_port)));
+    f.push(flow(PodEgressSpoofguard, 0));
+    f.push(flow(ServiceReturn, 0));
+
+    // Tables 27, 30: networkpolicy only; pass through in the other modes.
+    f.push(flow(PodEgressPolicy, 0).goto(ConntrackCommit.id()));
+    f.push(flow(ConntrackCommit, 0).goto(Routing.id()));
+
+    // Table 31: routing.
+    let tun0 = Action::Output(TUN_PORT);
+    f.push(
+        flow(Routing, 300)
+            .matching(Match::any().arp().arp_tpa(gw))
+            .action(tun0.clone()),
+    );
+    f.push(
+        flow(Routing, 300)
+            .matching(Match::any().ip().nw_dst(gw))
+            .action(tun0.clone()),
+    );
+    f.push(
+        flow(Routing, 250)
+            .matching(
+                Match::any()
+                    .ip()
+                    .nw_dst(local)
+                    .ct_state(CtState::new().plus(CtFlag::Rpl)),
+            )
+            .action(Action::Ct(
+                Ct::new().table(LocalIp.id()).nat(Nat::reverse()),
+            )),
+    );
+    f.push(
+        flow(Routing, 200)
+            .matching(Match::any().arp().arp_tpa(local))
+            .goto(LocalArp.id()),
+    );
+    f.push(
+        flow(Routing, 200)
+            .matching(Match::any().ip().nw_dst(local))
+            .goto(LocalIp.id()),
+    );
+    for cn in cfg.cluster_networks.iter().map(net) {
+        f.push(
+            flow(Routing, 100)
+                .matching(Match::any().arp().arp_tpa(cn))
+                .goto(RemoteArp.id()),
+        );
+        f.push(
+            flow(Routing, 100)
+                .matching(Match::any().ip().nw_dst(cn))
+                .goto(RemoteIp.id()),
+        );
+    }
+    f.push(
+        flow(Routing, 100)
+            .matching(Match::any().ip().nw_dst(net(&cfg.service_cidr)))
+            .goto(Service.id()),
+    );
+    f.push(
+        flow(Routing, 50)
+            .matching(Match::any().in_port(VXLAN_PORT).ip().nw_dst(multicast()))
+            .goto(MulticastLocal.id()),
+    );
+    f.push(
+        flow(Routing, 25)
+            .matching(Match::any().ip().nw_dst(multicast()))
+            .goto(MulticastOut.id()),
+    );
+    f.push(
+        flow(Routing, 0)
+            .matching(Match::any().ip())
+            .goto(EgressPrelude.id()),
+    );
+    f.push(flow(Routing, 0).matching(Match::any().arp()));
+
+    // Tables 40, 50, 60, 70.
+    f.push(flow(LocalArp, 0));
+    f.push(flow(RemoteArp, 0));
+    f.push(flow(Service, 0).action(tun0.clone()));
+    f.push(flow(LocalIp, 0));
+
+    // Table 80: the tenancy decision.
+    f.push(
+        flow(IngressIsolation, 300)
+            .matching(Match::any().ip().nw_src(gw))
+            .action(output_reg2()),
+    );
+    match cfg.mode {
+        Mode::Subnet => f.push(flow(IngressIsolation, 200).action(output_reg2())),
+        Mode::Multitenant => {
+            f.push(
+                flow(IngressIsolation, 200)
+                    .matching(Match::any().reg(0, 0))
+                    .action(output_reg2()),
+            );
+            f.push(
+                flow(IngressIsolation, 200)
+                    .matching(Match::any().reg(1, 0))
+                    .action(output_reg2()),
+            );
+        }
+    }
+    f.push(flow(IngressIsolation, 0));
+
+    // Tables 90..120.
+    f.push(flow(RemoteIp, 0));
+    for l4 in [Match::any().udp(), Match::any().tcp()] {
+        f.push(
+            flow(EgressPrelude, 200)
+                .matching(l4.nw_dst(cfg.node_ip).tp_dst(53))
+                .action(tun0.clone()),
+        );
+    }
+    f.push(flow(EgressPrelude, 0).goto(EgressFirewall.id()));
+    f.push(flow(EgressFirewall, 0).goto(EgressRouting.id()));
+    f.push(flow(EgressRouting, 0).action(tun0));
+    f.push(flow(MulticastOut, 0));
+    f.push(flow(MulticastLocal, 0));
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn config(mode: Mode) -> NodeConfig {
+        NodeConfig {
+            mode,
+            node_ip: Ipv4Addr::new(172, 17, 0, 2),
+            local_subnet: "10.128.0.0/23".parse().unwrap(),
+            cluster_networks: vec!["10.128.0.0/14".parse().unwrap()],
+            service_cidr: "172.30.0.0/16".parse().unwrap(),
+            vxlan_port: 4789,
+        }
+    }
+
+    #[test]
+    fn every_flow_is_valid_and_every_table_has_a_row_but_111() {
+        let flows = base_flows(&config(Mode::Multitenant));
+        for f in &flows {
+            f.validate().unwrap_or_else(|e| panic!("{f}: {e}"));
+            assert_eq!(f.cookie, cookie::BASE);
+        }
+        for t in Table::ALL {
+            let has = flows.iter().any(|f| f.table == t.id());
+            assert_eq!(has, t != Table::MulticastRemote, "table {}", t.name());
+        }
+    }
+
+    #[test]
+    fn version_follows_the_base_set() {
+        let mt = base_flows(&config(Mode::Multitenant));
+        let st = base_flows(&config(Mode::Subnet));
+        let note = |fs: &[Flow]| fs.last().unwrap().actions_text(None);
+        assert_ne!(note(&mt), note(&st));
+        assert!(version(Mode::Multitenant, &mt).starts_with("multitenant."));
+        let mut other = config(Mode::Multitenant);
+        other.vxlan_port = 4790;
+        assert_ne!(
+            version(Mode::Multitenant, &base_flows(&other)),
+            version(Mode::Multitenant, &mt)
+        );
+        assert_eq!(base_flows(&config(Mode::Multitenant)), mt, "deterministic");
+    }
+}
