@@ -256,9 +256,36 @@ async fn flow_table_names_show_in_ovs_ofctl() {
         .set_flow_table_name("br0", 10, "renamed")
         .await
         .unwrap();
+    assert!(client.with_cache(|c| c
+        .table("Flow_Table")
+        .any(|r| r.string("name") == Some("renamed"))));
     assert_eq!(get(&ovs, "bridge", "br0", "flow_tables"), ft);
     let flows = ovs.ofctl(&["--names", "dump-flows", "br0"]);
     assert!(flows.contains("table=renamed"), "{flows}");
+
+    // Many at once: one renamed, two new, in one call; repeating it sends nothing.
+    let names = [(10, "classifier"), (20, "vnid"), (30, "output")];
+    client.set_flow_table_names("br0", &names).await.unwrap();
+    let cfg = next_cfg(&ovs);
+    client.set_flow_table_names("br0", &names).await.unwrap();
+    assert_eq!(next_cfg(&ovs), cfg);
+    let ft = get(&ovs, "bridge", "br0", "flow_tables");
+    assert_eq!(ft.matches('=').count(), 3, "{ft}");
+    ovs.ofctl(&["add-flow", "br0", "table=30,priority=1,actions=drop"]);
+    let flows = ovs.ofctl(&["--names", "dump-flows", "br0"]);
+    assert!(flows.contains("table=classifier"), "{flows}");
+    assert!(flows.contains("table=output"), "{flows}");
+    let vnid = get(&ovs, "flow_table", &ft_uuid(&ft, 20), "name");
+    assert_eq!(vnid, "vnid");
+}
+
+/// The uuid for `key` in an `ovs-vsctl get bridge X flow_tables` map.
+fn ft_uuid(map: &str, key: u8) -> String {
+    map.trim_matches(|c| c == '{' || c == '}')
+        .split(", ")
+        .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("no table {key} in {map}"))
+        .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -369,6 +396,62 @@ async fn the_cache_sees_changes_made_by_ovs_vsctl() {
         .await
         .unwrap();
     assert_eq!(get(&ovs, "interface", "vp1", "ofport"), ofport.to_string());
+
+    // Every kind of column change, then the whole cache must equal a fresh select.
+    let changes: &[&[&str]] = &[
+        &["set", "bridge", "br0", "fail_mode=standalone"],
+        &["set", "bridge", "br0", "protocols=OpenFlow13,OpenFlow15"],
+        &["set", "bridge", "br0", "protocols=OpenFlow14"],
+        &["remove", "bridge", "br0", "other_config", "x"],
+        &[
+            "set",
+            "bridge",
+            "br0",
+            "other_config:a=1",
+            "other_config:b=2",
+        ],
+        &["set", "bridge", "br0", "other_config:a=3"],
+        &["clear", "bridge", "br0", "fail_mode"],
+        &[
+            "set",
+            "interface",
+            "vp1",
+            "ofport_request=7",
+            "external_ids:k=v",
+        ],
+        &["set", "interface", "vp1", "ofport_request=8"],
+        &["clear", "interface", "vp1", "ofport_request"],
+        &[
+            "add-port",
+            "br0",
+            "vp2",
+            "--",
+            "set",
+            "interface",
+            "vp2",
+            "type=internal",
+        ],
+        &["set", "port", "vp2", "tag=5"],
+        &["set", "port", "vp2", "tag=6"],
+        &["del-port", "br0", "vp1"],
+    ];
+    for change in changes {
+        ovs.vsctl(change);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match cache_vs_server(&client).await {
+            Ok(()) => break,
+            Err(diff) if Instant::now() > deadline => panic!("cache differs from server: {diff}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    assert!(client.with_cache(|c| c.bridge("br0").unwrap().string("fail_mode").is_none()));
+    assert_eq!(
+        client.with_cache(|c| c.port("vp2").unwrap().integer("tag")),
+        Some(6)
+    );
+
     ovs.vsctl(&["del-br", "br0"]);
     client
         .wait_for("br0 gone", Duration::from_secs(5), |c| {
@@ -567,4 +650,54 @@ async fn concurrent_clients_converge_through_the_wait_guards() {
         assert!(ovs.vsctl(&["list-ports", &bridge]).trim().is_empty());
     }
     assert_eq!(ovs.vsctl(&["list-br"]).lines().count(), 5);
+}
+
+/// A datum as comparable text: set elements and map pairs sorted.
+fn norm(d: &Datum) -> String {
+    let mut parts: Vec<String> = match d {
+        Datum::Set(items) => items.iter().map(ToString::to_string).collect(),
+        Datum::Map(pairs) => pairs.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+    };
+    parts.sort();
+    parts.join(",")
+}
+
+/// Compares every cached row and column of the monitored tables with a fresh `select`.
+async fn cache_vs_server(client: &Client) -> Result<(), String> {
+    for table in ovs::ovsdb::cache::MONITORED {
+        let rows = client
+            .transact("Open_vSwitch", &[Operation::select(*table, vec![], None)])
+            .await
+            .map_err(|e| e.to_string())?
+            .remove(0)
+            .rows;
+        let server: BTreeMap<String, BTreeMap<String, String>> = rows
+            .iter()
+            .map(|r| {
+                let uuid = r["_uuid"].as_atom().unwrap().as_uuid().unwrap().to_string();
+                let cols = r
+                    .iter()
+                    .filter(|(k, _)| *k != "_uuid")
+                    .map(|(k, v)| (k.clone(), norm(v)))
+                    .collect();
+                (uuid, cols)
+            })
+            .collect();
+        let cached: BTreeMap<String, BTreeMap<String, String>> = client.with_cache(|c| {
+            c.table(table)
+                .map(|r| {
+                    let cols = r
+                        .columns()
+                        .iter()
+                        .map(|(k, v)| (k.clone(), norm(v)))
+                        .collect();
+                    (r.uuid().to_string(), cols)
+                })
+                .collect()
+        });
+        if server != cached {
+            return Err(format!("{table}: server {server:?}\ncache {cached:?}"));
+        }
+    }
+    Ok(())
 }
