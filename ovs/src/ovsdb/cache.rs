@@ -34,7 +34,7 @@ pub const MONITORED: &[&str] = &[
 /// The type of one column, as far as the cache needs it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ColumnType {
-    /// Scalar, set or map.
+    /// Single-valued, set or map: how `update2` diffs apply.
     pub kind: ColumnKind,
     /// The value a row has when `initial`/`insert` omits the column.
     pub default: Datum,
@@ -116,7 +116,7 @@ fn column_type(ty: &Value) -> ColumnType {
     };
     match ty {
         Value::String(s) => ColumnType {
-            kind: ColumnKind::Scalar,
+            kind: ColumnKind::Single,
             default: scalar_default(s),
         },
         Value::Object(o) => {
@@ -125,22 +125,21 @@ fn column_type(ty: &Value) -> ColumnType {
                 None => Some(1),
                 Some(v) => v.as_u64(), // "unlimited" -> None
             };
-            if o.contains_key("value") {
-                ColumnType {
-                    kind: ColumnKind::Map,
-                    default: Datum::Map(Vec::new()),
-                }
-            } else if min == 1 && max == Some(1) {
-                ColumnType {
-                    kind: ColumnKind::Scalar,
-                    default: scalar_default(&base(o.get("key"))),
-                }
+            let kind = if max == Some(1) {
+                ColumnKind::Single
+            } else if o.contains_key("value") {
+                ColumnKind::Map
             } else {
-                ColumnType {
-                    kind: ColumnKind::Set,
-                    default: Datum::empty(),
-                }
-            }
+                ColumnKind::Set
+            };
+            let default = if min >= 1 && !o.contains_key("value") {
+                scalar_default(&base(o.get("key")))
+            } else if o.contains_key("value") {
+                Datum::Map(Vec::new())
+            } else {
+                Datum::empty()
+            };
+            ColumnType { kind, default }
         }
         _ => ColumnType {
             kind: ColumnKind::Set,
@@ -366,7 +365,7 @@ impl Cache {
                             .schema
                             .column(tname, col)
                             .map(|t| t.kind)
-                            .unwrap_or(ColumnKind::Scalar);
+                            .unwrap_or(ColumnKind::Single);
                         row.columns
                             .entry(col.clone())
                             .or_default()
@@ -409,10 +408,10 @@ mod tests {
     fn schema_kinds_and_defaults() {
         let s = schema();
         let c = |t, c| s.column(t, c).unwrap().clone();
-        assert_eq!(c("Bridge", "name").kind, ColumnKind::Scalar);
+        assert_eq!(c("Bridge", "name").kind, ColumnKind::Single);
         assert_eq!(c("Bridge", "ports").kind, ColumnKind::Set);
         assert_eq!(c("Bridge", "other_config").kind, ColumnKind::Map);
-        assert_eq!(c("Bridge", "fail_mode").kind, ColumnKind::Set);
+        assert_eq!(c("Bridge", "fail_mode").kind, ColumnKind::Single);
         assert_eq!(c("Bridge", "stp_enable").default, Datum::from(false));
         assert_eq!(c("Interface", "ofport").default, Datum::empty());
     }
@@ -452,6 +451,23 @@ mod tests {
             Some("secure")
         );
         assert_eq!(cache.bridge_of_port("p").unwrap().name(), "br0");
+        // Optional columns take the diff as the new value (as ovsdb-server sends them).
+        cache
+            .update2(json!({"Interface": {"i1": {"modify": {"ofport": 4}}},
+                            "Bridge": {"b1": {"modify": {"fail_mode": "standalone"}}}}))
+            .unwrap();
+        assert_eq!(cache.interface("p1").unwrap().integer("ofport"), Some(4));
+        assert_eq!(
+            cache.bridge("br0").unwrap().string("fail_mode"),
+            Some("standalone")
+        );
+        cache
+            .update2(json!({"Bridge": {"b1": {"modify": {"fail_mode": ["set", []]}}}}))
+            .unwrap();
+        assert_eq!(
+            cache.bridge("br0").unwrap().get("fail_mode"),
+            Some(&Datum::empty())
+        );
         cache
             .update2(json!({"Interface": {"i1": {"delete": null},
                                           "i2": {"insert": {"name": "p2", "ofport": -1,

@@ -53,8 +53,9 @@ pub struct ClientOptions {
     pub backoff_initial: Duration,
     /// Longest delay between reconnect attempts (default 5 s).
     pub backoff_max: Duration,
-    /// Idle interval after which an `echo` probe checks the connection (default 5 s; `None`
-    /// disables probing; Unix sockets report a dead server anyway).
+    /// Interval between `echo` probes that check the connection; a probe unanswered within the
+    /// request timeout drops it (default 5 s; `None` disables probing; a Unix socket reports a
+    /// dead server anyway, this catches a silent TCP peer or a hung server).
     pub probe_interval: Option<Duration>,
 }
 
@@ -242,11 +243,20 @@ impl Shared {
 
 /// An OVSDB client (see the module docs). Cheap to clone; all clones share the connection and
 /// the cache.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Client {
     shared: Arc<Shared>,
     /// Dropped with the last clone, which stops the supervisor.
     _shutdown: Arc<oneshot::Sender<()>>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("target", &self.shared.target.to_string())
+            .field("state", &self.state())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Client {
@@ -364,6 +374,11 @@ impl Client {
         f(&self.shared.events.cache.borrow())
     }
 
+    /// A receiver of cache changes, with the current contents marked as seen.
+    pub(crate) fn cache_changes(&self) -> watch::Receiver<Cache> {
+        self.shared.events.cache.subscribe()
+    }
+
     /// Waits until `f` returns `Some` for the cache (checked now and after every change), at
     /// most `timeout`; `what` names the condition in the [`Error::WaitTimeout`].
     pub async fn wait_for<R>(
@@ -390,5 +405,115 @@ impl Client {
                 timeout,
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ovsdb::jsonrpc::MessageBuffer;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::UnixListener;
+
+    /// A minimal ovsdb-server: answers get_schema and monitor_cond; the first connection
+    /// ignores `echo`, later ones answer it.
+    async fn fake_server(listener: UnixListener) {
+        let mut n = 0;
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else {
+                return;
+            };
+            n += 1;
+            let answer_echo = n > 1;
+            tokio::spawn(async move {
+                let mut buf = MessageBuffer::default();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let Ok(len) = s.read(&mut chunk).await else {
+                        return;
+                    };
+                    if len == 0 {
+                        return;
+                    }
+                    buf.extend(&chunk[..len]);
+                    for m in buf.drain_messages().unwrap() {
+                        let result = match m["method"].as_str() {
+                            Some("get_schema") => json!({"tables": {"Bridge": {"columns": {
+                                "name": {"type": "string"}}}}}),
+                            Some("monitor_cond") => {
+                                assert_eq!(m["params"][2], json!({"Bridge": [{}]}));
+                                json!({"Bridge": {"u1": {"initial": {"name": format!("br{n}")}}}})
+                            }
+                            Some("echo") if answer_echo => m["params"].clone(),
+                            _ => continue,
+                        };
+                        let reply = json!({"id": m["id"], "result": result, "error": null});
+                        if s.write_all(reply.to_string().as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unanswered_probe_triggers_reconnect_and_cache_rebuild() {
+        let dir = std::env::temp_dir().join(format!("ovsdb-client-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("db.sock");
+        let server = tokio::spawn(fake_server(UnixListener::bind(&sock).unwrap()));
+        let options = ClientOptions {
+            request_timeout: Duration::from_millis(300),
+            backoff_initial: Duration::from_millis(20),
+            backoff_max: Duration::from_millis(100),
+            probe_interval: Some(Duration::from_millis(100)),
+            ..ClientOptions::default()
+        };
+        let client = Client::connect_with(&format!("unix:{}", sock.display()), options)
+            .await
+            .unwrap();
+        assert_eq!(client.state(), ConnectionState::Connected);
+        assert!(client.with_cache(|c| c.bridge("br1").is_some()));
+
+        let mut state = client.watch_state();
+        let dropped = tokio::time::timeout(
+            Duration::from_secs(5),
+            state.wait_for(|s| matches!(s, ConnectionState::Reconnecting { .. })),
+        )
+        .await
+        .expect("the silent connection is dropped")
+        .unwrap()
+        .clone();
+        let ConnectionState::Reconnecting { last_error, .. } = dropped else {
+            unreachable!()
+        };
+        assert!(last_error.starts_with("no reply to echo"), "{last_error}");
+
+        client
+            .wait_for("rebuilt cache", Duration::from_secs(5), |c| {
+                c.bridge("br2").is_some().then_some(())
+            })
+            .await
+            .unwrap();
+        assert!(client.with_cache(|c| c.bridge("br1").is_none()));
+        assert_eq!(client.with_cache(Cache::loads), 2);
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            state.wait_for(|s| *s == ConnectionState::Connected),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        // The second connection answers probes: it stays up across several intervals.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(client.state(), ConnectionState::Connected);
+        assert_eq!(
+            client.request("echo", json!(["x"])).await.unwrap(),
+            json!(["x"])
+        );
+        server.abort();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

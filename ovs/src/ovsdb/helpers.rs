@@ -191,6 +191,12 @@ impl Client {
         Ok((results, next_cfg))
     }
 
+    /// After a guard failed: waits (at most the request timeout) until the cache has changed
+    /// since the plan was made, so the next plan sees the concurrent change.
+    async fn settle(&self, changes: &mut tokio::sync::watch::Receiver<Cache>) {
+        let _ = tokio::time::timeout(self.options().request_timeout, changes.changed()).await;
+    }
+
     /// Waits until ovs-vswitchd reports `cur_cfg >= next_cfg` (no-op for `None`).
     async fn wait_applied(&self, what: &str, next_cfg: Option<i64>) -> Result<(), Error> {
         let Some(n) = next_cfg else { return Ok(()) };
@@ -216,7 +222,7 @@ impl Client {
     /// apply the change (so `<rundir>/<name>.mgmt` exists when it returns). Returns the
     /// bridge's uuid.
     pub async fn ensure_bridge(&self, name: &str, spec: &BridgeSpec) -> Result<String, Error> {
-        let mut columns = row([
+        let columns = row([
             ("datapath_type", Datum::from(spec.datapath_type.as_str())),
             (
                 "fail_mode",
@@ -226,6 +232,7 @@ impl Client {
         ]);
         let mut last = None;
         for _ in 0..ATTEMPTS {
+            let mut changes = self.cache_changes();
             let (root, existing) = self.with_cache(|c| {
                 let existing = c.bridge(name).map(|b| {
                     let mut protocols = b.strings("protocols");
@@ -268,9 +275,10 @@ impl Client {
                     ops
                 }
                 None => {
-                    columns.insert("name".into(), Datum::from(name));
-                    columns.insert("ports".into(), Datum::named_uuid("port"));
-                    columns.insert("other_config".into(), Datum::from(&spec.other_config));
+                    let mut bridge = columns.clone();
+                    bridge.insert("name".into(), Datum::from(name));
+                    bridge.insert("ports".into(), Datum::named_uuid("port"));
+                    bridge.insert("other_config".into(), Datum::from(&spec.other_config));
                     vec![
                         assert_absent("Bridge", name),
                         Operation::insert_named(
@@ -286,7 +294,7 @@ impl Client {
                                 ("interfaces", Datum::named_uuid("iface")),
                             ]),
                         ),
-                        Operation::insert_named("Bridge", "bridge", columns.clone()),
+                        Operation::insert_named("Bridge", "bridge", bridge),
                         Operation::mutate(
                             "Open_vSwitch",
                             vec![Condition::uuid(&root)],
@@ -310,7 +318,10 @@ impl Client {
                         }),
                     };
                 }
-                Err(e) if guard_failed(&e, 1) => last = Some(e),
+                Err(e) if guard_failed(&e, 1) => {
+                    self.settle(&mut changes).await;
+                    last = Some(e);
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -330,6 +341,7 @@ impl Client {
         let port = spec.name.as_str();
         let mut last = None;
         for _ in 0..ATTEMPTS {
+            let mut changes = self.cache_changes();
             let plan = self.with_cache(|c| -> Result<_, Error> {
                 let root = root_uuid(c)?;
                 let br = c
@@ -396,6 +408,7 @@ impl Client {
             let next_cfg = match self.transact_bumped(&root, ops).await {
                 Ok((_, n)) => n,
                 Err(e) if guard_failed(&e, 2) => {
+                    self.settle(&mut changes).await;
                     last = Some(e);
                     continue;
                 }
@@ -439,6 +452,7 @@ impl Client {
     pub async fn delete_port(&self, bridge: &str, name: &str) -> Result<(), Error> {
         let mut last = None;
         for _ in 0..ATTEMPTS {
+            let mut changes = self.cache_changes();
             let plan = self.with_cache(|c| -> Result<_, Error> {
                 let root = root_uuid(c)?;
                 let br = c
@@ -479,7 +493,10 @@ impl Client {
                         )
                         .await
                 }
-                Err(e) if guard_failed(&e, 1) => last = Some(e),
+                Err(e) if guard_failed(&e, 1) => {
+                    self.settle(&mut changes).await;
+                    last = Some(e);
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -505,7 +522,7 @@ impl Client {
 
     /// Names OpenFlow table `table_id` of `bridge` `name` (a `Flow_Table` row referenced from
     /// `Bridge.flow_tables`), so `ovs-ofctl --names dump-flows` prints `table=name`. Waits for
-    /// ovs-vswitchd to apply it.
+    /// ovs-vswitchd to apply it. See [`Client::set_flow_table_names`] to name many at once.
     ///
     /// Idempotent: nothing is sent when the table already has that name.
     pub async fn set_flow_table_name(
@@ -514,69 +531,90 @@ impl Client {
         table_id: u8,
         name: &str,
     ) -> Result<(), Error> {
-        let key = Atom::Integer(i64::from(table_id));
+        self.set_flow_table_names(bridge, &[(table_id, name)]).await
+    }
+
+    /// Names several OpenFlow tables of `bridge` in one transaction (see
+    /// [`Client::set_flow_table_name`]); a table id given twice takes the last name. Tables
+    /// not listed keep their names.
+    ///
+    /// Idempotent: only tables whose name differs are written; nothing is sent when all match.
+    /// Waits for ovs-vswitchd to apply the change.
+    pub async fn set_flow_table_names(
+        &self,
+        bridge: &str,
+        names: &[(u8, &str)],
+    ) -> Result<(), Error> {
+        let wanted: BTreeMap<u8, &str> = names.iter().copied().collect();
         let mut last = None;
-        for _ in 0..ATTEMPTS {
+        // One extra round: the plan after the last transaction checks that the names stuck.
+        for attempt in 0..=ATTEMPTS {
+            let mut changes = self.cache_changes();
             let plan = self.with_cache(|c| -> Result<_, Error> {
                 let root = root_uuid(c)?;
                 let br = c
                     .bridge(bridge)
                     .ok_or_else(|| Error::BridgeNotFound(bridge.to_string()))?;
-                let ft = br
-                    .map_get("flow_tables", &key)
-                    .and_then(Atom::as_uuid)
-                    .map(|u| {
-                        (
-                            u.to_string(),
-                            c.row("Flow_Table", u).and_then(|r| r.string("name")) == Some(name),
-                        )
-                    });
-                Ok((root, br.uuid().to_string(), ft))
-            })?;
-            let (root, br, ft) = plan;
-            let mut ops = vec![assert_named("Bridge", &br, bridge)];
-            match &ft {
-                Some((_, true)) => return Ok(()),
-                Some((uuid, false)) => ops.push(Operation::update(
-                    "Flow_Table",
-                    vec![Condition::uuid(uuid)],
-                    row([("name", name)]),
-                )),
-                None => {
-                    ops.push(Operation::insert_named(
-                        "Flow_Table",
-                        "ft",
-                        row([("name", name)]),
-                    ));
-                    // A no-op if another client added this key meanwhile (the new row is then
-                    // garbage collected); the loop re-checks.
+                let mut ops = Vec::new();
+                let mut new_keys = Vec::new();
+                for (&id, &name) in &wanted {
+                    let key = Atom::Integer(i64::from(id));
+                    match br.map_get("flow_tables", &key).and_then(Atom::as_uuid) {
+                        Some(u)
+                            if c.row("Flow_Table", u).and_then(|r| r.string("name"))
+                                == Some(name) => {}
+                        Some(u) => ops.push(Operation::update(
+                            "Flow_Table",
+                            vec![Condition::uuid(u)],
+                            row([("name", name)]),
+                        )),
+                        None => {
+                            let ft = format!("ft{id}");
+                            ops.push(Operation::insert_named(
+                                "Flow_Table",
+                                &ft,
+                                row([("name", name)]),
+                            ));
+                            new_keys.push((key, Atom::NamedUuid(ft)));
+                        }
+                    }
+                }
+                if !new_keys.is_empty() {
+                    // Keys another client added meanwhile are left alone (a map insert skips
+                    // existing keys, and the unreferenced new row is garbage collected); the
+                    // next round re-checks.
                     ops.push(Operation::mutate(
                         "Bridge",
-                        vec![Condition::uuid(&br)],
-                        vec![Mutation::insert(
-                            "flow_tables",
-                            Datum::Map(vec![(key.clone(), Atom::NamedUuid("ft".into()))]),
-                        )],
+                        vec![Condition::uuid(br.uuid())],
+                        vec![Mutation::insert("flow_tables", Datum::Map(new_keys))],
                     ));
                 }
+                if !ops.is_empty() {
+                    ops.insert(0, assert_named("Bridge", br.uuid(), bridge));
+                }
+                Ok((root, ops))
+            })?;
+            let (root, ops) = plan;
+            if ops.is_empty() {
+                return Ok(());
+            }
+            if attempt == ATTEMPTS {
+                break;
             }
             match self.transact_bumped(&root, ops).await {
                 Ok((_, next_cfg)) => {
-                    self.wait_applied(
-                        &format!("name of table {table_id} on bridge {bridge}"),
-                        next_cfg,
-                    )
-                    .await?;
-                    if ft.is_some() {
-                        return Ok(());
-                    }
+                    self.wait_applied(&format!("table names on bridge {bridge}"), next_cfg)
+                        .await?;
                 }
-                Err(e) if guard_failed(&e, 1) => last = Some(e),
+                Err(e) if guard_failed(&e, 1) => {
+                    self.settle(&mut changes).await;
+                    last = Some(e);
+                }
                 Err(e) => return Err(e),
             }
         }
         Err(last.unwrap_or_else(|| Error::WaitTimeout {
-            what: format!("name {name} of table {table_id} on bridge {bridge} to stick"),
+            what: format!("table names on bridge {bridge} to stick"),
             timeout: self.options().apply_timeout,
         }))
     }

@@ -37,7 +37,8 @@ pub use client::{Client, ClientOptions, ConnectionState};
 pub use helpers::{BridgeSpec, FailMode, InterfaceInfo, PortSpec};
 pub use jsonrpc::{Notification, Target};
 pub use ops::{
-    Atom, Condition, Datum, Function, Mutation, Mutator, OpResult, Operation, WaitUntil,
+    row, Atom, Condition, Datum, Function, Mutation, Mutator, OpResult, Operation, RowData,
+    WaitUntil,
 };
 
 /// The database the helpers and the cache work on.

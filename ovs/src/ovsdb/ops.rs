@@ -262,12 +262,13 @@ impl Datum {
     }
 
     /// Applies an `update2` modify diff (ovsdb-server(7) section 4.1.14) to this value.
-    /// `kind` says how to read the diff: a scalar is replaced, a set toggles every element of
-    /// the diff, a map adds new keys, removes pairs given with their current value and
-    /// replaces the value of the others.
+    /// `kind` says how to read the diff: a single-valued column (scalar or optional, `max 1`)
+    /// takes the diff as its new value, a set toggles every element of the diff, a map adds new
+    /// keys, removes pairs given with their current value and replaces the value of the
+    /// others. (This is what ovsdb-server sends and the OVS IDLs apply.)
     pub fn apply_diff(&mut self, kind: ColumnKind, diff: Datum) {
         match kind {
-            ColumnKind::Scalar => *self = diff,
+            ColumnKind::Single => *self = diff,
             ColumnKind::Set => {
                 let mut items = std::mem::take(self).into_set();
                 for a in diff.into_set() {
@@ -332,11 +333,11 @@ impl From<&BTreeMap<String, String>> for Datum {
 /// How a column's values combine, from the schema: what an `update2` diff means for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ColumnKind {
-    /// Exactly one atom (`min 1, max 1`, no value type).
-    Scalar,
-    /// A set, including optional values (`min 0, max 1`).
+    /// At most one element (`max 1`): a scalar, or an optional value such as `ofport`.
+    Single,
+    /// A set of possibly many elements.
     Set,
-    /// A map (the type has a `value`).
+    /// A map of possibly many pairs (the type has a `value`).
     Map,
 }
 
@@ -865,16 +866,26 @@ mod tests {
     #[test]
     fn diffs_apply_as_ovsdb_server_documents() {
         let mut s = Datum::from("a");
-        s.apply_diff(ColumnKind::Scalar, Datum::from("b"));
+        s.apply_diff(ColumnKind::Single, Datum::from("b"));
         assert_eq!(s, Datum::from("b"));
 
+        // Optional values: the diff is the new value, including the empty set.
         let mut ofport = Datum::empty();
-        ofport.apply_diff(ColumnKind::Set, Datum::from(5));
+        ofport.apply_diff(ColumnKind::Single, Datum::from(5));
         assert_eq!(ofport, Datum::from(5));
-        ofport.apply_diff(ColumnKind::Set, Datum::set([5, 6]));
+        ofport.apply_diff(ColumnKind::Single, Datum::from(6));
         assert_eq!(ofport, Datum::from(6));
-        ofport.apply_diff(ColumnKind::Set, Datum::from(6));
+        ofport.apply_diff(ColumnKind::Single, Datum::empty());
         assert_eq!(ofport, Datum::empty());
+
+        let mut ports = Datum::set([Atom::Uuid("a".into())]);
+        ports.apply_diff(
+            ColumnKind::Set,
+            Datum::set([Atom::Uuid("a".into()), Atom::Uuid("b".into())]),
+        );
+        assert_eq!(ports, Datum::set([Atom::Uuid("b".into())]));
+        ports.apply_diff(ColumnKind::Set, Datum::set([Atom::Uuid("c".into())]));
+        assert_eq!(ports.as_set().len(), 2);
 
         let mut m = Datum::map([("a", "1"), ("b", "2")]);
         m.apply_diff(
