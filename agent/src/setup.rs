@@ -155,9 +155,8 @@ pub async fn run(o: &Options) -> Result<()> {
         let ofport = db.add_port(BRIDGE, &port).await?;
         tracing::info!(port = %port.name, ofport, "port ready");
     }
-    for t in Table::ALL {
-        db.set_flow_table_name(BRIDGE, t.id(), t.name()).await?;
-    }
+    let names: Vec<(u8, &str)> = Table::names().collect();
+    db.set_flow_table_names(BRIDGE, &names).await?;
 
     let mgmt = o.rundir.join(format!("{BRIDGE}.mgmt"));
     for _ in 0..100 {
