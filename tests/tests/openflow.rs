@@ -188,8 +188,8 @@ fn installed_flows_dump_back_equal() {
 fn tcp_connection_inside_the_ovs_netns() {
     let ovs = ovs_with_br0();
     ovs.vsctl(&["set-controller", "br0", "ptcp:16653:127.0.0.1"]);
-    // OVS probes an idle controller connection after 1 s and drops it if the echo goes
-    // unanswered: staying idle for 3 s proves we answer its echo requests.
+    // OVS probes an idle controller connection and drops it if the echo goes unanswered:
+    // staying idle for longer than two probe intervals proves we answer its echo requests.
     ovs.vsctl(&["set", "controller", "br0", "inactivity_probe=1000"]);
     let flows = realistic(0x77);
     let want = flows.clone();
@@ -219,7 +219,9 @@ fn tcp_connection_inside_the_ovs_netns() {
                 .dump_flows(&DumpFilter::cookie(0x77, u64::MAX))
                 .await
                 .unwrap();
-            tokio::time::sleep(Duration::from_secs(3)).await;
+            // OVS clamps the probe interval to at least 5 s: an unanswered probe would drop the
+            // connection after 10 s of idleness, so 11 s idle proves we answer.
+            tokio::time::sleep(Duration::from_secs(11)).await;
             let after_idle = c.barrier().await.map_err(|e| e.to_string());
             // Proof that the switch does probe such a connection: a raw one that says hello
             // receives an ECHO_REQUEST within a few seconds.
@@ -229,7 +231,8 @@ fn tcp_connection_inside_the_ovs_netns() {
             raw.write_all(&[4, 0, 0, 16, 0, 0, 0, 1, 0, 1, 0, 8, 0, 0, 0, 0x10])
                 .await
                 .unwrap();
-            let probed = tokio::time::timeout(Duration::from_secs(5), async {
+            // Bounded generously: under a loaded machine the probe can come late.
+            let probed = tokio::time::timeout(Duration::from_secs(15), async {
                 loop {
                     let msg = read_msg(&mut raw).await;
                     if msg[1] == 2 {
