@@ -220,19 +220,12 @@ fn put_hex<T: Into<u64>>(s: &mut String, v: T) {
     }
 }
 
-fn masked_u32(s: &mut String, name: &str, m: &Option<Masked<u32>>) {
-    if let Some(m) = m {
-        let _ = write!(s, "{name}=");
-        put_hex(s, m.value());
-        if let Some(mask) = m.mask() {
-            s.push('/');
-            put_hex(s, mask);
-        }
-        s.push(',');
-    }
-}
-
-fn masked_u64(s: &mut String, name: &str, m: &Option<Masked<u64>>) {
+/// `name=0xV[/0xM],` as OVS prints registers, marks and tunnel ids (zero prints as `0`).
+fn masked_hex<T: Into<u64> + super::types::Maskable>(
+    s: &mut String,
+    name: &str,
+    m: &Option<Masked<T>>,
+) {
     if let Some(m) = m {
         let _ = write!(s, "{name}=");
         put_hex(s, m.value());
@@ -325,14 +318,14 @@ fn write_match(s: &mut String, m: &Match, priority: u16, names: Option<&Names>) 
     if priority != DEFAULT_PRIORITY {
         let _ = write!(s, "priority={priority},");
     }
-    masked_u32(s, "pkt_mark", &m.pkt_mark);
+    masked_hex(s, "pkt_mark", &m.pkt_mark);
     if let Some(st) = &m.ct_state {
         ct_state(s, st);
     }
     if let Some(z) = m.ct_zone {
         let _ = write!(s, "ct_zone={z},");
     }
-    masked_u32(s, "ct_mark", &m.ct_mark);
+    masked_hex(s, "ct_mark", &m.ct_mark);
 
     let mut skip_type = false;
     let mut skip_proto = false;
@@ -361,9 +354,9 @@ fn write_match(s: &mut String, m: &Match, priority: u16, names: Option<&Names>) 
         None => {}
     }
     for (i, r) in m.regs.iter().enumerate() {
-        masked_u32(s, &format!("reg{i}"), r);
+        masked_hex(s, &format!("reg{i}"), r);
     }
-    masked_u64(s, "tun_id", &m.tun_id);
+    masked_hex(s, "tun_id", &m.tun_id);
     masked_ip(s, "tun_src", &m.tun_src);
     masked_ip(s, "tun_dst", &m.tun_dst);
     if let Some(p) = m.in_port {
