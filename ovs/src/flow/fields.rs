@@ -43,6 +43,104 @@ pub const NXM_OF_CLASS: u16 = 0x0000;
 /// OXM class of the OpenFlow basic fields.
 pub const OXM_OF_CLASS: u16 = 0x8000;
 
+/// OXM_OF field numbers (class `0x8000`) this codec knows.
+pub mod oxm_of {
+    /// `OXM_OF_IN_PORT` (32 bits).
+    pub const IN_PORT: u8 = 0;
+    /// `OXM_OF_ETH_DST`.
+    pub const ETH_DST: u8 = 3;
+    /// `OXM_OF_ETH_SRC`.
+    pub const ETH_SRC: u8 = 4;
+    /// `OXM_OF_ETH_TYPE`.
+    pub const ETH_TYPE: u8 = 5;
+    /// `OXM_OF_IP_PROTO`.
+    pub const IP_PROTO: u8 = 10;
+    /// `OXM_OF_IPV4_SRC`.
+    pub const IPV4_SRC: u8 = 11;
+    /// `OXM_OF_IPV4_DST`.
+    pub const IPV4_DST: u8 = 12;
+    /// `OXM_OF_TCP_SRC`.
+    pub const TCP_SRC: u8 = 13;
+    /// `OXM_OF_TCP_DST`.
+    pub const TCP_DST: u8 = 14;
+    /// `OXM_OF_UDP_SRC`.
+    pub const UDP_SRC: u8 = 15;
+    /// `OXM_OF_UDP_DST`.
+    pub const UDP_DST: u8 = 16;
+    /// `OXM_OF_SCTP_SRC`.
+    pub const SCTP_SRC: u8 = 17;
+    /// `OXM_OF_SCTP_DST`.
+    pub const SCTP_DST: u8 = 18;
+    /// `OXM_OF_ARP_OP` (16 bits on the wire).
+    pub const ARP_OP: u8 = 21;
+    /// `OXM_OF_ARP_SPA`.
+    pub const ARP_SPA: u8 = 22;
+    /// `OXM_OF_ARP_TPA`.
+    pub const ARP_TPA: u8 = 23;
+    /// `OXM_OF_ARP_SHA`.
+    pub const ARP_SHA: u8 = 24;
+    /// `OXM_OF_ARP_THA`.
+    pub const ARP_THA: u8 = 25;
+    /// `OXM_OF_TUNNEL_ID` (64 bits).
+    pub const TUNNEL_ID: u8 = 38;
+}
+
+/// Nicira NXM1 field numbers (class `0x0001`) this codec knows.
+pub mod nxm_nx {
+    /// `NXM_NX_REG0`; `REG0 + n` is `regN`.
+    pub const REG0: u8 = 0;
+    /// `NXM_NX_TUN_ID`.
+    pub const TUN_ID: u8 = 16;
+    /// `NXM_NX_ARP_SHA`.
+    pub const ARP_SHA: u8 = 17;
+    /// `NXM_NX_ARP_THA`.
+    pub const ARP_THA: u8 = 18;
+    /// `NXM_NX_TUN_IPV4_SRC`.
+    pub const TUN_IPV4_SRC: u8 = 31;
+    /// `NXM_NX_TUN_IPV4_DST`.
+    pub const TUN_IPV4_DST: u8 = 32;
+    /// `NXM_NX_PKT_MARK`.
+    pub const PKT_MARK: u8 = 33;
+    /// `NXM_NX_CT_STATE` (32 bits, always masked in practice).
+    pub const CT_STATE: u8 = 105;
+    /// `NXM_NX_CT_ZONE` (16 bits).
+    pub const CT_ZONE: u8 = 106;
+    /// `NXM_NX_CT_MARK`.
+    pub const CT_MARK: u8 = 107;
+}
+
+/// Nicira NXM0 field numbers (class `0x0000`, the OpenFlow 1.0 fields) accepted when decoding.
+pub mod nxm_of {
+    /// `NXM_OF_IN_PORT` (16 bits).
+    pub const IN_PORT: u8 = 0;
+    /// `NXM_OF_ETH_DST`.
+    pub const ETH_DST: u8 = 1;
+    /// `NXM_OF_ETH_SRC`.
+    pub const ETH_SRC: u8 = 2;
+    /// `NXM_OF_ETH_TYPE`.
+    pub const ETH_TYPE: u8 = 3;
+    /// `NXM_OF_IP_PROTO`.
+    pub const IP_PROTO: u8 = 6;
+    /// `NXM_OF_IP_SRC`.
+    pub const IP_SRC: u8 = 7;
+    /// `NXM_OF_IP_DST`.
+    pub const IP_DST: u8 = 8;
+    /// `NXM_OF_TCP_SRC`.
+    pub const TCP_SRC: u8 = 9;
+    /// `NXM_OF_TCP_DST`.
+    pub const TCP_DST: u8 = 10;
+    /// `NXM_OF_UDP_SRC`.
+    pub const UDP_SRC: u8 = 11;
+    /// `NXM_OF_UDP_DST`.
+    pub const UDP_DST: u8 = 12;
+    /// `NXM_OF_ARP_OP`.
+    pub const ARP_OP: u8 = 15;
+    /// `NXM_OF_ARP_SPA`.
+    pub const ARP_SPA: u8 = 16;
+    /// `NXM_OF_ARP_TPA`.
+    pub const ARP_TPA: u8 = 17;
+}
+
 /// Builds a 32-bit NXM/OXM header: class, field, has-mask bit, payload length in bytes.
 pub const fn header(class: u16, field: u8, hasmask: bool, len: u8) -> u32 {
     ((class as u32) << 16) | ((field as u32) << 9) | ((hasmask as u32) << 8) | len as u32
@@ -132,27 +230,27 @@ impl Field {
     /// `NXAST_OUTPUT_REG` and `NXAST_CT` zone.
     pub fn nxm(self) -> (u16, u8) {
         match self {
-            Field::Reg(n) => (NXM_NX_CLASS, n),
-            Field::TunId => (NXM_NX_CLASS, 16),
-            Field::TunSrc => (NXM_NX_CLASS, 31),
-            Field::TunDst => (NXM_NX_CLASS, 32),
-            Field::EthDst => (NXM_OF_CLASS, 1),
-            Field::EthSrc => (NXM_OF_CLASS, 2),
-            Field::IpSrc => (NXM_OF_CLASS, 7),
-            Field::IpDst => (NXM_OF_CLASS, 8),
-            Field::PktMark => (NXM_NX_CLASS, 33),
-            Field::CtMark => (NXM_NX_CLASS, 107),
+            Field::Reg(n) => (NXM_NX_CLASS, nxm_nx::REG0 + n),
+            Field::TunId => (NXM_NX_CLASS, nxm_nx::TUN_ID),
+            Field::TunSrc => (NXM_NX_CLASS, nxm_nx::TUN_IPV4_SRC),
+            Field::TunDst => (NXM_NX_CLASS, nxm_nx::TUN_IPV4_DST),
+            Field::EthDst => (NXM_OF_CLASS, nxm_of::ETH_DST),
+            Field::EthSrc => (NXM_OF_CLASS, nxm_of::ETH_SRC),
+            Field::IpSrc => (NXM_OF_CLASS, nxm_of::IP_SRC),
+            Field::IpDst => (NXM_OF_CLASS, nxm_of::IP_DST),
+            Field::PktMark => (NXM_NX_CLASS, nxm_nx::PKT_MARK),
+            Field::CtMark => (NXM_NX_CLASS, nxm_nx::CT_MARK),
         }
     }
 
     /// (class, field) OpenFlow 1.3 uses in `OFPAT_SET_FIELD` (OXM_OF where the field has one).
     pub fn oxm(self) -> (u16, u8) {
         match self {
-            Field::TunId => (OXM_OF_CLASS, 38),
-            Field::EthDst => (OXM_OF_CLASS, 3),
-            Field::EthSrc => (OXM_OF_CLASS, 4),
-            Field::IpSrc => (OXM_OF_CLASS, 11),
-            Field::IpDst => (OXM_OF_CLASS, 12),
+            Field::TunId => (OXM_OF_CLASS, oxm_of::TUNNEL_ID),
+            Field::EthDst => (OXM_OF_CLASS, oxm_of::ETH_DST),
+            Field::EthSrc => (OXM_OF_CLASS, oxm_of::ETH_SRC),
+            Field::IpSrc => (OXM_OF_CLASS, oxm_of::IPV4_SRC),
+            Field::IpDst => (OXM_OF_CLASS, oxm_of::IPV4_DST),
             other => other.nxm(),
         }
     }

@@ -31,7 +31,7 @@
 
 use std::net::Ipv4Addr;
 
-use super::oxm::{aligned8, be_uint, len_u16, pad_to_8, patch_u16, Reader};
+use super::oxm::{be_uint, len_u16, pad_to_8, patch_u16, Reader};
 use super::CodecError;
 use crate::flow::{
     ports, Action, Ct, CtZone, Field, FlowError, Load, Move, Nat, NatKind, Note, SetField, Subfield,
@@ -332,20 +332,12 @@ fn decode_items(buf: &[u8], in_ct: bool) -> Result<Vec<Item>, CodecError> {
     let mut r = Reader::new(buf, "action");
     let mut items = Vec::new();
     while r.remaining() > 0 {
-        let at = r.pos();
         let ty = r.u16()?;
         let len = r.u16()? as usize;
-        if len < 8 || !aligned8(len) {
-            return Err(CodecError::Malformed {
-                what: "action",
-                detail: format!("action type {ty} has length {len} (needs a multiple of 8, >= 8)"),
-            });
-        }
-        let body = r.take(len - 4).map_err(|_| CodecError::Truncated {
-            what: "action",
-            need: at + len,
-            have: buf.len(),
+        r.check_len(len, 8, || {
+            format!("action type {ty} has length {len} (needs a multiple of 8, >= 8)")
         })?;
+        let body = r.take(len - 4)?;
         items.push(decode_one(ty, len, body, in_ct)?);
     }
     Ok(items)
@@ -695,20 +687,10 @@ pub fn decode_instructions(buf: &[u8]) -> Result<(Vec<Action>, Option<u8>), Code
     let mut actions: Option<Vec<Action>> = None;
     let mut goto = None;
     while r.remaining() > 0 {
-        let at = r.pos();
         let ty = r.u16()?;
         let len = r.u16()? as usize;
-        if len < 8 || !aligned8(len) {
-            return Err(CodecError::Malformed {
-                what: "instruction",
-                detail: format!("instruction type {ty} has length {len}"),
-            });
-        }
-        let body = r.take(len - 4).map_err(|_| CodecError::Truncated {
-            what: "instruction",
-            need: at + len,
-            have: buf.len(),
-        })?;
+        r.check_len(len, 8, || format!("instruction type {ty} has length {len}"))?;
+        let body = r.take(len - 4)?;
         let dup = || CodecError::Malformed {
             what: "instruction",
             detail: format!("instruction type {ty} appears twice"),

@@ -16,7 +16,7 @@
 //! is an error naming that entry rather than a partial flow.
 
 use super::actions::{decode_actions, decode_instructions, encode_actions, encode_instructions};
-use super::oxm::{aligned8, decode_match, encode_match, len_u16, patch_u16, Reader};
+use super::oxm::{decode_match, encode_match, len_u16, patch_u16, Reader};
 use super::CodecError;
 use crate::flow::matches::ETH_TYPE_IP;
 use crate::flow::{
@@ -364,14 +364,8 @@ fn decode_buckets(buf: &[u8]) -> Result<Vec<Bucket>, CodecError> {
     let mut r = Reader::new(buf, "ofp_bucket");
     let mut buckets = Vec::new();
     while r.remaining() > 0 {
-        let at = r.pos();
         let len = r.u16()? as usize;
-        if len < 16 || !aligned8(len) {
-            return Err(CodecError::Malformed {
-                what: "ofp_bucket",
-                detail: format!("bucket length {len}"),
-            });
-        }
+        r.check_len(len, 16, || format!("bucket length {len}"))?;
         let weight = r.u16()?;
         let watch_port = r.u32()?;
         let watch_group = r.u32()?;
@@ -382,11 +376,7 @@ fn decode_buckets(buf: &[u8]) -> Result<Vec<Bucket>, CodecError> {
                 detail: format!("watch_port {watch_port:#x} watch_group {watch_group:#x}"),
             });
         }
-        let actions = r.take(len - 16).map_err(|_| CodecError::Truncated {
-            what: "ofp_bucket",
-            need: at + len,
-            have: buf.len(),
-        })?;
+        let actions = r.take(len - 16)?;
         buckets.push(Bucket {
             weight,
             actions: decode_actions(actions)?,
@@ -488,17 +478,8 @@ pub fn decode_flow_stats_body(body: &[u8]) -> Result<Vec<FlowStats>, CodecError>
     while r.remaining() > 0 {
         let at = r.pos();
         let len = r.u16()? as usize;
-        if len < 56 || !aligned8(len) {
-            return Err(CodecError::Malformed {
-                what: "ofp_flow_stats",
-                detail: format!("entry length {len} at offset {at}"),
-            });
-        }
-        let entry = r.take(len - 2).map_err(|_| CodecError::Truncated {
-            what: "ofp_flow_stats",
-            need: at + len,
-            have: body.len(),
-        })?;
+        r.check_len(len, 56, || format!("entry length {len} at offset {at}"))?;
+        let entry = r.take(len - 2)?;
         stats.push(decode_flow_stats_entry(entry)?);
     }
     Ok(stats)
@@ -572,20 +553,11 @@ pub fn decode_group_desc_body(body: &[u8]) -> Result<Vec<Group>, CodecError> {
     while r.remaining() > 0 {
         let at = r.pos();
         let len = r.u16()? as usize;
-        if len < 8 || !aligned8(len) {
-            return Err(CodecError::Malformed {
-                what: "ofp_group_desc",
-                detail: format!("entry length {len} at offset {at}"),
-            });
-        }
+        r.check_len(len, 8, || format!("entry length {len} at offset {at}"))?;
         let kind = r.u8()?;
         r.skip(1)?;
         let id = r.u32()?;
-        let buckets = r.take(len - 8).map_err(|_| CodecError::Truncated {
-            what: "ofp_group_desc",
-            need: at + len,
-            have: body.len(),
-        })?;
+        let buckets = r.take(len - 8)?;
         let kind = GroupType::from_code(kind).ok_or_else(|| CodecError::Unsupported {
             what: "ofp_group_desc",
             detail: format!("group type {kind} of group {id}"),

@@ -31,103 +31,8 @@ use crate::flow::{CtState, FlowError, MacAddr, Masked, Match};
 /// `ofp_match.type` of an OXM match.
 pub const OFPMT_OXM: u16 = 1;
 
-/// OXM_OF field numbers (class `0x8000`) this codec knows.
-pub mod oxm_of {
-    /// `OXM_OF_IN_PORT` (32 bits).
-    pub const IN_PORT: u8 = 0;
-    /// `OXM_OF_ETH_DST`.
-    pub const ETH_DST: u8 = 3;
-    /// `OXM_OF_ETH_SRC`.
-    pub const ETH_SRC: u8 = 4;
-    /// `OXM_OF_ETH_TYPE`.
-    pub const ETH_TYPE: u8 = 5;
-    /// `OXM_OF_IP_PROTO`.
-    pub const IP_PROTO: u8 = 10;
-    /// `OXM_OF_IPV4_SRC`.
-    pub const IPV4_SRC: u8 = 11;
-    /// `OXM_OF_IPV4_DST`.
-    pub const IPV4_DST: u8 = 12;
-    /// `OXM_OF_TCP_SRC`.
-    pub const TCP_SRC: u8 = 13;
-    /// `OXM_OF_TCP_DST`.
-    pub const TCP_DST: u8 = 14;
-    /// `OXM_OF_UDP_SRC`.
-    pub const UDP_SRC: u8 = 15;
-    /// `OXM_OF_UDP_DST`.
-    pub const UDP_DST: u8 = 16;
-    /// `OXM_OF_SCTP_SRC`.
-    pub const SCTP_SRC: u8 = 17;
-    /// `OXM_OF_SCTP_DST`.
-    pub const SCTP_DST: u8 = 18;
-    /// `OXM_OF_ARP_OP` (16 bits on the wire).
-    pub const ARP_OP: u8 = 21;
-    /// `OXM_OF_ARP_SPA`.
-    pub const ARP_SPA: u8 = 22;
-    /// `OXM_OF_ARP_TPA`.
-    pub const ARP_TPA: u8 = 23;
-    /// `OXM_OF_ARP_SHA`.
-    pub const ARP_SHA: u8 = 24;
-    /// `OXM_OF_ARP_THA`.
-    pub const ARP_THA: u8 = 25;
-    /// `OXM_OF_TUNNEL_ID` (64 bits).
-    pub const TUNNEL_ID: u8 = 38;
-}
-
-/// Nicira NXM1 field numbers (class `0x0001`) this codec knows.
-pub mod nxm_nx {
-    /// `NXM_NX_REG0`; `REG0 + n` is `regN`.
-    pub const REG0: u8 = 0;
-    /// `NXM_NX_TUN_ID`.
-    pub const TUN_ID: u8 = 16;
-    /// `NXM_NX_ARP_SHA`.
-    pub const ARP_SHA: u8 = 17;
-    /// `NXM_NX_ARP_THA`.
-    pub const ARP_THA: u8 = 18;
-    /// `NXM_NX_TUN_IPV4_SRC`.
-    pub const TUN_IPV4_SRC: u8 = 31;
-    /// `NXM_NX_TUN_IPV4_DST`.
-    pub const TUN_IPV4_DST: u8 = 32;
-    /// `NXM_NX_PKT_MARK`.
-    pub const PKT_MARK: u8 = 33;
-    /// `NXM_NX_CT_STATE` (32 bits, always masked in practice).
-    pub const CT_STATE: u8 = 105;
-    /// `NXM_NX_CT_ZONE` (16 bits).
-    pub const CT_ZONE: u8 = 106;
-    /// `NXM_NX_CT_MARK`.
-    pub const CT_MARK: u8 = 107;
-}
-
-/// Nicira NXM0 field numbers (class `0x0000`, the OpenFlow 1.0 fields) accepted when decoding.
-pub mod nxm_of {
-    /// `NXM_OF_IN_PORT` (16 bits).
-    pub const IN_PORT: u8 = 0;
-    /// `NXM_OF_ETH_DST`.
-    pub const ETH_DST: u8 = 1;
-    /// `NXM_OF_ETH_SRC`.
-    pub const ETH_SRC: u8 = 2;
-    /// `NXM_OF_ETH_TYPE`.
-    pub const ETH_TYPE: u8 = 3;
-    /// `NXM_OF_IP_PROTO`.
-    pub const IP_PROTO: u8 = 6;
-    /// `NXM_OF_IP_SRC`.
-    pub const IP_SRC: u8 = 7;
-    /// `NXM_OF_IP_DST`.
-    pub const IP_DST: u8 = 8;
-    /// `NXM_OF_TCP_SRC`.
-    pub const TCP_SRC: u8 = 9;
-    /// `NXM_OF_TCP_DST`.
-    pub const TCP_DST: u8 = 10;
-    /// `NXM_OF_UDP_SRC`.
-    pub const UDP_SRC: u8 = 11;
-    /// `NXM_OF_UDP_DST`.
-    pub const UDP_DST: u8 = 12;
-    /// `NXM_OF_ARP_OP`.
-    pub const ARP_OP: u8 = 15;
-    /// `NXM_OF_ARP_SPA`.
-    pub const ARP_SPA: u8 = 16;
-    /// `NXM_OF_ARP_TPA`.
-    pub const ARP_TPA: u8 = 17;
-}
+/// The field numbers, defined once in the model next to `Field`, re-exported for the codec.
+pub use crate::flow::fields::{nxm_nx, nxm_of, oxm_of};
 
 /// A bounds-checked big-endian reader over a byte slice.
 ///
@@ -174,6 +79,23 @@ impl<'a> Reader<'a> {
         Ok(s)
     }
 
+    /// Checks the length field of an element (action, instruction, bucket, stats entry):
+    /// at least `min` bytes and a multiple of 8, else `Malformed` with `detail`.
+    pub(crate) fn check_len(
+        &self,
+        len: usize,
+        min: usize,
+        detail: impl FnOnce() -> String,
+    ) -> Result<(), CodecError> {
+        if len < min || !len.is_multiple_of(8) {
+            return Err(CodecError::Malformed {
+                what: self.what,
+                detail: detail(),
+            });
+        }
+        Ok(())
+    }
+
     /// Skips `n` bytes.
     pub(crate) fn skip(&mut self, n: usize) -> Result<(), CodecError> {
         self.take(n).map(|_| ())
@@ -216,11 +138,6 @@ impl<'a> Reader<'a> {
 /// Big-endian unsigned integer of up to 8 bytes.
 pub(crate) fn be_uint(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b))
-}
-
-/// Whether `len` is a multiple of 8 (every OpenFlow action, instruction and entry is).
-pub(crate) fn aligned8(len: usize) -> bool {
-    len & 7 == 0
 }
 
 /// Appends zeros until `out.len() - start` is a multiple of 8.
