@@ -3,7 +3,6 @@
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use flows::{base_flows, cookie, Mode, NodeConfig, Table};
@@ -158,13 +157,8 @@ pub async fn run(o: &Options) -> Result<()> {
     let names: Vec<(u8, &str)> = Table::names().collect();
     db.set_flow_table_names(BRIDGE, &names).await?;
 
+    // ensure_bridge waited for ovs-vswitchd to apply the bridge, so br0.mgmt exists now.
     let mgmt = o.rundir.join(format!("{BRIDGE}.mgmt"));
-    for _ in 0..100 {
-        if mgmt.exists() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
     let of = OfClient::connect(&format!("unix:{}", mgmt.display()))
         .await
         .with_context(|| format!("cannot open OpenFlow to {}", mgmt.display()))?;

@@ -20,7 +20,7 @@
 
 use std::collections::BTreeMap;
 
-use super::cache::Cache;
+use super::cache::{Cache, Row};
 use super::ops::{row, Atom, Condition, Datum, Mutation, OpResult, Operation};
 use super::{Client, Error, DB};
 
@@ -112,6 +112,12 @@ fn bump(root: &str) -> [Operation; 2] {
             Some(&["next_cfg"]),
         ),
     ]
+}
+
+/// The cached row of `bridge`, or [`Error::BridgeNotFound`].
+fn existing_bridge<'c>(c: &'c Cache, bridge: &str) -> Result<&'c Row, Error> {
+    c.bridge(bridge)
+        .ok_or_else(|| Error::BridgeNotFound(bridge.to_string()))
 }
 
 fn root_uuid(c: &Cache) -> Result<String, Error> {
@@ -344,9 +350,7 @@ impl Client {
             let mut changes = self.cache_changes();
             let plan = self.with_cache(|c| -> Result<_, Error> {
                 let root = root_uuid(c)?;
-                let br = c
-                    .bridge(bridge)
-                    .ok_or_else(|| Error::BridgeNotFound(bridge.to_string()))?;
+                let br = existing_bridge(c, bridge)?;
                 let existing = match c.port(port) {
                     None => None,
                     Some(p) => {
@@ -455,9 +459,7 @@ impl Client {
             let mut changes = self.cache_changes();
             let plan = self.with_cache(|c| -> Result<_, Error> {
                 let root = root_uuid(c)?;
-                let br = c
-                    .bridge(bridge)
-                    .ok_or_else(|| Error::BridgeNotFound(bridge.to_string()))?;
+                let br = existing_bridge(c, bridge)?;
                 let Some(p) = c.port(name) else {
                     return Ok(None);
                 };
@@ -552,9 +554,7 @@ impl Client {
             let mut changes = self.cache_changes();
             let plan = self.with_cache(|c| -> Result<_, Error> {
                 let root = root_uuid(c)?;
-                let br = c
-                    .bridge(bridge)
-                    .ok_or_else(|| Error::BridgeNotFound(bridge.to_string()))?;
+                let br = existing_bridge(c, bridge)?;
                 let mut ops = Vec::new();
                 let mut new_keys = Vec::new();
                 for (&id, &name) in &wanted {
