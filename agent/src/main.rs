@@ -8,7 +8,7 @@
 //! so running it again on a configured node changes nothing and interrupts nothing. The CNI
 //! server, pods and cluster state arrive with the node issue.
 
-mod setup;
+use agent::setup;
 
 use anyhow::{bail, Context, Result};
 
