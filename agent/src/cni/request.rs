@@ -26,6 +26,15 @@ use super::version::CniVersion;
 /// The longest netns path we accept (PATH_MAX).
 pub const MAX_NETNS_PATH_LEN: usize = 4096;
 
+/// The shim's deadline when the config has no `timeoutSeconds` (the protocol's default).
+pub const DEFAULT_SHIM_TIMEOUT_SECS: u64 = 120;
+
+/// How long the server may take so its answer reaches the shim before the shim's own deadline
+/// `shim`: a tenth of it, at most one second, is left for the answer to travel.
+pub fn answer_within(shim: Duration) -> Duration {
+    shim - (shim / 10).min(Duration::from_secs(1))
+}
+
 /// The namespace of pods that neither `K8S_POD_NAMESPACE` nor the config's `namespace` place.
 pub const DEFAULT_NAMESPACE: &str = "default";
 
@@ -76,7 +85,9 @@ pub struct Request {
 
 impl Request {
     /// Validates a body received at `now`. The deadline is `now` plus the smaller of
-    /// `max_timeout` and the config's `timeoutSeconds`.
+    /// `max_timeout` and [`answer_within`] of the shim's own deadline (the config's
+    /// `timeoutSeconds`, default 120 s), so the runtime sees the agent's "try again later"
+    /// rather than the shim giving up first.
     pub fn from_body(
         body: RequestBody,
         now: Instant,
@@ -165,10 +176,8 @@ impl Request {
             .filter(|p| !p.is_empty())
             .map(PathBuf::from)
             .collect();
-        let timeout = match config.timeout_seconds {
-            Some(s) => max_timeout.min(Duration::from_secs(s)),
-            None => max_timeout,
-        };
+        let shim = config.timeout_seconds.unwrap_or(DEFAULT_SHIM_TIMEOUT_SECS);
+        let timeout = max_timeout.min(answer_within(Duration::from_secs(shim)));
         Ok(Request {
             command,
             container_id,
@@ -286,17 +295,32 @@ mod tests {
         );
         assert_eq!(r.version(), CniVersion::V1_0_0);
         assert_eq!(r.raw_config["name"], "sdn");
-        assert_eq!(r.deadline, now + Duration::from_secs(120));
+        assert_eq!(r.deadline, now + Duration::from_secs(119));
     }
 
     #[test]
-    fn deadline_is_capped_by_timeout_seconds() {
+    fn deadline_answers_before_the_shim_gives_up() {
+        assert_eq!(
+            answer_within(Duration::from_secs(120)),
+            Duration::from_secs(119)
+        );
+        assert_eq!(
+            answer_within(Duration::from_secs(5)),
+            Duration::from_millis(4500)
+        );
+        assert_eq!(
+            answer_within(Duration::from_secs(1)),
+            Duration::from_millis(900)
+        );
         let now = Instant::now();
+        // No timeoutSeconds: the shim's default of 120 s.
+        let r = Request::from_body(body("ADD", "1.0.0"), now, Duration::from_secs(300)).unwrap();
+        assert_eq!(r.deadline, now + Duration::from_secs(119));
         let mut b = body("ADD", "1.0.0");
         b.config.as_mut().unwrap()["timeoutSeconds"] = json!(5);
         let r = Request::from_body(b.clone(), now, Duration::from_secs(120)).unwrap();
-        assert_eq!(r.deadline, now + Duration::from_secs(5));
-        // ...but never longer than the server's own limit.
+        assert_eq!(r.deadline, now + Duration::from_millis(4500));
+        // ...and never longer than the server's own limit.
         let r = Request::from_body(b, now, Duration::from_secs(2)).unwrap();
         assert_eq!(r.deadline, now + Duration::from_secs(2));
     }

@@ -18,7 +18,9 @@
 //!   STATUS are not serialised: a handler's GC must itself skip attachments being added. The
 //!   lock table holds only keys with a holder or waiter, so it does not grow with history.
 //! - **Deadlines.** Each request has a deadline: [`ServerOptions::request_timeout`], shortened
-//!   to the config's `timeoutSeconds`. The handler runs in its own task and is never
+//!   so the answer reaches the shim before the shim's own deadline (the config's
+//!   `timeoutSeconds`, default 120 s, minus a tenth, at most 1 s; see
+//!   [`answer_within`](super::request::answer_within)). The handler runs in its own task and is never
 //!   cancelled, not by the deadline and not by the client going away: it finishes (or rolls
 //!   back) and keeps the sandbox lock until then, so a retry for the same container waits for
 //!   it. At the deadline the client gets code 11. A request still queued behind another one at
@@ -80,7 +82,8 @@ pub trait Handler: Send + Sync + 'static {
 /// Server settings.
 #[derive(Clone, Debug)]
 pub struct ServerOptions {
-    /// The longest a request may take (default 120 s); a config's `timeoutSeconds` shortens it.
+    /// The longest a request may take (default 120 s); the shim's deadline (`timeoutSeconds`,
+    /// default 120 s) shortens it, see [`answer_within`](super::request::answer_within).
     pub request_timeout: Duration,
     /// Peer uids allowed to connect (default: `[0]`, root only).
     pub allowed_uids: Vec<u32>,
@@ -644,10 +647,10 @@ async fn dispatch<H: Handler>(ctx: Arc<Ctx<H>>, req: Request, received: Instant)
     let outcome = timeout_at(deadline, task).await;
     drop(abandon);
     let _enter = span.enter();
-    let secs = budget.as_secs_f64();
+    let secs = fmt_secs(budget);
     let not_started = || {
         CniError::try_again_later(format!(
-            "timed out after {secs:.0}s waiting for an earlier request for container {container_id} to finish; this request was not started"
+            "timed out after {secs} waiting for an earlier request for container {container_id} to finish; this request was not started"
         ))
     };
     match outcome {
@@ -671,7 +674,7 @@ async fn dispatch<H: Handler>(ctx: Arc<Ctx<H>>, req: Request, received: Instant)
             let started = *phase.lock().unwrap_or_else(PoisonError::into_inner) == Phase::Started;
             let e = if started {
                 CniError::try_again_later(format!(
-                    "timed out after {secs:.0}s; the agent is still completing or rolling back this request"
+                    "timed out after {secs}; the agent is still completing or rolling back this request"
                 ))
             } else {
                 not_started()
@@ -679,6 +682,17 @@ async fn dispatch<H: Handler>(ctx: Arc<Ctx<H>>, req: Request, received: Instant)
             warn!("{}", e.msg);
             error_response(&e, version)
         }
+    }
+}
+
+/// `1s`, `119s`, `0.9s`, `4.5s`: seconds with a decimal only when needed.
+fn fmt_secs(d: Duration) -> String {
+    let tenths = (d.as_millis() + 50) / 100;
+    let (whole, frac) = (tenths / 10, tenths % 10);
+    if frac == 0 {
+        format!("{whole}s")
+    } else {
+        format!("{whole}.{frac}s")
     }
 }
 
@@ -830,6 +844,14 @@ mod tests {
         waiter.abort();
         let _ = waiter.await;
         assert_eq!(locks.len(), 0);
+    }
+
+    #[test]
+    fn seconds_formatting() {
+        assert_eq!(fmt_secs(Duration::from_secs(119)), "119s");
+        assert_eq!(fmt_secs(Duration::from_millis(900)), "0.9s");
+        assert_eq!(fmt_secs(Duration::from_millis(4500)), "4.5s");
+        assert_eq!(fmt_secs(Duration::from_millis(999)), "1s");
     }
 
     #[test]
