@@ -11,3 +11,4 @@ pub mod ipam;
 pub mod iptables;
 pub mod netlink;
 pub mod setup;
+pub mod switch;
