@@ -7,6 +7,7 @@
 
 pub mod cluster;
 pub mod cni;
+pub mod config;
 pub mod ipam;
 pub mod iptables;
 pub mod netlink;
