@@ -407,7 +407,7 @@ mod tests {
         for (a, want) in [
             ("--node-name n --mtu 100", "mtu 100"),
             (
-                "--node-name n --cluster-network 172.30.0.0/14",
+                "--node-name n --cluster-network 172.28.0.0/14",
                 "overlaps the service network",
             ),
             (
