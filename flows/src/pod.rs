@@ -10,7 +10,7 @@
 
 use std::net::Ipv4Addr;
 
-use ovs::flow::{Action, Flow, MacAddr, Match};
+use ovs::flow::{Action, Field, Flow, MacAddr, Match, Subfield};
 
 use crate::cookie::{cookie, Feature};
 use crate::tables::Table;
@@ -52,7 +52,13 @@ pub fn pod_flows(p: &PodFlows) -> Vec<Flow> {
     let f = |table: Table| Flow::new(table.id(), 100).cookie(p.cookie);
     vec![
         f(Table::PodEgressSpoofguard)
-            .matching(Match::any().in_port(p.ofport).arp().arp_spa(p.ip).arp_sha(mac))
+            .matching(
+                Match::any()
+                    .in_port(p.ofport)
+                    .arp()
+                    .arp_spa(p.ip)
+                    .arp_sha(mac),
+            )
             .action(Action::load_reg(0, p.vnid))
             .goto(Table::ConntrackCommit.id()),
         f(Table::PodEgressSpoofguard)
@@ -72,6 +78,22 @@ pub fn pod_flows(p: &PodFlows) -> Vec<Flow> {
             .action(Action::load_reg(2, p.ofport))
             .goto(Table::IngressIsolation.id()),
     ]
+}
+
+/// The cookie of VNID `vnid`'s table-80 row.
+pub fn vnid_cookie(vnid: u32) -> u64 {
+    cookie(Feature::Vnid, u64::from(vnid))
+}
+
+/// Multitenant mode: the table-80 row letting pods of VNID `vnid` reach each other
+/// (`reg0=V,reg1=V`). VNID 0 needs none (the base rows allow `reg0=0` and `reg1=0`).
+pub fn vnid_flow(vnid: u32) -> Option<Flow> {
+    (vnid != 0).then(|| {
+        Flow::new(Table::IngressIsolation.id(), 100)
+            .cookie(vnid_cookie(vnid))
+            .matching(Match::any().reg(0, vnid).reg(1, vnid))
+            .action(Action::OutputReg(Subfield::whole(Field::Reg(2))))
+    })
 }
 
 #[cfg(test)]
@@ -100,6 +122,15 @@ mod tests {
         for f in pod_flows(&p) {
             f.validate().unwrap();
         }
+    }
+
+    #[test]
+    fn vnid_rows() {
+        assert!(vnid_flow(0).is_none());
+        assert_eq!(
+            vnid_flow(10).unwrap().to_string(),
+            "cookie=0x300000000000000a, table=80, priority=100,reg0=0xa,reg1=0xa actions=output:NXM_NX_REG2[]"
+        );
     }
 
     #[test]
