@@ -158,6 +158,23 @@ impl ClusterState {
         Ok(())
     }
 
+    /// Every problem of this state, for states assembled elsewhere (the Kubernetes source):
+    /// each object's own validation and each HostSubnet against the ClusterNetwork and the
+    /// other nodes. Empty when the state is consistent.
+    pub fn problems(&self) -> Vec<(Kind, String, ValidationError)> {
+        let mut out = Vec::new();
+        for obj in self.objects() {
+            if let Err(e) = obj.validate() {
+                out.push((obj.kind(), obj.name().to_string(), e));
+            } else if let ClusterObject::HostSubnet(hs) = &obj {
+                if let Err(e) = self.check_host_subnet(hs) {
+                    out.push((Kind::HostSubnet, hs.metadata.name.clone(), e));
+                }
+            }
+        }
+        out
+    }
+
     /// The first free node subnet: walks the cluster networks in order and returns the lowest
     /// subnet of each network's node prefix that overlaps no HostSubnet. `None` when the
     /// ClusterNetwork is missing or every network is full.
@@ -340,6 +357,32 @@ mod tests {
         assert_eq!(
             check("b", "10.128.0.0/23"),
             Err("field subnet \"10.128.0.0/23\": overlaps HostSubnet \"a\" (10.128.0.0/23)".into())
+        );
+    }
+
+    #[test]
+    fn problems_lists_every_bad_object() {
+        let mut st = state(
+            &[("10.128.0.0/14", 9)],
+            &[
+                ("a", "10.128.0.0/23"),
+                ("b", "10.128.0.0/23"),
+                ("c", "10.128.2.0/23"),
+            ],
+        );
+        st.insert(NetNamespace::new("t", 1 << 24).into());
+        let p: Vec<String> = st
+            .problems()
+            .iter()
+            .map(|(k, n, e)| format!("{k} {n}: {e}"))
+            .collect();
+        assert_eq!(
+            p,
+            [
+                "HostSubnet a: field subnet \"10.128.0.0/23\": overlaps HostSubnet \"b\" (10.128.0.0/23)",
+                "HostSubnet b: field subnet \"10.128.0.0/23\": overlaps HostSubnet \"a\" (10.128.0.0/23)",
+                "NetNamespace t: field netid \"16777216\": expected 0..=16777215 (24 bits)",
+            ]
         );
     }
 }

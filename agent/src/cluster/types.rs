@@ -706,6 +706,16 @@ netname: openshift-ingress
     }
 
     #[test]
+    fn empty_and_comment_only_files_hold_nothing() {
+        assert_eq!(parse_objects("", Format::Yaml).unwrap(), vec![]);
+        assert_eq!(
+            parse_objects("# nothing yet\n---\n", Format::Yaml).unwrap(),
+            vec![]
+        );
+        assert!(parse_objects("", Format::Json).is_err());
+    }
+
+    #[test]
     fn yaml_round_trip() {
         let mut hs = HostSubnet::new("node-1", "192.168.1.10", "10.128.2.0/23");
         hs.metadata.uid = Some("u-1".into());
