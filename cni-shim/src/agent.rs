@@ -139,11 +139,18 @@ fn failure_error(conf: &NetConf, command: Command, f: Failure) -> CniError {
                 )
             }
         }
-        Failure::Connect(e) => CniError::new(
-            IO_FAILURE,
-            format!("cannot connect to sdn-agent on {socket}"),
-            format!("{e} (sdn-cni must run as root; the socket is root-only)"),
-        ),
+        Failure::Connect(e) => {
+            let hint = if e.kind() == io::ErrorKind::PermissionDenied {
+                " (sdn-cni must run as root: the agent's socket is root-only)"
+            } else {
+                ""
+            };
+            CniError::new(
+                IO_FAILURE,
+                format!("cannot connect to sdn-agent on {socket}"),
+                format!("{e}{hint}"),
+            )
+        }
         Failure::Write(e) => CniError::new(
             IO_FAILURE,
             format!("sdn-agent on {socket} closed the connection"),
