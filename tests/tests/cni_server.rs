@@ -654,7 +654,7 @@ async fn validation_errors_name_the_field_and_value() {
         (
             with(&|b| b["config"]["timeoutSeconds"] = json!("30")),
             400, "0.3.1", 7,
-            "network config \"timeoutSeconds\" must be an integer from 1 to 3600, got \"30\"".into(),
+            "network config \"timeoutSeconds\" must be a positive number of seconds up to 86400, got \"30\"".into(),
         ),
         // Unknown version: the error is rendered in 1.0.0.
         (
@@ -1062,4 +1062,125 @@ async fn shutdown_stops_accepting_and_waits_for_running_handlers() {
     fake.open_gate();
     let r = running.await.unwrap();
     assert_eq!(r.status, 200, "{r:?}");
+}
+
+// ---------- the real shim against the real server ----------
+
+/// The `sdn-cni` binary (`<target>/<profile>/sdn-cni` next to this test's `deps/`, or
+/// `SDN_CNI_BIN`); `cargo build --workspace` builds it.
+fn shim_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("SDN_CNI_BIN") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe.parent().and_then(Path::parent).unwrap().join("sdn-cni");
+    assert!(
+        bin.is_file(),
+        "{} is missing: run `cargo build --workspace` first, or set SDN_CNI_BIN",
+        bin.display()
+    );
+    bin
+}
+
+/// Runs the shim as a runtime does (cleared environment, config on stdin): (exit code, stdout).
+async fn run_shim(env: &[(&str, &str)], config: &Value) -> (i32, String) {
+    let mut cmd = tokio::process::Command::new(shim_binary());
+    cmd.env_clear()
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(config.to_string().as_bytes())
+        .await
+        .unwrap();
+    drop(stdin);
+    let out = timeout(Duration::from_secs(20), child.wait_with_output())
+        .await
+        .expect("the shim did not exit within 20 s")
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_real_shim_speaks_to_the_server() {
+    let dir = TempDir::new();
+    let (fake, handle) = start(&dir, ServerOptions::default()).await;
+    let sock = dir.socket().display().to_string();
+    let config =
+        |v: &str| json!({"cniVersion": v, "name": "sdn", "type": "sdn-cni", "socket": sock});
+    let env = |cmd: &'static str, cid: &'static str, args: &'static str| {
+        vec![
+            ("CNI_COMMAND", cmd),
+            ("CNI_CONTAINERID", cid),
+            ("CNI_NETNS", SELF_NETNS),
+            ("CNI_IFNAME", "eth0"),
+            ("CNI_ARGS", args),
+            ("CNI_PATH", "/opt/cni/bin"),
+        ]
+    };
+
+    let (code, out) = run_shim(
+        &env("ADD", "c1", "IgnoreUnknown=1;K8S_POD_NAME=web"),
+        &config("0.3.1"),
+    )
+    .await;
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        out.trim_end(),
+        concat!(
+            r#"{"cniVersion":"0.3.1","interfaces":[{"name":"vethfake0000001","mac":"ee:ee:ee:ee:ee:ee"},"#,
+            r#"{"name":"eth0","mac":"0a:58:0a:80:00:05","sandbox":"/proc/self/ns/net"}],"#,
+            r#""ips":[{"version":"4","interface":1,"address":"10.128.0.5/23","gateway":"10.128.0.1"}],"#,
+            r#""routes":[{"dst":"0.0.0.0/0","gw":"10.128.0.1"}],"dns":{}}"#
+        )
+    );
+    let req = fake.tracker.last_request();
+    assert_eq!(
+        (req.command, req.args.pod_name()),
+        (Command::Add, Some("web"))
+    );
+    assert_eq!(req.raw_config["socket"], sock.as_str());
+
+    let (code, out) = run_shim(
+        &env("DEL", "c1", "IgnoreUnknown=1;K8S_POD_NAME=web"),
+        &config("1.0.0"),
+    )
+    .await;
+    assert_eq!((code, out.trim()), (0, ""));
+
+    // The agent's validation error reaches the runtime verbatim.
+    let (code, out) = run_shim(&env("ADD", "c1", "K8S_POD_NAME=web;"), &config("0.4.0")).await;
+    assert_eq!(code, 1, "{out}");
+    let e: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(e["cniVersion"], "0.4.0");
+    assert_eq!(e["code"], 4);
+    assert!(
+        e["msg"]
+            .as_str()
+            .unwrap()
+            .starts_with("CNI_ARGS segment 2 is empty"),
+        "{e}"
+    );
+
+    // At the deadline the runtime gets the agent's code 11, which arrives before the shim's own
+    // timeout fires.
+    let mut c = config("1.0.0");
+    c["timeoutSeconds"] = json!(1);
+    let (code, out) = run_shim(&env("ADD", "gate-x", "IgnoreUnknown=1"), &c).await;
+    assert_eq!(code, 1, "{out}");
+    let e: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(e["code"], 11);
+    assert_eq!(
+        e["msg"],
+        "timed out after 0.9s; the agent is still completing or rolling back this request"
+    );
+    fake.open_gate();
+    wait_for("the gated ADD to finish", || handle.in_flight() == 0).await;
 }

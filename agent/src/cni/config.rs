@@ -14,6 +14,7 @@
 //! injects both with the same value; we read the first and fall back to the second.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 
@@ -25,8 +26,8 @@ use super::result::AddResult;
 use super::types::CniError;
 use super::version::CniVersion;
 
-/// The largest `timeoutSeconds` we accept (one hour).
-pub const MAX_TIMEOUT_SECONDS: u64 = 3600;
+/// The largest `timeoutSeconds` we accept (one day, as the shim).
+pub const MAX_TIMEOUT_SECONDS: f64 = 86_400.0;
 
 /// An attachment the runtime still considers valid (GC input).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -50,8 +51,9 @@ pub struct NetConf {
     pub socket: Option<PathBuf>,
     /// `namespace`: the tenant namespace for pods without `K8S_POD_NAMESPACE`.
     pub namespace: Option<String>,
-    /// `timeoutSeconds`: the shim's deadline; the server never works past it.
-    pub timeout_seconds: Option<u64>,
+    /// `timeoutSeconds` (a positive number, fractions allowed, as the shim reads it): the shim's
+    /// deadline; the server answers before it.
+    pub timeout: Option<Duration>,
     /// `runtimeConfig` (an object), e.g. `portMappings`; parsed by the handlers that use it.
     pub runtime_config: Option<Value>,
     /// `prevResult`, parsed: the result of the previous plugin in a chain (ADD), or of our own
@@ -143,13 +145,17 @@ impl NetConf {
                 )))
             }
         };
-        let timeout_seconds = match obj.get("timeoutSeconds") {
+        let timeout = match obj.get("timeoutSeconds") {
             None => None,
-            Some(v) => match v.as_u64() {
-                Some(n) if (1..=MAX_TIMEOUT_SECONDS).contains(&n) => Some(n),
-                _ => {
+            Some(v) => match v.as_f64().and_then(|s| {
+                (s > 0.0 && s <= MAX_TIMEOUT_SECONDS)
+                    .then(|| Duration::try_from_secs_f64(s).ok())
+                    .flatten()
+            }) {
+                Some(d) => Some(d),
+                None => {
                     return Err(CniError::invalid_config(format!(
-                        "network config \"timeoutSeconds\" must be an integer from 1 to {MAX_TIMEOUT_SECONDS}, got {v}"
+                        "network config \"timeoutSeconds\" must be a positive number of seconds up to {MAX_TIMEOUT_SECONDS}, got {v}"
                     )))
                 }
             },
@@ -185,7 +191,7 @@ impl NetConf {
             plugin_type: plugin_type.to_string(),
             socket,
             namespace,
-            timeout_seconds,
+            timeout,
             runtime_config,
             prev_result,
             valid_attachments,
@@ -256,7 +262,7 @@ mod tests {
         assert_eq!(c.plugin_type, "sdn-cni");
         assert_eq!(c.socket, None);
         assert_eq!(c.namespace, None);
-        assert_eq!(c.timeout_seconds, None);
+        assert_eq!(c.timeout, None);
         assert_eq!(c.runtime_config, None);
         assert_eq!(c.prev_result, None);
         assert_eq!(c.valid_attachments, None);
@@ -278,7 +284,7 @@ mod tests {
             Some(std::path::Path::new("/var/run/sdn/cni.sock"))
         );
         assert_eq!(c.namespace.as_deref(), Some("tenant-a"));
-        assert_eq!(c.timeout_seconds, Some(30));
+        assert_eq!(c.timeout, Some(Duration::from_secs(30)));
         assert_eq!(
             c.runtime_config.unwrap()["portMappings"][0]["hostPort"],
             json!(8080)
@@ -291,6 +297,14 @@ mod tests {
                 ifname: "eth0".into()
             }]
         );
+    }
+
+    #[test]
+    fn fractional_timeout_seconds_as_the_shim_reads_them() {
+        let c = NetConf::parse(&with("timeoutSeconds", json!(1.5))).unwrap();
+        assert_eq!(c.timeout, Some(Duration::from_millis(1500)));
+        let c = NetConf::parse(&with("timeoutSeconds", json!(86400))).unwrap();
+        assert_eq!(c.timeout, Some(Duration::from_secs(86400)));
     }
 
     #[test]
@@ -350,15 +364,15 @@ mod tests {
             ),
             (
                 with("timeoutSeconds", json!("30")),
-                "network config \"timeoutSeconds\" must be an integer from 1 to 3600, got \"30\"".into(),
+                "network config \"timeoutSeconds\" must be a positive number of seconds up to 86400, got \"30\"".into(),
             ),
             (
                 with("timeoutSeconds", json!(0)),
-                "network config \"timeoutSeconds\" must be an integer from 1 to 3600, got 0".into(),
+                "network config \"timeoutSeconds\" must be a positive number of seconds up to 86400, got 0".into(),
             ),
             (
-                with("timeoutSeconds", json!(1.5)),
-                "network config \"timeoutSeconds\" must be an integer from 1 to 3600, got 1.5".into(),
+                with("timeoutSeconds", json!(86401)),
+                "network config \"timeoutSeconds\" must be a positive number of seconds up to 86400, got 86401".into(),
             ),
             (
                 with("runtimeConfig", json!([])),

@@ -176,8 +176,10 @@ impl Request {
             .filter(|p| !p.is_empty())
             .map(PathBuf::from)
             .collect();
-        let shim = config.timeout_seconds.unwrap_or(DEFAULT_SHIM_TIMEOUT_SECS);
-        let timeout = max_timeout.min(answer_within(Duration::from_secs(shim)));
+        let shim = config
+            .timeout
+            .unwrap_or(Duration::from_secs(DEFAULT_SHIM_TIMEOUT_SECS));
+        let timeout = max_timeout.min(answer_within(shim));
         Ok(Request {
             command,
             container_id,
