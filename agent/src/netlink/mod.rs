@@ -19,14 +19,16 @@
 //! # Pod link creation
 //!
 //! [`Netlink::create_pod_link`] creates the veth pair with **one** `RTM_NEWLINK` sent in the node
-//! netns whose peer part carries the pod netns (as a descriptor), the final interface name, MAC,
-//! MTU and the up flag: the kernel creates the pod end directly inside the pod netns
-//! (`ip link add vethX mtu M up type veth peer name eth0 address A mtu M netns FD up`). Compared
+//! netns whose peer part carries the pod netns (as a descriptor), the final interface name, MAC
+//! and MTU: the kernel creates the pod end directly inside the pod netns
+//! (`ip link add vethX mtu M up type veth peer name eth0 address A mtu M netns FD`). Compared
 //! with creating the peer under a temporary name in the node netns, then moving and renaming
-//! it, this is atomic (either both ends exist, configured, or nothing does), needs no temporary
-//! name and saves three round trips. Then, in the pod netns: `lo` up, the address, the routes
-//! (default via the gateway first, then the spec's), tx checksum off if asked; meanwhile, in the
-//! node netns, the host end's index and MAC are read.
+//! it, this is atomic (either both ends exist, named and addressed, or nothing does), needs no
+//! temporary name and saves three round trips. (The peer cannot be brought up in the same
+//! request: the kernel opens it before the pair is linked and answers ENOTCONN.) Then, in the
+//! pod netns: the interface and `lo` up, the address, the routes (default via the gateway, and
+//! the spec's), tx checksum off if asked; meanwhile, in the node netns, the host end's index and
+//! MAC are read.
 //!
 //! # Limits
 //!

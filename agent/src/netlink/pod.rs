@@ -168,42 +168,51 @@ impl Netlink {
         // Pod side: look the interface up for its index, then lo and the address, then routes.
         let pod = session.handle();
         let pod_side = async {
-            let link = get_link(&pod, &spec.ifname)
-                .await
+            // Sent together, processed by the kernel in this order: the pod end up (it cannot
+            // be brought up at creation: the kernel opens the peer before the pair is linked,
+            // ENOTCONN), lo up, and the lookup for the index.
+            let up = |name: &'static str, ifname: &str| {
+                let req = pod
+                    .link()
+                    .set(LinkUnspec::new_with_name(ifname).up().build())
+                    .execute();
+                async move {
+                    req.await.map_err(|e| {
+                        NetlinkError::nl(
+                            format!("bringing {name} up in netns {}", netns.display()),
+                            e,
+                        )
+                    })
+                }
+            };
+            let (pod_up, lo_up, link) = tokio::join!(
+                up("the pod interface", &spec.ifname),
+                up("lo", "lo"),
+                get_link(&pod, &spec.ifname)
+            );
+            let link = link
                 .map_err(|e| NetlinkError::nl(in_pod(spec, "looking up interface"), e))?
                 .ok_or_else(|| NetlinkError::LinkNotFound {
                     ifname: spec.ifname.clone(),
                     netns: format!("netns {} right after creating it", netns.display()),
                 })?;
-            let index = link.header.index;
-            let lo_up = async {
-                pod.link()
-                    .set(LinkUnspec::new_with_name("lo").up().build())
-                    .execute()
-                    .await
-                    .map_err(|e| {
-                        NetlinkError::nl(format!("bringing lo up in netns {}", netns.display()), e)
-                    })
-            };
-            let address = async {
-                pod.address()
-                    .add(
-                        index,
-                        IpAddr::V4(spec.address.addr()),
-                        spec.address.prefix_len(),
-                    )
-                    .execute()
-                    .await
-                    .map_err(|e| {
-                        NetlinkError::nl(
-                            in_pod(spec, &format!("adding address {} to", spec.address)),
-                            e,
-                        )
-                    })
-            };
-            let (lo_up, address) = tokio::join!(lo_up, address);
+            pod_up?;
             lo_up?;
-            address?;
+            let index = link.header.index;
+            pod.address()
+                .add(
+                    index,
+                    IpAddr::V4(spec.address.addr()),
+                    spec.address.prefix_len(),
+                )
+                .execute()
+                .await
+                .map_err(|e| {
+                    NetlinkError::nl(
+                        in_pod(spec, &format!("adding address {} to", spec.address)),
+                        e,
+                    )
+                })?;
             let default = RouteSpec {
                 dst: Ipv4Net::default(),
                 via: Some(spec.gateway),
@@ -436,7 +445,6 @@ fn veth_message(spec: &PodLinkSpec, netns_fd: RawFd) -> LinkMessage {
         .mtu(spec.mtu)
         .address(spec.mac.to_vec())
         .setns_by_fd(netns_fd)
-        .up()
         .build();
     LinkMessageBuilder::<LinkVeth>::new_with_info_kind(InfoKind::Veth)
         .name(spec.host_ifname.clone())
