@@ -612,6 +612,83 @@ fn ip_forward_is_enabled_in_the_calling_netns_only() {
     assert_eq!(host_before, host_after, "the host netns is untouched");
 }
 
+/// Polls `fut` at most `polls` times; `None` if it was not done by then (it is then dropped,
+/// as a caller's deadline would drop it). Cancels at a given step, independent of timer
+/// granularity.
+async fn poll_at_most<F: Future>(fut: F, polls: usize) -> Option<F::Output> {
+    let mut fut = std::pin::pin!(fut);
+    let mut left = polls;
+    std::future::poll_fn(move |cx| {
+        if left == 0 {
+            return std::task::Poll::Ready(None);
+        }
+        left -= 1;
+        fut.as_mut().poll(cx).map(Some)
+    })
+    .await
+}
+
+/// A caller that gives up midway (its own deadline drops the future) leaves nothing behind: the
+/// veth guard deletes what was created. Cancels after 1, 2, 3... polls, so that some attempts
+/// stop before and some after the veth exists, until two in a row complete.
+#[test]
+fn cancelled_create_leaves_nothing_behind() {
+    require_root();
+    let node = Netns::new("nln");
+    let pod = Netns::new("nlp");
+    let spec = spec(&pod, &unique_name("ctr"), true);
+    let pod_name = pod.name().to_string();
+    let (cancelled, completed, guarded) = in_node(&node, move |nl| async move {
+        let (mut cancelled, mut completed, mut guarded) = (0, 0, 0);
+        let mut polls = 1;
+        while completed < 2 {
+            assert!(polls < 200, "create_pod_link never completed");
+            match poll_at_most(nl.create_pod_link(&spec), polls).await {
+                Some(result) => {
+                    result.unwrap();
+                    completed += 1;
+                    assert!(nl.delete_host_veth(&spec.host_ifname).await.unwrap());
+                }
+                None => {
+                    completed = 0;
+                    cancelled += 1;
+                    // Cancelled after the veth was created: only the guard can remove it.
+                    if nl.link_exists(&spec.host_ifname).await.unwrap().is_some() {
+                        guarded += 1;
+                    }
+                }
+            }
+            // The guard's deletion runs as a task on this runtime: wait for it (bounded).
+            let started = Instant::now();
+            while nl.link_exists(&spec.host_ifname).await.unwrap().is_some() {
+                assert!(
+                    started.elapsed() < Duration::from_secs(5),
+                    "host veth still there 5 s after a cancel at poll {polls}"
+                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            assert!(
+                run("ip", &["-n", &pod_name, "link", "show", "eth0"]).is_err(),
+                "eth0 left in the pod after a cancel at poll {polls}"
+            );
+            polls += 1;
+        }
+        (cancelled, completed, guarded)
+    });
+    eprintln!("cancelled {cancelled} ({guarded} after the veth existed), completed {completed}");
+    assert!(
+        cancelled > 0,
+        "no attempt was cancelled ({completed} completed)"
+    );
+    assert!(
+        guarded > 0,
+        "no cancel landed after the veth existed ({cancelled} cancelled, {completed} completed): \
+         the guard was not exercised"
+    );
+    assert_only_lo(&node, "after cancelled creates");
+    assert_only_lo(&pod, "after cancelled creates");
+}
+
 /// Latency of `create_pod_link` and `delete_host_veth`, one fresh pod netns each (the netns
 /// creation is not timed). Prints the figures; asserts only that every call succeeded.
 #[test]
