@@ -337,6 +337,20 @@ mod tests {
         assert_eq!(fmt_mac(&[0x0a, 0x58, 10, 128, 0, 2]), "0a:58:0a:80:00:02");
     }
 
+    /// The CNI server runs these on a multi-threaded runtime: their futures must be `Send`.
+    #[allow(dead_code)]
+    fn futures_are_send(nl: &Netlink, spec: &PodLinkSpec, netns: &std::path::Path) {
+        fn send<T: Send>(_: T) {}
+        send(nl.create_pod_link(spec));
+        send(nl.delete_pod_interface(netns, "eth0"));
+        send(nl.inspect_pod_interface(netns, "eth0"));
+        send(nl.delete_host_veth("x"));
+        send(nl.link_exists("x"));
+        send(nl.configure_gateway("tun0", Ipv4Net::default(), 1450, &[]));
+        send(nl.wait_for_link("tun0", Duration::ZERO));
+        send(nl.clone());
+    }
+
     #[tokio::test]
     async fn new_outside_runtime_is_an_error_not_a_panic() {
         let err = std::thread::spawn(Netlink::new)

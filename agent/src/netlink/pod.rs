@@ -165,31 +165,29 @@ impl Netlink {
         }
         let mut session = session?;
 
-        // Pod side: look the interface up for its index, then lo and the address, then routes.
+        // Pod side: the interface and lo up and the index, then the address, then the routes.
         let pod = session.handle();
         let pod_side = async {
             // Sent together, processed by the kernel in this order: the pod end up (it cannot
             // be brought up at creation: the kernel opens the peer before the pair is linked,
             // ENOTCONN), lo up, and the lookup for the index.
-            let up = |name: &'static str, ifname: &str| {
+            let up = |ifname: &str| {
                 let req = pod
                     .link()
                     .set(LinkUnspec::new_with_name(ifname).up().build())
                     .execute();
+                let ifname = ifname.to_string();
                 async move {
                     req.await.map_err(|e| {
                         NetlinkError::nl(
-                            format!("bringing {name} up in netns {}", netns.display()),
+                            format!("bringing {ifname} up in netns {}", netns.display()),
                             e,
                         )
                     })
                 }
             };
-            let (pod_up, lo_up, link) = tokio::join!(
-                up("the pod interface", &spec.ifname),
-                up("lo", "lo"),
-                get_link(&pod, &spec.ifname)
-            );
+            let (pod_up, lo_up, link) =
+                tokio::join!(up(&spec.ifname), up("lo"), get_link(&pod, &spec.ifname));
             let link = link
                 .map_err(|e| NetlinkError::nl(in_pod(spec, "looking up interface"), e))?
                 .ok_or_else(|| NetlinkError::LinkNotFound {
