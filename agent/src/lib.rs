@@ -7,7 +7,9 @@
 
 pub mod cluster;
 pub mod cni;
+pub mod config;
 pub mod ipam;
 pub mod iptables;
 pub mod netlink;
 pub mod setup;
+pub mod switch;

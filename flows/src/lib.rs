@@ -8,7 +8,9 @@
 
 pub mod base;
 pub mod cookie;
+pub mod pod;
 pub mod tables;
 
 pub use base::{base_flows, Mode, NodeConfig};
+pub use pod::{pod_cookie, pod_flows, vnid_cookie, vnid_flow, PodFlows};
 pub use tables::Table;

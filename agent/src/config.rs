@@ -1,0 +1,435 @@
+//! The agent's configuration: a YAML or JSON file (`--config`), then command-line flags on top
+//! (a flag always wins), then validation of the whole.
+//!
+//! Every setting has a default that works for a standalone node on the system's Open vSwitch, so
+//! `sdn-agent` with no arguments runs. Validation checks every value and the relations between
+//! them (the cluster networks do not overlap the service network, the host subnet length fits, the
+//! paths are absolute...) and its errors name the setting, the value and what is expected: the
+//! agent refuses to start on a bad configuration instead of half-configuring a node.
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use flows::Mode;
+use ipnet::Ipv4Net;
+use serde::{Deserialize, Serialize};
+
+/// One cluster network: a CIDR and how many host bits each node's subnet has (OpenShift's
+/// `hostSubnetLength`: 9 gives every node a /23 out of a /14).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterNetworkEntry {
+    /// The network, e.g. `10.128.0.0/14`.
+    pub cidr: Ipv4Net,
+    /// Host bits of a node subnet, e.g. 9 for /23.
+    pub host_subnet_length: u8,
+}
+
+impl ClusterNetworkEntry {
+    /// Prefix length of one node's subnet.
+    pub fn node_prefix(&self) -> u8 {
+        32 - self.host_subnet_length
+    }
+}
+
+/// Where the cluster objects (ClusterNetwork, HostSubnet, NetNamespace) come from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ClusterStateSource {
+    /// A directory of YAML/JSON files, watched (standalone mode).
+    Standalone(PathBuf),
+    /// The Kubernetes API (a later issue).
+    Kubernetes,
+}
+
+impl std::str::FromStr for ClusterStateSource {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        if s == "kubernetes" {
+            return Ok(ClusterStateSource::Kubernetes);
+        }
+        match s.strip_prefix("standalone:") {
+            Some(dir) if Path::new(dir).is_absolute() => {
+                Ok(ClusterStateSource::Standalone(dir.into()))
+            }
+            _ => bail!("expected standalone:<absolute directory> or kubernetes, got {s:?}"),
+        }
+    }
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Config {
+    /// This node's name (its HostSubnet's `host`); default: the kernel host name.
+    pub node_name: String,
+    /// The node's underlay address; default: taken from this node's HostSubnet, else 127.0.0.1.
+    #[serde(rename = "nodeIP")]
+    pub node_ip: Option<Ipv4Addr>,
+    /// `subnet` or `multitenant`.
+    pub mode: String,
+    /// Cluster networks.
+    pub cluster_networks: Vec<ClusterNetworkEntry>,
+    /// The service network.
+    pub service_network: Ipv4Net,
+    /// VXLAN UDP port.
+    pub vxlan_port: u16,
+    /// Overlay MTU (tun0 and pod interfaces).
+    pub mtu: u32,
+    /// OVSDB target, `unix:<path>` or `tcp:<ip>:<port>`.
+    pub ovsdb: String,
+    /// The bridge's OpenFlow management socket.
+    pub bridge_mgmt: PathBuf,
+    /// The CNI server's socket (the shim's `socket`).
+    pub cni_socket: PathBuf,
+    /// host-local compatible lease directory (`dataDir`); leases go to `<dir>/<cniNetworkName>`.
+    pub ipam_dir: PathBuf,
+    /// Where the agent writes its CNI network config when ready.
+    pub cni_conf_dir: PathBuf,
+    /// Name of the CNI network the agent writes (and of its lease directory).
+    pub cni_network_name: String,
+    /// `system` (kernel datapath) or `netdev` (userspace).
+    pub datapath_type: String,
+    /// Turn off tx checksum offload on pod interfaces (needed with `netdev`); default: on for
+    /// `netdev`, off for `system`.
+    pub pod_tx_checksum_off: Option<bool>,
+    /// Cluster state source.
+    pub cluster_state: ClusterStateSource,
+    /// Deadline of one CNI request, in seconds.
+    pub request_timeout_seconds: u64,
+    /// How long a pod ADD waits for its namespace's NetNamespace (multitenant), in seconds.
+    pub netnamespace_wait_seconds: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            node_name: String::new(),
+            node_ip: None,
+            mode: "multitenant".into(),
+            cluster_networks: vec![ClusterNetworkEntry {
+                cidr: "10.128.0.0/14".parse().expect("constant"),
+                host_subnet_length: 9,
+            }],
+            service_network: "172.30.0.0/16".parse().expect("constant"),
+            vxlan_port: 4789,
+            mtu: 1450,
+            ovsdb: "unix:/run/openvswitch/db.sock".into(),
+            bridge_mgmt: "/run/openvswitch/br0.mgmt".into(),
+            cni_socket: "/var/run/sdn/cni.sock".into(),
+            ipam_dir: "/var/lib/cni/networks".into(),
+            cni_conf_dir: "/etc/cni/net.d".into(),
+            cni_network_name: "sdn".into(),
+            datapath_type: "system".into(),
+            pod_tx_checksum_off: None,
+            cluster_state: ClusterStateSource::Standalone("/var/lib/sdn/state".into()),
+            request_timeout_seconds: 120,
+            netnamespace_wait_seconds: 5,
+        }
+    }
+}
+
+/// The flags, in the order `--help` lists them.
+pub const FLAGS: &str = "\
+  --config FILE                 YAML or JSON file with the settings below (flags win)
+  --node-name NAME              this node's HostSubnet host (default: host name)
+  --node-ip IP                  underlay address (default: from the HostSubnet, else 127.0.0.1)
+  --mode subnet|multitenant     isolation mode (default multitenant)
+  --cluster-network CIDR[,LEN]  cluster network and host subnet length in bits (repeatable;
+                                default 10.128.0.0/14,9 = one /23 per node)
+  --service-cidr CIDR           service network (default 172.30.0.0/16)
+  --vxlan-port PORT             VXLAN UDP port (default 4789)
+  --mtu MTU                     overlay MTU (default 1450)
+  --ovsdb TARGET                OVSDB (default unix:/run/openvswitch/db.sock)
+  --bridge-mgmt PATH            br0's OpenFlow socket (default /run/openvswitch/br0.mgmt)
+  --cni-socket PATH             CNI server socket (default /var/run/sdn/cni.sock)
+  --ipam-dir DIR                lease directory (default /var/lib/cni/networks)
+  --cni-conf-dir DIR            CNI network config directory (default /etc/cni/net.d)
+  --cni-network-name NAME       CNI network name (default sdn)
+  --datapath-type system|netdev OVS datapath of br0 (default system)
+  --pod-tx-checksum-off BOOL    tx checksum offload off on pods (default: true with netdev)
+  --cluster-state SOURCE        standalone:DIR or kubernetes (default standalone:/var/lib/sdn/state)
+  --request-timeout SECONDS     deadline of one CNI request (default 120)";
+
+impl Config {
+    /// Reads `--config` (if given) and applies the other flags on top, then validates.
+    pub fn from_args(args: &[String]) -> Result<Config> {
+        let mut cfg = match args.iter().position(|a| a == "--config") {
+            Some(i) => {
+                let path = args
+                    .get(i + 1)
+                    .with_context(|| "--config needs a file".to_string())?;
+                Config::from_file(Path::new(path))?
+            }
+            None => Config::default(),
+        };
+        let mut cluster = Vec::new();
+        let mut it = args.iter();
+        while let Some(flag) = it.next() {
+            let value = it
+                .next()
+                .with_context(|| format!("{flag} needs a value"))?
+                .as_str();
+            let bad = |what: &str| format!("{flag} {value:?}: expected {what}");
+            match flag.as_str() {
+                "--config" => {}
+                "--node-name" => cfg.node_name = value.into(),
+                "--node-ip" => {
+                    cfg.node_ip = Some(value.parse().with_context(|| bad("an IPv4 address"))?)
+                }
+                "--mode" => cfg.mode = value.into(),
+                "--cluster-network" => {
+                    let (cidr, len) = value.split_once(',').unwrap_or((value, "9"));
+                    cluster.push(ClusterNetworkEntry {
+                        cidr: cidr
+                            .parse()
+                            .with_context(|| bad("CIDR[,hostSubnetLength]"))?,
+                        host_subnet_length: len
+                            .parse()
+                            .with_context(|| bad("CIDR[,hostSubnetLength]"))?,
+                    })
+                }
+                "--service-cidr" => {
+                    cfg.service_network = value.parse().with_context(|| bad("a CIDR"))?
+                }
+                "--vxlan-port" => cfg.vxlan_port = value.parse().with_context(|| bad("a port"))?,
+                "--mtu" => cfg.mtu = value.parse().with_context(|| bad("an MTU"))?,
+                "--ovsdb" => cfg.ovsdb = value.into(),
+                "--bridge-mgmt" => cfg.bridge_mgmt = value.into(),
+                "--cni-socket" => cfg.cni_socket = value.into(),
+                "--ipam-dir" => cfg.ipam_dir = value.into(),
+                "--cni-conf-dir" => cfg.cni_conf_dir = value.into(),
+                "--cni-network-name" => cfg.cni_network_name = value.into(),
+                "--datapath-type" => cfg.datapath_type = value.into(),
+                "--pod-tx-checksum-off" => {
+                    cfg.pod_tx_checksum_off =
+                        Some(value.parse().with_context(|| bad("true or false"))?)
+                }
+                "--cluster-state" => {
+                    cfg.cluster_state = value.parse().with_context(|| bad("a source"))?
+                }
+                "--request-timeout" => {
+                    cfg.request_timeout_seconds =
+                        value.parse().with_context(|| bad("whole seconds"))?
+                }
+                other => bail!("unknown flag {other:?}"),
+            }
+        }
+        if !cluster.is_empty() {
+            cfg.cluster_networks = cluster;
+        }
+        if cfg.node_name.is_empty() {
+            cfg.node_name = hostname()?;
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Reads a YAML or JSON configuration file (JSON is YAML).
+    pub fn from_file(path: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the configuration file {}", path.display()))?;
+        serde_yaml::from_str(&text)
+            .with_context(|| format!("configuration file {}", path.display()))
+    }
+
+    /// The isolation mode.
+    pub fn mode(&self) -> Mode {
+        if self.mode == "subnet" {
+            Mode::Subnet
+        } else {
+            Mode::Multitenant
+        }
+    }
+
+    /// Whether pod interfaces get tx checksum offload turned off.
+    pub fn pod_tx_checksum_off(&self) -> bool {
+        self.pod_tx_checksum_off
+            .unwrap_or(self.datapath_type == "netdev")
+    }
+
+    /// The cluster network CIDRs.
+    pub fn cluster_cidrs(&self) -> Vec<Ipv4Net> {
+        self.cluster_networks.iter().map(|c| c.cidr).collect()
+    }
+
+    /// Checks every value and their relations; the error names the setting.
+    pub fn validate(&self) -> Result<()> {
+        validate_dns_label("nodeName", &self.node_name, 253, true)?;
+        if !matches!(self.mode.as_str(), "subnet" | "multitenant") {
+            bail!("mode {:?}: expected subnet or multitenant", self.mode);
+        }
+        if self.cluster_networks.is_empty() {
+            bail!("clusterNetworks: at least one cluster network is needed");
+        }
+        for (i, cn) in self.cluster_networks.iter().enumerate() {
+            let what = format!("clusterNetworks[{i}] {}", cn.cidr);
+            if cn.cidr.network() != cn.cidr.addr() {
+                bail!(
+                    "{what}: not a network address (did you mean {}?)",
+                    cn.cidr.trunc()
+                );
+            }
+            let node = u32::from(cn.node_prefix());
+            if cn.host_subnet_length < 2 || node <= u32::from(cn.cidr.prefix_len()) {
+                bail!(
+                    "{what}: hostSubnetLength {} must be at least 2 and leave room for more than \
+                     one node subnet (prefix /{} would not fit inside /{})",
+                    cn.host_subnet_length,
+                    32u32.saturating_sub(u32::from(cn.host_subnet_length)),
+                    cn.cidr.prefix_len()
+                );
+            }
+            for other in &self.cluster_networks[..i] {
+                if overlaps(&cn.cidr, &other.cidr) {
+                    bail!("{what} overlaps cluster network {}", other.cidr);
+                }
+            }
+            if overlaps(&cn.cidr, &self.service_network) {
+                bail!(
+                    "{what} overlaps the service network {}",
+                    self.service_network
+                );
+            }
+        }
+        if self.service_network.network() != self.service_network.addr() {
+            bail!(
+                "serviceNetwork {}: not a network address",
+                self.service_network
+            );
+        }
+        if self.vxlan_port == 0 {
+            bail!("vxlanPort 0: expected a UDP port (4789)");
+        }
+        if !(576..=9000).contains(&self.mtu) {
+            bail!(
+                "mtu {}: expected 576..=9000 (1450 for VXLAN over a 1500 underlay)",
+                self.mtu
+            );
+        }
+        if !matches!(self.datapath_type.as_str(), "system" | "netdev") {
+            bail!(
+                "datapathType {:?}: expected system or netdev",
+                self.datapath_type
+            );
+        }
+        for (name, p) in [
+            ("bridgeMgmt", &self.bridge_mgmt),
+            ("cniSocket", &self.cni_socket),
+            ("ipamDir", &self.ipam_dir),
+            ("cniConfDir", &self.cni_conf_dir),
+        ] {
+            if !p.is_absolute() {
+                bail!("{name} {}: must be an absolute path", p.display());
+            }
+        }
+        validate_dns_label("cniNetworkName", &self.cni_network_name, 63, false)?;
+        if !(self.ovsdb.starts_with("unix:") || self.ovsdb.starts_with("tcp:")) {
+            bail!(
+                "ovsdb {:?}: expected unix:<path> or tcp:<ip>:<port>",
+                self.ovsdb
+            );
+        }
+        if self.request_timeout_seconds == 0 || self.request_timeout_seconds > 600 {
+            bail!(
+                "requestTimeoutSeconds {}: expected 1..=600",
+                self.request_timeout_seconds
+            );
+        }
+        Ok(())
+    }
+}
+
+fn overlaps(a: &Ipv4Net, b: &Ipv4Net) -> bool {
+    a.contains(&b.network()) || b.contains(&a.network())
+}
+
+fn validate_dns_label(what: &str, s: &str, max: usize, dots: bool) -> Result<()> {
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || c == '-' || (dots && c == '.');
+    if s.is_empty() || s.len() > max || !s.chars().all(ok_char) || s.starts_with('-') {
+        bail!(
+            "{what} {s:?}: expected 1..={max} characters of a-z, 0-9, '-'{} not starting with '-'",
+            if dots { ", '.'" } else { "" }
+        );
+    }
+    Ok(())
+}
+
+fn hostname() -> Result<String> {
+    let h = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .context("reading the host name; pass --node-name")?;
+    Ok(h.trim().to_ascii_lowercase())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn flags_override_defaults() {
+        let c = Config::from_args(&args(
+            "--node-name n1 --mode subnet --cluster-network 10.0.0.0/16,8 --datapath-type netdev",
+        ))
+        .unwrap();
+        assert_eq!(c.mode(), Mode::Subnet);
+        assert_eq!(c.cluster_networks[0].node_prefix(), 24);
+        assert!(c.pod_tx_checksum_off());
+    }
+
+    #[test]
+    fn file_then_flags() {
+        let dir = std::env::temp_dir().join(format!("sdn-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("agent.yaml");
+        std::fs::write(
+            &f,
+            "nodeName: a\nmtu: 1400\nclusterNetworks:\n- cidr: 10.128.0.0/14\n  hostSubnetLength: 9\n",
+        )
+        .unwrap();
+        let c = Config::from_args(&args(&format!("--config {} --mtu 1300", f.display()))).unwrap();
+        assert_eq!((c.node_name.as_str(), c.mtu), ("a", 1300));
+        std::fs::write(&f, "nodeName: a\nmtuu: 1400\n").unwrap();
+        let e = format!(
+            "{:#}",
+            Config::from_args(&args(&format!("--config {}", f.display()))).unwrap_err()
+        );
+        assert!(e.contains("unknown field `mtuu`"), "{e}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn errors_name_the_setting() {
+        for (a, want) in [
+            ("--node-name n --mtu 100", "mtu 100"),
+            (
+                "--node-name n --cluster-network 172.28.0.0/14",
+                "overlaps the service network",
+            ),
+            (
+                "--node-name n --cluster-network 10.128.0.1/14",
+                "not a network address",
+            ),
+            (
+                "--node-name n --cluster-network 10.128.0.0/24,9",
+                "hostSubnetLength 9",
+            ),
+            ("--node-name n --cni-socket rel.sock", "cniSocket rel.sock"),
+            ("--node-name n --mode flat", "mode \"flat\""),
+            ("--node-name N_1", "nodeName \"N_1\""),
+            (
+                "--node-name n --cluster-state standalone:rel",
+                "--cluster-state",
+            ),
+            ("--node-name n --bogus 1", "unknown flag \"--bogus\""),
+            ("--node-name", "--node-name needs a value"),
+        ] {
+            let e = format!("{:#}", Config::from_args(&args(a)).unwrap_err());
+            assert!(e.contains(want), "{a}: {e}");
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! The five flows of one local pod (pipeline.md, "Per-pod flows"): spoof-guarded egress in
+//! table 20 (ARP with the pod's IP *and* MAC, IP with the pod's MAC *and* IP, both from the pod's
+//! port), the service hairpin reload in table 25, ARP delivery in table 40 and IP delivery in
+//! table 70 (destination VNID into `reg1`, ofport into `reg2`, then the tenancy decision in 80).
+//!
+//! Every flow carries the pod's cookie ([`pod_cookie`]): a hash of the attachment's container id
+//! and interface name under the [`Feature::Pod`](crate::cookie::Feature::Pod) prefix. Teardown and
+//! VNID changes select exactly that pod's flows by cookie, and the cookie survives an agent
+//! restart because it is derived from the attachment, not from agent memory.
+
+use std::net::Ipv4Addr;
+
+use ovs::flow::{Action, Field, Flow, MacAddr, Match, Subfield};
+
+use crate::cookie::{cookie, Feature};
+use crate::tables::Table;
+
+/// What the flows of one pod depend on.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct PodFlows {
+    /// OpenFlow port of the pod's host veth on br0 (>= 3).
+    pub ofport: u32,
+    /// The pod's IPv4 address.
+    pub ip: Ipv4Addr,
+    /// The pod's VNID (0 in subnet mode and for global namespaces).
+    pub vnid: u32,
+    /// The pod's cookie, from [`pod_cookie`].
+    pub cookie: u64,
+}
+
+/// FNV-1a 64 of `bytes`: stable across Rust versions and platforms.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// The cookie naming the attachment `(container_id, ifname)`.
+pub fn pod_cookie(container_id: &str, ifname: &str) -> u64 {
+    cookie(
+        Feature::Pod,
+        fnv1a(format!("{container_id}/{ifname}").as_bytes()),
+    )
+}
+
+/// The pod's five flows, in table order.
+pub fn pod_flows(p: &PodFlows) -> Vec<Flow> {
+    let mac = MacAddr::from_pod_ip(p.ip);
+    let f = |table: Table| Flow::new(table.id(), 100).cookie(p.cookie);
+    vec![
+        f(Table::PodEgressSpoofguard)
+            .matching(
+                Match::any()
+                    .in_port(p.ofport)
+                    .arp()
+                    .arp_spa(p.ip)
+                    .arp_sha(mac),
+            )
+            .action(Action::load_reg(0, p.vnid))
+            .goto(Table::ConntrackCommit.id()),
+        f(Table::PodEgressSpoofguard)
+            .matching(Match::any().in_port(p.ofport).ip().dl_src(mac).nw_src(p.ip))
+            .action(Action::load_reg(0, p.vnid))
+            .goto(Table::PodEgressPolicy.id()),
+        f(Table::ServiceReturn)
+            .matching(Match::any().ip().nw_src(p.ip))
+            .action(Action::load_reg(0, p.vnid))
+            .goto(Table::PodEgressPolicy.id()),
+        f(Table::LocalArp)
+            .matching(Match::any().arp().arp_tpa(p.ip))
+            .action(Action::Output(p.ofport)),
+        f(Table::LocalIp)
+            .matching(Match::any().ip().nw_dst(p.ip))
+            .action(Action::load_reg(1, p.vnid))
+            .action(Action::load_reg(2, p.ofport))
+            .goto(Table::IngressIsolation.id()),
+    ]
+}
+
+/// The cookie of VNID `vnid`'s table-80 row.
+pub fn vnid_cookie(vnid: u32) -> u64 {
+    cookie(Feature::Vnid, u64::from(vnid))
+}
+
+/// Multitenant mode: the table-80 row letting pods of VNID `vnid` reach each other
+/// (`reg0=V,reg1=V`). VNID 0 needs none (the base rows allow `reg0=0` and `reg1=0`).
+pub fn vnid_flow(vnid: u32) -> Option<Flow> {
+    (vnid != 0).then(|| {
+        Flow::new(Table::IngressIsolation.id(), 100)
+            .cookie(vnid_cookie(vnid))
+            .matching(Match::any().reg(0, vnid).reg(1, vnid))
+            .action(Action::OutputReg(Subfield::whole(Field::Reg(2))))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pod_flows_print_as_pipeline_md_says() {
+        let p = PodFlows {
+            ofport: 3,
+            ip: Ipv4Addr::new(10, 128, 0, 2),
+            vnid: 5,
+            cookie: 0x1000_0000_0000_0003,
+        };
+        let text: Vec<String> = pod_flows(&p).iter().map(ToString::to_string).collect();
+        assert_eq!(
+            text,
+            [
+                "cookie=0x1000000000000003, table=20, priority=100,arp,in_port=3,arp_spa=10.128.0.2,arp_sha=0a:58:0a:80:00:02 actions=load:0x5->NXM_NX_REG0[],goto_table:30",
+                "cookie=0x1000000000000003, table=20, priority=100,ip,in_port=3,dl_src=0a:58:0a:80:00:02,nw_src=10.128.0.2 actions=load:0x5->NXM_NX_REG0[],goto_table:27",
+                "cookie=0x1000000000000003, table=25, priority=100,ip,nw_src=10.128.0.2 actions=load:0x5->NXM_NX_REG0[],goto_table:27",
+                "cookie=0x1000000000000003, table=40, priority=100,arp,arp_tpa=10.128.0.2 actions=output:3",
+                "cookie=0x1000000000000003, table=70, priority=100,ip,nw_dst=10.128.0.2 actions=load:0x5->NXM_NX_REG1[],load:0x3->NXM_NX_REG2[],goto_table:80",
+            ]
+        );
+        for f in pod_flows(&p) {
+            f.validate().unwrap();
+        }
+    }
+
+    #[test]
+    fn vnid_rows() {
+        assert!(vnid_flow(0).is_none());
+        assert_eq!(
+            vnid_flow(10).unwrap().to_string(),
+            "cookie=0x300000000000000a, table=80, priority=100,reg0=0xa,reg1=0xa actions=output:NXM_NX_REG2[]"
+        );
+    }
+
+    #[test]
+    fn cookies_name_the_attachment() {
+        let a = pod_cookie("abc", "eth0");
+        assert_eq!(a >> 60, Feature::Pod as u64);
+        assert_eq!(a, pod_cookie("abc", "eth0"));
+        assert_ne!(a, pod_cookie("abc", "eth1"));
+        assert_ne!(a, pod_cookie("abd", "eth0"));
+    }
+}
