@@ -8,8 +8,9 @@
 //! netns of the thread that called [`Netlink::new`], where ovs-vswitchd runs and the host ends
 //! of the veths stay. It is created once by the agent and cloned cheaply; concurrent calls share
 //! the connection (netlink requests are matched to answers by sequence number). A pod netns
-//! needs its own sockets, created by a short-lived thread that enters the netns (see
-//! [`netns`](self::netns) for why never a tokio thread); that costs one thread spawn per pod
+//! needs its own sockets (a socket belongs to the netns of the thread that creates it), created
+//! by a short-lived std thread that enters the netns, never a tokio thread (a worker left in a
+//! pod netns would run later tasks there; see `netns.rs`); that costs one thread spawn per pod
 //! operation.
 //!
 //! Each method documents the `ip` commands it equals, its idempotency, and its bound: every
@@ -35,7 +36,8 @@
 //! IPv4 only. The node connection is not re-established if the kernel closes it (it does not in
 //! practice; requests would then fail with "the netlink connection is closed"). The routes of
 //! [`Netlink::configure_gateway`] go to the main table with `proto static`; nothing is ever
-//! removed by it.
+//! removed by it. Deleting a veth costs the kernel 20-50 ms (network device unregistration waits
+//! for RCU grace periods), as `ip link del` does; creation is about 1.5 ms.
 
 mod error;
 mod ethtool;
