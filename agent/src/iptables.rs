@@ -1,1 +1,595 @@
-//! (being written)
+//! The node's host firewall and NAT rules, applied with `iptables-restore --noflush` into chains
+//! the agent owns, so that everything else in the host's tables stays untouched.
+//!
+//! What the rules do (see [`render`] for the exact text):
+//! - `nat` / `SDN-POSTROUTING` (jumped to from `POSTROUTING`): traffic to a cluster network or the
+//!   service network keeps its source (`RETURN`); traffic from a cluster network to anywhere
+//!   else is masqueraded, so pods reach the outside world with the node's address. Pod to
+//!   Service traffic is deliberately not masqueraded: the pipeline (table 25, and the `ct(nat)`
+//!   replies of table 31) relies on it keeping the pod's source, as in openshift-sdn.
+//! - `filter` / `SDN-INPUT` (from `INPUT`): accept VXLAN from other nodes and traffic from pods to
+//!   this node (DNS to the node IP, the gateway).
+//! - `filter` / `SDN-FORWARD` (from `FORWARD`): drop conntrack-INVALID packets from pods (a
+//!   resend after a service connection closed would otherwise leave un-NATed), then accept
+//!   traffic from and to the cluster networks, so a host whose FORWARD policy is DROP still
+//!   forwards pod traffic.
+//!
+//! How: every sync writes the whole content of the three chains in one `iptables-restore
+//! --noflush` input. Declaring `:CHAIN - [0:0]` creates the chain or flushes it, and the rules
+//! follow in the same transaction, so readers see the old rules or the new ones, never an empty
+//! chain. The jumps from the built-in chains are inserted (at position 1, ahead of any REJECT of
+//! the host's) only when `iptables -S` shows them missing, and surplus copies are deleted, so
+//! there is exactly one of each. The input is first checked with `iptables-restore --test`, so a
+//! bad input changes nothing.
+//!
+//! Limits: iptables-restore commits table by table (`COMMIT`), in both the nft and the legacy
+//! backend; a kernel-level failure in the second table (after the test pass) leaves the first
+//! updated and is returned as an error; the next sync converges. Only IPv4. The binaries are
+//! `iptables` and `iptables-restore` from PATH (on Debian 12 the nft backend); both must be of the
+//! same backend. Syncs within this process are serialised; other programs editing the same
+//! built-in chains concurrently are not coordinated with (the nft backend has no lock).
+
+use std::fmt::Write as _;
+use std::process::Stdio;
+use std::time::Duration;
+
+use ipnet::Ipv4Net;
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+
+/// The nat chain for masquerading, jumped to from `POSTROUTING`.
+pub const POSTROUTING_CHAIN: &str = "SDN-POSTROUTING";
+/// The filter chain for traffic to this node, jumped to from `INPUT`.
+pub const INPUT_CHAIN: &str = "SDN-INPUT";
+/// The filter chain for forwarded pod traffic, jumped to from `FORWARD`.
+pub const FORWARD_CHAIN: &str = "SDN-FORWARD";
+
+/// How long one iptables command may take.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A jump from a built-in chain into one of ours.
+#[derive(Debug, Clone, Copy)]
+struct Jump {
+    table: &'static str,
+    from: &'static str,
+    to: &'static str,
+    comment: &'static str,
+}
+
+/// Our chains, by table, with the jumps into them; tables in the order they are restored.
+const JUMPS: [Jump; 3] = [
+    Jump {
+        table: "nat",
+        from: "POSTROUTING",
+        to: POSTROUTING_CHAIN,
+        comment: "sdn: masquerade pod traffic leaving the cluster",
+    },
+    Jump {
+        table: "filter",
+        from: "INPUT",
+        to: INPUT_CHAIN,
+        comment: "sdn: vxlan and pod traffic to this node",
+    },
+    Jump {
+        table: "filter",
+        from: "FORWARD",
+        to: FORWARD_CHAIN,
+        comment: "sdn: forward pod traffic",
+    },
+];
+
+const TABLES: [&str; 2] = ["nat", "filter"];
+
+/// What the host rules depend on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostRules {
+    /// The cluster networks (pod addresses of every node).
+    pub cluster_networks: Vec<Ipv4Net>,
+    /// The service network.
+    pub service_cidr: Ipv4Net,
+    /// The VXLAN UDP port other nodes send to.
+    pub vxlan_port: u16,
+}
+
+/// Errors of applying or reading the rules; each names the command and, with `netns`, where.
+#[derive(Debug, thiserror::Error)]
+pub enum IptablesError {
+    /// The binary could not be started.
+    #[error(
+        "cannot run {cmd}{}: {source} (is iptables installed and on PATH?)",
+        at(netns)
+    )]
+    Spawn {
+        /// The command.
+        cmd: String,
+        /// The network namespace, when not the agent's own.
+        netns: Option<String>,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The command did not finish in time (it was killed).
+    #[error("{cmd}{} did not finish within {} s and was killed", at(netns), timeout.as_secs())]
+    Timeout {
+        /// The command.
+        cmd: String,
+        /// The network namespace.
+        netns: Option<String>,
+        /// The bound.
+        timeout: Duration,
+    },
+    /// A command (`iptables -S`, `iptables-save`) failed.
+    #[error("{cmd}{} failed ({status}): {stderr}", at(netns))]
+    Command {
+        /// The command line.
+        cmd: String,
+        /// The network namespace.
+        netns: Option<String>,
+        /// The exit status.
+        status: String,
+        /// What it printed on stderr.
+        stderr: String,
+    },
+    /// iptables-restore rejected the input.
+    #[error("iptables-restore{}{} rejected line {} `{}`: {stderr}", if *test { " --test" } else { "" }, at(netns), line.map(|l| l.to_string()).unwrap_or_else(|| "?".into()), text.as_deref().unwrap_or(""))]
+    Restore {
+        /// The network namespace.
+        netns: Option<String>,
+        /// Whether the dry run (`--test`) rejected it (then nothing was changed).
+        test: bool,
+        /// The 1-based input line iptables-restore named, when it named one.
+        line: Option<usize>,
+        /// That line of the input.
+        text: Option<String>,
+        /// iptables-restore's message (its usage hint removed).
+        stderr: String,
+    },
+}
+
+fn at(netns: &Option<String>) -> String {
+    netns
+        .as_ref()
+        .map(|n| format!(" in netns {n}"))
+        .unwrap_or_default()
+}
+
+/// Renders the complete content of our chains as `iptables-restore` input: per table, the chain
+/// declarations (which flush them under `--noflush`) and the rules, in the exact form
+/// `iptables-save` prints them back. Pure; the jumps from the built-in chains are not included
+/// ([`Iptables::sync`] adds them only when missing).
+pub fn render(rules: &HostRules) -> String {
+    render_with(rules, &[])
+}
+
+/// [`render`] plus extra lines appended to a table's block before its `COMMIT`.
+fn render_with(rules: &HostRules, extra: &[(&str, String)]) -> String {
+    let comment = |c: &str| format!("-m comment --comment \"sdn: {c}\"");
+    let mut out = String::new();
+    for table in TABLES {
+        out.push_str(&format!("*{table}\n"));
+        for j in JUMPS.iter().filter(|j| j.table == table) {
+            out.push_str(&format!(":{} - [0:0]\n", j.to));
+        }
+        let mut line = |s: String| {
+            out.push_str(&s);
+            out.push('\n');
+        };
+        match table {
+            "nat" => {
+                let chain = POSTROUTING_CHAIN;
+                for cn in &rules.cluster_networks {
+                    line(format!(
+                        "-A {chain} -d {cn} {} -j RETURN",
+                        comment("traffic to the cluster network keeps its source")
+                    ));
+                }
+                line(format!(
+                    "-A {chain} -d {} {} -j RETURN",
+                    rules.service_cidr,
+                    comment("traffic to services keeps its source")
+                ));
+                for cn in &rules.cluster_networks {
+                    line(format!(
+                        "-A {chain} -s {cn} ! -d {cn} {} -j MASQUERADE",
+                        comment("masquerade pod traffic leaving the cluster network")
+                    ));
+                }
+            }
+            _ => {
+                line(format!(
+                    "-A {INPUT_CHAIN} -p udp -m udp --dport {} {} -j ACCEPT",
+                    rules.vxlan_port,
+                    comment("vxlan from other nodes")
+                ));
+                for cn in &rules.cluster_networks {
+                    line(format!(
+                        "-A {INPUT_CHAIN} -s {cn} {} -j ACCEPT",
+                        comment("pods reach this node")
+                    ));
+                }
+                for cn in &rules.cluster_networks {
+                    line(format!(
+                        "-A {FORWARD_CHAIN} -s {cn} -m conntrack --ctstate INVALID {} -j DROP",
+                        comment("invalid packets from pods")
+                    ));
+                }
+                for cn in &rules.cluster_networks {
+                    line(format!(
+                        "-A {FORWARD_CHAIN} -s {cn} {} -j ACCEPT",
+                        comment("forward traffic from pods")
+                    ));
+                    line(format!(
+                        "-A {FORWARD_CHAIN} -d {cn} {} -j ACCEPT",
+                        comment("forward traffic to pods")
+                    ));
+                }
+            }
+        }
+        for (t, l) in extra {
+            if *t == table {
+                line(l.clone());
+            }
+        }
+        out.push_str("COMMIT\n");
+    }
+    out
+}
+
+/// The jump rule text (without `-A`/`-I`/`-D` and chain).
+fn jump_spec(j: &Jump) -> String {
+    format!("-m comment --comment \"{}\" -j {}", j.comment, j.to)
+}
+
+/// Whether an `iptables -S` line is a rule in `chain` whose target is `target`.
+fn is_rule_to(line: &str, chain: &str, target: &str) -> bool {
+    let mut tokens = line.split_whitespace();
+    if tokens.next() != Some("-A") || tokens.next() != Some(chain) {
+        return false;
+    }
+    let tokens: Vec<&str> = tokens.collect();
+    tokens
+        .windows(2)
+        .any(|w| (w[0] == "-j" || w[0] == "-g") && w[1] == target)
+}
+
+/// Finds the input line number in iptables-restore's stderr: "Error occurred at line: 8"
+/// (nft), "line 3 failed" (legacy and `-D`).
+fn error_line(stderr: &str) -> Option<usize> {
+    stderr.match_indices("line").find_map(|(i, m)| {
+        let rest = stderr[i + m.len()..].trim_start_matches([':', ' ']);
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    })
+}
+
+/// iptables-restore's message without its usage hint.
+fn clean_stderr(stderr: &str) -> String {
+    stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("Try `"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Serialises syncs and removals within this process.
+static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Where the rules are applied: the agent's own network namespace, or a named one (tests, and
+/// agents driving a node namespace), entered with `ip netns exec`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Iptables {
+    netns: Option<String>,
+}
+
+impl Iptables {
+    /// The agent's own network namespace.
+    pub fn host() -> Iptables {
+        Iptables { netns: None }
+    }
+
+    /// The named network namespace (under `/var/run/netns`).
+    pub fn in_netns(name: &str) -> Iptables {
+        Iptables {
+            netns: Some(name.to_string()),
+        }
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let mut cmd = match &self.netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, program]);
+                c
+            }
+            None => Command::new(program),
+        };
+        cmd.kill_on_drop(true)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    /// Runs `program args` with `stdin`, bounded; returns (success, stdout, stderr).
+    async fn run(
+        &self,
+        program: &str,
+        args: &[&str],
+        stdin: Option<&str>,
+    ) -> Result<(std::process::ExitStatus, String, String), IptablesError> {
+        let line = format!("{program} {}", args.join(" "));
+        let mut cmd = self.command(program);
+        cmd.args(args).stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
+        let spawn_err = |source| IptablesError::Spawn {
+            cmd: line.clone(),
+            netns: self.netns.clone(),
+            source,
+        };
+        let mut child = cmd.spawn().map_err(spawn_err)?;
+        let work = async {
+            if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+                pipe.write_all(input.as_bytes()).await?;
+                pipe.shutdown().await?;
+            }
+            child.wait_with_output().await
+        };
+        let out = match tokio::time::timeout(COMMAND_TIMEOUT, work).await {
+            Ok(out) => out.map_err(spawn_err)?,
+            Err(_) => {
+                return Err(IptablesError::Timeout {
+                    cmd: line,
+                    netns: self.netns.clone(),
+                    timeout: COMMAND_TIMEOUT,
+                })
+            }
+        };
+        Ok((
+            out.status,
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
+    }
+
+    /// `iptables -w 5 -t <table> -S`: every chain and rule of a table, as rule specs.
+    pub async fn list(&self, table: &str) -> Result<Vec<String>, IptablesError> {
+        let args = ["-w", "5", "-t", table, "-S"];
+        let (status, stdout, stderr) = self.run("iptables", &args, None).await?;
+        if !status.success() {
+            return Err(IptablesError::Command {
+                cmd: format!("iptables {}", args.join(" ")),
+                netns: self.netns.clone(),
+                status: status.to_string(),
+                stderr: clean_stderr(&stderr),
+            });
+        }
+        Ok(stdout.lines().map(str::to_string).collect())
+    }
+
+    /// `iptables-save`: the whole IPv4 ruleset (for diagnostics and tests).
+    pub async fn save(&self) -> Result<String, IptablesError> {
+        let (status, stdout, stderr) = self.run("iptables-save", &[], None).await?;
+        if !status.success() {
+            return Err(IptablesError::Command {
+                cmd: "iptables-save".into(),
+                netns: self.netns.clone(),
+                status: status.to_string(),
+                stderr: clean_stderr(&stderr),
+            });
+        }
+        Ok(stdout)
+    }
+
+    /// Applies an `iptables-restore` input with `--noflush`: first a dry run (`--test`), so an
+    /// input with a bad line changes nothing, then for real. Errors carry the offending line.
+    pub async fn restore(&self, input: &str) -> Result<(), IptablesError> {
+        for test in [true, false] {
+            let args: &[&str] = if test {
+                &["--test", "--noflush"]
+            } else {
+                &["--noflush"]
+            };
+            let (status, _, stderr) = self.run("iptables-restore", args, Some(input)).await?;
+            if !status.success() {
+                let line = error_line(&stderr);
+                return Err(IptablesError::Restore {
+                    netns: self.netns.clone(),
+                    test,
+                    line,
+                    text: line
+                        .and_then(|l| input.lines().nth(l.checked_sub(1)?))
+                        .map(str::to_string),
+                    stderr: clean_stderr(&stderr),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes the host rules exactly `rules`: rewrites our chains in one restore and ensures one
+    /// jump into each of them. Idempotent: a second call with the same rules leaves
+    /// `iptables-save` unchanged.
+    pub async fn sync(&self, rules: &HostRules) -> Result<(), IptablesError> {
+        let _serial = LOCK.lock().await;
+        let mut extra: Vec<(&str, String)> = Vec::new();
+        for table in TABLES {
+            let lines = self.list(table).await?;
+            for j in JUMPS.iter().filter(|j| j.table == table) {
+                let existing: Vec<&String> = lines
+                    .iter()
+                    .filter(|l| is_rule_to(l, j.from, j.to))
+                    .collect();
+                if existing.is_empty() {
+                    extra.push((table, format!("-I {} 1 {}", j.from, jump_spec(j))));
+                }
+                // Surplus copies (from a crash between list and restore of another agent
+                // version, or a person): keep the first.
+                for l in existing.iter().skip(1) {
+                    extra.push((table, l.replacen("-A ", "-D ", 1)));
+                }
+            }
+        }
+        let input = render_with(rules, &extra);
+        self.restore(&input).await?;
+        tracing::debug!(netns = ?self.netns, jumps_added = extra.len(), "host iptables rules synced");
+        Ok(())
+    }
+
+    /// Removes every jump into our chains and the chains themselves (teardown). Idempotent:
+    /// without our chains it runs nothing.
+    pub async fn remove(&self) -> Result<(), IptablesError> {
+        let _serial = LOCK.lock().await;
+        let mut input = String::new();
+        for table in TABLES {
+            let lines = self.list(table).await?;
+            let ours: Vec<&Jump> = JUMPS
+                .iter()
+                .filter(|j| j.table == table && lines.iter().any(|l| l == &format!("-N {}", j.to)))
+                .collect();
+            if ours.is_empty() {
+                continue;
+            }
+            let _ = writeln!(input, "*{table}");
+            // Jumps into our chains from anywhere, deleted first: a referenced chain cannot go.
+            for l in &lines {
+                let mut tokens = l.split_whitespace();
+                let from = match (tokens.next(), tokens.next()) {
+                    (Some("-A"), Some(from)) => from,
+                    _ => continue,
+                };
+                if ours.iter().any(|j| is_rule_to(l, from, j.to))
+                    && !ours.iter().any(|j| j.to == from)
+                {
+                    let _ = writeln!(input, "{}", l.replacen("-A ", "-D ", 1));
+                }
+            }
+            for j in &ours {
+                let _ = writeln!(input, ":{} - [0:0]", j.to);
+                let _ = writeln!(input, "-X {}", j.to);
+            }
+            input.push_str("COMMIT\n");
+        }
+        if input.is_empty() {
+            return Ok(());
+        }
+        self.restore(&input).await
+    }
+}
+
+/// [`Iptables::sync`] in the agent's own network namespace.
+pub async fn sync(rules: &HostRules) -> Result<(), IptablesError> {
+    Iptables::host().sync(rules).await
+}
+
+/// [`Iptables::remove`] in the agent's own network namespace.
+pub async fn remove() -> Result<(), IptablesError> {
+    Iptables::host().remove().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(cns: &[&str]) -> HostRules {
+        HostRules {
+            cluster_networks: cns.iter().map(|c| c.parse().unwrap()).collect(),
+            service_cidr: "172.30.0.0/16".parse().unwrap(),
+            vxlan_port: 4789,
+        }
+    }
+
+    #[test]
+    fn renders_the_exact_restore_input() {
+        let want = r#"*nat
+:SDN-POSTROUTING - [0:0]
+-A SDN-POSTROUTING -d 10.128.0.0/14 -m comment --comment "sdn: traffic to the cluster network keeps its source" -j RETURN
+-A SDN-POSTROUTING -d 172.30.0.0/16 -m comment --comment "sdn: traffic to services keeps its source" -j RETURN
+-A SDN-POSTROUTING -s 10.128.0.0/14 ! -d 10.128.0.0/14 -m comment --comment "sdn: masquerade pod traffic leaving the cluster network" -j MASQUERADE
+COMMIT
+*filter
+:SDN-INPUT - [0:0]
+:SDN-FORWARD - [0:0]
+-A SDN-INPUT -p udp -m udp --dport 4789 -m comment --comment "sdn: vxlan from other nodes" -j ACCEPT
+-A SDN-INPUT -s 10.128.0.0/14 -m comment --comment "sdn: pods reach this node" -j ACCEPT
+-A SDN-FORWARD -s 10.128.0.0/14 -m conntrack --ctstate INVALID -m comment --comment "sdn: invalid packets from pods" -j DROP
+-A SDN-FORWARD -s 10.128.0.0/14 -m comment --comment "sdn: forward traffic from pods" -j ACCEPT
+-A SDN-FORWARD -d 10.128.0.0/14 -m comment --comment "sdn: forward traffic to pods" -j ACCEPT
+COMMIT
+"#;
+        assert_eq!(render(&rules(&["10.128.0.0/14"])), want);
+    }
+
+    #[test]
+    fn two_cluster_networks_return_before_masquerade() {
+        let text = render(&HostRules {
+            vxlan_port: 8472,
+            ..rules(&["10.128.0.0/14", "10.200.0.0/16"])
+        });
+        let nat: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("-A SDN-POSTROUTING"))
+            .map(|l| l.split(" -m comment").next().unwrap())
+            .collect();
+        assert_eq!(
+            nat,
+            [
+                "-A SDN-POSTROUTING -d 10.128.0.0/14",
+                "-A SDN-POSTROUTING -d 10.200.0.0/16",
+                "-A SDN-POSTROUTING -d 172.30.0.0/16",
+                "-A SDN-POSTROUTING -s 10.128.0.0/14 ! -d 10.128.0.0/14",
+                "-A SDN-POSTROUTING -s 10.200.0.0/16 ! -d 10.200.0.0/16",
+            ]
+        );
+        assert!(text.contains("--dport 8472 "));
+        assert_eq!(text.matches("-A SDN-FORWARD").count(), 6);
+    }
+
+    #[test]
+    fn extra_lines_go_into_their_table() {
+        let text = render_with(
+            &rules(&["10.128.0.0/14"]),
+            &[("filter", "-I INPUT 1 -j SDN-INPUT".into())],
+        );
+        let filter = text.split("*filter").nth(1).unwrap();
+        assert!(
+            filter.ends_with("-I INPUT 1 -j SDN-INPUT\nCOMMIT\n"),
+            "{filter}"
+        );
+        assert!(!text.split("*filter").next().unwrap().contains("-I INPUT"));
+    }
+
+    #[test]
+    fn recognises_jumps_and_error_lines() {
+        assert!(is_rule_to(
+            "-A POSTROUTING -m comment --comment \"sdn: x\" -j SDN-POSTROUTING",
+            "POSTROUTING",
+            "SDN-POSTROUTING"
+        ));
+        assert!(!is_rule_to(
+            "-A POSTROUTING -j SDN-POSTROUTING-2",
+            "POSTROUTING",
+            "SDN-POSTROUTING"
+        ));
+        assert!(!is_rule_to(
+            "-N SDN-POSTROUTING",
+            "POSTROUTING",
+            "SDN-POSTROUTING"
+        ));
+        assert_eq!(
+            error_line("iptables-restore v1.8.9 (nf_tables): invalid mask `33' specified\nError occurred at line: 8\nTry `iptables-restore -h' or 'iptables-restore --help' for more information.\n"),
+            Some(8)
+        );
+        assert_eq!(
+            error_line("iptables-restore: line 3 failed: Bad rule"),
+            Some(3)
+        );
+        assert_eq!(error_line("something else"), None);
+        assert_eq!(
+            clean_stderr("a\nError occurred at line: 8\nTry `iptables-restore -h' or more\n"),
+            "a; Error occurred at line: 8"
+        );
+    }
+}

@@ -1,1 +1,168 @@
-//! (being written)
+//! Cluster state: the OpenShift `network.openshift.io/v1` objects a node needs (`ClusterNetwork`,
+//! `HostSubnet`, `NetNamespace`), where they come from, and how changes reach the agent.
+//!
+//! - [`types`]: the wire shapes (fields at the top level, OpenShift's spelling) and the parser.
+//! - [`validate`]: single-object checks with errors that name the field and the value.
+//! - [`state`]: [`ClusterState`], lookups, cross-object checks, node subnet allocation.
+//! - [`standalone`]: [`StandaloneSource`], a watched directory of YAML/JSON files, its atomic
+//!   writer and [`seed`] for a node's first start.
+//!
+//! The seam is [`ClusterSource`]: anything that can hand out a `watch` receiver of the latest
+//! [`ClusterState`]. The standalone directory is one implementation; the Kubernetes source (kube-rs
+//! reflectors) arrives later and implements the same trait, so nothing downstream knows about
+//! files. Writing objects (creating a tenant, allocating a subnet) is deliberately not on the
+//! trait yet: in standalone mode the agent and `sdnctl` write files, in Kubernetes mode a
+//! controller writes through the API; the trait is for reading.
+
+pub mod standalone;
+pub mod state;
+pub mod types;
+pub mod validate;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+pub use standalone::{seed, ClusterNetworkSpec, StandaloneSource};
+pub use state::ClusterState;
+pub use types::{
+    ClusterNetwork, ClusterNetworkEntry, ClusterObject, HostSubnet, Kind, NetNamespace, ObjectMeta,
+    ParseError,
+};
+pub use validate::ValidationError;
+
+/// A source of cluster state.
+///
+/// Implementations publish a complete [`ClusterState`] after every change (never a partial one)
+/// and only when it actually differs from the previous one. Receivers see the latest value;
+/// intermediate versions may be skipped, so consumers must reconcile against the whole state
+/// rather than replay events.
+pub trait ClusterSource: Send + Sync {
+    /// A receiver of the state: its current value is the latest state, and `changed()` wakes on
+    /// every later change. Cheap; call it once per consumer.
+    fn subscribe(&self) -> watch::Receiver<Arc<ClusterState>>;
+
+    /// The latest state.
+    fn current(&self) -> Arc<ClusterState> {
+        self.subscribe().borrow().clone()
+    }
+}
+
+/// Errors of the cluster state sources. Clonable so a source can keep and report the current
+/// problems (`StandaloneSource::errors`).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ClusterError {
+    /// A file system operation failed.
+    #[error("{path}: cannot {op}: {source}", path = path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// What was attempted (`read`, `write`, `rename`, `list`...).
+        op: &'static str,
+        /// The OS error.
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    /// A file does not parse.
+    #[error("{file}: {source}", file = file.display())]
+    Parse {
+        /// The file.
+        file: PathBuf,
+        /// What is wrong, with document and field.
+        #[source]
+        source: Box<ParseError>,
+    },
+    /// An object has a bad field.
+    #[error("{file}: {kind} {name:?}: {source}", file = file.display())]
+    Invalid {
+        /// The file holding the object (or the file that would be written).
+        file: PathBuf,
+        /// The object's kind.
+        kind: Kind,
+        /// The object's name.
+        name: String,
+        /// The field and what is wrong with it.
+        #[source]
+        source: Box<ValidationError>,
+    },
+    /// Two files (or one file twice) define the same object.
+    #[error("{kind} {name:?} is defined in both {first} and {second}: the one in {first} is used; remove the other", first = first.display(), second = second.display())]
+    Duplicate {
+        /// The object's kind.
+        kind: Kind,
+        /// The object's name.
+        name: String,
+        /// The file whose object is used.
+        first: PathBuf,
+        /// The file whose object is ignored.
+        second: PathBuf,
+    },
+    /// The ClusterNetwork on disk disagrees with the agent's configuration.
+    #[error("{file}: ClusterNetwork \"default\" has {field} {in_file} but the agent is configured with {in_config}: make the file and the configuration agree", file = file.display())]
+    ConfigMismatch {
+        /// The file holding the ClusterNetwork.
+        file: PathBuf,
+        /// The field that differs.
+        field: &'static str,
+        /// Its value in the file.
+        in_file: String,
+        /// Its value in the configuration.
+        in_config: String,
+    },
+    /// This node's HostSubnet disagrees with the configuration and is not in a file the agent
+    /// may rewrite.
+    #[error("{file}: HostSubnet {node:?} has hostIP {in_file} but the agent is configured with node IP {in_config}: fix the file (or move the object to {own})", file = file.display(), own = own.display())]
+    HostIpMismatch {
+        /// The file holding the HostSubnet.
+        file: PathBuf,
+        /// The node.
+        node: String,
+        /// hostIP in the file.
+        in_file: String,
+        /// The configured node IP.
+        in_config: String,
+        /// The file the agent would rewrite.
+        own: PathBuf,
+    },
+    /// No node subnet is left.
+    #[error("no free node subnet for node {node:?} in the cluster networks ({networks}): every subnet is taken by a HostSubnet; delete the HostSubnets of departed nodes or add a cluster network")]
+    SubnetsExhausted {
+        /// The node that needed one.
+        node: String,
+        /// The cluster networks searched.
+        networks: String,
+    },
+    /// The state directory has errors, so seeding would work from a wrong picture.
+    #[error("{dir}: refusing to seed the cluster state while {} file problem(s) remain; first: {}", errors.len(), errors.first().map(ToString::to_string).unwrap_or_default(), dir = dir.display())]
+    Broken {
+        /// The directory.
+        dir: PathBuf,
+        /// Every problem found.
+        errors: Vec<ClusterError>,
+    },
+    /// An object could not be rendered as YAML.
+    #[error("cannot render {what} as YAML: {message}")]
+    Render {
+        /// The object.
+        what: String,
+        /// The serializer's message.
+        message: String,
+    },
+    /// Starting a watcher needs a tokio runtime.
+    #[error("the standalone source of {dir} must be started inside a tokio runtime", dir = dir.display())]
+    NoRuntime {
+        /// The directory.
+        dir: PathBuf,
+    },
+}
+
+impl ClusterError {
+    pub(crate) fn io(path: impl Into<PathBuf>, op: &'static str, e: std::io::Error) -> Self {
+        ClusterError::Io {
+            path: path.into(),
+            op,
+            source: Arc::new(e),
+        }
+    }
+}

@@ -1,0 +1,914 @@
+//! The standalone cluster state source: a directory of YAML/JSON files holding the same objects
+//! the Kubernetes API would (`ClusterNetwork`, `HostSubnet`, `NetNamespace`), watched for changes.
+//!
+//! Files: `*.yaml`, `*.yml` (one or more documents separated by `---`) and `*.json`; a document may
+//! be a `kind: List` with `items`, as `oc get ... -o yaml` prints. Names starting with `.` are
+//! ignored, which is where the atomic writer keeps its temporary files. The agent writes one object
+//! per file, `<kind lowercase>-<name>.yaml`; people may group objects as they like.
+//!
+//! Watching is by polling (default every 500 ms): list the directory, compare each file's inode,
+//! size, mtime and ctime with the last look, and re-read only files that changed. Why not inotify
+//! (`notify`): the directory is small, a poll costs one `readdir` plus a `stat` per file, it needs no
+//! extra crate or thread, it behaves the same on every file system (including bind mounts and
+//! Kubernetes ConfigMap volumes, whose symlink swaps inotify reports awkwardly), and it cannot
+//! miss events under overflow. The cost is up to one interval of latency.
+//!
+//! Errors never drop good state: a file that fails to read, parse or validate is reported (logged
+//! once, and listed by [`StandaloneSource::errors`]) and the objects it last had while it was good
+//! stay in effect until it is fixed or deleted. Deleting a file removes its objects. The same
+//! object in two files is an error naming both; the file that sorts first wins. A HostSubnet that
+//! does not fit the ClusterNetwork or overlaps another node's subnet is reported and left out.
+//!
+//! Limits: a file edited in place by a non-atomic writer may be read half-written; if that half
+//! parses, its missing objects disappear until the next poll. Write with [`write_object`] (temp
+//! file + rename) or an editor that renames.
+//!
+//! [`write_object`]: StandaloneSource::write_object
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use flows::Mode;
+use ipnet::Ipv4Net;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::types::{
+    parse_objects, to_yaml, ClusterNetwork, ClusterNetworkEntry, ClusterObject, Format, HostSubnet,
+    Kind, NetNamespace, DEFAULT_NAMESPACE,
+};
+use super::validate::{ValidationError, PLUGIN_MULTITENANT, PLUGIN_SUBNET};
+use super::{ClusterError, ClusterSource, ClusterState};
+use crate::config::{ClusterNetworkEntry as CidrEntry, Config};
+
+/// How often the directory is looked at, unless configured otherwise.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(500);
+
+/// The node IP written into a new HostSubnet when none is configured (a one-machine node).
+pub const FALLBACK_NODE_IP: Ipv4Addr = Ipv4Addr::LOCALHOST;
+
+/// What a file looked like at the last poll. Inode and ctime catch rename-replace and
+/// same-size rewrites within one mtime tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    fn of(m: &fs::Metadata) -> Stamp {
+        Stamp {
+            ino: m.ino(),
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
+    }
+}
+
+/// One watched file: its stamp, the objects it had when it was last good, its current problem.
+#[derive(Debug)]
+struct FileEntry {
+    stamp: Stamp,
+    objects: Vec<ClusterObject>,
+    error: Option<ClusterError>,
+}
+
+/// The result of assembling all files.
+#[derive(Debug, Default)]
+struct Loaded {
+    state: ClusterState,
+    errors: Vec<ClusterError>,
+    /// The file each object in `state` came from.
+    origins: BTreeMap<(Kind, String), PathBuf>,
+}
+
+/// Reads the directory and remembers every file's last good objects (synchronous; the watcher
+/// runs it on tokio's blocking pool).
+#[derive(Debug)]
+struct Loader {
+    dir: PathBuf,
+    files: BTreeMap<String, FileEntry>,
+    dir_error: Option<ClusterError>,
+}
+
+impl Loader {
+    fn new(dir: PathBuf) -> Loader {
+        Loader {
+            dir,
+            files: BTreeMap::new(),
+            dir_error: None,
+        }
+    }
+
+    /// Looks at the directory; re-reads new and changed files, forgets deleted ones. Returns
+    /// whether anything (a file or a problem) changed.
+    fn scan(&mut self) -> bool {
+        let entries = match fs::read_dir(&self.dir) {
+            Ok(rd) => rd,
+            Err(e) => {
+                // Keep every file's objects: a vanished or unreadable directory is a problem to
+                // report, not an instruction to delete the cluster.
+                let changed = self.dir_error.is_none();
+                self.dir_error = Some(ClusterError::io(&self.dir, "list", e));
+                return changed;
+            }
+        };
+        let mut changed = self.dir_error.take().is_some();
+        let mut seen = BTreeSet::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !is_watched(&name) {
+                continue;
+            }
+            let path = self.dir.join(&name);
+            // Follows symlinks (ConfigMap volumes); a dangling link is skipped like a missing file.
+            let Ok(meta) = fs::metadata(&path) else {
+                continue;
+            };
+            if !meta.is_file() {
+                continue;
+            }
+            seen.insert(name.clone());
+            let stamp = Stamp::of(&meta);
+            if self.files.get(&name).is_some_and(|f| f.stamp == stamp) {
+                continue;
+            }
+            changed = true;
+            let previous = self.files.remove(&name).map(|f| f.objects);
+            let entry = match load_file(&path) {
+                Ok(objects) => FileEntry {
+                    stamp,
+                    objects,
+                    error: None,
+                },
+                Err(e) => FileEntry {
+                    stamp,
+                    objects: previous.unwrap_or_default(),
+                    error: Some(e),
+                },
+            };
+            self.files.insert(name, entry);
+        }
+        let before = self.files.len();
+        self.files.retain(|name, _| seen.contains(name));
+        changed || self.files.len() != before
+    }
+
+    /// Builds the state from every file's good objects, in file name order.
+    fn assemble(&self) -> Loaded {
+        let mut loaded = Loaded::default();
+        loaded.errors.extend(self.dir_error.clone());
+        let mut picked: Vec<(PathBuf, &ClusterObject)> = Vec::new();
+        for (name, entry) in &self.files {
+            let path = self.dir.join(name);
+            loaded.errors.extend(entry.error.clone());
+            for obj in &entry.objects {
+                let key = (obj.kind(), obj.name().to_string());
+                if let Some(first) = loaded.origins.get(&key) {
+                    loaded.errors.push(ClusterError::Duplicate {
+                        kind: key.0,
+                        name: key.1,
+                        first: first.clone(),
+                        second: path.clone(),
+                    });
+                    continue;
+                }
+                loaded.origins.insert(key, path.clone());
+                picked.push((path.clone(), obj));
+            }
+        }
+        // The ClusterNetwork first: HostSubnets are checked against it.
+        for kind in [Kind::ClusterNetwork, Kind::NetNamespace, Kind::HostSubnet] {
+            for (file, obj) in picked.iter().filter(|(_, o)| o.kind() == kind) {
+                if let ClusterObject::HostSubnet(hs) = obj {
+                    if let Err(source) = loaded.state.check_host_subnet(hs) {
+                        loaded.origins.remove(&(kind, hs.metadata.name.clone()));
+                        loaded.errors.push(ClusterError::Invalid {
+                            file: file.clone(),
+                            kind,
+                            name: hs.metadata.name.clone(),
+                            source: Box::new(source),
+                        });
+                        continue;
+                    }
+                }
+                loaded.state.insert((*obj).clone());
+            }
+        }
+        loaded
+    }
+}
+
+/// Whether a directory entry is one of ours to read.
+fn is_watched(name: &str) -> bool {
+    !name.starts_with('.')
+        && (name.ends_with(".yaml") || name.ends_with(".yml") || name.ends_with(".json"))
+}
+
+/// Reads, parses and validates one file; any problem fails the whole file.
+fn load_file(path: &Path) -> Result<Vec<ClusterObject>, ClusterError> {
+    let text = fs::read_to_string(path).map_err(|e| ClusterError::io(path, "read", e))?;
+    let format = if path.extension().is_some_and(|e| e == "json") {
+        Format::Json
+    } else {
+        Format::Yaml
+    };
+    let objects = parse_objects(&text, format).map_err(|source| ClusterError::Parse {
+        file: path.to_path_buf(),
+        source: Box::new(source),
+    })?;
+    let mut names = BTreeSet::new();
+    for obj in &objects {
+        let invalid = |source| ClusterError::Invalid {
+            file: path.to_path_buf(),
+            kind: obj.kind(),
+            name: obj.name().to_string(),
+            source: Box::new(source),
+        };
+        obj.validate().map_err(invalid)?;
+        if !names.insert((obj.kind(), obj.name().to_string())) {
+            return Err(invalid(ValidationError::new(
+                "metadata.name",
+                obj.name(),
+                "the file defines this object twice",
+            )));
+        }
+    }
+    Ok(objects)
+}
+
+/// Reads a directory once.
+fn load_dir(dir: &Path) -> Loaded {
+    let mut loader = Loader::new(dir.to_path_buf());
+    loader.scan();
+    loader.assemble()
+}
+
+/// Logs problems that are new since `before` and those that went away.
+fn log_changes(before: &[ClusterError], after: &[ClusterError]) {
+    let old: BTreeSet<String> = before.iter().map(ToString::to_string).collect();
+    let new: BTreeSet<String> = after.iter().map(ToString::to_string).collect();
+    for e in new.difference(&old) {
+        tracing::error!("cluster state: {e}");
+    }
+    for e in old.difference(&new) {
+        tracing::info!("cluster state: resolved: {e}");
+    }
+}
+
+/// A watched directory of cluster objects (see the module docs). Dropping it stops the watcher.
+#[derive(Debug)]
+pub struct StandaloneSource {
+    dir: PathBuf,
+    state: watch::Receiver<Arc<ClusterState>>,
+    errors: watch::Receiver<Arc<Vec<ClusterError>>>,
+    task: JoinHandle<()>,
+}
+
+impl StandaloneSource {
+    /// Reads `dir` (synchronously, so the first state is there on return) and starts polling it
+    /// every `poll_interval` on the current tokio runtime. Fails when `dir` cannot be listed or
+    /// there is no runtime; problems with single files are not failures (see [`Self::errors`]).
+    pub fn start(
+        dir: impl Into<PathBuf>,
+        poll_interval: Duration,
+    ) -> Result<StandaloneSource, ClusterError> {
+        let dir = dir.into();
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| ClusterError::NoRuntime { dir: dir.clone() })?;
+        fs::read_dir(&dir).map_err(|e| ClusterError::io(&dir, "list", e))?;
+        let mut loader = Loader::new(dir.clone());
+        loader.scan();
+        let first = loader.assemble();
+        log_changes(&[], &first.errors);
+        let (state_tx, state) = watch::channel(Arc::new(first.state));
+        let (errors_tx, errors) = watch::channel(Arc::new(first.errors));
+        let task = runtime.spawn(poll(loader, poll_interval, state_tx, errors_tx));
+        Ok(StandaloneSource {
+            dir,
+            state,
+            errors,
+            task,
+        })
+    }
+
+    /// The watched directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The problems as of the last poll (each was logged once when it appeared): files that do not
+    /// parse or validate, duplicates, HostSubnets left out. Empty when everything is fine.
+    pub fn errors(&self) -> Vec<ClusterError> {
+        self.errors.borrow().as_ref().clone()
+    }
+
+    /// Reads a directory once, without watching (for `sdnctl`): the state and the problems.
+    pub fn load(dir: &Path) -> Result<(ClusterState, Vec<ClusterError>), ClusterError> {
+        fs::read_dir(dir).map_err(|e| ClusterError::io(dir, "list", e))?;
+        let loaded = load_dir(dir);
+        Ok((loaded.state, loaded.errors))
+    }
+
+    /// The file name the writer uses for an object: `<kind lowercase>-<name>.yaml`.
+    pub fn file_name(kind: Kind, name: &str) -> String {
+        format!("{}-{name}.yaml", kind.as_str().to_ascii_lowercase())
+    }
+
+    /// Validates `obj` and writes it to `<dir>/<kind lowercase>-<name>.yaml` atomically (a
+    /// temporary file in `dir`, fsync, rename, fsync of the directory): a watcher sees the old
+    /// file or the new one, never a mix. Replaces an existing file of that name. The caller must
+    /// make sure no other file in `dir` defines the same object (that would be a duplicate).
+    /// Returns the path written.
+    pub fn write_object(dir: &Path, obj: &ClusterObject) -> Result<PathBuf, ClusterError> {
+        let path = dir.join(Self::file_name(obj.kind(), obj.name()));
+        obj.validate().map_err(|source| ClusterError::Invalid {
+            file: path.clone(),
+            kind: obj.kind(),
+            name: obj.name().to_string(),
+            source: Box::new(source),
+        })?;
+        let text = to_yaml(obj).map_err(|e| ClusterError::Render {
+            what: obj.describe(),
+            message: e.to_string(),
+        })?;
+        write_atomic(&path, text.as_bytes())?;
+        Ok(path)
+    }
+
+    /// Deletes `<dir>/<kind lowercase>-<name>.yaml`; `Ok(false)` when it did not exist.
+    pub fn delete_object(dir: &Path, kind: Kind, name: &str) -> Result<bool, ClusterError> {
+        let path = dir.join(Self::file_name(kind, name));
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(ClusterError::io(path, "delete", e)),
+        }
+    }
+}
+
+impl ClusterSource for StandaloneSource {
+    fn subscribe(&self) -> watch::Receiver<Arc<ClusterState>> {
+        self.state.clone()
+    }
+}
+
+impl Drop for StandaloneSource {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The watcher: one scan per tick on the blocking pool; publishes the state only when it
+/// differs, and the problem list when anything was re-read.
+async fn poll(
+    mut loader: Loader,
+    interval: Duration,
+    state_tx: watch::Sender<Arc<ClusterState>>,
+    errors_tx: watch::Sender<Arc<Vec<ClusterError>>>,
+) {
+    let mut ticker = tokio::time::interval(interval.max(Duration::from_millis(10)));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticker.tick().await;
+    loop {
+        ticker.tick().await;
+        let scanned = tokio::task::spawn_blocking(move || {
+            let loaded = loader.scan().then(|| loader.assemble());
+            (loader, loaded)
+        })
+        .await;
+        let loaded = match scanned {
+            Ok((l, loaded)) => {
+                loader = l;
+                loaded
+            }
+            Err(e) => {
+                tracing::error!("cluster state watcher stopped: the directory scan failed: {e}");
+                return;
+            }
+        };
+        let Some(loaded) = loaded else { continue };
+        log_changes(&errors_tx.borrow(), &loaded.errors);
+        errors_tx.send_replace(Arc::new(loaded.errors));
+        let state = loaded.state;
+        state_tx.send_if_modified(|current| {
+            if **current == state {
+                false
+            } else {
+                tracing::info!(
+                    host_subnets = state.host_subnets.len(),
+                    net_namespaces = state.net_namespaces.len(),
+                    cluster_network = state.cluster_network.is_some(),
+                    "cluster state changed"
+                );
+                *current = Arc::new(state);
+                true
+            }
+        });
+    }
+}
+
+static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Writes `bytes` to `path` through a temporary file in the same directory and a rename.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ClusterError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(
+        ".{name}.tmp-{}-{}",
+        std::process::id(),
+        TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let result = (|| {
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&tmp)
+            .map_err(|e| ClusterError::io(&tmp, "create", e))?;
+        f.write_all(bytes)
+            .and_then(|()| f.sync_all())
+            .map_err(|e| ClusterError::io(&tmp, "write", e))?;
+        fs::rename(&tmp, path).map_err(|e| ClusterError::io(path, "rename into place", e))
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result?;
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| ClusterError::io(dir, "sync", e))
+}
+
+/// A random RFC 4122 version 4 UUID for objects the agent creates.
+pub fn new_uid() -> String {
+    let mut b = [0u8; 16];
+    // SAFETY: getrandom writes at most `b.len()` bytes into the buffer it is given.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if usize::try_from(n).ok() != Some(b.len()) {
+        // No entropy syscall (very old kernel): time and pid still make a unique enough id for
+        // a local object, which nothing relies on beyond being distinct.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        b = (t ^ (u128::from(std::process::id()) << 64)).to_le_bytes();
+    }
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// The cluster-wide settings from the agent's configuration that the `default` ClusterNetwork
+/// must agree with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterNetworkSpec {
+    /// Cluster networks with their host subnet lengths.
+    pub cluster_networks: Vec<CidrEntry>,
+    /// The service network.
+    pub service_network: Ipv4Net,
+    /// VXLAN UDP port.
+    pub vxlan_port: u16,
+    /// Overlay MTU.
+    pub mtu: u32,
+    /// Isolation mode (`pluginName`).
+    pub mode: Mode,
+}
+
+impl ClusterNetworkSpec {
+    /// The spec of an agent configuration.
+    pub fn from_config(cfg: &Config) -> ClusterNetworkSpec {
+        ClusterNetworkSpec {
+            cluster_networks: cfg.cluster_networks.clone(),
+            service_network: cfg.service_network,
+            vxlan_port: cfg.vxlan_port,
+            mtu: cfg.mtu,
+            mode: cfg.mode(),
+        }
+    }
+
+    /// The `pluginName` of a mode.
+    pub fn plugin_name(mode: Mode) -> &'static str {
+        match mode {
+            Mode::Subnet => PLUGIN_SUBNET,
+            Mode::Multitenant => PLUGIN_MULTITENANT,
+        }
+    }
+
+    /// The `default` ClusterNetwork this spec describes.
+    pub fn to_object(&self) -> ClusterNetwork {
+        ClusterNetwork::new(
+            self.cluster_networks
+                .iter()
+                .map(|e| ClusterNetworkEntry {
+                    cidr: e.cidr.to_string(),
+                    host_subnet_length: u32::from(e.host_subnet_length),
+                })
+                .collect(),
+            &self.service_network.to_string(),
+            Some(Self::plugin_name(self.mode)),
+            Some(u32::from(self.vxlan_port)),
+            Some(self.mtu),
+        )
+    }
+
+    /// The first field on which `cn` disagrees with this spec: (field, value in the object,
+    /// value in the spec). Unset optional fields (`pluginName`, `mtu`) agree with anything.
+    pub fn difference(&self, cn: &ClusterNetwork) -> Option<(&'static str, String, String)> {
+        let show = |entries: &[CidrEntry]| {
+            entries
+                .iter()
+                .map(|e| format!("{} (hostSubnetLength {})", e.cidr, e.host_subnet_length))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let entries = match cn.entries() {
+            Ok(e) => show(&e),
+            Err(e) => format!("an invalid list ({e})"),
+        };
+        let wanted = show(&self.cluster_networks);
+        if entries != wanted {
+            return Some(("clusterNetworks", entries, wanted));
+        }
+        if cn.service_net().ok() != Some(self.service_network) {
+            return Some((
+                "serviceNetwork",
+                cn.service_network.clone(),
+                self.service_network.to_string(),
+            ));
+        }
+        let port = cn.vxlan_port().ok();
+        if port != Some(self.vxlan_port) {
+            let shown = cn
+                .vxlan_port
+                .map(|p| p.to_string())
+                .unwrap_or_else(|| "unset (4789)".into());
+            return Some(("vxlanPort", shown, self.vxlan_port.to_string()));
+        }
+        if let Some(mtu) = cn.mtu.filter(|m| *m != self.mtu) {
+            return Some(("mtu", mtu.to_string(), self.mtu.to_string()));
+        }
+        if let Ok(Some(mode)) = cn.mode() {
+            if mode != self.mode {
+                return Some((
+                    "pluginName",
+                    cn.plugin_name.clone().unwrap_or_default(),
+                    Self::plugin_name(self.mode).to_string(),
+                ));
+            }
+        }
+        None
+    }
+}
+
+/// Prepares the state directory for this node's start, idempotently, and returns the state:
+///
+/// - creates `dir` if needed; refuses ([`ClusterError::Broken`]) while any file has a problem,
+///   since deciding what is missing from a partial picture could overwrite or duplicate objects;
+/// - no ClusterNetwork: writes one from `spec`; one that disagrees with `spec`:
+///   [`ClusterError::ConfigMismatch`] naming the field and both values;
+/// - no HostSubnet for `node_name`: allocates the first free node subnet and writes
+///   `hostsubnet-<node>.yaml` (hostIP `node_ip`, or 127.0.0.1 when not configured) with a new
+///   uid; an existing one whose hostIP differs from a configured `node_ip` is rewritten when it
+///   lives in `hostsubnet-<node>.yaml`, else [`ClusterError::HostIpMismatch`];
+/// - no NetNamespace `default`: writes it with netid 0.
+///
+/// A second call with the same arguments writes nothing.
+pub fn seed(
+    dir: &Path,
+    node_name: &str,
+    node_ip: Option<Ipv4Addr>,
+    spec: &ClusterNetworkSpec,
+) -> Result<ClusterState, ClusterError> {
+    fs::create_dir_all(dir).map_err(|e| ClusterError::io(dir, "create", e))?;
+    let checked = |dir: &Path| {
+        let loaded = load_dir(dir);
+        if loaded.errors.is_empty() {
+            Ok(loaded)
+        } else {
+            Err(ClusterError::Broken {
+                dir: dir.to_path_buf(),
+                errors: loaded.errors,
+            })
+        }
+    };
+    let loaded = checked(dir)?;
+    let mut state = loaded.state;
+    let mut wrote = false;
+    let with_uid = |obj: ClusterObject| {
+        let mut obj = obj;
+        obj.metadata_mut().uid = Some(new_uid());
+        obj
+    };
+
+    match &state.cluster_network {
+        None => {
+            let cn = spec.to_object();
+            let path = StandaloneSource::write_object(dir, &with_uid(cn.clone().into()))?;
+            tracing::info!(file = %path.display(), "wrote the ClusterNetwork from the configuration");
+            state.cluster_network = Some(cn);
+            wrote = true;
+        }
+        Some(cn) => {
+            if let Some((field, in_file, in_config)) = spec.difference(cn) {
+                let file = loaded
+                    .origins
+                    .get(&(Kind::ClusterNetwork, cn.metadata.name.clone()))
+                    .cloned()
+                    .unwrap_or_else(|| dir.to_path_buf());
+                return Err(ClusterError::ConfigMismatch {
+                    file,
+                    field,
+                    in_file,
+                    in_config,
+                });
+            }
+        }
+    }
+
+    let own = dir.join(StandaloneSource::file_name(Kind::HostSubnet, node_name));
+    match state.host_subnet_of(node_name) {
+        Some(hs) => {
+            if let Some(ip) = node_ip.filter(|ip| hs.host_ip_addr().ok() != Some(*ip)) {
+                let file = loaded
+                    .origins
+                    .get(&(Kind::HostSubnet, node_name.to_string()))
+                    .cloned()
+                    .unwrap_or_else(|| own.clone());
+                if file != own {
+                    return Err(ClusterError::HostIpMismatch {
+                        file,
+                        node: node_name.into(),
+                        in_file: hs.host_ip.clone(),
+                        in_config: ip.to_string(),
+                        own,
+                    });
+                }
+                let mut updated = hs.clone();
+                tracing::info!(node = node_name, from = %hs.host_ip, to = %ip, "updating this node's HostSubnet hostIP");
+                updated.host_ip = ip.to_string();
+                StandaloneSource::write_object(dir, &updated.into())?;
+                wrote = true;
+            }
+        }
+        None => {
+            let subnet = state
+                .allocate_subnet()
+                .ok_or_else(|| ClusterError::SubnetsExhausted {
+                    node: node_name.into(),
+                    networks: state
+                        .cluster_entries()
+                        .iter()
+                        .map(|e| format!("{} with /{} node subnets", e.cidr, e.node_prefix()))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })?;
+            let ip = node_ip.unwrap_or(FALLBACK_NODE_IP);
+            let hs = HostSubnet::new(node_name, &ip.to_string(), &subnet.to_string());
+            let path = StandaloneSource::write_object(dir, &with_uid(hs.into()))?;
+            tracing::info!(file = %path.display(), node = node_name, %subnet, "allocated this node's subnet");
+            wrote = true;
+        }
+    }
+
+    if !state.net_namespaces.contains_key(DEFAULT_NAMESPACE) {
+        let nn = NetNamespace::new(DEFAULT_NAMESPACE, 0);
+        StandaloneSource::write_object(dir, &with_uid(nn.into()))?;
+        wrote = true;
+    }
+
+    if wrote {
+        Ok(checked(dir)?.state)
+    } else {
+        Ok(state)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct TempDir(PathBuf);
+    impl TempDir {
+        fn new(tag: &str) -> TempDir {
+            static N: AtomicU64 = AtomicU64::new(0);
+            let p = std::env::temp_dir().join(format!(
+                "sdn-cluster-unit-{tag}-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            let _ = fs::remove_dir_all(&p);
+            fs::create_dir_all(&p).unwrap();
+            TempDir(p)
+        }
+    }
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn spec() -> ClusterNetworkSpec {
+        ClusterNetworkSpec::from_config(&Config::default())
+    }
+
+    #[test]
+    fn uid_is_v4_shaped_and_distinct() {
+        let (a, b) = (new_uid(), new_uid());
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 36);
+        assert_eq!(&a[14..15], "4");
+        assert!("89ab".contains(&a[19..20]), "{a}");
+    }
+
+    #[test]
+    fn seed_writes_defaults_once() {
+        let d = TempDir::new("seed");
+        let st = seed(
+            &d.0,
+            "node-1",
+            Some(Ipv4Addr::new(192, 168, 1, 10)),
+            &spec(),
+        )
+        .unwrap();
+        assert_eq!(st.subnet_of("node-1").unwrap().to_string(), "10.128.0.0/23");
+        assert_eq!(st.vnid_of("default"), Some(0));
+        let cn = st.cluster_network.as_ref().unwrap();
+        assert_eq!(cn.plugin_name.as_deref(), Some(PLUGIN_MULTITENANT));
+        assert!(cn.metadata.uid.is_some());
+        let mut names: Vec<String> = fs::read_dir(&d.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "clusternetwork-default.yaml",
+                "hostsubnet-node-1.yaml",
+                "netnamespace-default.yaml"
+            ]
+        );
+        let stamps: Vec<_> = names
+            .iter()
+            .map(|n| Stamp::of(&fs::metadata(d.0.join(n)).unwrap()))
+            .collect();
+        let again = seed(
+            &d.0,
+            "node-1",
+            Some(Ipv4Addr::new(192, 168, 1, 10)),
+            &spec(),
+        )
+        .unwrap();
+        assert_eq!(again, st);
+        let after: Vec<_> = names
+            .iter()
+            .map(|n| Stamp::of(&fs::metadata(d.0.join(n)).unwrap()))
+            .collect();
+        assert_eq!(stamps, after, "second seed rewrote a file");
+        // A second node gets the next subnet.
+        let st2 = seed(&d.0, "node-2", None, &spec()).unwrap();
+        assert_eq!(
+            st2.subnet_of("node-2").unwrap().to_string(),
+            "10.128.2.0/23"
+        );
+        assert_eq!(st2.host_ip_of("node-2"), Some(FALLBACK_NODE_IP));
+    }
+
+    #[test]
+    fn seed_reports_config_mismatch_with_both_values() {
+        let d = TempDir::new("mismatch");
+        seed(&d.0, "n", None, &spec()).unwrap();
+        let mut other = spec();
+        other.vxlan_port = 4790;
+        let e = seed(&d.0, "n", None, &other).unwrap_err().to_string();
+        assert!(e.contains("clusternetwork-default.yaml"), "{e}");
+        assert!(
+            e.contains("has vxlanPort 4789 but the agent is configured with 4790"),
+            "{e}"
+        );
+        let mut other = spec();
+        other.cluster_networks[0].host_subnet_length = 8;
+        let e = seed(&d.0, "n", None, &other).unwrap_err().to_string();
+        assert!(
+            e.contains("has clusterNetworks 10.128.0.0/14 (hostSubnetLength 9) but the agent is configured with 10.128.0.0/14 (hostSubnetLength 8)"),
+            "{e}"
+        );
+        let mut other = spec();
+        other.mode = Mode::Subnet;
+        let e = seed(&d.0, "n", None, &other).unwrap_err().to_string();
+        assert!(
+            e.contains("pluginName redhat/openshift-ovs-multitenant"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn seed_updates_own_host_ip_and_refuses_broken_dirs() {
+        let d = TempDir::new("hostip");
+        seed(&d.0, "n", Some(Ipv4Addr::new(10, 0, 0, 1)), &spec()).unwrap();
+        let st = seed(&d.0, "n", Some(Ipv4Addr::new(10, 0, 0, 2)), &spec()).unwrap();
+        assert_eq!(st.host_ip_of("n"), Some(Ipv4Addr::new(10, 0, 0, 2)));
+        assert_eq!(st.subnet_of("n").unwrap().to_string(), "10.128.0.0/23");
+        fs::write(d.0.join("bad.yaml"), "kind: [").unwrap();
+        let e = seed(&d.0, "n", None, &spec()).unwrap_err().to_string();
+        assert!(e.contains("refusing to seed"), "{e}");
+        assert!(e.contains("bad.yaml"), "{e}");
+    }
+
+    #[test]
+    fn seed_reports_exhaustion() {
+        let d = TempDir::new("full");
+        let mut s = spec();
+        s.cluster_networks = vec![CidrEntry {
+            cidr: "10.128.0.0/22".parse().unwrap(),
+            host_subnet_length: 9,
+        }];
+        seed(&d.0, "a", None, &s).unwrap();
+        seed(&d.0, "b", None, &s).unwrap();
+        let e = seed(&d.0, "c", None, &s).unwrap_err().to_string();
+        assert!(
+            e.contains("no free node subnet for node \"c\" in the cluster networks (10.128.0.0/22 with /23 node subnets)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn loader_keeps_last_good_objects_and_reports_duplicates() {
+        let d = TempDir::new("loader");
+        seed(&d.0, "n", None, &spec()).unwrap();
+        let mut loader = Loader::new(d.0.clone());
+        assert!(loader.scan());
+        assert!(!loader.scan(), "nothing changed");
+        let good = loader.assemble();
+        assert!(good.errors.is_empty(), "{:?}", good.errors);
+        // Break the NetNamespace file: the object stays, the error names file and field.
+        let nn = d.0.join("netnamespace-default.yaml");
+        let text = fs::read_to_string(&nn)
+            .unwrap()
+            .replace("netid: 0", "netid: 99999999");
+        fs::write(&nn, text).unwrap();
+        assert!(loader.scan());
+        let l = loader.assemble();
+        assert_eq!(l.state, good.state);
+        let e = l.errors[0].to_string();
+        assert!(
+            e.contains(
+                "netnamespace-default.yaml: NetNamespace \"default\": field netid \"99999999\""
+            ),
+            "{e}"
+        );
+        // A second definition elsewhere: duplicate naming both files.
+        fs::write(
+            d.0.join("zz.json"),
+            r#"{"apiVersion":"network.openshift.io/v1","kind":"NetNamespace","metadata":{"name":"t"},"netname":"t","netid":5}"#,
+        )
+        .unwrap();
+        fs::write(
+            d.0.join("aa.yaml"),
+            "apiVersion: network.openshift.io/v1\nkind: NetNamespace\nmetadata: {name: t}\nnetname: t\nnetid: 6\n",
+        )
+        .unwrap();
+        assert!(loader.scan());
+        let l = loader.assemble();
+        assert_eq!(l.state.vnid_of("t"), Some(6), "first file by name wins");
+        let dup = l
+            .errors
+            .iter()
+            .map(ToString::to_string)
+            .find(|e| e.contains("defined in both"))
+            .unwrap();
+        assert!(dup.contains("aa.yaml") && dup.contains("zz.json"), "{dup}");
+        // A HostSubnet outside the cluster network is left out and reported.
+        fs::write(
+            d.0.join("hs.yaml"),
+            "apiVersion: network.openshift.io/v1\nkind: HostSubnet\nmetadata: {name: m}\nhost: m\nhostIP: 10.0.0.9\nsubnet: 10.200.0.0/23\n",
+        )
+        .unwrap();
+        assert!(loader.scan());
+        let l = loader.assemble();
+        assert!(l.state.host_subnet_of("m").is_none());
+        assert!(l.errors.iter().any(|e| e.to_string().contains("hs.yaml: HostSubnet \"m\": field subnet \"10.200.0.0/23\": not inside any cluster network")), "{:?}", l.errors);
+    }
+}

@@ -1,0 +1,388 @@
+//! [`ClusterState`]: the cluster objects one node cares about, as one immutable value that a
+//! source publishes whole on every change (consumers diff it against the previous one).
+//!
+//! Why a plain value: the flow builders and the tenancy logic are pure; they take a state and
+//! return flows, and the tests build states by hand. Holding it in an `Arc` behind a
+//! `tokio::sync::watch` channel makes "the latest state" cheap to read and lets a slow consumer
+//! skip intermediate versions, which is what a reconciler wants.
+//!
+//! Also here: the checks that involve more than one object (a HostSubnet against the
+//! ClusterNetwork and against the other HostSubnets) and node subnet allocation.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use ipnet::Ipv4Net;
+
+use super::types::{ClusterNetwork, ClusterObject, HostSubnet, Kind, NetNamespace};
+use super::validate::{overlaps, ValidationError};
+use crate::config::ClusterNetworkEntry as CidrEntry;
+
+/// The cluster objects known to this node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterState {
+    /// The `default` ClusterNetwork, once it exists.
+    pub cluster_network: Option<ClusterNetwork>,
+    /// HostSubnets by object name (= node name).
+    pub host_subnets: BTreeMap<String, HostSubnet>,
+    /// NetNamespaces by object name (= namespace name).
+    pub net_namespaces: BTreeMap<String, NetNamespace>,
+}
+
+impl ClusterState {
+    /// The HostSubnet of `node`.
+    pub fn host_subnet_of(&self, node: &str) -> Option<&HostSubnet> {
+        self.host_subnets.get(node)
+    }
+
+    /// The pod subnet of `node`, when it has a valid HostSubnet.
+    pub fn subnet_of(&self, node: &str) -> Option<Ipv4Net> {
+        self.host_subnet_of(node)?.subnet_net().ok()
+    }
+
+    /// The underlay address of `node`, when it has a valid HostSubnet.
+    pub fn host_ip_of(&self, node: &str) -> Option<Ipv4Addr> {
+        self.host_subnet_of(node)?.host_ip_addr().ok()
+    }
+
+    /// The VNID of `namespace`, when it has a NetNamespace.
+    pub fn vnid_of(&self, namespace: &str) -> Option<u32> {
+        self.net_namespaces.get(namespace).map(|n| n.net_id)
+    }
+
+    /// The cluster networks (empty while there is no valid ClusterNetwork).
+    pub fn cluster_entries(&self) -> Vec<CidrEntry> {
+        self.cluster_network
+            .as_ref()
+            .and_then(|c| c.entries().ok())
+            .unwrap_or_default()
+    }
+
+    /// Looks an object up by kind and name.
+    pub fn get(&self, kind: Kind, name: &str) -> Option<ClusterObject> {
+        match kind {
+            Kind::ClusterNetwork => self
+                .cluster_network
+                .clone()
+                .filter(|c| c.metadata.name == name)
+                .map(Into::into),
+            Kind::HostSubnet => self.host_subnets.get(name).cloned().map(Into::into),
+            Kind::NetNamespace => self.net_namespaces.get(name).cloned().map(Into::into),
+        }
+    }
+
+    /// Inserts or replaces an object (no checks), returning the one it replaced.
+    pub fn insert(&mut self, obj: ClusterObject) -> Option<ClusterObject> {
+        match obj {
+            ClusterObject::ClusterNetwork(c) => self.cluster_network.replace(c).map(Into::into),
+            ClusterObject::HostSubnet(h) => self
+                .host_subnets
+                .insert(h.metadata.name.clone(), h)
+                .map(Into::into),
+            ClusterObject::NetNamespace(n) => self
+                .net_namespaces
+                .insert(n.metadata.name.clone(), n)
+                .map(Into::into),
+        }
+    }
+
+    /// Every object: the ClusterNetwork, then HostSubnets and NetNamespaces by name.
+    pub fn objects(&self) -> Vec<ClusterObject> {
+        let mut out: Vec<ClusterObject> = self
+            .cluster_network
+            .iter()
+            .cloned()
+            .map(Into::into)
+            .collect();
+        out.extend(self.host_subnets.values().cloned().map(ClusterObject::from));
+        out.extend(
+            self.net_namespaces
+                .values()
+                .cloned()
+                .map(ClusterObject::from),
+        );
+        out
+    }
+
+    /// Checks a HostSubnet against this state: its subnet must be one node subnet of a cluster
+    /// network (inside it, with the prefix its host subnet length gives) and must not overlap
+    /// the subnet of another node. Without a ClusterNetwork only the overlap is checked.
+    pub fn check_host_subnet(&self, hs: &HostSubnet) -> Result<(), ValidationError> {
+        let subnet = hs.subnet_net()?;
+        if let Some(cn) = &self.cluster_network {
+            let entries = cn.entries()?;
+            match entries.iter().find(|e| e.cidr.contains(&subnet.network())) {
+                None => {
+                    return Err(ValidationError::new(
+                        "subnet",
+                        &hs.subnet,
+                        format!(
+                            "not inside any cluster network ({})",
+                            entries
+                                .iter()
+                                .map(|e| e.cidr.to_string())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    ))
+                }
+                Some(e) if subnet.prefix_len() != e.node_prefix() => {
+                    return Err(ValidationError::new(
+                        "subnet",
+                        &hs.subnet,
+                        format!(
+                            "cluster network {} has hostSubnetLength {}, so node subnets are /{}",
+                            e.cidr,
+                            e.host_subnet_length,
+                            e.node_prefix()
+                        ),
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+        for (name, other) in &self.host_subnets {
+            if name == &hs.metadata.name {
+                continue;
+            }
+            if let Ok(o) = other.subnet_net() {
+                if overlaps(&o, &subnet) {
+                    return Err(ValidationError::new(
+                        "subnet",
+                        &hs.subnet,
+                        format!("overlaps HostSubnet {name:?} ({o})"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every problem of this state, for states assembled elsewhere (the Kubernetes source):
+    /// each object's own validation and each HostSubnet against the ClusterNetwork and the
+    /// other nodes. Empty when the state is consistent.
+    pub fn problems(&self) -> Vec<(Kind, String, ValidationError)> {
+        let mut out = Vec::new();
+        for obj in self.objects() {
+            if let Err(e) = obj.validate() {
+                out.push((obj.kind(), obj.name().to_string(), e));
+            } else if let ClusterObject::HostSubnet(hs) = &obj {
+                if let Err(e) = self.check_host_subnet(hs) {
+                    out.push((Kind::HostSubnet, hs.metadata.name.clone(), e));
+                }
+            }
+        }
+        out
+    }
+
+    /// The first free node subnet: walks the cluster networks in order and returns the lowest
+    /// subnet of each network's node prefix that overlaps no HostSubnet. `None` when the
+    /// ClusterNetwork is missing or every network is full.
+    pub fn allocate_subnet(&self) -> Option<Ipv4Net> {
+        let used: Vec<Ipv4Net> = self
+            .host_subnets
+            .values()
+            .filter_map(|h| h.subnet_net().ok())
+            .collect();
+        allocate_subnet(&self.cluster_entries(), &used)
+    }
+}
+
+/// The lowest node subnet of the first cluster network with room that overlaps none of `used`.
+///
+/// Bounded: a candidate that overlaps a used subnet jumps past the end of that subnet, so the
+/// walk takes at most one step per used subnet plus one per cluster network.
+pub fn allocate_subnet(entries: &[CidrEntry], used: &[Ipv4Net]) -> Option<Ipv4Net> {
+    for e in entries {
+        let prefix = e.node_prefix();
+        let size = 1u64 << (32 - u32::from(prefix));
+        let start = u64::from(u32::from(e.cidr.network()));
+        let end = start + (1u64 << (32 - u32::from(e.cidr.prefix_len())));
+        let mut candidate = start;
+        while candidate + size <= end {
+            let last = candidate + size - 1;
+            let blocking = used.iter().find(|u| {
+                let us = u64::from(u32::from(u.network()));
+                let ue = u64::from(u32::from(u.broadcast()));
+                us <= last && candidate <= ue
+            });
+            match blocking {
+                None => {
+                    let addr = Ipv4Addr::from(u32::try_from(candidate).ok()?);
+                    return Ipv4Net::new(addr, prefix).ok();
+                }
+                Some(u) => {
+                    let past = u64::from(u32::from(u.broadcast())) + 1;
+                    // Round up to the next multiple of the node subnet size.
+                    candidate = past.div_ceil(size) * size;
+                }
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::types::ClusterNetworkEntry;
+
+    fn entry(cidr: &str, len: u8) -> CidrEntry {
+        CidrEntry {
+            cidr: cidr.parse().unwrap(),
+            host_subnet_length: len,
+        }
+    }
+
+    fn nets(s: &[&str]) -> Vec<Ipv4Net> {
+        s.iter().map(|n| n.parse().unwrap()).collect()
+    }
+
+    fn state(entries: &[(&str, u32)], subnets: &[(&str, &str)]) -> ClusterState {
+        let mut st = ClusterState {
+            cluster_network: Some(ClusterNetwork::new(
+                entries
+                    .iter()
+                    .map(|(c, l)| ClusterNetworkEntry {
+                        cidr: (*c).into(),
+                        host_subnet_length: *l,
+                    })
+                    .collect(),
+                "172.30.0.0/16",
+                None,
+                None,
+                None,
+            )),
+            ..ClusterState::default()
+        };
+        for (node, subnet) in subnets {
+            st.insert(HostSubnet::new(node, "192.168.0.1", subnet).into());
+        }
+        st
+    }
+
+    #[test]
+    fn allocation_takes_the_lowest_free_subnet() {
+        let e = [entry("10.128.0.0/14", 9)];
+        assert_eq!(
+            allocate_subnet(&e, &[]).unwrap().to_string(),
+            "10.128.0.0/23"
+        );
+        assert_eq!(
+            allocate_subnet(&e, &nets(&["10.128.0.0/23", "10.128.4.0/23"]))
+                .unwrap()
+                .to_string(),
+            "10.128.2.0/23"
+        );
+        // A bigger foreign subnet is skipped in one step, to the next aligned candidate.
+        assert_eq!(
+            allocate_subnet(&e, &nets(&["10.128.0.0/16"]))
+                .unwrap()
+                .to_string(),
+            "10.129.0.0/23"
+        );
+        // A smaller one blocks only the candidate containing it.
+        assert_eq!(
+            allocate_subnet(&e, &nets(&["10.128.1.0/24"]))
+                .unwrap()
+                .to_string(),
+            "10.128.2.0/23"
+        );
+    }
+
+    #[test]
+    fn allocation_moves_to_the_next_network_and_reports_exhaustion() {
+        let e = [entry("10.0.0.0/23", 8), entry("10.1.0.0/24", 7)];
+        assert_eq!(
+            allocate_subnet(&e, &nets(&["10.0.0.0/24", "10.0.1.0/24"]))
+                .unwrap()
+                .to_string(),
+            "10.1.0.0/25"
+        );
+        assert_eq!(
+            allocate_subnet(
+                &e,
+                &nets(&["10.0.0.0/24", "10.0.1.0/24", "10.1.0.0/25", "10.1.0.128/25"])
+            ),
+            None
+        );
+        // A /8 of /30s fully used by one /8 terminates immediately.
+        let big = [entry("10.0.0.0/8", 2)];
+        assert_eq!(allocate_subnet(&big, &nets(&["10.0.0.0/8"])), None);
+    }
+
+    #[test]
+    fn state_allocation_and_lookups() {
+        let st = state(
+            &[("10.128.0.0/14", 9)],
+            &[("a", "10.128.0.0/23"), ("b", "10.128.2.0/23")],
+        );
+        assert_eq!(st.allocate_subnet().unwrap().to_string(), "10.128.4.0/23");
+        assert_eq!(st.subnet_of("b").unwrap().to_string(), "10.128.2.0/23");
+        assert_eq!(st.host_ip_of("a"), Some(Ipv4Addr::new(192, 168, 0, 1)));
+        assert_eq!(st.subnet_of("c"), None);
+        let mut st = st;
+        st.insert(NetNamespace::new("default", 0).into());
+        st.insert(NetNamespace::new("t", 12).into());
+        assert_eq!(st.vnid_of("t"), Some(12));
+        assert_eq!(st.vnid_of("x"), None);
+        assert_eq!(st.objects().len(), 5);
+        assert_eq!(
+            ClusterState::default().allocate_subnet(),
+            None,
+            "no ClusterNetwork, no allocation"
+        );
+    }
+
+    #[test]
+    fn host_subnet_checks() {
+        let st = state(&[("10.128.0.0/14", 9)], &[("a", "10.128.0.0/23")]);
+        let check = |n: &str, s: &str| {
+            st.check_host_subnet(&HostSubnet::new(n, "192.168.0.2", s))
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(check("b", "10.128.2.0/23"), Ok(()));
+        assert_eq!(check("a", "10.128.0.0/23"), Ok(()), "itself is no overlap");
+        assert_eq!(
+            check("b", "10.128.0.0/24"),
+            Err("field subnet \"10.128.0.0/24\": cluster network 10.128.0.0/14 has hostSubnetLength 9, so node subnets are /23".into())
+        );
+        assert_eq!(
+            check("b", "10.200.0.0/23"),
+            Err(
+                "field subnet \"10.200.0.0/23\": not inside any cluster network (10.128.0.0/14)"
+                    .into()
+            )
+        );
+        assert_eq!(
+            check("b", "10.128.0.0/23"),
+            Err("field subnet \"10.128.0.0/23\": overlaps HostSubnet \"a\" (10.128.0.0/23)".into())
+        );
+    }
+
+    #[test]
+    fn problems_lists_every_bad_object() {
+        let mut st = state(
+            &[("10.128.0.0/14", 9)],
+            &[
+                ("a", "10.128.0.0/23"),
+                ("b", "10.128.0.0/23"),
+                ("c", "10.128.2.0/23"),
+            ],
+        );
+        st.insert(NetNamespace::new("t", 1 << 24).into());
+        let p: Vec<String> = st
+            .problems()
+            .iter()
+            .map(|(k, n, e)| format!("{k} {n}: {e}"))
+            .collect();
+        assert_eq!(
+            p,
+            [
+                "HostSubnet a: field subnet \"10.128.0.0/23\": overlaps HostSubnet \"b\" (10.128.0.0/23)",
+                "HostSubnet b: field subnet \"10.128.0.0/23\": overlaps HostSubnet \"a\" (10.128.0.0/23)",
+                "NetNamespace t: field netid \"16777216\": expected 0..=16777215 (24 bits)",
+            ]
+        );
+    }
+}

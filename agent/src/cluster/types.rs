@@ -1,0 +1,728 @@
+//! The cluster objects in OpenShift's `network.openshift.io/v1` wire shapes, and the parser that
+//! turns a YAML/JSON text (several documents, `kind: List`) into them.
+//!
+//! Why strings: the addresses and CIDRs stay strings exactly as the object carries them, so a bad
+//! value reaches validation ([`super::validate`]) where the error can name the field and the value;
+//! a typed `Ipv4Net` field would fail inside serde with a message that names neither. The typed
+//! accessors (`HostSubnet::subnet_net`, ...) parse on demand and are what validation itself uses.
+//!
+//! Why field names are spelled out one by one: OpenShift is not consistently camelCase
+//! (`hostsubnetlength`, `netname`, `netid`, `CIDR`, `hostIP`), and files copied from
+//! `oc get hostsubnet -o yaml` must parse as they are. Top-level unknown fields are rejected (a
+//! typo such as `hostIp` is an error, not a silently missing field); unknown `metadata` fields
+//! (`creationTimestamp`, `managedFields`, ...) are ignored and not written back.
+//!
+//! Limits: `EgressNetworkPolicy`, `Namespace` and `Pod` are not modelled yet.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// The API group and version of every object here.
+pub const API_VERSION: &str = "network.openshift.io/v1";
+/// The apiVersion OpenShift 3.x printed for these kinds; accepted on input, never written.
+pub const LEGACY_API_VERSION: &str = "v1";
+/// The only valid ClusterNetwork name.
+pub const CLUSTER_NETWORK_NAME: &str = "default";
+/// The namespace every node needs (VNID 0).
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// Deserializes `null` as the type's default (Kubernetes prints `labels: null` at times).
+fn null_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+/// The part of Kubernetes' ObjectMeta the agent uses.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectMeta {
+    /// Object name (cluster scoped: no namespace).
+    #[serde(default)]
+    pub name: String,
+    /// Unique id; the standalone writer generates one for objects it creates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// The API server's version of the object (kept when present, never interpreted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
+    /// Labels.
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations (OpenShift keeps e.g. `pod.network.openshift.io/multicast-enabled` here).
+    #[serde(
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl ObjectMeta {
+    /// Metadata with just a name.
+    pub fn named(name: &str) -> ObjectMeta {
+        ObjectMeta {
+            name: name.to_string(),
+            ..ObjectMeta::default()
+        }
+    }
+}
+
+/// One entry of `ClusterNetwork.clusterNetworks`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterNetworkEntry {
+    /// The network, e.g. `10.128.0.0/14`.
+    #[serde(rename = "CIDR")]
+    pub cidr: String,
+    /// Host bits of each node's subnet (9 gives a /23).
+    #[serde(rename = "hostSubnetLength")]
+    pub host_subnet_length: u32,
+}
+
+/// `ClusterNetwork` (named `default`): the cluster's overlay address space.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterNetwork {
+    /// `network.openshift.io/v1`.
+    #[serde(rename = "apiVersion")]
+    pub api_version: String,
+    /// `ClusterNetwork`.
+    pub kind: String,
+    /// Metadata; the name must be `default`.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// Legacy single network: mirrors `clusterNetworks[0].CIDR` when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
+    /// Legacy single host subnet length: mirrors `clusterNetworks[0].hostSubnetLength` when set.
+    #[serde(
+        rename = "hostsubnetlength",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub host_subnet_length: Option<u32>,
+    /// The service CIDR.
+    #[serde(rename = "serviceNetwork")]
+    pub service_network: String,
+    /// `redhat/openshift-ovs-subnet` or `redhat/openshift-ovs-multitenant`.
+    #[serde(
+        rename = "pluginName",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub plugin_name: Option<String>,
+    /// The cluster networks (empty in objects of OpenShift < 3.10, which only had `network`).
+    #[serde(rename = "clusterNetworks", default, deserialize_with = "null_default")]
+    pub cluster_networks: Vec<ClusterNetworkEntry>,
+    /// VXLAN UDP port; unset means 4789.
+    #[serde(rename = "vxlanPort", default, skip_serializing_if = "Option::is_none")]
+    pub vxlan_port: Option<u32>,
+    /// Overlay MTU; unset means "detected".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u32>,
+}
+
+/// `HostSubnet` (one per node, named after the node): the node's pod subnet and VTEP address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostSubnet {
+    /// `network.openshift.io/v1`.
+    #[serde(rename = "apiVersion")]
+    pub api_version: String,
+    /// `HostSubnet`.
+    pub kind: String,
+    /// Metadata; the name is the node name.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// The node name (must equal `metadata.name`).
+    pub host: String,
+    /// The node's underlay IPv4 address, the VXLAN endpoint other nodes send to.
+    #[serde(rename = "hostIP")]
+    pub host_ip: String,
+    /// The node's pod subnet, e.g. `10.128.0.0/23`.
+    pub subnet: String,
+    /// Egress IPs hosted by this node.
+    #[serde(
+        rename = "egressIPs",
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub egress_ips: Vec<String>,
+    /// Egress CIDRs this node may host IPs from.
+    #[serde(
+        rename = "egressCIDRs",
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub egress_cidrs: Vec<String>,
+}
+
+/// `NetNamespace` (one per namespace, named after it): the namespace's VNID.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetNamespace {
+    /// `network.openshift.io/v1`.
+    #[serde(rename = "apiVersion")]
+    pub api_version: String,
+    /// `NetNamespace`.
+    pub kind: String,
+    /// Metadata; the name is the namespace name.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// The namespace name (must equal `metadata.name`).
+    #[serde(rename = "netname")]
+    pub net_name: String,
+    /// The VNID, 0..=2^24-1; 0 is global (reaches and is reached by every namespace).
+    #[serde(rename = "netid")]
+    pub net_id: u32,
+    /// Egress IPs of this namespace.
+    #[serde(
+        rename = "egressIPs",
+        default,
+        deserialize_with = "null_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub egress_ips: Vec<String>,
+}
+
+impl ClusterNetwork {
+    /// A `default` ClusterNetwork with the given entries; the legacy `network` and
+    /// `hostsubnetlength` fields mirror the first entry, as OpenShift writes them.
+    pub fn new(
+        entries: Vec<ClusterNetworkEntry>,
+        service_network: &str,
+        plugin_name: Option<&str>,
+        vxlan_port: Option<u32>,
+        mtu: Option<u32>,
+    ) -> ClusterNetwork {
+        ClusterNetwork {
+            api_version: API_VERSION.into(),
+            kind: Kind::ClusterNetwork.as_str().into(),
+            metadata: ObjectMeta::named(CLUSTER_NETWORK_NAME),
+            network: entries.first().map(|e| e.cidr.clone()),
+            host_subnet_length: entries.first().map(|e| e.host_subnet_length),
+            service_network: service_network.into(),
+            plugin_name: plugin_name.map(String::from),
+            cluster_networks: entries,
+            vxlan_port,
+            mtu,
+        }
+    }
+}
+
+impl HostSubnet {
+    /// A HostSubnet for `node` (name and `host`).
+    pub fn new(node: &str, host_ip: &str, subnet: &str) -> HostSubnet {
+        HostSubnet {
+            api_version: API_VERSION.into(),
+            kind: Kind::HostSubnet.as_str().into(),
+            metadata: ObjectMeta::named(node),
+            host: node.into(),
+            host_ip: host_ip.into(),
+            subnet: subnet.into(),
+            egress_ips: Vec::new(),
+            egress_cidrs: Vec::new(),
+        }
+    }
+}
+
+impl NetNamespace {
+    /// A NetNamespace for `namespace` (name and `netname`) with VNID `net_id`.
+    pub fn new(namespace: &str, net_id: u32) -> NetNamespace {
+        NetNamespace {
+            api_version: API_VERSION.into(),
+            kind: Kind::NetNamespace.as_str().into(),
+            metadata: ObjectMeta::named(namespace),
+            net_name: namespace.into(),
+            net_id,
+            egress_ips: Vec::new(),
+        }
+    }
+}
+
+/// The kinds this module knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// `ClusterNetwork`.
+    ClusterNetwork,
+    /// `HostSubnet`.
+    HostSubnet,
+    /// `NetNamespace`.
+    NetNamespace,
+}
+
+impl Kind {
+    /// The `kind` string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::ClusterNetwork => "ClusterNetwork",
+            Kind::HostSubnet => "HostSubnet",
+            Kind::NetNamespace => "NetNamespace",
+        }
+    }
+
+    /// Parses a `kind` string.
+    pub fn from_kind(s: &str) -> Option<Kind> {
+        match s {
+            "ClusterNetwork" => Some(Kind::ClusterNetwork),
+            "HostSubnet" => Some(Kind::HostSubnet),
+            "NetNamespace" => Some(Kind::NetNamespace),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Any one of the cluster objects; serializes as the object itself (its `kind` field tells).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum ClusterObject {
+    /// A ClusterNetwork.
+    ClusterNetwork(ClusterNetwork),
+    /// A HostSubnet.
+    HostSubnet(HostSubnet),
+    /// A NetNamespace.
+    NetNamespace(NetNamespace),
+}
+
+impl ClusterObject {
+    /// The object's kind.
+    pub fn kind(&self) -> Kind {
+        match self {
+            ClusterObject::ClusterNetwork(_) => Kind::ClusterNetwork,
+            ClusterObject::HostSubnet(_) => Kind::HostSubnet,
+            ClusterObject::NetNamespace(_) => Kind::NetNamespace,
+        }
+    }
+
+    /// The object's metadata.
+    pub fn metadata(&self) -> &ObjectMeta {
+        match self {
+            ClusterObject::ClusterNetwork(o) => &o.metadata,
+            ClusterObject::HostSubnet(o) => &o.metadata,
+            ClusterObject::NetNamespace(o) => &o.metadata,
+        }
+    }
+
+    /// Mutable metadata (e.g. to set a uid before writing).
+    pub fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        match self {
+            ClusterObject::ClusterNetwork(o) => &mut o.metadata,
+            ClusterObject::HostSubnet(o) => &mut o.metadata,
+            ClusterObject::NetNamespace(o) => &mut o.metadata,
+        }
+    }
+
+    /// The object's name.
+    pub fn name(&self) -> &str {
+        &self.metadata().name
+    }
+
+    /// `Kind name`, for messages.
+    pub fn describe(&self) -> String {
+        format!("{} {:?}", self.kind(), self.name())
+    }
+}
+
+impl From<ClusterNetwork> for ClusterObject {
+    fn from(o: ClusterNetwork) -> Self {
+        ClusterObject::ClusterNetwork(o)
+    }
+}
+
+impl From<HostSubnet> for ClusterObject {
+    fn from(o: HostSubnet) -> Self {
+        ClusterObject::HostSubnet(o)
+    }
+}
+
+impl From<NetNamespace> for ClusterObject {
+    fn from(o: NetNamespace) -> Self {
+        ClusterObject::NetNamespace(o)
+    }
+}
+
+/// Why a text did not parse into objects. Validation of the values is separate
+/// ([`super::validate`]); this is about syntax and shape.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// YAML or JSON syntax (the message carries the line and column).
+    #[error("document {document}: {message}")]
+    Syntax {
+        /// 1-based document number in the file.
+        document: usize,
+        /// The parser's message.
+        message: String,
+    },
+    /// A document is not an object with `apiVersion` and `kind`.
+    #[error("document {document}{item}: {message}", item = item_text(*item))]
+    Shape {
+        /// 1-based document number.
+        document: usize,
+        /// 0-based index in a `List`'s `items`.
+        item: Option<usize>,
+        /// What is wrong.
+        message: String,
+    },
+    /// A field has the wrong type, is missing or is unknown.
+    #[error("document {document}{item}: {kind} {name:?}: field {path}: {message}", item = item_text(*item))]
+    Field {
+        /// 1-based document number.
+        document: usize,
+        /// 0-based index in a `List`'s `items`.
+        item: Option<usize>,
+        /// The object's kind.
+        kind: Kind,
+        /// The object's name when it could be read.
+        name: String,
+        /// The path of the field (`clusterNetworks[0].hostSubnetLength`, `.` for the object).
+        path: String,
+        /// serde's message.
+        message: String,
+    },
+}
+
+fn item_text(item: Option<usize>) -> String {
+    item.map(|i| format!(" items[{i}]")).unwrap_or_default()
+}
+
+/// The format of a text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// YAML, possibly several documents separated by `---`.
+    Yaml,
+    /// One JSON value.
+    Json,
+}
+
+/// Parses a text into objects, in document order; `kind: List` (or `*List`) documents contribute
+/// their `items`. Empty YAML documents are skipped.
+pub fn parse_objects(text: &str, format: Format) -> Result<Vec<ClusterObject>, ParseError> {
+    let documents: Vec<serde_json::Value> = match format {
+        Format::Json => vec![serde_json::from_str(text).map_err(|e| ParseError::Syntax {
+            document: 1,
+            message: e.to_string(),
+        })?],
+        Format::Yaml => {
+            let mut docs = Vec::new();
+            for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+                let value =
+                    serde_json::Value::deserialize(doc).map_err(|e| ParseError::Syntax {
+                        document: i + 1,
+                        message: e.to_string(),
+                    })?;
+                docs.push(value);
+            }
+            docs
+        }
+    };
+    let mut objects = Vec::new();
+    for (i, doc) in documents.into_iter().enumerate() {
+        let document = i + 1;
+        if doc.is_null() {
+            continue;
+        }
+        let kind = doc.get("kind").and_then(|k| k.as_str()).unwrap_or_default();
+        if kind == "List" || (kind.ends_with("List") && doc.get("items").is_some()) {
+            let items = match doc.get("items") {
+                Some(serde_json::Value::Array(items)) => items.clone(),
+                Some(serde_json::Value::Null) | None => Vec::new(),
+                Some(_) => {
+                    return Err(ParseError::Shape {
+                        document,
+                        item: None,
+                        message: format!("{kind}: items must be a list"),
+                    })
+                }
+            };
+            for (j, item) in items.into_iter().enumerate() {
+                objects.push(parse_object(item, document, Some(j))?);
+            }
+        } else {
+            objects.push(parse_object(doc, document, None)?);
+        }
+    }
+    Ok(objects)
+}
+
+/// Parses one object value by its `kind`.
+fn parse_object(
+    value: serde_json::Value,
+    document: usize,
+    item: Option<usize>,
+) -> Result<ClusterObject, ParseError> {
+    let shape = |message: String| ParseError::Shape {
+        document,
+        item,
+        message,
+    };
+    let serde_json::Value::Object(map) = &value else {
+        return Err(shape(format!(
+            "expected an object with apiVersion and kind, found {}",
+            json_type(&value)
+        )));
+    };
+    let api_version = match map.get("apiVersion") {
+        Some(serde_json::Value::String(s)) => s.as_str(),
+        Some(other) => {
+            return Err(shape(format!(
+                "apiVersion must be a string, found {}",
+                json_type(other)
+            )))
+        }
+        None => return Err(shape("missing apiVersion".into())),
+    };
+    let kind_str = match map.get("kind") {
+        Some(serde_json::Value::String(s)) => s.as_str(),
+        _ => return Err(shape("missing kind (a string)".into())),
+    };
+    let Some(kind) = Kind::from_kind(kind_str) else {
+        return Err(shape(format!(
+            "unsupported kind {kind_str:?}: expected ClusterNetwork, HostSubnet, NetNamespace or List"
+        )));
+    };
+    if api_version != API_VERSION && api_version != LEGACY_API_VERSION {
+        return Err(shape(format!(
+            "{kind} apiVersion {api_version:?}: expected {API_VERSION:?}"
+        )));
+    }
+    let name = map
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(|n| n.as_str())
+        .unwrap_or_default()
+        .to_string();
+    let field = |e: serde_path_to_error::Error<serde_json::Error>| {
+        let path = e.path().to_string();
+        ParseError::Field {
+            document,
+            item,
+            kind,
+            name: name.clone(),
+            path,
+            message: e.into_inner().to_string(),
+        }
+    };
+    fn typed<T: DeserializeOwned>(
+        v: serde_json::Value,
+    ) -> Result<T, serde_path_to_error::Error<serde_json::Error>> {
+        serde_path_to_error::deserialize(v)
+    }
+    Ok(match kind {
+        Kind::ClusterNetwork => ClusterObject::ClusterNetwork(typed(value).map_err(field)?),
+        Kind::HostSubnet => ClusterObject::HostSubnet(typed(value).map_err(field)?),
+        Kind::NetNamespace => ClusterObject::NetNamespace(typed(value).map_err(field)?),
+    })
+}
+
+fn json_type(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "a list",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+/// Renders an object as YAML (the standalone writer's format).
+pub fn to_yaml(obj: &ClusterObject) -> Result<String, serde_yaml::Error> {
+    serde_yaml::to_string(obj)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shape `oc get hostsubnet -o yaml` prints (a List with server-filled metadata).
+    const OC_HOSTSUBNETS: &str = r#"apiVersion: v1
+items:
+- apiVersion: network.openshift.io/v1
+  host: master-0.example.com
+  hostIP: 192.168.126.11
+  kind: HostSubnet
+  metadata:
+    annotations:
+      pod.network.openshift.io/node-uid: 3e3ba9ce-6a3f-4a39-8f47-0cc44b4b6c71
+    creationTimestamp: "2021-03-04T10:11:12Z"
+    name: master-0.example.com
+    resourceVersion: "4521"
+    selfLink: /apis/network.openshift.io/v1/hostsubnets/master-0.example.com
+    uid: 5c4ae1b0-0d5a-4fb4-8c8e-3a4fe0b3f2a1
+  subnet: 10.128.0.0/23
+- apiVersion: network.openshift.io/v1
+  egressCIDRs:
+  - 192.168.126.0/24
+  egressIPs:
+  - 192.168.126.100
+  host: worker-1.example.com
+  hostIP: 192.168.126.51
+  kind: HostSubnet
+  metadata:
+    creationTimestamp: "2021-03-04T10:15:01Z"
+    labels: null
+    name: worker-1.example.com
+    resourceVersion: "5123"
+    uid: 0bb0d4a5-7d1b-4a77-8d55-27a0c34c2e3e
+  subnet: 10.130.0.0/23
+kind: List
+metadata:
+  resourceVersion: ""
+  selfLink: ""
+"#;
+
+    #[test]
+    fn parses_oc_get_hostsubnet_list() {
+        let objs = parse_objects(OC_HOSTSUBNETS, Format::Yaml).unwrap();
+        assert_eq!(objs.len(), 2);
+        let ClusterObject::HostSubnet(w) = &objs[1] else {
+            panic!("{objs:?}")
+        };
+        assert_eq!(w.host, "worker-1.example.com");
+        assert_eq!(w.host_ip, "192.168.126.51");
+        assert_eq!(w.subnet, "10.130.0.0/23");
+        assert_eq!(w.egress_ips, vec!["192.168.126.100"]);
+        assert_eq!(w.egress_cidrs, vec!["192.168.126.0/24"]);
+        assert_eq!(w.metadata.resource_version.as_deref(), Some("5123"));
+        let ClusterObject::HostSubnet(m) = &objs[0] else {
+            panic!()
+        };
+        assert_eq!(
+            m.metadata.annotations["pod.network.openshift.io/node-uid"],
+            "3e3ba9ce-6a3f-4a39-8f47-0cc44b4b6c71"
+        );
+    }
+
+    #[test]
+    fn parses_clusternetwork_and_multi_document_yaml() {
+        let text = r#"
+apiVersion: network.openshift.io/v1
+kind: ClusterNetwork
+metadata:
+  name: default
+clusterNetworks:
+- CIDR: 10.128.0.0/14
+  hostSubnetLength: 9
+hostsubnetlength: 9
+network: 10.128.0.0/14
+pluginName: redhat/openshift-ovs-multitenant
+serviceNetwork: 172.30.0.0/16
+vxlanPort: 4789
+mtu: 1450
+---
+---
+apiVersion: network.openshift.io/v1
+kind: NetNamespace
+metadata:
+  name: openshift-ingress
+netid: 7321890
+netname: openshift-ingress
+"#;
+        let objs = parse_objects(text, Format::Yaml).unwrap();
+        assert_eq!(objs.len(), 2);
+        let ClusterObject::ClusterNetwork(cn) = &objs[0] else {
+            panic!()
+        };
+        assert_eq!(
+            cn.cluster_networks,
+            vec![ClusterNetworkEntry {
+                cidr: "10.128.0.0/14".into(),
+                host_subnet_length: 9
+            }]
+        );
+        assert_eq!(cn.service_network, "172.30.0.0/16");
+        assert_eq!(cn.vxlan_port, Some(4789));
+        assert_eq!(cn.mtu, Some(1450));
+        let ClusterObject::NetNamespace(nn) = &objs[1] else {
+            panic!()
+        };
+        assert_eq!(
+            (nn.net_name.as_str(), nn.net_id),
+            ("openshift-ingress", 7321890)
+        );
+    }
+
+    #[test]
+    fn parses_json_list() {
+        let text = r#"{"apiVersion":"v1","kind":"List","items":[
+          {"apiVersion":"network.openshift.io/v1","kind":"NetNamespace",
+           "metadata":{"name":"default"},"netname":"default","netid":0}]}"#;
+        let objs = parse_objects(text, Format::Json).unwrap();
+        assert_eq!(objs, vec![NetNamespace::new("default", 0).into()]);
+    }
+
+    #[test]
+    fn errors_name_document_item_and_field() {
+        let text = "apiVersion: network.openshift.io/v1\nkind: NetNamespace\nmetadata: {name: a}\n\
+                    netname: a\nnetid: 1\n---\napiVersion: network.openshift.io/v1\nkind: HostSubnet\n\
+                    metadata: {name: n1}\nhost: n1\nhostIp: 10.0.0.1\nsubnet: 10.128.0.0/23\n";
+        let e = parse_objects(text, Format::Yaml).unwrap_err().to_string();
+        assert!(
+            e.starts_with("document 2: HostSubnet \"n1\": field "),
+            "{e}"
+        );
+        assert!(e.contains("unknown field `hostIp`"), "{e}");
+
+        let text = r#"{"kind":"List","apiVersion":"v1","items":[{"apiVersion":"network.openshift.io/v1",
+            "kind":"ClusterNetwork","metadata":{"name":"default"},"serviceNetwork":"172.30.0.0/16",
+            "clusterNetworks":[{"CIDR":"10.128.0.0/14","hostSubnetLength":"9"}]}]}"#;
+        let e = parse_objects(text, Format::Json).unwrap_err().to_string();
+        assert!(
+            e.contains("document 1 items[0]: ClusterNetwork \"default\": field clusterNetworks[0].hostSubnetLength: invalid type: string \"9\""),
+            "{e}"
+        );
+
+        let e = parse_objects("kind: Pod\napiVersion: v1\n", Format::Yaml)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unsupported kind \"Pod\""), "{e}");
+        let e = parse_objects("a: [1, 2\n", Format::Yaml)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("document 1: "), "{e}");
+        assert!(e.contains("line"), "{e}");
+        let e = parse_objects("apiVersion: apps/v1\nkind: HostSubnet\n", Format::Yaml)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("apiVersion \"apps/v1\""), "{e}");
+    }
+
+    #[test]
+    fn empty_and_comment_only_files_hold_nothing() {
+        assert_eq!(parse_objects("", Format::Yaml).unwrap(), vec![]);
+        assert_eq!(
+            parse_objects("# nothing yet\n---\n", Format::Yaml).unwrap(),
+            vec![]
+        );
+        assert!(parse_objects("", Format::Json).is_err());
+    }
+
+    #[test]
+    fn yaml_round_trip() {
+        let mut hs = HostSubnet::new("node-1", "192.168.1.10", "10.128.2.0/23");
+        hs.metadata.uid = Some("u-1".into());
+        let obj = ClusterObject::from(hs);
+        let text = to_yaml(&obj).unwrap();
+        assert!(text.contains("hostIP: 192.168.1.10"), "{text}");
+        assert!(!text.contains("egressIPs"), "{text}");
+        assert_eq!(parse_objects(&text, Format::Yaml).unwrap(), vec![obj]);
+    }
+}

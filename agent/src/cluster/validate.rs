@@ -1,0 +1,490 @@
+//! Validation of single cluster objects, and the typed accessors it is built from.
+//!
+//! Each check names the field (`clusterNetworks[1].CIDR`, `hostIP`, `netid`), the value and what
+//! is expected, so the caller only has to add where the object came from (a file, the API).
+//! Checks that need more than one object (a HostSubnet inside the cluster network, two subnets
+//! overlapping) live on [`super::ClusterState`].
+//!
+//! The rules follow OpenShift's API validation: CIDRs are IPv4 network addresses, host subnet
+//! lengths 2..=30, VNIDs below 2^24, `host`/`netname` equal to the object name, names DNS-1123
+//! (HostSubnet: subdomain, as node names; NetNamespace: label, as namespace names). One addition:
+//! the plugin name must be one this agent implements.
+
+use std::fmt;
+use std::net::Ipv4Addr;
+
+use flows::Mode;
+use ipnet::Ipv4Net;
+
+use super::types::{ClusterNetwork, ClusterObject, HostSubnet, NetNamespace, CLUSTER_NETWORK_NAME};
+use crate::config::ClusterNetworkEntry as CidrEntry;
+
+/// The largest VNID (24 bits, the VXLAN VNI).
+pub const MAX_VNID: u32 = (1 << 24) - 1;
+/// The VXLAN port when a ClusterNetwork does not set one.
+pub const DEFAULT_VXLAN_PORT: u16 = 4789;
+/// `pluginName` of the subnet (no isolation) mode.
+pub const PLUGIN_SUBNET: &str = "redhat/openshift-ovs-subnet";
+/// `pluginName` of the multitenant (VNID isolation) mode.
+pub const PLUGIN_MULTITENANT: &str = "redhat/openshift-ovs-multitenant";
+
+/// One field of one object is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ValidationError {
+    /// The field's path in the object, e.g. `clusterNetworks[0].CIDR`.
+    pub field: String,
+    /// The offending value as written.
+    pub value: String,
+    /// What is wrong or expected.
+    pub reason: String,
+}
+
+impl fmt::Display for ValidationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "field {} {:?}: {}", self.field, self.value, self.reason)
+    }
+}
+
+impl ValidationError {
+    /// A new error.
+    pub fn new(
+        field: impl Into<String>,
+        value: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> ValidationError {
+        ValidationError {
+            field: field.into(),
+            value: value.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Parses an IPv4 CIDR that must be a network address (no host bits set).
+pub fn parse_cidr(field: &str, value: &str) -> Result<Ipv4Net, ValidationError> {
+    let net: Ipv4Net = value.parse().map_err(|_| {
+        ValidationError::new(field, value, "expected an IPv4 CIDR such as 10.128.0.0/14")
+    })?;
+    if net.network() != net.addr() {
+        return Err(ValidationError::new(
+            field,
+            value,
+            format!(
+                "host bits are set: expected the network address {}",
+                net.trunc()
+            ),
+        ));
+    }
+    Ok(net)
+}
+
+/// Parses a unicast IPv4 address.
+pub fn parse_ipv4(field: &str, value: &str) -> Result<Ipv4Addr, ValidationError> {
+    let ip: Ipv4Addr = value
+        .parse()
+        .map_err(|_| ValidationError::new(field, value, "expected an IPv4 address"))?;
+    if ip.is_unspecified() || ip.is_multicast() || ip.is_broadcast() {
+        return Err(ValidationError::new(
+            field,
+            value,
+            "expected a unicast IPv4 address",
+        ));
+    }
+    Ok(ip)
+}
+
+/// Checks a DNS-1123 label (`[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters).
+pub fn dns1123_label(s: &str) -> Result<(), String> {
+    let ok = !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err("expected a DNS-1123 label: 1 to 63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit".into())
+    }
+}
+
+/// Checks a DNS-1123 subdomain (dot-separated labels, at most 253 characters).
+pub fn dns1123_subdomain(s: &str) -> Result<(), String> {
+    if !s.is_empty() && s.len() <= 253 && s.split('.').all(|l| dns1123_label(l).is_ok()) {
+        Ok(())
+    } else {
+        Err("expected a DNS-1123 subdomain: at most 253 characters, dot-separated labels of a-z, 0-9 and '-', each starting and ending with a letter or digit".into())
+    }
+}
+
+impl ClusterNetwork {
+    /// The cluster networks, typed; falls back to the legacy `network`/`hostsubnetlength` pair
+    /// when `clusterNetworks` is empty (objects from OpenShift < 3.10).
+    pub fn entries(&self) -> Result<Vec<CidrEntry>, ValidationError> {
+        let raw: Vec<(String, String, u32)> = if self.cluster_networks.is_empty() {
+            match (&self.network, self.host_subnet_length) {
+                (Some(n), Some(l)) => vec![("network".into(), n.clone(), l)],
+                _ => {
+                    return Err(ValidationError::new(
+                        "clusterNetworks",
+                        "",
+                        "at least one entry (CIDR and hostSubnetLength) is needed",
+                    ))
+                }
+            }
+        } else {
+            self.cluster_networks
+                .iter()
+                .enumerate()
+                .map(|(i, e)| {
+                    (
+                        format!("clusterNetworks[{i}].CIDR"),
+                        e.cidr.clone(),
+                        e.host_subnet_length,
+                    )
+                })
+                .collect()
+        };
+        let mut out: Vec<CidrEntry> = Vec::new();
+        for (field, cidr, len) in raw {
+            let net = parse_cidr(&field, &cidr)?;
+            let len_field = if field == "network" {
+                "hostsubnetlength".to_string()
+            } else {
+                field.replace(".CIDR", ".hostSubnetLength")
+            };
+            if !(2..=30).contains(&len) || 32 - len < u32::from(net.prefix_len()) {
+                return Err(ValidationError::new(
+                    len_field,
+                    len.to_string(),
+                    format!(
+                        "expected 2..=30 host bits leaving a node subnet inside {cidr} (at most {})",
+                        32 - u32::from(net.prefix_len())
+                    ),
+                ));
+            }
+            if let Some(other) = out.iter().find(|o| overlaps(&o.cidr, &net)) {
+                return Err(ValidationError::new(
+                    field,
+                    cidr,
+                    format!("overlaps cluster network {}", other.cidr),
+                ));
+            }
+            out.push(CidrEntry {
+                cidr: net,
+                // Checked above: 2..=30 fits.
+                host_subnet_length: u8::try_from(len).unwrap_or(30),
+            });
+        }
+        Ok(out)
+    }
+
+    /// The service network.
+    pub fn service_net(&self) -> Result<Ipv4Net, ValidationError> {
+        parse_cidr("serviceNetwork", &self.service_network)
+    }
+
+    /// The VXLAN port (4789 when unset).
+    pub fn vxlan_port(&self) -> Result<u16, ValidationError> {
+        match self.vxlan_port {
+            None => Ok(DEFAULT_VXLAN_PORT),
+            Some(p) => u16::try_from(p).ok().filter(|p| *p != 0).ok_or_else(|| {
+                ValidationError::new("vxlanPort", p.to_string(), "expected 1..=65535")
+            }),
+        }
+    }
+
+    /// The isolation mode named by `pluginName`, `None` when unset.
+    pub fn mode(&self) -> Result<Option<Mode>, ValidationError> {
+        match self.plugin_name.as_deref() {
+            None => Ok(None),
+            Some(PLUGIN_SUBNET) => Ok(Some(Mode::Subnet)),
+            Some(PLUGIN_MULTITENANT) => Ok(Some(Mode::Multitenant)),
+            Some(other) => Err(ValidationError::new(
+                "pluginName",
+                other,
+                format!("this agent implements {PLUGIN_SUBNET} and {PLUGIN_MULTITENANT} only"),
+            )),
+        }
+    }
+
+    /// Checks every field.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        if self.metadata.name != CLUSTER_NETWORK_NAME {
+            return Err(ValidationError::new(
+                "metadata.name",
+                &self.metadata.name,
+                "the ClusterNetwork must be named \"default\"",
+            ));
+        }
+        let entries = self.entries()?;
+        if !self.cluster_networks.is_empty() {
+            let first = &self.cluster_networks[0];
+            if let Some(n) = &self.network {
+                if n != &first.cidr {
+                    return Err(ValidationError::new(
+                        "network",
+                        n,
+                        format!("must equal clusterNetworks[0].CIDR {:?}", first.cidr),
+                    ));
+                }
+            }
+            if let Some(l) = self.host_subnet_length {
+                if l != first.host_subnet_length {
+                    return Err(ValidationError::new(
+                        "hostsubnetlength",
+                        l.to_string(),
+                        format!(
+                            "must equal clusterNetworks[0].hostSubnetLength {}",
+                            first.host_subnet_length
+                        ),
+                    ));
+                }
+            }
+        }
+        let service = self.service_net()?;
+        if let Some(e) = entries.iter().find(|e| overlaps(&e.cidr, &service)) {
+            return Err(ValidationError::new(
+                "serviceNetwork",
+                &self.service_network,
+                format!("overlaps cluster network {}", e.cidr),
+            ));
+        }
+        self.mode()?;
+        self.vxlan_port()?;
+        if let Some(mtu) = self.mtu {
+            if !(576..=65536).contains(&mtu) {
+                return Err(ValidationError::new(
+                    "mtu",
+                    mtu.to_string(),
+                    "expected 576..=65536",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl HostSubnet {
+    /// The node's pod subnet.
+    pub fn subnet_net(&self) -> Result<Ipv4Net, ValidationError> {
+        parse_cidr("subnet", &self.subnet)
+    }
+
+    /// The node's underlay (VTEP) address.
+    pub fn host_ip_addr(&self) -> Result<Ipv4Addr, ValidationError> {
+        parse_ipv4("hostIP", &self.host_ip)
+    }
+
+    /// Checks every field.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        let name = &self.metadata.name;
+        dns1123_subdomain(name).map_err(|r| ValidationError::new("metadata.name", name, r))?;
+        if &self.host != name {
+            return Err(ValidationError::new(
+                "host",
+                &self.host,
+                format!("must equal metadata.name {name:?}"),
+            ));
+        }
+        self.host_ip_addr()?;
+        let subnet = self.subnet_net()?;
+        if subnet.prefix_len() > 30 {
+            return Err(ValidationError::new(
+                "subnet",
+                &self.subnet,
+                "expected a prefix of at most /30 (a gateway and at least one pod)",
+            ));
+        }
+        for (i, ip) in self.egress_ips.iter().enumerate() {
+            parse_ipv4(&format!("egressIPs[{i}]"), ip)?;
+        }
+        for (i, c) in self.egress_cidrs.iter().enumerate() {
+            parse_cidr(&format!("egressCIDRs[{i}]"), c)?;
+        }
+        Ok(())
+    }
+}
+
+impl NetNamespace {
+    /// Checks every field.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        let name = &self.metadata.name;
+        dns1123_label(name).map_err(|r| ValidationError::new("metadata.name", name, r))?;
+        if &self.net_name != name {
+            return Err(ValidationError::new(
+                "netname",
+                &self.net_name,
+                format!("must equal metadata.name {name:?}"),
+            ));
+        }
+        if self.net_id > MAX_VNID {
+            return Err(ValidationError::new(
+                "netid",
+                self.net_id.to_string(),
+                format!("expected 0..={MAX_VNID} (24 bits)"),
+            ));
+        }
+        for (i, ip) in self.egress_ips.iter().enumerate() {
+            parse_ipv4(&format!("egressIPs[{i}]"), ip)?;
+        }
+        Ok(())
+    }
+}
+
+impl ClusterObject {
+    /// Checks every field of the object (not its relations to other objects).
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        match self {
+            ClusterObject::ClusterNetwork(o) => o.validate(),
+            ClusterObject::HostSubnet(o) => o.validate(),
+            ClusterObject::NetNamespace(o) => o.validate(),
+        }
+    }
+}
+
+/// Whether two networks share any address.
+pub fn overlaps(a: &Ipv4Net, b: &Ipv4Net) -> bool {
+    a.contains(&b.network()) || b.contains(&a.network())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::types::ClusterNetworkEntry;
+
+    fn cn(entries: &[(&str, u32)]) -> ClusterNetwork {
+        ClusterNetwork::new(
+            entries
+                .iter()
+                .map(|(c, l)| ClusterNetworkEntry {
+                    cidr: (*c).into(),
+                    host_subnet_length: *l,
+                })
+                .collect(),
+            "172.30.0.0/16",
+            Some(PLUGIN_MULTITENANT),
+            Some(4789),
+            Some(1450),
+        )
+    }
+
+    fn err(r: Result<(), ValidationError>) -> String {
+        r.unwrap_err().to_string()
+    }
+
+    #[test]
+    fn good_objects_pass() {
+        cn(&[("10.128.0.0/14", 9), ("10.132.0.0/14", 8)])
+            .validate()
+            .unwrap();
+        HostSubnet::new("node-1.example.com", "192.168.1.10", "10.128.0.0/23")
+            .validate()
+            .unwrap();
+        NetNamespace::new("tenant-a", MAX_VNID).validate().unwrap();
+    }
+
+    #[test]
+    fn cluster_network_errors_name_the_field() {
+        let e = err(cn(&[("10.128.0.0/14", 9), ("10.129.0.0/16", 8)]).validate());
+        assert_eq!(
+            e,
+            "field clusterNetworks[1].CIDR \"10.129.0.0/16\": overlaps cluster network 10.128.0.0/14"
+        );
+        let e = err(cn(&[("10.128.0.1/14", 9)]).validate());
+        assert!(
+            e.starts_with("field clusterNetworks[0].CIDR \"10.128.0.1/14\": host bits are set"),
+            "{e}"
+        );
+        let e = err(cn(&[("10.128.0.0/24", 9)]).validate());
+        assert!(
+            e.starts_with("field clusterNetworks[0].hostSubnetLength \"9\""),
+            "{e}"
+        );
+        let e = err(cn(&[("10.128.0.0/14", 31)]).validate());
+        assert!(e.contains("hostSubnetLength \"31\""), "{e}");
+        let mut c = cn(&[("10.128.0.0/14", 9)]);
+        c.service_network = "10.130.0.0/16".into();
+        assert_eq!(
+            err(c.validate()),
+            "field serviceNetwork \"10.130.0.0/16\": overlaps cluster network 10.128.0.0/14"
+        );
+        let mut c = cn(&[("10.128.0.0/14", 9)]);
+        c.plugin_name = Some("redhat/openshift-ovs-networkpolicy".into());
+        assert!(err(c.validate()).starts_with("field pluginName"));
+        let mut c = cn(&[("10.128.0.0/14", 9)]);
+        c.vxlan_port = Some(70000);
+        assert_eq!(
+            err(c.validate()),
+            "field vxlanPort \"70000\": expected 1..=65535"
+        );
+        let mut c = cn(&[("10.128.0.0/14", 9)]);
+        c.metadata.name = "other".into();
+        assert!(err(c.validate()).starts_with("field metadata.name \"other\""));
+        let mut c = cn(&[("10.128.0.0/14", 9)]);
+        c.network = Some("10.0.0.0/8".into());
+        assert!(err(c.validate()).starts_with("field network \"10.0.0.0/8\": must equal"));
+        let mut c = cn(&[]);
+        c.network = None;
+        c.host_subnet_length = None;
+        assert!(err(c.validate()).starts_with("field clusterNetworks"));
+    }
+
+    #[test]
+    fn legacy_single_network_is_read() {
+        let mut c = cn(&[]);
+        c.network = Some("10.1.0.0/16".into());
+        c.host_subnet_length = Some(8);
+        c.validate().unwrap();
+        let e = c.entries().unwrap();
+        assert_eq!(e[0].cidr.to_string(), "10.1.0.0/16");
+        assert_eq!(e[0].node_prefix(), 24);
+    }
+
+    #[test]
+    fn host_subnet_errors_name_the_field() {
+        let hs = |n: &str, ip: &str, s: &str| HostSubnet::new(n, ip, s);
+        assert_eq!(
+            err(hs("n1", "10.0.0.300", "10.128.0.0/23").validate()),
+            "field hostIP \"10.0.0.300\": expected an IPv4 address"
+        );
+        assert!(err(hs("n1", "fd00::1", "10.128.0.0/23").validate()).starts_with("field hostIP"));
+        assert!(err(hs("n1", "10.0.0.1", "10.128.0.0").validate())
+            .starts_with("field subnet \"10.128.0.0\""));
+        assert!(err(hs("Node_1", "10.0.0.1", "10.128.0.0/23").validate())
+            .starts_with("field metadata.name \"Node_1\": expected a DNS-1123 subdomain"));
+        let mut h = hs("n1", "10.0.0.1", "10.128.0.0/23");
+        h.host = "n2".into();
+        assert_eq!(
+            err(h.validate()),
+            "field host \"n2\": must equal metadata.name \"n1\""
+        );
+        let mut h = hs("n1", "10.0.0.1", "10.128.0.0/23");
+        h.egress_ips = vec!["10.0.0.5".into(), "x".into()];
+        assert!(err(h.validate()).starts_with("field egressIPs[1] \"x\""));
+    }
+
+    #[test]
+    fn net_namespace_errors_name_the_field() {
+        assert_eq!(
+            err(NetNamespace::new("a", MAX_VNID + 1).validate()),
+            "field netid \"16777216\": expected 0..=16777215 (24 bits)"
+        );
+        assert!(err(NetNamespace::new("a.b", 1).validate())
+            .starts_with("field metadata.name \"a.b\": expected a DNS-1123 label"));
+        let mut n = NetNamespace::new("a", 1);
+        n.net_name = "b".into();
+        assert!(err(n.validate()).starts_with("field netname \"b\""));
+    }
+
+    #[test]
+    fn dns_names() {
+        assert!(dns1123_label("a-1").is_ok());
+        assert!(dns1123_label("-a").is_err());
+        assert!(dns1123_label("a-").is_err());
+        assert!(dns1123_label(&"a".repeat(64)).is_err());
+        assert!(dns1123_subdomain("node-1.example.com").is_ok());
+        assert!(dns1123_subdomain("node..x").is_err());
+        assert!(dns1123_subdomain("Node").is_err());
+    }
+}
