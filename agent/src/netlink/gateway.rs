@@ -1,0 +1,177 @@
+//! The node's gateway interface (`tun0`, an OVS internal port of `br0`): address, MTU, up, and
+//! the routes that send cluster and service traffic into OVS.
+//!
+//! ovs-vswitchd creates `tun0` asynchronously after the port is added to the database, so the
+//! link is waited for (bounded by [`GATEWAY_LINK_WAIT`], polling with a short backoff).
+//! Everything is idempotent and additive: an address already present is kept, routes are
+//! created or replaced (`NLM_F_REPLACE`, so a second run makes no duplicates and a route to the
+//! same destination through another device is moved to the gateway), and nothing is removed.
+//! The cluster CIDR route (`10.128.0.0/14 dev tun0`) coexists with the connected route of the
+//! node subnet (`10.128.0.0/23 dev tun0 proto kernel`) that the address creates.
+
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+use futures::TryStreamExt;
+use ipnet::Ipv4Net;
+use netlink_packet_route::link::LinkMessage;
+use netlink_packet_route::route::RouteProtocol;
+use rtnetlink::LinkUnspec;
+
+use super::error::errno;
+use super::pod::{ipv4_address, route_message};
+use super::{
+    bounded, get_link, link_mtu, link_up, validate_ifname, Netlink, NetlinkError, RouteSpec,
+};
+
+/// How long [`Netlink::configure_gateway`] waits for the gateway link to appear.
+pub const GATEWAY_LINK_WAIT: Duration = Duration::from_secs(10);
+
+/// The polling interval bounds while waiting for a link.
+const POLL_FIRST: Duration = Duration::from_millis(5);
+const POLL_MAX: Duration = Duration::from_millis(100);
+
+impl Netlink {
+    /// Configures the gateway interface `ifname` in the node netns. Equals:
+    ///
+    /// ```text
+    /// (wait up to GATEWAY_LINK_WAIT for IFNAME to exist)
+    /// ip link set IFNAME mtu MTU up
+    /// ip addr add ADDRESS dev IFNAME                      # unless already there
+    /// ip route replace CIDR dev IFNAME scope link proto static   # each of `routes`
+    /// ```
+    ///
+    /// Idempotent; removes nothing. `address` is the gateway address with the node subnet's
+    /// prefix length (e.g. `10.128.0.1/23`); `routes` are the cluster CIDRs and the service CIDR.
+    /// Bounded by [`GATEWAY_LINK_WAIT`] plus [`super::OP_TIMEOUT`].
+    pub async fn configure_gateway(
+        &self,
+        ifname: &str,
+        address: Ipv4Net,
+        mtu: u32,
+        routes: &[Ipv4Net],
+    ) -> Result<(), NetlinkError> {
+        validate_ifname(ifname)?;
+        let link = self
+            .wait_link(
+                ifname,
+                GATEWAY_LINK_WAIT,
+                " (ovs-vswitchd creates it once the port is in the bridge: is ovs-vswitchd \
+                 running and the port added?)",
+            )
+            .await?;
+        let step = format!("configuring gateway interface {ifname}");
+        bounded(
+            step,
+            self.configure_gateway_steps(ifname, &link, address, mtu, routes),
+        )
+        .await?
+    }
+
+    async fn configure_gateway_steps(
+        &self,
+        ifname: &str,
+        link: &LinkMessage,
+        address: Ipv4Net,
+        mtu: u32,
+        routes: &[Ipv4Net],
+    ) -> Result<(), NetlinkError> {
+        let h = self.handle();
+        let index = link.header.index;
+        if link_mtu(link) != mtu || !link_up(link) {
+            h.link()
+                .set(LinkUnspec::new_with_index(index).mtu(mtu).up().build())
+                .execute()
+                .await
+                .map_err(|e| {
+                    NetlinkError::nl(format!("setting mtu {mtu} and up on {ifname}"), e)
+                })?;
+        }
+        let present: Vec<Ipv4Net> = h
+            .address()
+            .get()
+            .set_link_index_filter(index)
+            .execute()
+            .try_collect::<Vec<_>>()
+            .await
+            .map_err(|e| NetlinkError::nl(format!("listing the addresses of {ifname}"), e))?
+            .iter()
+            .filter_map(ipv4_address)
+            .collect();
+        if !present.contains(&address) {
+            let added = h
+                .address()
+                .add(index, IpAddr::V4(address.addr()), address.prefix_len())
+                .execute()
+                .await;
+            match added {
+                Ok(()) => {}
+                // Added concurrently by someone else: the state we want.
+                Err(e) if errno(&e) == Some(libc::EEXIST) => {}
+                Err(e) => {
+                    return Err(NetlinkError::nl(
+                        format!("adding address {address} to {ifname}"),
+                        e,
+                    ))
+                }
+            }
+        }
+        let specs: Vec<RouteSpec> = routes
+            .iter()
+            .map(|dst| RouteSpec {
+                dst: *dst,
+                via: None,
+            })
+            .collect();
+        let replaced = join_all(specs.iter().map(|r| {
+            h.route()
+                .add(route_message(r, index, RouteProtocol::Static))
+                .replace()
+                .execute()
+        }))
+        .await;
+        for (route, result) in specs.iter().zip(replaced) {
+            result.map_err(|e| {
+                NetlinkError::nl(format!("replacing route {} dev {ifname}", route.dst), e)
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Waits until interface `name` exists in the node netns, polling with a short backoff, for
+    /// at most `timeout`; returns its index.
+    pub async fn wait_for_link(&self, name: &str, timeout: Duration) -> Result<u32, NetlinkError> {
+        validate_ifname(name)?;
+        Ok(self.wait_link(name, timeout, "").await?.header.index)
+    }
+
+    async fn wait_link(
+        &self,
+        name: &str,
+        timeout: Duration,
+        hint: &str,
+    ) -> Result<LinkMessage, NetlinkError> {
+        let deadline = Instant::now() + timeout;
+        let mut pause = POLL_FIRST;
+        loop {
+            let step = || format!("looking up interface {name} in the node netns");
+            let found = bounded(step(), get_link(&self.node.handle, name))
+                .await?
+                .map_err(|e| NetlinkError::nl(step(), e))?;
+            if let Some(link) = found {
+                return Ok(link);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(NetlinkError::LinkWaitTimeout {
+                    ifname: name.to_string(),
+                    waited: timeout,
+                    hint: hint.to_string(),
+                });
+            }
+            tokio::time::sleep(pause.min(deadline - now)).await;
+            pause = (pause * 2).min(POLL_MAX);
+        }
+    }
+}

@@ -1,0 +1,636 @@
+//! Pod interfaces: create (veth pair with its pod end configured inside the pod netns),
+//! delete, inspect. See the module docs of [`super`] for the creation sequence and why the veth
+//! peer is created directly inside the pod netns.
+//!
+//! Rollback: from the moment the creation request is sent, a guard owns the host veth. Any
+//! later failure deletes it (deleting the host end removes the pod end too) before the error is
+//! returned; if the caller drops the operation midway (its own deadline), the guard's `Drop`
+//! spawns the deletion on the runtime.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::Path;
+
+use futures::future::join_all;
+use futures::TryStreamExt;
+use ipnet::Ipv4Net;
+use netlink_packet_route::address::AddressAttribute;
+use netlink_packet_route::link::{InfoData, InfoKind, InfoVeth, LinkMessage};
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
+};
+use netlink_packet_route::AddressFamily;
+use rtnetlink::{Handle, LinkMessageBuilder, LinkUnspec, LinkVeth, RouteMessageBuilder};
+
+use super::error::errno;
+use super::netns::{open_netns, NetnsSession};
+use super::{
+    bounded, del_link, ethtool, fmt_mac, get_link, link_mac, link_mtu, link_up, on_off,
+    validate_ifname, Netlink, NetlinkError, PodLink, PodLinkSpec, PodLinkState, RouteSpec,
+    OP_TIMEOUT,
+};
+
+/// Deletes the host veth on drop while armed (see the module docs).
+struct VethGuard {
+    handle: Handle,
+    name: String,
+    armed: bool,
+}
+
+impl Drop for VethGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let (handle, name) = (self.handle.clone(), std::mem::take(&mut self.name));
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let deleted = tokio::time::timeout(OP_TIMEOUT, del_link(&handle, &name)).await;
+                tracing::warn!(
+                    host_veth = %name,
+                    ?deleted,
+                    "pod link creation was cancelled: deleted its host veth"
+                );
+            });
+        }
+    }
+}
+
+impl Netlink {
+    /// Creates the veth pair of a pod attachment and configures the pod end (see the module
+    /// docs of [`super`]). Equals, in order:
+    ///
+    /// ```text
+    /// ip link del HOST                       # a stale veth of an interrupted ADD, if any
+    /// ip link add HOST mtu MTU up type veth peer name IFNAME address MAC mtu MTU netns NETNS
+    /// ip -n NETNS link set IFNAME up; ip -n NETNS link set lo up
+    /// ip -n NETNS addr add ADDRESS dev IFNAME
+    /// ip -n NETNS route add default via GATEWAY dev IFNAME proto static
+    /// ip -n NETNS route add DST [via GW | scope link] dev IFNAME proto static   # each route
+    /// ethtool -K HOST tx off; ip netns exec NETNS ethtool -K IFNAME tx off   # if asked
+    /// ```
+    ///
+    /// Not idempotent for the pod end: an interface named `ifname` already in the pod netns is
+    /// [`NetlinkError::PodInterfaceExists`] and nothing is created. On any failure after the
+    /// veth exists it is deleted before the error returns; if the future is dropped midway, the
+    /// deletion is spawned on the runtime. Bounded by [`OP_TIMEOUT`]. About 1.5 ms on a 2-core
+    /// VM, mostly kernel work (the veth creation alone is ~0.5 ms).
+    pub async fn create_pod_link(&self, spec: &PodLinkSpec) -> Result<PodLink, NetlinkError> {
+        validate_spec(spec)?;
+        let mut guard = VethGuard {
+            handle: self.handle(),
+            name: spec.host_ifname.clone(),
+            armed: false,
+        };
+        let step = format!(
+            "creating veth {} with peer {} in netns {}",
+            spec.host_ifname,
+            spec.ifname,
+            spec.netns.display()
+        );
+        let result = bounded(step, self.create_pod_link_steps(spec, &mut guard))
+            .await
+            .and_then(|r| r);
+        if result.is_err() && guard.armed {
+            guard.armed = false;
+            let cleanup = bounded(
+                format!("deleting host veth {}", spec.host_ifname),
+                del_link(&self.node.handle, &spec.host_ifname),
+            )
+            .await;
+            match cleanup {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => tracing::warn!(
+                    host_veth = %spec.host_ifname,
+                    error = %NetlinkError::nl("deleting host veth after a failed ADD", e),
+                    "rollback failed"
+                ),
+                Err(e) => {
+                    tracing::warn!(host_veth = %spec.host_ifname, error = %e, "rollback failed")
+                }
+            }
+        }
+        guard.armed = false;
+        result
+    }
+
+    async fn create_pod_link_steps(
+        &self,
+        spec: &PodLinkSpec,
+        guard: &mut VethGuard,
+    ) -> Result<PodLink, NetlinkError> {
+        let netns = spec.netns.as_path();
+        let file = open_netns(netns)?;
+        let node = self.handle();
+
+        // In parallel: the pod-netns session (a thread enters the netns), and in the node netns
+        // the removal of a stale host veth then the creation of the pair.
+        let host_side = async {
+            let stale = del_link(&node, &spec.host_ifname).await.map_err(|e| {
+                NetlinkError::nl(format!("deleting stale host veth {}", spec.host_ifname), e)
+            })?;
+            if stale {
+                tracing::info!(
+                    host_veth = %spec.host_ifname,
+                    "deleted a stale host veth left by an interrupted ADD"
+                );
+            }
+            guard.armed = true;
+            let created = node
+                .link()
+                .add(veth_message(spec, file.as_raw_fd()))
+                .execute()
+                .await;
+            Ok::<_, NetlinkError>(created)
+        };
+        let (session, created) = tokio::join!(
+            NetnsSession::open(netns, &file, spec.tx_checksum_off),
+            host_side
+        );
+        if let Err(e) = created? {
+            let exists = errno(&e) == Some(libc::EEXIST);
+            return Err(match session {
+                Ok(mut session) if exists => {
+                    let h = session.handle();
+                    match session.drive(get_link(&h, &spec.ifname)).await {
+                        Ok(Ok(Some(_))) => NetlinkError::PodInterfaceExists {
+                            netns: spec.netns.clone(),
+                            ifname: spec.ifname.clone(),
+                        },
+                        _ => creating_error(spec, e),
+                    }
+                }
+                // Entering the netns failing says more than the creation failing.
+                Err(session_error) => session_error,
+                Ok(_) => creating_error(spec, e),
+            });
+        }
+        let mut session = session?;
+
+        // Pod side: the interface and lo up and the index, then the address, then the routes.
+        let pod = session.handle();
+        let pod_side = async {
+            // Sent together, processed by the kernel in this order: the pod end up (it cannot
+            // be brought up at creation: the kernel opens the peer before the pair is linked,
+            // ENOTCONN), lo up, and the lookup for the index.
+            let up = |ifname: &str| {
+                let req = pod
+                    .link()
+                    .set(LinkUnspec::new_with_name(ifname).up().build())
+                    .execute();
+                let ifname = ifname.to_string();
+                async move {
+                    req.await.map_err(|e| {
+                        NetlinkError::nl(
+                            format!("bringing {ifname} up in netns {}", netns.display()),
+                            e,
+                        )
+                    })
+                }
+            };
+            let (pod_up, lo_up, link) =
+                tokio::join!(up(&spec.ifname), up("lo"), get_link(&pod, &spec.ifname));
+            let link = link
+                .map_err(|e| NetlinkError::nl(in_pod(spec, "looking up interface"), e))?
+                .ok_or_else(|| NetlinkError::LinkNotFound {
+                    ifname: spec.ifname.clone(),
+                    netns: format!("netns {} right after creating it", netns.display()),
+                })?;
+            pod_up?;
+            lo_up?;
+            let index = link.header.index;
+            pod.address()
+                .add(
+                    index,
+                    IpAddr::V4(spec.address.addr()),
+                    spec.address.prefix_len(),
+                )
+                .execute()
+                .await
+                .map_err(|e| {
+                    NetlinkError::nl(
+                        in_pod(spec, &format!("adding address {} to", spec.address)),
+                        e,
+                    )
+                })?;
+            let default = RouteSpec {
+                dst: Ipv4Net::default(),
+                via: Some(spec.gateway),
+            };
+            let routes: Vec<RouteSpec> = std::iter::once(default)
+                .chain(spec.routes.iter().copied())
+                .collect();
+            let added = join_all(routes.iter().map(|r| {
+                pod.route()
+                    .add(route_message(r, index, RouteProtocol::Static))
+                    .execute()
+            }))
+            .await;
+            for (route, result) in routes.iter().zip(added) {
+                result.map_err(|e| {
+                    NetlinkError::nl(in_pod(spec, &format!("adding route {route} dev")), e)
+                })?;
+            }
+            Ok::<_, NetlinkError>(())
+        };
+        // Node side meanwhile: the host end's index and MAC, its checksum offload.
+        let host_side = async {
+            let link = get_link(&node, &spec.host_ifname)
+                .await
+                .map_err(|e| {
+                    NetlinkError::nl(format!("looking up host veth {}", spec.host_ifname), e)
+                })?
+                .ok_or_else(|| NetlinkError::LinkNotFound {
+                    ifname: spec.host_ifname.clone(),
+                    netns: "the node netns right after creating it".into(),
+                })?;
+            if spec.tx_checksum_off {
+                self.set_tx_checksum(&spec.host_ifname, false)?;
+            }
+            let mac = link_mac(&link).ok_or_else(|| {
+                NetlinkError::os(
+                    format!("reading the MAC of host veth {}", spec.host_ifname),
+                    std::io::Error::other("the kernel reported no 6-byte address"),
+                )
+            })?;
+            Ok::<_, NetlinkError>((link.header.index, mac))
+        };
+        let (pod_result, host_result) = tokio::join!(session.drive(pod_side), host_side);
+        pod_result??;
+        let (host_index, host_mac) = host_result?;
+        if spec.tx_checksum_off {
+            set_pod_tx_checksum(&session, spec)?;
+        }
+        Ok(PodLink {
+            host_ifname: spec.host_ifname.clone(),
+            host_index,
+            pod_ifname: spec.ifname.clone(),
+            pod_mac: spec.mac,
+            host_mac,
+        })
+    }
+
+    /// Deletes interface `ifname` in the pod netns (`ip -n NETNS link del IFNAME`); for a veth
+    /// this removes the host end too. Idempotent: `Ok(false)` when the interface is absent, the
+    /// netns file does not exist, or the file is no longer a netns (its namespace is gone).
+    /// Bounded by [`OP_TIMEOUT`].
+    pub async fn delete_pod_interface(
+        &self,
+        netns: &Path,
+        ifname: &str,
+    ) -> Result<bool, NetlinkError> {
+        validate_ifname(ifname)?;
+        let step = format!("deleting interface {ifname} in netns {}", netns.display());
+        bounded(step.clone(), async {
+            let file = match open_netns(netns) {
+                Ok(file) => file,
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(false),
+                Err(e) => return Err(e),
+            };
+            let mut session = match NetnsSession::open(netns, &file, false).await {
+                Ok(session) => session,
+                Err(e @ NetlinkError::Netns { .. }) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    tracing::info!(netns = %netns.display(), error = %e, "not a netns any more");
+                    return Ok(false);
+                }
+                Err(e) => return Err(e),
+            };
+            let h = session.handle();
+            session
+                .drive(del_link(&h, ifname))
+                .await?
+                .map_err(|e| NetlinkError::nl(step, e))
+        })
+        .await?
+    }
+
+    /// The state of interface `ifname` in the pod netns, for CNI CHECK (`ip -n NETNS addr show
+    /// dev IFNAME; ip -n NETNS route show dev IFNAME; ethtool -k IFNAME`). A missing netns or
+    /// interface is an error. Bounded by [`OP_TIMEOUT`].
+    pub async fn inspect_pod_interface(
+        &self,
+        netns: &Path,
+        ifname: &str,
+    ) -> Result<PodLinkState, NetlinkError> {
+        validate_ifname(ifname)?;
+        let step = format!("inspecting interface {ifname} in netns {}", netns.display());
+        bounded(step, async {
+            let file = open_netns(netns)?;
+            let mut session = NetnsSession::open(netns, &file, true).await?;
+            let h = session.handle();
+            let in_netns = |what: &str| format!("{what} of {ifname} in netns {}", netns.display());
+            let (link, addresses, routes) = session
+                .drive(async {
+                    let link = get_link(&h, ifname)
+                        .await
+                        .map_err(|e| NetlinkError::nl(in_netns("looking up the link"), e))?
+                        .ok_or_else(|| NetlinkError::LinkNotFound {
+                            ifname: ifname.to_string(),
+                            netns: format!("netns {}", netns.display()),
+                        })?;
+                    let index = link.header.index;
+                    let (addresses, routes) = tokio::join!(
+                        h.address()
+                            .get()
+                            .set_link_index_filter(index)
+                            .execute()
+                            .try_collect::<Vec<_>>(),
+                        h.route()
+                            .get(RouteMessageBuilder::<Ipv4Addr>::new().build())
+                            .execute()
+                            .try_collect::<Vec<_>>()
+                    );
+                    let addresses = addresses
+                        .map_err(|e| NetlinkError::nl(in_netns("listing the addresses"), e))?;
+                    let routes =
+                        routes.map_err(|e| NetlinkError::nl(in_netns("listing the routes"), e))?;
+                    Ok::<_, NetlinkError>((link, addresses, routes))
+                })
+                .await??;
+            let index = link.header.index;
+            let step = in_netns("reading tx checksum offload");
+            let sock = session.ioctl().ok_or_else(|| {
+                NetlinkError::os(step.clone(), std::io::Error::other("no ioctl socket"))
+            })?;
+            let tx_checksum =
+                ethtool::tx_checksum(sock, ifname).map_err(|e| NetlinkError::os(step, e))?;
+            Ok(PodLinkState {
+                mac: link_mac(&link).unwrap_or_default(),
+                mtu: link_mtu(&link),
+                up: link_up(&link),
+                addresses: addresses.iter().filter_map(ipv4_address).collect(),
+                routes: routes.iter().filter_map(|r| pod_route(r, index)).collect(),
+                tx_checksum,
+            })
+        })
+        .await?
+    }
+}
+
+fn set_pod_tx_checksum(session: &NetnsSession, spec: &PodLinkSpec) -> Result<(), NetlinkError> {
+    let step = || {
+        in_pod(
+            spec,
+            &format!("turning tx checksum offload {} on", on_off(false)),
+        )
+    };
+    let sock = session.ioctl().ok_or_else(|| {
+        NetlinkError::os(
+            step(),
+            std::io::Error::other("no ioctl socket in the pod netns"),
+        )
+    })?;
+    ethtool::set_tx_checksum(sock, &spec.ifname, false).map_err(|e| NetlinkError::os(step(), e))
+}
+
+/// `"<what> <ifname> in netns <path>"`.
+fn in_pod(spec: &PodLinkSpec, what: &str) -> String {
+    format!("{what} {} in netns {}", spec.ifname, spec.netns.display())
+}
+
+fn creating_error(spec: &PodLinkSpec, e: rtnetlink::Error) -> NetlinkError {
+    NetlinkError::nl(
+        format!(
+            "creating veth {} with peer {} (mac {}, mtu {}) in netns {}",
+            spec.host_ifname,
+            spec.ifname,
+            fmt_mac(&spec.mac),
+            spec.mtu,
+            spec.netns.display()
+        ),
+        e,
+    )
+}
+
+/// Checks what the kernel would reject, or what would fail halfway, before creating anything.
+fn validate_spec(spec: &PodLinkSpec) -> Result<(), NetlinkError> {
+    validate_ifname(&spec.ifname)?;
+    validate_ifname(&spec.host_ifname)?;
+    let invalid = |reason: String| {
+        Err(NetlinkError::InvalidSpec {
+            netns: spec.netns.clone(),
+            ifname: spec.ifname.clone(),
+            reason,
+        })
+    };
+    if !(68..=65535).contains(&spec.mtu) {
+        return invalid(format!("mtu {} is outside 68..=65535", spec.mtu));
+    }
+    if spec.mac[0] & 1 != 0 || spec.mac == [0; 6] {
+        return invalid(format!(
+            "mac {} is not a unicast address",
+            fmt_mac(&spec.mac)
+        ));
+    }
+    let (addr, net) = (spec.address.addr(), spec.address);
+    if !net.contains(&spec.gateway) || spec.gateway == addr {
+        return invalid(format!(
+            "gateway {} is not another address of the pod subnet {}",
+            spec.gateway,
+            net.trunc()
+        ));
+    }
+    if net.prefix_len() < 31 && (addr == net.network() || addr == net.broadcast()) {
+        return invalid(format!(
+            "address {addr} is the network or broadcast address of {}",
+            net.trunc()
+        ));
+    }
+    Ok(())
+}
+
+/// The `RTM_NEWLINK` that creates the pair, the peer directly in the netns of `netns_fd`.
+fn veth_message(spec: &PodLinkSpec, netns_fd: RawFd) -> LinkMessage {
+    let peer = LinkUnspec::new_with_name(&spec.ifname)
+        .mtu(spec.mtu)
+        .address(spec.mac.to_vec())
+        .setns_by_fd(netns_fd)
+        .build();
+    LinkMessageBuilder::<LinkVeth>::new_with_info_kind(InfoKind::Veth)
+        .name(spec.host_ifname.clone())
+        .mtu(spec.mtu)
+        .up()
+        .set_info_data(InfoData::Veth(InfoVeth::Peer(peer)))
+        .build()
+}
+
+/// An IPv4 route out of interface `index`: via a gateway (scope universe), or on-link
+/// (scope link). Destinations are truncated to their prefix.
+pub(crate) fn route_message(
+    route: &RouteSpec,
+    index: u32,
+    protocol: RouteProtocol,
+) -> RouteMessage {
+    let dst = route.dst.trunc();
+    let builder = RouteMessageBuilder::<Ipv4Addr>::new()
+        .destination_prefix(dst.addr(), dst.prefix_len())
+        .output_interface(index)
+        .protocol(protocol);
+    match route.via {
+        Some(gw) => builder.gateway(gw).scope(RouteScope::Universe).build(),
+        None => builder.scope(RouteScope::Link).build(),
+    }
+}
+
+/// An IPv4 address of an `RTM_NEWADDR` dump entry.
+pub(crate) fn ipv4_address(msg: &netlink_packet_route::address::AddressMessage) -> Option<Ipv4Net> {
+    if msg.header.family != AddressFamily::Inet {
+        return None;
+    }
+    let local = msg.attributes.iter().find_map(|a| match a {
+        AddressAttribute::Local(IpAddr::V4(ip)) => Some(*ip),
+        _ => None,
+    });
+    let address = msg.attributes.iter().find_map(|a| match a {
+        AddressAttribute::Address(IpAddr::V4(ip)) => Some(*ip),
+        _ => None,
+    });
+    Ipv4Net::new(local.or(address)?, msg.header.prefix_len).ok()
+}
+
+/// A main-table IPv4 unicast route out of interface `index` that is not a kernel-derived
+/// connected route.
+fn pod_route(msg: &RouteMessage, index: u32) -> Option<RouteSpec> {
+    let h = &msg.header;
+    if h.address_family != AddressFamily::Inet
+        || h.kind != RouteType::Unicast
+        || h.protocol == RouteProtocol::Kernel
+        || route_table(msg) != u32::from(RouteHeader::RT_TABLE_MAIN)
+    {
+        return None;
+    }
+    let mut dst = Ipv4Addr::UNSPECIFIED;
+    let (mut via, mut oif) = (None, None);
+    for attr in &msg.attributes {
+        match attr {
+            RouteAttribute::Destination(RouteAddress::Inet(ip)) => dst = *ip,
+            RouteAttribute::Gateway(RouteAddress::Inet(ip)) => via = Some(*ip),
+            RouteAttribute::Oif(i) => oif = Some(*i),
+            _ => {}
+        }
+    }
+    if oif != Some(index) {
+        return None;
+    }
+    Some(RouteSpec {
+        dst: Ipv4Net::new(dst, h.destination_prefix_length).ok()?,
+        via,
+    })
+}
+
+/// A route's table: the `RTA_TABLE` attribute if present, else the header's.
+pub(crate) fn route_table(msg: &RouteMessage) -> u32 {
+    msg.attributes
+        .iter()
+        .find_map(|a| match a {
+            RouteAttribute::Table(t) => Some(*t),
+            _ => None,
+        })
+        .unwrap_or(u32::from(msg.header.table))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn spec() -> PodLinkSpec {
+        PodLinkSpec {
+            netns: PathBuf::from("/run/netns/x"),
+            ifname: "eth0".into(),
+            host_ifname: "veth0123456789a".into(),
+            mac: [0x0a, 0x58, 10, 128, 0, 5],
+            address: "10.128.0.5/23".parse().unwrap(),
+            gateway: Ipv4Addr::new(10, 128, 0, 1),
+            routes: vec![],
+            mtu: 1450,
+            tx_checksum_off: true,
+        }
+    }
+
+    #[test]
+    fn spec_validation_names_the_problem() {
+        validate_spec(&spec()).unwrap();
+        let check = |s: PodLinkSpec, msg: &str| {
+            let err = validate_spec(&s).unwrap_err().to_string();
+            assert_eq!(err, msg);
+        };
+        check(
+            PodLinkSpec {
+                gateway: Ipv4Addr::new(10, 129, 0, 1),
+                ..spec()
+            },
+            "invalid pod link spec for eth0 in netns /run/netns/x: gateway 10.129.0.1 is not \
+             another address of the pod subnet 10.128.0.0/23",
+        );
+        check(
+            PodLinkSpec { mtu: 40, ..spec() },
+            "invalid pod link spec for eth0 in netns /run/netns/x: mtu 40 is outside 68..=65535",
+        );
+        check(
+            PodLinkSpec {
+                mac: [1, 0, 0, 0, 0, 1],
+                ..spec()
+            },
+            "invalid pod link spec for eth0 in netns /run/netns/x: mac 01:00:00:00:00:01 is not \
+             a unicast address",
+        );
+        check(
+            PodLinkSpec {
+                address: "10.128.1.255/23".parse().unwrap(),
+                ..spec()
+            },
+            "invalid pod link spec for eth0 in netns /run/netns/x: address 10.128.1.255 is the \
+             network or broadcast address of 10.128.0.0/23",
+        );
+        check(
+            PodLinkSpec {
+                ifname: "eth0/1".into(),
+                ..spec()
+            },
+            "invalid interface name \"eth0/1\": contains '/' at byte 4",
+        );
+    }
+
+    #[test]
+    fn route_messages() {
+        let via = route_message(
+            &RouteSpec {
+                dst: "172.30.1.2/16".parse().unwrap(),
+                via: Some(Ipv4Addr::new(10, 128, 0, 1)),
+            },
+            7,
+            RouteProtocol::Static,
+        );
+        assert_eq!(via.header.destination_prefix_length, 16);
+        assert_eq!(via.header.scope, RouteScope::Universe);
+        assert!(via
+            .attributes
+            .contains(&RouteAttribute::Destination(RouteAddress::Inet(
+                Ipv4Addr::new(172, 30, 0, 0)
+            ))));
+        assert!(via.attributes.contains(&RouteAttribute::Oif(7)));
+        let onlink = route_message(
+            &RouteSpec {
+                dst: "224.0.0.0/4".parse().unwrap(),
+                via: None,
+            },
+            7,
+            RouteProtocol::Static,
+        );
+        assert_eq!(onlink.header.scope, RouteScope::Link);
+        assert!(!onlink
+            .attributes
+            .iter()
+            .any(|a| matches!(a, RouteAttribute::Gateway(_))));
+        // The parser used by inspect reads back what we build.
+        assert_eq!(
+            pod_route(&onlink, 7),
+            Some(RouteSpec {
+                dst: "224.0.0.0/4".parse().unwrap(),
+                via: None
+            })
+        );
+        assert_eq!(pod_route(&onlink, 8), None);
+    }
+}
