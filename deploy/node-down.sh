@@ -1,24 +1,43 @@
 #!/usr/bin/env bash
-# Tears down what deploy/node-up.sh made: deletes br0 (so ovs-vswitchd removes its tap devices
-# br0 and tun0), removes the userspace datapath, stops the two daemons by their pid files (bounded
-# wait) and removes the run directory. Nothing is left in the host's network.
+# Tears down what deploy/node-up.sh made: deletes the demo pods through sdn-cni (DEL releases
+# their flows, ports, veths and leases) and their network namespaces, stops sdn-agent, removes the
+# agent's iptables chains, deletes br0 (so ovs-vswitchd removes its tap devices br0 and tun0) and
+# the userspace datapath, stops the two OVS daemons by their pid files (bounded wait) and removes
+# the run directory. Nothing is left in the host's network.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 RUNDIR=${SDN_RUNDIR:-/run/sdn-node}
+CNI_BIN=$RUNDIR/cni/bin
 export OVS_RUNDIR=$RUNDIR OVS_LOGDIR=$RUNDIR OVS_DBDIR=$RUNDIR
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+stop() { # pidfile
+  if alive "$1"; then
+    local pid
+    pid=$(cat "$1")
+    kill "$pid"
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$pid" 2>/dev/null && kill -9 "$pid" || true
+  fi
+}
+
+NETCONF="{\"cniVersion\":\"1.0.0\",\"name\":\"sdn\",\"type\":\"sdn-cni\",\"socket\":\"$RUNDIR/cni.sock\"}"
+for ns in $(ip netns list | awk '{print $1}' | grep '^sdn-demo-' || true); do
+  if alive "$RUNDIR/sdn-agent.pid" && [ -x "$CNI_BIN/sdn-cni" ]; then
+    echo "$NETCONF" | env -i CNI_COMMAND=DEL CNI_CONTAINERID="$ns" CNI_NETNS="/run/netns/$ns" \
+      CNI_IFNAME=eth0 "$CNI_BIN/sdn-cni" >/dev/null || echo "DEL $ns failed" >&2
+  fi
+  ip netns del "$ns"
+done
+stop "$RUNDIR/sdn-agent.pid"
+if [ -x target/release/sdn-agent ]; then
+  target/release/sdn-agent remove-host-rules || true
+fi
 if alive "$RUNDIR/ovsdb-server.pid" && alive "$RUNDIR/ovs-vswitchd.pid"; then
   ovs-vsctl --db="unix:$RUNDIR/db.sock" --timeout=10 --if-exists del-br br0 || true
   ctl="$RUNDIR/ovs-vswitchd.$(cat "$RUNDIR/ovs-vswitchd.pid").ctl"
   ovs-appctl -t "$ctl" dpctl/del-dp netdev@ovs-netdev >/dev/null 2>&1 || true
 fi
-for d in ovs-vswitchd ovsdb-server; do
-  pidfile="$RUNDIR/$d.pid"
-  if alive "$pidfile"; then
-    pid=$(cat "$pidfile")
-    kill "$pid"
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$pid" 2>/dev/null && kill -9 "$pid" || true
-  fi
-done
+stop "$RUNDIR/ovs-vswitchd.pid"
+stop "$RUNDIR/ovsdb-server.pid"
 rm -rf "$RUNDIR"
 echo "node down"

@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # Brings up a standalone SDN node on this machine, on real Open vSwitch (userspace datapath, so no
-# kernel module is needed): installs missing packages, builds the workspace, starts a private
-# ovsdb-server + ovs-vswitchd under $SDN_RUNDIR (default /run/sdn-node, left running), and runs
-# `sdn-agent setup`, which creates br0 with vxlan0 (ofport 1) and tun0 (ofport 2) over OVSDB,
-# registers the pipeline's table names and installs the pipeline flows over OpenFlow.
-# Idempotent: a second run changes nothing. Stop with: deploy/node-down.sh
+# kernel module is needed), and shows pods talking through it:
+#   1. installs missing packages and builds sdn-agent and sdn-cni (release);
+#   2. starts a private ovsdb-server + ovs-vswitchd under $SDN_RUNDIR (default /run/sdn-node);
+#   3. starts sdn-agent in standalone mode (cluster state in $SDN_RUNDIR/state), which sets up br0,
+#      vxlan0, tun0 (gateway 10.128.0.1), iptables and the pipeline, then writes its CNI config;
+#   4. creates $SDN_DEMO_PODS (default 3) pods as network namespaces sdn-demo-N through the real
+#      sdn-cni plugin, pings every pair and the gateway, and prints `ovs-ofctl --names dump-flows br0`.
+# Everything stays running until deploy/node-down.sh. Idempotent: a second run starts nothing
+# twice and re-uses the pods that exist.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNDIR=${SDN_RUNDIR:-/run/sdn-node}
+PODS=${SDN_DEMO_PODS:-3}
+CNI_BIN=$RUNDIR/cni/bin
+CNI_CONF=$RUNDIR/cni/net.d
 
 export DEBIAN_FRONTEND=noninteractive
 need=()
@@ -19,8 +26,10 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 cargo build --release -p agent
+cargo build --profile release-small -p cni-shim
 
-mkdir -p "$RUNDIR"
+mkdir -p "$RUNDIR" "$CNI_BIN" "$CNI_CONF"
+install -m 0755 target/release-small/sdn-cni "$CNI_BIN/sdn-cni"
 export OVS_RUNDIR=$RUNDIR OVS_LOGDIR=$RUNDIR OVS_DBDIR=$RUNDIR
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 if ! alive "$RUNDIR/ovsdb-server.pid"; then
@@ -34,10 +43,65 @@ if ! alive "$RUNDIR/ovs-vswitchd.pid"; then
     --log-file="$RUNDIR/ovs-vswitchd.log"
 fi
 
-target/release/sdn-agent setup --ovsdb "unix:$RUNDIR/db.sock" --rundir "$RUNDIR" \
-  --datapath-type netdev
+if ! alive "$RUNDIR/sdn-agent.pid"; then
+  rm -f "$CNI_CONF/10-sdn.conflist"
+  setsid target/release/sdn-agent run \
+    --node-name "$(hostname | tr 'A-Z_' 'a-z-')" \
+    --datapath-type netdev \
+    --ovsdb "unix:$RUNDIR/db.sock" \
+    --bridge-mgmt "$RUNDIR/br0.mgmt" \
+    --cni-socket "$RUNDIR/cni.sock" \
+    --ipam-dir "$RUNDIR/ipam" \
+    --cni-conf-dir "$CNI_CONF" \
+    --cluster-state "standalone:$RUNDIR/state" \
+    </dev/null >>"$RUNDIR/sdn-agent.log" 2>&1 &
+  echo $! >"$RUNDIR/sdn-agent.pid"
+fi
+# The agent writes its CNI config only when the node is ready.
+for _ in $(seq 300); do
+  [ -f "$CNI_CONF/10-sdn.conflist" ] && break
+  alive "$RUNDIR/sdn-agent.pid" || { echo "sdn-agent exited:" >&2; tail -20 "$RUNDIR/sdn-agent.log" >&2; exit 1; }
+  sleep 0.1
+done
+[ -f "$CNI_CONF/10-sdn.conflist" ] || { echo "sdn-agent not ready after 30 s:" >&2; tail -20 "$RUNDIR/sdn-agent.log" >&2; exit 1; }
+echo "sdn-agent ready (log: $RUNDIR/sdn-agent.log)"
+
+# Pods: network namespaces wired by the real plugin, exactly as a runtime would call it.
+NETCONF="{\"cniVersion\":\"1.0.0\",\"name\":\"sdn\",\"type\":\"sdn-cni\",\"socket\":\"$RUNDIR/cni.sock\"}"
+ips=()
+for i in $(seq "$PODS"); do
+  ns=sdn-demo-$i
+  if ! ip netns list | grep -qw "$ns"; then
+    ip netns add "$ns"
+  fi
+  ip=$(ip -n "$ns" -4 -o addr show dev eth0 2>/dev/null | awk '{print $4}' | cut -d/ -f1 || true)
+  if [ -z "$ip" ]; then
+    out=$(echo "$NETCONF" | env -i CNI_COMMAND=ADD CNI_CONTAINERID="$ns" CNI_NETNS="/run/netns/$ns" \
+      CNI_IFNAME=eth0 CNI_ARGS="K8S_POD_NAMESPACE=default;K8S_POD_NAME=demo-$i" CNI_PATH="$CNI_BIN" \
+      "$CNI_BIN/sdn-cni") || { echo "ADD $ns failed: $out" >&2; exit 1; }
+    ip=$(ip -n "$ns" -4 -o addr show dev eth0 | awk '{print $4}' | cut -d/ -f1)
+  fi
+  echo "pod $ns: $ip"
+  ips+=("$ip")
+done
 
 echo
-echo "node up: br0 on $RUNDIR (ovsdb unix:$RUNDIR/db.sock)"
-echo "  ovs-vsctl --db=unix:$RUNDIR/db.sock show"
+for i in $(seq "$PODS"); do
+  for j in $(seq "$PODS"); do
+    [ "$i" = "$j" ] && continue
+    if ip netns exec "sdn-demo-$i" ping -c 1 -W 2 "${ips[$((j-1))]}" >/dev/null; then
+      echo "sdn-demo-$i -> sdn-demo-$j (${ips[$((j-1))]}): ok"
+    else
+      echo "sdn-demo-$i -> sdn-demo-$j (${ips[$((j-1))]}): FAILED" >&2; exit 1
+    fi
+  done
+  ip netns exec "sdn-demo-$i" ping -c 1 -W 2 10.128.0.1 >/dev/null && echo "sdn-demo-$i -> gateway: ok"
+done
+
+echo
+ovs-ofctl -O OpenFlow13 --names dump-flows "unix:$RUNDIR/br0.mgmt"
+echo
+echo "node up: br0 on $RUNDIR; pods sdn-demo-1..$PODS (ip netns exec sdn-demo-1 ping ${ips[0]})"
+echo "  CNI config: $CNI_CONF/10-sdn.conflist   plugin: $CNI_BIN/sdn-cni"
 echo "  ovs-ofctl -O OpenFlow13 --names dump-flows unix:$RUNDIR/br0.mgmt"
+echo "  stop everything: deploy/node-down.sh"

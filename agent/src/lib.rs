@@ -11,5 +11,6 @@ pub mod config;
 pub mod ipam;
 pub mod iptables;
 pub mod netlink;
-pub mod setup;
+pub mod node;
+pub mod pods;
 pub mod switch;

@@ -1,23 +1,16 @@
-//! `sdn-agent`: the node agent. It owns `br0` over OVSDB and OpenFlow, serves the CNI shim and
-//! programs the pipeline.
-//!
-//! What exists today is `sdn-agent setup`: the agent's start-up sequence up to the pods. It
-//! ensures `br0`, `vxlan0` (ofport 1) and `tun0` (ofport 2) in one OVSDB client session,
-//! registers every table name, and replaces the base flows (cookie `0x1`) with the ones built by
-//! the `flows` crate in one atomic OpenFlow bundle. It is idempotent and never deletes the bridge,
-//! so running it again on a configured node changes nothing and interrupts nothing. The CNI
-//! server, pods and cluster state arrive with the node issue.
-
-use agent::setup;
+//! `sdn-agent`: the node agent. It owns `br0` over OVSDB and OpenFlow, serves the CNI shim on a
+//! root-only Unix socket and programs the pipeline of `pipeline.md` (see `agent::node` for the
+//! start-up order). SIGTERM or SIGINT stops serving and removes the CNI config file; pods, ports
+//! and flows stay in place, so a restart (even after SIGKILL) causes no data-plane gap.
 
 use anyhow::{bail, Context, Result};
+use tokio::signal::unix::{signal, SignalKind};
 
-const USAGE: &str = "usage: sdn-agent setup [--ovsdb unix:/run/openvswitch/db.sock] \
-[--rundir /run/openvswitch] [--datapath-type netdev|system] [--mode subnet|multitenant] \
-[--node-ip 172.17.0.2] [--local-subnet 10.128.0.0/23] [--cluster-network 10.128.0.0/14] \
-[--service-cidr 172.30.0.0/16] [--vxlan-port 4789] [--mtu 1450]";
+fn usage() -> String {
+    format!("usage: sdn-agent [run] [flags]\n       sdn-agent remove-host-rules   (node teardown: the iptables chains of the agent)\n\nflags:\n{}", agent::config::FLAGS)
+}
 
-#[tokio::main(flavor = "current_thread")]
+#[tokio::main]
 async fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -25,14 +18,39 @@ async fn main() -> Result<()> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
-        Some("setup") => {
-            let opts = setup::Options::parse(&args[1..]).context(USAGE)?;
-            setup::run(&opts).await
+        Some("-h" | "--help" | "help") => {
+            eprintln!("{}", usage());
+            return Ok(());
         }
-        Some("-h" | "--help") | None => bail!("{USAGE}"),
-        Some(other) => bail!("unknown command {other:?}\n{USAGE}"),
+        Some("run") => {
+            args.remove(0);
+        }
+        Some("remove-host-rules") => {
+            // Teardown of a node: the agent's iptables chains and the jumps to them.
+            return agent::iptables::remove()
+                .await
+                .context("removing the agent's iptables rules");
+        }
+        Some(a) if !a.starts_with("--") => bail!("unknown command {a:?}\n{}", usage()),
+        _ => {}
     }
+    let cfg = agent::config::Config::from_args(&args)
+        .context("bad configuration (see sdn-agent --help)")?;
+    let node = agent::node::Node::start(cfg).await?;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    node.run_until(async {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
+    .await;
+    tracing::info!("stopping (pods keep running)");
+    node.stop().await;
+    Ok(())
 }

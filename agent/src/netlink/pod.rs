@@ -329,17 +329,21 @@ impl Netlink {
                             netns: format!("netns {}", netns.display()),
                         })?;
                     let index = link.header.index;
-                    let (addresses, routes) = tokio::join!(
-                        h.address()
-                            .get()
-                            .set_link_index_filter(index)
-                            .execute()
-                            .try_collect::<Vec<_>>(),
-                        h.route()
-                            .get(RouteMessageBuilder::<Ipv4Addr>::new().build())
-                            .execute()
-                            .try_collect::<Vec<_>>()
-                    );
+                    // One dump at a time: the kernel answers EBUSY to a second dump on a
+                    // netlink socket while the first is running.
+                    let addresses = h
+                        .address()
+                        .get()
+                        .set_link_index_filter(index)
+                        .execute()
+                        .try_collect::<Vec<_>>()
+                        .await;
+                    let routes = h
+                        .route()
+                        .get(RouteMessageBuilder::<Ipv4Addr>::new().build())
+                        .execute()
+                        .try_collect::<Vec<_>>()
+                        .await;
                     let addresses = addresses
                         .map_err(|e| NetlinkError::nl(in_netns("listing the addresses"), e))?;
                     let routes =

@@ -1,0 +1,411 @@
+//! The agent's start-up and its long-running loops.
+//!
+//! Start-up runs in the order the node needs and every step is idempotent, so a second start on
+//! a configured node changes nothing and never deletes the bridge: cluster state (this node's
+//! HostSubnet), `br0`, `vxlan0` at ofport 1 and `tun0` at ofport 2, tun0's gateway address, MTU
+//! and routes, `net.ipv4.ip_forward`, the host iptables rules, the flow table names; then the pod
+//! table is rebuilt from the pod ports' `external_ids`, and the whole desired flow set (base +
+//! pods + VNID rows) is diffed against `br0` and only the difference is applied, in one bundle.
+//! Only then is the node ready: the CNI server listens and the CNI network config file is
+//! written into the CNI conf dir (that file is how runtimes learn that the node is ready).
+//!
+//! After start-up a loop keeps the bridge right: when the OpenFlow connection had to be re-opened
+//! (ovs-vswitchd restarted, flows possibly lost) or periodically, it reconciles again.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use flows::{base_flows, NodeConfig, Table};
+use ipnet::Ipv4Net;
+use ovs::flow::Flow;
+use ovs::openflow::DumpFilter;
+use ovs::ovsdb::{self, BridgeSpec, FailMode, PortSpec};
+
+use crate::cluster::{self, ClusterSource, ClusterState};
+use crate::cni::{self, AddResult, CniError, Request};
+use crate::config::{ClusterStateSource, Config};
+use crate::ipam;
+use crate::iptables;
+use crate::netlink::Netlink;
+use crate::pods::{PodNetwork, Pods, BRIDGE};
+use crate::switch::Switch;
+
+/// A running node agent.
+#[derive(Debug)]
+pub struct Node {
+    /// The configuration it runs with.
+    pub config: Config,
+    /// Base pipeline inputs, resolved from the cluster state.
+    pub node: NodeConfig,
+    /// The pods.
+    pub pods: Arc<Pods>,
+    /// The OpenFlow side of br0.
+    pub switch: Arc<Switch>,
+    db: ovsdb::Client,
+    base: Vec<Flow>,
+    server: Option<cni::ServerHandle>,
+    conf_file: PathBuf,
+    _cluster: cluster::StandaloneSource,
+}
+
+/// Resolves the node's NodeConfig from the cluster state.
+fn node_config(cfg: &Config, state: &ClusterState) -> Result<NodeConfig> {
+    let hs = state.host_subnet_of(&cfg.node_name).with_context(|| {
+        format!(
+            "no HostSubnet for node {:?} in the cluster state; create one (host: {}, subnet: a \
+             free /{} of the cluster network)",
+            cfg.node_name,
+            cfg.node_name,
+            cfg.cluster_networks[0].node_prefix()
+        )
+    })?;
+    let local_subnet: Ipv4Net = hs
+        .subnet
+        .parse()
+        .with_context(|| format!("HostSubnet {} subnet {:?}", cfg.node_name, hs.subnet))?;
+    let node_ip: Ipv4Addr = match cfg.node_ip {
+        Some(ip) => ip,
+        None => state
+            .host_ip_of(&cfg.node_name)
+            .with_context(|| format!("HostSubnet {} hostIP {:?}", cfg.node_name, hs.host_ip))?,
+    };
+    Ok(NodeConfig {
+        mode: cfg.mode(),
+        node_ip,
+        local_subnet,
+        cluster_networks: cfg.cluster_cidrs(),
+        service_cidr: cfg.service_network,
+        vxlan_port: cfg.vxlan_port,
+    })
+}
+
+impl Node {
+    /// Runs the start-up sequence and starts serving. Returns when the node is ready.
+    pub async fn start(cfg: Config) -> Result<Node> {
+        // Cluster state.
+        let (source, state) = match &cfg.cluster_state {
+            ClusterStateSource::Standalone(dir) => {
+                cluster::seed(
+                    dir,
+                    &cfg.node_name,
+                    cfg.node_ip,
+                    &cluster::ClusterNetworkSpec::from_config(&cfg),
+                )
+                .with_context(|| format!("preparing the cluster state in {}", dir.display()))?;
+                let src = cluster::StandaloneSource::start(dir, Duration::from_millis(500))
+                    .with_context(|| format!("watching the cluster state in {}", dir.display()))?;
+                let rx = src.subscribe();
+                (src, rx)
+            }
+            ClusterStateSource::Kubernetes => {
+                bail!("--cluster-state kubernetes is not available yet; use standalone:<dir>")
+            }
+        };
+        let snapshot = state.borrow().clone();
+        let node = node_config(&cfg, &snapshot)?;
+        let gw = node.gateway();
+        tracing::info!(
+            node = %cfg.node_name, subnet = %node.local_subnet, gateway = %gw,
+            node_ip = %node.node_ip, mode = node.mode.name(), "starting"
+        );
+
+        // OVS: bridge and the two fixed ports.
+        let db = ovsdb::Client::connect(&cfg.ovsdb).await.with_context(|| {
+            format!(
+                "cannot reach ovsdb-server at {}: is Open vSwitch running?",
+                cfg.ovsdb
+            )
+        })?;
+        let spec = BridgeSpec {
+            datapath_type: cfg.datapath_type.clone(),
+            fail_mode: Some(FailMode::Secure),
+            protocols: vec!["OpenFlow13".into()],
+            other_config: BTreeMap::new(),
+        };
+        db.ensure_bridge(BRIDGE, &spec).await?;
+        let mut vxlan = PortSpec::new("vxlan0", "vxlan");
+        vxlan.options = BTreeMap::from([
+            ("remote_ip".to_string(), "flow".to_string()),
+            ("key".to_string(), "flow".to_string()),
+            ("dst_port".to_string(), cfg.vxlan_port.to_string()),
+        ]);
+        vxlan.ofport_request = Some(1);
+        let mut tun = PortSpec::new("tun0", "internal");
+        tun.ofport_request = Some(2);
+        tun.mtu_request = Some(cfg.mtu);
+        for port in [vxlan, tun] {
+            let ofport = db.add_port(BRIDGE, &port).await?;
+            if ofport != u32::from(port.ofport_request.unwrap_or(0)) {
+                bail!(
+                    "{} has ofport {ofport} on {BRIDGE}, the pipeline needs {}; another port \
+                     took it: remove that port or the bridge and start again",
+                    port.name,
+                    port.ofport_request.unwrap_or(0)
+                );
+            }
+        }
+
+        // Host side: tun0 address, MTU, routes; forwarding; iptables.
+        let netlink = Netlink::new().context("opening rtnetlink")?;
+        let mut routes: Vec<Ipv4Net> = node.cluster_networks.clone();
+        routes.push(node.service_cidr);
+        let gw_addr = Ipv4Net::new(gw, node.local_subnet.prefix_len())?;
+        netlink
+            .configure_gateway("tun0", gw_addr, cfg.mtu, &routes)
+            .await
+            .context("configuring tun0")?;
+        crate::netlink::enable_ip_forward().context("enabling net.ipv4.ip_forward")?;
+        iptables::sync(&iptables::HostRules {
+            cluster_networks: node.cluster_networks.clone(),
+            service_cidr: node.service_cidr,
+            vxlan_port: node.vxlan_port,
+        })
+        .await
+        .context("installing the host iptables rules")?;
+
+        // Flows: table names, then everything in one diff.
+        let names: Vec<(u8, &str)> = Table::names().collect();
+        db.set_flow_table_names(BRIDGE, &names).await?;
+        let switch = Arc::new(
+            Switch::connect(&cfg.bridge_mgmt)
+                .await
+                .with_context(|| format!("opening OpenFlow to {}", cfg.bridge_mgmt.display()))?,
+        );
+        let store = ipam::Store::new(&cfg.ipam_dir, &cfg.cni_network_name)
+            .with_context(|| format!("lease directory {}", cfg.ipam_dir.display()))?;
+        let net = PodNetwork {
+            node: node.clone(),
+            mtu: cfg.mtu,
+            tx_checksum_off: cfg.pod_tx_checksum_off(),
+            netnamespace_wait: Duration::from_secs(cfg.netnamespace_wait_seconds),
+        };
+        let pods = Arc::new(Pods::new(
+            net,
+            db.clone(),
+            switch.clone(),
+            netlink,
+            Arc::new(store),
+            state.clone(),
+        ));
+        let (kept, removed) = pods.rebuild_from_ovs().await.map_err(|e| {
+            anyhow::anyhow!("rebuilding the pod table from OVS: {} {}", e.msg, e.details)
+        })?;
+        let base = base_flows(&node);
+        let mut desired = base.clone();
+        desired.extend(pods.desired_flows().await);
+        let stats = switch
+            .reconcile(&DumpFilter::all(), &desired)
+            .await
+            .context("reconciling the flows of br0")?;
+        let orphans = pods
+            .release_orphan_leases(&BTreeSet::new())
+            .await
+            .map_err(|e| anyhow::anyhow!("releasing orphan leases: {} {}", e.msg, e.details))?;
+        tracing::info!(
+            pods = kept,
+            stale_pods_removed = removed,
+            orphan_leases_released = orphans,
+            flows = stats.desired,
+            added = stats.added,
+            deleted = stats.deleted,
+            "br0 reconciled"
+        );
+
+        let mut n = Node {
+            conf_file: cfg
+                .cni_conf_dir
+                .join(format!("10-{}.conflist", cfg.cni_network_name)),
+            config: cfg,
+            node,
+            pods,
+            switch,
+            db,
+            base,
+            server: None,
+            _cluster: source,
+        };
+        n.serve().await?;
+        Ok(n)
+    }
+
+    async fn serve(&mut self) -> Result<()> {
+        let handler = Arc::new(AgentHandler {
+            pods: self.pods.clone(),
+            db: self.db.clone(),
+            switch: self.switch.clone(),
+            version_note: self.base.last().cloned(),
+        });
+        let opts = cni::ServerOptions {
+            request_timeout: Duration::from_secs(self.config.request_timeout_seconds),
+            ..cni::ServerOptions::default()
+        };
+        let server = cni::serve(&self.config.cni_socket, handler, opts)
+            .await
+            .with_context(|| {
+                format!(
+                    "starting the CNI server on {}",
+                    self.config.cni_socket.display()
+                )
+            })?;
+        self.server = Some(server);
+        write_conf(&self.conf_file, &self.config)?;
+        tracing::info!(
+            socket = %self.config.cni_socket.display(), conf = %self.conf_file.display(),
+            "ready"
+        );
+        Ok(())
+    }
+
+    /// Re-applies the whole desired flow set (after an OpenFlow reconnect, or periodically).
+    pub async fn reconcile(&self) -> Result<()> {
+        let mut desired = self.base.clone();
+        desired.extend(self.pods.desired_flows().await);
+        let stats = self.switch.reconcile(&DumpFilter::all(), &desired).await?;
+        if stats.added + stats.deleted > 0 {
+            tracing::warn!(
+                added = stats.added,
+                deleted = stats.deleted,
+                "br0 drifted; repaired"
+            );
+        }
+        Ok(())
+    }
+
+    /// Runs until `shutdown` resolves: reconciles when the OpenFlow connection was re-opened and
+    /// every `period`.
+    pub async fn run_until(&self, shutdown: impl std::future::Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let mut seen = self.switch.generation();
+        let mut tick = tokio::time::interval(Duration::from_secs(30));
+        let mut fast = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => return,
+                _ = tick.tick() => {
+                    if let Err(e) = self.reconcile().await {
+                        tracing::warn!(error = %format!("{e:#}"), "periodic reconcile failed");
+                    }
+                }
+                _ = fast.tick() => {
+                    // Probe the connection; a re-open bumps the generation.
+                    let _ = self.switch.client().await;
+                    let g = self.switch.generation();
+                    if g != seen {
+                        seen = g;
+                        tracing::info!("OpenFlow connection re-opened; reconciling br0");
+                        if let Err(e) = self.reconcile().await {
+                            tracing::warn!(error = %format!("{e:#}"), "reconcile failed");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops serving: removes the CNI config file (runtimes see the node as not ready) and the
+    /// socket. Pods, ports and flows stay: a restart picks them up with no data-plane gap.
+    pub async fn stop(mut self) {
+        if let Err(e) = std::fs::remove_file(&self.conf_file) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(file = %self.conf_file.display(), error = %e, "removing the CNI config");
+            }
+        }
+        if let Some(s) = self.server.take() {
+            s.shutdown(Duration::from_secs(5)).await;
+        }
+    }
+}
+
+/// Writes the CNI network config file (atomically: temp file + rename).
+fn write_conf(path: &Path, cfg: &Config) -> Result<()> {
+    let conf = serde_json::json!({
+        "cniVersion": "1.0.0",
+        "name": cfg.cni_network_name,
+        "plugins": [{
+            "type": "sdn-cni",
+            "socket": cfg.cni_socket,
+            "capabilities": {"portMappings": true},
+        }],
+    });
+    let dir = path.parent().context("CNI conf path has no directory")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(&conf)?)
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// The CNI handler: requests to pod operations.
+#[derive(Debug)]
+struct AgentHandler {
+    pods: Arc<Pods>,
+    db: ovsdb::Client,
+    switch: Arc<Switch>,
+    version_note: Option<Flow>,
+}
+
+impl cni::Handler for AgentHandler {
+    async fn add(&self, req: Request) -> Result<AddResult, CniError> {
+        self.pods.add(&req).await
+    }
+
+    async fn del(&self, req: Request) -> Result<(), CniError> {
+        self.pods.del(&req.container_id, &req.ifname).await
+    }
+
+    async fn check(&self, req: Request) -> Result<(), CniError> {
+        self.pods.check(&req).await
+    }
+
+    async fn gc(&self, req: Request) -> Result<(), CniError> {
+        let Some(list) = req.config.valid_attachments.as_ref() else {
+            return Err(CniError::new(
+                crate::cni::codes::INVALID_CONFIG,
+                "GC without cni.dev/valid-attachments: refusing to remove every attachment",
+                "the runtime must list the attachments to keep (an empty list removes all)",
+            ));
+        };
+        let valid: BTreeSet<(String, String)> = list
+            .iter()
+            .map(|a| (a.container_id.clone(), a.ifname.clone()))
+            .collect();
+        let removed = self.pods.gc(&valid).await?;
+        tracing::info!(removed, valid = valid.len(), "GC done");
+        Ok(())
+    }
+
+    async fn status(&self, _req: Request) -> Result<(), CniError> {
+        if self.db.state() != ovsdb::ConnectionState::Connected {
+            return Err(CniError::new(
+                crate::cni::codes::PLUGIN_NOT_AVAILABLE,
+                "Open vSwitch database is unreachable",
+                format!("the agent is reconnecting to {:?}", self.db.target()),
+            ));
+        }
+        let version = self
+            .switch
+            .dump(&DumpFilter::table(Table::Version.id()))
+            .await
+            .map_err(|e| {
+                CniError::new(
+                    crate::cni::codes::PLUGIN_NOT_AVAILABLE,
+                    "br0 is unreachable over OpenFlow",
+                    e.to_string(),
+                )
+            })?;
+        let want = self.version_note.as_ref();
+        if version.first().map(|f| &f.actions) != want.map(|f| &f.actions) {
+            return Err(CniError::new(
+                crate::cni::codes::PLUGIN_NOT_AVAILABLE,
+                "br0 does not hold the base flows",
+                "the agent is repairing the pipeline; retry shortly",
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,813 @@
+//! Pods: what the CNI server's ADD, DEL, CHECK and GC do on this node.
+//!
+//! An attachment (container id, interface name) is wired in four steps, each undone in reverse
+//! order when a later one fails or the request's deadline passes, so a failed ADD leaves nothing
+//! behind: (1) a host-local compatible lease from the node subnet, (2) a veth pair with the pod
+//! end configured inside the pod's network namespace, (3) the host end as a port of `br0` with
+//! `external_ids` naming the attachment (one OVSDB transaction), (4) the pod's five flows (and
+//! its VNID's table-80 row) in one OpenFlow bundle with the pod's cookie.
+//!
+//! Everything DEL needs is derived from the attachment itself: the host veth name and the flow
+//! cookie are hashes of `(container id, ifname)`, and the lease is found by container id and
+//! ifname. DEL therefore works when the agent has no memory of the pod (after a restart), when
+//! the netns or the veth is already gone, and when it is called twice.
+//!
+//! The pod table is rebuilt from OVS after a restart ([`Pods::rebuild_from_ovs`]): the pod ports'
+//! `external_ids` carry the sandbox, IP, namespace, pod name, interface and netns. Flow changes
+//! of all pods go through one lock (`flows`), which also guards the table, so the full
+//! reconcile ([`Pods::desired_flows`]) never races a pod's own bundle.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flows::{pod_cookie, pod_flows, vnid_cookie, vnid_flow, Mode, NodeConfig, PodFlows};
+use ipnet::Ipv4Net;
+use ovs::flow::{Flow, MacAddr};
+use ovs::openflow::{BundleMsg, DumpFilter};
+use ovs::ovsdb::{self, PortSpec};
+use tokio::sync::{watch, Mutex};
+use tokio::time::Instant;
+
+use crate::cluster::ClusterState;
+use crate::cni::{codes, AddResult, CniError, Interface, IpConfig, Request, Route};
+use crate::ipam;
+use crate::netlink::{self, Netlink, PodLinkSpec, RouteSpec};
+use crate::switch::Switch;
+
+/// The bridge pods are plugged into.
+pub const BRIDGE: &str = "br0";
+
+/// `external_ids` keys of a pod port.
+pub mod ids {
+    /// Container (sandbox) id.
+    pub const SANDBOX: &str = "sandbox";
+    /// Pod IPv4 address.
+    pub const IP: &str = "ip";
+    /// Kubernetes namespace (the tenant).
+    pub const NAMESPACE: &str = "namespace";
+    /// Pod name.
+    pub const POD: &str = "pod";
+    /// Interface name inside the pod.
+    pub const IFNAME: &str = "ifname";
+    /// The pod's network namespace path.
+    pub const NETNS: &str = "netns";
+}
+
+/// One attachment of a pod to the node network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pod {
+    /// Container (sandbox) id.
+    pub container_id: String,
+    /// Interface name inside the pod.
+    pub ifname: String,
+    /// Namespace (tenant).
+    pub namespace: String,
+    /// Pod name.
+    pub name: String,
+    /// Network namespace path ("" if unknown).
+    pub netns: String,
+    /// Address.
+    pub ip: Ipv4Addr,
+    /// Host end of the veth (the OVS port name).
+    pub host_veth: String,
+    /// OpenFlow port.
+    pub ofport: u32,
+    /// VNID the flows were installed with.
+    pub vnid: u32,
+}
+
+impl Pod {
+    /// The pod's flow cookie.
+    pub fn cookie(&self) -> u64 {
+        pod_cookie(&self.container_id, &self.ifname)
+    }
+
+    fn flows(&self) -> Vec<Flow> {
+        pod_flows(&PodFlows {
+            ofport: self.ofport,
+            ip: self.ip,
+            vnid: self.vnid,
+            cookie: self.cookie(),
+        })
+    }
+}
+
+type Key = (String, String);
+
+/// Static facts every pod operation needs.
+#[derive(Debug, Clone)]
+pub struct PodNetwork {
+    /// Base pipeline inputs (mode, subnet, cluster networks, service network).
+    pub node: NodeConfig,
+    /// Overlay MTU.
+    pub mtu: u32,
+    /// Turn tx checksum offload off in pods.
+    pub tx_checksum_off: bool,
+    /// How long an ADD waits for its namespace's NetNamespace.
+    pub netnamespace_wait: Duration,
+}
+
+impl PodNetwork {
+    /// The routes a pod gets: default and service network via the gateway, cluster networks and
+    /// multicast on-link.
+    pub fn routes(&self) -> Vec<RouteSpec> {
+        let gw = Some(self.node.gateway());
+        let mut r = vec![
+            RouteSpec {
+                dst: Ipv4Net::default(),
+                via: gw,
+            },
+            RouteSpec {
+                dst: self.node.service_cidr,
+                via: gw,
+            },
+        ];
+        for cn in &self.node.cluster_networks {
+            r.push(RouteSpec {
+                dst: *cn,
+                via: None,
+            });
+        }
+        r.push(RouteSpec {
+            dst: Ipv4Net::new(Ipv4Addr::new(224, 0, 0, 0), 4).expect("constant"),
+            via: None,
+        });
+        r
+    }
+
+    fn range(&self) -> ipam::Range {
+        ipam::Range {
+            subnet: self.node.local_subnet,
+            gateway: self.node.gateway(),
+            start: None,
+            end: None,
+        }
+    }
+}
+
+/// The node's pods and the machinery to wire them.
+#[derive(Debug)]
+pub struct Pods {
+    net: PodNetwork,
+    db: ovsdb::Client,
+    switch: Arc<Switch>,
+    netlink: Netlink,
+    ipam: Arc<ipam::Store>,
+    cluster: watch::Receiver<Arc<ClusterState>>,
+    table: Mutex<HashMap<Key, Pod>>,
+    in_flight: std::sync::Mutex<BTreeSet<Key>>,
+}
+
+/// Undo steps of a partly done ADD, run in reverse.
+enum Undo {
+    Lease,
+    Veth(String),
+    Port(String),
+    Flows,
+}
+
+impl Pods {
+    /// The pod manager. Nothing is read or changed until a method is called.
+    pub fn new(
+        net: PodNetwork,
+        db: ovsdb::Client,
+        switch: Arc<Switch>,
+        netlink: Netlink,
+        ipam: Arc<ipam::Store>,
+        cluster: watch::Receiver<Arc<ClusterState>>,
+    ) -> Pods {
+        Pods {
+            net,
+            db,
+            switch,
+            netlink,
+            ipam,
+            cluster,
+            table: Mutex::new(HashMap::new()),
+            in_flight: std::sync::Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    /// The network facts.
+    pub fn network(&self) -> &PodNetwork {
+        &self.net
+    }
+
+    /// A snapshot of the pod table.
+    pub async fn list(&self) -> Vec<Pod> {
+        let mut v: Vec<Pod> = self.table.lock().await.values().cloned().collect();
+        v.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        v
+    }
+
+    /// The VNID of `namespace`: 0 in subnet mode; in multitenant mode its NetNamespace's netid,
+    /// waiting up to the configured bound for the NetNamespace to appear.
+    pub async fn vnid_of(&self, namespace: &str) -> Result<u32, CniError> {
+        if self.net.node.mode == Mode::Subnet {
+            return Ok(0);
+        }
+        let mut rx = self.cluster.clone();
+        let wait = self.net.netnamespace_wait;
+        let found = tokio::time::timeout(wait, async {
+            loop {
+                if let Some(v) = rx.borrow_and_update().vnid_of(namespace) {
+                    return Some(v);
+                }
+                if rx.changed().await.is_err() {
+                    return None;
+                }
+            }
+        })
+        .await;
+        match found {
+            Ok(Some(v)) => Ok(v),
+            _ => Err(CniError::new(
+                codes::INTERNAL,
+                format!("namespace {namespace:?} has no NetNamespace (no VNID)"),
+                format!(
+                    "waited {}s; create it (sdnctl create-namespace {namespace}) or use an \
+                     existing namespace, then retry",
+                    wait.as_secs()
+                ),
+            )),
+        }
+    }
+
+    /// CNI ADD.
+    pub async fn add(&self, req: &Request) -> Result<AddResult, CniError> {
+        let key = (req.container_id.clone(), req.ifname.clone());
+        if let Some(p) = self.table.lock().await.get(&key) {
+            return Err(CniError::new(
+                codes::INTERNAL,
+                format!(
+                    "container {} already has interface {} (ip {})",
+                    p.container_id, p.ifname, p.ip
+                ),
+                "DEL the attachment before adding it again".to_string(),
+            ));
+        }
+        let netns = req.netns.clone().ok_or_else(|| {
+            CniError::new(
+                codes::INVALID_ENV,
+                "CNI_NETNS is required for ADD",
+                String::new(),
+            )
+        })?;
+        let namespace = req
+            .args
+            .pod_namespace()
+            .map(str::to_string)
+            .or_else(|| req.config.namespace.clone())
+            .unwrap_or_else(|| "default".to_string());
+        let name = req
+            .args
+            .pod_name()
+            .map(str::to_string)
+            .unwrap_or_else(|| req.container_id.chars().take(12).collect());
+        let vnid = self.vnid_of(&namespace).await?;
+        let requested = match req.args.ip() {
+            None => None,
+            Some(r) => {
+                let len = self.net.node.local_subnet.prefix_len();
+                if r.prefix_len.is_some_and(|l| l != len) {
+                    return Err(CniError::new(
+                        codes::INVALID_ENV,
+                        format!(
+                            "CNI_ARGS IP={}/{} does not match the node subnet {}",
+                            r.addr,
+                            r.prefix_len.unwrap_or(0),
+                            self.net.node.local_subnet
+                        ),
+                        format!(
+                            "ask for an address of {} (or leave IP out)",
+                            self.net.node.local_subnet
+                        ),
+                    ));
+                }
+                Some(r.addr)
+            }
+        };
+
+        let mut done = Vec::new();
+        self.lock_in_flight().insert(key.clone());
+        let result = self
+            .add_steps(req, &netns, namespace, name, vnid, requested, &mut done)
+            .await;
+        self.lock_in_flight().remove(&key);
+        match result {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                tracing::warn!(error = %e.msg, details = %e.details, steps = done.len(), "ADD failed; undoing");
+                self.undo(&req.container_id, &req.ifname, done).await;
+                Err(e)
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn add_steps(
+        &self,
+        req: &Request,
+        netns: &std::path::Path,
+        namespace: String,
+        name: String,
+        vnid: u32,
+        requested: Option<Ipv4Addr>,
+        done: &mut Vec<Undo>,
+    ) -> Result<AddResult, CniError> {
+        let (id, ifname) = (req.container_id.as_str(), req.ifname.as_str());
+        let deadline = req.deadline;
+        let check_deadline = |step: &str| {
+            if Instant::now() >= deadline {
+                Err(CniError::new(
+                    codes::TRY_AGAIN_LATER,
+                    format!("deadline passed before {step}"),
+                    "the request was undone; retry",
+                ))
+            } else {
+                Ok(())
+            }
+        };
+
+        // 1. Lease.
+        let store = self.ipam.clone();
+        let range = self.net.range();
+        let (cid, ifn) = (id.to_string(), ifname.to_string());
+        let lease =
+            tokio::task::spawn_blocking(move || store.allocate(&range, &cid, &ifn, requested))
+                .await
+                .map_err(|e| CniError::new(codes::INTERNAL, "IPAM task failed", e.to_string()))?
+                .map_err(ipam_error)?;
+        done.push(Undo::Lease);
+        let ip = lease.ip;
+        check_deadline("creating the veth")?;
+
+        // 2. Veth.
+        let host_veth = netlink::host_veth_name(id, ifname);
+        let mac = MacAddr::from_pod_ip(ip);
+        let spec = PodLinkSpec {
+            netns: netns.to_path_buf(),
+            ifname: ifname.to_string(),
+            host_ifname: host_veth.clone(),
+            mac: mac.0,
+            address: Ipv4Net::new(ip, self.net.node.local_subnet.prefix_len())
+                .expect("prefix of a valid subnet"),
+            gateway: self.net.node.gateway(),
+            // The default route is always added by create_pod_link.
+            routes: self
+                .net
+                .routes()
+                .into_iter()
+                .filter(|r| r.dst.prefix_len() > 0)
+                .collect(),
+            mtu: self.net.mtu,
+            tx_checksum_off: self.net.tx_checksum_off,
+        };
+        done.push(Undo::Veth(host_veth.clone()));
+        let link = self
+            .netlink
+            .create_pod_link(&spec)
+            .await
+            .map_err(netlink_error)?;
+        check_deadline("adding the OVS port")?;
+
+        // 3. OVS port.
+        let mut port = PortSpec::new(host_veth.clone(), "");
+        port.external_ids = BTreeMap::from([
+            (ids::SANDBOX.to_string(), id.to_string()),
+            (ids::IP.to_string(), ip.to_string()),
+            (ids::NAMESPACE.to_string(), namespace.clone()),
+            (ids::POD.to_string(), name.clone()),
+            (ids::IFNAME.to_string(), ifname.to_string()),
+            (ids::NETNS.to_string(), netns.display().to_string()),
+        ]);
+        done.push(Undo::Port(host_veth.clone()));
+        let ofport = self.db.add_port(BRIDGE, &port).await.map_err(|e| {
+            CniError::new(
+                codes::INTERNAL,
+                format!("adding port {host_veth} to {BRIDGE}"),
+                e.to_string(),
+            )
+        })?;
+        check_deadline("installing the pod's flows")?;
+
+        // 4. Flows, under the table lock so a reconcile never sees half a pod.
+        let pod = Pod {
+            container_id: id.to_string(),
+            ifname: ifname.to_string(),
+            namespace,
+            name,
+            netns: netns.display().to_string(),
+            ip,
+            host_veth: host_veth.clone(),
+            ofport,
+            vnid,
+        };
+        {
+            let mut table = self.table.lock().await;
+            done.push(Undo::Flows);
+            let mut msgs = vec![BundleMsg::delete_by_cookie(pod.cookie(), u64::MAX)];
+            msgs.extend(pod.flows().into_iter().map(BundleMsg::add));
+            if self.net.node.mode == Mode::Multitenant {
+                msgs.extend(vnid_flow(vnid).map(BundleMsg::add));
+            }
+            self.switch.bundle(&msgs).await.map_err(|e| {
+                CniError::new(
+                    codes::INTERNAL,
+                    format!("installing the flows of {host_veth}"),
+                    e.to_string(),
+                )
+            })?;
+            table.insert((pod.container_id.clone(), pod.ifname.clone()), pod.clone());
+        }
+        tracing::info!(
+            sandbox = %id, ifname, namespace = %pod.namespace, pod = %pod.name, %ip, ofport, vnid,
+            "pod wired"
+        );
+        Ok(self.result(req, &pod, &link.host_mac))
+    }
+
+    fn result(&self, req: &Request, pod: &Pod, host_mac: &[u8; 6]) -> AddResult {
+        let mut r = req.config.prev_result.clone().unwrap_or_default();
+        let host_index = r.interfaces.len();
+        r.interfaces.push(Interface {
+            name: pod.host_veth.clone(),
+            mac: Some(MacAddr(*host_mac).to_string()),
+            sandbox: None,
+            mtu: Some(self.net.mtu),
+        });
+        r.interfaces.push(Interface {
+            name: pod.ifname.clone(),
+            mac: Some(MacAddr::from_pod_ip(pod.ip).to_string()),
+            sandbox: Some(pod.netns.clone()),
+            mtu: Some(self.net.mtu),
+        });
+        r.ips.push(IpConfig {
+            address: Ipv4Net::new(pod.ip, self.net.node.local_subnet.prefix_len())
+                .expect("prefix of a valid subnet"),
+            gateway: Some(self.net.node.gateway()),
+            interface: Some(host_index + 1),
+        });
+        for route in self.net.routes() {
+            r.routes.push(Route {
+                dst: route.dst,
+                gw: route.via,
+            });
+        }
+        r
+    }
+
+    async fn undo(&self, id: &str, ifname: &str, done: Vec<Undo>) {
+        for step in done.into_iter().rev() {
+            let outcome = match &step {
+                Undo::Flows => self.remove_flows(id, ifname).await.map_err(|e| e.msg),
+                Undo::Port(p) => self
+                    .db
+                    .delete_port(BRIDGE, p)
+                    .await
+                    .map_err(|e| e.to_string()),
+                Undo::Veth(v) => self
+                    .netlink
+                    .delete_host_veth(v)
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.to_string()),
+                Undo::Lease => self
+                    .release_lease(id, ifname)
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.msg),
+            };
+            if let Err(e) = outcome {
+                tracing::error!(sandbox = %id, ifname, error = %e, "undo step failed");
+            }
+        }
+    }
+
+    /// Removes the pod's flows (and its VNID's table-80 row if it was the VNID's last local pod)
+    /// and forgets the pod.
+    async fn remove_flows(&self, id: &str, ifname: &str) -> Result<(), CniError> {
+        let mut table = self.table.lock().await;
+        let gone = table.remove(&(id.to_string(), ifname.to_string()));
+        let mut msgs = vec![BundleMsg::delete_by_cookie(
+            pod_cookie(id, ifname),
+            u64::MAX,
+        )];
+        if let Some(p) = &gone {
+            if self.net.node.mode == Mode::Multitenant
+                && p.vnid != 0
+                && !table.values().any(|o| o.vnid == p.vnid)
+            {
+                msgs.push(BundleMsg::delete_by_cookie(vnid_cookie(p.vnid), u64::MAX));
+            }
+        }
+        if let Err(e) = self.switch.bundle(&msgs).await {
+            if let Some(p) = gone {
+                table.insert((id.to_string(), ifname.to_string()), p);
+            }
+            return Err(CniError::new(
+                codes::INTERNAL,
+                format!("removing the flows of {id}/{ifname}"),
+                e.to_string(),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn release_lease(&self, id: &str, ifname: &str) -> Result<Vec<Ipv4Addr>, CniError> {
+        let store = self.ipam.clone();
+        let (cid, ifn) = (id.to_string(), ifname.to_string());
+        tokio::task::spawn_blocking(move || store.release(&cid, &ifn))
+            .await
+            .map_err(|e| CniError::new(codes::INTERNAL, "IPAM task failed", e.to_string()))?
+            .map_err(ipam_error)
+    }
+
+    fn lock_in_flight(&self) -> std::sync::MutexGuard<'_, BTreeSet<Key>> {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    async fn in_flight(&self, key: &Key) -> bool {
+        self.lock_in_flight().contains(key)
+    }
+
+    /// CNI DEL: idempotent, complete without a netns, a veth or any memory of the pod.
+    pub async fn del(&self, id: &str, ifname: &str) -> Result<(), CniError> {
+        self.remove_flows(id, ifname).await?;
+        let veth = netlink::host_veth_name(id, ifname);
+        self.db.delete_port(BRIDGE, &veth).await.map_err(|e| {
+            CniError::new(
+                codes::INTERNAL,
+                format!("deleting port {veth} from {BRIDGE}"),
+                e.to_string(),
+            )
+        })?;
+        self.netlink
+            .delete_host_veth(&veth)
+            .await
+            .map_err(netlink_error)?;
+        let released = self.release_lease(id, ifname).await?;
+        tracing::info!(sandbox = %id, ifname, ?released, "pod removed");
+        Ok(())
+    }
+
+    /// CNI CHECK: the interface, address, routes, OVS port and flows are as ADD left them.
+    pub async fn check(&self, req: &Request) -> Result<(), CniError> {
+        let (id, ifname) = (req.container_id.as_str(), req.ifname.as_str());
+        let pod = self
+            .table
+            .lock()
+            .await
+            .get(&(id.to_string(), ifname.to_string()))
+            .cloned()
+            .ok_or_else(|| {
+                CniError::new(
+                    3,
+                    format!("container {id} has no interface {ifname} on this node"),
+                    String::new(),
+                )
+            })?;
+        let drift = |what: String| {
+            CniError::new(
+                codes::INTERNAL,
+                format!("{id}/{ifname}: {what}"),
+                String::new(),
+            )
+        };
+        if let Some(prev) = &req.config.prev_result {
+            if !prev.ips.iter().any(|c| c.address.addr() == pod.ip) {
+                return Err(drift(format!(
+                    "prevResult does not hold the pod's address {}",
+                    pod.ip
+                )));
+            }
+        }
+        let netns = req
+            .netns
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(&pod.netns));
+        let state = self
+            .netlink
+            .inspect_pod_interface(&netns, ifname)
+            .await
+            .map_err(|e| drift(e.to_string()))?;
+        let mac = MacAddr::from_pod_ip(pod.ip);
+        if state.mac != mac.0 {
+            return Err(drift(format!(
+                "MAC is {} instead of {mac}",
+                MacAddr(state.mac)
+            )));
+        }
+        let addr = Ipv4Net::new(pod.ip, self.net.node.local_subnet.prefix_len())
+            .expect("prefix of a valid subnet");
+        if !state.addresses.contains(&addr) {
+            return Err(drift(format!(
+                "address {addr} missing (has {:?})",
+                state.addresses
+            )));
+        }
+        if state.mtu != self.net.mtu {
+            return Err(drift(format!(
+                "MTU is {} instead of {}",
+                state.mtu, self.net.mtu
+            )));
+        }
+        if !state.up {
+            return Err(drift(format!("{ifname} is down")));
+        }
+        for want in self.net.routes() {
+            if !state.routes.contains(&want) {
+                return Err(drift(format!("route {want} missing")));
+            }
+        }
+        let port = self
+            .db
+            .find_interfaces_by_external_id(ids::SANDBOX, id)
+            .into_iter()
+            .find(|i| i.external_ids.get(ids::IFNAME).map(String::as_str) == Some(ifname));
+        match port {
+            Some(i) if i.ofport == Some(i64::from(pod.ofport)) => {}
+            Some(i) => {
+                return Err(drift(format!(
+                    "OVS port {} has ofport {:?} instead of {}",
+                    i.name, i.ofport, pod.ofport
+                )))
+            }
+            None => return Err(drift(format!("no OVS port {} on {BRIDGE}", pod.host_veth))),
+        }
+        let mut have = self
+            .switch
+            .dump(&DumpFilter::cookie(pod.cookie(), u64::MAX))
+            .await
+            .map_err(|e| drift(format!("dumping flows: {e}")))?;
+        let mut want = pod.flows();
+        let text = |v: &mut Vec<Flow>| {
+            let mut t: Vec<String> = v.iter().map(ToString::to_string).collect();
+            t.sort();
+            t
+        };
+        let (have, want) = (text(&mut have), text(&mut want));
+        if have != want {
+            let missing: Vec<&String> = want.iter().filter(|w| !have.contains(w)).collect();
+            let extra: Vec<&String> = have.iter().filter(|h| !want.contains(h)).collect();
+            return Err(drift(format!(
+                "flows differ from the pod's: missing {missing:?}, unexpected {extra:?}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// CNI GC: removes every attachment not in `valid` (container id, ifname), and leases that
+    /// belong to no attachment on this node.
+    pub async fn gc(&self, valid: &BTreeSet<Key>) -> Result<usize, CniError> {
+        let stale: Vec<Key> = self
+            .table
+            .lock()
+            .await
+            .keys()
+            .filter(|k| !valid.contains(*k))
+            .cloned()
+            .collect();
+        let mut removed = 0;
+        for (id, ifname) in &stale {
+            self.del(id, ifname).await?;
+            removed += 1;
+        }
+        removed += self.release_orphan_leases(valid).await?;
+        Ok(removed)
+    }
+
+    /// Releases leases held by no pod of the table, not in `keep` and not of an ADD in flight
+    /// (an ADD holds its lease before its pod enters the table).
+    pub async fn release_orphan_leases(&self, keep: &BTreeSet<Key>) -> Result<usize, CniError> {
+        let known: BTreeSet<Key> = self.table.lock().await.keys().cloned().collect();
+        let store = self.ipam.clone();
+        let leases = tokio::task::spawn_blocking(move || store.leases())
+            .await
+            .map_err(|e| CniError::new(codes::INTERNAL, "IPAM task failed", e.to_string()))?
+            .map_err(ipam_error)?;
+        let mut removed = 0;
+        for l in leases {
+            let k = (l.container_id.clone(), l.ifname.clone());
+            if !known.contains(&k) && !keep.contains(&k) && !self.in_flight(&k).await {
+                self.release_lease(&l.container_id, &l.ifname).await?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Rebuilds the pod table from the pod ports on `br0` (after a restart). Ports whose veth
+    /// is gone (the pod's netns was deleted while the agent was down) are removed with their
+    /// lease and flows. Returns (pods kept, pods removed).
+    pub async fn rebuild_from_ovs(&self) -> Result<(usize, usize), CniError> {
+        let ifaces = self.db.with_cache(|c| {
+            c.table("Interface")
+                .filter_map(|i| {
+                    let ids = i.string_map("external_ids");
+                    ids.contains_key(ids::SANDBOX)
+                        .then(|| (i.name().to_string(), i.integer("ofport"), ids))
+                })
+                .collect::<Vec<_>>()
+        });
+        let (mut kept, mut removed) = (0, 0);
+        for (name, ofport, ext) in ifaces {
+            let get = |k: &str| ext.get(k).cloned().unwrap_or_default();
+            let (id, ifname) = (get(ids::SANDBOX), get(ids::IFNAME));
+            let alive = self
+                .netlink
+                .link_exists(&name)
+                .await
+                .map_err(netlink_error)?
+                .is_some();
+            let ip: Option<Ipv4Addr> = get(ids::IP).parse().ok();
+            let ofport = ofport
+                .and_then(|p| u32::try_from(p).ok())
+                .filter(|p| *p >= 3);
+            match (alive, ip, ofport) {
+                (true, Some(ip), Some(ofport)) => {
+                    let namespace = get(ids::NAMESPACE);
+                    let vnid = if self.net.node.mode == Mode::Subnet {
+                        0
+                    } else {
+                        self.cluster.borrow().vnid_of(&namespace).unwrap_or(0)
+                    };
+                    let pod = Pod {
+                        container_id: id.clone(),
+                        ifname: ifname.clone(),
+                        namespace,
+                        name: get(ids::POD),
+                        netns: get(ids::NETNS),
+                        ip,
+                        host_veth: name.clone(),
+                        ofport,
+                        vnid,
+                    };
+                    self.table.lock().await.insert((id, ifname), pod);
+                    kept += 1;
+                }
+                _ => {
+                    tracing::info!(port = %name, sandbox = %id, ifname = %ifname, "removing a pod whose veth is gone");
+                    self.db.delete_port(BRIDGE, &name).await.map_err(|e| {
+                        CniError::new(
+                            codes::INTERNAL,
+                            format!("deleting stale port {name}"),
+                            e.to_string(),
+                        )
+                    })?;
+                    self.netlink
+                        .delete_host_veth(&name)
+                        .await
+                        .map_err(netlink_error)?;
+                    self.release_lease(&id, &ifname).await?;
+                    removed += 1;
+                }
+            }
+        }
+        Ok((kept, removed))
+    }
+
+    /// Every pod flow and table-80 row the node should have.
+    pub async fn desired_flows(&self) -> Vec<Flow> {
+        let table = self.table.lock().await;
+        let mut out = Vec::with_capacity(table.len() * 5);
+        let mut vnids = BTreeSet::new();
+        for p in table.values() {
+            out.extend(p.flows());
+            vnids.insert(p.vnid);
+        }
+        if self.net.node.mode == Mode::Multitenant {
+            out.extend(vnids.into_iter().filter_map(vnid_flow));
+        }
+        out
+    }
+}
+
+// By value: used as `map_err(ipam_error)`.
+#[allow(clippy::needless_pass_by_value)]
+fn ipam_error(e: ipam::IpamError) -> CniError {
+    let e = &e;
+    use ipam::IpamError as E;
+    let code = match e {
+        // The address came from CNI_ARGS IP=.
+        E::NotInSubnet { .. }
+        | E::OutsideRange { .. }
+        | E::Reserved { .. }
+        | E::InUse { .. }
+        | E::AlreadyAllocated { .. } => codes::INVALID_ENV,
+        E::LockTimeout { .. } => codes::TRY_AGAIN_LATER,
+        _ => codes::INTERNAL,
+    };
+    CniError::new(code, format!("IPAM: {e}"), String::new())
+}
+
+// By value: used as `map_err(netlink_error)`.
+#[allow(clippy::needless_pass_by_value)]
+fn netlink_error(e: netlink::NetlinkError) -> CniError {
+    CniError::new(codes::INTERNAL, format!("{e}"), String::new())
+}

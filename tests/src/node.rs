@@ -1,0 +1,479 @@
+//! A whole node for end-to-end tests: a private OVS ([`Ovs`]), the real `sdn-agent` binary
+//! running inside the OVS network namespace (where a node's agent runs: the host ends of pod
+//! veths and tun0 live there, and its iptables and sysctls are that namespace's), and pods made
+//! as network namespaces through the real `sdn-cni` binary, exactly as a runtime calls it.
+//!
+//! The agent is a child process stopped by its pid on drop (SIGKILL: the agent is built to
+//! survive that), its log is kept in the node directory and printed when a test fails. Pods
+//! ([`CniPod`]) run DEL and delete their namespace on drop.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use std::sync::Mutex;
+
+use crate::harness::{run, Netns, Ovs};
+
+/// A binary of this workspace, next to the test executable (`target/<profile>/`).
+pub fn workspace_bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test>-<hash>
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test executable lives in target/<profile>/deps");
+    let p = profile_dir.join(name);
+    assert!(
+        p.is_file(),
+        "{} is missing: build the workspace first (scripts/test does `cargo build --workspace \
+         --all-targets`)",
+        p.display()
+    );
+    p
+}
+
+/// Settings of a test node.
+#[derive(Debug, Clone)]
+pub struct NodeOptions {
+    /// `subnet` or `multitenant`.
+    pub mode: &'static str,
+    /// `--cluster-network` value.
+    pub cluster_network: String,
+    /// Extra agent flags.
+    pub extra: Vec<String>,
+}
+
+impl Default for NodeOptions {
+    fn default() -> Self {
+        NodeOptions {
+            mode: "multitenant",
+            cluster_network: "10.128.0.0/14,9".into(),
+            extra: Vec::new(),
+        }
+    }
+}
+
+/// What a CNI plugin run printed and returned.
+#[derive(Debug, Clone)]
+pub struct CniOutcome {
+    /// Exit code.
+    pub code: i32,
+    /// stdout (the result or the error object).
+    pub stdout: String,
+    /// stdout parsed as JSON (Null if empty or not JSON).
+    pub json: Value,
+}
+
+impl CniOutcome {
+    /// The CNI error code, if the plugin failed.
+    pub fn error_code(&self) -> Option<u64> {
+        (self.code != 0).then(|| self.json["code"].as_u64().unwrap_or(0))
+    }
+}
+
+/// A node: OVS + agent.
+#[derive(Debug)]
+pub struct AgentNode {
+    /// The node's OVS (and network namespace).
+    pub ovs: Ovs,
+    dir: PathBuf,
+    opts: NodeOptions,
+    agent: Mutex<Option<Child>>,
+}
+
+impl AgentNode {
+    /// Starts OVS and the agent, and waits until the agent is ready (its CNI config exists).
+    pub fn start(opts: NodeOptions) -> AgentNode {
+        let ovs = Ovs::start();
+        let dir = ovs.dir().join("node");
+        fs::create_dir_all(&dir).expect("node dir");
+        let n = AgentNode {
+            ovs,
+            dir,
+            opts,
+            agent: Mutex::new(None),
+        };
+        n.start_agent();
+        n
+    }
+
+    /// The node's working directory (state, leases, CNI conf, socket, logs).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The CNI socket.
+    pub fn socket(&self) -> PathBuf {
+        self.dir.join("run/cni.sock")
+    }
+
+    /// The lease directory of the node's network (`<ipam dir>/sdn`).
+    pub fn lease_dir(&self) -> PathBuf {
+        self.dir.join("ipam/sdn")
+    }
+
+    /// The CNI conf file the agent writes when ready.
+    pub fn conf_file(&self) -> PathBuf {
+        self.dir.join("net.d/10-sdn.conflist")
+    }
+
+    /// The cluster state directory.
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.join("state")
+    }
+
+    /// The agent's log so far.
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.dir.join("agent.log")).unwrap_or_default()
+    }
+
+    /// The agent's flags.
+    pub fn agent_args(&self) -> Vec<String> {
+        let d = |p: &str| self.dir.join(p).display().to_string();
+        let mut a: Vec<String> = [
+            "run",
+            "--node-name",
+            "node-a",
+            "--node-ip",
+            "192.168.111.10",
+            "--mode",
+            self.opts.mode,
+            "--cluster-network",
+            &self.opts.cluster_network,
+            "--datapath-type",
+            "netdev",
+            "--ovsdb",
+            &format!("unix:{}", self.ovs.db_sock().display()),
+            "--bridge-mgmt",
+            &self.ovs.mgmt_sock("br0").display().to_string(),
+            "--cni-socket",
+            &d("run/cni.sock"),
+            "--ipam-dir",
+            &d("ipam"),
+            "--cni-conf-dir",
+            &d("net.d"),
+            "--cluster-state",
+            &format!("standalone:{}", d("state")),
+            "--request-timeout",
+            "60",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.extend(self.opts.extra.iter().cloned());
+        a
+    }
+
+    /// Starts the agent (inside the OVS namespace) and waits until it is ready.
+    pub fn start_agent(&self) {
+        let mut agent = self.agent.lock().unwrap_or_else(|e| e.into_inner());
+        assert!(agent.is_none(), "agent already running");
+        let _ = fs::remove_file(self.conf_file());
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("agent.log"))
+            .expect("agent log");
+        let child = Command::new("ip")
+            .args(["netns", "exec", self.ovs.netns()])
+            .arg(workspace_bin("sdn-agent"))
+            .args(self.agent_args())
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log fd"))
+            .stderr(log)
+            .spawn()
+            .expect("spawn sdn-agent");
+        *agent = Some(child);
+        let conf = self.conf_file();
+        let start = Instant::now();
+        while !conf.exists() {
+            if let Some(status) = agent.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                panic!(
+                    "sdn-agent exited with {status} before ready; log:\n{}",
+                    self.log()
+                );
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "sdn-agent not ready after 30 s; log:\n{}",
+                self.log()
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops the agent with `signal` (e.g. `libc::SIGKILL`) and waits for it to exit.
+    pub fn stop_agent(&self, signal: i32) {
+        let taken = self.agent.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(mut c) = taken {
+            // `ip netns exec` execs the agent: the child pid is the agent's.
+            // SAFETY: kill on a pid we spawned and have not reaped.
+            unsafe { libc::kill(c.id() as i32, signal) };
+            let _ = c.wait();
+        }
+    }
+
+    /// Whether the agent process is running.
+    pub fn agent_running(&self) -> bool {
+        let mut agent = self.agent.lock().unwrap_or_else(|e| e.into_inner());
+        matches!(agent.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
+    }
+
+    /// The agent's pid, while it runs.
+    pub fn agent_pid(&self) -> Option<u32> {
+        let agent = self.agent.lock().unwrap_or_else(|e| e.into_inner());
+        agent.as_ref().map(Child::id)
+    }
+
+    /// The plugin config a runtime would pass for this node's network (the conflist's plugin).
+    pub fn netconf(&self, version: &str) -> Value {
+        json!({
+            "cniVersion": version,
+            "name": "sdn",
+            "type": "sdn-cni",
+            "socket": self.socket(),
+        })
+    }
+
+    /// Runs `sdn-cni` with exactly these environment variables and `config` on stdin.
+    pub fn cni(&self, env: &[(&str, &str)], config: &Value) -> CniOutcome {
+        cni_exec(env, &config.to_string())
+    }
+
+    /// ADD for (`id`, `eth0`) in `netns` with `args`.
+    pub fn add(&self, id: &str, netns: &str, args: &str) -> CniOutcome {
+        self.cni(
+            &[
+                ("CNI_COMMAND", "ADD"),
+                ("CNI_CONTAINERID", id),
+                ("CNI_NETNS", netns),
+                ("CNI_IFNAME", "eth0"),
+                ("CNI_ARGS", args),
+                ("CNI_PATH", "/opt/cni/bin"),
+            ],
+            &self.netconf("1.0.0"),
+        )
+    }
+
+    /// DEL for (`id`, `eth0`).
+    pub fn del(&self, id: &str, netns: &str) -> CniOutcome {
+        self.cni(
+            &[
+                ("CNI_COMMAND", "DEL"),
+                ("CNI_CONTAINERID", id),
+                ("CNI_NETNS", netns),
+                ("CNI_IFNAME", "eth0"),
+            ],
+            &self.netconf("1.0.0"),
+        )
+    }
+
+    /// Creates a pod (namespace + ADD) in Kubernetes namespace `namespace`; panics on failure.
+    pub fn pod(&self, namespace: &str, name: &str) -> CniPod<'_> {
+        let ns = Netns::new("sdnpod");
+        let netns = format!("/var/run/netns/{}", ns.name());
+        let id = format!("{}-{name}", ns.name());
+        let out = self.add(
+            &id,
+            &netns,
+            &format!("IgnoreUnknown=1;K8S_POD_NAMESPACE={namespace};K8S_POD_NAME={name}"),
+        );
+        assert_eq!(
+            out.code,
+            0,
+            "ADD {namespace}/{name} failed: {}\nagent log:\n{}",
+            out.stdout,
+            self.log()
+        );
+        let ip = out.json["ips"][0]["address"]
+            .as_str()
+            .and_then(|a| a.split('/').next())
+            .unwrap_or_else(|| panic!("no IP in result {}", out.stdout))
+            .to_string();
+        CniPod {
+            node: self,
+            ns,
+            id,
+            ip,
+            result: out.json,
+            deleted: false,
+        }
+    }
+
+    /// `ovs-ofctl dump-flows br0` without stats, sorted (to compare flow sets).
+    pub fn flows(&self) -> Vec<String> {
+        let text = self.ovs.ofctl(&["--no-stats", "dump-flows", "br0"]);
+        let mut v: Vec<String> = text
+            .lines()
+            .filter(|l| !l.contains("OFPST_FLOW") && !l.trim().is_empty())
+            .map(|l| l.trim().to_string())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Pod ports on br0 (interfaces with external_ids:sandbox).
+    pub fn pod_ports(&self) -> Vec<String> {
+        let out = self.ovs.vsctl(&[
+            "--format=csv",
+            "--no-headings",
+            "--columns=name,external_ids",
+            "find",
+            "Interface",
+            "external_ids:sandbox!=\"\"",
+        ]);
+        let mut v: Vec<String> = out
+            .lines()
+            .filter(|l| l.contains("sandbox"))
+            .map(|l| l.split(',').next().unwrap_or("").to_string())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Lease files (IP names) in the node's lease directory.
+    pub fn leases(&self) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(self.lease_dir())
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.parse::<std::net::Ipv4Addr>().is_ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
+    /// veth links in the node namespace.
+    pub fn veths(&self) -> Vec<String> {
+        let out = self
+            .ovs
+            .exec_in_netns(&["ip", "-o", "link", "show", "type", "veth"])
+            .unwrap_or_default();
+        out.lines()
+            .filter_map(|l| l.split(": ").nth(1))
+            .map(|n| n.split('@').next().unwrap_or(n).to_string())
+            .collect()
+    }
+
+    /// Flows with a pod cookie (feature 1).
+    pub fn pod_flows(&self) -> Vec<String> {
+        self.flows()
+            .into_iter()
+            .filter(|l| l.starts_with("cookie=0x1") && !l.starts_with("cookie=0x1,"))
+            .collect()
+    }
+
+    /// Asserts no pod port, veth, lease or pod flow exists.
+    pub fn assert_no_pod_leftovers(&self) {
+        assert_eq!(self.pod_ports(), Vec::<String>::new(), "pod ports left");
+        assert_eq!(self.veths(), Vec::<String>::new(), "veths left");
+        assert_eq!(self.leases(), Vec::<String>::new(), "leases left");
+        assert_eq!(self.pod_flows(), Vec::<String>::new(), "pod flows left");
+    }
+}
+
+impl Drop for AgentNode {
+    fn drop(&mut self) {
+        self.stop_agent(libc::SIGKILL);
+        if thread::panicking() {
+            eprintln!(
+                "--- sdn-agent log ({}) ---\n{}",
+                self.dir.display(),
+                self.log()
+            );
+        }
+    }
+}
+
+/// A pod made through `sdn-cni`: DEL and namespace removal on drop.
+#[derive(Debug)]
+pub struct CniPod<'a> {
+    node: &'a AgentNode,
+    /// The pod's network namespace.
+    pub ns: Netns,
+    /// Container id.
+    pub id: String,
+    /// The pod's IPv4 address.
+    pub ip: String,
+    /// The ADD result.
+    pub result: Value,
+    deleted: bool,
+}
+
+impl CniPod<'_> {
+    /// The netns path.
+    pub fn netns(&self) -> String {
+        format!("/var/run/netns/{}", self.ns.name())
+    }
+
+    /// `ping -c 1 -W <secs> ip` from inside the pod.
+    pub fn ping(&self, ip: &str, secs: u32) -> bool {
+        self.ns
+            .exec(&["ping", "-c", "1", "-W", &secs.to_string(), ip])
+            .is_ok()
+    }
+
+    /// Deletes the pod's network namespace behind the runtime's back (the veth dies with it),
+    /// as when a pod's sandbox vanishes.
+    pub fn remove_netns(&self) {
+        run("ip", &["netns", "delete", self.ns.name()]).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// Forgets the pod without DEL (the test DELs it itself or expects the agent to clean up).
+    pub fn forget(mut self) {
+        self.deleted = true;
+    }
+
+    /// DEL now (asserting success).
+    pub fn delete(mut self) {
+        let out = self.node.del(&self.id, &self.netns());
+        assert_eq!(out.code, 0, "DEL failed: {}", out.stdout);
+        self.deleted = true;
+    }
+}
+
+impl Drop for CniPod<'_> {
+    fn drop(&mut self) {
+        if !self.deleted {
+            let _ = self.node.del(&self.id, &self.netns());
+        }
+    }
+}
+
+/// Runs `sdn-cni` with a cleared environment plus `env`, `stdin` on its standard input.
+pub fn cni_exec(env: &[(&str, &str)], stdin: &str) -> CniOutcome {
+    use std::io::Write;
+    let mut cmd = Command::new(workspace_bin("sdn-cni"));
+    cmd.env_clear()
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn sdn-cni");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write stdin");
+    let out = child.wait_with_output().expect("sdn-cni output");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    CniOutcome {
+        code: out.status.code().unwrap_or(-1),
+        json: serde_json::from_str(&stdout).unwrap_or(Value::Null),
+        stdout,
+    }
+}
+
+/// Runs a command, panicking with its output on failure.
+pub fn must(cmd: &str, args: &[&str]) -> String {
+    run(cmd, args).unwrap_or_else(|e| panic!("{e}"))
+}

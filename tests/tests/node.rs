@@ -1,0 +1,433 @@
+//! End to end on one node: a private OVS, the real `sdn-agent` (inside the OVS network
+//! namespace, as on a node) and pods made as network namespaces through the real `sdn-cni`,
+//! exactly as a container runtime calls it. Checks traffic (ICMP and TCP through br0), the
+//! flows and ports the agent leaves, the CNI result, DEL/CHECK/GC/STATUS, bad requests, an
+//! exhausted subnet, parallel ADDs, and that every failure leaves nothing behind.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
+
+use sdn_tests::harness::{wait_until, Netns};
+use sdn_tests::node::{AgentNode, CniPod, NodeOptions};
+use serde_json::json;
+
+/// TCP from pod `from` to pod `to` on `port`: a listener in `to` echoes what `from` sends.
+fn tcp_works(from: &CniPod<'_>, to: &CniPod<'_>, port: u16) -> Result<(), String> {
+    let addr: SocketAddr = format!("{}:{port}", to.ip).parse().unwrap();
+    let listener = to
+        .ns
+        .run_inside(move || TcpListener::bind(addr).map_err(|e| e.to_string()))?;
+    let server = std::thread::spawn(move || -> Result<(), String> {
+        listener.set_nonblocking(false).map_err(|e| e.to_string())?;
+        let (mut s, _) = listener.accept().map_err(|e| e.to_string())?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+        let mut buf = [0u8; 64];
+        let n = s.read(&mut buf).map_err(|e| e.to_string())?;
+        s.write_all(&buf[..n]).map_err(|e| e.to_string())
+    });
+    let reply = from.ns.run_inside(move || -> Result<String, String> {
+        let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+            .map_err(|e| format!("connect {addr}: {e}"))?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+        s.write_all(b"hello through br0")
+            .map_err(|e| e.to_string())?;
+        let mut buf = [0u8; 64];
+        let n = s.read(&mut buf).map_err(|e| format!("read: {e}"))?;
+        Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+    })?;
+    server
+        .join()
+        .map_err(|_| "server thread panicked".to_string())??;
+    if reply == "hello through br0" {
+        Ok(())
+    } else {
+        Err(format!("echo was {reply:?}"))
+    }
+}
+
+#[test]
+fn pods_get_addresses_and_reach_each_other_through_br0() {
+    let node = AgentNode::start(NodeOptions::default());
+    let a = node.pod("default", "a");
+    let b = node.pod("default", "b");
+    let c = node.pod("default", "c");
+    let pods = [&a, &b, &c];
+
+    // Result: host veth and pod interface, the address with the gateway, routes.
+    let r = &a.result;
+    assert_eq!(r["cniVersion"], "1.0.0", "{r}");
+    assert_eq!(r["interfaces"][1]["name"], "eth0", "{r}");
+    assert_eq!(r["interfaces"][1]["sandbox"], a.netns(), "{r}");
+    let ip: std::net::Ipv4Addr = a.ip.parse().unwrap();
+    let o = ip.octets();
+    assert_eq!(
+        r["interfaces"][1]["mac"],
+        format!("0a:58:{:02x}:{:02x}:{:02x}:{:02x}", o[0], o[1], o[2], o[3]),
+        "{r}"
+    );
+    assert!(
+        r["interfaces"][0]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("veth"),
+        "{r}"
+    );
+    assert_eq!(r["ips"][0]["gateway"], "10.128.0.1", "{r}");
+    assert_eq!(r["ips"][0]["interface"], 1, "{r}");
+    assert!(
+        r["ips"][0]["address"].as_str().unwrap().ends_with("/23"),
+        "{r}"
+    );
+    assert!(
+        r["ips"][0].get("version").is_none(),
+        "1.0.0 has no ips[].version: {r}"
+    );
+    let routes: Vec<String> = r["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            format!(
+                "{} {}",
+                x["dst"].as_str().unwrap(),
+                x["gw"].as_str().unwrap_or("-")
+            )
+        })
+        .collect();
+    for want in [
+        "0.0.0.0/0 10.128.0.1",
+        "172.30.0.0/16 10.128.0.1",
+        "10.128.0.0/14 -",
+        "224.0.0.0/4 -",
+    ] {
+        assert!(
+            routes.contains(&want.to_string()),
+            "route {want} missing: {routes:?}"
+        );
+    }
+
+    // Traffic: every ordered pair by ICMP, the gateway, and TCP.
+    for from in pods {
+        assert!(
+            from.ping("10.128.0.1", 3),
+            "{} cannot ping the gateway",
+            from.ip
+        );
+        for to in pods {
+            if from.ip != to.ip {
+                assert!(from.ping(&to.ip, 3), "{} cannot ping {}", from.ip, to.ip);
+            }
+        }
+    }
+    tcp_works(&a, &b, 8080).expect("TCP a -> b");
+    tcp_works(&c, &a, 9090).expect("TCP c -> a");
+
+    // OVS: ports with the external ids, the five flows per pod, the names in dump-flows.
+    assert_eq!(node.pod_ports().len(), 3);
+    let ids = node.ovs.vsctl(&[
+        "--columns=external_ids",
+        "find",
+        "Interface",
+        &format!("external_ids:sandbox={}", a.id),
+    ]);
+    for want in [
+        format!("sandbox={}", a.id),
+        format!("ip=\"{}\"", a.ip),
+        "namespace=default".to_string(),
+        "pod=a".to_string(),
+        "ifname=eth0".to_string(),
+        format!("netns=\"{}\"", a.netns()),
+    ] {
+        assert!(ids.contains(&want), "external_ids lack {want}: {ids}");
+    }
+    assert_eq!(node.pod_flows().len(), 15, "{:#?}", node.pod_flows());
+    let named = node
+        .ovs
+        .ofctl(&["--names", "--no-stats", "dump-flows", "br0"]);
+    assert!(
+        named.contains(&format!(
+            "table=\"local_ip\", priority=100,ip,nw_dst={} actions=load:0->NXM_NX_REG1[]",
+            a.ip
+        )),
+        "{named}"
+    );
+
+    // DEL everything: nothing is left.
+    a.delete();
+    b.delete();
+    c.delete();
+    node.assert_no_pod_leftovers();
+}
+
+#[test]
+fn del_is_idempotent_and_complete_when_the_netns_is_gone() {
+    let node = AgentNode::start(NodeOptions::default());
+    let p = node.pod("default", "gone");
+    let (id, netns) = (p.id.clone(), p.netns());
+    assert_eq!(node.pod_ports().len(), 1);
+    // The runtime deletes the netns first (the veth dies with it), then calls DEL, twice, the
+    // second time with an empty CNI_NETNS as containerd does.
+    p.remove_netns();
+    p.forget();
+    assert_eq!(node.del(&id, &netns).code, 0);
+    assert_eq!(node.del(&id, &netns).code, 0);
+    assert_eq!(node.del(&id, "").code, 0);
+    node.assert_no_pod_leftovers();
+    // DEL of something never added succeeds too.
+    assert_eq!(node.del("never-added", "").code, 0);
+}
+
+#[test]
+fn bad_requests_get_clear_cni_errors_and_leave_nothing_behind() {
+    let node = AgentNode::start(NodeOptions::default());
+    let ns = Netns::new("sdnbad");
+    let netns = format!("/var/run/netns/{}", ns.name());
+    let env = |id: &'static str, netns: &str, args: &str| -> Vec<(String, String)> {
+        vec![
+            ("CNI_COMMAND".into(), "ADD".into()),
+            ("CNI_CONTAINERID".into(), id.into()),
+            ("CNI_NETNS".into(), netns.into()),
+            ("CNI_IFNAME".into(), "eth0".into()),
+            ("CNI_ARGS".into(), args.into()),
+        ]
+    };
+    let run = |e: Vec<(String, String)>, conf: serde_json::Value| {
+        let e: Vec<(&str, &str)> = e.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        node.cni(&e, &conf)
+    };
+
+    // A bad network config: a namespace that is not a DNS label.
+    let mut conf = node.netconf("1.0.0");
+    conf["namespace"] = json!("Not_A_Namespace");
+    let out = run(env("bad1", &netns, ""), conf);
+    assert_eq!(out.error_code(), Some(7), "{}", out.stdout);
+    assert!(out.stdout.contains("Not_A_Namespace"), "{}", out.stdout);
+
+    // Bad CNI_ARGS: a segment without '='.
+    let out = run(
+        env("bad2", &netns, "K8S_POD_NAMESPACE=default;BROKEN"),
+        node.netconf("1.0.0"),
+    );
+    assert_eq!(out.error_code(), Some(4), "{}", out.stdout);
+    assert!(out.stdout.contains("BROKEN"), "{}", out.stdout);
+
+    // A netns that does not exist.
+    let out = run(
+        env("bad3", "/var/run/netns/no-such-netns", ""),
+        node.netconf("1.0.0"),
+    );
+    assert!(out.code != 0, "{}", out.stdout);
+    assert!(out.stdout.contains("no-such-netns"), "{}", out.stdout);
+
+    // A requested IP outside the node subnet.
+    let out = run(env("bad4", &netns, "IP=10.200.0.5"), node.netconf("1.0.0"));
+    assert!(out.code != 0, "{}", out.stdout);
+    assert!(out.stdout.contains("10.200.0.5"), "{}", out.stdout);
+
+    // An interface name that already exists in the netns: fails late (after the lease and the
+    // veth), so this checks the rollback.
+    ns.exec(&[
+        "ip", "link", "add", "eth0", "type", "veth", "peer", "name", "eth0p",
+    ])
+    .unwrap();
+    let out = run(env("bad5", &netns, ""), node.netconf("1.0.0"));
+    assert!(out.code != 0, "{}", out.stdout);
+    assert!(out.stdout.contains("eth0"), "{}", out.stdout);
+    node.assert_no_pod_leftovers();
+
+    // An unsupported version.
+    let out = run(env("bad6", &netns, ""), node.netconf("2.0.0"));
+    assert_eq!(out.error_code(), Some(1), "{}", out.stdout);
+
+    // The agent is down: try again later.
+    node.stop_agent(libc::SIGTERM);
+    assert!(
+        !node.conf_file().exists(),
+        "the CNI config must go when the agent stops"
+    );
+    let out = run(env("bad7", &netns, ""), node.netconf("1.0.0"));
+    assert_eq!(out.error_code(), Some(11), "{}", out.stdout);
+    node.start_agent();
+    node.assert_no_pod_leftovers();
+}
+
+#[test]
+fn an_exhausted_subnet_fails_the_add_cleanly() {
+    // hostSubnetLength 3: a /29 per node = 8 addresses minus network, gateway, broadcast = 5.
+    let node = AgentNode::start(NodeOptions {
+        cluster_network: "10.128.0.0/14,3".into(),
+        ..NodeOptions::default()
+    });
+    let pods: Vec<CniPod<'_>> = (0..5)
+        .map(|i| node.pod("default", &format!("p{i}")))
+        .collect();
+    let ns = Netns::new("sdnfull");
+    let out = node.add("full", &format!("/var/run/netns/{}", ns.name()), "");
+    assert!(out.code != 0, "{}", out.stdout);
+    assert!(out.stdout.contains("10.128.0.0/29"), "{}", out.stdout);
+    assert_eq!(node.leases().len(), 5);
+    assert_eq!(node.pod_ports().len(), 5);
+    assert_eq!(node.veths().len(), 5);
+    drop(pods);
+    node.assert_no_pod_leftovers();
+}
+
+#[test]
+fn parallel_adds_get_distinct_addresses() {
+    let node = AgentNode::start(NodeOptions::default());
+    let pods: Vec<CniPod<'_>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..12)
+            .map(|i| {
+                let node = &node;
+                s.spawn(move || node.pod("default", &format!("par{i}")))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut ips: Vec<&str> = pods.iter().map(|p| p.ip.as_str()).collect();
+    ips.sort();
+    ips.dedup();
+    assert_eq!(ips.len(), 12, "{ips:?}");
+    for p in &pods {
+        assert!(p.ping("10.128.0.1", 3), "{} cannot reach the gateway", p.ip);
+    }
+    assert!(pods[0].ping(&pods[11].ip, 3));
+    assert_eq!(node.pod_flows().len(), 60);
+    drop(pods);
+    node.assert_no_pod_leftovers();
+}
+
+#[test]
+fn check_gc_and_status() {
+    let node = AgentNode::start(NodeOptions::default());
+    let a = node.pod("default", "a");
+    let b = node.pod("default", "b");
+    let cmd = |c: &str, p: &CniPod<'_>, version: &str, extra: serde_json::Value| {
+        let mut conf = node.netconf(version);
+        if let serde_json::Value::Object(m) = extra {
+            for (k, v) in m {
+                conf[k] = v;
+            }
+        }
+        let netns = p.netns();
+        node.cni(
+            &[
+                ("CNI_COMMAND", c),
+                ("CNI_CONTAINERID", &p.id),
+                ("CNI_NETNS", &netns),
+                ("CNI_IFNAME", "eth0"),
+            ],
+            &conf,
+        )
+    };
+
+    // CHECK passes on a healthy pod, with its prevResult.
+    let out = cmd("CHECK", &a, "1.0.0", json!({"prevResult": a.result}));
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    // Drift: remove one of a's flows behind the agent's back.
+    node.ovs
+        .ofctl(&["del-flows", "br0", &format!("table=70,ip,nw_dst={}", a.ip)]);
+    let out = cmd("CHECK", &a, "1.0.0", json!({"prevResult": a.result}));
+    assert!(out.code != 0, "{}", out.stdout);
+    assert!(
+        out.stdout.contains("missing") && out.stdout.contains(&a.ip),
+        "{}",
+        out.stdout
+    );
+    // Drift inside the pod: the address is gone.
+    b.ns.exec(&["ip", "addr", "flush", "dev", "eth0"]).unwrap();
+    let out = cmd("CHECK", &b, "1.0.0", json!({"prevResult": b.result}));
+    assert!(
+        out.code != 0 && out.stdout.contains(&b.ip),
+        "{}",
+        out.stdout
+    );
+
+    // STATUS (1.1.0): ready.
+    let out = node.cni(&[("CNI_COMMAND", "STATUS")], &node.netconf("1.1.0"));
+    assert_eq!(out.code, 0, "{}", out.stdout);
+
+    // GC keeps a, removes b.
+    let out = node.cni(&[("CNI_COMMAND", "GC")], &{
+        let mut c = node.netconf("1.1.0");
+        c["cni.dev/valid-attachments"] = json!([{"containerID": a.id, "ifname": "eth0"}]);
+        c
+    });
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    assert_eq!(node.pod_ports().len(), 1);
+    assert_eq!(node.leases(), vec![a.ip.clone()]);
+    assert_eq!(node.pod_flows().len(), 4, "a's four remaining flows only");
+
+    // STATUS while the base flows are missing: not ready.
+    node.ovs.ofctl(&["del-flows", "br0", "table=253"]);
+    let out = node.cni(&[("CNI_COMMAND", "STATUS")], &node.netconf("1.1.0"));
+    assert_eq!(out.error_code(), Some(50), "{}", out.stdout);
+    // The agent repairs br0 on its next reconcile; a restart does it at once.
+    node.stop_agent(libc::SIGTERM);
+    node.start_agent();
+    let out = node.cni(&[("CNI_COMMAND", "STATUS")], &node.netconf("1.1.0"));
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    drop(a);
+    drop(b);
+    node.assert_no_pod_leftovers();
+}
+
+#[test]
+fn restart_keeps_traffic_flowing_and_removes_what_died_meanwhile() {
+    let node = AgentNode::start(NodeOptions::default());
+    let a = node.pod("default", "a");
+    let b = node.pod("default", "b");
+    let c = node.pod("default", "c");
+    assert!(a.ping(&b.ip, 3));
+    let before = node.flows();
+
+    // A second start on a configured node changes nothing.
+    node.stop_agent(libc::SIGTERM);
+    node.start_agent();
+    assert_eq!(node.flows(), before, "a restart changed the flows");
+    assert!(node.log().contains("added=0 deleted=0"), "{}", node.log());
+
+    // Ping through a SIGKILL and restart: not one packet lost. Meanwhile pod c dies.
+    let ping = {
+        let ns = a.ns.name().to_string();
+        let ip = b.ip.clone();
+        std::thread::spawn(move || {
+            sdn_tests::harness::run(
+                "ip",
+                &[
+                    "netns", "exec", &ns, "ping", "-i", "0.02", "-c", "150", "-W", "1", &ip,
+                ],
+            )
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    node.stop_agent(libc::SIGKILL);
+    c.remove_netns();
+    let (c_id, c_ip) = (c.id.clone(), c.ip.clone());
+    c.forget();
+    node.start_agent();
+    let out = ping.join().unwrap().expect("ping ran");
+    assert!(
+        out.contains(" 0% packet loss"),
+        "packets lost across the restart:\n{out}"
+    );
+
+    // c's port, lease and flows are gone; a and b are untouched.
+    assert!(wait_until(Duration::from_secs(5), || node
+        .pod_ports()
+        .len()
+        == 2));
+    assert!(!node.leases().contains(&c_ip), "{:?}", node.leases());
+    assert!(
+        !node.pod_flows().iter().any(|f| f.contains(&c_ip)),
+        "{:#?}",
+        node.pod_flows()
+    );
+    assert_eq!(node.pod_flows().len(), 10);
+    assert!(a.ping(&b.ip, 3));
+    assert_eq!(node.del(&c_id, "").code, 0);
+    drop(a);
+    drop(b);
+    node.assert_no_pod_leftovers();
+}
