@@ -44,7 +44,7 @@ impl Stats {
         self.lat.len() as f64 / self.wall.as_secs_f64()
     }
     fn row(&self, what: &str) {
-        println!(
+        eprintln!(
             "| {what:<44} | {:>7.1} | {:>7.1} | {:>7.1} | {:>8.1} |",
             self.pct(0.5),
             self.pct(0.9),
@@ -59,7 +59,7 @@ fn drive(n: usize, c: usize, op: &(dyn Fn(usize) -> Duration + Sync)) -> Stats {
     let start = Instant::now();
     let lat = std::thread::scope(|s| {
         let handles: Vec<_> = (0..c)
-            .map(|t| s.spawn(move || (t..n).step_by(c).map(|i| op(i)).collect::<Vec<Duration>>()))
+            .map(|t| s.spawn(move || (t..n).step_by(c).map(op).collect::<Vec<Duration>>()))
             .collect();
         handles
             .into_iter()
@@ -192,9 +192,9 @@ fn main() {
         }
     };
 
-    println!("\npods: {n}, concurrency: {c}; every row is one plugin exec per pod");
-    println!("| operation (latency ms per pod)                | p50     | p90     | p99     | pods/s   |");
-    println!(
+    eprintln!("\npods: {n}, concurrency: {c}; every row is one plugin exec per pod");
+    eprintln!("| operation (latency ms per pod)                | p50     | p90     | p99     | pods/s   |");
+    eprintln!(
         "|----------------------------------------------|---------|---------|---------|----------|"
     );
     // Warm up both (page cache, first-exec costs) with one pod each, not counted.
@@ -311,17 +311,17 @@ fn main() {
         );
     }
 
-    println!();
-    println!(
+    eprintln!();
+    eprintln!(
         "ADD p50 ours/bridge: {:.2}x (target <= 1.5x); p99 ours/bridge: {:.2}x (target <= 3x)",
         ours_serial.pct(0.5) / br_serial.pct(0.5),
         ours_serial.pct(0.99) / br_serial.pct(0.99)
     );
-    println!(
+    eprintln!(
         "ADD throughput ours at concurrency {c} / ovs-vsctl+ovs-ofctl serial: {:.1}x (target >= 5x)",
         ours_par.rate() / vs.rate()
     );
-    println!(
+    eprintln!(
         "ADD throughput ours at concurrency {c} / ours serial: {:.1}x",
         ours_par.rate() / ours_serial.rate()
     );
@@ -350,7 +350,7 @@ fn main() {
         };
         let st = drive(rss_pods, c, &add);
         let rss = rss_kb(node.agent_pid().expect("agent runs"));
-        println!(
+        eprintln!(
             "agent RSS: {:.1} MB with 0 pods, {:.1} MB with {rss_pods} pods (target < 50 MB); \
              those {rss_pods} ADDs: p50 {:.1} ms, p99 {:.1} ms, {:.1} pods/s",
             rss_before as f64 / 1024.0,
