@@ -43,10 +43,13 @@ if ! alive "$RUNDIR/ovs-vswitchd.pid"; then
     --log-file="$RUNDIR/ovs-vswitchd.log"
 fi
 
+# The node's underlay address: the source address of its default route (else 127.0.0.1).
+NODE_IP=$(ip -4 route get 192.0.2.255 2>/dev/null | awk '{for (i = 1; i < NF; i++) if ($i == "src") print $(i+1)}')
 if ! alive "$RUNDIR/sdn-agent.pid"; then
   rm -f "$CNI_CONF/10-sdn.conflist"
   setsid target/release/sdn-agent run \
     --node-name "$(hostname | tr 'A-Z_' 'a-z-')" \
+    --node-ip "${NODE_IP:-127.0.0.1}" \
     --datapath-type netdev \
     --ovsdb "unix:$RUNDIR/db.sock" \
     --bridge-mgmt "$RUNDIR/br0.mgmt" \

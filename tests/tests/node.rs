@@ -161,6 +161,50 @@ fn pods_get_addresses_and_reach_each_other_through_br0() {
 }
 
 #[test]
+fn chained_after_another_plugin_the_result_extends_prev_result() {
+    let node = AgentNode::start(NodeOptions::default());
+    let ns = Netns::new("sdnchain");
+    let netns = format!("/var/run/netns/{}", ns.name());
+    // What an earlier plugin of a conflist returned: one interface and an address.
+    let mut conf = node.netconf("0.4.0");
+    conf["prevResult"] = json!({
+        "cniVersion": "0.4.0",
+        "interfaces": [{"name": "dummy0", "mac": "02:00:00:00:00:01", "sandbox": netns}],
+        "ips": [{"version": "4", "address": "192.168.5.5/24", "interface": 0}],
+        "dns": {"nameservers": ["192.168.5.1"]}
+    });
+    let out = node.cni(
+        &[
+            ("CNI_COMMAND", "ADD"),
+            ("CNI_CONTAINERID", "chained"),
+            ("CNI_NETNS", &netns),
+            ("CNI_IFNAME", "eth0"),
+        ],
+        &conf,
+    );
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    let r = &out.json;
+    assert_eq!(
+        r["cniVersion"], "0.4.0",
+        "answered in the version asked: {r}"
+    );
+    assert_eq!(r["interfaces"][0]["name"], "dummy0", "{r}");
+    assert_eq!(r["interfaces"][2]["name"], "eth0", "{r}");
+    assert_eq!(r["ips"][0]["address"], "192.168.5.5/24", "{r}");
+    assert_eq!(
+        r["ips"][1]["interface"], 2,
+        "our address points at our pod interface: {r}"
+    );
+    assert_eq!(
+        r["ips"][1]["version"], "4",
+        "0.4.0 results carry ips[].version: {r}"
+    );
+    assert_eq!(r["dns"]["nameservers"][0], "192.168.5.1", "{r}");
+    assert_eq!(node.del("chained", &netns).code, 0);
+    node.assert_no_pod_leftovers();
+}
+
+#[test]
 fn del_is_idempotent_and_complete_when_the_netns_is_gone() {
     let node = AgentNode::start(NodeOptions::default());
     let p = node.pod("default", "gone");
