@@ -412,6 +412,24 @@ fn check_gc_and_status() {
     node.start_agent();
     let out = node.cni(&[("CNI_COMMAND", "STATUS")], &node.netconf("1.1.0"));
     assert_eq!(out.code, 0, "{}", out.stdout);
+
+    // STATUS while ovsdb-server is down: not ready; ready again once it is back.
+    node.ovs.stop_ovsdb();
+    let out = node.cni(&[("CNI_COMMAND", "STATUS")], &node.netconf("1.1.0"));
+    assert_eq!(out.error_code(), Some(50), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("Open vSwitch database"),
+        "{}",
+        out.stdout
+    );
+    node.ovs.start_ovsdb();
+    assert!(
+        wait_until(Duration::from_secs(20), || node
+            .cni(&[("CNI_COMMAND", "STATUS")], &node.netconf("1.1.0"))
+            .code
+            == 0),
+        "STATUS not ready again after ovsdb-server came back"
+    );
     drop(a);
     drop(b);
     node.assert_no_pod_leftovers();
