@@ -54,6 +54,9 @@ pub mod ids {
     pub const IFNAME: &str = "ifname";
     /// The pod's network namespace path.
     pub const NETNS: &str = "netns";
+    /// The VNID the pod's flows were installed with: after a restart, a pod whose NetNamespace
+    /// has vanished keeps its tenant instead of falling back to the global VNID 0.
+    pub const VNID: &str = "vnid";
 }
 
 /// One attachment of a pod to the node network.
@@ -383,6 +386,7 @@ impl Pods {
             (ids::POD.to_string(), name.clone()),
             (ids::IFNAME.to_string(), ifname.to_string()),
             (ids::NETNS.to_string(), netns.display().to_string()),
+            (ids::VNID.to_string(), vnid.to_string()),
         ]);
         done.push(Undo::Port(host_veth.clone()));
         let ofport = self.db.add_port(BRIDGE, &port).await.map_err(|e| {
@@ -732,10 +736,21 @@ impl Pods {
             match (alive, ip, ofport) {
                 (true, Some(ip), Some(ofport)) => {
                     let namespace = get(ids::NAMESPACE);
+                    let recorded: Option<u32> = ext.get(ids::VNID).and_then(|v| v.parse().ok());
                     let vnid = if self.net.node.mode == Mode::Subnet {
                         0
                     } else {
-                        self.cluster.borrow().vnid_of(&namespace).unwrap_or(0)
+                        match (self.cluster.borrow().vnid_of(&namespace), recorded) {
+                            (Some(v), _) => v,
+                            (None, Some(v)) => {
+                                tracing::warn!(port = %name, %namespace, vnid = v, "namespace has no NetNamespace; keeping the pod's recorded VNID");
+                                v
+                            }
+                            (None, None) => {
+                                tracing::warn!(port = %name, %namespace, "namespace has no NetNamespace and the port records no VNID; isolating the pod (VNID 0xffffff)");
+                                multitenant::Vnid::MAX
+                            }
+                        }
                     };
                     let pod = Pod {
                         container_id: id.clone(),

@@ -138,6 +138,7 @@ fn pods_get_addresses_and_reach_each_other_through_br0() {
         "pod=a".to_string(),
         "ifname=eth0".to_string(),
         format!("netns=\"{}\"", a.netns()),
+        "vnid=\"0\"".to_string(),
     ] {
         assert!(ids.contains(&want), "external_ids lack {want}: {ids}");
     }
