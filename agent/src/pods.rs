@@ -748,7 +748,7 @@ impl Pods {
                             }
                             (None, None) => {
                                 tracing::warn!(port = %name, %namespace, "namespace has no NetNamespace and the port records no VNID; isolating the pod (VNID 0xffffff)");
-                                multitenant::Vnid::MAX
+                                multitenant::Vnid::UNASSIGNED
                             }
                         }
                     };
