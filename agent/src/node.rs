@@ -32,7 +32,7 @@ use crate::ipam;
 use crate::iptables;
 use crate::netlink::Netlink;
 use crate::pods::{PodNetwork, Pods, BRIDGE};
-use crate::switch::Switch;
+use crate::switch::{ReconcileStats, Switch};
 
 /// A running node agent.
 #[derive(Debug)]
@@ -194,27 +194,12 @@ impl Node {
         let (kept, removed) = pods.rebuild_from_ovs().await.map_err(|e| {
             anyhow::anyhow!("rebuilding the pod table from OVS: {} {}", e.msg, e.details)
         })?;
-        let base = base_flows(&node);
-        let mut desired = base.clone();
-        desired.extend(pods.desired_flows().await);
-        let stats = switch
-            .reconcile(&DumpFilter::all(), &desired)
-            .await
-            .context("reconciling the flows of br0")?;
         let orphans = pods
             .release_orphan_leases(&BTreeSet::new())
             .await
             .map_err(|e| anyhow::anyhow!("releasing orphan leases: {} {}", e.msg, e.details))?;
-        tracing::info!(
-            pods = kept,
-            stale_pods_removed = removed,
-            orphan_leases_released = orphans,
-            flows = stats.desired,
-            added = stats.added,
-            deleted = stats.deleted,
-            "br0 reconciled"
-        );
 
+        let base = base_flows(&node);
         let mut n = Node {
             conf_file: cfg
                 .cni_conf_dir
@@ -228,6 +213,19 @@ impl Node {
             server: None,
             _cluster: source,
         };
+        let stats = n
+            .reconcile()
+            .await
+            .context("reconciling the flows of br0")?;
+        tracing::info!(
+            pods = kept,
+            stale_pods_removed = removed,
+            orphan_leases_released = orphans,
+            flows = stats.desired,
+            added = stats.added,
+            deleted = stats.deleted,
+            "br0 reconciled"
+        );
         n.serve().await?;
         Ok(n)
     }
@@ -260,46 +258,47 @@ impl Node {
         Ok(())
     }
 
-    /// Re-applies the whole desired flow set (after an OpenFlow reconnect, or periodically).
-    pub async fn reconcile(&self) -> Result<()> {
-        let mut desired = self.base.clone();
-        desired.extend(self.pods.desired_flows().await);
-        let stats = self.switch.reconcile(&DumpFilter::all(), &desired).await?;
-        if stats.added + stats.deleted > 0 {
-            tracing::warn!(
-                added = stats.added,
-                deleted = stats.deleted,
-                "br0 drifted; repaired"
-            );
+    /// Applies the difference between the whole desired flow set and br0 (at start, after an
+    /// OpenFlow reconnect, periodically).
+    pub async fn reconcile(&self) -> Result<ReconcileStats> {
+        Ok(self.pods.reconcile(&self.base).await?)
+    }
+
+    async fn repair(&self, why: &str) {
+        match self.reconcile().await {
+            Ok(s) if s.added + s.deleted > 0 => {
+                tracing::warn!(
+                    added = s.added,
+                    deleted = s.deleted,
+                    why,
+                    "br0 drifted; repaired"
+                )
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %format!("{e:#}"), why, "reconcile failed"),
         }
-        Ok(())
     }
 
     /// Runs until `shutdown` resolves: reconciles when the OpenFlow connection was re-opened and
-    /// every `period`.
+    /// every 30 s (the first time 30 s after start, which already reconciled).
     pub async fn run_until(&self, shutdown: impl std::future::Future<Output = ()>) {
+        use tokio::time::{interval_at, Instant};
         tokio::pin!(shutdown);
         let mut seen = self.switch.generation();
-        let mut tick = tokio::time::interval(Duration::from_secs(30));
+        let period = Duration::from_secs(30);
+        let mut tick = interval_at(Instant::now() + period, period);
         let mut fast = tokio::time::interval(Duration::from_secs(1));
         loop {
             tokio::select! {
                 _ = &mut shutdown => return,
-                _ = tick.tick() => {
-                    if let Err(e) = self.reconcile().await {
-                        tracing::warn!(error = %format!("{e:#}"), "periodic reconcile failed");
-                    }
-                }
+                _ = tick.tick() => self.repair("periodic").await,
                 _ = fast.tick() => {
                     // Probe the connection; a re-open bumps the generation.
                     let _ = self.switch.client().await;
                     let g = self.switch.generation();
                     if g != seen {
                         seen = g;
-                        tracing::info!("OpenFlow connection re-opened; reconciling br0");
-                        if let Err(e) = self.reconcile().await {
-                            tracing::warn!(error = %format!("{e:#}"), "reconcile failed");
-                        }
+                        self.repair("OpenFlow connection re-opened").await;
                     }
                 }
             }

@@ -14,8 +14,8 @@
 //!
 //! The pod table is rebuilt from OVS after a restart ([`Pods::rebuild_from_ovs`]): the pod ports'
 //! `external_ids` carry the sandbox, IP, namespace, pod name, interface and netns. Flow changes
-//! of all pods go through one lock (`flows`), which also guards the table, so the full
-//! reconcile ([`Pods::desired_flows`]) never races a pod's own bundle.
+//! of all pods go through the table's lock, so the full reconcile ([`Pods::reconcile`]) never
+//! races a pod's own bundle.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::Ipv4Addr;
@@ -26,7 +26,7 @@ use std::time::Duration;
 use flows::{pod_cookie, pod_flows, vnid_cookie, vnid_flow, Mode, NodeConfig, PodFlows};
 use ipnet::Ipv4Net;
 use ovs::flow::{Flow, MacAddr};
-use ovs::openflow::{BundleMsg, DumpFilter};
+use ovs::openflow::{BundleMsg, DumpFilter, OfError};
 use ovs::ovsdb::{self, PortSpec};
 use tokio::sync::{watch, Mutex};
 use tokio::time::Instant;
@@ -35,7 +35,7 @@ use crate::cluster::ClusterState;
 use crate::cni::{codes, AddResult, CniError, Interface, IpConfig, Request, Route};
 use crate::ipam;
 use crate::netlink::{self, Netlink, PodLinkSpec, RouteSpec};
-use crate::switch::Switch;
+use crate::switch::{ReconcileStats, Switch};
 
 /// The bridge pods are plugged into.
 pub const BRIDGE: &str = "br0";
@@ -161,7 +161,9 @@ pub struct Pods {
     ipam: Arc<ipam::Store>,
     cluster: watch::Receiver<Arc<ClusterState>>,
     table: Mutex<HashMap<Key, Pod>>,
-    in_flight: std::sync::Mutex<BTreeSet<Key>>,
+    /// Attachments whose ADD runs (they hold a lease before they enter `table`); shared with
+    /// the IPAM garbage collector, which checks it under the lease lock.
+    in_flight: Arc<std::sync::Mutex<BTreeSet<Key>>>,
 }
 
 /// Undo steps of a partly done ADD, run in reverse.
@@ -190,7 +192,7 @@ impl Pods {
             ipam,
             cluster,
             table: Mutex::new(HashMap::new()),
-            in_flight: std::sync::Mutex::new(BTreeSet::new()),
+            in_flight: Arc::default(),
         }
     }
 
@@ -336,14 +338,11 @@ impl Pods {
         };
 
         // 1. Lease.
-        let store = self.ipam.clone();
         let range = self.net.range();
         let (cid, ifn) = (id.to_string(), ifname.to_string());
-        let lease =
-            tokio::task::spawn_blocking(move || store.allocate(&range, &cid, &ifn, requested))
-                .await
-                .map_err(|e| CniError::new(codes::INTERNAL, "IPAM task failed", e.to_string()))?
-                .map_err(ipam_error)?;
+        let lease = self
+            .ipam(move |store| store.allocate(&range, &cid, &ifn, requested))
+            .await?;
         done.push(Undo::Lease);
         let ip = lease.ip;
         check_deadline("creating the veth")?;
@@ -521,23 +520,26 @@ impl Pods {
         Ok(())
     }
 
-    async fn release_lease(&self, id: &str, ifname: &str) -> Result<Vec<Ipv4Addr>, CniError> {
+    /// Runs `f` on the lease store off the async threads (it does blocking file I/O under a
+    /// file lock).
+    async fn ipam<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&ipam::Store) -> Result<T, ipam::IpamError> + Send + 'static,
+    ) -> Result<T, CniError> {
         let store = self.ipam.clone();
-        let (cid, ifn) = (id.to_string(), ifname.to_string());
-        tokio::task::spawn_blocking(move || store.release(&cid, &ifn))
+        tokio::task::spawn_blocking(move || f(&store))
             .await
             .map_err(|e| CniError::new(codes::INTERNAL, "IPAM task failed", e.to_string()))?
             .map_err(ipam_error)
     }
 
-    fn lock_in_flight(&self) -> std::sync::MutexGuard<'_, BTreeSet<Key>> {
-        self.in_flight
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    async fn release_lease(&self, id: &str, ifname: &str) -> Result<Vec<Ipv4Addr>, CniError> {
+        let (cid, ifn) = (id.to_string(), ifname.to_string());
+        self.ipam(move |store| store.release(&cid, &ifn)).await
     }
 
-    async fn in_flight(&self, key: &Key) -> bool {
-        self.lock_in_flight().contains(key)
+    fn lock_in_flight(&self) -> std::sync::MutexGuard<'_, BTreeSet<Key>> {
+        lock(&self.in_flight)
     }
 
     /// CNI DEL: idempotent, complete without a netns, a veth or any memory of the pod.
@@ -644,18 +646,17 @@ impl Pods {
             }
             None => return Err(drift(format!("no OVS port {} on {BRIDGE}", pod.host_veth))),
         }
-        let mut have = self
+        let have = self
             .switch
             .dump(&DumpFilter::cookie(pod.cookie(), u64::MAX))
             .await
             .map_err(|e| drift(format!("dumping flows: {e}")))?;
-        let mut want = pod.flows();
-        let text = |v: &mut Vec<Flow>| {
+        let text = |v: &[Flow]| {
             let mut t: Vec<String> = v.iter().map(ToString::to_string).collect();
             t.sort();
             t
         };
-        let (have, want) = (text(&mut have), text(&mut want));
+        let (have, want) = (text(&have), text(&pod.flows()));
         if have != want {
             let missing: Vec<&String> = want.iter().filter(|w| !have.contains(w)).collect();
             let extra: Vec<&String> = have.iter().filter(|h| !want.contains(h)).collect();
@@ -686,24 +687,28 @@ impl Pods {
         Ok(removed)
     }
 
-    /// Releases leases held by no pod of the table, not in `keep` and not of an ADD in flight
-    /// (an ADD holds its lease before its pod enters the table).
+    /// Releases, in one pass under the lease lock, leases held by no pod of the table, not in
+    /// `keep` and not of an ADD in flight. An ADD enters `in_flight` before it takes its lease
+    /// and leaves it only after its pod entered the table, which this holds locked meanwhile: a
+    /// live attachment's lease is always seen as live.
     pub async fn release_orphan_leases(&self, keep: &BTreeSet<Key>) -> Result<usize, CniError> {
-        let known: BTreeSet<Key> = self.table.lock().await.keys().cloned().collect();
-        let store = self.ipam.clone();
-        let leases = tokio::task::spawn_blocking(move || store.leases())
-            .await
-            .map_err(|e| CniError::new(codes::INTERNAL, "IPAM task failed", e.to_string()))?
-            .map_err(ipam_error)?;
-        let mut removed = 0;
-        for l in leases {
-            let k = (l.container_id.clone(), l.ifname.clone());
-            if !known.contains(&k) && !keep.contains(&k) && !self.in_flight(&k).await {
-                self.release_lease(&l.container_id, &l.ifname).await?;
-                removed += 1;
-            }
+        let table = self.table.lock().await;
+        let mut live: BTreeSet<Key> = table.keys().cloned().collect();
+        live.extend(keep.iter().cloned());
+        let in_flight = self.in_flight.clone();
+        let gone = self
+            .ipam(move |store| {
+                store.retain(|l| {
+                    let k = (l.container_id.clone(), l.ifname.clone());
+                    live.contains(&k) || lock(&in_flight).contains(&k)
+                })
+            })
+            .await?;
+        drop(table);
+        for l in &gone {
+            tracing::info!(ip = %l.ip, sandbox = %l.container_id, ifname = %l.ifname, "released an orphan lease");
         }
-        Ok(removed)
+        Ok(gone.len())
     }
 
     /// Rebuilds the pod table from the pod ports on `br0` (after a restart). Ports whose veth
@@ -787,20 +792,26 @@ impl Pods {
         Ok((kept, removed))
     }
 
-    /// Every pod flow and table-80 row the node should have.
-    pub async fn desired_flows(&self) -> Vec<Flow> {
+    /// Makes br0 hold exactly `base` plus every pod flow and table-80 row of the table, in one
+    /// diff bundle. The table stays locked until the bundle is applied, so no pod's own bundle
+    /// lands between the snapshot and the diff (its flows would otherwise look stray).
+    pub async fn reconcile(&self, base: &[Flow]) -> Result<ReconcileStats, OfError> {
         let table = self.table.lock().await;
-        let mut out = Vec::with_capacity(table.len() * 5);
+        let mut desired = base.to_vec();
         let mut vnids = BTreeSet::new();
         for p in table.values() {
-            out.extend(p.flows());
+            desired.extend(p.flows());
             vnids.insert(p.vnid);
         }
         if self.net.node.mode == Mode::Multitenant {
-            out.extend(vnids.into_iter().filter_map(vnid_flow));
+            desired.extend(vnids.into_iter().filter_map(vnid_flow));
         }
-        out
+        self.switch.reconcile(&DumpFilter::all(), &desired).await
     }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 // By value: used as `map_err(ipam_error)`.

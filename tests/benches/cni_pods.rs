@@ -14,11 +14,11 @@
 //! so it pays no extra `ip netns exec`. Timing is wall clock on a shared 2-core VM: compare
 //! within one run, not across runs.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use sdn_tests::harness::{run, Netns};
-use sdn_tests::node::{cni_exec, AgentNode, CniOutcome, NodeOptions};
+use sdn_tests::node::{plugin_exec, workspace_bin, AgentNode, NodeOptions};
 use serde_json::json;
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -72,28 +72,29 @@ fn drive(n: usize, c: usize, op: &(dyn Fn(usize) -> Duration + Sync)) -> Stats {
     }
 }
 
-fn timed(f: impl FnOnce() -> CniOutcome, what: &str) -> Duration {
+/// One plugin exec for attachment (`cid`, eth0) in `netns`, as a runtime makes it; returns its
+/// wall time and panics unless it succeeded.
+fn exec_timed(bin: &Path, cmd: &str, cid: &str, netns: &str, conf: &str) -> Duration {
+    let args = format!("IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME={cid}");
+    let env = [
+        ("CNI_COMMAND", cmd),
+        ("CNI_CONTAINERID", cid),
+        ("CNI_NETNS", netns),
+        ("CNI_IFNAME", "eth0"),
+        ("CNI_ARGS", args.as_str()),
+        ("CNI_PATH", "/usr/lib/cni"),
+    ];
     let t = Instant::now();
-    let out = f();
+    let out = plugin_exec(bin, &env, conf);
     let d = t.elapsed();
-    assert_eq!(out.code, 0, "{what} failed: {}", out.stdout);
+    assert_eq!(
+        out.code,
+        0,
+        "{} {cmd} failed: {}",
+        bin.display(),
+        out.stdout
+    );
     d
-}
-
-fn setns_thread<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> T {
-    use std::os::fd::AsRawFd;
-    let path = format!("/var/run/netns/{ns}");
-    std::thread::scope(|s| {
-        s.spawn(move || {
-            let file = std::fs::File::open(&path).expect("netns");
-            // SAFETY: setns affects only this thread.
-            let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(rc, 0, "setns {path}");
-            f()
-        })
-        .join()
-        .expect("netns thread")
-    })
 }
 
 fn main() {
@@ -112,52 +113,16 @@ fn main() {
         ..NodeOptions::default()
     });
     let pods: Vec<Netns> = (0..n).map(|_| Netns::new("sdnb")).collect();
-    let netns = |i: usize| format!("/var/run/netns/{}", pods[i].name());
     let id = |tag: &str, i: usize| format!("bench-{tag}-{i}");
+    let shim = workspace_bin("sdn-cni");
     let conf = node.netconf("1.0.0").to_string();
-    let ours_add = |tag: &'static str| {
-        let conf = conf.clone();
-        move |i: usize| {
-            let (cid, ns) = (id(tag, i), netns(i));
-            let args = format!("K8S_POD_NAMESPACE=default;K8S_POD_NAME=p{i}");
-            timed(
-                || {
-                    cni_exec(
-                        &[
-                            ("CNI_COMMAND", "ADD"),
-                            ("CNI_CONTAINERID", &cid),
-                            ("CNI_NETNS", &ns),
-                            ("CNI_IFNAME", "eth0"),
-                            ("CNI_ARGS", &args),
-                            ("CNI_PATH", "/opt/cni/bin"),
-                        ],
-                        &conf,
-                    )
-                },
-                "sdn-cni ADD",
-            )
-        }
+    let paths: Vec<String> = pods.iter().map(Netns::path).collect();
+    let ours = |cmd: &'static str, tag: &'static str| {
+        let (shim, conf, paths) = (&shim, &conf, &paths);
+        move |i: usize| exec_timed(shim, cmd, &id(tag, i), &paths[i], conf)
     };
-    let ours_del = |tag: &'static str| {
-        let conf = conf.clone();
-        move |i: usize| {
-            let (cid, ns) = (id(tag, i), netns(i));
-            timed(
-                || {
-                    cni_exec(
-                        &[
-                            ("CNI_COMMAND", "DEL"),
-                            ("CNI_CONTAINERID", &cid),
-                            ("CNI_NETNS", &ns),
-                            ("CNI_IFNAME", "eth0"),
-                        ],
-                        &conf,
-                    )
-                },
-                "sdn-cni DEL",
-            )
-        }
-    };
+    let ours_add = |tag| ours("ADD", tag);
+    let ours_del = |tag| ours("DEL", tag);
 
     let data = node.dir().join("bench-host-local");
     let br_conf = json!({
@@ -166,29 +131,15 @@ fn main() {
         "ipam": {"type": "host-local", "dataDir": data, "ranges": [[{"subnet": "10.200.0.0/16"}]]}
     })
     .to_string();
-    let node_ns = node.ovs.netns().to_string();
+    // From a thread inside the node's namespace, where the bridge and host veths belong.
     let bridge_op = |cmd: &'static str, tag: &'static str| {
-        let (conf, node_ns) = (br_conf.clone(), node_ns.clone());
+        let (bridge, conf, paths, node) = (&bridge, &br_conf, &paths, &node);
         move |i: usize| {
-            let (cid, ns) = (id(tag, i), netns(i));
-            setns_thread(&node_ns, || {
-                timed(
-                    || {
-                        cni_exec_bin(
-                            "/usr/lib/cni/bridge",
-                            &[
-                                ("CNI_COMMAND", cmd),
-                                ("CNI_CONTAINERID", &cid),
-                                ("CNI_NETNS", &ns),
-                                ("CNI_IFNAME", "eth0"),
-                                ("CNI_PATH", "/usr/lib/cni"),
-                            ],
-                            &conf,
-                        )
-                    },
-                    cmd,
-                )
-            })
+            let (bridge, conf) = (bridge.clone(), conf.clone());
+            let (cid, ns) = (id(tag, i), paths[i].clone());
+            node.ovs
+                .ns()
+                .run_inside(move || exec_timed(&bridge, cmd, &cid, &ns, &conf))
         }
     };
 
@@ -330,24 +281,12 @@ fn main() {
     if rss_pods > 0 {
         let many: Vec<Netns> = (0..rss_pods).map(|_| Netns::new("sdnr")).collect();
         let rss_before = rss_kb(node.agent_pid().expect("agent runs"));
-        let many_netns = |i: usize| format!("/var/run/netns/{}", many[i].name());
-        let add = |i: usize| {
-            let (cid, ns) = (id("rss", i), many_netns(i));
-            timed(
-                || {
-                    cni_exec(
-                        &[
-                            ("CNI_COMMAND", "ADD"),
-                            ("CNI_CONTAINERID", &cid),
-                            ("CNI_NETNS", &ns),
-                            ("CNI_IFNAME", "eth0"),
-                        ],
-                        &conf,
-                    )
-                },
-                "ADD",
-            )
+        let many_paths: Vec<String> = many.iter().map(Netns::path).collect();
+        let op = |cmd: &'static str| {
+            let (shim, conf, many_paths) = (&shim, &conf, &many_paths);
+            move |i: usize| exec_timed(shim, cmd, &id("rss", i), &many_paths[i], conf)
         };
+        let add = op("ADD");
         let st = drive(rss_pods, c, &add);
         let rss = rss_kb(node.agent_pid().expect("agent runs"));
         eprintln!(
@@ -359,23 +298,7 @@ fn main() {
             st.pct(0.99),
             st.rate()
         );
-        let del = |i: usize| {
-            let (cid, ns) = (id("rss", i), many_netns(i));
-            timed(
-                || {
-                    cni_exec(
-                        &[
-                            ("CNI_COMMAND", "DEL"),
-                            ("CNI_CONTAINERID", &cid),
-                            ("CNI_NETNS", &ns),
-                            ("CNI_IFNAME", "eth0"),
-                        ],
-                        &conf,
-                    )
-                },
-                "DEL",
-            )
-        };
+        let del = op("DEL");
         drive(rss_pods, c, &del);
         drop(many);
     }
@@ -390,31 +313,4 @@ fn rss_kb(pid: u32) -> u64 {
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
-}
-
-/// Like `cni_exec`, for another plugin binary.
-fn cni_exec_bin(bin: &str, env: &[(&str, &str)], stdin: &str) -> CniOutcome {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(bin)
-        .env_clear()
-        .envs(env.iter().copied())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn plugin");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stdin.as_bytes())
-        .expect("stdin");
-    let out = child.wait_with_output().expect("plugin output");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    CniOutcome {
-        code: out.status.code().unwrap_or(-1),
-        json: serde_json::from_str(&stdout).unwrap_or(serde_json::Value::Null),
-        stdout,
-    }
 }

@@ -66,6 +66,28 @@ pub fn which(bin: &str) -> Option<PathBuf> {
     found
 }
 
+/// A binary of this workspace, next to the test executable (`<target>/<profile>/`), or the path
+/// in `SDN_<NAME>_BIN` (e.g. `SDN_CNI_BIN` for `sdn-cni`). `scripts/test` builds them first.
+pub fn workspace_bin(name: &str) -> PathBuf {
+    let var = format!("{}_BIN", name.to_ascii_uppercase().replace('-', "_"));
+    if let Some(p) = std::env::var_os(&var) {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("test executable path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test executable lives in <target>/<profile>/deps");
+    let p = profile_dir.join(name);
+    assert!(
+        p.is_file(),
+        "{} is missing: build the workspace first (scripts/test does `cargo build --workspace \
+         --all-targets`), or point {var} at the binary",
+        p.display()
+    );
+    p
+}
+
 /// Runs a command, returning stdout on success and a message with stderr on failure.
 pub fn run(cmd: &str, args: &[&str]) -> Result<String, String> {
     let out = Command::new(which(cmd).unwrap_or_else(|| PathBuf::from(cmd)))
@@ -130,6 +152,11 @@ impl Netns {
         &self.name
     }
 
+    /// The namespace's file, as runtimes pass it in `CNI_NETNS`.
+    pub fn path(&self) -> String {
+        format!("/var/run/netns/{}", self.name)
+    }
+
     /// Runs a command inside the namespace.
     pub fn exec(&self, cmd: &[&str]) -> Result<String, String> {
         let mut args = vec!["netns", "exec", &self.name];
@@ -139,7 +166,7 @@ impl Netns {
 
     /// Runs `f` on a new thread that has entered this namespace (sockets it opens live there).
     pub fn run_inside<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
-        let path = format!("/var/run/netns/{}", self.name);
+        let path = self.path();
         thread::spawn(move || {
             let file = fs::File::open(&path).unwrap_or_else(|e| panic!("open {path}: {e}"));
             // SAFETY: setns on a valid namespace fd affects only this thread.

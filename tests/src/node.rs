@@ -17,25 +17,8 @@ use serde_json::{json, Value};
 
 use std::sync::Mutex;
 
+pub use crate::harness::workspace_bin;
 use crate::harness::{run, Netns, Ovs};
-
-/// A binary of this workspace, next to the test executable (`target/<profile>/`).
-pub fn workspace_bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    // target/<profile>/deps/<test>-<hash>
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("test executable lives in target/<profile>/deps");
-    let p = profile_dir.join(name);
-    assert!(
-        p.is_file(),
-        "{} is missing: build the workspace first (scripts/test does `cargo build --workspace \
-         --all-targets`)",
-        p.display()
-    );
-    p
-}
 
 /// Settings of a test node.
 #[derive(Debug, Clone)]
@@ -277,7 +260,7 @@ impl AgentNode {
     /// Creates a pod (namespace + ADD) in Kubernetes namespace `namespace`; panics on failure.
     pub fn pod(&self, namespace: &str, name: &str) -> CniPod<'_> {
         let ns = Netns::new("sdnpod");
-        let netns = format!("/var/run/netns/{}", ns.name());
+        let netns = ns.path();
         let id = format!("{}-{name}", ns.name());
         let out = self.add(
             &id,
@@ -411,7 +394,7 @@ pub struct CniPod<'a> {
 impl CniPod<'_> {
     /// The netns path.
     pub fn netns(&self) -> String {
-        format!("/var/run/netns/{}", self.ns.name())
+        self.ns.path()
     }
 
     /// `ping -c 1 -W <secs> ip` from inside the pod.
@@ -450,21 +433,29 @@ impl Drop for CniPod<'_> {
 
 /// Runs `sdn-cni` with a cleared environment plus `env`, `stdin` on its standard input.
 pub fn cni_exec(env: &[(&str, &str)], stdin: &str) -> CniOutcome {
+    plugin_exec(&workspace_bin("sdn-cni"), env, stdin)
+}
+
+/// Runs CNI plugin `bin` as a runtime does: a cleared environment plus `env`, `stdin` on its
+/// standard input.
+pub fn plugin_exec(bin: &Path, env: &[(&str, &str)], stdin: &str) -> CniOutcome {
     use std::io::Write;
-    let mut cmd = Command::new(workspace_bin("sdn-cni"));
+    let mut cmd = Command::new(bin);
     cmd.env_clear()
         .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn sdn-cni");
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()));
     child
         .stdin
         .take()
         .expect("stdin")
         .write_all(stdin.as_bytes())
         .expect("write stdin");
-    let out = child.wait_with_output().expect("sdn-cni output");
+    let out = child.wait_with_output().expect("plugin output");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     CniOutcome {
         code: out.status.code().unwrap_or(-1),

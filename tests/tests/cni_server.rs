@@ -697,7 +697,7 @@ async fn results_in_every_version_end_to_end() {
     let (fake, _handle) = start(&dir, ServerOptions::default()).await;
     let sock = dir.socket();
     let ns = Netns::new("cnisrv");
-    let netns = format!("/var/run/netns/{}", ns.name());
+    let netns = ns.path();
 
     let iface_out = |mtu: bool| {
         let m = if mtu { r#","mtu":1450"# } else { "" };
@@ -1069,17 +1069,7 @@ async fn shutdown_stops_accepting_and_waits_for_running_handlers() {
 /// The `sdn-cni` binary (`<target>/<profile>/sdn-cni` next to this test's `deps/`, or
 /// `SDN_CNI_BIN`); `cargo build --workspace` builds it.
 fn shim_binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("SDN_CNI_BIN") {
-        return PathBuf::from(p);
-    }
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe.parent().and_then(Path::parent).unwrap().join("sdn-cni");
-    assert!(
-        bin.is_file(),
-        "{} is missing: run `cargo build --workspace` first, or set SDN_CNI_BIN",
-        bin.display()
-    );
-    bin
+    sdn_tests::harness::workspace_bin("sdn-cni")
 }
 
 /// Runs the shim as a runtime does (cleared environment, config on stdin): (exit code, stdout).

@@ -37,7 +37,7 @@ fn require_root() {
 }
 
 fn netns_path(ns: &Netns) -> PathBuf {
-    PathBuf::from(format!("/var/run/netns/{}", ns.name()))
+    PathBuf::from(ns.path())
 }
 
 /// Runs `f` with a fresh [`Netlink`] on a thread inside `node`, on a current-thread runtime.

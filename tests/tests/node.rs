@@ -165,7 +165,7 @@ fn pods_get_addresses_and_reach_each_other_through_br0() {
 fn chained_after_another_plugin_the_result_extends_prev_result() {
     let node = AgentNode::start(NodeOptions::default());
     let ns = Netns::new("sdnchain");
-    let netns = format!("/var/run/netns/{}", ns.name());
+    let netns = ns.path();
     // What an earlier plugin of a conflist returned: one interface and an address.
     let mut conf = node.netconf("0.4.0");
     conf["prevResult"] = json!({
@@ -227,7 +227,7 @@ fn del_is_idempotent_and_complete_when_the_netns_is_gone() {
 fn bad_requests_get_clear_cni_errors_and_leave_nothing_behind() {
     let node = AgentNode::start(NodeOptions::default());
     let ns = Netns::new("sdnbad");
-    let netns = format!("/var/run/netns/{}", ns.name());
+    let netns = ns.path();
     let env = |id: &'static str, netns: &str, args: &str| -> Vec<(String, String)> {
         vec![
             ("CNI_COMMAND".into(), "ADD".into()),
@@ -308,7 +308,7 @@ fn an_exhausted_subnet_fails_the_add_cleanly() {
         .map(|i| node.pod("default", &format!("p{i}")))
         .collect();
     let ns = Netns::new("sdnfull");
-    let out = node.add("full", &format!("/var/run/netns/{}", ns.name()), "");
+    let out = node.add("full", &ns.path(), "");
     assert!(out.code != 0, "{}", out.stdout);
     assert!(out.stdout.contains("10.128.0.0/29"), "{}", out.stdout);
     assert_eq!(node.leases().len(), 5);

@@ -11,7 +11,7 @@
 
 use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
@@ -23,24 +23,9 @@ use serde_json::{json, Value};
 /// How long any wait in these tests may take.
 const BOUND: Duration = Duration::from_secs(20);
 
-/// The `sdn-cni` binary to test.
+/// The `sdn-cni` binary to test (`SDN_CNI_BIN` overrides it).
 fn shim_binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("SDN_CNI_BIN") {
-        return PathBuf::from(p);
-    }
-    let exe = std::env::current_exe().expect("current_exe");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("test executable lives in <target>/<profile>/deps");
-    let bin = profile_dir.join("sdn-cni");
-    assert!(
-        bin.is_file(),
-        "{} is missing: build the shim first with `cargo build --workspace` (scripts/test does), \
-         or point SDN_CNI_BIN at an sdn-cni binary",
-        bin.display()
-    );
-    bin
+    sdn_tests::harness::workspace_bin("sdn-cni")
 }
 
 /// A temp dir removed on drop.

@@ -176,21 +176,16 @@ trait Wire: Copy {
     fn put(self, out: &mut Vec<u8>);
 }
 
-impl Wire for u16 {
-    fn put(self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.to_be_bytes());
-    }
+macro_rules! wire_be {
+    ($($t:ty),*) => {$(
+        impl Wire for $t {
+            fn put(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_be_bytes());
+            }
+        }
+    )*};
 }
-impl Wire for u32 {
-    fn put(self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.to_be_bytes());
-    }
-}
-impl Wire for u64 {
-    fn put(self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.to_be_bytes());
-    }
-}
+wire_be!(u16, u32, u64);
 impl Wire for Ipv4Addr {
     fn put(self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.octets());
