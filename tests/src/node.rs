@@ -110,6 +110,24 @@ impl AgentNode {
         self.dir.join("state")
     }
 
+    /// Writes (creates or changes) the NetNamespace of `namespace` with VNID `netid` in the
+    /// standalone state directory, as `sdnctl` does; the agent applies it within a poll.
+    pub fn set_netnamespace(&self, namespace: &str, netid: u32) {
+        use agent::cluster::{ClusterObject, NetNamespace, StandaloneSource};
+        StandaloneSource::write_object(
+            &self.state_dir(),
+            &ClusterObject::NetNamespace(NetNamespace::new(namespace, netid)),
+        )
+        .unwrap_or_else(|e| panic!("writing NetNamespace {namespace}: {e}"));
+    }
+
+    /// Deletes the NetNamespace of `namespace` from the standalone state directory.
+    pub fn delete_netnamespace(&self, namespace: &str) {
+        use agent::cluster::{Kind, StandaloneSource};
+        StandaloneSource::delete_object(&self.state_dir(), Kind::NetNamespace, namespace)
+            .unwrap_or_else(|e| panic!("deleting NetNamespace {namespace}: {e}"));
+    }
+
     /// The agent's log so far.
     pub fn log(&self) -> String {
         fs::read_to_string(self.dir.join("agent.log")).unwrap_or_default()
