@@ -14,3 +14,4 @@ pub mod netlink;
 pub mod node;
 pub mod pods;
 pub mod switch;
+pub mod tenants;
