@@ -15,9 +15,10 @@
 //!
 //! Allocation: fresh VNIDs come from [`Tenancy`] (from 10 up, never one in use). Two additions
 //! make "in use" mean what an administrator expects: VNIDs still recorded on local pod ports
-//! (pods of a namespace deleted with `--force` keep their VNID) count as in use, and the last
-//! VNID handed out is remembered in `<dir>/.sdnctl.last-vnid`, so the walk resumes after it and a
-//! VNID just released is not handed to the next tenant at once.
+//! (pods of a namespace deleted with `--force` keep their VNID) count as in use, and the walk's
+//! position (the last VNID handed out, or the largest seen in use) is remembered in
+//! `<dir>/.sdnctl.last-vnid`, so it resumes there and a VNID just released (by delete, join,
+//! isolate or make-global) is not handed to the next tenant at once.
 //!
 //! Local pods come from OVSDB ([`local_pods`]): Interface rows whose `external_ids` carry the
 //! pod's sandbox and namespace (see [`crate::pods::ids`]).
@@ -278,13 +279,21 @@ pub enum TenantError {
         problem: ClusterError,
     },
     /// The NetNamespace is not in sdnctl's own file.
-    #[error("NetNamespace {name:?} is defined in {}, not alone in {}: sdnctl edits only its own files; move it to {} or edit it by hand", found.display(), own.display(), own.display())]
+    #[error("NetNamespace {name:?} is defined in {}, not alone in {}: sdnctl edits only its own files; move it to {} (alone) or edit it by hand", found.display(), own.display(), own.display())]
     ForeignFile {
         /// The namespace.
         name: String,
         /// Where it is defined (or what holds the own file name).
         found: PathBuf,
         /// The file sdnctl edits.
+        own: PathBuf,
+    },
+    /// `create` when sdnctl's file name for the namespace holds something else.
+    #[error("cannot create namespace {name:?}: {} exists but does not define NetNamespace {name:?}; remove or rename that file, then retry", own.display())]
+    OwnFileTaken {
+        /// The namespace.
+        name: String,
+        /// The file.
         own: PathBuf,
     },
     /// Taking the lock failed.
@@ -367,8 +376,12 @@ pub struct Plan {
     pub write: Option<NetNamespace>,
     /// The NetNamespace to delete, if any.
     pub delete: Option<String>,
-    /// A VNID freshly allocated (to remember as the last one handed out).
+    /// A VNID freshly allocated.
     pub allocated: Option<u32>,
+    /// Where the allocation walk stands after this command, when it moved: the VNID allocated,
+    /// else the largest tenant VNID in use before the command (so one released by this very
+    /// command, e.g. the old VNID of a namespace that joined another, is not handed out next).
+    pub remember: Option<u32>,
 }
 
 /// Checks that `name` is a namespace name (a DNS-1123 label).
@@ -460,7 +473,7 @@ pub fn plan(
         nn.net_id = vnid;
         nn
     };
-    match cmd {
+    let mut planned = match cmd {
         Command::Create { global, .. } => {
             if let Some(vnid) = current {
                 return Err(TenantError::Exists {
@@ -476,12 +489,13 @@ pub fn plan(
             } else {
                 "a tenant of its own".to_string()
             };
-            Ok(Plan {
+            Plan {
                 change: change(None, Some(v), reason, true),
                 write: Some(nn),
                 delete: None,
                 allocated: (!global).then_some(v),
-            })
+                remember: None,
+            }
         }
         Command::Delete { force, .. } => {
             if name == DEFAULT_NAMESPACE {
@@ -510,12 +524,13 @@ pub fn plan(
                 Some(n) => format!("forced: its {n} local pod(s) keep VNID {vnid} until deleted"),
                 None => format!("forced: any local pods keep VNID {vnid} until deleted"),
             };
-            Ok(Plan {
+            Plan {
                 change: change(Some(vnid), None, reason, true),
                 write: None,
                 delete: Some(name.to_string()),
                 allocated: None,
-            })
+                remember: None,
+            }
         }
         Command::Join { other, .. } => {
             let from = current.ok_or_else(|| unknown(name))?;
@@ -534,12 +549,13 @@ pub fn plan(
             } else {
                 format!("joined {other}{global}")
             };
-            Ok(Plan {
+            Plan {
                 change: change(Some(from), Some(to), reason, from != to),
                 write: (from != to).then(|| updated(to)),
                 delete: None,
                 allocated: None,
-            })
+                remember: None,
+            }
         }
         Command::Isolate { .. } => {
             if name == DEFAULT_NAMESPACE {
@@ -555,12 +571,13 @@ pub fn plan(
             } else {
                 "isolated".to_string()
             };
-            Ok(Plan {
+            Plan {
                 change: change(Some(from), Some(to), reason, from != to),
                 write: (from != to).then(|| updated(to)),
                 delete: None,
                 allocated: (from != to).then_some(to),
-            })
+                remember: None,
+            }
         }
         Command::MakeGlobal { .. } => {
             let from = current.ok_or_else(|| unknown(name))?;
@@ -573,14 +590,26 @@ pub fn plan(
             } else {
                 "made global".to_string()
             };
-            Ok(Plan {
+            Plan {
                 change: change(Some(from), Some(to), reason, from != to),
                 write: (from != to).then(|| updated(to)),
                 delete: None,
                 allocated: None,
-            })
+                remember: None,
+            }
         }
-    }
+    };
+    let high = state
+        .net_namespaces
+        .values()
+        .map(|n| n.net_id)
+        .filter(|v| (multitenant::FIRST_TENANT_VNID..=Vnid::LAST_TENANT).contains(v))
+        .max();
+    planned.remember = planned
+        .allocated
+        .or_else(|| high.max(last))
+        .filter(|v| Some(*v) != last);
+    Ok(planned)
 }
 
 /// Whether a problem of the state directory could hide NetNamespaces (so the VNIDs in use are
@@ -727,20 +756,54 @@ fn check_own_file(dir: &Path, name: &str, problems: &[ClusterError]) -> Result<(
         found,
         own: own.clone(),
     };
-    let text = match fs::read_to_string(&own) {
-        Ok(t) => t,
-        Err(_) => return Err(foreign(dir.join("another file"))),
-    };
-    match parse_objects(&text, Format::Yaml) {
-        Ok(objects)
+    match file_objects(&own) {
+        Some(objects)
             if objects.len() == 1
                 && objects[0].kind() == Kind::NetNamespace
                 && objects[0].name() == name =>
         {
             Ok(())
         }
-        _ => Err(foreign(own.clone())),
+        _ => Err(foreign(
+            find_definition(dir, name).unwrap_or_else(|| dir.to_path_buf()),
+        )),
     }
+}
+
+/// The objects of one state file, if it reads and parses.
+fn file_objects(path: &Path) -> Option<Vec<ClusterObject>> {
+    let text = fs::read_to_string(path).ok()?;
+    let format = if path.extension().is_some_and(|e| e == "json") {
+        Format::Json
+    } else {
+        Format::Yaml
+    };
+    parse_objects(&text, format).ok()
+}
+
+/// The state file that defines NetNamespace `name` (the first in name order, as the agent
+/// picks it).
+fn find_definition(dir: &Path, name: &str) -> Option<PathBuf> {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let n = p
+                .file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default();
+            !n.starts_with('.')
+                && (n.ends_with(".yaml") || n.ends_with(".yml") || n.ends_with(".json"))
+        })
+        .collect();
+    files.sort();
+    files.into_iter().find(|f| {
+        file_objects(f).is_some_and(|objs| {
+            objs.iter()
+                .any(|o| o.kind() == Kind::NetNamespace && o.name() == name)
+        })
+    })
 }
 
 /// The result of a command.
@@ -768,29 +831,28 @@ pub fn execute(dir: &Path, cmd: &Command, pods: &Pods) -> Result<Outcome, Tenant
     }
     let plan = plan(&snap.state, cmd, pods, last_vnid(dir), dir)?;
     let name = cmd.name();
-    let mut file = None;
-    if let Some(v) = plan.allocated {
-        write_last_vnid(dir, v)?;
-    }
-    if let Some(nn) = &plan.write {
+    // Check before writing anything that the one file to change holds exactly this object.
+    if plan.write.is_some() || plan.delete.is_some() {
+        let own = dir.join(StandaloneSource::file_name(Kind::NetNamespace, name));
         if snap.state.net_namespaces.contains_key(name) {
             check_own_file(dir, name, &snap.problems)?;
-        } else {
-            let own = dir.join(StandaloneSource::file_name(Kind::NetNamespace, name));
-            if own.exists() {
-                return Err(TenantError::ForeignFile {
-                    name: name.to_string(),
-                    found: own.clone(),
-                    own,
-                });
-            }
+        } else if own.exists() {
+            return Err(TenantError::OwnFileTaken {
+                name: name.to_string(),
+                own,
+            });
         }
+    }
+    if let Some(v) = plan.remember.filter(|_| plan.change.changed) {
+        write_last_vnid(dir, v)?;
+    }
+    let mut file = None;
+    if let Some(nn) = &plan.write {
         let path = StandaloneSource::write_object(dir, &ClusterObject::NetNamespace(nn.clone()))
             .map_err(TenantError::Write)?;
         file = Some(path);
     }
     if let Some(n) = &plan.delete {
-        check_own_file(dir, n, &snap.problems)?;
         StandaloneSource::delete_object(dir, Kind::NetNamespace, n).map_err(TenantError::Write)?;
         file = Some(dir.join(StandaloneSource::file_name(Kind::NetNamespace, n)));
     }
@@ -983,6 +1045,23 @@ mod tests {
             Some(("b", 10))
         );
         assert_eq!(p.change.to_string(), "b: VNID 11 -> 10 (joined a)");
+        assert_eq!((p.allocated, p.remember), (None, Some(11)), "11 was in use");
+        // Afterwards 11 is free but remembered, so isolate does not hand it out at once.
+        let after = state(&[("default", 0), ("a", 10), ("b", 10), ("c", 10)]);
+        let p = run(
+            &after,
+            Command::Isolate { name: "c".into() },
+            &none(),
+            Some(11),
+        );
+        assert_eq!((p.allocated, p.remember), (Some(12), Some(12)));
+        let p = run(
+            &after,
+            Command::MakeGlobal { name: "c".into() },
+            &none(),
+            Some(11),
+        );
+        assert_eq!(p.remember, None, "the walk did not move");
 
         let p = run(&s, Command::Isolate { name: "c".into() }, &none(), None);
         assert_eq!(p.change.to_string(), "c: VNID 10 -> 12 (isolated)");
@@ -1158,6 +1237,23 @@ mod tests {
         let r = rows(&s, &Pods::Unknown("x".into()));
         assert_eq!(r.len(), 5);
         assert!(table(&r).lines().nth(1).unwrap().ends_with('?'));
+    }
+
+    #[test]
+    fn the_lock_is_exclusive_and_bounded() {
+        let dir = std::env::temp_dir().join(format!("sdn-tenants-lock-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let held = lock(&dir).unwrap();
+        let t = Instant::now();
+        let e = lock_within(&dir, Duration::from_millis(100)).unwrap_err();
+        assert!(t.elapsed() >= Duration::from_millis(100));
+        assert!(
+            e.to_string().contains("another sdnctl has held the lock"),
+            "{e}"
+        );
+        drop(held);
+        lock_within(&dir, Duration::from_millis(100)).unwrap();
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
