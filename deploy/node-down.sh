@@ -3,7 +3,8 @@
 # their flows, ports, veths and leases) and their network namespaces, stops sdn-agent, removes the
 # agent's iptables chains, deletes br0 (so ovs-vswitchd removes its tap devices br0 and tun0) and
 # the userspace datapath, stops the two OVS daemons by their pid files (bounded wait) and removes
-# the run directory. Nothing is left in the host's network.
+# the run directory (with the installed sdn-agent, sdnctl and sdn-cni, agent.yaml and the cluster
+# state). Nothing is left in the host's network.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNDIR=${SDN_RUNDIR:-/run/sdn-node}
@@ -29,9 +30,13 @@ for ns in $(ip netns list | awk '{print $1}' | grep '^sdn-demo-' || true); do
   ip netns del "$ns"
 done
 stop "$RUNDIR/sdn-agent.pid"
-if [ -x target/release/sdn-agent ]; then
-  target/release/sdn-agent remove-host-rules || true
-fi
+# The agent node-up.sh installed (else a build in the tree) knows its iptables chains.
+for agent in "$RUNDIR/bin/sdn-agent" target/release/sdn-agent; do
+  if [ -x "$agent" ]; then
+    "$agent" remove-host-rules || true
+    break
+  fi
+done
 if alive "$RUNDIR/ovsdb-server.pid" && alive "$RUNDIR/ovs-vswitchd.pid"; then
   ovs-vsctl --db="unix:$RUNDIR/db.sock" --timeout=10 --if-exists del-br br0 || true
   ctl="$RUNDIR/ovs-vswitchd.$(cat "$RUNDIR/ovs-vswitchd.pid").ctl"

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Brings up a standalone SDN node on this machine, on real Open vSwitch (userspace datapath, so no
 # kernel module is needed), and shows pods talking through it:
-#   1. installs missing packages and builds sdn-agent and sdn-cni (release);
-#   2. starts a private ovsdb-server + ovs-vswitchd under $SDN_RUNDIR (default /run/sdn-node);
-#   3. starts sdn-agent in standalone mode (cluster state in $SDN_RUNDIR/state), which sets up br0,
+#   1. installs missing packages, builds sdn-agent, sdnctl and sdn-cni (release) and installs them
+#      in $SDN_RUNDIR/bin (default /run/sdn-node/bin; the plugin in $SDN_RUNDIR/cni/bin);
+#   2. starts a private ovsdb-server + ovs-vswitchd under $SDN_RUNDIR;
+#   3. writes the agent's configuration to $SDN_RUNDIR/agent.yaml (multitenant mode, standalone
+#      cluster state in $SDN_RUNDIR/state) and starts sdn-agent with it; the agent sets up br0,
 #      vxlan0, tun0 (gateway 10.128.0.1), iptables and the pipeline, then writes its CNI config;
 #   4. creates $SDN_DEMO_PODS (default 3) pods as network namespaces sdn-demo-N through the real
-#      sdn-cni plugin, pings every pair and the gateway, and prints `ovs-ofctl --names dump-flows br0`.
+#      sdn-cni plugin (in namespace default, which is global), pings every pair and the gateway,
+#      and prints `ovs-ofctl --names dump-flows br0`.
 # Everything stays running until deploy/node-down.sh. Idempotent: a second run starts nothing
-# twice and re-uses the pods that exist.
+# twice and re-uses the pods that exist. Tenants: `sdnctl` reads the same agent.yaml
+# (export SDN_CONFIG=$SDN_RUNDIR/agent.yaml; sdnctl namespaces).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNDIR=${SDN_RUNDIR:-/run/sdn-node}
@@ -28,8 +32,14 @@ fi
 cargo build --release -p agent
 cargo build --profile release-small -p cni-shim
 
-mkdir -p "$RUNDIR" "$CNI_BIN" "$CNI_CONF"
-install -m 0755 target/release-small/sdn-cni "$CNI_BIN/sdn-cni"
+BIN=$RUNDIR/bin
+CONFIG=$RUNDIR/agent.yaml
+mkdir -p "$RUNDIR" "$BIN" "$CNI_BIN" "$CNI_CONF"
+# Install through a temporary name and a rename: a running agent keeps its (old) binary.
+put() { install -m 0755 "$1" "$2.new" && mv -f "$2.new" "$2"; }
+put target/release-small/sdn-cni "$CNI_BIN/sdn-cni"
+put target/release/sdn-agent "$BIN/sdn-agent"
+put target/release/sdnctl "$BIN/sdnctl"
 export OVS_RUNDIR=$RUNDIR OVS_LOGDIR=$RUNDIR OVS_DBDIR=$RUNDIR
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 if ! alive "$RUNDIR/ovsdb-server.pid"; then
@@ -45,18 +55,23 @@ fi
 
 # The node's underlay address: the source address of its default route (else 127.0.0.1).
 NODE_IP=$(ip -4 route get 192.0.2.255 2>/dev/null | awk '{for (i = 1; i < NF; i++) if ($i == "src") print $(i+1)}')
+# The agent's settings, in the file both sdn-agent and sdnctl read (see sdn-agent --help).
+cat >"$CONFIG.new" <<CONFIG
+nodeName: "$(hostname | tr 'A-Z_' 'a-z-')"
+nodeIP: "${NODE_IP:-127.0.0.1}"
+mode: multitenant
+datapathType: netdev
+ovsdb: "unix:$RUNDIR/db.sock"
+bridgeMgmt: "$RUNDIR/br0.mgmt"
+cniSocket: "$RUNDIR/cni.sock"
+ipamDir: "$RUNDIR/ipam"
+cniConfDir: "$CNI_CONF"
+clusterState: !standalone "$RUNDIR/state"
+CONFIG
+mv -f "$CONFIG.new" "$CONFIG"
 if ! alive "$RUNDIR/sdn-agent.pid"; then
   rm -f "$CNI_CONF/10-sdn.conflist"
-  setsid target/release/sdn-agent run \
-    --node-name "$(hostname | tr 'A-Z_' 'a-z-')" \
-    --node-ip "${NODE_IP:-127.0.0.1}" \
-    --datapath-type netdev \
-    --ovsdb "unix:$RUNDIR/db.sock" \
-    --bridge-mgmt "$RUNDIR/br0.mgmt" \
-    --cni-socket "$RUNDIR/cni.sock" \
-    --ipam-dir "$RUNDIR/ipam" \
-    --cni-conf-dir "$CNI_CONF" \
-    --cluster-state "standalone:$RUNDIR/state" \
+  setsid "$BIN/sdn-agent" run --config "$CONFIG" \
     </dev/null >>"$RUNDIR/sdn-agent.log" 2>&1 &
   echo $! >"$RUNDIR/sdn-agent.pid"
 fi
@@ -104,7 +119,12 @@ done
 echo
 ovs-ofctl -O OpenFlow13 --names dump-flows "unix:$RUNDIR/br0.mgmt"
 echo
+SDN_CONFIG=$CONFIG "$BIN/sdnctl" namespaces
+echo
 echo "node up: br0 on $RUNDIR; pods sdn-demo-1..$PODS (ip netns exec sdn-demo-1 ping ${ips[0]})"
 echo "  CNI config: $CNI_CONF/10-sdn.conflist   plugin: $CNI_BIN/sdn-cni"
 echo "  ovs-ofctl -O OpenFlow13 --names dump-flows unix:$RUNDIR/br0.mgmt"
+echo "  agent config: $CONFIG; tenants (sdnctl help lists the commands):"
+echo "    export PATH=$BIN:\$PATH"
+echo "    export SDN_CONFIG=$CONFIG; sdnctl namespaces"
 echo "  stop everything: deploy/node-down.sh"
