@@ -215,6 +215,9 @@ pub enum TenantError {
         /// What failed.
         reason: String,
     },
+    /// The state holds a NetNamespace the tenancy rules reject.
+    #[error("the state directory holds an invalid NetNamespace: {0}")]
+    InvalidState(String),
     /// A name is not a namespace name.
     #[error("bad namespace name {name:?}: {reason}")]
     BadName {
@@ -422,15 +425,16 @@ pub fn plan(
         .collect();
     // Validated NetNamespaces have 24-bit netids, so this only fails on a hand-built state.
     let load = |t: &mut Tenancy, a: Vec<(String, u32)>| {
-        t.load(a).map_err(|e| TenantError::BadName {
-            name: name.to_string(),
-            reason: e.to_string(),
-        })
+        t.load(a)
+            .map_err(|e| TenantError::InvalidState(e.to_string()))
     };
+    // Only tenant VNIDs matter to the walk (loading 2^24-1, the VNID of pods of an unknown
+    // tenant, would restart it from 10).
+    let tenant_range = multitenant::FIRST_TENANT_VNID..=Vnid::LAST_TENANT;
     load(&mut tenancy, assignments)?;
     // Resume the walk after the last VNID handed out: load it as a placeholder (which moves the
     // walk) and take the placeholder out again (so the VNID itself is free).
-    if let Some(last) = last.filter(|v| *v < Vnid::MAX) {
+    if let Some(last) = last.filter(|v| tenant_range.contains(v)) {
         let placeholder = format!("{RESERVED_PREFIX}last");
         load(&mut tenancy, vec![(placeholder.clone(), last)])?;
         tenancy.remove(&placeholder);
@@ -442,7 +446,7 @@ pub fn plan(
             let held: Vec<(String, u32)> = p
                 .vnids
                 .iter()
-                .filter(|v| Vnid::new(**v).is_some())
+                .filter(|v| tenant_range.contains(*v))
                 .map(|v| (format!("{RESERVED_PREFIX}{v}"), *v))
                 .collect();
             load(&mut tenancy, held)?;
@@ -603,7 +607,7 @@ pub fn plan(
         .net_namespaces
         .values()
         .map(|n| n.net_id)
-        .filter(|v| (multitenant::FIRST_TENANT_VNID..=Vnid::LAST_TENANT).contains(v))
+        .filter(|v| tenant_range.contains(v))
         .max();
     planned.remember = planned
         .allocated
@@ -1021,6 +1025,12 @@ mod tests {
             vnids: [12, 13].into(),
         });
         assert_eq!(run(&s, create("c"), &pods, None).allocated, Some(14));
+        // A pod of an unknown tenant (VNID 2^24-1) does not restart the walk from 10.
+        let pods = Pods::Known(LocalPods {
+            per_namespace: BTreeMap::new(),
+            vnids: [Vnid::UNASSIGNED].into(),
+        });
+        assert_eq!(run(&s, create("c"), &pods, Some(12)).allocated, Some(13));
         let g = Command::Create {
             name: "g".into(),
             global: true,
