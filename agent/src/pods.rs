@@ -437,7 +437,7 @@ impl Pods {
             let mut msgs = vec![BundleMsg::delete_by_cookie(pod.cookie(), u64::MAX)];
             msgs.extend(pod.flows().into_iter().map(BundleMsg::add));
             if self.net.node.mode == Mode::Multitenant {
-                msgs.extend(vnid_flow(vnid).map(BundleMsg::add));
+                msgs.extend(vnid_flow(pod.vnid).map(BundleMsg::add));
             }
             self.switch.bundle(&msgs).await.map_err(|e| {
                 CniError::new(
