@@ -333,6 +333,11 @@ impl Ovs {
         self.dir.join(format!("ovsdb-server.{pid}.ctl"))
     }
 
+    /// The pid of this instance's ovs-vswitchd.
+    pub fn vswitchd_pid(&self) -> Option<i32> {
+        read_pid(&self.dir.join("ovs-vswitchd.pid"))
+    }
+
     /// The unixctl socket of ovs-vswitchd, for `ovs-appctl -t`.
     pub fn vswitchd_ctl(&self) -> PathBuf {
         let pid = read_pid(&self.dir.join("ovs-vswitchd.pid")).expect("ovs-vswitchd is running");
