@@ -269,7 +269,7 @@ fn push_probes<'a>(
 /// tenancy rule.
 pub fn assert_isolation(title: &str, members: &[Member], node: &NodeSide, timeout: Duration) {
     let m = observe(title, members, node, timeout);
-    println!("{}", m.render());
+    eprintln!("{}", m.render());
     let bad = m.mismatches();
     assert!(
         bad.is_empty(),

@@ -551,7 +551,7 @@ fn isolation_holds_across_an_agent_restart() {
     let (same_tx, same_rx) = same.join().unwrap();
     let crossed = capture.stop();
     let delivered = control.stop();
-    println!(
+    eprintln!(
         "through the restart: cross-tenant a1->b1 {cross_rx}/{cross_tx} answered, {} delivered \
          to b1; same-tenant a1->a2 {same_rx}/{same_tx} answered, {} delivered to a2",
         crossed.len(),
