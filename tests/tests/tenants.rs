@@ -6,7 +6,8 @@
 //!   dump-flows br0` prints them, against pipeline.md;
 //! - a VNID change re-flows the namespace's pods and table 80 (join, isolate, make global) and
 //!   records the VNID on the port;
-//! - ADDs that are in flight while a namespace's VNID keeps changing all end with the final VNID.
+//! - ADDs that are in flight while a namespace's VNID keeps changing all end with the final VNID;
+//! - one CNI network per tenant namespace in standalone mode (the podman variant uses them);
 //! - the isolation matrix (ICMP, TCP and ARP between every ordered pair of pods; the node reaches
 //!   every pod) before and after join / isolate / make-global, printed as observed;
 //! - isolation across an agent restart, with a cross-tenant probe running through it.
@@ -17,6 +18,7 @@ use std::time::Duration;
 use sdn_tests::harness::wait_until;
 use sdn_tests::matrix::{self, Member, NodeSide};
 use sdn_tests::node::{AgentNode, CniPod, NodeOptions};
+use sdn_tests::podman::Podman;
 use sdn_tests::probe;
 
 /// `ovs-ofctl --names --no-stats dump-flows br0 table=<table>`, one trimmed line per flow,
@@ -60,9 +62,14 @@ fn cookie_of(node: &AgentNode, pod: &CniPod<'_>) -> String {
 
 /// The VNID table 70 loads into reg1 for `pod` (None: no flow).
 fn flowed_vnid(node: &AgentNode, pod: &CniPod<'_>) -> Option<u32> {
+    flowed_vnid_of_ip(node, &pod.ip)
+}
+
+/// The VNID table 70 loads into reg1 for the pod with address `ip` (None: no flow).
+fn flowed_vnid_of_ip(node: &AgentNode, ip: &str) -> Option<u32> {
     let line = table(node, "local_ip")
         .into_iter()
-        .find(|l| l.contains(&format!("nw_dst={} ", pod.ip)))?;
+        .find(|l| l.contains(&format!("nw_dst={ip} ")))?;
     let load = line.split("actions=").nth(1)?.split(',').next()?;
     let value = load.strip_prefix("load:")?.split("->").next()?;
     match value.strip_prefix("0x") {
@@ -246,10 +253,28 @@ fn a_vnid_change_reflows_the_namespace_and_table_80() {
     // A NetNamespace that vanishes leaves its pods where they are (never global by accident).
     node.set_netnamespace("tenant-a", 14);
     settle("a to 14", &[(&a1, 14)], &[14]);
+    // Standalone mode: each tenant namespace has its own CNI network while it exists.
+    let conf = |t: &str| {
+        node.conf_file()
+            .parent()
+            .unwrap()
+            .join(format!("20-sdn-{t}.conflist"))
+    };
+    assert!(conf("tenant-a").exists() && conf("tenant-b").exists());
+    let text = std::fs::read_to_string(conf("tenant-a")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(json["name"], "sdn-tenant-a", "{text}");
+    assert_eq!(json["plugins"][0]["namespace"], "tenant-a", "{text}");
     node.delete_netnamespace("tenant-a");
-    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        wait_until(Duration::from_secs(3), || !conf("tenant-a").exists()),
+        "the network of a deleted namespace stays"
+    );
     assert_eq!(flowed_vnid(&node, &a1), Some(14));
     assert!(node.log().contains("re-flowed"), "{}", node.log());
+    // A stopped agent declares no network at all.
+    node.stop_agent(libc::SIGTERM);
+    assert!(!conf("tenant-b").exists() && !node.conf_file().exists());
 }
 
 #[test]
@@ -353,16 +378,6 @@ fn members(pods: &[(&str, &CniPod<'_>, &str)], vnids: &BTreeMap<&str, u32>) -> V
         .collect()
 }
 
-/// Waits until every pod's table-70 flow loads its namespace's VNID (the agent applied the
-/// state).
-fn wait_applied(node: &AgentNode, pods: &[(&str, &CniPod<'_>, &str)], vnids: &BTreeMap<&str, u32>) {
-    let ok = wait_until(Duration::from_secs(5), || {
-        pods.iter()
-            .all(|(_, p, ns)| flowed_vnid(node, p) == Some(vnids[ns]))
-    });
-    assert!(ok, "the agent did not apply {vnids:?}:\n{}", node.log());
-}
-
 const PROBE_TIMEOUT: Duration = Duration::from_millis(1500);
 
 #[test]
@@ -397,51 +412,51 @@ fn isolation_matrix_through_join_isolate_and_make_global() {
         .zip(&made)
         .map(|((l, ns), p)| (*l, p, *ns))
         .collect();
+    join_isolate_make_global(&node, members(&pods, &vnids), &mut vnids);
+}
+
+/// The matrix for three tenants (11, 12, 13) and a global namespace, then after tenant-b joins
+/// tenant-a, tenant-a is isolated (14), and tenant-c is made global (each change written to the
+/// state directory, then awaited in the flows). `vnids` follows the changes.
+fn join_isolate_make_global(
+    node: &AgentNode,
+    pods: Vec<Member>,
+    vnids: &mut BTreeMap<&'static str, u32>,
+) {
     let node_side = NodeSide {
         netns: node.ovs.netns().to_string(),
         ifname: "tun0".into(),
     };
-    let _servers = matrix::serve(&members(&pods, &vnids));
-
+    let members = |vnids: &BTreeMap<&str, u32>| -> Vec<Member> {
+        pods.iter()
+            .map(|m| Member {
+                vnid: vnids[m.namespace.as_str()],
+                ..m.clone()
+            })
+            .collect()
+    };
+    let _servers = matrix::serve(&members(vnids));
     matrix::assert_isolation(
         "three tenants (11, 12, 13) and a global namespace",
-        &members(&pods, &vnids),
+        &members(vnids),
         &node_side,
         PROBE_TIMEOUT,
     );
-
-    // Join: tenant-b takes tenant-a's VNID.
-    node.set_netnamespace("tenant-b", 11);
-    vnids.insert("tenant-b", 11);
-    wait_applied(&node, &pods, &vnids);
-    matrix::assert_isolation(
-        "tenant-b joined tenant-a",
-        &members(&pods, &vnids),
-        &node_side,
-        PROBE_TIMEOUT,
-    );
-
-    // Isolate: tenant-a gets a fresh VNID; a and b are apart again.
-    node.set_netnamespace("tenant-a", 14);
-    vnids.insert("tenant-a", 14);
-    wait_applied(&node, &pods, &vnids);
-    matrix::assert_isolation(
-        "tenant-a isolated (14)",
-        &members(&pods, &vnids),
-        &node_side,
-        PROBE_TIMEOUT,
-    );
-
-    // Make global: tenant-c reaches and is reached by everyone.
-    node.set_netnamespace("tenant-c", 0);
-    vnids.insert("tenant-c", 0);
-    wait_applied(&node, &pods, &vnids);
-    matrix::assert_isolation(
-        "tenant-c made global",
-        &members(&pods, &vnids),
-        &node_side,
-        PROBE_TIMEOUT,
-    );
+    for (title, ns, vnid) in [
+        ("tenant-b joined tenant-a", "tenant-b", 11),
+        ("tenant-a isolated (14)", "tenant-a", 14),
+        ("tenant-c made global", "tenant-c", 0),
+    ] {
+        node.set_netnamespace(ns, vnid);
+        vnids.insert(ns, vnid);
+        let want = members(vnids);
+        let ok = wait_until(Duration::from_secs(5), || {
+            want.iter()
+                .all(|m| flowed_vnid_of_ip(node, &m.ip.to_string()) == Some(m.vnid))
+        });
+        assert!(ok, "the agent did not apply {vnids:?}:\n{}", node.log());
+        matrix::assert_isolation(title, &want, &node_side, PROBE_TIMEOUT);
+    }
 }
 
 /// `ping -i 0.02 -c <count> -p <pattern>` from `netns` to `ip` on a thread; the summary line's
@@ -586,4 +601,83 @@ fn isolation_holds_across_an_agent_restart() {
         &node_side,
         PROBE_TIMEOUT,
     );
+}
+
+/// The podman variant: one CNI network per tenant (the agent writes `sdn-<namespace>` for every
+/// NetNamespace but `default`, whose pods use the main network `sdn`), three containers in each
+/// of three tenants and in `default` (global), then the same matrix and changes.
+#[test]
+fn podman_isolation_matrix_with_one_network_per_tenant() {
+    let node = AgentNode::start(NodeOptions::default());
+    let mut vnids: BTreeMap<&str, u32> = BTreeMap::from([
+        ("tenant-a", 11),
+        ("tenant-b", 12),
+        ("tenant-c", 13),
+        ("default", 0),
+    ]);
+    for (ns, v) in &vnids {
+        if *ns != "default" {
+            node.set_netnamespace(ns, *v);
+        }
+    }
+    let confs = node.conf_file().parent().unwrap().to_path_buf();
+    let ok = wait_until(Duration::from_secs(5), || {
+        ["tenant-a", "tenant-b", "tenant-c"]
+            .iter()
+            .all(|t| confs.join(format!("20-sdn-{t}.conflist")).exists())
+    });
+    assert!(
+        ok,
+        "tenant networks in {}: {:?}",
+        confs.display(),
+        std::fs::read_dir(&confs).map(|d| d
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name())
+            .collect::<Vec<_>>())
+    );
+    let mut podman = Podman::new(&node);
+    let mut pods = Vec::new();
+    for (ns, network, prefix) in [
+        ("tenant-a", "sdn-tenant-a", "a"),
+        ("tenant-b", "sdn-tenant-b", "b"),
+        ("tenant-c", "sdn-tenant-c", "c"),
+        ("default", "sdn", "g"),
+    ] {
+        for i in 1..=3 {
+            let name = format!("{prefix}{i}");
+            podman.start_on(&name, network, &["sleep", "600"]);
+            pods.push(Member {
+                ip: podman.ip_on(&name, network).parse().unwrap(),
+                netns: podman.netns_of(&name),
+                label: name,
+                ifname: "eth0".into(),
+                namespace: ns.to_string(),
+                vnid: vnids[ns],
+            });
+        }
+    }
+    // The agent put each container into its network's tenant.
+    let ports = node.ovs.vsctl(&[
+        "--format=csv",
+        "--no-headings",
+        "--columns=external_ids",
+        "find",
+        "Interface",
+        "external_ids:sandbox!=\"\"",
+    ]);
+    for ns in ["tenant-a", "tenant-b", "tenant-c", "default"] {
+        assert_eq!(
+            ports.matches(&format!("namespace={ns}")).count(),
+            3,
+            "ports of {ns}: {ports}"
+        );
+    }
+    join_isolate_make_global(&node, pods, &mut vnids);
+
+    for name in [
+        "a1", "a2", "a3", "b1", "b2", "b3", "c1", "c2", "c3", "g1", "g2", "g3",
+    ] {
+        podman.rm(name);
+    }
+    node.assert_no_pod_leftovers();
 }
