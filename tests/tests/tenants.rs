@@ -412,7 +412,7 @@ fn isolation_matrix_through_join_isolate_and_make_global() {
         .zip(&made)
         .map(|((l, ns), p)| (*l, p, *ns))
         .collect();
-    join_isolate_make_global(&node, members(&pods, &vnids), &mut vnids);
+    join_isolate_make_global(&node, &members(&pods, &vnids), &mut vnids);
 }
 
 /// The matrix for three tenants (11, 12, 13) and a global namespace, then after tenant-b joins
@@ -420,7 +420,7 @@ fn isolation_matrix_through_join_isolate_and_make_global() {
 /// state directory, then awaited in the flows). `vnids` follows the changes.
 fn join_isolate_make_global(
     node: &AgentNode,
-    pods: Vec<Member>,
+    pods: &[Member],
     vnids: &mut BTreeMap<&'static str, u32>,
 ) {
     let node_side = NodeSide {
@@ -672,7 +672,7 @@ fn podman_isolation_matrix_with_one_network_per_tenant() {
             "ports of {ns}: {ports}"
         );
     }
-    join_isolate_make_global(&node, pods, &mut vnids);
+    join_isolate_make_global(&node, &pods, &mut vnids);
 
     for name in [
         "a1", "a2", "a3", "b1", "b2", "b3", "c1", "c2", "c3", "g1", "g2", "g3",
