@@ -10,7 +10,11 @@
 //! written into the CNI conf dir (that file is how runtimes learn that the node is ready).
 //!
 //! After start-up a loop keeps the bridge right: when the OpenFlow connection had to be re-opened
-//! (ovs-vswitchd restarted, flows possibly lost) or periodically, it reconciles again.
+//! (ovs-vswitchd restarted, flows possibly lost) or periodically, it reconciles again. It also
+//! follows the cluster state: when a NetNamespace's netid changes, the namespace's local pods are
+//! re-flowed with the new VNID in one bundle ([`Pods::sync_vnids`]); in standalone mode every
+//! tenant namespace gets its own CNI network (`<network>-<namespace>`), so podman users pick a
+//! tenant by picking a network.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
@@ -49,6 +53,9 @@ pub struct Node {
     base: Vec<Flow>,
     server: Option<cni::ServerHandle>,
     conf_file: PathBuf,
+    /// Tenant network config files written so far (standalone mode).
+    tenant_confs: std::sync::Mutex<BTreeSet<PathBuf>>,
+    state: tokio::sync::watch::Receiver<Arc<ClusterState>>,
     _cluster: cluster::StandaloneSource,
 }
 
@@ -211,6 +218,8 @@ impl Node {
             db,
             base,
             server: None,
+            tenant_confs: std::sync::Mutex::default(),
+            state: state.clone(),
             _cluster: source,
         };
         let stats = n
@@ -250,7 +259,13 @@ impl Node {
                 )
             })?;
         self.server = Some(server);
-        write_conf(&self.conf_file, &self.config)?;
+        write_conf(
+            &self.conf_file,
+            &self.config,
+            &self.config.cni_network_name,
+            None,
+        )?;
+        self.sync_tenant_networks();
         tracing::info!(
             socket = %self.config.cni_socket.display(), conf = %self.conf_file.display(),
             "ready"
@@ -264,7 +279,61 @@ impl Node {
         Ok(self.pods.reconcile(&self.base).await?)
     }
 
+    /// Applies a new cluster state: re-flows pods whose namespace changed VNID (one bundle) and
+    /// keeps the tenant networks' CNI config files in step.
+    async fn apply_state(&self) {
+        match self.pods.sync_vnids().await {
+            Ok(changes) => {
+                let mut by_ns: BTreeMap<(&str, u32, u32), usize> = BTreeMap::new();
+                for c in &changes {
+                    *by_ns.entry((&c.namespace, c.from, c.to)).or_default() += 1;
+                }
+                for ((namespace, from, to), pods) in by_ns {
+                    tracing::info!(
+                        namespace,
+                        from,
+                        to,
+                        pods,
+                        "namespace VNID changed; its pods were re-flowed in one bundle"
+                    );
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "applying VNID changes failed; retrying at the next repair")
+            }
+        }
+        self.sync_tenant_networks();
+    }
+
+    /// Standalone mode: one CNI network per tenant namespace, so a runtime without Kubernetes
+    /// (podman) can put a container into a tenant: `<confdir>/20-<network>-<namespace>.conflist`
+    /// names network `<network>-<namespace>` and sets the plugin's `namespace`. Written for
+    /// every NetNamespace except `default` (which is the main network), removed when the
+    /// NetNamespace goes and when the agent stops.
+    fn sync_tenant_networks(&self) {
+        if !matches!(self.config.cluster_state, ClusterStateSource::Standalone(_)) {
+            return;
+        }
+        let state = self.state.borrow().clone();
+        let net = &self.config.cni_network_name;
+        let mut want = BTreeSet::new();
+        for ns in state.net_namespaces.keys().filter(|n| *n != "default") {
+            let name = format!("{net}-{ns}");
+            let path = self.config.cni_conf_dir.join(format!("20-{name}.conflist"));
+            if let Err(e) = write_conf(&path, &self.config, &name, Some(ns)) {
+                tracing::warn!(namespace = %ns, error = %format!("{e:#}"), "writing the tenant network config");
+            }
+            want.insert(path);
+        }
+        let mut written = lock(&self.tenant_confs);
+        for stale in written.difference(&want) {
+            remove_conf(stale);
+        }
+        *written = want;
+    }
+
     async fn repair(&self, why: &str) {
+        self.apply_state().await;
         match self.reconcile().await {
             Ok(s) if s.added + s.deleted > 0 => {
                 tracing::warn!(
@@ -288,9 +357,15 @@ impl Node {
         let period = Duration::from_secs(30);
         let mut tick = interval_at(Instant::now() + period, period);
         let mut fast = tokio::time::interval(Duration::from_secs(1));
+        let mut state = self.state.clone();
+        state.mark_unchanged();
         loop {
             tokio::select! {
                 _ = &mut shutdown => return,
+                Ok(()) = state.changed() => {
+                    state.mark_unchanged();
+                    self.apply_state().await;
+                }
                 _ = tick.tick() => self.repair("periodic").await,
                 _ = fast.tick() => {
                     // Probe the connection; a re-open bumps the generation.
@@ -308,10 +383,9 @@ impl Node {
     /// Stops serving: removes the CNI config file (runtimes see the node as not ready) and the
     /// socket. Pods, ports and flows stay: a restart picks them up with no data-plane gap.
     pub async fn stop(mut self) {
-        if let Err(e) = std::fs::remove_file(&self.conf_file) {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                tracing::warn!(file = %self.conf_file.display(), error = %e, "removing the CNI config");
-            }
+        remove_conf(&self.conf_file);
+        for f in std::mem::take(&mut *lock(&self.tenant_confs)) {
+            remove_conf(&f);
         }
         if let Some(s) = self.server.take() {
             s.shutdown(Duration::from_secs(5)).await;
@@ -319,22 +393,43 @@ impl Node {
     }
 }
 
-/// Writes the CNI network config file (atomically: temp file + rename).
-fn write_conf(path: &Path, cfg: &Config) -> Result<()> {
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Removes a CNI network config file (missing is fine).
+fn remove_conf(path: &Path) {
+    if let Err(e) = std::fs::remove_file(path) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!(file = %path.display(), error = %e, "removing a CNI config");
+        }
+    }
+}
+
+/// Writes a CNI network config file `name` (atomically: temp file + rename); with `namespace`,
+/// the plugin puts every container of that network into that namespace (tenant).
+fn write_conf(path: &Path, cfg: &Config, name: &str, namespace: Option<&str>) -> Result<()> {
+    let mut plugin = serde_json::json!({
+        "type": "sdn-cni",
+        "socket": cfg.cni_socket,
+        "capabilities": {"portMappings": true},
+    });
+    if let Some(ns) = namespace {
+        plugin["namespace"] = ns.into();
+    }
     let conf = serde_json::json!({
         "cniVersion": "1.0.0",
-        "name": cfg.cni_network_name,
-        "plugins": [{
-            "type": "sdn-cni",
-            "socket": cfg.cni_socket,
-            "capabilities": {"portMappings": true},
-        }],
+        "name": name,
+        "plugins": [plugin],
     });
+    let bytes = serde_json::to_vec_pretty(&conf)?;
+    if std::fs::read(path).is_ok_and(|old| old == bytes) {
+        return Ok(());
+    }
     let dir = path.parent().context("CNI conf path has no directory")?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(&conf)?)
-        .with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }

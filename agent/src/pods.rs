@@ -59,6 +59,19 @@ pub mod ids {
     pub const VNID: &str = "vnid";
 }
 
+/// One pod moved to another VNID by [`Pods::sync_vnids`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VnidChange {
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's name.
+    pub pod: String,
+    /// The VNID its flows had.
+    pub from: u32,
+    /// The VNID its flows have now.
+    pub to: u32,
+}
+
 /// One attachment of a pod to the node network.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pod {
@@ -409,13 +422,22 @@ impl Pods {
             ofport,
             vnid,
         };
+        let mut pod = pod;
         {
             let mut table = self.table.lock().await;
+            // A VNID change may have arrived since the VNID was read: [`Pods::sync_vnids`] only
+            // re-flows pods already in the table, so take the newest VNID here, under the lock.
+            if let Some(now) = self.current_vnid(&pod.namespace) {
+                if now != pod.vnid {
+                    tracing::info!(sandbox = %id, namespace = %pod.namespace, from = pod.vnid, to = now, "namespace VNID changed during ADD");
+                    pod.vnid = now;
+                }
+            }
             done.push(Undo::Flows);
             let mut msgs = vec![BundleMsg::delete_by_cookie(pod.cookie(), u64::MAX)];
             msgs.extend(pod.flows().into_iter().map(BundleMsg::add));
             if self.net.node.mode == Mode::Multitenant {
-                msgs.extend(vnid_flow(vnid).map(BundleMsg::add));
+                msgs.extend(vnid_flow(pod.vnid).map(BundleMsg::add));
             }
             self.switch.bundle(&msgs).await.map_err(|e| {
                 CniError::new(
@@ -425,10 +447,13 @@ impl Pods {
                 )
             })?;
             table.insert((pod.container_id.clone(), pod.ifname.clone()), pod.clone());
+            if pod.vnid != vnid {
+                self.record_vnid(&pod).await;
+            }
         }
         tracing::info!(
-            sandbox = %id, ifname, namespace = %pod.namespace, pod = %pod.name, %ip, ofport, vnid,
-            "pod wired"
+            sandbox = %id, ifname, namespace = %pod.namespace, pod = %pod.name, %ip, ofport,
+            vnid = pod.vnid, "pod wired"
         );
         Ok(self.result(req, &pod, &link.host_mac))
     }
@@ -768,6 +793,9 @@ impl Pods {
                         ofport,
                         vnid,
                     };
+                    if recorded != Some(vnid) {
+                        self.record_vnid(&pod).await;
+                    }
                     self.table.lock().await.insert((id, ifname), pod);
                     kept += 1;
                 }
@@ -790,6 +818,102 @@ impl Pods {
             }
         }
         Ok((kept, removed))
+    }
+
+    /// The VNID the cluster state gives `namespace` now (`None` without a NetNamespace); 0 in
+    /// subnet mode.
+    fn current_vnid(&self, namespace: &str) -> Option<u32> {
+        if self.net.node.mode == Mode::Subnet {
+            return Some(0);
+        }
+        self.cluster.borrow().vnid_of(namespace)
+    }
+
+    /// Records the pod's VNID in its port's `external_ids` (what a restart falls back to when
+    /// the NetNamespace is gone). A failure is logged: the flows are already right, and the
+    /// record is refreshed on the next change.
+    async fn record_vnid(&self, pod: &Pod) {
+        let ids = BTreeMap::from([(ids::VNID.to_string(), pod.vnid.to_string())]);
+        if let Err(e) = self
+            .db
+            .set_interface_external_ids(&pod.host_veth, &ids)
+            .await
+        {
+            tracing::warn!(port = %pod.host_veth, sandbox = %pod.container_id, vnid = pod.vnid, error = %e, "recording the pod's VNID in OVSDB");
+        }
+    }
+
+    /// Multitenant mode: applies the cluster state's VNIDs to the local pods. Every pod whose
+    /// namespace now has another netid is re-flowed, and the table-80 rows follow (a row for
+    /// each VNID now in use, none for a VNID no local pod uses any more), all in **one**
+    /// OpenFlow bundle: no packet sees a namespace half-changed, and once the bundle is
+    /// committed no packet crosses the old boundary (table 80 decides per packet; the
+    /// pipeline lets no conntrack state bypass it). A namespace without a NetNamespace keeps
+    /// its VNID. Pods whose ADD is still running pick the new VNID up themselves (under the
+    /// same lock). Returns the pods re-flowed.
+    pub async fn sync_vnids(&self) -> Result<Vec<VnidChange>, OfError> {
+        if self.net.node.mode != Mode::Multitenant {
+            return Ok(Vec::new());
+        }
+        let mut table = self.table.lock().await;
+        let state = self.cluster.borrow().clone();
+        let mut changes: Vec<(Key, u32)> = table
+            .iter()
+            .filter_map(|(k, p)| {
+                let v = state.vnid_of(&p.namespace)?;
+                (v != p.vnid).then(|| (k.clone(), v))
+            })
+            .collect();
+        if changes.is_empty() {
+            return Ok(Vec::new());
+        }
+        changes.sort();
+        let before: BTreeSet<u32> = table.values().map(|p| p.vnid).collect();
+        let mut updated: Vec<Pod> = Vec::new();
+        let mut msgs = Vec::new();
+        for (k, v) in &changes {
+            let mut p = table[k].clone();
+            p.vnid = *v;
+            msgs.push(BundleMsg::delete_by_cookie(p.cookie(), u64::MAX));
+            msgs.extend(p.flows().into_iter().map(BundleMsg::add));
+            updated.push(p);
+        }
+        let after: BTreeSet<u32> = table
+            .iter()
+            .map(|(k, p)| {
+                changes
+                    .iter()
+                    .find(|(c, _)| c == k)
+                    .map_or(p.vnid, |(_, v)| *v)
+            })
+            .collect();
+        for v in before.difference(&after) {
+            if *v != 0 {
+                msgs.push(BundleMsg::delete_by_cookie(vnid_cookie(*v), u64::MAX));
+            }
+        }
+        msgs.extend(
+            after
+                .difference(&before)
+                .filter_map(|v| vnid_flow(*v))
+                .map(BundleMsg::add),
+        );
+        self.switch.bundle(&msgs).await?;
+        let mut out = Vec::new();
+        for p in updated {
+            let key = (p.container_id.clone(), p.ifname.clone());
+            let from = table.get(&key).map_or(p.vnid, |o| o.vnid);
+            tracing::info!(sandbox = %p.container_id, namespace = %p.namespace, pod = %p.name, from, to = p.vnid, "pod re-flowed with its namespace's new VNID");
+            out.push(VnidChange {
+                namespace: p.namespace.clone(),
+                pod: p.name.clone(),
+                from,
+                to: p.vnid,
+            });
+            self.record_vnid(&p).await;
+            table.insert(key, p);
+        }
+        Ok(out)
     }
 
     /// Makes br0 hold exactly `base` plus every pod flow and table-80 row of the table, in one

@@ -277,10 +277,16 @@ fn base_flows_without_version(cfg: &NodeConfig) -> Vec<Flow> {
     f.push(flow(Service, 0).action(tun0.clone()));
     f.push(flow(LocalIp, 0));
 
-    // Table 80: the tenancy decision.
+    // Table 80: the tenancy decision (for IP from table 70 and ARP from table 40). The node
+    // (tun0's gateway address) reaches every pod.
     f.push(
         flow(IngressIsolation, 300)
             .matching(Match::any().ip().nw_src(gw))
+            .action(output_reg2()),
+    );
+    f.push(
+        flow(IngressIsolation, 300)
+            .matching(Match::any().arp().arp_spa(gw))
             .action(output_reg2()),
     );
     match cfg.mode {

@@ -1,7 +1,10 @@
 //! The five flows of one local pod (pipeline.md, "Per-pod flows"): spoof-guarded egress in
-//! table 20 (ARP with the pod's IP *and* MAC, IP with the pod's MAC *and* IP, both from the pod's
-//! port), the service hairpin reload in table 25, ARP delivery in table 40 and IP delivery in
-//! table 70 (destination VNID into `reg1`, ofport into `reg2`, then the tenancy decision in 80).
+//! table 20 (ARP with the pod's MAC as Ethernet source and ARP sender and its IP as ARP sender,
+//! IP with the pod's MAC *and* IP, both from the pod's port), the service hairpin reload in
+//! table 25, and delivery of ARP in table 40 and of IP in table 70. Both delivery tables load the
+//! destination VNID into `reg1` and the ofport into `reg2` and leave the decision to table 80, so
+//! ARP is isolated between tenants exactly as IP is (a pod cannot even resolve another tenant's
+//! address).
 //!
 //! Every flow carries the pod's cookie ([`pod_cookie`]): a hash of the attachment's container id
 //! and interface name under the [`Feature::Pod`](crate::cookie::Feature::Pod) prefix. Teardown and
@@ -56,6 +59,7 @@ pub fn pod_flows(p: &PodFlows) -> Vec<Flow> {
                 Match::any()
                     .in_port(p.ofport)
                     .arp()
+                    .dl_src(mac)
                     .arp_spa(p.ip)
                     .arp_sha(mac),
             )
@@ -71,7 +75,9 @@ pub fn pod_flows(p: &PodFlows) -> Vec<Flow> {
             .goto(Table::PodEgressPolicy.id()),
         f(Table::LocalArp)
             .matching(Match::any().arp().arp_tpa(p.ip))
-            .action(Action::Output(p.ofport)),
+            .action(Action::load_reg(1, p.vnid))
+            .action(Action::load_reg(2, p.ofport))
+            .goto(Table::IngressIsolation.id()),
         f(Table::LocalIp)
             .matching(Match::any().ip().nw_dst(p.ip))
             .action(Action::load_reg(1, p.vnid))
@@ -112,10 +118,10 @@ mod tests {
         assert_eq!(
             text,
             [
-                "cookie=0x1000000000000003, table=20, priority=100,arp,in_port=3,arp_spa=10.128.0.2,arp_sha=0a:58:0a:80:00:02 actions=load:0x5->NXM_NX_REG0[],goto_table:30",
+                "cookie=0x1000000000000003, table=20, priority=100,arp,in_port=3,dl_src=0a:58:0a:80:00:02,arp_spa=10.128.0.2,arp_sha=0a:58:0a:80:00:02 actions=load:0x5->NXM_NX_REG0[],goto_table:30",
                 "cookie=0x1000000000000003, table=20, priority=100,ip,in_port=3,dl_src=0a:58:0a:80:00:02,nw_src=10.128.0.2 actions=load:0x5->NXM_NX_REG0[],goto_table:27",
                 "cookie=0x1000000000000003, table=25, priority=100,ip,nw_src=10.128.0.2 actions=load:0x5->NXM_NX_REG0[],goto_table:27",
-                "cookie=0x1000000000000003, table=40, priority=100,arp,arp_tpa=10.128.0.2 actions=output:3",
+                "cookie=0x1000000000000003, table=40, priority=100,arp,arp_tpa=10.128.0.2 actions=load:0x5->NXM_NX_REG1[],load:0x3->NXM_NX_REG2[],goto_table:80",
                 "cookie=0x1000000000000003, table=70, priority=100,ip,nw_dst=10.128.0.2 actions=load:0x5->NXM_NX_REG1[],load:0x3->NXM_NX_REG2[],goto_table:80",
             ]
         );

@@ -166,22 +166,48 @@ impl Netns {
 
     /// Runs `f` on a new thread that has entered this namespace (sockets it opens live there).
     pub fn run_inside<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
-        let path = self.path();
-        thread::spawn(move || {
-            let file = fs::File::open(&path).unwrap_or_else(|e| panic!("open {path}: {e}"));
-            // SAFETY: setns on a valid namespace fd affects only this thread.
-            let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(
-                rc,
-                0,
-                "setns into {path}: {}",
-                std::io::Error::last_os_error()
-            );
-            f()
-        })
+        in_netns(&self.path(), f)
+    }
+}
+
+/// The file of network namespace `name`: `/var/run/netns/<name>`, or `name` itself when it is
+/// already a path (starts with `/`).
+pub fn netns_path(name: &str) -> String {
+    if name.starts_with('/') {
+        name.to_string()
+    } else {
+        format!("/var/run/netns/{name}")
+    }
+}
+
+/// Spawns a thread that enters network namespace `name` (see [`netns_path`]) and runs `f` there:
+/// sockets it opens live in that namespace, and keep living there after the thread ends. The
+/// thread panics (seen at `join`) if the namespace cannot be entered.
+pub fn spawn_in_netns<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> thread::JoinHandle<T> {
+    let path = netns_path(name);
+    thread::spawn(move || {
+        let file = fs::File::open(&path).unwrap_or_else(|e| panic!("open {path}: {e}"));
+        // SAFETY: setns on a valid namespace fd affects only this thread.
+        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(
+            rc,
+            0,
+            "setns into {path}: {}",
+            std::io::Error::last_os_error()
+        );
+        f()
+    })
+}
+
+/// Runs `f` on a new thread inside network namespace `name` (see [`spawn_in_netns`]) and
+/// returns its result; a panic in `f` is re-raised here.
+pub fn in_netns<T: Send + 'static>(name: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    spawn_in_netns(name, f)
         .join()
         .unwrap_or_else(|e| std::panic::resume_unwind(e))
-    }
 }
 
 impl Drop for Netns {
@@ -305,6 +331,11 @@ impl Ovs {
     pub fn ovsdb_ctl(&self) -> PathBuf {
         let pid = self.ovsdb_pid().expect("ovsdb-server is running");
         self.dir.join(format!("ovsdb-server.{pid}.ctl"))
+    }
+
+    /// The pid of this instance's ovs-vswitchd.
+    pub fn vswitchd_pid(&self) -> Option<i32> {
+        read_pid(&self.dir.join("ovs-vswitchd.pid"))
     }
 
     /// The unixctl socket of ovs-vswitchd, for `ovs-appctl -t`.

@@ -1,7 +1,12 @@
 //! Support for the integration tests in `tests/tests/`: private Open vSwitch instances in their
-//! own network namespaces ([`harness`]), a whole node with the real agent and shim ([`node`]), and
-//! the flow corpus they install ([`corpus`]).
+//! own network namespaces ([`harness`]), a whole node with the real agent and shim ([`node`]),
+//! podman as the runtime ([`podman`]), reachability probes and crafted packets run inside network
+//! namespaces ([`probe`]), the isolation matrix built on them ([`matrix`]), and the flow corpus
+//! they install ([`corpus`]).
 
 pub mod corpus;
 pub mod harness;
+pub mod matrix;
 pub mod node;
+pub mod podman;
+pub mod probe;

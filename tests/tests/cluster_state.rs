@@ -322,7 +322,7 @@ async fn duplicates_name_both_files_and_unchanged_rewrites_do_not_notify() {
     write(
         &dir.path("zz-default.yaml"),
         "apiVersion: network.openshift.io/v1\nkind: NetNamespace\nmetadata: {name: default}\n\
-         netname: default\nnetid: 7\n",
+         netname: default\nnetid: 17\n",
     );
     wait_for("a duplicate error", || {
         source.errors().iter().any(|e| {

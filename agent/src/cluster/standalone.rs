@@ -882,17 +882,17 @@ mod tests {
         // A second definition elsewhere: duplicate naming both files.
         fs::write(
             d.0.join("zz.json"),
-            r#"{"apiVersion":"network.openshift.io/v1","kind":"NetNamespace","metadata":{"name":"t"},"netname":"t","netid":5}"#,
+            r#"{"apiVersion":"network.openshift.io/v1","kind":"NetNamespace","metadata":{"name":"t"},"netname":"t","netid":15}"#,
         )
         .unwrap();
         fs::write(
             d.0.join("aa.yaml"),
-            "apiVersion: network.openshift.io/v1\nkind: NetNamespace\nmetadata: {name: t}\nnetname: t\nnetid: 6\n",
+            "apiVersion: network.openshift.io/v1\nkind: NetNamespace\nmetadata: {name: t}\nnetname: t\nnetid: 16\n",
         )
         .unwrap();
         assert!(loader.scan());
         let l = loader.assemble();
-        assert_eq!(l.state.vnid_of("t"), Some(6), "first file by name wins");
+        assert_eq!(l.state.vnid_of("t"), Some(16), "first file by name wins");
         let dup = l
             .errors
             .iter()

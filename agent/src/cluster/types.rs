@@ -672,7 +672,7 @@ netname: openshift-ingress
     #[test]
     fn errors_name_document_item_and_field() {
         let text = "apiVersion: network.openshift.io/v1\nkind: NetNamespace\nmetadata: {name: a}\n\
-                    netname: a\nnetid: 1\n---\napiVersion: network.openshift.io/v1\nkind: HostSubnet\n\
+                    netname: a\nnetid: 11\n---\napiVersion: network.openshift.io/v1\nkind: HostSubnet\n\
                     metadata: {name: n1}\nhost: n1\nhostIp: 10.0.0.1\nsubnet: 10.128.0.0/23\n";
         let e = parse_objects(text, Format::Yaml).unwrap_err().to_string();
         assert!(

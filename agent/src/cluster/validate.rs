@@ -325,6 +325,26 @@ impl NetNamespace {
                 format!("expected 0..={MAX_VNID} (24 bits)"),
             ));
         }
+        if (1..multitenant::FIRST_TENANT_VNID).contains(&self.net_id) {
+            return Err(ValidationError::new(
+                "netid",
+                self.net_id.to_string(),
+                format!(
+                    "1..={} are reserved; use 0 (global) or a tenant VNID from {} (sdnctl \
+                     allocates one)",
+                    multitenant::FIRST_TENANT_VNID - 1,
+                    multitenant::FIRST_TENANT_VNID
+                ),
+            ));
+        }
+        if self.net_id == multitenant::Vnid::UNASSIGNED {
+            return Err(ValidationError::new(
+                "netid",
+                self.net_id.to_string(),
+                "reserved for pods whose tenant is unknown; use 0 (global) or a tenant VNID \
+                 below it (sdnctl allocates one)",
+            ));
+        }
         for (i, ip) in self.egress_ips.iter().enumerate() {
             parse_ipv4(&format!("egressIPs[{i}]"), ip)?;
         }
@@ -381,7 +401,9 @@ mod tests {
         HostSubnet::new("node-1.example.com", "192.168.1.10", "10.128.0.0/23")
             .validate()
             .unwrap();
-        NetNamespace::new("tenant-a", MAX_VNID).validate().unwrap();
+        NetNamespace::new("tenant-a", MAX_VNID - 1)
+            .validate()
+            .unwrap();
     }
 
     #[test]
@@ -470,9 +492,18 @@ mod tests {
             err(NetNamespace::new("a", MAX_VNID + 1).validate()),
             "field netid \"16777216\": expected 0..=16777215 (24 bits)"
         );
-        assert!(err(NetNamespace::new("a.b", 1).validate())
+        assert_eq!(
+            err(NetNamespace::new("a", 9).validate()),
+            "field netid \"9\": 1..=9 are reserved; use 0 (global) or a tenant VNID from 10 \
+             (sdnctl allocates one)"
+        );
+        assert!(err(NetNamespace::new("a", MAX_VNID).validate()).contains("tenant is unknown"));
+        for ok in [0, 10, MAX_VNID - 1] {
+            NetNamespace::new("a", ok).validate().unwrap();
+        }
+        assert!(err(NetNamespace::new("a.b", 11).validate())
             .starts_with("field metadata.name \"a.b\": expected a DNS-1123 label"));
-        let mut n = NetNamespace::new("a", 1);
+        let mut n = NetNamespace::new("a", 11);
         n.net_name = "b".into();
         assert!(err(n.validate()).starts_with("field netname \"b\""));
     }

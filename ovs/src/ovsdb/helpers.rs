@@ -505,6 +505,29 @@ impl Client {
         Err(last.unwrap_or(Error::BridgeNotFound(bridge.to_string())))
     }
 
+    /// Sets `external_ids` keys of Interface `name` (other keys stay) in one transaction;
+    /// [`Error::InterfaceNotFound`] when no interface has that name.
+    pub async fn set_interface_external_ids(
+        &self,
+        name: &str,
+        ids: &BTreeMap<String, String>,
+    ) -> Result<(), Error> {
+        let cond = vec![Condition::eq("name", name)];
+        let ops = [Operation::mutate(
+            "Interface",
+            cond,
+            vec![
+                Mutation::delete("external_ids", Datum::set(ids.keys())),
+                Mutation::insert("external_ids", Datum::from(ids)),
+            ],
+        )];
+        let results = self.transact(DB, &ops).await?;
+        if results.first().and_then(|r| r.count) == Some(0) {
+            return Err(Error::InterfaceNotFound(name.to_string()));
+        }
+        Ok(())
+    }
+
     /// Interfaces whose `external_ids:key` is `value`, from the cache (no round trip; current
     /// as of the last update received, which includes every transaction this client made).
     pub fn find_interfaces_by_external_id(&self, key: &str, value: &str) -> Vec<InterfaceInfo> {

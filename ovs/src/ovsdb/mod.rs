@@ -141,6 +141,9 @@ pub enum Error {
     /// The named bridge does not exist.
     #[error("bridge {0} does not exist")]
     BridgeNotFound(String),
+    /// The named interface does not exist.
+    #[error("interface {0} does not exist")]
+    InterfaceNotFound(String),
     /// A port of that name exists on another bridge.
     #[error("port {port} is on bridge {actual}, not on bridge {bridge}")]
     PortOnOtherBridge {
