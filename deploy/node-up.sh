@@ -66,7 +66,7 @@ bridgeMgmt: "$RUNDIR/br0.mgmt"
 cniSocket: "$RUNDIR/cni.sock"
 ipamDir: "$RUNDIR/ipam"
 cniConfDir: "$CNI_CONF"
-clusterState: !standalone "$RUNDIR/state"
+clusterState: "standalone:$RUNDIR/state"
 CONFIG
 mv -f "$CONFIG.new" "$CONFIG"
 if ! alive "$RUNDIR/sdn-agent.pid"; then

@@ -33,14 +33,37 @@ impl ClusterNetworkEntry {
     }
 }
 
-/// Where the cluster objects (ClusterNetwork, HostSubnet, NetNamespace) come from.
+/// Where the cluster objects (ClusterNetwork, HostSubnet, NetNamespace) come from. Spelled the
+/// same in a config file and in the flag: `standalone:<absolute dir>` or `kubernetes`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(try_from = "String", into = "String")]
 pub enum ClusterStateSource {
     /// A directory of YAML/JSON files, watched (standalone mode).
     Standalone(PathBuf),
     /// The Kubernetes API (a later issue).
     Kubernetes,
+}
+
+impl std::fmt::Display for ClusterStateSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClusterStateSource::Standalone(dir) => write!(f, "standalone:{}", dir.display()),
+            ClusterStateSource::Kubernetes => f.write_str("kubernetes"),
+        }
+    }
+}
+
+impl From<ClusterStateSource> for String {
+    fn from(s: ClusterStateSource) -> String {
+        s.to_string()
+    }
+}
+
+impl TryFrom<String> for ClusterStateSource {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse().map_err(|e: anyhow::Error| e.to_string())
+    }
 }
 
 impl std::str::FromStr for ClusterStateSource {
@@ -399,6 +422,22 @@ mod tests {
             Config::from_args(&args(&format!("--config {}", f.display()))).unwrap_err()
         );
         assert!(e.contains("unknown field `mtuu`"), "{e}");
+        // clusterState is spelled as the flag spells it, in YAML and in JSON.
+        std::fs::write(&f, "nodeName: a\nclusterState: standalone:/srv/state\n").unwrap();
+        let c = Config::from_file(&f).unwrap();
+        assert_eq!(
+            c.cluster_state,
+            ClusterStateSource::Standalone("/srv/state".into())
+        );
+        let j = dir.join("agent.json");
+        std::fs::write(&j, r#"{"nodeName": "a", "clusterState": "kubernetes"}"#).unwrap();
+        assert_eq!(
+            Config::from_file(&j).unwrap().cluster_state,
+            ClusterStateSource::Kubernetes
+        );
+        std::fs::write(&f, "nodeName: a\nclusterState: standalone:rel\n").unwrap();
+        let e = format!("{:#}", Config::from_file(&f).unwrap_err());
+        assert!(e.contains("standalone:<absolute directory>"), "{e}");
         std::fs::remove_dir_all(dir).unwrap();
     }
 

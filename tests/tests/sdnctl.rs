@@ -508,7 +508,7 @@ fn config_file_from_flag_or_environment() {
     fs::write(
         &cfg,
         format!(
-            "nodeName: n1\nmode: subnet\novsdb: unix:{}/no.sock\nclusterState: !standalone {}\n",
+            "nodeName: n1\nmode: subnet\novsdb: unix:{}/no.sock\nclusterState: standalone:{}\n",
             s.arg(),
             s.arg()
         ),
@@ -564,7 +564,7 @@ fn sdnctl_drives_a_real_node() {
     fs::write(
         &cfg,
         format!(
-            "nodeName: node-a\nmode: multitenant\ndatapathType: netdev\novsdb: unix:{}\nclusterState: !standalone {}\n",
+            "nodeName: node-a\nmode: multitenant\ndatapathType: netdev\novsdb: unix:{}\nclusterState: standalone:{}\n",
             node.ovs.db_sock().display(),
             node.state_dir().display()
         ),
