@@ -121,6 +121,39 @@ impl AgentNode {
         .unwrap_or_else(|e| panic!("writing NetNamespace {namespace}: {e}"));
     }
 
+    /// Runs the real `sdnctl` against this node (its state directory and OVSDB) and returns its
+    /// stdout; panics with stderr when it fails.
+    pub fn sdnctl(&self, args: &[&str]) -> String {
+        let out = Command::new(workspace_bin("sdnctl"))
+            .arg("--state-dir")
+            .arg(self.state_dir())
+            .arg("--ovsdb")
+            .arg(format!("unix:{}", self.ovs.db_sock().display()))
+            .args(args)
+            .env_remove("SDN_CONFIG")
+            .output()
+            .expect("run sdnctl");
+        assert!(
+            out.status.success(),
+            "sdnctl {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The VNID of every NetNamespace, as `sdnctl --json namespaces` lists them.
+    pub fn vnids(&self) -> std::collections::BTreeMap<String, u32> {
+        let v: Value = serde_json::from_str(&self.sdnctl(&["--json", "namespaces"]))
+            .expect("sdnctl --json prints JSON");
+        v["namespaces"]
+            .as_array()
+            .expect("namespaces")
+            .iter()
+            .filter_map(|n| Some((n["name"].as_str()?.to_string(), n["vnid"].as_u64()? as u32)))
+            .collect()
+    }
+
     /// Deletes the NetNamespace of `namespace` from the standalone state directory.
     pub fn delete_netnamespace(&self, namespace: &str) {
         use agent::cluster::{Kind, StandaloneSource};

@@ -365,7 +365,10 @@ fn an_add_in_flight_when_its_namespace_changes_vnid_takes_the_new_one() {
 }
 
 /// The matrix members for `pods` (label, pod, namespace), with VNIDs from `vnids`.
-fn members(pods: &[(&str, &CniPod<'_>, &str)], vnids: &BTreeMap<&str, u32>) -> Vec<Member> {
+fn members<K: std::borrow::Borrow<str> + Ord>(
+    pods: &[(&str, &CniPod<'_>, &str)],
+    vnids: &BTreeMap<K, u32>,
+) -> Vec<Member> {
     pods.iter()
         .map(|(label, pod, ns)| Member {
             label: label.to_string(),
@@ -373,7 +376,7 @@ fn members(pods: &[(&str, &CniPod<'_>, &str)], vnids: &BTreeMap<&str, u32>) -> V
             ifname: "eth0".into(),
             ip: pod.ip.parse().unwrap(),
             namespace: ns.to_string(),
-            vnid: vnids[ns],
+            vnid: vnids[*ns],
         })
         .collect()
 }
@@ -383,15 +386,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_millis(1500);
 #[test]
 fn isolation_matrix_through_join_isolate_and_make_global() {
     let node = AgentNode::start(NodeOptions::default());
-    let mut vnids: BTreeMap<&str, u32> = BTreeMap::from([
-        ("tenant-a", 11),
-        ("tenant-b", 12),
-        ("tenant-c", 13),
-        ("shared", 0),
-    ]);
-    for (ns, v) in &vnids {
-        node.set_netnamespace(ns, *v);
-    }
+    let vnids = create_tenants(&node, "shared");
     let names = [
         ("a1", "tenant-a"),
         ("a2", "tenant-a"),
@@ -412,51 +407,85 @@ fn isolation_matrix_through_join_isolate_and_make_global() {
         .zip(&made)
         .map(|((l, ns), p)| (*l, p, *ns))
         .collect();
-    join_isolate_make_global(&node, &members(&pods, &vnids), &mut vnids);
+    join_isolate_make_global(&node, &members(&pods, &vnids));
 }
 
-/// The matrix for three tenants (11, 12, 13) and a global namespace, then after tenant-b joins
-/// tenant-a, tenant-a is isolated (14), and tenant-c is made global (each change written to the
-/// state directory, then awaited in the flows). `vnids` follows the changes.
-fn join_isolate_make_global(
-    node: &AgentNode,
-    pods: &[Member],
-    vnids: &mut BTreeMap<&'static str, u32>,
-) {
+/// Creates tenants `tenant-a`, `tenant-b`, `tenant-c` and the global namespace `global_ns` with
+/// the real `sdnctl` (`create`, `create --global`); returns the VNIDs it allocated.
+fn create_tenants(node: &AgentNode, global_ns: &str) -> BTreeMap<String, u32> {
+    for t in ["tenant-a", "tenant-b", "tenant-c"] {
+        node.sdnctl(&["create", t]);
+    }
+    if global_ns != "default" {
+        node.sdnctl(&["create", global_ns, "--global"]);
+    }
+    let v = node.vnids();
+    let tenants = [v["tenant-a"], v["tenant-b"], v["tenant-c"]];
+    assert!(
+        tenants.iter().all(|t| *t >= 10)
+            && tenants[0] != tenants[1]
+            && tenants[1] != tenants[2]
+            && tenants[0] != tenants[2],
+        "sdnctl create gave {v:?}"
+    );
+    assert_eq!(v[global_ns], 0, "{v:?}");
+    v
+}
+
+/// The matrix for three tenants and a global namespace, then after each change an operator
+/// makes with `sdnctl`: tenant-b joins tenant-a, tenant-a is isolated, tenant-c is made global.
+/// After each change the test waits until the flows carry the new VNIDs, checks the VNIDs
+/// relate as the change says, and takes the whole matrix again.
+fn join_isolate_make_global(node: &AgentNode, pods: &[Member]) {
     let node_side = NodeSide {
         netns: node.ovs.netns().to_string(),
         ifname: "tun0".into(),
     };
-    let members = |vnids: &BTreeMap<&str, u32>| -> Vec<Member> {
+    let members = |vnids: &BTreeMap<String, u32>| -> Vec<Member> {
         pods.iter()
             .map(|m| Member {
-                vnid: vnids[m.namespace.as_str()],
+                vnid: vnids[&m.namespace],
                 ..m.clone()
             })
             .collect()
     };
-    let _servers = matrix::serve(&members(vnids));
+    let v = node.vnids();
+    let _servers = matrix::serve(&members(&v));
     matrix::assert_isolation(
-        "three tenants (11, 12, 13) and a global namespace",
-        &members(vnids),
+        &format!("three tenants and a global namespace {v:?}"),
+        &members(&v),
         &node_side,
         PROBE_TIMEOUT,
     );
-    for (title, ns, vnid) in [
-        ("tenant-b joined tenant-a", "tenant-b", 11),
-        ("tenant-a isolated (14)", "tenant-a", 14),
-        ("tenant-c made global", "tenant-c", 0),
-    ] {
-        node.set_netnamespace(ns, vnid);
-        vnids.insert(ns, vnid);
-        let want = members(vnids);
+    type Check = fn(&BTreeMap<String, u32>) -> bool;
+    let steps: [(&[&str], &str, Check); 3] = [
+        (
+            &["join", "tenant-b", "tenant-a"],
+            "tenant-b joined tenant-a",
+            |v| v["tenant-b"] == v["tenant-a"],
+        ),
+        (&["isolate", "tenant-a"], "tenant-a isolated", |v| {
+            v["tenant-a"] >= 10
+                && v.iter()
+                    .all(|(n, x)| n == "tenant-a" || *x != v["tenant-a"])
+        }),
+        (&["make-global", "tenant-c"], "tenant-c made global", |v| {
+            v["tenant-c"] == 0
+        }),
+    ];
+    for (args, title, check) in steps {
+        eprintln!("$ sdnctl {}\n{}", args.join(" "), node.sdnctl(args));
+        let v = node.vnids();
+        assert!(check(&v), "{title}: sdnctl left {v:?}");
+        let want = members(&v);
         let ok = wait_until(Duration::from_secs(5), || {
             want.iter()
                 .all(|m| flowed_vnid_of_ip(node, &m.ip.to_string()) == Some(m.vnid))
         });
-        assert!(ok, "the agent did not apply {vnids:?}:\n{}", node.log());
-        matrix::assert_isolation(title, &want, &node_side, PROBE_TIMEOUT);
+        assert!(ok, "the agent did not apply {v:?}:\n{}", node.log());
+        matrix::assert_isolation(&format!("{title} {v:?}"), &want, &node_side, PROBE_TIMEOUT);
     }
+    eprintln!("{}", node.sdnctl(&["namespaces"]));
 }
 
 /// `ping -i 0.02 -c <count> -p <pattern>` from `netns` to `ip` on a thread; the summary line's
@@ -609,17 +638,7 @@ fn isolation_holds_across_an_agent_restart() {
 #[test]
 fn podman_isolation_matrix_with_one_network_per_tenant() {
     let node = AgentNode::start(NodeOptions::default());
-    let mut vnids: BTreeMap<&str, u32> = BTreeMap::from([
-        ("tenant-a", 11),
-        ("tenant-b", 12),
-        ("tenant-c", 13),
-        ("default", 0),
-    ]);
-    for (ns, v) in &vnids {
-        if *ns != "default" {
-            node.set_netnamespace(ns, *v);
-        }
-    }
+    let vnids = create_tenants(&node, "default");
     let confs = node.conf_file().parent().unwrap().to_path_buf();
     let ok = wait_until(Duration::from_secs(5), || {
         ["tenant-a", "tenant-b", "tenant-c"]
@@ -672,7 +691,7 @@ fn podman_isolation_matrix_with_one_network_per_tenant() {
             "ports of {ns}: {ports}"
         );
     }
-    join_isolate_make_global(&node, &pods, &mut vnids);
+    join_isolate_make_global(&node, &pods);
 
     for name in [
         "a1", "a2", "a3", "b1", "b2", "b3", "c1", "c2", "c3", "g1", "g2", "g3",
