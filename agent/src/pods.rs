@@ -765,6 +765,10 @@ impl Pods {
                 .filter(|p| *p >= 3);
             match (alive, ip, ofport) {
                 (true, Some(ip), Some(ofport)) => {
+                    // Pods wired by an older agent get the host-veth hardening too.
+                    if let Err(e) = netlink::isolate_host_veth(&name) {
+                        tracing::warn!(port = %name, error = %e, "taking the node kernel out of the pod's path");
+                    }
                     let namespace = get(ids::NAMESPACE);
                     let recorded: Option<u32> = ext.get(ids::VNID).and_then(|v| v.parse().ok());
                     let vnid = if self.net.node.mode == Mode::Subnet {

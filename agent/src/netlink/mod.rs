@@ -65,7 +65,7 @@ use rtnetlink::{Handle, LinkUnspec};
 pub use error::NetlinkError;
 pub use gateway::GATEWAY_LINK_WAIT;
 pub use names::{host_veth_name, validate_ifname, MAX_IFNAME_LEN};
-pub use sysctl::{enable_ip_forward, get_sysctl, set_sysctl};
+pub use sysctl::{enable_ip_forward, get_sysctl, isolate_host_veth, set_sysctl};
 
 /// The bound on any single operation of this module (one pod link creation, one deletion...).
 pub const OP_TIMEOUT: Duration = Duration::from_secs(10);

@@ -247,6 +247,7 @@ impl Netlink {
             if spec.tx_checksum_off {
                 self.set_tx_checksum(&spec.host_ifname, false)?;
             }
+            super::isolate_host_veth(&spec.host_ifname)?;
             let mac = link_mac(&link).ok_or_else(|| {
                 NetlinkError::os(
                     format!("reading the MAC of host veth {}", spec.host_ifname),

@@ -42,6 +42,30 @@ pub fn enable_ip_forward() -> Result<(), NetlinkError> {
     set_sysctl("net/ipv4/ip_forward", "1").map(|_| ())
 }
 
+/// Takes the node kernel out of a pod's path on the host end `ifname` of its veth.
+///
+/// With the userspace datapath OVS reads the port through a packet socket, and the node's kernel
+/// *also* sees every frame the pod sends on it. Left alone, the kernel would answer the pod's ARP
+/// for any node address with the veth's own MAC, and route IP sent to that MAC, with whatever
+/// source the pod wrote, out of tun0 back into br0, where tables 0 and 25 trust the source
+/// address: a way around the spoof guard of table 20 and across tenants. So on the host end:
+/// `forwarding=0` (never route what arrives here), `rp_filter=1` (strict: no route points at the
+/// veth, so every IP packet arriving on it fails the reverse-path check and is dropped, local
+/// delivery included), `arp_ignore=8` (never answer ARP here), and IPv6 off (no link-local
+/// address, no neighbour discovery). With the kernel datapath the frames never reach the stack
+/// and these settings change nothing. Idempotent.
+pub fn isolate_host_veth(ifname: &str) -> Result<(), NetlinkError> {
+    super::validate_ifname(ifname)?;
+    for (key, value) in [("forwarding", "0"), ("rp_filter", "1"), ("arp_ignore", "8")] {
+        set_sysctl(&format!("net/ipv4/conf/{ifname}/{key}"), value)?;
+    }
+    let v6 = format!("net/ipv6/conf/{ifname}/disable_ipv6");
+    if sysctl_path(&v6)?.exists() {
+        set_sysctl(&v6, "1")?;
+    }
+    Ok(())
+}
+
 fn sysctl_path(key: &str) -> Result<PathBuf, NetlinkError> {
     let rel = Path::new(key);
     let plain = !key.is_empty() && rel.components().all(|c| matches!(c, Component::Normal(_)));
