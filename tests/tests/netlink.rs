@@ -18,6 +18,7 @@ use agent::netlink::{
 };
 use ipnet::Ipv4Net;
 use sdn_tests::harness::{run, unique_name, which, Netns};
+use sdn_tests::probe;
 use serde_json::Value;
 
 /// Panics unless we are root with iproute2 and ethtool.
@@ -295,13 +296,29 @@ fn pod_link_is_configured_as_specified_and_carries_traffic() {
         }
     );
 
-    // Traffic: the gateway address on the host end answers the pod.
+    // Traffic: the pod's frames arrive on the host end (where OVS reads them), but the node's
+    // kernel is out of the pod's path there: even with the gateway address on the host end it
+    // answers neither ARP nor IP (forwarding=0, rp_filter=1, arp_ignore=8, no IPv6).
+    for (key, want) in [
+        ("net/ipv4/conf/{}/forwarding", "0"),
+        ("net/ipv4/conf/{}/rp_filter", "1"),
+        ("net/ipv4/conf/{}/arp_ignore", "8"),
+        ("net/ipv6/conf/{}/disable_ipv6", "1"),
+    ] {
+        let path = format!("/proc/sys/{}", key.replace("{}", &host));
+        let got = node.exec(&["cat", &path]).unwrap();
+        assert_eq!(got.trim(), want, "{path}");
+    }
     node.exec(&["ip", "addr", "add", "10.128.0.1/23", "dev", &host])
         .unwrap();
-    let out = ping(&pod, "10.128.0.1").unwrap_or_else(|e| panic!("ping through the veth: {e}"));
+    let capture = probe::Capture::start(node.name(), &host, &[0x0a, 0x58, 10, 128, 0, 5]);
     assert!(
-        out.contains("1 packets received") || out.contains("1 received"),
-        "{out}"
+        ping(&pod, "10.128.0.1").is_err(),
+        "the node kernel answered the pod on its host veth"
+    );
+    assert!(
+        !capture.stop().is_empty(),
+        "no frame of the pod arrived on the host end"
     );
 
     // Deleting the host end removes both; a second delete is a no-op.
