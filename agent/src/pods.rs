@@ -37,6 +37,9 @@ use crate::ipam;
 use crate::netlink::{self, Netlink, PodLinkSpec, RouteSpec};
 use crate::switch::{ReconcileStats, Switch};
 
+// The flows crate keeps unknown-tenant pods apart by this VNID; both crates must agree on it.
+const _: () = assert!(flows::UNASSIGNED_VNID == multitenant::Vnid::UNASSIGNED);
+
 /// The bridge pods are plugged into.
 pub const BRIDGE: &str = "br0";
 

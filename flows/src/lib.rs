@@ -12,5 +12,5 @@ pub mod pod;
 pub mod tables;
 
 pub use base::{base_flows, Mode, NodeConfig};
-pub use pod::{pod_cookie, pod_flows, vnid_cookie, vnid_flow, PodFlows};
+pub use pod::{pod_cookie, pod_flows, vnid_cookie, vnid_flow, PodFlows, UNASSIGNED_VNID};
 pub use tables::Table;

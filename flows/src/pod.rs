@@ -91,10 +91,15 @@ pub fn vnid_cookie(vnid: u32) -> u64 {
     cookie(Feature::Vnid, u64::from(vnid))
 }
 
+/// The VNID given to pods whose tenant is unknown (2^24-1; `multitenant::Vnid::UNASSIGNED`).
+pub const UNASSIGNED_VNID: u32 = (1 << 24) - 1;
+
 /// Multitenant mode: the table-80 row letting pods of VNID `vnid` reach each other
-/// (`reg0=V,reg1=V`). VNID 0 needs none (the base rows allow `reg0=0` and `reg1=0`).
+/// (`reg0=V,reg1=V`). VNID 0 needs none (the base rows allow `reg0=0` and `reg1=0`), and the
+/// unknown-tenant VNID gets none either: pods whose tenant is unknown reach only global pods and
+/// the node, not even each other (they need not belong together).
 pub fn vnid_flow(vnid: u32) -> Option<Flow> {
-    (vnid != 0).then(|| {
+    (vnid != 0 && vnid != UNASSIGNED_VNID).then(|| {
         Flow::new(Table::IngressIsolation.id(), 100)
             .cookie(vnid_cookie(vnid))
             .matching(Match::any().reg(0, vnid).reg(1, vnid))
@@ -133,6 +138,7 @@ mod tests {
     #[test]
     fn vnid_rows() {
         assert!(vnid_flow(0).is_none());
+        assert!(vnid_flow(UNASSIGNED_VNID).is_none());
         assert_eq!(
             vnid_flow(10).unwrap().to_string(),
             "cookie=0x300000000000000a, table=80, priority=100,reg0=0xa,reg1=0xa actions=output:NXM_NX_REG2[]"

@@ -32,7 +32,7 @@ impl Vnid {
     /// The largest VNID (2^24 - 1).
     pub const MAX: u32 = (1 << 24) - 1;
     /// Never allocated: what an agent gives a pod whose tenant it cannot know (its pods reach only
-    /// global pods and each other), so an unknown tenant never becomes global.
+    /// global pods, not even each other), so an unknown tenant never becomes global.
     pub const UNASSIGNED: u32 = Vnid::MAX;
     /// The largest VNID handed to a tenant.
     pub const LAST_TENANT: u32 = Vnid::MAX - 1;
