@@ -6,6 +6,8 @@
 //! - [`state`]: [`ClusterState`], lookups, cross-object checks, node subnet allocation.
 //! - [`standalone`]: [`StandaloneSource`], a watched directory of YAML/JSON files, its atomic
 //!   writer and [`seed`] for a node's first start.
+//! - [`crd`]: the CustomResourceDefinitions of the kinds, generated from the types (the types
+//!   themselves implement `kube::Resource`, so kube-rs clients and watchers take them as they are).
 //!
 //! The seam is [`ClusterSource`]: anything that can hand out a `watch` receiver of the latest
 //! [`ClusterState`]. The standalone directory is one implementation; the Kubernetes source (kube-rs
@@ -14,6 +16,7 @@
 //! trait yet: in standalone mode the agent and `sdnctl` write files, in Kubernetes mode a
 //! controller writes through the API; the trait is for reading.
 
+pub mod crd;
 pub mod standalone;
 pub mod state;
 pub mod types;
@@ -27,8 +30,9 @@ use tokio::sync::watch;
 pub use standalone::{seed, ClusterNetworkSpec, StandaloneSource};
 pub use state::ClusterState;
 pub use types::{
-    ClusterNetwork, ClusterNetworkEntry, ClusterObject, HostSubnet, Kind, NetNamespace, ObjectMeta,
-    ParseError,
+    ClusterNetwork, ClusterNetworkEntry, ClusterObject, EgressNetworkPolicy,
+    EgressNetworkPolicyPeer, EgressNetworkPolicyRule, EgressNetworkPolicySpec, EgressRuleType,
+    HostSubnet, Kind, NetNamespace, ObjectMeta, ParseError,
 };
 pub use validate::ValidationError;
 

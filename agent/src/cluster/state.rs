@@ -64,7 +64,7 @@ impl ClusterState {
             Kind::ClusterNetwork => self
                 .cluster_network
                 .clone()
-                .filter(|c| c.metadata.name == name)
+                .filter(|c| c.name() == name)
                 .map(Into::into),
             Kind::HostSubnet => self.host_subnets.get(name).cloned().map(Into::into),
             Kind::NetNamespace => self.net_namespaces.get(name).cloned().map(Into::into),
@@ -77,11 +77,11 @@ impl ClusterState {
             ClusterObject::ClusterNetwork(c) => self.cluster_network.replace(c).map(Into::into),
             ClusterObject::HostSubnet(h) => self
                 .host_subnets
-                .insert(h.metadata.name.clone(), h)
+                .insert(h.name().to_string(), h)
                 .map(Into::into),
             ClusterObject::NetNamespace(n) => self
                 .net_namespaces
-                .insert(n.metadata.name.clone(), n)
+                .insert(n.name().to_string(), n)
                 .map(Into::into),
         }
     }
@@ -142,7 +142,7 @@ impl ClusterState {
             }
         }
         for (name, other) in &self.host_subnets {
-            if name == &hs.metadata.name {
+            if name == hs.name() {
                 continue;
             }
             if let Ok(o) = other.subnet_net() {
@@ -168,7 +168,7 @@ impl ClusterState {
                 out.push((obj.kind(), obj.name().to_string(), e));
             } else if let ClusterObject::HostSubnet(hs) = &obj {
                 if let Err(e) = self.check_host_subnet(hs) {
-                    out.push((Kind::HostSubnet, hs.metadata.name.clone(), e));
+                    out.push((Kind::HostSubnet, hs.name().to_string(), e));
                 }
             }
         }
