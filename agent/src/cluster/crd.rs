@@ -556,6 +556,44 @@ mod tests {
     }
 
     #[test]
+    fn the_types_work_with_kube_runtime_stores() {
+        use kube::runtime::reflector::{store, ObjectRef};
+        use kube::runtime::watcher::Event;
+        // An object as the API server sends it: server-filled metadata included.
+        let json = serde_json::json!({
+            "apiVersion": "network.openshift.io/v1", "kind": "HostSubnet",
+            "metadata": {"name": "node-1", "uid": "u-1", "resourceVersion": "42",
+                         "creationTimestamp": "2024-01-02T03:04:05Z", "generation": 1},
+            "host": "node-1", "hostIP": "192.168.1.10", "subnet": "10.128.0.0/23"});
+        let hs: HostSubnet = serde_json::from_value(json).unwrap();
+        let (reader, mut writer) = store::<HostSubnet>();
+        writer.apply_watcher_event(&Event::Apply(hs.clone()));
+        let got = reader.get(&ObjectRef::new("node-1")).unwrap();
+        assert_eq!(*got, hs);
+        assert_eq!(got.meta().resource_version.as_deref(), Some("42"));
+        let (reader, mut writer) = store::<EgressNetworkPolicy>();
+        let enp = EgressNetworkPolicy::new("tenant-a", "default", Vec::new());
+        writer.apply_watcher_event(&Event::Apply(enp.clone()));
+        let key = ObjectRef::new("default").within("tenant-a");
+        assert_eq!(*reader.get(&key).unwrap(), enp);
+        let api = kube::core::ApiResource::erase::<NetNamespace>(&());
+        assert_eq!(
+            (
+                api.group.as_str(),
+                api.version.as_str(),
+                api.kind.as_str(),
+                api.plural.as_str()
+            ),
+            (
+                "network.openshift.io",
+                "v1",
+                "NetNamespace",
+                "netnamespaces"
+            )
+        );
+    }
+
+    #[test]
     fn resources_have_the_api_paths_of_openshift() {
         assert_eq!(
             HostSubnet::url_path(&(), None),
