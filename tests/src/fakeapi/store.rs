@@ -404,9 +404,11 @@ fn check_type_meta(ty: &ResourceType, obj: &mut Value) -> Result<(), ApiError> {
     }
     let want = ty.api_version();
     match obj["apiVersion"].as_str() {
-        Some(av) if !av.is_empty() && av != want => return Err(ApiError::bad_request(format!(
+        Some(av) if !av.is_empty() && av != want => {
+            return Err(ApiError::bad_request(format!(
             "the API version in the data ({av}) does not match the expected API version ({want})"
-        ))),
+        )))
+        }
         _ => obj["apiVersion"] = json!(want),
     }
     match obj["kind"].as_str() {
