@@ -187,6 +187,20 @@ async fn nodes_namespaces_pods_and_leases_through_typed_apis() {
         (400, "BadRequest".into()),
         "unsupported field selectors are refused, as on a real server"
     );
+    // Pagination: limit and continue, served from one snapshot.
+    let page1 = all.list(&ListParams::default().limit(2)).await.unwrap();
+    assert_eq!(page1.items.len(), 2);
+    let token = page1.metadata.continue_.clone().expect("a continue token");
+    let page2 = all
+        .list(&ListParams::default().limit(2).continue_token(&token))
+        .await
+        .unwrap();
+    assert_eq!(page2.items.len(), 1);
+    assert!(page2.metadata.continue_.is_none());
+    assert_eq!(
+        page2.metadata.resource_version,
+        page1.metadata.resource_version
+    );
     let tenant_a: Api<Pod> = Api::namespaced(c.clone(), "tenant-a");
     assert_eq!(
         tenant_a
@@ -423,6 +437,57 @@ async fn openshift_kinds_through_dynamic_apis() {
         .unwrap();
     assert_eq!(e.metadata.namespace.as_deref(), Some("tenant-a"));
 
+    // Delete preconditions, dry runs and finalizers.
+    let tb = nn.get("tenant-b").await.unwrap();
+    let stale = DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            resource_version: Some("1".into()),
+            uid: None,
+        }),
+        ..DeleteParams::default()
+    };
+    assert_eq!(
+        api_err(nn.delete("tenant-b", &stale).await),
+        (409, "Conflict".into())
+    );
+    nn.delete("tenant-b", &DeleteParams::default().dry_run())
+        .await
+        .unwrap();
+    assert_eq!(
+        nn.get("tenant-b").await.unwrap(),
+        tb,
+        "a dry run changes nothing"
+    );
+    nn.patch(
+        "tenant-b",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": ["sdn/cleanup"]}})),
+    )
+    .await
+    .unwrap();
+    let pending = nn
+        .delete("tenant-b", &DeleteParams::default())
+        .await
+        .unwrap();
+    let pending = pending.left().unwrap();
+    assert!(pending.metadata.deletion_timestamp.is_some());
+    assert!(
+        nn.get("tenant-b").await.is_ok(),
+        "finalizers hold the object"
+    );
+    nn.patch(
+        "tenant-b",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        api_err(nn.get("tenant-b").await).0,
+        404,
+        "gone with its last finalizer"
+    );
+
     // Deletes return the object; the direct store view agrees with the API.
     let d = hs.delete("n1", &DeleteParams::default()).await.unwrap();
     assert_eq!(d.left().unwrap().name_any(), "n1");
@@ -430,7 +495,7 @@ async fn openshift_kinds_through_dynamic_apis() {
         .get("network.openshift.io", "hostsubnets", None, "n1")
         .is_none());
     assert_eq!(fake.list("hostsubnets").len(), 1);
-    assert_eq!(fake.list("netnamespaces").len(), 2);
+    assert_eq!(fake.list("netnamespaces").len(), 1);
 
     // An unknown kind is a 404 Status.
     let nope = ar("Nope", "nopes");
@@ -634,6 +699,40 @@ async fn reflectors_converge_and_recover_from_410_and_closed_streams() {
 
     pods_task.abort();
     hs_task.abort();
+}
+
+#[tokio::test]
+async fn event_recorder_publishes_and_counts_a_series() {
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    let fake = FakeApi::start("127.0.0.1:0");
+    let c = client(&fake);
+    let recorder = Recorder::new(
+        c.clone(),
+        Reporter {
+            controller: "sdn-controller".into(),
+            instance: Some("test".into()),
+        },
+    );
+    let node = k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Node".into()),
+        name: Some("n1".into()),
+        ..Default::default()
+    };
+    let ev = Event {
+        type_: EventType::Normal,
+        reason: "SubnetAllocated".into(),
+        note: Some("10.128.0.0/23".into()),
+        action: "Allocate".into(),
+        secondary: None,
+    };
+    recorder.publish(&ev, &node).await.unwrap();
+    recorder.publish(&ev, &node).await.unwrap();
+    let events = fake.list("events");
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(events[0]["metadata"]["namespace"], "default");
+    assert_eq!(events[0]["series"]["count"], 2);
 }
 
 async fn wait_watches(fake: &FakeApi, n: usize) -> bool {
