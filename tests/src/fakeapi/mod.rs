@@ -438,8 +438,11 @@ async fn accept_loop(
                         let svc = hyper::service::service_fn(move |req| {
                             server::handle(shared.clone(), req)
                         });
+                        // No header read timeout: hyper's default (30 s) would also close idle
+                        // keep-alive connections, racing clients that reuse them.
                         let conn = hyper::server::conn::http1::Builder::new()
                             .timer(hyper_util::rt::TokioTimer::new())
+                            .header_read_timeout(None)
                             .serve_connection(io, svc);
                         if let Err(e) = conn.await {
                             tracing::debug!(error = %e, "fake api connection ended");

@@ -674,12 +674,16 @@ fn watch(
     let rv = q.get("resourceVersion").unwrap_or_default();
     let send_initial = q.flag("sendInitialEvents");
     let bookmarks = q.flag("allowWatchBookmarks");
-    match q.get("resourceVersionMatch") {
-        None | Some("") => {}
-        Some("NotOlderThan") if send_initial => {}
-        Some(other) => {
+    match (q.get("resourceVersionMatch"), send_initial) {
+        (None | Some(""), false) | (Some("NotOlderThan"), true) => {}
+        (other, true) => {
             return Err(ApiError::bad_request(format!(
-                "resourceVersionMatch: Forbidden: {other:?} is only allowed for watch with sendInitialEvents=true and NotOlderThan"
+                "resourceVersionMatch: Forbidden: sendInitialEvents requires resourceVersionMatch=NotOlderThan, got {other:?}"
+            )))
+        }
+        (Some(other), false) => {
+            return Err(ApiError::bad_request(format!(
+                "resourceVersionMatch: Forbidden: {other:?} is only allowed for watch with sendInitialEvents=true"
             )))
         }
     }
