@@ -2,9 +2,11 @@
 //! own network namespaces ([`harness`]), a whole node with the real agent and shim ([`node`]),
 //! podman as the runtime ([`podman`]), reachability probes and crafted packets run inside network
 //! namespaces ([`probe`]), the isolation matrix built on them ([`matrix`]), and the flow corpus
-//! they install ([`corpus`]).
+//! they install ([`corpus`]). [`fakeapi`] is a fake Kubernetes API server (HTTP, kube-rs
+//! compatible) for the Kubernetes-mode and multi-node tests.
 
 pub mod corpus;
+pub mod fakeapi;
 pub mod harness;
 pub mod matrix;
 pub mod node;

@@ -9,7 +9,7 @@
 //! Also here: the checks that involve more than one object (a HostSubnet against the
 //! ClusterNetwork and against the other HostSubnets) and node subnet allocation.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
@@ -27,6 +27,21 @@ pub struct ClusterState {
     pub host_subnets: BTreeMap<String, HostSubnet>,
     /// NetNamespaces by object name (= namespace name).
     pub net_namespaces: BTreeMap<String, NetNamespace>,
+    /// Kubernetes mode: the namespaces that exist (`None` where the source does not know them,
+    /// as in standalone mode).
+    pub namespaces: Option<BTreeSet<String>>,
+    /// Kubernetes mode: this node's pods by `namespace/name` (empty in standalone mode).
+    pub pods: BTreeMap<String, PodInfo>,
+}
+
+/// What the agent keeps of one of its node's Kubernetes Pods (from the watch cache, so a CNI ADD
+/// never asks the API server).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodInfo {
+    /// The pod's UID.
+    pub uid: String,
+    /// The pod's annotations.
+    pub annotations: BTreeMap<String, String>,
 }
 
 impl ClusterState {
@@ -48,6 +63,11 @@ impl ClusterState {
     /// The VNID of `namespace`, when it has a NetNamespace.
     pub fn vnid_of(&self, namespace: &str) -> Option<u32> {
         self.net_namespaces.get(namespace).map(|n| n.net_id)
+    }
+
+    /// Kubernetes mode: pod `namespace/name` of this node, from the watch cache.
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<&PodInfo> {
+        self.pods.get(&format!("{namespace}/{name}"))
     }
 
     /// The cluster networks (empty while there is no valid ClusterNetwork).
