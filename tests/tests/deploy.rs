@@ -2,17 +2,18 @@
 //! `sdn-agent crds` prints today, every manifest is a well-formed Kubernetes object of a known
 //! type without unknown or mistyped fields, and the manifests fit the agent: least-privilege RBAC,
 //! the DaemonSet mounts every host path its configuration uses (at the same path), the agent
-//! accepts its own command line and configuration, the ClusterNetwork object agrees with that
-//! configuration and with its CRD, and the Containerfile builds the binaries the manifests run.
+//! and the controller accept their command lines and shared configuration, the ClusterNetwork the
+//! controller creates from it passes its CRD, and the Containerfile builds the binaries the
+//! manifests run.
 //!
 //! How "no unknown fields" works: k8s-openapi's types ignore fields they do not know (the API
 //! server would prune or reject them), so each document is deserialized into its type (with
 //! `serde_path_to_error`, so a type error names its path), serialized again, and every field of
 //! the original must survive with the same value. A typo such as `hostNetwok` is lost in the round
-//! trip and reported with its path. The ClusterNetwork custom object goes through the agent's own
-//! parser (which rejects unknown fields) and validation, and through a small validator of the
-//! CRD's openAPIV3Schema (types, required fields, unknown fields, ranges, enums; not `pattern`,
-//! which the agent's validation covers).
+//! trip and reported with its path. Network objects go through the agent's own parser (which
+//! rejects unknown fields) and validation, and through a small validator of the CRD's
+//! openAPIV3Schema (types, required fields, unknown fields, ranges, enums; not `pattern`, which
+//! the agent's validation covers).
 //!
 //! Limits: no API server here, so admission (pod security, quota) and the live behaviour of the
 //! manifests are not tested; the container image is not built (no registry access); the
@@ -24,7 +25,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use agent::cluster::crd::REGENERATE;
-use agent::cluster::types::{parse_objects, ClusterObject, Format};
+use agent::cluster::types::{parse_objects, Format};
+use agent::cluster::{ClusterNetworkSpec, HostSubnet, NetNamespace};
 use agent::config::{ClusterStateSource, Config};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{
@@ -40,9 +42,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The namespace the manifests install into.
-const NAMESPACE: &str = "sdn-system";
+const NAMESPACE: &str = "sdn";
 /// The Lease the controllers elect a leader with.
-const LEASE: &str = "sdn-controller";
+const LEASE: &str = agent::controller::LEASE_NAME;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -373,12 +375,19 @@ fn the_type_check_catches_typos_and_wrong_types() {
     let e = check_typed(&crd).unwrap_err();
     assert_eq!(e, "unknown field spec.versions[0].additionalPrinterColums");
 
-    let mut cn = find(&docs, "ClusterNetwork", "default").clone();
-    cn.value["vxlanPrt"] = Value::from(4789);
-    let e = check_typed(&cn).unwrap_err();
-    assert!(e.contains("unknown field `vxlanPrt`"), "{e}");
+    // A network object (should one be added under deploy/) goes through the agent's parser.
+    let mut hs = Doc {
+        file: "synthetic".into(),
+        index: 1,
+        value: serde_json::to_value(HostSubnet::new("n1", "192.168.1.10", "10.128.0.0/23"))
+            .unwrap(),
+    };
+    check_typed(&hs).unwrap();
+    hs.value["hostIp"] = hs.value["hostIP"].clone();
+    let e = check_typed(&hs).unwrap_err();
+    assert!(e.contains("unknown field `hostIp`"), "{e}");
 
-    let mut unknown = cn.clone();
+    let mut unknown = hs.clone();
     unknown.value["kind"] = Value::String("PodSecurityPolicy".into());
     unknown.value["apiVersion"] = Value::String("policy/v1beta1".into());
     assert!(check_typed(&unknown)
@@ -485,14 +494,13 @@ fn rbac_is_least_privilege() {
         }
     }
 
-    // The controller writes HostSubnets and NetNamespaces, reads nodes and namespaces, patches
-    // namespaces, and nothing else cluster-wide.
+    // The controller (agent/src/controller) creates, replaces and deletes HostSubnets and
+    // NetNamespaces, creates the ClusterNetwork once, watches nodes and namespaces, and writes
+    // nothing else cluster-wide.
     let ctl = find(&docs, "ClusterRole", "sdn-controller").typed::<ClusterRole>();
     let ctl_rules = ctl.rules.unwrap_or_default();
     for res in ["hostsubnets", "netnamespaces"] {
-        for v in [
-            "get", "list", "watch", "create", "update", "patch", "delete",
-        ] {
+        for v in ["get", "list", "watch", "create", "update", "delete"] {
             assert!(
                 grants(&ctl_rules, net, res, v),
                 "controller cannot {v} {res}"
@@ -504,7 +512,6 @@ fn rbac_is_least_privilege() {
         assert!(grants(&ctl_rules, "", "nodes", v));
         assert!(grants(&ctl_rules, "", "namespaces", v));
     }
-    assert!(grants(&ctl_rules, "", "namespaces", "patch"));
     let writes = ["create", "update", "patch", "delete", "deletecollection"];
     let allowed_writes: BTreeSet<(String, String)> = grant_set(&ctl_rules)
         .into_iter()
@@ -513,11 +520,11 @@ fn rbac_is_least_privilege() {
         .collect();
     let mut want_writes = BTreeSet::new();
     for res in ["hostsubnets", "netnamespaces"] {
-        for v in ["create", "update", "patch", "delete"] {
+        for v in ["create", "update", "delete"] {
             want_writes.insert((res.to_string(), v.to_string()));
         }
     }
-    want_writes.insert(("namespaces".into(), "patch".into()));
+    want_writes.insert(("clusternetworks".into(), "create".into()));
     assert_eq!(
         allowed_writes, want_writes,
         "the controller's cluster-wide writes"
@@ -648,19 +655,69 @@ fn mount_for<'a>(c: &'a Container, path: &Path) -> Option<&'a VolumeMount> {
         .max_by_key(|m| m.mount_path.len())
 }
 
-/// The agent's command line (after `sdn-agent`) and its configuration text, resolved through the
-/// DaemonSet's config volume and the ConfigMap.
-fn agent_args_and_config(docs: &[Doc]) -> (Vec<String>, String, String) {
-    let spec = pod_spec(find(docs, "DaemonSet", "sdn-agent"));
-    let c = container(&spec, "sdn-agent");
-    let command = c.command.clone().unwrap_or_default();
-    assert_eq!(command, ["/usr/local/bin/sdn-agent"]);
-    let args = c.args.clone().unwrap_or_default();
-    assert_eq!(args.first().map(String::as_str), Some("run"), "{args:?}");
+/// Stand-ins for the downward API fields the manifests use.
+fn downward(field: &str, workload: &Doc) -> String {
+    match field {
+        "spec.nodeName" => "node-1.example.com".into(),
+        "metadata.name" => format!("{}-5d9f8c7b6-x2x4q", workload.name()),
+        "metadata.namespace" => workload.value["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .into(),
+        other => panic!(
+            "{}: no stand-in for the downward API field {other}",
+            workload.what()
+        ),
+    }
+}
+
+/// How a container of a workload starts `sdn-agent`: its arguments after `command` (with
+/// `$(VAR)` expanded as Kubernetes does, from env vars of the downward API) and its
+/// configuration, resolved through the `--config` mount and the ConfigMap, then parsed and
+/// validated by `Config::from_args` exactly as the binary does. Returns the arguments (with the
+/// configuration file's path as mounted) and the configuration.
+fn started_config(
+    docs: &[Doc],
+    kind: &str,
+    name: &str,
+    container_name: &str,
+) -> (Vec<String>, Config) {
+    let workload = find(docs, kind, name);
+    let spec = pod_spec(workload);
+    let c = container(&spec, container_name);
+    let env: BTreeMap<String, String> = c
+        .env
+        .iter()
+        .flatten()
+        .filter_map(|e| {
+            let field = e
+                .value_from
+                .as_ref()?
+                .field_ref
+                .as_ref()?
+                .field_path
+                .clone();
+            Some((e.name.clone(), downward(&field, workload)))
+        })
+        .collect();
+    let args: Vec<String> = c
+        .args
+        .iter()
+        .flatten()
+        .map(
+            |a| match a.strip_prefix("$(").and_then(|a| a.strip_suffix(')')) {
+                Some(var) => env
+                    .get(var)
+                    .unwrap_or_else(|| panic!("{a}: no env {var} from the downward API"))
+                    .clone(),
+                None => a.clone(),
+            },
+        )
+        .collect();
     let at = args
         .iter()
         .position(|a| a == "--config")
-        .expect("the agent runs with --config");
+        .unwrap_or_else(|| panic!("{kind} {name}: sdn-agent runs without --config"));
     let config_path = PathBuf::from(&args[at + 1]);
     let m = mount_for(c, &config_path).expect("the --config file is mounted");
     let cm_name = volume(&spec, &m.name)
@@ -680,60 +737,35 @@ fn agent_args_and_config(docs: &[Doc]) -> (Vec<String>, String, String) {
         .unwrap_or_default()
         .remove(&key)
         .unwrap_or_else(|| panic!("ConfigMap {cm_name} has no key {key:?}"));
-    (args[1..].to_vec(), args[at + 1].clone(), text)
-}
-
-/// The agent's configuration as the DaemonSet starts it: the ConfigMap's file and the
-/// command-line flags, through `Config::from_args` (which validates the whole).
-fn agent_config(docs: &[Doc]) -> Config {
-    let (args, config_path, text) = agent_args_and_config(docs);
-    let spec = pod_spec(find(docs, "DaemonSet", "sdn-agent"));
-    let env: BTreeMap<String, String> = container(&spec, "sdn-agent")
-        .env
-        .iter()
-        .flatten()
-        .filter_map(|e| {
-            let field = e
-                .value_from
-                .as_ref()?
-                .field_ref
-                .as_ref()?
-                .field_path
-                .clone();
-            Some((e.name.clone(), field))
-        })
-        .collect();
+    // The file alone, as the agent's YAML parser reads it.
+    serde_yaml::from_str::<Config>(&text)
+        .unwrap_or_else(|e| panic!("ConfigMap {cm_name} {key}: {e}"));
     let dir = std::env::temp_dir().join(unique_name("deploy-test-"));
     fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("agent.yaml");
+    let file = dir.join(&key);
     fs::write(&file, &text).unwrap();
-    // Kubernetes expands $(VAR) from the container's environment; stand in for the node.
-    let args: Vec<String> = args
-        .iter()
-        .map(|a| {
-            if a == &config_path {
-                file.display().to_string()
-            } else if let Some(var) = a.strip_prefix("$(").and_then(|a| a.strip_suffix(')')) {
-                let field = env
-                    .get(var)
-                    .unwrap_or_else(|| panic!("{a}: no env {var} from the downward API"));
-                assert_eq!(field, "spec.nodeName", "{var}");
-                "node-1.example.com".to_string()
-            } else {
-                a.clone()
-            }
-        })
+    let mut local = args.clone();
+    local[at + 1] = file.display().to_string();
+    // The subcommand (`run`) is taken off by main before the flags are parsed.
+    let flags: Vec<String> = local
+        .into_iter()
+        .skip_while(|a| !a.starts_with("--"))
         .collect();
-    let cfg = Config::from_args(&args);
+    let cfg = Config::from_args(&flags);
     fs::remove_dir_all(&dir).unwrap();
-    let cfg = cfg.unwrap_or_else(|e| panic!("the agent refuses its DaemonSet command line: {e:#}"));
+    let cfg = cfg
+        .unwrap_or_else(|e| panic!("sdn-agent refuses the command line of {kind} {name}: {e:#}"));
+    (args, cfg)
+}
+
+/// The agent's configuration as the DaemonSet starts it.
+fn agent_config(docs: &[Doc]) -> Config {
+    let (args, cfg) = started_config(docs, "DaemonSet", "sdn-agent", "sdn-agent");
+    assert_eq!(args.first().map(String::as_str), Some("run"), "{args:?}");
     assert_eq!(
         cfg.node_name, "node-1.example.com",
-        "--node-name from the downward API"
+        "--node-name from the downward API (spec.nodeName)"
     );
-    // And the file alone, as the agent's YAML parser reads it.
-    let alone: Config = serde_yaml::from_str(&text).unwrap();
-    assert_eq!(alone.cluster_state, cfg.cluster_state);
     cfg
 }
 
@@ -755,6 +787,10 @@ fn agent_daemonset_runs_privileged_in_the_host_network_with_what_its_config_need
         "the agent must run on every node whatever its taints"
     );
     let c = container(&spec, "sdn-agent");
+    assert_eq!(
+        c.command.clone().unwrap_or_default(),
+        ["/usr/local/bin/sdn-agent"]
+    );
     assert_eq!(
         c.security_context.as_ref().and_then(|s| s.privileged),
         Some(true),
@@ -900,32 +936,22 @@ fn controller_is_two_replicas_leader_elected_and_unprivileged() {
             .and_then(|s| s.run_as_non_root),
         Some(true)
     );
-    let env: BTreeMap<String, (Option<String>, Option<String>)> = c
-        .env
-        .iter()
-        .flatten()
-        .map(|e| {
-            (
-                e.name.clone(),
-                (
-                    e.value.clone(),
-                    e.value_from
-                        .as_ref()
-                        .and_then(|v| v.field_ref.as_ref())
-                        .map(|f| f.field_path.clone()),
-                ),
-            )
-        })
-        .collect();
-    assert_eq!(env["POD_NAME"], (None, Some("metadata.name".into())));
+    // It starts with the shared configuration, a Lease holder identity unique per pod (two
+    // replicas on one node share the host name) and the Lease in its own namespace, where the
+    // leader-election Role is.
+    let (args, cfg) = started_config(&docs, "Deployment", "sdn-controller", "sdn-controller");
+    assert_eq!(cfg.node_name, "sdn-controller-5d9f8c7b6-x2x4q", "{args:?}");
+    assert_eq!(cfg.controller_namespace, NAMESPACE);
+    let role = find(&docs, "Role", "sdn-controller-leader");
     assert_eq!(
-        env["POD_NAMESPACE"],
-        (None, Some("metadata.namespace".into()))
+        role.value["metadata"]["namespace"],
+        cfg.controller_namespace.as_str()
     );
+    let agent = agent_config(&docs);
     assert_eq!(
-        env["SDN_LEASE_NAME"],
-        (Some(LEASE.into()), None),
-        "the Lease the Role lets it renew"
+        ClusterNetworkSpec::from_config(&cfg),
+        ClusterNetworkSpec::from_config(&agent),
+        "the controller and the agents read the same networks"
     );
 }
 
@@ -1005,30 +1031,13 @@ fn schema_errors(s: &JSONSchemaProps, v: &Value, path: &str, out: &mut Vec<Strin
 }
 
 #[test]
-fn cluster_network_object_agrees_with_the_agent_config_and_its_crd() {
+fn the_cluster_network_the_controller_creates_passes_its_crd() {
     let docs = docs();
-    let d = find(&docs, "ClusterNetwork", "default");
-    let objs = parse_objects(&d.value.to_string(), Format::Json).unwrap();
-    let [ClusterObject::ClusterNetwork(cn)] = objs.as_slice() else {
-        panic!("{objs:?}")
-    };
+    let (_, cfg) = started_config(&docs, "Deployment", "sdn-controller", "sdn-controller");
+    let cn = ClusterNetworkSpec::from_config(&cfg).to_object();
     cn.validate().unwrap();
-    let cfg = agent_config(&docs);
-    assert_eq!(
-        cn.entries().unwrap(),
-        cfg.cluster_networks,
-        "clusterNetworks"
-    );
-    assert_eq!(
-        cn.service_net().unwrap(),
-        cfg.service_network,
-        "serviceNetwork"
-    );
-    assert_eq!(cn.vxlan_port().unwrap(), cfg.vxlan_port, "vxlanPort");
-    assert_eq!(cn.mtu, Some(cfg.mtu), "mtu");
-    assert_eq!(cn.mode().unwrap(), Some(cfg.mode()), "pluginName vs mode");
-
-    // Against the CRD the API server will hold.
+    let value = serde_json::to_value(&cn).unwrap();
+    // The API server's view: the CRD it holds.
     let crd = find(
         &docs,
         "CustomResourceDefinition",
@@ -1036,10 +1045,10 @@ fn cluster_network_object_agrees_with_the_agent_config_and_its_crd() {
     )
     .typed::<CustomResourceDefinition>();
     let mut errors = Vec::new();
-    schema_errors(crd_schema(&crd), &d.value, "", &mut errors);
-    assert_eq!(errors, Vec::<String>::new());
+    schema_errors(crd_schema(&crd), &value, "", &mut errors);
+    assert_eq!(errors, Vec::<String>::new(), "{value}");
     // The validator is not a pushover.
-    let mut bad = d.value.clone();
+    let mut bad = value.clone();
     bad["clusterNetworks"][0]["hostSubnetLength"] = Value::from(31);
     bad["vxlanPort"] = Value::String("4789".into());
     bad["extra"] = Value::Bool(true);
@@ -1056,6 +1065,27 @@ fn cluster_network_object_agrees_with_the_agent_config_and_its_crd() {
             ".vxlanPort: expected Some(\"integer\"), found \"4789\"",
         ]
     );
+    // The same schema takes the objects the controller writes for nodes and namespaces.
+    for (name, obj) in [
+        (
+            "hostsubnets.network.openshift.io",
+            serde_json::to_value(HostSubnet::new(
+                "node-1.example.com",
+                "192.168.1.10",
+                "10.128.0.0/23",
+            ))
+            .unwrap(),
+        ),
+        (
+            "netnamespaces.network.openshift.io",
+            serde_json::to_value(NetNamespace::new("tenant-a", 10)).unwrap(),
+        ),
+    ] {
+        let crd = find(&docs, "CustomResourceDefinition", name).typed::<CustomResourceDefinition>();
+        let mut errors = Vec::new();
+        schema_errors(crd_schema(&crd), &obj, "", &mut errors);
+        assert_eq!(errors, Vec::<String>::new(), "{name}: {obj}");
+    }
 }
 
 // ---- kustomization and image -----------------------------------------------------------------
