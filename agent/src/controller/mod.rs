@@ -50,7 +50,13 @@ pub const LEASE_NAME: &str = "sdn-controller";
 /// Runs the controller until `shutdown` resolves (or leadership is lost: then an error).
 pub async fn run(cfg: Config, shutdown: impl std::future::Future<Output = ()>) -> Result<()> {
     let client = crate::cluster::kube::client(cfg.kubeconfig.as_deref()).await?;
-    let identity = format!("{}-{}", cfg.node_name, std::process::id());
+    // Unique per process even when two replicas share a host name and pid (host network,
+    // pid 1): the name for people, a random suffix for uniqueness.
+    let identity = format!(
+        "{}-{}",
+        cfg.node_name,
+        &crate::cluster::standalone::new_uid()[..8]
+    );
     let wanted = ClusterNetworkSpec::from_config(&cfg).to_object();
     let mut lease = LeaseLock::new(client.clone(), &cfg.controller_namespace, &identity);
     let mut events = stream::select_all(watches(&client));
