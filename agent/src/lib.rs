@@ -12,6 +12,7 @@ pub mod ipam;
 pub mod iptables;
 pub mod netlink;
 pub mod node;
+pub mod nodes;
 pub mod pods;
 pub mod switch;
 pub mod tenants;
