@@ -123,6 +123,16 @@ pub struct Config {
     pub request_timeout_seconds: u64,
     /// How long a pod ADD waits for its namespace's NetNamespace (multitenant), in seconds.
     pub netnamespace_wait_seconds: u64,
+    /// Kubernetes mode: the kubeconfig file; default: `$KUBECONFIG`, `~/.kube/config`, then the
+    /// in-cluster service account.
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubernetes mode: how long start-up waits for this node's HostSubnet (the controller
+    /// creates it), in seconds.
+    pub host_subnet_wait_seconds: u64,
+    /// Controller: namespaces that get VNID 0 (global) besides `default`.
+    pub global_namespaces: Vec<String>,
+    /// Controller: the namespace of its leader-election Lease.
+    pub controller_namespace: String,
 }
 
 impl Default for Config {
@@ -149,6 +159,10 @@ impl Default for Config {
             cluster_state: ClusterStateSource::Standalone("/var/lib/sdn/state".into()),
             request_timeout_seconds: 120,
             netnamespace_wait_seconds: 5,
+            kubeconfig: None,
+            host_subnet_wait_seconds: 120,
+            global_namespaces: Vec::new(),
+            controller_namespace: "sdn".into(),
         }
     }
 }
@@ -173,7 +187,12 @@ pub const FLAGS: &str = "\
   --datapath-type system|netdev OVS datapath of br0 (default system)
   --pod-tx-checksum-off BOOL    tx checksum offload off on pods (default: true with netdev)
   --cluster-state SOURCE        standalone:DIR or kubernetes (default standalone:/var/lib/sdn/state)
-  --request-timeout SECONDS     deadline of one CNI request (default 120)";
+  --request-timeout SECONDS     deadline of one CNI request (default 120)
+  --kubeconfig FILE             Kubernetes mode: kubeconfig (default: $KUBECONFIG, ~/.kube/config,
+                                then the in-cluster service account)
+  --host-subnet-wait SECONDS    Kubernetes mode: wait for this node's HostSubnet (default 120)
+  --global-namespace NAME       controller: a namespace with VNID 0 besides default (repeatable)
+  --controller-namespace NS     controller: namespace of its leader-election Lease (default sdn)";
 
 impl Config {
     /// Reads `--config` (if given) and applies the other flags on top, then validates.
@@ -188,6 +207,7 @@ impl Config {
             None => Config::default(),
         };
         let mut cluster = Vec::new();
+        let mut globals = Vec::new();
         let mut it = args.iter();
         while let Some(flag) = it.next() {
             let value = it
@@ -236,11 +256,21 @@ impl Config {
                     cfg.request_timeout_seconds =
                         value.parse().with_context(|| bad("whole seconds"))?
                 }
+                "--kubeconfig" => cfg.kubeconfig = Some(value.into()),
+                "--host-subnet-wait" => {
+                    cfg.host_subnet_wait_seconds =
+                        value.parse().with_context(|| bad("whole seconds"))?
+                }
+                "--global-namespace" => globals.push(value.to_string()),
+                "--controller-namespace" => cfg.controller_namespace = value.into(),
                 other => bail!("unknown flag {other:?}"),
             }
         }
         if !cluster.is_empty() {
             cfg.cluster_networks = cluster;
+        }
+        if !globals.is_empty() {
+            cfg.global_namespaces = globals;
         }
         if cfg.node_name.is_empty() {
             cfg.node_name = hostname()?;
@@ -280,6 +310,10 @@ impl Config {
     /// Checks every value and their relations; the error names the setting.
     pub fn validate(&self) -> Result<()> {
         validate_dns_label("nodeName", &self.node_name, 253, true)?;
+        for (i, ns) in self.global_namespaces.iter().enumerate() {
+            validate_dns_label(&format!("globalNamespaces[{i}]"), ns, 63, false)?;
+        }
+        validate_dns_label("controllerNamespace", &self.controller_namespace, 63, false)?;
         if !matches!(self.mode.as_str(), "subnet" | "multitenant") {
             bail!("mode {:?}: expected subnet or multitenant", self.mode);
         }

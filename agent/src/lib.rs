@@ -8,6 +8,7 @@
 pub mod cluster;
 pub mod cni;
 pub mod config;
+pub mod controller;
 pub mod ipam;
 pub mod iptables;
 pub mod netlink;

@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use tokio::signal::unix::{signal, SignalKind};
 
 fn usage() -> String {
-    format!("usage: sdn-agent [run] [flags]\n       sdn-agent remove-host-rules   (node teardown: the iptables chains of the agent)\n\nflags:\n{}", agent::config::FLAGS)
+    format!("usage: sdn-agent [run] [flags]\n       sdn-agent controller [flags]   (Kubernetes mode: allocates HostSubnets and NetNamespaces)\n       sdn-agent remove-host-rules   (node teardown: the iptables chains of the agent)\n       sdn-agent crds                 (print the CustomResourceDefinitions as YAML)\n\nflags:\n{}", agent::config::FLAGS)
 }
 
 #[tokio::main]
@@ -28,6 +28,30 @@ async fn main() -> Result<()> {
         }
         Some("run") => {
             args.remove(0);
+        }
+        Some("crds") => {
+            // The CRDs of network.openshift.io/v1, as deploy/crds.yaml holds them.
+            let text = agent::cluster::crd::render_yaml()?;
+            let mut out = std::io::stdout().lock();
+            std::io::Write::write_all(&mut out, text.as_bytes())
+                .and_then(|()| std::io::Write::flush(&mut out))
+                .context("writing the CRDs to stdout")?;
+            return Ok(());
+        }
+        Some("controller") => {
+            // The cluster-wide allocator of Kubernetes mode (HostSubnets, NetNamespaces).
+            args.remove(0);
+            let cfg = agent::config::Config::from_args(&args)
+                .context("bad configuration (see sdn-agent --help)")?;
+            let mut term = signal(SignalKind::terminate())?;
+            let mut int = signal(SignalKind::interrupt())?;
+            return agent::controller::run(cfg, async {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+            })
+            .await;
         }
         Some("remove-host-rules") => {
             // Teardown of a node: the agent's iptables chains and the jumps to them.

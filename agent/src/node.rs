@@ -62,7 +62,7 @@ pub struct Node {
     /// Tenant network config files written so far (standalone mode).
     tenant_confs: std::sync::Mutex<BTreeSet<PathBuf>>,
     state: tokio::sync::watch::Receiver<Arc<ClusterState>>,
-    _cluster: cluster::StandaloneSource,
+    _cluster: Box<dyn ClusterSource>,
 }
 
 /// Resolves the node's NodeConfig from the cluster state.
@@ -112,10 +112,23 @@ impl Node {
                 let src = cluster::StandaloneSource::start(dir, Duration::from_millis(500))
                     .with_context(|| format!("watching the cluster state in {}", dir.display()))?;
                 let rx = src.subscribe();
-                (src, rx)
+                (Box::new(src) as Box<dyn ClusterSource>, rx)
             }
             ClusterStateSource::Kubernetes => {
-                bail!("--cluster-state kubernetes is not available yet; use standalone:<dir>")
+                let client = cluster::kube::client(cfg.kubeconfig.as_deref()).await?;
+                let src = cluster::kube::KubeSource::start(
+                    client,
+                    &cfg.node_name,
+                    Duration::from_secs(60),
+                )
+                .await?;
+                src.wait_for_host_subnet(
+                    &cfg.node_name,
+                    Duration::from_secs(cfg.host_subnet_wait_seconds),
+                )
+                .await?;
+                let rx = src.subscribe();
+                (Box::new(src) as Box<dyn ClusterSource>, rx)
             }
         };
         let snapshot = state.borrow().clone();

@@ -245,15 +245,30 @@ impl Pods {
         .await;
         match found {
             Ok(Some(v)) => Ok(v),
-            _ => Err(CniError::new(
-                codes::INTERNAL,
-                format!("namespace {namespace:?} has no NetNamespace (no VNID)"),
-                format!(
-                    "waited {}s; create it (sdnctl create-namespace {namespace}) or use an \
-                     existing namespace, then retry",
-                    wait.as_secs()
-                ),
-            )),
+            _ => {
+                // Kubernetes mode knows the namespaces; standalone mode does not.
+                let details = match &self.cluster.borrow().namespaces {
+                    Some(nss) if !nss.contains(namespace) => format!(
+                        "waited {}s; the namespace does not exist in the cluster",
+                        wait.as_secs()
+                    ),
+                    Some(_) => format!(
+                        "waited {}s; the controller (sdn-agent controller) creates a \
+                         NetNamespace for every namespace: is it running?",
+                        wait.as_secs()
+                    ),
+                    None => format!(
+                        "waited {}s; create it (sdnctl create {namespace}) or use an existing \
+                         namespace, then retry",
+                        wait.as_secs()
+                    ),
+                };
+                Err(CniError::new(
+                    codes::INTERNAL,
+                    format!("namespace {namespace:?} has no NetNamespace (no VNID)"),
+                    details,
+                ))
+            }
         }
     }
 

@@ -421,7 +421,7 @@ pub fn plan(
     let assignments: Vec<(String, u32)> = state
         .net_namespaces
         .values()
-        .map(|n| (n.metadata.name.clone(), n.net_id))
+        .map(|n| (n.name().to_string(), n.net_id))
         .collect();
     // Validated NetNamespaces have 24-bit netids, so this only fails on a hand-built state.
     let load = |t: &mut Tenancy, a: Vec<(String, u32)>| {
@@ -1049,9 +1049,7 @@ mod tests {
         };
         let p = run(&s, join, &none(), None);
         assert_eq!(
-            p.write
-                .as_ref()
-                .map(|n| (n.metadata.name.as_str(), n.net_id)),
+            p.write.as_ref().map(|n| (n.name(), n.net_id)),
             Some(("b", 10))
         );
         assert_eq!(p.change.to_string(), "b: VNID 11 -> 10 (joined a)");

@@ -3,10 +3,12 @@
 //! several such nodes joined by a VXLAN underlay and sharing one cluster state ([`cluster`]),
 //! podman as the runtime ([`podman`]), reachability probes and crafted packets run inside network
 //! namespaces ([`probe`]), the isolation matrix built on them ([`matrix`]), and the flow corpus
-//! they install ([`corpus`]).
+//! they install ([`corpus`]). [`fakeapi`] is a fake Kubernetes API server (HTTP, kube-rs
+//! compatible) for the Kubernetes-mode and multi-node tests.
 
 pub mod cluster;
 pub mod corpus;
+pub mod fakeapi;
 pub mod harness;
 pub mod matrix;
 pub mod node;

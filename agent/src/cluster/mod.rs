@@ -6,14 +6,18 @@
 //! - [`state`]: [`ClusterState`], lookups, cross-object checks, node subnet allocation.
 //! - [`standalone`]: [`StandaloneSource`], a watched directory of YAML/JSON files, its atomic
 //!   writer and [`seed`] for a node's first start.
+//! - [`kube`]: [`kube::KubeSource`], kube-rs watchers on the API server (Kubernetes mode).
+//! - [`crd`]: the CustomResourceDefinitions of the kinds, generated from the types (the types
+//!   themselves implement `kube::Resource`, so kube-rs clients and watchers take them as they are).
 //!
 //! The seam is [`ClusterSource`]: anything that can hand out a `watch` receiver of the latest
-//! [`ClusterState`]. The standalone directory is one implementation; the Kubernetes source (kube-rs
-//! reflectors) arrives later and implements the same trait, so nothing downstream knows about
-//! files. Writing objects (creating a tenant, allocating a subnet) is deliberately not on the
+//! [`ClusterState`]. The standalone directory is one implementation, the Kubernetes source (kube-rs
+//! watchers) the other, so nothing downstream knows where the objects come from. Writing objects (creating a tenant, allocating a subnet) is deliberately not on the
 //! trait yet: in standalone mode the agent and `sdnctl` write files, in Kubernetes mode a
 //! controller writes through the API; the trait is for reading.
 
+pub mod crd;
+pub mod kube;
 pub mod standalone;
 pub mod state;
 pub mod types;
@@ -25,10 +29,11 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 pub use standalone::{seed, ClusterNetworkSpec, StandaloneSource};
-pub use state::ClusterState;
+pub use state::{ClusterState, PodInfo};
 pub use types::{
-    ClusterNetwork, ClusterNetworkEntry, ClusterObject, HostSubnet, Kind, NetNamespace, ObjectMeta,
-    ParseError,
+    ClusterNetwork, ClusterNetworkEntry, ClusterObject, EgressNetworkPolicy,
+    EgressNetworkPolicyPeer, EgressNetworkPolicyRule, EgressNetworkPolicySpec, EgressRuleType,
+    HostSubnet, Kind, NetNamespace, ObjectMeta, ParseError,
 };
 pub use validate::ValidationError;
 
@@ -38,7 +43,7 @@ pub use validate::ValidationError;
 /// and only when it actually differs from the previous one. Receivers see the latest value;
 /// intermediate versions may be skipped, so consumers must reconcile against the whole state
 /// rather than replay events.
-pub trait ClusterSource: Send + Sync {
+pub trait ClusterSource: Send + Sync + std::fmt::Debug {
     /// A receiver of the state: its current value is the latest state, and `changed()` wakes on
     /// every later change. Cheap; call it once per consumer.
     fn subscribe(&self) -> watch::Receiver<Arc<ClusterState>>;

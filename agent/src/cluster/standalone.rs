@@ -192,11 +192,11 @@ impl Loader {
             for (file, obj) in picked.iter().filter(|(_, o)| o.kind() == kind) {
                 if let ClusterObject::HostSubnet(hs) = obj {
                     if let Err(source) = loaded.state.check_host_subnet(hs) {
-                        loaded.origins.remove(&(kind, hs.metadata.name.clone()));
+                        loaded.origins.remove(&(kind, hs.name().to_string()));
                         loaded.errors.push(ClusterError::Invalid {
                             file: file.clone(),
                             kind,
-                            name: hs.metadata.name.clone(),
+                            name: hs.name().to_string(),
                             source: Box::new(source),
                         });
                         continue;
@@ -634,7 +634,7 @@ pub fn seed(
             if let Some((field, in_file, in_config)) = spec.difference(cn) {
                 let file = loaded
                     .origins
-                    .get(&(Kind::ClusterNetwork, cn.metadata.name.clone()))
+                    .get(&(Kind::ClusterNetwork, cn.name().to_string()))
                     .cloned()
                     .unwrap_or_else(|| dir.to_path_buf());
                 return Err(ClusterError::ConfigMismatch {

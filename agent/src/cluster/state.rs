@@ -9,7 +9,7 @@
 //! Also here: the checks that involve more than one object (a HostSubnet against the
 //! ClusterNetwork and against the other HostSubnets) and node subnet allocation.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
@@ -27,6 +27,21 @@ pub struct ClusterState {
     pub host_subnets: BTreeMap<String, HostSubnet>,
     /// NetNamespaces by object name (= namespace name).
     pub net_namespaces: BTreeMap<String, NetNamespace>,
+    /// Kubernetes mode: the namespaces that exist (`None` where the source does not know them,
+    /// as in standalone mode).
+    pub namespaces: Option<BTreeSet<String>>,
+    /// Kubernetes mode: this node's pods by `namespace/name` (empty in standalone mode).
+    pub pods: BTreeMap<String, PodInfo>,
+}
+
+/// What the agent keeps of one of its node's Kubernetes Pods (from the watch cache, so a CNI ADD
+/// never asks the API server).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodInfo {
+    /// The pod's UID.
+    pub uid: String,
+    /// The pod's annotations.
+    pub annotations: BTreeMap<String, String>,
 }
 
 impl ClusterState {
@@ -50,6 +65,11 @@ impl ClusterState {
         self.net_namespaces.get(namespace).map(|n| n.net_id)
     }
 
+    /// Kubernetes mode: pod `namespace/name` of this node, from the watch cache.
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<&PodInfo> {
+        self.pods.get(&format!("{namespace}/{name}"))
+    }
+
     /// The cluster networks (empty while there is no valid ClusterNetwork).
     pub fn cluster_entries(&self) -> Vec<CidrEntry> {
         self.cluster_network
@@ -64,7 +84,7 @@ impl ClusterState {
             Kind::ClusterNetwork => self
                 .cluster_network
                 .clone()
-                .filter(|c| c.metadata.name == name)
+                .filter(|c| c.name() == name)
                 .map(Into::into),
             Kind::HostSubnet => self.host_subnets.get(name).cloned().map(Into::into),
             Kind::NetNamespace => self.net_namespaces.get(name).cloned().map(Into::into),
@@ -77,11 +97,11 @@ impl ClusterState {
             ClusterObject::ClusterNetwork(c) => self.cluster_network.replace(c).map(Into::into),
             ClusterObject::HostSubnet(h) => self
                 .host_subnets
-                .insert(h.metadata.name.clone(), h)
+                .insert(h.name().to_string(), h)
                 .map(Into::into),
             ClusterObject::NetNamespace(n) => self
                 .net_namespaces
-                .insert(n.metadata.name.clone(), n)
+                .insert(n.name().to_string(), n)
                 .map(Into::into),
         }
     }
@@ -142,7 +162,7 @@ impl ClusterState {
             }
         }
         for (name, other) in &self.host_subnets {
-            if name == &hs.metadata.name {
+            if name == hs.name() {
                 continue;
             }
             if let Ok(o) = other.subnet_net() {
@@ -168,7 +188,7 @@ impl ClusterState {
                 out.push((obj.kind(), obj.name().to_string(), e));
             } else if let ClusterObject::HostSubnet(hs) = &obj {
                 if let Err(e) = self.check_host_subnet(hs) {
-                    out.push((Kind::HostSubnet, hs.metadata.name.clone(), e));
+                    out.push((Kind::HostSubnet, hs.name().to_string(), e));
                 }
             }
         }

@@ -9,18 +9,33 @@
 //! Why field names are spelled out one by one: OpenShift is not consistently camelCase
 //! (`hostsubnetlength`, `netname`, `netid`, `CIDR`, `hostIP`), and files copied from
 //! `oc get hostsubnet -o yaml` must parse as they are. Top-level unknown fields are rejected (a
-//! typo such as `hostIp` is an error, not a silently missing field); unknown `metadata` fields
-//! (`creationTimestamp`, `managedFields`, ...) are ignored and not written back.
+//! typo such as `hostIp` is an error, not a silently missing field). `metadata` is Kubernetes'
+//! own `ObjectMeta` (k8s-openapi's type), so server-filled fields (`creationTimestamp`,
+//! `managedFields`, ...) are kept and written back as they came.
 //!
-//! Limits: `EgressNetworkPolicy`, `Namespace` and `Pod` are not modelled yet.
+//! The same types are the Kubernetes resources: each implements [`kube::Resource`] (group
+//! `network.openshift.io`, version `v1`; EgressNetworkPolicy namespaced, the others cluster
+//! scoped) and derives [`schemars::JsonSchema`], from which `super::crd` builds the
+//! CustomResourceDefinitions. The schema attributes (`pattern`, `minimum`...) are the API
+//! server's first line of checks; [`super::validate`] is the complete one.
+//!
+//! Limits: `EgressNetworkPolicy` is modelled and validated but is not a [`ClusterObject`] yet
+//! (the standalone parser and [`super::ClusterState`] do not carry it); `Namespace` and `Pod` are
+//! Kubernetes' own types.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
 use std::fmt;
 
+use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
+use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 
-/// The API group and version of every object here.
+/// The API group of every object here.
+pub const GROUP: &str = "network.openshift.io";
+/// The API version (within [`GROUP`]) of every object here.
+pub const VERSION: &str = "v1";
+/// The apiVersion of every object here.
 pub const API_VERSION: &str = "network.openshift.io/v1";
 /// The apiVersion OpenShift 3.x printed for these kinds; accepted on input, never written.
 pub const LEGACY_API_VERSION: &str = "v1";
@@ -38,59 +53,50 @@ where
     Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
-/// The part of Kubernetes' ObjectMeta the agent uses.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ObjectMeta {
-    /// Object name (cluster scoped: no namespace).
-    #[serde(default)]
-    pub name: String,
-    /// Unique id; the standalone writer generates one for objects it creates.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub uid: Option<String>,
-    /// The API server's version of the object (kept when present, never interpreted).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resource_version: Option<String>,
-    /// Labels.
-    #[serde(
-        default,
-        deserialize_with = "null_default",
-        skip_serializing_if = "BTreeMap::is_empty"
-    )]
-    pub labels: BTreeMap<String, String>,
-    /// Annotations (OpenShift keeps e.g. `pod.network.openshift.io/multicast-enabled` here).
-    #[serde(
-        default,
-        deserialize_with = "null_default",
-        skip_serializing_if = "BTreeMap::is_empty"
-    )]
-    pub annotations: BTreeMap<String, String>,
-}
+/// Kubernetes' object metadata, as the API server sends it. It is k8s-openapi's type (not a
+/// subset of our own) because [`kube::Resource`] hands out `&ObjectMeta` of exactly this type: the
+/// kube-rs clients, watchers and reflector stores of the Kubernetes mode key objects by it.
+pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-impl ObjectMeta {
-    /// Metadata with just a name.
-    pub fn named(name: &str) -> ObjectMeta {
-        ObjectMeta {
-            name: name.to_string(),
-            ..ObjectMeta::default()
-        }
+/// Metadata with just a name.
+pub fn meta_named(name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
+        ..ObjectMeta::default()
     }
 }
 
+/// The name in a metadata, `""` when unset.
+pub fn meta_name(meta: &ObjectMeta) -> &str {
+    meta.name.as_deref().unwrap_or_default()
+}
+
+/// The schema of `metadata` in a CRD: an object, which the API server validates itself.
+fn metadata_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "object" })
+}
+
+/// An IPv4 address in dotted decimal without leading zeros (what `Ipv4Addr` parses).
+pub const IPV4_PATTERN: &str = r"^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$";
+/// An IPv4 CIDR (address as [`IPV4_PATTERN`], prefix 0..=32).
+pub const CIDR_PATTERN: &str = r"^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])/(3[0-2]|[12]?[0-9])$";
+
 /// One entry of `ClusterNetwork.clusterNetworks`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterNetworkEntry {
     /// The network, e.g. `10.128.0.0/14`.
     #[serde(rename = "CIDR")]
+    #[schemars(regex(pattern = CIDR_PATTERN))]
     pub cidr: String,
     /// Host bits of each node's subnet (9 gives a /23).
     #[serde(rename = "hostSubnetLength")]
+    #[schemars(range(min = 2, max = 30), extend("format" = "int32"))]
     pub host_subnet_length: u32,
 }
 
 /// `ClusterNetwork` (named `default`): the cluster's overlay address space.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterNetwork {
     /// `network.openshift.io/v1`.
@@ -100,9 +106,11 @@ pub struct ClusterNetwork {
     pub kind: String,
     /// Metadata; the name must be `default`.
     #[serde(default)]
+    #[schemars(schema_with = "metadata_schema")]
     pub metadata: ObjectMeta,
     /// Legacy single network: mirrors `clusterNetworks[0].CIDR` when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = CIDR_PATTERN))]
     pub network: Option<String>,
     /// Legacy single host subnet length: mirrors `clusterNetworks[0].hostSubnetLength` when set.
     #[serde(
@@ -110,9 +118,11 @@ pub struct ClusterNetwork {
         default,
         skip_serializing_if = "Option::is_none"
     )]
+    #[schemars(range(min = 2, max = 30), extend("format" = "int32"))]
     pub host_subnet_length: Option<u32>,
     /// The service CIDR.
     #[serde(rename = "serviceNetwork")]
+    #[schemars(regex(pattern = CIDR_PATTERN))]
     pub service_network: String,
     /// `redhat/openshift-ovs-subnet` or `redhat/openshift-ovs-multitenant`.
     #[serde(
@@ -126,14 +136,16 @@ pub struct ClusterNetwork {
     pub cluster_networks: Vec<ClusterNetworkEntry>,
     /// VXLAN UDP port; unset means 4789.
     #[serde(rename = "vxlanPort", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535), extend("format" = "int32"))]
     pub vxlan_port: Option<u32>,
     /// Overlay MTU; unset means "detected".
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 576, max = 65536), extend("format" = "int32"))]
     pub mtu: Option<u32>,
 }
 
 /// `HostSubnet` (one per node, named after the node): the node's pod subnet and VTEP address.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HostSubnet {
     /// `network.openshift.io/v1`.
@@ -143,13 +155,19 @@ pub struct HostSubnet {
     pub kind: String,
     /// Metadata; the name is the node name.
     #[serde(default)]
+    #[schemars(schema_with = "metadata_schema")]
     pub metadata: ObjectMeta,
     /// The node name (must equal `metadata.name`).
+    #[schemars(regex(
+        pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+    ))]
     pub host: String,
     /// The node's underlay IPv4 address, the VXLAN endpoint other nodes send to.
     #[serde(rename = "hostIP")]
+    #[schemars(regex(pattern = IPV4_PATTERN))]
     pub host_ip: String,
     /// The node's pod subnet, e.g. `10.128.0.0/23`.
+    #[schemars(regex(pattern = CIDR_PATTERN))]
     pub subnet: String,
     /// Egress IPs hosted by this node.
     #[serde(
@@ -158,6 +176,7 @@ pub struct HostSubnet {
         deserialize_with = "null_default",
         skip_serializing_if = "Vec::is_empty"
     )]
+    #[schemars(inner(regex(pattern = IPV4_PATTERN)))]
     pub egress_ips: Vec<String>,
     /// Egress CIDRs this node may host IPs from.
     #[serde(
@@ -166,11 +185,12 @@ pub struct HostSubnet {
         deserialize_with = "null_default",
         skip_serializing_if = "Vec::is_empty"
     )]
+    #[schemars(inner(regex(pattern = CIDR_PATTERN)))]
     pub egress_cidrs: Vec<String>,
 }
 
 /// `NetNamespace` (one per namespace, named after it): the namespace's VNID.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NetNamespace {
     /// `network.openshift.io/v1`.
@@ -180,12 +200,15 @@ pub struct NetNamespace {
     pub kind: String,
     /// Metadata; the name is the namespace name.
     #[serde(default)]
+    #[schemars(schema_with = "metadata_schema")]
     pub metadata: ObjectMeta,
     /// The namespace name (must equal `metadata.name`).
     #[serde(rename = "netname")]
+    #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"))]
     pub net_name: String,
     /// The VNID, 0..=2^24-1; 0 is global (reaches and is reached by every namespace).
     #[serde(rename = "netid")]
+    #[schemars(range(min = 0, max = 16777215), extend("format" = "int32"))]
     pub net_id: u32,
     /// Egress IPs of this namespace.
     #[serde(
@@ -194,8 +217,151 @@ pub struct NetNamespace {
         deserialize_with = "null_default",
         skip_serializing_if = "Vec::is_empty"
     )]
+    #[schemars(inner(regex(pattern = IPV4_PATTERN)))]
     pub egress_ips: Vec<String>,
 }
+
+/// `EgressNetworkPolicy` (namespaced, at most one per namespace in OpenShift): the egress
+/// firewall of the namespace's pods, rules evaluated in order, the first match wins. Unlike the
+/// other kinds it has a `spec`, as in OpenShift.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EgressNetworkPolicy {
+    /// `network.openshift.io/v1`.
+    #[serde(rename = "apiVersion")]
+    pub api_version: String,
+    /// `EgressNetworkPolicy`.
+    pub kind: String,
+    /// Metadata: name and namespace.
+    #[serde(default)]
+    #[schemars(schema_with = "metadata_schema")]
+    pub metadata: ObjectMeta,
+    /// The rules.
+    pub spec: EgressNetworkPolicySpec,
+}
+
+/// `EgressNetworkPolicy.spec`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EgressNetworkPolicySpec {
+    /// The rules, in order; traffic matching none is allowed.
+    #[schemars(length(max = 1000))]
+    pub egress: Vec<EgressNetworkPolicyRule>,
+}
+
+/// One egress rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EgressNetworkPolicyRule {
+    /// `Allow` or `Deny`.
+    #[serde(rename = "type")]
+    pub rule_type: EgressRuleType,
+    /// The destination.
+    pub to: EgressNetworkPolicyPeer,
+}
+
+/// Whether a rule allows or denies its destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum EgressRuleType {
+    /// Traffic to the destination is allowed.
+    Allow,
+    /// Traffic to the destination is dropped.
+    Deny,
+}
+
+/// The destination of an egress rule: exactly one of a CIDR and a DNS name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EgressNetworkPolicyPeer {
+    /// An IPv4 CIDR, e.g. `0.0.0.0/0` or `192.168.10.0/24`.
+    #[serde(
+        rename = "cidrSelector",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(regex(pattern = CIDR_PATTERN))]
+    pub cidr_selector: Option<String>,
+    /// A DNS name whose addresses the rule covers, e.g. `www.example.com`.
+    #[serde(rename = "dnsName", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([A-Za-z0-9-]+\.)*[A-Za-z0-9-]+\.?$"))]
+    pub dns_name: Option<String>,
+}
+
+// k8s-openapi's ObjectMeta is only PartialEq (its types may hold floats); it holds none (strings,
+// maps, timestamps, JSON values), so equality is an equivalence and the objects are `Eq`.
+impl Eq for ClusterNetwork {}
+impl Eq for HostSubnet {}
+impl Eq for NetNamespace {}
+impl Eq for EgressNetworkPolicy {}
+
+/// Implements [`kube::Resource`] for a kind of the `network.openshift.io/v1` group.
+///
+/// By hand rather than with kube-derive's `CustomResource`: the derive generates a new root type
+/// around a spec struct (`#[kube(no_spec)]` flattens that struct onto the root but still builds the
+/// root), while these types are the roots themselves, used as they are by the standalone parser,
+/// [`super::ClusterState`] and the flow builders.
+macro_rules! network_resource {
+    ($ty:ty, $kind:literal, $plural:literal, $scope:ty) => {
+        impl kube::Resource for $ty {
+            type DynamicType = ();
+            type Scope = $scope;
+
+            fn kind(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed($kind)
+            }
+            fn group(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed(GROUP)
+            }
+            fn version(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed(VERSION)
+            }
+            fn api_version(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed(API_VERSION)
+            }
+            fn plural(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed($plural)
+            }
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+        }
+
+        impl $ty {
+            /// The object's name (`metadata.name`, `""` when unset).
+            pub fn name(&self) -> &str {
+                meta_name(&self.metadata)
+            }
+        }
+    };
+}
+
+network_resource!(
+    ClusterNetwork,
+    "ClusterNetwork",
+    "clusternetworks",
+    ClusterResourceScope
+);
+network_resource!(
+    HostSubnet,
+    "HostSubnet",
+    "hostsubnets",
+    ClusterResourceScope
+);
+network_resource!(
+    NetNamespace,
+    "NetNamespace",
+    "netnamespaces",
+    ClusterResourceScope
+);
+network_resource!(
+    EgressNetworkPolicy,
+    "EgressNetworkPolicy",
+    "egressnetworkpolicies",
+    NamespaceResourceScope
+);
 
 impl ClusterNetwork {
     /// A `default` ClusterNetwork with the given entries; the legacy `network` and
@@ -210,7 +376,7 @@ impl ClusterNetwork {
         ClusterNetwork {
             api_version: API_VERSION.into(),
             kind: Kind::ClusterNetwork.as_str().into(),
-            metadata: ObjectMeta::named(CLUSTER_NETWORK_NAME),
+            metadata: meta_named(CLUSTER_NETWORK_NAME),
             network: entries.first().map(|e| e.cidr.clone()),
             host_subnet_length: entries.first().map(|e| e.host_subnet_length),
             service_network: service_network.into(),
@@ -228,7 +394,7 @@ impl HostSubnet {
         HostSubnet {
             api_version: API_VERSION.into(),
             kind: Kind::HostSubnet.as_str().into(),
-            metadata: ObjectMeta::named(node),
+            metadata: meta_named(node),
             host: node.into(),
             host_ip: host_ip.into(),
             subnet: subnet.into(),
@@ -244,10 +410,60 @@ impl NetNamespace {
         NetNamespace {
             api_version: API_VERSION.into(),
             kind: Kind::NetNamespace.as_str().into(),
-            metadata: ObjectMeta::named(namespace),
+            metadata: meta_named(namespace),
             net_name: namespace.into(),
             net_id,
             egress_ips: Vec::new(),
+        }
+    }
+}
+
+impl EgressNetworkPolicy {
+    /// The kind string.
+    pub const KIND: &'static str = "EgressNetworkPolicy";
+
+    /// An EgressNetworkPolicy `name` in `namespace` with `rules`.
+    pub fn new(
+        namespace: &str,
+        name: &str,
+        rules: Vec<EgressNetworkPolicyRule>,
+    ) -> EgressNetworkPolicy {
+        let mut metadata = meta_named(name);
+        metadata.namespace = Some(namespace.to_string());
+        EgressNetworkPolicy {
+            api_version: API_VERSION.into(),
+            kind: Self::KIND.into(),
+            metadata,
+            spec: EgressNetworkPolicySpec { egress: rules },
+        }
+    }
+
+    /// The namespace (`metadata.namespace`, `""` when unset).
+    pub fn namespace(&self) -> &str {
+        self.metadata.namespace.as_deref().unwrap_or_default()
+    }
+}
+
+impl EgressNetworkPolicyRule {
+    /// A rule for a CIDR.
+    pub fn cidr(rule_type: EgressRuleType, cidr: &str) -> EgressNetworkPolicyRule {
+        EgressNetworkPolicyRule {
+            rule_type,
+            to: EgressNetworkPolicyPeer {
+                cidr_selector: Some(cidr.into()),
+                dns_name: None,
+            },
+        }
+    }
+
+    /// A rule for a DNS name.
+    pub fn dns(rule_type: EgressRuleType, name: &str) -> EgressNetworkPolicyRule {
+        EgressNetworkPolicyRule {
+            rule_type,
+            to: EgressNetworkPolicyPeer {
+                cidr_selector: None,
+                dns_name: Some(name.into()),
+            },
         }
     }
 }
@@ -332,7 +548,7 @@ impl ClusterObject {
 
     /// The object's name.
     pub fn name(&self) -> &str {
-        &self.metadata().name
+        meta_name(self.metadata())
     }
 
     /// `Kind name`, for messages.
@@ -606,7 +822,7 @@ metadata:
             panic!()
         };
         assert_eq!(
-            m.metadata.annotations["pod.network.openshift.io/node-uid"],
+            m.metadata.annotations.as_ref().unwrap()["pod.network.openshift.io/node-uid"],
             "3e3ba9ce-6a3f-4a39-8f47-0cc44b4b6c71"
         );
     }

@@ -16,13 +16,18 @@ use std::net::Ipv4Addr;
 use flows::Mode;
 use ipnet::Ipv4Net;
 
-use super::types::{ClusterNetwork, ClusterObject, HostSubnet, NetNamespace, CLUSTER_NETWORK_NAME};
+use super::types::{
+    ClusterNetwork, ClusterObject, EgressNetworkPolicy, HostSubnet, NetNamespace,
+    CLUSTER_NETWORK_NAME,
+};
 use crate::config::ClusterNetworkEntry as CidrEntry;
 
 /// The largest VNID (24 bits, the VXLAN VNI).
 pub const MAX_VNID: u32 = (1 << 24) - 1;
 /// The VXLAN port when a ClusterNetwork does not set one.
 pub const DEFAULT_VXLAN_PORT: u16 = 4789;
+/// The most rules one EgressNetworkPolicy may hold (OpenShift SDN's limit).
+pub const MAX_EGRESS_RULES: usize = 1000;
 /// `pluginName` of the subnet (no isolation) mode.
 pub const PLUGIN_SUBNET: &str = "redhat/openshift-ovs-subnet";
 /// `pluginName` of the multitenant (VNID isolation) mode.
@@ -210,10 +215,10 @@ impl ClusterNetwork {
 
     /// Checks every field.
     pub fn validate(&self) -> Result<(), ValidationError> {
-        if self.metadata.name != CLUSTER_NETWORK_NAME {
+        if self.name() != CLUSTER_NETWORK_NAME {
             return Err(ValidationError::new(
                 "metadata.name",
-                &self.metadata.name,
+                self.name(),
                 "the ClusterNetwork must be named \"default\"",
             ));
         }
@@ -278,9 +283,9 @@ impl HostSubnet {
 
     /// Checks every field.
     pub fn validate(&self) -> Result<(), ValidationError> {
-        let name = &self.metadata.name;
+        let name = self.name();
         dns1123_subdomain(name).map_err(|r| ValidationError::new("metadata.name", name, r))?;
-        if &self.host != name {
+        if self.host != name {
             return Err(ValidationError::new(
                 "host",
                 &self.host,
@@ -309,9 +314,9 @@ impl HostSubnet {
 impl NetNamespace {
     /// Checks every field.
     pub fn validate(&self) -> Result<(), ValidationError> {
-        let name = &self.metadata.name;
+        let name = self.name();
         dns1123_label(name).map_err(|r| ValidationError::new("metadata.name", name, r))?;
-        if &self.net_name != name {
+        if self.net_name != name {
             return Err(ValidationError::new(
                 "netname",
                 &self.net_name,
@@ -347,6 +352,76 @@ impl NetNamespace {
         }
         for (i, ip) in self.egress_ips.iter().enumerate() {
             parse_ipv4(&format!("egressIPs[{i}]"), ip)?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks a DNS name as an egress rule names it: dot-separated labels of letters, digits and '-'
+/// (not at either end of a label), at most 253 characters, an optional trailing dot.
+pub fn dns_name(s: &str) -> Result<(), String> {
+    let name = s.strip_suffix('.').unwrap_or(s);
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    if !name.is_empty() && name.len() <= 253 && name.split('.').all(label_ok) {
+        Ok(())
+    } else {
+        Err("expected a DNS name such as www.example.com: dot-separated labels of letters, digits and '-' (no wildcards), at most 253 characters".into())
+    }
+}
+
+impl EgressNetworkPolicy {
+    /// Checks every field: the name, the namespace, the number of rules and each rule's
+    /// destination (exactly one of an IPv4 CIDR and a DNS name).
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        let name = self.name();
+        dns1123_subdomain(name).map_err(|r| ValidationError::new("metadata.name", name, r))?;
+        let namespace = self.namespace();
+        dns1123_label(namespace).map_err(|r| {
+            ValidationError::new(
+                "metadata.namespace",
+                namespace,
+                format!("an EgressNetworkPolicy lives in a namespace: {r}"),
+            )
+        })?;
+        let rules = &self.spec.egress;
+        if rules.len() > MAX_EGRESS_RULES {
+            return Err(ValidationError::new(
+                "spec.egress",
+                format!("{} rules", rules.len()),
+                format!("at most {MAX_EGRESS_RULES} rules"),
+            ));
+        }
+        for (i, rule) in rules.iter().enumerate() {
+            let to = format!("spec.egress[{i}].to");
+            match (&rule.to.cidr_selector, &rule.to.dns_name) {
+                (Some(cidr), None) => {
+                    parse_cidr(&format!("{to}.cidrSelector"), cidr)?;
+                }
+                (None, Some(dns)) => {
+                    dns_name(dns)
+                        .map_err(|r| ValidationError::new(format!("{to}.dnsName"), dns, r))?;
+                }
+                (Some(cidr), Some(dns)) => {
+                    return Err(ValidationError::new(
+                        to,
+                        format!("cidrSelector {cidr}, dnsName {dns}"),
+                        "set either cidrSelector or dnsName, not both",
+                    ))
+                }
+                (None, None) => {
+                    return Err(ValidationError::new(
+                        to,
+                        "",
+                        "a destination is needed: cidrSelector (an IPv4 CIDR) or dnsName",
+                    ))
+                }
+            }
         }
         Ok(())
     }
@@ -441,7 +516,7 @@ mod tests {
             "field vxlanPort \"70000\": expected 1..=65535"
         );
         let mut c = cn(&[("10.128.0.0/14", 9)]);
-        c.metadata.name = "other".into();
+        c.metadata.name = Some("other".into());
         assert!(err(c.validate()).starts_with("field metadata.name \"other\""));
         let mut c = cn(&[("10.128.0.0/14", 9)]);
         c.network = Some("10.0.0.0/8".into());
@@ -506,6 +581,62 @@ mod tests {
         let mut n = NetNamespace::new("a", 11);
         n.net_name = "b".into();
         assert!(err(n.validate()).starts_with("field netname \"b\""));
+    }
+
+    #[test]
+    fn egress_network_policy_errors_name_the_field() {
+        use crate::cluster::types::{EgressNetworkPolicyRule as Rule, EgressRuleType::*};
+        let enp = |rules| EgressNetworkPolicy::new("tenant-a", "default", rules);
+        enp(vec![
+            Rule::dns(Allow, "www.example.com"),
+            Rule::dns(Allow, "example.com."),
+            Rule::cidr(Allow, "192.168.10.0/24"),
+            Rule::cidr(Deny, "0.0.0.0/0"),
+        ])
+        .validate()
+        .unwrap();
+        enp(Vec::new()).validate().unwrap();
+        assert_eq!(
+            err(enp(vec![Rule::cidr(Deny, "10.0.0.1/8")]).validate()),
+            "field spec.egress[0].to.cidrSelector \"10.0.0.1/8\": host bits are set: expected \
+             the network address 10.0.0.0/8"
+        );
+        assert!(
+            err(enp(vec![Rule::cidr(Deny, "fd00::/8")]).validate()).starts_with(
+                "field spec.egress[0].to.cidrSelector \"fd00::/8\": expected an IPv4 CIDR"
+            )
+        );
+        for bad in ["*.example.com", "-a.example.com", "a..b", ""] {
+            let e =
+                err(enp(vec![Rule::cidr(Allow, "10.0.0.0/8"), Rule::dns(Allow, bad)]).validate());
+            assert!(
+                e.starts_with(&format!(
+                    "field spec.egress[1].to.dnsName {bad:?}: expected a DNS name"
+                )),
+                "{e}"
+            );
+        }
+        let mut both = Rule::cidr(Allow, "10.0.0.0/8");
+        both.to.dns_name = Some("example.com".into());
+        assert_eq!(
+            err(enp(vec![both]).validate()),
+            "field spec.egress[0].to \"cidrSelector 10.0.0.0/8, dnsName example.com\": set either \
+             cidrSelector or dnsName, not both"
+        );
+        let mut neither = Rule::cidr(Allow, "10.0.0.0/8");
+        neither.to.cidr_selector = None;
+        assert!(err(enp(vec![neither]).validate())
+            .starts_with("field spec.egress[0].to \"\": a destination is needed"));
+        let many = vec![Rule::cidr(Deny, "10.0.0.0/8"); MAX_EGRESS_RULES + 1];
+        assert_eq!(
+            err(enp(many).validate()),
+            "field spec.egress \"1001 rules\": at most 1000 rules"
+        );
+        let mut e = enp(Vec::new());
+        e.metadata.namespace = None;
+        assert!(err(e.validate()).starts_with(
+            "field metadata.namespace \"\": an EgressNetworkPolicy lives in a namespace"
+        ));
     }
 
     #[test]

@@ -1,0 +1,432 @@
+//! The Kubernetes cluster state source: kube-rs watchers on the API server, one per kind, folded
+//! into the same [`ClusterState`] the standalone directory produces.
+//!
+//! Watched: the `default` ClusterNetwork (field selector `metadata.name=default`), every
+//! HostSubnet (its own for the node's subnet, the others drive the remote-node flows), every
+//! NetNamespace, every Namespace, and this node's Pods (field selector `spec.nodeName=<node>`).
+//! The pods live in the state as a cache ([`ClusterState::pods`]), so a CNI ADD never asks the API
+//! server anything on its hot path.
+//!
+//! Why this shape:
+//! - One task consumes all five watch streams (merged) and keeps one map per kind, replaying the
+//!   watcher's `Init`/`InitApply`/`InitDone` cycle the way kube's reflector does: a re-list
+//!   (after a lost watch, a `410 Gone`, a restart of the stream) builds a fresh map and swaps it
+//!   in whole at `InitDone`, so objects deleted while the watch was down disappear. After each
+//!   burst of events the whole state is rebuilt and published only if it changed; consumers
+//!   diff states, never replay events.
+//! - Errors back off (`default_backoff`: exponential with jitter) and the watcher resumes or
+//!   re-lists by itself; each error is logged with its kind.
+//! - The network objects are read as `DynamicObject`s and converted through JSON into the same
+//!   serde types as the standalone files, then validated like them: an object that fails is
+//!   logged and left out, the others stay in effect.
+//! - Nothing is published before every kind has completed its first list: a half-listed
+//!   cluster would look like deleted nodes and tenants.
+//!
+//! Limits: objects with top-level fields our types do not know (CRDs of a newer OpenShift
+//! without structural pruning) fail to parse and are left out with a warning.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use futures::stream::{self, BoxStream, StreamExt};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::Client;
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+
+use super::state::PodInfo;
+use super::types::{ClusterNetwork, ClusterObject, HostSubnet, NetNamespace};
+use super::{ClusterSource, ClusterState};
+
+/// The API group of the network objects.
+pub const GROUP: &str = "network.openshift.io";
+/// Their version.
+pub const VERSION: &str = "v1";
+
+/// The `ApiResource` of a cluster-scoped `network.openshift.io/v1` kind.
+pub fn api_resource(kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, VERSION, kind), plural)
+}
+
+/// A kube client from a kubeconfig file, or (`None`) the usual inference: `$KUBECONFIG`,
+/// `~/.kube/config`, then the in-cluster service account.
+pub async fn client(kubeconfig: Option<&Path>) -> Result<Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("kubeconfig {}", path.display()))?
+        }
+        None => kube::Config::infer().await.context(
+            "no Kubernetes configuration: pass --kubeconfig, set KUBECONFIG, or run in a pod \
+             with a service account",
+        )?,
+    };
+    Client::try_from(config).context("building the Kubernetes client")
+}
+
+/// The Kubernetes source; its watchers stop when it is dropped.
+#[derive(Debug)]
+pub struct KubeSource {
+    rx: watch::Receiver<Arc<ClusterState>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for KubeSource {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl ClusterSource for KubeSource {
+    fn subscribe(&self) -> watch::Receiver<Arc<ClusterState>> {
+        self.rx.clone()
+    }
+}
+
+/// One watch event of any kind.
+enum Ev {
+    ClusterNetwork(watcher::Result<Event<DynamicObject>>),
+    HostSubnet(watcher::Result<Event<DynamicObject>>),
+    NetNamespace(watcher::Result<Event<DynamicObject>>),
+    Namespace(watcher::Result<Event<Namespace>>),
+    Pod(watcher::Result<Event<Pod>>),
+}
+
+/// One kind's objects by key, with the re-list buffer of the watcher protocol.
+struct Cache<T> {
+    live: BTreeMap<String, T>,
+    relist: Option<BTreeMap<String, T>>,
+    ready: bool,
+}
+
+impl<T> Default for Cache<T> {
+    fn default() -> Self {
+        Cache {
+            live: BTreeMap::new(),
+            relist: None,
+            ready: false,
+        }
+    }
+}
+
+impl<T> Cache<T> {
+    /// Applies one event; `key` names an object (None: ignore it). Returns whether the live
+    /// map may have changed.
+    fn apply<K>(&mut self, ev: Event<K>, key: impl Fn(&K) -> Option<(String, T)>) -> bool {
+        match ev {
+            Event::Apply(o) => match key(&o) {
+                Some((k, v)) => {
+                    self.live.insert(k, v);
+                    true
+                }
+                None => false,
+            },
+            Event::Delete(o) => match key(&o) {
+                Some((k, _)) => self.live.remove(&k).is_some(),
+                None => false,
+            },
+            Event::Init => {
+                self.relist = Some(BTreeMap::new());
+                false
+            }
+            Event::InitApply(o) => {
+                if let (Some(buf), Some((k, v))) = (self.relist.as_mut(), key(&o)) {
+                    buf.insert(k, v);
+                }
+                false
+            }
+            Event::InitDone => {
+                if let Some(buf) = self.relist.take() {
+                    self.live = buf;
+                }
+                self.ready = true;
+                true
+            }
+        }
+    }
+}
+
+/// Everything the source knows.
+#[derive(Default)]
+struct Caches {
+    cluster_network: Cache<serde_json::Value>,
+    host_subnets: Cache<serde_json::Value>,
+    net_namespaces: Cache<serde_json::Value>,
+    namespaces: Cache<()>,
+    pods: Cache<PodInfo>,
+}
+
+impl Caches {
+    fn ready(&self) -> bool {
+        self.cluster_network.ready
+            && self.host_subnets.ready
+            && self.net_namespaces.ready
+            && self.namespaces.ready
+            && self.pods.ready
+    }
+
+    /// The state: every network object that parses and validates, the namespaces, the pods.
+    fn state(&self) -> ClusterState {
+        let mut st = ClusterState::default();
+        for v in self.cluster_network.live.values() {
+            if let Some(cn) = parse::<ClusterNetwork>(v) {
+                st.insert(cn.into());
+            }
+        }
+        for v in self.net_namespaces.live.values() {
+            if let Some(nn) = parse::<NetNamespace>(v) {
+                st.insert(nn.into());
+            }
+        }
+        let mut subnets = Vec::new();
+        for v in self.host_subnets.live.values() {
+            if let Some(hs) = parse::<HostSubnet>(v) {
+                subnets.push(hs);
+            }
+        }
+        // Cross-object checks as in standalone mode: a HostSubnet outside the ClusterNetwork or
+        // overlapping one seen before it (by name) is left out.
+        for hs in subnets {
+            match st.check_host_subnet(&hs) {
+                Ok(()) => {
+                    st.insert(hs.into());
+                }
+                Err(e) => {
+                    tracing::warn!(host_subnet = %hs.name(), error = %e, "HostSubnet left out")
+                }
+            }
+        }
+        st.namespaces = Some(
+            self.namespaces
+                .live
+                .keys()
+                .cloned()
+                .collect::<BTreeSet<_>>(),
+        );
+        st.pods = self.pods.live.clone();
+        st
+    }
+}
+
+/// Parses and validates one network object; logs and skips what fails.
+fn parse<T: DeserializeOwned + Into<ClusterObject> + Clone>(v: &serde_json::Value) -> Option<T> {
+    let name = v["metadata"]["name"].as_str().unwrap_or("?").to_string();
+    let kind = v["kind"].as_str().unwrap_or("?").to_string();
+    match serde_json::from_value::<T>(v.clone()) {
+        Ok(t) => match Into::<ClusterObject>::into(t.clone()).validate() {
+            Ok(()) => Some(t),
+            Err(e) => {
+                tracing::warn!(%kind, %name, error = %e, "invalid object left out");
+                None
+            }
+        },
+        Err(e) => {
+            tracing::warn!(%kind, %name, error = %e, "unreadable object left out");
+            None
+        }
+    }
+}
+
+fn dynamic_key(o: &DynamicObject) -> Option<(String, serde_json::Value)> {
+    let name = o.metadata.name.clone()?;
+    let v = serde_json::to_value(o).ok()?;
+    Some((name, v))
+}
+
+impl KubeSource {
+    /// Starts the watchers for node `node` and returns once every kind has been listed, or
+    /// fails after `list_timeout` naming what could not be listed (API server unreachable, a
+    /// CRD missing, RBAC).
+    pub async fn start(client: Client, node: &str, list_timeout: Duration) -> Result<KubeSource> {
+        let cfg = watcher::Config::default();
+        let dyn_stream = |kind: &str, plural: &str, cfg: watcher::Config| {
+            let ar = api_resource(kind, plural);
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+            watcher::watcher(api, cfg).default_backoff()
+        };
+        let streams: Vec<BoxStream<'static, Ev>> = vec![
+            dyn_stream(
+                "ClusterNetwork",
+                "clusternetworks",
+                cfg.clone().fields("metadata.name=default"),
+            )
+            .map(Ev::ClusterNetwork)
+            .boxed(),
+            dyn_stream("HostSubnet", "hostsubnets", cfg.clone())
+                .map(Ev::HostSubnet)
+                .boxed(),
+            dyn_stream("NetNamespace", "netnamespaces", cfg.clone())
+                .map(Ev::NetNamespace)
+                .boxed(),
+            watcher::watcher(Api::<Namespace>::all(client.clone()), cfg.clone())
+                .default_backoff()
+                .map(Ev::Namespace)
+                .boxed(),
+            watcher::watcher(
+                Api::<Pod>::all(client.clone()),
+                cfg.fields(&format!("spec.nodeName={node}")),
+            )
+            .default_backoff()
+            .map(Ev::Pod)
+            .boxed(),
+        ];
+        let mut events = stream::select_all(streams);
+        let mut caches = Caches::default();
+        let mut last_error: BTreeMap<&'static str, String> = BTreeMap::new();
+
+        // The first list of every kind, bounded.
+        let listed = tokio::time::timeout(list_timeout, async {
+            while !caches.ready() {
+                match events.next().await {
+                    Some(ev) => {
+                        handle(&mut caches, ev, &mut last_error);
+                    }
+                    None => return false,
+                }
+            }
+            true
+        })
+        .await;
+        if !matches!(listed, Ok(true)) {
+            let pending: Vec<String> = [
+                ("ClusterNetwork", caches.cluster_network.ready),
+                ("HostSubnet", caches.host_subnets.ready),
+                ("NetNamespace", caches.net_namespaces.ready),
+                ("Namespace", caches.namespaces.ready),
+                ("Pod", caches.pods.ready),
+            ]
+            .iter()
+            .filter(|(_, r)| !r)
+            .map(|(k, _)| match last_error.get(k) {
+                Some(e) => format!("{k} ({e})"),
+                None => (*k).to_string(),
+            })
+            .collect();
+            anyhow::bail!(
+                "could not list {} from the Kubernetes API within {}s; check the API server \
+                 address, that the network.openshift.io CRDs are installed (deploy/crds.yaml) \
+                 and the agent's RBAC",
+                pending.join(", "),
+                list_timeout.as_secs()
+            );
+        }
+        let first = caches.state();
+        for (kind, name, e) in first.problems() {
+            tracing::warn!(kind = kind.as_str(), %name, error = %e, "cluster object has a problem");
+        }
+        let (tx, rx) = watch::channel(Arc::new(first));
+        let task = tokio::spawn(async move {
+            while let Some(ev) = events.next().await {
+                let mut changed = handle(&mut caches, ev, &mut last_error);
+                // Drain the burst before rebuilding.
+                while let Some(Some(ev)) = futures::FutureExt::now_or_never(events.next()) {
+                    changed |= handle(&mut caches, ev, &mut last_error);
+                }
+                if changed {
+                    let st = caches.state();
+                    tx.send_if_modified(|cur| {
+                        if **cur == st {
+                            false
+                        } else {
+                            *cur = Arc::new(st);
+                            true
+                        }
+                    });
+                }
+            }
+        });
+        Ok(KubeSource { rx, task })
+    }
+
+    /// Waits (bounded) until the state has a HostSubnet for `node`.
+    pub async fn wait_for_host_subnet(&self, node: &str, wait: Duration) -> Result<()> {
+        let mut rx = self.rx.clone();
+        let found = tokio::time::timeout(wait, async {
+            let mut logged = false;
+            loop {
+                if rx.borrow_and_update().host_subnet_of(node).is_some() {
+                    return true;
+                }
+                if !logged {
+                    tracing::info!(
+                        node,
+                        "waiting for this node's HostSubnet (the controller creates it)"
+                    );
+                    logged = true;
+                }
+                if rx.changed().await.is_err() {
+                    return false;
+                }
+            }
+        })
+        .await;
+        match found {
+            Ok(true) => Ok(()),
+            _ => anyhow::bail!(
+                "no HostSubnet for node {node:?} after {}s; the controller (sdn-agent controller) \
+                 creates one per Node: is it running, and does a Node named {node:?} exist?",
+                wait.as_secs()
+            ),
+        }
+    }
+}
+
+/// Applies one event to the caches; returns whether the state may have changed.
+fn handle(c: &mut Caches, ev: Ev, errors: &mut BTreeMap<&'static str, String>) -> bool {
+    fn err<K>(
+        kind: &'static str,
+        r: watcher::Result<Event<K>>,
+        errors: &mut BTreeMap<&'static str, String>,
+    ) -> Option<Event<K>> {
+        match r {
+            Ok(e) => {
+                errors.remove(kind);
+                Some(e)
+            }
+            Err(e) => {
+                tracing::warn!(kind, error = %e, "watch failed; backing off and resuming");
+                errors.insert(kind, e.to_string());
+                None
+            }
+        }
+    }
+    match ev {
+        Ev::ClusterNetwork(r) => err("ClusterNetwork", r, errors)
+            .is_some_and(|e| c.cluster_network.apply(e, dynamic_key)),
+        Ev::HostSubnet(r) => {
+            err("HostSubnet", r, errors).is_some_and(|e| c.host_subnets.apply(e, dynamic_key))
+        }
+        Ev::NetNamespace(r) => {
+            err("NetNamespace", r, errors).is_some_and(|e| c.net_namespaces.apply(e, dynamic_key))
+        }
+        Ev::Namespace(r) => err("Namespace", r, errors).is_some_and(|e| {
+            c.namespaces
+                .apply(e, |n: &Namespace| Some((n.metadata.name.clone()?, ())))
+        }),
+        Ev::Pod(r) => err("Pod", r, errors).is_some_and(|e| {
+            c.pods.apply(e, |p: &Pod| {
+                let key = format!(
+                    "{}/{}",
+                    p.metadata.namespace.as_deref()?,
+                    p.metadata.name.as_deref()?
+                );
+                Some((
+                    key,
+                    PodInfo {
+                        uid: p.metadata.uid.clone().unwrap_or_default(),
+                        annotations: p.metadata.annotations.clone().unwrap_or_default(),
+                    },
+                ))
+            })
+        }),
+    }
+}

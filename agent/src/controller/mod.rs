@@ -1,0 +1,431 @@
+//! `sdn-agent controller`: the cluster-wide allocator of Kubernetes mode. It gives every Node a
+//! HostSubnet and every Namespace a NetNamespace, applies the change-network annotation, and
+//! creates the `default` ClusterNetwork; the decisions are pure ([`plan`]), this module only
+//! watches, elects and writes.
+//!
+//! - **One active controller** (a Deployment may run several): leadership is a
+//!   `coordination.k8s.io/v1` Lease (`sdn-controller` in the controller namespace), acquired when
+//!   free or expired, renewed every [`RENEW`], and given up (the process exits with an error, the
+//!   Deployment restarts it as a follower) when a renewal has not succeeded for
+//!   [`LEASE_DURATION`]. Writes happen only while leading.
+//! - **Watches** Nodes, Namespaces, HostSubnets, NetNamespaces and the ClusterNetwork with
+//!   kube-rs watchers (backoff, re-list on a lost watch). After every burst of events, and every
+//!   [`RESYNC`], the leader plans against the whole view and executes the plan; a failed write
+//!   is logged and planned again next time.
+//! - Writes are create / replace (with the object's resourceVersion, so a concurrent change
+//!   makes the write fail and the next plan sees the change) / delete, through `DynamicObject`s.
+
+pub mod plan;
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use futures::stream::{self, BoxStream, StreamExt};
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::{Api, DeleteParams, DynamicObject, ObjectMeta, PostParams};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::Client;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::cluster::kube::api_resource;
+use crate::cluster::{ClusterNetwork, ClusterNetworkSpec, HostSubnet, NetNamespace};
+use crate::config::Config;
+use plan::{Action, View};
+
+/// How long a Lease stays valid without renewal.
+pub const LEASE_DURATION: Duration = Duration::from_secs(15);
+/// How often the leader renews (and a follower retries).
+pub const RENEW: Duration = Duration::from_secs(3);
+/// How often the leader plans even without events.
+pub const RESYNC: Duration = Duration::from_secs(30);
+/// The Lease's name.
+pub const LEASE_NAME: &str = "sdn-controller";
+
+/// Runs the controller until `shutdown` resolves (or leadership is lost: then an error).
+pub async fn run(cfg: Config, shutdown: impl std::future::Future<Output = ()>) -> Result<()> {
+    let client = crate::cluster::kube::client(cfg.kubeconfig.as_deref()).await?;
+    let identity = format!("{}-{}", cfg.node_name, std::process::id());
+    let wanted = ClusterNetworkSpec::from_config(&cfg).to_object();
+    let mut lease = LeaseLock::new(client.clone(), &cfg.controller_namespace, &identity);
+    let mut events = stream::select_all(watches(&client));
+    let mut view = Views::default();
+    let mut renew = tokio::time::interval(RENEW);
+    let mut resync = tokio::time::interval(RESYNC);
+    let mut leading = false;
+    let mut last_renewed = tokio::time::Instant::now();
+    tokio::pin!(shutdown);
+    tracing::info!(%identity, namespace = %cfg.controller_namespace, "controller starting");
+    loop {
+        let mut dirty = false;
+        tokio::select! {
+            _ = &mut shutdown => {
+                if leading {
+                    lease.release().await;
+                }
+                return Ok(());
+            }
+            _ = renew.tick() => {
+                match lease.try_acquire_or_renew().await {
+                    Ok(true) => {
+                        if !leading {
+                            tracing::info!(%identity, "leading");
+                            dirty = true;
+                        }
+                        leading = true;
+                        last_renewed = tokio::time::Instant::now();
+                    }
+                    Ok(false) => {
+                        if leading {
+                            bail!("lost the controller Lease to {}; exiting so a follower takes over", lease.holder.clone().unwrap_or_default());
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %format!("{e:#}"), "renewing the controller Lease");
+                        if leading && last_renewed.elapsed() >= LEASE_DURATION {
+                            bail!("could not renew the controller Lease for {}s; exiting so a follower takes over", LEASE_DURATION.as_secs());
+                        }
+                    }
+                }
+            }
+            _ = resync.tick() => dirty = true,
+            ev = events.next() => {
+                let Some(ev) = ev else { bail!("the watches ended") };
+                dirty |= view.apply(ev);
+                while let Some(Some(ev)) = futures::FutureExt::now_or_never(events.next()) {
+                    dirty |= view.apply(ev);
+                }
+            }
+        }
+        if dirty && leading && view.ready() {
+            let p = plan::plan(&view.view(), &wanted, &cfg.global_namespaces);
+            for w in &p.warnings {
+                tracing::warn!("{w}");
+            }
+            for a in &p.actions {
+                match execute(&client, a).await {
+                    Ok(()) => tracing::info!("{a}"),
+                    Err(e) => {
+                        tracing::warn!(action = %a, error = %format!("{e:#}"), "write failed; planning again on the next change")
+                    }
+                }
+            }
+        }
+    }
+}
+
+enum Ev {
+    Node(watcher::Result<Event<Node>>),
+    Namespace(watcher::Result<Event<Namespace>>),
+    HostSubnet(watcher::Result<Event<DynamicObject>>),
+    NetNamespace(watcher::Result<Event<DynamicObject>>),
+    ClusterNetwork(watcher::Result<Event<DynamicObject>>),
+}
+
+fn watches(client: &Client) -> Vec<BoxStream<'static, Ev>> {
+    let cfg = watcher::Config::default();
+    let dynamic = |kind: &str, plural: &str, cfg: watcher::Config| {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &api_resource(kind, plural));
+        watcher::watcher(api, cfg).default_backoff()
+    };
+    vec![
+        watcher::watcher(Api::<Node>::all(client.clone()), cfg.clone())
+            .default_backoff()
+            .map(Ev::Node)
+            .boxed(),
+        watcher::watcher(Api::<Namespace>::all(client.clone()), cfg.clone())
+            .default_backoff()
+            .map(Ev::Namespace)
+            .boxed(),
+        dynamic("HostSubnet", "hostsubnets", cfg.clone())
+            .map(Ev::HostSubnet)
+            .boxed(),
+        dynamic("NetNamespace", "netnamespaces", cfg.clone())
+            .map(Ev::NetNamespace)
+            .boxed(),
+        dynamic(
+            "ClusterNetwork",
+            "clusternetworks",
+            cfg.fields("metadata.name=default"),
+        )
+        .map(Ev::ClusterNetwork)
+        .boxed(),
+    ]
+}
+
+/// One kind's objects (by name) with the watcher's re-list buffer.
+struct Kind<T> {
+    live: BTreeMap<String, T>,
+    relist: Option<BTreeMap<String, T>>,
+    ready: bool,
+}
+
+impl<T> Default for Kind<T> {
+    fn default() -> Self {
+        Kind {
+            live: BTreeMap::new(),
+            relist: None,
+            ready: false,
+        }
+    }
+}
+
+impl<T> Kind<T> {
+    fn apply<K>(
+        &mut self,
+        what: &str,
+        r: watcher::Result<Event<K>>,
+        key: impl Fn(&K) -> Option<(String, T)>,
+    ) -> bool {
+        let ev = match r {
+            Ok(ev) => ev,
+            Err(e) => {
+                tracing::warn!(kind = what, error = %e, "watch failed; backing off and resuming");
+                return false;
+            }
+        };
+        match ev {
+            Event::Apply(o) => key(&o).map(|(k, v)| self.live.insert(k, v)).is_some(),
+            Event::Delete(o) => key(&o).is_some_and(|(k, _)| self.live.remove(&k).is_some()),
+            Event::Init => {
+                self.relist = Some(BTreeMap::new());
+                false
+            }
+            Event::InitApply(o) => {
+                if let (Some(b), Some((k, v))) = (self.relist.as_mut(), key(&o)) {
+                    b.insert(k, v);
+                }
+                false
+            }
+            Event::InitDone => {
+                if let Some(b) = self.relist.take() {
+                    self.live = b;
+                }
+                self.ready = true;
+                true
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct Views {
+    nodes: Kind<Option<Ipv4Addr>>,
+    namespaces: Kind<()>,
+    host_subnets: Kind<HostSubnet>,
+    net_namespaces: Kind<NetNamespace>,
+    cluster_network: Kind<ClusterNetwork>,
+}
+
+fn typed<T: DeserializeOwned>(o: &DynamicObject) -> Option<(String, T)> {
+    let name = o.metadata.name.clone()?;
+    match serde_json::to_value(o).and_then(serde_json::from_value::<T>) {
+        Ok(t) => Some((name, t)),
+        Err(e) => {
+            tracing::warn!(%name, error = %e, "unreadable object ignored");
+            None
+        }
+    }
+}
+
+fn internal_ip(n: &Node) -> Option<Ipv4Addr> {
+    n.status
+        .as_ref()?
+        .addresses
+        .as_ref()?
+        .iter()
+        .filter(|a| a.type_ == "InternalIP")
+        .find_map(|a| a.address.parse().ok())
+}
+
+impl Views {
+    fn apply(&mut self, ev: Ev) -> bool {
+        match ev {
+            Ev::Node(r) => self.nodes.apply("Node", r, |n: &Node| {
+                Some((n.metadata.name.clone()?, internal_ip(n)))
+            }),
+            Ev::Namespace(r) => self.namespaces.apply("Namespace", r, |n: &Namespace| {
+                // A terminating namespace is on its way out: its NetNamespace goes with it.
+                let terminating =
+                    n.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Terminating");
+                (!terminating).then_some(())?;
+                Some((n.metadata.name.clone()?, ()))
+            }),
+            Ev::HostSubnet(r) => self.host_subnets.apply("HostSubnet", r, typed),
+            Ev::NetNamespace(r) => self.net_namespaces.apply("NetNamespace", r, typed),
+            Ev::ClusterNetwork(r) => self.cluster_network.apply("ClusterNetwork", r, typed),
+        }
+    }
+
+    fn ready(&self) -> bool {
+        self.nodes.ready
+            && self.namespaces.ready
+            && self.host_subnets.ready
+            && self.net_namespaces.ready
+            && self.cluster_network.ready
+    }
+
+    fn view(&self) -> View {
+        View {
+            cluster_network: self.cluster_network.live.get("default").cloned(),
+            nodes: self.nodes.live.clone(),
+            host_subnets: self.host_subnets.live.clone(),
+            namespaces: self.namespaces.live.keys().cloned().collect(),
+            net_namespaces: self.net_namespaces.live.clone(),
+        }
+    }
+}
+
+/// The API of a network object's kind.
+fn api(client: &Client, kind: &str, plural: &str) -> Api<DynamicObject> {
+    Api::all_with(client.clone(), &api_resource(kind, plural))
+}
+
+fn dynamic<T: Serialize>(obj: &T) -> Result<DynamicObject> {
+    Ok(serde_json::from_value(serde_json::to_value(obj)?)?)
+}
+
+async fn execute(client: &Client, a: &Action) -> Result<()> {
+    let pp = PostParams::default();
+    let (hs, nn, cn) = (
+        api(client, "HostSubnet", "hostsubnets"),
+        api(client, "NetNamespace", "netnamespaces"),
+        api(client, "ClusterNetwork", "clusternetworks"),
+    );
+    match a {
+        Action::CreateClusterNetwork(c) => {
+            cn.create(&pp, &dynamic(c)?).await?;
+        }
+        Action::CreateHostSubnet(h) => {
+            hs.create(&pp, &dynamic(h)?).await?;
+        }
+        Action::UpdateHostSubnet(h) => {
+            hs.replace(h.name(), &pp, &dynamic(h)?).await?;
+        }
+        Action::DeleteHostSubnet(n) => {
+            hs.delete(n, &DeleteParams::default()).await?;
+        }
+        Action::CreateNetNamespace(n) => {
+            nn.create(&pp, &dynamic(n)?).await?;
+        }
+        Action::UpdateNetNamespace(n) => {
+            nn.replace(n.name(), &pp, &dynamic(n)?).await?;
+        }
+        Action::DeleteNetNamespace(n) => {
+            nn.delete(n, &DeleteParams::default()).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Leader election on a Lease.
+struct LeaseLock {
+    api: Api<Lease>,
+    identity: String,
+    /// The holder seen last.
+    holder: Option<String>,
+}
+
+impl LeaseLock {
+    fn new(client: Client, namespace: &str, identity: &str) -> LeaseLock {
+        LeaseLock {
+            api: Api::namespaced(client, namespace),
+            identity: identity.to_string(),
+            holder: None,
+        }
+    }
+
+    fn now() -> MicroTime {
+        MicroTime(k8s_openapi::jiff::Timestamp::now())
+    }
+
+    /// Takes the Lease if it is free, expired or ours, and renews it; whether we hold it now.
+    async fn try_acquire_or_renew(&mut self) -> Result<bool> {
+        let duration = i32::try_from(LEASE_DURATION.as_secs()).unwrap_or(15);
+        let current = self
+            .api
+            .get_opt(LEASE_NAME)
+            .await
+            .context("reading the controller Lease")?;
+        let Some(mut lease) = current else {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(LEASE_NAME.into()),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(self.identity.clone()),
+                    lease_duration_seconds: Some(duration),
+                    acquire_time: Some(Self::now()),
+                    renew_time: Some(Self::now()),
+                    lease_transitions: Some(0),
+                    ..LeaseSpec::default()
+                }),
+            };
+            return match self.api.create(&PostParams::default(), &lease).await {
+                Ok(_) => {
+                    self.holder = Some(self.identity.clone());
+                    Ok(true)
+                }
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+                Err(e) => Err(e).context("creating the controller Lease"),
+            };
+        };
+        let spec = lease.spec.clone().unwrap_or_default();
+        self.holder = spec.holder_identity.clone();
+        let ours = spec.holder_identity.as_deref() == Some(self.identity.as_str());
+        let expired = match (&spec.renew_time, spec.lease_duration_seconds) {
+            (Some(t), Some(d)) => {
+                let age = k8s_openapi::jiff::Timestamp::now().duration_since(t.0);
+                age.as_secs() >= i64::from(d)
+            }
+            _ => true,
+        };
+        if !ours && !expired && spec.holder_identity.is_some() {
+            return Ok(false);
+        }
+        let mut new = spec.clone();
+        if !ours {
+            new.acquire_time = Some(Self::now());
+            new.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+            new.holder_identity = Some(self.identity.clone());
+        }
+        new.renew_time = Some(Self::now());
+        new.lease_duration_seconds = Some(duration);
+        lease.spec = Some(new);
+        // The resourceVersion in `lease` makes this fail if someone else wrote in between.
+        match self
+            .api
+            .replace(LEASE_NAME, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => {
+                self.holder = Some(self.identity.clone());
+                Ok(true)
+            }
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+            Err(e) => Err(e).context("renewing the controller Lease"),
+        }
+    }
+
+    /// Gives the Lease up on a clean stop, so a follower takes over at once.
+    async fn release(&mut self) {
+        if let Ok(Some(mut lease)) = self.api.get_opt(LEASE_NAME).await {
+            if let Some(spec) = lease.spec.as_mut() {
+                if spec.holder_identity.as_deref() == Some(self.identity.as_str()) {
+                    spec.holder_identity = None;
+                    spec.renew_time = None;
+                    let _ = self
+                        .api
+                        .replace(LEASE_NAME, &PostParams::default(), &lease)
+                        .await;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,292 @@
+//! Kubernetes mode without a cluster: the agent's Kubernetes source and the controller against
+//! the fake API server (`sdn_tests::fakeapi`), with real kube-rs clients.
+//!
+//! - the source lists and watches the network objects, Namespaces and this node's Pods into one
+//!   `ClusterState`, follows changes (also across a forced re-list), leaves invalid objects out,
+//!   and fails at start with an error naming what it could not list;
+//! - the controller creates the ClusterNetwork, a HostSubnet per Node (stable, following the
+//!   node's address, released when the Node goes), a NetNamespace per Namespace, applies and
+//!   clears the change-network annotation, and only one of two controllers writes (Lease).
+
+use std::time::Duration;
+
+use agent::cluster::kube::KubeSource;
+use agent::cluster::ClusterState;
+use kube::{Client, Config};
+use sdn_tests::fakeapi::FakeApi;
+use serde_json::{json, Value};
+
+fn client(fake: &FakeApi) -> Client {
+    Client::try_from(Config::new(fake.url().parse().unwrap())).unwrap()
+}
+
+fn host_subnet(name: &str, ip: &str, subnet: &str) -> Value {
+    json!({"apiVersion": "network.openshift.io/v1", "kind": "HostSubnet",
+           "metadata": {"name": name}, "host": name, "hostIP": ip, "subnet": subnet})
+}
+
+fn net_namespace(name: &str, id: u32) -> Value {
+    json!({"apiVersion": "network.openshift.io/v1", "kind": "NetNamespace",
+           "metadata": {"name": name}, "netname": name, "netid": id})
+}
+
+fn cluster_network() -> Value {
+    json!({"apiVersion": "network.openshift.io/v1", "kind": "ClusterNetwork",
+           "metadata": {"name": "default"}, "serviceNetwork": "172.30.0.0/16",
+           "clusterNetworks": [{"CIDR": "10.128.0.0/14", "hostSubnetLength": 9}],
+           "pluginName": "redhat/openshift-ovs-multitenant"})
+}
+
+fn namespace(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+}
+
+fn pod(ns: &str, name: &str, node: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": ns, "annotations": {"a": "b"}},
+           "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]}})
+}
+
+fn node(name: &str, ip: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+           "status": {"addresses": [{"type": "InternalIP", "address": ip}]}})
+}
+
+/// Waits until `cond` holds for the source's state.
+async fn until(src: &KubeSource, what: &str, cond: impl Fn(&ClusterState) -> bool) {
+    use agent::cluster::ClusterSource;
+    let mut rx = src.subscribe();
+    let ok = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if cond(&rx.borrow_and_update()) {
+                return;
+            }
+            rx.changed().await.unwrap();
+        }
+    })
+    .await;
+    assert!(
+        ok.is_ok(),
+        "{what}: state is {:#?}",
+        src.subscribe().borrow()
+    );
+}
+
+#[tokio::test]
+async fn the_source_folds_the_cluster_into_one_state_and_follows_it() {
+    let fake = FakeApi::start("127.0.0.1:0");
+    for o in [
+        cluster_network(),
+        host_subnet("n1", "192.168.1.1", "10.128.0.0/23"),
+        host_subnet("n2", "192.168.1.2", "10.128.2.0/23"),
+        // Outside the cluster network: left out.
+        host_subnet("bad", "192.168.1.9", "10.200.0.0/23"),
+        net_namespace("default", 0),
+        net_namespace("tenant-a", 10),
+        namespace("default"),
+        namespace("tenant-a"),
+        pod("tenant-a", "mine", "n1"),
+        pod("tenant-a", "theirs", "n2"),
+    ] {
+        fake.put(o).unwrap();
+    }
+    let src = KubeSource::start(client(&fake), "n1", Duration::from_secs(10))
+        .await
+        .unwrap();
+    until(&src, "first state", |s| {
+        s.cluster_network.is_some()
+            && s.host_subnets.keys().cloned().collect::<Vec<_>>() == ["n1", "n2"]
+            && s.vnid_of("tenant-a") == Some(10)
+            && s.namespaces.as_ref().is_some_and(|n| n.len() == 2)
+            && s.pods.keys().cloned().collect::<Vec<_>>() == ["tenant-a/mine"]
+            && s.pod("tenant-a", "mine")
+                .is_some_and(|p| p.annotations["a"] == "b" && !p.uid.is_empty())
+    })
+    .await;
+
+    // Changes arrive: a VNID, a moved node, a deleted node, a new pod.
+    fake.put(net_namespace("tenant-a", 11)).unwrap();
+    fake.put(host_subnet("n2", "192.168.1.22", "10.128.2.0/23"))
+        .unwrap();
+    until(&src, "netid and hostIP", |s| {
+        s.vnid_of("tenant-a") == Some(11)
+            && s.host_ip_of("n2") == Some("192.168.1.22".parse().unwrap())
+    })
+    .await;
+    fake.delete("network.openshift.io", "hostsubnets", None, "n2");
+    fake.put(pod("tenant-a", "second", "n1")).unwrap();
+    until(&src, "deleted node, second pod", |s| {
+        !s.host_subnets.contains_key("n2") && s.pods.len() == 2
+    })
+    .await;
+
+    // A lost watch (410): the watcher re-lists and what changed meanwhile is seen, deletions
+    // included.
+    fake.expire_watches();
+    fake.delete("network.openshift.io", "netnamespaces", None, "tenant-a");
+    fake.put(net_namespace("tenant-b", 12)).unwrap();
+    until(&src, "after a re-list", |s| {
+        s.vnid_of("tenant-a").is_none() && s.vnid_of("tenant-b") == Some(12)
+    })
+    .await;
+
+    // The wait for this node's HostSubnet: there, and not there.
+    src.wait_for_host_subnet("n1", Duration::from_secs(1))
+        .await
+        .unwrap();
+    let e = src
+        .wait_for_host_subnet("n9", Duration::from_secs(1))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("no HostSubnet for node \"n9\"") && e.contains("controller"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn the_source_says_what_it_could_not_list() {
+    // Nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let c = Client::try_from(Config::new(
+        format!("http://127.0.0.1:{port}").parse().unwrap(),
+    ))
+    .unwrap();
+    let e = KubeSource::start(c, "n1", Duration::from_secs(2))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("could not list ClusterNetwork")
+            && e.contains("HostSubnet")
+            && e.contains("CRDs"),
+        "{e}"
+    );
+}
+
+/// Runs `sdn-agent controller` against the fake (a real process); killed on drop.
+struct Controller(std::process::Child);
+
+impl Controller {
+    fn start(kubeconfig: &std::path::Path, name: &str, extra: &[&str]) -> Controller {
+        let child = std::process::Command::new(sdn_tests::harness::workspace_bin("sdn-agent"))
+            .args(["controller", "--node-name", name, "--kubeconfig"])
+            .arg(kubeconfig)
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn sdn-agent controller");
+        Controller(child)
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait(what: &str, cond: impl Fn() -> bool) {
+    assert!(
+        sdn_tests::harness::wait_until(Duration::from_secs(15), cond),
+        "{what}"
+    );
+}
+
+#[test]
+fn the_controller_allocates_subnets_and_vnids_and_one_leads() {
+    let fake = FakeApi::start("127.0.0.1:0");
+    let dir = tempdir();
+    let kc = dir.join("kubeconfig");
+    fake.kubeconfig(&kc).unwrap();
+    for o in [
+        node("n1", "192.168.1.1"),
+        node("n2", "192.168.1.2"),
+        namespace("default"),
+        namespace("kube-system"),
+        namespace("tenant-a"),
+        namespace("tenant-b"),
+    ] {
+        fake.put(o).unwrap();
+    }
+    let globals = ["--global-namespace", "kube-system"];
+    let _c1 = Controller::start(&kc, "c1", &globals);
+    let _c2 = Controller::start(&kc, "c2", &globals);
+    let hs = |n: &str| fake.get("network.openshift.io", "hostsubnets", None, n);
+    let nn = |n: &str| fake.get("network.openshift.io", "netnamespaces", None, n);
+    wait("HostSubnets and NetNamespaces", || {
+        hs("n1").is_some() && hs("n2").is_some() && nn("tenant-b").is_some()
+    });
+    assert!(fake
+        .get("network.openshift.io", "clusternetworks", None, "default")
+        .is_some());
+    let (s1, s2) = (hs("n1").unwrap(), hs("n2").unwrap());
+    assert_eq!(s1["hostIP"], "192.168.1.1");
+    assert_ne!(s1["subnet"], s2["subnet"]);
+    let id = |n: &str| nn(n).unwrap()["netid"].as_u64().unwrap();
+    assert_eq!((id("default"), id("kube-system")), (0, 0));
+    assert!(id("tenant-a") >= 10 && id("tenant-b") >= 10 && id("tenant-a") != id("tenant-b"));
+
+    // One leader: the Lease names one of the two, and each object was created once.
+    let lease = fake
+        .get(
+            "coordination.k8s.io",
+            "leases",
+            Some("sdn"),
+            "sdn-controller",
+        )
+        .expect("the controller Lease");
+    let holder = lease["spec"]["holderIdentity"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        holder.starts_with("c1-") || holder.starts_with("c2-"),
+        "{lease}"
+    );
+    assert_eq!(
+        fake.requests()
+            .count("create", "/apis/network.openshift.io/v1/hostsubnets"),
+        2
+    );
+
+    // The change-network annotation: applied and cleared.
+    let mut b = nn("tenant-b").unwrap();
+    b["metadata"]["annotations"] =
+        json!({"pod.network.openshift.io/multitenant.change-network": "join:tenant-a"});
+    fake.put(b).unwrap();
+    wait("tenant-b joined tenant-a", || {
+        let b = nn("tenant-b").unwrap();
+        b["netid"] == nn("tenant-a").unwrap()["netid"]
+            && b["metadata"]["annotations"]
+                .get("pod.network.openshift.io/multitenant.change-network")
+                .is_none()
+    });
+
+    // A node moves and one goes; a namespace goes.
+    fake.put(node("n2", "192.168.1.22")).unwrap();
+    fake.delete("", "nodes", None, "n1");
+    fake.delete("", "namespaces", None, "tenant-a");
+    wait("n2 moved, n1 and tenant-a released", || {
+        hs("n1").is_none()
+            && hs("n2")
+                .is_some_and(|h| h["hostIP"] == "192.168.1.22" && h["subnet"] == s2["subnet"])
+            && nn("tenant-a").is_none()
+    });
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn tempdir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(sdn_tests::harness::unique_name("kube-mode"));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
