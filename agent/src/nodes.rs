@@ -79,9 +79,9 @@ impl RemoteNode {
             .uid
             .clone()
             .filter(|u| !u.is_empty())
-            .unwrap_or_else(|| hs.metadata.name.clone());
+            .unwrap_or_else(|| hs.name().to_string());
         Ok(RemoteNode {
-            name: hs.metadata.name.clone(),
+            name: hs.name().to_string(),
             cookie: node_cookie(&uid),
             uid,
             host_ip,

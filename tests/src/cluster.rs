@@ -209,7 +209,7 @@ impl Cluster {
     /// Writes (creates or replaces) a HostSubnet.
     pub fn write_host_subnet(&self, hs: &HostSubnet) {
         StandaloneSource::write_object(&self.state, &ClusterObject::HostSubnet(hs.clone()))
-            .unwrap_or_else(|e| panic!("writing HostSubnet {}: {e}", hs.metadata.name));
+            .unwrap_or_else(|e| panic!("writing HostSubnet {}: {e}", hs.name()));
     }
 
     /// Deletes the HostSubnet of node `name`.
