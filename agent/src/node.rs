@@ -15,9 +15,8 @@
 //! follows the cluster state: when a NetNamespace's netid changes, the namespace's local pods are
 //! re-flowed with the new VNID in one bundle ([`Pods::sync_vnids`]); every other node's
 //! HostSubnet that was added, moved or deleted gets its rows replaced in one bundle per node
-//! ([`RemoteNodes::sync`]); in standalone mode every
-//! tenant namespace gets its own CNI network (`<network>-<namespace>`), so podman users pick a
-//! tenant by picking a network.
+//! ([`RemoteNodes::sync`]); in standalone mode every tenant namespace gets its own CNI network
+//! (`<network>-<namespace>`), so podman users pick a tenant by picking a network.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
