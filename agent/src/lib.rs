@@ -13,6 +13,7 @@ pub mod ipam;
 pub mod iptables;
 pub mod netlink;
 pub mod node;
+pub mod nodes;
 pub mod pods;
 pub mod switch;
 pub mod tenants;

@@ -5,16 +5,18 @@
 //! HostSubnet), `br0`, `vxlan0` at ofport 1 and `tun0` at ofport 2, tun0's gateway address, MTU
 //! and routes, `net.ipv4.ip_forward`, the host iptables rules, the flow table names; then the pod
 //! table is rebuilt from the pod ports' `external_ids`, and the whole desired flow set (base +
-//! pods + VNID rows) is diffed against `br0` and only the difference is applied, in one bundle.
+//! pods + VNID rows + remote nodes) is diffed against `br0` and only the difference is applied, in
+//! one bundle (so rows of HostSubnets that vanished while the agent was down go at start).
 //! Only then is the node ready: the CNI server listens and the CNI network config file is
 //! written into the CNI conf dir (that file is how runtimes learn that the node is ready).
 //!
 //! After start-up a loop keeps the bridge right: when the OpenFlow connection had to be re-opened
 //! (ovs-vswitchd restarted, flows possibly lost) or periodically, it reconciles again. It also
 //! follows the cluster state: when a NetNamespace's netid changes, the namespace's local pods are
-//! re-flowed with the new VNID in one bundle ([`Pods::sync_vnids`]); in standalone mode every
-//! tenant namespace gets its own CNI network (`<network>-<namespace>`), so podman users pick a
-//! tenant by picking a network.
+//! re-flowed with the new VNID in one bundle ([`Pods::sync_vnids`]); every other node's
+//! HostSubnet that was added, moved or deleted gets its rows replaced in one bundle per node
+//! ([`RemoteNodes::sync`]); in standalone mode every tenant namespace gets its own CNI network
+//! (`<network>-<namespace>`), so podman users pick a tenant by picking a network.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
@@ -35,6 +37,7 @@ use crate::config::{ClusterStateSource, Config};
 use crate::ipam;
 use crate::iptables;
 use crate::netlink::Netlink;
+use crate::nodes::{LocalNode, RemoteNodes};
 use crate::pods::{PodNetwork, Pods, BRIDGE};
 use crate::switch::{ReconcileStats, Switch};
 
@@ -49,6 +52,8 @@ pub struct Node {
     pub pods: Arc<Pods>,
     /// The OpenFlow side of br0.
     pub switch: Arc<Switch>,
+    /// The rows of the other nodes (VXLAN).
+    pub nodes: Arc<RemoteNodes>,
     db: ovsdb::Client,
     base: Vec<Flow>,
     server: Option<cni::ServerHandle>,
@@ -219,6 +224,16 @@ impl Node {
             .await
             .map_err(|e| anyhow::anyhow!("releasing orphan leases: {} {}", e.msg, e.details))?;
 
+        let nodes = Arc::new(RemoteNodes::new(
+            LocalNode {
+                name: cfg.node_name.clone(),
+                node_ip: node.node_ip,
+                subnet: node.local_subnet,
+            },
+            switch.clone(),
+            state.clone(),
+        ));
+
         let base = base_flows(&node);
         let mut n = Node {
             conf_file: cfg
@@ -228,6 +243,7 @@ impl Node {
             node,
             pods,
             switch,
+            nodes,
             db,
             base,
             server: None,
@@ -243,6 +259,7 @@ impl Node {
             pods = kept,
             stale_pods_removed = removed,
             orphan_leases_released = orphans,
+            remote_nodes = n.nodes.installed().await.nodes.len(),
             flows = stats.desired,
             added = stats.added,
             deleted = stats.deleted,
@@ -287,14 +304,24 @@ impl Node {
     }
 
     /// Applies the difference between the whole desired flow set and br0 (at start, after an
-    /// OpenFlow reconnect, periodically).
+    /// OpenFlow reconnect, periodically). The remote-node rows join the base flows; incremental
+    /// remote-node updates wait until the bundle is applied.
     pub async fn reconcile(&self) -> Result<ReconcileStats> {
-        Ok(self.pods.reconcile(&self.base).await?)
+        let remote = self.nodes.begin_reconcile().await;
+        let mut fixed = self.base.clone();
+        fixed.extend(remote.flows());
+        let stats = self.pods.reconcile(&fixed).await?;
+        remote.done();
+        Ok(stats)
     }
 
-    /// Applies a new cluster state: re-flows pods whose namespace changed VNID (one bundle) and
-    /// keeps the tenant networks' CNI config files in step.
+    /// Applies a new cluster state: re-flows pods whose namespace changed VNID (one bundle),
+    /// replaces the rows of remote nodes that changed (one bundle per node) and keeps the tenant
+    /// networks' CNI config files in step.
     async fn apply_state(&self) {
+        if let Err(e) = self.nodes.sync().await {
+            tracing::warn!(error = %e, "applying remote node changes failed; retrying at the next change or repair");
+        }
         match self.pods.sync_vnids().await {
             Ok(changes) => {
                 let mut by_ns: BTreeMap<(&str, u32, u32), usize> = BTreeMap::new();

@@ -939,8 +939,10 @@ impl Pods {
     }
 
     /// Makes br0 hold exactly `base` plus every pod flow and table-80 row of the table, in one
-    /// diff bundle. The table stays locked until the bundle is applied, so no pod's own bundle
-    /// lands between the snapshot and the diff (its flows would otherwise look stray).
+    /// diff bundle. `base` is every flow the caller owns: the base pipeline and the remote-node
+    /// rows (`crate::nodes`), so the one diff also removes the rows of vanished nodes. The table
+    /// stays locked until the bundle is applied, so no pod's own bundle lands between the
+    /// snapshot and the diff (its flows would otherwise look stray).
     pub async fn reconcile(&self, base: &[Flow]) -> Result<ReconcileStats, OfError> {
         let table = self.table.lock().await;
         let mut desired = base.to_vec();

@@ -4,13 +4,18 @@
 //! once ([`tables::Table`]) with its number, name and purpose, so builders say
 //! `Table::LocalIp`, never `70`, and the agent registers the same names in OVSDB so that
 //! `ovs-ofctl --names dump-flows br0` prints them. [`cookie`] gives every flow an owner;
-//! [`base`] builds the fixed rows of every table from the node's configuration.
+//! [`base`] builds the fixed rows of every table from the node's configuration; [`pod`] and
+//! [`node`] the rows of local pods and of remote nodes.
 
 pub mod base;
 pub mod cookie;
+pub mod node;
 pub mod pod;
 pub mod tables;
 
 pub use base::{base_flows, Mode, NodeConfig};
+pub use node::{
+    multicast_remote_flow, node_cookie, remote_node_flows, RemoteNodeFlows, MULTICAST_COOKIE,
+};
 pub use pod::{pod_cookie, pod_flows, vnid_cookie, vnid_flow, PodFlows, UNASSIGNED_VNID};
 pub use tables::Table;

@@ -1,10 +1,12 @@
 //! Support for the integration tests in `tests/tests/`: private Open vSwitch instances in their
 //! own network namespaces ([`harness`]), a whole node with the real agent and shim ([`node`]),
+//! several such nodes joined by a VXLAN underlay and sharing one cluster state ([`cluster`]),
 //! podman as the runtime ([`podman`]), reachability probes and crafted packets run inside network
 //! namespaces ([`probe`]), the isolation matrix built on them ([`matrix`]), and the flow corpus
 //! they install ([`corpus`]). [`fakeapi`] is a fake Kubernetes API server (HTTP, kube-rs
 //! compatible) for the Kubernetes-mode and multi-node tests.
 
+pub mod cluster;
 pub mod corpus;
 pub mod fakeapi;
 pub mod harness;

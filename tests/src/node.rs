@@ -29,6 +29,12 @@ pub struct NodeOptions {
     pub cluster_network: String,
     /// Extra agent flags.
     pub extra: Vec<String>,
+    /// `--node-name` (`node-a`).
+    pub node_name: String,
+    /// `--node-ip` (`192.168.111.10`).
+    pub node_ip: String,
+    /// A standalone state directory shared with other nodes (default: `<node dir>/state`).
+    pub state_dir: Option<PathBuf>,
 }
 
 impl Default for NodeOptions {
@@ -37,6 +43,9 @@ impl Default for NodeOptions {
             mode: "multitenant",
             cluster_network: "10.128.0.0/14,9".into(),
             extra: Vec::new(),
+            node_name: "node-a".into(),
+            node_ip: "192.168.111.10".into(),
+            state_dir: None,
         }
     }
 }
@@ -107,7 +116,10 @@ impl AgentNode {
 
     /// The cluster state directory.
     pub fn state_dir(&self) -> PathBuf {
-        self.dir.join("state")
+        self.opts
+            .state_dir
+            .clone()
+            .unwrap_or_else(|| self.dir.join("state"))
     }
 
     /// Writes (creates or changes) the NetNamespace of `namespace` with VNID `netid` in the
@@ -169,12 +181,13 @@ impl AgentNode {
     /// The agent's flags.
     pub fn agent_args(&self) -> Vec<String> {
         let d = |p: &str| self.dir.join(p).display().to_string();
+        let state = self.state_dir().display().to_string();
         let mut a: Vec<String> = [
             "run",
             "--node-name",
-            "node-a",
+            &self.opts.node_name,
             "--node-ip",
-            "192.168.111.10",
+            &self.opts.node_ip,
             "--mode",
             self.opts.mode,
             "--cluster-network",
@@ -192,7 +205,7 @@ impl AgentNode {
             "--cni-conf-dir",
             &d("net.d"),
             "--cluster-state",
-            &format!("standalone:{}", d("state")),
+            &format!("standalone:{state}"),
             "--request-timeout",
             "60",
         ]

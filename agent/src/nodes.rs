@@ -1,0 +1,645 @@
+//! Remote nodes: the rows of pipeline.md "Per remote node" for every other node's HostSubnet,
+//! kept in step with the cluster state.
+//!
+//! The cluster state (standalone directory or Kubernetes, the same [`ClusterState`]) names every
+//! node's VTEP (`hostIP`) and pod subnet. [`RemoteSet::from_state`] turns it into the remote
+//! nodes this node must reach, leaving out this node's own HostSubnet and any HostSubnet it could
+//! not use safely (a bad field, a subnet overlapping this node's, this node's own address, or a
+//! hostIP another HostSubnet already has: two rows `tun_src=X` would fight over one flow). Each
+//! remote node's rows carry [`flows::node_cookie`] of its HostSubnet's uid.
+//!
+//! Two ways the rows reach `br0`:
+//! - **Incrementally** ([`RemoteNodes::sync`], on every cluster-state change): the new set is
+//!   compared with what was last installed ([`plan`]); every node that was added, changed
+//!   (hostIP, subnet or uid) or removed gets **one bundle** of its own (delete by its cookie, then
+//!   its new rows), so moving one node never touches another node's rows. The table-111 row
+//!   (multicast to every remote VTEP) is rewritten, in the last of those bundles, whenever the set
+//!   of VTEPs changed. Flow adds replace a row with the same match, so even two nodes swapping
+//!   addresses in one update end right whatever the bundle order.
+//! - **In the full reconcile** (start-up, periodic, after an OpenFlow reconnect): the agent adds
+//!   [`FullReconcile::flows`] to the desired set it diffs against the whole bridge, so rows of
+//!   HostSubnets that vanished while the agent was down are deleted at start, and lost rows come
+//!   back. The full reconcile holds this module's lock from computing its set until the bundle is
+//!   applied, so an incremental bundle never lands in between.
+//!
+//! What was installed is remembered only after a bundle succeeded; a failed bundle is retried at
+//! the next change and repaired by the next full reconcile. Host iptables rules need nothing per
+//! node: they cover the whole cluster network and the VXLAN port.
+//!
+//! Limits: IPv4 only; a HostSubnet that is skipped is logged (once per reason) and otherwise
+//! ignored, so its pods are unreachable from here until it is fixed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+
+use flows::{multicast_remote_flow, node_cookie, remote_node_flows, RemoteNodeFlows};
+use ipnet::Ipv4Net;
+use ovs::flow::Flow;
+use ovs::openflow::{BundleMsg, OfError};
+use tokio::sync::{watch, Mutex, MutexGuard};
+
+use crate::cluster::{ClusterState, HostSubnet};
+use crate::switch::Switch;
+
+/// This node, as far as remote nodes are concerned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalNode {
+    /// Node name (its own HostSubnet's name).
+    pub name: String,
+    /// Its underlay address (VTEP).
+    pub node_ip: Ipv4Addr,
+    /// Its pod subnet.
+    pub subnet: Ipv4Net,
+}
+
+/// One remote node as the pipeline sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteNode {
+    /// Node name (the HostSubnet's name).
+    pub name: String,
+    /// The HostSubnet's uid (its name when it has none): what the cookie is derived from.
+    pub uid: String,
+    /// VTEP (`hostIP`).
+    pub host_ip: Ipv4Addr,
+    /// Pod subnet.
+    pub subnet: Ipv4Net,
+    /// The cookie of its rows.
+    pub cookie: u64,
+}
+
+impl RemoteNode {
+    /// The node from a HostSubnet whose fields parse.
+    fn from_host_subnet(hs: &HostSubnet) -> Result<RemoteNode, String> {
+        hs.validate().map_err(|e| e.to_string())?;
+        let host_ip = hs.host_ip_addr().map_err(|e| e.to_string())?;
+        let subnet = hs.subnet_net().map_err(|e| e.to_string())?;
+        let uid = hs
+            .metadata
+            .uid
+            .clone()
+            .filter(|u| !u.is_empty())
+            .unwrap_or_else(|| hs.name().to_string());
+        Ok(RemoteNode {
+            name: hs.name().to_string(),
+            cookie: node_cookie(&uid),
+            uid,
+            host_ip,
+            subnet,
+        })
+    }
+
+    /// Its three rows (tables 10, 50, 90).
+    pub fn flows(&self) -> Vec<Flow> {
+        remote_node_flows(&RemoteNodeFlows {
+            host_ip: self.host_ip,
+            subnet: self.subnet,
+            cookie: self.cookie,
+        })
+    }
+}
+
+/// The remote nodes a cluster state gives this node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RemoteSet {
+    /// Remote nodes by name.
+    pub nodes: BTreeMap<String, RemoteNode>,
+    /// HostSubnets left out, by name, with the reason.
+    pub skipped: BTreeMap<String, String>,
+}
+
+impl RemoteSet {
+    /// Every HostSubnet of `state` but `local`'s own, minus those it cannot use (see the module
+    /// docs). Of two HostSubnets with one hostIP the one whose name sorts first is kept.
+    pub fn from_state(state: &ClusterState, local: &LocalNode) -> RemoteSet {
+        let mut set = RemoteSet::default();
+        let mut by_ip: BTreeMap<Ipv4Addr, String> = BTreeMap::new();
+        for (name, hs) in &state.host_subnets {
+            if *name == local.name {
+                continue;
+            }
+            let node = match RemoteNode::from_host_subnet(hs) {
+                Ok(n) => n,
+                Err(e) => {
+                    set.skipped.insert(name.clone(), e);
+                    continue;
+                }
+            };
+            let reason = if node.host_ip == local.node_ip {
+                Some(format!(
+                    "hostIP {} is this node's own address",
+                    node.host_ip
+                ))
+            } else if overlaps(&node.subnet, &local.subnet) {
+                Some(format!(
+                    "subnet {} overlaps this node's subnet {}",
+                    node.subnet, local.subnet
+                ))
+            } else {
+                by_ip.get(&node.host_ip).map(|other| {
+                    format!(
+                        "hostIP {} is also HostSubnet {other:?}'s (that one is used)",
+                        node.host_ip
+                    )
+                })
+            };
+            if let Some(r) = reason {
+                set.skipped.insert(name.clone(), r);
+                continue;
+            }
+            by_ip.insert(node.host_ip, name.clone());
+            set.nodes.insert(name.clone(), node);
+        }
+        set
+    }
+
+    /// The remote VTEPs.
+    pub fn vteps(&self) -> BTreeSet<Ipv4Addr> {
+        self.nodes.values().map(|n| n.host_ip).collect()
+    }
+
+    /// Every remote-node row: each node's three, then the table-111 row.
+    pub fn flows(&self) -> Vec<Flow> {
+        let mut out: Vec<Flow> = self.nodes.values().flat_map(RemoteNode::flows).collect();
+        out.push(multicast_remote_flow(&self.vteps()));
+        out
+    }
+}
+
+fn overlaps(a: &Ipv4Net, b: &Ipv4Net) -> bool {
+    a.contains(&b.network()) || b.contains(&a.network())
+}
+
+/// What is on `br0` as far as this module knows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Installed {
+    /// Remote nodes whose rows are installed, by name.
+    pub nodes: BTreeMap<String, RemoteNode>,
+    /// The VTEPs of the installed table-111 row (`None`: unknown, write it).
+    pub vteps: Option<BTreeSet<Ipv4Addr>>,
+}
+
+/// How one remote node changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeChange {
+    /// A new remote node.
+    Added(RemoteNode),
+    /// Its hostIP, subnet or uid changed.
+    Changed {
+        /// As installed.
+        from: RemoteNode,
+        /// As wanted now.
+        to: RemoteNode,
+    },
+    /// Its HostSubnet is gone (or is now skipped).
+    Removed(RemoteNode),
+}
+
+impl NodeChange {
+    /// The node's name.
+    pub fn name(&self) -> &str {
+        match self {
+            NodeChange::Added(n) | NodeChange::Removed(n) | NodeChange::Changed { to: n, .. } => {
+                &n.name
+            }
+        }
+    }
+
+    /// Its bundle: delete the rows by cookie (old and new), then add the new rows.
+    fn messages(&self) -> Vec<BundleMsg> {
+        let (old, new) = match self {
+            NodeChange::Added(n) => (None, Some(n)),
+            NodeChange::Changed { from, to } => (Some(from), Some(to)),
+            NodeChange::Removed(n) => (Some(n), None),
+        };
+        let mut cookies: Vec<u64> = old.iter().chain(new.iter()).map(|n| n.cookie).collect();
+        cookies.dedup();
+        let mut msgs: Vec<BundleMsg> = cookies
+            .into_iter()
+            .map(|c| BundleMsg::delete_by_cookie(c, u64::MAX))
+            .collect();
+        if let Some(n) = new {
+            msgs.extend(n.flows().into_iter().map(BundleMsg::add));
+        }
+        msgs
+    }
+
+    fn log(&self) {
+        match self {
+            NodeChange::Added(n) => tracing::info!(
+                node = %n.name, host_ip = %n.host_ip, subnet = %n.subnet,
+                cookie = %format!("{:#x}", n.cookie), "remote node added"
+            ),
+            NodeChange::Changed { from, to } => tracing::info!(
+                node = %to.name, host_ip = %to.host_ip, subnet = %to.subnet,
+                from_host_ip = %from.host_ip, from_subnet = %from.subnet,
+                cookie = %format!("{:#x}", to.cookie), "remote node changed; its rows were replaced"
+            ),
+            NodeChange::Removed(n) => tracing::info!(
+                node = %n.name, host_ip = %n.host_ip, subnet = %n.subnet,
+                cookie = %format!("{:#x}", n.cookie), "remote node removed"
+            ),
+        }
+    }
+}
+
+/// One bundle of an incremental update.
+#[derive(Debug)]
+pub struct Step {
+    /// The node it changes (`None`: only the table-111 row).
+    pub change: Option<NodeChange>,
+    /// The VTEPs of the table-111 row it writes, if it writes one.
+    pub multicast: Option<BTreeSet<Ipv4Addr>>,
+    /// Its messages, in order.
+    pub msgs: Vec<BundleMsg>,
+}
+
+/// The bundles that take `br0` from `installed` to `desired`: one per changed node (by name),
+/// the table-111 row in the last of them when the VTEP set differs from the installed row's (in a
+/// bundle of its own when no node changed). Empty when nothing differs.
+pub fn plan(installed: &Installed, desired: &RemoteSet) -> Vec<Step> {
+    let mut changes = Vec::new();
+    for (name, old) in &installed.nodes {
+        match desired.nodes.get(name) {
+            None => changes.push(NodeChange::Removed(old.clone())),
+            Some(new) if new != old => changes.push(NodeChange::Changed {
+                from: old.clone(),
+                to: new.clone(),
+            }),
+            Some(_) => {}
+        }
+    }
+    for (name, new) in &desired.nodes {
+        if !installed.nodes.contains_key(name) {
+            changes.push(NodeChange::Added(new.clone()));
+        }
+    }
+    let mut steps: Vec<Step> = changes
+        .into_iter()
+        .map(|c| Step {
+            msgs: c.messages(),
+            change: Some(c),
+            multicast: None,
+        })
+        .collect();
+    let vteps = desired.vteps();
+    if installed.vteps.as_ref() != Some(&vteps) {
+        let row = BundleMsg::add(multicast_remote_flow(&vteps));
+        match steps.last_mut() {
+            Some(last) => {
+                last.msgs.push(row);
+                last.multicast = Some(vteps);
+            }
+            None => steps.push(Step {
+                change: None,
+                multicast: Some(vteps),
+                msgs: vec![row],
+            }),
+        }
+    }
+    steps
+}
+
+/// Why an incremental update failed.
+#[derive(Debug, thiserror::Error)]
+pub enum NodesError {
+    /// A node's bundle was refused or the switch is unreachable.
+    #[error("applying the rows of remote node {node:?} on br0: {source}")]
+    Node {
+        /// The node.
+        node: String,
+        /// The OpenFlow error.
+        #[source]
+        source: OfError,
+    },
+    /// The table-111 row could not be written.
+    #[error("rewriting the table-111 row for {vteps} remote VTEP(s) on br0: {source}")]
+    Multicast {
+        /// How many VTEPs it lists.
+        vteps: usize,
+        /// The OpenFlow error.
+        #[source]
+        source: OfError,
+    },
+}
+
+/// The remote-node rows of `br0`, following the cluster state.
+#[derive(Debug)]
+pub struct RemoteNodes {
+    local: LocalNode,
+    switch: Arc<Switch>,
+    cluster: watch::Receiver<Arc<ClusterState>>,
+    state: Mutex<Tracked>,
+}
+
+#[derive(Debug, Default)]
+struct Tracked {
+    installed: Installed,
+    /// Skipped HostSubnets already warned about, with the reason given.
+    warned: BTreeMap<String, String>,
+}
+
+impl Tracked {
+    fn warn_skipped(&mut self, set: &RemoteSet) {
+        for (name, reason) in &set.skipped {
+            if self.warned.get(name) != Some(reason) {
+                tracing::warn!(node = %name, reason = %reason, "HostSubnet ignored: no remote-node rows for it");
+            }
+        }
+        self.warned = set.skipped.clone();
+    }
+}
+
+impl RemoteNodes {
+    /// The remote-node rows of `local` on `switch`, from `cluster`. Nothing is read or changed
+    /// until a method is called.
+    pub fn new(
+        local: LocalNode,
+        switch: Arc<Switch>,
+        cluster: watch::Receiver<Arc<ClusterState>>,
+    ) -> RemoteNodes {
+        RemoteNodes {
+            local,
+            switch,
+            cluster,
+            state: Mutex::new(Tracked::default()),
+        }
+    }
+
+    /// The remote nodes the current cluster state gives.
+    pub fn desired(&self) -> RemoteSet {
+        let state = self.cluster.borrow().clone();
+        RemoteSet::from_state(&state, &self.local)
+    }
+
+    /// What was last installed.
+    pub async fn installed(&self) -> Installed {
+        self.state.lock().await.installed.clone()
+    }
+
+    /// Brings the remote-node rows in line with the current cluster state, one bundle per
+    /// changed node (see [`plan`]). Returns the changes applied; stops at the first bundle that
+    /// fails (the changes before it stay applied and remembered).
+    pub async fn sync(&self) -> Result<Vec<NodeChange>, NodesError> {
+        let mut tracked = self.state.lock().await;
+        let desired = self.desired();
+        tracked.warn_skipped(&desired);
+        let mut done = Vec::new();
+        for step in plan(&tracked.installed, &desired) {
+            if let Err(source) = self.switch.bundle(&step.msgs).await {
+                return Err(match &step.change {
+                    Some(c) => NodesError::Node {
+                        node: c.name().to_string(),
+                        source,
+                    },
+                    None => NodesError::Multicast {
+                        vteps: step.multicast.map_or(0, |v| v.len()),
+                        source,
+                    },
+                });
+            }
+            let installed = &mut tracked.installed;
+            if let Some(c) = step.change {
+                c.log();
+                match &c {
+                    NodeChange::Added(n) | NodeChange::Changed { to: n, .. } => {
+                        installed.nodes.insert(n.name.clone(), n.clone());
+                    }
+                    NodeChange::Removed(n) => {
+                        installed.nodes.remove(&n.name);
+                    }
+                }
+                done.push(c);
+            }
+            if let Some(v) = step.multicast {
+                tracing::info!(vteps = ?v, "table 111 rewritten for the remote VTEPs");
+                installed.vteps = Some(v);
+            }
+        }
+        Ok(done)
+    }
+
+    /// Starts a full reconcile: locks out incremental updates until [`FullReconcile::done`] (or
+    /// drop) and fixes the remote set it will install.
+    pub async fn begin_reconcile(&self) -> FullReconcile<'_> {
+        let mut tracked = self.state.lock().await;
+        let desired = self.desired();
+        tracked.warn_skipped(&desired);
+        FullReconcile { tracked, desired }
+    }
+}
+
+/// A full reconcile in progress (see [`RemoteNodes::begin_reconcile`]).
+#[derive(Debug)]
+pub struct FullReconcile<'a> {
+    tracked: MutexGuard<'a, Tracked>,
+    desired: RemoteSet,
+}
+
+impl FullReconcile<'_> {
+    /// The remote-node rows the full desired set must hold.
+    pub fn flows(&self) -> Vec<Flow> {
+        self.desired.flows()
+    }
+
+    /// The remote nodes being installed.
+    pub fn remote(&self) -> &RemoteSet {
+        &self.desired
+    }
+
+    /// Records that `br0` now holds exactly these rows (call after the bundle succeeded). Logs
+    /// the nodes whose rows this reconcile added, changed or removed compared with what was
+    /// installed before (at start: compared with nothing).
+    pub fn done(mut self) {
+        let before = std::mem::take(&mut self.tracked.installed);
+        for step in plan(&before, &self.desired) {
+            if let Some(c) = step.change {
+                c.log();
+            }
+        }
+        self.tracked.installed = Installed {
+            nodes: self.desired.nodes.clone(),
+            vteps: Some(self.desired.vteps()),
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::ClusterObject;
+    use flows::MULTICAST_COOKIE;
+
+    fn local() -> LocalNode {
+        LocalNode {
+            name: "node-1".into(),
+            node_ip: Ipv4Addr::new(192, 168, 77, 11),
+            subnet: "10.128.0.0/23".parse().unwrap(),
+        }
+    }
+
+    fn hs(name: &str, ip: &str, subnet: &str) -> HostSubnet {
+        let mut h = HostSubnet::new(name, ip, subnet);
+        h.metadata.uid = Some(format!("uid-{name}"));
+        h
+    }
+
+    fn state(subnets: &[HostSubnet]) -> ClusterState {
+        let mut st = ClusterState::default();
+        for h in subnets {
+            st.insert(ClusterObject::HostSubnet(h.clone()));
+        }
+        st
+    }
+
+    fn three() -> Vec<HostSubnet> {
+        vec![
+            hs("node-1", "192.168.77.11", "10.128.0.0/23"),
+            hs("node-2", "192.168.77.12", "10.128.2.0/23"),
+            hs("node-3", "192.168.77.13", "10.128.4.0/23"),
+        ]
+    }
+
+    /// The cookies a step's messages delete and the cookies of the rows it adds.
+    fn touched(step: &Step) -> (Vec<u64>, Vec<u64>) {
+        let mut del = Vec::new();
+        let mut add = Vec::new();
+        for m in &step.msgs {
+            match m {
+                BundleMsg::Flow(fm) if fm.command.is_delete() => {
+                    assert_eq!(fm.cookie_mask, u64::MAX, "deletes select one cookie");
+                    del.push(fm.flow.cookie);
+                }
+                BundleMsg::Flow(fm) => add.push(fm.flow.cookie),
+                BundleMsg::Group(..) => panic!("no groups"),
+            }
+        }
+        (del, add)
+    }
+
+    #[test]
+    fn own_node_is_not_remote_and_cookies_come_from_uids() {
+        let set = RemoteSet::from_state(&state(&three()), &local());
+        assert_eq!(
+            set.nodes.keys().collect::<Vec<_>>(),
+            ["node-2", "node-3"],
+            "{set:?}"
+        );
+        assert!(set.skipped.is_empty());
+        assert_eq!(set.nodes["node-2"].cookie, node_cookie("uid-node-2"));
+        let mut no_uid = hs("node-4", "192.168.77.14", "10.128.6.0/23");
+        no_uid.metadata.uid = None;
+        let set = RemoteSet::from_state(&state(&[no_uid]), &local());
+        assert_eq!(set.nodes["node-4"].cookie, node_cookie("node-4"));
+        let text: Vec<String> = set.flows().iter().map(ToString::to_string).collect();
+        assert_eq!(text.len(), 4);
+        assert!(text[3].starts_with("cookie=0x2000000000000000, table=111"));
+        assert!(text[3].contains("set_field:192.168.77.14->tun_dst,output:1,goto_table:120"));
+    }
+
+    #[test]
+    fn unusable_host_subnets_are_skipped_with_a_reason() {
+        let mut subnets = three();
+        subnets.push(hs("zz-dup", "192.168.77.12", "10.128.8.0/23"));
+        subnets.push(hs("self-ip", "192.168.77.11", "10.128.10.0/23"));
+        subnets.push(hs("overlap", "192.168.77.20", "10.128.0.0/24"));
+        subnets.push(hs("bad", "not-an-ip", "10.128.12.0/23"));
+        let set = RemoteSet::from_state(&state(&subnets), &local());
+        assert_eq!(
+            set.nodes.keys().collect::<Vec<_>>(),
+            ["node-2", "node-3"],
+            "{set:?}"
+        );
+        // Of two HostSubnets with one hostIP, the name sorting first keeps it.
+        let skipped: Vec<&String> = set.skipped.keys().collect();
+        assert_eq!(skipped, ["bad", "overlap", "self-ip", "zz-dup"], "{set:?}");
+        assert!(set.skipped["zz-dup"].contains("node-2"), "{set:?}");
+        assert!(set.skipped["self-ip"].contains("own address"));
+        assert!(set.skipped["overlap"].contains("overlaps"));
+    }
+
+    #[test]
+    fn first_plan_adds_every_node_and_the_multicast_row() {
+        let desired = RemoteSet::from_state(&state(&three()), &local());
+        let steps = plan(&Installed::default(), &desired);
+        assert_eq!(steps.len(), 2);
+        let (del, add) = touched(&steps[1]);
+        let c3 = node_cookie("uid-node-3");
+        assert_eq!(del, [c3]);
+        assert_eq!(add, [c3, c3, c3, MULTICAST_COOKIE]);
+        assert_eq!(
+            steps[1].multicast,
+            Some(desired.vteps()),
+            "table 111 rides with the last node"
+        );
+    }
+
+    #[test]
+    fn a_moved_host_ip_touches_only_that_node_and_table_111() {
+        let before = RemoteSet::from_state(&state(&three()), &local());
+        let installed = Installed {
+            nodes: before.nodes.clone(),
+            vteps: Some(before.vteps()),
+        };
+        assert!(plan(&installed, &before).is_empty(), "no change, no bundle");
+        let mut moved = three();
+        moved[2].host_ip = "192.168.77.23".into();
+        let after = RemoteSet::from_state(&state(&moved), &local());
+        let steps = plan(&installed, &after);
+        assert_eq!(steps.len(), 1, "{steps:?}");
+        let c3 = node_cookie("uid-node-3");
+        let (del, add) = touched(&steps[0]);
+        assert_eq!(del, [c3]);
+        assert_eq!(add, [c3, c3, c3, MULTICAST_COOKIE]);
+        assert!(
+            matches!(&steps[0].change, Some(NodeChange::Changed { from, to })
+            if from.host_ip == Ipv4Addr::new(192, 168, 77, 13) && to.host_ip == Ipv4Addr::new(192, 168, 77, 23))
+        );
+        // A subnet change keeps the VTEP set: no table-111 rewrite.
+        let mut resubnetted = three();
+        resubnetted[1].subnet = "10.128.20.0/23".into();
+        let steps = plan(
+            &installed,
+            &RemoteSet::from_state(&state(&resubnetted), &local()),
+        );
+        assert_eq!(steps.len(), 1);
+        let c2 = node_cookie("uid-node-2");
+        assert_eq!(touched(&steps[0]), (vec![c2], vec![c2, c2, c2]));
+    }
+
+    #[test]
+    fn removal_and_recreation() {
+        let before = RemoteSet::from_state(&state(&three()), &local());
+        let installed = Installed {
+            nodes: before.nodes.clone(),
+            vteps: Some(before.vteps()),
+        };
+        let after = RemoteSet::from_state(&state(&three()[..2]), &local());
+        let steps = plan(&installed, &after);
+        assert_eq!(steps.len(), 1);
+        let c3 = node_cookie("uid-node-3");
+        assert_eq!(touched(&steps[0]), (vec![c3], vec![MULTICAST_COOKIE]));
+        assert!(matches!(&steps[0].change, Some(NodeChange::Removed(n)) if n.name == "node-3"));
+        // Deleted and created again under the same name: a new uid, both cookies cleared in one
+        // bundle.
+        let mut again = three();
+        again[2].metadata.uid = Some("uid-node-3-new".into());
+        let steps = plan(&installed, &RemoteSet::from_state(&state(&again), &local()));
+        assert_eq!(steps.len(), 1);
+        let c3n = node_cookie("uid-node-3-new");
+        assert_eq!(touched(&steps[0]), (vec![c3, c3n], vec![c3n, c3n, c3n]));
+    }
+
+    #[test]
+    fn unknown_multicast_row_is_written_on_its_own() {
+        let set = RemoteSet::from_state(&state(&three()), &local());
+        let installed = Installed {
+            nodes: set.nodes.clone(),
+            vteps: None,
+        };
+        let steps = plan(&installed, &set);
+        assert_eq!(steps.len(), 1);
+        assert!(steps[0].change.is_none());
+        assert_eq!(touched(&steps[0]), (vec![], vec![MULTICAST_COOKIE]));
+    }
+}

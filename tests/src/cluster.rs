@@ -1,0 +1,363 @@
+//! Several nodes on one machine, joined by an underlay, sharing one cluster (testing.md,
+//! "Multi-node on one machine").
+//!
+//! Shape:
+//! - a **hub** network namespace holding a Linux bridge `hub0`: the underlay's switch;
+//! - N **nodes**, each an [`AgentNode`] (a private OVS whose ovs-vswitchd runs in the node's own
+//!   network namespace, and the real `sdn-agent` in that namespace) named `node-<i>`;
+//! - per node a veth from the hub (`h<i>`, a port of `hub0`) to the node (`ul0`), the node end a
+//!   port of an OVS bridge `br-phy` (userspace datapath, normal switching) whose internal
+//!   interface carries the node's underlay address `192.168.77.<10+i>/24`. Userspace VXLAN routes
+//!   through ovs-vswitchd's own route table, which it learns from the namespace's kernel routes,
+//!   and sends from an address that must sit on an OVS bridge: hence `br-phy`, not an address on
+//!   the veth itself;
+//! - ONE standalone cluster state directory for all agents (each agent seeds its own HostSubnet
+//!   with its `--node-ip`; agents start one after another, so subnet allocation cannot race).
+//!
+//! Captures on the hub side ([`Cluster::hub_port`]) see exactly what a node puts on the wire.
+//!
+//! Clean-up on drop, also when a test fails: each node's agent and OVS daemons are stopped by pid
+//! and its namespace deleted (the veth goes with it), then the hub namespace (with `hub0`) and
+//! the state directory.
+//!
+//! Limits: one underlay subnet, no routers between nodes; addresses exist only inside the
+//! namespaces made here.
+
+use std::fs;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use agent::cluster::{ClusterObject, HostSubnet, Kind, NetNamespace, StandaloneSource};
+
+use crate::harness::{run, unique_name, wait_until, which, Netns};
+use crate::node::{AgentNode, NodeOptions};
+
+/// The underlay bridge in the hub namespace.
+pub const HUB_BRIDGE: &str = "hub0";
+/// The node end of each underlay veth (a port of `br-phy`).
+pub const UNDERLAY_PORT: &str = "ul0";
+/// The OVS bridge carrying each node's underlay address.
+pub const UNDERLAY_BRIDGE: &str = "br-phy";
+/// Prefix length of the underlay subnet (192.168.77.0/24).
+pub const UNDERLAY_PREFIX: u8 = 24;
+
+/// The underlay address of node `i` (1-based): `192.168.77.<10+i>`.
+pub fn underlay_ip(i: usize) -> Ipv4Addr {
+    Ipv4Addr::new(
+        192,
+        168,
+        77,
+        10 + u8::try_from(i).expect("a handful of nodes"),
+    )
+}
+
+/// The name of node `i` (1-based).
+pub fn node_name(i: usize) -> String {
+    format!("node-{i}")
+}
+
+/// A multi-node cluster (see the module docs).
+#[derive(Debug)]
+pub struct Cluster {
+    /// The nodes, `nodes[0]` is `node-1`.
+    pub nodes: Vec<AgentNode>,
+    // Dropped after the nodes (fields drop in order): the veths die with the node namespaces.
+    hub: Netns,
+    state: PathBuf,
+}
+
+impl Cluster {
+    /// Starts `n` nodes with `opts` (mode, cluster network, extra flags; node name, node IP and
+    /// state directory are set here), one after another, each joined to the underlay.
+    pub fn start(n: usize, opts: &NodeOptions) -> Cluster {
+        let state = std::env::temp_dir().join(unique_name("sdnstate"));
+        fs::create_dir_all(&state).unwrap_or_else(|e| panic!("create {}: {e}", state.display()));
+        let hub = Netns::new("sdnhub");
+        must(hub.exec(&["ip", "link", "add", HUB_BRIDGE, "type", "bridge"]));
+        must(hub.exec(&["ip", "link", "set", HUB_BRIDGE, "up"]));
+        let mut cluster = Cluster {
+            nodes: Vec::with_capacity(n),
+            hub,
+            state,
+        };
+        for i in 1..=n {
+            let node = AgentNode::start(NodeOptions {
+                node_name: node_name(i),
+                node_ip: underlay_ip(i).to_string(),
+                state_dir: Some(cluster.state.clone()),
+                ..opts.clone()
+            });
+            cluster.join_underlay(i, &node);
+            cluster.nodes.push(node);
+        }
+        cluster
+    }
+
+    /// Wires node `i` to the hub: veth `h<i>` (hub) / `ul0` (node), `ul0` into `br-phy`, the
+    /// underlay address on `br-phy`.
+    fn join_underlay(&self, i: usize, node: &AgentNode) {
+        let hub_if = Self::hub_port_name(i);
+        let ns = node.ovs.netns();
+        must(self.hub.exec(&[
+            "ip",
+            "link",
+            "add",
+            &hub_if,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            UNDERLAY_PORT,
+            "netns",
+            ns,
+        ]));
+        must(
+            self.hub
+                .exec(&["ip", "link", "set", &hub_if, "master", HUB_BRIDGE, "up"]),
+        );
+        node.ovs.vsctl(&[
+            "add-br",
+            UNDERLAY_BRIDGE,
+            "--",
+            "set",
+            "bridge",
+            UNDERLAY_BRIDGE,
+            "datapath_type=netdev",
+            "--",
+            "add-port",
+            UNDERLAY_BRIDGE,
+            UNDERLAY_PORT,
+        ]);
+        must(
+            node.ovs
+                .exec_in_netns(&["ip", "link", "set", UNDERLAY_PORT, "up"]),
+        );
+        let ok = wait_until(Duration::from_secs(10), || {
+            node.ovs
+                .exec_in_netns(&["ip", "link", "show", UNDERLAY_BRIDGE])
+                .is_ok()
+        });
+        assert!(ok, "{UNDERLAY_BRIDGE} of node {i} did not appear");
+        let addr = format!("{}/{UNDERLAY_PREFIX}", underlay_ip(i));
+        must(
+            node.ovs
+                .exec_in_netns(&["ip", "addr", "add", &addr, "dev", UNDERLAY_BRIDGE]),
+        );
+        must(
+            node.ovs
+                .exec_in_netns(&["ip", "link", "set", UNDERLAY_BRIDGE, "up"]),
+        );
+    }
+
+    fn hub_port_name(i: usize) -> String {
+        format!("h{i}")
+    }
+
+    /// Node `i` (1-based).
+    pub fn node(&self, i: usize) -> &AgentNode {
+        &self.nodes[i - 1]
+    }
+
+    /// The shared cluster state directory.
+    pub fn state_dir(&self) -> &Path {
+        &self.state
+    }
+
+    /// The hub namespace (for captures on [`Cluster::hub_port`]).
+    pub fn hub_netns(&self) -> &str {
+        self.hub.name()
+    }
+
+    /// The hub end of node `i`'s underlay veth: what node `i` sends arrives here.
+    pub fn hub_port(&self, i: usize) -> String {
+        Self::hub_port_name(i)
+    }
+
+    /// Replaces node `i`'s underlay address `from` with `to` (on `br-phy`), as when a machine
+    /// is renumbered; its HostSubnet is not touched. The old address goes first: deleting a
+    /// primary address deletes the secondaries of its subnet with it.
+    pub fn renumber_underlay(&self, i: usize, from: Ipv4Addr, to: Ipv4Addr) {
+        let node = self.node(i);
+        for (op, ip) in [("del", from), ("add", to)] {
+            let cidr = format!("{ip}/{UNDERLAY_PREFIX}");
+            must(
+                node.ovs
+                    .exec_in_netns(&["ip", "addr", op, &cidr, "dev", UNDERLAY_BRIDGE]),
+            );
+        }
+    }
+
+    /// The cluster state as the files have it now.
+    pub fn state(&self) -> agent::cluster::ClusterState {
+        let (state, errors) = StandaloneSource::load(&self.state)
+            .unwrap_or_else(|e| panic!("loading {}: {e}", self.state.display()));
+        assert!(errors.is_empty(), "cluster state has problems: {errors:?}");
+        state
+    }
+
+    /// The HostSubnet of node `name`.
+    pub fn host_subnet(&self, name: &str) -> HostSubnet {
+        self.state()
+            .host_subnets
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no HostSubnet {name:?}"))
+    }
+
+    /// Writes (creates or replaces) a HostSubnet.
+    pub fn write_host_subnet(&self, hs: &HostSubnet) {
+        StandaloneSource::write_object(&self.state, &ClusterObject::HostSubnet(hs.clone()))
+            .unwrap_or_else(|e| panic!("writing HostSubnet {}: {e}", hs.name()));
+    }
+
+    /// Deletes the HostSubnet of node `name`.
+    pub fn delete_host_subnet(&self, name: &str) {
+        let gone = StandaloneSource::delete_object(&self.state, Kind::HostSubnet, name)
+            .unwrap_or_else(|e| panic!("deleting HostSubnet {name}: {e}"));
+        assert!(gone, "HostSubnet {name} had no file of its own");
+    }
+
+    /// Writes the NetNamespace of `namespace` with VNID `netid` (every agent applies it within a
+    /// poll).
+    pub fn set_netnamespace(&self, namespace: &str, netid: u32) {
+        StandaloneSource::write_object(
+            &self.state,
+            &ClusterObject::NetNamespace(NetNamespace::new(namespace, netid)),
+        )
+        .unwrap_or_else(|e| panic!("writing NetNamespace {namespace}: {e}"));
+    }
+
+    /// The remote-node rows (cookie feature 2) of node `i`'s br0 as `ovs-ofctl --names
+    /// --no-stats dump-flows` prints them, sorted.
+    pub fn remote_rows(&self, i: usize) -> Vec<String> {
+        let text = self.node(i).ovs.ofctl(&[
+            "--names",
+            "--no-stats",
+            "dump-flows",
+            "br0",
+            "cookie=0x2000000000000000/0xf000000000000000",
+        ]);
+        let mut v: Vec<String> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with("cookie="))
+            .map(String::from)
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// `ovs-appctl <args>` against node `i`'s ovs-vswitchd (output or error text).
+    pub fn appctl(&self, i: usize, args: &[&str]) -> String {
+        let ctl = self.node(i).ovs.vswitchd_ctl().display().to_string();
+        let mut all = vec!["-t", ctl.as_str()];
+        all.extend_from_slice(args);
+        run("ovs-appctl", &all).unwrap_or_else(|e| e)
+    }
+
+    /// What ovs-vswitchd of node `i` uses for userspace tunnels: its route table, tunnel
+    /// neighbours and tunnel ports (for failure messages).
+    pub fn tunnel_state(&self, i: usize) -> String {
+        format!(
+            "node-{i} ovs/route/show:\n{}\ntnl/neigh/show:\n{}\ntnl/ports/show:\n{}",
+            self.appctl(i, &["ovs/route/show"]),
+            self.appctl(i, &["tnl/neigh/show"]),
+            self.appctl(i, &["tnl/ports/show", "-v"]),
+        )
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        // Nodes first (agents, daemons, namespaces with their veth ends), then the hub.
+        self.nodes.clear();
+        let _ = fs::remove_dir_all(&self.state);
+    }
+}
+
+/// `ovs-ofctl monitor br0 watch:!initial` on one node: every flow added, modified or deleted on
+/// br0 from [`FlowMonitor::start`] until [`FlowMonitor::stop`], to prove what a change touched.
+/// The process is stopped by its pid on stop or drop.
+#[derive(Debug)]
+pub struct FlowMonitor {
+    child: Option<Child>,
+    out: PathBuf,
+}
+
+impl FlowMonitor {
+    /// Starts monitoring `node`'s br0 and waits until the switch acknowledged the monitor
+    /// request (so no later change is missed).
+    pub fn start(node: &AgentNode) -> FlowMonitor {
+        let out = node.dir().join(format!("{}.monitor", unique_name("mon")));
+        let file = fs::File::create(&out).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
+        let child = Command::new(which("ovs-ofctl").unwrap_or_else(|| "ovs-ofctl".into()))
+            .args(["-O", "OpenFlow13", "monitor"])
+            .arg(format!("unix:{}", node.ovs.mgmt_sock("br0").display()))
+            .arg("watch:!initial")
+            // Its unixctl socket goes into the instance's directory, not /var/run/openvswitch.
+            .env("OVS_RUNDIR", node.ovs.dir())
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("monitor output fd"))
+            .stderr(file)
+            .spawn()
+            .expect("spawn ovs-ofctl monitor");
+        let mon = FlowMonitor {
+            child: Some(child),
+            out,
+        };
+        let ready = wait_until(Duration::from_secs(5), || {
+            fs::read_to_string(&mon.out).is_ok_and(|t| t.contains("FLOW_MONITOR reply"))
+        });
+        assert!(ready, "ovs-ofctl monitor did not start: {}", mon.text());
+        mon
+    }
+
+    /// Everything the monitor printed so far.
+    pub fn text(&self) -> String {
+        fs::read_to_string(&self.out).unwrap_or_default()
+    }
+
+    /// The events so far (`event=ADDED|MODIFIED|DELETED ... cookie=0x...`), one per line.
+    pub fn events(&self) -> Vec<String> {
+        self.text()
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with("event="))
+            .map(String::from)
+            .collect()
+    }
+
+    /// Stops the monitor and returns every event it saw.
+    pub fn stop(mut self) -> Vec<String> {
+        self.kill();
+        self.events()
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: kill on a pid we spawned and have not reaped.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for FlowMonitor {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = fs::remove_file(&self.out);
+    }
+}
+
+/// The cookie of a flow-monitor event or a dumped flow line.
+pub fn cookie_of(line: &str) -> Option<u64> {
+    let hex = line.split("cookie=0x").nth(1)?;
+    let hex: String = hex.chars().take_while(char::is_ascii_hexdigit).collect();
+    u64::from_str_radix(&hex, 16).ok()
+}
+
+fn must(r: Result<String, String>) -> String {
+    r.unwrap_or_else(|e| panic!("{e}"))
+}
