@@ -199,9 +199,26 @@ pub fn serve(members: &[Member]) -> Servers {
     )
 }
 
+/// Forgets what the kernels of the members and the node have cached about their neighbours
+/// (`ip neigh flush`), so a matrix measures the network and not the leftovers of the previous
+/// one: an entry that failed while a pair was isolated would otherwise make the kernel wait
+/// before it asks again, and a TCP probe (one retransmission within its timeout) could lose
+/// the race where ICMP and ARP (re-sent every 250 ms) win it.
+fn flush_neighbours(members: &[Member], node: &NodeSide) {
+    let sides = members
+        .iter()
+        .map(|m| (m.netns.as_str(), m.ifname.as_str()))
+        .chain([(node.netns.as_str(), node.ifname.as_str())]);
+    for (netns, ifname) in sides {
+        crate::harness::run("ip", &["-n", netns, "neigh", "flush", "dev", ifname])
+            .unwrap_or_else(|e| panic!("flushing the neighbours of {netns}/{ifname}: {e}"));
+    }
+}
+
 /// Probes every ordered pair and the node to every member, all at once; a probe that gets no
 /// answer gives up after `timeout`. Echo servers must be running ([`serve`]).
 pub fn observe(title: &str, members: &[Member], node: &NodeSide, timeout: Duration) -> Matrix {
+    flush_neighbours(members, node);
     type Job<'a> = Box<dyn FnOnce() -> bool + Send + 'a>;
     let mut jobs: Vec<Job<'_>> = Vec::new();
     let mut index = Vec::new();

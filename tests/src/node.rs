@@ -166,6 +166,18 @@ impl AgentNode {
             .collect()
     }
 
+    /// Waits until ovs-vswitchd has revalidated its datapath flow cache against the current
+    /// OpenFlow tables (`ovs-appctl revalidator/wait`): after a flow change, megaflows cached
+    /// from the old tables may serve packets until then.
+    pub fn datapath_settled(&self) {
+        let ctl = self.ovs.vswitchd_ctl();
+        run(
+            "ovs-appctl",
+            &["-t", &ctl.display().to_string(), "revalidator/wait"],
+        )
+        .unwrap_or_else(|e| panic!("revalidator/wait: {e}"));
+    }
+
     /// Deletes the NetNamespace of `namespace` from the standalone state directory.
     pub fn delete_netnamespace(&self, namespace: &str) {
         use agent::cluster::{Kind, StandaloneSource};

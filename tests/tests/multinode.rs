@@ -312,6 +312,9 @@ fn tenancy_holds_across_nodes_and_the_vni_is_the_vnid() {
         flowed_vnid(n1, &b1),
         flowed_vnid(n2, &b2)
     );
+    for n in &c.nodes {
+        n.datapath_settled();
+    }
     let after = members(VNID_A);
     matrix::assert_isolation(
         "after tenant-b joined tenant-a (both 11)",

@@ -483,6 +483,7 @@ fn join_isolate_make_global(node: &AgentNode, pods: &[Member]) {
                 .all(|m| flowed_vnid_of_ip(node, &m.ip.to_string()) == Some(m.vnid))
         });
         assert!(ok, "the agent did not apply {v:?}:\n{}", node.log());
+        node.datapath_settled();
         matrix::assert_isolation(&format!("{title} {v:?}"), &want, &node_side, PROBE_TIMEOUT);
     }
     eprintln!("{}", node.sdnctl(&["namespaces"]));

@@ -115,7 +115,12 @@ pub async fn run(cfg: Config, shutdown: impl std::future::Future<Output = ()>) -
             }
             for a in &p.actions {
                 match execute(&client, a).await {
-                    Ok(()) => tracing::info!("{a}"),
+                    Ok(stored) => {
+                        tracing::info!("{a}");
+                        // The watch reports the write later; until then the next plan must
+                        // already see it (or it would allocate the same subnet twice).
+                        view.record(a, stored.as_ref());
+                    }
                     Err(e) => {
                         tracing::warn!(action = %a, error = %format!("{e:#}"), "write failed; planning again on the next change")
                     }
@@ -268,6 +273,35 @@ impl Views {
         }
     }
 
+    /// Records a successful write (`stored`: the object the server returned, with its new
+    /// resourceVersion) before its watch event arrives.
+    fn record(&mut self, a: &Action, stored: Option<&DynamicObject>) {
+        match (a, stored) {
+            (Action::CreateClusterNetwork(_), Some(o)) => {
+                if let Some((k, v)) = typed(o) {
+                    self.cluster_network.live.insert(k, v);
+                }
+            }
+            (Action::CreateHostSubnet(_) | Action::UpdateHostSubnet(_), Some(o)) => {
+                if let Some((k, v)) = typed(o) {
+                    self.host_subnets.live.insert(k, v);
+                }
+            }
+            (Action::CreateNetNamespace(_) | Action::UpdateNetNamespace(_), Some(o)) => {
+                if let Some((k, v)) = typed(o) {
+                    self.net_namespaces.live.insert(k, v);
+                }
+            }
+            (Action::DeleteHostSubnet(n), _) => {
+                self.host_subnets.live.remove(n);
+            }
+            (Action::DeleteNetNamespace(n), _) => {
+                self.net_namespaces.live.remove(n);
+            }
+            _ => {}
+        }
+    }
+
     fn ready(&self) -> bool {
         self.nodes.ready
             && self.namespaces.ready
@@ -296,37 +330,29 @@ fn dynamic<T: Serialize>(obj: &T) -> Result<DynamicObject> {
     Ok(serde_json::from_value(serde_json::to_value(obj)?)?)
 }
 
-async fn execute(client: &Client, a: &Action) -> Result<()> {
+/// Executes one write; returns the object as the server stored it (None for a delete).
+async fn execute(client: &Client, a: &Action) -> Result<Option<DynamicObject>> {
     let pp = PostParams::default();
     let (hs, nn, cn) = (
         api(client, "HostSubnet", "hostsubnets"),
         api(client, "NetNamespace", "netnamespaces"),
         api(client, "ClusterNetwork", "clusternetworks"),
     );
-    match a {
-        Action::CreateClusterNetwork(c) => {
-            cn.create(&pp, &dynamic(c)?).await?;
-        }
-        Action::CreateHostSubnet(h) => {
-            hs.create(&pp, &dynamic(h)?).await?;
-        }
-        Action::UpdateHostSubnet(h) => {
-            hs.replace(h.name(), &pp, &dynamic(h)?).await?;
-        }
+    Ok(match a {
+        Action::CreateClusterNetwork(c) => Some(cn.create(&pp, &dynamic(c)?).await?),
+        Action::CreateHostSubnet(h) => Some(hs.create(&pp, &dynamic(h)?).await?),
+        Action::UpdateHostSubnet(h) => Some(hs.replace(h.name(), &pp, &dynamic(h)?).await?),
         Action::DeleteHostSubnet(n) => {
             hs.delete(n, &DeleteParams::default()).await?;
+            None
         }
-        Action::CreateNetNamespace(n) => {
-            nn.create(&pp, &dynamic(n)?).await?;
-        }
-        Action::UpdateNetNamespace(n) => {
-            nn.replace(n.name(), &pp, &dynamic(n)?).await?;
-        }
+        Action::CreateNetNamespace(n) => Some(nn.create(&pp, &dynamic(n)?).await?),
+        Action::UpdateNetNamespace(n) => Some(nn.replace(n.name(), &pp, &dynamic(n)?).await?),
         Action::DeleteNetNamespace(n) => {
             nn.delete(n, &DeleteParams::default()).await?;
+            None
         }
-    }
-    Ok(())
+    })
 }
 
 /// Leader election on a Lease.
