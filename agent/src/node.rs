@@ -126,6 +126,17 @@ impl Node {
                     Duration::from_secs(cfg.host_subnet_wait_seconds),
                 )
                 .await?;
+                // The agent and the controller must agree on the network (same ConfigMap).
+                if let Some(cn) = &src.current().cluster_network {
+                    let spec = cluster::ClusterNetworkSpec::from_config(&cfg);
+                    if let Some((field, in_cluster, in_config)) = spec.difference(cn) {
+                        bail!(
+                            "the cluster's ClusterNetwork default has {field} {in_cluster}, this \
+                             agent's configuration says {in_config}; give the agent the \
+                             controller's settings (a live cluster network is never changed)"
+                        );
+                    }
+                }
                 let rx = src.subscribe();
                 (Box::new(src) as Box<dyn ClusterSource>, rx)
             }

@@ -31,7 +31,8 @@ use std::time::Duration;
 
 use agent::cluster::{ClusterObject, HostSubnet, Kind, NetNamespace, StandaloneSource};
 
-use crate::harness::{run, unique_name, wait_until, which, Netns};
+use crate::fakeapi::FakeApi;
+use crate::harness::{run, unique_name, wait_until, which, workspace_bin, Netns};
 use crate::node::{AgentNode, NodeOptions};
 
 /// The underlay bridge in the hub namespace.
@@ -56,6 +57,39 @@ pub fn underlay_ip(i: usize) -> Ipv4Addr {
 /// The name of node `i` (1-based).
 pub fn node_name(i: usize) -> String {
     format!("node-{i}")
+}
+
+/// The API server's address on the underlay (Kubernetes mode), on the hub.
+pub const API_SERVER_IP: Ipv4Addr = Ipv4Addr::new(192, 168, 77, 1);
+
+/// Kubernetes mode's control plane: the fake API server and the real controller process.
+#[derive(Debug)]
+pub struct KubeControlPlane {
+    /// The API server every agent and the controller talk to.
+    pub fake: FakeApi,
+    controller: Option<std::process::Child>,
+    log: PathBuf,
+    /// The kubeconfig of the agents and the controller.
+    pub kubeconfig: PathBuf,
+}
+
+impl KubeControlPlane {
+    /// The controller's log so far.
+    pub fn controller_log(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for KubeControlPlane {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.controller.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!("--- controller log ---\n{}", self.controller_log());
+        }
+    }
 }
 
 /// A multi-node cluster (see the module docs).
@@ -93,6 +127,108 @@ impl Cluster {
             cluster.nodes.push(node);
         }
         cluster
+    }
+
+    /// Kubernetes mode: the hub gets the API server's underlay address [`API_SERVER_IP`] and
+    /// runs the fake API server (`sdn_tests::fakeapi`) there, with a Node object per node (its
+    /// InternalIP the underlay address) and the Namespaces `default` and `kube-system`; the real
+    /// `sdn-agent controller` runs in the hub namespace; then the nodes start one after another,
+    /// each agent with `--cluster-state kubernetes` and a kubeconfig pointing at the fake (it
+    /// waits for the HostSubnet the controller allocates). The controller stops on drop.
+    pub fn start_kubernetes(n: usize, opts: &NodeOptions) -> (Cluster, KubeControlPlane) {
+        let state = std::env::temp_dir().join(unique_name("sdnkube"));
+        fs::create_dir_all(&state).unwrap_or_else(|e| panic!("create {}: {e}", state.display()));
+        let hub = Netns::new("sdnhub");
+        must(hub.exec(&["ip", "link", "add", HUB_BRIDGE, "type", "bridge"]));
+        must(hub.exec(&["ip", "link", "set", HUB_BRIDGE, "up"]));
+        let api_cidr = format!("{API_SERVER_IP}/{UNDERLAY_PREFIX}");
+        must(hub.exec(&["ip", "addr", "add", &api_cidr, "dev", HUB_BRIDGE]));
+        let fake = FakeApi::start_in_netns(hub.name(), &format!("{API_SERVER_IP}:6443"));
+        let kubeconfig = state.join("kubeconfig");
+        fake.kubeconfig(&kubeconfig)
+            .unwrap_or_else(|e| panic!("writing the kubeconfig: {e}"));
+        for ns in ["default", "kube-system"] {
+            fake.put(serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": ns}}))
+                .expect("namespace");
+        }
+        for i in 1..=n {
+            fake.put(serde_json::json!({"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": node_name(i)},
+                "status": {"addresses": [{"type": "InternalIP", "address": underlay_ip(i).to_string()}]}}))
+                .expect("node");
+        }
+        let mut controller_args: Vec<String> = vec![
+            "controller".into(),
+            "--node-name".into(),
+            "controller".into(),
+            "--kubeconfig".into(),
+            kubeconfig.display().to_string(),
+            "--mode".into(),
+            opts.mode.into(),
+            "--cluster-network".into(),
+            opts.cluster_network.clone(),
+            "--global-namespace".into(),
+            "kube-system".into(),
+        ];
+        controller_args.extend(opts.extra.iter().cloned());
+        let log = state.join("controller.log");
+        let controller = Command::new("ip")
+            .args(["netns", "exec", hub.name()])
+            .arg(workspace_bin("sdn-agent"))
+            .args(&controller_args)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(fs::File::create(&log).expect("controller log"))
+            .stderr(fs::File::options().append(true).open(&log).expect("log"))
+            .spawn()
+            .expect("spawn sdn-agent controller");
+        let plane = KubeControlPlane {
+            fake,
+            controller: Some(controller),
+            log,
+            kubeconfig: kubeconfig.clone(),
+        };
+        let mut cluster = Cluster {
+            nodes: Vec::with_capacity(n),
+            hub,
+            state,
+        };
+        for i in 1..=n {
+            let mut extra = opts.extra.clone();
+            extra.extend([
+                "--cluster-state".to_string(),
+                "kubernetes".to_string(),
+                "--kubeconfig".to_string(),
+                kubeconfig.display().to_string(),
+                "--host-subnet-wait".to_string(),
+                "30".to_string(),
+            ]);
+            let node = AgentNode::new(NodeOptions {
+                node_name: node_name(i),
+                node_ip: underlay_ip(i).to_string(),
+                extra,
+                ..opts.clone()
+            });
+            cluster.join_underlay(i, &node);
+            // The node reaches the API server over the underlay before its agent starts.
+            let api = std::net::SocketAddr::from((API_SERVER_IP, 6443));
+            let ns = node.ovs.netns().to_string();
+            let reached = wait_until(Duration::from_secs(10), || {
+                crate::harness::in_netns(&ns, move || {
+                    std::net::TcpStream::connect_timeout(&api, Duration::from_millis(500)).is_ok()
+                })
+            });
+            assert!(
+                reached,
+                "node-{i} cannot reach the API server at {api}: ping says {:?}",
+                node.ovs
+                    .exec_in_netns(&["ping", "-c", "1", "-W", "1", &API_SERVER_IP.to_string()])
+            );
+            node.start_agent();
+            cluster.nodes.push(node);
+        }
+        (cluster, plane)
     }
 
     /// Wires node `i` to the hub: veth `h<i>` (hub) / `ul0` (node), `ul0` into `br-phy`, the
@@ -140,6 +276,13 @@ impl Cluster {
                 .is_ok()
         });
         assert!(ok, "{UNDERLAY_BRIDGE} of node {i} did not appear");
+        // TCP between the hub and a node's kernel crosses the userspace datapath, which does not
+        // complete offloaded checksums (testing.md): checksums in software on both ends.
+        must(self.hub.exec(&["ethtool", "-K", &hub_if, "tx", "off"]));
+        must(
+            node.ovs
+                .exec_in_netns(&["ethtool", "-K", UNDERLAY_BRIDGE, "tx", "off"]),
+        );
         let addr = format!("{}/{UNDERLAY_PREFIX}", underlay_ip(i));
         must(
             node.ovs

@@ -81,17 +81,23 @@ pub struct AgentNode {
 impl AgentNode {
     /// Starts OVS and the agent, and waits until the agent is ready (its CNI config exists).
     pub fn start(opts: NodeOptions) -> AgentNode {
+        let n = AgentNode::new(opts);
+        n.start_agent();
+        n
+    }
+
+    /// Starts OVS only; the agent starts with [`AgentNode::start_agent`] (for set-ups that need
+    /// the node's namespace before the agent, such as an underlay or an API server).
+    pub fn new(opts: NodeOptions) -> AgentNode {
         let ovs = Ovs::start();
         let dir = ovs.dir().join("node");
         fs::create_dir_all(&dir).expect("node dir");
-        let n = AgentNode {
+        AgentNode {
             ovs,
             dir,
             opts,
             agent: Mutex::new(None),
-        };
-        n.start_agent();
-        n
+        }
     }
 
     /// The node's working directory (state, leases, CNI conf, socket, logs).

@@ -1,0 +1,216 @@
+//! Kubernetes mode, several nodes, end to end (issue 5): three node namespaces, each with its
+//! own OVS (userspace) and the real `sdn-agent` in Kubernetes mode, joined by an underlay; one
+//! fake API server and the real `sdn-agent controller` on the hub (`Cluster::start_kubernetes`).
+//!
+//! The controller allocates every node's HostSubnet and every namespace's NetNamespace; each
+//! agent learns the cluster from the API and installs the remote-node rows of the two others;
+//! pods on every node (ADD through the real shim) see the isolation matrix across nodes; a pod
+//! ADD whose NetNamespace and HostSubnet are known asks the API server nothing; the
+//! change-network annotation re-flows the namespace on every node; a deleted Node's rows go
+//! everywhere.
+
+use std::time::Duration;
+
+use sdn_tests::cluster::{node_name, Cluster, KubeControlPlane};
+use sdn_tests::harness::wait_until;
+use sdn_tests::matrix::{self, Member, NodeSide};
+use sdn_tests::node::{AgentNode, CniPod, NodeOptions};
+use serde_json::{json, Value};
+
+const PROBE_TIMEOUT: Duration = Duration::from_millis(1500);
+const SETTLE: Duration = Duration::from_secs(15);
+const GROUP: &str = "network.openshift.io";
+
+fn netns_obj(plane: &KubeControlPlane, ns: &str) -> Option<Value> {
+    plane.fake.get(GROUP, "netnamespaces", None, ns)
+}
+
+fn vnid(plane: &KubeControlPlane, ns: &str) -> u32 {
+    netns_obj(plane, ns)
+        .and_then(|v| v["netid"].as_u64())
+        .unwrap_or_else(|| panic!("no NetNamespace {ns}")) as u32
+}
+
+/// The VNID node's table 70 loads for `ip`.
+fn flowed_vnid(node: &AgentNode, ip: &str) -> Option<u32> {
+    let text = node
+        .ovs
+        .ofctl(&["--no-stats", "dump-flows", "br0", "table=70"]);
+    let line = text
+        .lines()
+        .find(|l| l.contains(&format!("nw_dst={ip} ")))?;
+    let value = line.split("actions=load:").nth(1)?.split("->").next()?;
+    match value.strip_prefix("0x") {
+        Some(h) => u32::from_str_radix(h, 16).ok(),
+        None => value.parse().ok(),
+    }
+}
+
+/// Remote-node rows (tables 10, 50, 90) of `node` naming `host_ip`.
+fn rows_for(node: &AgentNode, host_ip: &str) -> usize {
+    node.ovs
+        .ofctl(&["--no-stats", "dump-flows", "br0"])
+        .lines()
+        .filter(|l| {
+            l.contains(&format!("tun_src={host_ip} "))
+                || (l.contains(&format!("set_field:{host_ip}->tun_dst"))
+                    && !l.contains("table=111"))
+        })
+        .count()
+}
+
+fn pod_object(ns: &str, name: &str, node: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+           "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]}})
+}
+
+/// API requests other than watches (the long-lived watch streams are not per-pod work).
+fn non_watch_requests(r: &sdn_tests::fakeapi::Requests) -> u64 {
+    ["get", "list", "create", "update", "patch", "delete"]
+        .iter()
+        .map(|v| r.count(v, "/"))
+        .sum()
+}
+
+#[test]
+fn kubernetes_mode_on_three_nodes() {
+    let (c, plane) = Cluster::start_kubernetes(3, &NodeOptions::default());
+    let fake = &plane.fake;
+
+    // The controller allocated a HostSubnet per node (distinct subnets, hostIP = InternalIP).
+    let mut subnets = Vec::new();
+    for i in 1..=3 {
+        let hs = fake
+            .get(GROUP, "hostsubnets", None, &node_name(i))
+            .unwrap_or_else(|| panic!("no HostSubnet for node-{i}"));
+        assert_eq!(hs["hostIP"], sdn_tests::cluster::underlay_ip(i).to_string());
+        subnets.push(hs["subnet"].as_str().unwrap().to_string());
+    }
+    subnets.sort();
+    subnets.dedup();
+    assert_eq!(subnets.len(), 3, "{subnets:?}");
+    // Every agent has the remote-node rows of the two others (3 rows each).
+    let ok = wait_until(SETTLE, || {
+        (1..=3).all(|i| {
+            (1..=3)
+                .filter(|j| *j != i)
+                .all(|j| rows_for(c.node(i), &sdn_tests::cluster::underlay_ip(j).to_string()) == 3)
+        })
+    });
+    assert!(ok, "remote-node rows did not appear:\n{}", c.node(1).log());
+
+    // Tenants: namespaces in the API; the controller gives each a NetNamespace.
+    for ns in ["tenant-a", "tenant-b"] {
+        fake.put(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
+            .unwrap();
+    }
+    assert!(
+        wait_until(SETTLE, || netns_obj(&plane, "tenant-b").is_some()),
+        "no NetNamespaces:\n{}",
+        plane.controller_log()
+    );
+    let (va, vb) = (vnid(&plane, "tenant-a"), vnid(&plane, "tenant-b"));
+    assert!(va >= 10 && vb >= 10 && va != vb);
+    assert_eq!(vnid(&plane, "default"), 0);
+
+    // Pods: the Pod objects exist (as the scheduler would have them), then the runtime's ADDs.
+    let layout = [
+        ("a1", "tenant-a", 1),
+        ("a2", "tenant-a", 2),
+        ("b1", "tenant-b", 1),
+        ("b3", "tenant-b", 3),
+        ("g2", "default", 2),
+    ];
+    for (name, ns, i) in layout {
+        fake.put(pod_object(ns, name, &node_name(i))).unwrap();
+    }
+    // Give the agents' pod caches the objects before the ADDs (they watch).
+    std::thread::sleep(Duration::from_millis(500));
+    let before = fake.requests();
+    let pods: Vec<CniPod<'_>> = layout
+        .iter()
+        .map(|(name, ns, i)| c.node(*i).pod(ns, name))
+        .collect();
+    let during = fake.requests().since(&before);
+    assert_eq!(
+        non_watch_requests(&during),
+        0,
+        "pod ADDs asked the API server:\n{during}"
+    );
+
+    let members = |plane: &KubeControlPlane| -> Vec<Member> {
+        layout
+            .iter()
+            .zip(&pods)
+            .map(|((name, ns, i), p)| Member {
+                label: format!("{name}@{i}"),
+                netns: p.ns.name().to_string(),
+                ifname: "eth0".into(),
+                ip: p.ip.parse().unwrap(),
+                namespace: ns.to_string(),
+                vnid: vnid(plane, ns),
+            })
+            .collect()
+    };
+    let node_side = NodeSide {
+        netns: c.node(1).ovs.netns().to_string(),
+        ifname: "tun0".into(),
+    };
+    let _servers = matrix::serve(&members(&plane));
+    matrix::assert_isolation(
+        "Kubernetes mode, 3 nodes, two tenants and default",
+        &members(&plane),
+        &node_side,
+        PROBE_TIMEOUT,
+    );
+
+    // The change-network annotation (as `oc adm pod-network join-projects` sets it): the
+    // controller applies and clears it, every node re-flows tenant-b.
+    let mut b = netns_obj(&plane, "tenant-b").unwrap();
+    b["metadata"]["annotations"] =
+        json!({"pod.network.openshift.io/multitenant.change-network": "join:tenant-a"});
+    fake.put(b).unwrap();
+    let ok = wait_until(SETTLE, || {
+        vnid(&plane, "tenant-b") == va
+            && flowed_vnid(c.node(1), &pods[2].ip) == Some(va)
+            && flowed_vnid(c.node(3), &pods[3].ip) == Some(va)
+    });
+    assert!(
+        ok,
+        "tenant-b did not join tenant-a: netid {}, flows node-1 {:?}, node-3 {:?}\n{}",
+        vnid(&plane, "tenant-b"),
+        flowed_vnid(c.node(1), &pods[2].ip),
+        flowed_vnid(c.node(3), &pods[3].ip),
+        plane.controller_log()
+    );
+    for n in &c.nodes {
+        n.datapath_settled();
+    }
+    matrix::assert_isolation(
+        "after tenant-b joined tenant-a",
+        &members(&plane),
+        &node_side,
+        PROBE_TIMEOUT,
+    );
+
+    // A Node goes: the controller deletes its HostSubnet and the other nodes drop its rows.
+    let ip3 = sdn_tests::cluster::underlay_ip(3).to_string();
+    fake.delete("", "nodes", None, &node_name(3));
+    let ok = wait_until(SETTLE, || {
+        fake.get(GROUP, "hostsubnets", None, &node_name(3))
+            .is_none()
+            && rows_for(c.node(1), &ip3) == 0
+            && rows_for(c.node(2), &ip3) == 0
+    });
+    assert!(
+        ok,
+        "node-3's rows stayed: node-1 {}, node-2 {}",
+        rows_for(c.node(1), &ip3),
+        rows_for(c.node(2), &ip3)
+    );
+    assert!(
+        !pods[0].ping(&pods[3].ip, 1),
+        "a pod still reaches a pod of the deleted node"
+    );
+    assert!(pods[0].ping(&pods[1].ip, 3), "node-1 to node-2 broke");
+}
