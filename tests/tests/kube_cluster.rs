@@ -132,6 +132,11 @@ fn kubernetes_mode_on_three_nodes() {
         .map(|(name, ns, i)| c.node(*i).pod(ns, name))
         .collect();
     let during = fake.requests().since(&before);
+    eprintln!(
+        "{} pod ADDs over 3 nodes: {} API requests besides the watches",
+        pods.len(),
+        non_watch_requests(&during)
+    );
     assert_eq!(
         non_watch_requests(&during),
         0,
@@ -170,6 +175,7 @@ fn kubernetes_mode_on_three_nodes() {
     b["metadata"]["annotations"] =
         json!({"pod.network.openshift.io/multitenant.change-network": "join:tenant-a"});
     fake.put(b).unwrap();
+    let t0 = std::time::Instant::now();
     let ok = wait_until(SETTLE, || {
         vnid(&plane, "tenant-b") == va
             && flowed_vnid(c.node(1), &pods[2].ip) == Some(va)
@@ -182,6 +188,10 @@ fn kubernetes_mode_on_three_nodes() {
         flowed_vnid(c.node(1), &pods[2].ip),
         flowed_vnid(c.node(3), &pods[3].ip),
         plane.controller_log()
+    );
+    eprintln!(
+        "change-network annotation to re-flowed on nodes 1 and 3: {} ms",
+        t0.elapsed().as_millis()
     );
     for n in &c.nodes {
         n.datapath_settled();
@@ -196,6 +206,7 @@ fn kubernetes_mode_on_three_nodes() {
     // A Node goes: the controller deletes its HostSubnet and the other nodes drop its rows.
     let ip3 = sdn_tests::cluster::underlay_ip(3).to_string();
     fake.delete("", "nodes", None, &node_name(3));
+    let t0 = std::time::Instant::now();
     let ok = wait_until(SETTLE, || {
         fake.get(GROUP, "hostsubnets", None, &node_name(3))
             .is_none()
@@ -207,6 +218,10 @@ fn kubernetes_mode_on_three_nodes() {
         "node-3's rows stayed: node-1 {}, node-2 {}",
         rows_for(c.node(1), &ip3),
         rows_for(c.node(2), &ip3)
+    );
+    eprintln!(
+        "Node deleted to its rows gone on nodes 1 and 2: {} ms",
+        t0.elapsed().as_millis()
     );
     assert!(
         !pods[0].ping(&pods[3].ip, 1),
