@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod cni;
 pub mod config;
 pub mod controller;
+pub mod hostports;
 pub mod ipam;
 pub mod iptables;
 pub mod netlink;

@@ -195,6 +195,9 @@ impl Node {
             .await
             .context("configuring tun0")?;
         crate::netlink::enable_ip_forward().context("enabling net.ipv4.ip_forward")?;
+        // Host ports on 127.0.0.1: DNAT to a pod and route out of tun0 needs route_localnet.
+        crate::netlink::set_sysctl("net/ipv4/conf/all/route_localnet", "1")
+            .context("enabling net.ipv4.conf.all.route_localnet (host ports on 127.0.0.1)")?;
         iptables::sync(&iptables::HostRules {
             cluster_networks: node.cluster_networks.clone(),
             service_cidr: node.service_cidr,

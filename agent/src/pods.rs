@@ -5,7 +5,10 @@
 //! behind: (1) a host-local compatible lease from the node subnet, (2) a veth pair with the pod
 //! end configured inside the pod's network namespace, (3) the host end as a port of `br0` with
 //! `external_ids` naming the attachment (one OVSDB transaction), (4) the pod's five flows (and
-//! its VNID's table-80 row) in one OpenFlow bundle with the pod's cookie.
+//! its VNID's table-80 row) in one OpenFlow bundle with the pod's cookie, (5) when the runtime
+//! asked for host ports, the pod's nat chain ([`crate::hostports`]); the host ports are reserved
+//! before step 1 (a taken one fails the ADD with nothing done) and recorded in the port's
+//! `external_ids` (`hostports`) for DEL and restarts.
 //!
 //! Everything DEL needs is derived from the attachment itself: the host veth name and the flow
 //! cookie are hashes of `(container id, ifname)`, and the lease is found by container id and
@@ -33,6 +36,7 @@ use tokio::time::Instant;
 
 use crate::cluster::ClusterState;
 use crate::cni::{codes, AddResult, CniError, Interface, IpConfig, Request, Route};
+use crate::hostports::{self, HostPorts};
 use crate::ipam;
 use crate::netlink::{self, Netlink, PodLinkSpec, RouteSpec};
 use crate::switch::{ReconcileStats, Switch};
@@ -180,6 +184,8 @@ pub struct Pods {
     /// Attachments whose ADD runs (they hold a lease before they enter `table`); shared with
     /// the IPAM garbage collector, which checks it under the lease lock.
     in_flight: Arc<std::sync::Mutex<BTreeSet<Key>>>,
+    /// Host ports of the pods (`runtimeConfig.portMappings`) and their nat rules.
+    hostports: HostPorts,
 }
 
 /// Undo steps of a partly done ADD, run in reverse.
@@ -188,6 +194,7 @@ enum Undo {
     Veth(String),
     Port(String),
     Flows,
+    HostPorts,
 }
 
 impl Pods {
@@ -201,7 +208,6 @@ impl Pods {
         cluster: watch::Receiver<Arc<ClusterState>>,
     ) -> Pods {
         Pods {
-            net,
             db,
             switch,
             netlink,
@@ -209,6 +215,11 @@ impl Pods {
             cluster,
             table: Mutex::new(HashMap::new()),
             in_flight: Arc::default(),
+            hostports: HostPorts::new(
+                crate::iptables::Iptables::host(),
+                net.node.cluster_networks.clone(),
+            ),
+            net,
         }
     }
 
@@ -327,6 +338,17 @@ impl Pods {
             }
         };
 
+        // Host ports: reserved before anything else, so a taken one fails the ADD with nothing
+        // done.
+        self.hostports.reserve(hostports::PodPorts {
+            namespace: namespace.clone(),
+            pod: name.clone(),
+            sandbox: req.container_id.clone(),
+            ifname: req.ifname.clone(),
+            ip: None,
+            mappings: hostports::parse(req.config.runtime_config.as_ref())?,
+        })?;
+
         let mut done = Vec::new();
         self.lock_in_flight().insert(key.clone());
         let result = self
@@ -338,6 +360,7 @@ impl Pods {
             Err(e) => {
                 tracing::warn!(error = %e.msg, details = %e.details, steps = done.len(), "ADD failed; undoing");
                 self.undo(&req.container_id, &req.ifname, done).await;
+                self.hostports.release(&req.container_id, &req.ifname);
                 Err(e)
             }
         }
@@ -418,6 +441,13 @@ impl Pods {
             (ids::NETNS.to_string(), netns.display().to_string()),
             (ids::VNID.to_string(), vnid.to_string()),
         ]);
+        let mappings = self.hostports.mappings(id, ifname);
+        if !mappings.is_empty() {
+            port.external_ids.insert(
+                hostports::EXTERNAL_ID.to_string(),
+                hostports::to_json(&mappings),
+            );
+        }
         done.push(Undo::Port(host_veth.clone()));
         let ofport = self.db.add_port(BRIDGE, &port).await.map_err(|e| {
             CniError::new(
@@ -469,6 +499,19 @@ impl Pods {
                 self.record_vnid(&pod).await;
             }
         }
+        // 5. Host ports: the pod's nat chain (one sync of all host port rules).
+        if !mappings.is_empty() {
+            check_deadline("installing the host port rules")?;
+            done.push(Undo::HostPorts);
+            self.hostports.set_ip(id, ifname, ip);
+            self.hostports.sync().await.map_err(|e| {
+                CniError::new(
+                    codes::INTERNAL,
+                    format!("installing the host port rules of {id}/{ifname}"),
+                    e.to_string(),
+                )
+            })?;
+        }
         tracing::info!(
             sandbox = %id, ifname, namespace = %pod.namespace, pod = %pod.name, %ip, ofport,
             vnid = pod.vnid, "pod wired"
@@ -509,6 +552,11 @@ impl Pods {
     async fn undo(&self, id: &str, ifname: &str, done: Vec<Undo>) {
         for step in done.into_iter().rev() {
             let outcome = match &step {
+                Undo::HostPorts => self
+                    .hostports
+                    .remove(id, ifname)
+                    .await
+                    .map_err(|e| e.to_string()),
                 Undo::Flows => self.remove_flows(id, ifname).await.map_err(|e| e.msg),
                 Undo::Port(p) => self
                     .db
@@ -587,6 +635,13 @@ impl Pods {
 
     /// CNI DEL: idempotent, complete without a netns, a veth or any memory of the pod.
     pub async fn del(&self, id: &str, ifname: &str) -> Result<(), CniError> {
+        self.hostports.remove(id, ifname).await.map_err(|e| {
+            CniError::new(
+                codes::INTERNAL,
+                format!("removing the host port rules of {id}/{ifname}"),
+                e.to_string(),
+            )
+        })?;
         self.remove_flows(id, ifname).await?;
         let veth = netlink::host_veth_name(id, ifname);
         self.db.delete_port(BRIDGE, &veth).await.map_err(|e| {
@@ -818,6 +873,7 @@ impl Pods {
                     if recorded != Some(vnid) {
                         self.record_vnid(&pod).await;
                     }
+                    self.restore_hostports(&pod, ext.get(hostports::EXTERNAL_ID));
                     self.table.lock().await.insert((id, ifname), pod);
                     kept += 1;
                 }
@@ -839,7 +895,33 @@ impl Pods {
                 }
             }
         }
+        self.hostports.sync().await.map_err(|e| {
+            CniError::new(
+                codes::INTERNAL,
+                "re-creating the host port rules of the running pods",
+                e.to_string(),
+            )
+        })?;
         Ok((kept, removed))
+    }
+
+    /// Start-up: re-registers the host ports a running pod's port records. A bad record or a
+    /// conflict is logged and the pod keeps running without them.
+    fn restore_hostports(&self, pod: &Pod, recorded: Option<&String>) {
+        let Some(text) = recorded else { return };
+        let outcome = hostports::from_json(text).and_then(|mappings| {
+            self.hostports.reserve(hostports::PodPorts {
+                namespace: pod.namespace.clone(),
+                pod: pod.name.clone(),
+                sandbox: pod.container_id.clone(),
+                ifname: pod.ifname.clone(),
+                ip: Some(pod.ip),
+                mappings,
+            })
+        });
+        if let Err(e) = outcome {
+            tracing::error!(sandbox = %pod.container_id, pod = %pod.name, error = %e.msg, "restoring the pod's host ports");
+        }
     }
 
     /// The VNID the cluster state gives `namespace` now (`None` without a NetNamespace); 0 in

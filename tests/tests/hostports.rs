@@ -1,0 +1,232 @@
+//! Host ports end to end: a network config carrying `runtimeConfig.portMappings` (as a runtime
+//! passes it) through the real shim and agent; TCP to the node's addresses reaches the pod's
+//! listener through tun0, conflicts fail the ADD, DEL and restarts keep the rules exact.
+
+use std::net::SocketAddrV4;
+use std::time::Duration;
+
+use sdn_tests::harness::{wait_until, Netns};
+use sdn_tests::node::{AgentNode, CniOutcome, NodeOptions};
+use sdn_tests::probe::{tcp_echo_server, tcp_probe};
+use serde_json::{json, Value};
+
+const TIMEOUT: Duration = Duration::from_secs(3);
+/// A node address besides the gateway, added to the OVS netns (the agent's namespace).
+const NODE_ADDR: &str = "192.168.111.10";
+
+fn conf(node: &AgentNode, mappings: &Value) -> Value {
+    let mut c = node.netconf("1.0.0");
+    c["capabilities"] = json!({"portMappings": true});
+    c["runtimeConfig"] = json!({ "portMappings": &mappings });
+    c
+}
+
+fn add(node: &AgentNode, id: &str, ns: &Netns, pod: &str, mappings: Value) -> CniOutcome {
+    let args = format!("IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME={pod}");
+    node.cni(
+        &[
+            ("CNI_COMMAND", "ADD"),
+            ("CNI_CONTAINERID", id),
+            ("CNI_NETNS", &ns.path()),
+            ("CNI_IFNAME", "eth0"),
+            ("CNI_ARGS", &args),
+            ("CNI_PATH", "/opt/cni/bin"),
+        ],
+        &conf(node, &mappings),
+    )
+}
+
+fn del(node: &AgentNode, id: &str, ns: &Netns) -> CniOutcome {
+    node.cni(
+        &[
+            ("CNI_COMMAND", "DEL"),
+            ("CNI_CONTAINERID", id),
+            ("CNI_NETNS", &ns.path()),
+            ("CNI_IFNAME", "eth0"),
+        ],
+        &node.netconf("1.0.0"),
+    )
+}
+
+fn ip_of(out: &CniOutcome) -> String {
+    out.json["ips"][0]["address"]
+        .as_str()
+        .and_then(|a| a.split('/').next())
+        .unwrap_or_else(|| panic!("no IP in {}", out.stdout))
+        .to_string()
+}
+
+fn nat(node: &AgentNode) -> String {
+    let text = node
+        .ovs
+        .exec_in_netns(&["iptables-save", "-t", "nat"])
+        .unwrap_or_else(|e| panic!("iptables-save: {e}"));
+    // Without the "# Generated ... on <time>" lines, to compare two saves.
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+fn addr(ip: &str, port: u16) -> SocketAddrV4 {
+    SocketAddrV4::new(ip.parse().unwrap(), port)
+}
+
+#[test]
+fn hostports_reach_the_pod_and_follow_its_lifecycle() {
+    let node = AgentNode::start(NodeOptions::default());
+    let ovs_ns = node.ovs.netns().to_string();
+    // (On lo: the test kernel may lack the dummy link type.)
+    node.ovs
+        .exec_in_netns(&["ip", "addr", "add", &format!("{NODE_ADDR}/32"), "dev", "lo"])
+        .unwrap();
+
+    // Pod "web": containerd's capitalised keys; 18080 -> 8080 on every address, 18081 only on
+    // the node address.
+    let web_ns = Netns::new("hpweb");
+    let web_id = format!("{}-web", web_ns.name());
+    let out = add(
+        &node,
+        &web_id,
+        &web_ns,
+        "web",
+        json!([
+            {"HostPort": 18080, "ContainerPort": 8080, "Protocol": "TCP"},
+            {"HostPort": 18081, "ContainerPort": 8080, "Protocol": "tcp", "HostIP": NODE_ADDR},
+        ]),
+    );
+    assert_eq!(out.code, 0, "ADD web: {}\n{}", out.stdout, node.log());
+    let web_ip = ip_of(&out);
+    let _server = tcp_echo_server(web_ns.name(), 8080);
+
+    // A client pod (podman's camelCase keys, a UDP mapping on the same port number: no conflict).
+    let client_ns = Netns::new("hpcli");
+    let client_id = format!("{}-client", client_ns.name());
+    let out = add(
+        &node,
+        &client_id,
+        &client_ns,
+        "client",
+        json!([{"hostPort": 18080, "containerPort": 53, "protocol": "udp"}]),
+    );
+    assert_eq!(out.code, 0, "ADD client: {}\n{}", out.stdout, node.log());
+
+    let rules = nat(&node);
+    assert!(rules.contains(":SDN-HOSTPORTS"), "{rules}");
+    assert!(
+        rules.contains(&format!("--comment \"default/web {web_id}\"")),
+        "{rules}"
+    );
+    assert!(
+        rules.contains(&format!("--to-destination {web_ip}:8080")),
+        "{rules}"
+    );
+    assert!(
+        rules.contains(&format!("-d {NODE_ADDR}/32 -p tcp")),
+        "{rules}"
+    );
+    assert_eq!(rules.matches("-j SDN-HOSTPORTS").count(), 2, "{rules}");
+    assert_eq!(rules.matches("-j SDN-HP-MASQ").count(), 1, "{rules}");
+
+    let reach = |from: &str, ip: &str, port: u16| tcp_probe(from, addr(ip, port), TIMEOUT);
+    let check_all = |when: &str| {
+        assert!(
+            reach(&ovs_ns, "127.0.0.1", 18080),
+            "{when}: 127.0.0.1:18080"
+        );
+        assert!(reach(&ovs_ns, NODE_ADDR, 18080), "{when}: node address");
+        assert!(
+            reach(&ovs_ns, "10.128.0.1", 18080),
+            "{when}: gateway address"
+        );
+        assert!(reach(&ovs_ns, NODE_ADDR, 18081), "{when}: hostIP mapping");
+        assert!(
+            !reach(&ovs_ns, "127.0.0.1", 18081),
+            "{when}: hostIP mapping on 127.0.0.1"
+        );
+        assert!(
+            reach(client_ns.name(), NODE_ADDR, 18080),
+            "{when}: other pod via node addr"
+        );
+        assert!(reach(web_ns.name(), NODE_ADDR, 18080), "{when}: hairpin");
+    };
+    check_all("after ADD");
+
+    // A second pod asking for a taken port fails clearly and leaves nothing.
+    let ports_before = node.pod_ports();
+    let leases_before = node.leases();
+    let dup_ns = Netns::new("hpdup");
+    let dup_id = format!("{}-dup", dup_ns.name());
+    let out = add(
+        &node,
+        &dup_id,
+        &dup_ns,
+        "dup",
+        json!([{"hostPort": 18081, "containerPort": 80}]),
+    );
+    assert_ne!(out.code, 0, "duplicate hostPort accepted: {}", out.stdout);
+    let msg = out.json["msg"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("18081/tcp") && msg.contains("default/web") && msg.contains(&web_id),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(node.pod_ports(), ports_before);
+    assert_eq!(node.leases(), leases_before);
+    assert!(!nat(&node).contains(&dup_id));
+    // A bad entry is named.
+    let out = add(
+        &node,
+        &dup_id,
+        &dup_ns,
+        "dup",
+        json!([{"hostPort": 99999, "containerPort": 80}]),
+    );
+    assert_ne!(out.code, 0);
+    assert!(out.stdout.contains("portMappings[0]"), "{}", out.stdout);
+
+    // The agent restarts: the rules stay (re-created from the ports' external_ids), exactly.
+    node.stop_agent(libc::SIGTERM);
+    // A stale pod chain (of a pod deleted while the agent was down) goes at start-up.
+    node.ovs
+        .exec_in_netns(&["iptables", "-t", "nat", "-N", "SDN-HP-00000000DEADBEEF"])
+        .unwrap();
+    node.start_agent();
+    assert_eq!(nat(&node), rules, "rules changed over a restart");
+    check_all("after restart");
+    // The registry came back too: the port is still taken.
+    let out = add(
+        &node,
+        &dup_id,
+        &dup_ns,
+        "dup",
+        json!([{"hostPort": 18080, "containerPort": 80}]),
+    );
+    assert_ne!(
+        out.code, 0,
+        "taken port accepted after restart: {}",
+        out.stdout
+    );
+
+    // DEL removes exactly web's chain and jump.
+    let out = del(&node, &web_id, &web_ns);
+    assert_eq!(out.code, 0, "DEL web: {}", out.stdout);
+    let after = nat(&node);
+    assert!(!after.contains(&web_id), "{after}");
+    assert!(after.contains(&client_id), "{after}");
+    assert!(!reach(&ovs_ns, "127.0.0.1", 18080), "port open after DEL");
+    let out = del(&node, &client_id, &client_ns);
+    assert_eq!(out.code, 0, "DEL client: {}", out.stdout);
+    let after = nat(&node);
+    assert!(!after.contains("-j DNAT"), "{after}");
+    assert!(
+        !after
+            .lines()
+            .any(|l| l.starts_with(":SDN-HP-") && l != ":SDN-HP-MASQ - [0:0]"),
+        "{after}"
+    );
+    assert!(wait_until(Duration::from_secs(5), || node
+        .pod_ports()
+        .is_empty()));
+    node.assert_no_pod_leftovers();
+}
