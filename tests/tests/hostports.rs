@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use sdn_tests::harness::{wait_until, Netns};
 use sdn_tests::node::{AgentNode, CniOutcome, NodeOptions};
+use sdn_tests::podman::Podman;
 use sdn_tests::probe::{tcp_echo_server, tcp_probe};
 use serde_json::{json, Value};
 
@@ -21,7 +22,7 @@ fn conf(node: &AgentNode, mappings: &Value) -> Value {
     c
 }
 
-fn add(node: &AgentNode, id: &str, ns: &Netns, pod: &str, mappings: Value) -> CniOutcome {
+fn add(node: &AgentNode, id: &str, ns: &Netns, pod: &str, mappings: &Value) -> CniOutcome {
     let args = format!("IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME={pod}");
     node.cni(
         &[
@@ -32,7 +33,7 @@ fn add(node: &AgentNode, id: &str, ns: &Netns, pod: &str, mappings: Value) -> Cn
             ("CNI_ARGS", &args),
             ("CNI_PATH", "/opt/cni/bin"),
         ],
-        &conf(node, &mappings),
+        &conf(node, mappings),
     )
 }
 
@@ -90,7 +91,7 @@ fn hostports_reach_the_pod_and_follow_its_lifecycle() {
         &web_id,
         &web_ns,
         "web",
-        json!([
+        &json!([
             {"HostPort": 18080, "ContainerPort": 8080, "Protocol": "TCP"},
             {"HostPort": 18081, "ContainerPort": 8080, "Protocol": "tcp", "HostIP": NODE_ADDR},
         ]),
@@ -107,7 +108,7 @@ fn hostports_reach_the_pod_and_follow_its_lifecycle() {
         &client_id,
         &client_ns,
         "client",
-        json!([{"hostPort": 18080, "containerPort": 53, "protocol": "udp"}]),
+        &json!([{"hostPort": 18080, "containerPort": 53, "protocol": "udp"}]),
     );
     assert_eq!(out.code, 0, "ADD client: {}\n{}", out.stdout, node.log());
 
@@ -162,7 +163,7 @@ fn hostports_reach_the_pod_and_follow_its_lifecycle() {
         &dup_id,
         &dup_ns,
         "dup",
-        json!([{"hostPort": 18081, "containerPort": 80}]),
+        &json!([{"hostPort": 18081, "containerPort": 80}]),
     );
     assert_ne!(out.code, 0, "duplicate hostPort accepted: {}", out.stdout);
     let msg = out.json["msg"].as_str().unwrap_or_default();
@@ -180,7 +181,7 @@ fn hostports_reach_the_pod_and_follow_its_lifecycle() {
         &dup_id,
         &dup_ns,
         "dup",
-        json!([{"hostPort": 99999, "containerPort": 80}]),
+        &json!([{"hostPort": 99999, "containerPort": 80}]),
     );
     assert_ne!(out.code, 0);
     assert!(out.stdout.contains("portMappings[0]"), "{}", out.stdout);
@@ -200,7 +201,7 @@ fn hostports_reach_the_pod_and_follow_its_lifecycle() {
         &dup_id,
         &dup_ns,
         "dup",
-        json!([{"hostPort": 18080, "containerPort": 80}]),
+        &json!([{"hostPort": 18080, "containerPort": 80}]),
     );
     assert_ne!(
         out.code, 0,
@@ -225,6 +226,108 @@ fn hostports_reach_the_pod_and_follow_its_lifecycle() {
             .any(|l| l.starts_with(":SDN-HP-") && l != ":SDN-HP-MASQ - [0:0]"),
         "{after}"
     );
+    assert!(wait_until(Duration::from_secs(5), || node
+        .pod_ports()
+        .is_empty()));
+    node.assert_no_pod_leftovers();
+}
+
+/// `GET /index.html` over TCP from namespace `netns` to `dst`; the response, or why it failed.
+fn http_get(netns: &str, dst: SocketAddrV4) -> Result<String, String> {
+    use std::io::{Read, Write};
+    sdn_tests::harness::in_netns(netns, move || {
+        let mut s = std::net::TcpStream::connect_timeout(&dst.into(), TIMEOUT)
+            .map_err(|e| format!("connect {dst}: {e}"))?;
+        s.set_read_timeout(Some(TIMEOUT))
+            .map_err(|e| e.to_string())?;
+        s.write_all(b"GET /index.html HTTP/1.0\r\n\r\n")
+            .map_err(|e| format!("send to {dst}: {e}"))?;
+        let mut out = String::new();
+        s.read_to_string(&mut out)
+            .map_err(|e| format!("read from {dst}: {e}"))?;
+        Ok(out)
+    })
+}
+
+/// podman publishes a container port (`-p 8080:80`) on the sdn network. podman runs in the
+/// host network namespace, but the node of this network is the OVS namespace: the agent, tun0
+/// (the pods' gateway 10.128.0.1) and the host port rules live there, so "the node's address"
+/// is an address of that namespace and localhost access is tested from inside it.
+#[test]
+fn podman_publishes_a_port() {
+    let node = AgentNode::start(NodeOptions::default());
+    let ovs_ns = node.ovs.netns().to_string();
+    node.ovs
+        .exec_in_netns(&["ip", "addr", "add", &format!("{NODE_ADDR}/32"), "dev", "lo"])
+        .unwrap();
+    let mut podman = Podman::new(&node);
+    podman
+        .run(&[
+            "run",
+            "-d",
+            "--name",
+            "web",
+            "--network",
+            "sdn",
+            "-p",
+            "8080:80",
+            "localhost/sdn-bb",
+            "httpd",
+            "-f",
+            "-p",
+            "80",
+            "-h",
+            "/www",
+        ])
+        .unwrap_or_else(|e| panic!("{e}\n{}", node.log()));
+    podman.start("client", &["sleep", "300"]);
+    let web_ip = podman.ip_of("web");
+    let rules = nat(&node);
+    assert!(
+        rules.contains(&format!(
+            "--dport 8080 -j DNAT --to-destination {web_ip}:80"
+        )),
+        "{rules}\n{}",
+        node.log()
+    );
+
+    let ok = |what: &str, page: Result<String, String>| {
+        let page = page.unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(
+            page.starts_with("HTTP/1.1 200") && page.ends_with("served by a pod on br0\n"),
+            "{what}: {page}"
+        );
+    };
+    ok("127.0.0.1", http_get(&ovs_ns, addr("127.0.0.1", 8080)));
+    ok("node address", http_get(&ovs_ns, addr(NODE_ADDR, 8080)));
+    ok(
+        "gateway address",
+        http_get(&ovs_ns, addr("10.128.0.1", 8080)),
+    );
+    let from = |container: &str, ip: &str| {
+        let request = format!("printf 'GET /index.html HTTP/1.0\\r\\n\\r\\n' | nc -w 5 {ip} 8080");
+        podman
+            .exec(container, &["sh", "-c", &request])
+            .map(|p| format!("{p}\n"))
+    };
+    ok("client via node address", from("client", NODE_ADDR));
+    ok("client via gateway", from("client", "10.128.0.1"));
+    ok("hairpin", from("web", NODE_ADDR));
+
+    podman.rm("web");
+    assert!(
+        http_get(&ovs_ns, addr("127.0.0.1", 8080)).is_err(),
+        "port 8080 still open after podman rm -f"
+    );
+    let after = nat(&node);
+    assert!(!after.contains("-j DNAT"), "{after}");
+    assert!(
+        !after
+            .lines()
+            .any(|l| l.starts_with(":SDN-HP-") && l != ":SDN-HP-MASQ - [0:0]"),
+        "{after}"
+    );
+    podman.rm("client");
     assert!(wait_until(Duration::from_secs(5), || node
         .pod_ports()
         .is_empty()));
