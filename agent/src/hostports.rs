@@ -6,10 +6,13 @@
 //! - `SDN-HOSTPORTS`, jumped to from `PREROUTING` and `OUTPUT` for local destinations
 //!   (`-m addrtype --dst-type LOCAL`), holds one jump per pod, each to the pod's chain
 //!   `SDN-HP-<hash of sandbox/ifname>` (commented `"<namespace>/<pod> <sandbox>"`) with the DNATs;
-//! - `SDN-HP-MASQ`, jumped to from `POSTROUTING`, masquerades DNATed connections that come from
-//!   localhost (127.0.0.0/8; needs `net.ipv4.conf.all.route_localnet=1`, set at start-up) or
-//!   from a cluster network (a pod to its own hostport, or another pod via the node address):
-//!   without it the reply would go pod to pod through br0 and never be un-DNATed.
+//! - `SDN-HP-MASQ`, jumped to from `POSTROUTING`, masquerades host port connections (matched by
+//!   pod address, container port and `--ctorigdstport` hostPort) that come from localhost
+//!   (127.0.0.0/8; needs `net.ipv4.conf.all.route_localnet=1`, set at start-up) or from a
+//!   cluster network (a pod to its own hostport, or another pod via the node address): without
+//!   it the reply would go pod to pod through br0 and never be un-DNATed. Other DNATed traffic
+//!   (pod to Service through kube-proxy) is left alone: table 25 needs the source pod's address.
+//!   Connections from outside the node keep their source.
 //!
 //! Why this way: every change (ADD, DEL, start-up) rewrites the whole set of our chains from
 //! the registry in one `iptables-restore --noflush` input (dry run first, through
@@ -329,15 +332,25 @@ pub fn render(pods: &[PodPorts], cluster_networks: &[Ipv4Net], existing: &[Strin
             );
         }
     }
-    let _ = writeln!(
-        out,
-        "-A {MASQ_CHAIN} -s 127.0.0.0/8 -m conntrack --ctstate DNAT -m comment --comment \"sdn: hostport from localhost\" -j MASQUERADE"
-    );
-    for cn in cluster_networks {
-        let _ = writeln!(
-            out,
-            "-A {MASQ_CHAIN} -s {cn} -d {cn} -m conntrack --ctstate DNAT -m comment --comment \"sdn: hostport from a pod (hairpin)\" -j MASQUERADE"
-        );
+    // Masquerade only connections DNATed by a host port (matched by the pod's address and port
+    // and the original destination port): pod to Service traffic DNATed by kube-proxy keeps its
+    // source, which table 25 needs for the source pod's VNID.
+    let sources: Vec<String> = std::iter::once("127.0.0.0/8".to_string())
+        .chain(cluster_networks.iter().map(ToString::to_string))
+        .collect();
+    for p in &pods {
+        let comment = p.comment();
+        let ip = p.ip.unwrap_or(Ipv4Addr::UNSPECIFIED);
+        for m in &p.mappings {
+            let proto = m.protocol;
+            for src in &sources {
+                let _ = writeln!(
+                    out,
+                    "-A {MASQ_CHAIN} -s {src} -d {ip}/32 -p {proto} -m comment --comment \"{comment}\" -m {proto} --dport {} -m conntrack --ctstate DNAT --ctorigdstport {} -j MASQUERADE",
+                    m.container_port, m.host_port
+                );
+            }
+        }
     }
     for (from, spec, to) in JUMPS {
         let has = existing.iter().any(|l| {
@@ -666,8 +679,10 @@ mod tests {
 -A SDN-HOSTPORTS -m comment --comment "ns/web s1" -j {c}
 -A {c} -p tcp -m comment --comment "ns/web s1" -m tcp --dport 8080 -j DNAT --to-destination 10.128.0.5:80
 -A {c} -d 192.168.1.2/32 -p udp -m comment --comment "ns/web s1" -m udp --dport 5353 -j DNAT --to-destination 10.128.0.5:53
--A SDN-HP-MASQ -s 127.0.0.0/8 -m conntrack --ctstate DNAT -m comment --comment "sdn: hostport from localhost" -j MASQUERADE
--A SDN-HP-MASQ -s 10.128.0.0/14 -d 10.128.0.0/14 -m conntrack --ctstate DNAT -m comment --comment "sdn: hostport from a pod (hairpin)" -j MASQUERADE
+-A SDN-HP-MASQ -s 127.0.0.0/8 -d 10.128.0.5/32 -p tcp -m comment --comment "ns/web s1" -m tcp --dport 80 -m conntrack --ctstate DNAT --ctorigdstport 8080 -j MASQUERADE
+-A SDN-HP-MASQ -s 10.128.0.0/14 -d 10.128.0.5/32 -p tcp -m comment --comment "ns/web s1" -m tcp --dport 80 -m conntrack --ctstate DNAT --ctorigdstport 8080 -j MASQUERADE
+-A SDN-HP-MASQ -s 127.0.0.0/8 -d 10.128.0.5/32 -p udp -m comment --comment "ns/web s1" -m udp --dport 53 -m conntrack --ctstate DNAT --ctorigdstport 5353 -j MASQUERADE
+-A SDN-HP-MASQ -s 10.128.0.0/14 -d 10.128.0.5/32 -p udp -m comment --comment "ns/web s1" -m udp --dport 53 -m conntrack --ctstate DNAT --ctorigdstport 5353 -j MASQUERADE
 -I PREROUTING 1 -m addrtype --dst-type LOCAL -m comment --comment "sdn: hostports" -j SDN-HOSTPORTS
 -I OUTPUT 1 -m addrtype --dst-type LOCAL -m comment --comment "sdn: hostports" -j SDN-HOSTPORTS
 -X SDN-HP-0000000000000001
@@ -679,5 +694,6 @@ COMMIT
         let empty = render(&[], &cn, &existing);
         assert!(empty.contains(&format!("-X {c}")), "{empty}");
         assert!(!empty.contains("DNAT --to"), "{empty}");
+        assert!(!empty.contains("MASQUERADE"), "{empty}");
     }
 }
