@@ -371,6 +371,47 @@ pub fn render(pods: &[PodPorts], cluster_networks: &[Ipv4Net], existing: &[Strin
     out
 }
 
+/// Renders the removal of every host port rule of ours (teardown): the jumps from the built-in
+/// chains, then `SDN-HOSTPORTS`, `SDN-HP-MASQ` and every `SDN-HP-*` chain; `existing` is
+/// `iptables -t nat -S`. `None` when none of ours exists. Pure.
+pub fn render_removal(existing: &[String]) -> Option<String> {
+    let ours = |c: &str| c == HOSTPORTS_CHAIN || c.starts_with(POD_CHAIN_PREFIX);
+    let chains: Vec<&str> = existing
+        .iter()
+        .filter_map(|l| l.strip_prefix("-N "))
+        .map(str::trim)
+        .filter(|c| ours(c))
+        .collect();
+    if chains.is_empty() {
+        return None;
+    }
+    let mut out = String::from("*nat\n");
+    for l in existing {
+        let t: Vec<&str> = l.split_whitespace().collect();
+        let jumps_to_ours = t.windows(2).any(|w| w[0] == "-j" && ours(w[1]));
+        if t.len() > 2 && t[0] == "-A" && !ours(t[1]) && jumps_to_ours {
+            let _ = writeln!(out, "{}", l.replacen("-A ", "-D ", 1));
+        }
+    }
+    for c in &chains {
+        let _ = writeln!(out, ":{c} - [0:0]");
+    }
+    for c in &chains {
+        let _ = writeln!(out, "-X {c}");
+    }
+    out.push_str("COMMIT\n");
+    Some(out)
+}
+
+/// Removes every host port rule of ours (node teardown, `sdn-agent remove-host-rules`).
+/// Idempotent: without our chains it runs nothing.
+pub async fn remove_all(iptables: &Iptables) -> Result<(), IptablesError> {
+    match render_removal(&iptables.list("nat").await?) {
+        Some(input) => iptables.restore(&input).await,
+        None => Ok(()),
+    }
+}
+
 type Key = (String, String);
 
 /// The node's host ports: who holds which, and the rules made from that.
@@ -642,6 +683,39 @@ mod tests {
         assert_eq!(
             hp.mappings("s2", "eth0"),
             vec![m(8080, 80, Protocol::Tcp, None)]
+        );
+    }
+
+    #[test]
+    fn renders_the_teardown() {
+        assert_eq!(render_removal(&["-N SDN-POSTROUTING".to_string()]), None);
+        let existing: Vec<String> = [
+            "-P PREROUTING ACCEPT",
+            "-N SDN-HOSTPORTS",
+            "-N SDN-HP-MASQ",
+            "-N SDN-HP-0123456789ABCDEF",
+            "-N SDN-POSTROUTING",
+            "-A PREROUTING -m addrtype --dst-type LOCAL -m comment --comment \"sdn: hostports\" -j SDN-HOSTPORTS",
+            "-A POSTROUTING -m comment --comment \"sdn: hostports masquerade\" -j SDN-HP-MASQ",
+            "-A POSTROUTING -j SDN-POSTROUTING",
+            "-A SDN-HOSTPORTS -m comment --comment \"a/b c\" -j SDN-HP-0123456789ABCDEF",
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        assert_eq!(
+            render_removal(&existing).unwrap(),
+            r#"*nat
+-D PREROUTING -m addrtype --dst-type LOCAL -m comment --comment "sdn: hostports" -j SDN-HOSTPORTS
+-D POSTROUTING -m comment --comment "sdn: hostports masquerade" -j SDN-HP-MASQ
+:SDN-HOSTPORTS - [0:0]
+:SDN-HP-MASQ - [0:0]
+:SDN-HP-0123456789ABCDEF - [0:0]
+-X SDN-HOSTPORTS
+-X SDN-HP-MASQ
+-X SDN-HP-0123456789ABCDEF
+COMMIT
+"#
         );
     }
 

@@ -55,6 +55,9 @@ async fn main() -> Result<()> {
         }
         Some("remove-host-rules") => {
             // Teardown of a node: the agent's iptables chains and the jumps to them.
+            agent::hostports::remove_all(&agent::iptables::Iptables::host())
+                .await
+                .context("removing the agent's host port rules")?;
             return agent::iptables::remove()
                 .await
                 .context("removing the agent's iptables rules");

@@ -6,7 +6,7 @@ use std::net::SocketAddrV4;
 use std::time::Duration;
 
 use sdn_tests::harness::{wait_until, Netns};
-use sdn_tests::node::{AgentNode, CniOutcome, NodeOptions};
+use sdn_tests::node::{workspace_bin, AgentNode, CniOutcome, NodeOptions};
 use sdn_tests::podman::Podman;
 use sdn_tests::probe::{tcp_echo_server, tcp_probe};
 use serde_json::{json, Value};
@@ -230,6 +230,16 @@ fn hostports_reach_the_pod_and_follow_its_lifecycle() {
         .pod_ports()
         .is_empty()));
     node.assert_no_pod_leftovers();
+
+    // Node teardown (`sdn-agent remove-host-rules`, as deploy/node-down.sh runs it) leaves no
+    // chain or jump of ours.
+    node.stop_agent(libc::SIGTERM);
+    let agent = workspace_bin("sdn-agent");
+    node.ovs
+        .exec_in_netns(&[agent.to_str().unwrap(), "remove-host-rules"])
+        .unwrap_or_else(|e| panic!("remove-host-rules: {e}"));
+    let after = nat(&node);
+    assert!(!after.contains("SDN-"), "{after}");
 }
 
 /// `GET /index.html` over TCP from namespace `netns` to `dst`; the response, or why it failed.
