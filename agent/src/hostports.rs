@@ -412,6 +412,48 @@ pub async fn remove_all(iptables: &Iptables) -> Result<(), IptablesError> {
     }
 }
 
+/// The nat rules `pod` needs that `existing` (`iptables -t nat -S`) lacks, as readable
+/// descriptions (empty: all there). Pure; for CNI CHECK.
+pub fn missing_rules(pod: &PodPorts, existing: &[String]) -> Vec<String> {
+    let Some(ip) = pod.ip else { return Vec::new() };
+    let chain = chain_name(&pod.sandbox, &pod.ifname);
+    let has = |pred: &dyn Fn(&[&str]) -> bool| {
+        existing.iter().any(|l| {
+            let t: Vec<&str> = l.split_whitespace().collect();
+            pred(&t)
+        })
+    };
+    let pair = |t: &[&str], a: &str, b: &str| t.windows(2).any(|w| w[0] == a && w[1] == b);
+    let mut missing = Vec::new();
+    if pod.mappings.is_empty() {
+        return missing;
+    }
+    if !has(&|t| t.len() > 1 && t[0] == "-A" && t[1] == HOSTPORTS_CHAIN && pair(t, "-j", &chain)) {
+        missing.push(format!("the jump from {HOSTPORTS_CHAIN} to {chain}"));
+    }
+    for (from, _, to) in JUMPS {
+        if !has(&|t| t.len() > 1 && t[0] == "-A" && t[1] == from && pair(t, "-j", to)) {
+            missing.push(format!("the jump from {from} to {to}"));
+        }
+    }
+    for m in &pod.mappings {
+        let dst = format!("{ip}:{}", m.container_port);
+        let port = m.host_port.to_string();
+        if !has(&|t| {
+            t.len() > 1
+                && t[0] == "-A"
+                && t[1] == chain
+                && pair(t, "-p", m.protocol.as_str())
+                && pair(t, "--dport", &port)
+                && pair(t, "--to-destination", &dst)
+                && m.host_ip.is_none_or(|h| pair(t, "-d", &format!("{h}/32")))
+        }) {
+            missing.push(format!("the DNAT of {m} to {dst} in {chain}"));
+        }
+    }
+    missing
+}
+
 type Key = (String, String);
 
 /// The node's host ports: who holds which, and the rules made from that.
@@ -481,6 +523,21 @@ impl HostPorts {
             .get(&(sandbox.to_string(), ifname.to_string()))
             .map(|p| p.mappings.clone())
             .unwrap_or_default()
+    }
+
+    /// CNI CHECK: the attachment's rules are all in place; the error lists what is missing.
+    pub async fn check(&self, sandbox: &str, ifname: &str) -> Result<(), String> {
+        let pod = lock(&self.taken)
+            .get(&(sandbox.to_string(), ifname.to_string()))
+            .cloned();
+        let Some(pod) = pod else { return Ok(()) };
+        let existing = self.iptables.list("nat").await.map_err(|e| e.to_string())?;
+        let missing = missing_rules(&pod, &existing);
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("host port rules missing: {}", missing.join(", ")))
+        }
     }
 
     /// Forgets an attachment's reservation; whether it had one.
@@ -684,6 +741,39 @@ mod tests {
             hp.mappings("s2", "eth0"),
             vec![m(8080, 80, Protocol::Tcp, None)]
         );
+    }
+
+    #[test]
+    fn finds_missing_rules() {
+        let web = pod(
+            "s1",
+            "web",
+            Some("10.128.0.5"),
+            vec![
+                m(8080, 80, Protocol::Tcp, None),
+                m(5353, 53, Protocol::Udp, Some("192.168.1.2")),
+            ],
+        );
+        let cn: Vec<Ipv4Net> = vec!["10.128.0.0/14".parse().unwrap()];
+        // What iptables -S prints back for the rendered input.
+        let all: Vec<String> = render(std::slice::from_ref(&web), &cn, &[])
+            .lines()
+            .filter(|l| l.starts_with("-A ") || l.starts_with("-I "))
+            .map(|l| {
+                let l = l.replacen(" 1 -m", " -m", 1);
+                l.replacen("-I ", "-A ", 1)
+            })
+            .collect();
+        assert_eq!(missing_rules(&web, &all), Vec::<String>::new());
+        let without_udp: Vec<String> = all
+            .iter()
+            .filter(|l| !l.contains("-p udp"))
+            .cloned()
+            .collect();
+        let missing = missing_rules(&web, &without_udp);
+        assert_eq!(missing.len(), 1, "{missing:?}");
+        assert!(missing[0].contains("5353/udp") && missing[0].contains("10.128.0.5:53"));
+        assert_eq!(missing_rules(&web, &[]).len(), 6);
     }
 
     #[test]

@@ -744,6 +744,7 @@ impl Pods {
             }
             None => return Err(drift(format!("no OVS port {} on {BRIDGE}", pod.host_veth))),
         }
+        self.hostports.check(id, ifname).await.map_err(drift)?;
         let have = self
             .switch
             .dump(&DumpFilter::cookie(pod.cookie(), u64::MAX))

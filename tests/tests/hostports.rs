@@ -98,6 +98,7 @@ fn hostports_reach_the_pod_and_follow_its_lifecycle() {
     );
     assert_eq!(out.code, 0, "ADD web: {}\n{}", out.stdout, node.log());
     let web_ip = ip_of(&out);
+    let web_result = out.json.clone();
     let _server = tcp_echo_server(web_ns.name(), 8080);
 
     // A client pod (podman's camelCase keys, a UDP mapping on the same port number: no conflict).
@@ -185,6 +186,39 @@ fn hostports_reach_the_pod_and_follow_its_lifecycle() {
     );
     assert_ne!(out.code, 0);
     assert!(out.stdout.contains("portMappings[0]"), "{}", out.stdout);
+
+    // CHECK sees the rules; a flushed pod chain is drift (the restart below repairs it).
+    let check = || {
+        let mut c = conf(&node, &json!([]));
+        c["prevResult"] = web_result.clone();
+        node.cni(
+            &[
+                ("CNI_COMMAND", "CHECK"),
+                ("CNI_CONTAINERID", &web_id),
+                ("CNI_NETNS", &web_ns.path()),
+                ("CNI_IFNAME", "eth0"),
+                ("CNI_PATH", "/opt/cni/bin"),
+            ],
+            &c,
+        )
+    };
+    let out = check();
+    assert_eq!(out.code, 0, "CHECK: {}", out.stdout);
+    let web_chain = rules
+        .lines()
+        .find(|l| l.starts_with("-A SDN-HOSTPORTS") && l.contains(&web_id))
+        .and_then(|l| l.rsplit(' ').next())
+        .unwrap_or_else(|| panic!("no jump to web's chain in {rules}"))
+        .to_string();
+    node.ovs
+        .exec_in_netns(&["iptables", "-t", "nat", "-F", &web_chain])
+        .unwrap();
+    let out = check();
+    assert!(
+        out.code != 0 && out.stdout.contains("host port rules missing"),
+        "{}",
+        out.stdout
+    );
 
     // The agent restarts: the rules stay (re-created from the ports' external_ids), exactly.
     node.stop_agent(libc::SIGTERM);
