@@ -559,16 +559,20 @@ impl HostPorts {
         Ok(())
     }
 
-    /// DEL of an attachment: releases it and removes its chain (one sync), also when the
-    /// registry did not know it but its chain exists. Idempotent.
-    pub async fn remove(&self, sandbox: &str, ifname: &str) -> Result<(), IptablesError> {
-        if !self.release(sandbox, ifname) {
-            let chain = format!("-N {}", chain_name(sandbox, ifname));
-            if !self.iptables.list("nat").await?.contains(&chain) {
-                return Ok(());
-            }
+    /// DEL of an attachment: releases it and, when it had host ports (in the registry, or
+    /// `recorded` on its OVS port), rewrites the rules without its chain (one sync).
+    /// Idempotent; costs nothing for pods without host ports.
+    pub async fn remove(
+        &self,
+        sandbox: &str,
+        ifname: &str,
+        recorded: bool,
+    ) -> Result<(), IptablesError> {
+        if self.release(sandbox, ifname) || recorded {
+            self.sync().await
+        } else {
+            Ok(())
         }
-        self.sync().await
     }
 }
 

@@ -554,7 +554,7 @@ impl Pods {
             let outcome = match &step {
                 Undo::HostPorts => self
                     .hostports
-                    .remove(id, ifname)
+                    .remove(id, ifname, true)
                     .await
                     .map_err(|e| e.to_string()),
                 Undo::Flows => self.remove_flows(id, ifname).await.map_err(|e| e.msg),
@@ -635,13 +635,25 @@ impl Pods {
 
     /// CNI DEL: idempotent, complete without a netns, a veth or any memory of the pod.
     pub async fn del(&self, id: &str, ifname: &str) -> Result<(), CniError> {
-        self.hostports.remove(id, ifname).await.map_err(|e| {
-            CniError::new(
-                codes::INTERNAL,
-                format!("removing the host port rules of {id}/{ifname}"),
-                e.to_string(),
-            )
-        })?;
+        // Host ports: known to the registry, or recorded on the port (stateless DEL).
+        let recorded = self
+            .db
+            .find_interfaces_by_external_id(ids::SANDBOX, id)
+            .iter()
+            .any(|i| {
+                i.external_ids.get(ids::IFNAME).map(String::as_str) == Some(ifname)
+                    && i.external_ids.contains_key(hostports::EXTERNAL_ID)
+            });
+        self.hostports
+            .remove(id, ifname, recorded)
+            .await
+            .map_err(|e| {
+                CniError::new(
+                    codes::INTERNAL,
+                    format!("removing the host port rules of {id}/{ifname}"),
+                    e.to_string(),
+                )
+            })?;
         self.remove_flows(id, ifname).await?;
         let veth = netlink::host_veth_name(id, ifname);
         self.db.delete_port(BRIDGE, &veth).await.map_err(|e| {
