@@ -22,7 +22,11 @@
 //!
 //! Limits: IPv4 only; hostIP must be an IPv4 address (empty or 0.0.0.0 = every node address);
 //! a sync is O(pods with host ports) lines; the rules do not check that hostIP is actually an
-//! address of the node.
+//! address of the node, nor that a node process already listens on hostPort (the DNAT wins);
+//! conntrack entries of a previous holder of a UDP host port are not flushed (a client that
+//! keeps sending keeps reaching the old address until its entry expires). A kube-proxy Service
+//! DNAT whose port equals a host port of the same pod and container port is masqueraded too
+//! (harmless: that pod port is published on the node anyway).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
