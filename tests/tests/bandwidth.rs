@@ -1,6 +1,7 @@
 //! Pod bandwidth limits end to end: netns pods through the real shim with
 //! `runtimeConfig.bandwidth`, a real TCP transfer measured in both directions, the OVS rows
-//! shown, and DEL and GC leaving no QoS row behind.
+//! shown, and DEL and GC leaving no QoS row behind; and in Kubernetes mode (fake API server) the
+//! pod annotations setting the rows.
 //!
 //! Tolerance: a shaped direction must measure within ±30% of its limit, and below half of an
 //! unshaped control transfer between the same kind of pods.
@@ -289,4 +290,73 @@ fn bandwidth_limits_shape_real_transfers_and_are_removed() {
     for p in [&b, &c, &d] {
         del(&node, p);
     }
+}
+
+/// Kubernetes mode: the pod annotations (from the API server, via the agent's pod cache) set
+/// the limits; an unreasonable annotation fails the ADD naming it; DEL removes the rows.
+#[test]
+fn kubernetes_annotations_set_the_limits() {
+    use sdn_tests::cluster::{node_name, Cluster};
+    let (c, plane) = Cluster::start_kubernetes(1, &NodeOptions::default());
+    let node = c.node(1);
+    let pod = |name: &str, ingress: &str, egress: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": name, "namespace": "default", "annotations": {
+                   "kubernetes.io/ingress-bandwidth": ingress,
+                   "kubernetes.io/egress-bandwidth": egress}},
+               "spec": {"nodeName": node_name(1), "containers": [{"name": "c", "image": "i"}]}})
+    };
+    plane.fake.put(pod("shaped", "5M", "3M")).unwrap();
+    plane.fake.put(pod("bad", "5M", "100P")).unwrap();
+    // The agent's pod cache follows a watch.
+    std::thread::sleep(Duration::from_millis(1000));
+
+    let p = node.pod("default", "shaped");
+    let veth = node.ovs.vsctl(&[
+        "--bare",
+        "--columns=name",
+        "find",
+        "interface",
+        &format!("external_ids:sandbox={}", p.id),
+    ]);
+    let veth = veth.trim();
+    let qos = node.ovs.vsctl(&["get", "port", veth, "qos"]);
+    eprintln!(
+        "--- ovs-vsctl list qos\n{}",
+        node.ovs.vsctl(&["list", "qos"])
+    );
+    assert_eq!(
+        node.ovs
+            .vsctl(&["get", "qos", qos.trim(), "other_config:max-rate"])
+            .trim(),
+        "\"5000000\""
+    );
+    assert_eq!(
+        node.ovs
+            .vsctl(&["get", "interface", veth, "ingress_policing_rate"])
+            .trim(),
+        "3000"
+    );
+
+    let ns = Netns::new("bwbad");
+    let out = node.add(
+        &format!("{}-bad", ns.name()),
+        &ns.path(),
+        "K8S_POD_NAMESPACE=default;K8S_POD_NAME=bad",
+    );
+    assert_ne!(out.code, 0, "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("kubernetes.io/egress-bandwidth=\\\"100P\\\""),
+        "{}",
+        out.stdout
+    );
+    eprintln!("bad annotation error: {}", out.stdout);
+
+    drop(p);
+    assert!(
+        qos_rows(node).is_empty(),
+        "QoS rows after DEL: {:?}",
+        qos_rows(node)
+    );
 }
