@@ -8,9 +8,10 @@
 //! from these same annotations, so the annotations are the source of truth: per direction, an
 //! annotation wins over `runtimeConfig`.
 //!
-//! Rates are checked like kubelet's `ValidateBandwidthIsReasonable`: below 1 kbit/s or above
-//! 32 Gbit/s (what a u32 of bytes/s, the kernel tc rate, can carry) is an error naming the
-//! annotation or key and the value.
+//! Rates are checked like kubelet's `validateBandwidthIsReasonable` (and ovn-kubernetes'): below
+//! 1 kbit/s is an error naming the annotation or key and the value. Kubelet's upper bound is
+//! 1 Pbit/s; ours is 32 Gbit/s, because OVS hands `linux-htb` rates to the kernel as a u32 of
+//! bytes/s (at most 34.4 Gbit/s) and a larger limit would silently become a smaller one.
 //!
 //! Enforcement (everything is from OVS's point of view, so directions swap):
 //! - pod **egress** is traffic OVS receives on the pod's port: `Interface.ingress_policing_rate`
