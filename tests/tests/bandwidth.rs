@@ -252,6 +252,15 @@ fn bandwidth_limits_shape_real_transfers_and_are_removed() {
     // GC removes a pod not in the valid list, and its rows.
     let d = add(&node, "d", Some(json!({"ingressRate": 5_000_000})));
     assert_eq!(qos_rows(&node).len(), 2);
+    // And an orphan row no pod of the agent's table owns (as a crash could leave).
+    node.ovs.vsctl(&[
+        "create",
+        "qos",
+        "type=linux-htb",
+        "external_ids:sandbox=ghost",
+        "external_ids:ifname=eth0",
+    ]);
+    assert_eq!(qos_rows(&node).len(), 3);
     let out = node.cni(&[("CNI_COMMAND", "GC")], &{
         let mut cfg = node.netconf("1.1.0");
         cfg["cni.dev/valid-attachments"] = json!([{"containerID": b.id, "ifname": "eth0"},
