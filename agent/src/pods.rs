@@ -777,7 +777,7 @@ impl Pods {
 
     /// Rebuilds the pod table from the pod ports on `br0` (after a restart). Ports whose veth
     /// is gone (the pod's netns was deleted while the agent was down) are removed with their
-    /// lease and flows. Returns (pods kept, pods removed).
+    /// lease, flows and QoS rows, and so are QoS rows of attachments without a port. Returns (pods kept, pods removed).
     pub async fn rebuild_from_ovs(&self) -> Result<(usize, usize), CniError> {
         let ifaces = self.db.with_cache(|c| {
             c.table("Interface")
@@ -861,6 +861,8 @@ impl Pods {
                 }
             }
         }
+        // QoS rows of attachments that are gone (their port too).
+        self.remove_orphan_qos(&BTreeSet::new()).await?;
         Ok((kept, removed))
     }
 

@@ -296,6 +296,27 @@ fn bandwidth_limits_shape_real_transfers_and_are_removed() {
     assert_eq!(node.pod_ports().len(), ports);
     assert_eq!(node.leases().len(), 2, "b and c only");
 
+    // A restart cleans up the rows of a pod that died while the agent was down, and orphans.
+    let e = add(&node, "e", Some(json!({"ingressRate": 5_000_000})));
+    node.stop_agent(libc::SIGKILL);
+    let e_id = e.id.clone();
+    drop(e.ns); // the pod's netns (and so its veth) goes
+    node.ovs.vsctl(&[
+        "create",
+        "qos",
+        "type=linux-htb",
+        "external_ids:sandbox=ghost2",
+        "external_ids:ifname=eth0",
+    ]);
+    assert_eq!(qos_rows(&node).len(), 3);
+    node.start_agent();
+    assert!(
+        qos_rows(&node).is_empty(),
+        "QoS rows after restart: {:?}",
+        qos_rows(&node)
+    );
+    eprintln!("restart removed the rows of {e_id} and an orphan");
+
     for p in [&b, &c, &d] {
         del(&node, p);
     }
