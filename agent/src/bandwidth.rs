@@ -20,8 +20,9 @@
 //!   For `linux-htb` (any Linux netdev, which a pod veth is on both datapaths), `other_config:
 //!   max-rate` in bit/s and one `Queue` with the same `max-rate` (and `burst` in bits when the
 //!   pod asked for one). `egress-policer` (`cir` bytes/s, `cbs` bytes) is computed too, but OVS
-//!   3.1 implements it only for DPDK ports: on a veth `ovs-appctl qos/show` says "QoS not
-//!   configured" (checked on this node's OVS), so the agent uses `linux-htb` for pod ports on
+//!   3.1 implements it only for DPDK ports: for a veth `ovs-appctl qos/show-types` lists only
+//!   the `linux-*` types and `qos/show` says "QoS not configured" (checked with OVS 3.1; the
+//!   `qos` test asserts the first), so the agent uses `linux-htb` for pod ports on
 //!   the netdev datapath as well.
 //!
 //! Limits: pure; no per-packet-rate (`kpkts`) limits; bursts of 2^31-1 bits or more (kubelet's

@@ -60,6 +60,18 @@ async fn qos_and_policing_round_trip() {
         Err(Error::InterfaceNotFound(_))
     ));
 
+    // What a veth supports on the netdev datapath: the linux-* types, not egress-policer (DPDK
+    // only), which is why the agent uses linux-htb for pod ports.
+    let ctl = ovs.vswitchd_ctl();
+    let types = sdn_tests::harness::run(
+        "ovs-appctl",
+        &["-t", &ctl.display().to_string(), "qos/show-types", "qa"],
+    )
+    .unwrap();
+    eprintln!("qos/show-types qa:\n{types}");
+    assert!(types.contains("QoS type: linux-htb"), "{types}");
+    assert!(!types.contains("egress-policer"), "{types}");
+
     // QoS on the port, found by its tag; ovs-vswitchd configured htb on the veth.
     let uuid = client
         .set_port_qos("qa", &spec("s1", 10_000_000))
