@@ -5,6 +5,7 @@
 //! Everything with I/O lives here; the pure logic (flows, tenancy) lives in the `flows` and
 //! `multitenant` crates.
 
+pub mod bandwidth;
 pub mod cluster;
 pub mod cni;
 pub mod config;

@@ -466,7 +466,7 @@ fn write_conf(path: &Path, cfg: &Config, name: &str, namespace: Option<&str>) ->
     let mut plugin = serde_json::json!({
         "type": "sdn-cni",
         "socket": cfg.cni_socket,
-        "capabilities": {"portMappings": true},
+        "capabilities": {"portMappings": true, "bandwidth": true},
     });
     if let Some(ns) = namespace {
         plugin["namespace"] = ns.into();

@@ -8,7 +8,10 @@
 //! its VNID's table-80 row) in one OpenFlow bundle with the pod's cookie, (5) when the runtime
 //! asked for host ports, the pod's nat chain ([`crate::hostports`]); the host ports are reserved
 //! before step 1 (a taken one fails the ADD with nothing done) and recorded in the port's
-//! `external_ids` (`hostports`) for DEL and restarts.
+//! `external_ids` (`hostports`) for DEL and restarts. A pod with bandwidth limits
+//! ([`crate::bandwidth`], validated before anything is reserved) gets them on its port between
+//! (3) and (4); its QoS rows carry `sandbox`/`ifname` external ids, so DEL and GC find them
+//! without the pod table.
 //!
 //! Everything DEL needs is derived from the attachment itself: the host veth name and the flow
 //! cookie are hashes of `(container id, ifname)`, and the lease is found by container id and
@@ -34,6 +37,7 @@ use ovs::ovsdb::{self, PortSpec};
 use tokio::sync::{watch, Mutex};
 use tokio::time::Instant;
 
+use crate::bandwidth::Bandwidth;
 use crate::cluster::ClusterState;
 use crate::cni::{codes, AddResult, CniError, Interface, IpConfig, Request, Route};
 use crate::hostports::{self, HostPorts};
@@ -193,6 +197,7 @@ enum Undo {
     Lease,
     Veth(String),
     Port(String),
+    Bandwidth,
     Flows,
     HostPorts,
 }
@@ -338,6 +343,9 @@ impl Pods {
             }
         };
 
+        // Bandwidth limits: checked first (pure), so a bad value fails with nothing reserved.
+        let bandwidth = self.bandwidth_of(req, &namespace, &name)?;
+
         // Host ports: reserved before anything else, so a taken one fails the ADD with nothing
         // done.
         self.hostports.reserve(hostports::PodPorts {
@@ -352,7 +360,9 @@ impl Pods {
         let mut done = Vec::new();
         self.lock_in_flight().insert(key.clone());
         let result = self
-            .add_steps(req, &netns, namespace, name, vnid, requested, &mut done)
+            .add_steps(
+                req, &netns, namespace, name, vnid, requested, &bandwidth, &mut done,
+            )
             .await;
         self.lock_in_flight().remove(&key);
         match result {
@@ -375,6 +385,7 @@ impl Pods {
         name: String,
         vnid: u32,
         requested: Option<Ipv4Addr>,
+        bandwidth: &Bandwidth,
         done: &mut Vec<Undo>,
     ) -> Result<AddResult, CniError> {
         let (id, ifname) = (req.container_id.as_str(), req.ifname.as_str());
@@ -456,6 +467,14 @@ impl Pods {
                 e.to_string(),
             )
         })?;
+        check_deadline("applying bandwidth limits")?;
+
+        // 3b. Bandwidth limits.
+        if !bandwidth.is_empty() {
+            done.push(Undo::Bandwidth);
+            self.apply_bandwidth(id, ifname, &host_veth, bandwidth)
+                .await?;
+        }
         check_deadline("installing the pod's flows")?;
 
         // 4. Flows, under the table lock so a reconcile never sees half a pod.
@@ -558,6 +577,7 @@ impl Pods {
                     .await
                     .map_err(|e| e.to_string()),
                 Undo::Flows => self.remove_flows(id, ifname).await.map_err(|e| e.msg),
+                Undo::Bandwidth => self.remove_bandwidth(id, ifname).await.map_err(|e| e.msg),
                 Undo::Port(p) => self
                     .db
                     .delete_port(BRIDGE, p)
@@ -655,6 +675,7 @@ impl Pods {
                 )
             })?;
         self.remove_flows(id, ifname).await?;
+        self.remove_bandwidth(id, ifname).await?;
         let veth = netlink::host_veth_name(id, ifname);
         self.db.delete_port(BRIDGE, &veth).await.map_err(|e| {
             CniError::new(
@@ -795,6 +816,7 @@ impl Pods {
             removed += 1;
         }
         removed += self.release_orphan_leases(valid).await?;
+        self.remove_orphan_qos(valid).await?;
         Ok(removed)
     }
 
@@ -824,7 +846,7 @@ impl Pods {
 
     /// Rebuilds the pod table from the pod ports on `br0` (after a restart). Ports whose veth
     /// is gone (the pod's netns was deleted while the agent was down) are removed with their
-    /// lease and flows. Returns (pods kept, pods removed).
+    /// lease, flows and QoS rows, and so are QoS rows of attachments without a port. Returns (pods kept, pods removed).
     pub async fn rebuild_from_ovs(&self) -> Result<(usize, usize), CniError> {
         let ifaces = self.db.with_cache(|c| {
             c.table("Interface")
@@ -904,10 +926,13 @@ impl Pods {
                         .await
                         .map_err(netlink_error)?;
                     self.release_lease(&id, &ifname).await?;
+                    self.remove_bandwidth(&id, &ifname).await?;
                     removed += 1;
                 }
             }
         }
+        // QoS rows of attachments that are gone (their port too).
+        self.remove_orphan_qos(&BTreeSet::new()).await?;
         self.hostports.sync().await.map_err(|e| {
             CniError::new(
                 codes::INTERNAL,
@@ -1050,6 +1075,120 @@ impl Pods {
             desired.extend(vnids.into_iter().filter_map(vnid_flow));
         }
         self.switch.reconcile(&DumpFilter::all(), &desired).await
+    }
+}
+
+/// Bandwidth limits (see [`crate::bandwidth`]).
+impl Pods {
+    /// The pod's limits from its annotations (Kubernetes mode: the cluster state's pod) and
+    /// `runtimeConfig.bandwidth`; an error names the bad annotation or key.
+    fn bandwidth_of(
+        &self,
+        req: &Request,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Bandwidth, CniError> {
+        let annotations = self
+            .cluster
+            .borrow()
+            .pod(namespace, name)
+            .map(|p| p.annotations.clone());
+        Bandwidth::from_pod(annotations.as_ref(), req.config.runtime_config.as_ref()).map_err(|e| {
+            CniError::new(
+                codes::INVALID_CONFIG,
+                format!("bandwidth of pod {namespace}/{name}: {e}"),
+                "rates are Kubernetes quantities in bit/s between 1k and 32G".to_string(),
+            )
+        })
+    }
+
+    /// Pod egress: policing on the port's Interface. Pod ingress: a `linux-htb` QoS row (pod
+    /// ports are veths, Linux netdevs on both datapaths; OVS 3.1's `egress-policer` works only
+    /// on DPDK ports) tagged with the attachment.
+    async fn apply_bandwidth(
+        &self,
+        id: &str,
+        ifname: &str,
+        host_veth: &str,
+        bw: &Bandwidth,
+    ) -> Result<(), CniError> {
+        let fail = |what: &str, e: ovsdb::Error| {
+            CniError::new(
+                codes::INTERNAL,
+                format!("{what} on port {host_veth}"),
+                e.to_string(),
+            )
+        };
+        if let Some(p) = bw.policing() {
+            self.db
+                .set_interface_policing(host_veth, p.rate_kbps, p.burst_kb)
+                .await
+                .map_err(|e| fail("setting egress policing", e))?;
+        }
+        if let Some(plan) = bw.qos(crate::bandwidth::QosKind::LinuxHtb) {
+            let spec = ovsdb::QosSpec {
+                qos_type: plan.qos_type.to_string(),
+                other_config: plan.other_config,
+                queues: plan.queues,
+                external_ids: BTreeMap::from([
+                    (ids::SANDBOX.to_string(), id.to_string()),
+                    (ids::IFNAME.to_string(), ifname.to_string()),
+                ]),
+            };
+            self.db
+                .set_port_qos(host_veth, &spec)
+                .await
+                .map_err(|e| fail("setting ingress QoS", e))?;
+        }
+        tracing::info!(sandbox = %id, ifname, ingress = ?bw.ingress, egress = ?bw.egress, "bandwidth limits applied");
+        Ok(())
+    }
+
+    /// Deletes the QoS rows (and queues) tagged with the attachment.
+    async fn remove_bandwidth(&self, id: &str, ifname: &str) -> Result<(), CniError> {
+        for q in self.db.find_qos_by_external_id(ids::SANDBOX, id) {
+            if q.external_ids.get(ids::IFNAME).map(String::as_str) != Some(ifname) {
+                continue;
+            }
+            self.db.delete_qos(&q.uuid).await.map_err(|e| {
+                CniError::new(
+                    codes::INTERNAL,
+                    format!("deleting QoS {} of {id}/{ifname}", q.uuid),
+                    e.to_string(),
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    /// GC: deletes QoS rows of attachments that are neither in the table, in `keep`, nor being
+    /// added (rows a crashed ADD or an agent restart left behind).
+    async fn remove_orphan_qos(&self, keep: &BTreeSet<Key>) -> Result<(), CniError> {
+        let table = self.table.lock().await;
+        let orphans: Vec<Key> = self
+            .db
+            .with_cache(|c| {
+                c.table("QoS")
+                    .map(|q| q.string_map("external_ids"))
+                    .filter_map(|ext| {
+                        Some((
+                            ext.get(ids::SANDBOX)?.clone(),
+                            ext.get(ids::IFNAME)?.clone(),
+                        ))
+                    })
+                    .collect::<BTreeSet<Key>>()
+            })
+            .into_iter()
+            .filter(|k| {
+                !table.contains_key(k) && !keep.contains(k) && !self.lock_in_flight().contains(k)
+            })
+            .collect();
+        drop(table);
+        for (id, ifname) in orphans {
+            tracing::info!(sandbox = %id, ifname = %ifname, "removing orphan QoS");
+            self.remove_bandwidth(&id, &ifname).await?;
+        }
+        Ok(())
     }
 }
 

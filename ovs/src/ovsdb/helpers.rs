@@ -120,7 +120,7 @@ fn existing_bridge<'c>(c: &'c Cache, bridge: &str) -> Result<&'c Row, Error> {
         .ok_or_else(|| Error::BridgeNotFound(bridge.to_string()))
 }
 
-fn root_uuid(c: &Cache) -> Result<String, Error> {
+pub(super) fn root_uuid(c: &Cache) -> Result<String, Error> {
     c.open_vswitch()
         .map(|r| r.uuid().to_string())
         .ok_or(Error::NoRootRow)
@@ -164,7 +164,7 @@ fn interface_columns(spec: &PortSpec) -> super::ops::RowData {
 impl Client {
     /// Runs `ops` plus a `next_cfg` bump (when waiting for ovs-vswitchd is on) and returns
     /// the results of `ops` and the `next_cfg` to wait for.
-    async fn transact_bumped(
+    pub(super) async fn transact_bumped(
         &self,
         root: &str,
         mut ops: Vec<Operation>,
@@ -204,7 +204,11 @@ impl Client {
     }
 
     /// Waits until ovs-vswitchd reports `cur_cfg >= next_cfg` (no-op for `None`).
-    async fn wait_applied(&self, what: &str, next_cfg: Option<i64>) -> Result<(), Error> {
+    pub(super) async fn wait_applied(
+        &self,
+        what: &str,
+        next_cfg: Option<i64>,
+    ) -> Result<(), Error> {
         let Some(n) = next_cfg else { return Ok(()) };
         self.wait_for(
             &format!("ovs-vswitchd to apply {what} (next_cfg {n}; is ovs-vswitchd running?)"),

@@ -29,6 +29,7 @@ pub mod client;
 pub mod helpers;
 pub mod jsonrpc;
 pub mod ops;
+pub mod qos;
 
 use std::time::Duration;
 
@@ -40,6 +41,7 @@ pub use ops::{
     row, Atom, Condition, Datum, Function, Mutation, Mutator, OpResult, Operation, RowData,
     WaitUntil,
 };
+pub use qos::{QosInfo, QosSpec};
 
 /// The database the helpers and the cache work on.
 pub const DB: &str = "Open_vSwitch";
@@ -144,6 +146,9 @@ pub enum Error {
     /// The named interface does not exist.
     #[error("interface {0} does not exist")]
     InterfaceNotFound(String),
+    /// The named port does not exist.
+    #[error("port {0} does not exist")]
+    PortNotFound(String),
     /// A port of that name exists on another bridge.
     #[error("port {port} is on bridge {actual}, not on bridge {bridge}")]
     PortOnOtherBridge {
