@@ -446,6 +446,9 @@ pub enum Action {
     Note(Note),
     /// `group:G`.
     Group(u32),
+    /// `meter:M`: police the packet with meter M (OpenFlow 1.3 encodes it as the `OFPIT_METER`
+    /// instruction, so it is only valid as the first action of a flow).
+    Meter(u32),
 }
 
 impl Action {
@@ -552,6 +555,16 @@ impl Action {
         Ok(Action::Group(id))
     }
 
+    /// `meter:M`; refuses 0 and the reserved ids above `OFPM_MAX` (0xffff0000).
+    pub fn meter(id: u32) -> Result<Action, FlowError> {
+        if id == 0 || id > 0xffff_0000 {
+            return Err(FlowError::Invalid(format!(
+                "meter id {id:#x} is not in 1..=0xffff0000"
+            )));
+        }
+        Ok(Action::Meter(id))
+    }
+
     /// Checks invariants that fields alone cannot express (used on decoded actions too).
     pub fn validate(&self) -> Result<(), FlowError> {
         match self {
@@ -561,6 +574,7 @@ impl Action {
             Action::Resubmit { table: 255 } => {
                 Err(FlowError::Invalid("resubmit to table 255".into()))
             }
+            Action::Meter(id) => Action::meter(*id).map(|_| ()),
             _ => Ok(()),
         }
     }

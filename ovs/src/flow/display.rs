@@ -474,6 +474,9 @@ fn write_action(s: &mut String, a: &Action, names: Option<&Names>) {
         Action::Group(g) => {
             let _ = write!(s, "group:{g}");
         }
+        Action::Meter(m) => {
+            let _ = write!(s, "meter:{m}");
+        }
     }
 }
 

@@ -136,8 +136,13 @@ impl Flow {
                 ))));
             }
         }
-        for a in &self.actions {
+        for (i, a) in self.actions.iter().enumerate() {
             a.validate().map_err(ctx)?;
+            if i > 0 && matches!(a, Action::Meter(_)) {
+                return Err(ctx(FlowError::Invalid(format!(
+                    "{a:?} must be the first action (it is the OpenFlow meter instruction)"
+                ))));
+            }
         }
         Ok(())
     }

@@ -383,6 +383,9 @@ fn parse_action(a: &str, names: &Names) -> Result<Action, FlowError> {
             .collect::<Result<Vec<u8>, _>>()?;
         return Ok(Action::Note(Note::new(&bytes)));
     }
+    if let Some(rest) = a.strip_prefix("meter:") {
+        return Action::meter(parse_num(rest, "meter")?).map_err(inv);
+    }
     if let Some(rest) = a.strip_prefix("group:") {
         return Action::group(parse_num(rest, "group")?).map_err(inv);
     }

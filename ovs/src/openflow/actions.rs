@@ -26,8 +26,9 @@
 //! go through the model's checked constructors, so they satisfy the same invariants as values
 //! built by hand.
 //!
-//! Instructions: only apply-actions and goto-table exist in the model; other instructions are
-//! refused when decoding.
+//! Instructions: meter, apply-actions and goto-table exist in the model (a leading
+//! `Action::Meter` is the `OFPIT_METER` instruction, which precedes the others); other
+//! instructions are refused when decoding.
 
 use std::net::Ipv4Addr;
 
@@ -70,6 +71,8 @@ pub mod nxast {
 pub const OFPIT_GOTO_TABLE: u16 = 1;
 /// `OFPIT_APPLY_ACTIONS`.
 pub const OFPIT_APPLY_ACTIONS: u16 = 4;
+/// `OFPIT_METER`.
+pub const OFPIT_METER: u16 = 6;
 
 /// 16-bit `OFPP_IN_PORT`, the in_port of `resubmit(,T)`.
 const OFPP_IN_PORT_16: u16 = 0xfff8;
@@ -137,6 +140,9 @@ fn check_encodable(a: &Action) -> Result<(), FlowError> {
         )),
         Action::Group(id) => Action::group(*id).map(|_| ()),
         Action::OutputReg(src) => Action::output_reg(*src).map(|_| ()),
+        Action::Meter(id) => Err(FlowError::Invalid(format!(
+            "meter:{id} is an instruction: only valid as the first action of a flow"
+        ))),
         _ => Ok(()),
     }
 }
@@ -151,6 +157,8 @@ fn encode_action(a: &Action, out: &mut Vec<u8>) -> Result<(), CodecError> {
             put16(out, 8);
             put32(out, *id);
         }
+        // Refused by check_encodable: a meter is an instruction, not an action.
+        Action::Meter(_) => {}
         Action::SetField(sf) => encode_set_field(out, sf)?,
         Action::Load(l) => {
             let start = nx_header(out, nxast::REG_LOAD);
@@ -656,13 +664,22 @@ fn decode_nat(mut r: Reader<'_>) -> Result<Nat, CodecError> {
     Ok(nat)
 }
 
-/// Appends instructions: `OFPIT_APPLY_ACTIONS` (omitted when `actions` is empty), then
-/// `OFPIT_GOTO_TABLE` when `goto` is set.
+/// Appends instructions: `OFPIT_METER` when the first action is [`Action::Meter`], then
+/// `OFPIT_APPLY_ACTIONS` (omitted when no other action is left), then `OFPIT_GOTO_TABLE` when
+/// `goto` is set.
 pub fn encode_instructions(
     actions: &[Action],
     goto: Option<u8>,
     out: &mut Vec<u8>,
 ) -> Result<(), CodecError> {
+    let mut actions = actions;
+    if let Some((Action::Meter(id), rest)) = actions.split_first() {
+        Action::meter(*id)?;
+        put16(out, OFPIT_METER);
+        put16(out, 8);
+        out.extend_from_slice(&id.to_be_bytes());
+        actions = rest;
+    }
     if !actions.is_empty() {
         let start = out.len();
         put16(out, OFPIT_APPLY_ACTIONS);
@@ -686,6 +703,7 @@ pub fn decode_instructions(buf: &[u8]) -> Result<(Vec<Action>, Option<u8>), Code
     let mut r = Reader::new(buf, "instruction");
     let mut actions: Option<Vec<Action>> = None;
     let mut goto = None;
+    let mut meter = None;
     while r.remaining() > 0 {
         let ty = r.u16()?;
         let len = r.u16()? as usize;
@@ -708,12 +726,18 @@ pub fn decode_instructions(buf: &[u8]) -> Result<(Vec<Action>, Option<u8>), Code
                 }
                 goto = Some(body[0]);
             }
+            OFPIT_METER => {
+                if meter.is_some() {
+                    return Err(dup());
+                }
+                let id = u32::from_be_bytes([body[0], body[1], body[2], body[3]]);
+                meter = Some(Action::meter(id).map_err(malformed("OFPIT_METER"))?);
+            }
             other => {
                 let name = match other {
                     2 => "write-metadata".to_string(),
                     3 => "write-actions".to_string(),
                     5 => "clear-actions".to_string(),
-                    6 => "meter".to_string(),
                     0xffff => "experimenter".to_string(),
                     n => format!("type {n}"),
                 };
@@ -724,7 +748,11 @@ pub fn decode_instructions(buf: &[u8]) -> Result<(Vec<Action>, Option<u8>), Code
             }
         }
     }
-    Ok((actions.unwrap_or_default(), goto))
+    let mut actions = actions.unwrap_or_default();
+    if let Some(m) = meter {
+        actions.insert(0, m);
+    }
+    Ok((actions, goto))
 }
 
 #[cfg(test)]

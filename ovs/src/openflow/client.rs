@@ -44,6 +44,10 @@ use super::flow_mod::{
     decode_flow_stats_body, encode_flow_mod, encode_flow_stats_request, encode_group_mod, FlowMod,
     FlowModCommand, FlowStats, GroupModCommand,
 };
+use super::meter::{
+    decode_meter_config_body, encode_meter_config_request, encode_meter_mod, Meter,
+    MeterModCommand, OFPMP_METER_CONFIG,
+};
 use super::wire::{
     self, decode_features_reply, decode_multipart_reply, encode_barrier_request, encode_echo_reply,
     encode_echo_request, encode_features_request, encode_hello, hello_versions, msg_type,
@@ -850,6 +854,41 @@ impl Shared {
         Ok(out)
     }
 
+    async fn dump_meters(&self) -> Result<Vec<Meter>, OfError> {
+        let op = "dump meters";
+        let mut p = self.register(1, op)?;
+        let xid = p.xid(0);
+        self.send(encode_meter_config_request(xid), op)?;
+        let deadline = self.deadline();
+        let mut out = Vec::new();
+        loop {
+            let msg = p.recv(deadline, op, xid).await?;
+            match msg.msg_type {
+                msg_type::ERROR => return Err(self.rejected(op, &msg)),
+                msg_type::MULTIPART_REPLY => {}
+                _ => return Err(self.unexpected(op, &msg)),
+            }
+            let decode_err = |reason: String| OfError::Decode {
+                peer: self.peer.clone(),
+                op: op.into(),
+                reason,
+            };
+            let (h, body) =
+                decode_multipart_reply(&msg.body).map_err(|e| decode_err(e.to_string()))?;
+            if h.mp_type != OFPMP_METER_CONFIG {
+                return Err(decode_err(format!(
+                    "multipart type {} instead of OFPMP_METER_CONFIG",
+                    h.mp_type
+                )));
+            }
+            out.extend(decode_meter_config_body(body).map_err(|e| decode_err(e.to_string()))?);
+            if !h.more() {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
     async fn bundle_ctrl(&self, op: &str, ctrl: BundleCtrl) -> Result<BundleCtrl, OfError> {
         let msg = self
             .request(op, |xid| bundle::encode_bundle_ctrl(&ctrl, xid))
@@ -1499,6 +1538,26 @@ impl OfClient {
                 |_| describe_group_mod(command, group),
             )
             .await
+    }
+
+    /// Adds, modifies or deletes a meter and waits for it (barrier). Meter mods cannot go into a
+    /// bundle on Open vSwitch: add a meter before the flows that use it, delete it after them.
+    pub async fn meter_mod(&self, command: MeterModCommand, meter: &Meter) -> Result<(), OfError> {
+        self.shared()
+            .batch(
+                "meter_mod",
+                1,
+                |_, xid| encode_meter_mod(command, meter, xid),
+                |_| format!("{} {meter}", command.verb()),
+            )
+            .await
+    }
+
+    /// Every meter's configuration (`OFPMP_METER_CONFIG`, all reply parts), sorted by id.
+    pub async fn dump_meters(&self) -> Result<Vec<Meter>, OfError> {
+        let mut meters = self.shared().dump_meters().await?;
+        meters.sort_by_key(|m| m.id);
+        Ok(meters)
     }
 
     /// The flows the filter selects, with their counters (every multipart reply part).

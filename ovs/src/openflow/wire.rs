@@ -81,6 +81,7 @@ pub mod msg_type {
             BARRIER_REPLY => "BARRIER_REPLY",
             24 => "ROLE_REQUEST",
             25 => "ROLE_REPLY",
+            29 => "METER_MOD",
             _ => "UNKNOWN",
         }
     }
