@@ -221,6 +221,7 @@ impl Node {
             mtu: cfg.mtu,
             tx_checksum_off: cfg.pod_tx_checksum_off(),
             netnamespace_wait: Duration::from_secs(cfg.netnamespace_wait_seconds),
+            egress_meters: cfg.datapath_type == "netdev",
         };
         let pods = Arc::new(Pods::new(
             net,

@@ -32,7 +32,7 @@ use std::time::Duration;
 use flows::{pod_cookie, pod_flows, vnid_cookie, vnid_flow, Mode, NodeConfig, PodFlows};
 use ipnet::Ipv4Net;
 use ovs::flow::{Flow, MacAddr};
-use ovs::openflow::{BundleMsg, DumpFilter, OfError};
+use ovs::openflow::{BundleMsg, DumpFilter, Meter, MeterModCommand, OfError};
 use ovs::ovsdb::{self, PortSpec};
 use tokio::sync::{watch, Mutex};
 use tokio::time::Instant;
@@ -68,7 +68,14 @@ pub mod ids {
     /// The VNID the pod's flows were installed with: after a restart, a pod whose NetNamespace
     /// has vanished keeps its tenant instead of falling back to the global VNID 0.
     pub const VNID: &str = "vnid";
+    /// The OpenFlow meter policing the pod's egress (netdev datapath), so DEL and restarts
+    /// know it without agent memory.
+    pub const METER: &str = "meter";
 }
+
+/// Meter ids pods use: 1..=MAX_METERS (the netdev datapath of Open vSwitch 3.1 offers far more;
+/// a node runs a few hundred pods at most).
+const MAX_METERS: u32 = 65_536;
 
 /// One pod moved to another VNID by [`Pods::sync_vnids`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,6 +111,8 @@ pub struct Pod {
     pub ofport: u32,
     /// VNID the flows were installed with.
     pub vnid: u32,
+    /// OpenFlow meter policing the pod's egress (netdev datapath, egress limit set).
+    pub egress_meter: Option<u32>,
 }
 
 impl Pod {
@@ -118,6 +127,7 @@ impl Pod {
             ip: self.ip,
             vnid: self.vnid,
             cookie: self.cookie(),
+            egress_meter: self.egress_meter,
         })
     }
 }
@@ -135,6 +145,10 @@ pub struct PodNetwork {
     pub tx_checksum_off: bool,
     /// How long an ADD waits for its namespace's NetNamespace.
     pub netnamespace_wait: Duration,
+    /// Police pod egress with an OpenFlow meter instead of the Interface's
+    /// `ingress_policing_rate` (the netdev datapath: its ports have no tc policer, and the
+    /// userspace datapath implements meters itself).
+    pub egress_meters: bool,
 }
 
 impl PodNetwork {
@@ -190,6 +204,8 @@ pub struct Pods {
     in_flight: Arc<std::sync::Mutex<BTreeSet<Key>>>,
     /// Host ports of the pods (`runtimeConfig.portMappings`) and their nat rules.
     hostports: HostPorts,
+    /// Meter ids reserved by pods (in the table or being added), see [`Pods::reserve_meter`].
+    meters: std::sync::Mutex<BTreeSet<u32>>,
 }
 
 /// Undo steps of a partly done ADD, run in reverse.
@@ -220,6 +236,7 @@ impl Pods {
             cluster,
             table: Mutex::new(HashMap::new()),
             in_flight: Arc::default(),
+            meters: std::sync::Mutex::default(),
             hostports: HostPorts::new(
                 crate::iptables::Iptables::host(),
                 net.node.cluster_networks.clone(),
@@ -452,6 +469,14 @@ impl Pods {
             (ids::NETNS.to_string(), netns.display().to_string()),
             (ids::VNID.to_string(), vnid.to_string()),
         ]);
+        let egress_meter = if self.net.egress_meters && bandwidth.policing().is_some() {
+            let m = self.reserve_meter(id, ifname)?;
+            port.external_ids
+                .insert(ids::METER.to_string(), m.to_string());
+            Some(m)
+        } else {
+            None
+        };
         let mappings = self.hostports.mappings(id, ifname);
         if !mappings.is_empty() {
             port.external_ids.insert(
@@ -472,8 +497,10 @@ impl Pods {
         // 3b. Bandwidth limits.
         if !bandwidth.is_empty() {
             done.push(Undo::Bandwidth);
-            self.apply_bandwidth(id, ifname, &host_veth, bandwidth)
+            self.apply_bandwidth(id, ifname, &host_veth, bandwidth, egress_meter)
                 .await?;
+        } else if let Some(m) = egress_meter {
+            lock(&self.meters).remove(&m);
         }
         check_deadline("installing the pod's flows")?;
 
@@ -488,6 +515,7 @@ impl Pods {
             host_veth: host_veth.clone(),
             ofport,
             vnid,
+            egress_meter,
         };
         let mut pod = pod;
         {
@@ -904,7 +932,14 @@ impl Pods {
                         host_veth: name.clone(),
                         ofport,
                         vnid,
+                        egress_meter: ext
+                            .get(ids::METER)
+                            .and_then(|m| m.parse().ok())
+                            .filter(|_| self.net.egress_meters),
                     };
+                    if let Some(m) = pod.egress_meter {
+                        lock(&self.meters).insert(m);
+                    }
                     if recorded != Some(vnid) {
                         self.record_vnid(&pod).await;
                     }
@@ -927,12 +962,16 @@ impl Pods {
                         .map_err(netlink_error)?;
                     self.release_lease(&id, &ifname).await?;
                     self.remove_bandwidth(&id, &ifname).await?;
+                    if let Some(m) = ext.get(ids::METER).and_then(|m| m.parse::<u32>().ok()) {
+                        self.delete_meter(m).await?;
+                    }
                     removed += 1;
                 }
             }
         }
         // QoS rows of attachments that are gone (their port too).
         self.remove_orphan_qos(&BTreeSet::new()).await?;
+        self.remove_stray_meters().await?;
         self.hostports.sync().await.map_err(|e| {
             CniError::new(
                 codes::INTERNAL,
@@ -1111,6 +1150,7 @@ impl Pods {
         ifname: &str,
         host_veth: &str,
         bw: &Bandwidth,
+        egress_meter: Option<u32>,
     ) -> Result<(), CniError> {
         let fail = |what: &str, e: ovsdb::Error| {
             CniError::new(
@@ -1119,7 +1159,17 @@ impl Pods {
                 e.to_string(),
             )
         };
-        if let Some(p) = bw.policing() {
+        if let (Some(p), Some(m)) = (bw.policing(), egress_meter) {
+            self.install_meter(m, p.rate_kbps, p.burst_kb)
+                .await
+                .map_err(|e| {
+                    CniError::new(
+                        codes::INTERNAL,
+                        format!("installing egress meter {m} of port {host_veth}"),
+                        e.to_string(),
+                    )
+                })?;
+        } else if let Some(p) = bw.policing() {
             self.db
                 .set_interface_policing(host_veth, p.rate_kbps, p.burst_kb)
                 .await
@@ -1144,8 +1194,101 @@ impl Pods {
         Ok(())
     }
 
-    /// Deletes the QoS rows (and queues) tagged with the attachment.
+    /// A meter id for the attachment: its hash into 1..=MAX_METERS, probing upwards past ids
+    /// other pods hold. Reserved until [`Pods::remove_bandwidth`] deletes the meter.
+    fn reserve_meter(&self, id: &str, ifname: &str) -> Result<u32, CniError> {
+        let mut used = lock(&self.meters);
+        let start =
+            (flows::pod::fnv1a(format!("{id}/{ifname}").as_bytes()) % u64::from(MAX_METERS)) as u32;
+        (0..MAX_METERS)
+            .map(|i| (start + i) % MAX_METERS + 1)
+            .find(|m| used.insert(*m))
+            .ok_or_else(|| {
+                CniError::new(
+                    codes::INTERNAL,
+                    format!("no free egress meter for {id}/{ifname}"),
+                    format!("all {MAX_METERS} meter ids are in use"),
+                )
+            })
+    }
+
+    /// Adds meter `m` (or replaces a stray one with the same id left by a crash).
+    async fn install_meter(&self, m: u32, rate_kbps: u64, burst_kb: u64) -> Result<(), OfError> {
+        let clamp = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+        let meter = Meter::new(m, clamp(rate_kbps).max(1), clamp(burst_kb)).map_err(|e| {
+            OfError::Encode {
+                index: 0,
+                what: format!("meter {m}"),
+                source: e.into(),
+            }
+        })?;
+        let c = self.switch.client().await?;
+        match c.meter_mod(MeterModCommand::Add, &meter).await {
+            Err(e)
+                if e.switch_error().and_then(|s| s.code_name()) == Some("OFPMMFC_METER_EXISTS") =>
+            {
+                c.meter_mod(MeterModCommand::Modify, &meter).await
+            }
+            r => r,
+        }
+    }
+
+    /// Deletes meter `m` (idempotent) and frees its id.
+    async fn delete_meter(&self, m: u32) -> Result<(), CniError> {
+        let meter = Meter {
+            id: m,
+            rate_kbps: 0,
+            burst_kbits: 0,
+        };
+        let res = match self.switch.client().await {
+            Ok(c) => c.meter_mod(MeterModCommand::Delete, &meter).await,
+            Err(e) => Err(e),
+        };
+        res.map_err(|e| {
+            CniError::new(
+                codes::INTERNAL,
+                format!("deleting egress meter {m}"),
+                e.to_string(),
+            )
+        })?;
+        lock(&self.meters).remove(&m);
+        Ok(())
+    }
+
+    /// Start-up (netdev): deletes meters no pod of the table holds (a crashed ADD, a pod whose
+    /// port vanished while the agent was down).
+    async fn remove_stray_meters(&self) -> Result<(), CniError> {
+        if !self.net.egress_meters {
+            return Ok(());
+        }
+        let fail = |e: OfError| CniError::new(codes::INTERNAL, "dumping meters", e.to_string());
+        let c = self.switch.client().await.map_err(fail)?;
+        let existing = c.dump_meters().await.map_err(fail)?;
+        for m in existing {
+            if !lock(&self.meters).contains(&m.id) {
+                tracing::info!(meter = m.id, "deleting a stray egress meter");
+                self.delete_meter(m.id).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes the egress meter recorded on the attachment's port, and the QoS rows (and
+    /// queues) tagged with the attachment.
     async fn remove_bandwidth(&self, id: &str, ifname: &str) -> Result<(), CniError> {
+        let meter = self
+            .db
+            .find_interfaces_by_external_id(ids::SANDBOX, id)
+            .into_iter()
+            .filter(|i| i.external_ids.get(ids::IFNAME).map(String::as_str) == Some(ifname))
+            .find_map(|i| {
+                i.external_ids
+                    .get(ids::METER)
+                    .and_then(|m| m.parse::<u32>().ok())
+            });
+        if let Some(m) = meter {
+            self.delete_meter(m).await?;
+        }
         for q in self.db.find_qos_by_external_id(ids::SANDBOX, id) {
             if q.external_ids.get(ids::IFNAME).map(String::as_str) != Some(ifname) {
                 continue;

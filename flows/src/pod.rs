@@ -29,6 +29,11 @@ pub struct PodFlows {
     pub vnid: u32,
     /// The pod's cookie, from [`pod_cookie`].
     pub cookie: u64,
+    /// OpenFlow meter policing what the pod sends (its egress bandwidth limit on the netdev
+    /// datapath), applied by the pod's table-20 IP row before anything else. ARP is not metered:
+    /// it is a trickle, and dropping ARP under load would break the pod's neighbours instead of
+    /// slowing its transfers.
+    pub egress_meter: Option<u32>,
 }
 
 /// FNV-1a 64 of `bytes`: stable across Rust versions and platforms.
@@ -67,6 +72,7 @@ pub fn pod_flows(p: &PodFlows) -> Vec<Flow> {
             .goto(Table::ConntrackCommit.id()),
         f(Table::PodEgressSpoofguard)
             .matching(Match::any().in_port(p.ofport).ip().dl_src(mac).nw_src(p.ip))
+            .actions(p.egress_meter.map(Action::Meter))
             .action(Action::load_reg(0, p.vnid))
             .goto(Table::PodEgressPolicy.id()),
         f(Table::ServiceReturn)
@@ -118,6 +124,7 @@ mod tests {
             ip: Ipv4Addr::new(10, 128, 0, 2),
             vnid: 5,
             cookie: 0x1000_0000_0000_0003,
+            egress_meter: None,
         };
         let text: Vec<String> = pod_flows(&p).iter().map(ToString::to_string).collect();
         assert_eq!(
@@ -132,6 +139,19 @@ mod tests {
         );
         for f in pod_flows(&p) {
             f.validate().unwrap();
+        }
+        let metered = PodFlows {
+            egress_meter: Some(7),
+            ..p
+        };
+        let flows = pod_flows(&metered);
+        assert_eq!(
+            flows[1].to_string(),
+            "cookie=0x1000000000000003, table=20, priority=100,ip,in_port=3,dl_src=0a:58:0a:80:00:02,nw_src=10.128.0.2 actions=meter:7,load:0x5->NXM_NX_REG0[],goto_table:27"
+        );
+        for (i, (a, b)) in flows.iter().zip(pod_flows(&p)).enumerate() {
+            assert_eq!(*a == b, i != 1, "only the table-20 IP row changes");
+            a.validate().unwrap();
         }
     }
 

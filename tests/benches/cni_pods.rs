@@ -222,6 +222,7 @@ fn main() {
             ip: ip.parse().unwrap(),
             vnid: 0,
             cookie: flows::pod_cookie(&format!("vsctl-{i}"), "eth0"),
+            egress_meter: None,
         });
         let text: Vec<String> = flows.iter().map(ToString::to_string).collect();
         let file = node.dir().join(format!("vsctl-{i}.flows"));
