@@ -11,7 +11,11 @@
 //! `external_ids` (`hostports`) for DEL and restarts. A pod with bandwidth limits
 //! ([`crate::bandwidth`], validated before anything is reserved) gets them on its port between
 //! (3) and (4); its QoS rows carry `sandbox`/`ifname` external ids, so DEL and GC find them
-//! without the pod table.
+//! without the pod table. On the netdev datapath the egress limit is an OpenFlow meter instead
+//! of interface policing (no tc policer there): its id (the attachment's hash into
+//! 1..=65536, probed past ids in use) is recorded in the port's `external_ids:meter`; the meter
+//! is added before the flow bundle (OVS bundles cannot carry meter mods), the pod's table-20 IP
+//! row applies it, DEL deletes it after the flows, and start-up deletes meters no pod records.
 //!
 //! Everything DEL needs is derived from the attachment itself: the host veth name and the flow
 //! cookie are hashes of `(container id, ifname)`, and the lease is found by container id and
@@ -71,6 +75,10 @@ pub mod ids {
     /// The OpenFlow meter policing the pod's egress (netdev datapath), so DEL and restarts
     /// know it without agent memory.
     pub const METER: &str = "meter";
+    /// The meter's rate (kbit/s), for re-creating it after ovs-vswitchd lost it.
+    pub const METER_RATE: &str = "meter_rate_kbps";
+    /// The meter's burst (kbit).
+    pub const METER_BURST: &str = "meter_burst_kbit";
 }
 
 /// Meter ids pods use: 1..=MAX_METERS (the netdev datapath of Open vSwitch 3.1 offers far more;
@@ -205,7 +213,9 @@ pub struct Pods {
     /// Host ports of the pods (`runtimeConfig.portMappings`) and their nat rules.
     hostports: HostPorts,
     /// Meter ids reserved by pods (in the table or being added), see [`Pods::reserve_meter`].
-    meters: std::sync::Mutex<BTreeSet<u32>>,
+    /// With the meter's configuration once known (installed, dumped or recorded on the port),
+    /// so a reconcile can re-create a meter the switch lost before re-adding flows using it.
+    meters: std::sync::Mutex<BTreeMap<u32, Option<Meter>>>,
 }
 
 /// Undo steps of a partly done ADD, run in reverse.
@@ -213,6 +223,8 @@ enum Undo {
     Lease,
     Veth(String),
     Port(String),
+    /// A reserved meter id (the meter may or may not exist yet).
+    Meter(u32),
     Bandwidth,
     Flows,
     HostPorts,
@@ -471,8 +483,15 @@ impl Pods {
         ]);
         let egress_meter = if self.net.egress_meters && bandwidth.policing().is_some() {
             let m = self.reserve_meter(id, ifname)?;
+            done.push(Undo::Meter(m));
             port.external_ids
                 .insert(ids::METER.to_string(), m.to_string());
+            if let Some(p) = bandwidth.policing() {
+                port.external_ids
+                    .insert(ids::METER_RATE.to_string(), p.rate_kbps.to_string());
+                port.external_ids
+                    .insert(ids::METER_BURST.to_string(), p.burst_kb.to_string());
+            }
             Some(m)
         } else {
             None
@@ -499,8 +518,6 @@ impl Pods {
             done.push(Undo::Bandwidth);
             self.apply_bandwidth(id, ifname, &host_veth, bandwidth, egress_meter)
                 .await?;
-        } else if let Some(m) = egress_meter {
-            lock(&self.meters).remove(&m);
         }
         check_deadline("installing the pod's flows")?;
 
@@ -606,6 +623,7 @@ impl Pods {
                     .map_err(|e| e.to_string()),
                 Undo::Flows => self.remove_flows(id, ifname).await.map_err(|e| e.msg),
                 Undo::Bandwidth => self.remove_bandwidth(id, ifname).await.map_err(|e| e.msg),
+                Undo::Meter(m) => self.delete_meter(*m).await.map_err(|e| e.msg),
                 Undo::Port(p) => self
                     .db
                     .delete_port(BRIDGE, p)
@@ -938,7 +956,10 @@ impl Pods {
                             .filter(|_| self.net.egress_meters),
                     };
                     if let Some(m) = pod.egress_meter {
-                        lock(&self.meters).insert(m);
+                        let num = |k: &str| ext.get(k).and_then(|v| v.parse::<u32>().ok());
+                        let config = num(ids::METER_RATE)
+                            .and_then(|r| Meter::new(m, r, num(ids::METER_BURST)?).ok());
+                        lock(&self.meters).insert(m, config);
                     }
                     if recorded != Some(vnid) {
                         self.record_vnid(&pod).await;
@@ -1104,6 +1125,7 @@ impl Pods {
     /// snapshot and the diff (its flows would otherwise look stray).
     pub async fn reconcile(&self, base: &[Flow]) -> Result<ReconcileStats, OfError> {
         let table = self.table.lock().await;
+        self.restore_meters(&table).await?;
         let mut desired = base.to_vec();
         let mut vnids = BTreeSet::new();
         for p in table.values() {
@@ -1119,6 +1141,29 @@ impl Pods {
 
 /// Bandwidth limits (see [`crate::bandwidth`]).
 impl Pods {
+    /// Re-adds the meters of `table`'s pods that the switch lost (an ovs-vswitchd restart), so
+    /// the flows using them can be installed. A meter whose configuration is unknown is logged
+    /// and its pod's flows will fail to install until the pod is re-added.
+    async fn restore_meters(&self, table: &HashMap<Key, Pod>) -> Result<(), OfError> {
+        let wanted: Vec<u32> = table.values().filter_map(|p| p.egress_meter).collect();
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let c = self.switch.client().await?;
+        let present: BTreeSet<u32> = c.dump_meters().await?.iter().map(|m| m.id).collect();
+        for m in wanted.into_iter().filter(|m| !present.contains(m)) {
+            let config = lock(&self.meters).get(&m).copied().flatten();
+            match config {
+                Some(meter) => {
+                    tracing::warn!(meter = m, "re-adding an egress meter the switch lost");
+                    c.meter_mod(MeterModCommand::Add, &meter).await?;
+                }
+                None => tracing::error!(meter = m, "egress meter lost and its rate is unknown"),
+            }
+        }
+        Ok(())
+    }
+
     /// The pod's limits from its annotations (Kubernetes mode: the cluster state's pod) and
     /// `runtimeConfig.bandwidth`; an error names the bad annotation or key.
     fn bandwidth_of(
@@ -1141,7 +1186,8 @@ impl Pods {
         })
     }
 
-    /// Pod egress: policing on the port's Interface. Pod ingress: a `linux-htb` QoS row (pod
+    /// Pod egress: meter `egress_meter` when set (netdev datapath), else policing on the
+    /// port's Interface (kernel datapath). Pod ingress: a `linux-htb` QoS row (pod
     /// ports are veths, Linux netdevs on both datapaths; OVS 3.1's `egress-policer` works only
     /// on DPDK ports) tagged with the attachment.
     async fn apply_bandwidth(
@@ -1202,7 +1248,10 @@ impl Pods {
             (flows::pod::fnv1a(format!("{id}/{ifname}").as_bytes()) % u64::from(MAX_METERS)) as u32;
         (0..MAX_METERS)
             .map(|i| (start + i) % MAX_METERS + 1)
-            .find(|m| used.insert(*m))
+            .find(|m| !used.contains_key(m))
+            .inspect(|m| {
+                used.insert(*m, None);
+            })
             .ok_or_else(|| {
                 CniError::new(
                     codes::INTERNAL,
@@ -1223,6 +1272,7 @@ impl Pods {
             }
         })?;
         let c = self.switch.client().await?;
+        lock(&self.meters).insert(m, Some(meter));
         match c.meter_mod(MeterModCommand::Add, &meter).await {
             Err(e)
                 if e.switch_error().and_then(|s| s.code_name()) == Some("OFPMMFC_METER_EXISTS") =>
@@ -1265,7 +1315,11 @@ impl Pods {
         let c = self.switch.client().await.map_err(fail)?;
         let existing = c.dump_meters().await.map_err(fail)?;
         for m in existing {
-            if !lock(&self.meters).contains(&m.id) {
+            let known = lock(&self.meters)
+                .get_mut(&m.id)
+                .map(|config| *config = config.or(Some(m)))
+                .is_some();
+            if !known {
                 tracing::info!(meter = m.id, "deleting a stray egress meter");
                 self.delete_meter(m.id).await?;
             }

@@ -262,6 +262,26 @@ fn bandwidth_limits_shape_real_transfers_and_are_removed() {
         "egress {egress:.1} not clearly below control {control:.1}"
     );
 
+    // A meter the switch lost (deleted by hand; OVS drops the flows using it too) is re-added,
+    // with a's flows, when the agent reconciles (a restart does it at once).
+    node.ovs
+        .ofctl(&["del-meter", "br0", &format!("meter={meter}")]);
+    assert!(meter_lines(&node).is_empty());
+    node.stop_agent(libc::SIGTERM);
+    node.start_agent();
+    assert_eq!(
+        meter_lines(&node),
+        vec![format!(
+            "meter={meter} kbps burst bands= type=drop rate=20000 burst_size=4000"
+        )],
+        "the restarted agent re-adds a's meter"
+    );
+    let flows = node.ovs.ofctl(&["dump-flows", "br0", "table=20"]);
+    assert!(
+        flows.contains(&format!("actions=meter:{meter},")),
+        "a's metered row is back: {flows}"
+    );
+
     // DEL removes a's rows and its meter.
     del(&node, &a);
     assert!(
