@@ -305,6 +305,19 @@ impl Bandwidth {
         })
     }
 
+    /// The OpenFlow meter for the pod's egress (netdev datapath): the policing rate, and its
+    /// burst raised to at least 200 ms of the rate. The userspace datapath meters packets in
+    /// batches (up to 32 frames, ~48 KB), so a smaller bucket drops whole batches and TCP backs
+    /// off far below the limit: at 20 Mbit/s a 200 kbit bucket measured 1.0 Mbit/s, 2 Mbit
+    /// 11.6 Mbit/s, 4 Mbit 19-20.5 Mbit/s.
+    pub fn meter(&self) -> Option<Policing> {
+        let p = self.policing()?;
+        Some(Policing {
+            rate_kbps: p.rate_kbps,
+            burst_kb: p.burst_kb.max(p.rate_kbps / 5).max(64),
+        })
+    }
+
     /// The QoS row for the pod's ingress, of `kind`.
     pub fn qos(&self, kind: QosKind) -> Option<QosPlan> {
         let l = self.ingress?;
@@ -456,6 +469,14 @@ mod tests {
             Some(Policing {
                 rate_kbps: 20_000,
                 burst_kb: 500
+            })
+        );
+        // The meter keeps the rate and raises the burst to 200 ms of it (500 -> 4000 kbit).
+        assert_eq!(
+            bw.meter(),
+            Some(Policing {
+                rate_kbps: 20_000,
+                burst_kb: 4_000
             })
         );
         let htb = bw.qos(QosKind::LinuxHtb).unwrap();

@@ -486,7 +486,7 @@ impl Pods {
             done.push(Undo::Meter(m));
             port.external_ids
                 .insert(ids::METER.to_string(), m.to_string());
-            if let Some(p) = bandwidth.policing() {
+            if let Some(p) = bandwidth.meter() {
                 port.external_ids
                     .insert(ids::METER_RATE.to_string(), p.rate_kbps.to_string());
                 port.external_ids
@@ -1205,7 +1205,7 @@ impl Pods {
                 e.to_string(),
             )
         };
-        if let (Some(p), Some(m)) = (bw.policing(), egress_meter) {
+        if let (Some(p), Some(m)) = (bw.meter(), egress_meter) {
             self.install_meter(m, p.rate_kbps, p.burst_kb)
                 .await
                 .map_err(|e| {

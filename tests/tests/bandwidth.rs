@@ -164,12 +164,13 @@ fn bandwidth_limits_shape_real_transfers_and_are_removed() {
         mode: "subnet",
         ..Default::default()
     });
-    // a: ingress 10 Mbit/s, egress 20 Mbit/s; b, c: unshaped.
+    // a: ingress 10 Mbit/s, egress 20 Mbit/s (its 200 kbit egress burst is raised to 200 ms of
+    // the rate, 4 Mbit, for the meter); b, c: unshaped.
     let a = add(
         &node,
         "a",
         Some(json!({"ingressRate": 10_000_000, "ingressBurst": 100_000,
-                    "egressRate": 20_000_000, "egressBurst": 4_000_000})),
+                    "egressRate": 20_000_000, "egressBurst": 200_000})),
     );
     let b = add(&node, "b", None);
     let c = add(&node, "c", None);
@@ -430,7 +431,7 @@ fn kubernetes_annotations_set_the_limits() {
     assert_eq!(
         meter_lines(node),
         vec![format!(
-            "meter={meter} kbps burst bands= type=drop rate=3000 burst_size=300"
+            "meter={meter} kbps burst bands= type=drop rate=3000 burst_size=600"
         )],
         "egress-bandwidth 3M is meter {meter}"
     );
