@@ -561,44 +561,29 @@ pub fn plan(
                 remember: None,
             }
         }
-        Command::Isolate { .. } => {
-            if name == DEFAULT_NAMESPACE {
+        Command::Isolate { .. } | Command::MakeGlobal { .. } => {
+            let isolate = matches!(cmd, Command::Isolate { .. });
+            if isolate && name == DEFAULT_NAMESPACE {
                 return Err(TenantError::CannotIsolateDefault);
             }
             let from = current.ok_or_else(|| unknown(name))?;
-            let to = tenancy
-                .apply(name, &TenancyChange::Isolate)
-                .map_err(tenancy_error)?
-                .id();
-            let reason = if from == to {
-                "already isolated".to_string()
+            let (op, done) = if isolate {
+                (TenancyChange::Isolate, "isolated")
             } else {
-                "isolated".to_string()
+                (TenancyChange::Global, "made global")
+            };
+            let to = tenancy.apply(name, &op).map_err(tenancy_error)?.id();
+            let reason = match (from == to, isolate) {
+                (true, true) => "already isolated".to_string(),
+                (true, false) => "already global".to_string(),
+                (false, _) => done.to_string(),
             };
             Plan {
                 change: change(Some(from), Some(to), reason, from != to),
                 write: (from != to).then(|| updated(to)),
                 delete: None,
-                allocated: (from != to).then_some(to),
-                remember: None,
-            }
-        }
-        Command::MakeGlobal { .. } => {
-            let from = current.ok_or_else(|| unknown(name))?;
-            let to = tenancy
-                .apply(name, &TenancyChange::Global)
-                .map_err(tenancy_error)?
-                .id();
-            let reason = if from == to {
-                "already global".to_string()
-            } else {
-                "made global".to_string()
-            };
-            Plan {
-                change: change(Some(from), Some(to), reason, from != to),
-                write: (from != to).then(|| updated(to)),
-                delete: None,
-                allocated: None,
+                // Only isolate hands out a fresh VNID (make-global takes 0).
+                allocated: (isolate && from != to).then_some(to),
                 remember: None,
             }
         }

@@ -172,6 +172,23 @@ impl AgentNode {
             .collect()
     }
 
+    /// The VNID this node's table 70 loads into `reg1` for the pod with address `ip` (`None`:
+    /// no such flow): what tenant the node's flows currently give the pod.
+    pub fn flowed_vnid(&self, ip: &str) -> Option<u32> {
+        let text = self.ovs.ofctl(&[
+            "--no-stats",
+            "dump-flows",
+            "br0",
+            &format!("table=70,ip,nw_dst={ip}"),
+        ]);
+        let line = text.lines().find(|l| l.contains("actions=load:"))?;
+        let value = line.split("actions=load:").nth(1)?.split("->").next()?;
+        match value.strip_prefix("0x") {
+            Some(hex) => u32::from_str_radix(hex, 16).ok(),
+            None => value.parse().ok(),
+        }
+    }
+
     /// Waits until ovs-vswitchd has revalidated its datapath flow cache against the current
     /// OpenFlow tables (`ovs-appctl revalidator/wait`): after a flow change, megaflows cached
     /// from the old tables may serve packets until then.

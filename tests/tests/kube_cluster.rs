@@ -31,21 +31,6 @@ fn vnid(plane: &KubeControlPlane, ns: &str) -> u32 {
         .unwrap_or_else(|| panic!("no NetNamespace {ns}")) as u32
 }
 
-/// The VNID node's table 70 loads for `ip`.
-fn flowed_vnid(node: &AgentNode, ip: &str) -> Option<u32> {
-    let text = node
-        .ovs
-        .ofctl(&["--no-stats", "dump-flows", "br0", "table=70"]);
-    let line = text
-        .lines()
-        .find(|l| l.contains(&format!("nw_dst={ip} ")))?;
-    let value = line.split("actions=load:").nth(1)?.split("->").next()?;
-    match value.strip_prefix("0x") {
-        Some(h) => u32::from_str_radix(h, 16).ok(),
-        None => value.parse().ok(),
-    }
-}
-
 /// Remote-node rows (tables 10, 50, 90) of `node` naming `host_ip`.
 fn rows_for(node: &AgentNode, host_ip: &str) -> usize {
     node.ovs
@@ -178,15 +163,15 @@ fn kubernetes_mode_on_three_nodes() {
     let t0 = std::time::Instant::now();
     let ok = wait_until(SETTLE, || {
         vnid(&plane, "tenant-b") == va
-            && flowed_vnid(c.node(1), &pods[2].ip) == Some(va)
-            && flowed_vnid(c.node(3), &pods[3].ip) == Some(va)
+            && c.node(1).flowed_vnid(&pods[2].ip) == Some(va)
+            && c.node(3).flowed_vnid(&pods[3].ip) == Some(va)
     });
     assert!(
         ok,
         "tenant-b did not join tenant-a: netid {}, flows node-1 {:?}, node-3 {:?}\n{}",
         vnid(&plane, "tenant-b"),
-        flowed_vnid(c.node(1), &pods[2].ip),
-        flowed_vnid(c.node(3), &pods[3].ip),
+        c.node(1).flowed_vnid(&pods[2].ip),
+        c.node(3).flowed_vnid(&pods[3].ip),
         plane.controller_log()
     );
     eprintln!(

@@ -153,19 +153,6 @@ fn assert_nodes_reach_all(c: &Cluster, nodes: &[usize], members: &[Member]) {
     assert!(failed.is_empty(), "node to pod probes failed: {failed:#?}");
 }
 
-/// The VNID table 20 loads into reg0 for `pod`'s IP traffic, as installed on `node`.
-fn flowed_vnid(node: &AgentNode, pod: &CniPod<'_>) -> Option<u32> {
-    let text = node.ovs.ofctl(&[
-        "--no-stats",
-        "dump-flows",
-        "br0",
-        &format!("table=20,ip,nw_src={}", pod.ip),
-    ]);
-    let line = text.lines().find(|l| l.contains("load:"))?;
-    let hex = line.split("load:0x").nth(1)?.split("->").next()?;
-    u32::from_str_radix(hex, 16).ok()
-}
-
 /// What a VXLAN frame on the underlay says.
 #[derive(Debug, PartialEq, Eq)]
 struct Vxlan {
@@ -304,13 +291,13 @@ fn tenancy_holds_across_nodes_and_the_vni_is_the_vnid() {
     // tenant-b joins tenant-a (VNID 11): every node re-flows its tenant-b pods.
     c.set_netnamespace("tenant-b", VNID_A);
     let ok = wait_until(SETTLE, || {
-        flowed_vnid(n1, &b1) == Some(VNID_A) && flowed_vnid(n2, &b2) == Some(VNID_A)
+        n1.flowed_vnid(&b1.ip) == Some(VNID_A) && n2.flowed_vnid(&b2.ip) == Some(VNID_A)
     });
     assert!(
         ok,
         "tenant-b not re-flowed: node-1 {:?}, node-2 {:?}",
-        flowed_vnid(n1, &b1),
-        flowed_vnid(n2, &b2)
+        n1.flowed_vnid(&b1.ip),
+        n2.flowed_vnid(&b2.ip)
     );
     for n in &c.nodes {
         n.datapath_settled();

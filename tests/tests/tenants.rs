@@ -60,24 +60,6 @@ fn cookie_of(node: &AgentNode, pod: &CniPod<'_>) -> String {
         .unwrap_or_else(|| panic!("no table-70 flow for {}", pod.ip))
 }
 
-/// The VNID table 70 loads into reg1 for `pod` (None: no flow).
-fn flowed_vnid(node: &AgentNode, pod: &CniPod<'_>) -> Option<u32> {
-    flowed_vnid_of_ip(node, &pod.ip)
-}
-
-/// The VNID table 70 loads into reg1 for the pod with address `ip` (None: no flow).
-fn flowed_vnid_of_ip(node: &AgentNode, ip: &str) -> Option<u32> {
-    let line = table(node, "local_ip")
-        .into_iter()
-        .find(|l| l.contains(&format!("nw_dst={ip} ")))?;
-    let load = line.split("actions=").nth(1)?.split(',').next()?;
-    let value = load.strip_prefix("load:")?.split("->").next()?;
-    match value.strip_prefix("0x") {
-        Some(hex) => u32::from_str_radix(hex, 16).ok(),
-        None => value.parse().ok(),
-    }
-}
-
 /// The VNIDs with a `reg0=V,reg1=V` row in table 80.
 fn vnid_rows(node: &AgentNode) -> Vec<u32> {
     let mut v: Vec<u32> = table(node, "ingress_isolation")
@@ -219,11 +201,13 @@ fn a_vnid_change_reflows_the_namespace_and_table_80() {
 
     let settle = |what: &str, want: &[(&CniPod<'_>, u32)], rows: &[u32]| {
         let ok = wait_until(Duration::from_secs(5), || {
-            want.iter().all(|(p, v)| flowed_vnid(&node, p) == Some(*v)) && vnid_rows(&node) == rows
+            want.iter()
+                .all(|(p, v)| node.flowed_vnid(&p.ip) == Some(*v))
+                && vnid_rows(&node) == rows
         });
         let seen: Vec<_> = want
             .iter()
-            .map(|(p, _)| (p.id.clone(), flowed_vnid(&node, p)))
+            .map(|(p, _)| (p.id.clone(), node.flowed_vnid(&p.ip)))
             .collect();
         assert!(
             ok,
@@ -270,7 +254,7 @@ fn a_vnid_change_reflows_the_namespace_and_table_80() {
         wait_until(Duration::from_secs(3), || !conf("tenant-a").exists()),
         "the network of a deleted namespace stays"
     );
-    assert_eq!(flowed_vnid(&node, &a1), Some(14));
+    assert_eq!(node.flowed_vnid(&a1.ip), Some(14));
     assert!(node.log().contains("re-flowed"), "{}", node.log());
     // A stopped agent declares no network at all.
     node.stop_agent(libc::SIGTERM);
@@ -310,11 +294,11 @@ fn adds_in_flight_during_vnid_changes_end_with_the_final_vnid() {
     });
     flipper.join().unwrap();
     let ok = wait_until(Duration::from_secs(5), || {
-        pods.iter().all(|p| flowed_vnid(&node, p) == Some(29)) && vnid_rows(&node) == vec![29]
+        pods.iter().all(|p| node.flowed_vnid(&p.ip) == Some(29)) && vnid_rows(&node) == vec![29]
     });
     let seen: BTreeMap<String, Option<u32>> = pods
         .iter()
-        .map(|p| (p.id.clone(), flowed_vnid(&node, p)))
+        .map(|p| (p.id.clone(), node.flowed_vnid(&p.ip)))
         .collect();
     assert!(ok, "pods {seen:?}, table-80 rows {:?}", vnid_rows(&node));
     for p in &pods {
@@ -354,7 +338,7 @@ fn an_add_in_flight_when_its_namespace_changes_vnid_takes_the_new_one() {
         );
         add.join().unwrap()
     });
-    assert_eq!(flowed_vnid(&node, &pod), Some(41), "{}", node.log());
+    assert_eq!(node.flowed_vnid(&pod.ip), Some(41), "{}", node.log());
     assert_eq!(vnid_rows(&node), vec![41]);
     assert_eq!(recorded_vnid(&node, &pod), "41");
     assert!(
@@ -480,7 +464,7 @@ fn join_isolate_make_global(node: &AgentNode, pods: &[Member]) {
         let want = members(&v);
         let ok = wait_until(Duration::from_secs(5), || {
             want.iter()
-                .all(|m| flowed_vnid_of_ip(node, &m.ip.to_string()) == Some(m.vnid))
+                .all(|m| node.flowed_vnid(&m.ip.to_string()) == Some(m.vnid))
         });
         assert!(ok, "the agent did not apply {v:?}:\n{}", node.log());
         node.datapath_settled();

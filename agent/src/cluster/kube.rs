@@ -102,10 +102,13 @@ enum Ev {
 }
 
 /// One kind's objects by key, with the re-list buffer of the watcher protocol.
-struct Cache<T> {
-    live: BTreeMap<String, T>,
+/// Also the controller's view of each kind it watches.
+pub(crate) struct Cache<T> {
+    /// The objects, by key.
+    pub(crate) live: BTreeMap<String, T>,
     relist: Option<BTreeMap<String, T>>,
-    ready: bool,
+    /// Whether the first list is complete.
+    pub(crate) ready: bool,
 }
 
 impl<T> Default for Cache<T> {
@@ -121,7 +124,11 @@ impl<T> Default for Cache<T> {
 impl<T> Cache<T> {
     /// Applies one event; `key` names an object (None: ignore it). Returns whether the live
     /// map may have changed.
-    fn apply<K>(&mut self, ev: Event<K>, key: impl Fn(&K) -> Option<(String, T)>) -> bool {
+    pub(crate) fn apply<K>(
+        &mut self,
+        ev: Event<K>,
+        key: impl Fn(&K) -> Option<(String, T)>,
+    ) -> bool {
         match ev {
             Event::Apply(o) => match key(&o) {
                 Some((k, v)) => {
@@ -381,38 +388,39 @@ impl KubeSource {
 }
 
 /// Applies one event to the caches; returns whether the state may have changed.
-fn handle(c: &mut Caches, ev: Ev, errors: &mut BTreeMap<&'static str, String>) -> bool {
-    fn err<K>(
-        kind: &'static str,
-        r: watcher::Result<Event<K>>,
-        errors: &mut BTreeMap<&'static str, String>,
-    ) -> Option<Event<K>> {
-        match r {
-            Ok(e) => {
-                errors.remove(kind);
-                Some(e)
-            }
-            Err(e) => {
-                tracing::warn!(kind, error = %e, "watch failed; backing off and resuming");
-                errors.insert(kind, e.to_string());
-                None
-            }
+/// The event of a watch result; an error is logged and kept in `errors` (by kind) until the
+/// kind's watch works again.
+pub(crate) fn watch_event<K>(
+    kind: &'static str,
+    r: watcher::Result<Event<K>>,
+    errors: &mut BTreeMap<&'static str, String>,
+) -> Option<Event<K>> {
+    match r {
+        Ok(e) => {
+            errors.remove(kind);
+            Some(e)
+        }
+        Err(e) => {
+            tracing::warn!(kind, error = %e, "watch failed; backing off and resuming");
+            errors.insert(kind, e.to_string());
+            None
         }
     }
+}
+
+fn handle(c: &mut Caches, ev: Ev, errors: &mut BTreeMap<&'static str, String>) -> bool {
     match ev {
-        Ev::ClusterNetwork(r) => err("ClusterNetwork", r, errors)
+        Ev::ClusterNetwork(r) => watch_event("ClusterNetwork", r, errors)
             .is_some_and(|e| c.cluster_network.apply(e, dynamic_key)),
-        Ev::HostSubnet(r) => {
-            err("HostSubnet", r, errors).is_some_and(|e| c.host_subnets.apply(e, dynamic_key))
-        }
-        Ev::NetNamespace(r) => {
-            err("NetNamespace", r, errors).is_some_and(|e| c.net_namespaces.apply(e, dynamic_key))
-        }
-        Ev::Namespace(r) => err("Namespace", r, errors).is_some_and(|e| {
+        Ev::HostSubnet(r) => watch_event("HostSubnet", r, errors)
+            .is_some_and(|e| c.host_subnets.apply(e, dynamic_key)),
+        Ev::NetNamespace(r) => watch_event("NetNamespace", r, errors)
+            .is_some_and(|e| c.net_namespaces.apply(e, dynamic_key)),
+        Ev::Namespace(r) => watch_event("Namespace", r, errors).is_some_and(|e| {
             c.namespaces
                 .apply(e, |n: &Namespace| Some((n.metadata.name.clone()?, ())))
         }),
-        Ev::Pod(r) => err("Pod", r, errors).is_some_and(|e| {
+        Ev::Pod(r) => watch_event("Pod", r, errors).is_some_and(|e| {
             c.pods.apply(e, |p: &Pod| {
                 let key = format!(
                     "{}/{}",

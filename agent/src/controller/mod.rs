@@ -33,7 +33,7 @@ use kube::Client;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::cluster::kube::api_resource;
+use crate::cluster::kube::{api_resource, watch_event, Cache};
 use crate::cluster::{ClusterNetwork, ClusterNetworkSpec, HostSubnet, NetNamespace};
 use crate::config::Config;
 use plan::{Action, View};
@@ -169,68 +169,14 @@ fn watches(client: &Client) -> Vec<BoxStream<'static, Ev>> {
     ]
 }
 
-/// One kind's objects (by name) with the watcher's re-list buffer.
-struct Kind<T> {
-    live: BTreeMap<String, T>,
-    relist: Option<BTreeMap<String, T>>,
-    ready: bool,
-}
-
-impl<T> Default for Kind<T> {
-    fn default() -> Self {
-        Kind {
-            live: BTreeMap::new(),
-            relist: None,
-            ready: false,
-        }
-    }
-}
-
-impl<T> Kind<T> {
-    fn apply<K>(
-        &mut self,
-        what: &str,
-        r: watcher::Result<Event<K>>,
-        key: impl Fn(&K) -> Option<(String, T)>,
-    ) -> bool {
-        let ev = match r {
-            Ok(ev) => ev,
-            Err(e) => {
-                tracing::warn!(kind = what, error = %e, "watch failed; backing off and resuming");
-                return false;
-            }
-        };
-        match ev {
-            Event::Apply(o) => key(&o).map(|(k, v)| self.live.insert(k, v)).is_some(),
-            Event::Delete(o) => key(&o).is_some_and(|(k, _)| self.live.remove(&k).is_some()),
-            Event::Init => {
-                self.relist = Some(BTreeMap::new());
-                false
-            }
-            Event::InitApply(o) => {
-                if let (Some(b), Some((k, v))) = (self.relist.as_mut(), key(&o)) {
-                    b.insert(k, v);
-                }
-                false
-            }
-            Event::InitDone => {
-                if let Some(b) = self.relist.take() {
-                    self.live = b;
-                }
-                self.ready = true;
-                true
-            }
-        }
-    }
-}
-
 #[derive(Default)]
 struct Views {
-    nodes: Kind<Option<Ipv4Addr>>,
-    namespaces: Kind<()>,
-    host_subnets: Kind<HostSubnet>,
-    net_namespaces: Kind<NetNamespace>,
-    cluster_network: Kind<ClusterNetwork>,
+    nodes: Cache<Option<Ipv4Addr>>,
+    namespaces: Cache<()>,
+    host_subnets: Cache<HostSubnet>,
+    net_namespaces: Cache<NetNamespace>,
+    cluster_network: Cache<ClusterNetwork>,
+    errors: BTreeMap<&'static str, String>,
 }
 
 fn typed<T: DeserializeOwned>(o: &DynamicObject) -> Option<(String, T)> {
@@ -256,20 +202,28 @@ fn internal_ip(n: &Node) -> Option<Ipv4Addr> {
 
 impl Views {
     fn apply(&mut self, ev: Ev) -> bool {
+        let errors = &mut self.errors;
         match ev {
-            Ev::Node(r) => self.nodes.apply("Node", r, |n: &Node| {
-                Some((n.metadata.name.clone()?, internal_ip(n)))
+            Ev::Node(r) => watch_event("Node", r, errors).is_some_and(|e| {
+                self.nodes.apply(e, |n: &Node| {
+                    Some((n.metadata.name.clone()?, internal_ip(n)))
+                })
             }),
-            Ev::Namespace(r) => self.namespaces.apply("Namespace", r, |n: &Namespace| {
-                // A terminating namespace is on its way out: its NetNamespace goes with it.
-                let terminating =
-                    n.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Terminating");
-                (!terminating).then_some(())?;
-                Some((n.metadata.name.clone()?, ()))
+            Ev::Namespace(r) => watch_event("Namespace", r, errors).is_some_and(|e| {
+                self.namespaces.apply(e, |n: &Namespace| {
+                    // A terminating namespace is on its way out: its NetNamespace goes with it.
+                    let terminating =
+                        n.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Terminating");
+                    (!terminating).then_some(())?;
+                    Some((n.metadata.name.clone()?, ()))
+                })
             }),
-            Ev::HostSubnet(r) => self.host_subnets.apply("HostSubnet", r, typed),
-            Ev::NetNamespace(r) => self.net_namespaces.apply("NetNamespace", r, typed),
-            Ev::ClusterNetwork(r) => self.cluster_network.apply("ClusterNetwork", r, typed),
+            Ev::HostSubnet(r) => watch_event("HostSubnet", r, errors)
+                .is_some_and(|e| self.host_subnets.apply(e, typed)),
+            Ev::NetNamespace(r) => watch_event("NetNamespace", r, errors)
+                .is_some_and(|e| self.net_namespaces.apply(e, typed)),
+            Ev::ClusterNetwork(r) => watch_event("ClusterNetwork", r, errors)
+                .is_some_and(|e| self.cluster_network.apply(e, typed)),
         }
     }
 

@@ -817,48 +817,43 @@ impl Shared {
     }
 
     async fn dump(&self, filter: &DumpFilter) -> Result<Vec<FlowStats>, OfError> {
-        let op = "dump flows";
-        let mut p = self.register(1, op)?;
-        let xid = p.xid(0);
-        let req = encode_flow_stats_request(filter.table, filter.cookie, filter.cookie_mask, xid);
-        debug!(peer = %self.peer, xid, ?filter, "sending flow stats request");
-        self.send(req, op)?;
-        let deadline = self.deadline();
-        let mut out = Vec::new();
-        loop {
-            let msg = p.recv(deadline, op, xid).await?;
-            match msg.msg_type {
-                msg_type::ERROR => return Err(self.rejected(op, &msg)),
-                msg_type::MULTIPART_REPLY => {}
-                _ => return Err(self.unexpected(op, &msg)),
-            }
-            let decode_err = |reason: String| OfError::Decode {
-                peer: self.peer.clone(),
-                op: op.into(),
-                reason,
-            };
-            let (h, body) =
-                decode_multipart_reply(&msg.body).map_err(|e| decode_err(e.to_string()))?;
-            if h.mp_type != OFPMP_FLOW {
-                return Err(decode_err(format!(
-                    "multipart type {} instead of OFPMP_FLOW",
-                    h.mp_type
-                )));
-            }
-            out.extend(decode_flow_stats_body(body).map_err(|e| decode_err(e.to_string()))?);
-            if !h.more() {
-                break;
-            }
-        }
-        debug!(peer = %self.peer, xid, flows = out.len(), "flow stats received");
+        let out = self
+            .multipart(
+                "dump flows",
+                |xid| {
+                    encode_flow_stats_request(filter.table, filter.cookie, filter.cookie_mask, xid)
+                },
+                (OFPMP_FLOW, "OFPMP_FLOW"),
+                decode_flow_stats_body,
+            )
+            .await?;
+        debug!(peer = %self.peer, ?filter, flows = out.len(), "flow stats received");
         Ok(out)
     }
 
     async fn dump_meters(&self) -> Result<Vec<Meter>, OfError> {
-        let op = "dump meters";
+        self.multipart(
+            "dump meters",
+            encode_meter_config_request,
+            (OFPMP_METER_CONFIG, "OFPMP_METER_CONFIG"),
+            decode_meter_config_body,
+        )
+        .await
+    }
+
+    /// One multipart request (built by `request` with its xid) and every part of its reply
+    /// (`mp_type`, decoded by `decode`), until a part without the "more" flag.
+    async fn multipart<T>(
+        &self,
+        op: &str,
+        request: impl FnOnce(u32) -> Vec<u8>,
+        (mp_type, mp_name): (u16, &str),
+        decode: impl Fn(&[u8]) -> Result<Vec<T>, CodecError>,
+    ) -> Result<Vec<T>, OfError> {
         let mut p = self.register(1, op)?;
         let xid = p.xid(0);
-        self.send(encode_meter_config_request(xid), op)?;
+        debug!(peer = %self.peer, xid, op, "sending multipart request");
+        self.send(request(xid), op)?;
         let deadline = self.deadline();
         let mut out = Vec::new();
         loop {
@@ -875,18 +870,17 @@ impl Shared {
             };
             let (h, body) =
                 decode_multipart_reply(&msg.body).map_err(|e| decode_err(e.to_string()))?;
-            if h.mp_type != OFPMP_METER_CONFIG {
+            if h.mp_type != mp_type {
                 return Err(decode_err(format!(
-                    "multipart type {} instead of OFPMP_METER_CONFIG",
+                    "multipart type {} instead of {mp_name}",
                     h.mp_type
                 )));
             }
-            out.extend(decode_meter_config_body(body).map_err(|e| decode_err(e.to_string()))?);
+            out.extend(decode(body).map_err(|e| decode_err(e.to_string()))?);
             if !h.more() {
-                break;
+                return Ok(out);
             }
         }
-        Ok(out)
     }
 
     async fn bundle_ctrl(&self, op: &str, ctrl: BundleCtrl) -> Result<BundleCtrl, OfError> {

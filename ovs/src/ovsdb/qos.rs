@@ -84,20 +84,10 @@ impl Client {
     /// row's uuid. [`Error::PortNotFound`] when there is no such port (nothing is created).
     pub async fn set_port_qos(&self, port: &str, spec: &QosSpec) -> Result<String, Error> {
         let (root, old) = self.with_cache(|c| -> Result<_, Error> {
-            let old = c.port(port).and_then(|p| p.uuid_ref("qos")).and_then(|q| {
-                c.row("QoS", q).map(|r| {
-                    let queues: Vec<String> = r
-                        .get("queues")
-                        .map(|d| {
-                            d.as_map()
-                                .iter()
-                                .filter_map(|(_, v)| v.as_uuid().map(str::to_string))
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    (q.to_string(), queues)
-                })
-            });
+            let old = c
+                .port(port)
+                .and_then(|p| p.uuid_ref("qos"))
+                .and_then(|q| c.row("QoS", q).map(|r| (q.to_string(), queue_uuids(r))));
             Ok((root_uuid(c)?, old))
         })?;
         let mut ops = vec![Operation::assert_rows(
@@ -162,16 +152,7 @@ impl Client {
     /// in one transaction. Deleting a row that is already gone is not an error.
     pub async fn delete_qos(&self, uuid: &str) -> Result<(), Error> {
         let (root, queues) = self.with_cache(|c| -> Result<_, Error> {
-            let queues: Vec<String> = c
-                .row("QoS", uuid)
-                .and_then(|r| r.get("queues"))
-                .map(|d| {
-                    d.as_map()
-                        .iter()
-                        .filter_map(|(_, v)| v.as_uuid().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default();
+            let queues = c.row("QoS", uuid).map(queue_uuids).unwrap_or_default();
             Ok((root_uuid(c)?, queues))
         })?;
         let mut ops = vec![
@@ -225,4 +206,16 @@ impl Client {
                 .collect()
         })
     }
+}
+
+/// The Queue rows a QoS row references.
+fn queue_uuids(qos: &super::cache::Row) -> Vec<String> {
+    qos.get("queues")
+        .map(|d| {
+            d.as_map()
+                .iter()
+                .filter_map(|(_, v)| v.as_uuid().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
 }
