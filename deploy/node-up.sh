@@ -20,14 +20,8 @@ PODS=${SDN_DEMO_PODS:-3}
 CNI_BIN=$RUNDIR/cni/bin
 CNI_CONF=$RUNDIR/cni/net.d
 
-export DEBIAN_FRONTEND=noninteractive
-need=()
-for pkg in openvswitch-switch openvswitch-common iproute2 iptables ethtool; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
-done
-if [ ${#need[@]} -gt 0 ]; then
-  apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}"
-fi
+[ -d "$HOME/.cargo/bin" ] && export PATH="$HOME/.cargo/bin:$PATH"
+scripts/install-deps node
 
 cargo build --release -p agent
 cargo build --profile release-small -p cni-shim

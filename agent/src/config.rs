@@ -150,7 +150,7 @@ impl Default for Config {
             mtu: 1450,
             ovsdb: "unix:/run/openvswitch/db.sock".into(),
             bridge_mgmt: "/run/openvswitch/br0.mgmt".into(),
-            cni_socket: "/var/run/sdn/cni.sock".into(),
+            cni_socket: cni_proto::DEFAULT_SOCKET.into(),
             ipam_dir: "/var/lib/cni/networks".into(),
             cni_conf_dir: "/etc/cni/net.d".into(),
             cni_network_name: "sdn".into(),

@@ -16,14 +16,23 @@ use serde_json::{Map, Value};
 
 use crate::error::{CniError, DECODE_FAILURE, INCOMPATIBLE_VERSION, INVALID_CONFIG};
 
-/// The CNI versions the shim and the agent speak.
-pub const SUPPORTED_VERSIONS: [&str; 5] = ["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"];
+/// The CNI versions the shim and the agent speak (`cni-proto`'s list).
+pub const SUPPORTED_VERSIONS: [&str; 5] = {
+    let v = cni_proto::SUPPORTED_VERSIONS;
+    [
+        v[0].as_str(),
+        v[1].as_str(),
+        v[2].as_str(),
+        v[3].as_str(),
+        v[4].as_str(),
+    ]
+};
 /// The version the VERSION answer carries when the runtime asked for none we support.
-pub const LATEST_VERSION: &str = "1.1.0";
+pub const LATEST_VERSION: &str = cni_proto::CniVersion::LATEST.as_str();
 /// The agent socket when the config has no `socket` key.
-pub const DEFAULT_SOCKET: &str = "/var/run/sdn/cni.sock";
+pub use cni_proto::DEFAULT_SOCKET;
 /// The request deadline when the config has no `timeoutSeconds` key.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(cni_proto::DEFAULT_TIMEOUT_SECS);
 /// The largest accepted `timeoutSeconds`.
 pub const MAX_TIMEOUT_SECONDS: f64 = 86_400.0;
 /// `sun_path` holds 108 bytes including the terminating NUL.

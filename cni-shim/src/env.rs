@@ -11,59 +11,7 @@
 
 use crate::error::{CniError, INVALID_ENV};
 
-/// A CNI command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Command {
-    /// Attach a container.
-    Add,
-    /// Detach a container.
-    Del,
-    /// Verify an attachment.
-    Check,
-    /// Remove attachments not in the valid list.
-    Gc,
-    /// Report whether the plugin can serve ADD.
-    Status,
-    /// Report the supported versions (answered by the shim alone).
-    Version,
-}
-
-impl Command {
-    /// The command as the spec spells it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Command::Add => "ADD",
-            Command::Del => "DEL",
-            Command::Check => "CHECK",
-            Command::Gc => "GC",
-            Command::Status => "STATUS",
-            Command::Version => "VERSION",
-        }
-    }
-
-    /// Parses `CNI_COMMAND`'s value.
-    fn parse(s: &str) -> Option<Command> {
-        Some(match s {
-            "ADD" => Command::Add,
-            "DEL" => Command::Del,
-            "CHECK" => Command::Check,
-            "GC" => Command::Gc,
-            "STATUS" => Command::Status,
-            "VERSION" => Command::Version,
-            _ => return None,
-        })
-    }
-
-    /// The variables that must be set and non-empty for this command.
-    fn required(self) -> &'static [&'static str] {
-        match self {
-            Command::Add | Command::Check => &["CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME"],
-            // The netns may already be gone: DEL must still clean up.
-            Command::Del => &["CNI_CONTAINERID", "CNI_IFNAME"],
-            Command::Gc | Command::Status | Command::Version => &[],
-        }
-    }
-}
+pub use cni_proto::Command;
 
 /// The CNI variables forwarded to the agent; `None` when unset.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -99,7 +47,7 @@ pub fn process_var(name: &str) -> Result<Option<String>, CniError> {
 
 /// Reads and parses `CNI_COMMAND`.
 pub fn command(var: Lookup<'_>) -> Result<Command, CniError> {
-    let supported = "ADD, DEL, CHECK, GC, STATUS, VERSION";
+    let supported = Command::list(false);
     match var("CNI_COMMAND")? {
         None => Err(CniError::new(
             INVALID_ENV,
@@ -109,7 +57,7 @@ pub fn command(var: Lookup<'_>) -> Result<Command, CniError> {
                  one of {supported} and the network config on stdin"
             ),
         )),
-        Some(c) => Command::parse(&c).ok_or_else(|| {
+        Some(c) => c.parse::<Command>().map_err(|_| {
             CniError::new(
                 INVALID_ENV,
                 format!("unknown CNI_COMMAND {c:?}"),
@@ -122,7 +70,7 @@ pub fn command(var: Lookup<'_>) -> Result<Command, CniError> {
 /// Reads the variables `command` forwards, failing on the first required one that is unset or
 /// empty.
 pub fn read(command: Command, var: Lookup<'_>) -> Result<CniEnv, CniError> {
-    for name in command.required() {
+    for name in command.required_env() {
         if !matches!(var(name)?, Some(v) if !v.is_empty()) {
             return Err(CniError::new(
                 INVALID_ENV,

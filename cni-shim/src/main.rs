@@ -1,9 +1,10 @@
 //! `sdn-cni`: the CNI plugin the container runtime executes. It answers VERSION itself and
 //! forwards ADD, DEL, CHECK, GC and STATUS to `sdn-agent` over the agent's Unix socket
-//! (`POST /cni`, HTTP/1.1; the protocol is in `shared/design/architecture.md`).
+//! (`POST /cni`, HTTP/1.1; the body is `cni_proto::RequestBody`, see `docs/architecture.md`).
 //!
 //! Why so small: the runtime executes the plugin once per pod operation, so it must start fast
-//! and fail clearly. It uses std and serde_json only, no async runtime, no logging framework.
+//! and fail clearly. It uses std, serde_json and the `cni-proto` crate only (the protocol it shares with the
+//! agent), no async runtime, no logging framework.
 //! Everything it needs beyond the CNI variables comes from the network config (`socket`,
 //! `timeoutSeconds`), so it works with the stripped environment runtimes use on cleanup.
 //!
@@ -44,7 +45,7 @@ impl Output {
     fn error(e: &CniError, cni_version: &str) -> Output {
         debug(format_args!("error: {e}"));
         Output {
-            text: e.render(cni_version),
+            text: e.to_json_tagged(cni_version),
             exit: 1,
         }
     }
@@ -124,7 +125,14 @@ fn run(var: env::Lookup<'_>, stdin: &mut impl Read) -> Output {
             return Output::error(&e, &version);
         }
     };
-    let body = request::body(command, &cni_env, raw_text);
+    let Some(body) = request::body(command, &cni_env, raw_text) else {
+        let e = CniError::new(
+            DECODE_FAILURE,
+            "failed to decode the network config on stdin",
+            "it is not one JSON object",
+        );
+        return Output::error(&e, &version);
+    };
     debug(format_args!(
         "{} {:?}/{:?} -> {} (deadline {:?})",
         command.as_str(),

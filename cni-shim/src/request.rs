@@ -1,39 +1,33 @@
-//! The JSON body of a request to the agent (the shim <-> agent protocol, `POST /cni`).
+//! The JSON body of a request to the agent (`cni_proto::RequestBody`, `POST /cni`).
 //!
-//! `{"command","containerId","netns","ifname","args","path","config"}`; a key is absent when its
-//! variable is unset. `config` is the network config exactly as read from stdin, spliced in as
-//! text: the caller has already checked that it is one JSON object, so the body stays valid JSON
-//! and the agent sees the runtime's bytes (key order, numbers, `prevResult`) unchanged.
+//! `{"protocol","command","containerId","netns","ifname","args","path","config"}`; a key is
+//! absent when its variable is unset. `config` is the network config exactly as read from stdin,
+//! carried as a raw JSON value: the caller has already checked that it is one JSON object, so
+//! the agent sees the runtime's bytes (key order, numbers, `prevResult`) unchanged.
 //!
 //! Limits: the body is built in memory; network configs are small (kilobytes).
 
-use crate::env::{CniEnv, Command};
-use crate::error::json_str;
+use cni_proto::RequestBody;
+use serde_json::value::RawValue;
 
-/// The request body for `command` with the forwarded variables and the raw config text.
-pub fn body(command: Command, env: &CniEnv, raw_config: &str) -> String {
-    let mut out = String::with_capacity(raw_config.len() + 256);
-    out.push_str("{\"command\":");
-    out.push_str(&json_str(command.as_str()));
-    let fields = [
-        ("containerId", &env.container_id),
-        ("netns", &env.netns),
-        ("ifname", &env.ifname),
-        ("args", &env.args),
-        ("path", &env.path),
-    ];
-    for (key, value) in fields {
-        if let Some(v) = value {
-            out.push_str(",\"");
-            out.push_str(key);
-            out.push_str("\":");
-            out.push_str(&json_str(v));
-        }
-    }
-    out.push_str(",\"config\":");
-    out.push_str(raw_config.trim());
-    out.push('}');
-    out
+use crate::env::{CniEnv, Command};
+
+/// The request body for `command` with the forwarded variables and the raw config text (one
+/// JSON object; surrounding whitespace is dropped). `None` only if `raw_config` is not JSON,
+/// which the caller has ruled out.
+pub fn body(command: Command, env: &CniEnv, raw_config: &str) -> Option<String> {
+    let config = RawValue::from_string(raw_config.trim().to_owned()).ok()?;
+    let body = RequestBody {
+        protocol: Some(cni_proto::PROTOCOL),
+        command: Some(command.as_str().to_owned()),
+        container_id: env.container_id.clone(),
+        netns: env.netns.clone(),
+        ifname: env.ifname.clone(),
+        args: env.args.clone(),
+        path: env.path.clone(),
+        config: Some(config),
+    };
+    serde_json::to_string(&body).ok()
 }
 
 #[cfg(test)]
@@ -51,7 +45,7 @@ mod tests {
             path: Some("/opt/cni/bin".into()),
         };
         let raw = "\n {\"cniVersion\":\"1.0.0\",\"name\":\"n\",\"b\":1.50,\"a\":2}\n";
-        let b = body(Command::Add, &env, raw);
+        let b = body(Command::Add, &env, raw).unwrap();
         assert!(b.ends_with(
             ",\"config\":{\"cniVersion\":\"1.0.0\",\"name\":\"n\",\"b\":1.50,\"a\":2}}"
         ));
@@ -73,10 +67,11 @@ mod tests {
             netns: Some(String::new()),
             ..CniEnv::default()
         };
-        let b = body(Command::Del, &env, "{}");
+        let b = body(Command::Del, &env, "{}").unwrap();
         let v: Value = serde_json::from_str(&b).unwrap();
         let obj = v.as_object().unwrap();
-        assert_eq!(obj.len(), 5, "{b}");
+        assert_eq!(obj.len(), 6, "{b}");
+        assert_eq!(v["protocol"], 1);
         assert_eq!(v["netns"], "");
         assert!(!obj.contains_key("args") && !obj.contains_key("path"));
     }

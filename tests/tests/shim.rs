@@ -347,7 +347,9 @@ fn add_forwards_the_request_and_prints_the_result() {
     assert_eq!(body["path"], "/opt/cni/bin:/usr/lib/cni");
     let sent: Value = serde_json::from_str(&stdin).unwrap();
     assert_eq!(body["config"], sent);
-    assert_eq!(body.as_object().unwrap().len(), 7, "{body}");
+    // The seven CNI fields and the shim protocol's version (cni_proto::PROTOCOL).
+    assert_eq!(body["protocol"], 1);
+    assert_eq!(body.as_object().unwrap().len(), 8, "{body}");
     // Verbatim: the config's own text, not a re-serialisation.
     assert!(
         req.body.ends_with(&format!(",\"config\":{stdin}}}")),
@@ -372,7 +374,7 @@ fn del_works_with_the_stripped_cleanup_environment() {
     let body = agent.request().json();
     assert_eq!(
         body,
-        json!({"command":"DEL","containerId":"c0ffee","ifname":"eth0",
+        json!({"protocol":1,"command":"DEL","containerId":"c0ffee","ifname":"eth0",
                "config": serde_json::from_str::<Value>(&conf(&agent.socket(), "")).unwrap()})
     );
 }
@@ -405,7 +407,8 @@ fn status_and_gc_forward_without_container_variables() {
         assert_eq!(run.code, 0, "{command}: {run:?}");
         let body = agent.request().json();
         assert_eq!(body["command"], command);
-        assert_eq!(body.as_object().unwrap().len(), 2, "{body}");
+        assert_eq!(body["protocol"], 1);
+        assert_eq!(body.as_object().unwrap().len(), 3, "{body}");
         assert_eq!(
             body["config"]["cni.dev/valid-attachments"][0]["containerID"],
             "a"

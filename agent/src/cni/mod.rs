@@ -22,5 +22,5 @@ pub use config::{Attachment, NetConf};
 pub use request::{check_netns, Request, RequestBody};
 pub use result::{AddResult, Dns, Interface, IpConfig, Route};
 pub use server::{serve, Handler, ServerError, ServerHandle, ServerOptions};
-pub use types::{codes, CniError, Command};
+pub use types::{codes, parse_command, CniError, Command};
 pub use version::CniVersion;

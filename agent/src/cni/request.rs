@@ -13,21 +13,20 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
 use serde_json::Value;
 use tokio::time::Instant;
 
 use super::args::CniArgs;
 use super::config::NetConf;
 use super::names::{check_ifname, is_container_id, CONTAINER_ID_RULE};
-use super::types::{CniError, Command};
+use super::types::{parse_command, CniError, Command};
 use super::version::CniVersion;
 
 /// The longest netns path we accept (PATH_MAX).
 pub const MAX_NETNS_PATH_LEN: usize = 4096;
 
 /// The shim's deadline when the config has no `timeoutSeconds` (the protocol's default).
-pub const DEFAULT_SHIM_TIMEOUT_SECS: u64 = 120;
+pub const DEFAULT_SHIM_TIMEOUT_SECS: u64 = cni_proto::DEFAULT_TIMEOUT_SECS;
 
 /// How long the server may take so its answer reaches the shim before the shim's own deadline
 /// `shim`: a tenth of it, at most one second, is left for the answer to travel.
@@ -38,25 +37,9 @@ pub fn answer_within(shim: Duration) -> Duration {
 /// The namespace of pods that neither `K8S_POD_NAMESPACE` nor the config's `namespace` place.
 pub const DEFAULT_NAMESPACE: &str = "default";
 
-/// The request body as the shim sends it; a key is absent (or null) when its variable was unset.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RequestBody {
-    /// CNI_COMMAND.
-    pub command: Option<String>,
-    /// CNI_CONTAINERID.
-    pub container_id: Option<String>,
-    /// CNI_NETNS.
-    pub netns: Option<String>,
-    /// CNI_IFNAME.
-    pub ifname: Option<String>,
-    /// CNI_ARGS, raw.
-    pub args: Option<String>,
-    /// CNI_PATH, raw.
-    pub path: Option<String>,
-    /// The network configuration from stdin, verbatim.
-    pub config: Option<Value>,
-}
+/// The request body as the shim sends it (`cni_proto::RequestBody`); a key is absent (or null)
+/// when its variable was unset.
+pub type RequestBody = cni_proto::RequestBody<Value>;
 
 /// A validated request.
 #[derive(Clone, Debug)]
@@ -93,9 +76,10 @@ impl Request {
         now: Instant,
         max_timeout: Duration,
     ) -> Result<Request, CniError> {
+        body.check_protocol()?;
         let command: Command = match body.command.as_deref() {
             None | Some("") => return Err(CniError::invalid_env("CNI_COMMAND is missing")),
-            Some(c) => c.parse()?,
+            Some(c) => parse_command(c)?,
         };
         let raw_config = body.config.ok_or_else(|| {
             CniError::invalid_config(
@@ -263,6 +247,7 @@ mod tests {
 
     fn body(command: &str, version: &str) -> RequestBody {
         RequestBody {
+            protocol: Some(cni_proto::PROTOCOL),
             command: Some(command.into()),
             container_id: Some("0123abcd".into()),
             netns: Some("/run/netns/p1".into()),
@@ -352,6 +337,18 @@ mod tests {
             err(b).msg,
             "CNI_NETNS \"run/netns/x\" is not an absolute path"
         );
+    }
+
+    #[test]
+    fn a_shim_of_another_protocol_is_refused_and_an_old_one_accepted() {
+        let mut b = body("ADD", "1.0.0");
+        b.protocol = Some(cni_proto::PROTOCOL + 1);
+        let e = err(b);
+        assert_eq!(e.code, 1);
+        assert!(e.details.contains("install the sdn-cni binary"), "{e}");
+        let mut b = body("ADD", "1.0.0");
+        b.protocol = None;
+        assert!(validate(b).is_ok());
     }
 
     #[test]

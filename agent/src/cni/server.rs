@@ -623,6 +623,10 @@ async fn dispatch<H: Handler>(ctx: Arc<Ctx<H>>, req: Request, received: Instant)
                 Command::Check => handler.check(req).await.map(|()| None),
                 Command::Gc => handler.gc(req).await.map(|()| None),
                 Command::Status => handler.status(req).await.map(|()| None),
+                // Refused by `Request::from_body`: the shim answers VERSION alone.
+                Command::Version => Err(CniError::invalid_env(
+                    "CNI_COMMAND VERSION is answered by the sdn-cni shim",
+                )),
             };
             drop(guard);
             let elapsed_ms = start.elapsed().as_millis() as u64;
