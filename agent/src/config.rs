@@ -283,7 +283,7 @@ impl Config {
     pub fn from_file(path: &Path) -> Result<Config> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading the configuration file {}", path.display()))?;
-        serde_yaml::from_str(&text)
+        crate::yaml::from_str(&text)
             .with_context(|| format!("configuration file {}", path.display()))
     }
 

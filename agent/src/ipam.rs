@@ -52,7 +52,6 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -620,16 +619,13 @@ impl Store {
         let started = Instant::now();
         let mut pause = Duration::from_micros(50);
         loop {
-            // SAFETY: flock on a descriptor we own and keep open for the call.
-            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-            if rc == 0 {
-                return Ok(LockGuard { _file: file });
-            }
-            let err = io::Error::last_os_error();
-            match err.raw_os_error() {
-                Some(libc::EINTR) => continue,
-                Some(libc::EWOULDBLOCK) => {}
-                _ => return Err(io_err("lock", &self.lock_path())(err)),
+            // std's file lock is flock(2) on Linux, the lock host-local takes too.
+            match file.try_lock() {
+                Ok(()) => return Ok(LockGuard { _file: file }),
+                Err(std::fs::TryLockError::WouldBlock) => {}
+                Err(std::fs::TryLockError::Error(err)) => {
+                    return Err(io_err("lock", &self.lock_path())(err))
+                }
             }
             let waited = started.elapsed();
             if waited >= self.lock_timeout {
@@ -1287,8 +1283,7 @@ mod tests {
         let t = TempDir::new();
         let s = store(&t).with_lock_timeout(Duration::from_millis(200));
         let holder = File::open(s.dir().join("lock")).unwrap();
-        // SAFETY: flock on an open descriptor.
-        assert_eq!(unsafe { libc::flock(holder.as_raw_fd(), libc::LOCK_EX) }, 0);
+        holder.lock().unwrap();
         let started = Instant::now();
         let e = s.leases().unwrap_err();
         assert!(matches!(e, IpamError::LockTimeout { .. }), "{e}");

@@ -19,3 +19,4 @@ pub mod nodes;
 pub mod pods;
 pub mod switch;
 pub mod tenants;
+pub mod yaml;

@@ -31,7 +31,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::fs;
 use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -675,15 +674,11 @@ fn lock_within(dir: &Path, timeout: Duration) -> Result<Lock, TenantError> {
         })?;
     let deadline = Instant::now() + timeout;
     loop {
-        // SAFETY: flock on a file descriptor we own and keep open for the lock's lifetime.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc == 0 {
-            return Ok(Lock { _file: file });
-        }
-        let e = std::io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EWOULDBLOCK) | Some(libc::EINTR) => {}
-            _ => return Err(TenantError::Lock { path, source: e }),
+        // std's file lock is flock(2) on Linux.
+        match file.try_lock() {
+            Ok(()) => return Ok(Lock { _file: file }),
+            Err(fs::TryLockError::WouldBlock) => {}
+            Err(fs::TryLockError::Error(source)) => return Err(TenantError::Lock { path, source }),
         }
         if Instant::now() >= deadline {
             return Err(TenantError::LockTimeout { path });

@@ -38,7 +38,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use sdn_tests::harness::{unique_name, workspace_bin};
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 /// The namespace the manifests install into.
@@ -114,8 +114,8 @@ fn is_kustomization(p: &Path) -> bool {
 /// The documents of one YAML text (empty documents skipped).
 fn parse_docs(file: &str, text: &str) -> Result<Vec<Doc>, String> {
     let mut out = Vec::new();
-    for (i, d) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let value = Value::deserialize(d).map_err(|e| format!("{file} document {}: {e}", i + 1))?;
+    let docs: Vec<Value> = agent::yaml::from_multiple(text).map_err(|e| format!("{file}: {e}"))?;
+    for (i, value) in docs.into_iter().enumerate() {
         if !value.is_null() {
             out.push(Doc {
                 file: file.to_string(),
@@ -738,7 +738,7 @@ fn started_config(
         .remove(&key)
         .unwrap_or_else(|| panic!("ConfigMap {cm_name} has no key {key:?}"));
     // The file alone, as the agent's YAML parser reads it.
-    serde_yaml::from_str::<Config>(&text)
+    agent::yaml::from_str::<Config>(&text)
         .unwrap_or_else(|e| panic!("ConfigMap {cm_name} {key}: {e}"));
     let dir = std::env::temp_dir().join(unique_name("deploy-test-"));
     fs::create_dir_all(&dir).unwrap();
@@ -1094,7 +1094,8 @@ fn the_cluster_network_the_controller_creates_passes_its_crd() {
 fn kustomization_lists_every_manifest() {
     let dir = deploy().join("kubernetes");
     let k: Value =
-        serde_yaml::from_str(&fs::read_to_string(dir.join("kustomization.yaml")).unwrap()).unwrap();
+        serde_saphyr::from_str(&fs::read_to_string(dir.join("kustomization.yaml")).unwrap())
+            .unwrap();
     assert_eq!(k["apiVersion"], "kustomize.config.k8s.io/v1beta1");
     assert_eq!(k["kind"], "Kustomization");
     let listed: BTreeSet<String> = k["resources"]

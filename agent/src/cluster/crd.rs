@@ -237,7 +237,7 @@ pub fn render_yaml() -> Result<String, CrdError> {
          #   {REGENERATE}\n"
     );
     for crd in all()? {
-        let text = serde_yaml::to_string(&crd).map_err(|e| CrdError::Render {
+        let text = crate::yaml::to_manifest_text(&crd).map_err(|e| CrdError::Render {
             kind: crd.spec.names.kind.clone(),
             message: e.to_string(),
         })?;
@@ -549,9 +549,7 @@ mod tests {
         let text = render_yaml().unwrap();
         assert!(text.starts_with("# CustomResourceDefinitions of network.openshift.io/v1"));
         assert!(text.contains(REGENERATE));
-        let docs: Vec<CustomResourceDefinition> = serde_yaml::Deserializer::from_str(&text)
-            .map(|d| serde::Deserialize::deserialize(d).unwrap())
-            .collect();
+        let docs: Vec<CustomResourceDefinition> = crate::yaml::from_multiple(&text).unwrap();
         assert_eq!(docs, all().unwrap());
     }
 

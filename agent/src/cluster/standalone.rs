@@ -456,9 +456,7 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ClusterError> {
 /// A random RFC 4122 version 4 UUID for objects the agent creates.
 pub fn new_uid() -> String {
     let mut b = [0u8; 16];
-    // SAFETY: getrandom writes at most `b.len()` bytes into the buffer it is given.
-    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    if usize::try_from(n).ok() != Some(b.len()) {
+    if getrandom::fill(&mut b).is_err() {
         // No entropy syscall (very old kernel): time and pid still make a unique enough id for
         // a local object, which nothing relies on beyond being distinct.
         let t = std::time::SystemTime::now()

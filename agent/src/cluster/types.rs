@@ -637,16 +637,21 @@ pub fn parse_objects(text: &str, format: Format) -> Result<Vec<ClusterObject>, P
             message: e.to_string(),
         })?],
         Format::Yaml => {
-            let mut docs = Vec::new();
-            for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
-                let value =
-                    serde_json::Value::deserialize(doc).map_err(|e| ParseError::Syntax {
-                        document: i + 1,
-                        message: e.to_string(),
-                    })?;
-                docs.push(value);
-            }
-            docs
+            crate::yaml::from_multiple::<serde_json::Value>(text).map_err(|e| {
+                // The document holding the error: `---` lines before its line, plus one.
+                let line = e.location().map_or(1, |l| l.line());
+                let separators = text
+                    .lines()
+                    .take(usize::try_from(line.saturating_sub(1)).unwrap_or(usize::MAX))
+                    .skip_while(|l| l.trim().is_empty() || l.starts_with('#'))
+                    .skip(1)
+                    .filter(|l| l.starts_with("---"))
+                    .count();
+                ParseError::Syntax {
+                    document: separators + 1,
+                    message: e.to_string(),
+                }
+            })?
         }
     };
     let mut objects = Vec::new();
@@ -760,8 +765,8 @@ fn json_type(v: &serde_json::Value) -> &'static str {
 }
 
 /// Renders an object as YAML (the standalone writer's format).
-pub fn to_yaml(obj: &ClusterObject) -> Result<String, serde_yaml::Error> {
-    serde_yaml::to_string(obj)
+pub fn to_yaml(obj: &ClusterObject) -> Result<String, crate::yaml::SerializeError> {
+    crate::yaml::to_state_text(obj)
 }
 
 #[cfg(test)]

@@ -356,7 +356,7 @@ fn parse_object(ctype: &str, body: &[u8]) -> Result<Value, ApiError> {
     let v: Value = match ctype {
         "" | "application/json" => serde_json::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("the body is not valid json: {e}")))?,
-        "application/yaml" | "application/apply-patch+yaml" => serde_yaml::from_slice(body)
+        "application/yaml" | "application/apply-patch+yaml" => serde_saphyr::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("the body is not valid yaml: {e}")))?,
         other => {
             return Err(ApiError::other(
@@ -563,7 +563,7 @@ fn patch(
                     "fieldManager: Required value: is required for apply patch",
                 ));
             }
-            serde_yaml::from_slice(body)
+            serde_saphyr::from_slice(body)
                 .map_err(|e| ApiError::bad_request(format!("the apply body is not valid yaml: {e}")))?
         }
         other => {
