@@ -167,110 +167,204 @@ impl Default for Config {
     }
 }
 
-/// The flags, in the order `--help` lists them.
-pub const FLAGS: &str = "\
-  --config FILE                 YAML or JSON file with the settings below (flags win)
-  --node-name NAME              this node's HostSubnet host (default: host name)
-  --node-ip IP                  underlay address (default: from the HostSubnet, else 127.0.0.1)
-  --mode subnet|multitenant     isolation mode (default multitenant)
-  --cluster-network CIDR[,LEN]  cluster network and host subnet length in bits (repeatable;
-                                default 10.128.0.0/14,9 = one /23 per node)
-  --service-cidr CIDR           service network (default 172.30.0.0/16)
-  --vxlan-port PORT             VXLAN UDP port (default 4789)
-  --mtu MTU                     overlay MTU (default 1450)
-  --ovsdb TARGET                OVSDB (default unix:/run/openvswitch/db.sock)
-  --bridge-mgmt PATH            br0's OpenFlow socket (default /run/openvswitch/br0.mgmt)
-  --cni-socket PATH             CNI server socket (default /var/run/sdn/cni.sock)
-  --ipam-dir DIR                lease directory (default /var/lib/cni/networks)
-  --cni-conf-dir DIR            CNI network config directory (default /etc/cni/net.d)
-  --cni-network-name NAME       CNI network name (default sdn)
-  --datapath-type system|netdev OVS datapath of br0 (default system)
-  --pod-tx-checksum-off BOOL    tx checksum offload off on pods (default: true with netdev)
-  --cluster-state SOURCE        standalone:DIR or kubernetes (default standalone:/var/lib/sdn/state)
-  --request-timeout SECONDS     deadline of one CNI request (default 120)
-  --kubeconfig FILE             Kubernetes mode: kubeconfig (default: $KUBECONFIG, ~/.kube/config,
-                                then the in-cluster service account)
-  --host-subnet-wait SECONDS    Kubernetes mode: wait for this node's HostSubnet (default 120)
-  --global-namespace NAME       controller: a namespace with VNID 0 besides default (repeatable)
-  --controller-namespace NS     controller: namespace of its leader-election Lease (default sdn)";
+/// The agent's command-line flags: every configuration key is one (`--mtu` for `mtu`), and each
+/// can also come from an environment variable (`SDN_MTU`). Unset flags leave the configuration
+/// file's value (or the default) alone; a flag or its variable wins over the file.
+/// `--cluster-network` and `--global-namespace` repeat and have no variable (their values
+/// would need a separator of their own).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Flags {
+    /// YAML or JSON file with the settings below (keys in camelCase: nodeName, mtu, ...)
+    #[arg(long, env = "SDN_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// This node's HostSubnet host [default: the host name]
+    #[arg(long, env = "SDN_NODE_NAME", value_name = "NAME")]
+    pub node_name: Option<String>,
+    /// Underlay address [default: from the HostSubnet, else 127.0.0.1]
+    #[arg(long = "node-ip", env = "SDN_NODE_IP", value_name = "IP")]
+    pub node_ip: Option<Ipv4Addr>,
+    /// Isolation mode: subnet or multitenant [default: multitenant]
+    #[arg(long, env = "SDN_MODE", value_name = "MODE")]
+    pub mode: Option<String>,
+    /// Cluster network and host subnet length in bits, repeatable [default: 10.128.0.0/14,9 =
+    /// one /23 per node]
+    #[arg(long, value_name = "CIDR[,LEN]", value_parser = parse_cluster_network)]
+    pub cluster_network: Vec<ClusterNetworkEntry>,
+    /// Service network [default: 172.30.0.0/16]
+    #[arg(long, env = "SDN_SERVICE_CIDR", value_name = "CIDR")]
+    pub service_cidr: Option<Ipv4Net>,
+    /// VXLAN UDP port [default: 4789]
+    #[arg(long, env = "SDN_VXLAN_PORT", value_name = "PORT")]
+    pub vxlan_port: Option<u16>,
+    /// Overlay MTU of tun0 and pod interfaces [default: 1450]
+    #[arg(long, env = "SDN_MTU", value_name = "MTU")]
+    pub mtu: Option<u32>,
+    /// OVSDB: unix:PATH or tcp:IP:PORT [default: unix:/run/openvswitch/db.sock]
+    #[arg(long, env = "SDN_OVSDB", value_name = "TARGET")]
+    pub ovsdb: Option<String>,
+    /// br0's OpenFlow management socket [default: /run/openvswitch/br0.mgmt]
+    #[arg(long, env = "SDN_BRIDGE_MGMT", value_name = "PATH")]
+    pub bridge_mgmt: Option<PathBuf>,
+    /// CNI server socket, the plugin's `socket` [default: /var/run/sdn/cni.sock]
+    #[arg(long, env = "SDN_CNI_SOCKET", value_name = "PATH")]
+    pub cni_socket: Option<PathBuf>,
+    /// host-local compatible lease directory [default: /var/lib/cni/networks]
+    #[arg(long, env = "SDN_IPAM_DIR", value_name = "DIR")]
+    pub ipam_dir: Option<PathBuf>,
+    /// CNI network config directory [default: /etc/cni/net.d]
+    #[arg(long, env = "SDN_CNI_CONF_DIR", value_name = "DIR")]
+    pub cni_conf_dir: Option<PathBuf>,
+    /// CNI network name [default: sdn]
+    #[arg(long, env = "SDN_CNI_NETWORK_NAME", value_name = "NAME")]
+    pub cni_network_name: Option<String>,
+    /// OVS datapath of br0: system or netdev [default: system]
+    #[arg(long, env = "SDN_DATAPATH_TYPE", value_name = "TYPE")]
+    pub datapath_type: Option<String>,
+    /// Turn tx checksum offload off in pods; a switch, or =true/=false [default: true with
+    /// netdev]
+    #[arg(long, env = "SDN_POD_TX_CHECKSUM_OFF", value_name = "BOOL", num_args = 0..=1,
+          default_missing_value = "true")]
+    pub pod_tx_checksum_off: Option<bool>,
+    /// Cluster state: standalone:DIR or kubernetes [default: standalone:/var/lib/sdn/state]
+    #[arg(long, env = "SDN_CLUSTER_STATE", value_name = "SOURCE")]
+    pub cluster_state: Option<ClusterStateSource>,
+    /// Deadline of one CNI request, seconds [default: 120]
+    #[arg(
+        long = "request-timeout",
+        env = "SDN_REQUEST_TIMEOUT",
+        value_name = "SECONDS"
+    )]
+    pub request_timeout_seconds: Option<u64>,
+    /// How long a pod ADD waits for its namespace's NetNamespace, seconds [default: 5]
+    #[arg(
+        long = "netnamespace-wait",
+        env = "SDN_NETNAMESPACE_WAIT",
+        value_name = "SECONDS"
+    )]
+    pub netnamespace_wait_seconds: Option<u64>,
+    /// Kubernetes mode: kubeconfig [default: $KUBECONFIG, ~/.kube/config, then the in-cluster
+    /// service account]
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubernetes mode: how long start-up waits for this node's HostSubnet, seconds
+    /// [default: 120]
+    #[arg(
+        long = "host-subnet-wait",
+        env = "SDN_HOST_SUBNET_WAIT",
+        value_name = "SECONDS"
+    )]
+    pub host_subnet_wait_seconds: Option<u64>,
+    /// Controller: a namespace with VNID 0 besides default, repeatable
+    #[arg(long = "global-namespace", value_name = "NAME")]
+    pub global_namespaces: Vec<String>,
+    /// Controller: namespace of its leader-election Lease [default: sdn]
+    #[arg(long, env = "SDN_CONTROLLER_NAMESPACE", value_name = "NS")]
+    pub controller_namespace: Option<String>,
+}
+
+fn parse_cluster_network(value: &str) -> Result<ClusterNetworkEntry, String> {
+    let (cidr, len) = value.split_once(',').unwrap_or((value, "9"));
+    let bad = || format!("expected CIDR[,hostSubnetLength], got {value:?}");
+    Ok(ClusterNetworkEntry {
+        cidr: cidr.parse().map_err(|_| bad())?,
+        host_subnet_length: len.parse().map_err(|_| bad())?,
+    })
+}
+
+/// The flags alone, for parsing an argument list without a program name.
+#[derive(Debug, clap::Parser)]
+#[command(no_binary_name = true, disable_help_flag = true)]
+struct FlagsOnly {
+    #[command(flatten)]
+    flags: Flags,
+}
+
+/// A clap error in this project's words where it has them: `unknown flag "--x"` and `--x
+/// needs a value` (what operators and the tests grep for); any other error as clap renders it,
+/// without its usage footer.
+pub fn flag_error(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let arg = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(s)) => s.split_whitespace().next().unwrap_or("").to_string(),
+        _ => String::new(),
+    };
+    let rendered = e.render().to_string();
+    let first = rendered
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim_start_matches("error: ")
+        .to_string();
+    match e.kind() {
+        ErrorKind::UnknownArgument => {
+            let tip = match e.get(ContextKind::SuggestedArg) {
+                Some(ContextValue::String(s)) => format!(" (did you mean {s}?)"),
+                _ => String::new(),
+            };
+            format!("unknown flag {arg:?}{tip}")
+        }
+        ErrorKind::InvalidValue if rendered.contains("a value is required") => {
+            format!("{arg} needs a value")
+        }
+        _ => first,
+    }
+}
 
 impl Config {
-    /// Reads `--config` (if given) and applies the other flags on top, then validates.
+    /// Parses flags (no program name), reads `--config` if given, applies the flags on top and
+    /// validates. Environment variables stand in for flags that are not given.
     pub fn from_args(args: &[String]) -> Result<Config> {
-        let mut cfg = match args.iter().position(|a| a == "--config") {
-            Some(i) => {
-                let path = args
-                    .get(i + 1)
-                    .with_context(|| "--config needs a file".to_string())?;
-                Config::from_file(Path::new(path))?
-            }
+        use clap::Parser;
+        let parsed =
+            FlagsOnly::try_parse_from(args).map_err(|e| anyhow::anyhow!(flag_error(&e)))?;
+        Config::from_flags(&parsed.flags)
+    }
+
+    /// The configuration file named by `flags` (if any) with `flags` on top, validated.
+    pub fn from_flags(flags: &Flags) -> Result<Config> {
+        let mut cfg = match &flags.config {
+            Some(path) => Config::from_file(path)?,
             None => Config::default(),
         };
-        let mut cluster = Vec::new();
-        let mut globals = Vec::new();
-        let mut it = args.iter();
-        while let Some(flag) = it.next() {
-            let value = it
-                .next()
-                .with_context(|| format!("{flag} needs a value"))?
-                .as_str();
-            let bad = |what: &str| format!("{flag} {value:?}: expected {what}");
-            match flag.as_str() {
-                "--config" => {}
-                "--node-name" => cfg.node_name = value.into(),
-                "--node-ip" => {
-                    cfg.node_ip = Some(value.parse().with_context(|| bad("an IPv4 address"))?)
-                }
-                "--mode" => cfg.mode = value.into(),
-                "--cluster-network" => {
-                    let (cidr, len) = value.split_once(',').unwrap_or((value, "9"));
-                    cluster.push(ClusterNetworkEntry {
-                        cidr: cidr
-                            .parse()
-                            .with_context(|| bad("CIDR[,hostSubnetLength]"))?,
-                        host_subnet_length: len
-                            .parse()
-                            .with_context(|| bad("CIDR[,hostSubnetLength]"))?,
-                    })
-                }
-                "--service-cidr" => {
-                    cfg.service_network = value.parse().with_context(|| bad("a CIDR"))?
-                }
-                "--vxlan-port" => cfg.vxlan_port = value.parse().with_context(|| bad("a port"))?,
-                "--mtu" => cfg.mtu = value.parse().with_context(|| bad("an MTU"))?,
-                "--ovsdb" => cfg.ovsdb = value.into(),
-                "--bridge-mgmt" => cfg.bridge_mgmt = value.into(),
-                "--cni-socket" => cfg.cni_socket = value.into(),
-                "--ipam-dir" => cfg.ipam_dir = value.into(),
-                "--cni-conf-dir" => cfg.cni_conf_dir = value.into(),
-                "--cni-network-name" => cfg.cni_network_name = value.into(),
-                "--datapath-type" => cfg.datapath_type = value.into(),
-                "--pod-tx-checksum-off" => {
-                    cfg.pod_tx_checksum_off =
-                        Some(value.parse().with_context(|| bad("true or false"))?)
-                }
-                "--cluster-state" => {
-                    cfg.cluster_state = value.parse().with_context(|| bad("a source"))?
-                }
-                "--request-timeout" => {
-                    cfg.request_timeout_seconds =
-                        value.parse().with_context(|| bad("whole seconds"))?
-                }
-                "--kubeconfig" => cfg.kubeconfig = Some(value.into()),
-                "--host-subnet-wait" => {
-                    cfg.host_subnet_wait_seconds =
-                        value.parse().with_context(|| bad("whole seconds"))?
-                }
-                "--global-namespace" => globals.push(value.to_string()),
-                "--controller-namespace" => cfg.controller_namespace = value.into(),
-                other => bail!("unknown flag {other:?}"),
-            }
+        let f = flags.clone();
+        macro_rules! set {
+            ($($field:ident),*) => { $( if let Some(v) = f.$field { cfg.$field = v; } )* };
         }
-        if !cluster.is_empty() {
-            cfg.cluster_networks = cluster;
+        set!(
+            node_name,
+            mode,
+            vxlan_port,
+            mtu,
+            ovsdb,
+            bridge_mgmt,
+            cni_socket,
+            ipam_dir,
+            cni_conf_dir,
+            cni_network_name,
+            datapath_type,
+            cluster_state,
+            request_timeout_seconds,
+            netnamespace_wait_seconds,
+            host_subnet_wait_seconds,
+            controller_namespace
+        );
+        if let Some(ip) = f.node_ip {
+            cfg.node_ip = Some(ip);
         }
-        if !globals.is_empty() {
-            cfg.global_namespaces = globals;
+        if let Some(n) = f.service_cidr {
+            cfg.service_network = n;
+        }
+        if let Some(b) = f.pod_tx_checksum_off {
+            cfg.pod_tx_checksum_off = Some(b);
+        }
+        if let Some(k) = f.kubeconfig {
+            cfg.kubeconfig = Some(k);
+        }
+        if !f.cluster_network.is_empty() {
+            cfg.cluster_networks = f.cluster_network;
+        }
+        if !f.global_namespaces.is_empty() {
+            cfg.global_namespaces = f.global_namespaces;
         }
         if cfg.node_name.is_empty() {
             cfg.node_name = hostname()?;

@@ -9,6 +9,9 @@
 //!
 //! Output goes to stdout (a table, one line per change, or JSON with `--json`); warnings and
 //! notes go to stderr, one line each; errors to stderr with exit status 1 (2 for usage errors).
+//! The command line is clap's (`--help` on every command, `--version`, `--flag=value`, global
+//! options before or after the command); its errors are put in sdnctl's words ("usage: sdnctl
+//! create NAME [--global]", "--force does not apply to join").
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -17,34 +20,86 @@ use std::time::Duration;
 
 use agent::config::{ClusterStateSource, Config};
 use agent::tenants::{self, Command, Pods};
+use clap::{Parser, Subcommand};
 use serde_json::json;
 
 /// How long sdnctl waits for OVSDB.
 const OVSDB_TIMEOUT: Duration = Duration::from_secs(3);
 
-const USAGE: &str = "\
-sdnctl: manage the tenants (NetNamespaces and their VNIDs) of a standalone SDN node
+/// Manage the tenants (NetNamespaces and their VNIDs) of a standalone SDN node.
+///
+/// Each command edits the agent's state directory; the running agent applies the change within
+/// a poll interval (500 ms).
+#[derive(Debug, Parser)]
+#[command(name = "sdnctl", version, disable_help_subcommand = false)]
+struct Cli {
+    /// The agent's configuration file; gives the state directory (clusterState standalone:DIR),
+    /// the OVSDB target and the mode
+    #[arg(long, global = true, env = "SDN_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The agent's standalone cluster state directory (overrides the config)
+    #[arg(long, global = true, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    /// OVSDB for local pod counts: unix:PATH or tcp:IP:PORT (overrides the config)
+    #[arg(long, global = true, value_name = "TARGET")]
+    ovsdb: Option<String>,
+    /// Machine-readable output
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Option<Cmd>,
+}
 
-usage: sdnctl [--config FILE | --state-dir DIR] [--ovsdb TARGET] [--json] COMMAND [ARGS]
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// List namespaces: VNID, namespaces sharing it, local pods
+    #[command(alias = "list")]
+    Namespaces,
+    /// Create a tenant namespace with a fresh VNID
+    Create {
+        /// The namespace (a DNS-1123 label)
+        name: String,
+        /// VNID 0 instead of a fresh one: it reaches and is reached by every namespace
+        #[arg(long)]
+        global: bool,
+    },
+    /// NAME takes OTHER's VNID, so their pods reach each other
+    Join {
+        /// The namespace that changes
+        name: String,
+        /// The namespace whose VNID it takes
+        other: String,
+    },
+    /// Give NAME a fresh VNID of its own (refused for default)
+    Isolate {
+        /// The namespace
+        name: String,
+    },
+    /// Give NAME VNID 0: it reaches and is reached by every namespace
+    MakeGlobal {
+        /// The namespace
+        name: String,
+    },
+    /// Delete NAME's NetNamespace (refused while local pods use it)
+    Delete {
+        /// The namespace
+        name: String,
+        /// Delete even when local pods use it (they keep their VNID)
+        #[arg(long)]
+        force: bool,
+    },
+}
 
-commands:
-  namespaces                 list namespaces: VNID, namespaces sharing it, local pods (alias: list)
-  create NAME [--global]     create a tenant namespace with a fresh VNID (--global: VNID 0)
-  join NAME OTHER            NAME takes OTHER's VNID, so their pods reach each other
-  isolate NAME               give NAME a fresh VNID of its own (refused for default)
-  make-global NAME           give NAME VNID 0: it reaches and is reached by every namespace
-  delete NAME [--force]      delete NAME's NetNamespace (refused while local pods use it)
-  help                       show this text
-
-options:
-  --config FILE     the agent's configuration file (default: $SDN_CONFIG); gives the state
-                    directory (clusterState standalone:DIR), the OVSDB target and the mode
-  --state-dir DIR   the agent's standalone cluster state directory (overrides the config)
-  --ovsdb TARGET    OVSDB for local pod counts: unix:PATH or tcp:IP:PORT (overrides the config)
-  --json            machine-readable output
-
-Each command edits the state directory; the running agent applies the change within a poll
-interval (500 ms).";
+/// The argument shape of each command, for usage errors.
+const SHAPES: [(&str, &str); 7] = [
+    ("namespaces", ""),
+    ("list", ""),
+    ("create", "NAME [--global]"),
+    ("join", "NAME OTHER"),
+    ("isolate", "NAME"),
+    ("make-global", "NAME"),
+    ("delete", "NAME [--force]"),
+];
 
 /// A usage error (exit status 2) or a failure (exit status 1).
 enum Failure {
@@ -58,104 +113,69 @@ impl<E: std::fmt::Display> From<E> for Failure {
     }
 }
 
-/// The parsed command line.
-#[derive(Debug, Default)]
-struct Args {
-    config: Option<PathBuf>,
-    state_dir: Option<PathBuf>,
-    ovsdb: Option<String>,
-    json: bool,
-    global: bool,
-    force: bool,
-    words: Vec<String>,
+/// A clap error in sdnctl's words: which command's shape was wrong, which flag belongs to
+/// another command, which command does not exist.
+fn usage_error(raw: &[String], e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let word = raw.iter().find_map(|w| {
+        SHAPES
+            .iter()
+            .find(|(c, _)| c == w)
+            .map(|(c, shape)| (*c, *shape))
+    });
+    let invalid = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(s)) => s.split_whitespace().next().unwrap_or("").to_string(),
+        _ => String::new(),
+    };
+    match (e.kind(), word) {
+        (ErrorKind::InvalidSubcommand, _) => {
+            let word = match e.get(ContextKind::InvalidSubcommand) {
+                Some(ContextValue::String(s)) => s.clone(),
+                _ => invalid,
+            };
+            format!("unknown command {word:?}")
+        }
+        (ErrorKind::MissingSubcommand | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand, _) => {
+            "no command given".into()
+        }
+        (ErrorKind::UnknownArgument, Some((cmd, _)))
+            if ["--global", "--force"].contains(&invalid.as_str()) =>
+        {
+            format!("{invalid} does not apply to {cmd}")
+        }
+        (ErrorKind::UnknownArgument, _) if invalid.starts_with('-') => {
+            format!("unknown option {invalid:?}")
+        }
+        (
+            ErrorKind::MissingRequiredArgument
+            | ErrorKind::UnknownArgument
+            | ErrorKind::TooManyValues,
+            Some((cmd, shape)),
+        ) => format!("usage: sdnctl {cmd} {shape}")
+            .trim_end()
+            .to_string(),
+        (ErrorKind::InvalidValue, _) if !invalid.is_empty() => format!("{invalid} needs a value"),
+        _ => e
+            .render()
+            .to_string()
+            .lines()
+            .next()
+            .unwrap_or("")
+            .trim_start_matches("error: ")
+            .to_string(),
+    }
 }
 
-fn parse_args(raw: &[String]) -> Result<Args, Failure> {
-    let mut a = Args::default();
-    let mut it = raw.iter();
-    while let Some(arg) = it.next() {
-        let mut value = |flag: &str| {
-            it.next()
-                .cloned()
-                .ok_or_else(|| Failure::Usage(format!("{flag} needs a value")))
-        };
-        match arg.as_str() {
-            "--config" => a.config = Some(value(arg)?.into()),
-            "--state-dir" => a.state_dir = Some(value(arg)?.into()),
-            "--ovsdb" => a.ovsdb = Some(value(arg)?),
-            "--json" => a.json = true,
-            "--global" => a.global = true,
-            "--force" => a.force = true,
-            "-h" | "--help" => a.words.insert(0, "help".into()),
-            s if s.starts_with('-') && s.len() > 1 => {
-                return Err(Failure::Usage(format!("unknown option {s:?}")))
-            }
-            _ => a.words.push(arg.clone()),
-        }
-    }
-    Ok(a)
-}
-
-/// The command, from the positional words.
-fn command(a: &Args) -> Result<Option<Command>, Failure> {
-    let w: Vec<&str> = a.words.iter().map(String::as_str).collect();
-    let only = |flag: &str, set: bool, allowed: bool| {
-        if set && !allowed {
-            Err(Failure::Usage(format!("{flag} does not apply to {}", w[0])))
-        } else {
-            Ok(())
-        }
-    };
-    let (create, delete) = (w.first() == Some(&"create"), w.first() == Some(&"delete"));
-    if !w.is_empty() {
-        only("--global", a.global, create)?;
-        only("--force", a.force, delete)?;
-    }
-    let args = |n: usize, shape: &str| {
-        if w.len() == n + 1 {
-            Ok(())
-        } else {
-            Err(Failure::Usage(format!("usage: sdnctl {} {shape}", w[0])))
-        }
-    };
-    let name = |i: usize| w[i].to_string();
-    Ok(Some(match w.first().copied() {
-        None => return Err(Failure::Usage("no command given".into())),
-        Some("namespaces" | "list") => {
-            args(0, "")?;
-            return Ok(None);
-        }
-        Some("create") => {
-            args(1, "NAME [--global]")?;
-            Command::Create {
-                name: name(1),
-                global: a.global,
-            }
-        }
-        Some("join") => {
-            args(2, "NAME OTHER")?;
-            Command::Join {
-                name: name(1),
-                other: name(2),
-            }
-        }
-        Some("isolate") => {
-            args(1, "NAME")?;
-            Command::Isolate { name: name(1) }
-        }
-        Some("make-global") => {
-            args(1, "NAME")?;
-            Command::MakeGlobal { name: name(1) }
-        }
-        Some("delete") => {
-            args(1, "NAME [--force]")?;
-            Command::Delete {
-                name: name(1),
-                force: a.force,
-            }
-        }
-        Some(other) => return Err(Failure::Usage(format!("unknown command {other:?}"))),
-    }))
+/// The tenant command of a subcommand (`None` for `namespaces`).
+fn tenant_command(cmd: Cmd) -> Option<Command> {
+    Some(match cmd {
+        Cmd::Namespaces => return None,
+        Cmd::Create { name, global } => Command::Create { name, global },
+        Cmd::Join { name, other } => Command::Join { name, other },
+        Cmd::Isolate { name } => Command::Isolate { name },
+        Cmd::MakeGlobal { name } => Command::MakeGlobal { name },
+        Cmd::Delete { name, force } => Command::Delete { name, force },
+    })
 }
 
 /// Where the state directory and OVSDB are, and what to tell the operator about them.
@@ -166,16 +186,14 @@ struct Place {
     notes: Vec<String>,
 }
 
-fn locate(a: &Args) -> Result<Place, Failure> {
-    let config = a.config.clone().or_else(|| {
-        if a.state_dir.is_some() {
-            None
-        } else {
-            std::env::var_os("SDN_CONFIG")
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        }
-    });
+fn locate(a: &Cli) -> Result<Place, Failure> {
+    // `$SDN_CONFIG` (clap fills `config` from it) only stands in when no directory is named.
+    let from_env = std::env::var_os("SDN_CONFIG").is_some_and(|v| !v.is_empty())
+        && !std::env::args().any(|a| a == "--config" || a.starts_with("--config="));
+    let config = a
+        .config
+        .clone()
+        .filter(|c| !(c.as_os_str().is_empty() || from_env && a.state_dir.is_some()));
     let mut notes = Vec::new();
     let mut dir = a.state_dir.clone();
     let mut ovsdb = a.ovsdb.clone();
@@ -259,11 +277,18 @@ fn out(text: &str) -> Result<(), Failure> {
 }
 
 fn run(raw: &[String]) -> Result<(), Failure> {
-    let a = parse_args(raw)?;
-    if a.words.first().map(String::as_str) == Some("help") {
-        return out(&format!("{USAGE}\n"));
-    }
-    let cmd = command(&a)?;
+    let mut a =
+        match Cli::try_parse_from(std::iter::once("sdnctl".to_string()).chain(raw.iter().cloned()))
+        {
+            Ok(a) => a,
+            Err(e) if e.use_stderr() => return Err(Failure::Usage(usage_error(raw, &e))),
+            // --help, --version, help.
+            Err(e) => e.exit(),
+        };
+    let cmd = match a.command.take() {
+        Some(c) => tenant_command(c),
+        None => return Err(Failure::Usage("no command given".into())),
+    };
     let place = locate(&a)?;
     let config_given = place.config.is_some();
     warn(&place.notes);
