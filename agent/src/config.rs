@@ -19,14 +19,14 @@ use serde::{Deserialize, Serialize};
 /// `hostSubnetLength`: 9 gives every node a /23 out of a /14).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ClusterNetworkEntry {
+pub struct ClusterNetworkSetting {
     /// The network, e.g. `10.128.0.0/14`.
     pub cidr: Ipv4Net,
     /// Host bits of a node subnet, e.g. 9 for /23.
     pub host_subnet_length: u8,
 }
 
-impl ClusterNetworkEntry {
+impl ClusterNetworkSetting {
     /// Prefix length of one node's subnet.
     pub fn node_prefix(&self) -> u8 {
         32 - self.host_subnet_length
@@ -93,7 +93,7 @@ pub struct Config {
     /// `subnet` or `multitenant`.
     pub mode: String,
     /// Cluster networks.
-    pub cluster_networks: Vec<ClusterNetworkEntry>,
+    pub cluster_networks: Vec<ClusterNetworkSetting>,
     /// The service network.
     pub service_network: Ipv4Net,
     /// VXLAN UDP port.
@@ -141,7 +141,7 @@ impl Default for Config {
             node_name: String::new(),
             node_ip: None,
             mode: "multitenant".into(),
-            cluster_networks: vec![ClusterNetworkEntry {
+            cluster_networks: vec![ClusterNetworkSetting {
                 cidr: "10.128.0.0/14".parse().expect("constant"),
                 host_subnet_length: 9,
             }],
@@ -171,7 +171,8 @@ impl Default for Config {
 /// can also come from an environment variable (`SDN_MTU`). Unset flags leave the configuration
 /// file's value (or the default) alone; a flag or its variable wins over the file.
 /// `--cluster-network` and `--global-namespace` repeat and have no variable (their values
-/// would need a separator of their own).
+/// would need a separator of their own); any other flag given twice takes its last value, as
+/// the agent's flags always did.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct Flags {
     /// YAML or JSON file with the settings below (keys in camelCase: nodeName, mtu, ...)
@@ -189,7 +190,7 @@ pub struct Flags {
     /// Cluster network and host subnet length in bits, repeatable [default: 10.128.0.0/14,9 =
     /// one /23 per node]
     #[arg(long, value_name = "CIDR[,LEN]", value_parser = parse_cluster_network)]
-    pub cluster_network: Vec<ClusterNetworkEntry>,
+    pub cluster_network: Vec<ClusterNetworkSetting>,
     /// Service network [default: 172.30.0.0/16]
     #[arg(long, env = "SDN_SERVICE_CIDR", value_name = "CIDR")]
     pub service_cidr: Option<Ipv4Net>,
@@ -262,10 +263,10 @@ pub struct Flags {
     pub controller_namespace: Option<String>,
 }
 
-fn parse_cluster_network(value: &str) -> Result<ClusterNetworkEntry, String> {
+fn parse_cluster_network(value: &str) -> Result<ClusterNetworkSetting, String> {
     let (cidr, len) = value.split_once(',').unwrap_or((value, "9"));
     let bad = || format!("expected CIDR[,hostSubnetLength], got {value:?}");
-    Ok(ClusterNetworkEntry {
+    Ok(ClusterNetworkSetting {
         cidr: cidr.parse().map_err(|_| bad())?,
         host_subnet_length: len.parse().map_err(|_| bad())?,
     })
@@ -273,7 +274,11 @@ fn parse_cluster_network(value: &str) -> Result<ClusterNetworkEntry, String> {
 
 /// The flags alone, for parsing an argument list without a program name.
 #[derive(Debug, clap::Parser)]
-#[command(no_binary_name = true, disable_help_flag = true)]
+#[command(
+    no_binary_name = true,
+    disable_help_flag = true,
+    args_override_self = true
+)]
 struct FlagsOnly {
     #[command(flatten)]
     flags: Flags,
@@ -593,6 +598,7 @@ mod tests {
                 "--cluster-state",
             ),
             ("--node-name n --bogus 1", "unknown flag \"--bogus\""),
+            ("--node-name n --mtu 1300 --mtu 100", "mtu 100"),
             ("--node-name", "--node-name needs a value"),
         ] {
             let e = format!("{:#}", Config::from_args(&args(a)).unwrap_err());

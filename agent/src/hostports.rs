@@ -37,6 +37,7 @@ use serde_json::Value;
 
 use crate::cni::{codes, CniError};
 use crate::iptables::{Iptables, IptablesError};
+use crate::seams::NatRules;
 
 /// The chain jumped to from `PREROUTING` and `OUTPUT`; holds one jump per pod.
 pub const HOSTPORTS_CHAIN: &str = "SDN-HOSTPORTS";
@@ -409,7 +410,7 @@ pub fn render_removal(existing: &[String]) -> Option<String> {
 
 /// Removes every host port rule of ours (node teardown, `sdn-agent remove-host-rules`).
 /// Idempotent: without our chains it runs nothing.
-pub async fn remove_all(iptables: &Iptables) -> Result<(), IptablesError> {
+pub async fn remove_all(iptables: &impl NatRules) -> Result<(), IptablesError> {
     match render_removal(&iptables.list("nat").await?) {
         Some(input) => iptables.restore(&input).await,
         None => Ok(()),
@@ -460,10 +461,11 @@ pub fn missing_rules(pod: &PodPorts, existing: &[String]) -> Vec<String> {
 
 type Key = (String, String);
 
-/// The node's host ports: who holds which, and the rules made from that.
+/// The node's host ports: who holds which, and the rules made from that (applied through any
+/// [`NatRules`], the real iptables or the fake).
 #[derive(Debug)]
-pub struct HostPorts {
-    iptables: Iptables,
+pub struct HostPorts<N: NatRules = Iptables> {
+    iptables: N,
     cluster_networks: Vec<Ipv4Net>,
     taken: std::sync::Mutex<BTreeMap<Key, PodPorts>>,
     /// Serialises syncs (a sync reads the registry and writes the whole rule set).
@@ -474,9 +476,9 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-impl HostPorts {
+impl<N: NatRules> HostPorts<N> {
     /// An empty registry applying rules through `iptables`.
-    pub fn new(iptables: Iptables, cluster_networks: Vec<Ipv4Net>) -> HostPorts {
+    pub fn new(iptables: N, cluster_networks: Vec<Ipv4Net>) -> HostPorts<N> {
         HostPorts {
             iptables,
             cluster_networks,

@@ -17,7 +17,12 @@ use agent::config::{Config, Flags};
 
 /// The SDN node agent: owns the Open vSwitch bridge br0 and serves the sdn-cni plugin.
 #[derive(Debug, Parser)]
-#[command(name = "sdn-agent", version, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "sdn-agent",
+    version,
+    args_conflicts_with_subcommands = true,
+    args_override_self = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Cmd>,
@@ -29,8 +34,10 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Cmd {
     /// Run the node agent (the default when no command is given)
+    #[command(args_override_self = true)]
     Run(Flags),
     /// Kubernetes mode: the cluster-wide allocator of HostSubnets and NetNamespaces
+    #[command(args_override_self = true)]
     Controller(Flags),
     /// Node teardown: remove the agent's iptables chains and the jumps to them
     RemoveHostRules,
@@ -99,7 +106,7 @@ async fn main() -> Result<()> {
                 .context("removing the agent's iptables rules");
         }
     };
-    let node = agent::node::Node::start(config(&flags)?).await?;
+    let node = agent::daemon::Daemon::start(config(&flags)?).await?;
     node.run_until(until_signal()).await;
     tracing::info!("stopping (pods keep running)");
     node.stop().await;

@@ -43,7 +43,7 @@ use crate::cluster::types::{parse_objects, Format, DEFAULT_NAMESPACE};
 use crate::cluster::validate::dns1123_label;
 use crate::cluster::StandaloneSource;
 use crate::cluster::{ClusterError, ClusterObject, ClusterState, Kind, NetNamespace};
-use crate::pods::ids;
+use crate::pod::keys as ids;
 
 /// The lock file that serialises sdnctl runs on one state directory.
 pub const LOCK_FILE: &str = ".sdnctl.lock";
@@ -60,7 +60,7 @@ const RESERVED_PREFIX: &str = "/reserved/";
 
 /// A tenant command.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Command {
+pub enum TenantCommand {
     /// Create a namespace: a fresh VNID, or VNID 0 with `global`.
     Create {
         /// The namespace.
@@ -94,15 +94,15 @@ pub enum Command {
     },
 }
 
-impl Command {
+impl TenantCommand {
     /// The namespace the command changes.
     pub fn name(&self) -> &str {
         match self {
-            Command::Create { name, .. }
-            | Command::Join { name, .. }
-            | Command::Isolate { name }
-            | Command::MakeGlobal { name }
-            | Command::Delete { name, .. } => name,
+            TenantCommand::Create { name, .. }
+            | TenantCommand::Join { name, .. }
+            | TenantCommand::Isolate { name }
+            | TenantCommand::MakeGlobal { name }
+            | TenantCommand::Delete { name, .. } => name,
         }
     }
 
@@ -111,9 +111,9 @@ impl Command {
     pub fn needs_pods(&self) -> bool {
         matches!(
             self,
-            Command::Create { global: false, .. }
-                | Command::Isolate { .. }
-                | Command::Delete { .. }
+            TenantCommand::Create { global: false, .. }
+                | TenantCommand::Isolate { .. }
+                | TenantCommand::Delete { .. }
         )
     }
 }
@@ -162,19 +162,19 @@ impl LocalPods {
 
 /// What is known about local pods: counted, or unknown and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Pods {
+pub enum PodCounts {
     /// Read from OVSDB.
     Known(LocalPods),
     /// Not read; the reason (no OVSDB target, OVSDB unreachable...).
     Unknown(String),
 }
 
-impl Pods {
+impl PodCounts {
     /// The pods, when known.
     pub fn known(&self) -> Option<&LocalPods> {
         match self {
-            Pods::Known(p) => Some(p),
-            Pods::Unknown(_) => None,
+            PodCounts::Known(p) => Some(p),
+            PodCounts::Unknown(_) => None,
         }
     }
 }
@@ -396,16 +396,16 @@ pub fn check_name(name: &str) -> Result<(), TenantError> {
 
 /// Decides what `cmd` does to `state` (pure). `pods` are the local pods; `last` the last VNID
 /// handed out (the allocation walk resumes after it). `dir` only names the directory in errors.
-pub fn plan(
+pub fn plan_change(
     state: &ClusterState,
-    cmd: &Command,
-    pods: &Pods,
+    cmd: &TenantCommand,
+    pods: &PodCounts,
     last: Option<u32>,
     dir: &Path,
 ) -> Result<Plan, TenantError> {
     let name = cmd.name();
     check_name(name)?;
-    if let Command::Join { other, .. } = cmd {
+    if let TenantCommand::Join { other, .. } = cmd {
         check_name(other)?;
     }
     let unknown = |n: &str| TenantError::Unknown {
@@ -413,7 +413,7 @@ pub fn plan(
         dir: dir.to_path_buf(),
     };
     let globals: Vec<&str> = match cmd {
-        Command::Create { global: true, .. } => vec![name],
+        TenantCommand::Create { global: true, .. } => vec![name],
         _ => Vec::new(),
     };
     let mut tenancy = Tenancy::new(globals);
@@ -440,7 +440,7 @@ pub fn plan(
     }
     // VNIDs on local pod ports stay in use (placeholders, never written). Only the allocating
     // commands read pods; loading also moves the walk past the largest, which is harmless.
-    if let Pods::Known(p) = pods {
+    if let PodCounts::Known(p) = pods {
         if cmd.needs_pods() {
             let held: Vec<(String, u32)> = p
                 .vnids
@@ -477,7 +477,7 @@ pub fn plan(
         nn
     };
     let mut planned = match cmd {
-        Command::Create { global, .. } => {
+        TenantCommand::Create { global, .. } => {
             if let Some(vnid) = current {
                 return Err(TenantError::Exists {
                     name: name.to_string(),
@@ -500,20 +500,20 @@ pub fn plan(
                 remember: None,
             }
         }
-        Command::Delete { force, .. } => {
+        TenantCommand::Delete { force, .. } => {
             if name == DEFAULT_NAMESPACE {
                 return Err(TenantError::CannotDeleteDefault);
             }
             let vnid = current.ok_or_else(|| unknown(name))?;
             let count = match pods {
-                Pods::Known(p) => Some(p.count(name)),
-                Pods::Unknown(reason) if !force => {
+                PodCounts::Known(p) => Some(p.count(name)),
+                PodCounts::Unknown(reason) if !force => {
                     return Err(TenantError::PodsUnknown {
                         name: name.to_string(),
                         reason: reason.clone(),
                     })
                 }
-                Pods::Unknown(_) => None,
+                PodCounts::Unknown(_) => None,
             };
             let reason = match count {
                 Some(0) => "no local pods".to_string(),
@@ -535,7 +535,7 @@ pub fn plan(
                 remember: None,
             }
         }
-        Command::Join { other, .. } => {
+        TenantCommand::Join { other, .. } => {
             let from = current.ok_or_else(|| unknown(name))?;
             if other == name {
                 return Err(TenantError::JoinSelf {
@@ -560,8 +560,8 @@ pub fn plan(
                 remember: None,
             }
         }
-        Command::Isolate { .. } | Command::MakeGlobal { .. } => {
-            let isolate = matches!(cmd, Command::Isolate { .. });
+        TenantCommand::Isolate { .. } | TenantCommand::MakeGlobal { .. } => {
+            let isolate = matches!(cmd, TenantCommand::Isolate { .. });
             if isolate && name == DEFAULT_NAMESPACE {
                 return Err(TenantError::CannotIsolateDefault);
             }
@@ -802,7 +802,7 @@ pub struct Outcome {
 }
 
 /// Runs `cmd` on the state directory `dir` under its lock: reads, plans, writes.
-pub fn execute(dir: &Path, cmd: &Command, pods: &Pods) -> Result<Outcome, TenantError> {
+pub fn execute(dir: &Path, cmd: &TenantCommand, pods: &PodCounts) -> Result<Outcome, TenantError> {
     // Fail on a missing directory before creating a lock file in it.
     fs::read_dir(dir).map_err(|e| TenantError::StateDir {
         dir: dir.to_path_buf(),
@@ -813,7 +813,7 @@ pub fn execute(dir: &Path, cmd: &Command, pods: &Pods) -> Result<Outcome, Tenant
     if let Some(p) = snap.problems.iter().find(|p| hides_net_namespaces(p)) {
         return Err(TenantError::Unreadable { problem: p.clone() });
     }
-    let plan = plan(&snap.state, cmd, pods, last_vnid(dir), dir)?;
+    let plan = plan_change(&snap.state, cmd, pods, last_vnid(dir), dir)?;
     let name = cmd.name();
     // Check before writing anything that the one file to change holds exactly this object.
     if plan.write.is_some() || plan.delete.is_some() {
@@ -865,7 +865,7 @@ pub struct NamespaceRow {
 
 /// The rows of `sdnctl namespaces`: every NetNamespace by name, then namespaces that have local
 /// pods but no NetNamespace (pods of a namespace deleted with `--force`).
-pub fn rows(state: &ClusterState, pods: &Pods) -> Vec<NamespaceRow> {
+pub fn rows(state: &ClusterState, pods: &PodCounts) -> Vec<NamespaceRow> {
     let mut by_vnid: BTreeMap<u32, Vec<&str>> = BTreeMap::new();
     for (name, nn) in &state.net_namespaces {
         by_vnid.entry(nn.net_id).or_default().push(name);
@@ -961,23 +961,23 @@ mod tests {
     }
 
     #[allow(clippy::needless_pass_by_value)] // call sites read better with values
-    fn run(s: &ClusterState, cmd: Command, pods: &Pods, last: Option<u32>) -> Plan {
-        plan(s, &cmd, pods, last, Path::new("/state")).unwrap()
+    fn run(s: &ClusterState, cmd: TenantCommand, pods: &PodCounts, last: Option<u32>) -> Plan {
+        plan_change(s, &cmd, pods, last, Path::new("/state")).unwrap()
     }
 
     #[allow(clippy::needless_pass_by_value)]
-    fn err(s: &ClusterState, cmd: Command, pods: &Pods) -> String {
-        plan(s, &cmd, pods, None, Path::new("/state"))
+    fn err(s: &ClusterState, cmd: TenantCommand, pods: &PodCounts) -> String {
+        plan_change(s, &cmd, pods, None, Path::new("/state"))
             .unwrap_err()
             .to_string()
     }
 
-    fn none() -> Pods {
-        Pods::Known(LocalPods::default())
+    fn none() -> PodCounts {
+        PodCounts::Known(LocalPods::default())
     }
 
-    fn create(n: &str) -> Command {
-        Command::Create {
+    fn create(n: &str) -> TenantCommand {
+        TenantCommand::Create {
             name: n.into(),
             global: false,
         }
@@ -1000,18 +1000,18 @@ mod tests {
         // 12 was handed out before (its namespace is gone): not again at once.
         assert_eq!(run(&s, create("c"), &none(), Some(12)).allocated, Some(13));
         // Pods still carry 12 and 13: skipped.
-        let pods = Pods::Known(LocalPods {
+        let pods = PodCounts::Known(LocalPods {
             per_namespace: BTreeMap::new(),
             vnids: [12, 13].into(),
         });
         assert_eq!(run(&s, create("c"), &pods, None).allocated, Some(14));
         // A pod of an unknown tenant (VNID 2^24-1) does not restart the walk from 10.
-        let pods = Pods::Known(LocalPods {
+        let pods = PodCounts::Known(LocalPods {
             per_namespace: BTreeMap::new(),
-            vnids: [Vnid::UNASSIGNED].into(),
+            vnids: [Vnid::UNASSIGNED.id()].into(),
         });
         assert_eq!(run(&s, create("c"), &pods, Some(12)).allocated, Some(13));
-        let g = Command::Create {
+        let g = TenantCommand::Create {
             name: "g".into(),
             global: true,
         };
@@ -1023,7 +1023,7 @@ mod tests {
     #[test]
     fn operations_change_only_the_named_namespace() {
         let s = state(&[("default", 0), ("a", 10), ("b", 11), ("c", 10)]);
-        let join = Command::Join {
+        let join = TenantCommand::Join {
             name: "b".into(),
             other: "a".into(),
         };
@@ -1038,34 +1038,49 @@ mod tests {
         let after = state(&[("default", 0), ("a", 10), ("b", 10), ("c", 10)]);
         let p = run(
             &after,
-            Command::Isolate { name: "c".into() },
+            TenantCommand::Isolate { name: "c".into() },
             &none(),
             Some(11),
         );
         assert_eq!((p.allocated, p.remember), (Some(12), Some(12)));
         let p = run(
             &after,
-            Command::MakeGlobal { name: "c".into() },
+            TenantCommand::MakeGlobal { name: "c".into() },
             &none(),
             Some(11),
         );
         assert_eq!(p.remember, None, "the walk did not move");
 
-        let p = run(&s, Command::Isolate { name: "c".into() }, &none(), None);
+        let p = run(
+            &s,
+            TenantCommand::Isolate { name: "c".into() },
+            &none(),
+            None,
+        );
         assert_eq!(p.change.to_string(), "c: VNID 10 -> 12 (isolated)");
         assert_eq!(p.allocated, Some(12));
-        let p = run(&s, Command::Isolate { name: "b".into() }, &none(), None);
+        let p = run(
+            &s,
+            TenantCommand::Isolate { name: "b".into() },
+            &none(),
+            None,
+        );
         assert_eq!(
             p.change.to_string(),
             "b: VNID 11, unchanged (already isolated)"
         );
         assert_eq!((p.write, p.allocated), (None, None));
 
-        let p = run(&s, Command::MakeGlobal { name: "a".into() }, &none(), None);
+        let p = run(
+            &s,
+            TenantCommand::MakeGlobal { name: "a".into() },
+            &none(),
+            None,
+        );
         assert_eq!(p.change.to_string(), "a: VNID 10 -> 0 (made global)");
         let p = run(
             &s,
-            Command::MakeGlobal {
+            TenantCommand::MakeGlobal {
                 name: "default".into(),
             },
             &none(),
@@ -1075,7 +1090,7 @@ mod tests {
             p.change.to_string(),
             "default: VNID 0, unchanged (already global)"
         );
-        let join = Command::Join {
+        let join = TenantCommand::Join {
             name: "a".into(),
             other: "default".into(),
         };
@@ -1093,7 +1108,7 @@ mod tests {
         nn.metadata.uid = Some("u-1".into());
         nn.egress_ips = vec!["192.168.1.5".into()];
         s.insert(nn.into());
-        let join = Command::Join {
+        let join = TenantCommand::Join {
             name: "b".into(),
             other: "a".into(),
         };
@@ -1106,11 +1121,11 @@ mod tests {
     #[test]
     fn delete_refuses_with_pods_unless_forced() {
         let s = state(&[("default", 0), ("a", 10)]);
-        let pods = Pods::Known(LocalPods {
+        let pods = PodCounts::Known(LocalPods {
             per_namespace: [("a".to_string(), 2)].into(),
             vnids: [10].into(),
         });
-        let del = |force| Command::Delete {
+        let del = |force| TenantCommand::Delete {
             name: "a".into(),
             force,
         };
@@ -1124,7 +1139,7 @@ mod tests {
             p.change.to_string(),
             "a: deleted, was VNID 10 (forced: its 2 local pod(s) keep VNID 10 until deleted)"
         );
-        let unknown = Pods::Unknown("no OVSDB target".into());
+        let unknown = PodCounts::Unknown("no OVSDB target".into());
         assert!(err(&s, del(false), &unknown).starts_with(
             "refusing to delete namespace \"a\" without knowing whether local pods use it (no OVSDB target)"
         ));
@@ -1140,13 +1155,13 @@ mod tests {
         let s = state(&[("default", 0), ("a", 10)]);
         let e = err(
             &s,
-            Command::Isolate {
+            TenantCommand::Isolate {
                 name: "nope".into(),
             },
             &none(),
         );
         assert_eq!(e, "unknown namespace \"nope\": it has no NetNamespace in /state; create it with `sdnctl create nope` (or list them with `sdnctl namespaces`)");
-        let join = |n: &str, o: &str| Command::Join {
+        let join = |n: &str, o: &str| TenantCommand::Join {
             name: n.into(),
             other: o.into(),
         };
@@ -1156,13 +1171,13 @@ mod tests {
             .starts_with("namespace \"a\" already exists with VNID 10"));
         assert!(err(
             &s,
-            Command::Isolate {
+            TenantCommand::Isolate {
                 name: "default".into()
             },
             &none()
         )
         .starts_with("namespace \"default\" is global and cannot be isolated"));
-        let del = Command::Delete {
+        let del = TenantCommand::Delete {
             name: "default".into(),
             force: true,
         };
@@ -1206,7 +1221,7 @@ mod tests {
     #[test]
     fn listing() {
         let s = state(&[("default", 0), ("g", 0), ("a", 10), ("b", 10), ("c", 11)]);
-        let pods = Pods::Known(LocalPods {
+        let pods = PodCounts::Known(LocalPods {
             per_namespace: [("a".to_string(), 2), ("gone".to_string(), 1)].into(),
             vnids: [10, 12].into(),
         });
@@ -1222,7 +1237,7 @@ mod tests {
              gone     -     (no NetNamespace)  1\n"
         );
         assert_eq!(r[3].shares_with, vec!["g".to_string()]);
-        let r = rows(&s, &Pods::Unknown("x".into()));
+        let r = rows(&s, &PodCounts::Unknown("x".into()));
         assert_eq!(r.len(), 5);
         assert!(table(&r).lines().nth(1).unwrap().ends_with('?'));
     }

@@ -9,9 +9,10 @@
 use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
-use ovs::flow::{Action, Ct, CtFlag, CtState, Field, Flow, Masked, Match, Nat, Subfield};
+use ovs::flow::{Action, Ct, CtFlag, CtState, Flow, Masked, Match, Nat};
 
 use crate::cookie;
+use crate::registers::{vni_to_src_vnid, Reg};
 use crate::tables::Table;
 
 /// OpenFlow port of `vxlan0`.
@@ -76,21 +77,6 @@ fn flow(table: Table, priority: u16) -> Flow {
     Flow::new(table.id(), priority).cookie(cookie::BASE)
 }
 
-fn tun_id_to_reg0() -> Action {
-    // The ranges are constants of the pipeline: 32 bits on both sides.
-    Action::Move(
-        ovs::flow::Move::new(
-            Subfield::range(Field::TunId, 0, 31).expect("tun_id has 64 bits"),
-            Subfield::whole(Field::Reg(0)),
-        )
-        .expect("equal widths"),
-    )
-}
-
-fn output_reg2() -> Action {
-    Action::OutputReg(Subfield::whole(Field::Reg(2)))
-}
-
 /// Every base flow, table 253 included.
 pub fn base_flows(cfg: &NodeConfig) -> Vec<Flow> {
     let mut flows = base_flows_without_version(cfg);
@@ -137,19 +123,19 @@ fn base_flows_without_version(cfg: &NodeConfig) -> Vec<Flow> {
         f.push(
             flow(Classifier, 200)
                 .matching(from_vxlan.clone().arp().arp_spa(cn).arp_tpa(local))
-                .action(tun_id_to_reg0())
+                .action(vni_to_src_vnid())
                 .goto(VxlanIngress.id()),
         );
         f.push(
             flow(Classifier, 200)
                 .matching(from_vxlan.clone().ip().nw_src(cn))
-                .action(tun_id_to_reg0())
+                .action(vni_to_src_vnid())
                 .goto(VxlanIngress.id()),
         );
         f.push(
             flow(Classifier, 200)
                 .matching(from_vxlan.ip().nw_dst(cn))
-                .action(tun_id_to_reg0())
+                .action(vni_to_src_vnid())
                 .goto(VxlanIngress.id()),
         );
     }
@@ -282,25 +268,25 @@ fn base_flows_without_version(cfg: &NodeConfig) -> Vec<Flow> {
     f.push(
         flow(IngressIsolation, 300)
             .matching(Match::any().ip().nw_src(gw))
-            .action(output_reg2()),
+            .action(Reg::OutPort.output()),
     );
     f.push(
         flow(IngressIsolation, 300)
             .matching(Match::any().arp().arp_spa(gw))
-            .action(output_reg2()),
+            .action(Reg::OutPort.output()),
     );
     match cfg.mode {
-        Mode::Subnet => f.push(flow(IngressIsolation, 200).action(output_reg2())),
+        Mode::Subnet => f.push(flow(IngressIsolation, 200).action(Reg::OutPort.output())),
         Mode::Multitenant => {
             f.push(
                 flow(IngressIsolation, 200)
-                    .matching(Match::any().reg(0, 0))
-                    .action(output_reg2()),
+                    .matching(Reg::SrcVnid.matching(Match::any(), 0))
+                    .action(Reg::OutPort.output()),
             );
             f.push(
                 flow(IngressIsolation, 200)
-                    .matching(Match::any().reg(1, 0))
-                    .action(output_reg2()),
+                    .matching(Reg::DstVnid.matching(Match::any(), 0))
+                    .action(Reg::OutPort.output()),
             );
         }
     }

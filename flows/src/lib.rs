@@ -1,21 +1,29 @@
-//! Pure builders of the `br0` OpenFlow pipeline (see `shared/design/pipeline.md`).
+//! Pure builders of the `br0` OpenFlow pipeline (see `docs/pipeline.md`).
 //!
-//! State in, flows out: no sockets, files, clocks or processes. This crate declares every table
-//! once ([`tables::Table`]) with its number, name and purpose, so builders say
-//! `Table::LocalIp`, never `70`, and the agent registers the same names in OVSDB so that
-//! `ovs-ofctl --names dump-flows br0` prints them. [`cookie`] gives every flow an owner;
-//! [`base`] builds the fixed rows of every table from the node's configuration; [`pod`] and
-//! [`node`] the rows of local pods and of remote nodes.
+//! State in, flows out: no sockets, files, clocks or processes (the `ovs` crate comes without
+//! its clients, so not even tokio is linked). This crate declares every table once
+//! ([`tables::Table`]) with its number, name and purpose, and every register once
+//! ([`registers::Reg`]) with its bits and meaning, so builders say `Table::LocalIp` and
+//! `Reg::DstVnid`, never `70` or `reg1`; the agent registers the same table names in OVSDB so
+//! that `ovs-ofctl --names dump-flows br0` prints them. VNIDs are [`Vnid`]s (the `multitenant`
+//! crate's). [`cookie`] gives every flow an owner; [`base`] builds the fixed rows of every table
+//! from the node's configuration; [`pod`] and [`remote`] the rows of local pods and of remote
+//! nodes; [`attachment`] the identity (and its one hash) every pod-owned name derives from.
 
+pub mod attachment;
 pub mod base;
 pub mod cookie;
-pub mod node;
 pub mod pod;
+pub mod registers;
+pub mod remote;
 pub mod tables;
 
+pub use attachment::AttachmentId;
 pub use base::{base_flows, Mode, NodeConfig};
-pub use node::{
+pub use multitenant::Vnid;
+pub use pod::{pod_cookie, pod_flows, vnid_cookie, vnid_flow, PodFlows, UNASSIGNED_VNID};
+pub use registers::Reg;
+pub use remote::{
     multicast_remote_flow, node_cookie, remote_node_flows, RemoteNodeFlows, MULTICAST_COOKIE,
 };
-pub use pod::{pod_cookie, pod_flows, vnid_cookie, vnid_flow, PodFlows, UNASSIGNED_VNID};
 pub use tables::Table;

@@ -13,9 +13,12 @@
 
 use std::net::Ipv4Addr;
 
-use ovs::flow::{Action, Field, Flow, MacAddr, Match, Subfield};
+use multitenant::Vnid;
+use ovs::flow::{Action, Flow, MacAddr, Match};
 
+use crate::attachment::AttachmentId;
 use crate::cookie::{cookie, Feature};
+use crate::registers::Reg;
 use crate::tables::Table;
 
 /// What the flows of one pod depend on.
@@ -26,7 +29,7 @@ pub struct PodFlows {
     /// The pod's IPv4 address.
     pub ip: Ipv4Addr,
     /// The pod's VNID (0 in subnet mode and for global namespaces).
-    pub vnid: u32,
+    pub vnid: Vnid,
     /// The pod's cookie, from [`pod_cookie`].
     pub cookie: u64,
     /// OpenFlow meter policing what the pod sends (its egress bandwidth limit on the netdev
@@ -36,22 +39,14 @@ pub struct PodFlows {
     pub egress_meter: Option<u32>,
 }
 
-/// FNV-1a 64 of `bytes`: stable across Rust versions and platforms.
-pub fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
-
 /// The cookie naming the attachment `(container_id, ifname)`.
 pub fn pod_cookie(container_id: &str, ifname: &str) -> u64 {
-    cookie(
-        Feature::Pod,
-        fnv1a(format!("{container_id}/{ifname}").as_bytes()),
-    )
+    attachment_cookie(&AttachmentId::new(container_id, ifname))
+}
+
+/// The cookie naming attachment `a` (its hash under the pod feature).
+pub fn attachment_cookie(a: &AttachmentId) -> u64 {
+    cookie(Feature::Pod, a.hash())
 }
 
 /// The pod's five flows, in table order.
@@ -68,48 +63,49 @@ pub fn pod_flows(p: &PodFlows) -> Vec<Flow> {
                     .arp_spa(p.ip)
                     .arp_sha(mac),
             )
-            .action(Action::load_reg(0, p.vnid))
+            .action(Reg::SrcVnid.load_vnid(p.vnid))
             .goto(Table::ConntrackCommit.id()),
         f(Table::PodEgressSpoofguard)
             .matching(Match::any().in_port(p.ofport).ip().dl_src(mac).nw_src(p.ip))
             .actions(p.egress_meter.map(Action::Meter))
-            .action(Action::load_reg(0, p.vnid))
+            .action(Reg::SrcVnid.load_vnid(p.vnid))
             .goto(Table::PodEgressPolicy.id()),
         f(Table::ServiceReturn)
             .matching(Match::any().ip().nw_src(p.ip))
-            .action(Action::load_reg(0, p.vnid))
+            .action(Reg::SrcVnid.load_vnid(p.vnid))
             .goto(Table::PodEgressPolicy.id()),
         f(Table::LocalArp)
             .matching(Match::any().arp().arp_tpa(p.ip))
-            .action(Action::load_reg(1, p.vnid))
-            .action(Action::load_reg(2, p.ofport))
+            .action(Reg::DstVnid.load_vnid(p.vnid))
+            .action(Reg::OutPort.load(p.ofport))
             .goto(Table::IngressIsolation.id()),
         f(Table::LocalIp)
             .matching(Match::any().ip().nw_dst(p.ip))
-            .action(Action::load_reg(1, p.vnid))
-            .action(Action::load_reg(2, p.ofport))
+            .action(Reg::DstVnid.load_vnid(p.vnid))
+            .action(Reg::OutPort.load(p.ofport))
             .goto(Table::IngressIsolation.id()),
     ]
 }
 
 /// The cookie of VNID `vnid`'s table-80 row.
-pub fn vnid_cookie(vnid: u32) -> u64 {
-    cookie(Feature::Vnid, u64::from(vnid))
+pub fn vnid_cookie(vnid: Vnid) -> u64 {
+    cookie(Feature::Vnid, u64::from(vnid.id()))
 }
 
-/// The VNID given to pods whose tenant is unknown (2^24-1; `multitenant::Vnid::UNASSIGNED`).
-pub const UNASSIGNED_VNID: u32 = (1 << 24) - 1;
+/// The VNID given to pods whose tenant is unknown (2^24-1, [`Vnid::UNASSIGNED`]).
+pub const UNASSIGNED_VNID: Vnid = Vnid::UNASSIGNED;
 
 /// Multitenant mode: the table-80 row letting pods of VNID `vnid` reach each other
 /// (`reg0=V,reg1=V`). VNID 0 needs none (the base rows allow `reg0=0` and `reg1=0`), and the
 /// unknown-tenant VNID gets none either: pods whose tenant is unknown reach only global pods and
 /// the node, not even each other (they need not belong together).
-pub fn vnid_flow(vnid: u32) -> Option<Flow> {
-    (vnid != 0 && vnid != UNASSIGNED_VNID).then(|| {
+pub fn vnid_flow(vnid: Vnid) -> Option<Flow> {
+    (!vnid.is_global() && vnid != UNASSIGNED_VNID).then(|| {
+        let m = Reg::DstVnid.matching(Reg::SrcVnid.matching(Match::any(), vnid.id()), vnid.id());
         Flow::new(Table::IngressIsolation.id(), 100)
             .cookie(vnid_cookie(vnid))
-            .matching(Match::any().reg(0, vnid).reg(1, vnid))
-            .action(Action::OutputReg(Subfield::whole(Field::Reg(2))))
+            .matching(m)
+            .action(Reg::OutPort.output())
     })
 }
 
@@ -122,7 +118,7 @@ mod tests {
         let p = PodFlows {
             ofport: 3,
             ip: Ipv4Addr::new(10, 128, 0, 2),
-            vnid: 5,
+            vnid: Vnid::new(5).unwrap(),
             cookie: 0x1000_0000_0000_0003,
             egress_meter: None,
         };
@@ -157,10 +153,10 @@ mod tests {
 
     #[test]
     fn vnid_rows() {
-        assert!(vnid_flow(0).is_none());
+        assert!(vnid_flow(Vnid::GLOBAL).is_none());
         assert!(vnid_flow(UNASSIGNED_VNID).is_none());
         assert_eq!(
-            vnid_flow(10).unwrap().to_string(),
+            vnid_flow(Vnid::new(10).unwrap()).unwrap().to_string(),
             "cookie=0x300000000000000a, table=80, priority=100,reg0=0xa,reg1=0xa actions=output:NXM_NX_REG2[]"
         );
     }

@@ -1,127 +1,89 @@
-//! The table registry: every table of the pipeline with its number, name and purpose.
+//! The table registry: every table of the pipeline with its number, name and purpose, declared
+//! once in one list (the `tables!` invocation below).
 
-/// A table of the `br0` pipeline.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
-pub enum Table {
+/// Declares every table once: variant, number, name (registered in OVSDB `Flow_Table` and
+/// printed by `ovs-ofctl --names`) and purpose. [`Table::ALL`], [`Table::id`], [`Table::name`]
+/// and [`Table::purpose`] are generated from this one list.
+macro_rules! tables {
+    ($($(#[$doc:meta])* $variant:ident = $id:literal, $name:literal, $purpose:literal;)*) => {
+        /// A table of the `br0` pipeline.
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
+        pub enum Table {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl Table {
+            /// Every table, in pipeline order.
+            pub const ALL: [Table; [$($id),*].len()] = [$(Table::$variant),*];
+
+            /// The OpenFlow table number.
+            pub const fn id(self) -> u8 {
+                match self {
+                    $(Table::$variant => $id,)*
+                }
+            }
+
+            /// The name registered in OVSDB `Flow_Table` and printed by `ovs-ofctl --names`.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Table::$variant => $name,)*
+                }
+            }
+
+            /// What the table does (docs/pipeline.md, "Tables").
+            pub const fn purpose(self) -> &'static str {
+                match self {
+                    $(Table::$variant => $purpose,)*
+                }
+            }
+        }
+    };
+}
+
+tables! {
     /// 0: conntrack untracked IP, then sort by in_port.
-    Classifier,
+    Classifier = 0, "classifier", "conntrack untracked IP, then sort by in_port";
     /// 10: accept VXLAN only from known node VTEPs.
-    VxlanIngress,
+    VxlanIngress = 10, "vxlan_ingress", "accept VXLAN only from known node VTEPs";
     /// 20: per-pod anti-spoofing; loads the source VNID.
-    PodEgressSpoofguard,
+    PodEgressSpoofguard = 20, "pod_egress_spoofguard", "per pod: right port, IP and MAC; load the source VNID";
     /// 25: service traffic hairpinned back via tun0: reload the source VNID.
-    ServiceReturn,
+    ServiceReturn = 25, "service_return", "traffic back from tun0 (services): reload the source VNID";
     /// 27: networkpolicy egress rules.
-    PodEgressPolicy,
+    PodEgressPolicy = 27, "pod_egress_policy", "networkpolicy egress rules; other modes pass";
     /// 30: networkpolicy conntrack commit.
-    ConntrackCommit,
+    ConntrackCommit = 30, "conntrack_commit", "networkpolicy conntrack commit; other modes pass";
     /// 31: routing by destination.
-    Routing,
+    Routing = 31, "routing", "routing by destination";
     /// 40: ARP for local pods.
-    LocalArp,
+    LocalArp = 40, "local_arp", "ARP for local pods: destination VNID and port";
     /// 50: ARP for remote node subnets, over VXLAN.
-    RemoteArp,
+    RemoteArp = 50, "remote_arp", "ARP for remote node subnets, over VXLAN";
     /// 60: services, to tun0.
-    Service,
+    Service = 60, "service", "services: to tun0";
     /// 70: IP to local pods: destination VNID and output port.
-    LocalIp,
+    LocalIp = 70, "local_ip", "IP to local pods: destination VNID and port";
     /// 80: the tenancy decision.
-    IngressIsolation,
+    IngressIsolation = 80, "ingress_isolation", "the tenancy decision, then output";
     /// 90: IP to remote node subnets, over VXLAN.
-    RemoteIp,
+    RemoteIp = 90, "remote_ip", "IP to remote node subnets, over VXLAN";
     /// 99: DNS to the node, then egress.
-    EgressPrelude,
+    EgressPrelude = 99, "egress_prelude", "DNS to the node, then egress";
     /// 100: EgressNetworkPolicy per VNID.
-    EgressFirewall,
+    EgressFirewall = 100, "egress_firewall", "EgressNetworkPolicy per VNID";
     /// 101: egress IPs and default egress to tun0.
-    EgressRouting,
+    EgressRouting = 101, "egress_routing", "egress IPs per VNID; default to tun0";
     /// 110: multicast out, per VNID.
-    MulticastOut,
+    MulticastOut = 110, "multicast_out", "multicast out, per VNID";
     /// 111: multicast to remote VTEPs.
-    MulticastRemote,
+    MulticastRemote = 111, "multicast_remote", "multicast to every remote VTEP";
     /// 120: multicast to local pods.
-    MulticastLocal,
+    MulticastLocal = 120, "multicast_local", "multicast to local pods, per VNID";
     /// 253: the version marker of the base flow set.
-    Version,
+    Version = 253, "version", "the version marker of the base flow set";
 }
 
 impl Table {
-    /// Every table, in pipeline order.
-    pub const ALL: [Table; 20] = [
-        Table::Classifier,
-        Table::VxlanIngress,
-        Table::PodEgressSpoofguard,
-        Table::ServiceReturn,
-        Table::PodEgressPolicy,
-        Table::ConntrackCommit,
-        Table::Routing,
-        Table::LocalArp,
-        Table::RemoteArp,
-        Table::Service,
-        Table::LocalIp,
-        Table::IngressIsolation,
-        Table::RemoteIp,
-        Table::EgressPrelude,
-        Table::EgressFirewall,
-        Table::EgressRouting,
-        Table::MulticastOut,
-        Table::MulticastRemote,
-        Table::MulticastLocal,
-        Table::Version,
-    ];
-
-    /// The OpenFlow table number.
-    pub const fn id(self) -> u8 {
-        match self {
-            Table::Classifier => 0,
-            Table::VxlanIngress => 10,
-            Table::PodEgressSpoofguard => 20,
-            Table::ServiceReturn => 25,
-            Table::PodEgressPolicy => 27,
-            Table::ConntrackCommit => 30,
-            Table::Routing => 31,
-            Table::LocalArp => 40,
-            Table::RemoteArp => 50,
-            Table::Service => 60,
-            Table::LocalIp => 70,
-            Table::IngressIsolation => 80,
-            Table::RemoteIp => 90,
-            Table::EgressPrelude => 99,
-            Table::EgressFirewall => 100,
-            Table::EgressRouting => 101,
-            Table::MulticastOut => 110,
-            Table::MulticastRemote => 111,
-            Table::MulticastLocal => 120,
-            Table::Version => 253,
-        }
-    }
-
-    /// The name registered in OVSDB `Flow_Table` and printed by `ovs-ofctl --names`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Table::Classifier => "classifier",
-            Table::VxlanIngress => "vxlan_ingress",
-            Table::PodEgressSpoofguard => "pod_egress_spoofguard",
-            Table::ServiceReturn => "service_return",
-            Table::PodEgressPolicy => "pod_egress_policy",
-            Table::ConntrackCommit => "conntrack_commit",
-            Table::Routing => "routing",
-            Table::LocalArp => "local_arp",
-            Table::RemoteArp => "remote_arp",
-            Table::Service => "service",
-            Table::LocalIp => "local_ip",
-            Table::IngressIsolation => "ingress_isolation",
-            Table::RemoteIp => "remote_ip",
-            Table::EgressPrelude => "egress_prelude",
-            Table::EgressFirewall => "egress_firewall",
-            Table::EgressRouting => "egress_routing",
-            Table::MulticastOut => "multicast_out",
-            Table::MulticastRemote => "multicast_remote",
-            Table::MulticastLocal => "multicast_local",
-            Table::Version => "version",
-        }
-    }
-
     /// The table with number `id`.
     pub fn from_id(id: u8) -> Option<Table> {
         Table::ALL.into_iter().find(|t| t.id() == id)
@@ -156,6 +118,7 @@ mod tests {
         assert_eq!(names.len(), Table::ALL.len());
         for t in Table::ALL {
             assert_eq!(Table::from_id(t.id()), Some(t));
+            assert!(!t.purpose().is_empty());
         }
     }
 }

@@ -33,7 +33,7 @@ impl Vnid {
     pub const MAX: u32 = (1 << 24) - 1;
     /// Never allocated: what an agent gives a pod whose tenant it cannot know (its pods reach only
     /// global pods, not even each other), so an unknown tenant never becomes global.
-    pub const UNASSIGNED: u32 = Vnid::MAX;
+    pub const UNASSIGNED: Vnid = Vnid(Vnid::MAX);
     /// The largest VNID handed to a tenant.
     pub const LAST_TENANT: u32 = Vnid::MAX - 1;
 

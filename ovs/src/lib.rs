@@ -9,9 +9,15 @@
 //!
 //! Nothing here forks `ovs-vsctl` or `ovs-ofctl`: both protocols are spoken natively over
 //! persistent connections, and every wait is bounded.
+//!
+//! The clients (and with them tokio) sit behind the default feature `client`. The pure crates
+//! that build flows (`flows`) depend on this crate with `default-features = false` and get the
+//! [`flow`] model alone: no async runtime, no socket code.
 
 pub mod flow;
+#[cfg(feature = "client")]
 pub mod openflow;
+#[cfg(feature = "client")]
 pub mod ovsdb;
 
 pub use flow::{Action, Field, Flow, FlowError, Match, Subfield};

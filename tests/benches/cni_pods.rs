@@ -220,7 +220,7 @@ fn main() {
         let flows = flows::pod_flows(&flows::PodFlows {
             ofport,
             ip: ip.parse().unwrap(),
-            vnid: 0,
+            vnid: flows::Vnid::GLOBAL,
             cookie: flows::pod_cookie(&format!("vsctl-{i}"), "eth0"),
             egress_meter: None,
         });

@@ -19,7 +19,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use agent::config::{ClusterStateSource, Config};
-use agent::tenants::{self, Command, Pods};
+use agent::tenants::{self, PodCounts, TenantCommand as Command};
 use clap::{Parser, Subcommand};
 use serde_json::json;
 
@@ -31,7 +31,7 @@ const OVSDB_TIMEOUT: Duration = Duration::from_secs(3);
 /// Each command edits the agent's state directory; the running agent applies the change within
 /// a poll interval (500 ms).
 #[derive(Debug, Parser)]
-#[command(name = "sdnctl", version, disable_help_subcommand = false)]
+#[command(name = "sdnctl", version, args_override_self = true)]
 struct Cli {
     /// The agent's configuration file; gives the state directory (clusterState standalone:DIR),
     /// the OVSDB target and the mode
@@ -233,20 +233,20 @@ fn locate(a: &Cli) -> Result<Place, Failure> {
 }
 
 /// Reads the local pods, or says why not.
-fn pods(ovsdb: Option<&str>) -> Pods {
+fn pods(ovsdb: Option<&str>) -> PodCounts {
     let Some(target) = ovsdb else {
-        return Pods::Unknown("no OVSDB target: pass --ovsdb TARGET or --config FILE".into());
+        return PodCounts::Unknown("no OVSDB target: pass --ovsdb TARGET or --config FILE".into());
     };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
         Ok(r) => r,
-        Err(e) => return Pods::Unknown(format!("cannot start a runtime: {e}")),
+        Err(e) => return PodCounts::Unknown(format!("cannot start a runtime: {e}")),
     };
     match runtime.block_on(tenants::local_pods(target, OVSDB_TIMEOUT)) {
-        Ok(p) => Pods::Known(p),
-        Err(e) => Pods::Unknown(e.to_string()),
+        Ok(p) => PodCounts::Known(p),
+        Err(e) => PodCounts::Unknown(e.to_string()),
     }
 }
 
@@ -302,7 +302,7 @@ fn run(raw: &[String]) -> Result<(), Failure> {
                 .iter()
                 .map(|p| format!("warning: state: {p}"))
                 .collect();
-            if let Pods::Unknown(why) = &pods {
+            if let PodCounts::Unknown(why) = &pods {
                 warnings.push(format!(
                     "warning: local pod counts unknown (shown as ?): {why}"
                 ));
@@ -328,14 +328,14 @@ fn run(raw: &[String]) -> Result<(), Failure> {
             let pods = if cmd.needs_pods() {
                 pods(place.ovsdb.as_deref())
             } else {
-                Pods::Unknown("not needed".into())
+                PodCounts::Unknown("not needed".into())
             };
             // Unknown pod VNIDs matter to allocation when an OVSDB was named but not read.
             let allocates = matches!(
                 cmd,
                 Command::Create { global: false, .. } | Command::Isolate { .. }
             );
-            if let (true, Some(_), Pods::Unknown(why)) = (allocates, &place.ovsdb, &pods) {
+            if let (true, Some(_), PodCounts::Unknown(why)) = (allocates, &place.ovsdb, &pods) {
                 warn(&[format!("warning: VNIDs of local pods unknown, so one still held by pods of a deleted namespace could be handed out: {why}")]);
             }
             let outcome = tenants::execute(dir, &cmd, &pods)?;

@@ -46,7 +46,7 @@ use super::types::{
 };
 use super::validate::{ValidationError, PLUGIN_MULTITENANT, PLUGIN_SUBNET};
 use super::{ClusterError, ClusterSource, ClusterState};
-use crate::config::{ClusterNetworkEntry as CidrEntry, Config};
+use crate::config::{ClusterNetworkSetting as CidrEntry, Config};
 
 /// How often the directory is looked at, unless configured otherwise.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(500);

@@ -16,7 +16,7 @@ use ipnet::Ipv4Net;
 
 use super::types::{ClusterNetwork, ClusterObject, HostSubnet, Kind, NetNamespace};
 use super::validate::{overlaps, ValidationError};
-use crate::config::ClusterNetworkEntry as CidrEntry;
+use crate::config::ClusterNetworkSetting as CidrEntry;
 
 /// The cluster objects known to this node.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -60,9 +60,15 @@ impl ClusterState {
         self.host_subnet_of(node)?.host_ip_addr().ok()
     }
 
-    /// The VNID of `namespace`, when it has a NetNamespace.
+    /// The netid of `namespace`'s NetNamespace, as the object holds it (see [`Self::vnid`]
+    /// for the typed VNID).
     pub fn vnid_of(&self, namespace: &str) -> Option<u32> {
         self.net_namespaces.get(namespace).map(|n| n.net_id)
+    }
+
+    /// The VNID of `namespace`, when it has a NetNamespace (validated netids always fit).
+    pub fn vnid(&self, namespace: &str) -> Option<multitenant::Vnid> {
+        self.vnid_of(namespace).and_then(multitenant::Vnid::new)
     }
 
     /// Kubernetes mode: pod `namespace/name` of this node, from the watch cache.

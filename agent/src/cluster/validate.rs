@@ -20,7 +20,7 @@ use super::types::{
     ClusterNetwork, ClusterObject, EgressNetworkPolicy, HostSubnet, NetNamespace,
     CLUSTER_NETWORK_NAME,
 };
-use crate::config::ClusterNetworkEntry as CidrEntry;
+use crate::config::ClusterNetworkSetting as CidrEntry;
 
 /// The largest VNID (24 bits, the VXLAN VNI).
 pub const MAX_VNID: u32 = (1 << 24) - 1;
@@ -342,7 +342,7 @@ impl NetNamespace {
                 ),
             ));
         }
-        if self.net_id == multitenant::Vnid::UNASSIGNED {
+        if self.net_id == multitenant::Vnid::UNASSIGNED.id() {
             return Err(ValidationError::new(
                 "netid",
                 self.net_id.to_string(),

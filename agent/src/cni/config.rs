@@ -31,7 +31,7 @@ pub const MAX_TIMEOUT_SECONDS: f64 = 86_400.0;
 
 /// An attachment the runtime still considers valid (GC input).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Attachment {
+pub struct ValidAttachment {
     /// `containerID`.
     pub container_id: String,
     /// `ifname`.
@@ -60,7 +60,7 @@ pub struct NetConf {
     /// ADD (CHECK, DEL).
     pub prev_result: Option<AddResult>,
     /// `cni.dev/valid-attachments` (GC); `None` when absent.
-    pub valid_attachments: Option<Vec<Attachment>>,
+    pub valid_attachments: Option<Vec<ValidAttachment>>,
 }
 
 fn object(value: &Value) -> Result<&Map<String, Value>, CniError> {
@@ -199,7 +199,7 @@ impl NetConf {
     }
 }
 
-fn parse_attachments(key: &str, v: &Value) -> Result<Vec<Attachment>, CniError> {
+fn parse_attachments(key: &str, v: &Value) -> Result<Vec<ValidAttachment>, CniError> {
     let list = v.as_array().ok_or_else(|| {
         CniError::invalid_config(format!(
             "network config {key:?} must be an array, got {}",
@@ -227,7 +227,7 @@ fn parse_attachments(key: &str, v: &Value) -> Result<Vec<Attachment>, CniError> 
                 "network config {key:?}[{i}].ifname {ifname:?} {why}"
             ))
         })?;
-        out.push(Attachment {
+        out.push(ValidAttachment {
             container_id: container_id.to_string(),
             ifname: ifname.to_string(),
         });
@@ -292,7 +292,7 @@ mod tests {
         assert_eq!(c.prev_result.unwrap().interfaces[0].name, "x");
         assert_eq!(
             c.valid_attachments.unwrap(),
-            vec![Attachment {
+            vec![ValidAttachment {
                 container_id: "abc".into(),
                 ifname: "eth0".into()
             }]

@@ -9,6 +9,7 @@
 //! `tests/tests/cni_server.rs`.
 
 pub mod args;
+pub mod attach;
 pub mod config;
 pub mod names;
 pub mod request;
@@ -18,7 +19,7 @@ pub mod types;
 pub mod version;
 
 pub use args::{CniArgs, RequestedIp};
-pub use config::{Attachment, NetConf};
+pub use config::{NetConf, ValidAttachment};
 pub use request::{check_netns, Request, RequestBody};
 pub use result::{AddResult, Dns, Interface, IpConfig, Route};
 pub use server::{serve, Handler, ServerError, ServerHandle, ServerOptions};

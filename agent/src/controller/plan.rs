@@ -24,7 +24,7 @@ use multitenant::{Change, Tenancy, CHANGE_NETWORK_ANNOTATION};
 
 use crate::cluster::state::allocate_subnet;
 use crate::cluster::{ClusterNetwork, HostSubnet, NetNamespace};
-use crate::config::ClusterNetworkEntry;
+use crate::config::ClusterNetworkSetting as ClusterNetworkEntry;
 
 /// What the controller sees.
 #[derive(Debug, Clone, Default)]

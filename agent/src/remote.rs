@@ -8,23 +8,22 @@
 //! hostIP another HostSubnet already has: two rows `tun_src=X` would fight over one flow). Each
 //! remote node's rows carry [`flows::node_cookie`] of its HostSubnet's uid.
 //!
-//! Two ways the rows reach `br0`:
+//! The rows reach `br0` through the flow store ([`crate::flowstore`]), which owns them by
+//! cookie ([`Owner::RemoteNode`], [`Owner::Multicast`]):
 //! - **Incrementally** ([`RemoteNodes::sync`], on every cluster-state change): the new set is
-//!   compared with what was last installed ([`plan`]); every node that was added, changed
-//!   (hostIP, subnet or uid) or removed gets **one bundle** of its own (delete by its cookie, then
-//!   its new rows), so moving one node never touches another node's rows. The table-111 row
-//!   (multicast to every remote VTEP) is rewritten, in the last of those bundles, whenever the set
-//!   of VTEPs changed. Flow adds replace a row with the same match, so even two nodes swapping
-//!   addresses in one update end right whatever the bundle order.
-//! - **In the full reconcile** (start-up, periodic, after an OpenFlow reconnect): the agent adds
-//!   [`FullReconcile::flows`] to the desired set it diffs against the whole bridge, so rows of
-//!   HostSubnets that vanished while the agent was down are deleted at start, and lost rows come
-//!   back. The full reconcile holds this module's lock from computing its set until the bundle is
-//!   applied, so an incremental bundle never lands in between.
+//!   compared with what was last handed to the store ([`plan_updates`]); every node that was added,
+//!   changed (hostIP, subnet or uid) or removed gets **one bundle** of its own (delete by its
+//!   cookie, then its new rows), so moving one node never touches another node's rows. The
+//!   table-111 row (multicast to every remote VTEP) is rewritten, in the last of those bundles,
+//!   whenever the set of VTEPs changed. Flow adds replace a row with the same match, so even two
+//!   nodes swapping addresses in one update end right whatever the bundle order.
+//! - **At start-up** ([`RemoteNodes::stage`]): the whole remote set is staged in the store before
+//!   its first full reconcile, so rows of HostSubnets that vanished while the agent was down are
+//!   deleted at start (nothing owns them), and lost rows come back with every later reconcile.
 //!
 //! What was installed is remembered only after a bundle succeeded; a failed bundle is retried at
-//! the next change and repaired by the next full reconcile. Host iptables rules need nothing per
-//! node: they cover the whole cluster network and the VXLAN port.
+//! the next change and the store's next full reconcile repairs the bridge meanwhile. Host
+//! iptables rules need nothing per node: they cover the whole cluster network and the VXLAN port.
 //!
 //! Limits: IPv4 only; a HostSubnet that is skipped is logged (once per reason) and otherwise
 //! ignored, so its pods are unreachable from here until it is fixed.
@@ -37,9 +36,11 @@ use flows::{multicast_remote_flow, node_cookie, remote_node_flows, RemoteNodeFlo
 use ipnet::Ipv4Net;
 use ovs::flow::Flow;
 use ovs::openflow::{BundleMsg, OfError};
-use tokio::sync::{watch, Mutex, MutexGuard};
+use tokio::sync::{watch, Mutex};
 
 use crate::cluster::{ClusterState, HostSubnet};
+use crate::flowstore::{Change, FlowStore, Owner};
+use crate::seams::FlowSwitch;
 use crate::switch::Switch;
 
 /// This node, as far as remote nodes are concerned.
@@ -87,6 +88,14 @@ impl RemoteNode {
             host_ip,
             subnet,
         })
+    }
+
+    /// The flow store's owner of its rows.
+    pub fn owner(&self) -> Owner {
+        Owner::RemoteNode {
+            name: self.name.clone(),
+            cookie: self.cookie,
+        }
     }
 
     /// Its three rows (tables 10, 50, 90).
@@ -205,23 +214,17 @@ impl NodeChange {
         }
     }
 
-    /// Its bundle: delete the rows by cookie (old and new), then add the new rows.
-    fn messages(&self) -> Vec<BundleMsg> {
-        let (old, new) = match self {
-            NodeChange::Added(n) => (None, Some(n)),
-            NodeChange::Changed { from, to } => (Some(from), Some(to)),
-            NodeChange::Removed(n) => (Some(n), None),
-        };
-        let mut cookies: Vec<u64> = old.iter().chain(new.iter()).map(|n| n.cookie).collect();
-        cookies.dedup();
-        let mut msgs: Vec<BundleMsg> = cookies
-            .into_iter()
-            .map(|c| BundleMsg::delete_by_cookie(c, u64::MAX))
-            .collect();
-        if let Some(n) = new {
-            msgs.extend(n.flows().into_iter().map(BundleMsg::add));
+    /// Its flow-store change: its rows replaced (under the old cookie too when the uid
+    /// changed), or removed.
+    fn store_change(&self) -> Change {
+        match self {
+            NodeChange::Added(n) => Change::new().set(n.owner(), n.flows()),
+            NodeChange::Changed { from, to } if from.cookie != to.cookie => Change::new()
+                .remove(from.owner())
+                .set(to.owner(), to.flows()),
+            NodeChange::Changed { to, .. } => Change::new().set(to.owner(), to.flows()),
+            NodeChange::Removed(n) => Change::new().remove(n.owner()),
         }
-        msgs
     }
 
     fn log(&self) {
@@ -250,14 +253,16 @@ pub struct Step {
     pub change: Option<NodeChange>,
     /// The VTEPs of the table-111 row it writes, if it writes one.
     pub multicast: Option<BTreeSet<Ipv4Addr>>,
-    /// Its messages, in order.
+    /// Its flow-store change.
+    pub store: Change,
+    /// Its messages, in order (what the store sends for `store`).
     pub msgs: Vec<BundleMsg>,
 }
 
 /// The bundles that take `br0` from `installed` to `desired`: one per changed node (by name),
 /// the table-111 row in the last of them when the VTEP set differs from the installed row's (in a
 /// bundle of its own when no node changed). Empty when nothing differs.
-pub fn plan(installed: &Installed, desired: &RemoteSet) -> Vec<Step> {
+pub fn plan_updates(installed: &Installed, desired: &RemoteSet) -> Vec<Step> {
     let mut changes = Vec::new();
     for (name, old) in &installed.nodes {
         match desired.nodes.get(name) {
@@ -277,25 +282,30 @@ pub fn plan(installed: &Installed, desired: &RemoteSet) -> Vec<Step> {
     let mut steps: Vec<Step> = changes
         .into_iter()
         .map(|c| Step {
-            msgs: c.messages(),
+            store: c.store_change(),
             change: Some(c),
             multicast: None,
+            msgs: Vec::new(),
         })
         .collect();
     let vteps = desired.vteps();
     if installed.vteps.as_ref() != Some(&vteps) {
-        let row = BundleMsg::add(multicast_remote_flow(&vteps));
+        let row = Change::new().put(Owner::Multicast, vec![multicast_remote_flow(&vteps)]);
         match steps.last_mut() {
             Some(last) => {
-                last.msgs.push(row);
+                last.store = std::mem::take(&mut last.store).and(row);
                 last.multicast = Some(vteps);
             }
             None => steps.push(Step {
                 change: None,
                 multicast: Some(vteps),
-                msgs: vec![row],
+                store: row,
+                msgs: Vec::new(),
             }),
         }
+    }
+    for s in &mut steps {
+        s.msgs = s.store.messages();
     }
     steps
 }
@@ -325,9 +335,9 @@ pub enum NodesError {
 
 /// The remote-node rows of `br0`, following the cluster state.
 #[derive(Debug)]
-pub struct RemoteNodes {
+pub struct RemoteNodes<S = Switch> {
     local: LocalNode,
-    switch: Arc<Switch>,
+    store: Arc<FlowStore<S>>,
     cluster: watch::Receiver<Arc<ClusterState>>,
     state: Mutex<Tracked>,
 }
@@ -350,17 +360,17 @@ impl Tracked {
     }
 }
 
-impl RemoteNodes {
-    /// The remote-node rows of `local` on `switch`, from `cluster`. Nothing is read or changed
+impl<S: FlowSwitch> RemoteNodes<S> {
+    /// The remote-node rows of `local` in `store`, from `cluster`. Nothing is read or changed
     /// until a method is called.
     pub fn new(
         local: LocalNode,
-        switch: Arc<Switch>,
+        store: Arc<FlowStore<S>>,
         cluster: watch::Receiver<Arc<ClusterState>>,
-    ) -> RemoteNodes {
+    ) -> RemoteNodes<S> {
         RemoteNodes {
             local,
-            switch,
+            store,
             cluster,
             state: Mutex::new(Tracked::default()),
         }
@@ -377,16 +387,39 @@ impl RemoteNodes {
         self.state.lock().await.installed.clone()
     }
 
+    /// Start-up: stages every remote node's rows and the table-111 row in the store (the
+    /// caller's full reconcile installs them) and remembers them as installed.
+    pub async fn stage(&self) -> usize {
+        let mut tracked = self.state.lock().await;
+        let desired = self.desired();
+        tracked.warn_skipped(&desired);
+        let mut change = Change::new();
+        for n in desired.nodes.values() {
+            n.log_staged();
+            change = change.set(n.owner(), n.flows());
+        }
+        change = change.put(
+            Owner::Multicast,
+            vec![multicast_remote_flow(&desired.vteps())],
+        );
+        self.store.stage(change).await;
+        tracked.installed = Installed {
+            nodes: desired.nodes.clone(),
+            vteps: Some(desired.vteps()),
+        };
+        desired.nodes.len()
+    }
+
     /// Brings the remote-node rows in line with the current cluster state, one bundle per
-    /// changed node (see [`plan`]). Returns the changes applied; stops at the first bundle that
+    /// changed node (see [`plan_updates`]). Returns the changes applied; stops at the first bundle that
     /// fails (the changes before it stay applied and remembered).
     pub async fn sync(&self) -> Result<Vec<NodeChange>, NodesError> {
         let mut tracked = self.state.lock().await;
         let desired = self.desired();
         tracked.warn_skipped(&desired);
         let mut done = Vec::new();
-        for step in plan(&tracked.installed, &desired) {
-            if let Err(source) = self.switch.bundle(&step.msgs).await {
+        for step in plan_updates(&tracked.installed, &desired) {
+            if let Err(source) = self.store.apply(step.store).await {
                 return Err(match &step.change {
                     Some(c) => NodesError::Node {
                         node: c.name().to_string(),
@@ -418,49 +451,14 @@ impl RemoteNodes {
         }
         Ok(done)
     }
-
-    /// Starts a full reconcile: locks out incremental updates until [`FullReconcile::done`] (or
-    /// drop) and fixes the remote set it will install.
-    pub async fn begin_reconcile(&self) -> FullReconcile<'_> {
-        let mut tracked = self.state.lock().await;
-        let desired = self.desired();
-        tracked.warn_skipped(&desired);
-        FullReconcile { tracked, desired }
-    }
 }
 
-/// A full reconcile in progress (see [`RemoteNodes::begin_reconcile`]).
-#[derive(Debug)]
-pub struct FullReconcile<'a> {
-    tracked: MutexGuard<'a, Tracked>,
-    desired: RemoteSet,
-}
-
-impl FullReconcile<'_> {
-    /// The remote-node rows the full desired set must hold.
-    pub fn flows(&self) -> Vec<Flow> {
-        self.desired.flows()
-    }
-
-    /// The remote nodes being installed.
-    pub fn remote(&self) -> &RemoteSet {
-        &self.desired
-    }
-
-    /// Records that `br0` now holds exactly these rows (call after the bundle succeeded). Logs
-    /// the nodes whose rows this reconcile added, changed or removed compared with what was
-    /// installed before (at start: compared with nothing).
-    pub fn done(mut self) {
-        let before = std::mem::take(&mut self.tracked.installed);
-        for step in plan(&before, &self.desired) {
-            if let Some(c) = step.change {
-                c.log();
-            }
-        }
-        self.tracked.installed = Installed {
-            nodes: self.desired.nodes.clone(),
-            vteps: Some(self.desired.vteps()),
-        };
+impl RemoteNode {
+    fn log_staged(&self) {
+        tracing::info!(
+            node = %self.name, host_ip = %self.host_ip, subnet = %self.subnet,
+            cookie = %format!("{:#x}", self.cookie), "remote node"
+        );
     }
 }
 
@@ -561,7 +559,7 @@ mod tests {
     #[test]
     fn first_plan_adds_every_node_and_the_multicast_row() {
         let desired = RemoteSet::from_state(&state(&three()), &local());
-        let steps = plan(&Installed::default(), &desired);
+        let steps = plan_updates(&Installed::default(), &desired);
         assert_eq!(steps.len(), 2);
         let (del, add) = touched(&steps[1]);
         let c3 = node_cookie("uid-node-3");
@@ -581,11 +579,14 @@ mod tests {
             nodes: before.nodes.clone(),
             vteps: Some(before.vteps()),
         };
-        assert!(plan(&installed, &before).is_empty(), "no change, no bundle");
+        assert!(
+            plan_updates(&installed, &before).is_empty(),
+            "no change, no bundle"
+        );
         let mut moved = three();
         moved[2].host_ip = "192.168.77.23".into();
         let after = RemoteSet::from_state(&state(&moved), &local());
-        let steps = plan(&installed, &after);
+        let steps = plan_updates(&installed, &after);
         assert_eq!(steps.len(), 1, "{steps:?}");
         let c3 = node_cookie("uid-node-3");
         let (del, add) = touched(&steps[0]);
@@ -598,7 +599,7 @@ mod tests {
         // A subnet change keeps the VTEP set: no table-111 rewrite.
         let mut resubnetted = three();
         resubnetted[1].subnet = "10.128.20.0/23".into();
-        let steps = plan(
+        let steps = plan_updates(
             &installed,
             &RemoteSet::from_state(&state(&resubnetted), &local()),
         );
@@ -615,7 +616,7 @@ mod tests {
             vteps: Some(before.vteps()),
         };
         let after = RemoteSet::from_state(&state(&three()[..2]), &local());
-        let steps = plan(&installed, &after);
+        let steps = plan_updates(&installed, &after);
         assert_eq!(steps.len(), 1);
         let c3 = node_cookie("uid-node-3");
         assert_eq!(touched(&steps[0]), (vec![c3], vec![MULTICAST_COOKIE]));
@@ -624,7 +625,7 @@ mod tests {
         // bundle.
         let mut again = three();
         again[2].metadata.uid = Some("uid-node-3-new".into());
-        let steps = plan(&installed, &RemoteSet::from_state(&state(&again), &local()));
+        let steps = plan_updates(&installed, &RemoteSet::from_state(&state(&again), &local()));
         assert_eq!(steps.len(), 1);
         let c3n = node_cookie("uid-node-3-new");
         assert_eq!(touched(&steps[0]), (vec![c3, c3n], vec![c3n, c3n, c3n]));
@@ -637,7 +638,7 @@ mod tests {
             nodes: set.nodes.clone(),
             vteps: None,
         };
-        let steps = plan(&installed, &set);
+        let steps = plan_updates(&installed, &set);
         assert_eq!(steps.len(), 1);
         assert!(steps[0].change.is_none());
         assert_eq!(touched(&steps[0]), (vec![], vec![MULTICAST_COOKIE]));

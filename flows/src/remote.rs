@@ -29,11 +29,12 @@ use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
-use ovs::flow::{Action, Field, Flow, Masked, Match, Move, Subfield};
+use ovs::flow::{Action, Flow, Masked, Match};
 
+use crate::attachment::fnv1a;
 use crate::base::VXLAN_PORT;
 use crate::cookie::{cookie, Feature, FEATURE_MASK};
-use crate::pod::fnv1a;
+use crate::registers::src_vnid_to_vni;
 use crate::tables::Table;
 
 /// What the flows of one remote node depend on.
@@ -58,18 +59,6 @@ pub fn node_cookie(uid: &str) -> u64 {
     cookie(Feature::Node, id.max(1))
 }
 
-/// `move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31]`: the VNI is the source VNID.
-fn reg0_to_tun_id() -> Action {
-    // Constants of the pipeline: 32 bits on both sides.
-    Action::Move(
-        Move::new(
-            Subfield::whole(Field::Reg(0)),
-            Subfield::range(Field::TunId, 0, 31).expect("tun_id has 64 bits"),
-        )
-        .expect("equal widths"),
-    )
-}
-
 fn subnet(n: &Ipv4Net) -> Masked<Ipv4Addr> {
     // A HostSubnet's subnet is never /0 (validation refuses it); fall back to exact if it were.
     Masked::cidr(n.network(), n.prefix_len()).unwrap_or_else(|_| Masked::exact(n.network()))
@@ -79,7 +68,7 @@ fn subnet(n: &Ipv4Net) -> Masked<Ipv4Addr> {
 pub fn remote_node_flows(n: &RemoteNodeFlows) -> Vec<Flow> {
     let f = |table: Table| Flow::new(table.id(), 100).cookie(n.cookie);
     let to_vtep = [
-        reg0_to_tun_id(),
+        src_vnid_to_vni(),
         Action::set_tun_dst(n.host_ip),
         Action::Output(VXLAN_PORT),
     ];
@@ -101,7 +90,7 @@ pub fn remote_node_flows(n: &RemoteNodeFlows) -> Vec<Flow> {
 pub fn multicast_remote_flow(vteps: &BTreeSet<Ipv4Addr>) -> Flow {
     let mut f = Flow::new(Table::MulticastRemote.id(), 100).cookie(MULTICAST_COOKIE);
     if !vteps.is_empty() {
-        f = f.action(reg0_to_tun_id());
+        f = f.action(src_vnid_to_vni());
         for ip in vteps {
             f = f
                 .action(Action::set_tun_dst(*ip))

@@ -17,6 +17,9 @@
 //! HostSubnet that was added, moved or deleted gets its rows replaced in one bundle per node
 //! ([`RemoteNodes::sync`]); in standalone mode every tenant namespace gets its own CNI network
 //! (`<network>-<namespace>`), so podman users pick a tenant by picking a network.
+//!
+//! Every flow goes through one [`FlowStore`]: the base pipeline, the pods and the remote nodes
+//! hand it their flows, and the full reconcile is the store's one diff against the bridge.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
@@ -34,16 +37,17 @@ use ovs::ovsdb::{self, BridgeSpec, FailMode, PortSpec};
 use crate::cluster::{self, ClusterSource, ClusterState};
 use crate::cni::{self, AddResult, CniError, Request};
 use crate::config::{ClusterStateSource, Config};
+use crate::flowstore::{Change, FlowStore, Owner, ReconcileStats};
 use crate::ipam;
-use crate::iptables;
+use crate::iptables::{self, Iptables};
 use crate::netlink::Netlink;
-use crate::nodes::{LocalNode, RemoteNodes};
-use crate::pods::{PodNetwork, Pods, BRIDGE};
-use crate::switch::{ReconcileStats, Switch};
+use crate::pod::{PodIo, PodNetwork, Pods, BRIDGE};
+use crate::remote::{LocalNode, RemoteNodes};
+use crate::switch::Switch;
 
 /// A running node agent.
 #[derive(Debug)]
-pub struct Node {
+pub struct Daemon {
     /// The configuration it runs with.
     pub config: Config,
     /// Base pipeline inputs, resolved from the cluster state.
@@ -52,6 +56,8 @@ pub struct Node {
     pub pods: Arc<Pods>,
     /// The OpenFlow side of br0.
     pub switch: Arc<Switch>,
+    /// Every flow the agent wants on br0.
+    pub store: Arc<FlowStore<Switch>>,
     /// The rows of the other nodes (VXLAN).
     pub nodes: Arc<RemoteNodes>,
     db: ovsdb::Client,
@@ -95,9 +101,9 @@ fn node_config(cfg: &Config, state: &ClusterState) -> Result<NodeConfig> {
     })
 }
 
-impl Node {
+impl Daemon {
     /// Runs the start-up sequence and starts serving. Returns when the node is ready.
-    pub async fn start(cfg: Config) -> Result<Node> {
+    pub async fn start(cfg: Config) -> Result<Daemon> {
         // Cluster state.
         let (source, state) = match &cfg.cluster_state {
             ClusterStateSource::Standalone(dir) => {
@@ -223,21 +229,28 @@ impl Node {
             netnamespace_wait: Duration::from_secs(cfg.netnamespace_wait_seconds),
             egress_meters: cfg.datapath_type == "netdev",
         };
+        let flow_store = Arc::new(FlowStore::new(
+            switch.clone(),
+            node.mode == flows::Mode::Multitenant,
+        ));
         let pods = Arc::new(Pods::new(
             net,
-            db.clone(),
-            switch.clone(),
-            netlink,
+            PodIo {
+                db: db.clone(),
+                store: flow_store.clone(),
+                links: netlink,
+                nat: Iptables::host(),
+            },
             Arc::new(store),
             state.clone(),
         ));
         let (kept, removed) = pods.rebuild_from_ovs().await.map_err(|e| {
-            anyhow::anyhow!("rebuilding the pod table from OVS: {} {}", e.msg, e.details)
+            anyhow::anyhow!("rebuilding the pod table from OVS: {e} {}", e.details())
         })?;
         let orphans = pods
             .release_orphan_leases(&BTreeSet::new())
             .await
-            .map_err(|e| anyhow::anyhow!("releasing orphan leases: {} {}", e.msg, e.details))?;
+            .map_err(|e| anyhow::anyhow!("releasing orphan leases: {e} {}", e.details()))?;
 
         let nodes = Arc::new(RemoteNodes::new(
             LocalNode {
@@ -245,12 +258,16 @@ impl Node {
                 node_ip: node.node_ip,
                 subnet: node.local_subnet,
             },
-            switch.clone(),
+            flow_store.clone(),
             state.clone(),
         ));
+        let remote_nodes = nodes.stage().await;
 
         let base = base_flows(&node);
-        let mut n = Node {
+        flow_store
+            .stage(Change::new().set(Owner::Base, base.clone()))
+            .await;
+        let mut n = Daemon {
             conf_file: cfg
                 .cni_conf_dir
                 .join(format!("10-{}.conflist", cfg.cni_network_name)),
@@ -258,6 +275,7 @@ impl Node {
             node,
             pods,
             switch,
+            store: flow_store,
             nodes,
             db,
             base,
@@ -274,7 +292,7 @@ impl Node {
             pods = kept,
             stale_pods_removed = removed,
             orphan_leases_released = orphans,
-            remote_nodes = n.nodes.installed().await.nodes.len(),
+            remote_nodes,
             flows = stats.desired,
             added = stats.added,
             deleted = stats.deleted,
@@ -319,15 +337,14 @@ impl Node {
     }
 
     /// Applies the difference between the whole desired flow set and br0 (at start, after an
-    /// OpenFlow reconnect, periodically). The remote-node rows join the base flows; incremental
-    /// remote-node updates wait until the bundle is applied.
+    /// OpenFlow reconnect, periodically): meters the switch lost first (pod flows use them),
+    /// then the flow store's one diff.
     pub async fn reconcile(&self) -> Result<ReconcileStats> {
-        let remote = self.nodes.begin_reconcile().await;
-        let mut fixed = self.base.clone();
-        fixed.extend(remote.flows());
-        let stats = self.pods.reconcile(&fixed).await?;
-        remote.done();
-        Ok(stats)
+        self.pods
+            .restore_meters()
+            .await
+            .context("re-adding lost egress meters")?;
+        Ok(self.store.reconcile().await?)
     }
 
     /// Applies a new cluster state: re-flows pods whose namespace changed VNID (one bundle),
@@ -339,15 +356,15 @@ impl Node {
         }
         match self.pods.sync_vnids().await {
             Ok(changes) => {
-                let mut by_ns: BTreeMap<(&str, u32, u32), usize> = BTreeMap::new();
+                let mut by_ns: BTreeMap<(&str, flows::Vnid, flows::Vnid), usize> = BTreeMap::new();
                 for c in &changes {
                     *by_ns.entry((&c.namespace, c.from, c.to)).or_default() += 1;
                 }
                 for ((namespace, from, to), pods) in by_ns {
                     tracing::info!(
                         namespace,
-                        from,
-                        to,
+                        from = %from,
+                        to = %to,
                         pods,
                         "namespace VNID changed; its pods were re-flowed in one bundle"
                     );
@@ -500,15 +517,17 @@ struct AgentHandler {
 
 impl cni::Handler for AgentHandler {
     async fn add(&self, req: Request) -> Result<AddResult, CniError> {
-        self.pods.add(&req).await
+        let wired = self.pods.add(&cni::attach::attachment(&req)).await?;
+        Ok(cni::attach::add_result(&req, self.pods.network(), &wired))
     }
 
     async fn del(&self, req: Request) -> Result<(), CniError> {
-        self.pods.del(&req.container_id, &req.ifname).await
+        let at = cni::attach::attachment(&req);
+        Ok(self.pods.del(&at.id).await?)
     }
 
     async fn check(&self, req: Request) -> Result<(), CniError> {
-        self.pods.check(&req).await
+        Ok(self.pods.check(&cni::attach::attachment(&req)).await?)
     }
 
     async fn gc(&self, req: Request) -> Result<(), CniError> {
@@ -519,9 +538,9 @@ impl cni::Handler for AgentHandler {
                 "the runtime must list the attachments to keep (an empty list removes all)",
             ));
         };
-        let valid: BTreeSet<(String, String)> = list
+        let valid: BTreeSet<flows::AttachmentId> = list
             .iter()
-            .map(|a| (a.container_id.clone(), a.ifname.clone()))
+            .map(|a| flows::AttachmentId::new(a.container_id.clone(), a.ifname.clone()))
             .collect();
         let removed = self.pods.gc(&valid).await?;
         tracing::info!(removed, valid = valid.len(), "GC done");

@@ -1,0 +1,73 @@
+//! From a CNI request to the pod logic and back: [`attachment`] turns a validated [`Request`]
+//! into the [`Attachment`] the pod module works on (who the pod is, where its netns is, what it
+//! asked for), and [`add_result`] renders what ADD wired as the CNI result. The pod module never
+//! sees CNI versions, `CNI_ARGS` or network config keys; this module is the only place that
+//! knows where each piece comes from.
+//!
+//! Where a pod's identity comes from: the namespace from `K8S_POD_NAMESPACE`, else the network
+//! config's `namespace` (one podman network per tenant), else `default`; the name from
+//! `K8S_POD_NAME`, else the first 12 characters of the container id.
+
+use flows::AttachmentId;
+use ipnet::Ipv4Net;
+use ovs::flow::MacAddr;
+
+use super::request::DEFAULT_NAMESPACE;
+use super::{AddResult, Interface, IpConfig, Request, Route};
+use crate::pod::{Attachment, PodNetwork, Wired};
+
+/// The attachment `req` asks for.
+pub fn attachment(req: &Request) -> Attachment {
+    Attachment {
+        id: AttachmentId::new(req.container_id.clone(), req.ifname.clone()),
+        netns: req.netns.clone(),
+        namespace: req
+            .args
+            .pod_namespace()
+            .map(str::to_string)
+            .or_else(|| req.config.namespace.clone())
+            .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string()),
+        pod: req
+            .args
+            .pod_name()
+            .map(str::to_string)
+            .unwrap_or_else(|| req.container_id.chars().take(12).collect()),
+        requested_ip: req.args.ip().map(|r| (r.addr, r.prefix_len)),
+        runtime_config: req.config.runtime_config.clone(),
+        prev_result: req.config.prev_result.clone(),
+        deadline: req.deadline,
+    }
+}
+
+/// The CNI result of a wired pod: the previous result (chained plugins) plus the host veth, the
+/// pod interface, its address and the pod's routes.
+pub fn add_result(req: &Request, net: &PodNetwork, wired: &Wired) -> AddResult {
+    let pod = &wired.pod;
+    let mut r = req.config.prev_result.clone().unwrap_or_default();
+    let host_index = r.interfaces.len();
+    r.interfaces.push(Interface {
+        name: pod.host_veth.clone(),
+        mac: Some(MacAddr(wired.host_mac).to_string()),
+        sandbox: None,
+        mtu: Some(net.mtu),
+    });
+    r.interfaces.push(Interface {
+        name: pod.attachment.ifname.clone(),
+        mac: Some(MacAddr::from_pod_ip(pod.ip).to_string()),
+        sandbox: Some(pod.netns.clone()),
+        mtu: Some(net.mtu),
+    });
+    r.ips.push(IpConfig {
+        address: Ipv4Net::new(pod.ip, net.node.local_subnet.prefix_len())
+            .expect("prefix of a valid subnet"),
+        gateway: Some(net.node.gateway()),
+        interface: Some(host_index + 1),
+    });
+    for route in net.routes() {
+        r.routes.push(Route {
+            dst: route.dst,
+            gw: route.via,
+        });
+    }
+    r
+}

@@ -1,0 +1,313 @@
+//! Fake OVSDB: ports, interfaces and QoS rows (see [`super`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+
+use ovs::ovsdb::{self, InterfaceInfo, PortSpec, QosInfo, QosSpec};
+
+use super::{lock, FakeLinks, Faults};
+use crate::seams::PortDb;
+
+/// One fake port (with its one interface).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FakePort {
+    /// Its bridge.
+    pub bridge: String,
+    /// Its ofport.
+    pub ofport: u32,
+    /// `Interface.type`.
+    pub iface_type: String,
+    /// `Interface.external_ids`.
+    pub external_ids: BTreeMap<String, String>,
+    /// `ingress_policing_rate`, `ingress_policing_burst`.
+    pub policing: (u64, u64),
+    /// `Port.qos`.
+    pub qos: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct DbState {
+    ports: BTreeMap<String, FakePort>,
+    qos: BTreeMap<String, QosInfo>,
+    next_ofport: u32,
+    next_uuid: u32,
+}
+
+/// Fake OVSDB (see the module docs).
+#[derive(Debug)]
+pub struct FakeDb {
+    bridges: BTreeSet<String>,
+    links: FakeLinks,
+    state: Mutex<DbState>,
+    /// Failure injection.
+    pub faults: Faults,
+    /// Held by a test to stop `add_port` (as a paused ovs-vswitchd would) until released.
+    pub add_port_gate: tokio::sync::Mutex<()>,
+}
+
+fn db_injected(op: &str) -> ovsdb::Error {
+    ovsdb::Error::Closed {
+        target: "fake ovsdb".into(),
+        reason: format!("injected failure of {op}"),
+    }
+}
+
+impl FakeDb {
+    /// A database with bridge `br0`, whose system ports must be devices of `links`.
+    pub fn new(links: FakeLinks) -> FakeDb {
+        FakeDb {
+            bridges: BTreeSet::from(["br0".to_string()]),
+            links,
+            state: Mutex::new(DbState {
+                next_ofport: 3,
+                ..DbState::default()
+            }),
+            faults: Faults::default(),
+            add_port_gate: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Every port.
+    pub fn ports(&self) -> BTreeMap<String, FakePort> {
+        lock(&self.state).ports.clone()
+    }
+
+    /// Every QoS row.
+    pub fn qos(&self) -> BTreeMap<String, QosInfo> {
+        lock(&self.state).qos.clone()
+    }
+
+    /// Adds a port behind the agent's back (a port an older agent left, `ovs-vsctl add-port`).
+    pub fn put_port(&self, name: &str, external_ids: BTreeMap<String, String>) -> u32 {
+        let mut s = lock(&self.state);
+        let ofport = s.next_ofport;
+        s.next_ofport += 1;
+        s.ports.insert(
+            name.into(),
+            FakePort {
+                bridge: "br0".into(),
+                ofport,
+                iface_type: String::new(),
+                external_ids,
+                policing: (0, 0),
+                qos: None,
+            },
+        );
+        ofport
+    }
+
+    /// Deletes a port behind the agent's back.
+    pub fn remove_port(&self, name: &str) {
+        lock(&self.state).ports.remove(name);
+    }
+
+    /// Adds a QoS row behind the agent's back.
+    pub fn put_qos(&self, external_ids: BTreeMap<String, String>) -> String {
+        let mut s = lock(&self.state);
+        s.next_uuid += 1;
+        let uuid = format!("qos-{}", s.next_uuid);
+        s.qos.insert(
+            uuid.clone(),
+            QosInfo {
+                uuid: uuid.clone(),
+                qos_type: "linux-htb".into(),
+                other_config: BTreeMap::new(),
+                external_ids,
+                queues: Vec::new(),
+                ports: Vec::new(),
+            },
+        );
+        uuid
+    }
+
+    fn info(name: &str, p: &FakePort) -> InterfaceInfo {
+        InterfaceInfo {
+            name: name.into(),
+            ofport: Some(i64::from(p.ofport)),
+            external_ids: p.external_ids.clone(),
+        }
+    }
+}
+
+impl PortDb for FakeDb {
+    async fn add_port(&self, bridge: &str, spec: &PortSpec) -> Result<u32, ovsdb::Error> {
+        drop(self.add_port_gate.lock().await);
+        if self.faults.hit("add_port") {
+            return Err(db_injected("add_port"));
+        }
+        if !self.bridges.contains(bridge) {
+            return Err(ovsdb::Error::BridgeNotFound(bridge.into()));
+        }
+        if spec.name.is_empty() {
+            return Err(ovsdb::Error::BadValue {
+                table: "Port".into(),
+                column: "name".into(),
+                reason: "empty name".into(),
+            });
+        }
+        let mut s = lock(&self.state);
+        if let Some(p) = s.ports.get_mut(&spec.name) {
+            if p.bridge != bridge {
+                return Err(ovsdb::Error::PortOnOtherBridge {
+                    port: spec.name.clone(),
+                    bridge: bridge.into(),
+                    actual: p.bridge.clone(),
+                });
+            }
+            p.external_ids = spec.external_ids.clone();
+            return Ok(p.ofport);
+        }
+        if spec.iface_type.is_empty() && !self.links.exists(&spec.name) {
+            return Err(ovsdb::Error::PortFailed {
+                port: spec.name.clone(),
+                bridge: bridge.into(),
+                error: format!(
+                    "could not open network device {} (No such device)",
+                    spec.name
+                ),
+            });
+        }
+        let ofport = s.next_ofport;
+        s.next_ofport += 1;
+        s.ports.insert(
+            spec.name.clone(),
+            FakePort {
+                bridge: bridge.into(),
+                ofport,
+                iface_type: spec.iface_type.clone(),
+                external_ids: spec.external_ids.clone(),
+                policing: (0, 0),
+                qos: None,
+            },
+        );
+        Ok(ofport)
+    }
+
+    async fn delete_port(&self, bridge: &str, name: &str) -> Result<(), ovsdb::Error> {
+        if self.faults.hit("delete_port") {
+            return Err(db_injected("delete_port"));
+        }
+        let mut s = lock(&self.state);
+        if s.ports.get(name).is_some_and(|p| p.bridge == bridge) {
+            s.ports.remove(name);
+            for q in s.qos.values_mut() {
+                q.ports.retain(|p| p != name);
+            }
+        }
+        Ok(())
+    }
+
+    async fn set_interface_external_ids(
+        &self,
+        name: &str,
+        ids: &BTreeMap<String, String>,
+    ) -> Result<(), ovsdb::Error> {
+        let mut s = lock(&self.state);
+        let p = s
+            .ports
+            .get_mut(name)
+            .ok_or_else(|| ovsdb::Error::InterfaceNotFound(name.into()))?;
+        p.external_ids
+            .extend(ids.iter().map(|(k, v)| (k.clone(), v.clone())));
+        Ok(())
+    }
+
+    async fn set_interface_policing(
+        &self,
+        name: &str,
+        rate_kbps: u64,
+        burst_kb: u64,
+    ) -> Result<(), ovsdb::Error> {
+        if self.faults.hit("set_interface_policing") {
+            return Err(db_injected("set_interface_policing"));
+        }
+        let mut s = lock(&self.state);
+        let p = s
+            .ports
+            .get_mut(name)
+            .ok_or_else(|| ovsdb::Error::InterfaceNotFound(name.into()))?;
+        p.policing = (rate_kbps, burst_kb);
+        Ok(())
+    }
+
+    async fn set_port_qos(&self, port: &str, spec: &QosSpec) -> Result<String, ovsdb::Error> {
+        if self.faults.hit("set_port_qos") {
+            return Err(db_injected("set_port_qos"));
+        }
+        let mut s = lock(&self.state);
+        if !s.ports.contains_key(port) {
+            return Err(ovsdb::Error::PortNotFound(port.into()));
+        }
+        s.next_uuid += 1;
+        let uuid = format!("qos-{}", s.next_uuid);
+        s.qos.insert(
+            uuid.clone(),
+            QosInfo {
+                uuid: uuid.clone(),
+                qos_type: spec.qos_type.clone(),
+                other_config: spec.other_config.clone(),
+                external_ids: spec.external_ids.clone(),
+                queues: spec
+                    .queues
+                    .keys()
+                    .map(|q| format!("{uuid}-queue-{q}"))
+                    .collect(),
+                ports: vec![port.into()],
+            },
+        );
+        if let Some(p) = s.ports.get_mut(port) {
+            p.qos = Some(uuid.clone());
+        }
+        Ok(uuid)
+    }
+
+    async fn delete_qos(&self, uuid: &str) -> Result<(), ovsdb::Error> {
+        let mut s = lock(&self.state);
+        s.qos.remove(uuid);
+        for p in s.ports.values_mut() {
+            if p.qos.as_deref() == Some(uuid) {
+                p.qos = None;
+            }
+        }
+        Ok(())
+    }
+
+    fn interfaces_with_external_id(&self, key: &str) -> Vec<InterfaceInfo> {
+        lock(&self.state)
+            .ports
+            .iter()
+            .filter(|(_, p)| p.external_ids.contains_key(key))
+            .map(|(n, p)| FakeDb::info(n, p))
+            .collect()
+    }
+
+    fn find_interfaces_by_external_id(&self, key: &str, value: &str) -> Vec<InterfaceInfo> {
+        lock(&self.state)
+            .ports
+            .iter()
+            .filter(|(_, p)| p.external_ids.get(key).map(String::as_str) == Some(value))
+            .map(|(n, p)| FakeDb::info(n, p))
+            .collect()
+    }
+
+    fn find_qos_by_external_id(&self, key: &str, value: &str) -> Vec<QosInfo> {
+        lock(&self.state)
+            .qos
+            .values()
+            .filter(|q| q.external_ids.get(key).map(String::as_str) == Some(value))
+            .cloned()
+            .collect()
+    }
+
+    fn qos_external_ids(&self) -> Vec<BTreeMap<String, String>> {
+        lock(&self.state)
+            .qos
+            .values()
+            .map(|q| q.external_ids.clone())
+            .collect()
+    }
+
+    fn is_connected(&self) -> bool {
+        true
+    }
+}

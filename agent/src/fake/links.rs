@@ -1,0 +1,212 @@
+//! Fake netlink: network namespaces and veth pairs (see [`super`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use crate::netlink::{NetlinkError, PodLink, PodLinkSpec, PodLinkState, RouteSpec};
+use crate::seams::PodLinks;
+
+use super::{lock, Faults};
+
+/// One fake veth pair.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FakeLink {
+    /// The pod's netns.
+    pub netns: PathBuf,
+    /// The pod end's name.
+    pub ifname: String,
+    /// The pod end's state.
+    pub state: PodLinkState,
+    /// Whether the node kernel was taken out of the host end's path.
+    pub isolated: bool,
+}
+
+#[derive(Debug, Default)]
+struct LinksState {
+    netns: BTreeSet<PathBuf>,
+    /// By host end name.
+    links: BTreeMap<String, FakeLink>,
+    next_index: u32,
+}
+
+/// Fake netlink: network namespaces and veth pairs (see the module docs). Clones share state.
+#[derive(Debug, Clone, Default)]
+pub struct FakeLinks {
+    state: Arc<Mutex<LinksState>>,
+    /// Failure injection.
+    pub faults: Arc<Faults>,
+}
+
+impl FakeLinks {
+    /// No namespaces, no links.
+    pub fn new() -> FakeLinks {
+        FakeLinks::default()
+    }
+
+    /// Creates a network namespace (as `ip netns add` does), returning its path.
+    pub fn add_netns(&self, name: &str) -> PathBuf {
+        let p = PathBuf::from(format!("/run/netns/{name}"));
+        lock(&self.state).netns.insert(p.clone());
+        p
+    }
+
+    /// Deletes a namespace; its veths go with it.
+    pub fn remove_netns(&self, path: &Path) {
+        let mut s = lock(&self.state);
+        s.netns.remove(path);
+        s.links.retain(|_, l| l.netns != path);
+    }
+
+    /// The veth whose host end is `name`.
+    pub fn link(&self, name: &str) -> Option<FakeLink> {
+        lock(&self.state).links.get(name).cloned()
+    }
+
+    /// Host ends of every veth.
+    pub fn host_ends(&self) -> Vec<String> {
+        lock(&self.state).links.keys().cloned().collect()
+    }
+
+    /// Changes a pod interface behind the agent's back (drift).
+    pub fn edit(&self, host: &str, f: impl FnOnce(&mut PodLinkState)) {
+        if let Some(l) = lock(&self.state).links.get_mut(host) {
+            f(&mut l.state);
+        }
+    }
+
+    pub(super) fn exists(&self, name: &str) -> bool {
+        lock(&self.state).links.contains_key(name)
+    }
+}
+
+fn os_error(step: String, errno: i32) -> NetlinkError {
+    NetlinkError::Os {
+        step,
+        source: io::Error::from_raw_os_error(errno),
+        extack: None,
+    }
+}
+
+impl PodLinks for FakeLinks {
+    async fn create_pod_link(&self, spec: &PodLinkSpec) -> Result<PodLink, NetlinkError> {
+        crate::netlink::validate_ifname(&spec.host_ifname)?;
+        crate::netlink::validate_ifname(&spec.ifname)?;
+        if self.faults.hit("create_pod_link") {
+            return Err(os_error(
+                format!("creating veth {}", spec.host_ifname),
+                libc::EIO,
+            ));
+        }
+        let mut s = lock(&self.state);
+        if !s.netns.contains(&spec.netns) {
+            return Err(NetlinkError::Netns {
+                netns: spec.netns.clone(),
+                action: "opening",
+                source: io::Error::from_raw_os_error(libc::ENOENT),
+            });
+        }
+        if s.links
+            .values()
+            .any(|l| l.netns == spec.netns && l.ifname == spec.ifname)
+        {
+            return Err(NetlinkError::PodInterfaceExists {
+                netns: spec.netns.clone(),
+                ifname: spec.ifname.clone(),
+            });
+        }
+        if s.links.contains_key(&spec.host_ifname) {
+            return Err(os_error(
+                format!("creating veth {}", spec.host_ifname),
+                libc::EEXIST,
+            ));
+        }
+        if !spec.address.contains(&spec.gateway) {
+            return Err(NetlinkError::InvalidSpec {
+                ifname: spec.ifname.clone(),
+                netns: spec.netns.clone(),
+                reason: format!("gateway {} is outside {}", spec.gateway, spec.address),
+            });
+        }
+        s.next_index += 1;
+        let host_index = 100 + s.next_index;
+        let host_mac = [0xee, 0xee, 0, 0, (host_index >> 8) as u8, host_index as u8];
+        let mut routes = vec![RouteSpec {
+            dst: ipnet::Ipv4Net::default(),
+            via: Some(spec.gateway),
+        }];
+        routes.extend(spec.routes.iter().copied());
+        s.links.insert(
+            spec.host_ifname.clone(),
+            FakeLink {
+                netns: spec.netns.clone(),
+                ifname: spec.ifname.clone(),
+                state: PodLinkState {
+                    mac: spec.mac,
+                    mtu: spec.mtu,
+                    up: true,
+                    addresses: vec![spec.address],
+                    routes,
+                    tx_checksum: !spec.tx_checksum_off,
+                },
+                isolated: false,
+            },
+        );
+        Ok(PodLink {
+            host_ifname: spec.host_ifname.clone(),
+            host_index,
+            pod_ifname: spec.ifname.clone(),
+            pod_mac: spec.mac,
+            host_mac,
+        })
+    }
+
+    async fn delete_host_veth(&self, name: &str) -> Result<bool, NetlinkError> {
+        if self.faults.hit("delete_host_veth") {
+            return Err(os_error(format!("deleting {name}"), libc::EIO));
+        }
+        Ok(lock(&self.state).links.remove(name).is_some())
+    }
+
+    async fn inspect_pod_interface(
+        &self,
+        netns: &Path,
+        ifname: &str,
+    ) -> Result<PodLinkState, NetlinkError> {
+        let s = lock(&self.state);
+        if !s.netns.contains(netns) {
+            return Err(NetlinkError::Netns {
+                netns: netns.to_path_buf(),
+                action: "opening",
+                source: io::Error::from_raw_os_error(libc::ENOENT),
+            });
+        }
+        s.links
+            .values()
+            .find(|l| l.netns == netns && l.ifname == ifname)
+            .map(|l| l.state.clone())
+            .ok_or_else(|| NetlinkError::LinkNotFound {
+                ifname: ifname.into(),
+                netns: format!("netns {}", netns.display()),
+            })
+    }
+
+    async fn link_exists(&self, name: &str) -> Result<Option<u32>, NetlinkError> {
+        let s = lock(&self.state);
+        Ok(s.links.contains_key(name).then_some(1))
+    }
+
+    fn isolate_host_veth(&self, name: &str) -> Result<(), NetlinkError> {
+        match lock(&self.state).links.get_mut(name) {
+            Some(l) => {
+                l.isolated = true;
+                Ok(())
+            }
+            None => Err(NetlinkError::LinkNotFound {
+                ifname: name.into(),
+                netns: "the node netns".into(),
+            }),
+        }
+    }
+}

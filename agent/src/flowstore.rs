@@ -1,0 +1,547 @@
+//! The desired-flow store: every flow the agent wants on `br0`, keyed by the object that owns
+//! it, and the only code that changes the bridge's flows.
+//!
+//! Owners ([`Owner`]) are the base pipeline, each pod attachment, each remote node, the
+//! table-111 multicast row, and each VNID's table-80 row; a new feature (egress firewall, egress
+//! IPs, policies) adds an owner kind, not a new way to talk to the switch. Every owner's flows
+//! carry its cookie, so an owner is replaced or removed on the bridge by cookie.
+//!
+//! - **Changes are "bundle, then record"** ([`FlowStore::apply`]): a [`Change`] sets or removes
+//!   any number of owners; the store turns it into one OpenFlow bundle (per owner: delete by
+//!   cookie, then add its flows) and records the new state only when the switch accepted the
+//!   bundle. A failed bundle changes neither the bridge nor the store.
+//! - **VNID rows are reference counted**: a pod owner is set with its VNID, and the table-80 row
+//!   of a VNID is added in the same bundle as its first pod and removed in the same bundle as
+//!   its last (multitenant mode; none for VNID 0 and the unknown-tenant VNID).
+//! - **Reconciling is one diff** ([`FlowStore::reconcile`]): under the store's lock, the whole
+//!   desired set is compared with a dump of the whole bridge and only the difference is applied,
+//!   in one bundle (flows that are right keep their counters). Nobody else holds a lock across
+//!   it, so there is no lock hand-off between the parts of the agent.
+//! - [`FlowStore::stage`] records without touching the switch: start-up stages everything it
+//!   rebuilt (base, pods, remote nodes), then one reconcile applies the difference.
+//!
+//! [`diff`] keys flows by what OpenFlow keys them by (table, priority, match): a desired flow
+//! missing or different on the bridge is (re-)added, a flow on the bridge that nobody desires is
+//! deleted strictly.
+//!
+//! Concurrency: one async mutex; `apply` and `reconcile` hold it across their switch round trip,
+//! so a reconcile never sees half an owner's change. Callers that keep their own tables (the
+//! pods) take their lock first and the store's second, never the other way round.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+use flows::{attachment::AttachmentId, cookie, vnid_cookie, vnid_flow, Vnid};
+use ovs::flow::{Flow, Match};
+use ovs::openflow::flow_mod::FlowMod;
+use ovs::openflow::{BundleMsg, DumpFilter, OfError};
+use tokio::sync::Mutex;
+
+use crate::seams::FlowSwitch;
+
+/// Who owns a set of flows.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Owner {
+    /// The base pipeline (every table's fixed rows and the version marker).
+    Base,
+    /// A local pod's attachment.
+    Pod(AttachmentId),
+    /// A remote node's rows (tables 10, 50, 90), by HostSubnet name and cookie.
+    RemoteNode {
+        /// The HostSubnet's name.
+        name: String,
+        /// Its cookie (from its uid).
+        cookie: u64,
+    },
+    /// The table-111 row (multicast to every remote VTEP).
+    Multicast,
+    /// A VNID's table-80 row (maintained by the store from the pods' VNIDs).
+    Vnid(Vnid),
+}
+
+impl Owner {
+    /// The cookie every flow of the owner carries.
+    pub fn cookie(&self) -> u64 {
+        match self {
+            Owner::Base => cookie::BASE,
+            Owner::Pod(a) => flows::pod::attachment_cookie(a),
+            Owner::RemoteNode { cookie, .. } => *cookie,
+            Owner::Multicast => flows::MULTICAST_COOKIE,
+            Owner::Vnid(v) => vnid_cookie(*v),
+        }
+    }
+}
+
+impl fmt::Display for Owner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Owner::Base => f.write_str("base pipeline"),
+            Owner::Pod(a) => write!(f, "pod {a}"),
+            Owner::RemoteNode { name, .. } => write!(f, "remote node {name}"),
+            Owner::Multicast => f.write_str("multicast to remote nodes"),
+            Owner::Vnid(v) => write!(f, "VNID {v}"),
+        }
+    }
+}
+
+/// One owner's desired flows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Entry {
+    flows: Vec<Flow>,
+    /// The VNID whose table-80 row this owner needs (pods).
+    vnid: Option<Vnid>,
+}
+
+/// What a change does to one owner.
+#[derive(Clone, Debug)]
+enum Op {
+    /// Delete the owner's flows by cookie, then add these (none: remove the owner).
+    Replace(Option<Entry>),
+    /// Add these flows over the owner's (same table, priority and match replace), no delete:
+    /// for owners whose rows are keyed by a match that never changes (the table-111 row).
+    Put(Entry),
+}
+
+/// A set of owner changes applied as one bundle.
+#[derive(Clone, Debug, Default)]
+pub struct Change {
+    ops: Vec<(Owner, Op)>,
+}
+
+impl Change {
+    /// An empty change.
+    pub fn new() -> Change {
+        Change::default()
+    }
+
+    /// Sets `owner`'s flows (replacing whatever it had: its cookie's flows are deleted first).
+    pub fn set(mut self, owner: Owner, flows: Vec<Flow>) -> Change {
+        self.ops
+            .push((owner, Op::Replace(Some(Entry { flows, vnid: None }))));
+        self
+    }
+
+    /// Sets `owner`'s flows by adding them over its current ones, without deleting by cookie
+    /// first: for an owner whose rows always have the same matches (the table-111 row), so each
+    /// add replaces its old row in place.
+    pub fn put(mut self, owner: Owner, flows: Vec<Flow>) -> Change {
+        self.ops.push((owner, Op::Put(Entry { flows, vnid: None })));
+        self
+    }
+
+    /// Sets a pod's flows and the VNID whose table-80 row it needs.
+    pub fn set_pod(mut self, a: AttachmentId, flows: Vec<Flow>, vnid: Vnid) -> Change {
+        self.ops.push((
+            Owner::Pod(a),
+            Op::Replace(Some(Entry {
+                flows,
+                vnid: Some(vnid),
+            })),
+        ));
+        self
+    }
+
+    /// Removes `owner`'s flows. The bridge's flows with its cookie are deleted even when the
+    /// store does not know the owner (a DEL after a restart, a crashed ADD).
+    pub fn remove(mut self, owner: Owner) -> Change {
+        self.ops.push((owner, Op::Replace(None)));
+        self
+    }
+
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// The owners' messages in order (without the VNID rows the store derives): per owner a
+    /// delete by its cookie and its adds (only adds for [`Change::put`]).
+    pub fn messages(&self) -> Vec<BundleMsg> {
+        let mut msgs = Vec::new();
+        for (owner, op) in &self.ops {
+            let entry = match op {
+                Op::Replace(e) => {
+                    msgs.push(BundleMsg::delete_by_cookie(owner.cookie(), u64::MAX));
+                    e.as_ref()
+                }
+                Op::Put(e) => Some(e),
+            };
+            if let Some(e) = entry {
+                msgs.extend(e.flows.iter().cloned().map(BundleMsg::add));
+            }
+        }
+        msgs
+    }
+
+    /// The change after `other`'s.
+    pub fn and(mut self, other: Change) -> Change {
+        self.ops.extend(other.ops);
+        self
+    }
+
+    fn commit(self, owners: &mut BTreeMap<Owner, Entry>) {
+        for (owner, op) in self.ops {
+            match op {
+                Op::Replace(Some(e)) | Op::Put(e) => {
+                    owners.insert(owner, e);
+                }
+                Op::Replace(None) => {
+                    owners.remove(&owner);
+                }
+            }
+        }
+    }
+}
+
+/// What [`FlowStore::reconcile`] changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReconcileStats {
+    /// Flows on the bridge before.
+    pub existing: usize,
+    /// Flows desired.
+    pub desired: usize,
+    /// Flows added or replaced.
+    pub added: usize,
+    /// Flows deleted.
+    pub deleted: usize,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    owners: BTreeMap<Owner, Entry>,
+}
+
+impl State {
+    /// Pods per VNID.
+    fn vnid_refs(&self) -> BTreeMap<Vnid, usize> {
+        let mut refs = BTreeMap::new();
+        for e in self.owners.values() {
+            if let Some(v) = e.vnid {
+                *refs.entry(v).or_default() += 1;
+            }
+        }
+        refs
+    }
+}
+
+/// The desired flows of `br0` (see the module docs).
+#[derive(Debug)]
+pub struct FlowStore<S> {
+    switch: Arc<S>,
+    /// Whether VNIDs get table-80 rows (multitenant mode).
+    vnid_rows: bool,
+    state: Mutex<State>,
+}
+
+impl<S: FlowSwitch> FlowStore<S> {
+    /// An empty store applying to `switch`; `vnid_rows` in multitenant mode.
+    pub fn new(switch: Arc<S>, vnid_rows: bool) -> FlowStore<S> {
+        FlowStore {
+            switch,
+            vnid_rows,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// The switch.
+    pub fn switch(&self) -> &Arc<S> {
+        &self.switch
+    }
+
+    /// Applies `change` in one bundle, then records it (see the module docs).
+    pub async fn apply(&self, change: Change) -> Result<(), OfError> {
+        if change.is_empty() {
+            return Ok(());
+        }
+        let mut state = self.state.lock().await;
+        let before = state.vnid_refs();
+        let mut msgs = change.messages();
+        let mut owners = state.owners.clone();
+        change.commit(&mut owners);
+        let next = State { owners };
+        msgs.extend(self.vnid_row_changes(&before, &next.vnid_refs()));
+        self.switch.bundle(&msgs).await?;
+        *state = next;
+        Ok(())
+    }
+
+    /// Records `change` without touching the switch (start-up, before the first reconcile).
+    pub async fn stage(&self, change: Change) {
+        let mut state = self.state.lock().await;
+        change.commit(&mut state.owners);
+    }
+
+    /// Makes `br0` hold exactly the desired flows, in one bundle of the difference.
+    pub async fn reconcile(&self) -> Result<ReconcileStats, OfError> {
+        let state = self.state.lock().await;
+        let desired = self.desired_of(&state);
+        let existing = self.switch.dump_flows(&DumpFilter::all()).await?;
+        let msgs = diff(&desired, &existing);
+        let mut stats = ReconcileStats {
+            existing: existing.len(),
+            desired: desired.len(),
+            ..ReconcileStats::default()
+        };
+        for m in &msgs {
+            match m {
+                BundleMsg::Flow(fm) if fm.command.is_delete() => stats.deleted += 1,
+                _ => stats.added += 1,
+            }
+        }
+        if !msgs.is_empty() {
+            self.switch.bundle(&msgs).await?;
+        }
+        Ok(stats)
+    }
+
+    /// Every desired flow.
+    pub async fn desired(&self) -> Vec<Flow> {
+        let state = self.state.lock().await;
+        self.desired_of(&state)
+    }
+
+    /// The desired flows of `owner` (`None`: the store does not know it).
+    pub async fn flows_of(&self, owner: &Owner) -> Option<Vec<Flow>> {
+        let state = self.state.lock().await;
+        if let Owner::Vnid(v) = owner {
+            return (self.vnid_rows && state.vnid_refs().contains_key(v))
+                .then(|| vnid_flow(*v).into_iter().collect());
+        }
+        state.owners.get(owner).map(|e| e.flows.clone())
+    }
+
+    /// Every owner the store knows, VNID rows included.
+    pub async fn owners(&self) -> Vec<Owner> {
+        let state = self.state.lock().await;
+        let mut out: Vec<Owner> = state.owners.keys().cloned().collect();
+        if self.vnid_rows {
+            out.extend(
+                state
+                    .vnid_refs()
+                    .into_keys()
+                    .filter(|v| vnid_flow(*v).is_some())
+                    .map(Owner::Vnid),
+            );
+        }
+        out
+    }
+
+    fn desired_of(&self, state: &State) -> Vec<Flow> {
+        let mut out: Vec<Flow> = state
+            .owners
+            .values()
+            .flat_map(|e| e.flows.iter().cloned())
+            .collect();
+        if self.vnid_rows {
+            out.extend(state.vnid_refs().into_keys().filter_map(vnid_flow));
+        }
+        out
+    }
+
+    /// The table-80 row changes between two reference counts.
+    fn vnid_row_changes(
+        &self,
+        before: &BTreeMap<Vnid, usize>,
+        after: &BTreeMap<Vnid, usize>,
+    ) -> Vec<BundleMsg> {
+        if !self.vnid_rows {
+            return Vec::new();
+        }
+        let (b, a): (BTreeSet<Vnid>, BTreeSet<Vnid>) = (
+            before.keys().copied().collect(),
+            after.keys().copied().collect(),
+        );
+        let mut msgs: Vec<BundleMsg> = b
+            .difference(&a)
+            .filter(|v| vnid_flow(**v).is_some())
+            .map(|v| BundleMsg::delete_by_cookie(vnid_cookie(*v), u64::MAX))
+            .collect();
+        msgs.extend(
+            a.difference(&b)
+                .filter_map(|v| vnid_flow(*v))
+                .map(BundleMsg::add),
+        );
+        msgs
+    }
+}
+
+type Key = (u8, u16, Match);
+
+fn key(f: &Flow) -> Key {
+    (f.table, f.priority, f.matches.clone())
+}
+
+/// The bundle messages that turn `existing` into `desired`: strict deletes first, then adds.
+/// An empty result means the bridge already has exactly the desired flows.
+pub fn diff(desired: &[Flow], existing: &[Flow]) -> Vec<BundleMsg> {
+    let want: HashMap<Key, &Flow> = desired.iter().map(|f| (key(f), f)).collect();
+    let have: HashMap<Key, &Flow> = existing.iter().map(|f| (key(f), f)).collect();
+    let mut msgs = Vec::new();
+    for f in existing {
+        if !want.contains_key(&key(f)) {
+            msgs.push(BundleMsg::Flow(FlowMod::delete_strict(f)));
+        }
+    }
+    for f in desired {
+        match have.get(&key(f)) {
+            Some(old) if same(old, f) => {}
+            _ => msgs.push(BundleMsg::add(f.clone())),
+        }
+    }
+    msgs
+}
+
+/// Equal as far as the switch is concerned (a dumped flow against a built one).
+fn same(a: &Flow, b: &Flow) -> bool {
+    a.cookie == b.cookie
+        && a.actions == b.actions
+        && a.goto_table == b.goto_table
+        && a.idle_timeout == b.idle_timeout
+        && a.hard_timeout == b.hard_timeout
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake::FakeSwitch;
+    use ovs::flow::Action;
+
+    fn f(table: u8, prio: u16, port: u32, out: u32) -> Flow {
+        Flow::new(table, prio)
+            .matching(Match::any().in_port(port))
+            .action(Action::Output(out))
+    }
+
+    #[test]
+    fn diff_touches_only_what_differs() {
+        let existing = vec![f(0, 10, 1, 2), f(0, 10, 2, 1), f(0, 5, 3, 3)];
+        let desired = vec![f(0, 10, 1, 2), f(0, 10, 2, 4), f(0, 7, 9, 9)];
+        let msgs = diff(&desired, &existing);
+        let text: Vec<String> = msgs.iter().map(BundleMsg::describe).collect();
+        assert_eq!(msgs.len(), 3, "{text:?}");
+        assert!(matches!(&msgs[0], BundleMsg::Flow(fm) if fm.command.is_delete()));
+        assert!(text[0].contains("in_port=3"), "{text:?}");
+        assert!(text[1].contains("in_port=2") && text[1].contains("output:4"));
+        assert!(text[2].contains("in_port=9"));
+        assert!(diff(&desired, &desired).is_empty());
+    }
+
+    #[test]
+    fn cookie_change_is_a_difference() {
+        let a = f(0, 10, 1, 2);
+        let b = a.clone().cookie(7);
+        assert_eq!(diff(&[b], &[a]).len(), 1);
+    }
+
+    fn pod(n: u32) -> (AttachmentId, Vec<Flow>) {
+        let a = AttachmentId::new(format!("c{n}"), "eth0");
+        let c = flows::pod::attachment_cookie(&a);
+        let flow = Flow::new(70, 100)
+            .cookie(c)
+            .matching(
+                Match::any()
+                    .ip()
+                    .nw_dst(std::net::Ipv4Addr::new(10, 128, 0, n as u8)),
+            )
+            .action(Action::Output(n + 2));
+        (a, vec![flow])
+    }
+
+    fn vnid(v: u32) -> Vnid {
+        Vnid::new(v).unwrap()
+    }
+
+    #[tokio::test]
+    async fn vnid_rows_follow_their_first_and_last_pod_in_the_same_bundle() {
+        let sw = Arc::new(FakeSwitch::new());
+        let store = FlowStore::new(sw.clone(), true);
+        let (a, fa) = pod(2);
+        let (b, fb) = pod(3);
+        store
+            .apply(Change::new().set_pod(a.clone(), fa, vnid(11)))
+            .await
+            .unwrap();
+        assert_eq!(sw.bundles(), 1);
+        assert_eq!(sw.flows_with_cookie(vnid_cookie(vnid(11))).len(), 1);
+        store
+            .apply(Change::new().set_pod(b.clone(), fb, vnid(11)))
+            .await
+            .unwrap();
+        store
+            .apply(Change::new().remove(Owner::Pod(a)))
+            .await
+            .unwrap();
+        assert_eq!(
+            sw.flows_with_cookie(vnid_cookie(vnid(11))).len(),
+            1,
+            "b still uses VNID 11"
+        );
+        store
+            .apply(Change::new().remove(Owner::Pod(b)))
+            .await
+            .unwrap();
+        assert!(sw.flows().is_empty(), "{:?}", sw.flows());
+        assert_eq!(sw.bundles(), 4, "one bundle per change");
+        // Global and unknown-tenant pods have no row.
+        let (c, fc) = pod(4);
+        store
+            .apply(Change::new().set_pod(c.clone(), fc, Vnid::GLOBAL))
+            .await
+            .unwrap();
+        assert_eq!(sw.flows().len(), 1);
+        assert_eq!(store.owners().await, vec![Owner::Pod(c)]);
+    }
+
+    #[tokio::test]
+    async fn a_refused_bundle_changes_neither_the_bridge_nor_the_store() {
+        let sw = Arc::new(FakeSwitch::new());
+        let store = FlowStore::new(sw.clone(), true);
+        let (a, fa) = pod(2);
+        store
+            .apply(Change::new().set_pod(a.clone(), fa.clone(), vnid(11)))
+            .await
+            .unwrap();
+        let before = sw.flows();
+        // nw_dst without ip: the switch refuses it, the whole bundle goes.
+        let bad = Flow::new(70, 100)
+            .cookie(flows::pod::attachment_cookie(&a))
+            .matching(Match::any().nw_dst(std::net::Ipv4Addr::new(10, 128, 0, 9)))
+            .action(Action::Output(3));
+        let e = store
+            .apply(Change::new().set_pod(a.clone(), vec![bad], vnid(12)))
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("nw_dst"), "{e}");
+        assert_eq!(sw.flows(), before);
+        assert_eq!(store.flows_of(&Owner::Pod(a)).await, Some(fa));
+        assert!(store.flows_of(&Owner::Vnid(vnid(12))).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn reconcile_repairs_drift_in_one_bundle_and_keeps_right_flows() {
+        let sw = Arc::new(FakeSwitch::new());
+        let store = FlowStore::new(sw.clone(), true);
+        let base = vec![f(0, 0, 1, 2).cookie(cookie::BASE)];
+        let (a, fa) = pod(2);
+        store
+            .stage(
+                Change::new()
+                    .set(Owner::Base, base)
+                    .set_pod(a, fa, vnid(11)),
+            )
+            .await;
+        assert!(sw.flows().is_empty(), "stage touches nothing");
+        let s = store.reconcile().await.unwrap();
+        assert_eq!((s.existing, s.desired, s.added, s.deleted), (0, 3, 3, 0));
+        // Drift: a stray flow, a lost one.
+        sw.put_flow(f(5, 1, 9, 9));
+        sw.remove_flows_with_cookie(vnid_cookie(vnid(11)));
+        let bundles = sw.bundles();
+        let s = store.reconcile().await.unwrap();
+        assert_eq!((s.added, s.deleted), (1, 1));
+        assert_eq!(sw.bundles(), bundles + 1);
+        let s = store.reconcile().await.unwrap();
+        assert_eq!((s.added, s.deleted), (0, 0));
+        assert_eq!(sw.bundles(), bundles + 1, "nothing to do, nothing sent");
+    }
+}

@@ -1,0 +1,325 @@
+//! ADD as undoable steps (see the module docs of [`super`]): each step pushes its undo before
+//! it runs, so a step that fails half-way is undone too (every undo is idempotent), and a failed
+//! ADD runs the undos in reverse order.
+
+use std::path::Path;
+
+use flows::{AttachmentId, Mode, Vnid};
+use ovs::flow::MacAddr;
+use ovs::ovsdb::PortSpec;
+use tokio::time::Instant;
+
+use super::error::PodError;
+use super::record::{MeterRecord, PortRecord};
+use super::{Attachment, Pod, Pods, Wired, BRIDGE};
+use crate::bandwidth::Bandwidth;
+use crate::flowstore::{Change, Owner};
+use crate::hostports;
+use crate::netlink::{self, PodLinkSpec};
+use crate::seams::{NodeIo, PodLinks, PortDb};
+
+/// Undo steps of a partly done ADD, run in reverse.
+#[derive(Debug)]
+pub(super) enum Undo {
+    Lease,
+    Veth(String),
+    Port(String),
+    /// A reserved meter id (the meter may or may not exist yet).
+    Meter(u32),
+    Bandwidth,
+    Flows,
+    HostPorts,
+}
+
+/// What the ADD established before its steps ran.
+struct Plan<'a> {
+    at: &'a Attachment,
+    netns: &'a Path,
+    vnid: Vnid,
+    requested: Option<std::net::Ipv4Addr>,
+    bandwidth: Bandwidth,
+}
+
+impl<Io: NodeIo> Pods<Io> {
+    /// CNI ADD: wires the attachment, or undoes everything and says why.
+    pub async fn add(&self, at: &Attachment) -> Result<Wired, PodError> {
+        let key = at.id.clone();
+        if let Some(p) = self.table.lock().await.get(&key) {
+            return Err(PodError::AlreadyAttached {
+                attachment: key,
+                ip: p.ip,
+            });
+        }
+        let netns = at.netns.as_deref().ok_or(PodError::NoNetns)?;
+        let vnid = self.vnid_of(&at.namespace).await?;
+        let requested = match at.requested_ip {
+            None => None,
+            Some((addr, len)) => {
+                let subnet = self.net.node.local_subnet;
+                if len.is_some_and(|l| l != subnet.prefix_len()) {
+                    return Err(PodError::RequestedPrefix {
+                        addr,
+                        prefix_len: len.unwrap_or(0),
+                        subnet,
+                    });
+                }
+                Some(addr)
+            }
+        };
+
+        // Bandwidth limits: checked first (pure), so a bad value fails with nothing reserved.
+        let bandwidth = self.bandwidth_of(at)?;
+
+        // Host ports: reserved before anything else, so a taken one fails the ADD with nothing
+        // done.
+        self.hostports.reserve(hostports::PodPorts {
+            namespace: at.namespace.clone(),
+            pod: at.pod.clone(),
+            sandbox: at.id.container_id.clone(),
+            ifname: at.id.ifname.clone(),
+            ip: None,
+            mappings: hostports::parse(at.runtime_config.as_ref())?,
+        })?;
+
+        let plan = Plan {
+            at,
+            netns,
+            vnid,
+            requested,
+            bandwidth,
+        };
+        let mut done = Vec::new();
+        self.lock_in_flight().insert(key.clone());
+        let result = self.add_steps(&plan, &mut done).await;
+        self.lock_in_flight().remove(&key);
+        match result {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                tracing::warn!(
+                    sandbox = %key.container_id, ifname = %key.ifname, namespace = %at.namespace,
+                    pod = %at.pod, error = %e, details = %e.details(), steps = done.len(),
+                    "ADD failed; undoing"
+                );
+                self.undo(&key, done).await;
+                self.hostports.release(&key.container_id, &key.ifname);
+                Err(e)
+            }
+        }
+    }
+
+    async fn add_steps(&self, plan: &Plan<'_>, done: &mut Vec<Undo>) -> Result<Wired, PodError> {
+        let at = plan.at;
+        let a = &at.id;
+        let deadline = at.deadline;
+        let check_deadline = |step: &'static str| {
+            if Instant::now() >= deadline {
+                Err(PodError::Deadline { step })
+            } else {
+                Ok(())
+            }
+        };
+
+        // 1. Lease.
+        let range = self.net.range();
+        let (cid, ifn) = (a.container_id.clone(), a.ifname.clone());
+        let requested = plan.requested;
+        let lease = self
+            .ipam(move |store| store.allocate(&range, &cid, &ifn, requested))
+            .await?;
+        done.push(Undo::Lease);
+        let ip = lease.ip;
+        check_deadline("creating the veth")?;
+
+        // 2. Veth.
+        let host_veth = netlink::host_veth_name(&a.container_id, &a.ifname);
+        let spec = PodLinkSpec {
+            netns: plan.netns.to_path_buf(),
+            ifname: a.ifname.clone(),
+            host_ifname: host_veth.clone(),
+            mac: MacAddr::from_pod_ip(ip).0,
+            address: self.net.address(ip),
+            gateway: self.net.node.gateway(),
+            // The default route is always added by create_pod_link.
+            routes: self
+                .net
+                .routes()
+                .into_iter()
+                .filter(|r| r.dst.prefix_len() > 0)
+                .collect(),
+            mtu: self.net.mtu,
+            tx_checksum_off: self.net.tx_checksum_off,
+        };
+        done.push(Undo::Veth(host_veth.clone()));
+        let link = self.links.create_pod_link(&spec).await?;
+        check_deadline("adding the OVS port")?;
+
+        // 3. OVS port, with the pod's record.
+        let egress_meter = if self.net.egress_meters && plan.bandwidth.policing().is_some() {
+            let m = self.reserve_meter(a)?;
+            done.push(Undo::Meter(m));
+            Some(MeterRecord {
+                id: m,
+                rate_burst: plan.bandwidth.meter().map(|p| {
+                    let clamp = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+                    (clamp(p.rate_kbps), clamp(p.burst_kb))
+                }),
+            })
+        } else {
+            None
+        };
+        let mappings = self.hostports.mappings(&a.container_id, &a.ifname);
+        let record = PortRecord {
+            attachment: a.clone(),
+            ip: Some(ip),
+            namespace: at.namespace.clone(),
+            pod: at.pod.clone(),
+            netns: plan.netns.display().to_string(),
+            vnid: Some(plan.vnid),
+            hostports: (!mappings.is_empty()).then(|| hostports::to_json(&mappings)),
+            meter: egress_meter,
+        };
+        let mut port = PortSpec::new(host_veth.clone(), "");
+        port.external_ids = record.to_external_ids();
+        done.push(Undo::Port(host_veth.clone()));
+        let ofport = self
+            .db
+            .add_port(BRIDGE, &port)
+            .await
+            .map_err(PodError::ovsdb(format!(
+                "adding port {host_veth} to {BRIDGE}"
+            )))?;
+        check_deadline("applying bandwidth limits")?;
+
+        // 3b. Bandwidth limits.
+        let egress_meter = egress_meter.map(|m| m.id);
+        if !plan.bandwidth.is_empty() {
+            done.push(Undo::Bandwidth);
+            self.apply_bandwidth(a, &host_veth, &plan.bandwidth, egress_meter)
+                .await?;
+        }
+        check_deadline("installing the pod's flows")?;
+
+        // 4. Flows, under the table lock so a VNID re-flow never misses the pod.
+        let mut pod = Pod {
+            attachment: a.clone(),
+            namespace: at.namespace.clone(),
+            name: at.pod.clone(),
+            netns: plan.netns.display().to_string(),
+            ip,
+            host_veth: host_veth.clone(),
+            ofport,
+            vnid: plan.vnid,
+            egress_meter,
+        };
+        {
+            let mut table = self.table.lock().await;
+            // A VNID change may have arrived since the VNID was read: `sync_vnids` only
+            // re-flows pods already in the table, so take the newest VNID here, under the lock.
+            if let Some(now) = self.current_vnid(&pod.namespace) {
+                if now != pod.vnid {
+                    tracing::info!(sandbox = %a.container_id, namespace = %pod.namespace, from = %pod.vnid, to = %now, "namespace VNID changed during ADD");
+                    pod.vnid = now;
+                }
+            }
+            done.push(Undo::Flows);
+            self.store
+                .apply(Change::new().set_pod(a.clone(), pod.flows(), self.row_vnid(pod.vnid)))
+                .await
+                .map_err(PodError::openflow(format!(
+                    "installing the flows of {host_veth}"
+                )))?;
+            table.insert(a.clone(), pod.clone());
+            if pod.vnid != plan.vnid {
+                self.record_vnid(&pod).await;
+            }
+        }
+        // 5. Host ports: the pod's nat chain (one sync of all host port rules).
+        if !mappings.is_empty() {
+            check_deadline("installing the host port rules")?;
+            done.push(Undo::HostPorts);
+            self.hostports.set_ip(&a.container_id, &a.ifname, ip);
+            self.hostports
+                .sync()
+                .await
+                .map_err(PodError::iptables(format!(
+                    "installing the host port rules of {a}"
+                )))?;
+        }
+        tracing::info!(
+            sandbox = %a.container_id, ifname = %a.ifname, namespace = %pod.namespace,
+            pod = %pod.name, %ip, ofport, vnid = %pod.vnid, "pod wired"
+        );
+        Ok(Wired {
+            pod,
+            host_mac: link.host_mac,
+        })
+    }
+
+    /// The VNID whose table-80 row the pod needs (none in subnet mode: every pod is global).
+    pub(super) fn row_vnid(&self, vnid: Vnid) -> Vnid {
+        if self.net.node.mode == Mode::Multitenant {
+            vnid
+        } else {
+            Vnid::GLOBAL
+        }
+    }
+
+    pub(super) async fn undo(&self, a: &AttachmentId, done: Vec<Undo>) {
+        for step in done.into_iter().rev() {
+            let outcome = match &step {
+                Undo::HostPorts => self
+                    .hostports
+                    .remove(&a.container_id, &a.ifname, true)
+                    .await
+                    .map_err(|e| e.to_string()),
+                Undo::Flows => self.remove_flows(a).await.map_err(|e| e.to_string()),
+                Undo::Bandwidth => self.remove_bandwidth(a).await.map_err(|e| e.to_string()),
+                Undo::Meter(m) => self.delete_meter(*m).await.map_err(|e| e.to_string()),
+                Undo::Port(p) => self
+                    .db
+                    .delete_port(BRIDGE, p)
+                    .await
+                    .map_err(|e| e.to_string()),
+                Undo::Veth(v) => self
+                    .links
+                    .delete_host_veth(v)
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.to_string()),
+                Undo::Lease => self
+                    .release_lease(a)
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.to_string()),
+            };
+            if let Err(e) = outcome {
+                tracing::error!(sandbox = %a.container_id, ifname = %a.ifname, step = ?step, error = %e, "undo step failed");
+            }
+        }
+    }
+
+    /// Removes the pod's flows (and its VNID's table-80 row if it was the VNID's last local pod)
+    /// and forgets the pod. Deletes by cookie even when the pod is unknown (stateless DEL).
+    pub(super) async fn remove_flows(&self, a: &AttachmentId) -> Result<(), PodError> {
+        let mut table = self.table.lock().await;
+        self.store
+            .apply(Change::new().remove(Owner::Pod(a.clone())))
+            .await
+            .map_err(PodError::openflow(format!("removing the flows of {a}")))?;
+        table.remove(a);
+        Ok(())
+    }
+
+    /// Records the pod's VNID in its port's `external_ids` (what a restart falls back to when
+    /// the NetNamespace is gone). A failure is logged: the flows are already right, and the
+    /// record is refreshed on the next change.
+    pub(super) async fn record_vnid(&self, pod: &Pod) {
+        if let Err(e) = self
+            .db
+            .set_interface_external_ids(&pod.host_veth, &PortRecord::vnid_ids(pod.vnid))
+            .await
+        {
+            tracing::warn!(port = %pod.host_veth, sandbox = %pod.attachment.container_id, vnid = %pod.vnid, error = %e, "recording the pod's VNID in OVSDB");
+        }
+    }
+}

@@ -1,0 +1,368 @@
+//! Pods: what the CNI server's ADD, DEL, CHECK and GC do on this node.
+//!
+//! The CNI layer turns a request into an [`Attachment`] (the attachment id, netns, namespace,
+//! pod, requested address, runtime config, deadline) and renders what [`Pods::add`] returns
+//! ([`Wired`]) as the CNI result; this module never sees CNI versions or bodies, and its errors
+//! ([`PodError`]) carry their CNI code.
+//!
+//! An attachment is wired in steps ([`add`]), each undone in reverse order when a later one
+//! fails or the request's deadline passes, so a failed ADD leaves nothing behind: (1) a
+//! host-local compatible lease from the node subnet, (2) a veth pair with the pod end configured
+//! inside the pod's network namespace, (3) the host end as a port of `br0` with its record
+//! ([`record::PortRecord`]) in `external_ids` (one OVSDB transaction), (3b) bandwidth limits,
+//! (4) the pod's five flows (and its VNID's table-80 row) through the flow store, in one bundle
+//! with the pod's cookie, (5) when the runtime asked for host ports, the pod's nat chain
+//! ([`crate::hostports`]). The host ports are reserved and the bandwidth limits validated before
+//! step 1, so a taken port or a bad value fails the ADD with nothing done. Bandwidth I/O (meters
+//! on the netdev datapath, policing and QoS rows) is in [`limits`].
+//!
+//! Everything DEL needs is derived from the attachment itself: the host veth name and the flow
+//! cookie are its hash, and the lease is found by container id and ifname. DEL therefore works
+//! when the agent has no memory of the pod (after a restart), when the netns or the veth is
+//! already gone, and when it is called twice ([`ops`]).
+//!
+//! The pod table is rebuilt from OVS after a restart ([`restore`]): the pod ports' records carry
+//! the sandbox, IP, namespace, pod name, interface, netns and VNID. VNID changes re-flow the
+//! namespace's pods in one bundle ([`Pods::sync_vnids`]).
+//!
+//! Every I/O goes through the seams of [`crate::seams`], so the whole module runs on the fakes
+//! of `crate::fake` in its component tests (`tests.rs`), without root.
+//!
+//! Locking: the pod table's async mutex, then the flow store's. A pod enters the table only after
+//! its flows are in, under the table lock, so a VNID re-flow sees every pod whose flows exist.
+
+mod add;
+pub mod error;
+pub mod limits;
+mod ops;
+pub mod record;
+mod restore;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flows::{pod_flows, AttachmentId, Mode, NodeConfig, PodFlows, Vnid};
+use ipnet::Ipv4Net;
+use ovs::flow::Flow;
+use ovs::openflow::Meter;
+use serde_json::Value;
+use tokio::sync::{watch, Mutex};
+use tokio::time::Instant;
+
+use crate::cluster::ClusterState;
+use crate::cni::AddResult;
+use crate::flowstore::FlowStore;
+use crate::hostports::HostPorts;
+use crate::ipam;
+use crate::netlink::RouteSpec;
+use crate::seams::{HostIo, NodeIo};
+
+pub use error::PodError;
+pub use record::{keys, PortRecord};
+
+/// The bridge pods are plugged into.
+pub const BRIDGE: &str = "br0";
+
+/// One pod moved to another VNID by [`Pods::sync_vnids`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VnidChange {
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's name.
+    pub pod: String,
+    /// The VNID its flows had.
+    pub from: Vnid,
+    /// The VNID its flows have now.
+    pub to: Vnid,
+}
+
+/// What a CNI request asks of the pod logic (built by the CNI layer from a request).
+#[derive(Debug, Clone)]
+pub struct Attachment {
+    /// Container id and interface name.
+    pub id: AttachmentId,
+    /// The pod's network namespace (required for ADD).
+    pub netns: Option<PathBuf>,
+    /// The pod's namespace (tenant).
+    pub namespace: String,
+    /// The pod's name.
+    pub pod: String,
+    /// `CNI_ARGS IP=`: an address, and a prefix length if one was given.
+    pub requested_ip: Option<(Ipv4Addr, Option<u8>)>,
+    /// `runtimeConfig` of the network config.
+    pub runtime_config: Option<Value>,
+    /// The previous plugin's result (chained plugins), for CHECK.
+    pub prev_result: Option<AddResult>,
+    /// When the server stops waiting: steps not started by then are not started.
+    pub deadline: Instant,
+}
+
+/// What ADD wired, for the CNI result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wired {
+    /// The pod as it is now in the table.
+    pub pod: Pod,
+    /// The host end's MAC.
+    pub host_mac: [u8; 6],
+}
+
+/// One attachment of a pod to the node network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pod {
+    /// Container id and interface name.
+    pub attachment: AttachmentId,
+    /// Namespace (tenant).
+    pub namespace: String,
+    /// Pod name.
+    pub name: String,
+    /// Network namespace path ("" if unknown).
+    pub netns: String,
+    /// Address.
+    pub ip: Ipv4Addr,
+    /// Host end of the veth (the OVS port name).
+    pub host_veth: String,
+    /// OpenFlow port.
+    pub ofport: u32,
+    /// VNID the flows were installed with.
+    pub vnid: Vnid,
+    /// OpenFlow meter policing the pod's egress (netdev datapath, egress limit set).
+    pub egress_meter: Option<u32>,
+}
+
+impl Pod {
+    /// The pod's flow cookie.
+    pub fn cookie(&self) -> u64 {
+        flows::pod::attachment_cookie(&self.attachment)
+    }
+
+    /// The pod's five flows.
+    pub fn flows(&self) -> Vec<Flow> {
+        pod_flows(&PodFlows {
+            ofport: self.ofport,
+            ip: self.ip,
+            vnid: self.vnid,
+            cookie: self.cookie(),
+            egress_meter: self.egress_meter,
+        })
+    }
+}
+
+/// Static facts every pod operation needs.
+#[derive(Debug, Clone)]
+pub struct PodNetwork {
+    /// Base pipeline inputs (mode, subnet, cluster networks, service network).
+    pub node: NodeConfig,
+    /// Overlay MTU.
+    pub mtu: u32,
+    /// Turn tx checksum offload off in pods.
+    pub tx_checksum_off: bool,
+    /// How long an ADD waits for its namespace's NetNamespace.
+    pub netnamespace_wait: Duration,
+    /// Police pod egress with an OpenFlow meter instead of the Interface's
+    /// `ingress_policing_rate` (the netdev datapath: its ports have no tc policer, and the
+    /// userspace datapath implements meters itself).
+    pub egress_meters: bool,
+}
+
+impl PodNetwork {
+    /// The routes a pod gets: default and service network via the gateway, cluster networks and
+    /// multicast on-link.
+    pub fn routes(&self) -> Vec<RouteSpec> {
+        let gw = Some(self.node.gateway());
+        let mut r = vec![
+            RouteSpec {
+                dst: Ipv4Net::default(),
+                via: gw,
+            },
+            RouteSpec {
+                dst: self.node.service_cidr,
+                via: gw,
+            },
+        ];
+        for cn in &self.node.cluster_networks {
+            r.push(RouteSpec {
+                dst: *cn,
+                via: None,
+            });
+        }
+        r.push(RouteSpec {
+            dst: Ipv4Net::new(Ipv4Addr::new(224, 0, 0, 0), 4).expect("constant"),
+            via: None,
+        });
+        r
+    }
+
+    /// The pod's address with the node subnet's prefix length.
+    pub fn address(&self, ip: Ipv4Addr) -> Ipv4Net {
+        Ipv4Net::new(ip, self.node.local_subnet.prefix_len()).expect("prefix of a valid subnet")
+    }
+
+    fn range(&self) -> ipam::Range {
+        ipam::Range {
+            subnet: self.node.local_subnet,
+            gateway: self.node.gateway(),
+            start: None,
+            end: None,
+        }
+    }
+}
+
+/// The I/O handles the pods use (one implementation of each seam).
+#[derive(Debug)]
+pub struct PodIo<Io: NodeIo> {
+    /// OVSDB.
+    pub db: Io::Db,
+    /// The flow store of br0 (and through it the switch, for meters).
+    pub store: Arc<FlowStore<Io::Switch>>,
+    /// Netlink.
+    pub links: Io::Links,
+    /// iptables (host ports).
+    pub nat: Io::Nat,
+}
+
+/// The node's pods and the machinery to wire them.
+#[derive(Debug)]
+pub struct Pods<Io: NodeIo = HostIo> {
+    net: PodNetwork,
+    db: Io::Db,
+    store: Arc<FlowStore<Io::Switch>>,
+    links: Io::Links,
+    ipam: Arc<ipam::Store>,
+    cluster: watch::Receiver<Arc<ClusterState>>,
+    table: Mutex<HashMap<AttachmentId, Pod>>,
+    /// Attachments whose ADD runs (they hold a lease before they enter `table`); shared with
+    /// the IPAM garbage collector, which checks it under the lease lock.
+    in_flight: Arc<std::sync::Mutex<BTreeSet<AttachmentId>>>,
+    /// Host ports of the pods (`runtimeConfig.portMappings`) and their nat rules.
+    hostports: HostPorts<Io::Nat>,
+    /// Meter ids reserved by pods (in the table or being added), see [`limits`]. With the
+    /// meter's configuration once known (installed, dumped or recorded on the port), so a
+    /// reconcile can re-create a meter the switch lost before re-adding flows using it.
+    meters: std::sync::Mutex<BTreeMap<u32, Option<Meter>>>,
+}
+
+impl<Io: NodeIo> Pods<Io> {
+    /// The pod manager. Nothing is read or changed until a method is called.
+    pub fn new(
+        net: PodNetwork,
+        io: PodIo<Io>,
+        ipam: Arc<ipam::Store>,
+        cluster: watch::Receiver<Arc<ClusterState>>,
+    ) -> Pods<Io> {
+        Pods {
+            db: io.db,
+            store: io.store,
+            links: io.links,
+            ipam,
+            cluster,
+            table: Mutex::new(HashMap::new()),
+            in_flight: Arc::default(),
+            meters: std::sync::Mutex::default(),
+            hostports: HostPorts::new(io.nat, net.node.cluster_networks.clone()),
+            net,
+        }
+    }
+
+    /// The network facts.
+    pub fn network(&self) -> &PodNetwork {
+        &self.net
+    }
+
+    /// The OVSDB handle.
+    pub fn db(&self) -> &Io::Db {
+        &self.db
+    }
+
+    /// A snapshot of the pod table.
+    pub async fn list(&self) -> Vec<Pod> {
+        let mut v: Vec<Pod> = self.table.lock().await.values().cloned().collect();
+        v.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        v
+    }
+
+    /// The VNID of `namespace`: 0 in subnet mode; in multitenant mode its NetNamespace's netid,
+    /// waiting up to the configured bound for the NetNamespace to appear.
+    pub async fn vnid_of(&self, namespace: &str) -> Result<Vnid, PodError> {
+        if self.net.node.mode == Mode::Subnet {
+            return Ok(Vnid::GLOBAL);
+        }
+        let mut rx = self.cluster.clone();
+        let wait = self.net.netnamespace_wait;
+        let found = tokio::time::timeout(wait, async {
+            loop {
+                if let Some(v) = rx.borrow_and_update().vnid(namespace) {
+                    return Some(v);
+                }
+                if rx.changed().await.is_err() {
+                    return None;
+                }
+            }
+        })
+        .await;
+        match found {
+            Ok(Some(v)) => Ok(v),
+            _ => {
+                // Kubernetes mode knows the namespaces; standalone mode does not.
+                let hint = match &self.cluster.borrow().namespaces {
+                    Some(nss) if !nss.contains(namespace) => format!(
+                        "waited {}s; the namespace does not exist in the cluster",
+                        wait.as_secs()
+                    ),
+                    Some(_) => format!(
+                        "waited {}s; the controller (sdn-agent controller) creates a \
+                         NetNamespace for every namespace: is it running?",
+                        wait.as_secs()
+                    ),
+                    None => format!(
+                        "waited {}s; create it (sdnctl create {namespace}) or use an existing \
+                         namespace, then retry",
+                        wait.as_secs()
+                    ),
+                };
+                Err(PodError::NoNetNamespace {
+                    namespace: namespace.to_string(),
+                    hint,
+                })
+            }
+        }
+    }
+
+    /// The VNID the cluster state gives `namespace` now (`None` without a NetNamespace); 0 in
+    /// subnet mode.
+    fn current_vnid(&self, namespace: &str) -> Option<Vnid> {
+        if self.net.node.mode == Mode::Subnet {
+            return Some(Vnid::GLOBAL);
+        }
+        self.cluster.borrow().vnid(namespace)
+    }
+
+    /// Runs `f` on the lease store off the async threads (it does blocking file I/O under a
+    /// file lock).
+    async fn ipam<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&ipam::Store) -> Result<T, ipam::IpamError> + Send + 'static,
+    ) -> Result<T, PodError> {
+        let store = self.ipam.clone();
+        Ok(tokio::task::spawn_blocking(move || f(&store))
+            .await
+            .map_err(|e| PodError::IpamTask(e.to_string()))??)
+    }
+
+    async fn release_lease(&self, a: &AttachmentId) -> Result<Vec<Ipv4Addr>, PodError> {
+        let (cid, ifn) = (a.container_id.clone(), a.ifname.clone());
+        self.ipam(move |store| store.release(&cid, &ifn)).await
+    }
+
+    fn lock_in_flight(&self) -> std::sync::MutexGuard<'_, BTreeSet<AttachmentId>> {
+        lock(&self.in_flight)
+    }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,0 +1,206 @@
+//! DEL, CHECK and GC of attachments.
+//!
+//! DEL is idempotent and complete without a netns, a veth or any memory of the pod: each piece
+//! is found from the attachment (its hash names the veth and the flow cookie; its port record
+//! names its host ports and meter; the lease is found by container id and ifname) and removing a
+//! missing piece is not an error. CHECK compares the attachment with what ADD left: interface,
+//! address, MTU, routes, OVS port, host port rules and flows. GC removes every attachment not in
+//! the runtime's list, then leases and QoS rows that belong to no attachment.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use flows::AttachmentId;
+use ovs::flow::{Flow, MacAddr};
+use ovs::openflow::DumpFilter;
+
+use super::error::PodError;
+use super::record::keys;
+use super::{lock, Attachment, Pods, BRIDGE};
+use crate::hostports;
+use crate::netlink;
+use crate::seams::{FlowSwitch, NodeIo, PodLinks, PortDb};
+
+impl<Io: NodeIo> Pods<Io> {
+    /// CNI DEL: idempotent, complete without a netns, a veth or any memory of the pod.
+    pub async fn del(&self, a: &AttachmentId) -> Result<(), PodError> {
+        // Host ports: known to the registry, or recorded on the port (stateless DEL).
+        let recorded = self
+            .db
+            .find_interfaces_by_external_id(keys::SANDBOX, &a.container_id)
+            .iter()
+            .any(|i| {
+                i.external_ids.get(keys::IFNAME) == Some(&a.ifname)
+                    && i.external_ids.contains_key(hostports::EXTERNAL_ID)
+            });
+        self.hostports
+            .remove(&a.container_id, &a.ifname, recorded)
+            .await
+            .map_err(PodError::iptables(format!(
+                "removing the host port rules of {a}"
+            )))?;
+        self.remove_flows(a).await?;
+        self.remove_bandwidth(a).await?;
+        let veth = netlink::host_veth_name(&a.container_id, &a.ifname);
+        self.db
+            .delete_port(BRIDGE, &veth)
+            .await
+            .map_err(PodError::ovsdb(format!(
+                "deleting port {veth} from {BRIDGE}"
+            )))?;
+        self.links.delete_host_veth(&veth).await?;
+        let released = self.release_lease(a).await?;
+        tracing::info!(sandbox = %a.container_id, ifname = %a.ifname, ?released, "pod removed");
+        Ok(())
+    }
+
+    /// CNI CHECK: the interface, address, routes, OVS port and flows are as ADD left them.
+    pub async fn check(&self, at: &Attachment) -> Result<(), PodError> {
+        let a = &at.id;
+        let pod = self
+            .table
+            .lock()
+            .await
+            .get(a)
+            .cloned()
+            .ok_or_else(|| PodError::NotAttached {
+                attachment: a.clone(),
+            })?;
+        let drift = |what: String| PodError::Drift {
+            attachment: a.clone(),
+            what,
+        };
+        if let Some(prev) = &at.prev_result {
+            if !prev.ips.iter().any(|c| c.address.addr() == pod.ip) {
+                return Err(drift(format!(
+                    "prevResult does not hold the pod's address {}",
+                    pod.ip
+                )));
+            }
+        }
+        let netns = at
+            .netns
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(&pod.netns));
+        let state = self
+            .links
+            .inspect_pod_interface(&netns, &a.ifname)
+            .await
+            .map_err(|e| drift(e.to_string()))?;
+        let mac = MacAddr::from_pod_ip(pod.ip);
+        if state.mac != mac.0 {
+            return Err(drift(format!(
+                "MAC is {} instead of {mac}",
+                MacAddr(state.mac)
+            )));
+        }
+        let addr = self.net.address(pod.ip);
+        if !state.addresses.contains(&addr) {
+            return Err(drift(format!(
+                "address {addr} missing (has {:?})",
+                state.addresses
+            )));
+        }
+        if state.mtu != self.net.mtu {
+            return Err(drift(format!(
+                "MTU is {} instead of {}",
+                state.mtu, self.net.mtu
+            )));
+        }
+        if !state.up {
+            return Err(drift(format!("{} is down", a.ifname)));
+        }
+        for want in self.net.routes() {
+            if !state.routes.contains(&want) {
+                return Err(drift(format!("route {want} missing")));
+            }
+        }
+        let port = self
+            .db
+            .find_interfaces_by_external_id(keys::SANDBOX, &a.container_id)
+            .into_iter()
+            .find(|i| i.external_ids.get(keys::IFNAME) == Some(&a.ifname));
+        match port {
+            Some(i) if i.ofport == Some(i64::from(pod.ofport)) => {}
+            Some(i) => {
+                return Err(drift(format!(
+                    "OVS port {} has ofport {:?} instead of {}",
+                    i.name, i.ofport, pod.ofport
+                )))
+            }
+            None => return Err(drift(format!("no OVS port {} on {BRIDGE}", pod.host_veth))),
+        }
+        self.hostports
+            .check(&a.container_id, &a.ifname)
+            .await
+            .map_err(drift)?;
+        let have = self
+            .store
+            .switch()
+            .dump_flows(&DumpFilter::cookie(pod.cookie(), u64::MAX))
+            .await
+            .map_err(|e| drift(format!("dumping flows: {e}")))?;
+        let text = |v: &[Flow]| {
+            let mut t: Vec<String> = v.iter().map(ToString::to_string).collect();
+            t.sort();
+            t
+        };
+        let (have, want) = (text(&have), text(&pod.flows()));
+        if have != want {
+            let missing: Vec<&String> = want.iter().filter(|w| !have.contains(w)).collect();
+            let extra: Vec<&String> = have.iter().filter(|h| !want.contains(h)).collect();
+            return Err(drift(format!(
+                "flows differ from the pod's: missing {missing:?}, unexpected {extra:?}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// CNI GC: removes every attachment not in `valid`, and leases and QoS rows that belong to no
+    /// attachment on this node.
+    pub async fn gc(&self, valid: &BTreeSet<AttachmentId>) -> Result<usize, PodError> {
+        let stale: Vec<AttachmentId> = self
+            .table
+            .lock()
+            .await
+            .keys()
+            .filter(|k| !valid.contains(*k))
+            .cloned()
+            .collect();
+        let mut removed = 0;
+        for a in &stale {
+            self.del(a).await?;
+            removed += 1;
+        }
+        removed += self.release_orphan_leases(valid).await?;
+        self.remove_orphan_qos(valid).await?;
+        Ok(removed)
+    }
+
+    /// Releases, in one pass under the lease lock, leases held by no pod of the table, not in
+    /// `keep` and not of an ADD in flight. An ADD enters `in_flight` before it takes its lease
+    /// and leaves it only after its pod entered the table, which this holds locked meanwhile: a
+    /// live attachment's lease is always seen as live.
+    pub async fn release_orphan_leases(
+        &self,
+        keep: &BTreeSet<AttachmentId>,
+    ) -> Result<usize, PodError> {
+        let table = self.table.lock().await;
+        let mut live: BTreeSet<AttachmentId> = table.keys().cloned().collect();
+        live.extend(keep.iter().cloned());
+        let in_flight = self.in_flight.clone();
+        let gone = self
+            .ipam(move |store| {
+                store.retain(|l| {
+                    let k = AttachmentId::new(l.container_id.clone(), l.ifname.clone());
+                    live.contains(&k) || lock(&in_flight).contains(&k)
+                })
+            })
+            .await?;
+        drop(table);
+        for l in &gone {
+            tracing::info!(ip = %l.ip, sandbox = %l.container_id, ifname = %l.ifname, "released an orphan lease");
+        }
+        Ok(gone.len())
+    }
+}

@@ -1,0 +1,171 @@
+//! The pod port's record: the `external_ids` of a pod's Interface row, written at ADD and read
+//! back after a restart (the pod table is rebuilt from them), by `sdnctl` (pod counts, VNIDs in
+//! use) and by the tests. One codec, [`PortRecord`], so the keys are written in one place and
+//! read in one place.
+//!
+//! Keys: `sandbox`, `ifname` (the attachment), `ip`, `namespace`, `pod`, `netns`, `vnid` (the
+//! VNID its flows were installed with: a pod whose NetNamespace vanished keeps its tenant),
+//! `hostports` (JSON of its port mappings), and on the netdev datapath with an egress limit
+//! `meter`, `meter_rate_kbps`, `meter_burst_kbit` (to re-create a meter ovs-vswitchd lost).
+//! Unknown keys are ignored, so an older agent's records read fine.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use flows::{AttachmentId, Vnid};
+
+/// `external_ids` keys of a pod port.
+pub mod keys {
+    /// Container (sandbox) id.
+    pub const SANDBOX: &str = "sandbox";
+    /// Pod IPv4 address.
+    pub const IP: &str = "ip";
+    /// Kubernetes namespace (the tenant).
+    pub const NAMESPACE: &str = "namespace";
+    /// Pod name.
+    pub const POD: &str = "pod";
+    /// Interface name inside the pod.
+    pub const IFNAME: &str = "ifname";
+    /// The pod's network namespace path.
+    pub const NETNS: &str = "netns";
+    /// The VNID the pod's flows were installed with.
+    pub const VNID: &str = "vnid";
+    /// The pod's host port mappings (JSON), see `crate::hostports`.
+    pub const HOSTPORTS: &str = "hostports";
+    /// The OpenFlow meter policing the pod's egress (netdev datapath).
+    pub const METER: &str = "meter";
+    /// The meter's rate (kbit/s).
+    pub const METER_RATE: &str = "meter_rate_kbps";
+    /// The meter's burst (kbit).
+    pub const METER_BURST: &str = "meter_burst_kbit";
+}
+
+/// A pod's egress meter as recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MeterRecord {
+    /// Meter id.
+    pub id: u32,
+    /// Rate and burst (kbit/s, kbit), when recorded.
+    pub rate_burst: Option<(u32, u32)>,
+}
+
+/// Everything a pod port records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortRecord {
+    /// The attachment.
+    pub attachment: AttachmentId,
+    /// The pod's address (`None` when the record lacks a valid one).
+    pub ip: Option<Ipv4Addr>,
+    /// Namespace.
+    pub namespace: String,
+    /// Pod name.
+    pub pod: String,
+    /// Netns path ("" when unknown).
+    pub netns: String,
+    /// The VNID its flows were installed with.
+    pub vnid: Option<Vnid>,
+    /// Host port mappings, as JSON.
+    pub hostports: Option<String>,
+    /// The egress meter.
+    pub meter: Option<MeterRecord>,
+}
+
+impl PortRecord {
+    /// The `external_ids` to write.
+    pub fn to_external_ids(&self) -> BTreeMap<String, String> {
+        let mut m = BTreeMap::from([
+            (
+                keys::SANDBOX.to_string(),
+                self.attachment.container_id.clone(),
+            ),
+            (keys::IFNAME.to_string(), self.attachment.ifname.clone()),
+            (keys::NAMESPACE.to_string(), self.namespace.clone()),
+            (keys::POD.to_string(), self.pod.clone()),
+            (keys::NETNS.to_string(), self.netns.clone()),
+        ]);
+        if let Some(ip) = self.ip {
+            m.insert(keys::IP.into(), ip.to_string());
+        }
+        if let Some(v) = self.vnid {
+            m.insert(keys::VNID.into(), v.to_string());
+        }
+        if let Some(h) = &self.hostports {
+            m.insert(keys::HOSTPORTS.into(), h.clone());
+        }
+        if let Some(meter) = self.meter {
+            m.insert(keys::METER.into(), meter.id.to_string());
+            if let Some((rate, burst)) = meter.rate_burst {
+                m.insert(keys::METER_RATE.into(), rate.to_string());
+                m.insert(keys::METER_BURST.into(), burst.to_string());
+            }
+        }
+        m
+    }
+
+    /// The record in `ids`; `None` when they are not a pod port's (no non-empty `sandbox`).
+    /// Values that do not parse read as absent.
+    pub fn from_external_ids(ids: &BTreeMap<String, String>) -> Option<PortRecord> {
+        let get = |k: &str| ids.get(k).cloned().unwrap_or_default();
+        let sandbox = get(keys::SANDBOX);
+        if sandbox.is_empty() {
+            return None;
+        }
+        let num = |k: &str| ids.get(k).and_then(|v| v.parse::<u32>().ok());
+        Some(PortRecord {
+            attachment: AttachmentId::new(sandbox, get(keys::IFNAME)),
+            ip: ids.get(keys::IP).and_then(|v| v.parse().ok()),
+            namespace: get(keys::NAMESPACE),
+            pod: get(keys::POD),
+            netns: get(keys::NETNS),
+            vnid: num(keys::VNID).and_then(Vnid::new),
+            hostports: ids.get(keys::HOSTPORTS).cloned(),
+            meter: num(keys::METER).map(|id| MeterRecord {
+                id,
+                rate_burst: num(keys::METER_RATE).zip(num(keys::METER_BURST)),
+            }),
+        })
+    }
+
+    /// Only the VNID key, for updating the record after a re-flow.
+    pub fn vnid_ids(vnid: Vnid) -> BTreeMap<String, String> {
+        BTreeMap::from([(keys::VNID.to_string(), vnid.to_string())])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_tolerates_what_older_agents_wrote() {
+        let r = PortRecord {
+            attachment: AttachmentId::new("c0ffee", "eth0"),
+            ip: Some(Ipv4Addr::new(10, 128, 0, 5)),
+            namespace: "tenant-a".into(),
+            pod: "web".into(),
+            netns: "/run/netns/p".into(),
+            vnid: Vnid::new(11),
+            hostports: Some("[]".into()),
+            meter: Some(MeterRecord {
+                id: 9,
+                rate_burst: Some((20_000, 4_000)),
+            }),
+        };
+        let ids = r.to_external_ids();
+        assert_eq!(ids["sandbox"], "c0ffee");
+        assert_eq!(ids["vnid"], "11");
+        assert_eq!(ids["meter_rate_kbps"], "20000");
+        assert_eq!(PortRecord::from_external_ids(&ids), Some(r));
+        // An older agent's record: no vnid, no meter; a garbled ip reads as none.
+        let old = BTreeMap::from([
+            ("sandbox".to_string(), "x".to_string()),
+            ("ip".to_string(), "not-an-ip".to_string()),
+            ("future_key".to_string(), "1".to_string()),
+        ]);
+        let r = PortRecord::from_external_ids(&old).unwrap();
+        assert_eq!((r.ip, r.vnid, r.meter), (None, None, None));
+        assert_eq!(r.attachment.ifname, "");
+        let not_a_pod = BTreeMap::from([("iface-id".to_string(), "x".to_string())]);
+        assert_eq!(PortRecord::from_external_ids(&not_a_pod), None);
+    }
+}

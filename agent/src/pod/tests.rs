@@ -1,0 +1,589 @@
+//! Component tests of the pod logic on the fakes of `crate::fake` (no root, no OVS): ADD and its
+//! rollback at every step, DEL with pieces missing, GC, the rebuild after a restart, VNID
+//! re-flows (also during an ADD), CHECK, meters lost by the switch, and bad input. Every real
+//! seam is also exercised against real OVS, netlink and iptables in `tests/`.
+
+use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flows::{vnid_cookie, AttachmentId, Mode, NodeConfig, Vnid};
+use serde_json::json;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::record::PortRecord;
+use super::{Attachment, PodIo, PodNetwork, Pods};
+use crate::cluster::{ClusterObject, ClusterState, NetNamespace};
+use crate::cni::{codes, CniError};
+use crate::fake::{FakeDb, FakeIo, FakeLinks, FakeNat, FakeSwitch};
+use crate::flowstore::FlowStore;
+use crate::hostports;
+use crate::ipam;
+use crate::netlink::host_veth_name;
+
+/// One node's pods on fakes, with handles on every fake.
+struct Rig {
+    pods: Pods<FakeIo>,
+    links: FakeLinks,
+    db: Arc<FakeDb>,
+    switch: Arc<FakeSwitch>,
+    store: Arc<FlowStore<FakeSwitch>>,
+    nat: Arc<FakeNat>,
+    ipam: Arc<ipam::Store>,
+    state: watch::Sender<Arc<ClusterState>>,
+    dir: PathBuf,
+    egress_meters: bool,
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn vnid(v: u32) -> Vnid {
+    Vnid::new(v).unwrap()
+}
+
+fn cluster(netids: &[(&str, u32)]) -> ClusterState {
+    let mut st = ClusterState::default();
+    for (ns, id) in netids {
+        st.insert(ClusterObject::NetNamespace(NetNamespace::new(ns, *id)));
+    }
+    st
+}
+
+fn network(egress_meters: bool) -> PodNetwork {
+    PodNetwork {
+        node: NodeConfig {
+            mode: Mode::Multitenant,
+            node_ip: Ipv4Addr::new(192, 168, 77, 11),
+            local_subnet: "10.128.0.0/23".parse().unwrap(),
+            cluster_networks: vec!["10.128.0.0/14".parse().unwrap()],
+            service_cidr: "172.30.0.0/16".parse().unwrap(),
+            vxlan_port: 4789,
+        },
+        mtu: 1450,
+        tx_checksum_off: true,
+        netnamespace_wait: Duration::from_millis(200),
+        egress_meters,
+    }
+}
+
+impl Rig {
+    fn new(egress_meters: bool) -> Rig {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "sdn-pod-tests-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+        ));
+        let links = FakeLinks::new();
+        let db = Arc::new(FakeDb::new(links.clone()));
+        let switch = Arc::new(FakeSwitch::new());
+        let store = Arc::new(FlowStore::new(switch.clone(), true));
+        let nat = Arc::new(FakeNat::new());
+        let ipam = Arc::new(ipam::Store::new(&dir, "sdn").unwrap());
+        let (state, rx) = watch::channel(Arc::new(cluster(&[
+            ("default", 0),
+            ("tenant-a", 11),
+            ("tenant-b", 12),
+        ])));
+        let pods = Pods::new(
+            network(egress_meters),
+            PodIo {
+                db: db.clone(),
+                store: store.clone(),
+                links: links.clone(),
+                nat: nat.clone(),
+            },
+            ipam.clone(),
+            rx,
+        );
+        Rig {
+            pods,
+            links,
+            db,
+            switch,
+            store,
+            nat,
+            ipam,
+            state,
+            dir,
+            egress_meters,
+        }
+    }
+
+    /// The agent restarted: a new pod table and flow store on the same node (same OVS, links,
+    /// leases and iptables).
+    fn restarted(&self) -> Pods<FakeIo> {
+        Pods::new(
+            network(self.egress_meters),
+            PodIo {
+                db: self.db.clone(),
+                store: self.store_after_restart(),
+                links: self.links.clone(),
+                nat: self.nat.clone(),
+            },
+            self.ipam.clone(),
+            self.state.subscribe(),
+        )
+    }
+
+    fn store_after_restart(&self) -> Arc<FlowStore<FakeSwitch>> {
+        Arc::new(FlowStore::new(self.switch.clone(), true))
+    }
+
+    fn attachment(&self, cid: &str, namespace: &str) -> Attachment {
+        let netns = self.links.add_netns(cid);
+        Attachment {
+            id: AttachmentId::new(cid, "eth0"),
+            netns: Some(netns),
+            namespace: namespace.into(),
+            pod: format!("pod-{cid}"),
+            requested_ip: None,
+            runtime_config: None,
+            prev_result: None,
+            deadline: Instant::now() + Duration::from_secs(10),
+        }
+    }
+
+    fn set_netid(&self, ns: &str, id: u32) {
+        let mut st = (**self.state.borrow()).clone();
+        st.insert(ClusterObject::NetNamespace(NetNamespace::new(ns, id)));
+        self.state.send_replace(Arc::new(st));
+    }
+
+    fn leases(&self) -> Vec<(String, Ipv4Addr)> {
+        self.ipam
+            .leases()
+            .unwrap()
+            .into_iter()
+            .map(|l| (l.container_id, l.ip))
+            .collect()
+    }
+
+    fn pod_flows(&self, a: &AttachmentId) -> usize {
+        self.switch
+            .flows_with_cookie(flows::pod::attachment_cookie(a))
+            .len()
+    }
+
+    /// Asserts nothing of attachment `cid/eth0` is left anywhere.
+    fn assert_nothing_left(&self, cid: &str) {
+        let a = AttachmentId::new(cid, "eth0");
+        let veth = host_veth_name(cid, "eth0");
+        assert!(self.links.link(&veth).is_none(), "veth {veth} left");
+        assert!(!self.db.ports().contains_key(&veth), "port {veth} left");
+        assert_eq!(self.pod_flows(&a), 0, "flows of {a} left");
+        assert!(
+            !self.leases().iter().any(|(c, _)| c == cid),
+            "lease of {cid} left: {:?}",
+            self.leases()
+        );
+        assert!(
+            !self
+                .db
+                .qos()
+                .values()
+                .any(|q| q.external_ids.get("sandbox").map(String::as_str) == Some(cid)),
+            "QoS of {cid} left"
+        );
+        assert!(
+            self.nat
+                .rules(&hostports::chain_name(cid, "eth0"))
+                .is_none(),
+            "host port chain of {cid} left"
+        );
+    }
+}
+
+fn code(e: super::PodError) -> (u32, String) {
+    let c = CniError::from(e);
+    (c.code, format!("{}: {}", c.msg, c.details))
+}
+
+#[tokio::test]
+async fn add_wires_every_piece_and_del_removes_every_piece() {
+    let rig = Rig::new(false);
+    let at = rig.attachment("c1", "tenant-a");
+    let wired = rig.pods.add(&at).await.unwrap();
+    let pod = &wired.pod;
+    assert_eq!(pod.ip, Ipv4Addr::new(10, 128, 0, 2));
+    assert_eq!(pod.vnid, vnid(11));
+    let veth = host_veth_name("c1", "eth0");
+    let link = rig.links.link(&veth).expect("veth");
+    assert_eq!(link.state.mtu, 1450);
+    assert!(!link.state.tx_checksum, "checksum offload off on netdev");
+    // The port's record reads back as what ADD knew.
+    let port = &rig.db.ports()[&veth];
+    let rec = PortRecord::from_external_ids(&port.external_ids).unwrap();
+    assert_eq!(
+        (rec.attachment, rec.ip, rec.vnid, rec.namespace.as_str()),
+        (at.id.clone(), Some(pod.ip), Some(vnid(11)), "tenant-a")
+    );
+    assert_eq!(port.ofport, pod.ofport);
+    // Five flows and the VNID's table-80 row, in one bundle.
+    assert_eq!(rig.pod_flows(&at.id), 5);
+    assert_eq!(rig.switch.flows_with_cookie(vnid_cookie(vnid(11))).len(), 1);
+    assert_eq!(rig.switch.bundles(), 1);
+    assert_eq!(rig.leases(), vec![("c1".to_string(), pod.ip)]);
+    assert_eq!(rig.pods.list().await.len(), 1);
+
+    rig.pods.del(&at.id).await.unwrap();
+    rig.assert_nothing_left("c1");
+    assert!(rig.switch.flows().is_empty(), "{:?}", rig.switch.flows());
+    assert!(rig.pods.list().await.is_empty());
+    // Twice is fine.
+    rig.pods.del(&at.id).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_failure_at_every_add_step_rolls_back_exactly_what_was_done() {
+    let bandwidth = json!({"bandwidth": {"ingressRate": 10_000_000, "egressRate": 20_000_000},
+                           "portMappings": [{"hostPort": 8080, "containerPort": 80}]});
+    for (egress_meters, fault) in [
+        (false, "create_pod_link"),
+        (false, "add_port"),
+        (false, "set_interface_policing"),
+        (false, "set_port_qos"),
+        (true, "meter_mod"),
+        (false, "bundle"),
+        (false, "restore"),
+    ] {
+        let rig = Rig::new(egress_meters);
+        // A pod that stays, so rollback must not touch what others own.
+        let keep = rig.attachment("keep", "tenant-a");
+        rig.pods.add(&keep).await.unwrap();
+        let flows_before = rig.switch.flows();
+        let mut at = rig.attachment("c1", "tenant-a");
+        at.runtime_config = Some(bandwidth.clone());
+        match fault {
+            "create_pod_link" => rig.links.faults.fail_next(fault),
+            "add_port" | "set_interface_policing" | "set_port_qos" => {
+                rig.db.faults.fail_next(fault)
+            }
+            "meter_mod" | "bundle" => rig.switch.faults.fail_next(fault),
+            _ => rig.nat.faults.fail_next(fault),
+        }
+        let e = rig.pods.add(&at).await.unwrap_err();
+        let (c, text) = code(e);
+        assert_eq!(c, codes::INTERNAL, "{fault}: {text}");
+        rig.assert_nothing_left("c1");
+        assert_eq!(
+            rig.switch.flows(),
+            flows_before,
+            "{fault}: other flows untouched"
+        );
+        assert!(rig.switch.meters().is_empty(), "{fault}: meter left");
+        assert!(
+            rig.nat
+                .user_chains()
+                .iter()
+                .all(|c| !c.starts_with("SDN-HP-") || c == "SDN-HP-MASQ"),
+            "{fault}: {:?}",
+            rig.nat.user_chains()
+        );
+        assert_eq!(rig.pods.list().await.len(), 1, "{fault}");
+        // Everything was released: the same ADD now succeeds, host port included.
+        rig.pods
+            .add(&at)
+            .await
+            .unwrap_or_else(|e| panic!("{fault}: retry: {e}"));
+        assert!(rig
+            .nat
+            .rules(&hostports::chain_name("c1", "eth0"))
+            .is_some());
+    }
+}
+
+#[tokio::test]
+async fn a_passed_deadline_undoes_and_says_try_again() {
+    let rig = Rig::new(false);
+    let mut at = rig.attachment("c1", "default");
+    at.deadline = Instant::now();
+    let (c, text) = code(rig.pods.add(&at).await.unwrap_err());
+    assert_eq!(c, codes::TRY_AGAIN_LATER, "{text}");
+    assert!(
+        text.contains("deadline passed before creating the veth"),
+        "{text}"
+    );
+    rig.assert_nothing_left("c1");
+}
+
+#[tokio::test]
+async fn del_works_with_the_netns_veth_port_or_memory_already_gone() {
+    let rig = Rig::new(false);
+    let a = rig.attachment("c1", "tenant-a");
+    let b = rig.attachment("c2", "tenant-a");
+    rig.pods.add(&a).await.unwrap();
+    rig.pods.add(&b).await.unwrap();
+    // a: the netns (and with it the veth) and the port are gone.
+    rig.links.remove_netns(a.netns.as_ref().unwrap());
+    rig.db.remove_port(&host_veth_name("c1", "eth0"));
+    rig.pods.del(&a.id).await.unwrap();
+    rig.assert_nothing_left("c1");
+    assert_eq!(
+        rig.switch.flows_with_cookie(vnid_cookie(vnid(11))).len(),
+        1,
+        "c2 still needs VNID 11's row"
+    );
+    // b: the agent restarted and has no memory of it; DEL is complete anyway.
+    let fresh = rig.restarted();
+    fresh.del(&b.id).await.unwrap();
+    rig.assert_nothing_left("c2");
+    fresh.del(&b.id).await.unwrap();
+}
+
+#[tokio::test]
+async fn gc_removes_stale_attachments_orphan_leases_and_qos() {
+    let rig = Rig::new(false);
+    let a = rig.attachment("c1", "default");
+    let b = rig.attachment("c2", "default");
+    rig.pods.add(&a).await.unwrap();
+    rig.pods.add(&b).await.unwrap();
+    // Leftovers of a crashed ADD: a lease and a QoS row nobody owns.
+    rig.ipam
+        .allocate(&network(false).range(), "ghost", "eth0", None)
+        .unwrap();
+    rig.db.put_qos(
+        [("sandbox", "ghost"), ("ifname", "eth0")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    );
+    let valid = BTreeSet::from([a.id.clone()]);
+    let removed = rig.pods.gc(&valid).await.unwrap();
+    assert_eq!(removed, 2, "c2 and the ghost lease");
+    rig.assert_nothing_left("c2");
+    rig.assert_nothing_left("ghost");
+    assert_eq!(rig.pod_flows(&a.id), 5, "c1 is valid and stays");
+    assert_eq!(rig.leases().len(), 1);
+}
+
+#[tokio::test]
+async fn a_restart_rebuilds_the_table_from_port_records_and_removes_dead_pods() {
+    let rig = Rig::new(true);
+    let mut a = rig.attachment("c1", "tenant-a");
+    a.runtime_config = Some(json!({"bandwidth": {"egressRate": 20_000_000},
+                                    "portMappings": [{"hostPort": 8080, "containerPort": 80}]}));
+    let b = rig.attachment("c2", "tenant-b");
+    let wa = rig.pods.add(&a).await.unwrap();
+    rig.pods.add(&b).await.unwrap();
+    let desired_before = rig.switch.flows();
+    // While the agent is down: c2's netns is deleted, tenant-a's NetNamespace vanishes, and
+    // flows are lost.
+    rig.links.remove_netns(b.netns.as_ref().unwrap());
+    rig.state
+        .send_replace(Arc::new(cluster(&[("default", 0), ("tenant-b", 12)])));
+    rig.switch.remove_flows_with_cookie(vnid_cookie(vnid(11)));
+
+    let store = rig.store_after_restart();
+    let fresh: Pods<FakeIo> = Pods::new(
+        network(true),
+        PodIo {
+            db: rig.db.clone(),
+            store: store.clone(),
+            links: rig.links.clone(),
+            nat: rig.nat.clone(),
+        },
+        rig.ipam.clone(),
+        rig.state.subscribe(),
+    );
+    let (kept, removed) = fresh.rebuild_from_ovs().await.unwrap();
+    assert_eq!((kept, removed), (1, 1));
+    let pods = fresh.list().await;
+    assert_eq!(pods.len(), 1);
+    assert_eq!(
+        pods[0].vnid,
+        vnid(11),
+        "the recorded VNID is kept without a NetNamespace"
+    );
+    assert_eq!(pods[0].egress_meter, wa.pod.egress_meter);
+    assert!(rig.links.link(&pods[0].host_veth).unwrap().isolated);
+    fresh.restore_meters().await.unwrap();
+    let stats = store.reconcile().await.unwrap();
+    assert_eq!(stats.added, 1, "only the lost table-80 row comes back");
+    assert_eq!(
+        stats.deleted, 6,
+        "the dead pod's five flows and its VNID's row go"
+    );
+    rig.assert_nothing_left("c2");
+    let c2_cookie = flows::pod::attachment_cookie(&b.id);
+    let expected: Vec<_> = desired_before
+        .into_iter()
+        .filter(|f| f.cookie != c2_cookie && f.cookie != vnid_cookie(vnid(12)))
+        .collect();
+    assert_eq!(rig.switch.flows(), expected);
+    assert!(
+        rig.nat
+            .rules(&hostports::chain_name("c1", "eth0"))
+            .is_some(),
+        "host port back"
+    );
+}
+
+#[tokio::test]
+async fn a_vnid_change_reflows_the_namespace_in_one_bundle_and_moves_table_80() {
+    let rig = Rig::new(false);
+    let a = rig.attachment("c1", "tenant-a");
+    let b = rig.attachment("c2", "tenant-a");
+    let c = rig.attachment("c3", "tenant-b");
+    for at in [&a, &b, &c] {
+        rig.pods.add(at).await.unwrap();
+    }
+    let bundles = rig.switch.bundles();
+    rig.set_netid("tenant-a", 12);
+    let changes = rig.pods.sync_vnids().await.unwrap();
+    assert_eq!(changes.len(), 2);
+    assert!(changes
+        .iter()
+        .all(|c| c.from == vnid(11) && c.to == vnid(12)));
+    assert_eq!(rig.switch.bundles(), bundles + 1, "one bundle");
+    assert!(rig
+        .switch
+        .flows_with_cookie(vnid_cookie(vnid(11)))
+        .is_empty());
+    assert_eq!(rig.switch.flows_with_cookie(vnid_cookie(vnid(12))).len(), 1);
+    let port = &rig.db.ports()[&host_veth_name("c1", "eth0")];
+    assert_eq!(port.external_ids["vnid"], "12", "the record follows");
+    assert!(
+        rig.pods.sync_vnids().await.unwrap().is_empty(),
+        "nothing more to do"
+    );
+}
+
+#[tokio::test]
+async fn an_add_in_flight_when_its_namespace_changes_vnid_takes_the_new_one() {
+    let rig = Arc::new(Rig::new(false));
+    let at = rig.attachment("c1", "tenant-a");
+    // Hold the ADD at its port step, as a paused ovs-vswitchd would.
+    let gate = rig.db.add_port_gate.lock().await;
+    let task = {
+        let (rig, at) = (rig.clone(), at.clone());
+        tokio::spawn(async move { rig.pods.add(&at).await.map(|w| w.pod.vnid) })
+    };
+    let veth = host_veth_name("c1", "eth0");
+    for _ in 0..200 {
+        if rig.links.link(&veth).is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        rig.links.link(&veth).is_some(),
+        "the ADD reached its port step"
+    );
+    rig.set_netid("tenant-a", 13);
+    rig.pods.sync_vnids().await.unwrap();
+    drop(gate);
+    assert_eq!(task.await.unwrap().unwrap(), vnid(13));
+    assert!(rig
+        .switch
+        .flows_with_cookie(vnid_cookie(vnid(11)))
+        .is_empty());
+    assert_eq!(rig.switch.flows_with_cookie(vnid_cookie(vnid(13))).len(), 1);
+    assert_eq!(rig.db.ports()[&veth].external_ids["vnid"], "13");
+}
+
+#[tokio::test]
+async fn check_reports_each_kind_of_drift() {
+    let rig = Rig::new(false);
+    let mut at = rig.attachment("c1", "default");
+    at.runtime_config = Some(json!({"portMappings": [{"hostPort": 8080, "containerPort": 80}]}));
+    rig.pods.add(&at).await.unwrap();
+    rig.pods.check(&at).await.unwrap();
+    let veth = host_veth_name("c1", "eth0");
+
+    rig.links.edit(&veth, |s| s.mtu = 1500);
+    let (c, text) = code(rig.pods.check(&at).await.unwrap_err());
+    assert_eq!(c, codes::INTERNAL);
+    assert!(text.contains("MTU is 1500 instead of 1450"), "{text}");
+    rig.links.edit(&veth, |s| s.mtu = 1450);
+
+    rig.nat.flush(&hostports::chain_name("c1", "eth0"));
+    let (_, text) = code(rig.pods.check(&at).await.unwrap_err());
+    assert!(text.contains("host port rules missing"), "{text}");
+    rig.pods.del(&at.id).await.unwrap();
+    rig.pods.add(&at).await.unwrap();
+
+    rig.switch
+        .remove_flows_with_cookie(flows::pod::attachment_cookie(&at.id));
+    let (_, text) = code(rig.pods.check(&at).await.unwrap_err());
+    assert!(
+        text.contains("flows differ from the pod's: missing"),
+        "{text}"
+    );
+
+    let other = rig.attachment("nope", "default");
+    let (c, _) = code(rig.pods.check(&other).await.unwrap_err());
+    assert_eq!(c, codes::UNKNOWN_CONTAINER);
+}
+
+#[tokio::test]
+async fn a_meter_the_switch_lost_comes_back_before_the_flows_using_it() {
+    let rig = Rig::new(true);
+    let mut at = rig.attachment("c1", "default");
+    at.runtime_config = Some(json!({"bandwidth": {"egressRate": 20_000_000}}));
+    let w = rig.pods.add(&at).await.unwrap();
+    let m = w.pod.egress_meter.expect("netdev: an egress meter");
+    assert!(rig.switch.meters().contains_key(&m));
+    assert!(rig.pods.check(&at).await.is_ok());
+    // ovs-vswitchd restarted: flows and meters gone.
+    rig.switch.restart();
+    rig.pods.restore_meters().await.unwrap();
+    rig.store.reconcile().await.unwrap();
+    assert!(rig.switch.meters().contains_key(&m));
+    rig.pods.check(&at).await.unwrap();
+    rig.pods.del(&at.id).await.unwrap();
+    assert!(rig.switch.meters().is_empty(), "DEL deletes the meter");
+}
+
+#[tokio::test]
+async fn bad_input_fails_with_its_code_and_leaves_nothing() {
+    let rig = Rig::new(false);
+    // A requested address with another prefix length than the node subnet's.
+    let mut at = rig.attachment("c1", "default");
+    at.requested_ip = Some((Ipv4Addr::new(10, 128, 0, 9), Some(24)));
+    let (c, text) = code(rig.pods.add(&at).await.unwrap_err());
+    assert_eq!(c, codes::INVALID_ENV, "{text}");
+    assert!(
+        text.contains("does not match the node subnet 10.128.0.0/23"),
+        "{text}"
+    );
+    rig.assert_nothing_left("c1");
+    // An address outside the subnet.
+    at.requested_ip = Some((Ipv4Addr::new(10, 129, 0, 9), None));
+    let (c, text) = code(rig.pods.add(&at).await.unwrap_err());
+    assert_eq!(c, codes::INVALID_ENV, "{text}");
+    rig.assert_nothing_left("c1");
+    // An unusable bandwidth value.
+    at.requested_ip = None;
+    at.runtime_config = Some(json!({"bandwidth": {"egressRate": 500}}));
+    let (c, text) = code(rig.pods.add(&at).await.unwrap_err());
+    assert_eq!(c, codes::INVALID_CONFIG, "{text}");
+    assert!(text.contains("egressRate"), "{text}");
+    rig.assert_nothing_left("c1");
+    // A host port another pod holds: the error names the holder.
+    let mut holder = rig.attachment("holder", "default");
+    holder.runtime_config =
+        Some(json!({"portMappings": [{"hostPort": 8080, "containerPort": 80}]}));
+    rig.pods.add(&holder).await.unwrap();
+    at.runtime_config = holder.runtime_config.clone();
+    let (c, text) = code(rig.pods.add(&at).await.unwrap_err());
+    assert_eq!(c, codes::INVALID_ENV, "{text}");
+    assert!(text.contains("pod-holder"), "{text}");
+    rig.assert_nothing_left("c1");
+    // A namespace without NetNamespace, after the bounded wait.
+    let nowhere = rig.attachment("c2", "nowhere");
+    let (c, text) = code(rig.pods.add(&nowhere).await.unwrap_err());
+    assert_eq!(c, codes::INTERNAL, "{text}");
+    assert!(text.contains("sdnctl create nowhere"), "{text}");
+    rig.assert_nothing_left("c2");
+    // ADD twice.
+    let (c, text) = code(rig.pods.add(&holder).await.unwrap_err());
+    assert!(text.contains("already has interface eth0"), "{c} {text}");
+}

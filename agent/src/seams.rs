@@ -1,0 +1,383 @@
+//! Thin traits at every I/O seam the pod and node logic uses: OVSDB ports and QoS
+//! ([`PortDb`]), OpenFlow flows and meters ([`FlowSwitch`]), netlink links ([`PodLinks`]) and
+//! iptables ([`NatRules`]). [`NodeIo`] bundles one implementation of each.
+//!
+//! Why: the pod logic (ADD as undoable steps, DEL with pieces missing, GC, rebuild, VNID
+//! re-flow) and the flow store are the riskiest code of the agent, and before these seams they
+//! could only be exercised as root against real OVS. Now they are generic over [`NodeIo`]: the
+//! agent runs them on [`HostIo`] (the real clients, each tested against real OVS, netlink and
+//! iptables in `tests/`), and component tests run them on the stateful fakes of
+//! `crate::fake`, which validate their input the way the real thing does.
+//!
+//! Each method states what the real implementation guarantees (idempotency, atomicity); the
+//! fakes keep the same contract. Async methods return `Send` futures so the callers can run on
+//! any tokio worker.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::future::Future;
+use std::path::Path;
+
+use ovs::flow::Flow;
+use ovs::openflow::{BundleMsg, DumpFilter, Meter, MeterModCommand, OfError};
+use ovs::ovsdb::{self, InterfaceInfo, PortSpec, QosInfo, QosSpec};
+
+use crate::iptables::{Iptables, IptablesError};
+use crate::netlink::{Netlink, NetlinkError, PodLink, PodLinkSpec, PodLinkState};
+use crate::switch::Switch;
+
+/// The OVSDB side of pods: ports on the bridge, their `external_ids`, policing and QoS.
+pub trait PortDb: Send + Sync + Debug + 'static {
+    /// Adds port `spec` (one interface) to `bridge` and waits for its ofport; an existing port
+    /// of that name is updated instead (idempotent). Fails naming the interface's `error` when
+    /// ovs-vswitchd cannot open the device.
+    fn add_port(
+        &self,
+        bridge: &str,
+        spec: &PortSpec,
+    ) -> impl Future<Output = Result<u32, ovsdb::Error>> + Send;
+
+    /// Deletes port `name` from `bridge`; a missing port is not an error (idempotent).
+    fn delete_port(
+        &self,
+        bridge: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<(), ovsdb::Error>> + Send;
+
+    /// Sets the given `external_ids` keys of Interface `name`, keeping the others.
+    fn set_interface_external_ids(
+        &self,
+        name: &str,
+        ids: &BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<(), ovsdb::Error>> + Send;
+
+    /// Sets ingress policing of Interface `name` (`0, 0`: off).
+    fn set_interface_policing(
+        &self,
+        name: &str,
+        rate_kbps: u64,
+        burst_kb: u64,
+    ) -> impl Future<Output = Result<(), ovsdb::Error>> + Send;
+
+    /// Creates a QoS row (with its queues) and attaches it to `port`, in one transaction;
+    /// returns its uuid.
+    fn set_port_qos(
+        &self,
+        port: &str,
+        spec: &QosSpec,
+    ) -> impl Future<Output = Result<String, ovsdb::Error>> + Send;
+
+    /// Deletes QoS row `uuid` and its queues, detaching it from every port; a missing row is
+    /// not an error.
+    fn delete_qos(&self, uuid: &str) -> impl Future<Output = Result<(), ovsdb::Error>> + Send;
+
+    /// Interfaces (from the monitored cache) whose `external_ids` hold `key`, whatever its value.
+    fn interfaces_with_external_id(&self, key: &str) -> Vec<InterfaceInfo>;
+
+    /// Interfaces (from the cache) whose `external_ids:key` is `value`.
+    fn find_interfaces_by_external_id(&self, key: &str, value: &str) -> Vec<InterfaceInfo>;
+
+    /// QoS rows (from the cache) whose `external_ids:key` is `value`.
+    fn find_qos_by_external_id(&self, key: &str, value: &str) -> Vec<QosInfo>;
+
+    /// The `external_ids` of every QoS row (from the cache).
+    fn qos_external_ids(&self) -> Vec<BTreeMap<String, String>>;
+
+    /// Whether the database connection is up.
+    fn is_connected(&self) -> bool;
+}
+
+/// The OpenFlow side of `br0`: flows (in atomic bundles) and meters.
+pub trait FlowSwitch: Send + Sync + Debug + 'static {
+    /// Applies `msgs` in one atomic bundle: all of them or, on any error, none.
+    fn bundle(&self, msgs: &[BundleMsg]) -> impl Future<Output = Result<(), OfError>> + Send;
+
+    /// The flows `filter` selects.
+    fn dump_flows(
+        &self,
+        filter: &DumpFilter,
+    ) -> impl Future<Output = Result<Vec<Flow>, OfError>> + Send;
+
+    /// Every meter with its configuration.
+    fn dump_meters(&self) -> impl Future<Output = Result<Vec<Meter>, OfError>> + Send;
+
+    /// Adds, modifies or deletes a meter (delete of a missing meter is not an error).
+    fn meter_mod(
+        &self,
+        command: MeterModCommand,
+        meter: &Meter,
+    ) -> impl Future<Output = Result<(), OfError>> + Send;
+
+    /// How many times the connection was (re)opened: a change means the switch may have lost
+    /// state (ovs-vswitchd restarted) and the desired state must be replayed.
+    fn generation(&self) -> u64;
+}
+
+/// The netlink side of pods: veth pairs and the pod end's configuration.
+pub trait PodLinks: Send + Sync + Debug + 'static {
+    /// Creates the veth pair of `spec` with the pod end configured inside the pod's netns.
+    fn create_pod_link(
+        &self,
+        spec: &PodLinkSpec,
+    ) -> impl Future<Output = Result<PodLink, NetlinkError>> + Send;
+
+    /// Deletes the host end of a veth (its peer goes with it); whether it existed.
+    fn delete_host_veth(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<bool, NetlinkError>> + Send;
+
+    /// The pod interface `ifname` in `netns` as it is now.
+    fn inspect_pod_interface(
+        &self,
+        netns: &Path,
+        ifname: &str,
+    ) -> impl Future<Output = Result<PodLinkState, NetlinkError>> + Send;
+
+    /// The interface index of node-netns link `name`, if it exists.
+    fn link_exists(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<u32>, NetlinkError>> + Send;
+
+    /// Takes the node's kernel out of a host veth's path (no forwarding, no ARP answers, no IPv6).
+    fn isolate_host_veth(&self, name: &str) -> Result<(), NetlinkError>;
+}
+
+/// The iptables side: whole-table listings and atomic `iptables-restore --noflush` inputs.
+pub trait NatRules: Send + Sync + Debug + 'static {
+    /// `iptables -t <table> -S`: every chain (`-N X`, `-P X ACCEPT`) and rule (`-A X ...`).
+    fn list(&self, table: &str) -> impl Future<Output = Result<Vec<String>, IptablesError>> + Send;
+
+    /// Applies an `iptables-restore --noflush` input atomically: a bad line changes nothing.
+    fn restore(&self, input: &str) -> impl Future<Output = Result<(), IptablesError>> + Send;
+}
+
+/// One implementation of every seam.
+pub trait NodeIo: Send + Sync + Debug + 'static {
+    /// OVSDB.
+    type Db: PortDb;
+    /// OpenFlow on br0.
+    type Switch: FlowSwitch;
+    /// Netlink.
+    type Links: PodLinks;
+    /// iptables.
+    type Nat: NatRules;
+}
+
+/// The real node: the native OVSDB and OpenFlow clients, rtnetlink and iptables.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HostIo;
+
+impl NodeIo for HostIo {
+    type Db = ovsdb::Client;
+    type Switch = Switch;
+    type Links = Netlink;
+    type Nat = Iptables;
+}
+
+impl PortDb for ovsdb::Client {
+    async fn add_port(&self, bridge: &str, spec: &PortSpec) -> Result<u32, ovsdb::Error> {
+        ovsdb::Client::add_port(self, bridge, spec).await
+    }
+
+    async fn delete_port(&self, bridge: &str, name: &str) -> Result<(), ovsdb::Error> {
+        ovsdb::Client::delete_port(self, bridge, name).await
+    }
+
+    async fn set_interface_external_ids(
+        &self,
+        name: &str,
+        ids: &BTreeMap<String, String>,
+    ) -> Result<(), ovsdb::Error> {
+        ovsdb::Client::set_interface_external_ids(self, name, ids).await
+    }
+
+    async fn set_interface_policing(
+        &self,
+        name: &str,
+        rate_kbps: u64,
+        burst_kb: u64,
+    ) -> Result<(), ovsdb::Error> {
+        ovsdb::Client::set_interface_policing(self, name, rate_kbps, burst_kb).await
+    }
+
+    async fn set_port_qos(&self, port: &str, spec: &QosSpec) -> Result<String, ovsdb::Error> {
+        ovsdb::Client::set_port_qos(self, port, spec).await
+    }
+
+    async fn delete_qos(&self, uuid: &str) -> Result<(), ovsdb::Error> {
+        ovsdb::Client::delete_qos(self, uuid).await
+    }
+
+    fn interfaces_with_external_id(&self, key: &str) -> Vec<InterfaceInfo> {
+        self.with_cache(|c| {
+            c.table("Interface")
+                .filter_map(|i| {
+                    let ids = i.string_map("external_ids");
+                    ids.contains_key(key).then(|| InterfaceInfo {
+                        name: i.name().to_string(),
+                        ofport: i.integer("ofport"),
+                        external_ids: ids,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn find_interfaces_by_external_id(&self, key: &str, value: &str) -> Vec<InterfaceInfo> {
+        ovsdb::Client::find_interfaces_by_external_id(self, key, value)
+    }
+
+    fn find_qos_by_external_id(&self, key: &str, value: &str) -> Vec<QosInfo> {
+        ovsdb::Client::find_qos_by_external_id(self, key, value)
+    }
+
+    fn qos_external_ids(&self) -> Vec<BTreeMap<String, String>> {
+        self.with_cache(|c| {
+            c.table("QoS")
+                .map(|q| q.string_map("external_ids"))
+                .collect()
+        })
+    }
+
+    fn is_connected(&self) -> bool {
+        self.state() == ovsdb::ConnectionState::Connected
+    }
+}
+
+impl FlowSwitch for Switch {
+    async fn bundle(&self, msgs: &[BundleMsg]) -> Result<(), OfError> {
+        Switch::bundle(self, msgs).await
+    }
+
+    async fn dump_flows(&self, filter: &DumpFilter) -> Result<Vec<Flow>, OfError> {
+        Switch::dump(self, filter).await
+    }
+
+    async fn dump_meters(&self) -> Result<Vec<Meter>, OfError> {
+        self.client().await?.dump_meters().await
+    }
+
+    async fn meter_mod(&self, command: MeterModCommand, meter: &Meter) -> Result<(), OfError> {
+        self.client().await?.meter_mod(command, meter).await
+    }
+
+    fn generation(&self) -> u64 {
+        Switch::generation(self)
+    }
+}
+
+impl PodLinks for Netlink {
+    async fn create_pod_link(&self, spec: &PodLinkSpec) -> Result<PodLink, NetlinkError> {
+        Netlink::create_pod_link(self, spec).await
+    }
+
+    async fn delete_host_veth(&self, name: &str) -> Result<bool, NetlinkError> {
+        Netlink::delete_host_veth(self, name).await
+    }
+
+    async fn inspect_pod_interface(
+        &self,
+        netns: &Path,
+        ifname: &str,
+    ) -> Result<PodLinkState, NetlinkError> {
+        Netlink::inspect_pod_interface(self, netns, ifname).await
+    }
+
+    async fn link_exists(&self, name: &str) -> Result<Option<u32>, NetlinkError> {
+        Netlink::link_exists(self, name).await
+    }
+
+    fn isolate_host_veth(&self, name: &str) -> Result<(), NetlinkError> {
+        crate::netlink::isolate_host_veth(name)
+    }
+}
+
+impl NatRules for Iptables {
+    async fn list(&self, table: &str) -> Result<Vec<String>, IptablesError> {
+        Iptables::list(self, table).await
+    }
+
+    async fn restore(&self, input: &str) -> Result<(), IptablesError> {
+        Iptables::restore(self, input).await
+    }
+}
+
+/// A shared handle is the thing itself (so tests keep a handle on the fakes they hand over).
+impl<T: PortDb> PortDb for std::sync::Arc<T> {
+    fn add_port(
+        &self,
+        bridge: &str,
+        spec: &PortSpec,
+    ) -> impl Future<Output = Result<u32, ovsdb::Error>> + Send {
+        (**self).add_port(bridge, spec)
+    }
+
+    fn delete_port(
+        &self,
+        bridge: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<(), ovsdb::Error>> + Send {
+        (**self).delete_port(bridge, name)
+    }
+
+    fn set_interface_external_ids(
+        &self,
+        name: &str,
+        ids: &BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<(), ovsdb::Error>> + Send {
+        (**self).set_interface_external_ids(name, ids)
+    }
+
+    fn set_interface_policing(
+        &self,
+        name: &str,
+        rate_kbps: u64,
+        burst_kb: u64,
+    ) -> impl Future<Output = Result<(), ovsdb::Error>> + Send {
+        (**self).set_interface_policing(name, rate_kbps, burst_kb)
+    }
+
+    fn set_port_qos(
+        &self,
+        port: &str,
+        spec: &QosSpec,
+    ) -> impl Future<Output = Result<String, ovsdb::Error>> + Send {
+        (**self).set_port_qos(port, spec)
+    }
+
+    fn delete_qos(&self, uuid: &str) -> impl Future<Output = Result<(), ovsdb::Error>> + Send {
+        (**self).delete_qos(uuid)
+    }
+
+    fn interfaces_with_external_id(&self, key: &str) -> Vec<InterfaceInfo> {
+        (**self).interfaces_with_external_id(key)
+    }
+
+    fn find_interfaces_by_external_id(&self, key: &str, value: &str) -> Vec<InterfaceInfo> {
+        (**self).find_interfaces_by_external_id(key, value)
+    }
+
+    fn find_qos_by_external_id(&self, key: &str, value: &str) -> Vec<QosInfo> {
+        (**self).find_qos_by_external_id(key, value)
+    }
+
+    fn qos_external_ids(&self) -> Vec<BTreeMap<String, String>> {
+        (**self).qos_external_ids()
+    }
+
+    fn is_connected(&self) -> bool {
+        (**self).is_connected()
+    }
+}
+
+impl<T: NatRules> NatRules for std::sync::Arc<T> {
+    fn list(&self, table: &str) -> impl Future<Output = Result<Vec<String>, IptablesError>> + Send {
+        (**self).list(table)
+    }
+
+    fn restore(&self, input: &str) -> impl Future<Output = Result<(), IptablesError>> + Send {
+        (**self).restore(input)
+    }
+}
