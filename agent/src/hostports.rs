@@ -232,14 +232,10 @@ pub fn from_json(text: &str) -> Result<Vec<PortMapping>, CniError> {
     parse(Some(&serde_json::json!({ "portMappings": list })))
 }
 
-/// The per-pod chain name: `SDN-HP-` and 16 hex digits of the FNV-1a hash of
-/// `sandbox/ifname` (23 characters, under iptables' 28).
+/// The per-pod chain name: `SDN-HP-` and 16 hex digits of the attachment's hash
+/// (`flows::AttachmentId::hash` of `sandbox/ifname`) (23 characters, under iptables' 28).
 pub fn chain_name(sandbox: &str, ifname: &str) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in format!("{sandbox}/{ifname}").bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
+    let h = flows::AttachmentId::new(sandbox, ifname).hash();
     format!("{POD_CHAIN_PREFIX}{h:016X}")
 }
 

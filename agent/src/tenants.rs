@@ -21,7 +21,7 @@
 //! isolate or make-global) is not handed to the next tenant at once.
 //!
 //! Local pods come from OVSDB ([`local_pods`]): Interface rows whose `external_ids` carry the
-//! pod's sandbox and namespace (see [`crate::pods::ids`]).
+//! pod's sandbox and namespace (read with [`PortRecord`]).
 //!
 //! Limits: sdnctl only edits NetNamespaces that live in its own files (`netnamespace-<name>.yaml`,
 //! the agent's and sdnctl's naming); one defined in a hand-written file elsewhere is refused with
@@ -43,7 +43,7 @@ use crate::cluster::types::{parse_objects, Format, DEFAULT_NAMESPACE};
 use crate::cluster::validate::dns1123_label;
 use crate::cluster::StandaloneSource;
 use crate::cluster::{ClusterError, ClusterObject, ClusterState, Kind, NetNamespace};
-use crate::pod::keys as ids;
+use crate::pod::PortRecord;
 
 /// The lock file that serialises sdnctl runs on one state directory.
 pub const LOCK_FILE: &str = ".sdnctl.lock";
@@ -53,10 +53,6 @@ pub const LAST_VNID_FILE: &str = ".sdnctl.last-vnid";
 
 /// How long a run waits for another run's lock.
 pub const LOCK_TIMEOUT: Duration = Duration::from_secs(15);
-
-/// Placeholder namespace names for VNIDs that are in use outside the NetNamespaces (they can
-/// never collide with a namespace: a DNS-1123 label has no `/`).
-const RESERVED_PREFIX: &str = "/reserved/";
 
 /// A tenant command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,18 +130,18 @@ impl LocalPods {
     where
         I: IntoIterator<Item = &'a BTreeMap<String, String>>,
     {
-        let mut sandboxes: BTreeMap<String, BTreeSet<&str>> = BTreeMap::new();
+        let mut sandboxes: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         let mut vnids = BTreeSet::new();
-        for ext in rows {
-            let (Some(sandbox), Some(ns)) = (ext.get(ids::SANDBOX), ext.get(ids::NAMESPACE)) else {
-                continue;
-            };
-            if sandbox.is_empty() || ns.is_empty() {
+        for record in rows.into_iter().filter_map(PortRecord::from_external_ids) {
+            if record.namespace.is_empty() {
                 continue;
             }
-            sandboxes.entry(ns.clone()).or_default().insert(sandbox);
-            if let Some(v) = ext.get(ids::VNID).and_then(|v| v.parse().ok()) {
-                vnids.insert(v);
+            sandboxes
+                .entry(record.namespace)
+                .or_default()
+                .insert(record.attachment.container_id);
+            if let Some(v) = record.vnid {
+                vnids.insert(v.id());
             }
         }
         LocalPods {
@@ -431,24 +427,20 @@ pub fn plan_change(
     // tenant, would restart it from 10).
     let tenant_range = multitenant::FIRST_TENANT_VNID..=Vnid::LAST_TENANT;
     load(&mut tenancy, assignments)?;
-    // Resume the walk after the last VNID handed out: load it as a placeholder (which moves the
-    // walk) and take the placeholder out again (so the VNID itself is free).
+    // Resume the walk after the last VNID handed out.
     if let Some(last) = last.filter(|v| tenant_range.contains(v)) {
-        let placeholder = format!("{RESERVED_PREFIX}last");
-        load(&mut tenancy, vec![(placeholder.clone(), last)])?;
-        tenancy.remove(&placeholder);
+        tenancy.resume_after(last);
     }
-    // VNIDs on local pod ports stay in use (placeholders, never written). Only the allocating
-    // commands read pods; loading also moves the walk past the largest, which is harmless.
+    // VNIDs on local pod ports stay in use. Only the allocating commands read pods; holding also
+    // moves the walk past the largest, which is harmless.
     if let PodCounts::Known(p) = pods {
         if cmd.needs_pods() {
-            let held: Vec<(String, u32)> = p
-                .vnids
-                .iter()
-                .filter(|v| tenant_range.contains(*v))
-                .map(|v| (format!("{RESERVED_PREFIX}{v}"), *v))
-                .collect();
-            load(&mut tenancy, held)?;
+            tenancy.hold(
+                p.vnids
+                    .iter()
+                    .filter(|v| tenant_range.contains(*v))
+                    .filter_map(|v| Vnid::new(*v)),
+            );
         }
     }
     let current = state.vnid_of(name);

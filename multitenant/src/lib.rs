@@ -153,6 +153,8 @@ impl std::error::Error for Error {}
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Tenancy {
     vnids: BTreeMap<String, Vnid>,
+    /// VNIDs in use without a namespace (pods of a deleted namespace keep theirs).
+    held: BTreeSet<Vnid>,
     global: BTreeSet<String>,
     /// The last VNID allocated (the walk resumes after it).
     last: u32,
@@ -167,6 +169,7 @@ impl Tenancy {
         global.insert("default".to_string());
         Tenancy {
             vnids: BTreeMap::new(),
+            held: BTreeSet::new(),
             global,
             last: FIRST_TENANT_VNID - 1,
             top: Vnid::LAST_TENANT,
@@ -194,6 +197,25 @@ impl Tenancy {
         Ok(())
     }
 
+    /// Marks `vnids` in use although no namespace has them (pods of a namespace deleted while
+    /// they run keep its VNID), so allocation never hands them out. The walk moves past the
+    /// largest, as if they had been allocated.
+    pub fn hold(&mut self, vnids: impl IntoIterator<Item = Vnid>) {
+        for v in vnids {
+            self.held.insert(v);
+            self.resume_after(v.id());
+        }
+    }
+
+    /// Resumes the allocation walk after `vnid` (the last one handed out, remembered across
+    /// runs), unless it already is further; a VNID past the top restarts the walk.
+    pub fn resume_after(&mut self, vnid: u32) {
+        self.last = self.last.max(vnid);
+        if self.last > self.top {
+            self.last = FIRST_TENANT_VNID - 1;
+        }
+    }
+
     /// The VNID of `namespace`.
     pub fn vnid(&self, namespace: &str) -> Option<Vnid> {
         self.vnids.get(namespace).copied()
@@ -212,9 +234,9 @@ impl Tenancy {
             .collect()
     }
 
-    /// The VNIDs in use.
+    /// The VNIDs in use: by namespaces, and held ([`Tenancy::hold`]).
     pub fn in_use(&self) -> BTreeSet<Vnid> {
-        self.vnids.values().copied().collect()
+        self.vnids.values().chain(&self.held).copied().collect()
     }
 
     /// Whether pods of namespace `from` may reach pods of `to` (false if either is unknown).
@@ -297,6 +319,29 @@ impl Tenancy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn held_vnids_are_never_allocated_and_the_walk_resumes_where_told() {
+        let mut t = Tenancy::new(Vec::<String>::new());
+        t.load([("a", 10)]).unwrap();
+        t.hold([Vnid(11), Vnid(12)]);
+        assert_eq!(t.add("b").unwrap(), Vnid(13));
+        assert!(
+            t.members(Vnid(11)).is_empty(),
+            "held VNIDs have no namespace"
+        );
+        let mut t = Tenancy::new(Vec::<String>::new());
+        t.resume_after(40);
+        assert_eq!(t.add("c").unwrap(), Vnid(41));
+        t.resume_after(20);
+        assert_eq!(t.add("d").unwrap(), Vnid(42), "never backwards");
+        t.resume_after(Vnid::MAX);
+        assert_eq!(
+            t.add("e").unwrap(),
+            Vnid(FIRST_TENANT_VNID),
+            "past the top: from 10"
+        );
+    }
 
     #[test]
     fn vnids_are_24_bits() {

@@ -3,7 +3,8 @@
 //!
 //! The host veth name is a pure function of the attachment (container id, ifname) so that DEL
 //! finds the veth even when the agent lost its state and OVS lost the port. It is `"veth"` plus
-//! the first 11 hex digits of FNV-1a-64 of `"<container id>/<ifname>"`: 15 bytes, the kernel's
+//! the first 11 hex digits of the attachment's hash (`flows::AttachmentId::hash`, FNV-1a-64 of
+//! `"<container id>/<ifname>"`): 15 bytes, the kernel's
 //! limit. 44 bits of hash make a collision between two live attachments on one node
 //! astronomically unlikely (about 1 in 10^8 at 500 pods); a collision would make the second ADD
 //! replace the first attachment's veth, as a stale one.
@@ -13,22 +14,14 @@ use super::NetlinkError;
 /// The kernel's IFNAMSIZ minus the terminating NUL: the longest valid interface name in bytes.
 pub const MAX_IFNAME_LEN: usize = 15;
 
-const FNV_OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
-const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
-
-/// FNV-1a, 64 bits, of `bytes`.
-fn fnv1a64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(FNV_OFFSET_BASIS, |hash, b| {
-        (hash ^ u64::from(*b)).wrapping_mul(FNV_PRIME)
-    })
-}
+use flows::AttachmentId;
 
 /// The name of the host end of the veth of attachment (`container_id`, `ifname`):
 /// `"veth"` + the first 11 hex digits (lowercase) of FNV-1a-64 of `"<container_id>/<ifname>"`.
 ///
 /// Always 15 bytes, a valid interface name whatever the inputs.
 pub fn host_veth_name(container_id: &str, ifname: &str) -> String {
-    let hash = fnv1a64(format!("{container_id}/{ifname}").as_bytes());
+    let hash = AttachmentId::new(container_id, ifname).hash();
     // The first 11 of 16 hex digits are the top 44 bits.
     format!("veth{:011x}", hash >> 20)
 }
@@ -73,6 +66,7 @@ pub fn validate_ifname(name: &str) -> Result<(), NetlinkError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flows::attachment::fnv1a as fnv1a64;
 
     #[test]
     fn fnv1a64_known_vectors() {
