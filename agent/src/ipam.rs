@@ -45,6 +45,10 @@
 //!   blocks the address until removed ([`Store::release_ip`] or [`Store::retain`]); a torn
 //!   `last_reserved_ip.0` only costs one round of round robin.
 //! - Blocking file I/O: call it from `spawn_blocking` in async code.
+//!
+//! Why one file of this size: the on-disk format, the lock and the allocation walk are one
+//! contract with `host-local`; split, each part would be read without the others it must agree
+//! with. About a third of the file is its unit tests.
 
 use std::collections::HashSet;
 use std::fmt;

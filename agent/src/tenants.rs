@@ -26,6 +26,10 @@
 //! Limits: sdnctl only edits NetNamespaces that live in its own files (`netnamespace-<name>.yaml`,
 //! the agent's and sdnctl's naming); one defined in a hand-written file elsewhere is refused with
 //! a message naming the file. Pod VNIDs are those of this node only.
+//!
+//! Why one file of this size: the command's plan and its execution against the directory share
+//! every error case (the messages sdnctl prints); a quarter of the file is its unit tests. The
+//! VNID semantics themselves (allocation, held VNIDs, the walk) are `multitenant::Tenancy`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

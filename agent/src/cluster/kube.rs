@@ -8,12 +8,12 @@
 //! server anything on its hot path.
 //!
 //! Why this shape:
-//! - One task consumes all five watch streams (merged) and keeps one map per kind, replaying the
-//!   watcher's `Init`/`InitApply`/`InitDone` cycle the way kube's reflector does: a re-list
-//!   (after a lost watch, a `410 Gone`, a restart of the stream) builds a fresh map and swaps it
-//!   in whole at `InitDone`, so objects deleted while the watch was down disappear. After each
-//!   burst of events the whole state is rebuilt and published only if it changed; consumers
-//!   diff states, never replay events.
+//! - One task consumes all five watch streams (merged) and keeps one kube-rs reflector store per
+//!   kind ([`Reflected`]): the reflector's writer applies the watcher's `Init`/`InitApply`/
+//!   `InitDone` cycle, so a re-list (after a lost watch, a `410 Gone`, a restart of the stream)
+//!   builds a fresh map and swaps it in whole at `InitDone`, and objects deleted while the watch
+//!   was down disappear. After each burst of events the whole state is rebuilt from the stores
+//!   and published only if it changed; consumers diff states, never replay events.
 //! - Errors back off (`default_backoff`: exponential with jitter) and the watcher resumes or
 //!   re-lists by itself; each error is logged with its kind.
 //! - The network objects are read as `DynamicObject`s and converted through JSON into the same
@@ -34,6 +34,7 @@ use anyhow::{Context, Result};
 use futures::stream::{self, BoxStream, StreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::reflector;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::Client;
@@ -101,78 +102,94 @@ enum Ev {
     Pod(watcher::Result<Event<Pod>>),
 }
 
-/// One kind's objects by key, with the re-list buffer of the watcher protocol.
-/// Also the controller's view of each kind it watches.
-pub(crate) struct Cache<T> {
-    /// The objects, by key.
-    pub(crate) live: BTreeMap<String, T>,
-    relist: Option<BTreeMap<String, T>>,
+/// One kind's objects, kept by a kube-rs reflector store (the controller's view of each kind
+/// it watches too): the reflector's writer applies every watch event, including the re-list
+/// buffer it swaps in at `InitDone`, and the store is read back whole.
+pub(crate) struct Reflected<K>
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    writer: reflector::store::Writer<K>,
+    store: reflector::Store<K>,
     /// Whether the first list is complete.
     pub(crate) ready: bool,
 }
 
-impl<T> Default for Cache<T> {
-    fn default() -> Self {
-        Cache {
-            live: BTreeMap::new(),
-            relist: None,
-            ready: false,
-        }
+impl<K> Reflected<K>
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+{
+    /// An empty store for a kind with a static type.
+    pub(crate) fn new() -> Self {
+        Self::with_type(K::DynamicType::default())
     }
 }
 
-impl<T> Cache<T> {
-    /// Applies one event; `key` names an object (None: ignore it). Returns whether the live
-    /// map may have changed.
-    pub(crate) fn apply<K>(
-        &mut self,
-        ev: Event<K>,
-        key: impl Fn(&K) -> Option<(String, T)>,
-    ) -> bool {
+impl<K> Reflected<K>
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    /// An empty store for a kind whose type is known at run time (`DynamicObject`).
+    pub(crate) fn with_type(dt: K::DynamicType) -> Self {
+        let writer = reflector::store::Writer::new(dt);
+        let store = writer.as_reader();
+        Reflected {
+            writer,
+            store,
+            ready: false,
+        }
+    }
+
+    /// Applies one watch event; returns whether the objects may have changed.
+    pub(crate) fn apply(&mut self, ev: &Event<K>) -> bool {
+        self.writer.apply_watcher_event(ev);
         match ev {
-            Event::Apply(o) => match key(&o) {
-                Some((k, v)) => {
-                    self.live.insert(k, v);
-                    true
-                }
-                None => false,
-            },
-            Event::Delete(o) => match key(&o) {
-                Some((k, _)) => self.live.remove(&k).is_some(),
-                None => false,
-            },
-            Event::Init => {
-                self.relist = Some(BTreeMap::new());
-                false
-            }
-            Event::InitApply(o) => {
-                if let (Some(buf), Some((k, v))) = (self.relist.as_mut(), key(&o)) {
-                    buf.insert(k, v);
-                }
-                false
-            }
+            Event::Init | Event::InitApply(_) => false,
             Event::InitDone => {
-                if let Some(buf) = self.relist.take() {
-                    self.live = buf;
-                }
                 self.ready = true;
                 true
             }
+            Event::Apply(_) | Event::Delete(_) => true,
         }
+    }
+
+    /// Every object.
+    pub(crate) fn objects(&self) -> Vec<Arc<K>> {
+        self.store.state()
     }
 }
 
 /// Everything the source knows.
-#[derive(Default)]
 struct Caches {
-    cluster_network: Cache<serde_json::Value>,
-    host_subnets: Cache<serde_json::Value>,
-    net_namespaces: Cache<serde_json::Value>,
-    namespaces: Cache<()>,
-    pods: Cache<PodInfo>,
+    cluster_network: Reflected<DynamicObject>,
+    host_subnets: Reflected<DynamicObject>,
+    net_namespaces: Reflected<DynamicObject>,
+    namespaces: Reflected<Namespace>,
+    pods: Reflected<Pod>,
+}
+
+/// Network objects as JSON values by name (sorted: cross-object checks go by name).
+fn by_name(r: &Reflected<DynamicObject>) -> BTreeMap<String, serde_json::Value> {
+    r.objects().iter().filter_map(|o| dynamic_key(o)).collect()
 }
 
 impl Caches {
+    fn new() -> Caches {
+        Caches {
+            cluster_network: Reflected::with_type(api_resource(
+                "ClusterNetwork",
+                "clusternetworks",
+            )),
+            host_subnets: Reflected::with_type(api_resource("HostSubnet", "hostsubnets")),
+            net_namespaces: Reflected::with_type(api_resource("NetNamespace", "netnamespaces")),
+            namespaces: Reflected::new(),
+            pods: Reflected::new(),
+        }
+    }
+
     fn ready(&self) -> bool {
         self.cluster_network.ready
             && self.host_subnets.ready
@@ -184,18 +201,18 @@ impl Caches {
     /// The state: every network object that parses and validates, the namespaces, the pods.
     fn state(&self) -> ClusterState {
         let mut st = ClusterState::default();
-        for v in self.cluster_network.live.values() {
+        for v in by_name(&self.cluster_network).values() {
             if let Some(cn) = parse::<ClusterNetwork>(v) {
                 st.insert(cn.into());
             }
         }
-        for v in self.net_namespaces.live.values() {
+        for v in by_name(&self.net_namespaces).values() {
             if let Some(nn) = parse::<NetNamespace>(v) {
                 st.insert(nn.into());
             }
         }
         let mut subnets = Vec::new();
-        for v in self.host_subnets.live.values() {
+        for v in by_name(&self.host_subnets).values() {
             if let Some(hs) = parse::<HostSubnet>(v) {
                 subnets.push(hs);
             }
@@ -214,12 +231,30 @@ impl Caches {
         }
         st.namespaces = Some(
             self.namespaces
-                .live
-                .keys()
-                .cloned()
+                .objects()
+                .iter()
+                .filter_map(|n| n.metadata.name.clone())
                 .collect::<BTreeSet<_>>(),
         );
-        st.pods = self.pods.live.clone();
+        st.pods = self
+            .pods
+            .objects()
+            .iter()
+            .filter_map(|p| {
+                let key = format!(
+                    "{}/{}",
+                    p.metadata.namespace.as_deref()?,
+                    p.metadata.name.as_deref()?
+                );
+                Some((
+                    key,
+                    PodInfo {
+                        uid: p.metadata.uid.clone().unwrap_or_default(),
+                        annotations: p.metadata.annotations.clone().unwrap_or_default(),
+                    },
+                ))
+            })
+            .collect();
         st
     }
 }
@@ -287,7 +322,7 @@ impl KubeSource {
             .boxed(),
         ];
         let mut events = stream::select_all(streams);
-        let mut caches = Caches::default();
+        let mut caches = Caches::new();
         let mut last_error: BTreeMap<&'static str, String> = BTreeMap::new();
 
         // The first list of every kind, bounded.
@@ -410,31 +445,18 @@ pub(crate) fn watch_event<K>(
 
 fn handle(c: &mut Caches, ev: Ev, errors: &mut BTreeMap<&'static str, String>) -> bool {
     match ev {
-        Ev::ClusterNetwork(r) => watch_event("ClusterNetwork", r, errors)
-            .is_some_and(|e| c.cluster_network.apply(e, dynamic_key)),
-        Ev::HostSubnet(r) => watch_event("HostSubnet", r, errors)
-            .is_some_and(|e| c.host_subnets.apply(e, dynamic_key)),
-        Ev::NetNamespace(r) => watch_event("NetNamespace", r, errors)
-            .is_some_and(|e| c.net_namespaces.apply(e, dynamic_key)),
-        Ev::Namespace(r) => watch_event("Namespace", r, errors).is_some_and(|e| {
-            c.namespaces
-                .apply(e, |n: &Namespace| Some((n.metadata.name.clone()?, ())))
-        }),
-        Ev::Pod(r) => watch_event("Pod", r, errors).is_some_and(|e| {
-            c.pods.apply(e, |p: &Pod| {
-                let key = format!(
-                    "{}/{}",
-                    p.metadata.namespace.as_deref()?,
-                    p.metadata.name.as_deref()?
-                );
-                Some((
-                    key,
-                    PodInfo {
-                        uid: p.metadata.uid.clone().unwrap_or_default(),
-                        annotations: p.metadata.annotations.clone().unwrap_or_default(),
-                    },
-                ))
-            })
-        }),
+        Ev::ClusterNetwork(r) => {
+            watch_event("ClusterNetwork", r, errors).is_some_and(|e| c.cluster_network.apply(&e))
+        }
+        Ev::HostSubnet(r) => {
+            watch_event("HostSubnet", r, errors).is_some_and(|e| c.host_subnets.apply(&e))
+        }
+        Ev::NetNamespace(r) => {
+            watch_event("NetNamespace", r, errors).is_some_and(|e| c.net_namespaces.apply(&e))
+        }
+        Ev::Namespace(r) => {
+            watch_event("Namespace", r, errors).is_some_and(|e| c.namespaces.apply(&e))
+        }
+        Ev::Pod(r) => watch_event("Pod", r, errors).is_some_and(|e| c.pods.apply(&e)),
     }
 }

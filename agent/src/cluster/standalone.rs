@@ -23,6 +23,9 @@
 //! parses, its missing objects disappear until the next poll. Write with [`write_object`] (temp
 //! file + rename) or an editor that renames.
 //!
+//! Why one file of this size: seeding, loading (with its duplicate and problem rules) and the
+//! poller share the directory conventions; about a fifth of the file is its unit tests.
+//!
 //! [`write_object`]: StandaloneSource::write_object
 
 use std::collections::{BTreeMap, BTreeSet};

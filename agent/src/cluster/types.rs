@@ -22,6 +22,10 @@
 //! Limits: `EgressNetworkPolicy` is modelled and validated but is not a [`ClusterObject`] yet
 //! (the standalone parser and [`super::ClusterState`] do not carry it); `Namespace` and `Pod` are
 //! Kubernetes' own types.
+//!
+//! Why one file of this size: these are the wire types of four CRDs (with their schema
+//! attributes, which generate `deploy/crds.yaml`) and the one parser all sources share; keeping
+//! them together keeps the types and their JSON schema in step.
 
 use std::borrow::Cow;
 use std::fmt;

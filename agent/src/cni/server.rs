@@ -30,6 +30,9 @@
 //! object in the request's cniVersion (1.0.0 when unknown) with 400 (codes 1-7), 403 (peer
 //! refused), 404/405 (wrong path/method), 413 (body too large), 503 (codes 11, 50, 51) or 500.
 //! The shim only distinguishes 200 from the rest.
+//!
+//! Why one file of this size: the request lifecycle (peer check, body limits, per-sandbox lock,
+//! deadline, abandonment) is one state machine; its parts only make sense together.
 
 use std::collections::HashMap;
 use std::convert::Infallible;

@@ -33,8 +33,8 @@ use kube::Client;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::cluster::kube::{api_resource, watch_event, Cache};
-use crate::cluster::{ClusterNetwork, ClusterNetworkSpec, HostSubnet, NetNamespace};
+use crate::cluster::kube::{api_resource, watch_event, Reflected};
+use crate::cluster::{ClusterNetwork, ClusterNetworkSpec};
 use crate::config::Config;
 use plan::{Action, View};
 
@@ -60,7 +60,7 @@ pub async fn run(cfg: Config, shutdown: impl std::future::Future<Output = ()>) -
     let wanted = ClusterNetworkSpec::from_config(&cfg).to_object();
     let mut lease = LeaseLock::new(client.clone(), &cfg.controller_namespace, &identity);
     let mut events = stream::select_all(watches(&client));
-    let mut view = Views::default();
+    let mut view = Views::new();
     let mut renew = tokio::time::interval(RENEW);
     let mut resync = tokio::time::interval(RESYNC);
     let mut leading = false;
@@ -169,13 +169,13 @@ fn watches(client: &Client) -> Vec<BoxStream<'static, Ev>> {
     ]
 }
 
-#[derive(Default)]
+/// The controller's view: one kube-rs reflector store per kind it watches.
 struct Views {
-    nodes: Cache<Option<Ipv4Addr>>,
-    namespaces: Cache<()>,
-    host_subnets: Cache<HostSubnet>,
-    net_namespaces: Cache<NetNamespace>,
-    cluster_network: Cache<ClusterNetwork>,
+    nodes: Reflected<Node>,
+    namespaces: Reflected<Namespace>,
+    host_subnets: Reflected<DynamicObject>,
+    net_namespaces: Reflected<DynamicObject>,
+    cluster_network: Reflected<DynamicObject>,
     errors: BTreeMap<&'static str, String>,
 }
 
@@ -190,6 +190,11 @@ fn typed<T: DeserializeOwned>(o: &DynamicObject) -> Option<(String, T)> {
     }
 }
 
+/// The objects of a network kind, typed, by name.
+fn typed_by_name<T: DeserializeOwned>(r: &Reflected<DynamicObject>) -> BTreeMap<String, T> {
+    r.objects().iter().filter_map(|o| typed(o)).collect()
+}
+
 fn internal_ip(n: &Node) -> Option<Ipv4Addr> {
     n.status
         .as_ref()?
@@ -201,56 +206,60 @@ fn internal_ip(n: &Node) -> Option<Ipv4Addr> {
 }
 
 impl Views {
+    fn new() -> Views {
+        Views {
+            nodes: Reflected::new(),
+            namespaces: Reflected::new(),
+            host_subnets: Reflected::with_type(api_resource("HostSubnet", "hostsubnets")),
+            net_namespaces: Reflected::with_type(api_resource("NetNamespace", "netnamespaces")),
+            cluster_network: Reflected::with_type(api_resource(
+                "ClusterNetwork",
+                "clusternetworks",
+            )),
+            errors: BTreeMap::new(),
+        }
+    }
+
     fn apply(&mut self, ev: Ev) -> bool {
         let errors = &mut self.errors;
         match ev {
-            Ev::Node(r) => watch_event("Node", r, errors).is_some_and(|e| {
-                self.nodes.apply(e, |n: &Node| {
-                    Some((n.metadata.name.clone()?, internal_ip(n)))
-                })
-            }),
-            Ev::Namespace(r) => watch_event("Namespace", r, errors).is_some_and(|e| {
-                self.namespaces.apply(e, |n: &Namespace| {
-                    // A terminating namespace is on its way out: its NetNamespace goes with it.
-                    let terminating =
-                        n.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Terminating");
-                    (!terminating).then_some(())?;
-                    Some((n.metadata.name.clone()?, ()))
-                })
-            }),
-            Ev::HostSubnet(r) => watch_event("HostSubnet", r, errors)
-                .is_some_and(|e| self.host_subnets.apply(e, typed)),
+            Ev::Node(r) => watch_event("Node", r, errors).is_some_and(|e| self.nodes.apply(&e)),
+            Ev::Namespace(r) => {
+                watch_event("Namespace", r, errors).is_some_and(|e| self.namespaces.apply(&e))
+            }
+            Ev::HostSubnet(r) => {
+                watch_event("HostSubnet", r, errors).is_some_and(|e| self.host_subnets.apply(&e))
+            }
             Ev::NetNamespace(r) => watch_event("NetNamespace", r, errors)
-                .is_some_and(|e| self.net_namespaces.apply(e, typed)),
+                .is_some_and(|e| self.net_namespaces.apply(&e)),
             Ev::ClusterNetwork(r) => watch_event("ClusterNetwork", r, errors)
-                .is_some_and(|e| self.cluster_network.apply(e, typed)),
+                .is_some_and(|e| self.cluster_network.apply(&e)),
         }
     }
 
     /// Records a successful write (`stored`: the object the server returned, with its new
-    /// resourceVersion) before its watch event arrives.
+    /// resourceVersion) in the stores before its watch event arrives.
     fn record(&mut self, a: &Action, stored: Option<&DynamicObject>) {
+        let gone = |kind: &str, plural: &str, name: &str| {
+            Event::Delete(DynamicObject::new(name, &api_resource(kind, plural)))
+        };
         match (a, stored) {
             (Action::CreateClusterNetwork(_), Some(o)) => {
-                if let Some((k, v)) = typed(o) {
-                    self.cluster_network.live.insert(k, v);
-                }
+                self.cluster_network.apply(&Event::Apply(o.clone()));
             }
             (Action::CreateHostSubnet(_) | Action::UpdateHostSubnet(_), Some(o)) => {
-                if let Some((k, v)) = typed(o) {
-                    self.host_subnets.live.insert(k, v);
-                }
+                self.host_subnets.apply(&Event::Apply(o.clone()));
             }
             (Action::CreateNetNamespace(_) | Action::UpdateNetNamespace(_), Some(o)) => {
-                if let Some((k, v)) = typed(o) {
-                    self.net_namespaces.live.insert(k, v);
-                }
+                self.net_namespaces.apply(&Event::Apply(o.clone()));
             }
             (Action::DeleteHostSubnet(n), _) => {
-                self.host_subnets.live.remove(n);
+                self.host_subnets
+                    .apply(&gone("HostSubnet", "hostsubnets", n));
             }
             (Action::DeleteNetNamespace(n), _) => {
-                self.net_namespaces.live.remove(n);
+                self.net_namespaces
+                    .apply(&gone("NetNamespace", "netnamespaces", n));
             }
             _ => {}
         }
@@ -265,12 +274,28 @@ impl Views {
     }
 
     fn view(&self) -> View {
+        let cluster_networks: BTreeMap<String, ClusterNetwork> =
+            typed_by_name(&self.cluster_network);
         View {
-            cluster_network: self.cluster_network.live.get("default").cloned(),
-            nodes: self.nodes.live.clone(),
-            host_subnets: self.host_subnets.live.clone(),
-            namespaces: self.namespaces.live.keys().cloned().collect(),
-            net_namespaces: self.net_namespaces.live.clone(),
+            cluster_network: cluster_networks.get("default").cloned(),
+            nodes: self
+                .nodes
+                .objects()
+                .iter()
+                .filter_map(|n| Some((n.metadata.name.clone()?, internal_ip(n))))
+                .collect(),
+            host_subnets: typed_by_name(&self.host_subnets),
+            // A terminating namespace is on its way out: its NetNamespace goes with it.
+            namespaces: self
+                .namespaces
+                .objects()
+                .iter()
+                .filter(|n| {
+                    n.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Terminating")
+                })
+                .filter_map(|n| n.metadata.name.clone())
+                .collect(),
+            net_namespaces: typed_by_name(&self.net_namespaces),
         }
     }
 }
