@@ -39,11 +39,12 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use multitenant::{Change as TenancyChange, Tenancy, Vnid};
+use multitenant::admin::{self, PodsOfNamespace, Refusal};
+use multitenant::{Tenancy, Vnid};
 use serde::Serialize;
 
 use crate::cluster::standalone::new_uid;
-use crate::cluster::types::{parse_objects, Format, DEFAULT_NAMESPACE};
+use crate::cluster::types::{parse_objects, Format};
 use crate::cluster::validate::dns1123_label;
 use crate::cluster::StandaloneSource;
 use crate::cluster::{ClusterError, ClusterObject, ClusterState, Kind, NetNamespace};
@@ -58,65 +59,8 @@ pub const LAST_VNID_FILE: &str = ".sdnctl.last-vnid";
 /// How long a run waits for another run's lock.
 pub const LOCK_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// A tenant command.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TenantCommand {
-    /// Create a namespace: a fresh VNID, or VNID 0 with `global`.
-    Create {
-        /// The namespace.
-        name: String,
-        /// VNID 0 instead of a fresh one.
-        global: bool,
-    },
-    /// `name` takes `other`'s VNID.
-    Join {
-        /// The namespace that changes.
-        name: String,
-        /// The namespace whose VNID it takes.
-        other: String,
-    },
-    /// A fresh VNID of its own (unless it is already alone on one).
-    Isolate {
-        /// The namespace.
-        name: String,
-    },
-    /// VNID 0.
-    MakeGlobal {
-        /// The namespace.
-        name: String,
-    },
-    /// Delete the NetNamespace; refused while local pods use it unless `force`.
-    Delete {
-        /// The namespace.
-        name: String,
-        /// Delete even with local pods (or when they cannot be counted).
-        force: bool,
-    },
-}
-
-impl TenantCommand {
-    /// The namespace the command changes.
-    pub fn name(&self) -> &str {
-        match self {
-            TenantCommand::Create { name, .. }
-            | TenantCommand::Join { name, .. }
-            | TenantCommand::Isolate { name }
-            | TenantCommand::MakeGlobal { name }
-            | TenantCommand::Delete { name, .. } => name,
-        }
-    }
-
-    /// Whether the command needs local pod information: to keep VNIDs held by pods out of
-    /// allocation (create, isolate) or to refuse a delete while pods remain.
-    pub fn needs_pods(&self) -> bool {
-        matches!(
-            self,
-            TenantCommand::Create { global: false, .. }
-                | TenantCommand::Isolate { .. }
-                | TenantCommand::Delete { .. }
-        )
-    }
-}
+/// A tenant command (decided by `multitenant::admin`).
+pub use multitenant::admin::Command as TenantCommand;
 
 /// The pods of this node, from OVSDB.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -447,138 +391,76 @@ pub fn plan_change(
             );
         }
     }
-    let current = state.vnid_of(name);
-    let tenancy_error = |e: multitenant::Error| match e {
-        multitenant::Error::UnknownNamespace(n) => unknown(&n),
-        multitenant::Error::CannotIsolateDefault => TenantError::CannotIsolateDefault,
-        multitenant::Error::JoinSelf(n) => TenantError::JoinSelf { name: n },
-        other => TenantError::Exhausted(other.to_string()),
+    let local = match pods {
+        PodCounts::Known(p) => PodsOfNamespace::Known(p.count(name)),
+        PodCounts::Unknown(reason) => PodsOfNamespace::Unknown(reason),
     };
-    let change = |from: Option<u32>, to: Option<u32>, reason: String, changed: bool| Change {
+    let d = admin::decide(&mut tenancy, cmd, local).map_err(|r| match r {
+        Refusal::Exists(v) => TenantError::Exists {
+            name: name.to_string(),
+            vnid: v.id(),
+        },
+        Refusal::Unknown(n) => unknown(&n),
+        Refusal::CannotIsolateDefault => TenantError::CannotIsolateDefault,
+        Refusal::CannotDeleteDefault => TenantError::CannotDeleteDefault,
+        Refusal::JoinSelf => TenantError::JoinSelf {
+            name: name.to_string(),
+        },
+        Refusal::HasPods { pods, vnid } => TenantError::HasPods {
+            name: name.to_string(),
+            pods,
+            vnid: vnid.id(),
+        },
+        Refusal::PodsUnknown(reason) => TenantError::PodsUnknown {
+            name: name.to_string(),
+            reason,
+        },
+        Refusal::Exhausted(e) => TenantError::Exhausted(e),
+    })?;
+    let change = Change {
         namespace: name.to_string(),
-        from,
-        to,
-        reason,
-        changed,
+        from: d.from.map(Vnid::id),
+        to: d.to.map(Vnid::id),
+        reason: d.reason,
+        changed: d.changed,
     };
-    // The NetNamespace to write: the existing object (uid, labels, egress IPs kept) with a new
-    // netid, or a new one.
-    let updated = |vnid: u32| {
-        let mut nn = state
-            .net_namespaces
-            .get(name)
-            .cloned()
-            .unwrap_or_else(|| NetNamespace::new(name, vnid));
-        nn.net_id = vnid;
-        nn
-    };
-    let mut planned = match cmd {
-        TenantCommand::Create { global, .. } => {
-            if let Some(vnid) = current {
-                return Err(TenantError::Exists {
-                    name: name.to_string(),
-                    vnid,
-                });
-            }
-            let v = tenancy.add(name).map_err(tenancy_error)?.id();
+    let allocated = d.allocated.map(Vnid::id);
+    let to = d.to.map(Vnid::id);
+    let mut planned = match (cmd, to) {
+        (TenantCommand::Create { .. }, Some(v)) => {
             let mut nn = NetNamespace::new(name, v);
             nn.metadata.uid = Some(new_uid());
-            let reason = if v == 0 {
-                "global".to_string()
-            } else {
-                "a tenant of its own".to_string()
-            };
             Plan {
-                change: change(None, Some(v), reason, true),
+                change,
                 write: Some(nn),
                 delete: None,
-                allocated: (!global).then_some(v),
+                allocated,
                 remember: None,
             }
         }
-        TenantCommand::Delete { force, .. } => {
-            if name == DEFAULT_NAMESPACE {
-                return Err(TenantError::CannotDeleteDefault);
-            }
-            let vnid = current.ok_or_else(|| unknown(name))?;
-            let count = match pods {
-                PodCounts::Known(p) => Some(p.count(name)),
-                PodCounts::Unknown(reason) if !force => {
-                    return Err(TenantError::PodsUnknown {
-                        name: name.to_string(),
-                        reason: reason.clone(),
-                    })
-                }
-                PodCounts::Unknown(_) => None,
-            };
-            let reason = match count {
-                Some(0) => "no local pods".to_string(),
-                Some(n) if !force => {
-                    return Err(TenantError::HasPods {
-                        name: name.to_string(),
-                        pods: n,
-                        vnid,
-                    })
-                }
-                Some(n) => format!("forced: its {n} local pod(s) keep VNID {vnid} until deleted"),
-                None => format!("forced: any local pods keep VNID {vnid} until deleted"),
-            };
+        (TenantCommand::Delete { .. }, _) | (_, None) => Plan {
+            change,
+            write: None,
+            delete: Some(name.to_string()),
+            allocated: None,
+            remember: None,
+        },
+        (_, Some(v)) => {
+            // The existing object (uid, labels, egress IPs kept) with a new netid.
+            let write = change.changed.then(|| {
+                let mut nn = state
+                    .net_namespaces
+                    .get(name)
+                    .cloned()
+                    .unwrap_or_else(|| NetNamespace::new(name, v));
+                nn.net_id = v;
+                nn
+            });
             Plan {
-                change: change(Some(vnid), None, reason, true),
-                write: None,
-                delete: Some(name.to_string()),
-                allocated: None,
-                remember: None,
-            }
-        }
-        TenantCommand::Join { other, .. } => {
-            let from = current.ok_or_else(|| unknown(name))?;
-            if other == name {
-                return Err(TenantError::JoinSelf {
-                    name: name.to_string(),
-                });
-            }
-            let to = tenancy
-                .apply(name, &TenancyChange::Join(other.clone()))
-                .map_err(tenancy_error)?
-                .id();
-            let global = if to == 0 { ", which is global" } else { "" };
-            let reason = if from == to {
-                format!("already shares {other}'s VNID{global}")
-            } else {
-                format!("joined {other}{global}")
-            };
-            Plan {
-                change: change(Some(from), Some(to), reason, from != to),
-                write: (from != to).then(|| updated(to)),
+                change,
+                write,
                 delete: None,
-                allocated: None,
-                remember: None,
-            }
-        }
-        TenantCommand::Isolate { .. } | TenantCommand::MakeGlobal { .. } => {
-            let isolate = matches!(cmd, TenantCommand::Isolate { .. });
-            if isolate && name == DEFAULT_NAMESPACE {
-                return Err(TenantError::CannotIsolateDefault);
-            }
-            let from = current.ok_or_else(|| unknown(name))?;
-            let (op, done) = if isolate {
-                (TenancyChange::Isolate, "isolated")
-            } else {
-                (TenancyChange::Global, "made global")
-            };
-            let to = tenancy.apply(name, &op).map_err(tenancy_error)?.id();
-            let reason = match (from == to, isolate) {
-                (true, true) => "already isolated".to_string(),
-                (true, false) => "already global".to_string(),
-                (false, _) => done.to_string(),
-            };
-            Plan {
-                change: change(Some(from), Some(to), reason, from != to),
-                write: (from != to).then(|| updated(to)),
-                delete: None,
-                // Only isolate hands out a fresh VNID (make-global takes 0).
-                allocated: (isolate && from != to).then_some(to),
+                allocated,
                 remember: None,
             }
         }

@@ -12,6 +12,8 @@
 //! lowest free one, so a VNID just released is not handed to a new tenant at once: flows or
 //! packets of the old tenant that are still in flight on some node never meet the new one.
 
+pub mod admin;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
