@@ -494,3 +494,40 @@ fn restart_keeps_traffic_flowing_and_removes_what_died_meanwhile() {
     drop(b);
     node.assert_no_pod_leftovers();
 }
+
+#[test]
+fn pod_port_records_read_back_with_the_agents_codec() {
+    // The port's external_ids as OVS holds them (ovs-vsctl, not the agent's client), read
+    // with the one codec the agent, sdnctl and these tests share.
+    let node = AgentNode::start(NodeOptions::default());
+    let a = node.pod("default", "a");
+    let veth = agent::netlink::host_veth_name(&a.id, "eth0");
+    let out = node.ovs.vsctl(&[
+        "--format=json",
+        "--columns=external_ids",
+        "find",
+        "Interface",
+        &format!("name={veth}"),
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let pairs = v["data"][0][0][1].as_array().expect("an OVSDB map");
+    let ids: std::collections::BTreeMap<String, String> = pairs
+        .iter()
+        .map(|p| (p[0].as_str().unwrap().into(), p[1].as_str().unwrap().into()))
+        .collect();
+    let rec = agent::pod::PortRecord::from_external_ids(&ids)
+        .unwrap_or_else(|| panic!("not a pod port record: {ids:?}"));
+    assert_eq!(
+        rec.attachment,
+        flows::AttachmentId::new(a.id.clone(), "eth0")
+    );
+    assert_eq!(rec.ip.map(|i| i.to_string()), Some(a.ip.clone()));
+    assert_eq!((rec.namespace.as_str(), rec.pod.as_str()), ("default", "a"));
+    assert_eq!(rec.netns, a.netns());
+    assert_eq!(rec.vnid, Some(flows::Vnid::GLOBAL));
+    assert_eq!(
+        rec.to_external_ids(),
+        ids,
+        "the codec writes exactly what it reads"
+    );
+}
