@@ -28,7 +28,7 @@
 //! so a reconcile never sees half an owner's change. Callers that keep their own tables (the
 //! pods) take their lock first and the store's second, never the other way round.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
@@ -179,15 +179,55 @@ impl Change {
         self
     }
 
-    fn commit(self, owners: &mut BTreeMap<Owner, Entry>) {
+    /// The VNID reference counts after this change, for the VNIDs it touches only (cost in
+    /// the size of the change, not of the store).
+    fn refs_after(&self, state: &State) -> BTreeMap<Vnid, usize> {
+        let mut after: BTreeMap<Vnid, usize> = BTreeMap::new();
+        // The VNID each touched owner holds as the change goes on (later ops see earlier ones).
+        let mut holds: BTreeMap<&Owner, Option<Vnid>> = BTreeMap::new();
+        for (owner, op) in &self.ops {
+            let old = *holds
+                .entry(owner)
+                .or_insert_with(|| state.owners.get(owner).and_then(|e| e.vnid));
+            let new = match op {
+                Op::Replace(Some(e)) | Op::Put(e) => e.vnid,
+                Op::Replace(None) => None,
+            };
+            for (v, delta) in [(old, -1i64), (new, 1i64)] {
+                if let Some(v) = v {
+                    let n = after
+                        .entry(v)
+                        .or_insert_with(|| state.refs.get(&v).copied().unwrap_or(0));
+                    *n = n.saturating_add_signed(delta as isize);
+                }
+            }
+            holds.insert(owner, new);
+        }
+        after
+    }
+
+    fn commit(self, state: &mut State) {
         for (owner, op) in self.ops {
-            match op {
-                Op::Replace(Some(e)) | Op::Put(e) => {
-                    owners.insert(owner, e);
+            let entry = match op {
+                Op::Replace(Some(e)) | Op::Put(e) => Some(e),
+                Op::Replace(None) => None,
+            };
+            let new = entry.as_ref().and_then(|e| e.vnid);
+            let old = match entry {
+                Some(e) => state.owners.insert(owner, e),
+                None => state.owners.remove(&owner),
+            }
+            .and_then(|e| e.vnid);
+            if let Some(v) = old {
+                if let Some(n) = state.refs.get_mut(&v) {
+                    *n -= 1;
+                    if *n == 0 {
+                        state.refs.remove(&v);
+                    }
                 }
-                Op::Replace(None) => {
-                    owners.remove(&owner);
-                }
+            }
+            if let Some(v) = new {
+                *state.refs.entry(v).or_default() += 1;
             }
         }
     }
@@ -209,18 +249,14 @@ pub struct ReconcileStats {
 #[derive(Debug, Default)]
 struct State {
     owners: BTreeMap<Owner, Entry>,
+    /// Owners (pods) per VNID, kept with every commit.
+    refs: BTreeMap<Vnid, usize>,
 }
 
 impl State {
     /// Pods per VNID.
-    fn vnid_refs(&self) -> BTreeMap<Vnid, usize> {
-        let mut refs = BTreeMap::new();
-        for e in self.owners.values() {
-            if let Some(v) = e.vnid {
-                *refs.entry(v).or_default() += 1;
-            }
-        }
-        refs
+    fn vnid_refs(&self) -> &BTreeMap<Vnid, usize> {
+        &self.refs
     }
 }
 
@@ -254,21 +290,17 @@ impl<S: FlowSwitch> FlowStore<S> {
             return Ok(());
         }
         let mut state = self.state.lock().await;
-        let before = state.vnid_refs();
         let mut msgs = change.messages();
-        let mut owners = state.owners.clone();
-        change.commit(&mut owners);
-        let next = State { owners };
-        msgs.extend(self.vnid_row_changes(&before, &next.vnid_refs()));
+        msgs.extend(self.vnid_row_changes(state.vnid_refs(), &change.refs_after(&state)));
         self.switch.bundle(&msgs).await?;
-        *state = next;
+        change.commit(&mut state);
         Ok(())
     }
 
     /// Records `change` without touching the switch (start-up, before the first reconcile).
     pub async fn stage(&self, change: Change) {
         let mut state = self.state.lock().await;
-        change.commit(&mut state.owners);
+        change.commit(&mut state);
     }
 
     /// Makes `br0` hold exactly the desired flows, in one bundle of the difference.
@@ -318,7 +350,8 @@ impl<S: FlowSwitch> FlowStore<S> {
             out.extend(
                 state
                     .vnid_refs()
-                    .into_keys()
+                    .keys()
+                    .copied()
                     .filter(|v| vnid_flow(*v).is_some())
                     .map(Owner::Vnid),
             );
@@ -333,12 +366,14 @@ impl<S: FlowSwitch> FlowStore<S> {
             .flat_map(|e| e.flows.iter().cloned())
             .collect();
         if self.vnid_rows {
-            out.extend(state.vnid_refs().into_keys().filter_map(vnid_flow));
+            out.extend(state.vnid_refs().keys().copied().filter_map(vnid_flow));
         }
         out
     }
 
-    /// The table-80 row changes between two reference counts.
+    /// The table-80 row changes of the VNIDs in `after` (the counts a change leaves, for the
+    /// VNIDs it touches) against `before` (every count now): a row goes with a count that
+    /// drops to 0 and comes with one that rises from 0.
     fn vnid_row_changes(
         &self,
         before: &BTreeMap<Vnid, usize>,
@@ -347,18 +382,17 @@ impl<S: FlowSwitch> FlowStore<S> {
         if !self.vnid_rows {
             return Vec::new();
         }
-        let (b, a): (BTreeSet<Vnid>, BTreeSet<Vnid>) = (
-            before.keys().copied().collect(),
-            after.keys().copied().collect(),
-        );
-        let mut msgs: Vec<BundleMsg> = b
-            .difference(&a)
-            .filter(|v| vnid_flow(**v).is_some())
-            .map(|v| BundleMsg::delete_by_cookie(vnid_cookie(*v), u64::MAX))
+        let was = |v: Vnid| before.get(&v).copied().unwrap_or(0) > 0;
+        let mut msgs: Vec<BundleMsg> = after
+            .iter()
+            .filter(|&(&v, &n)| n == 0 && was(v) && vnid_flow(v).is_some())
+            .map(|(&v, _)| BundleMsg::delete_by_cookie(vnid_cookie(v), u64::MAX))
             .collect();
         msgs.extend(
-            a.difference(&b)
-                .filter_map(|v| vnid_flow(*v))
+            after
+                .iter()
+                .filter(|&(&v, &n)| n > 0 && !was(v))
+                .filter_map(|(&v, _)| vnid_flow(v))
                 .map(BundleMsg::add),
         );
         msgs
@@ -490,6 +524,37 @@ mod tests {
             .unwrap();
         assert_eq!(sw.flows().len(), 1);
         assert_eq!(store.owners().await, vec![Owner::Pod(c)]);
+    }
+
+    #[tokio::test]
+    async fn reference_counts_follow_multi_owner_changes_without_recounting() {
+        let sw = Arc::new(FakeSwitch::new());
+        let store = FlowStore::new(sw.clone(), true);
+        let pods: Vec<_> = (2..8).map(pod).collect();
+        // Three pods in 11, three in 12, in one bundle.
+        let mut c = Change::new();
+        for (i, (a, f)) in pods.iter().enumerate() {
+            c = c.set_pod(a.clone(), f.clone(), vnid(11 + (i % 2) as u32));
+        }
+        store.apply(c).await.unwrap();
+        assert_eq!(sw.bundles(), 1);
+        // One change moving every pod of 11 to 13, and one of them twice (to 12, then 13).
+        let mut c = Change::new().set_pod(pods[0].0.clone(), pods[0].1.clone(), vnid(12));
+        for (a, f) in pods.iter().step_by(2) {
+            c = c.set_pod(a.clone(), f.clone(), vnid(13));
+        }
+        store.apply(c).await.unwrap();
+        let rows = |v| sw.flows_with_cookie(vnid_cookie(vnid(v))).len();
+        assert_eq!((rows(11), rows(12), rows(13)), (0, 1, 1));
+        let state = store.state.lock().await;
+        let mut recount: BTreeMap<Vnid, usize> = BTreeMap::new();
+        for e in state.owners.values() {
+            if let Some(v) = e.vnid {
+                *recount.entry(v).or_default() += 1;
+            }
+        }
+        assert_eq!(state.refs, recount);
+        assert_eq!(recount, BTreeMap::from([(vnid(12), 3), (vnid(13), 3)]));
     }
 
     #[tokio::test]
