@@ -23,6 +23,7 @@ CNI_CONF=$RUNDIR/cni/net.d
 [ -d "$HOME/.cargo/bin" ] && export PATH="$HOME/.cargo/bin:$PATH"
 scripts/install-deps node
 
+TARGET=${CARGO_TARGET_DIR:-target}
 cargo build --release -p agent
 cargo build --profile release-small -p cni-shim
 
@@ -31,9 +32,9 @@ CONFIG=$RUNDIR/agent.yaml
 mkdir -p "$RUNDIR" "$BIN" "$CNI_BIN" "$CNI_CONF"
 # Install through a temporary name and a rename: a running agent keeps its (old) binary.
 put() { install -m 0755 "$1" "$2.new" && mv -f "$2.new" "$2"; }
-put target/release-small/sdn-cni "$CNI_BIN/sdn-cni"
-put target/release/sdn-agent "$BIN/sdn-agent"
-put target/release/sdnctl "$BIN/sdnctl"
+put "$TARGET/release-small/sdn-cni" "$CNI_BIN/sdn-cni"
+put "$TARGET/release/sdn-agent" "$BIN/sdn-agent"
+put "$TARGET/release/sdnctl" "$BIN/sdnctl"
 export OVS_RUNDIR=$RUNDIR OVS_LOGDIR=$RUNDIR OVS_DBDIR=$RUNDIR
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 if ! alive "$RUNDIR/ovsdb-server.pid"; then
