@@ -1,4 +1,4 @@
-//! The flow corpus: every flow of `shared/design/pipeline.md` with real values, plus flows that
+//! The flow corpus: every flow of `docs/pipeline.md` with real values, plus flows that
 //! cover every other match field and action the `ovs` crate supports (`tests/corpus/`).
 //!
 //! Each line is written exactly as `ovs-ofctl -O OpenFlow13 --no-names --no-stats dump-flows`

@@ -1,7 +1,7 @@
 //! A private Open vSwitch per test: ovsdb-server and ovs-vswitchd (userspace datapath) in their
 //! own temp directory, ovs-vswitchd inside its own network namespace, everything torn down on drop.
 //!
-//! Why this shape (see `shared/design/testing.md`): there is no OVS kernel module on these
+//! Why this shape (see `docs/testing.md`): there is no OVS kernel module on these
 //! machines, so bridges use `datapath_type=netdev`; two userspace vswitchd in one network
 //! namespace collide on their tap devices, so each instance gets a namespace; ovsdb-server
 //! stays in the host namespace (it only needs its Unix socket, and TCP remotes on 127.0.0.1 are

@@ -2,7 +2,7 @@
 //! what they were called with and how calls overlapped.
 //!
 //! The client is raw HTTP/1.1 over a Unix stream, byte for byte what the `sdn-cni` shim sends
-//! (`notes/issue3.md`), so these tests also pin the wire protocol. Concurrency claims are proven
+//! (`cni_proto::RequestBody`, `docs/architecture.md`), so these tests also pin the wire protocol. Concurrency claims are proven
 //! with gates, barriers and counters (a barrier of two handlers only opens if they run at the
 //! same time), not with sleeps. The non-root test switches the credentials of one dedicated OS
 //! thread (raw `setresuid`, which is per-thread on Linux) to `nobody`.

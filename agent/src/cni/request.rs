@@ -1,4 +1,4 @@
-//! A shim request: the wire body (one JSON object, see `notes/issue3.md`), validated into a
+//! A shim request: the wire body (one JSON object, `cni_proto::RequestBody`; see `docs/architecture.md`), validated into a
 //! [`Request`] the handlers can trust.
 //!
 //! Validation is pure ([`Request::from_body`]) except the netns existence check
