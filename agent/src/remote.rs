@@ -255,8 +255,13 @@ pub struct Step {
     pub multicast: Option<BTreeSet<Ipv4Addr>>,
     /// Its flow-store change.
     pub store: Change,
-    /// Its messages, in order (what the store sends for `store`).
-    pub msgs: Vec<BundleMsg>,
+}
+
+impl Step {
+    /// Its messages, in order (what the store sends for it).
+    pub fn msgs(&self) -> Vec<BundleMsg> {
+        self.store.messages()
+    }
 }
 
 /// The bundles that take `br0` from `installed` to `desired`: one per changed node (by name),
@@ -285,7 +290,6 @@ pub fn plan_updates(installed: &Installed, desired: &RemoteSet) -> Vec<Step> {
             store: c.store_change(),
             change: Some(c),
             multicast: None,
-            msgs: Vec::new(),
         })
         .collect();
     let vteps = desired.vteps();
@@ -300,12 +304,8 @@ pub fn plan_updates(installed: &Installed, desired: &RemoteSet) -> Vec<Step> {
                 change: None,
                 multicast: Some(vteps),
                 store: row,
-                msgs: Vec::new(),
             }),
         }
-    }
-    for s in &mut steps {
-        s.msgs = s.store.messages();
     }
     steps
 }
@@ -502,7 +502,7 @@ mod tests {
     fn touched(step: &Step) -> (Vec<u64>, Vec<u64>) {
         let mut del = Vec::new();
         let mut add = Vec::new();
-        for m in &step.msgs {
+        for m in &step.msgs() {
             match m {
                 BundleMsg::Flow(fm) if fm.command.is_delete() => {
                     assert_eq!(fm.cookie_mask, u64::MAX, "deletes select one cookie");
