@@ -326,12 +326,6 @@ impl<S: FlowSwitch> FlowStore<S> {
         Ok(stats)
     }
 
-    /// Every desired flow.
-    pub async fn desired(&self) -> Vec<Flow> {
-        let state = self.state.lock().await;
-        self.desired_of(&state)
-    }
-
     /// The desired flows of `owner` (`None`: the store does not know it).
     pub async fn flows_of(&self, owner: &Owner) -> Option<Vec<Flow>> {
         let state = self.state.lock().await;

@@ -90,6 +90,13 @@ impl RemoteNode {
         })
     }
 
+    fn log_staged(&self) {
+        tracing::info!(
+            node = %self.name, host_ip = %self.host_ip, subnet = %self.subnet,
+            cookie = %format!("{:#x}", self.cookie), "remote node"
+        );
+    }
+
     /// The flow store's owner of its rows.
     pub fn owner(&self) -> Owner {
         Owner::RemoteNode {
@@ -382,11 +389,6 @@ impl<S: FlowSwitch> RemoteNodes<S> {
         RemoteSet::from_state(&state, &self.local)
     }
 
-    /// What was last installed.
-    pub async fn installed(&self) -> Installed {
-        self.state.lock().await.installed.clone()
-    }
-
     /// Start-up: stages every remote node's rows and the table-111 row in the store (the
     /// caller's full reconcile installs them) and remembers them as installed.
     pub async fn stage(&self) -> usize {
@@ -450,15 +452,6 @@ impl<S: FlowSwitch> RemoteNodes<S> {
             }
         }
         Ok(done)
-    }
-}
-
-impl RemoteNode {
-    fn log_staged(&self) {
-        tracing::info!(
-            node = %self.name, host_ip = %self.host_ip, subnet = %self.subnet,
-            cookie = %format!("{:#x}", self.cookie), "remote node"
-        );
     }
 }
 

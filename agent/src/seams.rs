@@ -75,16 +75,17 @@ pub trait PortDb: Send + Sync + Debug + 'static {
     fn interfaces_with_external_id(&self, key: &str) -> Vec<InterfaceInfo>;
 
     /// Interfaces (from the cache) whose `external_ids:key` is `value`.
-    fn find_interfaces_by_external_id(&self, key: &str, value: &str) -> Vec<InterfaceInfo>;
+    fn find_interfaces_by_external_id(&self, key: &str, value: &str) -> Vec<InterfaceInfo> {
+        let mut found = self.interfaces_with_external_id(key);
+        found.retain(|i| i.external_ids.get(key).map(String::as_str) == Some(value));
+        found
+    }
 
     /// QoS rows (from the cache) whose `external_ids:key` is `value`.
     fn find_qos_by_external_id(&self, key: &str, value: &str) -> Vec<QosInfo>;
 
     /// The `external_ids` of every QoS row (from the cache).
     fn qos_external_ids(&self) -> Vec<BTreeMap<String, String>>;
-
-    /// Whether the database connection is up.
-    fn is_connected(&self) -> bool;
 }
 
 /// The OpenFlow side of `br0`: flows (in atomic bundles) and meters.
@@ -225,10 +226,6 @@ impl PortDb for ovsdb::Client {
         })
     }
 
-    fn find_interfaces_by_external_id(&self, key: &str, value: &str) -> Vec<InterfaceInfo> {
-        ovsdb::Client::find_interfaces_by_external_id(self, key, value)
-    }
-
     fn find_qos_by_external_id(&self, key: &str, value: &str) -> Vec<QosInfo> {
         ovsdb::Client::find_qos_by_external_id(self, key, value)
     }
@@ -239,10 +236,6 @@ impl PortDb for ovsdb::Client {
                 .map(|q| q.string_map("external_ids"))
                 .collect()
         })
-    }
-
-    fn is_connected(&self) -> bool {
-        self.state() == ovsdb::ConnectionState::Connected
     }
 }
 
@@ -355,20 +348,12 @@ impl<T: PortDb> PortDb for std::sync::Arc<T> {
         (**self).interfaces_with_external_id(key)
     }
 
-    fn find_interfaces_by_external_id(&self, key: &str, value: &str) -> Vec<InterfaceInfo> {
-        (**self).find_interfaces_by_external_id(key, value)
-    }
-
     fn find_qos_by_external_id(&self, key: &str, value: &str) -> Vec<QosInfo> {
         (**self).find_qos_by_external_id(key, value)
     }
 
     fn qos_external_ids(&self) -> Vec<BTreeMap<String, String>> {
         (**self).qos_external_ids()
-    }
-
-    fn is_connected(&self) -> bool {
-        (**self).is_connected()
     }
 }
 

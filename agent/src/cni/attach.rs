@@ -9,7 +9,6 @@
 //! `K8S_POD_NAME`, else the first 12 characters of the container id.
 
 use flows::AttachmentId;
-use ipnet::Ipv4Net;
 use ovs::flow::MacAddr;
 
 use super::request::DEFAULT_NAMESPACE;
@@ -58,8 +57,7 @@ pub fn add_result(req: &Request, net: &PodNetwork, wired: &Wired) -> AddResult {
         mtu: Some(net.mtu),
     });
     r.ips.push(IpConfig {
-        address: Ipv4Net::new(pod.ip, net.node.local_subnet.prefix_len())
-            .expect("prefix of a valid subnet"),
+        address: net.address(pod.ip),
         gateway: Some(net.node.gateway()),
         interface: Some(host_index + 1),
     });

@@ -281,15 +281,6 @@ impl PortDb for FakeDb {
             .collect()
     }
 
-    fn find_interfaces_by_external_id(&self, key: &str, value: &str) -> Vec<InterfaceInfo> {
-        lock(&self.state)
-            .ports
-            .iter()
-            .filter(|(_, p)| p.external_ids.get(key).map(String::as_str) == Some(value))
-            .map(|(n, p)| FakeDb::info(n, p))
-            .collect()
-    }
-
     fn find_qos_by_external_id(&self, key: &str, value: &str) -> Vec<QosInfo> {
         lock(&self.state)
             .qos
@@ -305,9 +296,5 @@ impl PortDb for FakeDb {
             .values()
             .map(|q| q.external_ids.clone())
             .collect()
-    }
-
-    fn is_connected(&self) -> bool {
-        true
     }
 }

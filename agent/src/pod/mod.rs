@@ -273,11 +273,6 @@ impl<Io: NodeIo> Pods<Io> {
         &self.net
     }
 
-    /// The OVSDB handle.
-    pub fn db(&self) -> &Io::Db {
-        &self.db
-    }
-
     /// A snapshot of the pod table.
     pub async fn list(&self) -> Vec<Pod> {
         let mut v: Vec<Pod> = self.table.lock().await.values().cloned().collect();
