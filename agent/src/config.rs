@@ -317,12 +317,28 @@ pub fn flag_error(e: &clap::Error) -> String {
 
 impl Config {
     /// Parses flags (no program name), reads `--config` if given, applies the flags on top and
-    /// validates. Environment variables stand in for flags that are not given.
+    /// validates. The arguments alone: unlike the `sdn-agent` binary, no `SDN_*` variable of
+    /// the calling process stands in for a flag (tools and tests parse a command line as it
+    /// would run elsewhere, e.g. the DaemonSet's).
     pub fn from_args(args: &[String]) -> Result<Config> {
-        use clap::Parser;
-        let parsed =
-            FlagsOnly::try_parse_from(args).map_err(|e| anyhow::anyhow!(flag_error(&e)))?;
+        use clap::{CommandFactory, FromArgMatches};
+        let without_env = FlagsOnly::command().mut_args(|a| a.env(None));
+        let parsed = without_env
+            .try_get_matches_from(args)
+            .and_then(|m| FlagsOnly::from_arg_matches(&m))
+            .map_err(|e| anyhow::anyhow!(flag_error(&e)))?;
         Config::from_flags(&parsed.flags)
+    }
+
+    /// The environment variables `sdn-agent` reads as flags (`SDN_CONFIG`, `SDN_MTU`, ...), for
+    /// whoever starts an agent and must not pass its own settings on by accident.
+    pub fn env_names() -> Vec<String> {
+        use clap::CommandFactory;
+        FlagsOnly::command()
+            .get_arguments()
+            .filter_map(|a| a.get_env())
+            .map(|e| e.to_string_lossy().into_owned())
+            .collect()
     }
 
     /// The configuration file named by `flags` (if any) with `flags` on top, validated.
@@ -572,6 +588,20 @@ mod tests {
         let e = format!("{:#}", Config::from_file(&f).unwrap_err());
         assert!(e.contains("standalone:<absolute directory>"), "{e}");
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn every_flag_but_the_repeatable_ones_has_its_variable() {
+        let names = Config::env_names();
+        for n in [
+            "SDN_CONFIG",
+            "SDN_MTU",
+            "SDN_NODE_NAME",
+            "SDN_NETNAMESPACE_WAIT",
+        ] {
+            assert!(names.iter().any(|x| x == n), "{n} missing from {names:?}");
+        }
+        assert!(names.iter().all(|n| n.starts_with("SDN_")), "{names:?}");
     }
 
     #[test]

@@ -16,24 +16,42 @@ use tokio::signal::unix::{signal, SignalKind};
 use agent::config::{Config, Flags};
 
 /// The SDN node agent: owns the Open vSwitch bridge br0 and serves the sdn-cni plugin.
+/// Without a command it runs the agent (`sdn-agent run --help` lists its flags).
 #[derive(Debug, Parser)]
-#[command(
-    name = "sdn-agent",
-    version,
-    args_conflicts_with_subcommands = true,
-    args_override_self = true
-)]
+#[command(name = "sdn-agent", version)]
 struct Cli {
     #[command(subcommand)]
-    command: Option<Cmd>,
-    /// Without a command: the flags of `run`.
-    #[command(flatten)]
-    flags: Flags,
+    command: Cmd,
+}
+
+/// The command line with `run` put in front when no command is named, so `sdn-agent --mtu=1400`
+/// runs the agent, and only `run` and `controller` read flags and `SDN_*` variables (`crds`
+/// and `remove-host-rules` work whatever the environment holds).
+fn args() -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let named = args.get(1).and_then(|a| a.to_str()).is_some_and(|a| {
+        matches!(
+            a,
+            "run"
+                | "controller"
+                | "remove-host-rules"
+                | "crds"
+                | "help"
+                | "-h"
+                | "--help"
+                | "-V"
+                | "--version"
+        )
+    });
+    if !named {
+        args.insert(1.min(args.len()), "run".into());
+    }
+    args
 }
 
 #[derive(Debug, Subcommand)]
 enum Cmd {
-    /// Run the node agent (the default when no command is given)
+    /// Run the node agent (the default when no command is named)
     #[command(args_override_self = true)]
     Run(Flags),
     /// Kubernetes mode: the cluster-wide allocator of HostSubnets and NetNamespaces
@@ -46,7 +64,7 @@ enum Cmd {
 }
 
 fn config(flags: &Flags) -> Result<Config> {
-    Config::from_flags(flags).context("bad configuration (see sdn-agent --help)")
+    Config::from_flags(flags).context("bad configuration (see sdn-agent run --help)")
 }
 
 async fn until_signal() {
@@ -65,11 +83,11 @@ async fn until_signal() {
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse_from(args()) {
         Ok(c) => c,
         Err(e) if e.use_stderr() => {
             eprintln!("error: {}", agent::config::flag_error(&e));
-            eprintln!("run `sdn-agent --help` (or `sdn-agent COMMAND --help`) for the flags");
+            eprintln!("run `sdn-agent run --help` (or `sdn-agent COMMAND --help`) for the flags");
             std::process::exit(2);
         }
         // --help, --version.
@@ -84,9 +102,8 @@ async fn main() -> Result<()> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let flags = match cli.command {
-        None => cli.flags,
-        Some(Cmd::Run(flags)) => flags,
-        Some(Cmd::Crds) => {
+        Cmd::Run(flags) => flags,
+        Cmd::Crds => {
             let text = agent::cluster::crd::render_yaml()?;
             let mut out = std::io::stdout().lock();
             std::io::Write::write_all(&mut out, text.as_bytes())
@@ -94,10 +111,10 @@ async fn main() -> Result<()> {
                 .context("writing the CRDs to stdout")?;
             return Ok(());
         }
-        Some(Cmd::Controller(flags)) => {
+        Cmd::Controller(flags) => {
             return agent::controller::run(config(&flags)?, until_signal()).await;
         }
-        Some(Cmd::RemoveHostRules) => {
+        Cmd::RemoveHostRules => {
             agent::hostports::remove_all(&agent::iptables::Iptables::host())
                 .await
                 .context("removing the agent's host port rules")?;

@@ -32,7 +32,9 @@ use std::time::Duration;
 use agent::cluster::{ClusterObject, HostSubnet, Kind, NetNamespace, StandaloneSource};
 
 use crate::fakeapi::FakeApi;
-use crate::harness::{run, unique_name, wait_until, which, workspace_bin, Netns};
+use crate::harness::{
+    run, unique_name, wait_until, which, without_agent_env, workspace_bin, Netns,
+};
 use crate::node::{AgentNode, NodeOptions};
 
 /// The underlay bridge in the hub namespace.
@@ -173,7 +175,7 @@ impl Cluster {
         ];
         controller_args.extend(opts.extra.iter().cloned());
         let log = state.join("controller.log");
-        let controller = Command::new("ip")
+        let controller = without_agent_env(&mut Command::new("ip"))
             .args(["netns", "exec", hub.name()])
             .arg(workspace_bin("sdn-agent"))
             .args(&controller_args)

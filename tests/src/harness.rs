@@ -66,6 +66,16 @@ pub fn which(bin: &str) -> Option<PathBuf> {
     found
 }
 
+/// Removes from `cmd`'s environment every variable `sdn-agent` reads as a flag (`SDN_CONFIG`,
+/// `SDN_MTU`, ...), so an operator's shell (`deploy/node-up.sh` suggests exporting
+/// `SDN_CONFIG`) never configures the agents the tests start.
+pub fn without_agent_env(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    for name in agent::config::Config::env_names() {
+        cmd.env_remove(name);
+    }
+    cmd
+}
+
 /// A binary of this workspace, next to the test executable (`<target>/<profile>/`), or the path
 /// in `SDN_<NAME>_BIN` (e.g. `SDN_CNI_BIN` for `sdn-cni`). `scripts/test` builds them first.
 pub fn workspace_bin(name: &str) -> PathBuf {

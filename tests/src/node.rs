@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use std::sync::Mutex;
 
 pub use crate::harness::workspace_bin;
-use crate::harness::{run, Netns, Ovs};
+use crate::harness::{run, without_agent_env, Netns, Ovs};
 
 /// Settings of a test node.
 #[derive(Debug, Clone)]
@@ -261,7 +261,7 @@ impl AgentNode {
             .append(true)
             .open(self.dir.join("agent.log"))
             .expect("agent log");
-        let child = Command::new("ip")
+        let child = without_agent_env(&mut Command::new("ip"))
             .args(["netns", "exec", self.ovs.netns()])
             .arg(workspace_bin("sdn-agent"))
             .args(self.agent_args())

@@ -36,7 +36,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Ro
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray,
 };
-use sdn_tests::harness::{unique_name, workspace_bin};
+use sdn_tests::harness::{unique_name, without_agent_env, workspace_bin};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
@@ -228,7 +228,7 @@ fn check_typed(doc: &Doc) -> Result<(), String> {
 
 #[test]
 fn crds_yaml_is_what_sdn_agent_crds_prints() {
-    let out = Command::new(workspace_bin("sdn-agent"))
+    let out = without_agent_env(&mut Command::new(workspace_bin("sdn-agent")))
         .arg("crds")
         .output()
         .expect("run sdn-agent crds");

@@ -174,16 +174,18 @@ struct Controller(std::process::Child);
 
 impl Controller {
     fn start(kubeconfig: &std::path::Path, name: &str, extra: &[&str]) -> Controller {
-        let child = std::process::Command::new(sdn_tests::harness::workspace_bin("sdn-agent"))
-            .args(["controller", "--node-name", name, "--kubeconfig"])
-            .arg(kubeconfig)
-            .args(extra)
-            .env("RUST_LOG", "info")
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("spawn sdn-agent controller");
+        let child = sdn_tests::harness::without_agent_env(&mut std::process::Command::new(
+            sdn_tests::harness::workspace_bin("sdn-agent"),
+        ))
+        .args(["controller", "--node-name", name, "--kubeconfig"])
+        .arg(kubeconfig)
+        .args(extra)
+        .env("RUST_LOG", "info")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn sdn-agent controller");
         Controller(child)
     }
 }
