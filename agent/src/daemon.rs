@@ -114,7 +114,7 @@ impl Daemon {
                     &cluster::ClusterNetworkSpec::from_config(&cfg),
                 )
                 .with_context(|| format!("preparing the cluster state in {}", dir.display()))?;
-                let src = cluster::StandaloneSource::start(dir, Duration::from_millis(500))
+                let src = cluster::StandaloneSource::start(dir, cluster::DEFAULT_POLL_INTERVAL)
                     .with_context(|| format!("watching the cluster state in {}", dir.display()))?;
                 let rx = src.subscribe();
                 (Box::new(src) as Box<dyn ClusterSource>, rx)
@@ -431,11 +431,22 @@ impl Daemon {
         let mut fast = tokio::time::interval(Duration::from_secs(1));
         let mut state = self.state.clone();
         state.mark_unchanged();
+        let mut had_cluster_network = state.borrow().cluster_network.is_some();
         loop {
             tokio::select! {
                 _ = &mut shutdown => return,
                 Ok(()) = state.changed() => {
-                    state.mark_unchanged();
+                    let has = state.borrow_and_update().cluster_network.is_some();
+                    if had_cluster_network && !has {
+                        tracing::error!(
+                            "the ClusterNetwork \"default\" is gone from the cluster state: this node keeps \
+                             running with the network it started with, but it cannot start again \
+                             until the ClusterNetwork is back"
+                        );
+                    } else if !had_cluster_network && has {
+                        tracing::info!("the ClusterNetwork \"default\" is back");
+                    }
+                    had_cluster_network = has;
                     self.apply_state().await;
                 }
                 _ = tick.tick() => self.repair("periodic").await,

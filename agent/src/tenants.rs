@@ -1,8 +1,8 @@
 //! Tenant administration in standalone mode: what `sdnctl` does to the cluster state directory.
 //!
 //! A tenant is a namespace with a NetNamespace (its VNID). In standalone mode the NetNamespaces
-//! are files in the agent's state directory, which the agent polls; this module edits those files
-//! and nothing else (the agent applies the change on its next poll). One run:
+//! are files in the agent's state directory, which the agent watches; this module edits those files
+//! and nothing else (the agent applies the change as soon as inotify reports the write). One run:
 //!
 //! 1. takes an exclusive lock on `<dir>/.sdnctl.lock` (bounded wait), so concurrent runs are
 //!    serialised and never hand out the same VNID (dot files are ignored by the agent's watcher);
@@ -486,6 +486,7 @@ pub fn hides_net_namespaces(problem: &ClusterError) -> bool {
     let file = match problem {
         ClusterError::Io { path, .. } => return path.is_file() || !path.exists(),
         ClusterError::Parse { file, .. } => file,
+        ClusterError::Conflict { kind, .. } => return *kind == Kind::NetNamespace,
         ClusterError::Invalid { kind, file, .. } => {
             if *kind == Kind::NetNamespace {
                 return true;
@@ -739,11 +740,19 @@ pub struct NamespaceRow {
     pub shares_with: Vec<String>,
     /// Local pods (`None`: unknown).
     pub pods: Option<usize>,
+    /// Files that define the NetNamespace differently (`netid 11 in a.yaml`); empty when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub conflict: Vec<String>,
 }
 
 /// The rows of `sdnctl namespaces`: every NetNamespace by name, then namespaces that have local
-/// pods but no NetNamespace (pods of a namespace deleted with `--force`).
-pub fn rows(state: &ClusterState, pods: &PodCounts) -> Vec<NamespaceRow> {
+/// pods but no NetNamespace (pods of a namespace deleted with `--force`), then NetNamespaces that
+/// files define differently (`problems`' conflicts; the agent keeps the VNID it had for them).
+pub fn rows(
+    state: &ClusterState,
+    pods: &PodCounts,
+    problems: &[ClusterError],
+) -> Vec<NamespaceRow> {
     let mut by_vnid: BTreeMap<u32, Vec<&str>> = BTreeMap::new();
     for (name, nn) in &state.net_namespaces {
         by_vnid.entry(nn.net_id).or_default().push(name);
@@ -764,6 +773,7 @@ pub fn rows(state: &ClusterState, pods: &PodCounts) -> Vec<NamespaceRow> {
                 .map(|n| n.to_string())
                 .collect(),
             pods: count(name),
+            conflict: Vec::new(),
         })
         .collect();
     if let Some(p) = pods.known() {
@@ -775,8 +785,41 @@ pub fn rows(state: &ClusterState, pods: &PodCounts) -> Vec<NamespaceRow> {
                     global: false,
                     shares_with: Vec::new(),
                     pods: Some(*n),
+                    conflict: Vec::new(),
                 });
             }
+        }
+    }
+    for p in problems {
+        let ClusterError::Conflict {
+            kind: Kind::NetNamespace,
+            name,
+            definitions,
+            ..
+        } = p
+        else {
+            continue;
+        };
+        let conflict: Vec<String> = definitions
+            .iter()
+            .map(|(file, what)| {
+                let file = file.file_name().map_or_else(
+                    || file.display().to_string(),
+                    |f| f.to_string_lossy().into_owned(),
+                );
+                format!("{what} in {file}")
+            })
+            .collect();
+        match out.iter_mut().find(|r| r.name == *name) {
+            Some(row) => row.conflict = conflict,
+            None => out.push(NamespaceRow {
+                name: name.clone(),
+                vnid: None,
+                global: false,
+                shares_with: Vec::new(),
+                pods: count(name),
+                conflict,
+            }),
         }
     }
     out
@@ -793,6 +836,7 @@ pub fn table(rows: &[NamespaceRow]) -> String {
     ]];
     for r in rows {
         let shares = match r.vnid {
+            _ if !r.conflict.is_empty() => format!("(conflict: {})", r.conflict.join(", ")),
             None => "(no NetNamespace)".to_string(),
             Some(0) => "global".to_string(),
             Some(_) if r.shares_with.is_empty() => "-".to_string(),
@@ -1103,7 +1147,7 @@ mod tests {
             per_namespace: [("a".to_string(), 2), ("gone".to_string(), 1)].into(),
             vnids: [10, 12].into(),
         });
-        let r = rows(&s, &pods);
+        let r = rows(&s, &pods, &[]);
         assert_eq!(
             table(&r),
             "NAME     VNID  SHARES-WITH        PODS\n\
@@ -1115,9 +1159,29 @@ mod tests {
              gone     -     (no NetNamespace)  1\n"
         );
         assert_eq!(r[3].shares_with, vec!["g".to_string()]);
-        let r = rows(&s, &PodCounts::Unknown("x".into()));
+        let r = rows(&s, &PodCounts::Unknown("x".into()), &[]);
         assert_eq!(r.len(), 5);
         assert!(table(&r).lines().nth(1).unwrap().ends_with('?'));
+        // A NetNamespace two files define differently is shown with both definitions.
+        let conflict = |name: &str| ClusterError::Conflict {
+            kind: Kind::NetNamespace,
+            name: name.into(),
+            definitions: vec![
+                (PathBuf::from("/s/copy.yaml"), "netid 12".into()),
+                (PathBuf::from("/s/netnamespace-x.yaml"), "netid 11".into()),
+            ],
+            kept: None,
+        };
+        let r = rows(&s, &pods, &[conflict("x"), conflict("c")]);
+        let t = table(&r);
+        assert!(
+            t.ends_with("x        -     (conflict: netid 12 in copy.yaml, netid 11 in netnamespace-x.yaml)  0\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("c        11    (conflict: netid 12 in copy.yaml"),
+            "{t}"
+        );
     }
 
     #[test]

@@ -318,11 +318,29 @@ async fn duplicates_name_both_files_and_unchanged_rewrites_do_not_notify() {
         "an identical rewrite woke subscribers"
     );
 
-    // The same NetNamespace in a second file: the first file (by name) wins, both are named.
+    // The same NetNamespace in a second file with another netid: the netid in effect stays,
+    // and the error names both files with what each says.
     write(
         &dir.path("zz-default.yaml"),
         "apiVersion: network.openshift.io/v1\nkind: NetNamespace\nmetadata: {name: default}\n\
          netname: default\nnetid: 17\n",
+    );
+    wait_for("a conflict error", || {
+        source.errors().iter().any(|e| {
+            let e = e.to_string();
+            e.contains("NetNamespace \"default\" is defined differently in")
+                && e.contains("netnamespace-default.yaml (netid 0)")
+                && e.contains("zz-default.yaml (netid 17)")
+                && e.contains("keeping the one in effect (netid 0)")
+        })
+    })
+    .await;
+    assert_eq!(source.current().vnid_of("default"), Some(0));
+    // The same content in a second file: a duplicate, the first file (by name) is used.
+    write(
+        &dir.path("zz-default.yaml"),
+        "apiVersion: network.openshift.io/v1\nkind: NetNamespace\nmetadata: {name: default}\n\
+         netname: default\nnetid: 0\n",
     );
     wait_for("a duplicate error", || {
         source.errors().iter().any(|e| {
@@ -342,6 +360,29 @@ async fn duplicates_name_both_files_and_unchanged_rewrites_do_not_notify() {
     write(&dir.path("notes.txt"), "anything");
     tokio::time::sleep(POLL * 6).await;
     assert!(source.errors().is_empty(), "{:?}", source.errors());
+}
+
+#[tokio::test]
+async fn inotify_delivers_changes_without_waiting_for_the_poll() {
+    let dir = TempDir::new();
+    seed(&dir.0, "node-1", None, &spec()).unwrap();
+    // A poll an hour apart: only inotify can deliver these changes within the bound.
+    let source = StandaloneSource::start(&dir.0, Duration::from_secs(3600)).unwrap();
+    StandaloneSource::write_object(&dir.0, &NetNamespace::new("t1", 21).into()).unwrap();
+    wait_for("t1 by inotify", || {
+        source.current().vnid_of("t1") == Some(21)
+    })
+    .await;
+    StandaloneSource::write_object(&dir.0, &NetNamespace::new("t1", 22).into()).unwrap();
+    wait_for("t1's new netid by inotify", || {
+        source.current().vnid_of("t1") == Some(22)
+    })
+    .await;
+    StandaloneSource::delete_object(&dir.0, Kind::NetNamespace, "t1").unwrap();
+    wait_for("t1 gone by inotify", || {
+        source.current().vnid_of("t1").is_none()
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -30,7 +30,7 @@ const VNID_A: u32 = 11;
 const VNID_B: u32 = 12;
 /// How long a probe that must fail waits.
 const PROBE_TIMEOUT: Duration = Duration::from_millis(1500);
-/// How long a change may take to reach every agent (they poll the state every 500 ms).
+/// How long a change may take to reach every agent (they watch the state directory with inotify).
 const SETTLE: Duration = Duration::from_secs(10);
 const MOVE: &str = "move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31]";
 

@@ -1,7 +1,7 @@
 //! `sdnctl`: the operator CLI for tenants (NetNamespaces and their VNIDs) of a standalone node.
 //!
 //! Every command edits the agent's cluster state directory through [`agent::tenants`] (under a
-//! lock, one file per change, atomically); the running agent applies the change on its next poll.
+//! lock, one file per change, atomically); the running agent applies the change as soon as it sees the write.
 //! Local pod counts come from the node's OVSDB. Where things are: `--config FILE` (the agent's own
 //! configuration file; or `$SDN_CONFIG`) gives the state directory (`clusterState:
 //! standalone:DIR`), the OVSDB target and the mode; `--state-dir` and `--ovsdb` override it or
@@ -28,8 +28,8 @@ const OVSDB_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Manage the tenants (NetNamespaces and their VNIDs) of a standalone SDN node.
 ///
-/// Each command edits the agent's state directory; the running agent applies the change within
-/// a poll interval (500 ms).
+/// Each command edits the agent's state directory; the running agent applies the change as soon
+/// as it sees the write (inotify).
 #[derive(Debug, Parser)]
 #[command(name = "sdnctl", version, args_override_self = true)]
 struct Cli {
@@ -311,7 +311,7 @@ fn run(raw: &[String]) -> Result<(), Failure> {
                 warnings.extend(mode_note(dir, &snap.state));
             }
             warn(&warnings);
-            let rows = tenants::rows(&snap.state, &pods);
+            let rows = tenants::rows(&snap.state, &pods, &snap.problems);
             if a.json {
                 let doc = json!({
                     "stateDir": dir,

@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-pub use standalone::{seed, ClusterNetworkSpec, StandaloneSource};
+pub use standalone::{seed, ClusterNetworkSpec, StandaloneSource, DEFAULT_POLL_INTERVAL};
 pub use state::{ClusterState, PodInfo};
 pub use types::{
     ClusterNetwork, ClusterNetworkEntry, ClusterObject, EgressNetworkPolicy,
@@ -92,7 +92,7 @@ pub enum ClusterError {
         source: Box<ValidationError>,
     },
     /// Two files (or one file twice) define the same object.
-    #[error("{kind} {name:?} is defined in both {first} and {second}: the one in {first} is used; remove the other", first = first.display(), second = second.display())]
+    #[error("{kind} {name:?} is defined in both {first} and {second}, the same in each: the one in {first} is used; remove the other", first = first.display(), second = second.display())]
     Duplicate {
         /// The object's kind.
         kind: Kind,
@@ -102,6 +102,20 @@ pub enum ClusterError {
         first: PathBuf,
         /// The file whose object is ignored.
         second: PathBuf,
+    },
+    /// Two or more files define the same object differently. The object in effect does not
+    /// change: the agent keeps the one it had (`kept`), or leaves the object out while it never
+    /// had one.
+    #[error("{kind} {name:?} is defined differently in {}: {}; remove all but one", definitions.iter().map(|(f, what)| format!("{} ({what})", f.display())).collect::<Vec<_>>().join(" and "), kept.as_ref().map(|k| format!("keeping the one in effect ({k})")).unwrap_or_else(|| "none of them is used".into()))]
+    Conflict {
+        /// The object's kind.
+        kind: Kind,
+        /// The object's name.
+        name: String,
+        /// Every file defining it, with what that file says (`netid 11`).
+        definitions: Vec<(PathBuf, String)>,
+        /// What stays in effect, when the object was in effect before the conflict.
+        kept: Option<String>,
     },
     /// The ClusterNetwork on disk disagrees with the agent's configuration.
     #[error("{file}: ClusterNetwork \"default\" has {field} {in_file} but the agent is configured with {in_config}: make the file and the configuration agree", file = file.display())]
@@ -138,11 +152,14 @@ pub enum ClusterError {
         /// The cluster networks searched.
         networks: String,
     },
-    /// The state directory has errors, so seeding would work from a wrong picture.
-    #[error("{dir}: refusing to seed the cluster state while {} file problem(s) remain; first: {}", errors.len(), errors.first().map(ToString::to_string).unwrap_or_default(), dir = dir.display())]
+    /// The ClusterNetwork or this node's HostSubnet cannot be read from the state directory, so
+    /// seeding would work from a wrong picture (it could write a second one).
+    #[error("{dir}: cannot start: {missing} cannot be read while {} file problem(s) remain (it may be in a file that does not parse); first: {}", errors.len(), errors.first().map(ToString::to_string).unwrap_or_default(), dir = dir.display())]
     Broken {
         /// The directory.
         dir: PathBuf,
+        /// What is missing: `the ClusterNetwork "default"`, `HostSubnet "node-1"`.
+        missing: String,
         /// Every problem found.
         errors: Vec<ClusterError>,
     },

@@ -39,6 +39,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flows::Mode;
+use futures::StreamExt;
+use inotify::{EventMask, EventStream, Inotify, WatchMask};
 use ipnet::Ipv4Net;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -51,8 +53,8 @@ use super::validate::{ValidationError, PLUGIN_MULTITENANT, PLUGIN_SUBNET};
 use super::{ClusterError, ClusterSource, ClusterState};
 use crate::config::{ClusterNetworkSetting as CidrEntry, Config};
 
-/// How often the directory is looked at, unless configured otherwise.
-pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(500);
+/// How often the directory is scanned besides inotify's wake-ups (the safety net).
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(2);
 
 /// The node IP written into a new HostSubnet when none is configured (a one-machine node).
 pub const FALLBACK_NODE_IP: Ipv4Addr = Ipv4Addr::LOCALHOST;
@@ -167,27 +169,60 @@ impl Loader {
         changed || self.files.len() != before
     }
 
-    /// Builds the state from every file's good objects, in file name order.
-    fn assemble(&self) -> Loaded {
+    /// Builds the state from every file's good objects, in file name order. An object defined
+    /// by more than one file: when they all say the same, the first is used and the others are
+    /// reported; when they differ, `previous` (the state in effect) decides: its object stays,
+    /// or, when it had none, the object is left out. A stray copy can thus never change a VNID
+    /// (or a subnet) that is in effect.
+    fn assemble(&self, previous: &ClusterState) -> Loaded {
         let mut loaded = Loaded::default();
         loaded.errors.extend(self.dir_error.clone());
-        let mut picked: Vec<(PathBuf, &ClusterObject)> = Vec::new();
+        let mut defined: BTreeMap<(Kind, String), Vec<(PathBuf, &ClusterObject)>> = BTreeMap::new();
+        let mut order: Vec<(Kind, String)> = Vec::new();
         for (name, entry) in &self.files {
             let path = self.dir.join(name);
             loaded.errors.extend(entry.error.clone());
             for obj in &entry.objects {
                 let key = (obj.kind(), obj.name().to_string());
-                if let Some(first) = loaded.origins.get(&key) {
+                let defs = defined.entry(key.clone()).or_default();
+                if defs.is_empty() {
+                    order.push(key);
+                }
+                defs.push((path.clone(), obj));
+            }
+        }
+        let mut picked: Vec<(PathBuf, ClusterObject)> = Vec::new();
+        for key in order {
+            let defs = &defined[&key];
+            let (first, obj) = &defs[0];
+            if defs.iter().all(|(_, o)| o.same_content(obj)) {
+                for (second, _) in &defs[1..] {
                     loaded.errors.push(ClusterError::Duplicate {
                         kind: key.0,
-                        name: key.1,
+                        name: key.1.clone(),
                         first: first.clone(),
-                        second: path.clone(),
+                        second: second.clone(),
                     });
-                    continue;
                 }
-                loaded.origins.insert(key, path.clone());
-                picked.push((path.clone(), obj));
+                loaded.origins.insert(key, first.clone());
+                picked.push((first.clone(), (*obj).clone()));
+                continue;
+            }
+            let kept = previous.get(key.0, &key.1);
+            loaded.errors.push(ClusterError::Conflict {
+                kind: key.0,
+                name: key.1.clone(),
+                definitions: defs.iter().map(|(f, o)| (f.clone(), o.summary())).collect(),
+                kept: kept.as_ref().map(ClusterObject::summary),
+            });
+            if let Some(kept) = kept {
+                let file = defs
+                    .iter()
+                    .find(|(_, o)| o.same_content(&kept))
+                    .map_or(first, |(f, _)| f)
+                    .clone();
+                loaded.origins.insert(key, file.clone());
+                picked.push((file, kept));
             }
         }
         // The ClusterNetwork first: HostSubnets are checked against it.
@@ -205,7 +240,7 @@ impl Loader {
                         continue;
                     }
                 }
-                loaded.state.insert((*obj).clone());
+                loaded.state.insert(obj.clone());
             }
         }
         loaded
@@ -254,7 +289,7 @@ fn load_file(path: &Path) -> Result<Vec<ClusterObject>, ClusterError> {
 fn load_dir(dir: &Path) -> Loaded {
     let mut loader = Loader::new(dir.to_path_buf());
     loader.scan();
-    loader.assemble()
+    loader.assemble(&ClusterState::default())
 }
 
 /// Logs problems that are new since `before` and those that went away.
@@ -290,13 +325,25 @@ impl StandaloneSource {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| ClusterError::NoRuntime { dir: dir.clone() })?;
         fs::read_dir(&dir).map_err(|e| ClusterError::io(&dir, "list", e))?;
+        // Watch before the first scan, so no write falls between the two. The stream needs the
+        // runtime's reactor, hence inside it.
+        let events = {
+            let _entered = runtime.enter();
+            match notifier(&dir) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), error = %e, interval_ms = poll_interval.as_millis(), "cannot watch the cluster state directory with inotify; polling it");
+                    None
+                }
+            }
+        };
         let mut loader = Loader::new(dir.clone());
         loader.scan();
-        let first = loader.assemble();
+        let first = loader.assemble(&ClusterState::default());
         log_changes(&[], &first.errors);
         let (state_tx, state) = watch::channel(Arc::new(first.state));
         let (errors_tx, errors) = watch::channel(Arc::new(first.errors));
-        let task = runtime.spawn(poll(loader, poll_interval, state_tx, errors_tx));
+        let task = runtime.spawn(poll(loader, events, poll_interval, state_tx, errors_tx));
         Ok(StandaloneSource {
             dir,
             state,
@@ -372,10 +419,35 @@ impl Drop for StandaloneSource {
     }
 }
 
-/// The watcher: one scan per tick on the blocking pool; publishes the state only when it
-/// differs, and the problem list when anything was re-read.
+/// The directory changes inotify reports that can change what the loader reads; the watch on
+/// the directory itself going away (`DELETE_SELF`, `MOVE_SELF`) is reported too, and the
+/// watcher adds it again once the directory is back.
+fn watch_mask() -> WatchMask {
+    WatchMask::CREATE
+        | WatchMask::DELETE
+        | WatchMask::MODIFY
+        | WatchMask::CLOSE_WRITE
+        | WatchMask::MOVED_FROM
+        | WatchMask::MOVED_TO
+        | WatchMask::ATTRIB
+        | WatchMask::DELETE_SELF
+        | WatchMask::MOVE_SELF
+}
+
+/// An inotify stream on `dir`, or why there is none.
+fn notifier(dir: &Path) -> std::io::Result<EventStream<Vec<u8>>> {
+    let inotify = Inotify::init()?;
+    inotify.watches().add(dir, watch_mask())?;
+    inotify.into_event_stream(vec![0u8; 16 * 1024])
+}
+
+/// The watcher: scans (on the blocking pool) when inotify reports a change in the directory,
+/// and every `interval` as the safety net for what inotify cannot see (events lost to queue
+/// overflow, a directory replaced, file systems without inotify). Publishes the state only
+/// when it differs, and the problem list when anything was re-read.
 async fn poll(
     mut loader: Loader,
+    mut events: Option<EventStream<Vec<u8>>>,
     interval: Duration,
     state_tx: watch::Sender<Arc<ClusterState>>,
     errors_tx: watch::Sender<Arc<Vec<ClusterError>>>,
@@ -384,9 +456,36 @@ async fn poll(
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticker.tick().await;
     loop {
-        ticker.tick().await;
+        let mut rewatch = false;
+        tokio::select! {
+            _ = ticker.tick() => {
+                // The directory may be back after it vanished: watch it again.
+                rewatch = events.is_none();
+            }
+            event = async {
+                match events.as_mut() {
+                    Some(s) => s.next().await,
+                    None => std::future::pending().await,
+                }
+            } => match event {
+                Some(Ok(ev)) => {
+                    if ev.mask.intersects(EventMask::DELETE_SELF | EventMask::MOVE_SELF | EventMask::IGNORED) {
+                        events = None;
+                    }
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(dir = %loader.dir.display(), error = %e, "inotify failed; polling the cluster state directory until it can watch again");
+                    events = None;
+                }
+                None => events = None,
+            },
+        }
+        if rewatch {
+            events = notifier(&loader.dir).ok();
+        }
+        let previous = state_tx.borrow().clone();
         let scanned = tokio::task::spawn_blocking(move || {
-            let loaded = loader.scan().then(|| loader.assemble());
+            let loaded = loader.scan().then(|| loader.assemble(&previous));
             (loader, loaded)
         })
         .await;
@@ -585,8 +684,11 @@ impl ClusterNetworkSpec {
 
 /// Prepares the state directory for this node's start, idempotently, and returns the state:
 ///
-/// - creates `dir` if needed; refuses ([`ClusterError::Broken`]) while any file has a problem,
-///   since deciding what is missing from a partial picture could overwrite or duplicate objects;
+/// - creates `dir` if needed; tolerates files with problems as the running agent does (their
+///   objects are missing, conflicting definitions are left out), but refuses
+///   ([`ClusterError::Broken`]) when the ClusterNetwork or this node's HostSubnet is missing
+///   while any file has a problem, since it may be in that file and writing another would
+///   duplicate it; for the same reason a missing `default` NetNamespace is then not written;
 /// - no ClusterNetwork: writes one from `spec`; one that disagrees with `spec`:
 ///   [`ClusterError::ConfigMismatch`] naming the field and both values;
 /// - no HostSubnet for `node_name`: allocates the first free node subnet and writes
@@ -603,18 +705,25 @@ pub fn seed(
     spec: &ClusterNetworkSpec,
 ) -> Result<ClusterState, ClusterError> {
     fs::create_dir_all(dir).map_err(|e| ClusterError::io(dir, "create", e))?;
-    let checked = |dir: &Path| {
-        let loaded = load_dir(dir);
-        if loaded.errors.is_empty() {
-            Ok(loaded)
+    let loaded = load_dir(dir);
+    // Bad files elsewhere are tolerated as the running agent tolerates them; only what seeding
+    // would otherwise write a second copy of must be readable.
+    if !loaded.errors.is_empty() {
+        let missing = if loaded.state.cluster_network.is_none() {
+            Some("the ClusterNetwork \"default\"".to_string())
+        } else if loaded.state.host_subnet_of(node_name).is_none() {
+            Some(format!("this node's HostSubnet {node_name:?}"))
         } else {
-            Err(ClusterError::Broken {
+            None
+        };
+        if let Some(missing) = missing {
+            return Err(ClusterError::Broken {
                 dir: dir.to_path_buf(),
+                missing,
                 errors: loaded.errors,
-            })
+            });
         }
-    };
-    let loaded = checked(dir)?;
+    }
     let mut state = loaded.state;
     let mut wrote = false;
     let with_uid = |obj: ClusterObject| {
@@ -693,14 +802,20 @@ pub fn seed(
         }
     }
 
-    if !state.net_namespaces.contains_key(DEFAULT_NAMESPACE) {
+    if !state.net_namespaces.contains_key(DEFAULT_NAMESPACE) && !loaded.errors.is_empty() {
+        tracing::error!(
+            "the NetNamespace \"default\" cannot be read while the state directory has problems; \
+             not writing one (it may be in a file that does not parse): pods of namespace \
+             default cannot be added until it is readable"
+        );
+    } else if !state.net_namespaces.contains_key(DEFAULT_NAMESPACE) {
         let nn = NetNamespace::new(DEFAULT_NAMESPACE, 0);
         StandaloneSource::write_object(dir, &with_uid(nn.into()))?;
         wrote = true;
     }
 
     if wrote {
-        Ok(checked(dir)?.state)
+        Ok(load_dir(dir).state)
     } else {
         Ok(state)
     }
@@ -832,10 +947,24 @@ mod tests {
         let st = seed(&d.0, "n", Some(Ipv4Addr::new(10, 0, 0, 2)), &spec()).unwrap();
         assert_eq!(st.host_ip_of("n"), Some(Ipv4Addr::new(10, 0, 0, 2)));
         assert_eq!(st.subnet_of("n").unwrap().to_string(), "10.128.0.0/23");
+        // A bad file elsewhere is tolerated, as the running agent tolerates it...
         fs::write(d.0.join("bad.yaml"), "kind: [").unwrap();
-        let e = seed(&d.0, "n", None, &spec()).unwrap_err().to_string();
-        assert!(e.contains("refusing to seed"), "{e}");
+        let st = seed(&d.0, "n", None, &spec()).unwrap();
+        assert_eq!(st.subnet_of("n").unwrap().to_string(), "10.128.0.0/23");
+        // ...but not while this node's HostSubnet (or the ClusterNetwork) could be in it.
+        let e = seed(&d.0, "other", None, &spec()).unwrap_err().to_string();
+        assert!(
+            e.contains("cannot start: this node's HostSubnet \"other\" cannot be read while 1 file problem(s) remain"),
+            "{e}"
+        );
         assert!(e.contains("bad.yaml"), "{e}");
+        fs::remove_file(d.0.join("clusternetwork-default.yaml")).unwrap();
+        let e = seed(&d.0, "n", None, &spec()).unwrap_err().to_string();
+        assert!(
+            e.contains("the ClusterNetwork \"default\" cannot be read"),
+            "{e}"
+        );
+        assert!(!d.0.join("clusternetwork-default.yaml").exists());
     }
 
     #[test]
@@ -862,7 +991,7 @@ mod tests {
         let mut loader = Loader::new(d.0.clone());
         assert!(loader.scan());
         assert!(!loader.scan(), "nothing changed");
-        let good = loader.assemble();
+        let good = loader.assemble(&ClusterState::default());
         assert!(good.errors.is_empty(), "{:?}", good.errors);
         // Break the NetNamespace file: the object stays, the error names file and field.
         let nn = d.0.join("netnamespace-default.yaml");
@@ -871,7 +1000,7 @@ mod tests {
             .replace("netid: 0", "netid: 99999999");
         fs::write(&nn, text).unwrap();
         assert!(loader.scan());
-        let l = loader.assemble();
+        let l = loader.assemble(&ClusterState::default());
         assert_eq!(l.state, good.state);
         let e = l.errors[0].to_string();
         assert!(
@@ -880,20 +1009,51 @@ mod tests {
             ),
             "{e}"
         );
-        // A second definition elsewhere: duplicate naming both files.
+        // A second definition elsewhere that says something else never changes the VNID in
+        // effect; a fresh start (nothing in effect) uses neither.
         fs::write(
             d.0.join("zz.json"),
             r#"{"apiVersion":"network.openshift.io/v1","kind":"NetNamespace","metadata":{"name":"t"},"netname":"t","netid":15}"#,
         )
         .unwrap();
+        assert!(loader.scan());
+        let in_effect = loader.assemble(&good.state).state;
+        assert_eq!(in_effect.vnid_of("t"), Some(15));
+        let aa = d.0.join("aa.yaml");
         fs::write(
-            d.0.join("aa.yaml"),
-            "apiVersion: network.openshift.io/v1\nkind: NetNamespace\nmetadata: {name: t}\nnetname: t\nnetid: 16\n",
+            &aa,
+            "apiVersion: network.openshift.io/v1\nkind: NetNamespace\nmetadata: {name: t, uid: x}\nnetname: t\nnetid: 16\n",
         )
         .unwrap();
         assert!(loader.scan());
-        let l = loader.assemble();
-        assert_eq!(l.state.vnid_of("t"), Some(16), "first file by name wins");
+        let l = loader.assemble(&in_effect);
+        assert_eq!(l.state.vnid_of("t"), Some(15), "the VNID in effect stays");
+        let conflict = l
+            .errors
+            .iter()
+            .map(ToString::to_string)
+            .find(|e| e.contains("defined differently"))
+            .unwrap();
+        assert!(
+            conflict.contains("aa.yaml (netid 16) and ")
+                && conflict.contains("zz.json (netid 15): keeping the one in effect (netid 15)"),
+            "{conflict}"
+        );
+        let fresh = loader.assemble(&ClusterState::default());
+        assert_eq!(fresh.state.vnid_of("t"), None, "a fresh start uses neither");
+        assert!(fresh
+            .errors
+            .iter()
+            .any(|e| e.to_string().contains("none of them is used")));
+        // The same content twice (metadata aside) is a duplicate: the first file is used.
+        fs::write(
+            &aa,
+            "apiVersion: network.openshift.io/v1\nkind: NetNamespace\nmetadata: {name: t, uid: x}\nnetname: t\nnetid: 15\n",
+        )
+        .unwrap();
+        assert!(loader.scan());
+        let l = loader.assemble(&ClusterState::default());
+        assert_eq!(l.state.vnid_of("t"), Some(15));
         let dup = l
             .errors
             .iter()
@@ -908,7 +1068,7 @@ mod tests {
         )
         .unwrap();
         assert!(loader.scan());
-        let l = loader.assemble();
+        let l = loader.assemble(&ClusterState::default());
         assert!(l.state.host_subnet_of("m").is_none());
         assert!(l.errors.iter().any(|e| e.to_string().contains("hs.yaml: HostSubnet \"m\": field subnet \"10.200.0.0/23\": not inside any cluster network")), "{:?}", l.errors);
     }

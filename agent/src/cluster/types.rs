@@ -555,6 +555,38 @@ impl ClusterObject {
         meta_name(self.metadata())
     }
 
+    /// What the object says, in a few words, for messages (`netid 11`; `subnet 10.128.2.0/23
+    /// on 192.0.2.2`).
+    pub fn summary(&self) -> String {
+        match self {
+            ClusterObject::ClusterNetwork(c) => {
+                let nets: Vec<String> = c
+                    .cluster_networks
+                    .iter()
+                    .map(|e| format!("{}/{}", e.cidr, e.host_subnet_length))
+                    .collect();
+                format!(
+                    "clusterNetworks {}, serviceNetwork {}",
+                    nets.join(","),
+                    c.service_network
+                )
+            }
+            ClusterObject::HostSubnet(h) => format!("subnet {} on {}", h.subnet, h.host_ip),
+            ClusterObject::NetNamespace(n) => format!("netid {}", n.net_id),
+        }
+    }
+
+    /// Whether two objects say the same thing (metadata such as uid aside).
+    pub fn same_content(&self, other: &ClusterObject) -> bool {
+        let strip = |o: &ClusterObject| {
+            let mut o = o.clone();
+            let name = o.name().to_string();
+            *o.metadata_mut() = meta_named(&name);
+            o
+        };
+        strip(self) == strip(other)
+    }
+
     /// `Kind name`, for messages.
     pub fn describe(&self) -> String {
         format!("{} {:?}", self.kind(), self.name())
