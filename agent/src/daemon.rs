@@ -8,7 +8,8 @@
 //! pods + VNID rows + remote nodes) is diffed against `br0` and only the difference is applied, in
 //! one bundle (so rows of HostSubnets that vanished while the agent was down go at start).
 //! Only then is the node ready: the CNI server listens and the CNI network config file is
-//! written into the CNI conf dir (that file is how runtimes learn that the node is ready).
+//! written into the CNI conf dir (that file is how runtimes learn that the node is ready). The
+//! file stays when the agent stops: during a restart the shim answers "try again later".
 //!
 //! After start-up a loop keeps the bridge right: when the OpenFlow connection had to be re-opened
 //! (ovs-vswitchd restarted, flows possibly lost) or periodically, it reconciles again. It also
@@ -65,7 +66,8 @@ pub struct Daemon {
     server: Option<cni::ServerHandle>,
     conf_file: PathBuf,
     /// Tenant network config files written so far (standalone mode).
-    tenant_confs: std::sync::Mutex<BTreeSet<PathBuf>>,
+    /// Serialises [`Self::sync_tenant_networks`].
+    tenant_confs: std::sync::Mutex<()>,
     state: tokio::sync::watch::Receiver<Arc<ClusterState>>,
     _cluster: Box<dyn ClusterSource>,
 }
@@ -381,7 +383,7 @@ impl Daemon {
     /// (podman) can put a container into a tenant: `<confdir>/20-<network>-<namespace>.conflist`
     /// names network `<network>-<namespace>` and sets the plugin's `namespace`. Written for
     /// every NetNamespace except `default` (which is the main network), removed when the
-    /// NetNamespace goes and when the agent stops.
+    /// NetNamespace goes (also while the agent was down); they stay while the agent restarts.
     fn sync_tenant_networks(&self) {
         if !matches!(self.config.cluster_state, ClusterStateSource::Standalone(_)) {
             return;
@@ -397,11 +399,22 @@ impl Daemon {
             }
             want.insert(path);
         }
-        let mut written = lock(&self.tenant_confs);
-        for stale in written.difference(&want) {
-            remove_conf(stale);
+        // What is on disk, not only what this run wrote: a namespace deleted while the agent
+        // was down loses its network at the first sync after the restart.
+        let _serial = lock(&self.tenant_confs);
+        let on_disk = std::fs::read_dir(&self.config.cni_conf_dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name().map(|f| f.to_string_lossy()).is_some_and(|f| {
+                    f.starts_with(&format!("20-{net}-")) && f.ends_with(".conflist")
+                })
+            });
+        for stale in on_disk.filter(|p| !want.contains(p)) {
+            remove_conf(&stale);
         }
-        *written = want;
     }
 
     async fn repair(&self, why: &str) {
@@ -463,13 +476,13 @@ impl Daemon {
         }
     }
 
-    /// Stops serving: removes the CNI config file (runtimes see the node as not ready) and the
-    /// socket. Pods, ports and flows stay: a restart picks them up with no data-plane gap.
+    /// Stops serving: removes the socket, so the shim answers "try again later" (and STATUS
+    /// "not available") until an agent serves again. The CNI config files stay: a runtime that
+    /// lost them would report the node's network as not ready and could not even stop
+    /// sandboxes during a restart or an upgrade (`sdn-agent remove-cni-config` removes them
+    /// when the node leaves for good). Pods, ports and flows stay: a restart picks them up with
+    /// no data-plane gap.
     pub async fn stop(mut self) {
-        remove_conf(&self.conf_file);
-        for f in std::mem::take(&mut *lock(&self.tenant_confs)) {
-            remove_conf(&f);
-        }
         if let Some(s) = self.server.take() {
             s.shutdown(Duration::from_secs(5)).await;
         }
@@ -478,6 +491,30 @@ impl Daemon {
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Node teardown: removes the CNI network config files an agent with network `name` writes in
+/// `dir` (`10-<name>.conflist` and the tenant networks' `20-<name>-<namespace>.conflist`).
+/// Returns the files removed.
+pub fn remove_cni_configs(dir: &Path, name: &str) -> Result<Vec<PathBuf>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("listing {}", dir.display())),
+    };
+    let main = format!("10-{name}.conflist");
+    let tenant = format!("20-{name}-");
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        if file == main || (file.starts_with(&tenant) && file.ends_with(".conflist")) {
+            let path = entry.path();
+            std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+            removed.push(path);
+        }
+    }
+    removed.sort();
+    Ok(removed)
 }
 
 /// Removes a CNI network config file (missing is fine).

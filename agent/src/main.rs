@@ -1,11 +1,13 @@
 //! `sdn-agent`: the node agent. It owns `br0` over OVSDB and OpenFlow, serves the CNI shim on a
 //! root-only Unix socket and programs the pipeline of `docs/pipeline.md` (see `agent::daemon`
-//! for the start-up order). SIGTERM or SIGINT stops serving and removes the CNI config file;
-//! pods, ports and flows stay in place, so a restart (even after SIGKILL) causes no data-plane
-//! gap.
+//! for the start-up order). SIGTERM or SIGINT stops serving; the CNI config files stay, so
+//! runtimes keep seeing the network as configured while the agent restarts or is upgraded (the
+//! shim answers "try again later" meanwhile); pods, ports and flows stay in place, so a restart
+//! (even after SIGKILL) causes no data-plane gap. Removing the node's network for good is
+//! `sdn-agent remove-cni-config` and `sdn-agent remove-host-rules`.
 //!
 //! The command line is clap's: `sdn-agent [run] [FLAGS]`, `sdn-agent controller [FLAGS]`,
-//! `sdn-agent remove-host-rules`, `sdn-agent crds`; `--help` on each, `--version`, flags as
+//! `sdn-agent remove-host-rules`, `sdn-agent remove-cni-config`, `sdn-agent crds`; `--help` on each, `--version`, flags as
 //! `--flag value` or `--flag=value`, every flag also an environment variable (see
 //! [`agent::config::Flags`]).
 
@@ -26,7 +28,7 @@ struct Cli {
 
 /// The command line with `run` put in front when no command is named, so `sdn-agent --mtu=1400`
 /// runs the agent, and only `run` and `controller` read flags and `SDN_*` variables (`crds`
-/// and `remove-host-rules` work whatever the environment holds).
+/// and the teardown commands work whatever the environment holds).
 fn args() -> Vec<std::ffi::OsString> {
     let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let named = args.get(1).and_then(|a| a.to_str()).is_some_and(|a| {
@@ -35,6 +37,7 @@ fn args() -> Vec<std::ffi::OsString> {
             "run"
                 | "controller"
                 | "remove-host-rules"
+                | "remove-cni-config"
                 | "crds"
                 | "help"
                 | "-h"
@@ -59,6 +62,16 @@ enum Cmd {
     Controller(Flags),
     /// Node teardown: remove the agent's iptables chains and the jumps to them
     RemoveHostRules,
+    /// Node teardown: remove the CNI network config files the agent wrote (the agent keeps them
+    /// when it stops, so that runtimes see no gap during restarts and upgrades)
+    RemoveCniConfig {
+        /// CNI network config directory
+        #[arg(long, value_name = "DIR", default_value = "/etc/cni/net.d")]
+        cni_conf_dir: std::path::PathBuf,
+        /// The agent's CNI network name
+        #[arg(long, value_name = "NAME", default_value = "sdn")]
+        cni_network_name: String,
+    },
     /// Print the CustomResourceDefinitions of network.openshift.io/v1 as YAML
     Crds,
 }
@@ -114,6 +127,15 @@ async fn main() -> Result<()> {
         Cmd::Controller(flags) => {
             return agent::controller::run(config(&flags)?, until_signal()).await;
         }
+        Cmd::RemoveCniConfig {
+            cni_conf_dir,
+            cni_network_name,
+        } => {
+            for file in agent::daemon::remove_cni_configs(&cni_conf_dir, &cni_network_name)? {
+                println!("removed {}", file.display());
+            }
+            return Ok(());
+        }
         Cmd::RemoveHostRules => {
             agent::hostports::remove_all(&agent::iptables::Iptables::host())
                 .await
@@ -125,7 +147,7 @@ async fn main() -> Result<()> {
     };
     let node = agent::daemon::Daemon::start(config(&flags)?).await?;
     node.run_until(until_signal()).await;
-    tracing::info!("stopping (pods keep running)");
+    tracing::info!("stopping (pods keep running; the CNI config stays, so runtimes retry until the agent is back)");
     node.stop().await;
     Ok(())
 }

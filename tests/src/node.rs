@@ -115,7 +115,7 @@ impl AgentNode {
         self.dir.join("ipam/sdn")
     }
 
-    /// The CNI conf file the agent writes when ready.
+    /// The CNI conf file the agent writes when ready (and keeps when it stops).
     pub fn conf_file(&self) -> PathBuf {
         self.dir.join("net.d/10-sdn.conflist")
     }
@@ -255,7 +255,6 @@ impl AgentNode {
     pub fn start_agent(&self) {
         let mut agent = self.agent.lock().unwrap_or_else(|e| e.into_inner());
         assert!(agent.is_none(), "agent already running");
-        let _ = fs::remove_file(self.conf_file());
         let log = fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -272,9 +271,15 @@ impl AgentNode {
             .spawn()
             .expect("spawn sdn-agent");
         *agent = Some(child);
+        // Ready: the socket accepts (it is bound only after start-up reconciled br0) and the
+        // CNI config is there. The config of an earlier run stays while the agent is down, and
+        // a SIGKILLed agent leaves its socket file, which refuses connections until the new
+        // agent binds it.
         let conf = self.conf_file();
+        let socket = self.socket();
+        let ready = || conf.exists() && std::os::unix::net::UnixStream::connect(&socket).is_ok();
         let start = Instant::now();
-        while !conf.exists() {
+        while !ready() {
             if let Some(status) = agent.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 panic!(
                     "sdn-agent exited with {status} before ready; log:\n{}",

@@ -837,7 +837,7 @@ fn agent_daemonset_runs_privileged_in_the_host_network_with_what_its_config_need
         }
     }
 
-    // Readiness: the agent has written its CNI config and serves its socket.
+    // Readiness: the agent answers CNI STATUS on its socket and has written its CNI config.
     let probe = c
         .readiness_probe
         .as_ref()
@@ -851,6 +851,7 @@ fn agent_daemonset_runs_privileged_in_the_host_network_with_what_its_config_need
     for needed in [
         conf.display().to_string(),
         cfg.cni_socket.display().to_string(),
+        "CNI_COMMAND=STATUS /usr/local/bin/sdn-cni".to_string(),
     ] {
         assert!(
             probe.contains(&needed),

@@ -287,14 +287,66 @@ fn bad_requests_get_clear_cni_errors_and_leave_nothing_behind() {
 
     // The agent is down: try again later.
     node.stop_agent(libc::SIGTERM);
-    assert!(
-        !node.conf_file().exists(),
-        "the CNI config must go when the agent stops"
-    );
     let out = run(env("bad7", &netns, ""), node.netconf("1.0.0"));
     assert_eq!(out.error_code(), Some(11), "{}", out.stdout);
     node.start_agent();
     node.assert_no_pod_leftovers();
+}
+
+/// What a runtime sees while the agent restarts (SIGTERM, as an upgrade does, and SIGKILL): the
+/// CNI config stays, so the node's network stays configured; ADD gets "try again later", STATUS
+/// "plugin not available", DEL "try again later" (runtimes retry it) and completes once the
+/// agent is back; the pod's traffic never stops.
+#[test]
+fn an_agent_restart_is_invisible_to_runtimes() {
+    let node = AgentNode::start(NodeOptions::default());
+    let a = node.pod("default", "stays");
+    let b = node.pod("default", "leaves");
+    let status = |version: &str| node.cni(&[("CNI_COMMAND", "STATUS")], &node.netconf(version));
+    assert_eq!(status("1.1.0").code, 0, "{}", status("1.1.0").stdout);
+    for signal in [libc::SIGTERM, libc::SIGKILL] {
+        node.stop_agent(signal);
+        assert!(
+            node.conf_file().exists(),
+            "the CNI config must stay while the agent is down (signal {signal})"
+        );
+        let out = node.add("during-restart", &a.netns(), "");
+        assert_eq!(out.error_code(), Some(11), "ADD: {}", out.stdout);
+        assert!(out.stdout.contains("sdn-agent"), "{}", out.stdout);
+        let out = status("1.1.0");
+        assert_eq!(out.error_code(), Some(50), "STATUS: {}", out.stdout);
+        let out = node.del(&b.id, &b.netns());
+        assert_eq!(out.error_code(), Some(11), "DEL: {}", out.stdout);
+        // Pods keep talking meanwhile.
+        assert!(
+            a.ping(&b.ip.to_string(), 2),
+            "pod traffic while the agent is down"
+        );
+        node.start_agent();
+        assert_eq!(status("1.1.0").code, 0, "{}", status("1.1.0").stdout);
+    }
+    // The runtime's retried DEL completes now, and nothing of the pod is left.
+    assert_eq!(node.del(&b.id, &b.netns()).code, 0);
+    b.remove_netns();
+    b.forget();
+    assert_eq!(node.pod_ports().len(), 1);
+    // Teardown for good removes the config files the agent wrote, and only those.
+    let dir = node.conf_file().parent().unwrap().to_path_buf();
+    std::fs::write(dir.join("99-other.conflist"), "{}").unwrap();
+    node.stop_agent(libc::SIGTERM);
+    let out = std::process::Command::new(sdn_tests::harness::workspace_bin("sdn-agent"))
+        .args(["remove-cni-config", "--cni-conf-dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("10-sdn.conflist"),
+        "{out:?}"
+    );
+    assert!(!node.conf_file().exists());
+    assert!(dir.join("99-other.conflist").exists());
+    node.start_agent();
 }
 
 #[test]
