@@ -131,9 +131,15 @@ async fn main() -> Result<()> {
             cni_conf_dir,
             cni_network_name,
         } => {
-            for file in agent::daemon::remove_cni_configs(&cni_conf_dir, &cni_network_name)? {
-                println!("removed {}", file.display());
-            }
+            let removed = agent::daemon::remove_cni_configs(&cni_conf_dir, &cni_network_name)?;
+            let text: String = removed
+                .iter()
+                .map(|f| format!("removed {}\n", f.display()))
+                .collect();
+            let mut out = std::io::stdout().lock();
+            std::io::Write::write_all(&mut out, text.as_bytes())
+                .and_then(|()| std::io::Write::flush(&mut out))
+                .context("writing to stdout")?;
             return Ok(());
         }
         Cmd::RemoveHostRules => {
