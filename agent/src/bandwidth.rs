@@ -32,6 +32,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::cni::config::runtime_key;
+
 /// Annotation: the pod's ingress rate (traffic towards the pod), a Kubernetes quantity in bit/s.
 pub const INGRESS_ANNOTATION: &str = "kubernetes.io/ingress-bandwidth";
 /// Annotation: the pod's egress rate (traffic from the pod), a Kubernetes quantity in bit/s.
@@ -229,7 +231,7 @@ fn annotation(
 fn runtime_limit(bw: &Value, dir: &str) -> Result<Option<Limit>, BandwidthError> {
     let get = |name: &str| -> Result<Option<u64>, BandwidthError> {
         let key = format!("runtimeConfig.bandwidth.{dir}{name}");
-        match bw.get(format!("{dir}{name}")) {
+        match runtime_key(bw, &format!("{dir}{name}")) {
             None | Some(Value::Null) => Ok(None),
             Some(v) => v.as_u64().map(Some).ok_or(BandwidthError::Invalid {
                 key,
@@ -263,7 +265,7 @@ impl Bandwidth {
         runtime_config: Option<&Value>,
     ) -> Result<Bandwidth, BandwidthError> {
         let mut bw = Bandwidth::default();
-        if let Some(rc) = runtime_config.and_then(|r| r.get("bandwidth")) {
+        if let Some(rc) = runtime_config.and_then(|r| runtime_key(r, "bandwidth")) {
             if !rc.is_null() && !rc.is_object() {
                 return Err(BandwidthError::Invalid {
                     key: "runtimeConfig.bandwidth".into(),
@@ -450,6 +452,42 @@ mod tests {
             .unwrap_err();
         assert!(e.to_string().contains("ingressRate"));
         assert!(Bandwidth::from_pod(None, Some(&json!({"bandwidth": 5}))).is_err());
+    }
+
+    #[test]
+    fn containerd_go_field_names_are_read() {
+        // What containerd 1.6 sends for a pod with kubernetes.io/ingress-bandwidth: 10M and no
+        // egress annotation: go-cni's BandWidth has no JSON tags, the unset direction is zero
+        // and the burst of a set one is math.MaxUint32 ("unlimited").
+        let rc: Value = serde_json::from_str(
+            r#"{"bandwidth":{"IngressRate":10000000,"IngressBurst":4294967295,"EgressRate":0,"EgressBurst":0},"portMappings":[{"HostPort":8080,"ContainerPort":80,"Protocol":"tcp","HostIP":""}]}"#,
+        )
+        .unwrap();
+        let bw = Bandwidth::from_pod(None, Some(&rc)).unwrap();
+        assert_eq!(
+            bw.ingress,
+            Some(Limit {
+                rate: 10_000_000,
+                burst: None
+            })
+        );
+        assert_eq!(bw.egress, None);
+        // Both directions, another case spelling, and errors name the key as documented.
+        let rc = json!({"Bandwidth": {"egressrate": 5_000_000, "EGRESSBURST": 100_000}});
+        let bw = Bandwidth::from_pod(None, Some(&rc)).unwrap();
+        assert_eq!(
+            bw.egress,
+            Some(Limit {
+                rate: 5_000_000,
+                burst: Some(100_000)
+            })
+        );
+        let e = Bandwidth::from_pod(None, Some(&json!({"bandwidth": {"EgressRate": "5M"}})))
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("runtimeConfig.bandwidth.egressRate"),
+            "{e}"
+        );
     }
 
     #[test]

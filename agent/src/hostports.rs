@@ -35,6 +35,7 @@ use std::net::Ipv4Addr;
 use ipnet::Ipv4Net;
 use serde_json::Value;
 
+use crate::cni::config::runtime_key;
 use crate::cni::{codes, CniError};
 use crate::iptables::{Iptables, IptablesError};
 use crate::seams::NatRules;
@@ -119,10 +120,10 @@ const SHAPE: &str = "each entry needs hostPort and containerPort (1..=65535), op
                      for every node address); camelCase (podman) or capitalised (containerd) keys";
 
 /// The mappings of `runtimeConfig` (`None` or no `portMappings`: none). Accepts podman's
-/// camelCase keys and containerd's capitalised ones. Duplicates within the list (two entries
+/// camelCase keys, containerd's capitalised ones and any other case ([`runtime_key`]). Duplicates within the list (two entries
 /// wanting the same node socket) are refused.
 pub fn parse(runtime_config: Option<&Value>) -> Result<Vec<PortMapping>, CniError> {
-    let Some(list) = runtime_config.and_then(|rc| rc.get("portMappings")) else {
+    let Some(list) = runtime_config.and_then(|rc| runtime_key(rc, "portMappings")) else {
         return Ok(Vec::new());
     };
     if list.is_null() {
@@ -157,27 +158,24 @@ pub fn parse(runtime_config: Option<&Value>) -> Result<Vec<PortMapping>, CniErro
     Ok(out)
 }
 
-fn field<'a>(entry: &'a Value, camel: &str, capital: &str) -> Option<&'a Value> {
-    entry
-        .get(camel)
-        .or_else(|| entry.get(capital))
-        .filter(|v| !v.is_null())
+fn field<'a>(entry: &'a Value, camel: &str) -> Option<&'a Value> {
+    runtime_key(entry, camel).filter(|v| !v.is_null())
 }
 
 fn parse_entry(entry: &Value) -> Result<PortMapping, String> {
     if !entry.is_object() {
         return Err("not an object".into());
     }
-    let port = |camel: &str, capital: &str| -> Result<u16, String> {
-        let v = field(entry, camel, capital).ok_or_else(|| format!("{camel} is missing"))?;
+    let port = |camel: &str| -> Result<u16, String> {
+        let v = field(entry, camel).ok_or_else(|| format!("{camel} is missing"))?;
         v.as_u64()
             .and_then(|p| u16::try_from(p).ok())
             .filter(|p| *p != 0)
             .ok_or_else(|| format!("{camel} {v} is not a port (1..=65535)"))
     };
-    let host_port = port("hostPort", "HostPort")?;
-    let container_port = port("containerPort", "ContainerPort")?;
-    let protocol = match field(entry, "protocol", "Protocol") {
+    let host_port = port("hostPort")?;
+    let container_port = port("containerPort")?;
+    let protocol = match field(entry, "protocol") {
         None => Protocol::Tcp,
         Some(v) => match v.as_str().map(str::to_ascii_lowercase).as_deref() {
             Some("tcp" | "") => Protocol::Tcp,
@@ -186,7 +184,7 @@ fn parse_entry(entry: &Value) -> Result<PortMapping, String> {
             _ => return Err(format!("protocol {v} is not tcp, udp or sctp")),
         },
     };
-    let host_ip = match field(entry, "hostIP", "HostIP") {
+    let host_ip = match field(entry, "hostIP") {
         None => None,
         Some(v) => match v.as_str() {
             Some("") => None,

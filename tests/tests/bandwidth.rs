@@ -296,8 +296,16 @@ fn bandwidth_limits_shape_real_transfers_and_are_removed() {
         meter_lines(&node)
     );
 
-    // GC removes a pod not in the valid list, and its rows.
-    let d = add(&node, "d", Some(json!({"ingressRate": 5_000_000})));
+    // GC removes a pod not in the valid list, and its rows. This pod's limits come as
+    // containerd 1.6 sends them: Go field names, the unset direction zero, burst MaxUint32.
+    let d = add(
+        &node,
+        "d",
+        Some(
+            json!({"IngressRate": 5_000_000u64, "IngressBurst": 4_294_967_295u64,
+                    "EgressRate": 0, "EgressBurst": 0}),
+        ),
+    );
     assert_eq!(qos_rows(&node).len(), 2);
     // And an orphan row no pod of the agent's table owns (as a crash could leave).
     node.ovs.vsctl(&[

@@ -285,6 +285,29 @@ fn bad_requests_get_clear_cni_errors_and_leave_nothing_behind() {
     let out = run(env("bad6", &netns, ""), node.netconf("2.0.0"));
     assert_eq!(out.error_code(), Some(1), "{}", out.stdout);
 
+    // The agent's own network namespace, by a path of its own (identity, not path, decides),
+    // and the host's (PID 1's; where PID 1 is out of reach, as in some sandboxes, it cannot
+    // even be read): refused before anything is touched.
+    let agent_ns = format!("/proc/{}/ns/net", node.agent_pid().unwrap());
+    let out = run(env("bad8", &agent_ns, ""), node.netconf("1.0.0"));
+    assert_eq!(out.error_code(), Some(4), "{}", out.stdout);
+    assert!(
+        out.stdout.contains(
+            "is the agent's own network namespace: a pod needs a network namespace of its own"
+        ),
+        "{}",
+        out.stdout
+    );
+    let out = run(env("bad9", "/proc/1/ns/net", ""), node.netconf("1.0.0"));
+    assert_eq!(out.error_code(), Some(4), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("is the host's network namespace")
+            || out.stdout.contains("cannot be read"),
+        "{}",
+        out.stdout
+    );
+    node.assert_no_pod_leftovers();
+
     // The agent is down: try again later.
     node.stop_agent(libc::SIGTERM);
     let out = run(env("bad7", &netns, ""), node.netconf("1.0.0"));

@@ -235,6 +235,20 @@ fn parse_attachments(key: &str, v: &Value) -> Result<Vec<ValidAttachment>, CniEr
     Ok(out)
 }
 
+/// A key of a `runtimeConfig` object, spelt as the runtimes spell it: the exact key first, else
+/// one that differs only in case. Runtimes serialise Go structs, some without JSON tags
+/// (containerd 1.6 sends `{"IngressRate": .., "EgressBurst": ..}` for `bandwidth` and
+/// `HostPort`/`HostIP` for `portMappings`), and the reference plugins decode them with Go's
+/// case-insensitive matching; so does the agent.
+pub fn runtime_key<'a>(obj: &'a Value, name: &str) -> Option<&'a Value> {
+    let map = obj.as_object()?;
+    map.get(name).or_else(|| {
+        map.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

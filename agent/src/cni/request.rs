@@ -237,6 +237,41 @@ fn check_netns_blocking(path: &Path) -> Result<(), CniError> {
             "CNI_NETNS {path:?} is not a network namespace (not on nsfs; a deleted namespace leaves such a file)"
         )));
     }
+    check_netns_type(path)?;
+    // The node's own namespaces, by identity (device and inode), not by path: a bind mount or
+    // a /proc/<pid>/ns/net link of the node's namespace must not become a pod's.
+    use std::os::unix::fs::MetadataExt;
+    let id = (meta.dev(), meta.ino());
+    for (own, what) in [
+        ("/proc/self/ns/net", "the agent's own network namespace"),
+        ("/proc/1/ns/net", "the host's network namespace"),
+    ] {
+        if std::fs::metadata(own).is_ok_and(|m| (m.dev(), m.ino()) == id) {
+            return Err(CniError::invalid_env(format!(
+                "CNI_NETNS {path:?} is {what}: a pod needs a network namespace of its own; nothing was changed"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `NS_GET_NSTYPE` from `linux/nsfs.h`: the `CLONE_NEW*` type of a namespace file.
+const NS_GET_NSTYPE: libc::c_ulong = 0xb703;
+
+/// Checks that a namespace file is a *network* namespace (nsfs also holds mount, pid, user...
+/// namespaces: `/proc/<pid>/ns/mnt` passes the file-system check).
+fn check_netns_type(path: &Path) -> Result<(), CniError> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(path)
+        .map_err(|e| CniError::invalid_env(format!("CNI_NETNS {path:?} cannot be opened: {e}")))?;
+    // SAFETY: NS_GET_NSTYPE takes no argument and only reads the descriptor, which is open.
+    let t = unsafe { libc::ioctl(f.as_raw_fd(), NS_GET_NSTYPE as _) };
+    // Kernels before 4.11 do not know the ioctl: the nsfs check above is all they allow.
+    if t >= 0 && t != libc::CLONE_NEWNET {
+        return Err(CniError::invalid_env(format!(
+            "CNI_NETNS {path:?} is a namespace file but not a network namespace (another kind of namespace)"
+        )));
+    }
     Ok(())
 }
 
@@ -321,6 +356,30 @@ mod tests {
         b.config.as_mut().unwrap()["namespace"] = json!("tenant-a");
         let r = validate(b).unwrap();
         assert_eq!(r.pod_namespace(), "tenant-a");
+    }
+
+    #[test]
+    fn the_nodes_own_namespaces_and_other_namespace_kinds_are_refused() {
+        let e = check_netns_blocking(Path::new("/proc/self/ns/net")).unwrap_err();
+        assert_eq!(e.code, 4);
+        assert!(
+            e.msg.contains(
+                "is the agent's own network namespace: a pod needs a network namespace of its own"
+            ),
+            "{}",
+            e.msg
+        );
+        // PID 1's: the host's (or, when the test runs in the host's namespace, the agent's own);
+        // in a sandbox without access to PID 1 it cannot even be read. Refused in every case.
+        let e = check_netns_blocking(Path::new("/proc/1/ns/net")).unwrap_err();
+        assert_eq!(e.code, 4);
+        assert!(
+            e.msg.contains("network namespace: a pod needs") || e.msg.contains("cannot be read"),
+            "{}",
+            e.msg
+        );
+        let e = check_netns_blocking(Path::new("/proc/self/ns/mnt")).unwrap_err();
+        assert!(e.msg.contains("not a network namespace"), "{}", e.msg);
     }
 
     #[test]
