@@ -206,6 +206,12 @@ impl Daemon {
         // Host ports on 127.0.0.1: DNAT to a pod and route out of tun0 needs route_localnet.
         crate::netlink::set_sysctl("net/ipv4/conf/all/route_localnet", "1")
             .context("enabling net.ipv4.conf.all.route_localnet (host ports on 127.0.0.1)")?;
+        // ARP on tun0 always from the gateway address: a connection from the node to one of its
+        // own addresses (a host port on the underlay IP) keeps that source after DNAT, and the
+        // kernel would otherwise ask for the pod's MAC with it as sender, which table 0 drops
+        // as spoofed.
+        crate::netlink::set_sysctl("net/ipv4/conf/tun0/arp_announce", "2")
+            .context("setting net.ipv4.conf.tun0.arp_announce=2 (ARP from the gateway address)")?;
         iptables::sync(&iptables::HostRules {
             cluster_networks: node.cluster_networks.clone(),
             service_cidr: node.service_cidr,

@@ -131,7 +131,25 @@ fn hostports_reach_the_pod_and_follow_its_lifecycle() {
     assert_eq!(rules.matches("-j SDN-HP-MASQ").count(), 1, "{rules}");
 
     let reach = |from: &str, ip: &str, port: u16| tcp_probe(from, addr(ip, port), TIMEOUT);
+    // The node's own addresses from the node with a cold ARP cache: the kernel's ARP request
+    // on tun0 must carry the gateway address as its sender (table 0 drops any other).
+    let cold_arp = || {
+        node.ovs
+            .exec_in_netns(&["ip", "neigh", "flush", "dev", "tun0"])
+            .unwrap();
+    };
     let check_all = |when: &str| {
+        cold_arp();
+        assert!(
+            reach(&ovs_ns, NODE_ADDR, 18080),
+            "{when}: node address, cold ARP"
+        );
+        cold_arp();
+        assert!(
+            reach(&ovs_ns, NODE_ADDR, 18081),
+            "{when}: hostIP mapping, cold ARP"
+        );
+        cold_arp();
         assert!(
             reach(&ovs_ns, "127.0.0.1", 18080),
             "{when}: 127.0.0.1:18080"
