@@ -747,3 +747,59 @@ fn a_switch_that_never_says_hello_times_out_within_the_bound() {
     });
     let _ = std::fs::remove_dir_all(path.parent().unwrap());
 }
+
+#[test]
+fn the_flow_monitor_reports_what_others_change_in_full_and_our_own_abbreviated() {
+    use ovs::openflow::{FlowEvent, FlowUpdate};
+    let ovs = ovs_with_br0();
+    rt().block_on(async {
+        let c = OfClient::connect(&target(&ovs)).await.unwrap();
+        let mut rx = c.monitor_flows().await.unwrap();
+        // Our own change: only abbreviated (its xid).
+        c.add_flows(&[flow("table=3,priority=7,cookie=0x11,ip,actions=drop")])
+            .await
+            .unwrap();
+        c.barrier().await.unwrap();
+        // Somebody else's: reported with table, priority and cookie.
+        ovs.ofctl(&[
+            "add-flow",
+            "br0",
+            "table=5,priority=9,cookie=0x22,arp,actions=drop",
+        ]);
+        ovs.ofctl(&["mod-flows", "br0", "table=3,ip,actions=output:1"]);
+        ovs.ofctl(&["del-flows", "br0", "table=3"]);
+        let mut got: Vec<FlowUpdate> = Vec::new();
+        while got.len() < 4 {
+            match tokio::time::timeout(Duration::from_secs(5), rx.recv()).await {
+                Ok(Some(batch)) => got.extend(batch),
+                other => panic!("no update within 5 s ({other:?}); so far {got:?}"),
+            }
+        }
+        let seen: Vec<(FlowEvent, Option<u8>, Option<u16>, Option<u64>)> = got
+            .iter()
+            .map(|u| (u.event, u.table, u.priority, u.cookie))
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (FlowEvent::Abbreviated, None, None, None),
+                (FlowEvent::Added, Some(5), Some(9), Some(0x22)),
+                (FlowEvent::Modified, Some(3), Some(7), Some(0x11)),
+                (FlowEvent::Deleted, Some(3), Some(7), Some(0x11)),
+            ]
+        );
+        // Nothing else is pending.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), rx.recv())
+                .await
+                .is_err(),
+            "an unexpected update"
+        );
+        // The receiver ends with the connection.
+        c.close();
+        assert!(tokio::time::timeout(Duration::from_secs(2), rx.recv())
+            .await
+            .unwrap()
+            .is_none());
+    });
+}

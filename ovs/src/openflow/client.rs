@@ -21,7 +21,10 @@
 //!   [`OfConfig::connect_timeout`], every call by [`OfConfig::request_timeout`], and a switch that
 //!   stops answering our periodic echo within [`OfConfig::echo_timeout`] is declared dead.
 //!
-//! Limits: asynchronous messages (packet-in, port-status, flow-removed) are logged and dropped;
+//! - **Flow monitor**: [`OfClient::monitor_flows`] asks the switch to report flow changes made
+//!   by others; those replies arrive unsolicited (xid 0) and go to the monitor's channel.
+//!
+//! Limits: other asynchronous messages (packet-in, port-status, flow-removed) are logged and dropped;
 //! there is no TLS (`ssl:`) transport; a batch of plain flow_mods is *not* atomic (some may be
 //! applied when another fails): use [`OfClient::bundle`] for all-or-nothing changes.
 
@@ -47,6 +50,10 @@ use super::flow_mod::{
 use super::meter::{
     decode_meter_config_body, encode_meter_config_request, encode_meter_mod, Meter,
     MeterModCommand, OFPMP_METER_CONFIG,
+};
+use super::monitor::{
+    decode_flow_updates, encode_flow_monitor_request, is_flow_monitor_body, FlowEvent, FlowUpdate,
+    NXFMF_ADD, NXFMF_DELETE, NXFMF_MODIFY, OFPMP_EXPERIMENTER,
 };
 use super::wire::{
     self, decode_features_reply, decode_multipart_reply, encode_barrier_request, encode_echo_reply,
@@ -497,6 +504,8 @@ struct State {
     next_xid: u32,
     pending: HashMap<u32, mpsc::UnboundedSender<RawMsg>>,
     closed: Option<String>,
+    /// Where flow monitor updates go (see [`OfClient::monitor_flows`]).
+    monitor: Option<mpsc::UnboundedSender<Vec<FlowUpdate>>>,
 }
 
 /// The connection state the tasks and the client share.
@@ -583,6 +592,7 @@ impl Shared {
             debug!(peer = %self.peer, %reason, "openflow connection closed");
             st.closed = Some(reason);
             st.pending.clear();
+            st.monitor = None;
         }
         drop(st);
         self.closed_tx.send_replace(true);
@@ -659,6 +669,8 @@ impl Shared {
             Some(tx) => {
                 // The receiver may have just given up (timeout); nothing to do then.
                 let _ = tx.send(msg);
+            }
+            None if msg.msg_type == msg_type::MULTIPART_REPLY && self.flow_monitor_update(&msg) => {
             }
             None if msg.msg_type == msg_type::ERROR => match SwitchError::decode(&msg.body) {
                 Ok(e) => {
@@ -829,6 +841,40 @@ impl Shared {
             .await?;
         debug!(peer = %self.peer, ?filter, flows = out.len(), "flow stats received");
         Ok(out)
+    }
+
+    /// Hands an unsolicited flow monitor reply to the monitor's receiver; false when `msg` is
+    /// not one (or nobody monitors).
+    fn flow_monitor_update(&self, msg: &RawMsg) -> bool {
+        let Ok((h, body)) = decode_multipart_reply(&msg.body) else {
+            return false;
+        };
+        if h.mp_type != OFPMP_EXPERIMENTER || !is_flow_monitor_body(body) {
+            return false;
+        }
+        let mut st = self.lock();
+        let Some(tx) = st.monitor.as_ref() else {
+            return false;
+        };
+        match decode_flow_updates(body) {
+            Ok(updates) => {
+                if tx.send(updates).is_err() {
+                    st.monitor = None;
+                }
+            }
+            Err(e) => {
+                warn!(peer = %self.peer, error = %e, "undecodable flow monitor update; reporting a pause");
+                let paused = FlowUpdate {
+                    event: FlowEvent::Paused,
+                    table: None,
+                    priority: None,
+                    cookie: None,
+                    reason: None,
+                };
+                let _ = tx.send(vec![paused]);
+            }
+        }
+        true
     }
 
     async fn dump_meters(&self) -> Result<Vec<Meter>, OfError> {
@@ -1417,6 +1463,7 @@ impl OfClient {
                 next_xid: 1,
                 pending: HashMap::new(),
                 closed: None,
+                monitor: None,
             }),
             out: out_tx,
             closed_tx,
@@ -1552,6 +1599,31 @@ impl OfClient {
         let mut meters = self.shared().dump_meters().await?;
         meters.sort_by_key(|m| m.id);
         Ok(meters)
+    }
+
+    /// Starts monitoring every flow of the switch: adds, deletes and modifications made by
+    /// other connections (and by the switch itself, such as flows removed with their meter)
+    /// in full, changes made through this client abbreviated ([`FlowEvent::Abbreviated`]),
+    /// delivered in batches as they arrive, until the connection closes (then the receiver
+    /// ends). A second call replaces the first receiver. See [`super::monitor`].
+    pub async fn monitor_flows(&self) -> Result<mpsc::UnboundedReceiver<Vec<FlowUpdate>>, OfError> {
+        let shared = self.shared();
+        let (tx, rx) = mpsc::unbounded_channel();
+        shared.lock().monitor = Some(tx);
+        let flags = NXFMF_ADD | NXFMF_DELETE | NXFMF_MODIFY;
+        let initial = shared
+            .multipart(
+                "monitor flows",
+                |xid| encode_flow_monitor_request(xid, 1, flags),
+                (OFPMP_EXPERIMENTER, "ONFST13_FLOW_MONITOR"),
+                |body| decode_flow_updates(body),
+            )
+            .await;
+        if let Err(e) = initial {
+            shared.lock().monitor = None;
+            return Err(e);
+        }
+        Ok(rx)
     }
 
     /// The flows the filter selects, with their counters (every multipart reply part).

@@ -4,6 +4,7 @@
 //! - [`actions`]: `Action`s and instructions <-> wire.
 //! - [`flow_mod`]: flow_mod, group_mod and flow-stats bodies.
 //! - [`meter`]: meter_mod and the meter config dump (kbit/s drop-band policers).
+//! - [`monitor`]: the flow monitor (changes made by others, as they happen).
 //! - [`error`]: codec errors.
 //! - [`wire`]: header framing, hello/echo/features/barrier, `OFPT_ERROR` with named codes.
 //! - [`bundle`]: ONF bundle control and add messages (atomic commits in OpenFlow 1.3).
@@ -15,10 +16,12 @@ pub mod client;
 pub mod error;
 pub mod flow_mod;
 pub mod meter;
+pub mod monitor;
 pub mod oxm;
 pub mod wire;
 
 pub use client::{BundleMsg, BundleStage, DumpFilter, OfClient, OfConfig, OfError, Target};
 pub use error::CodecError;
 pub use meter::{Meter, MeterModCommand};
+pub use monitor::{FlowEvent, FlowUpdate};
 pub use wire::SwitchError;
