@@ -775,7 +775,8 @@ fn the_flow_monitor_reports_what_others_change_in_full_and_our_own_abbreviated()
                 other => panic!("no update within 5 s ({other:?}); so far {got:?}"),
             }
         }
-        let seen: Vec<(FlowEvent, Option<u8>, Option<u16>, Option<u64>)> = got
+        type Seen = (FlowEvent, Option<u8>, Option<u16>, Option<u64>);
+        let seen: Vec<Seen> = got
             .iter()
             .map(|u| (u.event, u.table, u.priority, u.cookie))
             .collect();

@@ -1616,7 +1616,7 @@ impl OfClient {
                 "monitor flows",
                 |xid| encode_flow_monitor_request(xid, 1, flags),
                 (OFPMP_EXPERIMENTER, "ONFST13_FLOW_MONITOR"),
-                |body| decode_flow_updates(body),
+                decode_flow_updates,
             )
             .await;
         if let Err(e) = initial {
