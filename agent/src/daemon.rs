@@ -65,7 +65,6 @@ pub struct Daemon {
     base: Vec<Flow>,
     server: Option<cni::ServerHandle>,
     conf_file: PathBuf,
-    /// Tenant network config files written so far (standalone mode).
     /// Serialises [`Self::sync_tenant_networks`].
     tenant_confs: std::sync::Mutex<()>,
     state: tokio::sync::watch::Receiver<Arc<ClusterState>>,
@@ -194,24 +193,12 @@ impl Daemon {
         }
 
         // Host side: tun0 address, MTU, routes; forwarding; iptables.
-        let netlink = Netlink::new().context("opening rtnetlink")?;
-        let mut routes: Vec<Ipv4Net> = node.cluster_networks.clone();
-        routes.push(node.service_cidr);
-        let gw_addr = Ipv4Net::new(gw, node.local_subnet.prefix_len())?;
-        netlink
-            .configure_gateway("tun0", gw_addr, cfg.mtu, &routes)
-            .await
-            .context("configuring tun0")?;
+        configure_tun0(&node, cfg.mtu).await?;
         crate::netlink::enable_ip_forward().context("enabling net.ipv4.ip_forward")?;
         // Host ports on 127.0.0.1: DNAT to a pod and route out of tun0 needs route_localnet.
         crate::netlink::set_sysctl("net/ipv4/conf/all/route_localnet", "1")
             .context("enabling net.ipv4.conf.all.route_localnet (host ports on 127.0.0.1)")?;
-        // ARP on tun0 always from the gateway address: a connection from the node to one of its
-        // own addresses (a host port on the underlay IP) keeps that source after DNAT, and the
-        // kernel would otherwise ask for the pod's MAC with it as sender, which table 0 drops
-        // as spoofed.
-        crate::netlink::set_sysctl("net/ipv4/conf/tun0/arp_announce", "2")
-            .context("setting net.ipv4.conf.tun0.arp_announce=2 (ARP from the gateway address)")?;
+        let netlink = Netlink::new().context("opening rtnetlink")?;
         iptables::sync(&iptables::HostRules {
             cluster_networks: node.cluster_networks.clone(),
             service_cidr: node.service_cidr,
@@ -296,6 +283,9 @@ impl Daemon {
             .reconcile()
             .await
             .context("reconciling the flows of br0")?;
+        // A switch that restarted while the agent was away waits for the pipeline (see
+        // `release_switch`): it is complete now.
+        n.release_switch().await;
         tracing::info!(
             pods = kept,
             stale_pods_removed = removed,
@@ -431,6 +421,7 @@ impl Daemon {
                     added = s.added,
                     deleted = s.deleted,
                     why,
+                    changes = %s.changes.join("; "),
                     "br0 drifted; repaired"
                 )
             }
@@ -439,8 +430,57 @@ impl Daemon {
         }
     }
 
-    /// Runs until `shutdown` resolves: reconciles when the OpenFlow connection was re-opened and
-    /// every 30 s (the first time 30 s after start, which already reconciled).
+    /// After ovs-vswitchd restarted (the OpenFlow connection was re-opened): tun0 again (on the
+    /// userspace datapath ovs-vswitchd re-creates it without its address and routes), the
+    /// whole pipeline in one reconcile, then the switch may forward.
+    async fn repair_switch(&self) {
+        if let Err(e) = configure_tun0(&self.node, self.config.mtu).await {
+            tracing::warn!(error = %format!("{e:#}"), "re-configuring tun0 after the switch restarted");
+        }
+        self.repair("OpenFlow connection re-opened (ovs-vswitchd restarted?)")
+            .await;
+        self.release_switch().await;
+    }
+
+    /// `flow-restore-wait`: the agent keeps it `true` in OVSDB, so an ovs-vswitchd that
+    /// (re)starts forwards nothing until the agent has put the whole pipeline back; here, with
+    /// the pipeline complete, it is set `false` (ovs-vswitchd starts forwarding, and applies
+    /// it before this returns) and then `true` again for the next restart (a running
+    /// ovs-vswitchd only reads it when it starts). Failures are logged: the periodic repair
+    /// calls this again.
+    async fn release_switch(&self) {
+        if let Err(e) = self.db.set_flow_restore_wait(false).await {
+            tracing::warn!(error = %e, "clearing flow-restore-wait");
+            return;
+        }
+        if let Err(e) = self.db.set_flow_restore_wait(true).await {
+            tracing::warn!(error = %e, "setting flow-restore-wait for the next ovs-vswitchd start");
+        }
+    }
+
+    /// The OpenFlow connection closed: reconnects (every 50 ms for up to a second; the loop
+    /// calls again while ovs-vswitchd stays away), then repairs the switch.
+    async fn reconnect(&self) {
+        let give_up = tokio::time::Instant::now() + Duration::from_secs(1);
+        loop {
+            match self.switch.client().await {
+                Ok(_) => {
+                    self.repair_switch().await;
+                    return;
+                }
+                Err(e) if tokio::time::Instant::now() >= give_up => {
+                    tracing::debug!(error = %e, "ovs-vswitchd still unreachable");
+                    return;
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
+
+    /// Runs until `shutdown` resolves: repairs at once what it learns drifted (flows changed by
+    /// others, from the flow monitor; pod ports and QoS rows, from the OVSDB monitor; a closed
+    /// OpenFlow connection, i.e. ovs-vswitchd restarted), and reconciles everything every 30 s
+    /// (the first time 30 s after start, which already reconciled) as the safety net.
     pub async fn run_until(&self, shutdown: impl std::future::Future<Output = ()>) {
         use tokio::time::{interval_at, Instant};
         tokio::pin!(shutdown);
@@ -448,6 +488,8 @@ impl Daemon {
         let period = Duration::from_secs(30);
         let mut tick = interval_at(Instant::now() + period, period);
         let mut fast = tokio::time::interval(Duration::from_secs(1));
+        let mut db_changes = self.db.watch_cache();
+        db_changes.mark_unchanged();
         let mut state = self.state.clone();
         state.mark_unchanged();
         let mut had_cluster_network = state.borrow().cluster_network.is_some();
@@ -468,14 +510,41 @@ impl Daemon {
                     had_cluster_network = has;
                     self.apply_state().await;
                 }
-                _ = tick.tick() => self.repair("periodic").await,
+                updates = self.switch.drifted() => {
+                    // A del-flows comes in several batches: take the burst as one repair.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    let mut all = updates;
+                    all.extend(self.switch.take_drift());
+                    let shown: Vec<String> = all.iter().take(5).map(ToString::to_string).collect();
+                    self.repair(&format!(
+                        "{} flow change(s) behind the agent's back: {}{}",
+                        all.len(),
+                        shown.join(", "),
+                        if all.len() > shown.len() { ", ..." } else { "" }
+                    ))
+                    .await;
+                }
+                Ok(()) = db_changes.changed() => {
+                    // Coalesce a burst of OVSDB updates (a pod ADD is several).
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    db_changes.mark_unchanged();
+                    self.pods.repair_ports().await;
+                }
+                () = self.switch.lost() => {
+                    self.reconnect().await;
+                    seen = self.switch.generation();
+                }
+                _ = tick.tick() => {
+                    self.repair("periodic").await;
+                    self.pods.repair_ports().await;
+                }
                 _ = fast.tick() => {
-                    // Probe the connection; a re-open bumps the generation.
+                    // Probe the connection; a re-open elsewhere bumps the generation.
                     let _ = self.switch.client().await;
                     let g = self.switch.generation();
                     if g != seen {
                         seen = g;
-                        self.repair("OpenFlow connection re-opened").await;
+                        self.repair_switch().await;
                     }
                 }
             }
@@ -493,6 +562,25 @@ impl Daemon {
             s.shutdown(Duration::from_secs(5)).await;
         }
     }
+}
+
+/// tun0's address (the gateway), MTU and routes (cluster networks and the service network), and
+/// ARP on tun0 always from the gateway address: a connection from the node to one of its own
+/// addresses (a host port on the underlay IP) keeps that source after DNAT, and the kernel
+/// would otherwise ask for the pod's MAC with it as sender, which table 0 drops as spoofed.
+/// Idempotent; run at start and after ovs-vswitchd re-created tun0.
+async fn configure_tun0(node: &NodeConfig, mtu: u32) -> Result<()> {
+    let netlink = Netlink::new().context("opening rtnetlink")?;
+    let mut routes: Vec<Ipv4Net> = node.cluster_networks.clone();
+    routes.push(node.service_cidr);
+    let gw_addr = Ipv4Net::new(node.gateway(), node.local_subnet.prefix_len())?;
+    netlink
+        .configure_gateway("tun0", gw_addr, mtu, &routes)
+        .await
+        .context("configuring tun0")?;
+    crate::netlink::set_sysctl("net/ipv4/conf/tun0/arp_announce", "2")
+        .context("setting net.ipv4.conf.tun0.arp_announce=2 (ARP from the gateway address)")?;
+    Ok(())
 }
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {

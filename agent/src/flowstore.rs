@@ -234,7 +234,7 @@ impl Change {
 }
 
 /// What [`FlowStore::reconcile`] changed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReconcileStats {
     /// Flows on the bridge before.
     pub existing: usize,
@@ -244,6 +244,8 @@ pub struct ReconcileStats {
     pub added: usize,
     /// Flows deleted.
     pub deleted: usize,
+    /// The first few changes, as flow text (for the repair log).
+    pub changes: Vec<String>,
 }
 
 #[derive(Debug, Default)]
@@ -320,6 +322,7 @@ impl<S: FlowSwitch> FlowStore<S> {
                 _ => stats.added += 1,
             }
         }
+        stats.changes = msgs.iter().take(5).map(BundleMsg::describe).collect();
         if !msgs.is_empty() {
             self.switch.bundle(&msgs).await?;
         }

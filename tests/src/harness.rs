@@ -250,25 +250,47 @@ impl Ovs {
         run("ovsdb-tool", &["create", &path_str(&db), SCHEMA]).unwrap_or_else(|e| panic!("{e}"));
         ovs.start_ovsdb();
         ovs.vsctl(&["--no-wait", "init"]);
-        let log = ovs.dir.join("vswitchd.log");
-        let pid = ovs.dir.join("ovs-vswitchd.pid");
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", ovs.netns()])
-            .arg(which("ovs-vswitchd").unwrap_or_else(|| "ovs-vswitchd".into()))
-            .arg(format!("unix:{}", path_str(&ovs.db_sock())))
-            .arg(format!("--pidfile={}", path_str(&pid)))
-            .arg("--detach")
-            .arg(format!("--log-file={}", path_str(&log)));
-        ovs.envs(&mut cmd);
-        check(cmd.output(), "ovs-vswitchd");
+        ovs.start_vswitchd();
         assert!(
             wait_until(Duration::from_secs(10), || ovs
                 .try_vsctl(&["--timeout=1", "show"])
                 .is_ok()),
             "ovs-vswitchd did not come up; see {}",
-            log.display()
+            ovs.dir.join("vswitchd.log").display()
         );
         ovs
+    }
+
+    /// Starts (or restarts after [`Ovs::kill_vswitchd`]) ovs-vswitchd in the instance's
+    /// namespace, on the same database; returns once it runs (its pid file names a live
+    /// process).
+    pub fn start_vswitchd(&self) {
+        let log = self.dir.join("vswitchd.log");
+        let pid = self.dir.join("ovs-vswitchd.pid");
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", self.netns()])
+            .arg(which("ovs-vswitchd").unwrap_or_else(|| "ovs-vswitchd".into()))
+            .arg(format!("unix:{}", path_str(&self.db_sock())))
+            .arg(format!("--pidfile={}", path_str(&pid)))
+            .arg("--detach")
+            .arg(format!("--log-file={}", path_str(&log)));
+        self.envs(&mut cmd);
+        check(cmd.output(), "ovs-vswitchd");
+    }
+
+    /// Kills ovs-vswitchd with SIGKILL (a crash) and waits until it is gone. Its datapath (the
+    /// userspace one lives in the process) and its tap devices go with it.
+    pub fn kill_vswitchd(&self) {
+        let pid = self.vswitchd_pid().expect("ovs-vswitchd is running");
+        // SAFETY: kill on the pid our own instance's pid file names.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        assert!(
+            wait_until(Duration::from_secs(10), || {
+                // SAFETY: signal 0 only checks that the process exists.
+                unsafe { libc::kill(pid, 0) != 0 }
+            }),
+            "ovs-vswitchd {pid} did not die"
+        );
     }
 
     fn envs(&self, cmd: &mut Command) {

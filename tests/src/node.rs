@@ -363,13 +363,35 @@ impl AgentNode {
 
     /// Creates a pod (namespace + ADD) in Kubernetes namespace `namespace`; panics on failure.
     pub fn pod(&self, namespace: &str, name: &str) -> CniPod<'_> {
+        self.pod_with(namespace, name, None)
+    }
+
+    /// [`AgentNode::pod`] with a `runtimeConfig` (bandwidth, port mappings) in the network
+    /// config, as a runtime passes its capabilities.
+    pub fn pod_with(
+        &self,
+        namespace: &str,
+        name: &str,
+        runtime_config: Option<Value>,
+    ) -> CniPod<'_> {
         let ns = Netns::new("sdnpod");
         let netns = ns.path();
         let id = format!("{}-{name}", ns.name());
-        let out = self.add(
-            &id,
-            &netns,
-            &format!("IgnoreUnknown=1;K8S_POD_NAMESPACE={namespace};K8S_POD_NAME={name}"),
+        let args = format!("IgnoreUnknown=1;K8S_POD_NAMESPACE={namespace};K8S_POD_NAME={name}");
+        let mut conf = self.netconf("1.0.0");
+        if let Some(rc) = runtime_config {
+            conf["runtimeConfig"] = rc;
+        }
+        let out = self.cni(
+            &[
+                ("CNI_COMMAND", "ADD"),
+                ("CNI_CONTAINERID", &id),
+                ("CNI_NETNS", &netns),
+                ("CNI_IFNAME", "eth0"),
+                ("CNI_ARGS", &args),
+                ("CNI_PATH", "/opt/cni/bin"),
+            ],
+            &conf,
         );
         assert_eq!(
             out.code,

@@ -96,9 +96,48 @@ impl FakeDb {
         ofport
     }
 
+    /// Adds a port with a given ofport behind the agent's back (one that took a number).
+    pub fn put_port_at(&self, name: &str, ofport: u32) {
+        let mut s = lock(&self.state);
+        s.ports.insert(
+            name.into(),
+            FakePort {
+                bridge: "br0".into(),
+                ofport,
+                iface_type: String::new(),
+                external_ids: BTreeMap::new(),
+                policing: (0, 0),
+                qos: None,
+            },
+        );
+    }
+
     /// Deletes a port behind the agent's back.
     pub fn remove_port(&self, name: &str) {
-        lock(&self.state).ports.remove(name);
+        let mut s = lock(&self.state);
+        s.ports.remove(name);
+        for q in s.qos.values_mut() {
+            q.ports.retain(|p| p != name);
+        }
+    }
+
+    /// Destroys a QoS row behind the agent's back (`ovs-vsctl destroy qos`, with the ports'
+    /// references cleared).
+    pub fn destroy_qos(&self, uuid: &str) {
+        let mut s = lock(&self.state);
+        s.qos.remove(uuid);
+        for p in s.ports.values_mut() {
+            if p.qos.as_deref() == Some(uuid) {
+                p.qos = None;
+            }
+        }
+    }
+
+    /// Sets one `external_ids` key of a port's interface behind the agent's back.
+    pub fn edit_external_id(&self, port: &str, key: &str, value: &str) {
+        if let Some(p) = lock(&self.state).ports.get_mut(port) {
+            p.external_ids.insert(key.into(), value.into());
+        }
     }
 
     /// Adds a QoS row behind the agent's back.
@@ -167,8 +206,19 @@ impl PortDb for FakeDb {
                 ),
             });
         }
-        let ofport = s.next_ofport;
-        s.next_ofport += 1;
+        // ofport_request is honoured when free, as ovs-vswitchd does.
+        let requested = spec
+            .ofport_request
+            .map(u32::from)
+            .filter(|r| !s.ports.values().any(|p| p.ofport == *r));
+        let ofport = match requested {
+            Some(r) => r,
+            None => {
+                let n = s.next_ofport;
+                s.next_ofport += 1;
+                n
+            }
+        };
         s.ports.insert(
             spec.name.clone(),
             FakePort {

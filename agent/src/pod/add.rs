@@ -177,6 +177,7 @@ impl<Io: NodeIo> Pods<Io> {
             vnid: Some(plan.vnid),
             hostports: (!mappings.is_empty()).then(|| hostports::to_json(&mappings)),
             meter: egress_meter,
+            bandwidth: plan.bandwidth,
         };
         let mut port = PortSpec::new(host_veth.clone(), "");
         port.external_ids = record.to_external_ids();
@@ -210,6 +211,8 @@ impl<Io: NodeIo> Pods<Io> {
             ofport,
             vnid: plan.vnid,
             egress_meter,
+            hostports: record.hostports.clone(),
+            limits: plan.bandwidth,
         };
         {
             let mut table = self.table.lock().await;

@@ -23,7 +23,8 @@
 //!
 //! The pod table is rebuilt from OVS after a restart ([`restore`]): the pod ports' records carry
 //! the sandbox, IP, namespace, pod name, interface, netns and VNID. VNID changes re-flow the
-//! namespace's pods in one bundle ([`Pods::sync_vnids`]).
+//! namespace's pods in one bundle ([`Pods::sync_vnids`]). Ports, records and QoS rows removed
+//! or changed behind the agent's back are put back from the table ([`repair`]).
 //!
 //! Every I/O goes through the seams of [`crate::seams`], so the whole module runs on the fakes
 //! of `crate::fake` in its component tests (`tests.rs`), without root.
@@ -36,6 +37,7 @@ pub mod error;
 pub mod limits;
 mod ops;
 pub mod record;
+mod repair;
 mod restore;
 #[cfg(test)]
 mod tests;
@@ -54,6 +56,7 @@ use serde_json::Value;
 use tokio::sync::{watch, Mutex};
 use tokio::time::Instant;
 
+use crate::bandwidth::Bandwidth;
 use crate::cluster::ClusterState;
 use crate::cni::AddResult;
 use crate::flowstore::FlowStore;
@@ -132,6 +135,10 @@ pub struct Pod {
     pub vnid: Vnid,
     /// OpenFlow meter policing the pod's egress (netdev datapath, egress limit set).
     pub egress_meter: Option<u32>,
+    /// The pod's host port mappings as recorded (JSON).
+    pub hostports: Option<String>,
+    /// The pod's bandwidth limits (from its port record after a restart).
+    pub limits: Bandwidth,
 }
 
 impl Pod {

@@ -6,13 +6,17 @@
 //! Keys: `sandbox`, `ifname` (the attachment), `ip`, `namespace`, `pod`, `netns`, `vnid` (the
 //! VNID its flows were installed with: a pod whose NetNamespace vanished keeps its tenant),
 //! `hostports` (JSON of its port mappings), and on the netdev datapath with an egress limit
-//! `meter`, `meter_rate_kbps`, `meter_burst_kbit` (to re-create a meter ovs-vswitchd lost).
-//! Unknown keys are ignored, so an older agent's records read fine.
+//! `meter`, `meter_rate_kbps`, `meter_burst_kbit` (to re-create a meter ovs-vswitchd lost), and
+//! with bandwidth limits `ingress_rate_bps`, `ingress_burst_bits`, `egress_rate_bps`,
+//! `egress_burst_bits` (to put QoS and policing back when they were removed behind the agent's
+//! back). Unknown keys are ignored, so an older agent's records read fine.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use flows::{AttachmentId, Vnid};
+
+use crate::bandwidth::{Bandwidth, Limit};
 
 /// `external_ids` keys of a pod port.
 pub mod keys {
@@ -38,6 +42,14 @@ pub mod keys {
     pub const METER_RATE: &str = "meter_rate_kbps";
     /// The meter's burst (kbit).
     pub const METER_BURST: &str = "meter_burst_kbit";
+    /// The pod's ingress limit (bit/s).
+    pub const INGRESS_RATE: &str = "ingress_rate_bps";
+    /// The pod's ingress burst (bits).
+    pub const INGRESS_BURST: &str = "ingress_burst_bits";
+    /// The pod's egress limit (bit/s).
+    pub const EGRESS_RATE: &str = "egress_rate_bps";
+    /// The pod's egress burst (bits).
+    pub const EGRESS_BURST: &str = "egress_burst_bits";
 }
 
 /// A pod's egress meter as recorded.
@@ -68,6 +80,8 @@ pub struct PortRecord {
     pub hostports: Option<String>,
     /// The egress meter.
     pub meter: Option<MeterRecord>,
+    /// The pod's bandwidth limits.
+    pub bandwidth: Bandwidth,
 }
 
 impl PortRecord {
@@ -99,6 +113,21 @@ impl PortRecord {
                 m.insert(keys::METER_BURST.into(), burst.to_string());
             }
         }
+        for (limit, rate_key, burst_key) in [
+            (
+                self.bandwidth.ingress,
+                keys::INGRESS_RATE,
+                keys::INGRESS_BURST,
+            ),
+            (self.bandwidth.egress, keys::EGRESS_RATE, keys::EGRESS_BURST),
+        ] {
+            if let Some(l) = limit {
+                m.insert(rate_key.into(), l.rate.to_string());
+                if let Some(b) = l.burst {
+                    m.insert(burst_key.into(), b.to_string());
+                }
+            }
+        }
         m
     }
 
@@ -123,6 +152,10 @@ impl PortRecord {
                 id,
                 rate_burst: num(keys::METER_RATE).zip(num(keys::METER_BURST)),
             }),
+            bandwidth: Bandwidth {
+                ingress: limit(ids, keys::INGRESS_RATE, keys::INGRESS_BURST),
+                egress: limit(ids, keys::EGRESS_RATE, keys::EGRESS_BURST),
+            },
         })
     }
 
@@ -130,6 +163,19 @@ impl PortRecord {
     pub fn vnid_ids(vnid: Vnid) -> BTreeMap<String, String> {
         BTreeMap::from([(keys::VNID.to_string(), vnid.to_string())])
     }
+}
+
+/// A recorded limit: a positive rate, and its burst when recorded.
+fn limit(ids: &BTreeMap<String, String>, rate: &str, burst: &str) -> Option<Limit> {
+    let n = |k: &str| {
+        ids.get(k)
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|v| *v > 0)
+    };
+    n(rate).map(|rate| Limit {
+        rate,
+        burst: n(burst),
+    })
 }
 
 #[cfg(test)]
@@ -150,11 +196,23 @@ mod tests {
                 id: 9,
                 rate_burst: Some((20_000, 4_000)),
             }),
+            bandwidth: Bandwidth {
+                ingress: Some(Limit {
+                    rate: 10_000_000,
+                    burst: Some(100_000),
+                }),
+                egress: Some(Limit {
+                    rate: 20_000_000,
+                    burst: None,
+                }),
+            },
         };
         let ids = r.to_external_ids();
         assert_eq!(ids["sandbox"], "c0ffee");
         assert_eq!(ids["vnid"], "11");
         assert_eq!(ids["meter_rate_kbps"], "20000");
+        assert_eq!(ids["ingress_rate_bps"], "10000000");
+        assert!(!ids.contains_key("egress_burst_bits"));
         assert_eq!(PortRecord::from_external_ids(&ids), Some(r));
         // An older agent's record: no vnid, no meter; a garbled ip reads as none.
         let old = BTreeMap::from([
@@ -164,6 +222,7 @@ mod tests {
         ]);
         let r = PortRecord::from_external_ids(&old).unwrap();
         assert_eq!((r.ip, r.vnid, r.meter), (None, None, None));
+        assert!(r.bandwidth.is_empty());
         assert_eq!(r.attachment.ifname, "");
         let not_a_pod = BTreeMap::from([("iface-id".to_string(), "x".to_string())]);
         assert_eq!(PortRecord::from_external_ids(&not_a_pod), None);

@@ -64,6 +64,8 @@ impl<Io: NodeIo> Pods<Io> {
                             .meter
                             .map(|m| m.id)
                             .filter(|_| self.net.egress_meters),
+                        hostports: record.hostports.clone(),
+                        limits: record.bandwidth,
                     };
                     if let (Some(m), true) = (record.meter, self.net.egress_meters) {
                         let config = m.rate_burst.and_then(|(rate, burst)| {

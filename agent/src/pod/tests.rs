@@ -587,3 +587,80 @@ async fn bad_input_fails_with_its_code_and_leaves_nothing() {
     let (c, text) = code(rig.pods.add(&holder).await.unwrap_err());
     assert!(text.contains("already has interface eth0"), "{c} {text}");
 }
+
+#[tokio::test]
+async fn ports_records_and_qos_removed_behind_the_agents_back_are_put_back() {
+    let rig = Rig::new(false);
+    let mut at = rig.attachment("r1", "tenant-a");
+    at.runtime_config =
+        Some(json!({"bandwidth": {"ingressRate": 10_000_000, "egressRate": 5_000_000}}));
+    let pod = rig.pods.add(&at).await.unwrap().pod;
+    let other = rig
+        .pods
+        .add(&rig.attachment("r2", "tenant-a"))
+        .await
+        .unwrap()
+        .pod;
+    let veth = host_veth_name("r1", "eth0");
+    let before = rig.db.ports()[&veth].clone();
+    assert_eq!(rig.pods.repair_ports().await, 0, "nothing drifted yet");
+
+    // del-port: back with the same ofport (flows unchanged), record, policing and QoS.
+    let flows_before = rig.switch.flows();
+    rig.db.remove_port(&veth);
+    assert_eq!(rig.pods.repair_ports().await, 1);
+    let after = rig.db.ports()[&veth].clone();
+    assert_eq!(after.ofport, pod.ofport);
+    assert_eq!(after.external_ids, before.external_ids);
+    assert_eq!(after.policing, before.policing);
+    assert!(after.policing.0 > 0, "egress policing is back");
+    let qos = after.qos.clone().expect("QoS attached again");
+    assert_eq!(rig.db.qos()[&qos].other_config["max-rate"], "10000000");
+    assert_eq!(rig.switch.flows(), flows_before, "same ofport: no re-flow");
+
+    // The QoS row destroyed: re-created and attached; the other pod is untouched.
+    rig.db.destroy_qos(&qos);
+    assert_eq!(rig.pods.repair_ports().await, 1);
+    assert!(rig.db.ports()[&veth].qos.is_some());
+    assert_eq!(rig.db.qos().len(), 1);
+
+    // A record key edited: restored.
+    rig.db.edit_external_id(&veth, "vnid", "0");
+    assert_eq!(rig.pods.repair_ports().await, 1);
+    assert_eq!(rig.db.ports()[&veth].external_ids["vnid"], "11");
+
+    // The ofport taken meanwhile: the port comes back with another and the pod is re-flowed.
+    rig.db.remove_port(&veth);
+    rig.db.put_port_at("squatter", pod.ofport);
+    assert_eq!(rig.pods.repair_ports().await, 1);
+    let moved = rig.db.ports()[&veth].ofport;
+    assert_ne!(moved, pod.ofport);
+    let reflowed = rig
+        .switch
+        .flows_with_cookie(flows::pod::attachment_cookie(&at.id));
+    assert_eq!(reflowed.len(), 5);
+    assert!(
+        reflowed
+            .iter()
+            .any(|f| f.to_string().contains(&format!("in_port={moved}"))),
+        "{reflowed:?}"
+    );
+    assert_eq!(
+        rig.pods
+            .list()
+            .await
+            .iter()
+            .find(|p| p.attachment == at.id)
+            .unwrap()
+            .ofport,
+        moved
+    );
+    assert_eq!(rig.pods.repair_ports().await, 0, "repaired for good");
+
+    // A pod whose veth is gone (netns deleted without DEL) is left for the runtime's DEL.
+    rig.db.remove_port(&veth);
+    rig.links.remove_netns(at.netns.as_deref().unwrap());
+    assert_eq!(rig.pods.repair_ports().await, 0);
+    assert!(!rig.db.ports().contains_key(&veth));
+    assert!(rig.db.ports().contains_key(&other.host_veth));
+}

@@ -1601,6 +1601,13 @@ impl OfClient {
         Ok(meters)
     }
 
+    /// Resolves when the connection has closed (for whatever reason; at once if it already
+    /// has), so an owner can reconnect without polling.
+    pub async fn wait_closed(&self) {
+        let mut rx = self.shared().closed_tx.subscribe();
+        closed(&mut rx).await;
+    }
+
     /// Starts monitoring every flow of the switch: adds, deletes and modifications made by
     /// other connections (and by the switch itself, such as flows removed with their meter)
     /// in full, changes made through this client abbreviated ([`FlowEvent::Abbreviated`]),

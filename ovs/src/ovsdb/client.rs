@@ -375,6 +375,13 @@ impl Client {
     }
 
     /// A receiver of cache changes, with the current contents marked as seen.
+    /// A receiver that is marked changed whenever the cache changes (an update from the
+    /// server, a reload after a reconnect): what an owner watches to repair rows removed or
+    /// changed behind its back.
+    pub fn watch_cache(&self) -> watch::Receiver<Cache> {
+        self.cache_changes()
+    }
+
     pub(crate) fn cache_changes(&self) -> watch::Receiver<Cache> {
         self.shared.events.cache.subscribe()
     }

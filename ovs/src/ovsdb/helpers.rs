@@ -549,6 +549,43 @@ impl Client {
         })
     }
 
+    /// Sets `Open_vSwitch.other_config:flow-restore-wait`. While it is `true` when
+    /// ovs-vswitchd starts, ovs-vswitchd neither forwards nor flushes datapath flows (and
+    /// connects to no controller but the management socket) until it is set to `false`: an
+    /// owner restores the whole pipeline first, so a restarted switch never forwards with a
+    /// partial one. Setting it to `true` on a running ovs-vswitchd changes nothing until its
+    /// next start. Turning it off waits until ovs-vswitchd has applied it. Idempotent.
+    pub async fn set_flow_restore_wait(&self, on: bool) -> Result<(), Error> {
+        let value = if on { "true" } else { "false" };
+        let (root, current) = self.with_cache(|c| -> Result<_, Error> {
+            let root = root_uuid(c)?.to_string();
+            let current = c.open_vswitch().and_then(|r| {
+                r.string_map("other_config")
+                    .get("flow-restore-wait")
+                    .cloned()
+            });
+            Ok((root, current))
+        })?;
+        if current.as_deref() == Some(value) {
+            return Ok(());
+        }
+        let ids = BTreeMap::from([("flow-restore-wait".to_string(), value.to_string())]);
+        let ops = vec![Operation::mutate(
+            "Open_vSwitch",
+            vec![Condition::uuid(&root)],
+            vec![
+                Mutation::delete("other_config", Datum::set(ids.keys())),
+                Mutation::insert("other_config", Datum::from(&ids)),
+            ],
+        )];
+        let (_, next_cfg) = self.transact_bumped(&root, ops).await?;
+        if !on {
+            self.wait_applied("flow-restore-wait=false", next_cfg)
+                .await?;
+        }
+        Ok(())
+    }
+
     /// Names OpenFlow table `table_id` of `bridge` `name` (a `Flow_Table` row referenced from
     /// `Bridge.flow_tables`), so `ovs-ofctl --names dump-flows` prints `table=name`. Waits for
     /// ovs-vswitchd to apply it. See [`Client::set_flow_table_names`] to name many at once.

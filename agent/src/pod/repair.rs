@@ -1,0 +1,200 @@
+//! Repair of what the agent owns in OVSDB for its pods: the port on `br0` (with the ofport the
+//! pod's flows use), the port's record (`external_ids`), kernel-datapath egress policing and the
+//! ingress QoS row. Anything removed or changed behind the agent's back (`ovs-vsctl del-port`,
+//! `ovs-vsctl clear port X qos`, an edited record) is put back from the pod table, which is the
+//! agent's desired state; the daemon runs [`Pods::repair_ports`] whenever the OVSDB monitor
+//! reports a change and with the periodic reconcile.
+//!
+//! It runs under the table lock and looks only at pods in the table: an ADD puts its pod in the
+//! table after its port exists, a DEL takes the pod out before it deletes the port, so a repair
+//! never resurrects a port a DEL is removing nor races an ADD. A port comes back with
+//! `ofport_request` set to the pod's ofport, so its flows match again without a re-flow; when
+//! ovs-vswitchd cannot give that number back, the pod is re-flowed with the new one. A pod
+//! whose host veth is gone (its netns was deleted without a DEL) is left alone: nothing can be
+//! plugged, and the runtime's DEL cleans up.
+
+use std::collections::{BTreeMap, HashMap};
+
+use ovs::ovsdb::{PortSpec, QosSpec};
+
+use super::record::{keys, MeterRecord, PortRecord};
+use super::{lock, Pod, Pods, BRIDGE};
+use crate::bandwidth::QosKind;
+use crate::flowstore::Change;
+use crate::seams::{NodeIo, PodLinks, PortDb};
+
+impl Pod {
+    /// The port record the pod's port should carry (`meter`: the recorded meter config).
+    pub(super) fn record(&self, meter: Option<MeterRecord>) -> PortRecord {
+        PortRecord {
+            attachment: self.attachment.clone(),
+            ip: Some(self.ip),
+            namespace: self.namespace.clone(),
+            pod: self.name.clone(),
+            netns: self.netns.clone(),
+            vnid: Some(self.vnid),
+            hostports: self.hostports.clone(),
+            meter,
+            bandwidth: self.limits,
+        }
+    }
+}
+
+impl<Io: NodeIo> Pods<Io> {
+    /// Puts back every pod port, record and QoS row that differs from the pod table; logs each
+    /// repair at WARN with what drifted. Returns how many pods needed one. Failures are logged
+    /// and retried at the next call.
+    pub async fn repair_ports(&self) -> usize {
+        let mut table = self.table.lock().await;
+        if table.is_empty() {
+            return 0;
+        }
+        let ifaces: HashMap<String, ovs::ovsdb::InterfaceInfo> = self
+            .db
+            .interfaces_with_external_id(keys::SANDBOX)
+            .into_iter()
+            .map(|i| (i.name.clone(), i))
+            .collect();
+        let mut repaired = 0;
+        let keys: Vec<_> = table.keys().cloned().collect();
+        for key in keys {
+            let Some(pod) = table.get(&key).cloned() else {
+                continue;
+            };
+            match self.repair_pod(&pod, ifaces.get(&pod.host_veth)).await {
+                Ok(None) => {}
+                Ok(Some(fixed)) => {
+                    repaired += 1;
+                    table.insert(key, fixed);
+                }
+                Err(e) => {
+                    tracing::warn!(sandbox = %pod.attachment.container_id, pod = %pod.name, namespace = %pod.namespace, port = %pod.host_veth, error = %e, "repairing the pod's port failed; retrying at the next change")
+                }
+            }
+        }
+        repaired
+    }
+
+    /// Repairs one pod; `Some(pod)` (possibly with a new ofport) when something was repaired.
+    async fn repair_pod(
+        &self,
+        pod: &Pod,
+        iface: Option<&ovs::ovsdb::InterfaceInfo>,
+    ) -> Result<Option<Pod>, String> {
+        let meter = pod.egress_meter.map(|id| MeterRecord {
+            id,
+            rate_burst: lock(&self.meters)
+                .get(&id)
+                .copied()
+                .flatten()
+                .map(|m| (m.rate_kbps, m.burst_kbits)),
+        });
+        let want = pod.record(meter).to_external_ids();
+        let mut fixed = pod.clone();
+        let mut drift = Vec::new();
+        match iface {
+            None => {
+                if self
+                    .links
+                    .link_exists(&pod.host_veth)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .is_none()
+                {
+                    return Ok(None);
+                }
+                let mut spec = PortSpec::new(pod.host_veth.clone(), "");
+                spec.external_ids = want;
+                spec.ofport_request = u16::try_from(pod.ofport).ok();
+                let ofport = self
+                    .db
+                    .add_port(BRIDGE, &spec)
+                    .await
+                    .map_err(|e| format!("re-adding port {}: {e}", pod.host_veth))?;
+                drift.push(format!(
+                    "port {} was removed from {BRIDGE}; re-added",
+                    pod.host_veth
+                ));
+                if let (None, Some(p)) = (pod.egress_meter, pod.limits.policing()) {
+                    self.db
+                        .set_interface_policing(&pod.host_veth, p.rate_kbps, p.burst_kb)
+                        .await
+                        .map_err(|e| format!("egress policing: {e}"))?;
+                }
+                if ofport != pod.ofport {
+                    fixed.ofport = ofport;
+                    self.store
+                        .apply(Change::new().set_pod(
+                            pod.attachment.clone(),
+                            fixed.flows(),
+                            self.row_vnid(fixed.vnid),
+                        ))
+                        .await
+                        .map_err(|e| format!("re-flowing with ofport {ofport}: {e}"))?;
+                    drift.push(format!("ofport {} -> {ofport}; re-flowed", pod.ofport));
+                }
+            }
+            Some(i) => {
+                let changed: BTreeMap<String, String> = want
+                    .into_iter()
+                    .filter(|(k, v)| i.external_ids.get(k) != Some(v))
+                    .collect();
+                if !changed.is_empty() {
+                    self.db
+                        .set_interface_external_ids(&pod.host_veth, &changed)
+                        .await
+                        .map_err(|e| format!("restoring the port record: {e}"))?;
+                    drift.push(format!(
+                        "record keys {} changed; restored",
+                        changed.keys().cloned().collect::<Vec<_>>().join(",")
+                    ));
+                }
+            }
+        }
+        if let Some(plan) = pod.limits.qos(QosKind::LinuxHtb) {
+            let a = &pod.attachment;
+            let rows: Vec<_> = self
+                .db
+                .find_qos_by_external_id(keys::SANDBOX, &a.container_id)
+                .into_iter()
+                .filter(|q| q.external_ids.get(keys::IFNAME) == Some(&a.ifname))
+                .collect();
+            let attached = rows.iter().any(|q| {
+                q.ports.contains(&pod.host_veth)
+                    && q.qos_type == plan.qos_type
+                    && q.other_config == plan.other_config
+            });
+            if !attached {
+                for q in &rows {
+                    self.db
+                        .delete_qos(&q.uuid)
+                        .await
+                        .map_err(|e| format!("deleting a stale QoS row: {e}"))?;
+                }
+                let spec = QosSpec {
+                    qos_type: plan.qos_type.to_string(),
+                    other_config: plan.other_config,
+                    queues: plan.queues,
+                    external_ids: BTreeMap::from([
+                        (keys::SANDBOX.to_string(), a.container_id.clone()),
+                        (keys::IFNAME.to_string(), a.ifname.clone()),
+                    ]),
+                };
+                self.db
+                    .set_port_qos(&pod.host_veth, &spec)
+                    .await
+                    .map_err(|e| format!("re-creating the ingress QoS: {e}"))?;
+                drift.push("ingress QoS was removed or changed; re-created".to_string());
+            }
+        }
+        if drift.is_empty() {
+            return Ok(None);
+        }
+        tracing::warn!(
+            sandbox = %pod.attachment.container_id, pod = %pod.name, namespace = %pod.namespace,
+            port = %pod.host_veth, drift = %drift.join("; "),
+            "pod's OVS state drifted behind the agent's back; repaired"
+        );
+        Ok(Some(fixed))
+    }
+}

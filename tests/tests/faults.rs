@@ -1,0 +1,206 @@
+//! OVS faults on a running node, with traffic flowing: what an operator's slip or a crashed
+//! daemon does, and that the agent puts back everything it owns by itself.
+//!
+//! - `ovs-vsctl del-port` of a pod port, `ovs-vsctl clear port ... qos`, `ovs-ofctl del-flows`
+//!   (all, one table, one pod row) and `ovs-ofctl del-meter`: each is repaired from the agent's
+//!   desired state (OVSDB monitor, OpenFlow flow monitor), logged at WARN with what drifted.
+//! - ovs-vswitchd killed with SIGKILL and started again: tun0 and the whole pipeline come back,
+//!   and `flow-restore-wait` is set again for the next restart.
+//! - ovsdb-server restarted: the agent reconnects and keeps repairing.
+//!
+//! Every case waits for recovery with a generous bound (these machines are shared) and prints
+//! how long it took; the timing targets are in `deploy/bench/repair.sh`'s figures, not here.
+
+use std::time::{Duration, Instant};
+
+use sdn_tests::harness::wait_until;
+use sdn_tests::node::{AgentNode, CniPod, NodeOptions};
+use serde_json::json;
+
+/// The bound on any repair (the agent's own target is well under a second).
+const BOUND: Duration = Duration::from_secs(10);
+
+fn veth(p: &CniPod<'_>) -> String {
+    agent::netlink::host_veth_name(&p.id, "eth0")
+}
+
+/// Waits until `a` pings `b` again; returns how long that took (panics after [`BOUND`]).
+fn recovered(node: &AgentNode, what: &str, a: &CniPod<'_>, b: &CniPod<'_>) -> Duration {
+    let t = Instant::now();
+    // 100 ms probes: the time printed is within 0.1 s of the real recovery.
+    let probe = || a.ns.exec(&["ping", "-c", "1", "-W", "0.1", &b.ip]).is_ok();
+    assert!(
+        wait_until(BOUND, probe),
+        "{what}: {} does not reach {} within {BOUND:?}; flows:\n{}\nlog:\n{}",
+        a.ip,
+        b.ip,
+        node.flows().join("\n"),
+        node.log()
+    );
+    let took = t.elapsed();
+    eprintln!("{what}: traffic back after {took:?}");
+    took
+}
+
+/// Waits until the flow table is exactly `want` again.
+fn flows_back(node: &AgentNode, what: &str, want: &[String]) {
+    assert!(
+        wait_until(BOUND, || node.flows() == want),
+        "{what}: flows not restored within {BOUND:?}\nmissing: {:?}\nextra: {:?}",
+        want.iter()
+            .filter(|f| !node.flows().contains(f))
+            .collect::<Vec<_>>(),
+        node.flows()
+            .iter()
+            .filter(|f| !want.contains(f))
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn ports_qos_flows_and_meters_removed_by_hand_are_put_back() {
+    let node = AgentNode::start(NodeOptions::default());
+    // a: limited both ways (an egress meter on netdev, an ingress QoS row).
+    let a = node.pod_with(
+        "default",
+        "a",
+        Some(json!({"bandwidth": {"ingressRate": 50_000_000, "egressRate": 50_000_000}})),
+    );
+    let b = node.pod("default", "b");
+    assert!(a.ping(&b.ip, 2), "a reaches b before any fault");
+    let flows = node.flows();
+    let ofport_b = node
+        .ovs
+        .vsctl(&["get", "Interface", &veth(&b), "ofport"])
+        .trim()
+        .to_string();
+
+    // del-port of b's port: back with its ofport and record, traffic flows again.
+    node.ovs.vsctl(&["del-port", "br0", &veth(&b)]);
+    recovered(&node, "del-port", &a, &b);
+    assert_eq!(
+        node.ovs
+            .vsctl(&["get", "Interface", &veth(&b), "ofport"])
+            .trim(),
+        ofport_b
+    );
+    assert!(node.pod_ports().contains(&veth(&b)));
+    assert!(
+        node.log().contains("re-added"),
+        "no WARN for the port:\n{}",
+        node.log()
+    );
+    flows_back(&node, "del-port", &flows);
+
+    // a's ingress QoS cleared from its port: re-created and attached.
+    node.ovs.vsctl(&["clear", "Port", &veth(&a), "qos"]);
+    assert!(
+        wait_until(BOUND, || {
+            node.ovs.vsctl(&["get", "Port", &veth(&a), "qos"]).trim() != "[]"
+        }),
+        "QoS not re-attached:\n{}",
+        node.log()
+    );
+    assert!(node
+        .log()
+        .contains("ingress QoS was removed or changed; re-created"));
+
+    // Every flow deleted.
+    node.ovs.ofctl(&["del-flows", "br0"]);
+    recovered(&node, "del-flows", &a, &b);
+    flows_back(&node, "del-flows", &flows);
+    assert!(
+        node.log()
+            .contains("flow change(s) behind the agent's back"),
+        "{}",
+        node.log()
+    );
+
+    // One pod's table-70 row.
+    node.ovs
+        .ofctl(&["del-flows", "br0", &format!("table=70,ip,nw_dst={}", b.ip)]);
+    recovered(&node, "del-flows of one row", &a, &b);
+    flows_back(&node, "del-flows of one row", &flows);
+
+    // A row changed in place (mod-flows): put back as it was.
+    node.ovs.ofctl(&[
+        "mod-flows",
+        "br0",
+        &format!("table=70,ip,nw_dst={},actions=drop", b.ip),
+    ]);
+    recovered(&node, "mod-flows", &a, &b);
+    flows_back(&node, "mod-flows", &flows);
+
+    // a's egress meter deleted (OVS deletes the flows using it along with it).
+    let meters = node.ovs.ofctl(&["-O", "OpenFlow13", "dump-meters", "br0"]);
+    let id = meters
+        .split("meter=")
+        .nth(1)
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .unwrap_or_else(|| panic!("no meter for a: {meters}"))
+        .to_string();
+    node.ovs.ofctl(&[
+        "-O",
+        "OpenFlow13",
+        "del-meter",
+        "br0",
+        &format!("meter={id}"),
+    ]);
+    recovered(&node, "del-meter", &a, &b);
+    flows_back(&node, "del-meter", &flows);
+    assert!(node
+        .ovs
+        .ofctl(&["-O", "OpenFlow13", "dump-meters", "br0"])
+        .contains(&format!("meter={id}")));
+}
+
+#[test]
+fn a_crashed_vswitchd_and_a_restarted_ovsdb_are_survived() {
+    let node = AgentNode::start(NodeOptions::default());
+    let a = node.pod("default", "a");
+    let b = node.pod("default", "b");
+    assert!(a.ping(&b.ip, 2));
+    let flows = node.flows();
+    let wait = |v: &str| {
+        wait_until(BOUND, || {
+            node.ovs
+                .try_vsctl(&["get", "Open_vSwitch", ".", "other_config:flow-restore-wait"])
+                .is_ok_and(|o| o.trim().trim_matches('"') == v)
+        })
+    };
+    assert!(wait("true"), "flow-restore-wait not set while running");
+
+    // SIGKILL, then a new ovs-vswitchd: it waits (flow-restore-wait) until the agent has put
+    // tun0 and the pipeline back, then forwards.
+    node.ovs.kill_vswitchd();
+    node.ovs.start_vswitchd();
+    let t = Instant::now();
+    recovered(&node, "ovs-vswitchd restart", &a, &b);
+    eprintln!(
+        "ovs-vswitchd restart: pods talk {:?} after it was started",
+        t.elapsed()
+    );
+    flows_back(&node, "ovs-vswitchd restart", &flows);
+    let tun0 = node
+        .ovs
+        .exec_in_netns(&["ip", "-4", "-o", "addr", "show", "dev", "tun0"])
+        .unwrap_or_default();
+    assert!(
+        tun0.contains("10.128.0.1/"),
+        "tun0 has no gateway address: {tun0}"
+    );
+    assert!(a.ping("10.128.0.1", 2), "the gateway answers again");
+    assert!(
+        wait("true"),
+        "flow-restore-wait not set again for the next restart"
+    );
+
+    // ovsdb-server restarted: the agent reconnects, and still repairs what is removed.
+    node.ovs.stop_ovsdb();
+    node.ovs.start_ovsdb();
+    assert!(a.ping(&b.ip, 2), "the datapath does not need ovsdb-server");
+    std::thread::sleep(Duration::from_millis(500));
+    node.ovs.vsctl(&["del-port", "br0", &veth(&b)]);
+    recovered(&node, "del-port after an ovsdb-server restart", &a, &b);
+    assert!(node.agent_running());
+}
