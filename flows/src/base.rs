@@ -39,9 +39,39 @@ impl Mode {
     }
 }
 
+/// Which Open vSwitch datapath runs the bridge, as far as the pipeline cares: whether OVS and
+/// the node's iptables share one conntrack table (see `pipeline.md`, "Services").
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum Datapath {
+    /// The kernel datapath: OVS's `ct()` and iptables use the kernel's conntrack, so a reply
+    /// of a connection kube-proxy DNAT'd is un-DNAT'd inside OVS (`ct(nat)`, table 31).
+    System,
+    /// The userspace datapath: OVS has its own conntrack, which never saw the kernel's DNAT;
+    /// service connections are marked when they come back from tun0 (table 0) and their
+    /// replies are sent through tun0 (table 31), so the kernel un-DNATs them.
+    Netdev,
+}
+
+impl Datapath {
+    /// The datapath of an OVS `datapath_type` (`system`, `netdev`; empty means `system`).
+    pub fn of_type(datapath_type: &str) -> Datapath {
+        if datapath_type == "netdev" {
+            Datapath::Netdev
+        } else {
+            Datapath::System
+        }
+    }
+}
+
+/// `ct_mark` of a connection that a pod opened to a Service and the node's kube-proxy DNAT'd to
+/// a pod without SNAT (userspace datapath): its replies must go back through the kernel.
+pub const CT_MARK_VIA_HOST: u32 = 0x1;
+
 /// What the base flows depend on.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct NodeConfig {
+    /// The datapath (how Service replies are un-DNAT'd).
+    pub datapath: Datapath,
     /// Isolation mode.
     pub mode: Mode,
     /// The node's own (underlay) address: DNS to it goes to the host.
@@ -71,6 +101,13 @@ fn net(n: &Ipv4Net) -> Masked<Ipv4Addr> {
 fn multicast() -> Masked<Ipv4Addr> {
     Masked::cidr(Ipv4Addr::new(224, 0, 0, 0), 4)
         .unwrap_or_else(|_| Masked::exact(Ipv4Addr::UNSPECIFIED))
+}
+
+/// `ct(commit, exec(set_field:CT_MARK_VIA_HOST->ct_mark))`.
+fn via_host_commit() -> Ct {
+    Action::set_field(ovs::flow::Field::CtMark, u64::from(CT_MARK_VIA_HOST))
+        .and_then(|mark| Ct::new().commit().exec(mark))
+        .expect("a ct_mark load inside ct(commit) is valid")
 }
 
 fn flow(table: Table, priority: u16) -> Flow {
@@ -147,11 +184,14 @@ fn base_flows_without_version(cfg: &NodeConfig) -> Vec<Flow> {
             .goto(ConntrackCommit.id()),
     );
     for cn in cfg.cluster_networks.iter().map(net) {
-        f.push(
-            flow(Classifier, 300)
-                .matching(from_tun.clone().ip().nw_src(local).nw_dst(cn))
-                .goto(ServiceReturn.id()),
-        );
+        let hairpin =
+            flow(Classifier, 300).matching(from_tun.clone().ip().nw_src(local).nw_dst(cn));
+        let hairpin = match cfg.datapath {
+            Datapath::System => hairpin,
+            // Mark the connection in OVS's own conntrack: its replies go back out tun0.
+            Datapath::Netdev => hairpin.action(Action::Ct(via_host_commit())),
+        };
+        f.push(hairpin.goto(ServiceReturn.id()));
     }
     f.push(flow(Classifier, 250).matching(from_tun.clone().ip().nw_dst(multicast())));
     for cn in cfg.cluster_networks.iter().map(net) {
@@ -201,18 +241,33 @@ fn base_flows_without_version(cfg: &NodeConfig) -> Vec<Flow> {
             .matching(Match::any().ip().nw_dst(gw))
             .action(tun0.clone()),
     );
-    f.push(
-        flow(Routing, 250)
-            .matching(
-                Match::any()
-                    .ip()
-                    .nw_dst(local)
-                    .ct_state(CtState::new().plus(CtFlag::Rpl)),
-            )
-            .action(Action::Ct(
-                Ct::new().table(LocalIp.id()).nat(Nat::reverse()),
-            )),
-    );
+    match cfg.datapath {
+        // Shared conntrack: the reply of a DNAT'd connection is un-DNAT'd right here.
+        Datapath::System => f.push(
+            flow(Routing, 250)
+                .matching(
+                    Match::any()
+                        .ip()
+                        .nw_dst(local)
+                        .ct_state(CtState::new().plus(CtFlag::Rpl)),
+                )
+                .action(Action::Ct(
+                    Ct::new().table(LocalIp.id()).nat(Nat::reverse()),
+                )),
+        ),
+        // Separate conntrack: replies of marked connections go to the kernel through tun0,
+        // from wherever they came (a local pod, or VXLAN from a pod on another node).
+        Datapath::Netdev => f.push(
+            flow(Routing, 260)
+                .matching(
+                    Match::any()
+                        .ip()
+                        .ct_state(CtState::new().plus(CtFlag::Trk).plus(CtFlag::Rpl))
+                        .ct_mark(Masked::exact(CT_MARK_VIA_HOST)),
+                )
+                .action(tun0.clone()),
+        ),
+    }
     f.push(
         flow(Routing, 200)
             .matching(Match::any().arp().arp_tpa(local))
@@ -315,6 +370,7 @@ mod tests {
 
     pub(crate) fn config(mode: Mode) -> NodeConfig {
         NodeConfig {
+            datapath: Datapath::Netdev,
             mode,
             node_ip: Ipv4Addr::new(172, 17, 0, 2),
             local_subnet: "10.128.0.0/23".parse().unwrap(),

@@ -19,7 +19,7 @@ pub mod remote;
 pub mod tables;
 
 pub use attachment::AttachmentId;
-pub use base::{base_flows, Mode, NodeConfig};
+pub use base::{base_flows, Datapath, Mode, NodeConfig, CT_MARK_VIA_HOST};
 pub use multitenant::Vnid;
 pub use pod::{pod_cookie, pod_flows, vnid_cookie, vnid_flow, PodFlows, UNASSIGNED_VNID};
 pub use registers::Reg;

@@ -93,6 +93,7 @@ pub fn pod_flows(n: u32) -> Vec<Flow> {
 /// The node configuration the corpus was written for.
 pub fn node_config() -> flows::NodeConfig {
     flows::NodeConfig {
+        datapath: flows::Datapath::System,
         mode: flows::Mode::Multitenant,
         node_ip: std::net::Ipv4Addr::new(172, 17, 0, 2),
         local_subnet: "10.128.0.0/23".parse().expect("valid"),

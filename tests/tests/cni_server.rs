@@ -314,8 +314,23 @@ fn body(command: &str, cid: &str, netns: &str, version: &str) -> Value {
     })
 }
 
-/// A path that is a network namespace (this process's own): enough for validation.
-const SELF_NETNS: &str = "/proc/self/ns/net";
+/// A path that is a network namespace and not the server's own (which the server refuses): one
+/// namespace for the whole test binary, deleted when the process exits.
+fn test_netns() -> &'static str {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    static NS: std::sync::Mutex<Option<sdn_tests::harness::Netns>> = std::sync::Mutex::new(None);
+    extern "C" fn cleanup() {
+        drop(NS.lock().map(|mut n| n.take()));
+    }
+    PATH.get_or_init(|| {
+        let ns = sdn_tests::harness::Netns::new("cnisrv");
+        let path = ns.path();
+        *NS.lock().unwrap_or_else(|e| e.into_inner()) = Some(ns);
+        // SAFETY: registers a plain function without arguments to run at exit.
+        unsafe { libc::atexit(cleanup) };
+        path
+    })
+}
 
 async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -339,7 +354,7 @@ async fn socket_directory_0700_socket_0600_removed_on_drop() {
     assert_eq!(mode(sock.parent().unwrap()), 0o700);
     assert_eq!(mode(&sock), 0o600);
     assert_eq!(handle.socket(), sock);
-    let r = post(&sock, &body("ADD", "c1", SELF_NETNS, "1.0.0")).await;
+    let r = post(&sock, &body("ADD", "c1", test_netns(), "1.0.0")).await;
     assert_eq!(r.status, 200, "{r:?}");
     drop(handle);
     assert!(!sock.exists(), "socket file must be removed on drop");
@@ -416,7 +431,7 @@ async fn peer_uid_outside_the_allowed_set_is_refused() {
     };
     let (fake, _handle) = start(&dir, opts).await;
     // We are root (uid 0), which this server does not allow.
-    let r = post(&dir.socket(), &body("ADD", "c1", SELF_NETNS, "1.0.0")).await;
+    let r = post(&dir.socket(), &body("ADD", "c1", test_netns(), "1.0.0")).await;
     let (code, msg) = r.cni_error(403, "1.0.0");
     assert_eq!(code, 101);
     assert_eq!(msg, "peer uid 0 is not allowed (allowed uids: [4242])");
@@ -464,7 +479,7 @@ async fn non_root_peer_is_refused() {
     // First layer: the 0700 directory keeps nobody from reaching the socket at all.
     let s = sock.clone();
     let t =
-        as_nobody(move || blocking_post(&s, &body("ADD", "c1", SELF_NETNS, "1.0.0")).map(|_| ()));
+        as_nobody(move || blocking_post(&s, &body("ADD", "c1", test_netns(), "1.0.0")).map(|_| ()));
     let res = tokio::task::spawn_blocking(move || t.join().unwrap())
         .await
         .unwrap();
@@ -480,7 +495,7 @@ async fn non_root_peer_is_refused() {
     .unwrap();
     std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666)).unwrap();
     let s = sock.clone();
-    let t = as_nobody(move || blocking_post(&s, &body("ADD", "c1", SELF_NETNS, "1.0.0")));
+    let t = as_nobody(move || blocking_post(&s, &body("ADD", "c1", test_netns(), "1.0.0")));
     let r = tokio::task::spawn_blocking(move || t.join().unwrap())
         .await
         .unwrap()
@@ -494,7 +509,7 @@ async fn non_root_peer_is_refused() {
         "a refused peer must never reach the handler"
     );
     // Root still gets through.
-    let r = post(&sock, &body("ADD", "c1", SELF_NETNS, "1.0.0")).await;
+    let r = post(&sock, &body("ADD", "c1", test_netns(), "1.0.0")).await;
     assert_eq!(r.status, 200, "{r:?}");
 }
 
@@ -581,7 +596,7 @@ async fn validation_errors_name_the_field_and_value() {
 
     type Case = (Value, u16, &'static str, u64, String);
     let with = |f: &dyn Fn(&mut Value)| {
-        let mut b = body("ADD", "c1", SELF_NETNS, "0.3.1");
+        let mut b = body("ADD", "c1", test_netns(), "0.3.1");
         f(&mut b);
         b
     };
@@ -787,11 +802,11 @@ async fn prev_result_reaches_the_handler_and_chains() {
     let (fake, _handle) = start(&dir, ServerOptions::default()).await;
     let sock = dir.socket();
     let prev = json!({"cniVersion": "0.4.0",
-        "interfaces": [{"name": "tap0", "mac": "aa:bb:cc:dd:ee:01", "sandbox": SELF_NETNS}],
+        "interfaces": [{"name": "tap0", "mac": "aa:bb:cc:dd:ee:01", "sandbox": test_netns()}],
         "ips": [{"version": "4", "interface": 0, "address": "192.168.5.2/24"}],
         "routes": [{"dst": "192.168.0.0/16"}],
         "dns": {"nameservers": ["192.168.5.1"]}});
-    let mut b = body("ADD", "c1", SELF_NETNS, "0.4.0");
+    let mut b = body("ADD", "c1", test_netns(), "0.4.0");
     b["config"]["prevResult"] = prev.clone();
     let r = post(&sock, &b).await;
     assert_eq!(r.status, 200, "{r:?}");
@@ -803,6 +818,7 @@ async fn prev_result_reaches_the_handler_and_chains() {
             r#""ips":[{"version":"4","interface":0,"address":"192.168.5.2/24"},{"version":"4","interface":2,"address":"10.128.0.5/23","gateway":"10.128.0.1"}],"#,
             r#""routes":[{"dst":"192.168.0.0/16"},{"dst":"0.0.0.0/0","gw":"10.128.0.1"}],"dns":{"nameservers":["192.168.5.1"]}}"#
         )
+            .replace("/proc/self/ns/net", test_netns())
     );
     let req = fake.tracker.last_request();
     assert_eq!(req.raw_config["prevResult"], prev);
@@ -813,7 +829,7 @@ async fn prev_result_reaches_the_handler_and_chains() {
 
     // DEL carries our own result back as prevResult (podman does this).
     let added: Value = serde_json::from_str(&r.body).unwrap();
-    let mut d = body("DEL", "c1", SELF_NETNS, "0.4.0");
+    let mut d = body("DEL", "c1", test_netns(), "0.4.0");
     d["config"]["prevResult"] = added;
     let r = post(&sock, &d).await;
     assert_eq!(r.status, 200, "{r:?}");
@@ -822,7 +838,7 @@ async fn prev_result_reaches_the_handler_and_chains() {
     assert_eq!(got.ips[1].address.to_string(), "10.128.0.5/23");
 
     // A prevResult we cannot represent is refused precisely.
-    let mut b = body("ADD", "c2", SELF_NETNS, "1.0.0");
+    let mut b = body("ADD", "c2", test_netns(), "1.0.0");
     b["config"]["prevResult"] = json!({"cniVersion": "1.0.0", "ips": [{"address": "fd00::2/64"}]});
     let (code, msg) = post(&sock, &b).await.cni_error(400, "1.0.0");
     assert_eq!(
@@ -836,13 +852,13 @@ async fn handler_errors_and_panics() {
     let dir = TempDir::new();
     let (_fake, handle) = start(&dir, ServerOptions::default()).await;
     let sock = dir.socket();
-    let r = post(&sock, &body("ADD", "err1", SELF_NETNS, "0.3.1")).await;
+    let r = post(&sock, &body("ADD", "err1", test_netns(), "0.3.1")).await;
     assert_eq!(r.status, 400);
     assert_eq!(
         r.body,
         r#"{"cniVersion":"0.3.1","code":7,"msg":"fake: the subnet is exhausted","details":"step: ipam"}"#
     );
-    let r = post(&sock, &body("ADD", "panic1", SELF_NETNS, "1.0.0")).await;
+    let r = post(&sock, &body("ADD", "panic1", test_netns(), "1.0.0")).await;
     let (code, msg) = r.cni_error(500, "1.0.0");
     assert_eq!(
         (code, msg.as_str()),
@@ -853,7 +869,7 @@ async fn handler_errors_and_panics() {
         "{r:?}"
     );
     // The panicking call released its sandbox lock.
-    let r = post(&sock, &body("DEL", "panic1", SELF_NETNS, "1.0.0")).await;
+    let r = post(&sock, &body("DEL", "panic1", test_netns(), "1.0.0")).await;
     assert_eq!(
         r.status, 500,
         "DEL panics too (same prefix), but is not blocked: {r:?}"
@@ -871,19 +887,19 @@ async fn same_sandbox_is_serialised() {
 
     let s = sock.clone();
     let first =
-        tokio::spawn(async move { post(&s, &body("ADD", "gate-1", SELF_NETNS, "1.0.0")).await });
+        tokio::spawn(async move { post(&s, &body("ADD", "gate-1", test_netns(), "1.0.0")).await });
     wait_for("the first ADD to enter the handler", || {
         fake.tracker.count("gate-1", "enter") == 1
     })
     .await;
     let s = sock.clone();
     let second =
-        tokio::spawn(async move { post(&s, &body("DEL", "gate-1", SELF_NETNS, "1.0.0")).await });
+        tokio::spawn(async move { post(&s, &body("DEL", "gate-1", test_netns(), "1.0.0")).await });
     // The DEL has reached the server (it is counted in flight) and queues behind the ADD.
     wait_for("the DEL to be dispatched", || handle.in_flight() == 2).await;
     assert_eq!(handle.locked_sandboxes(), 1);
     // Other sandboxes are not blocked meanwhile.
-    let r = post(&sock, &body("ADD", "other-1", SELF_NETNS, "1.0.0")).await;
+    let r = post(&sock, &body("ADD", "other-1", test_netns(), "1.0.0")).await;
     assert_eq!(r.status, 200);
     assert_eq!(
         fake.tracker.count("gate-1", "enter"),
@@ -912,8 +928,8 @@ async fn different_sandboxes_run_in_parallel() {
     let sock = dir.socket();
     // Each barrier handler waits for the other: both succeed only if they overlap.
     let (ba, bb) = (
-        body("ADD", "barrier-a", SELF_NETNS, "1.0.0"),
-        body("ADD", "barrier-b", SELF_NETNS, "1.0.0"),
+        body("ADD", "barrier-a", test_netns(), "1.0.0"),
+        body("ADD", "barrier-b", test_netns(), "1.0.0"),
     );
     let (a, b) = tokio::join!(post(&sock, &ba), post(&sock, &bb));
     assert_eq!((a.status, b.status), (200, 200), "{a:?} {b:?}");
@@ -925,7 +941,7 @@ async fn different_sandboxes_run_in_parallel() {
         let cmd = if i % 2 == 0 { "ADD" } else { "DEL" };
         let cid = format!("slow-{}", i % 4);
         tasks.push(tokio::spawn(async move {
-            post(&s, &body(cmd, &cid, SELF_NETNS, "1.0.0")).await
+            post(&s, &body(cmd, &cid, test_netns(), "1.0.0")).await
         }));
     }
     for t in tasks {
@@ -947,7 +963,7 @@ async fn deadline_answers_code_11_and_the_handler_finishes() {
     let sock = dir.socket();
 
     let t0 = Instant::now();
-    let r = post(&sock, &body("ADD", "gate-d", SELF_NETNS, "0.4.0")).await;
+    let r = post(&sock, &body("ADD", "gate-d", test_netns(), "0.4.0")).await;
     let waited = t0.elapsed();
     let (code, msg) = r.cni_error(503, "0.4.0");
     assert_eq!(
@@ -968,7 +984,7 @@ async fn deadline_answers_code_11_and_the_handler_finishes() {
     // A retry for the same sandbox waits for it...
     let s = sock.clone();
     let retry =
-        tokio::spawn(async move { post(&s, &body("DEL", "gate-d", SELF_NETNS, "0.4.0")).await });
+        tokio::spawn(async move { post(&s, &body("DEL", "gate-d", test_netns(), "0.4.0")).await });
     wait_for("the retry to be dispatched", || handle.in_flight() == 2).await;
     assert_eq!(fake.tracker.events_for("gate-d"), vec!["enter"]);
     // ...and runs once the first call has finished.
@@ -994,12 +1010,12 @@ async fn a_request_queued_past_its_deadline_never_runs() {
 
     let s = sock.clone();
     let first =
-        tokio::spawn(async move { post(&s, &body("ADD", "gate-q", SELF_NETNS, "1.0.0")).await });
+        tokio::spawn(async move { post(&s, &body("ADD", "gate-q", test_netns(), "1.0.0")).await });
     wait_for("the ADD to enter", || {
         fake.tracker.count("gate-q", "enter") == 1
     })
     .await;
-    let r = post(&sock, &body("DEL", "gate-q", SELF_NETNS, "1.0.0")).await;
+    let r = post(&sock, &body("DEL", "gate-q", test_netns(), "1.0.0")).await;
     let (code, msg) = r.cni_error(503, "1.0.0");
     assert_eq!(
         (code, msg.as_str()),
@@ -1021,7 +1037,7 @@ async fn a_request_queued_past_its_deadline_never_runs() {
 async fn config_timeout_seconds_shortens_the_deadline() {
     let dir = TempDir::new();
     let (fake, handle) = start(&dir, ServerOptions::default()).await;
-    let mut b = body("ADD", "gate-t", SELF_NETNS, "1.1.0");
+    let mut b = body("ADD", "gate-t", test_netns(), "1.1.0");
     b["config"]["timeoutSeconds"] = json!(1);
     let t0 = Instant::now();
     let r = post(&dir.socket(), &b).await;
@@ -1046,7 +1062,7 @@ async fn shutdown_stops_accepting_and_waits_for_running_handlers() {
     let sock = dir.socket();
     let s = sock.clone();
     let running =
-        tokio::spawn(async move { post(&s, &body("ADD", "gate-s", SELF_NETNS, "1.0.0")).await });
+        tokio::spawn(async move { post(&s, &body("ADD", "gate-s", test_netns(), "1.0.0")).await });
     wait_for("the ADD to enter", || {
         fake.tracker.count("gate-s", "enter") == 1
     })
@@ -1109,7 +1125,7 @@ async fn the_real_shim_speaks_to_the_server() {
         vec![
             ("CNI_COMMAND", cmd),
             ("CNI_CONTAINERID", cid),
-            ("CNI_NETNS", SELF_NETNS),
+            ("CNI_NETNS", test_netns()),
             ("CNI_IFNAME", "eth0"),
             ("CNI_ARGS", args),
             ("CNI_PATH", "/opt/cni/bin"),
@@ -1130,6 +1146,7 @@ async fn the_real_shim_speaks_to_the_server() {
             r#""ips":[{"version":"4","interface":1,"address":"10.128.0.5/23","gateway":"10.128.0.1"}],"#,
             r#""routes":[{"dst":"0.0.0.0/0","gw":"10.128.0.1"}],"dns":{}}"#
         )
+            .replace("/proc/self/ns/net", test_netns())
     );
     let req = fake.tracker.last_request();
     assert_eq!(

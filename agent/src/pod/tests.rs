@@ -59,6 +59,7 @@ fn cluster(netids: &[(&str, u32)]) -> ClusterState {
 fn network(egress_meters: bool) -> PodNetwork {
     PodNetwork {
         node: NodeConfig {
+            datapath: flows::Datapath::Netdev,
             mode: Mode::Multitenant,
             node_ip: Ipv4Addr::new(192, 168, 77, 11),
             local_subnet: "10.128.0.0/23".parse().unwrap(),
