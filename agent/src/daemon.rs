@@ -181,6 +181,7 @@ impl Daemon {
         let mut tun = PortSpec::new("tun0", "internal");
         tun.ofport_request = Some(2);
         tun.mtu_request = Some(cfg.mtu);
+        tun.mac = Some(node.tun0_mac().to_string());
         for port in [vxlan, tun] {
             let ofport = db.add_port(BRIDGE, &port).await?;
             if ofport != u32::from(port.ofport_request.unwrap_or(0)) {

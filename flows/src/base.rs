@@ -9,7 +9,7 @@
 use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
-use ovs::flow::{Action, Ct, CtFlag, CtState, Flow, Masked, Match, Nat};
+use ovs::flow::{Action, Ct, CtFlag, CtState, Flow, MacAddr, Masked, Match, Nat};
 
 use crate::cookie;
 use crate::registers::{vni_to_src_vnid, Reg};
@@ -90,6 +90,13 @@ impl NodeConfig {
     /// The gateway: the first host address of the local subnet.
     pub fn gateway(&self) -> Ipv4Addr {
         Ipv4Addr::from(u32::from(self.local_subnet.network()) + 1)
+    }
+
+    /// tun0's MAC: derived from the gateway address as pod MACs are from theirs, and pinned by
+    /// the agent (`Interface:mac`), so flows can address the node and the MAC survives an
+    /// ovs-vswitchd restart.
+    pub fn tun0_mac(&self) -> MacAddr {
+        MacAddr::from_pod_ip(self.gateway())
     }
 }
 
@@ -256,7 +263,8 @@ fn base_flows_without_version(cfg: &NodeConfig) -> Vec<Flow> {
                 )),
         ),
         // Separate conntrack: replies of marked connections go to the kernel through tun0,
-        // from wherever they came (a local pod, or VXLAN from a pod on another node).
+        // from wherever they came (a local pod, or VXLAN from a pod on another node). They are
+        // addressed to the client pod's MAC: the kernel takes only frames for tun0's.
         Datapath::Netdev => f.push(
             flow(Routing, 260)
                 .matching(
@@ -265,6 +273,7 @@ fn base_flows_without_version(cfg: &NodeConfig) -> Vec<Flow> {
                         .ct_state(CtState::new().plus(CtFlag::Trk).plus(CtFlag::Rpl))
                         .ct_mark(Masked::exact(CT_MARK_VIA_HOST)),
                 )
+                .action(Action::set_eth_dst(cfg.tun0_mac()))
                 .action(tun0.clone()),
         ),
     }

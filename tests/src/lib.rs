@@ -4,12 +4,14 @@
 //! podman as the runtime ([`podman`]), reachability probes and crafted packets run inside network
 //! namespaces ([`probe`]), the isolation matrix built on them ([`matrix`]), and the flow corpus
 //! they install ([`corpus`]). [`fakeapi`] is a fake Kubernetes API server (HTTP, kube-rs
-//! compatible) for the Kubernetes-mode and multi-node tests.
+//! compatible) for the Kubernetes-mode and multi-node tests; [`kubeproxy`] writes Service rules
+//! shaped like kube-proxy's iptables mode.
 
 pub mod cluster;
 pub mod corpus;
 pub mod fakeapi;
 pub mod harness;
+pub mod kubeproxy;
 pub mod matrix;
 pub mod node;
 pub mod podman;

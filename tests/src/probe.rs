@@ -26,7 +26,7 @@
 
 use std::ffi::CString;
 use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -797,6 +797,82 @@ pub fn tcp_probe(netns: &str, dst: SocketAddrV4, timeout: Duration) -> bool {
             }
         }
         got == token.as_bytes()
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// UDP
+
+/// A UDP echo server on `0.0.0.0:<port>` in a namespace (each datagram is sent back to its
+/// sender); stops and joins its thread on drop.
+#[derive(Debug)]
+pub struct UdpEchoServer {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Starts a UDP echo server on `0.0.0.0:port` in namespace `netns`. Panics if it cannot bind.
+pub fn udp_echo_server(netns: &str, port: u16) -> UdpEchoServer {
+    let ns = netns.to_string();
+    let socket = in_netns(netns, move || {
+        UdpSocket::bind((Ipv4Addr::UNSPECIFIED, port))
+            .and_then(|s| s.set_read_timeout(Some(POLL_SLICE)).map(|()| s))
+            .unwrap_or_else(|e| panic!("netns {ns}: bind udp 0.0.0.0:{port}: {e}"))
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let st = stop.clone();
+    let thread = thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        while !st.load(Ordering::Relaxed) {
+            if let Ok((n, from)) = socket.recv_from(&mut buf) {
+                let _ = socket.send_to(&buf[..n], from);
+            }
+        }
+    });
+    UdpEchoServer {
+        stop,
+        thread: Some(thread),
+    }
+}
+
+impl Drop for UdpEchoServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// From namespace `netns`: a *connected* UDP socket sends a unique token to `dst` (again every
+/// 200 ms) and waits up to `timeout` for it to come back. A connected socket only takes replies
+/// whose source is `dst`, so behind a DNAT this also proves the reply was un-DNAT'd.
+pub fn udp_probe(netns: &str, dst: SocketAddrV4, timeout: Duration) -> bool {
+    in_netns(netns, move || {
+        let deadline = Instant::now() + timeout;
+        let token = unique_token("udp-probe");
+        let Ok(s) = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)) else {
+            return false;
+        };
+        if s.connect(dst).is_err()
+            || s.set_read_timeout(Some(Duration::from_millis(200)))
+                .is_err()
+        {
+            return false;
+        }
+        let mut buf = [0u8; 256];
+        while Instant::now() < deadline {
+            if s.send(token.as_bytes()).is_err() {
+                thread::sleep(Duration::from_millis(200));
+                continue;
+            }
+            if let Ok(n) = s.recv(&mut buf) {
+                if &buf[..n] == token.as_bytes() {
+                    return true;
+                }
+            }
+        }
+        false
     })
 }
 

@@ -13,7 +13,9 @@
 //! - a HostSubnet whose hostIP changes is moved on the other nodes touching only its own rows and
 //!   the table-111 row (an OpenFlow flow monitor on each node sees nothing else), and traffic
 //!   follows the node to its new address; a deleted HostSubnet's rows go everywhere; rows of a
-//!   HostSubnet deleted while a node's agent was down are gone when that agent is ready again.
+//!   HostSubnet deleted while a node's agent was down are gone when that agent is ready again;
+//! - Services whose endpoints are on another node (kube-proxy-shaped rules on the client's
+//!   node): TCP and UDP within a tenant, refused across tenants.
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
@@ -478,4 +480,82 @@ fn host_subnet_moves_and_deletions_touch_only_that_node() {
         reconciled.contains(" deleted=3"),
         "the restart deleted node-3's three rows: {reconciled}"
     );
+}
+
+/// Services whose endpoints are on another node: node-1's kube-proxy DNATs, the request crosses
+/// VXLAN with the client's VNID, and the reply, which comes back over VXLAN, is sent through
+/// node-1's kernel to be un-DNAT'd (userspace datapath; pipeline.md "Services").
+#[test]
+fn services_reach_endpoints_on_other_nodes_within_a_tenant_only() {
+    use sdn_tests::kubeproxy::{self, Proto, Service};
+    let c = Cluster::start(2, &NodeOptions::default());
+    c.set_netnamespace("tenant-a", VNID_A);
+    c.set_netnamespace("tenant-b", VNID_B);
+    let (n1, n2) = (c.node(1), c.node(2));
+    let a1 = n1.pod("tenant-a", "a1");
+    let b1 = n1.pod("tenant-b", "b1");
+    let a2 = n2.pod("tenant-a", "a2");
+    let b2 = n2.pod("tenant-b", "b2");
+    let _tcp: Vec<_> = [&a2, &b2]
+        .iter()
+        .map(|p| probe::tcp_echo_server(p.ns.name(), 8080))
+        .collect();
+    let _udp = probe::udp_echo_server(a2.ns.name(), 5353);
+    let ip = |p: &CniPod<'_>| -> Ipv4Addr { p.ip.parse().unwrap() };
+    let svc =
+        |name: &str, cluster_ip: Ipv4Addr, port: u16, proto: Proto, ep: (Ipv4Addr, u16)| Service {
+            name: name.into(),
+            cluster_ip,
+            port,
+            proto,
+            endpoints: vec![ep],
+            node_port: None,
+            external_local: false,
+        };
+    let (svc_a, svc_u, svc_b) = (
+        Ipv4Addr::new(172, 30, 1, 10),
+        Ipv4Addr::new(172, 30, 1, 11),
+        Ipv4Addr::new(172, 30, 1, 12),
+    );
+    kubeproxy::install(
+        n1.ovs.ns(),
+        &[
+            svc("a", svc_a, 80, Proto::Tcp, (ip(&a2), 8080)),
+            svc("u", svc_u, 53, Proto::Udp, (ip(&a2), 5353)),
+            svc("b", svc_b, 80, Proto::Tcp, (ip(&b2), 8080)),
+        ],
+        "10.128.0.0/14",
+    );
+    let to = |ip: Ipv4Addr, port: u16| SocketAddrV4::new(ip, port);
+    let ok = Duration::from_secs(3);
+    assert!(
+        wait_until(SETTLE, || probe::tcp_probe(a1.ns.name(), to(svc_a, 80), ok)),
+        "a1 (node-1) -> {svc_a}:80 -> a2 (node-2)"
+    );
+    for _ in 0..5 {
+        assert!(probe::tcp_probe(a1.ns.name(), to(svc_a, 80), ok));
+    }
+    assert!(
+        probe::udp_probe(a1.ns.name(), to(svc_u, 53), ok),
+        "a1 -> {svc_u}:53/udp -> a2 on node-2"
+    );
+    assert!(
+        probe::tcp_probe(b1.ns.name(), to(svc_b, 80), ok),
+        "b1 -> {svc_b}:80 -> b2 on node-2"
+    );
+    assert!(
+        !probe::tcp_probe(a1.ns.name(), to(svc_b, 80), PROBE_TIMEOUT),
+        "a1 (tenant-a) reached tenant-b's service on another node"
+    );
+    assert!(
+        !probe::tcp_probe(b1.ns.name(), to(svc_a, 80), PROBE_TIMEOUT),
+        "b1 (tenant-b) reached tenant-a's service on another node"
+    );
+    // The replies came over VXLAN and went through node-1's tun0.
+    let flows = n1.ovs.ofctl(&["dump-flows", "br0"]);
+    let steer = flows
+        .lines()
+        .find(|l| l.contains("table=31") && l.contains("ct_mark=0x1"))
+        .unwrap_or_else(|| panic!("no steering row on node-1:\n{flows}"));
+    assert!(!steer.contains("n_packets=0,"), "{steer}");
 }

@@ -74,6 +74,9 @@ pub struct PortSpec {
     pub ofport_request: Option<u16>,
     /// `Interface.mtu_request`.
     pub mtu_request: Option<u32>,
+    /// `Interface.mac` (internal ports: the MAC ovs-vswitchd gives the device, kept across its
+    /// restarts), e.g. `0a:58:0a:80:00:01`.
+    pub mac: Option<String>,
 }
 
 impl PortSpec {
@@ -158,6 +161,7 @@ fn interface_columns(spec: &PortSpec) -> super::ops::RowData {
             "mtu_request",
             Datum::optional(spec.mtu_request.map(i64::from)),
         ),
+        ("mac", Datum::optional(spec.mac.as_deref())),
     ])
 }
 

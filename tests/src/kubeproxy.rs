@@ -1,0 +1,165 @@
+//! Service rules shaped like kube-proxy's iptables mode, for the Service tests: `KUBE-SERVICES`
+//! (from PREROUTING and OUTPUT) jumps to one `KUBE-SVC-*` chain per service, which picks a
+//! `KUBE-SEP-*` endpoint chain with `statistic --mode random` and DNATs to it; traffic from
+//! outside the cluster network, hairpin traffic (an endpoint reaching itself) and NodePort
+//! traffic (unless the service keeps the client address, `externalTrafficPolicy: Local`) are
+//! marked 0x4000 and masqueraded in `KUBE-POSTROUTING`, as kube-proxy does.
+//!
+//! The rules go into a node's network namespace with `iptables-restore --noflush`; they vanish
+//! with the namespace.
+
+use std::fmt::Write as _;
+use std::net::Ipv4Addr;
+
+use crate::harness::Netns;
+
+/// TCP or UDP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Proto {
+    /// TCP.
+    Tcp,
+    /// UDP.
+    Udp,
+}
+
+impl Proto {
+    fn name(self) -> &'static str {
+        match self {
+            Proto::Tcp => "tcp",
+            Proto::Udp => "udp",
+        }
+    }
+}
+
+/// One Service port.
+#[derive(Clone, Debug)]
+pub struct Service {
+    /// A short name, used in chain names (`KUBE-SVC-<NAME>`).
+    pub name: String,
+    /// The ClusterIP.
+    pub cluster_ip: Ipv4Addr,
+    /// The service port.
+    pub port: u16,
+    /// The protocol.
+    pub proto: Proto,
+    /// Endpoints: pod address and target port.
+    pub endpoints: Vec<(Ipv4Addr, u16)>,
+    /// A NodePort, if any.
+    pub node_port: Option<u16>,
+    /// `externalTrafficPolicy: Local`: NodePort traffic keeps its client address.
+    pub external_local: bool,
+}
+
+/// The `iptables-restore --noflush` input (table nat) for `services`, given the cluster network
+/// (sources outside it are masqueraded, as kube-proxy's `--cluster-cidr` does).
+pub fn rules(services: &[Service], cluster_cidr: &str) -> String {
+    let mut chains = vec![
+        "KUBE-SERVICES".to_string(),
+        "KUBE-NODEPORTS".to_string(),
+        "KUBE-POSTROUTING".to_string(),
+        "KUBE-MARK-MASQ".to_string(),
+    ];
+    let mut body = String::new();
+    let _ = writeln!(body, "-A PREROUTING -j KUBE-SERVICES");
+    let _ = writeln!(body, "-A OUTPUT -j KUBE-SERVICES");
+    let _ = writeln!(body, "-A POSTROUTING -j KUBE-POSTROUTING");
+    let _ = writeln!(body, "-A KUBE-MARK-MASQ -j MARK --or-mark 0x4000");
+    let _ = writeln!(
+        body,
+        "-A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN"
+    );
+    let _ = writeln!(body, "-A KUBE-POSTROUTING -j MARK --xor-mark 0x4000");
+    let _ = writeln!(body, "-A KUBE-POSTROUTING -j MASQUERADE");
+    for s in services {
+        let name = s.name.to_ascii_uppercase();
+        let svc = format!("KUBE-SVC-{name}");
+        let proto = s.proto.name();
+        chains.push(svc.clone());
+        let _ = writeln!(
+            body,
+            "-A KUBE-SERVICES -d {}/32 -p {proto} -m {proto} --dport {} -j {svc}",
+            s.cluster_ip, s.port
+        );
+        let _ = writeln!(
+            body,
+            "-A {svc} ! -s {cluster_cidr} -d {}/32 -p {proto} -m {proto} --dport {} -j KUBE-MARK-MASQ",
+            s.cluster_ip, s.port
+        );
+        let n = s.endpoints.len();
+        for (i, (ip, port)) in s.endpoints.iter().enumerate() {
+            let sep = format!("KUBE-SEP-{name}{i}");
+            chains.push(sep.clone());
+            if i + 1 < n {
+                let p = 1.0 / (n - i) as f64;
+                let _ = writeln!(
+                    body,
+                    "-A {svc} -m statistic --mode random --probability {p:.5} -j {sep}"
+                );
+            } else {
+                let _ = writeln!(body, "-A {svc} -j {sep}");
+            }
+            let _ = writeln!(body, "-A {sep} -s {ip}/32 -j KUBE-MARK-MASQ");
+            let _ = writeln!(
+                body,
+                "-A {sep} -p {proto} -m {proto} -j DNAT --to-destination {ip}:{port}"
+            );
+        }
+        if let Some(np) = s.node_port {
+            let ext = format!("KUBE-EXT-{name}");
+            chains.push(ext.clone());
+            let _ = writeln!(
+                body,
+                "-A KUBE-NODEPORTS -p {proto} -m {proto} --dport {np} -j {ext}"
+            );
+            if !s.external_local {
+                let _ = writeln!(body, "-A {ext} -j KUBE-MARK-MASQ");
+            }
+            let _ = writeln!(body, "-A {ext} -j {svc}");
+        }
+    }
+    let _ = writeln!(
+        body,
+        "-A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS"
+    );
+    let mut out = String::from("*nat\n");
+    for c in chains {
+        let _ = writeln!(out, ":{c} - [0:0]");
+    }
+    out.push_str(&body);
+    out.push_str("COMMIT\n");
+    out
+}
+
+/// Installs `services` into namespace `netns` (a node's) with `iptables-restore --noflush`.
+pub fn install(netns: &Netns, services: &[Service], cluster_cidr: &str) {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let text = rules(services, cluster_cidr);
+    let mut child = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            netns.name(),
+            "iptables-restore",
+            "--noflush",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("iptables-restore: {e}"));
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .unwrap_or_else(|e| panic!("iptables-restore stdin: {e}"));
+    let out = child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("iptables-restore: {e}"));
+    assert!(
+        out.status.success(),
+        "iptables-restore failed: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
