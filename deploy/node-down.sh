@@ -2,7 +2,7 @@
 # Tears down what deploy/node-up.sh made: deletes the demo pods through sdn-cni (DEL releases
 # their flows, ports, veths and leases) and their network namespaces, stops sdn-agent, removes the
 # agent's iptables chains, deletes br0 (so ovs-vswitchd removes its tap devices br0 and tun0) and
-# the userspace datapath, stops the two OVS daemons by their pid files (bounded wait) and removes
+# the userspace datapath and the agent's ready pool veths, stops the two OVS daemons by their pid files (bounded wait) and removes
 # the run directory (with the installed sdn-agent, sdnctl and sdn-cni, agent.yaml and the cluster
 # state). Nothing is left in the host's network.
 set -euo pipefail
@@ -30,6 +30,10 @@ for ns in $(ip netns list | awk '{print $1}' | grep '^sdn-demo-' || true); do
   ip netns del "$ns"
 done
 stop "$RUNDIR/sdn-agent.pid"
+# The agent's ready pool pairs (sdnp<hex>, peer sdnq<hex>); deleting one end deletes the pair.
+for l in $(ip -o link show type veth | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -E '^sdn[pq][0-9a-f]{10}$' || true); do
+  ip link del "$l" 2>/dev/null || true
+done
 # The agent node-up.sh installed (else a build in the tree) knows its iptables chains.
 for agent in "$RUNDIR/bin/sdn-agent" target/release/sdn-agent; do
   if [ -x "$agent" ]; then

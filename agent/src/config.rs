@@ -123,6 +123,9 @@ pub struct Config {
     pub request_timeout_seconds: u64,
     /// How long a pod ADD waits for its namespace's NetNamespace (multitenant), in seconds.
     pub netnamespace_wait_seconds: u64,
+    /// How many OVS ports (with their veth) the agent keeps ready for the next ADDs, so an ADD
+    /// makes no port transaction and never waits for ovs-vswitchd (0: no pool).
+    pub port_pool_size: usize,
     /// Kubernetes mode: the kubeconfig file; default: `$KUBECONFIG`, `~/.kube/config`, then the
     /// in-cluster service account.
     pub kubeconfig: Option<PathBuf>,
@@ -159,6 +162,7 @@ impl Default for Config {
             cluster_state: ClusterStateSource::Standalone("/var/lib/sdn/state".into()),
             request_timeout_seconds: 120,
             netnamespace_wait_seconds: 5,
+            port_pool_size: 16,
             kubeconfig: None,
             host_subnet_wait_seconds: 120,
             global_namespaces: Vec::new(),
@@ -243,6 +247,13 @@ pub struct Flags {
         value_name = "SECONDS"
     )]
     pub netnamespace_wait_seconds: Option<u64>,
+    /// OVS ports kept ready for the next ADDs, 0..=256 (0: none) [default: 16]
+    #[arg(
+        long = "port-pool-size",
+        env = "SDN_PORT_POOL_SIZE",
+        value_name = "PORTS"
+    )]
+    pub port_pool_size: Option<usize>,
     /// Kubernetes mode: kubeconfig [default: $KUBECONFIG, ~/.kube/config, then the in-cluster
     /// service account]
     #[arg(long, value_name = "FILE")]
@@ -366,6 +377,7 @@ impl Config {
             cluster_state,
             request_timeout_seconds,
             netnamespace_wait_seconds,
+            port_pool_size,
             host_subnet_wait_seconds,
             controller_namespace
         );
@@ -429,6 +441,12 @@ impl Config {
             validate_dns_label(&format!("globalNamespaces[{i}]"), ns, 63, false)?;
         }
         validate_dns_label("controllerNamespace", &self.controller_namespace, 63, false)?;
+        if self.port_pool_size > 256 {
+            bail!(
+                "portPoolSize {}: expected 0..=256 ports",
+                self.port_pool_size
+            );
+        }
         if !matches!(self.mode.as_str(), "subnet" | "multitenant") {
             bail!("mode {:?}: expected subnet or multitenant", self.mode);
         }

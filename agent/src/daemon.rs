@@ -67,6 +67,8 @@ pub struct Daemon {
     conf_file: PathBuf,
     /// Serialises [`Self::sync_tenant_networks`].
     tenant_confs: std::sync::Mutex<()>,
+    /// The port pool's background task ([`Pods::maintain_ports`]).
+    maintenance: Option<tokio::task::JoinHandle<()>>,
     state: tokio::sync::watch::Receiver<Arc<ClusterState>>,
     _cluster: Box<dyn ClusterSource>,
 }
@@ -225,6 +227,7 @@ impl Daemon {
             tx_checksum_off: cfg.pod_tx_checksum_off(),
             netnamespace_wait: Duration::from_secs(cfg.netnamespace_wait_seconds),
             egress_meters: cfg.datapath_type == "netdev",
+            port_pool_size: cfg.port_pool_size,
         };
         let flow_store = Arc::new(FlowStore::new(
             switch.clone(),
@@ -248,6 +251,10 @@ impl Daemon {
             .release_orphan_leases(&BTreeSet::new())
             .await
             .map_err(|e| anyhow::anyhow!("releasing orphan leases: {e} {}", e.details()))?;
+        let (pool_kept, pool_deleted) = pods
+            .restore_pool()
+            .await
+            .map_err(|e| anyhow::anyhow!("restoring the port pool: {e} {}", e.details()))?;
 
         let nodes = Arc::new(RemoteNodes::new(
             LocalNode {
@@ -278,6 +285,7 @@ impl Daemon {
             base,
             server: None,
             tenant_confs: std::sync::Mutex::default(),
+            maintenance: None,
             state: state.clone(),
             _cluster: source,
         };
@@ -292,12 +300,18 @@ impl Daemon {
             pods = kept,
             stale_pods_removed = removed,
             orphan_leases_released = orphans,
+            pool_ports = pool_kept,
+            stale_ports_deleted = pool_deleted,
             remote_nodes,
             flows = stats.desired,
             added = stats.added,
             deleted = stats.deleted,
             "br0 reconciled"
         );
+        // The port pool: filled now (before the first ADD) and kept full in the background.
+        n.pods.refill_pool().await;
+        let pods = n.pods.clone();
+        n.maintenance = Some(tokio::spawn(async move { pods.maintain_ports().await }));
         n.serve().await?;
         Ok(n)
     }
@@ -560,6 +574,9 @@ impl Daemon {
     /// when the node leaves for good). Pods, ports and flows stay: a restart picks them up with
     /// no data-plane gap.
     pub async fn stop(mut self) {
+        if let Some(m) = self.maintenance.take() {
+            m.abort();
+        }
         if let Some(s) = self.server.take() {
             s.shutdown(Duration::from_secs(5)).await;
         }

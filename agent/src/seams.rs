@@ -44,6 +44,29 @@ pub trait PortDb: Send + Sync + Debug + 'static {
         name: &str,
     ) -> impl Future<Output = Result<(), ovsdb::Error>> + Send;
 
+    /// Adds several new ports to `bridge` in one transaction (one reconfiguration of
+    /// ovs-vswitchd) and waits for their ofports, returned in `specs` order.
+    fn add_ports(
+        &self,
+        bridge: &str,
+        specs: &[PortSpec],
+    ) -> impl Future<Output = Result<Vec<u32>, ovsdb::Error>> + Send;
+
+    /// Deletes ports from `bridge` in one transaction without waiting for ovs-vswitchd (the
+    /// rows are gone on return; missing ports are skipped).
+    fn delete_ports_nowait(
+        &self,
+        bridge: &str,
+        names: &[String],
+    ) -> impl Future<Output = Result<(), ovsdb::Error>> + Send;
+
+    /// Replaces the whole `external_ids` of Interface `name`.
+    fn replace_interface_external_ids(
+        &self,
+        name: &str,
+        ids: &BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<(), ovsdb::Error>> + Send;
+
     /// Sets the given `external_ids` keys of Interface `name`, keeping the others.
     fn set_interface_external_ids(
         &self,
@@ -135,6 +158,17 @@ pub trait PodLinks: Send + Sync + Debug + 'static {
         ifname: &str,
     ) -> impl Future<Output = Result<PodLinkState, NetlinkError>> + Send;
 
+    /// Creates a veth pair with both ends in the node netns, for the port pool: `host` up with
+    /// the node kernel taken out of its path, `peer` down (moved into a pod's netns at ADD,
+    /// see [`PodLinkSpec::pool_peer`]).
+    fn create_pool_veth(
+        &self,
+        host: &str,
+        peer: &str,
+        mtu: u32,
+        tx_checksum_off: bool,
+    ) -> impl Future<Output = Result<(), NetlinkError>> + Send;
+
     /// The interface index of node-netns link `name`, if it exists.
     fn link_exists(
         &self,
@@ -184,6 +218,26 @@ impl PortDb for ovsdb::Client {
 
     async fn delete_port(&self, bridge: &str, name: &str) -> Result<(), ovsdb::Error> {
         ovsdb::Client::delete_port(self, bridge, name).await
+    }
+
+    async fn add_ports(&self, bridge: &str, specs: &[PortSpec]) -> Result<Vec<u32>, ovsdb::Error> {
+        ovsdb::Client::add_ports(self, bridge, specs).await
+    }
+
+    async fn delete_ports_nowait(
+        &self,
+        bridge: &str,
+        names: &[String],
+    ) -> Result<(), ovsdb::Error> {
+        ovsdb::Client::delete_ports_nowait(self, bridge, names).await
+    }
+
+    async fn replace_interface_external_ids(
+        &self,
+        name: &str,
+        ids: &BTreeMap<String, String>,
+    ) -> Result<(), ovsdb::Error> {
+        ovsdb::Client::replace_interface_external_ids(self, name, ids).await
     }
 
     async fn set_interface_external_ids(
@@ -282,6 +336,16 @@ impl PodLinks for Netlink {
         Netlink::link_exists(self, name).await
     }
 
+    async fn create_pool_veth(
+        &self,
+        host: &str,
+        peer: &str,
+        mtu: u32,
+        tx_checksum_off: bool,
+    ) -> Result<(), NetlinkError> {
+        Netlink::create_pool_veth(self, host, peer, mtu, tx_checksum_off).await
+    }
+
     fn isolate_host_veth(&self, name: &str) -> Result<(), NetlinkError> {
         crate::netlink::isolate_host_veth(name)
     }
@@ -321,6 +385,30 @@ impl<T: PortDb> PortDb for std::sync::Arc<T> {
         ids: &BTreeMap<String, String>,
     ) -> impl Future<Output = Result<(), ovsdb::Error>> + Send {
         (**self).set_interface_external_ids(name, ids)
+    }
+
+    fn add_ports(
+        &self,
+        bridge: &str,
+        specs: &[PortSpec],
+    ) -> impl Future<Output = Result<Vec<u32>, ovsdb::Error>> + Send {
+        (**self).add_ports(bridge, specs)
+    }
+
+    fn delete_ports_nowait(
+        &self,
+        bridge: &str,
+        names: &[String],
+    ) -> impl Future<Output = Result<(), ovsdb::Error>> + Send {
+        (**self).delete_ports_nowait(bridge, names)
+    }
+
+    fn replace_interface_external_ids(
+        &self,
+        name: &str,
+        ids: &BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<(), ovsdb::Error>> + Send {
+        (**self).replace_interface_external_ids(name, ids)
     }
 
     fn set_interface_policing(

@@ -460,8 +460,8 @@ impl AgentNode {
         v
     }
 
-    /// veth links in the node namespace.
-    pub fn veths(&self) -> Vec<String> {
+    /// Every veth link in the node namespace, pool pairs included.
+    pub fn all_veths(&self) -> Vec<String> {
         let out = self
             .ovs
             .exec_in_netns(&["ip", "-o", "link", "show", "type", "veth"])
@@ -470,6 +470,55 @@ impl AgentNode {
             .filter_map(|l| l.split(": ").nth(1))
             .map(|n| n.split('@').next().unwrap_or(n).to_string())
             .collect()
+    }
+
+    /// veth links in the node namespace that are not the agent's ready pool pairs
+    /// (`sdnp*`/`sdnq*`, see `agent::pod::pool`; [`AgentNode::assert_pool_sane`] counts those).
+    pub fn veths(&self) -> Vec<String> {
+        self.all_veths()
+            .into_iter()
+            .filter(|n| !n.starts_with("sdnp") && !n.starts_with("sdnq"))
+            .collect()
+    }
+
+    /// Ready pool ports on br0 (interfaces with `external_ids:sdn-pool`).
+    pub fn pool_ports(&self) -> Vec<String> {
+        let out = self.ovs.vsctl(&[
+            "--format=csv",
+            "--no-headings",
+            "--columns=name",
+            "find",
+            "Interface",
+            "external_ids:sdn-pool!=\"\"",
+        ]);
+        let mut v: Vec<String> = out
+            .lines()
+            .map(|l| l.trim_matches('"').to_string())
+            .collect();
+        v.retain(|l| !l.is_empty());
+        v.sort();
+        v
+    }
+
+    /// The pool is what it says: every `sdnp*` veth is a pool port of br0 whose `sdnq*` peer
+    /// waits in the node namespace, and there are no more than `size` of them.
+    pub fn assert_pool_sane(&self, size: usize) {
+        let all = self.all_veths();
+        let hosts: Vec<&String> = all.iter().filter(|n| n.starts_with("sdnp")).collect();
+        let pool = self.pool_ports();
+        assert!(
+            hosts.len() <= size,
+            "{} pool veths, pool size {size}: {hosts:?}",
+            hosts.len()
+        );
+        for h in hosts {
+            assert!(
+                pool.contains(h),
+                "pool veth {h} is not a pool port: {pool:?}"
+            );
+            let peer = h.replacen("sdnp", "sdnq", 1);
+            assert!(all.contains(&peer), "pool veth {h} lost its peer {peer}");
+        }
     }
 
     /// Flows with a pod cookie (feature 1).

@@ -192,6 +192,7 @@ fn spec(pod: &Netns, container: &str, tx_checksum_off: bool) -> PodLinkSpec {
         ],
         mtu: 1450,
         tx_checksum_off,
+        pool_peer: None,
     }
 }
 

@@ -247,6 +247,49 @@ impl PortDb for FakeDb {
         Ok(())
     }
 
+    async fn add_ports(&self, bridge: &str, specs: &[PortSpec]) -> Result<Vec<u32>, ovsdb::Error> {
+        if self.faults.hit("add_ports") {
+            return Err(db_injected("add_ports"));
+        }
+        let mut out = Vec::new();
+        for spec in specs {
+            if lock(&self.state).ports.contains_key(&spec.name) {
+                return Err(ovsdb::Error::BadValue {
+                    table: "Port".into(),
+                    column: "name".into(),
+                    reason: format!("{} exists", spec.name),
+                });
+            }
+            out.push(PortDb::add_port(self, bridge, spec).await?);
+        }
+        Ok(out)
+    }
+
+    async fn delete_ports_nowait(
+        &self,
+        bridge: &str,
+        names: &[String],
+    ) -> Result<(), ovsdb::Error> {
+        for n in names {
+            PortDb::delete_port(self, bridge, n).await?;
+        }
+        Ok(())
+    }
+
+    async fn replace_interface_external_ids(
+        &self,
+        name: &str,
+        ids: &BTreeMap<String, String>,
+    ) -> Result<(), ovsdb::Error> {
+        let mut s = lock(&self.state);
+        let p = s
+            .ports
+            .get_mut(name)
+            .ok_or_else(|| ovsdb::Error::InterfaceNotFound(name.into()))?;
+        p.external_ids = ids.clone();
+        Ok(())
+    }
+
     async fn set_interface_external_ids(
         &self,
         name: &str,

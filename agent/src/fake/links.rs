@@ -13,7 +13,7 @@ use super::{lock, Faults};
 /// One fake veth pair.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FakeLink {
-    /// The pod's netns.
+    /// The pod's netns (empty: a pool pair, both ends parked in the node netns).
     pub netns: PathBuf,
     /// The pod end's name.
     pub ifname: String,
@@ -69,6 +69,14 @@ impl FakeLinks {
         lock(&self.state).links.keys().cloned().collect()
     }
 
+    /// Removes a parked pool peer (and so its pair) behind the agent's back, as when an ADD
+    /// was cut off after moving it into a namespace that is gone since.
+    pub fn remove_parked_peer(&self, peer: &str) {
+        lock(&self.state)
+            .links
+            .retain(|_, l| !(l.netns.as_os_str().is_empty() && l.ifname == peer));
+    }
+
     /// Changes a pod interface behind the agent's back (drift).
     pub fn edit(&self, host: &str, f: impl FnOnce(&mut PodLinkState)) {
         if let Some(l) = lock(&self.state).links.get_mut(host) {
@@ -116,7 +124,20 @@ impl PodLinks for FakeLinks {
                 ifname: spec.ifname.clone(),
             });
         }
-        if s.links.contains_key(&spec.host_ifname) {
+        if let Some(peer) = &spec.pool_peer {
+            // A pooled pair: its peer must be parked in the node netns.
+            let parked = s
+                .links
+                .get(&spec.host_ifname)
+                .is_some_and(|l| l.netns.as_os_str().is_empty() && l.ifname == *peer);
+            if !parked {
+                return Err(os_error(
+                    format!("moving pool veth {peer} into {}", spec.netns.display()),
+                    libc::ENODEV,
+                ));
+            }
+            s.links.remove(&spec.host_ifname);
+        } else if s.links.contains_key(&spec.host_ifname) {
             return Err(os_error(
                 format!("creating veth {}", spec.host_ifname),
                 libc::EEXIST,
@@ -194,7 +215,46 @@ impl PodLinks for FakeLinks {
 
     async fn link_exists(&self, name: &str) -> Result<Option<u32>, NetlinkError> {
         let s = lock(&self.state);
-        Ok(s.links.contains_key(name).then_some(1))
+        let parked_peer = s
+            .links
+            .values()
+            .any(|l| l.netns.as_os_str().is_empty() && l.ifname == name);
+        Ok((s.links.contains_key(name) || parked_peer).then_some(1))
+    }
+
+    async fn create_pool_veth(
+        &self,
+        host: &str,
+        peer: &str,
+        mtu: u32,
+        tx_checksum_off: bool,
+    ) -> Result<(), NetlinkError> {
+        crate::netlink::validate_ifname(host)?;
+        crate::netlink::validate_ifname(peer)?;
+        if self.faults.hit("create_pool_veth") {
+            return Err(os_error(format!("creating pool veth {host}"), libc::EIO));
+        }
+        let mut s = lock(&self.state);
+        if s.links.contains_key(host) {
+            return Err(os_error(format!("creating pool veth {host}"), libc::EEXIST));
+        }
+        s.links.insert(
+            host.into(),
+            FakeLink {
+                netns: PathBuf::new(),
+                ifname: peer.into(),
+                state: PodLinkState {
+                    mac: [0; 6],
+                    mtu,
+                    up: false,
+                    addresses: Vec::new(),
+                    routes: Vec::new(),
+                    tx_checksum: !tx_checksum_off,
+                },
+                isolated: true,
+            },
+        );
+        Ok(())
     }
 
     fn isolate_host_veth(&self, name: &str) -> Result<(), NetlinkError> {

@@ -94,6 +94,10 @@ pub struct PodLinkSpec {
     pub mtu: u32,
     /// Turn tx checksum offload off on both veth ends (needed with the OVS userspace datapath).
     pub tx_checksum_off: bool,
+    /// A pooled veth to use instead of creating one: the peer of `host_ifname` waiting in the
+    /// node netns (see [`Netlink::create_pool_veth`]); it is moved into the pod netns, renamed
+    /// to `ifname` and given `mac` and `mtu` in one request.
+    pub pool_peer: Option<String>,
 }
 
 /// One IPv4 route of a pod interface.

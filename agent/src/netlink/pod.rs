@@ -126,6 +126,33 @@ impl Netlink {
         // In parallel: the pod-netns session (a thread enters the netns), and in the node netns
         // the removal of a stale host veth then the creation of the pair.
         let host_side = async {
+            if let Some(peer) = &spec.pool_peer {
+                // A pooled pair: move its peer into the pod netns as the pod interface. By index:
+                // the request's name attribute is the new name.
+                guard.armed = true;
+                let index = get_link(&node, peer)
+                    .await
+                    .map_err(|e| NetlinkError::nl(format!("looking up pool veth {peer}"), e))?
+                    .ok_or_else(|| NetlinkError::LinkNotFound {
+                        ifname: peer.clone(),
+                        netns: "the node netns (a pool veth)".into(),
+                    })?
+                    .header
+                    .index;
+                let moved = node
+                    .link()
+                    .set(
+                        LinkUnspec::new_with_index(index)
+                            .setns_by_fd(file.as_raw_fd())
+                            .name(spec.ifname.clone())
+                            .address(spec.mac.to_vec())
+                            .mtu(spec.mtu)
+                            .build(),
+                    )
+                    .execute()
+                    .await;
+                return Ok::<_, NetlinkError>(moved);
+            }
             let stale = del_link(&node, &spec.host_ifname).await.map_err(|e| {
                 NetlinkError::nl(format!("deleting stale host veth {}", spec.host_ifname), e)
             })?;
@@ -269,6 +296,54 @@ impl Netlink {
             pod_mac: spec.mac,
             host_mac,
         })
+    }
+
+    /// Creates a veth pair for the port pool, both ends in the node netns:
+    ///
+    /// ```text
+    /// ip link add HOST mtu MTU up type veth peer name PEER mtu MTU     # PEER stays down
+    /// ethtool -K HOST tx off                                          # if asked
+    /// sysctls taking the node kernel out of HOST's path               # see isolate_host_veth
+    /// ```
+    ///
+    /// On a failure after the pair exists it is deleted before the error returns.
+    pub async fn create_pool_veth(
+        &self,
+        host: &str,
+        peer: &str,
+        mtu: u32,
+        tx_checksum_off: bool,
+    ) -> Result<(), NetlinkError> {
+        validate_ifname(host)?;
+        validate_ifname(peer)?;
+        let node = self.handle();
+        let msg = LinkMessageBuilder::<LinkVeth>::new_with_info_kind(InfoKind::Veth)
+            .name(host.to_string())
+            .mtu(mtu)
+            .up()
+            .set_info_data(InfoData::Veth(InfoVeth::Peer(
+                LinkUnspec::new_with_name(peer).mtu(mtu).build(),
+            )))
+            .build();
+        bounded(format!("creating pool veth {host}"), async {
+            node.link()
+                .add(msg)
+                .execute()
+                .await
+                .map_err(|e| NetlinkError::nl(format!("creating pool veth {host}"), e))
+        })
+        .await??;
+        let configured = (|| {
+            if tx_checksum_off {
+                self.set_tx_checksum(host, false)?;
+            }
+            super::isolate_host_veth(host)
+        })();
+        if let Err(e) = configured {
+            let _ = bounded(format!("deleting pool veth {host}"), del_link(&node, host)).await;
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// Deletes interface `ifname` in the pod netns (`ip -n NETNS link del IFNAME`); for a veth
@@ -550,6 +625,7 @@ mod tests {
             routes: vec![],
             mtu: 1450,
             tx_checksum_off: true,
+            pool_peer: None,
         }
     }
 

@@ -130,8 +130,12 @@ impl<Io: NodeIo> Pods<Io> {
         let ip = lease.ip;
         check_deadline("creating the veth")?;
 
-        // 2. Veth.
-        let host_veth = netlink::host_veth_name(&a.container_id, &a.ifname);
+        // 2. Veth: a pooled pair when one is ready (its port exists already), else a new one.
+        let pooled = self.pool.take();
+        let host_veth = pooled.as_ref().map_or_else(
+            || netlink::host_veth_name(&a.container_id, &a.ifname),
+            |p| p.host.clone(),
+        );
         let spec = PodLinkSpec {
             netns: plan.netns.to_path_buf(),
             ifname: a.ifname.clone(),
@@ -148,8 +152,13 @@ impl<Io: NodeIo> Pods<Io> {
                 .collect(),
             mtu: self.net.mtu,
             tx_checksum_off: self.net.tx_checksum_off,
+            pool_peer: pooled.as_ref().map(|p| p.peer.clone()),
         };
         done.push(Undo::Veth(host_veth.clone()));
+        if pooled.is_some() {
+            // A taken pool port is the ADD's own from now on: undone with it.
+            done.push(Undo::Port(host_veth.clone()));
+        }
         let link = self.links.create_pod_link(&spec).await?;
         check_deadline("adding the OVS port")?;
 
@@ -179,16 +188,30 @@ impl<Io: NodeIo> Pods<Io> {
             meter: egress_meter,
             bandwidth: plan.bandwidth,
         };
-        let mut port = PortSpec::new(host_veth.clone(), "");
-        port.external_ids = record.to_external_ids();
-        done.push(Undo::Port(host_veth.clone()));
-        let ofport = self
-            .db
-            .add_port(BRIDGE, &port)
-            .await
-            .map_err(PodError::ovsdb(format!(
-                "adding port {host_veth} to {BRIDGE}"
-            )))?;
+        let ofport = match &pooled {
+            // The port exists: its record replaces the pool marker (ovs-vswitchd does not read
+            // external ids, so nothing waits for it).
+            Some(p) => {
+                self.db
+                    .replace_interface_external_ids(&host_veth, &record.to_external_ids())
+                    .await
+                    .map_err(PodError::ovsdb(format!(
+                        "recording the pod on port {host_veth}"
+                    )))?;
+                p.ofport
+            }
+            None => {
+                let mut port = PortSpec::new(host_veth.clone(), "");
+                port.external_ids = record.to_external_ids();
+                done.push(Undo::Port(host_veth.clone()));
+                self.db
+                    .add_port(BRIDGE, &port)
+                    .await
+                    .map_err(PodError::ovsdb(format!(
+                        "adding port {host_veth} to {BRIDGE}"
+                    )))?
+            }
+        };
         check_deadline("applying bandwidth limits")?;
 
         // 3b. Bandwidth limits.
@@ -250,7 +273,7 @@ impl<Io: NodeIo> Pods<Io> {
         }
         tracing::info!(
             sandbox = %a.container_id, ifname = %a.ifname, namespace = %pod.namespace,
-            pod = %pod.name, %ip, ofport, vnid = %pod.vnid, "pod wired"
+            pod = %pod.name, %ip, ofport, vnid = %pod.vnid, pooled_port = pooled.is_some(), "pod wired"
         );
         Ok(Wired {
             pod,

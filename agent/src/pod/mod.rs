@@ -24,7 +24,9 @@
 //! The pod table is rebuilt from OVS after a restart ([`restore`]): the pod ports' records carry
 //! the sandbox, IP, namespace, pod name, interface, netns and VNID. VNID changes re-flow the
 //! namespace's pods in one bundle ([`Pods::sync_vnids`]). Ports, records and QoS rows removed
-//! or changed behind the agent's back are put back from the table ([`repair`]).
+//! or changed behind the agent's back are put back from the table ([`repair`]). ADD takes a
+//! ready port from a warm pool and DEL leaves the port's row to a batched deletion, so neither
+//! waits for ovs-vswitchd to reconfigure ([`pool`]).
 //!
 //! Every I/O goes through the seams of [`crate::seams`], so the whole module runs on the fakes
 //! of `crate::fake` in its component tests (`tests.rs`), without root.
@@ -36,6 +38,7 @@ mod add;
 pub mod error;
 pub mod limits;
 mod ops;
+pub mod pool;
 pub mod record;
 mod repair;
 mod restore;
@@ -174,6 +177,8 @@ pub struct PodNetwork {
     /// `ingress_policing_rate` (the netdev datapath: its ports have no tc policer, and the
     /// userspace datapath implements meters itself).
     pub egress_meters: bool,
+    /// Ports kept ready for ADDs ([`pool`]); 0: every ADD adds its own port.
+    pub port_pool_size: usize,
 }
 
 impl PodNetwork {
@@ -251,6 +256,8 @@ pub struct Pods<Io: NodeIo = HostIo> {
     /// meter's configuration once known (installed, dumped or recorded on the port), so a
     /// reconcile can re-create a meter the switch lost before re-adding flows using it.
     meters: std::sync::Mutex<BTreeMap<u32, Option<Meter>>>,
+    /// Ready ports and ports of deleted pods waiting for deletion ([`pool`]).
+    pool: pool::PortPool,
 }
 
 impl<Io: NodeIo> Pods<Io> {
@@ -270,6 +277,7 @@ impl<Io: NodeIo> Pods<Io> {
             table: Mutex::new(HashMap::new()),
             in_flight: Arc::default(),
             meters: std::sync::Mutex::default(),
+            pool: pool::PortPool::default(),
             hostports: HostPorts::new(io.nat, net.node.cluster_networks.clone()),
             net,
         }

@@ -7,7 +7,7 @@
 //! address, MTU, routes, OVS port, host port rules and flows. GC removes every attachment not in
 //! the runtime's list, then leases and QoS rows that belong to no attachment.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use flows::AttachmentId;
@@ -16,7 +16,7 @@ use ovs::openflow::DumpFilter;
 
 use super::error::PodError;
 use super::record::keys;
-use super::{lock, Attachment, Pods, BRIDGE};
+use super::{lock, pool, Attachment, Pods, BRIDGE};
 use crate::hostports;
 use crate::netlink;
 use crate::seams::{FlowSwitch, NodeIo, PodLinks, PortDb};
@@ -24,15 +24,17 @@ use crate::seams::{FlowSwitch, NodeIo, PodLinks, PortDb};
 impl<Io: NodeIo> Pods<Io> {
     /// CNI DEL: idempotent, complete without a netns, a veth or any memory of the pod.
     pub async fn del(&self, a: &AttachmentId) -> Result<(), PodError> {
-        // Host ports: known to the registry, or recorded on the port (stateless DEL).
-        let recorded = self
+        // The pod's port, found by its record (a pooled port has its own name), else by the
+        // attachment's hash name.
+        let port = self
             .db
             .find_interfaces_by_external_id(keys::SANDBOX, &a.container_id)
-            .iter()
-            .any(|i| {
-                i.external_ids.get(keys::IFNAME) == Some(&a.ifname)
-                    && i.external_ids.contains_key(hostports::EXTERNAL_ID)
-            });
+            .into_iter()
+            .find(|i| i.external_ids.get(keys::IFNAME) == Some(&a.ifname));
+        // Host ports: known to the registry, or recorded on the port (stateless DEL).
+        let recorded = port
+            .as_ref()
+            .is_some_and(|i| i.external_ids.contains_key(hostports::EXTERNAL_ID));
         self.hostports
             .remove(&a.container_id, &a.ifname, recorded)
             .await
@@ -41,14 +43,30 @@ impl<Io: NodeIo> Pods<Io> {
             )))?;
         self.remove_flows(a).await?;
         self.remove_bandwidth(a).await?;
-        let veth = netlink::host_veth_name(&a.container_id, &a.ifname);
-        self.db
-            .delete_port(BRIDGE, &veth)
-            .await
-            .map_err(PodError::ovsdb(format!(
-                "deleting port {veth} from {BRIDGE}"
-            )))?;
+        let veth = port.as_ref().map_or_else(
+            || netlink::host_veth_name(&a.container_id, &a.ifname),
+            |i| i.name.clone(),
+        );
         self.links.delete_host_veth(&veth).await?;
+        // The row: no longer a pod's from now on, deleted in the next batch (see `pool`).
+        if port.is_some() {
+            let dead = BTreeMap::from([(pool::DEAD_KEY.to_string(), "1".to_string())]);
+            match self.db.replace_interface_external_ids(&veth, &dead).await {
+                Ok(()) => self.pool.bury(veth.clone()),
+                Err(ovs::ovsdb::Error::InterfaceNotFound(_)) => {}
+                Err(e) => {
+                    return Err(PodError::ovsdb(format!("retiring port {veth}"))(e));
+                }
+            }
+        } else {
+            // No record (an ADD cut off before writing it): delete the row, if any, now.
+            self.db
+                .delete_port(BRIDGE, &veth)
+                .await
+                .map_err(PodError::ovsdb(format!(
+                    "deleting port {veth} from {BRIDGE}"
+                )))?;
+        }
         let released = self.release_lease(a).await?;
         tracing::info!(sandbox = %a.container_id, ifname = %a.ifname, ?released, "pod removed");
         Ok(())

@@ -36,6 +36,7 @@ struct Rig {
     state: watch::Sender<Arc<ClusterState>>,
     dir: PathBuf,
     egress_meters: bool,
+    pool: usize,
 }
 
 impl Drop for Rig {
@@ -71,11 +72,21 @@ fn network(egress_meters: bool) -> PodNetwork {
         tx_checksum_off: true,
         netnamespace_wait: Duration::from_millis(200),
         egress_meters,
+        port_pool_size: 0,
     }
 }
 
 impl Rig {
     fn new(egress_meters: bool) -> Rig {
+        Rig::build(egress_meters, 0)
+    }
+
+    /// A rig whose pods keep `pool` ports ready.
+    fn with_pool(pool: usize) -> Rig {
+        Rig::build(false, pool)
+    }
+
+    fn build(egress_meters: bool, pool: usize) -> Rig {
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let dir = std::env::temp_dir().join(format!(
             "sdn-pod-tests-{}-{}",
@@ -94,7 +105,10 @@ impl Rig {
             ("tenant-b", 12),
         ])));
         let pods = Pods::new(
-            network(egress_meters),
+            PodNetwork {
+                port_pool_size: pool,
+                ..network(egress_meters)
+            },
             PodIo {
                 db: db.clone(),
                 store: store.clone(),
@@ -115,6 +129,7 @@ impl Rig {
             state,
             dir,
             egress_meters,
+            pool,
         }
     }
 
@@ -122,7 +137,10 @@ impl Rig {
     /// leases and iptables).
     fn restarted(&self) -> Pods<FakeIo> {
         Pods::new(
-            network(self.egress_meters),
+            PodNetwork {
+                port_pool_size: self.pool,
+                ..network(self.egress_meters)
+            },
             PodIo {
                 db: self.db.clone(),
                 store: self.store_after_restart(),
@@ -178,7 +196,15 @@ impl Rig {
         let a = AttachmentId::new(cid, "eth0");
         let veth = host_veth_name(cid, "eth0");
         assert!(self.links.link(&veth).is_none(), "veth {veth} left");
-        assert!(!self.db.ports().contains_key(&veth), "port {veth} left");
+        // A deleted pod's port row may wait for the batched deletion, as a dead row (the pool
+        // tests check that it goes).
+        if let Some(p) = self.db.ports().get(&veth) {
+            assert_eq!(
+                p.external_ids,
+                std::collections::BTreeMap::from([("sdn-dead".to_string(), "1".to_string())]),
+                "port {veth} left as a pod's"
+            );
+        }
         assert_eq!(self.pod_flows(&a), 0, "flows of {a} left");
         assert!(
             !self.leases().iter().any(|(c, _)| c == cid),
@@ -664,4 +690,109 @@ async fn ports_records_and_qos_removed_behind_the_agents_back_are_put_back() {
     assert_eq!(rig.pods.repair_ports().await, 0);
     assert!(!rig.db.ports().contains_key(&veth));
     assert!(rig.db.ports().contains_key(&other.host_veth));
+}
+
+#[tokio::test]
+async fn adds_take_ready_ports_and_dels_leave_rows_to_one_batched_deletion() {
+    let rig = Rig::with_pool(4);
+    rig.pods.refill_pool().await;
+    assert_eq!(rig.pods.pool().idle(), 4);
+    let pool_ports: Vec<String> = rig
+        .db
+        .ports()
+        .into_iter()
+        .filter(|(_, p)| p.external_ids.contains_key("sdn-pool"))
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(pool_ports.len(), 4);
+    let adds_before = rig.db.ports().len();
+
+    // ADD: a ready port, no new one; the record replaces the pool marker.
+    let at = rig.attachment("p1", "tenant-a");
+    let pod = rig.pods.add(&at).await.unwrap().pod;
+    assert!(
+        pool_ports.contains(&pod.host_veth),
+        "{} is not a pool port",
+        pod.host_veth
+    );
+    assert_eq!(rig.db.ports().len(), adds_before, "the ADD added a port");
+    let port = &rig.db.ports()[&pod.host_veth];
+    assert_eq!(port.ofport, pod.ofport);
+    assert!(!port.external_ids.contains_key("sdn-pool"));
+    assert_eq!(port.external_ids["sandbox"], "p1");
+    let link = rig.links.link(&pod.host_veth).expect("the pod's veth");
+    assert_eq!(
+        (link.ifname.as_str(), link.netns.clone()),
+        ("eth0", at.netns.clone().unwrap())
+    );
+    assert_eq!(rig.pods.pool().idle(), 3);
+    assert_eq!(rig.pod_flows(&at.id), 5);
+
+    // DEL: veth and flows gone at once, the row dead and queued, then deleted in one batch.
+    rig.pods.del(&at.id).await.unwrap();
+    rig.assert_nothing_left("p1");
+    assert!(rig.links.link(&pod.host_veth).is_none());
+    assert_eq!(rig.pods.pool().dead(), 1);
+    rig.pods.reap_dead_ports().await;
+    assert!(!rig.db.ports().contains_key(&pod.host_veth));
+    assert_eq!(rig.pods.pool().dead(), 0);
+
+    // An ADD that fails after taking a port (the pod already has an eth0) leaves nothing of it.
+    rig.pods.refill_pool().await;
+    let bad = rig.attachment("p2", "tenant-a");
+    crate::seams::PodLinks::create_pod_link(
+        &rig.links,
+        &crate::netlink::PodLinkSpec {
+            netns: bad.netns.clone().unwrap(),
+            ifname: "eth0".into(),
+            host_ifname: "squat0".into(),
+            mac: [2, 0, 0, 0, 0, 1],
+            address: "10.128.0.200/23".parse().unwrap(),
+            gateway: Ipv4Addr::new(10, 128, 0, 1),
+            routes: Vec::new(),
+            mtu: 1450,
+            tx_checksum_off: false,
+            pool_peer: None,
+        },
+    )
+    .await
+    .unwrap();
+    let before: BTreeSet<String> = rig.db.ports().into_keys().collect();
+    let (_, text) = code(rig.pods.add(&bad).await.unwrap_err());
+    assert!(text.contains("eth0"), "{text}");
+    let after: BTreeSet<String> = rig.db.ports().into_keys().collect();
+    assert_eq!(
+        after.len(),
+        before.len() - 1,
+        "the taken pool port went with the ADD"
+    );
+    assert!(rig.leases().is_empty());
+}
+
+#[tokio::test]
+async fn a_restart_takes_back_ready_ports_and_deletes_broken_and_dead_ones() {
+    let rig = Rig::with_pool(3);
+    rig.pods.refill_pool().await;
+    let at = rig.attachment("r1", "default");
+    let pod = rig.pods.add(&at).await.unwrap().pod;
+    rig.pods.del(&at.id).await.unwrap();
+    // One ready port's peer vanished (as when an ADD was cut off after moving it).
+    let broken = rig
+        .db
+        .ports()
+        .into_iter()
+        .find(|(_, p)| p.external_ids.contains_key("sdn-pool"))
+        .map(|(n, _)| n)
+        .unwrap();
+    let peer = rig.db.ports()[&broken].external_ids["sdn-pool"].clone();
+    rig.links.remove_parked_peer(&peer);
+
+    let fresh = rig.restarted();
+    let (kept, deleted) = fresh.restore_pool().await.unwrap();
+    assert_eq!(kept, 1, "the other ready port is taken back");
+    assert_eq!(deleted, 2, "the broken pool port and the dead one");
+    assert!(!rig.db.ports().contains_key(&broken));
+    assert!(!rig.db.ports().contains_key(&pod.host_veth));
+    assert!(rig.links.link(&broken).is_none());
+    assert_eq!(fresh.pool().idle(), 1);
 }

@@ -513,6 +513,148 @@ impl Client {
         Err(last.unwrap_or(Error::BridgeNotFound(bridge.to_string())))
     }
 
+    /// Adds several new ports (each with one interface) to `bridge` in ONE transaction, so
+    /// ovs-vswitchd reconfigures once for all of them, then waits (bounded by the apply
+    /// timeout) until each has an ofport; returns them in `specs` order. Every port must be
+    /// new ([`Error::Transaction`] from a guard otherwise). A port ovs-vswitchd cannot open is
+    /// [`Error::PortFailed`] (the others stay added; the caller deletes what it does not want).
+    pub async fn add_ports(&self, bridge: &str, specs: &[PortSpec]) -> Result<Vec<u32>, Error> {
+        if specs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (root, br) = self.with_cache(|c| -> Result<_, Error> {
+            Ok((
+                root_uuid(c)?,
+                existing_bridge(c, bridge)?.uuid().to_string(),
+            ))
+        })?;
+        let mut ops = vec![assert_named("Bridge", &br, bridge)];
+        let mut ports = Vec::new();
+        for (i, spec) in specs.iter().enumerate() {
+            ops.push(assert_absent("Port", &spec.name));
+            let mut iface = interface_columns(spec);
+            iface.insert("name".into(), Datum::from(spec.name.as_str()));
+            let (iface_id, port_id) = (format!("iface{i}"), format!("port{i}"));
+            ops.push(Operation::insert_named("Interface", &iface_id, iface));
+            ops.push(Operation::insert_named(
+                "Port",
+                &port_id,
+                row([
+                    ("name", Datum::from(spec.name.as_str())),
+                    ("interfaces", Datum::named_uuid(&iface_id)),
+                ]),
+            ));
+            ports.push(port_id);
+        }
+        ops.push(Operation::mutate(
+            "Bridge",
+            vec![Condition::uuid(&br)],
+            ports
+                .iter()
+                .map(|p| Mutation::insert("ports", Datum::named_uuid(p)))
+                .collect(),
+        ));
+        let (_, next_cfg) = self.transact_bumped(&root, ops).await?;
+        let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+        let found = self
+            .wait_for(
+                &format!("ofports of {} new ports on bridge {bridge}", specs.len()),
+                self.options().apply_timeout,
+                |c| {
+                    let applied = match next_cfg {
+                        None => true,
+                        Some(n) => c
+                            .open_vswitch()
+                            .and_then(|r| r.integer("cur_cfg"))
+                            .is_some_and(|cur| cur >= n),
+                    };
+                    if !applied {
+                        return None;
+                    }
+                    names
+                        .iter()
+                        .map(|n| {
+                            let iface = c.interface(n)?;
+                            Some((
+                                iface.integer("ofport")?,
+                                iface.string("error").map(str::to_string),
+                            ))
+                        })
+                        .collect::<Option<Vec<_>>>()
+                },
+            )
+            .await?;
+        names
+            .iter()
+            .zip(found)
+            .map(|(port, (ofport, error))| {
+                if ofport > 0 {
+                    to_ofport(ofport, bridge, port)
+                } else {
+                    Err(Error::PortFailed {
+                        port: port.to_string(),
+                        bridge: bridge.to_string(),
+                        error: error
+                            .unwrap_or_else(|| "no ofport assigned (ofport -1)".to_string()),
+                    })
+                }
+            })
+            .collect()
+    }
+
+    /// Removes several ports from `bridge` in ONE transaction (missing ones are skipped) and,
+    /// unlike [`Client::delete_port`], does not wait for ovs-vswitchd: the rows are gone from
+    /// the database when this returns, and ovs-vswitchd reconfigures once, in its own time.
+    pub async fn delete_ports_nowait(&self, bridge: &str, names: &[String]) -> Result<(), Error> {
+        let plan = self.with_cache(|c| -> Result<_, Error> {
+            let br = existing_bridge(c, bridge)?;
+            let on_bridge = br.uuids("ports");
+            let uuids: Vec<String> = names
+                .iter()
+                .filter_map(|n| c.port(n))
+                .map(|p| p.uuid().to_string())
+                .filter(|u| on_bridge.contains(&u.as_str()))
+                .collect();
+            Ok((br.uuid().to_string(), uuids))
+        })?;
+        let (br, uuids) = plan;
+        if uuids.is_empty() {
+            return Ok(());
+        }
+        let ops = vec![
+            assert_named("Bridge", &br, bridge),
+            Operation::mutate(
+                "Bridge",
+                vec![Condition::uuid(&br)],
+                vec![Mutation::delete(
+                    "ports",
+                    Datum::Set(uuids.iter().cloned().map(Atom::Uuid).collect()),
+                )],
+            ),
+        ];
+        self.transact(DB, &ops).await.map(|_| ())
+    }
+
+    /// Replaces the whole `external_ids` of Interface `name` in one transaction (no
+    /// ovs-vswitchd involvement: it does not read Interface external ids);
+    /// [`Error::InterfaceNotFound`] when no interface has that name.
+    pub async fn replace_interface_external_ids(
+        &self,
+        name: &str,
+        ids: &BTreeMap<String, String>,
+    ) -> Result<(), Error> {
+        let ops = [Operation::update(
+            "Interface",
+            vec![Condition::eq("name", name)],
+            row([("external_ids", Datum::from(ids))]),
+        )];
+        let results = self.transact(DB, &ops).await?;
+        if results.first().and_then(|r| r.count) == Some(0) {
+            return Err(Error::InterfaceNotFound(name.to_string()));
+        }
+        Ok(())
+    }
+
     /// Sets `external_ids` keys of Interface `name` (other keys stay) in one transaction;
     /// [`Error::InterfaceNotFound`] when no interface has that name.
     pub async fn set_interface_external_ids(
