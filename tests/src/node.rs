@@ -472,13 +472,33 @@ impl AgentNode {
             .collect()
     }
 
-    /// veth links in the node namespace that are not the agent's ready pool pairs
-    /// (`sdnp*`/`sdnq*`, see `agent::pod::pool`; [`AgentNode::assert_pool_sane`] counts those).
+    /// veth links in the node namespace that are not the agent's ready pool pairs (a pool
+    /// port and its `sdnq*` peer, see `agent::pod::pool`; [`AgentNode::assert_pool_sane`]
+    /// checks those). A pod wired from the pool keeps its `sdnp*` host end here.
     pub fn veths(&self) -> Vec<String> {
+        let pool = self.pool_ports();
         self.all_veths()
             .into_iter()
-            .filter(|n| !n.starts_with("sdnp") && !n.starts_with("sdnq"))
+            .filter(|n| !n.starts_with("sdnq") && !pool.contains(n))
             .collect()
+    }
+
+    /// The OVS port (host veth) of attachment (`sandbox`, eth0), found by its record: a pod
+    /// wired from the pool has the pool port's name, others the attachment's hash name.
+    pub fn port_of(&self, sandbox: &str) -> String {
+        let out = self.ovs.vsctl(&[
+            "--format=csv",
+            "--no-headings",
+            "--columns=name",
+            "find",
+            "Interface",
+            &format!("external_ids:sandbox=\"{sandbox}\""),
+        ]);
+        out.lines()
+            .next()
+            .map(|l| l.trim_matches('"').to_string())
+            .filter(|l| !l.is_empty())
+            .unwrap_or_else(|| panic!("no port records sandbox {sandbox}"))
     }
 
     /// Ready pool ports on br0 (interfaces with `external_ids:sdn-pool`).
@@ -504,8 +524,12 @@ impl AgentNode {
     /// waits in the node namespace, and there are no more than `size` of them.
     pub fn assert_pool_sane(&self, size: usize) {
         let all = self.all_veths();
-        let hosts: Vec<&String> = all.iter().filter(|n| n.starts_with("sdnp")).collect();
         let pool = self.pool_ports();
+        let hosts: Vec<&String> = all.iter().filter(|n| pool.contains(n)).collect();
+        for q in all.iter().filter(|n| n.starts_with("sdnq")) {
+            let host = q.replacen("sdnq", "sdnp", 1);
+            assert!(pool.contains(&host), "parked peer {q} has no pool port");
+        }
         assert!(
             hosts.len() <= size,
             "{} pool veths, pool size {size}: {hosts:?}",

@@ -20,8 +20,8 @@ use serde_json::json;
 /// The bound on any repair (the agent's own target is well under a second).
 const BOUND: Duration = Duration::from_secs(10);
 
-fn veth(p: &CniPod<'_>) -> String {
-    agent::netlink::host_veth_name(&p.id, "eth0")
+fn veth(node: &AgentNode, p: &CniPod<'_>) -> String {
+    node.port_of(&p.id)
 }
 
 /// Waits until `a` pings `b` again; returns how long that took (panics after [`BOUND`]).
@@ -71,20 +71,20 @@ fn ports_qos_flows_and_meters_removed_by_hand_are_put_back() {
     let flows = node.flows();
     let ofport_b = node
         .ovs
-        .vsctl(&["get", "Interface", &veth(&b), "ofport"])
+        .vsctl(&["get", "Interface", &veth(&node, &b), "ofport"])
         .trim()
         .to_string();
 
     // del-port of b's port: back with its ofport and record, traffic flows again.
-    node.ovs.vsctl(&["del-port", "br0", &veth(&b)]);
+    node.ovs.vsctl(&["del-port", "br0", &veth(&node, &b)]);
     recovered(&node, "del-port", &a, &b);
     assert_eq!(
         node.ovs
-            .vsctl(&["get", "Interface", &veth(&b), "ofport"])
+            .vsctl(&["get", "Interface", &veth(&node, &b), "ofport"])
             .trim(),
         ofport_b
     );
-    assert!(node.pod_ports().contains(&veth(&b)));
+    assert!(node.pod_ports().contains(&veth(&node, &b)));
     assert!(
         node.log().contains("re-added"),
         "no WARN for the port:\n{}",
@@ -93,10 +93,13 @@ fn ports_qos_flows_and_meters_removed_by_hand_are_put_back() {
     flows_back(&node, "del-port", &flows);
 
     // a's ingress QoS cleared from its port: re-created and attached.
-    node.ovs.vsctl(&["clear", "Port", &veth(&a), "qos"]);
+    node.ovs.vsctl(&["clear", "Port", &veth(&node, &a), "qos"]);
     assert!(
         wait_until(BOUND, || {
-            node.ovs.vsctl(&["get", "Port", &veth(&a), "qos"]).trim() != "[]"
+            node.ovs
+                .vsctl(&["get", "Port", &veth(&node, &a), "qos"])
+                .trim()
+                != "[]"
         }),
         "QoS not re-attached:\n{}",
         node.log()
@@ -200,7 +203,7 @@ fn a_crashed_vswitchd_and_a_restarted_ovsdb_are_survived() {
     node.ovs.start_ovsdb();
     assert!(a.ping(&b.ip, 2), "the datapath does not need ovsdb-server");
     std::thread::sleep(Duration::from_millis(500));
-    node.ovs.vsctl(&["del-port", "br0", &veth(&b)]);
+    node.ovs.vsctl(&["del-port", "br0", &veth(&node, &b)]);
     recovered(&node, "del-port after an ovsdb-server restart", &a, &b);
     assert!(node.agent_running());
 }

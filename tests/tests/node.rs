@@ -66,12 +66,13 @@ fn pods_get_addresses_and_reach_each_other_through_br0() {
         format!("0a:58:{:02x}:{:02x}:{:02x}:{:02x}", o[0], o[1], o[2], o[3]),
         "{r}"
     );
-    assert!(
-        r["interfaces"][0]["name"]
-            .as_str()
-            .unwrap()
-            .starts_with("veth"),
-        "{r}"
+    // The host end: a pool port (sdnp...) or, with the pool empty, the attachment's own veth.
+    let host = r["interfaces"][0]["name"].as_str().unwrap();
+    assert!(host.starts_with("sdnp") || host.starts_with("veth"), "{r}");
+    assert_eq!(
+        host,
+        node.port_of(&a.id),
+        "the result names the pod's OVS port"
     );
     assert_eq!(r["ips"][0]["gateway"], "10.128.0.1", "{r}");
     assert_eq!(r["ips"][0]["interface"], 1, "{r}");
@@ -569,7 +570,7 @@ fn pod_port_records_read_back_with_the_agents_codec() {
     // with the one codec the agent, sdnctl and these tests share.
     let node = AgentNode::start(NodeOptions::default());
     let a = node.pod("default", "a");
-    let veth = agent::netlink::host_veth_name(&a.id, "eth0");
+    let veth = node.port_of(&a.id);
     let out = node.ovs.vsctl(&[
         "--format=json",
         "--columns=external_ids",

@@ -322,10 +322,14 @@ fn adds_in_flight_during_vnid_changes_end_with_the_final_vnid() {
 /// A deterministic race: the ADD has read its namespace's VNID and is held at the OVS port step
 /// (ovs-vswitchd is paused, so the port gets no ofport yet) when the VNID changes. The agent's
 /// VNID sync finds no such pod in its table; the ADD must take the new VNID when it installs the
-/// flows.
+/// flows. Without the port pool, so that the ADD adds its own port (as it does when a burst has
+/// emptied the pool).
 #[test]
 fn an_add_in_flight_when_its_namespace_changes_vnid_takes_the_new_one() {
-    let node = AgentNode::start(NodeOptions::default());
+    let node = AgentNode::start(NodeOptions {
+        extra: vec!["--port-pool-size".into(), "0".into()],
+        ..NodeOptions::default()
+    });
     node.set_netnamespace("moving", 40);
     let vswitchd = node.ovs.vswitchd_pid().expect("ovs-vswitchd pid");
     let pod = std::thread::scope(|s| {
