@@ -162,7 +162,7 @@ impl Default for Config {
             cluster_state: ClusterStateSource::Standalone("/var/lib/sdn/state".into()),
             request_timeout_seconds: 120,
             netnamespace_wait_seconds: 5,
-            port_pool_size: 16,
+            port_pool_size: 32,
             kubeconfig: None,
             host_subnet_wait_seconds: 120,
             global_namespaces: Vec::new(),
@@ -247,7 +247,7 @@ pub struct Flags {
         value_name = "SECONDS"
     )]
     pub netnamespace_wait_seconds: Option<u64>,
-    /// OVS ports kept ready for the next ADDs, 0..=256 (0: none) [default: 16]
+    /// OVS ports kept ready for the next ADDs, 0..=256 (0: none) [default: 32]
     #[arg(
         long = "port-pool-size",
         env = "SDN_PORT_POOL_SIZE",

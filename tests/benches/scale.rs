@@ -7,7 +7,7 @@
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p sdn-tests --bench scale`
 //! Settings: `SDN_SCALE_PODS` (1000), `SDN_SCALE_BUCKET` (100), `SDN_SCALE_CONCURRENCY` (10),
-//! `SDN_SCALE_POOL` (the agent's `--port-pool-size`, default 16; 0 runs without the pool).
+//! `SDN_SCALE_POOL` (the agent's `--port-pool-size`, default 32; 0 runs without the pool).
 //! Targets (issue 12): ours at 900-1000 <= 1.2x ours at 0-100 and <= the bridge's at both
 //! ends; 10 concurrent ADDs at 1000 pods >= 2x the bridge's pods/s; DEL p50 <= the bridge's.
 //! Timing is wall clock on a shared machine: compare within one run.
@@ -118,7 +118,7 @@ fn main() {
     let n = env_usize("SDN_SCALE_PODS", 1000);
     let bucket = env_usize("SDN_SCALE_BUCKET", 100).max(1);
     let c = env_usize("SDN_SCALE_CONCURRENCY", 10);
-    let pool = env_usize("SDN_SCALE_POOL", 16);
+    let pool = env_usize("SDN_SCALE_POOL", 32);
     let burst = 100.min(n.max(1));
     let tenant_pods = 200.min(n);
     let bridge = PathBuf::from("/usr/lib/cni/bridge");
@@ -274,6 +274,11 @@ fn main() {
         None => eprintln!("NetNamespace change: no re-flow logged within 10 s"),
     }
 
+    if std::env::var_os("SDN_SCALE_LOG").is_some() {
+        for l in node.log().lines().filter(|l| l.contains("WARN") || l.contains("elapsed_ms")) {
+            eprintln!("{l}");
+        }
+    }
     eprintln!("\ncleaning up...");
     drive(0..n, c, &ours_del);
     drive(0..n, c, &br_del);

@@ -131,7 +131,7 @@ impl<Io: NodeIo> Pods<Io> {
         check_deadline("creating the veth")?;
 
         // 2. Veth: a pooled pair when one is ready (its port exists already), else a new one.
-        let pooled = self.pool.take();
+        let pooled = self.pool.take(self.net.port_pool_size);
         let host_veth = pooled.as_ref().map_or_else(
             || netlink::host_veth_name(&a.container_id, &a.ifname),
             |p| p.host.clone(),

@@ -13,13 +13,14 @@
 //! interface (one netlink request, [`crate::netlink::PodLinkSpec::pool_peer`]), the port's
 //! record replaces the pool marker (an `external_ids` write, which ovs-vswitchd does not read,
 //! so it does not reconfigure), and the pod's flows use the known ofport. The pool is refilled
-//! in the background, many ports per transaction: one reconfiguration per batch. When the pool
+//! in the background when it has fallen to half, many ports per transaction: one
+//! reconfiguration per batch of pods, not per pod. When the pool
 //! is empty (a burst larger than it), an ADD creates its veth and port itself, as before.
 //!
 //! A DEL deletes the pod's flows and veth at once and replaces the port's record with
 //! `sdn-dead=1` (again no reconfiguration), so no pod port, veth, flow or lease is left when it
-//! answers; the dead row itself is deleted with the others in the next batch (within about
-//! 250 ms), without waiting for ovs-vswitchd.
+//! answers; the dead row itself is deleted with the others in the next batch (within
+//! [`REAP_EVERY`]), without waiting for ovs-vswitchd.
 //!
 //! Restarts and crashes: at start-up idle pool ports whose peer still waits in the node netns
 //! are taken back; a pool port whose peer is gone (an ADD was cut off after moving it) and every
@@ -39,8 +40,11 @@ use crate::seams::{NodeIo, PodLinks, PortDb};
 pub const POOL_KEY: &str = "sdn-pool";
 /// `external_ids` key of the port of a deleted pod, waiting for the batched deletion.
 pub const DEAD_KEY: &str = "sdn-dead";
-/// The most ports added in one transaction.
+/// The most ports added in one transaction; also how many dead ports make a deletion batch
+/// before [`REAP_EVERY`] is up.
 const BATCH: usize = 32;
+/// How often dead ports are deleted (and the pool checked) at the latest.
+pub const REAP_EVERY: Duration = Duration::from_millis(250);
 
 /// A ready port: the veth's host end (the port) and its peer, parked in the node netns.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,10 +66,15 @@ pub struct PortPool {
 }
 
 impl PortPool {
-    /// Takes a ready port, if any, and wakes the refill.
-    pub fn take(&self) -> Option<PooledPort> {
-        let p = lock(&self.idle).pop_front();
-        self.wake.notify_one();
+    /// Takes a ready port, if any; wakes the refill when the pool has fallen to half of
+    /// `size` (so refills come in batches of at least half the pool: one ovs-vswitchd
+    /// reconfiguration per batch, not per pod).
+    pub fn take(&self, size: usize) -> Option<PooledPort> {
+        let mut idle = lock(&self.idle);
+        let p = idle.pop_front();
+        if idle.len() <= size / 2 {
+            self.wake.notify_one();
+        }
         p
     }
 
@@ -74,10 +83,14 @@ impl PortPool {
         lock(&self.idle).len()
     }
 
-    /// Queues a dead port for the next batched deletion.
+    /// Queues a dead port for the next batched deletion (within [`REAP_EVERY`], or at once when
+    /// [`BATCH`] are waiting).
     pub fn bury(&self, port: String) {
-        lock(&self.dead).push(port);
-        self.wake.notify_one();
+        let mut dead = lock(&self.dead);
+        dead.push(port);
+        if dead.len() >= BATCH {
+            self.wake.notify_one();
+        }
     }
 
     /// How many dead ports wait for deletion.
@@ -106,19 +119,19 @@ impl<Io: NodeIo> Pods<Io> {
         &self.pool
     }
 
-    /// Runs forever (the daemon spawns it and aborts it at stop): whenever woken (an ADD took a
-    /// port, a DEL buried one) and every 250 ms, deletes the dead ports in one transaction and
-    /// tops the pool up, [`BATCH`] ports per transaction.
+    /// Runs forever (the daemon spawns it and aborts it at stop): every [`REAP_EVERY`], and
+    /// when woken (the pool fell to half, or a batch of dead ports is waiting), deletes the dead
+    /// ports in one transaction and, when the pool is at half or less, tops it up in one.
     pub async fn maintain_ports(&self) {
         loop {
             tokio::select! {
                 () = self.pool.wake.notified() => {}
-                () = tokio::time::sleep(Duration::from_millis(250)) => {}
+                () = tokio::time::sleep(REAP_EVERY) => {}
             }
-            // A burst of DELs or ADDs is one batch.
-            tokio::time::sleep(Duration::from_millis(20)).await;
             self.reap_dead_ports().await;
-            self.refill_pool().await;
+            if self.pool.idle() <= self.net.port_pool_size / 2 {
+                self.refill_pool().await;
+            }
         }
     }
 
