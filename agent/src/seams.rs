@@ -158,9 +158,9 @@ pub trait PodLinks: Send + Sync + Debug + 'static {
         ifname: &str,
     ) -> impl Future<Output = Result<PodLinkState, NetlinkError>> + Send;
 
-    /// Creates a veth pair with both ends in the node netns, for the port pool: `host` up with
-    /// the node kernel taken out of its path, `peer` down (moved into a pod's netns at ADD,
-    /// see [`PodLinkSpec::pool_peer`]).
+    /// Creates a veth pair for the port pool: `host` up in the node netns with the node kernel
+    /// taken out of its path, `peer` down in the agent's parking namespace (moved into a pod's
+    /// netns at ADD, see [`PodLinkSpec::pool_peer`]).
     fn create_pool_veth(
         &self,
         host: &str,
@@ -168,6 +168,12 @@ pub trait PodLinks: Send + Sync + Debug + 'static {
         mtu: u32,
         tx_checksum_off: bool,
     ) -> impl Future<Output = Result<(), NetlinkError>> + Send;
+
+    /// Whether pool peer `name` still waits in the parking namespace.
+    fn pool_peer_parked(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<bool, NetlinkError>> + Send;
 
     /// The interface index of node-netns link `name`, if it exists.
     fn link_exists(
@@ -344,6 +350,10 @@ impl PodLinks for Netlink {
         tx_checksum_off: bool,
     ) -> Result<(), NetlinkError> {
         Netlink::create_pool_veth(self, host, peer, mtu, tx_checksum_off).await
+    }
+
+    async fn pool_peer_parked(&self, name: &str) -> Result<bool, NetlinkError> {
+        Netlink::parked(self, name).await
     }
 
     fn isolate_host_veth(&self, name: &str) -> Result<(), NetlinkError> {

@@ -275,7 +275,11 @@ fn main() {
     }
 
     if std::env::var_os("SDN_SCALE_LOG").is_some() {
-        for l in node.log().lines().filter(|l| l.contains("WARN") || l.contains("elapsed_ms")) {
+        for l in node
+            .log()
+            .lines()
+            .filter(|l| l.contains("WARN") || l.contains("elapsed_ms"))
+        {
             eprintln!("{l}");
         }
     }

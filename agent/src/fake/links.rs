@@ -222,6 +222,13 @@ impl PodLinks for FakeLinks {
         Ok((s.links.contains_key(name) || parked_peer).then_some(1))
     }
 
+    async fn pool_peer_parked(&self, name: &str) -> Result<bool, NetlinkError> {
+        Ok(lock(&self.state)
+            .links
+            .values()
+            .any(|l| l.netns.as_os_str().is_empty() && l.ifname == name))
+    }
+
     async fn create_pool_veth(
         &self,
         host: &str,

@@ -163,6 +163,8 @@ struct Node {
     handle: Handle,
     /// `AF_INET` socket in the node netns, for ethtool ioctls on host-side interfaces.
     ioctl: OwnedFd,
+    /// Where pool veth peers wait, created on first use ([`netns::Parking`]).
+    parking: tokio::sync::OnceCell<netns::Parking>,
 }
 
 impl Netlink {
@@ -177,8 +179,33 @@ impl Netlink {
             .map_err(|e| NetlinkError::os("opening an ioctl socket in the node netns", e))?;
         tokio::spawn(conn);
         Ok(Netlink {
-            node: Arc::new(Node { handle, ioctl }),
+            node: Arc::new(Node {
+                handle,
+                ioctl,
+                parking: tokio::sync::OnceCell::new(),
+            }),
         })
+    }
+
+    /// Whether pool peer `name` waits in the parking namespace (`None` before the namespace
+    /// exists: nothing can be parked yet).
+    pub async fn parked(&self, name: &str) -> Result<bool, NetlinkError> {
+        validate_ifname(name)?;
+        let Some(parking) = self.node.parking.get() else {
+            return Ok(false);
+        };
+        get_link(&parking.handle, name)
+            .await
+            .map(|l| l.is_some())
+            .map_err(|e| NetlinkError::nl(format!("looking up pool veth {name}"), e))
+    }
+
+    /// The port pool's parking namespace, created on first use.
+    pub(crate) async fn parking(&self) -> Result<&netns::Parking, NetlinkError> {
+        self.node
+            .parking
+            .get_or_try_init(netns::Parking::create)
+            .await
     }
 
     /// The index of interface `name` in the node netns, or `None` if there is none

@@ -158,3 +158,63 @@ fn open_in_netns(
     };
     Ok((conn, handle, ioctl))
 }
+
+/// The agent's private network namespace where the port pool's veth peers wait
+/// ([`crate::pod::pool`]): moving a peer from here into a pod's namespace makes no link event in
+/// the node's namespace, so ovs-vswitchd (which reconfigures the whole bridge on every link
+/// event in its namespace) does not notice the ADD at all. Anonymous: it lives while the agent
+/// holds its descriptor, and with it go the parked peers and their host ends (the next agent
+/// finds their ports dead and replaces them).
+pub(crate) struct Parking {
+    /// The namespace, as an nsfs descriptor (for `setns_by_fd`).
+    pub(crate) file: File,
+    /// A netlink connection inside it (driven by its own task).
+    pub(crate) handle: Handle,
+}
+
+impl std::fmt::Debug for Parking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Parking").finish_non_exhaustive()
+    }
+}
+
+impl Parking {
+    /// Creates the namespace (a thread unshares its netns, hands back the namespace file and a
+    /// netlink socket opened inside, and exits) and spawns the socket's driver.
+    pub(crate) async fn create() -> Result<Parking, NetlinkError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| NetlinkError::NoRuntime)?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let rt = runtime.clone();
+        std::thread::Builder::new()
+            .name("sdn-parking".into())
+            .spawn(move || {
+                let made = (|| {
+                    // SAFETY: unshare only changes this thread's netns; the thread exits right
+                    // after opening what it hands back.
+                    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+                        return Err(NetlinkError::os(
+                            "creating the port pool's namespace (unshare)",
+                            io::Error::last_os_error(),
+                        ));
+                    }
+                    let file = File::open("/proc/thread-self/ns/net")
+                        .map_err(|e| NetlinkError::os("opening the port pool's namespace", e))?;
+                    let _enter = rt.enter();
+                    let (conn, handle) = connect().map_err(|e| {
+                        NetlinkError::os("opening a netlink socket in the port pool's namespace", e)
+                    })?;
+                    Ok((file, conn, handle))
+                })();
+                let _ = tx.send(made);
+            })
+            .map_err(|e| NetlinkError::os("starting the port pool namespace thread", e))?;
+        let (file, conn, handle) = rx.await.map_err(|_| {
+            NetlinkError::os(
+                "creating the port pool's namespace",
+                io::Error::other("the thread exited without an answer"),
+            )
+        })??;
+        runtime.spawn(conn);
+        Ok(Parking { file, handle })
+    }
+}

@@ -130,16 +130,18 @@ impl Netlink {
                 // A pooled pair: move its peer into the pod netns as the pod interface. By index:
                 // the request's name attribute is the new name.
                 guard.armed = true;
-                let index = get_link(&node, peer)
+                let parking = self.parking().await?;
+                let index = get_link(&parking.handle, peer)
                     .await
                     .map_err(|e| NetlinkError::nl(format!("looking up pool veth {peer}"), e))?
                     .ok_or_else(|| NetlinkError::LinkNotFound {
                         ifname: peer.clone(),
-                        netns: "the node netns (a pool veth)".into(),
+                        netns: "the port pool's namespace".into(),
                     })?
                     .header
                     .index;
-                let moved = node
+                let moved = parking
+                    .handle
                     .link()
                     .set(
                         LinkUnspec::new_with_index(index)
@@ -298,10 +300,12 @@ impl Netlink {
         })
     }
 
-    /// Creates a veth pair for the port pool, both ends in the node netns:
+    /// Creates a veth pair for the port pool: the host end in the node netns, the peer (down)
+    /// in the pool's parking namespace ([`super::netns::Parking`]), so that an ADD moving it
+    /// into a pod makes no link event where ovs-vswitchd runs:
     ///
     /// ```text
-    /// ip link add HOST mtu MTU up type veth peer name PEER mtu MTU     # PEER stays down
+    /// ip link add HOST mtu MTU up type veth peer name PEER mtu MTU netns PARKING
     /// ethtool -K HOST tx off                                          # if asked
     /// sysctls taking the node kernel out of HOST's path               # see isolate_host_veth
     /// ```
@@ -317,12 +321,16 @@ impl Netlink {
         validate_ifname(host)?;
         validate_ifname(peer)?;
         let node = self.handle();
+        let parking = self.parking().await?;
         let msg = LinkMessageBuilder::<LinkVeth>::new_with_info_kind(InfoKind::Veth)
             .name(host.to_string())
             .mtu(mtu)
             .up()
             .set_info_data(InfoData::Veth(InfoVeth::Peer(
-                LinkUnspec::new_with_name(peer).mtu(mtu).build(),
+                LinkUnspec::new_with_name(peer)
+                    .mtu(mtu)
+                    .setns_by_fd(parking.file.as_raw_fd())
+                    .build(),
             )))
             .build();
         bounded(format!("creating pool veth {host}"), async {

@@ -7,25 +7,33 @@
 //! and waits for the ofport therefore slows down as the node fills, and a DEL that deletes one
 //! makes the next request's flow bundle wait for ovs-vswitchd's main loop.
 //!
-//! How: the agent keeps `portPoolSize` veth pairs ready, both ends in the node netns, the host
-//! end already a port of `br0` (ofport known, `external_ids:sdn-pool=<peer name>`, no flows,
-//! so nothing can pass it). An ADD takes one: its peer is moved into the pod's netns as the pod
+//! How: the agent keeps `portPoolSize` veth pairs ready: the host end already a port of `br0`
+//! (ofport known, `external_ids:sdn-pool=<peer name>`, no flows, so nothing can pass it), the
+//! peer waiting, down, in a private namespace of the agent ([`crate::netlink`]'s parking
+//! namespace). An ADD takes one: its peer is moved from there into the pod's netns as the pod
 //! interface (one netlink request, [`crate::netlink::PodLinkSpec::pool_peer`]), the port's
 //! record replaces the pool marker (an `external_ids` write, which ovs-vswitchd does not read,
-//! so it does not reconfigure), and the pod's flows use the known ofport. The pool is refilled
-//! in the background when it has fallen to half, many ports per transaction: one
-//! reconfiguration per batch of pods, not per pod. When the pool
-//! is empty (a burst larger than it), an ADD creates its veth and port itself, as before.
+//! so it does not reconfigure), and the pod's flows use the known ofport. Why the parking
+//! namespace: ovs-vswitchd also reconfigures on every link event in its own namespace (a veth
+//! created, deleted or moved out of it); moving a peer between two other namespaces makes none.
+//! The pool is refilled in the background when it has fallen to half, many ports per
+//! transaction: one reconfiguration per batch of pods, not per pod. When the pool is empty (a
+//! burst larger than it), an ADD creates its veth and port itself, as before. The cost is the
+//! kernel's: moving a device between namespaces waits for an RCU grace period (about 15 ms
+//! here), so a pooled ADD is slower than a fresh one on a nearly empty node and the pool pays
+//! off as the node fills.
 //!
 //! A DEL deletes the pod's flows and veth at once and replaces the port's record with
 //! `sdn-dead=1` (again no reconfiguration), so no pod port, veth, flow or lease is left when it
 //! answers; the dead row itself is deleted with the others in the next batch (within
 //! [`REAP_EVERY`]), without waiting for ovs-vswitchd.
 //!
-//! Restarts and crashes: at start-up idle pool ports whose peer still waits in the node netns
-//! are taken back; a pool port whose peer is gone (an ADD was cut off after moving it) and every
-//! dead port are deleted. An ADD cut off after writing the record leaves a normal pod port,
-//! which the restart keeps and the runtime's DEL removes.
+//! Restarts and crashes: the parking namespace lives as long as the agent holds it, so when the
+//! agent exits the parked peers go, and their host ends with them. At start-up a pool port is
+//! taken back only when its host end and peer are both still there (possible with an agent that
+//! kept its namespace, and with the component tests' fakes); the others, and every dead port,
+//! are deleted, and the pool is refilled. An ADD cut off after writing the record leaves a normal
+//! pod port, which the restart keeps and the runtime's DEL removes.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -46,12 +54,12 @@ const BATCH: usize = 32;
 /// How often dead ports are deleted (and the pool checked) at the latest.
 pub const REAP_EVERY: Duration = Duration::from_millis(250);
 
-/// A ready port: the veth's host end (the port) and its peer, parked in the node netns.
+/// A ready port: the veth's host end (the port) and its peer, parked until an ADD takes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PooledPort {
     /// The host end, a port of `br0`.
     pub host: String,
-    /// The peer, down in the node netns until an ADD moves it into a pod.
+    /// The peer, down in the parking namespace until an ADD moves it into a pod.
     pub peer: String,
     /// The port's ofport.
     pub ofport: u32,
@@ -201,9 +209,9 @@ impl<Io: NodeIo> Pods<Io> {
         }
     }
 
-    /// Start-up: takes back the idle pool ports whose peer still waits in the node netns and
-    /// deletes the others (an ADD cut off after moving the peer) and every dead port. Returns
-    /// (taken back, deleted).
+    /// Start-up: takes back the idle pool ports whose host end and parked peer are both still
+    /// there and deletes the others (the previous agent's parking namespace is gone, or an ADD
+    /// was cut off after moving the peer) and every dead port. Returns (taken back, deleted).
     pub async fn restore_pool(&self) -> Result<(usize, usize), PodError> {
         let mut doomed = Vec::new();
         let mut kept = Vec::new();
@@ -214,7 +222,7 @@ impl<Io: NodeIo> Pods<Io> {
                 .and_then(|p| u32::try_from(p).ok())
                 .filter(|p| *p >= 3);
             let host_alive = self.links.link_exists(&i.name).await?.is_some();
-            let peer_parked = !peer.is_empty() && self.links.link_exists(&peer).await?.is_some();
+            let peer_parked = !peer.is_empty() && self.links.pool_peer_parked(&peer).await?;
             match (host_alive && peer_parked, ofport) {
                 (true, Some(ofport)) => kept.push(PooledPort {
                     host: i.name,
