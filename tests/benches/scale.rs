@@ -278,7 +278,7 @@ fn main() {
         for l in node
             .log()
             .lines()
-            .filter(|l| l.contains("WARN") || l.contains("elapsed_ms"))
+            .filter(|l| l.contains("WARN") || l.contains("elapsed_ms") || l.contains("pod wired"))
         {
             eprintln!("{l}");
         }

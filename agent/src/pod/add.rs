@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::error::PodError;
 use super::record::{MeterRecord, PortRecord};
-use super::{Attachment, Pod, Pods, Wired, BRIDGE};
+use super::{lock, Attachment, Pod, Pods, Wired, BRIDGE};
 use crate::bandwidth::Bandwidth;
 use crate::flowstore::{Change, Owner};
 use crate::hostports;
@@ -111,7 +111,11 @@ impl<Io: NodeIo> Pods<Io> {
         let at = plan.at;
         let a = &at.id;
         let deadline = at.deadline;
+        // Where the time went, for the "pod wired" line: (step, ms) at each step's end.
+        let started = Instant::now();
+        let marks = std::sync::Mutex::new(Vec::<(&'static str, u128)>::new());
         let check_deadline = |step: &'static str| {
+            lock(&marks).push((step, started.elapsed().as_millis()));
             if Instant::now() >= deadline {
                 Err(PodError::Deadline { step })
             } else {
@@ -273,7 +277,9 @@ impl<Io: NodeIo> Pods<Io> {
         }
         tracing::info!(
             sandbox = %a.container_id, ifname = %a.ifname, namespace = %pod.namespace,
-            pod = %pod.name, %ip, ofport, vnid = %pod.vnid, pooled_port = pooled.is_some(), "pod wired"
+            pod = %pod.name, %ip, ofport, vnid = %pod.vnid, pooled_port = pooled.is_some(),
+            ms_before = %lock(&marks).iter().map(|(s, ms)| format!("{s}:{ms}")).collect::<Vec<_>>().join(","),
+            ms = started.elapsed().as_millis(), "pod wired"
         );
         Ok(Wired {
             pod,
