@@ -308,10 +308,13 @@ impl Daemon {
             deleted = stats.deleted,
             "br0 reconciled"
         );
-        // The port pool: filled now (before the first ADD) and kept full in the background.
-        n.pods.refill_pool().await;
+        // The port pool: filled and kept full in the background (ADDs meanwhile add their own
+        // ports), so readiness does not wait for ovs-vswitchd to take a batch of ports.
         let pods = n.pods.clone();
-        n.maintenance = Some(tokio::spawn(async move { pods.maintain_ports().await }));
+        n.maintenance = Some(tokio::spawn(async move {
+            pods.refill_pool().await;
+            pods.maintain_ports().await
+        }));
         n.serve().await?;
         Ok(n)
     }

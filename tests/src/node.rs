@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use std::sync::Mutex;
 
 pub use crate::harness::workspace_bin;
-use crate::harness::{run, without_agent_env, Netns, Ovs};
+use crate::harness::{run, wait_until, without_agent_env, Netns, Ovs};
 
 /// Settings of a test node.
 #[derive(Debug, Clone)]
@@ -476,10 +476,10 @@ impl AgentNode {
     /// port and its `sdnq*` peer, see `agent::pod::pool`; [`AgentNode::assert_pool_sane`]
     /// checks those). A pod wired from the pool keeps its `sdnp*` host end here.
     pub fn veths(&self) -> Vec<String> {
-        let pool = self.pool_ports();
+        let pods = self.pod_ports();
         self.all_veths()
             .into_iter()
-            .filter(|n| !n.starts_with("sdnq") && !pool.contains(n))
+            .filter(|n| !n.starts_with("sdnq") && (!n.starts_with("sdnp") || pods.contains(n)))
             .collect()
     }
 
@@ -524,6 +524,13 @@ impl AgentNode {
     /// the node namespace (the peers wait in the agent's private namespace, out of sight), and
     /// no `sdnp*` veth that is neither a pool port nor a pod's.
     pub fn assert_pool_sane(&self, size: usize) {
+        // A refill in progress has veths that are not ports yet: give it time to settle.
+        wait_until(Duration::from_secs(10), || {
+            let (all, pool, pods) = (self.all_veths(), self.pool_ports(), self.pod_ports());
+            all.iter()
+                .filter(|n| n.starts_with("sdnp"))
+                .all(|v| pool.contains(v) || pods.contains(v))
+        });
         let all = self.all_veths();
         let pool = self.pool_ports();
         assert!(

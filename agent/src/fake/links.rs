@@ -77,6 +77,13 @@ impl FakeLinks {
             .retain(|_, l| !(l.netns.as_os_str().is_empty() && l.ifname == peer));
     }
 
+    /// Sets whether a host veth is hardened (an older agent's veth is not).
+    pub fn set_isolated(&self, host: &str, isolated: bool) {
+        if let Some(l) = lock(&self.state).links.get_mut(host) {
+            l.isolated = isolated;
+        }
+    }
+
     /// Changes a pod interface behind the agent's back (drift).
     pub fn edit(&self, host: &str, f: impl FnOnce(&mut PodLinkState)) {
         if let Some(l) = lock(&self.state).links.get_mut(host) {
@@ -171,7 +178,8 @@ impl PodLinks for FakeLinks {
                     routes,
                     tx_checksum: !spec.tx_checksum_off,
                 },
-                isolated: false,
+                // The real create_pod_link hardens the host end.
+                isolated: true,
             },
         );
         Ok(PodLink {

@@ -191,6 +191,8 @@ impl<Io: NodeIo> Pods<Io> {
             hostports: (!mappings.is_empty()).then(|| hostports::to_json(&mappings)),
             meter: egress_meter,
             bandwidth: plan.bandwidth,
+            // create_pod_link hardened the host end.
+            hardened: true,
         };
         let ofport = match &pooled {
             // The port exists: its record replaces the pool marker (ovs-vswitchd does not read

@@ -9,7 +9,8 @@
 //! `meter`, `meter_rate_kbps`, `meter_burst_kbit` (to re-create a meter ovs-vswitchd lost), and
 //! with bandwidth limits `ingress_rate_bps`, `ingress_burst_bits`, `egress_rate_bps`,
 //! `egress_burst_bits` (to put QoS and policing back when they were removed behind the agent's
-//! back). Unknown keys are ignored, so an older agent's records read fine.
+//! back), and `hardened=1` once the host veth has its sysctls (a restart skips them). Unknown
+//! keys are ignored, so an older agent's records read fine.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -50,6 +51,9 @@ pub mod keys {
     pub const EGRESS_RATE: &str = "egress_rate_bps";
     /// The pod's egress burst (bits).
     pub const EGRESS_BURST: &str = "egress_burst_bits";
+    /// `1` when the host veth got the node-kernel hardening (its sysctls) at ADD, so a restart
+    /// need not write them again.
+    pub const HARDENED: &str = "hardened";
 }
 
 /// A pod's egress meter as recorded.
@@ -82,6 +86,8 @@ pub struct PortRecord {
     pub meter: Option<MeterRecord>,
     /// The pod's bandwidth limits.
     pub bandwidth: Bandwidth,
+    /// Whether the host veth was hardened at ADD (see [`keys::HARDENED`]).
+    pub hardened: bool,
 }
 
 impl PortRecord {
@@ -112,6 +118,9 @@ impl PortRecord {
                 m.insert(keys::METER_RATE.into(), rate.to_string());
                 m.insert(keys::METER_BURST.into(), burst.to_string());
             }
+        }
+        if self.hardened {
+            m.insert(keys::HARDENED.into(), "1".into());
         }
         for (limit, rate_key, burst_key) in [
             (
@@ -156,6 +165,7 @@ impl PortRecord {
                 ingress: limit(ids, keys::INGRESS_RATE, keys::INGRESS_BURST),
                 egress: limit(ids, keys::EGRESS_RATE, keys::EGRESS_BURST),
             },
+            hardened: ids.get(keys::HARDENED).is_some_and(|v| v == "1"),
         })
     }
 
@@ -206,6 +216,7 @@ mod tests {
                     burst: None,
                 }),
             },
+            hardened: true,
         };
         let ids = r.to_external_ids();
         assert_eq!(ids["sandbox"], "c0ffee");
@@ -223,6 +234,10 @@ mod tests {
         let r = PortRecord::from_external_ids(&old).unwrap();
         assert_eq!((r.ip, r.vnid, r.meter), (None, None, None));
         assert!(r.bandwidth.is_empty());
+        assert!(
+            !r.hardened,
+            "an older record is hardened again at the next start"
+        );
         assert_eq!(r.attachment.ifname, "");
         let not_a_pod = BTreeMap::from([("iface-id".to_string(), "x".to_string())]);
         assert_eq!(PortRecord::from_external_ids(&not_a_pod), None);

@@ -36,6 +36,7 @@ impl Pod {
             hostports: self.hostports.clone(),
             meter,
             bandwidth: self.limits,
+            hardened: true,
         }
     }
 }

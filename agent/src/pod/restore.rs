@@ -46,9 +46,25 @@ impl<Io: NodeIo> Pods<Io> {
                 .filter(|p| *p >= 3);
             match (alive, record.ip, ofport) {
                 (true, Some(ip), Some(ofport)) => {
-                    // Pods wired by an older agent get the host-veth hardening too.
-                    if let Err(e) = self.links.isolate_host_veth(&name) {
-                        tracing::warn!(port = %name, error = %e, "taking the node kernel out of the pod's path");
+                    // Pods wired by an older agent get the host-veth hardening too (and the
+                    // record says so, so the next start skips the sysctl writes).
+                    if !record.hardened {
+                        match self.links.isolate_host_veth(&name) {
+                            Ok(()) => {
+                                let ids = std::collections::BTreeMap::from([(
+                                    keys::HARDENED.to_string(),
+                                    "1".to_string(),
+                                )]);
+                                if let Err(e) =
+                                    self.db.set_interface_external_ids(&name, &ids).await
+                                {
+                                    tracing::warn!(port = %name, error = %e, "recording the host veth's hardening");
+                                }
+                            }
+                            Err(e) => {
+                                tracing::warn!(port = %name, error = %e, "taking the node kernel out of the pod's path")
+                            }
+                        }
                     }
                     let vnid = self.rebuilt_vnid(&name, &record);
                     let pod = Pod {

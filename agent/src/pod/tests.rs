@@ -407,6 +407,10 @@ async fn a_restart_rebuilds_the_table_from_port_records_and_removes_dead_pods() 
     rig.state
         .send_replace(Arc::new(cluster(&[("default", 0), ("tenant-b", 12)])));
     rig.switch.remove_flows_with_cookie(vnid_cookie(vnid(11)));
+    // c1 as an older agent left it: its record does not say its veth is hardened (nor is it).
+    let veth_a = wa.pod.host_veth.clone();
+    rig.db.edit_external_id(&veth_a, "hardened", "");
+    rig.links.set_isolated(&veth_a, false);
 
     let store = rig.store_after_restart();
     let fresh: Pods<FakeIo> = Pods::new(
@@ -431,6 +435,11 @@ async fn a_restart_rebuilds_the_table_from_port_records_and_removes_dead_pods() 
     );
     assert_eq!(pods[0].egress_meter, wa.pod.egress_meter);
     assert!(rig.links.link(&pods[0].host_veth).unwrap().isolated);
+    assert_eq!(
+        rig.db.ports()[&veth_a].external_ids["hardened"],
+        "1",
+        "the record now says so: the next start skips the sysctls"
+    );
     fresh.restore_meters().await.unwrap();
     let stats = store.reconcile().await.unwrap();
     assert_eq!(stats.added, 1, "only the lost table-80 row comes back");
