@@ -21,6 +21,10 @@
 //!
 //! Every flow goes through one [`FlowStore`]: the base pipeline, the pods and the remote nodes
 //! hand it their flows, and the full reconcile is the store's one diff against the bridge.
+//!
+//! Why one file of this size: start-up and the loops that keep its result true (state changes,
+//! flow and OVSDB drift, OpenFlow reconnects with tun0 and flow-restore-wait) share the daemon's
+//! fields and order; the CNI handler at the end is a thin adapter.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;

@@ -6,6 +6,9 @@
 //! later failure deletes it (deleting the host end removes the pod end too) before the error is
 //! returned; if the caller drops the operation midway (its own deadline), the guard's `Drop`
 //! spawns the deletion on the runtime.
+//!
+//! Why one file of this size: creating (or adopting from the pool), deleting and inspecting a
+//! pod interface share the veth guard, the pod-netns session and the message builders.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::os::fd::{AsRawFd, RawFd};

@@ -2,6 +2,8 @@
 //! rollback at every step, DEL with pieces missing, GC, the rebuild after a restart, VNID
 //! re-flows (also during an ADD), CHECK, meters lost by the switch, and bad input. Every real
 //! seam is also exercised against real OVS, netlink and iptables in `tests/`.
+//!
+//! Why one file of this size: one rig (every fake, a node's pod manager) serves every scenario.
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;

@@ -27,6 +27,9 @@
 //! Limits: other asynchronous messages (packet-in, port-status, flow-removed) are logged and dropped;
 //! there is no TLS (`ssl:`) transport; a batch of plain flow_mods is *not* atomic (some may be
 //! applied when another fails): use [`OfClient::bundle`] for all-or-nothing changes.
+//!
+//! Why one file of this size: the reader, writer and keepalive tasks, the xid registry and every
+//! request kind share the connection state; its tests against fake switches are in the file.
 
 use std::collections::HashMap;
 use std::fmt;
