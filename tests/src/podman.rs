@@ -97,10 +97,21 @@ impl Podman {
     fn build_image(&self) {
         let rootfs = self.dir.join("rootfs");
         fs::copy(which("busybox").unwrap(), rootfs.join("bin/busybox")).unwrap();
-        let list = Command::new(rootfs.join("bin/busybox"))
-            .arg("--list")
-            .output()
-            .unwrap();
+        // A process forked by a parallel test may still hold the copy's write descriptor for a
+        // moment (until it execs): running the file then fails with ETXTBSY. Retry briefly.
+        let mut tries = 0;
+        let list = loop {
+            match Command::new(rootfs.join("bin/busybox"))
+                .arg("--list")
+                .output()
+            {
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                other => break other.unwrap(),
+            }
+        };
         for applet in String::from_utf8_lossy(&list.stdout).lines() {
             if applet != "busybox" {
                 let _ = std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(applet));
