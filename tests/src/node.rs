@@ -486,38 +486,34 @@ impl AgentNode {
     /// The OVS port (host veth) of attachment (`sandbox`, eth0), found by its record: a pod
     /// wired from the pool has the pool port's name, others the attachment's hash name.
     pub fn port_of(&self, sandbox: &str) -> String {
-        let out = self.ovs.vsctl(&[
-            "--format=csv",
-            "--no-headings",
-            "--columns=name",
-            "find",
-            "Interface",
-            &format!("external_ids:sandbox=\"{sandbox}\""),
-        ]);
-        out.lines()
+        self.interface_names(&format!("external_ids:sandbox=\"{sandbox}\""))
+            .into_iter()
             .next()
-            .map(|l| l.trim_matches('"').to_string())
-            .filter(|l| !l.is_empty())
             .unwrap_or_else(|| panic!("no port records sandbox {sandbox}"))
     }
 
-    /// Ready pool ports on br0 (interfaces with `external_ids:sdn-pool`).
-    pub fn pool_ports(&self) -> Vec<String> {
+    /// Names of the Interface rows matching an `ovs-vsctl find` condition, sorted.
+    fn interface_names(&self, condition: &str) -> Vec<String> {
         let out = self.ovs.vsctl(&[
             "--format=csv",
             "--no-headings",
             "--columns=name",
             "find",
             "Interface",
-            "external_ids:sdn-pool!=\"\"",
+            condition,
         ]);
         let mut v: Vec<String> = out
             .lines()
             .map(|l| l.trim_matches('"').to_string())
+            .filter(|l| !l.is_empty())
             .collect();
-        v.retain(|l| !l.is_empty());
         v.sort();
         v
+    }
+
+    /// Ready pool ports on br0 (interfaces with `external_ids:sdn-pool`).
+    pub fn pool_ports(&self) -> Vec<String> {
+        self.interface_names("external_ids:sdn-pool!=\"\"")
     }
 
     /// The pool is what it says: no more than `size` pool ports, each with its host veth in

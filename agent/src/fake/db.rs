@@ -121,6 +121,21 @@ impl FakeDb {
         }
     }
 
+    /// Runs `f` on interface `name`'s port, or fails as OVSDB does when there is none.
+    fn with_interface(
+        &self,
+        name: &str,
+        f: impl FnOnce(&mut FakePort),
+    ) -> Result<(), ovsdb::Error> {
+        let mut s = lock(&self.state);
+        let p = s
+            .ports
+            .get_mut(name)
+            .ok_or_else(|| ovsdb::Error::InterfaceNotFound(name.into()))?;
+        f(p);
+        Ok(())
+    }
+
     /// Destroys a QoS row behind the agent's back (`ovs-vsctl destroy qos`, with the ports'
     /// references cleared).
     pub fn destroy_qos(&self, uuid: &str) {
@@ -281,13 +296,7 @@ impl PortDb for FakeDb {
         name: &str,
         ids: &BTreeMap<String, String>,
     ) -> Result<(), ovsdb::Error> {
-        let mut s = lock(&self.state);
-        let p = s
-            .ports
-            .get_mut(name)
-            .ok_or_else(|| ovsdb::Error::InterfaceNotFound(name.into()))?;
-        p.external_ids = ids.clone();
-        Ok(())
+        self.with_interface(name, |p| p.external_ids = ids.clone())
     }
 
     async fn set_interface_external_ids(
@@ -295,14 +304,10 @@ impl PortDb for FakeDb {
         name: &str,
         ids: &BTreeMap<String, String>,
     ) -> Result<(), ovsdb::Error> {
-        let mut s = lock(&self.state);
-        let p = s
-            .ports
-            .get_mut(name)
-            .ok_or_else(|| ovsdb::Error::InterfaceNotFound(name.into()))?;
-        p.external_ids
-            .extend(ids.iter().map(|(k, v)| (k.clone(), v.clone())));
-        Ok(())
+        self.with_interface(name, |p| {
+            p.external_ids
+                .extend(ids.iter().map(|(k, v)| (k.clone(), v.clone())))
+        })
     }
 
     async fn set_interface_policing(

@@ -29,6 +29,21 @@ use crate::seams::{FlowSwitch, NodeIo, PortDb};
 /// a node runs a few hundred pods at most).
 pub const MAX_METERS: u32 = 65_536;
 
+/// The pod's ingress QoS row (a `linux-htb` QoS tagged with the attachment), if it has an
+/// ingress limit.
+pub(super) fn ingress_qos(a: &AttachmentId, bw: &Bandwidth) -> Option<QosSpec> {
+    let plan = bw.qos(QosKind::LinuxHtb)?;
+    Some(QosSpec {
+        qos_type: plan.qos_type.to_string(),
+        other_config: plan.other_config,
+        queues: plan.queues,
+        external_ids: BTreeMap::from([
+            (keys::SANDBOX.to_string(), a.container_id.clone()),
+            (keys::IFNAME.to_string(), a.ifname.clone()),
+        ]),
+    })
+}
+
 impl<Io: NodeIo> Pods<Io> {
     /// Re-adds the meters of the table's pods that the switch lost (an ovs-vswitchd restart), so
     /// the flows using them can be installed. A meter whose configuration is unknown is logged
@@ -95,16 +110,7 @@ impl<Io: NodeIo> Pods<Io> {
                     "setting egress policing on port {host_veth}"
                 )))?;
         }
-        if let Some(plan) = bw.qos(QosKind::LinuxHtb) {
-            let spec = QosSpec {
-                qos_type: plan.qos_type.to_string(),
-                other_config: plan.other_config,
-                queues: plan.queues,
-                external_ids: BTreeMap::from([
-                    (keys::SANDBOX.to_string(), a.container_id.clone()),
-                    (keys::IFNAME.to_string(), a.ifname.clone()),
-                ]),
-            };
+        if let Some(spec) = ingress_qos(a, bw) {
             self.db
                 .set_port_qos(host_veth, &spec)
                 .await

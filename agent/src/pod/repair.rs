@@ -15,11 +15,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use ovs::ovsdb::{PortSpec, QosSpec};
+use ovs::ovsdb::PortSpec;
 
+use super::limits::ingress_qos;
 use super::record::{keys, MeterRecord, PortRecord};
 use super::{lock, Pod, Pods, BRIDGE};
-use crate::bandwidth::QosKind;
 use crate::flowstore::Change;
 use crate::seams::{NodeIo, PodLinks, PortDb};
 
@@ -152,7 +152,7 @@ impl<Io: NodeIo> Pods<Io> {
                 }
             }
         }
-        if let Some(plan) = pod.limits.qos(QosKind::LinuxHtb) {
+        if let Some(spec) = ingress_qos(&pod.attachment, &pod.limits) {
             let a = &pod.attachment;
             let rows: Vec<_> = self
                 .db
@@ -162,8 +162,8 @@ impl<Io: NodeIo> Pods<Io> {
                 .collect();
             let attached = rows.iter().any(|q| {
                 q.ports.contains(&pod.host_veth)
-                    && q.qos_type == plan.qos_type
-                    && q.other_config == plan.other_config
+                    && q.qos_type == spec.qos_type
+                    && q.other_config == spec.other_config
             });
             if !attached {
                 for q in &rows {
@@ -172,15 +172,6 @@ impl<Io: NodeIo> Pods<Io> {
                         .await
                         .map_err(|e| format!("deleting a stale QoS row: {e}"))?;
                 }
-                let spec = QosSpec {
-                    qos_type: plan.qos_type.to_string(),
-                    other_config: plan.other_config,
-                    queues: plan.queues,
-                    external_ids: BTreeMap::from([
-                        (keys::SANDBOX.to_string(), a.container_id.clone()),
-                        (keys::IFNAME.to_string(), a.ifname.clone()),
-                    ]),
-                };
                 self.db
                     .set_port_qos(&pod.host_veth, &spec)
                     .await

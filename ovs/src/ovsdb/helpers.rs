@@ -132,6 +132,16 @@ pub(super) fn root_uuid(c: &Cache) -> Result<String, Error> {
         .ok_or(Error::NoRootRow)
 }
 
+/// Whether ovs-vswitchd has applied configuration `next_cfg` (`cur_cfg` caught up); `None`
+/// (not waiting for ovs-vswitchd) counts as applied.
+fn cfg_applied(c: &Cache, next_cfg: Option<i64>) -> bool {
+    next_cfg.is_none_or(|n| {
+        c.open_vswitch()
+            .and_then(|r| r.integer("cur_cfg"))
+            .is_some_and(|cur| cur >= n)
+    })
+}
+
 /// A wait guard that failed: another client changed what the plan assumed.
 fn guard_failed(e: &Error, guards: usize) -> bool {
     matches!(e, Error::Transaction { index: Some(i), error, .. } if *i < guards && error == "timed out")
@@ -220,11 +230,7 @@ impl Client {
         self.wait_for(
             &format!("ovs-vswitchd to apply {what} (next_cfg {n}; is ovs-vswitchd running?)"),
             self.options().apply_timeout,
-            |c| {
-                c.open_vswitch()
-                    .and_then(|r| r.integer("cur_cfg"))
-                    .filter(|cur| *cur >= n)
-            },
+            |c| cfg_applied(c, Some(n)).then_some(()),
         )
         .await
         .map(|_| ())
@@ -434,13 +440,7 @@ impl Client {
                     &format!("ofport of port {port} on bridge {bridge}"),
                     self.options().apply_timeout,
                     |c| {
-                        let applied = match next_cfg {
-                            None => true,
-                            Some(n) => c
-                                .open_vswitch()
-                                .and_then(|r| r.integer("cur_cfg"))
-                                .is_some_and(|cur| cur >= n),
-                        };
+                        let applied = cfg_applied(c, next_cfg);
                         let iface = c.interface(port)?;
                         let ofport = iface.integer("ofport")?;
                         applied.then(|| (ofport, iface.string("error").map(str::to_string)))
@@ -564,13 +564,7 @@ impl Client {
                 &format!("ofports of {} new ports on bridge {bridge}", specs.len()),
                 self.options().apply_timeout,
                 |c| {
-                    let applied = match next_cfg {
-                        None => true,
-                        Some(n) => c
-                            .open_vswitch()
-                            .and_then(|r| r.integer("cur_cfg"))
-                            .is_some_and(|cur| cur >= n),
-                    };
+                    let applied = cfg_applied(c, next_cfg);
                     if !applied {
                         return None;
                     }
