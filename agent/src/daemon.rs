@@ -252,7 +252,7 @@ impl Daemon {
             anyhow::anyhow!("rebuilding the pod table from OVS: {e} {}", e.details())
         })?;
         let orphans = pods
-            .release_orphan_leases(&BTreeSet::new())
+            .release_orphan_leases(&BTreeSet::new(), true)
             .await
             .map_err(|e| anyhow::anyhow!("releasing orphan leases: {e} {}", e.details()))?;
         let (pool_kept, pool_deleted) = pods

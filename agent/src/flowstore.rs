@@ -1,9 +1,9 @@
 //! The desired-flow store: every flow the agent wants on `br0`, keyed by the object that owns
 //! it, and the only code that changes the bridge's flows.
 //!
-//! Owners ([`Owner`]) are the base pipeline, each pod attachment, each remote node, the
-//! table-111 multicast row, and each VNID's table-80 row; a new feature (egress firewall, egress
-//! IPs, policies) adds an owner kind, not a new way to talk to the switch. Every owner's flows
+//! Owners ([`Owner`]) are the base pipeline, each pod port (a pod's or a warm pool port's), each
+//! remote node, the table-111 multicast row, and each VNID's table-80 row; a new feature (egress
+//! firewall, egress IPs, policies) adds an owner kind, not a new way to talk to the switch. Every owner's flows
 //! carry its cookie, so an owner is replaced or removed on the bridge by cookie.
 //!
 //! - **Changes are "bundle, then record"** ([`FlowStore::apply`]): a [`Change`] sets or removes
@@ -32,7 +32,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
-use flows::{attachment::AttachmentId, cookie, vnid_cookie, vnid_flow, Vnid};
+use flows::{cookie, vnid_cookie, vnid_flow, Vnid};
 use ovs::flow::{Flow, Match};
 use ovs::openflow::flow_mod::FlowMod;
 use ovs::openflow::{BundleMsg, DumpFilter, OfError};
@@ -45,8 +45,10 @@ use crate::seams::FlowSwitch;
 pub enum Owner {
     /// The base pipeline (every table's fixed rows and the version marker).
     Base,
-    /// A local pod's attachment.
-    Pod(AttachmentId),
+    /// The OVS port of a local pod, or of a warm pool port whose flows are installed before a
+    /// pod takes it (see `pod::pool`), by port name: the flows follow the port, so a pod that
+    /// takes a warm port keeps the flows (and the cookie) the port already has.
+    Port(String),
     /// A remote node's rows (tables 10, 50, 90), by HostSubnet name and cookie.
     RemoteNode {
         /// The HostSubnet's name.
@@ -65,7 +67,7 @@ impl Owner {
     pub fn cookie(&self) -> u64 {
         match self {
             Owner::Base => cookie::BASE,
-            Owner::Pod(a) => flows::pod::attachment_cookie(a),
+            Owner::Port(p) => flows::pod::port_cookie(p),
             Owner::RemoteNode { cookie, .. } => *cookie,
             Owner::Multicast => flows::MULTICAST_COOKIE,
             Owner::Vnid(v) => vnid_cookie(*v),
@@ -77,7 +79,7 @@ impl fmt::Display for Owner {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Owner::Base => f.write_str("base pipeline"),
-            Owner::Pod(a) => write!(f, "pod {a}"),
+            Owner::Port(p) => write!(f, "pod port {p}"),
             Owner::RemoteNode { name, .. } => write!(f, "remote node {name}"),
             Owner::Multicast => f.write_str("multicast to remote nodes"),
             Owner::Vnid(v) => write!(f, "VNID {v}"),
@@ -130,10 +132,10 @@ impl Change {
         self
     }
 
-    /// Sets a pod's flows and the VNID whose table-80 row it needs.
-    pub fn set_pod(mut self, a: AttachmentId, flows: Vec<Flow>, vnid: Vnid) -> Change {
+    /// Sets a pod port's flows and the VNID whose table-80 row it needs.
+    pub fn set_pod(mut self, port: String, flows: Vec<Flow>, vnid: Vnid) -> Change {
         self.ops.push((
-            Owner::Pod(a),
+            Owner::Port(port),
             Op::Replace(Some(Entry {
                 flows,
                 vnid: Some(vnid),
@@ -464,9 +466,9 @@ mod tests {
         assert_eq!(diff(&[b], &[a]).len(), 1);
     }
 
-    fn pod(n: u32) -> (AttachmentId, Vec<Flow>) {
-        let a = AttachmentId::new(format!("c{n}"), "eth0");
-        let c = flows::pod::attachment_cookie(&a);
+    fn pod(n: u32) -> (String, Vec<Flow>) {
+        let a = format!("veth{n:08x}");
+        let c = flows::pod::port_cookie(&a);
         let flow = Flow::new(70, 100)
             .cookie(c)
             .matching(
@@ -499,7 +501,7 @@ mod tests {
             .await
             .unwrap();
         store
-            .apply(Change::new().remove(Owner::Pod(a)))
+            .apply(Change::new().remove(Owner::Port(a)))
             .await
             .unwrap();
         assert_eq!(
@@ -508,7 +510,7 @@ mod tests {
             "b still uses VNID 11"
         );
         store
-            .apply(Change::new().remove(Owner::Pod(b)))
+            .apply(Change::new().remove(Owner::Port(b)))
             .await
             .unwrap();
         assert!(sw.flows().is_empty(), "{:?}", sw.flows());
@@ -520,7 +522,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(sw.flows().len(), 1);
-        assert_eq!(store.owners().await, vec![Owner::Pod(c)]);
+        assert_eq!(store.owners().await, vec![Owner::Port(c)]);
     }
 
     #[tokio::test]
@@ -566,7 +568,7 @@ mod tests {
         let before = sw.flows();
         // nw_dst without ip: the switch refuses it, the whole bundle goes.
         let bad = Flow::new(70, 100)
-            .cookie(flows::pod::attachment_cookie(&a))
+            .cookie(flows::pod::port_cookie(&a))
             .matching(Match::any().nw_dst(std::net::Ipv4Addr::new(10, 128, 0, 9)))
             .action(Action::Output(3));
         let e = store
@@ -575,7 +577,7 @@ mod tests {
             .unwrap_err();
         assert!(e.to_string().contains("nw_dst"), "{e}");
         assert_eq!(sw.flows(), before);
-        assert_eq!(store.flows_of(&Owner::Pod(a)).await, Some(fa));
+        assert_eq!(store.flows_of(&Owner::Port(a)).await, Some(fa));
         assert!(store.flows_of(&Owner::Vnid(vnid(12))).await.is_none());
     }
 

@@ -550,6 +550,105 @@ impl Store {
         self.remove_all(mine.into_iter().map(|l| l.ip))
     }
 
+    /// Leases one address to each of `ids` (container ids, all with `ifname`) under one lock and
+    /// one scan of the directory (the warm pool takes a batch of addresses at once). Stops early
+    /// when the range has no more: fewer leases than ids is not an error, none is
+    /// [`IpamError::Exhausted`].
+    pub fn allocate_many(
+        &self,
+        range: &Range,
+        ids: &[String],
+        ifname: &str,
+    ) -> Result<Vec<Lease>, IpamError> {
+        for id in ids {
+            validate_id(id)?;
+        }
+        validate_ifname(ifname)?;
+        range.validate()?;
+        let _lock = self.lock()?;
+        let mut taken: HashSet<Ipv4Addr> = self.scan()?.into_iter().map(|l| l.ip).collect();
+        let mut candidates = range.candidates(self.last_reserved());
+        let mut out = Vec::new();
+        'ids: for id in ids {
+            for ip in candidates.by_ref() {
+                if range.reserved_kind(ip).is_some() || taken.contains(&ip) {
+                    continue;
+                }
+                if self.reserve(ip, id, ifname)? {
+                    taken.insert(ip);
+                    out.push(Lease {
+                        ip,
+                        container_id: id.clone(),
+                        ifname: ifname.to_string(),
+                    });
+                    continue 'ids;
+                }
+            }
+            break;
+        }
+        if out.is_empty() && !ids.is_empty() {
+            return Err(IpamError::Exhausted {
+                range: range.to_string(),
+                subnet: range.subnet,
+                leasable: range.leasable(),
+                dir: self.dir.clone(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Hands the lease of `ip` from `from` (container id, ifname) to `to`, in place: the address
+    /// is never free in between (the agent's warm pool ports hold an address under their own
+    /// name until a pod takes the port, and a deleted pod's address is held under its port's
+    /// name until its flows are gone). Fails with [`IpamError::InUse`] when `from` does not
+    /// hold `ip` (naming whoever does), and leaves the lease untouched then. One file read and
+    /// one rename, no scan of the directory.
+    pub fn transfer(
+        &self,
+        ip: Ipv4Addr,
+        from: (&str, &str),
+        to: (&str, &str),
+    ) -> Result<Lease, IpamError> {
+        validate_id(to.0)?;
+        validate_ifname(to.1)?;
+        let _lock = self.lock()?;
+        let holder = self.read_lease(ip)?;
+        if !holder
+            .as_ref()
+            .is_some_and(|l| l.is_exactly(from.0, from.1))
+        {
+            return Err(IpamError::InUse {
+                ip,
+                container_id: holder
+                    .as_ref()
+                    .map(|l| l.container_id.clone())
+                    .unwrap_or_default(),
+                ifname: holder.map(|l| l.ifname).unwrap_or_default(),
+                path: self.lease_path(ip),
+            });
+        }
+        let path = self.lease_path(ip);
+        let tmp = self.dir.join(format!(".{ip}.transfer"));
+        let content = format!("{}{LINE_BREAK}{}", to.0, to.1);
+        let written = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o644)
+            .open(&tmp)
+            .and_then(|mut f| f.write_all(content.as_bytes()))
+            .and_then(|()| fs::rename(&tmp, &path));
+        if let Err(e) = written {
+            let _ = fs::remove_file(&tmp);
+            return Err(io_err("rewrite lease file", &path)(e));
+        }
+        Ok(Lease {
+            ip,
+            container_id: to.0.to_string(),
+            ifname: to.1.to_string(),
+        })
+    }
+
     /// Removes the lease of `ip` whoever holds it. `Ok(false)` when it was not leased.
     pub fn release_ip(&self, ip: Ipv4Addr) -> Result<bool, IpamError> {
         let _lock = self.lock()?;
@@ -1053,6 +1152,74 @@ mod tests {
         let mut r2 = range("10.0.0.0/29", "10.0.0.6");
         r2.start = Some(ip("10.0.0.0"));
         assert_eq!(alloc(&s2, &r2, "a").unwrap(), ip("10.0.0.1"));
+    }
+
+    #[test]
+    fn allocate_many_leases_distinct_addresses_and_stops_at_the_end_of_the_range() {
+        let t = TempDir::new();
+        let s = store(&t);
+        let r = range("10.0.0.0/29", "10.0.0.1");
+        alloc(&s, &r, "a").unwrap();
+        let ids: Vec<String> = (0..3).map(|i| format!("sdn-warm-p{i}")).collect();
+        let got = s.allocate_many(&r, &ids, "eth0").unwrap();
+        let ips: std::collections::BTreeSet<Ipv4Addr> = got.iter().map(|l| l.ip).collect();
+        assert_eq!(ips.len(), 3, "{got:?}");
+        assert!(!ips.contains(&ip("10.0.0.1")) && !ips.contains(&ip("10.0.0.2")));
+        // 10.0.0.2-6 leasable, four taken: one left for five more ids.
+        let more: Vec<String> = (4..9).map(|i| format!("sdn-warm-p{i}")).collect();
+        assert_eq!(s.allocate_many(&r, &more, "eth0").unwrap().len(), 1);
+        assert!(matches!(
+            s.allocate_many(&r, &more, "eth0"),
+            Err(IpamError::Exhausted { .. })
+        ));
+        assert_eq!(s.leases().unwrap().len(), 5);
+    }
+
+    #[test]
+    fn transfer_hands_a_lease_over_in_place_and_only_from_its_holder() {
+        let t = TempDir::new();
+        let s = store(&t);
+        let r = range("10.0.0.0/29", "10.0.0.1");
+        let l = s.allocate(&r, "sdn-warm-sdnp01", "eth0", None).unwrap();
+        let moved = s
+            .transfer(l.ip, ("sdn-warm-sdnp01", "eth0"), ("pod-a", "net1"))
+            .unwrap();
+        assert_eq!(
+            (moved.container_id.as_str(), moved.ifname.as_str()),
+            ("pod-a", "net1")
+        );
+        assert_eq!(
+            s.lease_of("pod-a", "net1").unwrap().map(|x| x.ip),
+            Some(l.ip)
+        );
+        assert!(s.lease_of("sdn-warm-sdnp01", "eth0").unwrap().is_none());
+        assert_eq!(
+            s.leases().unwrap().len(),
+            1,
+            "no temporary file left as a lease"
+        );
+        // Not the holder: refused, naming the holder, lease untouched.
+        let e = s
+            .transfer(l.ip, ("sdn-warm-sdnp01", "eth0"), ("pod-b", "eth0"))
+            .unwrap_err();
+        assert!(
+            matches!(&e, IpamError::InUse { container_id, .. } if container_id == "pod-a"),
+            "{e}"
+        );
+        assert!(
+            s.transfer(ip("10.0.0.5"), ("x", "eth0"), ("y", "eth0"))
+                .is_err(),
+            "not leased"
+        );
+        assert_eq!(
+            s.lease_of("pod-a", "net1").unwrap().map(|x| x.ip),
+            Some(l.ip)
+        );
+        // A bad new holder is refused before anything is read.
+        assert!(matches!(
+            s.transfer(l.ip, ("pod-a", "net1"), ("", "eth0")),
+            Err(IpamError::InvalidContainerId { .. })
+        ));
     }
 
     #[test]

@@ -2,9 +2,9 @@
 //! and its one hash.
 //!
 //! Everything the agent names after an attachment derives from [`AttachmentId::hash`] (FNV-1a 64
-//! of `"<container id>/<ifname>"`, stable across Rust versions and platforms): the pod's flow
-//! cookie ([`crate::pod_cookie`]), the host veth name, the host-port nat chain and the egress
-//! meter id. Being derived from the attachment rather than from agent memory, they survive an
+//! of `"<container id>/<ifname>"`, stable across Rust versions and platforms): the host veth
+//! name of a port the ADD creates itself (a pool port has its own name; the pod's flow cookie,
+//! [`crate::port_cookie`], follows the port), the host-port nat chain and the egress meter id. Being derived from the attachment rather than from agent memory, they survive an
 //! agent restart, and DEL finds them with no state at all.
 
 use std::fmt;

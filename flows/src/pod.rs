@@ -6,17 +6,20 @@
 //! ARP is isolated between tenants exactly as IP is (a pod cannot even resolve another tenant's
 //! address).
 //!
-//! Every flow carries the pod's cookie ([`pod_cookie`]): a hash of the attachment's container id
-//! and interface name under the [`Feature::Pod`](crate::cookie::Feature::Pod) prefix. Teardown and
-//! VNID changes select exactly that pod's flows by cookie, and the cookie survives an agent
-//! restart because it is derived from the attachment, not from agent memory.
+//! Every flow carries the pod's cookie ([`port_cookie`]): a hash of the name of the pod's OVS port
+//! (the host end of its veth) under the [`Feature::Pod`](crate::cookie::Feature::Pod) prefix.
+//! Teardown and VNID changes select exactly that pod's flows by cookie, and the cookie survives an
+//! agent restart because it is derived from the port's name, which the port's record maps to the
+//! attachment. Why the port and not the attachment: the agent installs a warm pool port's flows
+//! before it knows which pod will take the port (the port, its ofport and its address are known),
+//! so the flows a pod starts with must already carry the cookie it keeps.
 
 use std::net::Ipv4Addr;
 
 use multitenant::Vnid;
 use ovs::flow::{Action, Flow, MacAddr, Match};
 
-use crate::attachment::AttachmentId;
+use crate::attachment::fnv1a;
 use crate::cookie::{cookie, Feature};
 use crate::registers::Reg;
 use crate::tables::Table;
@@ -30,7 +33,7 @@ pub struct PodFlows {
     pub ip: Ipv4Addr,
     /// The pod's VNID (0 in subnet mode and for global namespaces).
     pub vnid: Vnid,
-    /// The pod's cookie, from [`pod_cookie`].
+    /// The pod's cookie, from [`port_cookie`].
     pub cookie: u64,
     /// OpenFlow meter policing what the pod sends (its egress bandwidth limit on the netdev
     /// datapath), applied by the pod's table-20 IP row before anything else. ARP is not metered:
@@ -39,14 +42,10 @@ pub struct PodFlows {
     pub egress_meter: Option<u32>,
 }
 
-/// The cookie naming the attachment `(container_id, ifname)`.
-pub fn pod_cookie(container_id: &str, ifname: &str) -> u64 {
-    attachment_cookie(&AttachmentId::new(container_id, ifname))
-}
-
-/// The cookie naming attachment `a` (its hash under the pod feature).
-pub fn attachment_cookie(a: &AttachmentId) -> u64 {
-    cookie(Feature::Pod, a.hash())
+/// The cookie of the flows of the pod on OVS port `port` (the port name's FNV-1a hash under the
+/// pod feature).
+pub fn port_cookie(port: &str) -> u64 {
+    cookie(Feature::Pod, fnv1a(port.as_bytes()))
 }
 
 /// The pod's five flows, in table order.
@@ -162,11 +161,11 @@ mod tests {
     }
 
     #[test]
-    fn cookies_name_the_attachment() {
-        let a = pod_cookie("abc", "eth0");
+    fn cookies_name_the_port() {
+        let a = port_cookie("veth1234abcd");
         assert_eq!(a >> 60, Feature::Pod as u64);
-        assert_eq!(a, pod_cookie("abc", "eth0"));
-        assert_ne!(a, pod_cookie("abc", "eth1"));
-        assert_ne!(a, pod_cookie("abd", "eth0"));
+        assert_eq!(a, port_cookie("veth1234abcd"));
+        assert_ne!(a, port_cookie("veth1234abce"));
+        assert_ne!(a, port_cookie("sdnp0011223344"));
     }
 }

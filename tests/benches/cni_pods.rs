@@ -221,7 +221,7 @@ fn main() {
             ofport,
             ip: ip.parse().unwrap(),
             vnid: flows::Vnid::GLOBAL,
-            cookie: flows::pod_cookie(&format!("vsctl-{i}"), "eth0"),
+            cookie: flows::port_cookie(&format!("vsctl-{i}")),
             egress_meter: None,
         });
         let text: Vec<String> = flows.iter().map(ToString::to_string).collect();
@@ -255,10 +255,7 @@ fn main() {
                 "OpenFlow13",
                 "del-flows",
                 &mgmt,
-                &format!(
-                    "cookie={:#x}/-1",
-                    flows::pod_cookie(&format!("vsctl-{i}"), "eth0")
-                ),
+                &format!("cookie={:#x}/-1", flows::port_cookie(&format!("vsctl-{i}"))),
             ],
         );
     }

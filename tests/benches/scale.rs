@@ -123,7 +123,9 @@ fn main() {
     // Ours alone (no bridge plugin interleaved): separates our cost from the link events the
     // bridge plugin's veths cause in ovs-vswitchd's namespace. Only the ADD curve runs.
     let alone = std::env::var_os("SDN_SCALE_ALONE").is_some();
-    let burst = 100.min(n.max(1));
+    // The concurrent burst: 100 pods, but a Linux bridge takes at most 1023 ports ("exchange
+    // full"), so at 1000 pods the bridge plugin has room for 20 more (and ours gets the same).
+    let burst = 100.min(n.max(1)).min(1020usize.saturating_sub(n).max(10));
     let tenant_pods = 200.min(n);
     let bridge = PathBuf::from("/usr/lib/cni/bridge");
     assert!(

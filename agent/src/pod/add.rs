@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::error::PodError;
 use super::record::{MeterRecord, PortRecord};
-use super::{lock, Attachment, Pod, Pods, Wired, BRIDGE};
+use super::{lock, pool, Attachment, Pod, Pods, Wired, BRIDGE};
 use crate::bandwidth::Bandwidth;
 use crate::flowstore::{Change, Owner};
 use crate::hostports;
@@ -27,7 +27,8 @@ pub(super) enum Undo {
     /// A reserved meter id (the meter may or may not exist yet).
     Meter(u32),
     Bandwidth,
-    Flows,
+    /// The flows of this port.
+    Flows(String),
     HostPorts,
 }
 
@@ -123,19 +124,64 @@ impl<Io: NodeIo> Pods<Io> {
             }
         };
 
-        // 1. Lease.
-        let range = self.net.range();
-        let (cid, ifn) = (a.container_id.clone(), a.ifname.clone());
-        let requested = plan.requested;
-        let lease = self
-            .ipam(move |store| store.allocate(&range, &cid, &ifn, requested))
-            .await?;
-        done.push(Undo::Lease);
-        let ip = lease.ip;
+        // 1. Lease: a warm port of the pod's VNID brings its own address (and its flows are on
+        // the bridge already, see `pool`); else a new lease, and a plain pool port if one is
+        // ready. Requested addresses and bandwidth limits take the plain way.
+        let eligible = plan.requested.is_none() && plan.bandwidth.is_empty();
+        let mut warm = if eligible {
+            self.pool.take_warm(plan.vnid, self.warm_target())
+        } else {
+            None
+        };
+        let mut ip = None;
+        if warm.is_none() {
+            let range = self.net.range();
+            let (cid, ifn) = (a.container_id.clone(), a.ifname.clone());
+            let requested = plan.requested;
+            match self
+                .ipam(move |store| store.allocate(&range, &cid, &ifn, requested))
+                .await
+            {
+                Ok(lease) => {
+                    done.push(Undo::Lease);
+                    ip = Some(lease.ip);
+                }
+                // Every address is taken, some by warm ports: take one of any VNID.
+                Err(PodError::Ipam(e @ crate::ipam::IpamError::Exhausted { .. })) => {
+                    warm = eligible.then(|| self.pool.take_any_warm()).flatten();
+                    if warm.is_none() {
+                        return Err(PodError::Ipam(e));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let pooled = match &warm {
+            Some(w) => {
+                let host = w.port.host.clone();
+                let (cid, ifn) = (a.container_id.clone(), a.ifname.clone());
+                let (wip, owner) = (w.ip, pool::warm_lease(&host));
+                let moved = self
+                    .ipam(move |store| store.transfer(wip, (&owner, "eth0"), (&cid, &ifn)))
+                    .await;
+                // The taken port is the ADD's own from now on: its flows, row and veth are
+                // undone with it (flows first, the address last).
+                done.push(Undo::Lease);
+                done.push(Undo::Veth(host.clone()));
+                done.push(Undo::Port(host.clone()));
+                done.push(Undo::Flows(host));
+                moved?;
+                ip = Some(w.ip);
+                Some(w.port.clone())
+            }
+            None => self.pool.take(self.net.port_pool_size),
+        };
+        let Some(ip) = ip else {
+            unreachable!("a lease or a warm port's address");
+        };
         check_deadline("creating the veth")?;
 
         // 2. Veth: a pooled pair when one is ready (its port exists already), else a new one.
-        let pooled = self.pool.take(self.net.port_pool_size);
         let host_veth = pooled.as_ref().map_or_else(
             || netlink::host_veth_name(&a.container_id, &a.ifname),
             |p| p.host.clone(),
@@ -158,10 +204,12 @@ impl<Io: NodeIo> Pods<Io> {
             tx_checksum_off: self.net.tx_checksum_off,
             pool_peer: pooled.as_ref().map(|p| p.peer.clone()),
         };
-        done.push(Undo::Veth(host_veth.clone()));
-        if pooled.is_some() {
-            // A taken pool port is the ADD's own from now on: undone with it.
-            done.push(Undo::Port(host_veth.clone()));
+        if warm.is_none() {
+            done.push(Undo::Veth(host_veth.clone()));
+            if pooled.is_some() {
+                // A taken pool port is the ADD's own from now on: undone with it.
+                done.push(Undo::Port(host_veth.clone()));
+            }
         }
         let link = self.links.create_pod_link(&spec).await?;
         check_deadline("adding the OVS port")?;
@@ -253,13 +301,22 @@ impl<Io: NodeIo> Pods<Io> {
                     pod.vnid = now;
                 }
             }
-            done.push(Undo::Flows);
-            self.store
-                .apply(Change::new().set_pod(a.clone(), pod.flows(), self.row_vnid(pod.vnid)))
-                .await
-                .map_err(PodError::openflow(format!(
-                    "installing the flows of {host_veth}"
-                )))?;
+            // A warm port of the pod's VNID has the pod's flows already.
+            if warm.as_ref().is_none_or(|w| w.vnid != pod.vnid) {
+                if warm.is_none() {
+                    done.push(Undo::Flows(host_veth.clone()));
+                }
+                self.store
+                    .apply(Change::new().set_pod(
+                        host_veth.clone(),
+                        pod.flows(),
+                        self.row_vnid(pod.vnid),
+                    ))
+                    .await
+                    .map_err(PodError::openflow(format!(
+                        "installing the flows of {host_veth}"
+                    )))?;
+            }
             table.insert(a.clone(), pod.clone());
             if pod.vnid != plan.vnid {
                 self.record_vnid(&pod).await;
@@ -280,6 +337,7 @@ impl<Io: NodeIo> Pods<Io> {
         tracing::info!(
             sandbox = %a.container_id, ifname = %a.ifname, namespace = %pod.namespace,
             pod = %pod.name, %ip, ofport, vnid = %pod.vnid, pooled_port = pooled.is_some(),
+            warm_port = warm.is_some(),
             ms_before = %lock(&marks).iter().map(|(s, ms)| format!("{s}:{ms}")).collect::<Vec<_>>().join(","),
             ms = started.elapsed().as_millis(), "pod wired"
         );
@@ -306,7 +364,7 @@ impl<Io: NodeIo> Pods<Io> {
                     .remove(&a.container_id, &a.ifname, true)
                     .await
                     .map_err(|e| e.to_string()),
-                Undo::Flows => self.remove_flows(a).await.map_err(|e| e.to_string()),
+                Undo::Flows(port) => self.remove_flows(a, port).await.map_err(|e| e.to_string()),
                 Undo::Bandwidth => self.remove_bandwidth(a).await.map_err(|e| e.to_string()),
                 Undo::Meter(m) => self.delete_meter(*m).await.map_err(|e| e.to_string()),
                 Undo::Port(p) => self
@@ -332,14 +390,18 @@ impl<Io: NodeIo> Pods<Io> {
         }
     }
 
-    /// Removes the pod's flows (and its VNID's table-80 row if it was the VNID's last local pod)
-    /// and forgets the pod. Deletes by cookie even when the pod is unknown (stateless DEL).
-    pub(super) async fn remove_flows(&self, a: &AttachmentId) -> Result<(), PodError> {
+    /// Removes the flows of pod port `port` (and its VNID's table-80 row if it was the VNID's
+    /// last local pod) and forgets attachment `a`, under the table lock (a VNID re-flow never
+    /// re-adds them). Deletes by cookie even when the store does not know the port (a DEL after
+    /// a restart, a crashed ADD).
+    pub(super) async fn remove_flows(&self, a: &AttachmentId, port: &str) -> Result<(), PodError> {
         let mut table = self.table.lock().await;
         self.store
-            .apply(Change::new().remove(Owner::Pod(a.clone())))
+            .apply(Change::new().remove(Owner::Port(port.to_string())))
             .await
-            .map_err(PodError::openflow(format!("removing the flows of {a}")))?;
+            .map_err(PodError::openflow(format!(
+                "removing the flows of {a} (port {port})"
+            )))?;
         table.remove(a);
         Ok(())
     }

@@ -145,9 +145,9 @@ pub struct Pod {
 }
 
 impl Pod {
-    /// The pod's flow cookie.
+    /// The pod's flow cookie (its port's).
     pub fn cookie(&self) -> u64 {
-        flows::pod::attachment_cookie(&self.attachment)
+        flows::pod::port_cookie(&self.host_veth)
     }
 
     /// The pod's five flows.

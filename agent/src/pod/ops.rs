@@ -23,6 +23,12 @@ use crate::seams::{FlowSwitch, NodeIo, PodLinks, PortDb};
 
 impl<Io: NodeIo> Pods<Io> {
     /// CNI DEL: idempotent, complete without a netns, a veth or any memory of the pod.
+    ///
+    /// A pod on a pool port that the table knows is retired (see `pool`): its veth goes, its
+    /// lease is handed to its port and it leaves the table at once, and its flows, address and
+    /// row go in the next batch, so the DEL does not wait for ovs-vswitchd. Any other pod (an
+    /// unknown one, or one on a port named after its attachment, which a new ADD of the same
+    /// attachment would reuse) has its flows removed before the DEL answers.
     pub async fn del(&self, a: &AttachmentId) -> Result<(), PodError> {
         // The pod's port, found by its record (a pooled port has its own name), else by the
         // attachment's hash name.
@@ -41,24 +47,61 @@ impl<Io: NodeIo> Pods<Io> {
             .map_err(PodError::iptables(format!(
                 "removing the host port rules of {a}"
             )))?;
-        self.remove_flows(a).await?;
-        self.remove_bandwidth(a).await?;
         let veth = port.as_ref().map_or_else(
             || netlink::host_veth_name(&a.container_id, &a.ifname),
             |i| i.name.clone(),
         );
+        let retired = {
+            let mut table = self.table.lock().await;
+            match table.get(a) {
+                Some(p) if p.host_veth == veth && pool::is_pool_port(&veth) => {
+                    let ip = p.ip;
+                    table.remove(a);
+                    Some(ip)
+                }
+                _ => None,
+            }
+        };
+        let mut released = Vec::new();
+        match retired {
+            None => self.remove_flows(a, &veth).await?,
+            Some(ip) => {
+                // The address stays leased (to the port) until the port's flows are gone; the
+                // port is queued at once, so whatever fails below, its flows still go.
+                let (cid, ifn, owner) = (
+                    a.container_id.clone(),
+                    a.ifname.clone(),
+                    pool::retired_lease(&veth),
+                );
+                let moved = self
+                    .ipam(move |store| store.transfer(ip, (&cid, &ifn), (&owner, "eth0")))
+                    .await;
+                self.pool.retire(veth.clone());
+                if let Err(e) = moved {
+                    // Same-match adds replace these flows and deletes go by cookie, so even a
+                    // reuse of the address before they go is safe.
+                    tracing::warn!(sandbox = %a.container_id, %ip, error = %e, "handing the deleted pod's address to its port; releasing it now");
+                    released = self.release_lease(a).await?;
+                }
+            }
+        }
+        self.remove_bandwidth(a).await?;
         self.links.delete_host_veth(&veth).await?;
-        // The row: no longer a pod's from now on, deleted in the next batch (see `pool`).
+        // The row: no longer a pod's from now on, deleted in a later batch (see `pool`).
         if port.is_some() {
             let dead = BTreeMap::from([(pool::DEAD_KEY.to_string(), "1".to_string())]);
             match self.db.replace_interface_external_ids(&veth, &dead).await {
-                Ok(()) => self.pool.bury(veth.clone()),
+                Ok(()) => {
+                    if retired.is_none() {
+                        self.pool.bury(veth.clone());
+                    }
+                }
                 Err(ovs::ovsdb::Error::InterfaceNotFound(_)) => {}
                 Err(e) => {
                     return Err(PodError::ovsdb(format!("retiring port {veth}"))(e));
                 }
             }
-        } else {
+        } else if retired.is_none() {
             // No record (an ADD cut off before writing it): delete the row, if any, now.
             self.db
                 .delete_port(BRIDGE, &veth)
@@ -67,8 +110,10 @@ impl<Io: NodeIo> Pods<Io> {
                     "deleting port {veth} from {BRIDGE}"
                 )))?;
         }
-        let released = self.release_lease(a).await?;
-        tracing::info!(sandbox = %a.container_id, ifname = %a.ifname, ?released, "pod removed");
+        if retired.is_none() {
+            released = self.release_lease(a).await?;
+        }
+        tracing::info!(sandbox = %a.container_id, ifname = %a.ifname, ?released, retired = ?retired, "pod removed");
         Ok(())
     }
 
@@ -190,18 +235,21 @@ impl<Io: NodeIo> Pods<Io> {
             self.del(a).await?;
             removed += 1;
         }
-        removed += self.release_orphan_leases(valid).await?;
+        removed += self.release_orphan_leases(valid, false).await?;
         self.remove_orphan_qos(valid).await?;
         Ok(removed)
     }
 
     /// Releases, in one pass under the lease lock, leases held by no pod of the table, not in
-    /// `keep` and not of an ADD in flight. An ADD enters `in_flight` before it takes its lease
+    /// `keep` and not of an ADD in flight; the warm and retiring ports' leases (`pool`) only with
+    /// `pool_too` (at start-up, before the reconcile removes their flows and before any ADD:
+    /// while the agent runs, the pool releases them itself, after their flows). An ADD enters `in_flight` before it takes its lease
     /// and leaves it only after its pod entered the table, which this holds locked meanwhile: a
     /// live attachment's lease is always seen as live.
     pub async fn release_orphan_leases(
         &self,
         keep: &BTreeSet<AttachmentId>,
+        pool_too: bool,
     ) -> Result<usize, PodError> {
         let table = self.table.lock().await;
         let mut live: BTreeSet<AttachmentId> = table.keys().cloned().collect();
@@ -211,7 +259,9 @@ impl<Io: NodeIo> Pods<Io> {
             .ipam(move |store| {
                 store.retain(|l| {
                     let k = AttachmentId::new(l.container_id.clone(), l.ifname.clone());
-                    live.contains(&k) || lock(&in_flight).contains(&k)
+                    live.contains(&k)
+                        || lock(&in_flight).contains(&k)
+                        || (!pool_too && pool::is_pool_lease(&l.container_id))
                 })
             })
             .await?;

@@ -126,7 +126,7 @@ impl<Io: NodeIo> Pods<Io> {
                     fixed.ofport = ofport;
                     self.store
                         .apply(Change::new().set_pod(
-                            pod.attachment.clone(),
+                            pod.host_veth.clone(),
                             fixed.flows(),
                             self.row_vnid(fixed.vnid),
                         ))

@@ -93,11 +93,8 @@ impl<Io: NodeIo> Pods<Io> {
                         self.record_vnid(&pod).await;
                     }
                     self.restore_hostports(&pod, record.hostports.as_ref());
-                    staged = staged.set_pod(
-                        pod.attachment.clone(),
-                        pod.flows(),
-                        self.row_vnid(pod.vnid),
-                    );
+                    staged =
+                        staged.set_pod(pod.host_veth.clone(), pod.flows(), self.row_vnid(pod.vnid));
                     self.table.lock().await.insert(pod.attachment.clone(), pod);
                     kept += 1;
                 }
@@ -192,7 +189,7 @@ impl<Io: NodeIo> Pods<Io> {
         for (k, v) in &changes {
             let mut p = table[k].clone();
             p.vnid = *v;
-            change = change.set_pod(k.clone(), p.flows(), p.vnid);
+            change = change.set_pod(p.host_veth.clone(), p.flows(), self.row_vnid(p.vnid));
             updated.push(p);
         }
         self.store.apply(change).await?;

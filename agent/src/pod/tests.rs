@@ -187,9 +187,24 @@ impl Rig {
             .collect()
     }
 
+    /// The flows of attachment `a`'s port (by its record, else the port named after it).
     fn pod_flows(&self, a: &AttachmentId) -> usize {
+        let port = self
+            .db
+            .ports()
+            .into_iter()
+            .find(|(_, p)| {
+                p.external_ids.get("sandbox") == Some(&a.container_id)
+                    && p.external_ids.get("ifname") == Some(&a.ifname)
+            })
+            .map_or_else(|| host_veth_name(&a.container_id, &a.ifname), |(n, _)| n);
+        self.port_flows(&port)
+    }
+
+    /// The flows carrying port `port`'s cookie.
+    fn port_flows(&self, port: &str) -> usize {
         self.switch
-            .flows_with_cookie(flows::pod::attachment_cookie(a))
+            .flows_with_cookie(flows::pod::port_cookie(port))
             .len()
     }
 
@@ -450,7 +465,7 @@ async fn a_restart_rebuilds_the_table_from_port_records_and_removes_dead_pods() 
         "the dead pod's five flows and its VNID's row go"
     );
     rig.assert_nothing_left("c2");
-    let c2_cookie = flows::pod::attachment_cookie(&b.id);
+    let c2_cookie = flows::pod::port_cookie(&host_veth_name(&b.id.container_id, &b.id.ifname));
     let expected: Vec<_> = desired_before
         .into_iter()
         .filter(|f| f.cookie != c2_cookie && f.cookie != vnid_cookie(vnid(12)))
@@ -549,7 +564,10 @@ async fn check_reports_each_kind_of_drift() {
     rig.pods.add(&at).await.unwrap();
 
     rig.switch
-        .remove_flows_with_cookie(flows::pod::attachment_cookie(&at.id));
+        .remove_flows_with_cookie(flows::pod::port_cookie(&host_veth_name(
+            &at.id.container_id,
+            &at.id.ifname,
+        )));
     let (_, text) = code(rig.pods.check(&at).await.unwrap_err());
     assert!(
         text.contains("flows differ from the pod's: missing"),
@@ -673,9 +691,7 @@ async fn ports_records_and_qos_removed_behind_the_agents_back_are_put_back() {
     assert_eq!(rig.pods.repair_ports().await, 1);
     let moved = rig.db.ports()[&veth].ofport;
     assert_ne!(moved, pod.ofport);
-    let reflowed = rig
-        .switch
-        .flows_with_cookie(flows::pod::attachment_cookie(&at.id));
+    let reflowed = rig.switch.flows_with_cookie(flows::pod::port_cookie(&veth));
     assert_eq!(reflowed.len(), 5);
     assert!(
         reflowed
@@ -739,10 +755,28 @@ async fn adds_take_ready_ports_and_dels_leave_rows_to_one_batched_deletion() {
     assert_eq!(rig.pods.pool().idle(), 3);
     assert_eq!(rig.pod_flows(&at.id), 5);
 
-    // DEL: veth and flows gone at once, the row dead and queued, then deleted in one batch.
+    // DEL: the veth goes at once, the pod leaves the table, its address is handed to the port;
+    // the flows, then the address, then the row go in the next batches, without a bundle on
+    // the DEL itself.
+    let bundles = rig.switch.bundles();
     rig.pods.del(&at.id).await.unwrap();
-    rig.assert_nothing_left("p1");
+    assert_eq!(rig.switch.bundles(), bundles, "the DEL waited for a bundle");
     assert!(rig.links.link(&pod.host_veth).is_none());
+    assert!(rig.pods.list().await.is_empty());
+    assert_eq!(rig.pods.pool().retiring(), 1);
+    assert_eq!(rig.port_flows(&pod.host_veth), 5, "flows go with the batch");
+    assert_eq!(
+        rig.leases(),
+        vec![(format!("sdn-retired-{}", pod.host_veth), pod.ip)],
+        "the address stays leased, to the port, while its flows exist"
+    );
+    // A GC meanwhile keeps the retiring port's address.
+    rig.pods.gc(&BTreeSet::new()).await.unwrap();
+    assert_eq!(rig.leases().len(), 1);
+    rig.pods.retire_ports().await;
+    assert_eq!(rig.port_flows(&pod.host_veth), 0);
+    assert!(rig.leases().is_empty());
+    rig.assert_nothing_left("p1");
     assert_eq!(rig.pods.pool().dead(), 1);
     rig.pods.reap_dead_ports().await;
     assert!(!rig.db.ports().contains_key(&pod.host_veth));
@@ -806,4 +840,153 @@ async fn a_restart_takes_back_ready_ports_and_deletes_broken_and_dead_ones() {
     assert!(!rig.db.ports().contains_key(&pod.host_veth));
     assert!(rig.links.link(&broken).is_none());
     assert_eq!(fresh.pool().idle(), 1);
+}
+
+#[tokio::test]
+async fn a_burst_of_adds_warms_ports_whose_flows_are_in_before_the_add() {
+    let rig = Rig::with_pool(8);
+    rig.pods.refill_pool().await;
+    // Fewer ADDs than a burst: nothing warms.
+    let mut pods = Vec::new();
+    for i in 0..super::pool::WARM_AFTER - 1 {
+        let at = rig.attachment(&format!("w{i}"), "tenant-a");
+        pods.push(rig.pods.add(&at).await.unwrap().pod);
+    }
+    rig.pods.refill_pool().await;
+    rig.pods.warm_ports().await;
+    assert!(rig.pods.pool().warm().is_empty());
+    // The burst's last ADD: the VNID warms half the pool, in one bundle, addresses leased to
+    // the ports.
+    let at = rig.attachment("w-last", "tenant-a");
+    rig.pods.add(&at).await.unwrap();
+    rig.pods.refill_pool().await;
+    let bundles = rig.switch.bundles();
+    rig.pods.warm_ports().await;
+    assert_eq!(rig.switch.bundles(), bundles + 1);
+    assert_eq!(rig.pods.pool().warm(), [(vnid(11), 4)].into());
+    let warm_leases: Vec<_> = rig
+        .leases()
+        .into_iter()
+        .filter(|(c, _)| c.starts_with("sdn-warm-"))
+        .collect();
+    assert_eq!(warm_leases.len(), 4);
+
+    // An ADD in that VNID takes one: no bundle, the lowest warm address, the port's flows.
+    let at = rig.attachment("hot", "tenant-a");
+    let bundles = rig.switch.bundles();
+    let pod = rig.pods.add(&at).await.unwrap().pod;
+    assert_eq!(
+        rig.switch.bundles(),
+        bundles,
+        "the warm ADD waited for a bundle"
+    );
+    let lowest = warm_leases.iter().map(|(_, ip)| *ip).min().unwrap();
+    assert_eq!(pod.ip, lowest);
+    assert!(rig.leases().contains(&("hot".to_string(), pod.ip)));
+    assert!(!rig
+        .leases()
+        .contains(&(format!("sdn-warm-{}", pod.host_veth), pod.ip)));
+    assert_eq!(rig.port_flows(&pod.host_veth), 5);
+    assert_eq!(pod.vnid, vnid(11));
+    rig.pods.check(&at).await.unwrap();
+    assert_eq!(rig.pods.pool().warm(), [(vnid(11), 3)].into());
+
+    // Another VNID's ADD does not take tenant-a's warm ports.
+    let other = rig.attachment("b1", "tenant-b");
+    let b = rig.pods.add(&other).await.unwrap().pod;
+    assert_eq!(b.vnid, vnid(12));
+    assert_eq!(rig.pods.pool().warm()[&vnid(11)], 3);
+
+    // A warm ADD that fails (the pod already has an eth0) leaves nothing: flows, port, address.
+    let bad = rig.attachment("bad", "tenant-a");
+    rig.links.add_netns("bad");
+    crate::seams::PodLinks::create_pod_link(
+        &rig.links,
+        &crate::netlink::PodLinkSpec {
+            netns: bad.netns.clone().unwrap(),
+            ifname: "eth0".into(),
+            host_ifname: "squat1".into(),
+            mac: [2, 0, 0, 0, 0, 2],
+            address: "10.128.1.200/23".parse().unwrap(),
+            gateway: Ipv4Addr::new(10, 128, 0, 1),
+            routes: Vec::new(),
+            mtu: 1450,
+            tx_checksum_off: false,
+            pool_peer: None,
+        },
+    )
+    .await
+    .unwrap();
+    let taken = rig.pods.pool().warm()[&vnid(11)];
+    rig.pods.add(&bad).await.unwrap_err();
+    assert_eq!(rig.pods.pool().warm()[&vnid(11)], taken - 1);
+    rig.assert_nothing_left("bad");
+    let warm_ports: usize = rig.pods.pool().warm().values().sum();
+    let all_warm_flows = rig
+        .switch
+        .flows()
+        .into_iter()
+        .filter(|f| f.cookie >> 60 == 1)
+        .count();
+    assert_eq!(
+        all_warm_flows,
+        5 * (warm_ports + pods.len() + 3),
+        "pods' and warm ports' flows only"
+    );
+
+    // The VNID moves: an ADD in the namespace no longer matches the old VNID's warm ports.
+    rig.set_netid("tenant-a", 13);
+    let moved = rig.attachment("m1", "tenant-a");
+    let m = rig.pods.add(&moved).await.unwrap().pod;
+    assert_eq!(m.vnid, vnid(13));
+    assert_eq!(rig.pods.pool().warm()[&vnid(11)], taken - 1);
+
+    // A restart: warm ports go back to the pool, their addresses are orphans at start-up and
+    // their flows are nobody's.
+    let fresh = rig.restarted();
+    fresh.rebuild_from_ovs().await.unwrap();
+    fresh
+        .release_orphan_leases(&BTreeSet::new(), true)
+        .await
+        .unwrap();
+    fresh.restore_pool().await.unwrap();
+    assert!(!rig.leases().iter().any(|(c, _)| c.starts_with("sdn-warm-")));
+    assert!(fresh.pool().warm().is_empty());
+}
+
+#[tokio::test]
+async fn warm_ports_of_a_vnid_displaced_by_newer_bursts_are_cooled() {
+    let rig = Rig::with_pool(4);
+    let burst = |ns: &'static str, tag: &'static str| {
+        let rig = &rig;
+        async move {
+            for i in 0..super::pool::WARM_AFTER {
+                rig.pods.refill_pool().await;
+                let at = rig.attachment(&format!("{tag}{i}"), ns);
+                rig.pods.add(&at).await.unwrap();
+            }
+            rig.pods.refill_pool().await;
+            rig.pods.cool_ports().await;
+            rig.pods.warm_ports().await;
+        }
+    };
+    burst("tenant-a", "a").await;
+    assert_eq!(rig.pods.pool().warm(), [(vnid(11), 2)].into());
+    let a_ports: Vec<String> = rig
+        .leases()
+        .into_iter()
+        .filter_map(|(c, _)| c.strip_prefix("sdn-warm-").map(str::to_string))
+        .collect();
+    assert_eq!(a_ports.len(), 2);
+    burst("tenant-b", "b").await;
+    burst("default", "d").await;
+    // tenant-a (VNID 11) is the third most recent: its warm ports are cooled (flows, addresses)
+    // and back in the pool.
+    let warm = rig.pods.pool().warm();
+    assert!(!warm.contains_key(&vnid(11)), "{warm:?}");
+    for p in &a_ports {
+        assert_eq!(rig.port_flows(p), 0, "flows of cooled port {p}");
+        assert!(!rig.leases().iter().any(|(c, _)| c.ends_with(p.as_str())));
+        assert!(rig.db.ports()[p].external_ids.contains_key("sdn-pool"));
+    }
 }
