@@ -297,15 +297,12 @@ impl Daemon {
             .reconcile()
             .await
             .context("reconciling the flows of br0")?;
-        // A switch that restarted while the agent was away waits for the pipeline (see
-        // `release_switch`): it is complete now.
-        n.release_switch().await;
         tracing::info!(
             pods = kept,
             stale_pods_removed = removed,
             orphan_leases_released = orphans,
             pool_ports = pool_kept,
-            stale_ports_deleted = pool_deleted,
+            stale_ports_queued_for_deletion = pool_deleted,
             remote_nodes,
             flows = stats.desired,
             added = stats.added,
@@ -314,8 +311,15 @@ impl Daemon {
         );
         // The port pool: filled and kept full in the background (ADDs meanwhile add their own
         // ports), so readiness does not wait for ovs-vswitchd to take a batch of ports.
+        // A switch that restarted while the agent was away waits for the pipeline (see
+        // `release_switch`): it is complete now. Released in the background: clearing the flag
+        // waits for ovs-vswitchd to reconfigure, which takes a while with many ports, and the
+        // CNI server need not wait for it (an ADD's flows go to the switch either way).
         let pods = n.pods.clone();
+        let db = n.db.clone();
         n.maintenance = Some(tokio::spawn(async move {
+            release_switch(&db).await;
+            pods.reap_dead_ports().await;
             pods.refill_pool().await;
             pods.maintain_ports().await
         }));
@@ -472,13 +476,7 @@ impl Daemon {
     /// ovs-vswitchd only reads it when it starts). Failures are logged: the periodic repair
     /// calls this again.
     async fn release_switch(&self) {
-        if let Err(e) = self.db.set_flow_restore_wait(false).await {
-            tracing::warn!(error = %e, "clearing flow-restore-wait");
-            return;
-        }
-        if let Err(e) = self.db.set_flow_restore_wait(true).await {
-            tracing::warn!(error = %e, "setting flow-restore-wait for the next ovs-vswitchd start");
-        }
+        release_switch(&self.db).await;
     }
 
     /// The OpenFlow connection closed: reconnects (every 50 ms for up to a second; the loop
@@ -743,5 +741,17 @@ impl cni::Handler for AgentHandler {
             ));
         }
         Ok(())
+    }
+}
+
+/// Clears `flow-restore-wait` (a waiting ovs-vswitchd starts forwarding with the pipeline the
+/// agent just completed) and sets it again for the next ovs-vswitchd start.
+async fn release_switch(db: &ovs::ovsdb::Client) {
+    if let Err(e) = db.set_flow_restore_wait(false).await {
+        tracing::warn!(error = %e, "clearing flow-restore-wait");
+        return;
+    }
+    if let Err(e) = db.set_flow_restore_wait(true).await {
+        tracing::warn!(error = %e, "setting flow-restore-wait for the next ovs-vswitchd start");
     }
 }

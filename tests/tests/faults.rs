@@ -106,9 +106,10 @@ fn ports_qos_flows_and_meters_removed_by_hand_are_put_back() {
         "QoS not re-attached:\n{}",
         node.log()
     );
-    assert!(node
+    // The log line follows the repair it reports.
+    assert!(wait_until(BOUND, || node
         .log()
-        .contains("ingress QoS was removed or changed; re-created"));
+        .contains("ingress QoS was removed or changed; re-created")));
 
     // Every flow deleted.
     node.ovs.ofctl(&["del-flows", "br0"]);

@@ -61,7 +61,10 @@ fn cookie_of(node: &AgentNode, pod: &CniPod<'_>) -> String {
 }
 
 /// The VNIDs with a `reg0=V,reg1=V` row in table 80.
+/// The VNIDs with a table-80 row, once deleted pods are retired (a deleted pod's flows, and its
+/// VNID's row if it was the last, go in the agent's next batch; `leases` waits for it).
 fn vnid_rows(node: &AgentNode) -> Vec<u32> {
+    node.leases();
     let mut v: Vec<u32> = table(node, "ingress_isolation")
         .iter()
         .filter_map(|l| {

@@ -163,6 +163,8 @@ impl FakeSwitch {
 
 impl FlowSwitch for FakeSwitch {
     async fn bundle(&self, msgs: &[BundleMsg]) -> Result<(), OfError> {
+        // The round trip: other tasks run meanwhile, as they do while ovs-vswitchd works.
+        tokio::task::yield_now().await;
         if self.faults.hit("bundle") {
             return Err(injected("bundle"));
         }

@@ -276,10 +276,13 @@ impl Netlink {
                     ifname: spec.host_ifname.clone(),
                     netns: "the node netns right after creating it".into(),
                 })?;
-            if spec.tx_checksum_off {
-                self.set_tx_checksum(&spec.host_ifname, false)?;
+            // A pool pair's host end was configured when the pool made it.
+            if spec.pool_peer.is_none() {
+                if spec.tx_checksum_off {
+                    self.set_tx_checksum(&spec.host_ifname, false)?;
+                }
+                super::isolate_host_veth(&spec.host_ifname)?;
             }
-            super::isolate_host_veth(&spec.host_ifname)?;
             let mac = link_mac(&link).ok_or_else(|| {
                 NetlinkError::os(
                     format!("reading the MAC of host veth {}", spec.host_ifname),

@@ -536,8 +536,10 @@ impl<Io: NodeIo> Pods<Io> {
     }
 
     /// Start-up: takes back the idle pool ports whose host end and parked peer are both still
-    /// there and deletes the others (the previous agent's parking namespace is gone, or an ADD
-    /// was cut off after moving the peer) and every dead port. Returns (taken back, deleted).
+    /// there and queues the others (the previous agent's parking namespace is gone, or an ADD
+    /// was cut off after moving the peer) and every dead port for the batched deletion, which
+    /// the maintenance runs after the agent serves (deleting rows makes ovs-vswitchd
+    /// reconfigure, which would slow the start-up reconcile). Returns (taken back, queued).
     pub async fn restore_pool(&self) -> Result<(usize, usize), PodError> {
         let mut doomed = Vec::new();
         let mut kept = Vec::new();
@@ -556,7 +558,9 @@ impl<Io: NodeIo> Pods<Io> {
                     ofport,
                 }),
                 _ => {
-                    self.links.delete_host_veth(&i.name).await?;
+                    if host_alive {
+                        self.links.delete_host_veth(&i.name).await?;
+                    }
                     doomed.push(i.name);
                 }
             }
@@ -567,17 +571,10 @@ impl<Io: NodeIo> Pods<Io> {
                 .into_iter()
                 .map(|i| i.name),
         );
-        let deleted = doomed.len();
-        if !doomed.is_empty() {
-            self.db
-                .delete_ports_nowait(BRIDGE, &doomed)
-                .await
-                .map_err(PodError::ovsdb(
-                    "deleting broken pool ports and ports of deleted pods".to_string(),
-                ))?;
-        }
+        let queued = doomed.len();
+        lock(&self.pool.dead).extend(doomed);
         let n = kept.len();
         lock(&self.pool.idle).extend(kept);
-        Ok((n, deleted))
+        Ok((n, queued))
     }
 }

@@ -34,12 +34,16 @@ impl<Io: NodeIo> Pods<Io> {
         let ports = self.db.interfaces_with_external_id(keys::SANDBOX);
         let (mut kept, mut removed) = (0, 0);
         let mut staged = Change::new();
-        for port in ports {
+        // Every port's veth looked up at once (pipelined on one netlink socket): a restart
+        // with 1000 pods waits for one round of lookups, not 1000.
+        let alive =
+            futures::future::join_all(ports.iter().map(|p| self.links.link_exists(&p.name))).await;
+        for (port, alive) in ports.into_iter().zip(alive) {
             let name = port.name.clone();
             let Some(record) = PortRecord::from_external_ids(&port.external_ids) else {
                 continue;
             };
-            let alive = self.links.link_exists(&name).await?.is_some();
+            let alive = alive?.is_some();
             let ofport = port
                 .ofport
                 .and_then(|p| u32::try_from(p).ok())
@@ -189,7 +193,8 @@ impl<Io: NodeIo> Pods<Io> {
         for (k, v) in &changes {
             let mut p = table[k].clone();
             p.vnid = *v;
-            change = change.set_pod(p.host_veth.clone(), p.flows(), self.row_vnid(p.vnid));
+            // The same matches with other actions: added over the old rows.
+            change = change.put_pod(p.host_veth.clone(), p.flows(), self.row_vnid(p.vnid));
             updated.push(p);
         }
         self.store.apply(change).await?;

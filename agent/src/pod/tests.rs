@@ -836,6 +836,16 @@ async fn a_restart_takes_back_ready_ports_and_deletes_broken_and_dead_ones() {
     let (kept, deleted) = fresh.restore_pool().await.unwrap();
     assert_eq!(kept, 1, "the other ready port is taken back");
     assert_eq!(deleted, 2, "the broken pool port and the dead one");
+    assert!(
+        rig.links.link(&broken).is_none(),
+        "the broken port's veth goes at once"
+    );
+    assert_eq!(
+        fresh.pool().dead(),
+        2,
+        "their rows wait for the first batch"
+    );
+    fresh.reap_dead_ports().await;
     assert!(!rig.db.ports().contains_key(&broken));
     assert!(!rig.db.ports().contains_key(&pod.host_veth));
     assert!(rig.links.link(&broken).is_none());
