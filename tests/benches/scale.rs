@@ -7,7 +7,7 @@
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p sdn-tests --bench scale`
 //! Settings: `SDN_SCALE_PODS` (1000), `SDN_SCALE_BUCKET` (100), `SDN_SCALE_CONCURRENCY` (10),
-//! `SDN_SCALE_POOL` (the agent's `--port-pool-size`, default 32; 0 runs without the pool),
+//! `SDN_SCALE_POOL` (the agent's `--port-pool-size`, default 64; 0 runs without the pool),
 //! `SDN_SCALE_ALONE` (set: ours only, no bridge plugin), `SDN_SCALE_LOG` (`1`: the agent's
 //! notable log lines at the end; a path: its whole log written there).
 //! Targets (issue 12): ours at 900-1000 <= 1.2x ours at 0-100 and <= the bridge's at both
@@ -120,7 +120,7 @@ fn main() {
     let n = env_usize("SDN_SCALE_PODS", 1000);
     let bucket = env_usize("SDN_SCALE_BUCKET", 100).max(1);
     let c = env_usize("SDN_SCALE_CONCURRENCY", 10);
-    let pool = env_usize("SDN_SCALE_POOL", 32);
+    let pool = env_usize("SDN_SCALE_POOL", 64);
     // Ours alone (no bridge plugin interleaved): separates our cost from the link events the
     // bridge plugin's veths cause in ovs-vswitchd's namespace. Only the ADD curve runs.
     let alone = std::env::var_os("SDN_SCALE_ALONE").is_some();

@@ -277,7 +277,9 @@ impl<Io: NodeIo> Pods<Io> {
         }
         check_deadline("installing the pod's flows")?;
 
-        // 4. Flows, under the table lock so a VNID re-flow never misses the pod.
+        // 4. Flows: installed outside the table lock (a bundle can wait for ovs-vswitchd for a
+        // while, and warm ADDs must not queue behind it); the VNID is checked again under the
+        // lock, where the pod enters the table, so a VNID re-flow never misses the pod.
         let mut pod = Pod {
             attachment: a.clone(),
             namespace: at.namespace.clone(),
@@ -291,6 +293,22 @@ impl<Io: NodeIo> Pods<Io> {
             hostports: record.hostports.clone(),
             limits: plan.bandwidth,
         };
+        let install = |pod: &Pod| {
+            self.store.apply(Change::new().set_pod(
+                host_veth.clone(),
+                pod.flows(),
+                self.row_vnid(pod.vnid),
+            ))
+        };
+        // A warm port of the pod's VNID has the pod's flows already.
+        if warm.as_ref().is_none_or(|w| w.vnid != pod.vnid) {
+            if warm.is_none() {
+                done.push(Undo::Flows(host_veth.clone()));
+            }
+            install(&pod).await.map_err(PodError::openflow(format!(
+                "installing the flows of {host_veth}"
+            )))?;
+        }
         {
             let mut table = self.table.lock().await;
             // A VNID change may have arrived since the VNID was read: `sync_vnids` only
@@ -299,23 +317,10 @@ impl<Io: NodeIo> Pods<Io> {
                 if now != pod.vnid {
                     tracing::info!(sandbox = %a.container_id, namespace = %pod.namespace, from = %pod.vnid, to = %now, "namespace VNID changed during ADD");
                     pod.vnid = now;
-                }
-            }
-            // A warm port of the pod's VNID has the pod's flows already.
-            if warm.as_ref().is_none_or(|w| w.vnid != pod.vnid) {
-                if warm.is_none() {
-                    done.push(Undo::Flows(host_veth.clone()));
-                }
-                self.store
-                    .apply(Change::new().set_pod(
-                        host_veth.clone(),
-                        pod.flows(),
-                        self.row_vnid(pod.vnid),
-                    ))
-                    .await
-                    .map_err(PodError::openflow(format!(
-                        "installing the flows of {host_veth}"
+                    install(&pod).await.map_err(PodError::openflow(format!(
+                        "re-installing the flows of {host_veth} with VNID {now}"
                     )))?;
+                }
             }
             table.insert(a.clone(), pod.clone());
             if pod.vnid != plan.vnid {
