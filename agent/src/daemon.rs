@@ -297,6 +297,9 @@ impl Daemon {
             .reconcile()
             .await
             .context("reconciling the flows of br0")?;
+        // A switch that restarted while the agent was away waits for the pipeline (see
+        // `release_switch`): it is complete now.
+        n.release_switch().await;
         tracing::info!(
             pods = kept,
             stale_pods_removed = removed,
@@ -311,14 +314,8 @@ impl Daemon {
         );
         // The port pool: filled and kept full in the background (ADDs meanwhile add their own
         // ports), so readiness does not wait for ovs-vswitchd to take a batch of ports.
-        // A switch that restarted while the agent was away waits for the pipeline (see
-        // `release_switch`): it is complete now. Released in the background: clearing the flag
-        // waits for ovs-vswitchd to reconfigure, which takes a while with many ports, and the
-        // CNI server need not wait for it (an ADD's flows go to the switch either way).
         let pods = n.pods.clone();
-        let db = n.db.clone();
         n.maintenance = Some(tokio::spawn(async move {
-            release_switch(&db).await;
             pods.reap_dead_ports().await;
             pods.refill_pool().await;
             pods.maintain_ports().await
@@ -745,13 +742,28 @@ impl cni::Handler for AgentHandler {
 }
 
 /// Clears `flow-restore-wait` (a waiting ovs-vswitchd starts forwarding with the pipeline the
-/// agent just completed) and sets it again for the next ovs-vswitchd start.
+/// agent just completed) and sets it again for the next ovs-vswitchd start, a second later, in
+/// the background. Why the second: ovs-vswitchd reads the flag in its main loop only while it
+/// still waits, and its `cur_cfg` can reach the clearing transaction's `next_cfg` before that
+/// loop has looked (seen after a restart with a pool of ports to re-add); a flag set again at
+/// once was then never seen cleared, and the switch waited for good. Setting it again later
+/// costs nothing: with `fail_mode=secure`, an ovs-vswitchd that starts meanwhile without the
+/// flag forwards nothing until the agent's flows are in either. One release (and its re-arm)
+/// at a time.
 async fn release_switch(db: &ovs::ovsdb::Client) {
+    static RELEASING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let one = RELEASING.lock().await;
     if let Err(e) = db.set_flow_restore_wait(false).await {
         tracing::warn!(error = %e, "clearing flow-restore-wait");
         return;
     }
-    if let Err(e) = db.set_flow_restore_wait(true).await {
-        tracing::warn!(error = %e, "setting flow-restore-wait for the next ovs-vswitchd start");
-    }
+    drop(one);
+    let db = db.clone();
+    tokio::spawn(async move {
+        let _one = RELEASING.lock().await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if let Err(e) = db.set_flow_restore_wait(true).await {
+            tracing::warn!(error = %e, "setting flow-restore-wait for the next ovs-vswitchd start");
+        }
+    });
 }

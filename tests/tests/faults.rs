@@ -33,9 +33,11 @@ fn recovered(node: &AgentNode, what: &str, a: &CniPod<'_>, b: &CniPod<'_>) -> Du
     let probe = || a.ns.exec(&["ping", "-c", "1", "-W", "0.1", &b.ip]).is_ok();
     assert!(
         wait_until(BOUND, probe),
-        "{what}: {} does not reach {} within {BOUND:?}; flows:\n{}\nlog:\n{}",
+        "{what}: {} does not reach {} within {BOUND:?}; other_config {}; ports {}; flows:\n{}\nlog:\n{}",
         a.ip,
         b.ip,
+        node.ovs.vsctl(&["get", "Open_vSwitch", ".", "other_config"]).trim(),
+        node.ovs.vsctl(&["--columns=name,ofport", "list", "Interface"]).split_whitespace().collect::<Vec<_>>().join(" "),
         node.flows().join("\n"),
         node.log()
     );

@@ -16,8 +16,9 @@
 //! step 1, so a taken port or a bad value fails the ADD with nothing done. Bandwidth I/O (meters
 //! on the netdev datapath, policing and QoS rows) is in [`limits`].
 //!
-//! Everything DEL needs is derived from the attachment itself: the host veth name and the flow
-//! cookie are its hash, and the lease is found by container id and ifname. DEL therefore works
+//! Everything DEL needs is derived from the attachment itself: the port is found by its record
+//! (else it is the veth named after the attachment's hash), the flow cookie is the port's, and
+//! the lease is found by container id and ifname. DEL therefore works
 //! when the agent has no memory of the pod (after a restart), when the netns or the veth is
 //! already gone, and when it is called twice ([`ops`]).
 //!
@@ -25,8 +26,9 @@
 //! the sandbox, IP, namespace, pod name, interface, netns and VNID. VNID changes re-flow the
 //! namespace's pods in one bundle ([`Pods::sync_vnids`]). Ports, records and QoS rows removed
 //! or changed behind the agent's back are put back from the table ([`repair`]). ADD takes a
-//! ready port from a warm pool and DEL leaves the port's row to a batched deletion, so neither
-//! waits for ovs-vswitchd to reconfigure ([`pool`]).
+//! ready port from a pool (under a burst of ADDs, a warm one whose address and flows are in
+//! already) and DEL leaves the port's flows, address and row to a batch, so neither waits for
+//! ovs-vswitchd ([`pool`]).
 //!
 //! Every I/O goes through the seams of [`crate::seams`], so the whole module runs on the fakes
 //! of `crate::fake` in its component tests (`tests.rs`), without root.
