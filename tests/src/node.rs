@@ -539,15 +539,24 @@ impl AgentNode {
     /// the node namespace (the peers wait in the agent's private namespace, out of sight), and
     /// no `sdnp*` veth that is neither a pool port nor a pod's.
     pub fn assert_pool_sane(&self, size: usize) {
-        // A refill in progress has veths that are not ports yet: give it time to settle.
-        wait_until(Duration::from_secs(10), || {
-            let (all, pool, pods) = (self.all_veths(), self.pool_ports(), self.pod_ports());
+        // A refill in progress has veths that are not ports yet: give it time to settle, and
+        // check one snapshot taken when it had (another refill may start at any time).
+        let snapshot = || {
+            // Ports first: a veth made after this listing is newer than any port in it.
+            let (pool, pods) = (self.pool_ports(), self.pod_ports());
+            (self.all_veths(), pool, pods)
+        };
+        let settled = |(all, pool, pods): &(Vec<String>, Vec<String>, Vec<String>)| {
             all.iter()
                 .filter(|n| n.starts_with("sdnp"))
                 .all(|v| pool.contains(v) || pods.contains(v))
+        };
+        let mut last = snapshot();
+        wait_until(Duration::from_secs(10), || {
+            last = snapshot();
+            settled(&last)
         });
-        let all = self.all_veths();
-        let pool = self.pool_ports();
+        let (all, pool, pods) = last;
         // Plain ports, plus half the size warm for each of two VNIDs.
         assert!(
             pool.len() <= 2 * size,
@@ -557,7 +566,6 @@ impl AgentNode {
         for p in &pool {
             assert!(all.contains(p), "pool port {p} has no veth");
         }
-        let pods = self.pod_ports();
         for v in all.iter().filter(|n| n.starts_with("sdnp")) {
             assert!(
                 pool.contains(v) || pods.contains(v),
