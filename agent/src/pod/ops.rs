@@ -27,8 +27,9 @@ impl<Io: NodeIo> Pods<Io> {
     /// A pod on a pool port that the table knows is retired (see `pool`): its veth goes, its
     /// lease is handed to its port and it leaves the table at once, and its flows, address and
     /// row go in the next batch, so the DEL does not wait for ovs-vswitchd. Any other pod (an
-    /// unknown one, or one on a port named after its attachment, which a new ADD of the same
-    /// attachment would reuse) has its flows removed before the DEL answers.
+    /// unknown one, one on a port named after its attachment, which a new ADD of the same
+    /// attachment would reuse, or one with an egress meter, whose deletion takes the flows
+    /// using it) has its flows removed before the DEL answers.
     pub async fn del(&self, a: &AttachmentId) -> Result<(), PodError> {
         // The pod's port, found by its record (a pooled port has its own name), else by the
         // attachment's hash name.
@@ -54,7 +55,13 @@ impl<Io: NodeIo> Pods<Io> {
         let retired = {
             let mut table = self.table.lock().await;
             match table.get(a) {
-                Some(p) if p.host_veth == veth && pool::is_pool_port(&veth) => {
+                // Not with an egress meter: deleting the meter (below) makes OVS delete the
+                // flows using it, which the store would still want until the batch.
+                Some(p)
+                    if p.host_veth == veth
+                        && pool::is_pool_port(&veth)
+                        && p.egress_meter.is_none() =>
+                {
                     let ip = p.ip;
                     table.remove(a);
                     Some(ip)

@@ -1000,3 +1000,20 @@ async fn warm_ports_of_a_vnid_displaced_by_newer_bursts_are_cooled() {
         assert!(rig.db.ports()[p].external_ids.contains_key("sdn-pool"));
     }
 }
+
+#[tokio::test]
+async fn a_pod_with_an_egress_meter_is_deleted_at_once_not_retired() {
+    let rig = Rig::build(true, 4);
+    rig.pods.refill_pool().await;
+    let mut at = rig.attachment("m1", "tenant-a");
+    at.runtime_config =
+        Some(json!({"bandwidth": {"egressRate": 20_000_000, "egressBurst": 1_000_000}}));
+    let pod = rig.pods.add(&at).await.unwrap().pod;
+    assert!(super::pool::is_pool_port(&pod.host_veth));
+    assert!(pod.egress_meter.is_some());
+    // Deleting the meter takes the flows using it: the DEL removes them itself.
+    rig.pods.del(&at.id).await.unwrap();
+    assert_eq!(rig.pods.pool().retiring(), 0);
+    assert_eq!(rig.port_flows(&pod.host_veth), 0);
+    rig.assert_nothing_left("m1");
+}
