@@ -26,6 +26,7 @@
 //! flow and OVSDB drift, OpenFlow reconnects with tun0 and flow-restore-wait) share the daemon's
 //! fields and order; the CNI handler at the end is a thin adapter.
 
+use crate::lock;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -299,7 +300,7 @@ impl Daemon {
             .context("reconciling the flows of br0")?;
         // A switch that restarted while the agent was away waits for the pipeline (see
         // `release_switch`): it is complete now.
-        n.release_switch().await;
+        release_switch(&n.db).await;
         tracing::info!(
             pods = kept,
             stale_pods_removed = removed,
@@ -463,16 +464,6 @@ impl Daemon {
         }
         self.repair("OpenFlow connection re-opened (ovs-vswitchd restarted?)")
             .await;
-        self.release_switch().await;
-    }
-
-    /// `flow-restore-wait`: the agent keeps it `true` in OVSDB, so an ovs-vswitchd that
-    /// (re)starts forwards nothing until the agent has put the whole pipeline back; here, with
-    /// the pipeline complete, it is set `false` (ovs-vswitchd starts forwarding, and applies
-    /// it before this returns) and then `true` again for the next restart (a running
-    /// ovs-vswitchd only reads it when it starts). Failures are logged: the periodic repair
-    /// calls this again.
-    async fn release_switch(&self) {
         release_switch(&self.db).await;
     }
 
@@ -602,10 +593,6 @@ async fn configure_tun0(node: &NodeConfig, mtu: u32) -> Result<()> {
     crate::netlink::set_sysctl("net/ipv4/conf/tun0/arp_announce", "2")
         .context("setting net.ipv4.conf.tun0.arp_announce=2 (ARP from the gateway address)")?;
     Ok(())
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Node teardown: removes the CNI network config files an agent with network `name` writes in
@@ -741,9 +728,11 @@ impl cni::Handler for AgentHandler {
     }
 }
 
-/// Clears `flow-restore-wait` (a waiting ovs-vswitchd starts forwarding with the pipeline the
-/// agent just completed) and sets it again for the next ovs-vswitchd start, a second later, in
-/// the background. Why the second: ovs-vswitchd reads the flag in its main loop only while it
+/// `flow-restore-wait`: the agent keeps it `true` in OVSDB, so an ovs-vswitchd that (re)starts
+/// forwards nothing until the agent has put the whole pipeline back. This clears it (a waiting
+/// ovs-vswitchd starts forwarding with the pipeline the agent just completed; applied before
+/// this returns) and sets it again for the next ovs-vswitchd start, a second later, in the
+/// background. Failures are logged: the periodic repair calls this again. Why the second: ovs-vswitchd reads the flag in its main loop only while it
 /// still waits, and its `cur_cfg` can reach the clearing transaction's `next_cfg` before that
 /// loop has looked (seen after a restart with a pool of ports to re-add); a flag set again at
 /// once was then never seen cleared, and the switch waited for good. Setting it again later

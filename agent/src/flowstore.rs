@@ -294,10 +294,6 @@ pub struct FlowStore<S> {
 /// Where a waiting change's outcome goes.
 type Pending = tokio::sync::oneshot::Sender<Result<(), OfError>>;
 
-fn lock_pending<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 impl<S: FlowSwitch> FlowStore<S> {
     /// An empty store applying to `switch`; `vnid_rows` in multitenant mode.
     pub fn new(switch: Arc<S>, vnid_rows: bool) -> FlowStore<S> {
@@ -326,10 +322,10 @@ impl<S: FlowSwitch> FlowStore<S> {
             return Ok(());
         }
         let (tx, rx) = tokio::sync::oneshot::channel();
-        lock_pending(&self.pending).push((change, tx));
+        crate::lock(&self.pending).push((change, tx));
         {
             let mut state = self.state.lock().await;
-            let batch = std::mem::take(&mut *lock_pending(&self.pending));
+            let batch = std::mem::take(&mut *crate::lock(&self.pending));
             if !batch.is_empty() {
                 self.apply_batch(&mut state, batch).await;
             }

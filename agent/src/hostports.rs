@@ -28,6 +28,7 @@
 //! DNAT whose port equals a host port of the same pod and container port is masqueraded too
 //! (harmless: that pod port is published on the node anyway).
 
+use crate::lock;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
@@ -464,10 +465,6 @@ pub struct HostPorts<N: NatRules = Iptables> {
     taken: std::sync::Mutex<BTreeMap<Key, PodPorts>>,
     /// Serialises syncs (a sync reads the registry and writes the whole rule set).
     sync_lock: tokio::sync::Mutex<()>,
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl<N: NatRules> HostPorts<N> {

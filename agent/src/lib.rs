@@ -24,3 +24,9 @@ pub mod seams;
 pub mod switch;
 pub mod tenants;
 pub mod yaml;
+
+/// Locks a std mutex, taking the data over from a thread that panicked while holding it (every
+/// mutex of the agent guards plain data that stays consistent between statements).
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

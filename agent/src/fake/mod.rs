@@ -25,7 +25,7 @@ mod switch;
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use crate::seams::NodeIo;
 
@@ -34,9 +34,7 @@ pub use links::{FakeLink, FakeLinks};
 pub use nat::FakeNat;
 pub use switch::FakeSwitch;
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
+pub(crate) use crate::lock;
 
 /// Operations to fail once, by name (`"bundle"`, `"add_port"`, `"create_pod_link"`...).
 #[derive(Debug, Default)]

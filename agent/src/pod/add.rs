@@ -128,56 +128,42 @@ impl<Io: NodeIo> Pods<Io> {
         // the bridge already, see `pool`); else a new lease, and a plain pool port if one is
         // ready. Requested addresses and bandwidth limits take the plain way.
         let eligible = plan.requested.is_none() && plan.bandwidth.is_empty();
-        let mut warm = if eligible {
+        let taken = if eligible {
             self.pool.take_warm(plan.vnid, self.warm_target())
         } else {
             None
         };
-        let mut ip = None;
-        if warm.is_none() {
-            let range = self.net.range();
-            let (cid, ifn) = (a.container_id.clone(), a.ifname.clone());
-            let requested = plan.requested;
-            match self
-                .ipam(move |store| store.allocate(&range, &cid, &ifn, requested))
-                .await
-            {
-                Ok(lease) => {
-                    done.push(Undo::Lease);
-                    ip = Some(lease.ip);
-                }
-                // Every address is taken, some by warm ports: take one of any VNID.
-                Err(PodError::Ipam(e @ crate::ipam::IpamError::Exhausted { .. })) => {
-                    warm = eligible.then(|| self.pool.take_any_warm()).flatten();
-                    if warm.is_none() {
-                        return Err(PodError::Ipam(e));
+        let (ip, warm) = match taken {
+            Some(w) => (w.ip, Some(w)),
+            None => {
+                let range = self.net.range();
+                let (cid, ifn) = (a.container_id.clone(), a.ifname.clone());
+                let requested = plan.requested;
+                match self
+                    .ipam(move |store| store.allocate(&range, &cid, &ifn, requested))
+                    .await
+                {
+                    Ok(lease) => {
+                        done.push(Undo::Lease);
+                        (lease.ip, None)
                     }
+                    // Every address is taken, some by warm ports: take one of any VNID.
+                    Err(PodError::Ipam(e @ crate::ipam::IpamError::Exhausted { .. })) => {
+                        match eligible.then(|| self.pool.take_any_warm()).flatten() {
+                            Some(w) => (w.ip, Some(w)),
+                            None => return Err(PodError::Ipam(e)),
+                        }
+                    }
+                    Err(e) => return Err(e),
                 }
-                Err(e) => return Err(e),
             }
-        }
+        };
         let pooled = match &warm {
             Some(w) => {
-                let host = w.port.host.clone();
-                let (cid, ifn) = (a.container_id.clone(), a.ifname.clone());
-                let (wip, owner) = (w.ip, pool::warm_lease(&host));
-                let moved = self
-                    .ipam(move |store| store.transfer(wip, (&owner, "eth0"), (&cid, &ifn)))
-                    .await;
-                // The taken port is the ADD's own from now on: its flows, row and veth are
-                // undone with it (flows first, the address last).
-                done.push(Undo::Lease);
-                done.push(Undo::Veth(host.clone()));
-                done.push(Undo::Port(host.clone()));
-                done.push(Undo::Flows(host));
-                moved?;
-                ip = Some(w.ip);
+                self.hand_over_warm_port(a, w, done).await?;
                 Some(w.port.clone())
             }
             None => self.pool.take(self.net.port_pool_size),
-        };
-        let Some(ip) = ip else {
-            unreachable!("a lease or a warm port's address");
         };
         check_deadline("creating the veth")?;
 
@@ -350,6 +336,28 @@ impl<Io: NodeIo> Pods<Io> {
             pod,
             host_mac: link.host_mac,
         })
+    }
+
+    /// Makes warm port `w` attachment `a`'s: its address's lease is handed over in place, and
+    /// from now on its flows, row and veth are undone with the ADD (flows first, the address
+    /// last).
+    async fn hand_over_warm_port(
+        &self,
+        a: &AttachmentId,
+        w: &pool::WarmPort,
+        done: &mut Vec<Undo>,
+    ) -> Result<(), PodError> {
+        let host = w.port.host.clone();
+        let (cid, ifn) = (a.container_id.clone(), a.ifname.clone());
+        let (ip, owner) = (w.ip, pool::warm_lease(&host));
+        let moved = self
+            .ipam(move |store| store.transfer(ip, (&owner, pool::LEASE_IFNAME), (&cid, &ifn)))
+            .await;
+        done.push(Undo::Lease);
+        done.push(Undo::Veth(host.clone()));
+        done.push(Undo::Port(host.clone()));
+        done.push(Undo::Flows(host));
+        moved.map(drop)
     }
 
     /// The VNID whose table-80 row the pod needs (none in subnet mode: every pod is global).

@@ -47,6 +47,7 @@ mod restore;
 #[cfg(test)]
 mod tests;
 
+use crate::lock;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -373,8 +374,4 @@ impl<Io: NodeIo> Pods<Io> {
     fn lock_in_flight(&self) -> std::sync::MutexGuard<'_, BTreeSet<AttachmentId>> {
         lock(&self.in_flight)
     }
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

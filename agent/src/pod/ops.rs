@@ -81,7 +81,9 @@ impl<Io: NodeIo> Pods<Io> {
                     pool::retired_lease(&veth),
                 );
                 let moved = self
-                    .ipam(move |store| store.transfer(ip, (&cid, &ifn), (&owner, "eth0")))
+                    .ipam(move |store| {
+                        store.transfer(ip, (&cid, &ifn), (&owner, pool::LEASE_IFNAME))
+                    })
                     .await;
                 self.pool.retire(veth.clone());
                 if let Err(e) = moved {

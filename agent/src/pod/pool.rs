@@ -97,7 +97,7 @@ pub const WARM_LEASE_PREFIX: &str = "sdn-warm-";
 /// Lease owner prefix of a deleted pod's address until its flows are gone.
 pub const RETIRED_LEASE_PREFIX: &str = "sdn-retired-";
 /// The interface name of the pool's leases.
-const LEASE_IFNAME: &str = "eth0";
+pub const LEASE_IFNAME: &str = "eth0";
 
 /// The lease owner of warm port `port`'s address.
 pub fn warm_lease(port: &str) -> String {
@@ -244,11 +244,7 @@ impl PortPool {
     /// Queues the port of a deleted pod: its flows, then its address, then its row go in the
     /// next batch.
     pub fn retire(&self, port: String) {
-        let mut retiring = lock(&self.retiring);
-        retiring.push(port);
-        if retiring.len() >= BATCH {
-            self.wake.notify_one();
-        }
+        self.enqueue(&self.retiring, port);
     }
 
     /// How many deleted pods' ports still have flows.
@@ -259,9 +255,14 @@ impl PortPool {
     /// Queues a dead port for the next batched deletion (within [`REAP_EVERY`], or at once when
     /// [`BATCH`] are waiting).
     pub fn bury(&self, port: String) {
-        let mut dead = lock(&self.dead);
-        dead.push(port);
-        if dead.len() >= BATCH {
+        self.enqueue(&self.dead, port);
+    }
+
+    /// Queues `port` on `queue`, waking the maintenance when a whole batch waits.
+    fn enqueue(&self, queue: &std::sync::Mutex<Vec<String>>, port: String) {
+        let mut q = lock(queue);
+        q.push(port);
+        if q.len() >= BATCH {
             self.wake.notify_one();
         }
     }
@@ -270,6 +271,11 @@ impl PortPool {
     pub fn dead(&self) -> usize {
         lock(&self.dead).len()
     }
+}
+
+/// One change removing the flows of `ports`.
+fn remove_ports<'a>(ports: impl Iterator<Item = &'a String>) -> Change {
+    ports.fold(Change::new(), |c, p| c.remove(Owner::Port(p.clone())))
 }
 
 /// Whether a lease owner is the pool's (a warm or a retiring port's address).
@@ -336,27 +342,13 @@ impl<Io: NodeIo> Pods<Io> {
         if ports.is_empty() {
             return;
         }
-        let change = ports
-            .iter()
-            .fold(Change::new(), |c, p| c.remove(Owner::Port(p.clone())));
-        if let Err(e) = self.store.apply(change).await {
+        if let Err(e) = self.store.apply(remove_ports(ports.iter())).await {
             tracing::warn!(ports = ports.len(), error = %e, "removing the flows of deleted pods; retrying");
             lock(&self.pool.retiring).extend(ports);
             return;
         }
-        let owners: BTreeSet<String> = ports.iter().map(|p| retired_lease(p)).collect();
-        match self
-            .ipam(move |store| store.retain(|l| !owners.contains(&l.container_id)))
-            .await
-        {
-            Ok(gone) => {
-                for l in &gone {
-                    tracing::debug!(ip = %l.ip, port = %l.container_id, "released a deleted pod's address");
-                }
-            }
-            // The flows are gone: an address left leased is only unused until the next GC.
-            Err(e) => tracing::warn!(error = %e, "releasing the addresses of deleted pods"),
-        }
+        self.release_pool_leases(ports.iter().map(|p| retired_lease(p)), "deleted pods")
+            .await;
         for p in ports {
             self.pool.bury(p);
         }
@@ -381,10 +373,11 @@ impl<Io: NodeIo> Pods<Io> {
         if cold.is_empty() {
             return;
         }
-        let change = cold.iter().fold(Change::new(), |c, w| {
-            c.remove(Owner::Port(w.port.host.clone()))
-        });
-        if let Err(e) = self.store.apply(change).await {
+        if let Err(e) = self
+            .store
+            .apply(remove_ports(cold.iter().map(|w| &w.port.host)))
+            .await
+        {
             tracing::warn!(ports = cold.len(), error = %e, "removing the flows of warm ports; keeping them warm");
             let mut warm = lock(&self.pool.warm);
             for w in cold {
@@ -392,17 +385,26 @@ impl<Io: NodeIo> Pods<Io> {
             }
             return;
         }
-        self.release_warm_leases(&cold).await;
+        self.release_pool_leases(cold.iter().map(|w| warm_lease(&w.port.host)), "warm ports")
+            .await;
         lock(&self.pool.idle).extend(cold.into_iter().map(|w| w.port));
     }
 
-    async fn release_warm_leases(&self, ports: &[WarmPort]) {
-        let owners: BTreeSet<String> = ports.iter().map(|w| warm_lease(&w.port.host)).collect();
-        if let Err(e) = self
+    /// Releases, in one IPAM pass, the addresses leased to the pool owners `owners` (after
+    /// their flows are gone). A failure is logged: an address left leased is only unused until
+    /// the next start-up.
+    async fn release_pool_leases(&self, owners: impl Iterator<Item = String>, what: &str) {
+        let owners: BTreeSet<String> = owners.collect();
+        match self
             .ipam(move |store| store.retain(|l| !owners.contains(&l.container_id)))
             .await
         {
-            tracing::warn!(error = %e, "releasing the addresses of cooled warm ports");
+            Ok(gone) => {
+                for l in &gone {
+                    tracing::debug!(ip = %l.ip, owner = %l.container_id, "released a pool address");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "releasing the addresses of {what}"),
         }
     }
 
@@ -461,7 +463,11 @@ impl<Io: NodeIo> Pods<Io> {
                 }
                 Err(e) => {
                     tracing::warn!(%vnid, ports = warm.len(), error = %e, "installing the flows of warm ports");
-                    self.release_warm_leases(&warm).await;
+                    self.release_pool_leases(
+                        warm.iter().map(|w| warm_lease(&w.port.host)),
+                        "warm ports whose flows failed",
+                    )
+                    .await;
                     lock(&self.pool.idle).extend(warm.into_iter().map(|w| w.port));
                     return;
                 }

@@ -172,6 +172,28 @@ impl Rig {
         }
     }
 
+    /// Puts an `eth0` (veth `host`) into the attachment's netns before its ADD, so the ADD
+    /// fails after it took its port.
+    async fn squat_eth0(&self, at: &Attachment, host: &str) {
+        crate::seams::PodLinks::create_pod_link(
+            &self.links,
+            &crate::netlink::PodLinkSpec {
+                netns: at.netns.clone().unwrap(),
+                ifname: "eth0".into(),
+                host_ifname: host.into(),
+                mac: [2, 0, 0, 0, 0, 1],
+                address: "10.128.1.200/23".parse().unwrap(),
+                gateway: Ipv4Addr::new(10, 128, 0, 1),
+                routes: Vec::new(),
+                mtu: 1450,
+                tx_checksum_off: false,
+                pool_peer: None,
+            },
+        )
+        .await
+        .unwrap();
+    }
+
     fn set_netid(&self, ns: &str, id: u32) {
         let mut st = (**self.state.borrow()).clone();
         st.insert(ClusterObject::NetNamespace(NetNamespace::new(ns, id)));
@@ -785,23 +807,7 @@ async fn adds_take_ready_ports_and_dels_leave_rows_to_one_batched_deletion() {
     // An ADD that fails after taking a port (the pod already has an eth0) leaves nothing of it.
     rig.pods.refill_pool().await;
     let bad = rig.attachment("p2", "tenant-a");
-    crate::seams::PodLinks::create_pod_link(
-        &rig.links,
-        &crate::netlink::PodLinkSpec {
-            netns: bad.netns.clone().unwrap(),
-            ifname: "eth0".into(),
-            host_ifname: "squat0".into(),
-            mac: [2, 0, 0, 0, 0, 1],
-            address: "10.128.0.200/23".parse().unwrap(),
-            gateway: Ipv4Addr::new(10, 128, 0, 1),
-            routes: Vec::new(),
-            mtu: 1450,
-            tx_checksum_off: false,
-            pool_peer: None,
-        },
-    )
-    .await
-    .unwrap();
+    rig.squat_eth0(&bad, "squat0").await;
     let before: BTreeSet<String> = rig.db.ports().into_keys().collect();
     let (_, text) = code(rig.pods.add(&bad).await.unwrap_err());
     assert!(text.contains("eth0"), "{text}");
@@ -909,24 +915,7 @@ async fn a_burst_of_adds_warms_ports_whose_flows_are_in_before_the_add() {
 
     // A warm ADD that fails (the pod already has an eth0) leaves nothing: flows, port, address.
     let bad = rig.attachment("bad", "tenant-a");
-    rig.links.add_netns("bad");
-    crate::seams::PodLinks::create_pod_link(
-        &rig.links,
-        &crate::netlink::PodLinkSpec {
-            netns: bad.netns.clone().unwrap(),
-            ifname: "eth0".into(),
-            host_ifname: "squat1".into(),
-            mac: [2, 0, 0, 0, 0, 2],
-            address: "10.128.1.200/23".parse().unwrap(),
-            gateway: Ipv4Addr::new(10, 128, 0, 1),
-            routes: Vec::new(),
-            mtu: 1450,
-            tx_checksum_off: false,
-            pool_peer: None,
-        },
-    )
-    .await
-    .unwrap();
+    rig.squat_eth0(&bad, "squat1").await;
     let taken = rig.pods.pool().warm()[&vnid(11)];
     rig.pods.add(&bad).await.unwrap_err();
     assert_eq!(rig.pods.pool().warm()[&vnid(11)], taken - 1);
