@@ -48,5 +48,7 @@ if alive "$RUNDIR/ovsdb-server.pid" && alive "$RUNDIR/ovs-vswitchd.pid"; then
 fi
 stop "$RUNDIR/ovs-vswitchd.pid"
 stop "$RUNDIR/ovsdb-server.pid"
+# The port pool's namespace, pinned next to the CNI socket.
+umount "$RUNDIR/pool-netns" 2>/dev/null || true
 rm -rf "$RUNDIR"
 echo "node down"

@@ -232,7 +232,7 @@ impl Daemon {
             tx_checksum_off: cfg.pod_tx_checksum_off(),
             netnamespace_wait: Duration::from_secs(cfg.netnamespace_wait_seconds),
             egress_meters: cfg.datapath_type == "netdev",
-            port_pool_size: cfg.port_pool_size,
+            port_pool_size: pool_size(&cfg, &netlink),
         };
         let flow_store = Arc::new(FlowStore::new(
             switch.clone(),
@@ -572,6 +572,37 @@ impl Daemon {
         }
         if let Some(s) = self.server.take() {
             s.shutdown(Duration::from_secs(5)).await;
+        }
+    }
+}
+
+/// Where the port pool's parking namespace is pinned: next to the CNI socket (the agent's run
+/// directory, which the DaemonSet mounts from the host with `Bidirectional` propagation).
+pub fn pool_netns_pin(cfg: &Config) -> std::path::PathBuf {
+    cfg.cni_socket
+        .parent()
+        .unwrap_or(std::path::Path::new("/var/run/sdn"))
+        .join("pool-netns")
+}
+
+/// The port pool's size: the configured one, or 0 (every ADD makes its own port) when the
+/// parking namespace could not outlive the agent: pods on pool ports keep their peer there, and
+/// would lose their interface when the agent exits. A pool pinned by an earlier agent is used
+/// whatever this agent's mounts, since pods may sit on it.
+fn pool_size(cfg: &Config, netlink: &Netlink) -> usize {
+    if cfg.port_pool_size == 0 {
+        return 0;
+    }
+    let pin = pool_netns_pin(cfg);
+    netlink.set_pool_netns(pin.clone());
+    if crate::netlink::is_pinned_netns(&pin) {
+        return cfg.port_pool_size;
+    }
+    match crate::netlink::pin_outlives_agent(&pin) {
+        Ok(()) => cfg.port_pool_size,
+        Err(why) => {
+            tracing::warn!(pin = %pin.display(), %why, "port pool off: every ADD adds its own OVS port (slower on a full node); run the agent in the host's mount namespace or make its run directory a shared mount");
+            0
         }
     }
 }

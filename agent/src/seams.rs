@@ -159,8 +159,8 @@ pub trait PodLinks: Send + Sync + Debug + 'static {
     ) -> impl Future<Output = Result<PodLinkState, NetlinkError>> + Send;
 
     /// Creates a veth pair for the port pool: `host` up in the node netns with the node kernel
-    /// taken out of its path, `peer` down in the agent's parking namespace (moved into a pod's
-    /// netns at ADD, see [`PodLinkSpec::pool_peer`]).
+    /// taken out of its path, `peer` up in the agent's parking namespace (a pod's interface is
+    /// made on top of it at ADD, see [`PodLinkSpec::pool_peer`]).
     fn create_pool_veth(
         &self,
         host: &str,
@@ -169,7 +169,17 @@ pub trait PodLinks: Send + Sync + Debug + 'static {
         tx_checksum_off: bool,
     ) -> impl Future<Output = Result<(), NetlinkError>> + Send;
 
-    /// Whether pool peer `name` still waits in the parking namespace.
+    /// Takes a pod's interface off pool peer `peer`: deletes `ifname` in `netns` (when given
+    /// and still there) and says whether the peer is free again (parked, nothing on it), so
+    /// that its port can go back to the pool.
+    fn release_pool_link(
+        &self,
+        peer: &str,
+        netns: Option<&Path>,
+        ifname: &str,
+    ) -> impl Future<Output = Result<bool, NetlinkError>> + Send;
+
+    /// Whether pool peer `name` waits in the parking namespace, free.
     fn pool_peer_parked(
         &self,
         name: &str,
@@ -180,6 +190,12 @@ pub trait PodLinks: Send + Sync + Debug + 'static {
         &self,
         name: &str,
     ) -> impl Future<Output = Result<Option<u32>, NetlinkError>> + Send;
+
+    /// The names of the node-netns links starting with `prefix`.
+    fn links_named(
+        &self,
+        prefix: &str,
+    ) -> impl Future<Output = Result<Vec<String>, NetlinkError>> + Send;
 
     /// Takes the node's kernel out of a host veth's path (no forwarding, no ARP answers, no IPv6).
     fn isolate_host_veth(&self, name: &str) -> Result<(), NetlinkError>;
@@ -352,8 +368,21 @@ impl PodLinks for Netlink {
         Netlink::create_pool_veth(self, host, peer, mtu, tx_checksum_off).await
     }
 
+    async fn release_pool_link(
+        &self,
+        peer: &str,
+        netns: Option<&Path>,
+        ifname: &str,
+    ) -> Result<bool, NetlinkError> {
+        Netlink::release_pool_link(self, peer, netns, ifname).await
+    }
+
     async fn pool_peer_parked(&self, name: &str) -> Result<bool, NetlinkError> {
         Netlink::parked(self, name).await
+    }
+
+    async fn links_named(&self, prefix: &str) -> Result<Vec<String>, NetlinkError> {
+        Netlink::links_named(self, prefix).await
     }
 
     fn isolate_host_veth(&self, name: &str) -> Result<(), NetlinkError> {

@@ -260,8 +260,12 @@ impl AgentNode {
             .append(true)
             .open(self.dir.join("agent.log"))
             .expect("agent log");
-        let child = without_agent_env(&mut Command::new("ip"))
-            .args(["netns", "exec", self.ovs.netns()])
+        // nsenter, not `ip netns exec`: the agent must share the test's mount namespace, where
+        // it pins its port pool's namespace (`ip netns exec` gives it a private one, which
+        // goes when it exits, and the agent then runs without a pool).
+        let child = without_agent_env(&mut Command::new("nsenter"))
+            .arg(format!("--net=/run/netns/{}", self.ovs.netns()))
+            .arg("--")
             .arg(workspace_bin("sdn-agent"))
             .args(self.agent_args())
             .env("RUST_LOG", "info")
@@ -299,7 +303,7 @@ impl AgentNode {
     pub fn stop_agent(&self, signal: i32) {
         let taken = self.agent.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(mut c) = taken {
-            // `ip netns exec` execs the agent: the child pid is the agent's.
+            // nsenter execs the agent: the child pid is the agent's.
             // SAFETY: kill on a pid we spawned and have not reaped.
             unsafe { libc::kill(c.id() as i32, signal) };
             let _ = c.wait();
@@ -602,6 +606,12 @@ impl AgentNode {
 impl Drop for AgentNode {
     fn drop(&mut self) {
         self.stop_agent(libc::SIGKILL);
+        // The port pool's namespace, pinned in the agent's run directory.
+        let pin = self.dir.join("run/pool-netns");
+        if let Ok(c) = std::ffi::CString::new(pin.as_os_str().as_encoded_bytes()) {
+            // SAFETY: a NUL-terminated path; unmounting changes no memory of ours.
+            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+        }
         if thread::panicking() {
             eprintln!(
                 "--- sdn-agent log ({}) ---\n{}",

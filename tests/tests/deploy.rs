@@ -830,6 +830,16 @@ fn agent_daemonset_runs_privileged_in_the_host_network_with_what_its_config_need
         Some("Bidirectional"),
         "network namespaces created after the agent started must show up"
     );
+    // The port pool's namespace is pinned next to the CNI socket and must outlive the
+    // container (the agent runs without a pool otherwise).
+    let pin = agent::daemon::pool_netns_pin(&cfg);
+    let run = mount_for(c, &pin).expect("the pool namespace's directory is mounted");
+    assert_eq!(
+        run.mount_propagation.as_deref(),
+        Some("Bidirectional"),
+        "the port pool's namespace, pinned at {}, must outlive the agent's container",
+        pin.display()
+    );
     // Every hostPath mount of the agent is at its host path (no hidden renames).
     for m in c.volume_mounts.iter().flatten() {
         if let Some(h) = &volume(&spec, &m.name).host_path {

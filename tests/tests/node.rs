@@ -600,3 +600,103 @@ fn pod_port_records_read_back_with_the_agents_codec() {
         "the codec writes exactly what it reads"
     );
 }
+
+/// `ip -d link show DEV` in the network namespace pinned at `pin`.
+fn pinned_link(pin: &std::path::Path, dev: &str) -> String {
+    sdn_tests::harness::run(
+        "nsenter",
+        &[
+            &format!("--net={}", pin.display()),
+            "ip",
+            "-d",
+            "link",
+            "show",
+            dev,
+        ],
+    )
+    .unwrap_or_else(|e| e)
+}
+
+#[test]
+fn pool_pods_are_macvlans_on_pinned_peers_that_outlive_the_agent_and_return_to_the_pool() {
+    use std::os::unix::fs::MetadataExt;
+    let node = AgentNode::start(NodeOptions::default());
+    // The pool is filled in the background after start-up.
+    assert!(wait_until(Duration::from_secs(10), || node
+        .pool_ports()
+        .len()
+        >= 2));
+    let a = node.pod("default", "a");
+    let b = node.pod("default", "b");
+    let port_a = node.port_of(&a.id);
+    let port_b = node.port_of(&b.id);
+    assert!(port_a.starts_with("sdnp") && port_b.starts_with("sdnp"));
+    let peer = |port: &str| format!("sdnq{}", &port[4..]);
+
+    // The pod's eth0 is a passthru macvlan on the port's peer, which waits in the namespace
+    // the agent pinned next to its socket; the peer is promiscuous while the macvlan is on it.
+    let eth0 = a.ns.exec(&["ip", "-d", "link", "show", "eth0"]).unwrap();
+    assert!(
+        eth0.contains("macvlan mode passthru"),
+        "eth0 of a pool pod:\n{eth0}"
+    );
+    let pin = node.dir().join("run/pool-netns");
+    let peer_a = pinned_link(&pin, &peer(&port_a));
+    assert!(peer_a.contains("promiscuity 1"), "{peer_a}");
+    assert!(tcp_works(&a, &b, 8181).is_ok(), "TCP between pool pods");
+
+    // SIGKILL and restart: the pinned namespace is the same one, the pods keep their
+    // interfaces and their traffic.
+    let ino = || std::fs::metadata(&pin).map(|m| m.ino()).unwrap();
+    let before = ino();
+    node.stop_agent(libc::SIGKILL);
+    assert!(
+        a.ping(&b.ip, 3),
+        "pool pods reach each other while the agent is down"
+    );
+    node.start_agent();
+    assert_eq!(
+        ino(),
+        before,
+        "the restarted agent pinned another namespace"
+    );
+    assert!(a.ping(&b.ip, 3));
+    assert!(node.log().contains("pool_ports="), "{}", node.log());
+
+    // DEL: b's macvlan goes and its port comes back to the pool (same port, same veth),
+    // once its flows are gone; its peer is free again.
+    let ofport_b = node
+        .ovs
+        .vsctl(&["get", "Interface", &port_b, "ofport"])
+        .trim()
+        .to_string();
+    assert_eq!(node.del(&b.id, &b.netns()).code, 0);
+    assert!(
+        b.ns.exec(&["ip", "link", "show", "eth0"]).is_err(),
+        "b's eth0 is gone"
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || node
+            .pool_ports()
+            .contains(&port_b)),
+        "port {port_b} is not back in the pool: {:?}",
+        node.pool_ports()
+    );
+    assert_eq!(
+        node.ovs
+            .vsctl(&["get", "Interface", &port_b, "ofport"])
+            .trim(),
+        ofport_b
+    );
+    let peer_b = pinned_link(&pin, &peer(&port_b));
+    assert!(peer_b.contains("promiscuity 0"), "{peer_b}");
+    assert!(
+        !node.pod_flows().iter().any(|f| f.contains(&b.ip)),
+        "{:#?}",
+        node.pod_flows()
+    );
+    b.forget();
+    drop(a);
+    node.assert_no_pod_leftovers();
+    node.assert_pool_sane(64);
+}

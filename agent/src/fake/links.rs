@@ -10,13 +10,15 @@ use crate::seams::PodLinks;
 
 use super::{lock, Faults};
 
-/// One fake veth pair.
+/// One fake veth pair (for a pool pair, with the pod interface on top of its peer, if any).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FakeLink {
-    /// The pod's netns (empty: a pool pair, both ends parked in the node netns).
+    /// The pod's netns (empty: a free pool pair, its peer parked).
     pub netns: PathBuf,
-    /// The pod end's name.
+    /// The pod interface's name (a free pool pair's: its peer's).
     pub ifname: String,
+    /// A pool pair's peer name: the pod interface sits on top of it and goes without the pair.
+    pub peer: Option<String>,
     /// The pod end's state.
     pub state: PodLinkState,
     /// Whether the node kernel was taken out of the host end's path.
@@ -52,11 +54,15 @@ impl FakeLinks {
         p
     }
 
-    /// Deletes a namespace; its veths go with it.
+    /// Deletes a namespace; its veths go with it, and the pod interfaces on pool pairs (the
+    /// pairs stay, free).
     pub fn remove_netns(&self, path: &Path) {
         let mut s = lock(&self.state);
         s.netns.remove(path);
-        s.links.retain(|_, l| l.netns != path);
+        s.links.retain(|_, l| l.netns != path || l.peer.is_some());
+        for l in s.links.values_mut().filter(|l| l.netns == path) {
+            free(l);
+        }
     }
 
     /// The veth whose host end is `name`.
@@ -96,6 +102,16 @@ impl FakeLinks {
     }
 }
 
+/// A pool pair without its pod interface.
+fn free(l: &mut FakeLink) {
+    if let Some(peer) = &l.peer {
+        l.netns = PathBuf::new();
+        l.ifname = peer.clone();
+        l.state.addresses.clear();
+        l.state.routes.clear();
+    }
+}
+
 fn os_error(step: String, errno: i32) -> NetlinkError {
     NetlinkError::Os {
         step,
@@ -132,18 +148,17 @@ impl PodLinks for FakeLinks {
             });
         }
         if let Some(peer) = &spec.pool_peer {
-            // A pooled pair: its peer must be parked in the node netns.
+            // A pooled pair: its peer must be parked, free.
             let parked = s
                 .links
                 .get(&spec.host_ifname)
                 .is_some_and(|l| l.netns.as_os_str().is_empty() && l.ifname == *peer);
             if !parked {
                 return Err(os_error(
-                    format!("moving pool veth {peer} into {}", spec.netns.display()),
-                    libc::ENODEV,
+                    format!("creating a macvlan on pool veth {peer}"),
+                    libc::EINVAL,
                 ));
             }
-            s.links.remove(&spec.host_ifname);
         } else if s.links.contains_key(&spec.host_ifname) {
             return Err(os_error(
                 format!("creating veth {}", spec.host_ifname),
@@ -178,6 +193,7 @@ impl PodLinks for FakeLinks {
                     routes,
                     tx_checksum: !spec.tx_checksum_off,
                 },
+                peer: spec.pool_peer.clone(),
                 // The real create_pod_link hardens the host end.
                 isolated: true,
             },
@@ -230,6 +246,33 @@ impl PodLinks for FakeLinks {
         Ok((s.links.contains_key(name) || parked_peer).then_some(1))
     }
 
+    async fn release_pool_link(
+        &self,
+        peer: &str,
+        netns: Option<&Path>,
+        ifname: &str,
+    ) -> Result<bool, NetlinkError> {
+        if self.faults.hit("release_pool_link") {
+            return Err(os_error(format!("deleting {ifname}"), libc::EIO));
+        }
+        let mut s = lock(&self.state);
+        let Some(l) = s
+            .links
+            .values_mut()
+            .find(|l| l.peer.as_deref() == Some(peer))
+        else {
+            return Ok(false);
+        };
+        if l.netns.as_os_str().is_empty() {
+            return Ok(true);
+        }
+        if netns == Some(l.netns.as_path()) && l.ifname == ifname {
+            free(l);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
     async fn pool_peer_parked(&self, name: &str) -> Result<bool, NetlinkError> {
         Ok(lock(&self.state)
             .links
@@ -266,10 +309,20 @@ impl PodLinks for FakeLinks {
                     routes: Vec::new(),
                     tx_checksum: !tx_checksum_off,
                 },
+                peer: Some(peer.into()),
                 isolated: true,
             },
         );
         Ok(())
+    }
+
+    async fn links_named(&self, prefix: &str) -> Result<Vec<String>, NetlinkError> {
+        Ok(lock(&self.state)
+            .links
+            .keys()
+            .filter(|n| n.starts_with(prefix))
+            .cloned()
+            .collect())
     }
 
     fn isolate_host_veth(&self, name: &str) -> Result<(), NetlinkError> {

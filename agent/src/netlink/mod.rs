@@ -31,6 +31,15 @@
 //! the spec's), tx checksum off if asked; meanwhile, in the node netns, the host end's index and
 //! MAC are read.
 //!
+//! With a pool veth ([`PodLinkSpec::pool_peer`]) the pod interface is instead a passthru macvlan
+//! made on the pool veth's peer, which waits, up, in the parking namespace
+//! ([`netns::Parking`], pinned so it outlives the agent): the peer gets the pod's MAC, then one
+//! `RTM_NEWLINK` sent in the parking namespace creates the macvlan directly in the pod netns
+//! (`ip -n PARKING link add link PEER name eth0 netns FD type macvlan mode passthru`). The
+//! pod-side steps are the same. No device moves between namespaces (a move waits for an RCU
+//! grace period) and nothing happens in the node netns. The peer has tx checksum offload off
+//! (the macvlan's own is fixed on), so what the pod sends reaches the host end checksummed.
+//!
 //! # Limits
 //!
 //! IPv4 only. The node connection is not re-established if the kernel closes it (it does not in
@@ -44,6 +53,7 @@ mod ethtool;
 mod gateway;
 mod names;
 mod netns;
+pub use netns::{is_pinned_netns, pin_outlives_agent};
 mod pod;
 mod sysctl;
 
@@ -95,8 +105,8 @@ pub struct PodLinkSpec {
     /// Turn tx checksum offload off on both veth ends (needed with the OVS userspace datapath).
     pub tx_checksum_off: bool,
     /// A pooled veth to use instead of creating one: the peer of `host_ifname` waiting in the
-    /// node netns (see [`Netlink::create_pool_veth`]); it is moved into the pod netns, renamed
-    /// to `ifname` and given `mac` and `mtu` in one request.
+    /// parking namespace (see [`Netlink::create_pool_veth`]); the pod interface `ifname` is a
+    /// passthru macvlan made on top of it directly in the pod netns, with `mac` and `mtu`.
     pub pool_peer: Option<String>,
 }
 
@@ -163,8 +173,10 @@ struct Node {
     handle: Handle,
     /// `AF_INET` socket in the node netns, for ethtool ioctls on host-side interfaces.
     ioctl: OwnedFd,
-    /// Where pool veth peers wait, created on first use ([`netns::Parking`]).
+    /// Where pool veth peers wait, opened or created on first use ([`netns::Parking`]).
     parking: tokio::sync::OnceCell<netns::Parking>,
+    /// Where the parking namespace is pinned ([`Netlink::set_pool_netns`]).
+    pool_pin: std::sync::OnceLock<std::path::PathBuf>,
 }
 
 impl Netlink {
@@ -183,28 +195,69 @@ impl Netlink {
                 handle,
                 ioctl,
                 parking: tokio::sync::OnceCell::new(),
+                pool_pin: std::sync::OnceLock::new(),
             }),
         })
     }
 
-    /// Whether pool peer `name` waits in the parking namespace (`None` before the namespace
-    /// exists: nothing can be parked yet).
+    /// Whether pool peer `name` waits in the parking namespace, free: no pod interface on
+    /// top of it (a passthru macvlan makes its lower promiscuous, so a free peer has a
+    /// promiscuity of 0). False when there is no parking namespace yet.
     pub async fn parked(&self, name: &str) -> Result<bool, NetlinkError> {
         validate_ifname(name)?;
-        let Some(parking) = self.node.parking.get() else {
-            return Ok(false);
+        let parking = match self.node.parking.get() {
+            Some(p) => p,
+            None if self.node.pool_pin.get().is_some_and(|p| is_pinned_netns(p)) => {
+                self.parking().await?
+            }
+            None => return Ok(false),
         };
-        get_link(&parking.handle, name)
-            .await
-            .map(|l| l.is_some())
-            .map_err(|e| NetlinkError::nl(format!("looking up pool veth {name}"), e))
+        let link = bounded(
+            format!("looking up pool veth {name}"),
+            get_link(&parking.handle, name),
+        )
+        .await?
+        .map_err(|e| NetlinkError::nl(format!("looking up pool veth {name}"), e))?;
+        Ok(link.is_some_and(|l| {
+            !l.attributes
+                .iter()
+                .any(|a| matches!(a, LinkAttribute::Promiscuity(n) if *n > 0))
+        }))
     }
 
-    /// The port pool's parking namespace, created on first use.
+    /// Takes a pod's interface off pool peer `peer` (see [`crate::seams::PodLinks`]): deletes
+    /// `ifname` in `netns` if the netns is given and still there (a failure is logged: the
+    /// peer then is not free, and its pair is deleted instead), then whether the peer is free.
+    pub async fn release_pool_link(
+        &self,
+        peer: &str,
+        netns: Option<&std::path::Path>,
+        ifname: &str,
+    ) -> Result<bool, NetlinkError> {
+        if let Some(netns) = netns {
+            if let Err(e) = self.delete_pod_interface(netns, ifname).await {
+                tracing::warn!(netns = %netns.display(), %ifname, pool_peer = %peer, error = %e, "deleting a pod interface on a pool port");
+            }
+        }
+        self.parked(peer).await
+    }
+
+    /// Sets where the port pool's parking namespace is pinned (once; before the pool is used).
+    pub fn set_pool_netns(&self, pin: std::path::PathBuf) {
+        let _ = self.node.pool_pin.set(pin);
+    }
+
+    /// The port pool's parking namespace, opened (or created) on first use.
     pub(crate) async fn parking(&self) -> Result<&netns::Parking, NetlinkError> {
+        let pin = self.node.pool_pin.get().ok_or_else(|| {
+            NetlinkError::os(
+                "opening the port pool's namespace",
+                std::io::Error::other("no place to pin it was set"),
+            )
+        })?;
         self.node
             .parking
-            .get_or_try_init(netns::Parking::create)
+            .get_or_try_init(|| netns::Parking::open_or_create(pin))
             .await
     }
 
@@ -227,6 +280,27 @@ impl Netlink {
         bounded(step(), del_link(&self.node.handle, host_ifname))
             .await?
             .map_err(|e| NetlinkError::nl(step(), e))
+    }
+
+    /// The names of the node-netns links that start with `prefix` (`ip -o link | grep`): one
+    /// dump.
+    pub async fn links_named(&self, prefix: &str) -> Result<Vec<String>, NetlinkError> {
+        let step = || format!("listing the links named {prefix}* in the node netns");
+        let links: Vec<LinkMessage> = bounded(
+            step(),
+            self.node.handle.link().get().execute().try_collect(),
+        )
+        .await?
+        .map_err(|e| NetlinkError::nl(step(), e))?;
+        Ok(links
+            .iter()
+            .filter_map(|l| {
+                l.attributes.iter().find_map(|a| match a {
+                    LinkAttribute::IfName(n) if n.starts_with(prefix) => Some(n.clone()),
+                    _ => None,
+                })
+            })
+            .collect())
     }
 
     /// Turns tx checksum offload of `ifname` in the node netns on or off

@@ -159,17 +159,23 @@ fn open_in_netns(
     Ok((conn, handle, ioctl))
 }
 
-/// The agent's private network namespace where the port pool's veth peers wait
-/// ([`crate::pod::pool`]): moving a peer from here into a pod's namespace makes no link event in
-/// the node's namespace, so ovs-vswitchd (which reconfigures the whole bridge on every link
-/// event in its namespace) does not notice the ADD at all. Anonymous: it lives while the agent
-/// holds its descriptor, and with it go the parked peers and their host ends (the next agent
-/// finds their ports dead and replaces them).
+/// The network namespace where the port pool's veth peers wait ([`crate::pod::pool`]), and
+/// where the peers of pods on pool ports stay: such a pod's interface is a passthru macvlan
+/// created directly in the pod's namespace on top of the parked peer (creating a device in
+/// another namespace is cheap, moving one there waits for an RCU grace period). Link events
+/// here are not seen by ovs-vswitchd (which reconfigures the whole bridge on every link event
+/// in its own namespace), so an ADD does not make it reconfigure.
+///
+/// Pinned like `ip netns add` pins a namespace: bound onto a file (by default next to the CNI
+/// socket), so it outlives the agent, and pods keep their interfaces across agent restarts
+/// and upgrades. The next agent opens it from there.
 pub(crate) struct Parking {
     /// The namespace, as an nsfs descriptor (for `setns_by_fd`).
     pub(crate) file: File,
     /// A netlink connection inside it (driven by its own task).
     pub(crate) handle: Handle,
+    /// An `AF_INET` socket inside it, for ethtool ioctls on the parked peers.
+    pub(crate) ioctl: OwnedFd,
 }
 
 impl std::fmt::Debug for Parking {
@@ -178,43 +184,177 @@ impl std::fmt::Debug for Parking {
     }
 }
 
+/// `statfs` magic of nsfs: a file where a namespace is pinned.
+const NSFS_MAGIC: i64 = 0x6e73_6673;
+
+/// Whether `path` is a pinned namespace (an nsfs bind mount).
+pub fn is_pinned_netns(path: &Path) -> bool {
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    // SAFETY: statfs writes into the zeroed struct we own; the path is NUL-terminated.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    (unsafe { libc::statfs(c.as_ptr(), &mut st) } == 0) && st.f_type as i64 == NSFS_MAGIC
+}
+
 impl Parking {
-    /// Creates the namespace (a thread unshares its netns, hands back the namespace file and a
-    /// netlink socket opened inside, and exits) and spawns the socket's driver.
-    pub(crate) async fn create() -> Result<Parking, NetlinkError> {
+    /// Opens the namespace pinned at `pin`, or creates one and pins it there (a thread
+    /// unshares its netns, turns IPv6 off in it, binds it onto `pin`, hands back the namespace
+    /// file and a netlink socket opened inside, and exits); spawns the socket's driver.
+    pub(crate) async fn open_or_create(pin: &Path) -> Result<Parking, NetlinkError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| NetlinkError::NoRuntime)?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let rt = runtime.clone();
+        let pin = pin.to_path_buf();
         std::thread::Builder::new()
             .name("sdn-parking".into())
             .spawn(move || {
-                let made = (|| {
-                    // SAFETY: unshare only changes this thread's netns; the thread exits right
-                    // after opening what it hands back.
-                    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-                        return Err(NetlinkError::os(
-                            "creating the port pool's namespace (unshare)",
-                            io::Error::last_os_error(),
-                        ));
-                    }
-                    let file = File::open("/proc/thread-self/ns/net")
-                        .map_err(|e| NetlinkError::os("opening the port pool's namespace", e))?;
-                    let _enter = rt.enter();
-                    let (conn, handle) = connect().map_err(|e| {
-                        NetlinkError::os("opening a netlink socket in the port pool's namespace", e)
-                    })?;
-                    Ok((file, conn, handle))
-                })();
-                let _ = tx.send(made);
+                let _ = tx.send(enter_parking(&pin, &rt));
             })
             .map_err(|e| NetlinkError::os("starting the port pool namespace thread", e))?;
-        let (file, conn, handle) = rx.await.map_err(|_| {
+        let (file, conn, handle, ioctl) = rx.await.map_err(|_| {
             NetlinkError::os(
-                "creating the port pool's namespace",
+                "opening the port pool's namespace",
                 io::Error::other("the thread exited without an answer"),
             )
         })??;
         runtime.spawn(conn);
-        Ok(Parking { file, handle })
+        Ok(Parking {
+            file,
+            handle,
+            ioctl,
+        })
+    }
+}
+
+/// Body of the parking thread (see [`Parking::open_or_create`]); the thread exits after it.
+fn enter_parking(
+    pin: &Path,
+    rt: &tokio::runtime::Handle,
+) -> Result<(File, NetlinkConnection, Handle, OwnedFd), NetlinkError> {
+    let os = |what: String| move |e: io::Error| NetlinkError::os(what, e);
+    let ioctl = || {
+        ethtool::inet_socket().map_err(os(
+            "opening an ioctl socket in the port pool's namespace".into()
+        ))
+    };
+    if is_pinned_netns(pin) {
+        let file = open_netns(pin)?;
+        // SAFETY: setns only changes this thread's netns; the thread exits right after.
+        if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            return Err(NetlinkError::Netns {
+                netns: pin.to_path_buf(),
+                action: "entering",
+                source: io::Error::last_os_error(),
+            });
+        }
+        let _enter = rt.enter();
+        let (conn, handle) = connect().map_err(os(format!(
+            "opening a netlink socket in the port pool's namespace {}",
+            pin.display()
+        )))?;
+        return Ok((file, conn, handle, ioctl()?));
+    }
+    if let Some(dir) = pin.parent() {
+        std::fs::create_dir_all(dir).map_err(os(format!("creating {}", dir.display())))?;
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(pin)
+        .map_err(os(format!("creating {}", pin.display())))?;
+    // SAFETY: unshare only changes this thread's netns; the thread exits right after.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+        return Err(NetlinkError::os(
+            "creating the port pool's namespace (unshare)",
+            io::Error::last_os_error(),
+        ));
+    }
+    // Parked peers are up (so their host ends keep their carrier): no IPv6 chatter from them.
+    // The net sysctls under /proc/sys are those of the opening thread's netns.
+    for key in ["all", "default"] {
+        let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{key}/disable_ipv6"), "1");
+    }
+    let src = c"/proc/thread-self/ns/net";
+    let dst = std::ffi::CString::new(pin.as_os_str().as_encoded_bytes()).map_err(|_| {
+        NetlinkError::os(
+            format!("pinning the port pool's namespace on {}", pin.display()),
+            io::Error::other("the path holds a NUL byte"),
+        )
+    })?;
+    // SAFETY: both paths are NUL-terminated; a bind mount changes no memory of ours.
+    if unsafe {
+        libc::mount(
+            src.as_ptr(),
+            dst.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND,
+            std::ptr::null(),
+        )
+    } != 0
+    {
+        return Err(NetlinkError::os(
+            format!(
+                "pinning the port pool's namespace on {} (bind mount)",
+                pin.display()
+            ),
+            io::Error::last_os_error(),
+        ));
+    }
+    let file = open_netns(pin)?;
+    let _enter = rt.enter();
+    let (conn, handle) = connect().map_err(os(
+        "opening a netlink socket in the port pool's namespace".into(),
+    ))?;
+    Ok((file, conn, handle, ioctl()?))
+}
+
+/// Why a namespace pinned on `pin` would not outlive the agent, if it would not. It does when
+/// the pin is on a shared mount (one that propagates to the host, like a `Bidirectional` volume
+/// in a pod), or when the agent runs in the mount namespace it was started from and is not the
+/// first process of a container (whose mount namespace goes with it). `ip netns exec` fails
+/// this (it gives the agent a private mount namespace): the pin would go with the agent, and
+/// with it every pod interface whose peer is parked there.
+pub fn pin_outlives_agent(pin: &Path) -> Result<(), String> {
+    let ino = |p: &str| std::fs::metadata(p).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
+    let ours = ino("/proc/self/ns/mnt").ok();
+    // SAFETY: getppid and getpid cannot fail.
+    let (pid, ppid) = unsafe { (libc::getpid(), libc::getppid()) };
+    let parents = ino(&format!("/proc/{ppid}/ns/mnt")).ok();
+    let first = ino("/proc/1/ns/mnt").ok();
+    let inherited =
+        pid != 1 && ours.is_some() && ours == parents && first.is_none_or(|f| Some(f) == ours);
+    let dir = pin.parent().unwrap_or(Path::new("/"));
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let info = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("reading /proc/self/mountinfo: {e}"))?;
+    // The mount holding `dir`: the longest mount point above it (the last one when stacked).
+    let mut best: Option<(usize, bool, String)> = None;
+    for line in info.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let Some(point) = fields.get(4) else { continue };
+        let point = point.replace("\\040", " ");
+        if !dir.starts_with(&point) {
+            continue;
+        }
+        let shared = fields
+            .iter()
+            .skip(6)
+            .take_while(|f| **f != "-")
+            .any(|f| f.starts_with("shared:"));
+        if best.as_ref().is_none_or(|(len, _, _)| point.len() >= *len) {
+            best = Some((point.len(), shared, point));
+        }
+    }
+    match best {
+        Some((_, true, _)) => Ok(()),
+        _ if inherited => Ok(()),
+        Some((_, false, point)) => Err(format!(
+            "{} is on mount {point}, which is not shared, and the agent has a mount namespace \
+             of its own: a namespace pinned there would go when the agent exits",
+            dir.display()
+        )),
+        None => Err(format!("no mount holds {}", dir.display())),
     }
 }

@@ -11,19 +11,22 @@
 //! pod interface share the veth guard, the pod-netns session and the message builders.
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::path::Path;
 
 use futures::future::join_all;
 use futures::TryStreamExt;
 use ipnet::Ipv4Net;
 use netlink_packet_route::address::AddressAttribute;
+use netlink_packet_route::link::MacVlanMode;
 use netlink_packet_route::link::{InfoData, InfoKind, InfoVeth, LinkMessage};
 use netlink_packet_route::route::{
     RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
 };
 use netlink_packet_route::AddressFamily;
-use rtnetlink::{Handle, LinkMessageBuilder, LinkUnspec, LinkVeth, RouteMessageBuilder};
+use rtnetlink::{
+    Handle, LinkMacVlan, LinkMessageBuilder, LinkUnspec, LinkVeth, RouteMessageBuilder,
+};
 
 use super::error::errno;
 use super::netns::{open_netns, NetnsSession};
@@ -130,8 +133,11 @@ impl Netlink {
         // the removal of a stale host veth then the creation of the pair.
         let host_side = async {
             if let Some(peer) = &spec.pool_peer {
-                // A pooled pair: move its peer into the pod netns as the pod interface. By index:
-                // the request's name attribute is the new name.
+                // A pooled pair: the pod interface is a passthru macvlan on its parked peer,
+                // created directly in the pod netns (no device moves between namespaces: a
+                // move waits for an RCU grace period, tens of ms here). Passthru: the macvlan
+                // takes the peer's MAC (so the peer gets the pod's first), owns the peer alone
+                // (a second one is refused), and makes it promiscuous while it exists.
                 guard.armed = true;
                 let parking = self.parking().await?;
                 let index = get_link(&parking.handle, peer)
@@ -143,20 +149,33 @@ impl Netlink {
                     })?
                     .header
                     .index;
-                let moved = parking
+                parking
                     .handle
                     .link()
                     .set(
                         LinkUnspec::new_with_index(index)
-                            .setns_by_fd(file.as_raw_fd())
-                            .name(spec.ifname.clone())
                             .address(spec.mac.to_vec())
+                            .build(),
+                    )
+                    .execute()
+                    .await
+                    .map_err(|e| {
+                        NetlinkError::nl(format!("setting the pod's MAC on pool veth {peer}"), e)
+                    })?;
+                let created = parking
+                    .handle
+                    .link()
+                    .add(
+                        LinkMessageBuilder::<LinkMacVlan>::new(&spec.ifname)
+                            .link(index)
+                            .mode(MacVlanMode::Passthrough)
+                            .setns_by_fd(file.as_raw_fd())
                             .mtu(spec.mtu)
                             .build(),
                     )
                     .execute()
                     .await;
-                return Ok::<_, NetlinkError>(moved);
+                return Ok::<_, NetlinkError>(created);
             }
             let stale = del_link(&node, &spec.host_ifname).await.map_err(|e| {
                 NetlinkError::nl(format!("deleting stale host veth {}", spec.host_ifname), e)
@@ -176,7 +195,11 @@ impl Netlink {
             Ok::<_, NetlinkError>(created)
         };
         let (session, created) = tokio::join!(
-            NetnsSession::open(netns, &file, spec.tx_checksum_off),
+            NetnsSession::open(
+                netns,
+                &file,
+                spec.tx_checksum_off && spec.pool_peer.is_none()
+            ),
             host_side
         );
         if let Err(e) = created? {
@@ -294,7 +317,8 @@ impl Netlink {
         let (pod_result, host_result) = tokio::join!(session.drive(pod_side), host_side);
         pod_result??;
         let (host_index, host_mac) = host_result?;
-        if spec.tx_checksum_off {
+        // A pool peer has it off already (see create_pool_veth).
+        if spec.tx_checksum_off && spec.pool_peer.is_none() {
             set_pod_tx_checksum(&session, spec)?;
         }
         Ok(PodLink {
@@ -347,12 +371,34 @@ impl Netlink {
                 .map_err(|e| NetlinkError::nl(format!("creating pool veth {host}"), e))
         })
         .await??;
-        let configured = (|| {
+        // The peer up (it cannot be at creation), for good: the host end keeps its carrier
+        // whether or not a pod sits on the peer, so ADD and DEL make no link event where
+        // ovs-vswitchd runs.
+        let up = bounded(format!("bringing pool veth {peer} up"), async {
+            parking
+                .handle
+                .link()
+                .set(LinkUnspec::new_with_name(peer).up().build())
+                .execute()
+                .await
+                .map_err(|e| NetlinkError::nl(format!("bringing pool veth {peer} up"), e))
+        })
+        .await
+        .and_then(|r| r);
+        let configured = up.and_then(|()| {
             if tx_checksum_off {
                 self.set_tx_checksum(host, false)?;
+                // A macvlan on the peer keeps its own checksum offload fixed on; the peer
+                // turns what it sends into full checksums.
+                ethtool::set_tx_checksum(parking.ioctl.as_fd(), peer, false).map_err(|e| {
+                    NetlinkError::os(
+                        format!("turning tx checksum offload off on pool veth {peer}"),
+                        e,
+                    )
+                })?;
             }
             super::isolate_host_veth(host)
-        })();
+        });
         if let Err(e) = configured {
             let _ = bounded(format!("deleting pool veth {host}"), del_link(&node, host)).await;
             return Err(e);
@@ -483,6 +529,20 @@ fn in_pod(spec: &PodLinkSpec, what: &str) -> String {
 }
 
 fn creating_error(spec: &PodLinkSpec, e: rtnetlink::Error) -> NetlinkError {
+    if let Some(peer) = &spec.pool_peer {
+        return NetlinkError::nl(
+            format!(
+                "creating {} (mac {}, mtu {}) in netns {} as a macvlan on pool veth {peer} of \
+                 port {}",
+                spec.ifname,
+                fmt_mac(&spec.mac),
+                spec.mtu,
+                spec.netns.display(),
+                spec.host_ifname,
+            ),
+            e,
+        );
+    }
     NetlinkError::nl(
         format!(
             "creating veth {} with peer {} (mac {}, mtu {}) in netns {}",

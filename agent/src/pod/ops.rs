@@ -62,17 +62,19 @@ impl<Io: NodeIo> Pods<Io> {
                         && pool::is_pool_port(&veth)
                         && p.egress_meter.is_none() =>
                 {
-                    let ip = p.ip;
+                    let gone = (p.ip, p.netns.clone(), p.ofport);
                     table.remove(a);
-                    Some(ip)
+                    Some(gone)
                 }
                 _ => None,
             }
         };
         let mut released = Vec::new();
-        match retired {
+        let mut recycled = false;
+        match &retired {
             None => self.remove_flows(a, &veth).await?,
-            Some(ip) => {
+            Some((ip, _, _)) => {
+                let ip = *ip;
                 // The address stays leased (to the port) until the port's flows are gone; the
                 // port is queued at once, so whatever fails below, its flows still go.
                 let (cid, ifn, owner) = (
@@ -85,7 +87,40 @@ impl<Io: NodeIo> Pods<Io> {
                         store.transfer(ip, (&cid, &ifn), (&owner, pool::LEASE_IFNAME))
                     })
                     .await;
-                self.pool.retire(veth.clone());
+                // The pod's interface comes off the port's peer; a free peer keeps its pair
+                // and the port goes back to the pool after its flows, else the pair goes.
+                let peer = pool::peer_of(&veth);
+                let netns = retired
+                    .as_ref()
+                    .map(|(_, n, _)| PathBuf::from(n))
+                    .filter(|n| !n.as_os_str().is_empty());
+                let wanted = self.pool.wants_back(self.net.port_pool_size);
+                let free = match wanted {
+                    false => Ok(false),
+                    true => {
+                        self.links
+                            .release_pool_link(&peer, netns.as_deref(), &a.ifname)
+                            .await
+                    }
+                };
+                let free = match free {
+                    Ok(free) => free,
+                    Err(e) => {
+                        tracing::warn!(sandbox = %a.container_id, port = %veth, error = %e, "freeing the pool port of a deleted pod; deleting it");
+                        false
+                    }
+                };
+                if free {
+                    let ofport = retired.as_ref().map_or(0, |(_, _, o)| *o);
+                    self.pool.recycle(pool::PooledPort {
+                        host: veth.clone(),
+                        peer,
+                        ofport,
+                    });
+                    recycled = true;
+                } else {
+                    self.pool.retire(veth.clone());
+                }
                 if let Err(e) = moved {
                     // Same-match adds replace these flows and deletes go by cookie, so even a
                     // reuse of the address before they go is safe.
@@ -95,11 +130,22 @@ impl<Io: NodeIo> Pods<Io> {
             }
         }
         self.remove_bandwidth(a).await?;
-        self.links.delete_host_veth(&veth).await?;
-        // The row: no longer a pod's from now on, deleted in a later batch (see `pool`).
+        if !recycled {
+            self.links.delete_host_veth(&veth).await?;
+        }
+        // The row: no longer a pod's from now on; a pool port's again, or deleted in a later
+        // batch (see `pool`).
         if port.is_some() {
-            let dead = BTreeMap::from([(pool::DEAD_KEY.to_string(), "1".to_string())]);
-            match self.db.replace_interface_external_ids(&veth, &dead).await {
+            let marker = if recycled {
+                (pool::POOL_KEY.to_string(), pool::peer_of(&veth))
+            } else {
+                (pool::DEAD_KEY.to_string(), "1".to_string())
+            };
+            match self
+                .db
+                .replace_interface_external_ids(&veth, &BTreeMap::from([marker]))
+                .await
+            {
                 Ok(()) => {
                     if retired.is_none() {
                         self.pool.bury(veth.clone());

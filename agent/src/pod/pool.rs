@@ -9,19 +9,24 @@
 //!
 //! How: the agent keeps `portPoolSize` veth pairs ready: the host end already a port of `br0`
 //! (ofport known, `external_ids:sdn-pool=<peer name>`, no flows, so nothing can pass it), the
-//! peer waiting, down, in a private namespace of the agent ([`crate::netlink`]'s parking
-//! namespace). An ADD takes one: its peer is moved from there into the pod's netns as the pod
-//! interface (one netlink request, [`crate::netlink::PodLinkSpec::pool_peer`]), the port's
-//! record replaces the pool marker (an `external_ids` write, which ovs-vswitchd does not read,
-//! so it does not reconfigure), and the pod's flows use the known ofport. Why the parking
-//! namespace: ovs-vswitchd also reconfigures on every link event in its own namespace (a veth
-//! created, deleted or moved out of it); moving a peer between two other namespaces makes none.
-//! The pool is refilled in the background when it has fallen to half, many ports per
-//! transaction: one reconfiguration per batch of pods, not per pod. When the pool is empty (a
-//! burst larger than it), an ADD creates its veth and port itself, as before. The cost is the
-//! kernel's: moving a device between namespaces waits for an RCU grace period (about 15 ms
-//! here), so a pooled ADD is slower than a fresh one on a nearly empty node and the pool pays
-//! off as the node fills.
+//! peer up in the agent's parking namespace ([`crate::netlink`]'s, pinned on a file next to the
+//! CNI socket so that it outlives the agent). An ADD takes one and makes the pod's interface a
+//! passthru macvlan on the parked peer, created directly in the pod's netns (one netlink
+//! request, [`crate::netlink::PodLinkSpec::pool_peer`]); the port's record replaces the pool
+//! marker (an `external_ids` write, which ovs-vswitchd does not read, so it does not
+//! reconfigure), and the pod's flows use the known ofport. Why a macvlan and not the peer
+//! itself: moving a device between namespaces waits for an RCU grace period (15-40 ms on this
+//! machine, serialised under the kernel's rtnl lock, so concurrent ADDs queued behind each
+//! other), creating one in another namespace does not. Why the parking namespace: ovs-vswitchd
+//! reconfigures the whole bridge on every link event in its own namespace; the macvlan's
+//! creation and deletion, and the peer's MAC and promiscuity changes, happen elsewhere, and the
+//! host end keeps its carrier throughout (the peer stays up). Passthru mode gives the pod the
+//! peer's MAC (set to the pod's first), allows one macvlan per peer (a second is refused), and
+//! makes the peer promiscuous while the macvlan exists, which is how the agent tells a free
+//! peer from a taken one. The pool is refilled in the background when it has fallen to half,
+//! many ports per transaction: one reconfiguration per batch of pods, not per pod. When the
+//! pool is empty (a burst larger than it), an ADD creates its veth and port itself, as before;
+//! requested addresses and bandwidth limits take that way too.
 //!
 //! **Warm ports.** The pool alone still leaves one ovs-vswitchd round trip on the ADD: the
 //! pod's flow bundle. ovs-vswitchd answers it only between two bridge reconfigurations, and it
@@ -33,31 +38,36 @@
 //! after [`WARM_IDLE`] without an ADD), it keeps up to half the pool size of *warm* ports: pool
 //! ports with an address leased under the port's name (`sdn-warm-<port>`) and the pod flows of
 //! that address, that ofport and that VNID already on the bridge (their cookie is the port's:
-//! [`flows::port_cookie`]). Nothing is behind a warm port (its peer is parked, down), so its
-//! flows let nothing through. An ADD in a VNID with a warm port (and without a requested
+//! [`flows::port_cookie`]). Nothing is behind a warm port (no pod interface on its peer), so
+//! its flows let nothing through. An ADD in a VNID with a warm port (and without a requested
 //! address or bandwidth limits) takes it: the lease is handed over in place
-//! ([`crate::ipam::Store::transfer`]), the peer is moved into the pod, the record is written, and
-//! the flows are already right; nothing waits for ovs-vswitchd. Warm ports are made in batches
+//! ([`crate::ipam::Store::transfer`]), the pod interface is made on the peer, the record is
+//! written, and the flows are already right; nothing waits for ovs-vswitchd. Warm ports are made in batches
 //! in the background, one bundle per batch; a VNID that falls out of the recent ones has its warm
 //! ports cooled (flows removed, addresses released, ports back in the pool). When the subnet has
 //! no free address left, an ADD takes a warm port of any VNID and re-flows it.
 //!
-//! **DEL** deletes the pod's veth, hands its lease to the port (`sdn-retired-<port>`) and
-//! replaces the port's record with `sdn-dead=1` (no reconfiguration, no flow bundle), and
-//! answers: the pod is gone from the node, and its flows lead to a port with no device behind
-//! it. The flows go in the next batch (within [`REAP_EVERY`]): one bundle for every pod deleted
-//! meanwhile, then their addresses are released (an address is never leased again while flows
-//! for it exist), then the rows are deleted with the other dead ones, without waiting for
-//! ovs-vswitchd.
+//! **DEL** deletes the pod's macvlan (its netns is known from the table), hands its lease to
+//! the port (`sdn-retired-<port>`), writes the pool marker back on the row (no
+//! reconfiguration, no flow bundle), and answers: the pod is gone from the node. The flows go in
+//! the next batch (within [`REAP_EVERY`]): one bundle for every pod deleted meanwhile, then
+//! their addresses are released (an address is never leased again while flows for it exist),
+//! then the ports go back to the pool (never taken again while the deleted pod's flows exist).
+//! When the pool is full, or the peer is not free (the macvlan could not be deleted: a netns
+//! the agent cannot reach any more), the pair is deleted instead and its row is marked
+//! `sdn-dead=1` and deleted with the other dead ones, without waiting for ovs-vswitchd.
 //!
-//! Restarts and crashes: the parking namespace lives as long as the agent holds it, so when the
-//! agent exits the parked peers go, and their host ends with them. At start-up a pool port is
-//! taken back only when its host end and peer are both still there (possible with an agent that
-//! kept its namespace, and with the component tests' fakes); the others, and every dead port,
-//! are deleted, and the pool is refilled. An ADD cut off after writing the record leaves a normal
-//! pod port, which the restart keeps and the runtime's DEL removes. Warm and retired addresses
-//! belong to no pod, so the start-up's orphan lease release frees them, and their flows, which
-//! nobody stages, go with the start-up reconcile (before the agent serves any ADD).
+//! Restarts and crashes: the parking namespace is pinned, so the pool and the peers of pods on
+//! pool ports survive the agent; a restarted agent opens the pin. The agent uses a pool only
+//! when the pin can outlive it (`daemon::pool_size`). At start-up a pool port is taken back
+//! when its host end is there and its peer parked and free; the others (an ADD cut off after
+//! making its macvlan, whose runtime retries), and every dead port, are deleted, and the pool
+//! is refilled. A pod port on a pool port whose peer is free lost its interface while the
+//! agent was down (its netns went) and is removed like a pod whose veth is gone. An ADD cut off
+//! after writing the record leaves a normal pod port, which the restart keeps and the
+//! runtime's DEL removes. Warm and retired addresses belong to no pod, so the start-up's orphan
+//! lease release frees them, and their flows, which nobody stages, go with the start-up
+//! reconcile (before the agent serves any ADD).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::Ipv4Addr;
@@ -158,6 +168,9 @@ pub struct PortPool {
     adds: std::sync::Mutex<BTreeMap<Vnid, VecDeque<Instant>>>,
     /// Ports of deleted pods whose flows are still on the bridge.
     retiring: std::sync::Mutex<Vec<String>>,
+    /// The retiring ports that go back to the pool after their flows (their peer is free),
+    /// by name; the others are deleted.
+    recycled: std::sync::Mutex<BTreeMap<String, PooledPort>>,
     dead: std::sync::Mutex<Vec<String>>,
     wake: tokio::sync::Notify,
 }
@@ -247,6 +260,20 @@ impl PortPool {
         self.enqueue(&self.retiring, port);
     }
 
+    /// Whether the pool takes back the port of a deleted pod: while it holds fewer than `size`
+    /// ports, counting those on their way back (the others are deleted).
+    pub fn wants_back(&self, size: usize) -> bool {
+        lock(&self.idle).len() + lock(&self.recycled).len() < size
+    }
+
+    /// Queues the port of a deleted pod whose peer is free again: like [`PortPool::retire`],
+    /// but the port goes back to the pool after its flows and address.
+    pub fn recycle(&self, port: PooledPort) {
+        let name = port.host.clone();
+        lock(&self.recycled).insert(name.clone(), port);
+        self.enqueue(&self.retiring, name);
+    }
+
     /// How many deleted pods' ports still have flows.
     pub fn retiring(&self) -> usize {
         lock(&self.retiring).len()
@@ -287,6 +314,11 @@ pub fn is_pool_lease(container_id: &str) -> bool {
 /// so it is never reused while a deleted pod's flows still carry its cookie.
 pub fn is_pool_port(name: &str) -> bool {
     name.len() == 14 && name.starts_with("sdnp") && name[4..].bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The peer of pool port `host` (`sdnp<hex>` -> `sdnq<hex>`).
+pub fn peer_of(host: &str) -> String {
+    format!("sdnq{}", host.get(4..).unwrap_or_default())
 }
 
 /// A random pair of interface names (`sdnp<10 hex>`, `sdnq<same>`), 14 characters.
@@ -350,7 +382,10 @@ impl<Io: NodeIo> Pods<Io> {
         self.release_pool_leases(ports.iter().map(|p| retired_lease(p)), "deleted pods")
             .await;
         for p in ports {
-            self.pool.bury(p);
+            match lock(&self.pool.recycled).remove(&p) {
+                Some(port) => lock(&self.pool.idle).push_back(port),
+                None => self.pool.bury(p),
+            }
         }
     }
 
@@ -577,6 +612,19 @@ impl<Io: NodeIo> Pods<Io> {
                 .into_iter()
                 .map(|i| i.name),
         );
+        // Pool pairs of a refill cut off before their ports were added: their peers wait in
+        // the pinned namespace, which outlived that agent.
+        let rows: BTreeSet<String> = [POOL_KEY, DEAD_KEY, super::record::keys::SANDBOX]
+            .into_iter()
+            .flat_map(|k| self.db.interfaces_with_external_id(k))
+            .map(|i| i.name)
+            .collect();
+        for orphan in self.links.links_named("sdnp").await? {
+            if is_pool_port(&orphan) && !rows.contains(&orphan) {
+                tracing::info!(veth = %orphan, "deleting a pool veth that never became a port");
+                self.links.delete_host_veth(&orphan).await?;
+            }
+        }
         let queued = doomed.len();
         lock(&self.pool.dead).extend(doomed);
         let n = kept.len();

@@ -20,7 +20,7 @@ use ovs::openflow::OfError;
 
 use super::error::PodError;
 use super::record::{keys, PortRecord};
-use super::{lock, Pod, Pods, VnidChange, BRIDGE};
+use super::{lock, pool, Pod, Pods, VnidChange, BRIDGE};
 use crate::flowstore::Change;
 use crate::hostports;
 use crate::seams::{NodeIo, PodLinks, PortDb};
@@ -36,8 +36,19 @@ impl<Io: NodeIo> Pods<Io> {
         let mut staged = Change::new();
         // Every port's veth looked up at once (pipelined on one netlink socket): a restart
         // with 1000 pods waits for one round of lookups, not 1000.
-        let alive =
-            futures::future::join_all(ports.iter().map(|p| self.links.link_exists(&p.name))).await;
+        // A pod on a pool port is alive while its interface sits on the port's parked peer
+        // (the pair outlives the pod's netns; its interface does not).
+        let alive = futures::future::join_all(ports.iter().map(|p| async {
+            let host = self.links.link_exists(&p.name).await?;
+            if host.is_some()
+                && pool::is_pool_port(&p.name)
+                && self.links.pool_peer_parked(&pool::peer_of(&p.name)).await?
+            {
+                return Ok(None);
+            }
+            Ok::<_, crate::netlink::NetlinkError>(host)
+        }))
+        .await;
         for (port, alive) in ports.into_iter().zip(alive) {
             let name = port.name.clone();
             let Some(record) = PortRecord::from_external_ids(&port.external_ids) else {
@@ -104,7 +115,7 @@ impl<Io: NodeIo> Pods<Io> {
                 }
                 _ => {
                     let a = &record.attachment;
-                    tracing::info!(port = %name, sandbox = %a.container_id, ifname = %a.ifname, "removing a pod whose veth is gone");
+                    tracing::info!(port = %name, sandbox = %a.container_id, ifname = %a.ifname, "removing a pod whose interface is gone");
                     self.db
                         .delete_port(BRIDGE, &name)
                         .await

@@ -25,6 +25,7 @@ use crate::flowstore::FlowStore;
 use crate::hostports;
 use crate::ipam;
 use crate::netlink::host_veth_name;
+use crate::seams::PodLinks;
 
 /// One node's pods on fakes, with handles on every fake.
 struct Rig {
@@ -777,20 +778,30 @@ async fn adds_take_ready_ports_and_dels_leave_rows_to_one_batched_deletion() {
     assert_eq!(rig.pods.pool().idle(), 3);
     assert_eq!(rig.pod_flows(&at.id), 5);
 
-    // DEL: the veth goes at once, the pod leaves the table, its address is handed to the port;
-    // the flows, then the address, then the row go in the next batches, without a bundle on
-    // the DEL itself.
+    // DEL: the pod's interface comes off the port's peer at once, the pod leaves the table,
+    // its address is handed to the port and the row is a pool port's again; the flows, then
+    // the address go in the next batch, and then the port is back in the pool, without a
+    // bundle on the DEL itself and without deleting the pair.
     let bundles = rig.switch.bundles();
     rig.pods.del(&at.id).await.unwrap();
     assert_eq!(rig.switch.bundles(), bundles, "the DEL waited for a bundle");
-    assert!(rig.links.link(&pod.host_veth).is_none());
+    let link = rig.links.link(&pod.host_veth).expect("the pool pair stays");
+    assert!(link.netns.as_os_str().is_empty(), "the pod interface went");
     assert!(rig.pods.list().await.is_empty());
     assert_eq!(rig.pods.pool().retiring(), 1);
+    assert!(rig.db.ports()[&pod.host_veth]
+        .external_ids
+        .contains_key("sdn-pool"));
     assert_eq!(rig.port_flows(&pod.host_veth), 5, "flows go with the batch");
     assert_eq!(
         rig.leases(),
         vec![(format!("sdn-retired-{}", pod.host_veth), pod.ip)],
         "the address stays leased, to the port, while its flows exist"
+    );
+    assert_eq!(
+        rig.pods.pool().idle(),
+        3,
+        "not reused before its flows are gone"
     );
     // A GC meanwhile keeps the retiring port's address.
     rig.pods.gc(&BTreeSet::new()).await.unwrap();
@@ -799,6 +810,19 @@ async fn adds_take_ready_ports_and_dels_leave_rows_to_one_batched_deletion() {
     assert_eq!(rig.port_flows(&pod.host_veth), 0);
     assert!(rig.leases().is_empty());
     rig.assert_nothing_left("p1");
+    assert_eq!(rig.pods.pool().idle(), 4, "the port is back in the pool");
+    assert_eq!(rig.pods.pool().dead(), 0);
+
+    // A DEL whose pod interface cannot be taken off the peer: the pair goes, and the row in
+    // a later batch.
+    let at = rig.attachment("p1b", "tenant-a");
+    let pod = rig.pods.add(&at).await.unwrap().pod;
+    rig.links.faults.fail_next("release_pool_link");
+    rig.pods.del(&at.id).await.unwrap();
+    assert!(rig.links.link(&pod.host_veth).is_none());
+    rig.pods.retire_ports().await;
+    assert_eq!(rig.port_flows(&pod.host_veth), 0);
+    assert!(rig.leases().is_empty());
     assert_eq!(rig.pods.pool().dead(), 1);
     rig.pods.reap_dead_ports().await;
     assert!(!rig.db.ports().contains_key(&pod.host_veth));
@@ -826,8 +850,10 @@ async fn a_restart_takes_back_ready_ports_and_deletes_broken_and_dead_ones() {
     rig.pods.refill_pool().await;
     let at = rig.attachment("r1", "default");
     let pod = rig.pods.add(&at).await.unwrap().pod;
+    // A DEL that could not free its port: the pair went, the row is dead.
+    rig.links.faults.fail_next("release_pool_link");
     rig.pods.del(&at.id).await.unwrap();
-    // One ready port's peer vanished (as when an ADD was cut off after moving it).
+    // One ready port's peer vanished.
     let broken = rig
         .db
         .ports()
@@ -837,9 +863,18 @@ async fn a_restart_takes_back_ready_ports_and_deletes_broken_and_dead_ones() {
         .unwrap();
     let peer = rig.db.ports()[&broken].external_ids["sdn-pool"].clone();
     rig.links.remove_parked_peer(&peer);
+    // A refill cut off between the veth and its port.
+    rig.links
+        .create_pool_veth("sdnp00000000ff", "sdnq00000000ff", 1450, false)
+        .await
+        .unwrap();
 
     let fresh = rig.restarted();
     let (kept, deleted) = fresh.restore_pool().await.unwrap();
+    assert!(
+        rig.links.link("sdnp00000000ff").is_none(),
+        "a pool veth without a port goes"
+    );
     assert_eq!(kept, 1, "the other ready port is taken back");
     assert_eq!(deleted, 2, "the broken pool port and the dead one");
     assert!(
@@ -856,6 +891,36 @@ async fn a_restart_takes_back_ready_ports_and_deletes_broken_and_dead_ones() {
     assert!(!rig.db.ports().contains_key(&pod.host_veth));
     assert!(rig.links.link(&broken).is_none());
     assert_eq!(fresh.pool().idle(), 1);
+}
+
+#[tokio::test]
+async fn a_restart_keeps_pods_on_pool_ports_only_while_their_interface_is_on_the_peer() {
+    let rig = Rig::with_pool(4);
+    rig.pods.refill_pool().await;
+    let alive = rig.attachment("k1", "default");
+    let gone = rig.attachment("k2", "default");
+    let alive_pod = rig.pods.add(&alive).await.unwrap().pod;
+    let gone_pod = rig.pods.add(&gone).await.unwrap().pod;
+    assert!(super::pool::is_pool_port(&gone_pod.host_veth));
+    // While the agent is down, the runtime deletes k2's netns: its macvlan goes, the pool
+    // pair stays, its peer free.
+    rig.links.remove_netns(gone.netns.as_ref().unwrap());
+    assert!(rig.links.link(&gone_pod.host_veth).is_some());
+
+    let fresh = rig.restarted();
+    let (kept, removed) = fresh.rebuild_from_ovs().await.unwrap();
+    assert_eq!((kept, removed), (1, 1));
+    let listed: Vec<_> = fresh
+        .list()
+        .await
+        .into_iter()
+        .map(|p| p.attachment)
+        .collect();
+    assert_eq!(listed, vec![alive.id.clone()]);
+    assert!(!rig.db.ports().contains_key(&gone_pod.host_veth));
+    assert!(rig.links.link(&gone_pod.host_veth).is_none());
+    assert!(rig.leases().iter().all(|(_, ip)| *ip != gone_pod.ip));
+    assert!(rig.links.link(&alive_pod.host_veth).is_some());
 }
 
 #[tokio::test]
