@@ -158,6 +158,9 @@ impl Daemon {
         };
         let snapshot = state.borrow().clone();
         let node = node_config(&cfg, &snapshot)?;
+        // Where start-up time goes, for the "br0 reconciled" line: (phase, ms at its end).
+        let began = std::time::Instant::now();
+        let mut phases: Vec<(&'static str, u128)> = Vec::new();
         let gw = node.gateway();
         tracing::info!(
             node = %cfg.node_name, subnet = %node.local_subnet, gateway = %gw,
@@ -249,17 +252,20 @@ impl Daemon {
             Arc::new(store),
             state.clone(),
         ));
+        phases.push(("setup", began.elapsed().as_millis()));
         let (kept, removed) = pods.rebuild_from_ovs().await.map_err(|e| {
             anyhow::anyhow!("rebuilding the pod table from OVS: {e} {}", e.details())
         })?;
-        let orphans = pods
-            .release_orphan_leases(&BTreeSet::new(), true)
-            .await
-            .map_err(|e| anyhow::anyhow!("releasing orphan leases: {e} {}", e.details()))?;
-        let (pool_kept, pool_deleted) = pods
+        phases.push(("pods", began.elapsed().as_millis()));
+        let restored = pods
             .restore_pool()
             .await
             .map_err(|e| anyhow::anyhow!("restoring the port pool: {e} {}", e.details()))?;
+        let (pool_kept, pool_deleted) = (restored.kept, restored.queued);
+        let orphans = pods
+            .release_orphan_leases(&restored.warm_leases, true)
+            .await
+            .map_err(|e| anyhow::anyhow!("releasing orphan leases: {e} {}", e.details()))?;
 
         let nodes = Arc::new(RemoteNodes::new(
             LocalNode {
@@ -294,10 +300,13 @@ impl Daemon {
             state: state.clone(),
             _cluster: source,
         };
+        phases.push(("pool and leases", began.elapsed().as_millis()));
         let stats = n
             .reconcile()
             .await
             .context("reconciling the flows of br0")?;
+        phases.push(("flows", began.elapsed().as_millis()));
+        let phases: Vec<String> = phases.iter().map(|(p, ms)| format!("{p}:{ms}")).collect();
         // A switch that restarted while the agent was away waits for the pipeline (see
         // `release_switch`): it is complete now.
         release_switch(&n.db).await;
@@ -311,6 +320,7 @@ impl Daemon {
             flows = stats.desired,
             added = stats.added,
             deleted = stats.deleted,
+            ms_at_end_of = %phases.join(","),
             "br0 reconciled"
         );
         // The port pool: filled and kept full in the background (ADDs meanwhile add their own

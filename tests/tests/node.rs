@@ -664,7 +664,13 @@ fn pool_pods_are_macvlans_on_pinned_peers_that_outlive_the_agent_and_return_to_t
     assert!(node.log().contains("pool_ports="), "{}", node.log());
 
     // DEL: b's macvlan goes and its port comes back to the pool (same port, same veth),
-    // once its flows are gone; its peer is free again.
+    // once its flows are gone; its peer is free again. (The restarted agent topped the pool
+    // up to its size, and a full pool deletes ports given back: c makes room.)
+    assert!(wait_until(Duration::from_secs(10), || node
+        .pool_ports()
+        .len()
+        >= 64));
+    let c = node.pod("default", "c");
     let ofport_b = node
         .ovs
         .vsctl(&["get", "Interface", &port_b, "ofport"])
@@ -697,6 +703,7 @@ fn pool_pods_are_macvlans_on_pinned_peers_that_outlive_the_agent_and_return_to_t
     );
     b.forget();
     drop(a);
+    drop(c);
     node.assert_no_pod_leftovers();
     node.assert_pool_sane(64);
 }

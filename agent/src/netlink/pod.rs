@@ -330,17 +330,20 @@ impl Netlink {
         })
     }
 
-    /// Creates a veth pair for the port pool: the host end in the node netns, the peer (down)
-    /// in the pool's parking namespace ([`super::netns::Parking`]), so that an ADD moving it
-    /// into a pod makes no link event where ovs-vswitchd runs:
+    /// Creates a veth pair for the port pool: the host end in the node netns, the peer in the
+    /// pool's parking namespace ([`super::netns::Parking`]), where pods' interfaces are made on
+    /// top of it, so that ADD and DEL make no link event where ovs-vswitchd runs:
     ///
     /// ```text
-    /// ip link add HOST mtu MTU up type veth peer name PEER mtu MTU netns PARKING
-    /// ethtool -K HOST tx off                                          # if asked
+    /// ip link add HOST mtu MTU type veth peer name PEER mtu MTU netns PARKING
+    /// ethtool -K HOST tx off; ip -n PARKING ... ethtool -K PEER tx off   # if asked
     /// sysctls taking the node kernel out of HOST's path               # see isolate_host_veth
+    /// ip -n PARKING link set PEER up; ip link set HOST up
     /// ```
     ///
-    /// On a failure after the pair exists it is deleted before the error returns.
+    /// The host end comes up last, configured, with its carrier at once: one link event for
+    /// ovs-vswitchd besides the creation (no carrier change later, no IPv6 address coming and
+    /// going). On a failure after the pair exists it is deleted before the error returns.
     pub async fn create_pool_veth(
         &self,
         host: &str,
@@ -355,7 +358,6 @@ impl Netlink {
         let msg = LinkMessageBuilder::<LinkVeth>::new_with_info_kind(InfoKind::Veth)
             .name(host.to_string())
             .mtu(mtu)
-            .up()
             .set_info_data(InfoData::Veth(InfoVeth::Peer(
                 LinkUnspec::new_with_name(peer)
                     .mtu(mtu)
@@ -371,21 +373,18 @@ impl Netlink {
                 .map_err(|e| NetlinkError::nl(format!("creating pool veth {host}"), e))
         })
         .await??;
-        // The peer up (it cannot be at creation), for good: the host end keeps its carrier
-        // whether or not a pod sits on the peer, so ADD and DEL make no link event where
-        // ovs-vswitchd runs.
-        let up = bounded(format!("bringing pool veth {peer} up"), async {
-            parking
-                .handle
-                .link()
-                .set(LinkUnspec::new_with_name(peer).up().build())
-                .execute()
-                .await
-                .map_err(|e| NetlinkError::nl(format!("bringing pool veth {peer} up"), e))
-        })
-        .await
-        .and_then(|r| r);
-        let configured = up.and_then(|()| {
+        let up = |handle: Handle, name: &str| {
+            let name = name.to_string();
+            bounded(format!("bringing pool veth {name} up"), async move {
+                handle
+                    .link()
+                    .set(LinkUnspec::new_with_name(&name).up().build())
+                    .execute()
+                    .await
+                    .map_err(|e| NetlinkError::nl(format!("bringing pool veth {name} up"), e))
+            })
+        };
+        let configured = async {
             if tx_checksum_off {
                 self.set_tx_checksum(host, false)?;
                 // A macvlan on the peer keeps its own checksum offload fixed on; the peer
@@ -397,8 +396,13 @@ impl Netlink {
                     )
                 })?;
             }
-            super::isolate_host_veth(host)
-        });
+            super::isolate_host_veth(host)?;
+            // Both ends up for good: the host end keeps its carrier whether or not a pod
+            // sits on the peer.
+            up(parking.handle.clone(), peer).await??;
+            up(node.clone(), host).await?
+        }
+        .await;
         if let Err(e) = configured {
             let _ = bounded(format!("deleting pool veth {host}"), del_link(&node, host)).await;
             return Err(e);

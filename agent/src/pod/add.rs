@@ -350,8 +350,9 @@ impl<Io: NodeIo> Pods<Io> {
         let host = w.port.host.clone();
         let (cid, ifn) = (a.container_id.clone(), a.ifname.clone());
         let (ip, owner) = (w.ip, pool::warm_lease(&host));
+        let from_ifname = pool::warm_lease_ifname(w.vnid);
         let moved = self
-            .ipam(move |store| store.transfer(ip, (&owner, pool::LEASE_IFNAME), (&cid, &ifn)))
+            .ipam(move |store| store.transfer(ip, (&owner, &from_ifname), (&cid, &ifn)))
             .await;
         done.push(Undo::Lease);
         done.push(Undo::Veth(host.clone()));

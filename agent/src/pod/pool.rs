@@ -35,7 +35,7 @@
 //! and went): under a stream of ADDs the bundle waits for one or two of them. So the agent also
 //! installs flows *before* the ADD: for each VNID that recently had a burst of ADDs
 //! ([`WARM_AFTER`] within [`WARM_WINDOW`]; at most [`WARM_VNIDS`], most recent first; cooled
-//! after [`WARM_IDLE`] without an ADD), it keeps up to half the pool size of *warm* ports: pool
+//! after [`WARM_IDLE`] without an ADD), it keeps up to the pool's size of *warm* ports: pool
 //! ports with an address leased under the port's name (`sdn-warm-<port>`) and the pod flows of
 //! that address, that ofport and that VNID already on the bridge (their cookie is the port's:
 //! [`flows::port_cookie`]). Nothing is behind a warm port (no pod interface on its peer), so
@@ -106,12 +106,30 @@ pub const WARM_IDLE: Duration = Duration::from_secs(60);
 pub const WARM_LEASE_PREFIX: &str = "sdn-warm-";
 /// Lease owner prefix of a deleted pod's address until its flows are gone.
 pub const RETIRED_LEASE_PREFIX: &str = "sdn-retired-";
-/// The interface name of the pool's leases.
+/// The interface name of a retired port's lease (a warm port's names its VNID,
+/// [`warm_lease_ifname`]).
 pub const LEASE_IFNAME: &str = "eth0";
 
 /// The lease owner of warm port `port`'s address.
 pub fn warm_lease(port: &str) -> String {
     format!("{WARM_LEASE_PREFIX}{port}")
+}
+
+/// The `ifname` of a warm port's lease: its VNID (`vnid-<id>`), so that a restarted agent
+/// takes the warm port back with its flows instead of deleting and making them again.
+pub fn warm_lease_ifname(vnid: Vnid) -> String {
+    format!("vnid-{}", vnid.id())
+}
+
+/// The port and VNID of a warm port's lease (owner, ifname), if it is one.
+pub fn parse_warm_lease(owner: &str, ifname: &str) -> Option<(String, Vnid)> {
+    let port = owner.strip_prefix(WARM_LEASE_PREFIX)?;
+    let vnid = ifname
+        .strip_prefix("vnid-")?
+        .parse()
+        .ok()
+        .and_then(Vnid::new)?;
+    is_pool_port(port).then(|| (port.to_string(), vnid))
 }
 
 /// The lease owner of the address of the deleted pod of port `port`.
@@ -173,6 +191,8 @@ pub struct PortPool {
     recycled: std::sync::Mutex<BTreeMap<String, PooledPort>>,
     dead: std::sync::Mutex<Vec<String>>,
     wake: tokio::sync::Notify,
+    /// Wakes the refill (the pool fell to half).
+    refill: tokio::sync::Notify,
 }
 
 impl PortPool {
@@ -183,7 +203,7 @@ impl PortPool {
         let mut idle = lock(&self.idle);
         let p = idle.pop_front();
         if idle.len() <= size / 2 {
-            self.wake.notify_one();
+            self.refill.notify_one();
         }
         p
     }
@@ -195,7 +215,7 @@ impl PortPool {
 
     /// Notes an ADD in `vnid` (a VNID with a burst of ADDs, [`WARM_AFTER`], becomes the most
     /// recent to keep warm ports) and takes one of its warm ports, if any; wakes the maintenance
-    /// when the VNID's warm ports run low.
+    /// whenever the VNID is below its target of warm ports.
     pub fn take_warm(&self, vnid: Vnid, target: usize) -> Option<WarmPort> {
         if target == 0 {
             return None;
@@ -227,7 +247,9 @@ impl PortPool {
         let ports = warm.get_mut(&vnid)?;
         // Lowest address first: pods get addresses in the order host-local would give them.
         let w = (!ports.is_empty()).then(|| ports.remove(0));
-        if ports.len() <= target / 2 {
+        // Topped up after every take: a burst after a stream of ADDs finds the VNID's warm
+        // ports full, not at half.
+        if ports.len() < target {
             self.wake.notify_one();
         }
         w
@@ -300,6 +322,17 @@ impl PortPool {
     }
 }
 
+/// What the start-up took back of the pool.
+#[derive(Debug, Default)]
+pub struct PoolRestored {
+    /// Pool ports taken back (idle and warm).
+    pub kept: usize,
+    /// Pool ports queued for deletion (broken or dead).
+    pub queued: usize,
+    /// The leases of the warm ports taken back (the start-up's orphan release keeps them).
+    pub warm_leases: BTreeSet<flows::AttachmentId>,
+}
+
 /// One change removing the flows of `ports`.
 fn remove_ports<'a>(ports: impl Iterator<Item = &'a String>) -> Change {
     ports.fold(Change::new(), |c, p| c.remove(Owner::Port(p.clone())))
@@ -342,29 +375,72 @@ impl<Io: NodeIo> Pods<Io> {
     }
 
     /// Runs forever (the daemon spawns it and aborts it at stop): every [`REAP_EVERY`], and
-    /// when woken (the pool or a VNID's warm ports fell to half, or a batch of deleted pods is
-    /// waiting), removes the flows of deleted pods and then their addresses, deletes the dead
-    /// ports in one transaction, tops the pool up in one when it is at half or less, cools the
-    /// warm ports of VNIDs no longer recent and warms ports for the recent ones.
+    /// when woken (a warm port was taken, or a batch of deleted pods is waiting), removes the
+    /// flows of deleted pods and then their addresses, deletes the dead ports in one
+    /// transaction, cools the warm ports of VNIDs no longer recent and warms ports for the
+    /// recent ones; meanwhile, and when the pool has fallen to half, tops the pool up in one
+    /// transaction.
     pub async fn maintain_ports(&self) {
-        loop {
-            tokio::select! {
-                () = self.pool.wake.notified() => {}
-                () = tokio::time::sleep(REAP_EVERY) => {}
+        // Two loops: a refill waits for ovs-vswitchd to add the ports (a whole-bridge
+        // reconfiguration, a second or more on a busy node with 1000 ports), and warm-ups and
+        // retirements must not wait behind it.
+        let refill = async {
+            loop {
+                tokio::select! {
+                    () = self.pool.refill.notified() => {}
+                    () = tokio::time::sleep(REAP_EVERY) => {}
+                }
+                if self.pool.idle() <= self.net.port_pool_size / 2 {
+                    self.refill_pool().await;
+                }
             }
-            self.retire_ports().await;
-            self.reap_dead_ports().await;
-            if self.pool.idle() <= self.net.port_pool_size / 2 {
-                self.refill_pool().await;
+        };
+        let rest = async {
+            loop {
+                tokio::select! {
+                    () = self.pool.wake.notified() => {}
+                    () = tokio::time::sleep(REAP_EVERY) => {}
+                }
+                self.retire_ports().await;
+                self.reap_dead_ports().await;
+                self.cool_ports().await;
+                self.warm_ports().await;
+                self.trim_pool().await;
+                if self.pool.idle() <= self.net.port_pool_size / 2 {
+                    self.pool.refill.notify_one();
+                }
             }
-            self.cool_ports().await;
-            self.warm_ports().await;
+        };
+        tokio::join!(refill, rest);
+    }
+
+    /// Deletes the idle ports beyond `portPoolSize` (cooled warm ports, and ports given back
+    /// while a refill was on its way, can overfill the pool): marked dead, their pairs deleted
+    /// now, their rows with the next batch of dead ones.
+    pub async fn trim_pool(&self) {
+        let excess: Vec<PooledPort> = {
+            let mut idle = lock(&self.pool.idle);
+            let keep = self.net.port_pool_size.min(idle.len());
+            idle.drain(keep..).collect()
+        };
+        let dead = BTreeMap::from([(DEAD_KEY.to_string(), "1".to_string())]);
+        for p in excess {
+            // Dead first: a restart meanwhile deletes the row rather than taking the port back.
+            if let Err(e) = self.db.replace_interface_external_ids(&p.host, &dead).await {
+                tracing::warn!(port = %p.host, error = %e, "marking a pool port beyond the pool's size dead");
+            }
+            if let Err(e) = self.links.delete_host_veth(&p.host).await {
+                tracing::warn!(port = %p.host, error = %e, "deleting a pool port beyond the pool's size");
+            }
+            self.pool.bury(p.host);
         }
     }
 
-    /// How many warm ports a recent VNID keeps: half the pool.
+    /// How many warm ports a recent VNID keeps: as many as the pool holds. Under a stream of
+    /// ADDs each warm-up is one bundle that waits for ovs-vswitchd, so warm-ups keep pace only
+    /// when each brings many ports (half the pool fell behind at 1000 pods).
     pub(super) fn warm_target(&self) -> usize {
-        self.net.port_pool_size / 2
+        self.net.port_pool_size
     }
 
     /// Removes the flows of the deleted pods' ports in one bundle, then releases their addresses
@@ -443,7 +519,7 @@ impl<Io: NodeIo> Pods<Io> {
         }
     }
 
-    /// Warms ports for the recent VNIDs whose warm ports have fallen to half the target: takes
+    /// Warms ports for the recent VNIDs below their target of warm ports: takes
     /// pool ports, leases them addresses in one IPAM pass and installs their flows in one bundle
     /// per VNID. On failure the addresses are released and the ports go back to the pool.
     pub async fn warm_ports(&self) {
@@ -453,7 +529,7 @@ impl<Io: NodeIo> Pods<Io> {
         }
         for vnid in self.pool.warm_vnids() {
             let have = lock(&self.pool.warm).get(&vnid).map_or(0, Vec::len);
-            if have > target / 2 {
+            if have >= target {
                 continue;
             }
             let ports: Vec<PooledPort> = {
@@ -466,8 +542,9 @@ impl<Io: NodeIo> Pods<Io> {
             }
             let ids: Vec<String> = ports.iter().map(|p| warm_lease(&p.host)).collect();
             let range = self.net.range();
+            let ifname = warm_lease_ifname(vnid);
             let leases = match self
-                .ipam(move |store| store.allocate_many(&range, &ids, LEASE_IFNAME))
+                .ipam(move |store| store.allocate_many(&range, &ids, &ifname))
                 .await
             {
                 Ok(l) => l,
@@ -532,19 +609,19 @@ impl<Io: NodeIo> Pods<Io> {
         if want == 0 {
             return;
         }
+        // All at once (pipelined on the netlink sockets): their link events reach ovs-vswitchd
+        // together, and it reconfigures once for the batch rather than once per pair.
+        let names: Vec<(String, String)> = (0..want).map(|_| pool_names()).collect();
+        let made = futures::future::join_all(names.iter().map(|(host, peer)| {
+            self.links
+                .create_pool_veth(host, peer, self.net.mtu, self.net.tx_checksum_off)
+        }))
+        .await;
         let mut pairs = Vec::new();
-        for _ in 0..want {
-            let (host, peer) = pool_names();
-            match self
-                .links
-                .create_pool_veth(&host, &peer, self.net.mtu, self.net.tx_checksum_off)
-                .await
-            {
-                Ok(()) => pairs.push((host, peer)),
-                Err(e) => {
-                    tracing::warn!(error = %e, "creating a pool veth");
-                    break;
-                }
+        for (pair, made) in names.into_iter().zip(made) {
+            match made {
+                Ok(()) => pairs.push(pair),
+                Err(e) => tracing::warn!(error = %e, "creating a pool veth"),
             }
         }
         if pairs.is_empty() {
@@ -576,12 +653,12 @@ impl<Io: NodeIo> Pods<Io> {
         }
     }
 
-    /// Start-up: takes back the idle pool ports whose host end and parked peer are both still
+    /// Start-up: takes back the idle (and warm) pool ports whose host end and parked peer are both still
     /// there and queues the others (the previous agent's parking namespace is gone, or an ADD
     /// was cut off after moving the peer) and every dead port for the batched deletion, which
     /// the maintenance runs after the agent serves (deleting rows makes ovs-vswitchd
     /// reconfigure, which would slow the start-up reconcile). Returns (taken back, queued).
-    pub async fn restore_pool(&self) -> Result<(usize, usize), PodError> {
+    pub async fn restore_pool(&self) -> Result<PoolRestored, PodError> {
         let mut doomed = Vec::new();
         let mut kept = Vec::new();
         for i in self.db.interfaces_with_external_id(POOL_KEY) {
@@ -628,7 +705,47 @@ impl<Io: NodeIo> Pods<Io> {
         let queued = doomed.len();
         lock(&self.pool.dead).extend(doomed);
         let n = kept.len();
+        // Warm ports stay warm: their leases name their VNID, and their flows are staged so
+        // the start-up reconcile keeps them (nothing to delete, nothing to make again).
+        let leases = self.ipam(|store| store.leases()).await?;
+        let mut warm: Vec<WarmPort> = Vec::new();
+        let mut kept_leases = BTreeSet::new();
+        for l in leases {
+            let Some((port, vnid)) = parse_warm_lease(&l.container_id, &l.ifname) else {
+                continue;
+            };
+            if let Some(i) = kept.iter().position(|p| p.host == port) {
+                kept_leases.insert(flows::AttachmentId::new(l.container_id, l.ifname));
+                warm.push(WarmPort {
+                    port: kept.remove(i),
+                    ip: l.ip,
+                    vnid,
+                });
+            }
+        }
+        if !warm.is_empty() {
+            let change = warm.iter().fold(Change::new(), |c, w| {
+                c.set_pod(w.port.host.clone(), w.flows(), self.row_vnid(w.vnid))
+            });
+            self.store.stage(change).await;
+            let mut by_vnid = lock(&self.pool.warm);
+            for w in warm {
+                by_vnid.entry(w.vnid).or_default().push(w);
+            }
+            for ports in by_vnid.values_mut() {
+                ports.sort_by_key(|w| w.ip);
+            }
+            // Recent again (cooled after WARM_IDLE without an ADD, as before the restart).
+            let mut recent = lock(&self.pool.recent);
+            for v in by_vnid.keys().take(WARM_VNIDS) {
+                recent.push_back((*v, Instant::now()));
+            }
+        }
         lock(&self.pool.idle).extend(kept);
-        Ok((n, queued))
+        Ok(PoolRestored {
+            kept: n,
+            queued,
+            warm_leases: kept_leases,
+        })
     }
 }

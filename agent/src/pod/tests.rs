@@ -870,7 +870,8 @@ async fn a_restart_takes_back_ready_ports_and_deletes_broken_and_dead_ones() {
         .unwrap();
 
     let fresh = rig.restarted();
-    let (kept, deleted) = fresh.restore_pool().await.unwrap();
+    let restored = fresh.restore_pool().await.unwrap();
+    let (kept, deleted) = (restored.kept, restored.queued);
     assert!(
         rig.links.link("sdnp00000000ff").is_none(),
         "a pool veth without a port goes"
@@ -924,6 +925,35 @@ async fn a_restart_keeps_pods_on_pool_ports_only_while_their_interface_is_on_the
 }
 
 #[tokio::test]
+async fn ports_given_back_during_a_refill_never_overfill_the_pool() {
+    let rig = Rig::with_pool(2);
+    rig.pods.refill_pool().await;
+    let a = rig.attachment("t1", "default");
+    let b = rig.attachment("t2", "default");
+    rig.pods.add(&a).await.unwrap();
+    rig.pods.add(&b).await.unwrap();
+    assert_eq!(rig.pods.pool().idle(), 0);
+    // Both DELs give their ports back (the pool is empty), and a refill runs meanwhile.
+    rig.pods.del(&a.id).await.unwrap();
+    rig.pods.del(&b.id).await.unwrap();
+    rig.pods.refill_pool().await;
+    rig.pods.retire_ports().await;
+    assert_eq!(rig.pods.pool().idle(), 4, "overfilled before the trim");
+    rig.pods.trim_pool().await;
+    assert_eq!(rig.pods.pool().idle(), 2);
+    assert_eq!(rig.pods.pool().dead(), 2);
+    rig.pods.reap_dead_ports().await;
+    let pool_rows = rig
+        .db
+        .ports()
+        .values()
+        .filter(|p| p.external_ids.contains_key("sdn-pool"))
+        .count();
+    assert_eq!(pool_rows, 2);
+    assert_eq!(rig.links.host_ends().len(), 2, "the trimmed pairs are gone");
+}
+
+#[tokio::test]
 async fn a_burst_of_adds_warms_ports_whose_flows_are_in_before_the_add() {
     let rig = Rig::with_pool(8);
     rig.pods.refill_pool().await;
@@ -936,21 +966,21 @@ async fn a_burst_of_adds_warms_ports_whose_flows_are_in_before_the_add() {
     rig.pods.refill_pool().await;
     rig.pods.warm_ports().await;
     assert!(rig.pods.pool().warm().is_empty());
-    // The burst's last ADD: the VNID warms half the pool, in one bundle, addresses leased to
-    // the ports.
+    // The burst's last ADD: the VNID warms as many ports as the pool holds, in one bundle,
+    // addresses leased to the ports.
     let at = rig.attachment("w-last", "tenant-a");
     rig.pods.add(&at).await.unwrap();
     rig.pods.refill_pool().await;
     let bundles = rig.switch.bundles();
     rig.pods.warm_ports().await;
     assert_eq!(rig.switch.bundles(), bundles + 1);
-    assert_eq!(rig.pods.pool().warm(), [(vnid(11), 4)].into());
+    assert_eq!(rig.pods.pool().warm(), [(vnid(11), 8)].into());
     let warm_leases: Vec<_> = rig
         .leases()
         .into_iter()
         .filter(|(c, _)| c.starts_with("sdn-warm-"))
         .collect();
-    assert_eq!(warm_leases.len(), 4);
+    assert_eq!(warm_leases.len(), 8);
 
     // An ADD in that VNID takes one: no bundle, the lowest warm address, the port's flows.
     let at = rig.attachment("hot", "tenant-a");
@@ -970,13 +1000,13 @@ async fn a_burst_of_adds_warms_ports_whose_flows_are_in_before_the_add() {
     assert_eq!(rig.port_flows(&pod.host_veth), 5);
     assert_eq!(pod.vnid, vnid(11));
     rig.pods.check(&at).await.unwrap();
-    assert_eq!(rig.pods.pool().warm(), [(vnid(11), 3)].into());
+    assert_eq!(rig.pods.pool().warm(), [(vnid(11), 7)].into());
 
     // Another VNID's ADD does not take tenant-a's warm ports.
     let other = rig.attachment("b1", "tenant-b");
     let b = rig.pods.add(&other).await.unwrap().pod;
     assert_eq!(b.vnid, vnid(12));
-    assert_eq!(rig.pods.pool().warm()[&vnid(11)], 3);
+    assert_eq!(rig.pods.pool().warm()[&vnid(11)], 7);
 
     // A warm ADD that fails (the pod already has an eth0) leaves nothing: flows, port, address.
     let bad = rig.attachment("bad", "tenant-a");
@@ -1005,17 +1035,43 @@ async fn a_burst_of_adds_warms_ports_whose_flows_are_in_before_the_add() {
     assert_eq!(m.vnid, vnid(13));
     assert_eq!(rig.pods.pool().warm()[&vnid(11)], taken - 1);
 
-    // A restart: warm ports go back to the pool, their addresses are orphans at start-up and
-    // their flows are nobody's.
+    // A restart: warm ports stay warm (their leases name their VNID), with their addresses
+    // and their flows staged for the start-up reconcile; the VNID is recent again.
+    let warm_before = rig.pods.pool().warm();
+    let leases_before: Vec<_> = rig
+        .leases()
+        .into_iter()
+        .filter(|(c, _)| c.starts_with("sdn-warm-"))
+        .collect();
     let fresh = rig.restarted();
     fresh.rebuild_from_ovs().await.unwrap();
+    let restored = fresh.restore_pool().await.unwrap();
+    assert_eq!(restored.warm_leases.len(), leases_before.len());
     fresh
-        .release_orphan_leases(&BTreeSet::new(), true)
+        .release_orphan_leases(&restored.warm_leases, true)
         .await
         .unwrap();
-    fresh.restore_pool().await.unwrap();
-    assert!(!rig.leases().iter().any(|(c, _)| c.starts_with("sdn-warm-")));
-    assert!(fresh.pool().warm().is_empty());
+    let leases_after: Vec<_> = rig
+        .leases()
+        .into_iter()
+        .filter(|(c, _)| c.starts_with("sdn-warm-"))
+        .collect();
+    assert_eq!(leases_after, leases_before);
+    assert_eq!(fresh.pool().warm(), warm_before);
+    assert!(
+        fresh.pool().take_warm(vnid(11), 2).is_some(),
+        "the restarted agent hands out a warm port"
+    );
+
+    // A warm port whose lease is gone is an idle port after a restart, and its flows nobody's.
+    let again = rig.restarted();
+    again.rebuild_from_ovs().await.unwrap();
+    rig.ipam
+        .retain(|l| !l.container_id.starts_with("sdn-warm-"))
+        .unwrap();
+    let restored = again.restore_pool().await.unwrap();
+    assert!(restored.warm_leases.is_empty());
+    assert!(again.pool().warm().is_empty());
 }
 
 #[tokio::test]
@@ -1035,13 +1091,13 @@ async fn warm_ports_of_a_vnid_displaced_by_newer_bursts_are_cooled() {
         }
     };
     burst("tenant-a", "a").await;
-    assert_eq!(rig.pods.pool().warm(), [(vnid(11), 2)].into());
+    assert_eq!(rig.pods.pool().warm(), [(vnid(11), 4)].into());
     let a_ports: Vec<String> = rig
         .leases()
         .into_iter()
         .filter_map(|(c, _)| c.strip_prefix("sdn-warm-").map(str::to_string))
         .collect();
-    assert_eq!(a_ports.len(), 2);
+    assert_eq!(a_ports.len(), 4);
     burst("tenant-b", "b").await;
     burst("default", "d").await;
     // tenant-a (VNID 11) is the third most recent: its warm ports are cooled (flows, addresses)
