@@ -539,9 +539,10 @@ impl AgentNode {
         self.interface_names("external_ids:sdn-pool!=\"\"")
     }
 
-    /// The pool is what it says: no more than `size` idle pool ports plus `size` warm ones for each of two VNIDs, each with its host veth in
-    /// the node namespace (the peers wait in the agent's private namespace, out of sight), and
-    /// no `sdnp*` veth that is neither a pool port nor a pod's.
+    /// The pool is what it says: no more than `size` idle pool ports plus `size` warm ones for
+    /// each of two VNIDs, each with its host veth in the node namespace (the peers wait in the
+    /// agent's pinned parking namespace, out of sight), and no `sdnp*` veth that is neither a
+    /// pool port nor a pod's.
     pub fn assert_pool_sane(&self, size: usize) {
         // A refill in progress has veths that are not ports yet: give it time to settle, and
         // check one snapshot taken when it had (another refill may start at any time).
