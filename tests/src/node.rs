@@ -35,6 +35,9 @@ pub struct NodeOptions {
     pub node_ip: String,
     /// A standalone state directory shared with other nodes (default: `<node dir>/state`).
     pub state_dir: Option<PathBuf>,
+    /// Start the agent with `ip netns exec` (a private mount namespace of its own, where a
+    /// pinned namespace would not outlive it) instead of `nsenter`.
+    pub private_mounts: bool,
 }
 
 impl Default for NodeOptions {
@@ -46,6 +49,7 @@ impl Default for NodeOptions {
             node_name: "node-a".into(),
             node_ip: "192.168.111.10".into(),
             state_dir: None,
+            private_mounts: false,
         }
     }
 }
@@ -263,9 +267,17 @@ impl AgentNode {
         // nsenter, not `ip netns exec`: the agent must share the test's mount namespace, where
         // it pins its port pool's namespace (`ip netns exec` gives it a private one, which
         // goes when it exits, and the agent then runs without a pool).
-        let child = without_agent_env(&mut Command::new("nsenter"))
-            .arg(format!("--net=/run/netns/{}", self.ovs.netns()))
-            .arg("--")
+        let mut launcher = if self.opts.private_mounts {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", self.ovs.netns()]);
+            c
+        } else {
+            let mut c = Command::new("nsenter");
+            c.arg(format!("--net=/run/netns/{}", self.ovs.netns()))
+                .arg("--");
+            c
+        };
+        let child = without_agent_env(&mut launcher)
             .arg(workspace_bin("sdn-agent"))
             .args(self.agent_args())
             .env("RUST_LOG", "info")

@@ -707,3 +707,36 @@ fn pool_pods_are_macvlans_on_pinned_peers_that_outlive_the_agent_and_return_to_t
     node.assert_no_pod_leftovers();
     node.assert_pool_sane(64);
 }
+
+#[test]
+fn an_agent_whose_pin_would_not_outlive_it_runs_without_a_pool_and_says_so() {
+    // `ip netns exec` gives the agent a private mount namespace: a namespace pinned there
+    // would go with the agent, and with it the interfaces of pods on pool ports.
+    let node = AgentNode::start(NodeOptions {
+        private_mounts: true,
+        ..NodeOptions::default()
+    });
+    assert!(
+        node.log().contains("port pool off"),
+        "no WARN about the pool:\n{}",
+        node.log()
+    );
+    let a = node.pod("default", "a");
+    let b = node.pod("default", "b");
+    assert!(a.ping(&b.ip, 3));
+    for p in [&a, &b] {
+        let port = node.port_of(&p.id);
+        assert!(!port.starts_with("sdnp"), "{port} is a pool port");
+        let eth0 = p.ns.exec(&["ip", "-d", "link", "show", "eth0"]).unwrap();
+        assert!(eth0.contains("veth"), "{eth0}");
+    }
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(node.pool_ports().is_empty(), "{:?}", node.pool_ports());
+    assert!(
+        !node.dir().join("run/pool-netns").exists(),
+        "the agent made a parking namespace anyway"
+    );
+    drop(a);
+    drop(b);
+    node.assert_no_pod_leftovers();
+}
