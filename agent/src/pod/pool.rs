@@ -683,12 +683,12 @@ impl<Io: NodeIo> Pods<Io> {
                 }
             }
         }
-        doomed.extend(
-            self.db
-                .interfaces_with_external_id(DEAD_KEY)
-                .into_iter()
-                .map(|i| i.name),
-        );
+        // Dead rows: their pairs go too (a trim cut off between marking a port dead and
+        // deleting its pair leaves one; for the others this finds nothing).
+        for i in self.db.interfaces_with_external_id(DEAD_KEY) {
+            self.links.delete_host_veth(&i.name).await?;
+            doomed.push(i.name);
+        }
         // Pool pairs of a refill cut off before their ports were added: their peers wait in
         // the pinned namespace, which outlived that agent.
         let rows: BTreeSet<String> = [POOL_KEY, DEAD_KEY, super::record::keys::SANDBOX]

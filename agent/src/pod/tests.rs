@@ -25,7 +25,7 @@ use crate::flowstore::FlowStore;
 use crate::hostports;
 use crate::ipam;
 use crate::netlink::host_veth_name;
-use crate::seams::PodLinks;
+use crate::seams::{PodLinks, PortDb};
 
 /// One node's pods on fakes, with handles on every fake.
 struct Rig {
@@ -868,6 +868,15 @@ async fn a_restart_takes_back_ready_ports_and_deletes_broken_and_dead_ones() {
         .create_pool_veth("sdnp00000000ff", "sdnq00000000ff", 1450, false)
         .await
         .unwrap();
+    // A trim cut off between marking a port dead and deleting its pair.
+    rig.links
+        .create_pool_veth("sdnp00000000ee", "sdnq00000000ee", 1450, false)
+        .await
+        .unwrap();
+    let mut trimmed = ovs::ovsdb::PortSpec::new("sdnp00000000ee".to_string(), "");
+    trimmed.external_ids =
+        std::collections::BTreeMap::from([("sdn-dead".to_string(), "1".to_string())]);
+    rig.db.add_port("br0", &trimmed).await.unwrap();
 
     let fresh = rig.restarted();
     let restored = fresh.restore_pool().await.unwrap();
@@ -876,15 +885,19 @@ async fn a_restart_takes_back_ready_ports_and_deletes_broken_and_dead_ones() {
         rig.links.link("sdnp00000000ff").is_none(),
         "a pool veth without a port goes"
     );
+    assert!(
+        rig.links.link("sdnp00000000ee").is_none(),
+        "a dead port's pair goes"
+    );
     assert_eq!(kept, 1, "the other ready port is taken back");
-    assert_eq!(deleted, 2, "the broken pool port and the dead one");
+    assert_eq!(deleted, 3, "the broken pool port and the two dead ones");
     assert!(
         rig.links.link(&broken).is_none(),
         "the broken port's veth goes at once"
     );
     assert_eq!(
         fresh.pool().dead(),
-        2,
+        3,
         "their rows wait for the first batch"
     );
     fresh.reap_dead_ports().await;
