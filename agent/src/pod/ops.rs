@@ -24,11 +24,13 @@ use crate::seams::{FlowSwitch, NodeIo, PodLinks, PortDb};
 impl<Io: NodeIo> Pods<Io> {
     /// CNI DEL: idempotent, complete without a netns, a veth or any memory of the pod.
     ///
-    /// A pod on a pool port that the table knows is retired (see `pool`): its veth goes, its
-    /// lease is handed to its port and it leaves the table at once, and its flows, address and
-    /// row go in the next batch, so the DEL does not wait for ovs-vswitchd. Any other pod (an
-    /// unknown one, one on a port named after its attachment, which a new ADD of the same
-    /// attachment would reuse, or one with an egress meter, whose deletion takes the flows
+    /// A pod on a pool port that the table knows is retired (see `pool`): its interface comes
+    /// off the port's peer, its lease is handed to its port and it leaves the table at once;
+    /// its flows and address go in the next batch, and then the port goes back to the pool (or,
+    /// when the pool is full or the peer is not free, the pair is deleted at once and the row
+    /// with the next batch of dead ones), so the DEL does not wait for ovs-vswitchd. Any other
+    /// pod (an unknown one, one on a port named after its attachment, which a new ADD of the
+    /// same attachment would reuse, or one with an egress meter, whose deletion takes the flows
     /// using it) has its flows removed before the DEL answers.
     pub async fn del(&self, a: &AttachmentId) -> Result<(), PodError> {
         // The pod's port, found by its record (a pooled port has its own name), else by the
@@ -73,7 +75,7 @@ impl<Io: NodeIo> Pods<Io> {
         let mut recycled = false;
         match &retired {
             None => self.remove_flows(a, &veth).await?,
-            Some((ip, _, _)) => {
+            Some((ip, netns, ofport)) => {
                 let ip = *ip;
                 // The address stays leased (to the port) until the port's flows are gone; the
                 // port is queued at once, so whatever fails below, its flows still go.
@@ -90,32 +92,27 @@ impl<Io: NodeIo> Pods<Io> {
                 // The pod's interface comes off the port's peer; a free peer keeps its pair
                 // and the port goes back to the pool after its flows, else the pair goes.
                 let peer = pool::peer_of(&veth);
-                let netns = retired
-                    .as_ref()
-                    .map(|(_, n, _)| PathBuf::from(n))
-                    .filter(|n| !n.as_os_str().is_empty());
-                let wanted = self.pool.wants_back(self.net.port_pool_size);
-                let free = match wanted {
-                    false => Ok(false),
-                    true => {
-                        self.links
-                            .release_pool_link(&peer, netns.as_deref(), &a.ifname)
-                            .await
+                let netns = Some(PathBuf::from(netns)).filter(|n| !n.as_os_str().is_empty());
+                let free = if self.pool.wants_back(self.net.port_pool_size) {
+                    match self
+                        .links
+                        .release_pool_link(&peer, netns.as_deref(), &a.ifname)
+                        .await
+                    {
+                        Ok(free) => free,
+                        Err(e) => {
+                            tracing::warn!(sandbox = %a.container_id, port = %veth, error = %e, "freeing the pool port of a deleted pod; deleting it");
+                            false
+                        }
                     }
-                };
-                let free = match free {
-                    Ok(free) => free,
-                    Err(e) => {
-                        tracing::warn!(sandbox = %a.container_id, port = %veth, error = %e, "freeing the pool port of a deleted pod; deleting it");
-                        false
-                    }
+                } else {
+                    false
                 };
                 if free {
-                    let ofport = retired.as_ref().map_or(0, |(_, _, o)| *o);
                     self.pool.recycle(pool::PooledPort {
                         host: veth.clone(),
                         peer,
-                        ofport,
+                        ofport: *ofport,
                     });
                     recycled = true;
                 } else {
@@ -168,7 +165,7 @@ impl<Io: NodeIo> Pods<Io> {
         if retired.is_none() {
             released = self.release_lease(a).await?;
         }
-        tracing::info!(sandbox = %a.container_id, ifname = %a.ifname, ?released, retired = ?retired, "pod removed");
+        tracing::info!(sandbox = %a.container_id, ifname = %a.ifname, ?released, retired = retired.is_some(), port_back_in_pool = recycled, "pod removed");
         Ok(())
     }
 
