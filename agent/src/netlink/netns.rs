@@ -125,7 +125,7 @@ impl NetnsSession {
 /// Body of the netns thread: enter the netns, open the sockets there.
 fn open_in_netns(
     path: &Path,
-    fd: &OwnedFd,
+    fd: &impl AsRawFd,
     runtime: &tokio::runtime::Handle,
     with_ioctl: bool,
 ) -> Result<Opened, NetlinkError> {
@@ -232,29 +232,24 @@ fn enter_parking(
     pin: &Path,
     rt: &tokio::runtime::Handle,
 ) -> Result<(File, NetlinkConnection, Handle, OwnedFd), NetlinkError> {
-    let os = |what: String| move |e: io::Error| NetlinkError::os(what, e);
-    let ioctl = || {
-        ethtool::inet_socket().map_err(os(
-            "opening an ioctl socket in the port pool's namespace".into()
-        ))
-    };
-    if is_pinned_netns(pin) {
-        let file = open_netns(pin)?;
-        // SAFETY: setns only changes this thread's netns; the thread exits right after.
-        if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-            return Err(NetlinkError::Netns {
-                netns: pin.to_path_buf(),
-                action: "entering",
-                source: io::Error::last_os_error(),
-            });
-        }
-        let _enter = rt.enter();
-        let (conn, handle) = connect().map_err(os(format!(
-            "opening a netlink socket in the port pool's namespace {}",
-            pin.display()
-        )))?;
-        return Ok((file, conn, handle, ioctl()?));
+    if !is_pinned_netns(pin) {
+        pin_new_netns(pin)?;
     }
+    let file = open_netns(pin)?;
+    let (conn, handle, ioctl) = open_in_netns(pin, &file, rt, true)?;
+    let ioctl = ioctl.ok_or_else(|| {
+        NetlinkError::os(
+            "opening an ioctl socket in the port pool's namespace",
+            io::Error::other("none was opened"),
+        )
+    })?;
+    Ok((file, conn, handle, ioctl))
+}
+
+/// Moves the calling thread into a new network namespace with IPv6 off and pins it on `pin`
+/// (a bind mount, as `ip netns add` makes).
+fn pin_new_netns(pin: &Path) -> Result<(), NetlinkError> {
+    let os = |what: String| move |e: io::Error| NetlinkError::os(what, e);
     if let Some(dir) = pin.parent() {
         std::fs::create_dir_all(dir).map_err(os(format!("creating {}", dir.display())))?;
     }
@@ -302,12 +297,7 @@ fn enter_parking(
             io::Error::last_os_error(),
         ));
     }
-    let file = open_netns(pin)?;
-    let _enter = rt.enter();
-    let (conn, handle) = connect().map_err(os(
-        "opening a netlink socket in the port pool's namespace".into(),
-    ))?;
-    Ok((file, conn, handle, ioctl()?))
+    Ok(())
 }
 
 /// Why a namespace pinned on `pin` would not outlive the agent, if it would not. It does when
