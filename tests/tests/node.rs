@@ -621,11 +621,13 @@ fn pinned_link(pin: &std::path::Path, dev: &str) -> String {
 fn pool_pods_are_macvlans_on_pinned_peers_that_outlive_the_agent_and_return_to_the_pool() {
     use std::os::unix::fs::MetadataExt;
     let node = AgentNode::start(NodeOptions::default());
-    // The pool is filled in the background after start-up.
-    assert!(wait_until(Duration::from_secs(10), || node
+    // The pool is filled in the background after start-up, 32 ports per transaction; the
+    // agent takes a batch's ports only once ovs-vswitchd has them, and it starts the next
+    // batch after that: with the second batch's rows there, the first is ready.
+    assert!(wait_until(Duration::from_secs(20), || node
         .pool_ports()
         .len()
-        >= 2));
+        >= 64));
     let a = node.pod("default", "a");
     let b = node.pod("default", "b");
     let port_a = node.port_of(&a.id);
