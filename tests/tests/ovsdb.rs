@@ -675,9 +675,17 @@ async fn cache_vs_server(client: &Client) -> Result<(), String> {
             .iter()
             .map(|r| {
                 let uuid = r["_uuid"].as_atom().unwrap().as_uuid().unwrap().to_string();
+                // The cache leaves out what ovs-vswitchd keeps rewriting and nothing reads.
+                let unmonitored = ovs::ovsdb::cache::UNMONITORED
+                    .iter()
+                    .find(|(t, _)| t == table)
+                    .map_or(&[][..], |(_, c)| c);
                 let cols = r
                     .iter()
-                    .filter(|(k, _)| *k != "_uuid")
+                    .filter(|(k, _)| {
+                        !matches!(k.as_str(), "_uuid" | "_version")
+                            && !unmonitored.contains(&k.as_str())
+                    })
                     .map(|(k, v)| (k.clone(), norm(v)))
                     .collect();
                 (uuid, cols)

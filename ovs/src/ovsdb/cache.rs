@@ -12,8 +12,9 @@
 //! snapshot, so none is lost or applied out of order. During a reconnect the previous contents
 //! stay readable (stale) and are replaced in one step when the new snapshot arrives.
 //!
-//! Limits: the whole of each monitored table is mirrored (no conditions); fine for the
-//! `Open_vSwitch` database of one node.
+//! Limits: every row of each monitored table is mirrored (no conditions), fine for the
+//! `Open_vSwitch` database of one node; the columns ovs-vswitchd keeps rewriting and nothing
+//! reads ([`UNMONITORED`]) are not.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -30,6 +31,46 @@ pub const MONITORED: &[&str] = &[
     "Flow_Table",
     "QoS",
 ];
+
+/// Columns of the monitored tables the cache leaves out: ovs-vswitchd rewrites them for every
+/// interface all the time (statistics every 5 s, link state and status on every link event), so
+/// with 1000 ports each rewrite would be a large update to parse, and a large initial snapshot
+/// at every (re)connect, for columns nothing here reads.
+pub const UNMONITORED: &[(&str, &[&str])] = &[
+    ("Open_vSwitch", &["statistics"]),
+    ("Bridge", &["status", "rstp_status"]),
+    (
+        "Port",
+        &["statistics", "status", "rstp_statistics", "rstp_status"],
+    ),
+    (
+        "Interface",
+        &[
+            "statistics",
+            "status",
+            "admin_state",
+            "link_state",
+            "link_resets",
+            "link_speed",
+            "duplex",
+            "lacp_current",
+            "bfd_status",
+            "cfm_fault",
+            "cfm_fault_status",
+            "cfm_remote_mpids",
+            "cfm_flap_count",
+            "cfm_health",
+            "cfm_remote_opstate",
+        ],
+    ),
+];
+
+/// Whether the cache holds `table.column` (not one of the [`UNMONITORED`]).
+fn monitored(table: &str, column: &str) -> bool {
+    !UNMONITORED
+        .iter()
+        .any(|(t, cols)| *t == table && cols.contains(&column))
+}
 
 /// The type of one column, as far as the cache needs it.
 #[derive(Debug, Clone, PartialEq)]
@@ -81,13 +122,17 @@ impl Schema {
         self.tables.contains_key(table)
     }
 
-    /// The `monitor_cond` requests for [`MONITORED`]: every column of every row.
+    /// The `monitor_cond` requests for [`MONITORED`]: every row, every column but the
+    /// [`UNMONITORED`] ones.
     pub fn monitor_requests(&self) -> Value {
         let mut o = serde_json::Map::new();
         for t in MONITORED {
-            if self.has_table(t) {
-                o.insert(t.to_string(), json!([{}]));
-            }
+            let Some(cols) = self.tables.get(*t) else {
+                continue;
+            };
+            let mut columns: Vec<&String> = cols.keys().filter(|c| monitored(t, c)).collect();
+            columns.sort();
+            o.insert(t.to_string(), json!([{ "columns": columns }]));
         }
         Value::Object(o)
     }
@@ -345,6 +390,7 @@ impl Cache {
                             .get(tname)
                             .map(|cols| {
                                 cols.iter()
+                                    .filter(|(c, _)| monitored(tname, c))
                                     .map(|(c, ty)| (c.clone(), ty.default.clone()))
                                     .collect()
                             })
@@ -399,9 +445,30 @@ mod tests {
                 "name": {"type": "string"},
                 "ofport": {"type": {"key": "integer", "min": 0, "max": 1}},
                 "error": {"type": {"key": "string", "min": 0, "max": 1}},
+                "statistics": {"type": {"key": "string", "value": "integer",
+                                        "min": 0, "max": "unlimited"}},
+                "link_state": {"type": {"key": "string", "min": 0, "max": 1}},
             }},
         }}))
         .unwrap()
+    }
+
+    #[test]
+    fn the_monitor_leaves_out_what_ovs_vswitchd_keeps_rewriting() {
+        let req = schema().monitor_requests();
+        assert_eq!(
+            req["Interface"],
+            json!([{"columns": ["error", "name", "ofport"]}]),
+            "statistics and link_state are rewritten for every port all the time"
+        );
+        assert_eq!(
+            req["Bridge"],
+            json!([{"columns": ["fail_mode", "name", "other_config", "ports", "stp_enable"]}])
+        );
+        assert!(
+            req.get("Port").is_none(),
+            "a table the schema lacks is not asked for"
+        );
     }
 
     #[test]

@@ -448,7 +448,10 @@ mod tests {
                             Some("get_schema") => json!({"tables": {"Bridge": {"columns": {
                                 "name": {"type": "string"}}}}}),
                             Some("monitor_cond") => {
-                                assert_eq!(m["params"][2], json!({"Bridge": [{}]}));
+                                assert_eq!(
+                                    m["params"][2],
+                                    json!({"Bridge": [{"columns": ["name"]}]})
+                                );
                                 json!({"Bridge": {"u1": {"initial": {"name": format!("br{n}")}}}})
                             }
                             Some("echo") if answer_echo => m["params"].clone(),
