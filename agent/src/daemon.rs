@@ -4,12 +4,15 @@
 //! a configured node changes nothing and never deletes the bridge: cluster state (this node's
 //! HostSubnet), `br0`, `vxlan0` at ofport 1 and `tun0` at ofport 2, tun0's gateway address, MTU
 //! and routes, `net.ipv4.ip_forward`, the host iptables rules, the flow table names; then the pod
-//! table is rebuilt from the pod ports' `external_ids`, and the whole desired flow set (base +
-//! pods + VNID rows + remote nodes) is diffed against `br0` and only the difference is applied, in
-//! one bundle (so rows of HostSubnets that vanished while the agent was down go at start).
-//! Only then is the node ready: the CNI server listens and the CNI network config file is
+//! table is rebuilt from the pod ports' `external_ids`, and the port pool and the leases are
+//! taken back. Then the node is ready: the CNI server listens and the CNI network config file is
 //! written into the CNI conf dir (that file is how runtimes learn that the node is ready). The
-//! file stays when the agent stops: during a restart the shim answers "try again later".
+//! file stays when the agent stops: during a restart the shim answers "try again later". Right
+//! after, the whole desired flow set (base + pods + VNID rows + remote nodes) is diffed against
+//! `br0` and only the difference is applied, in one bundle (so rows of HostSubnets that vanished
+//! while the agent was down go at start). Serving does not wait for that diff (about 0.7 s with
+//! 1000 pods): the bridge kept every running pod's flows, a switch that restarted forwards only
+//! after it, and requests that change flows wait for it in the flow store.
 //!
 //! After start-up a loop keeps the bridge right: when the OpenFlow connection had to be re-opened
 //! (ovs-vswitchd restarted, flows possibly lost) or periodically, it reconciles again. It also
@@ -174,6 +177,7 @@ impl Daemon {
                 cfg.ovsdb
             )
         })?;
+        phases.push(("ovsdb", began.elapsed().as_millis()));
         let spec = BridgeSpec {
             datapath_type: cfg.datapath_type.clone(),
             fail_mode: Some(FailMode::Secure),
@@ -204,6 +208,14 @@ impl Daemon {
             }
         }
 
+        phases.push(("ovs ports", began.elapsed().as_millis()));
+        // OpenFlow: connected while the host side is set up (ovs-vswitchd answers between two
+        // reconfigurations, which take a while on a node with 1000 ports).
+        let switch = Arc::new(Switch::new(&cfg.bridge_mgmt));
+        let connecting = tokio::spawn({
+            let switch = switch.clone();
+            async move { switch.client().await.map(drop) }
+        });
         // Host side: tun0 address, MTU, routes; forwarding; iptables.
         configure_tun0(&node, cfg.mtu).await?;
         crate::netlink::enable_ip_forward().context("enabling net.ipv4.ip_forward")?;
@@ -219,14 +231,21 @@ impl Daemon {
         .await
         .context("installing the host iptables rules")?;
 
+        phases.push(("host", began.elapsed().as_millis()));
         // Flows: table names, then everything in one diff.
         let names: Vec<(u8, &str)> = Table::names().collect();
         db.set_flow_table_names(BRIDGE, &names).await?;
-        let switch = Arc::new(
-            Switch::connect(&cfg.bridge_mgmt)
-                .await
-                .with_context(|| format!("opening OpenFlow to {}", cfg.bridge_mgmt.display()))?,
-        );
+        // The management socket is there (ovs-vswitchd made it with the bridge); the connection
+        // itself is awaited after the node serves (see below).
+        if let Err(e) = std::os::unix::net::UnixStream::connect(&cfg.bridge_mgmt) {
+            connecting.abort();
+            bail!(
+                "opening OpenFlow to {}: {e}; is ovs-vswitchd running, and is that br0's \
+                 management socket (bridgeMgmt)?",
+                cfg.bridge_mgmt.display()
+            );
+        }
+        phases.push(("openflow", began.elapsed().as_millis()));
         let store = ipam::Store::new(&cfg.ipam_dir, &cfg.cni_network_name)
             .with_context(|| format!("lease directory {}", cfg.ipam_dir.display()))?;
         let net = PodNetwork {
@@ -301,6 +320,21 @@ impl Daemon {
             _cluster: source,
         };
         phases.push(("pool and leases", began.elapsed().as_millis()));
+        // Ready before the whole-bridge reconcile: the pod table, the pool and the leases are
+        // known, and the bridge still holds the flows of every running pod (ovs-vswitchd kept
+        // them; a switch that restarted does not forward until `release_switch` below). A
+        // request that changes flows meanwhile waits for the reconcile in the flow store (it
+        // holds the store from dump to bundle), and a warm ADD needs no flow change at all.
+        n.serve().await?;
+        phases.push(("serving", began.elapsed().as_millis()));
+        connecting
+            .await
+            .context("the OpenFlow connect task failed")?
+            .with_context(|| format!("opening OpenFlow to {}", n.config.bridge_mgmt.display()))?;
+        n.pods
+            .remove_stray_meters()
+            .await
+            .map_err(|e| anyhow::anyhow!("removing stray egress meters: {e} {}", e.details()))?;
         let stats = n
             .reconcile()
             .await
@@ -331,7 +365,6 @@ impl Daemon {
             pods.refill_pool().await;
             pods.maintain_ports().await
         }));
-        n.serve().await?;
         Ok(n)
     }
 
@@ -387,25 +420,9 @@ impl Daemon {
         if let Err(e) = self.nodes.sync().await {
             tracing::warn!(error = %e, "applying remote node changes failed; retrying at the next change or repair");
         }
-        match self.pods.sync_vnids().await {
-            Ok(changes) => {
-                let mut by_ns: BTreeMap<(&str, flows::Vnid, flows::Vnid), usize> = BTreeMap::new();
-                for c in &changes {
-                    *by_ns.entry((&c.namespace, c.from, c.to)).or_default() += 1;
-                }
-                for ((namespace, from, to), pods) in by_ns {
-                    tracing::info!(
-                        namespace,
-                        from = %from,
-                        to = %to,
-                        pods,
-                        "namespace VNID changed; its pods were re-flowed in one bundle"
-                    );
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "applying VNID changes failed; retrying at the next repair")
-            }
+        // sync_vnids logs each namespace's change as soon as its bundle is in.
+        if let Err(e) = self.pods.sync_vnids().await {
+            tracing::warn!(error = %e, "applying VNID changes failed; retrying at the next repair")
         }
         self.sync_tenant_networks();
     }

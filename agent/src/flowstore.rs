@@ -324,10 +324,18 @@ impl<S: FlowSwitch> FlowStore<S> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         crate::lock(&self.pending).push((change, tx));
         {
+            let asked = std::time::Instant::now();
             let mut state = self.state.lock().await;
             let batch = std::mem::take(&mut *crate::lock(&self.pending));
             if !batch.is_empty() {
+                let (changes, waited) = (batch.len(), asked.elapsed());
                 self.apply_batch(&mut state, batch).await;
+                tracing::debug!(
+                    changes,
+                    lock_wait_ms = waited.as_millis(),
+                    ms = asked.elapsed().as_millis(),
+                    "applied a flow batch"
+                );
             }
         }
         // Ours was in this batch or in one applied before we got the lock.

@@ -264,6 +264,8 @@ impl AgentNode {
             .append(true)
             .open(self.dir.join("agent.log"))
             .expect("agent log");
+        // Where this run's lines begin (the log is kept across restarts).
+        let log_from = log.metadata().map_or(0, |m| m.len() as usize);
         // nsenter, not `ip netns exec`: the agent must share the test's mount namespace, where
         // it pins its port pool's namespace (`ip netns exec` gives it a private one, which
         // goes when it exits, and the agent then runs without a pool).
@@ -280,20 +282,38 @@ impl AgentNode {
         let child = without_agent_env(&mut launcher)
             .arg(workspace_bin("sdn-agent"))
             .args(self.agent_args())
-            .env("RUST_LOG", "info")
+            // SDN_TEST_AGENT_LOG: another tracing filter for diagnosis (e.g.
+            // `info,agent::pod::pool=debug`).
+            .env(
+                "RUST_LOG",
+                std::env::var("SDN_TEST_AGENT_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log fd"))
             .stderr(log)
             .spawn()
             .expect("spawn sdn-agent");
         *agent = Some(child);
-        // Ready: the socket accepts (it is bound only after start-up reconciled br0) and the
-        // CNI config is there. The config of an earlier run stays while the agent is down, and
-        // a SIGKILLed agent leaves its socket file, which refuses connections until the new
-        // agent binds it.
+        // Ready: the socket accepts and the CNI config is there (the config of an earlier run
+        // stays while the agent is down, and a SIGKILLed agent leaves its socket file, which
+        // refuses connections until the new agent binds it); and, so tests see the whole
+        // pipeline, this run has reconciled br0 (the agent serves just before it does).
         let conf = self.conf_file();
         let socket = self.socket();
-        let ready = || conf.exists() && std::os::unix::net::UnixStream::connect(&socket).is_ok();
+        let reconciled = || {
+            fs::read(self.dir.join("agent.log"))
+                .ok()
+                .and_then(|l| {
+                    l.get(log_from..)
+                        .map(|l| String::from_utf8_lossy(l).into_owned())
+                })
+                .is_some_and(|l| l.contains("br0 reconciled"))
+        };
+        let ready = || {
+            conf.exists()
+                && std::os::unix::net::UnixStream::connect(&socket).is_ok()
+                && reconciled()
+        };
         let start = Instant::now();
         while !ready() {
             if let Some(status) = agent.as_mut().and_then(|c| c.try_wait().ok().flatten()) {

@@ -177,9 +177,10 @@ impl<Io: NodeIo> Pods<Io> {
         Ok(())
     }
 
-    /// Start-up (netdev): deletes meters no pod of the table holds (a crashed ADD, a pod whose
-    /// port vanished while the agent was down).
-    pub(super) async fn remove_stray_meters(&self) -> Result<(), PodError> {
+    /// Start-up (netdev), right after the node serves (it waits for ovs-vswitchd): deletes
+    /// meters no pod of the table holds (a crashed ADD, a pod whose port vanished while the
+    /// agent was down).
+    pub async fn remove_stray_meters(&self) -> Result<(), PodError> {
         if !self.net.egress_meters {
             return Ok(());
         }

@@ -13,7 +13,7 @@
 //! and once the bundle is committed no packet crosses the old boundary (table 80 decides per
 //! packet; the pipeline lets no conntrack state bypass it).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use flows::{AttachmentId, Mode, Vnid};
 use ovs::openflow::OfError;
@@ -133,7 +133,6 @@ impl<Io: NodeIo> Pods<Io> {
         self.store.stage(staged).await;
         // QoS rows of attachments that are gone (their port too).
         self.remove_orphan_qos(&BTreeSet::new()).await?;
-        self.remove_stray_meters().await?;
         self.hostports.sync().await.map_err(PodError::iptables(
             "re-creating the host port rules of the running pods",
         ))?;
@@ -186,7 +185,9 @@ impl<Io: NodeIo> Pods<Io> {
         if self.net.node.mode != Mode::Multitenant {
             return Ok(Vec::new());
         }
+        let asked = std::time::Instant::now();
         let mut table = self.table.lock().await;
+        tracing::debug!(lock_wait_ms = asked.elapsed().as_millis(), "syncing VNIDs");
         let state = self.cluster.borrow().clone();
         let mut changes: Vec<(AttachmentId, Vnid)> = table
             .iter()
@@ -209,8 +210,23 @@ impl<Io: NodeIo> Pods<Io> {
             updated.push(p);
         }
         self.store.apply(change).await?;
+        // In effect now: said first, per namespace, then per pod.
+        let mut by_ns: BTreeMap<(&str, Vnid, Vnid), usize> = BTreeMap::new();
+        for p in &updated {
+            let from = table.get(&p.attachment).map_or(p.vnid, |o| o.vnid);
+            *by_ns.entry((&p.namespace, from, p.vnid)).or_default() += 1;
+        }
+        for ((namespace, from, to), pods) in by_ns {
+            tracing::info!(
+                namespace,
+                from = %from,
+                to = %to,
+                pods,
+                "namespace VNID changed; its pods were re-flowed in one bundle"
+            );
+        }
         let mut out = Vec::new();
-        for p in updated {
+        for p in &updated {
             let from = table.get(&p.attachment).map_or(p.vnid, |o| o.vnid);
             tracing::info!(sandbox = %p.attachment.container_id, namespace = %p.namespace, pod = %p.name, from = %from, to = %p.vnid, "pod re-flowed with its namespace's new VNID");
             out.push(VnidChange {
@@ -219,7 +235,11 @@ impl<Io: NodeIo> Pods<Io> {
                 from,
                 to: p.vnid,
             });
-            self.record_vnid(&p).await;
+        }
+        // The records all at once (pipelined on the one OVSDB connection), not one round trip
+        // per pod.
+        futures::future::join_all(updated.iter().map(|p| self.record_vnid(p))).await;
+        for p in updated {
             table.insert(p.attachment.clone(), p);
         }
         Ok(out)
