@@ -327,10 +327,22 @@ impl Daemon {
         // holds the store from dump to bundle), and a warm ADD needs no flow change at all.
         n.serve().await?;
         phases.push(("serving", began.elapsed().as_millis()));
-        connecting
+        // The node serves already: an ovs-vswitchd that is slow to answer (a long
+        // reconfiguration) gets a minute before the agent gives up.
+        let mut connected = connecting
             .await
-            .context("the OpenFlow connect task failed")?
-            .with_context(|| format!("opening OpenFlow to {}", n.config.bridge_mgmt.display()))?;
+            .context("the OpenFlow connect task failed")?;
+        let give_up = tokio::time::Instant::now() + Duration::from_secs(60);
+        while let Err(e) = connected {
+            if tokio::time::Instant::now() >= give_up {
+                return Err(e).with_context(|| {
+                    format!("opening OpenFlow to {}", n.config.bridge_mgmt.display())
+                });
+            }
+            tracing::warn!(bridge = %n.config.bridge_mgmt.display(), error = %e, "ovs-vswitchd has not answered OpenFlow yet; retrying");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            connected = n.switch.client().await.map(drop);
+        }
         n.pods
             .remove_stray_meters()
             .await

@@ -255,8 +255,19 @@ impl AgentNode {
         a
     }
 
-    /// Starts the agent (inside the OVS namespace) and waits until it is ready.
+    /// Starts the agent (inside the OVS namespace) and waits until it is ready and has
+    /// reconciled br0.
     pub fn start_agent(&self) {
+        self.spawn_agent(true);
+    }
+
+    /// Starts the agent and waits only until it serves (socket and CNI config), not for its
+    /// start-up reconcile of br0, which comes right after and needs ovs-vswitchd.
+    pub fn start_agent_serving(&self) {
+        self.spawn_agent(false);
+    }
+
+    fn spawn_agent(&self, wait_reconciled: bool) {
         let mut agent = self.agent.lock().unwrap_or_else(|e| e.into_inner());
         assert!(agent.is_none(), "agent already running");
         let log = fs::OpenOptions::new()
@@ -312,7 +323,7 @@ impl AgentNode {
         let ready = || {
             conf.exists()
                 && std::os::unix::net::UnixStream::connect(&socket).is_ok()
-                && reconciled()
+                && (!wait_reconciled || reconciled())
         };
         let start = Instant::now();
         while !ready() {

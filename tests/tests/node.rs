@@ -374,6 +374,64 @@ fn an_agent_restart_is_invisible_to_runtimes() {
 }
 
 #[test]
+fn a_restarted_agent_serves_before_ovs_vswitchd_answers_and_reconciles_once_it_does() {
+    let node = AgentNode::start(NodeOptions::default());
+    let a = node.pod("default", "a");
+    let b = node.pod("default", "b");
+    node.stop_agent(libc::SIGTERM);
+    // ovs-vswitchd answers nothing (as while it reconfigures a bridge of 1000 ports); ovsdb-server
+    // still does. Continued on drop, also when an assertion fails.
+    struct Stopped(i32);
+    impl Drop for Stopped {
+        fn drop(&mut self) {
+            // SAFETY: kill on the pid of the ovs-vswitchd this test's harness started.
+            unsafe { libc::kill(self.0, libc::SIGCONT) };
+        }
+    }
+    let pid = node.ovs.vswitchd_pid().expect("ovs-vswitchd runs");
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    let stopped = Stopped(pid);
+    let reconciled = || node.log().matches("br0 reconciled").count();
+    let before = reconciled();
+    // Serving: the socket accepts and the CNI config is there. STATUS asks the switch for the
+    // pipeline version, so it says what is wrong (and the agent keeps waiting for the switch).
+    node.start_agent_serving();
+    let status = || node.cni(&[("CNI_COMMAND", "STATUS")], &node.netconf("1.1.0"));
+    let out = status();
+    assert_eq!(out.error_code(), Some(50), "STATUS: {}", out.stdout);
+    assert!(
+        out.stdout.contains("br0 is unreachable over OpenFlow"),
+        "{}",
+        out.stdout
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        reconciled(),
+        before,
+        "the start-up reconcile cannot have run with ovs-vswitchd stopped"
+    );
+    drop(stopped);
+    assert!(
+        wait_until(Duration::from_secs(20), || reconciled() == before + 1),
+        "no start-up reconcile after ovs-vswitchd continued; log:\n{}",
+        node.log()
+    );
+    assert!(a.ping(&b.ip.to_string(), 3), "pods after the restart");
+    assert_eq!(status().code, 0, "STATUS: {}", status().stdout);
+    let log = node.log();
+    let line = log
+        .lines()
+        .rev()
+        .find(|l| l.contains("br0 reconciled"))
+        .unwrap();
+    assert!(
+        line.contains("pods=2") && line.contains("added=0"),
+        "{line}"
+    );
+}
+
+#[test]
 fn an_exhausted_subnet_fails_the_add_cleanly() {
     // hostSubnetLength 3: a /29 per node = 8 addresses minus network, gateway, broadcast = 5.
     let node = AgentNode::start(NodeOptions {
