@@ -35,15 +35,9 @@ pub struct Switch {
 }
 
 impl Switch {
-    /// Connects to the bridge management socket `mgmt` (e.g. `/run/openvswitch/br0.mgmt`).
-    pub async fn connect(mgmt: &Path) -> Result<Switch, OfError> {
-        let sw = Switch::new(mgmt);
-        sw.client().await?;
-        Ok(sw)
-    }
-
-    /// The switch at `mgmt`, not connected yet: the first request (or [`Switch::client`])
-    /// connects, and requests meanwhile wait for that connection.
+    /// The switch at the bridge management socket `mgmt` (e.g. `/run/openvswitch/br0.mgmt`),
+    /// not connected yet: the first request (or [`Switch::client`]) connects, and requests
+    /// meanwhile wait for that connection.
     pub fn new(mgmt: &Path) -> Switch {
         Switch {
             mgmt: mgmt.to_path_buf(),

@@ -276,7 +276,7 @@ impl AgentNode {
             .open(self.dir.join("agent.log"))
             .expect("agent log");
         // Where this run's lines begin (the log is kept across restarts).
-        let log_from = log.metadata().map_or(0, |m| m.len() as usize);
+        let log_from = log.metadata().map_or(0, |m| m.len());
         // nsenter, not `ip netns exec`: the agent must share the test's mount namespace, where
         // it pins its port pool's namespace (`ip netns exec` gives it a private one, which
         // goes when it exits, and the agent then runs without a pool).
@@ -312,13 +312,14 @@ impl AgentNode {
         let conf = self.conf_file();
         let socket = self.socket();
         let reconciled = || {
-            fs::read(self.dir.join("agent.log"))
-                .ok()
-                .and_then(|l| {
-                    l.get(log_from..)
-                        .map(|l| String::from_utf8_lossy(l).into_owned())
+            use std::io::{Read, Seek, SeekFrom};
+            let mut run = String::new();
+            fs::File::open(self.dir.join("agent.log"))
+                .and_then(|mut f| {
+                    f.seek(SeekFrom::Start(log_from))?;
+                    f.read_to_string(&mut run)
                 })
-                .is_some_and(|l| l.contains("br0 reconciled"))
+                .is_ok_and(|_| run.contains("br0 reconciled"))
         };
         let ready = || {
             conf.exists()

@@ -210,11 +210,19 @@ impl<Io: NodeIo> Pods<Io> {
             updated.push(p);
         }
         self.store.apply(change).await?;
+        let out: Vec<VnidChange> = updated
+            .iter()
+            .map(|p| VnidChange {
+                namespace: p.namespace.clone(),
+                pod: p.name.clone(),
+                from: table.get(&p.attachment).map_or(p.vnid, |o| o.vnid),
+                to: p.vnid,
+            })
+            .collect();
         // In effect now: said first, per namespace, then per pod.
         let mut by_ns: BTreeMap<(&str, Vnid, Vnid), usize> = BTreeMap::new();
-        for p in &updated {
-            let from = table.get(&p.attachment).map_or(p.vnid, |o| o.vnid);
-            *by_ns.entry((&p.namespace, from, p.vnid)).or_default() += 1;
+        for c in &out {
+            *by_ns.entry((&c.namespace, c.from, c.to)).or_default() += 1;
         }
         for ((namespace, from, to), pods) in by_ns {
             tracing::info!(
@@ -225,16 +233,8 @@ impl<Io: NodeIo> Pods<Io> {
                 "namespace VNID changed; its pods were re-flowed in one bundle"
             );
         }
-        let mut out = Vec::new();
-        for p in &updated {
-            let from = table.get(&p.attachment).map_or(p.vnid, |o| o.vnid);
-            tracing::info!(sandbox = %p.attachment.container_id, namespace = %p.namespace, pod = %p.name, from = %from, to = %p.vnid, "pod re-flowed with its namespace's new VNID");
-            out.push(VnidChange {
-                namespace: p.namespace.clone(),
-                pod: p.name.clone(),
-                from,
-                to: p.vnid,
-            });
+        for (p, c) in updated.iter().zip(&out) {
+            tracing::info!(sandbox = %p.attachment.container_id, namespace = %c.namespace, pod = %c.pod, from = %c.from, to = %c.to, "pod re-flowed with its namespace's new VNID");
         }
         // The records all at once (pipelined on the one OVSDB connection), not one round trip
         // per pod.
