@@ -146,9 +146,10 @@ impl Change {
     }
 
     /// Sets a pod port's flows by adding them over its current ones (no delete by cookie), with
-    /// the VNID whose table-80 row it needs: for a VNID change, which changes only the flows'
-    /// actions (no pod flow matches on the VNID), so each add replaces its old row in place and
-    /// the bundle is a sixth shorter (ovs-vswitchd takes 50 messages per main-loop iteration).
+    /// the VNID whose table-80 row it needs: for a VNID change, which changes only the actions
+    /// of the pod's table-26 and table-75 rows (no pod flow matches on the VNID). Only the flows
+    /// that differ from the ones the store holds for the port are sent, so the bundle carries two
+    /// rows per pod (ovs-vswitchd takes 50 messages per main-loop iteration).
     pub fn put_pod(mut self, port: String, flows: Vec<Flow>, vnid: Vnid) -> Change {
         self.ops.push((
             Owner::Port(port),
@@ -173,22 +174,44 @@ impl Change {
     }
 
     /// The owners' messages in order (without the VNID rows the store derives): per owner a
-    /// delete by its cookie and its adds (only adds for [`Change::put`]).
-    pub fn messages(&self) -> Vec<BundleMsg> {
+    /// delete by its cookie and its adds; for [`Change::put`] and [`Change::put_pod`] only the
+    /// adds of flows that differ from the owner's flows in `state` (or in an earlier op of this
+    /// change): a flow the store holds is on the bridge, or drift repair puts it back.
+    fn messages_over(&self, state: &State) -> Vec<BundleMsg> {
         let mut msgs = Vec::new();
+        // The flows each touched owner holds as the change goes on.
+        let mut holds: BTreeMap<&Owner, Option<&[Flow]>> = BTreeMap::new();
         for (owner, op) in &self.ops {
-            let entry = match op {
+            let held = *holds
+                .entry(owner)
+                .or_insert_with(|| state.owners.get(owner).map(|e| e.flows.as_slice()));
+            match op {
                 Op::Replace(e) => {
                     msgs.push(BundleMsg::delete_by_cookie(owner.cookie(), u64::MAX));
-                    e.as_ref()
+                    if let Some(e) = e {
+                        msgs.extend(e.flows.iter().cloned().map(BundleMsg::add));
+                    }
+                    holds.insert(owner, e.as_ref().map(|e| e.flows.as_slice()));
                 }
-                Op::Put(e) => Some(e),
-            };
-            if let Some(e) = entry {
-                msgs.extend(e.flows.iter().cloned().map(BundleMsg::add));
+                Op::Put(e) => {
+                    let old = held.unwrap_or_default();
+                    msgs.extend(
+                        e.flows
+                            .iter()
+                            .filter(|f| !old.contains(f))
+                            .cloned()
+                            .map(BundleMsg::add),
+                    );
+                    holds.insert(owner, Some(e.flows.as_slice()));
+                }
             }
         }
         msgs
+    }
+
+    /// The owners' messages in order over an empty store (every add of a put is sent).
+    pub fn messages(&self) -> Vec<BundleMsg> {
+        self.messages_over(&State::default())
     }
 
     /// The change after `other`'s.
@@ -368,7 +391,7 @@ impl<S: FlowSwitch> FlowStore<S> {
     }
 
     async fn apply_one(&self, state: &mut State, change: Change) -> Result<(), OfError> {
-        let mut msgs = change.messages();
+        let mut msgs = change.messages_over(state);
         msgs.extend(self.vnid_row_changes(state.vnid_refs(), &change.refs_after(state)));
         self.switch.bundle(&msgs).await?;
         change.commit(state);

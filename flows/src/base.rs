@@ -226,11 +226,12 @@ fn base_flows_without_version(cfg: &NodeConfig) -> Vec<Flow> {
     );
     f.push(flow(Classifier, 0));
 
-    // Tables 10, 20, 25: per-node and per-pod rows come later; pods may not inject VXLAN.
+    // Tables 10, 20, 25, 26: per-node and per-pod rows come later; pods may not inject VXLAN.
     f.push(flow(VxlanIngress, 0));
     f.push(flow(PodEgressSpoofguard, 300).matching(Match::any().udp().tp_dst(cfg.vxlan_port)));
     f.push(flow(PodEgressSpoofguard, 0));
     f.push(flow(ServiceReturn, 0));
+    f.push(flow(SourceVnid, 0));
 
     // Tables 27, 30: networkpolicy only; pass through in the other modes.
     f.push(flow(PodEgressPolicy, 0).goto(ConntrackCommit.id()));
@@ -321,13 +322,14 @@ fn base_flows_without_version(cfg: &NodeConfig) -> Vec<Flow> {
     );
     f.push(flow(Routing, 0).matching(Match::any().arp()));
 
-    // Tables 40, 50, 60, 70.
+    // Tables 40, 50, 60, 70, 75.
     f.push(flow(LocalArp, 0));
     f.push(flow(RemoteArp, 0));
     f.push(flow(Service, 0).action(tun0.clone()));
     f.push(flow(LocalIp, 0));
+    f.push(flow(DestinationVnid, 0));
 
-    // Table 80: the tenancy decision (for IP from table 70 and ARP from table 40). The node
+    // Table 80: the tenancy decision (for IP from table 70 and ARP from table 40, through 75). The node
     // (tun0's gateway address) reaches every pod.
     f.push(
         flow(IngressIsolation, 300)

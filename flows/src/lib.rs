@@ -21,7 +21,9 @@ pub mod tables;
 pub use attachment::AttachmentId;
 pub use base::{base_flows, Datapath, Mode, NodeConfig, CT_MARK_VIA_HOST};
 pub use multitenant::Vnid;
-pub use pod::{pod_flows, port_cookie, vnid_cookie, vnid_flow, PodFlows, UNASSIGNED_VNID};
+pub use pod::{
+    pod_flows, port_cookie, vnid_cookie, vnid_flow, PodFlows, POD_FLOWS, UNASSIGNED_VNID,
+};
 pub use registers::Reg;
 pub use remote::{
     multicast_remote_flow, node_cookie, remote_node_flows, RemoteNodeFlows, MULTICAST_COOKIE,

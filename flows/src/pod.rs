@@ -1,10 +1,15 @@
-//! The five flows of one local pod (pipeline.md, "Per-pod flows"): spoof-guarded egress in
+//! The seven flows of one local pod (pipeline.md, "Per-pod flows"): spoof-guarded egress in
 //! table 20 (ARP with the pod's MAC as Ethernet source and ARP sender and its IP as ARP sender,
-//! IP with the pod's MAC *and* IP, both from the pod's port), the service hairpin reload in
-//! table 25, and delivery of ARP in table 40 and of IP in table 70. Both delivery tables load the
-//! destination VNID into `reg1` and the ofport into `reg2` and leave the decision to table 80, so
-//! ARP is isolated between tenants exactly as IP is (a pod cannot even resolve another tenant's
-//! address).
+//! IP with the pod's MAC *and* IP, both from the pod's port), the service hairpin in table 25
+//! (the sending pod found again by its address), and delivery of ARP in table 40 and of IP in
+//! table 70. Both delivery tables leave the decision to table 80, so ARP is isolated between
+//! tenants exactly as IP is (a pod cannot even resolve another tenant's address).
+//!
+//! Only two of the seven carry the pod's VNID: table 26 turns the sending pod's port (`reg3`,
+//! loaded by tables 20 and 25) into the source VNID, table 75 turns the receiving pod's port
+//! (`reg2`, loaded by tables 40 and 70) into the destination VNID. A VNID change of a namespace
+//! therefore rewrites two rows per pod, not five: ovs-vswitchd takes a bundle's messages 50 per
+//! main-loop iteration, and an iteration costs a poll of every port (milliseconds at 1000 pods).
 //!
 //! Every flow carries the pod's cookie ([`port_cookie`]): a hash of the name of the pod's OVS port
 //! (the host end of its veth) under the [`Feature::Pod`](crate::cookie::Feature::Pod) prefix.
@@ -48,7 +53,10 @@ pub fn port_cookie(port: &str) -> u64 {
     cookie(Feature::Pod, fnv1a(port.as_bytes()))
 }
 
-/// The pod's five flows, in table order.
+/// How many flows a pod has ([`pod_flows`]).
+pub const POD_FLOWS: usize = 7;
+
+/// The pod's seven flows, in table order.
 pub fn pod_flows(p: &PodFlows) -> Vec<Flow> {
     let mac = MacAddr::from_pod_ip(p.ip);
     let f = |table: Table| Flow::new(table.id(), 100).cookie(p.cookie);
@@ -62,26 +70,32 @@ pub fn pod_flows(p: &PodFlows) -> Vec<Flow> {
                     .arp_spa(p.ip)
                     .arp_sha(mac),
             )
-            .action(Reg::SrcVnid.load_vnid(p.vnid))
-            .goto(Table::ConntrackCommit.id()),
+            .action(Reg::SrcPort.load(p.ofport))
+            .goto(Table::SourceVnid.id()),
         f(Table::PodEgressSpoofguard)
             .matching(Match::any().in_port(p.ofport).ip().dl_src(mac).nw_src(p.ip))
             .actions(p.egress_meter.map(Action::Meter))
+            .action(Reg::SrcPort.load(p.ofport))
+            .goto(Table::SourceVnid.id()),
+        f(Table::SourceVnid)
+            .matching(Reg::SrcPort.matching(Match::any(), p.ofport))
             .action(Reg::SrcVnid.load_vnid(p.vnid))
             .goto(Table::PodEgressPolicy.id()),
         f(Table::ServiceReturn)
             .matching(Match::any().ip().nw_src(p.ip))
-            .action(Reg::SrcVnid.load_vnid(p.vnid))
-            .goto(Table::PodEgressPolicy.id()),
+            .action(Reg::SrcPort.load(p.ofport))
+            .goto(Table::SourceVnid.id()),
         f(Table::LocalArp)
             .matching(Match::any().arp().arp_tpa(p.ip))
-            .action(Reg::DstVnid.load_vnid(p.vnid))
             .action(Reg::OutPort.load(p.ofport))
-            .goto(Table::IngressIsolation.id()),
+            .goto(Table::DestinationVnid.id()),
         f(Table::LocalIp)
             .matching(Match::any().ip().nw_dst(p.ip))
-            .action(Reg::DstVnid.load_vnid(p.vnid))
             .action(Reg::OutPort.load(p.ofport))
+            .goto(Table::DestinationVnid.id()),
+        f(Table::DestinationVnid)
+            .matching(Reg::OutPort.matching(Match::any(), p.ofport))
+            .action(Reg::DstVnid.load_vnid(p.vnid))
             .goto(Table::IngressIsolation.id()),
     ]
 }
@@ -125,13 +139,28 @@ mod tests {
         assert_eq!(
             text,
             [
-                "cookie=0x1000000000000003, table=20, priority=100,arp,in_port=3,dl_src=0a:58:0a:80:00:02,arp_spa=10.128.0.2,arp_sha=0a:58:0a:80:00:02 actions=load:0x5->NXM_NX_REG0[],goto_table:30",
-                "cookie=0x1000000000000003, table=20, priority=100,ip,in_port=3,dl_src=0a:58:0a:80:00:02,nw_src=10.128.0.2 actions=load:0x5->NXM_NX_REG0[],goto_table:27",
-                "cookie=0x1000000000000003, table=25, priority=100,ip,nw_src=10.128.0.2 actions=load:0x5->NXM_NX_REG0[],goto_table:27",
-                "cookie=0x1000000000000003, table=40, priority=100,arp,arp_tpa=10.128.0.2 actions=load:0x5->NXM_NX_REG1[],load:0x3->NXM_NX_REG2[],goto_table:80",
-                "cookie=0x1000000000000003, table=70, priority=100,ip,nw_dst=10.128.0.2 actions=load:0x5->NXM_NX_REG1[],load:0x3->NXM_NX_REG2[],goto_table:80",
+                "cookie=0x1000000000000003, table=20, priority=100,arp,in_port=3,dl_src=0a:58:0a:80:00:02,arp_spa=10.128.0.2,arp_sha=0a:58:0a:80:00:02 actions=load:0x3->NXM_NX_REG3[],goto_table:26",
+                "cookie=0x1000000000000003, table=20, priority=100,ip,in_port=3,dl_src=0a:58:0a:80:00:02,nw_src=10.128.0.2 actions=load:0x3->NXM_NX_REG3[],goto_table:26",
+                "cookie=0x1000000000000003, table=26, priority=100,reg3=0x3 actions=load:0x5->NXM_NX_REG0[],goto_table:27",
+                "cookie=0x1000000000000003, table=25, priority=100,ip,nw_src=10.128.0.2 actions=load:0x3->NXM_NX_REG3[],goto_table:26",
+                "cookie=0x1000000000000003, table=40, priority=100,arp,arp_tpa=10.128.0.2 actions=load:0x3->NXM_NX_REG2[],goto_table:75",
+                "cookie=0x1000000000000003, table=70, priority=100,ip,nw_dst=10.128.0.2 actions=load:0x3->NXM_NX_REG2[],goto_table:75",
+                "cookie=0x1000000000000003, table=75, priority=100,reg2=0x3 actions=load:0x5->NXM_NX_REG1[],goto_table:80",
             ]
         );
+        assert_eq!(pod_flows(&p).len(), POD_FLOWS);
+        // A VNID change rewrites only the rows of tables 26 and 75.
+        let moved = PodFlows {
+            vnid: Vnid::new(6).unwrap(),
+            ..p
+        };
+        let changed: Vec<u8> = pod_flows(&p)
+            .iter()
+            .zip(pod_flows(&moved))
+            .filter(|(a, b)| **a != *b)
+            .map(|(a, _)| a.table)
+            .collect();
+        assert_eq!(changed, [26, 75]);
         for f in pod_flows(&p) {
             f.validate().unwrap();
         }
@@ -142,7 +171,7 @@ mod tests {
         let flows = pod_flows(&metered);
         assert_eq!(
             flows[1].to_string(),
-            "cookie=0x1000000000000003, table=20, priority=100,ip,in_port=3,dl_src=0a:58:0a:80:00:02,nw_src=10.128.0.2 actions=meter:7,load:0x5->NXM_NX_REG0[],goto_table:27"
+            "cookie=0x1000000000000003, table=20, priority=100,ip,in_port=3,dl_src=0a:58:0a:80:00:02,nw_src=10.128.0.2 actions=meter:7,load:0x3->NXM_NX_REG3[],goto_table:26"
         );
         for (i, (a, b)) in flows.iter().zip(pod_flows(&p)).enumerate() {
             assert_eq!(*a == b, i != 1, "only the table-20 IP row changes");

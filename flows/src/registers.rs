@@ -21,11 +21,14 @@ pub enum Reg {
     DstVnid,
     /// `reg2`: the ofport of the local pod a packet is delivered to.
     OutPort,
+    /// `reg3`: the ofport of the local pod that sent a packet (tables 20 and 25 find it, table
+    /// 26 turns it into the source VNID).
+    SrcPort,
 }
 
 impl Reg {
     /// Every register, by number.
-    pub const ALL: [Reg; 3] = [Reg::SrcVnid, Reg::DstVnid, Reg::OutPort];
+    pub const ALL: [Reg; 4] = [Reg::SrcVnid, Reg::DstVnid, Reg::OutPort, Reg::SrcPort];
 
     /// The NXM register number (`regN`).
     pub const fn number(self) -> u8 {
@@ -33,6 +36,7 @@ impl Reg {
             Reg::SrcVnid => 0,
             Reg::DstVnid => 1,
             Reg::OutPort => 2,
+            Reg::SrcPort => 3,
         }
     }
 
@@ -47,18 +51,17 @@ impl Reg {
             Reg::SrcVnid => "source VNID",
             Reg::DstVnid => "destination VNID",
             Reg::OutPort => "output ofport of a local pod",
+            Reg::SrcPort => "ofport of the local pod that sent the packet",
         }
     }
 
     /// The tables that write it.
     pub const fn written_by(self) -> &'static [Table] {
         match self {
-            Reg::SrcVnid => &[
-                Table::Classifier,
-                Table::PodEgressSpoofguard,
-                Table::ServiceReturn,
-            ],
-            Reg::DstVnid | Reg::OutPort => &[Table::LocalArp, Table::LocalIp],
+            Reg::SrcVnid => &[Table::Classifier, Table::SourceVnid],
+            Reg::DstVnid => &[Table::DestinationVnid],
+            Reg::OutPort => &[Table::LocalArp, Table::LocalIp],
+            Reg::SrcPort => &[Table::PodEgressSpoofguard, Table::ServiceReturn],
         }
     }
 
@@ -117,7 +120,7 @@ mod tests {
     fn registers_are_distinct_and_print_as_ovs_ofctl_does() {
         let mut numbers: Vec<u8> = Reg::ALL.iter().map(|r| r.number()).collect();
         numbers.dedup();
-        assert_eq!(numbers, vec![0, 1, 2]);
+        assert_eq!(numbers, vec![0, 1, 2, 3]);
         assert_eq!(Reg::SrcVnid.load(5).to_string(), "load:0x5->NXM_NX_REG0[]");
         assert_eq!(Reg::OutPort.output().to_string(), "output:NXM_NX_REG2[]");
         assert_eq!(

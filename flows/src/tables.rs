@@ -45,10 +45,12 @@ tables! {
     Classifier = 0, "classifier", "conntrack untracked IP, then sort by in_port";
     /// 10: accept VXLAN only from known node VTEPs.
     VxlanIngress = 10, "vxlan_ingress", "accept VXLAN only from known node VTEPs";
-    /// 20: per-pod anti-spoofing; loads the source VNID.
-    PodEgressSpoofguard = 20, "pod_egress_spoofguard", "per pod: right port, IP and MAC; load the source VNID";
-    /// 25: service traffic hairpinned back via tun0: reload the source VNID.
-    ServiceReturn = 25, "service_return", "traffic back from tun0 (services): reload the source VNID";
+    /// 20: per-pod anti-spoofing; loads the sending pod's port into `reg3`.
+    PodEgressSpoofguard = 20, "pod_egress_spoofguard", "per pod: right port, IP and MAC; note the sending pod's port";
+    /// 25: service traffic hairpinned back via tun0: find the sending pod's port again.
+    ServiceReturn = 25, "service_return", "traffic back from tun0 (services): find the sending pod's port by its address";
+    /// 26: per pod: the sending pod's VNID, by its port.
+    SourceVnid = 26, "source_vnid", "per pod: load the sending pod's VNID, by its port";
     /// 27: networkpolicy egress rules.
     PodEgressPolicy = 27, "pod_egress_policy", "networkpolicy egress rules; other modes pass";
     /// 30: networkpolicy conntrack commit.
@@ -56,13 +58,15 @@ tables! {
     /// 31: routing by destination.
     Routing = 31, "routing", "routing by destination";
     /// 40: ARP for local pods.
-    LocalArp = 40, "local_arp", "ARP for local pods: destination VNID and port";
+    LocalArp = 40, "local_arp", "ARP for local pods: the destination port";
     /// 50: ARP for remote node subnets, over VXLAN.
     RemoteArp = 50, "remote_arp", "ARP for remote node subnets, over VXLAN";
     /// 60: services, to tun0.
     Service = 60, "service", "services: to tun0";
-    /// 70: IP to local pods: destination VNID and output port.
-    LocalIp = 70, "local_ip", "IP to local pods: destination VNID and port";
+    /// 70: IP to local pods: the output port.
+    LocalIp = 70, "local_ip", "IP to local pods: the destination port";
+    /// 75: per pod: the receiving pod's VNID, by its port.
+    DestinationVnid = 75, "destination_vnid", "per pod: load the receiving pod's VNID, by its port";
     /// 80: the tenancy decision.
     IngressIsolation = 80, "ingress_isolation", "the tenancy decision, then output";
     /// 90: IP to remote node subnets, over VXLAN.

@@ -39,7 +39,8 @@ pub fn names() -> Names {
     names
 }
 
-/// The five per-pod flows of pipeline.md for `n` pods (ofports from 3, addresses from
+/// Five per-pod flows shaped like openshift-sdn's (a codec corpus: our own rows are
+/// `flows::pod_flows`, pipeline.md "Per-pod flows") for `n` pods (ofports from 3, addresses from
 /// 10.128.0.2 upwards, VNIDs cycling over 10..=19), each pod's flows under its own cookie, built
 /// with the `ovs` builders. `5 * n` flows.
 pub fn pod_flows(n: u32) -> Vec<Flow> {

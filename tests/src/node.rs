@@ -176,21 +176,25 @@ impl AgentNode {
             .collect()
     }
 
-    /// The VNID this node's table 70 loads into `reg1` for the pod with address `ip` (`None`:
-    /// no such flow): what tenant the node's flows currently give the pod.
+    /// The VNID this node's flows give the pod with address `ip` as a destination (`None`: no
+    /// such flow): table 70 loads the pod's port into `reg2`, and table 75's row for that port
+    /// loads the VNID into `reg1`. What tenant the node's flows currently give the pod.
     pub fn flowed_vnid(&self, ip: &str) -> Option<u32> {
-        let text = self.ovs.ofctl(&[
-            "--no-stats",
-            "dump-flows",
-            "br0",
-            &format!("table=70,ip,nw_dst={ip}"),
-        ]);
-        let line = text.lines().find(|l| l.contains("actions=load:"))?;
-        let value = line.split("actions=load:").nth(1)?.split("->").next()?;
-        match value.strip_prefix("0x") {
-            Some(hex) => u32::from_str_radix(hex, 16).ok(),
-            None => value.parse().ok(),
-        }
+        let loaded = |filter: &str, reg: &str| -> Option<u32> {
+            let text = self.ovs.ofctl(&["--no-stats", "dump-flows", "br0", filter]);
+            let line = text.lines().find(|l| l.contains("actions=load:"))?;
+            let value = line
+                .split("actions=load:")
+                .nth(1)?
+                .split(&format!("->NXM_NX_{reg}[]"))
+                .next()?;
+            match value.strip_prefix("0x") {
+                Some(hex) => u32::from_str_radix(hex, 16).ok(),
+                None => value.parse().ok(),
+            }
+        };
+        let port = loaded(&format!("table=70,ip,nw_dst={ip}"), "REG2")?;
+        loaded(&format!("table=75,reg2={port}"), "REG1")
     }
 
     /// Waits until ovs-vswitchd has revalidated its datapath flow cache against the current

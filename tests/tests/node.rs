@@ -124,7 +124,7 @@ fn pods_get_addresses_and_reach_each_other_through_br0() {
     tcp_works(&a, &b, 8080).expect("TCP a -> b");
     tcp_works(&c, &a, 9090).expect("TCP c -> a");
 
-    // OVS: ports with the external ids, the five flows per pod, the names in dump-flows.
+    // OVS: ports with the external ids, the seven flows per pod, the names in dump-flows.
     assert_eq!(node.pod_ports().len(), 3);
     let ids = node.ovs.vsctl(&[
         "--columns=external_ids",
@@ -143,15 +143,16 @@ fn pods_get_addresses_and_reach_each_other_through_br0() {
     ] {
         assert!(ids.contains(&want), "external_ids lack {want}: {ids}");
     }
-    assert_eq!(node.pod_flows().len(), 15, "{:#?}", node.pod_flows());
+    assert_eq!(node.pod_flows().len(), 21, "{:#?}", node.pod_flows());
     let named = node
         .ovs
         .ofctl(&["--names", "--no-stats", "dump-flows", "br0"]);
     assert!(
         named.contains(&format!(
-            "table=\"local_ip\", priority=100,ip,nw_dst={} actions=load:0->NXM_NX_REG1[]",
+            "table=\"local_ip\", priority=100,ip,nw_dst={} actions=load:",
             a.ip
-        )),
+        )) && named.contains("table=\"destination_vnid\", priority=100,reg2=")
+            && named.contains("actions=load:0->NXM_NX_REG1[],goto_table:\"ingress_isolation\""),
         "{named}"
     );
 
@@ -472,7 +473,7 @@ fn parallel_adds_get_distinct_addresses() {
         assert!(p.ping("10.128.0.1", 3), "{} cannot reach the gateway", p.ip);
     }
     assert!(pods[0].ping(&pods[11].ip, 3));
-    assert_eq!(node.pod_flows().len(), 60);
+    assert_eq!(node.pod_flows().len(), 84);
     drop(pods);
     node.assert_no_pod_leftovers();
 }
@@ -539,7 +540,7 @@ fn check_gc_and_status() {
     assert_eq!(out.code, 0, "{}", out.stdout);
     assert_eq!(node.pod_ports().len(), 1);
     assert_eq!(node.leases(), vec![a.ip.clone()]);
-    assert_eq!(node.pod_flows().len(), 5, "a's five flows only");
+    assert_eq!(node.pod_flows().len(), 7, "a's seven flows only");
 
     // STATUS while ovsdb-server is down: not ready; ready again once it is back.
     node.ovs.stop_ovsdb();
@@ -614,7 +615,7 @@ fn restart_keeps_traffic_flowing_and_removes_what_died_meanwhile() {
         "{:#?}",
         node.pod_flows()
     );
-    assert_eq!(node.pod_flows().len(), 10);
+    assert_eq!(node.pod_flows().len(), 14);
     assert!(a.ping(&b.ip, 3));
     assert_eq!(node.del(&c_id, "").code, 0);
     drop(a);

@@ -49,7 +49,7 @@ fn podman_containers_on_the_sdn_network() {
     let mut want = vec![web.clone(), client.clone()];
     want.sort();
     assert_eq!(leases, want);
-    assert_eq!(node.pod_flows().len(), 10);
+    assert_eq!(node.pod_flows().len(), 14);
 
     // podman rm -f releases everything.
     podman.rm("web");

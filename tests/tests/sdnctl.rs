@@ -543,15 +543,26 @@ fn config_file_from_flag_or_environment() {
     );
 }
 
-/// The pod's table-70 flow (destination: the pod) loads `vnid` into reg1.
+/// The pod's destination VNID is `vnid`: its table-70 flow loads its port into reg2, and the
+/// table-75 row of that port loads `vnid` into reg1.
 fn table70_loads(node: &AgentNode, ip: &str, vnid: u32) -> bool {
+    let flows = node.flows();
+    let Some(port) = flows.iter().find_map(|f| {
+        if !(f.contains("table=70,") && f.contains(&format!("nw_dst={ip} "))) {
+            return None;
+        }
+        let p = f.split("load:").nth(1)?.split("->NXM_NX_REG2[]").next()?;
+        Some(p.to_string())
+    }) else {
+        return false;
+    };
     let want = [
         format!("load:{vnid:#x}->NXM_NX_REG1[]"),
         format!("set_field:{vnid:#x}->reg1"),
     ];
-    node.flows().iter().any(|f| {
-        f.contains("table=70,")
-            && f.contains(&format!("nw_dst={ip} "))
+    flows.iter().any(|f| {
+        f.contains("table=75,")
+            && f.contains(&format!("reg2={port} "))
             && want.iter().any(|w| f.contains(w.as_str()))
     })
 }

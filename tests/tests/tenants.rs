@@ -131,7 +131,8 @@ fn flows_of_two_tenants_and_a_global_namespace_match_pipeline_md() {
     want.sort();
     assert_eq!(t80, want, "table 80");
 
-    // Per pod (pipeline.md "Per-pod flows"): its VNID loaded in tables 20, 25, 40 and 70.
+    // Per pod (pipeline.md "Per-pod flows"): its port found in tables 20, 25, 40 and 70, its
+    // VNID loaded by port in tables 26 and 75.
     for (pod, vnid) in [(&a1, 11u32), (&a2, 11), (&b1, 12), (&g1, 0), (&d1, 0)] {
         let cookie = cookie_of(&node, pod);
         let mine: Vec<String> = node
@@ -167,11 +168,13 @@ fn flows_of_two_tenants_and_a_global_namespace_match_pipeline_md() {
         };
         let p = format!("{ofport:#x}");
         let mut expect = vec![
-            format!("table=\"pod_egress_spoofguard\", priority=100,arp,in_port={name},dl_src={mac},arp_spa={ip},arp_sha={mac} actions=load:{v}->NXM_NX_REG0[],goto_table:\"conntrack_commit\""),
-            format!("table=\"pod_egress_spoofguard\", priority=100,ip,in_port={name},dl_src={mac},nw_src={ip} actions=load:{v}->NXM_NX_REG0[],goto_table:\"pod_egress_policy\""),
-            format!("table=\"service_return\", priority=100,ip,nw_src={ip} actions=load:{v}->NXM_NX_REG0[],goto_table:\"pod_egress_policy\""),
-            format!("table=\"local_arp\", priority=100,arp,arp_tpa={ip} actions=load:{v}->NXM_NX_REG1[],load:{p}->NXM_NX_REG2[],goto_table:\"ingress_isolation\""),
-            format!("table=\"local_ip\", priority=100,ip,nw_dst={ip} actions=load:{v}->NXM_NX_REG1[],load:{p}->NXM_NX_REG2[],goto_table:\"ingress_isolation\""),
+            format!("table=\"pod_egress_spoofguard\", priority=100,arp,in_port={name},dl_src={mac},arp_spa={ip},arp_sha={mac} actions=load:{p}->NXM_NX_REG3[],goto_table:\"source_vnid\""),
+            format!("table=\"pod_egress_spoofguard\", priority=100,ip,in_port={name},dl_src={mac},nw_src={ip} actions=load:{p}->NXM_NX_REG3[],goto_table:\"source_vnid\""),
+            format!("table=\"service_return\", priority=100,ip,nw_src={ip} actions=load:{p}->NXM_NX_REG3[],goto_table:\"source_vnid\""),
+            format!("table=\"source_vnid\", priority=100,reg3={p} actions=load:{v}->NXM_NX_REG0[],goto_table:\"pod_egress_policy\""),
+            format!("table=\"local_arp\", priority=100,arp,arp_tpa={ip} actions=load:{p}->NXM_NX_REG2[],goto_table:\"destination_vnid\""),
+            format!("table=\"local_ip\", priority=100,ip,nw_dst={ip} actions=load:{p}->NXM_NX_REG2[],goto_table:\"destination_vnid\""),
+            format!("table=\"destination_vnid\", priority=100,reg2={p} actions=load:{v}->NXM_NX_REG1[],goto_table:\"ingress_isolation\""),
         ];
         expect.sort();
         let mut mine = mine;

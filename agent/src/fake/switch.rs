@@ -18,6 +18,8 @@ struct SwitchState {
     flows: Vec<Flow>,
     meters: BTreeMap<u32, Meter>,
     bundles: usize,
+    /// Messages in the last committed bundle.
+    last_bundle: usize,
     generation: u64,
 }
 
@@ -90,6 +92,11 @@ impl FakeSwitch {
     /// Bundles committed so far.
     pub fn bundles(&self) -> usize {
         lock(&self.state).bundles
+    }
+
+    /// How many messages the last committed bundle had.
+    pub fn last_bundle_len(&self) -> usize {
+        lock(&self.state).last_bundle
     }
 
     /// ovs-vswitchd restarted: every flow and meter is gone and the connection is new.
@@ -179,6 +186,7 @@ impl FlowSwitch for FakeSwitch {
         }
         s.flows = next.flows;
         s.bundles += 1;
+        s.last_bundle = msgs.len();
         Ok(())
     }
 

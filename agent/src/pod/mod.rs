@@ -10,7 +10,7 @@
 //! host-local compatible lease from the node subnet, (2) a veth pair with the pod end configured
 //! inside the pod's network namespace, (3) the host end as a port of `br0` with its record
 //! ([`record::PortRecord`]) in `external_ids` (one OVSDB transaction), (3b) bandwidth limits,
-//! (4) the pod's five flows (and its VNID's table-80 row) through the flow store, in one bundle
+//! (4) the pod's seven flows (and its VNID's table-80 row) through the flow store, in one bundle
 //! with the pod's cookie, (5) when the runtime asked for host ports, the pod's nat chain
 //! ([`crate::hostports`]). The host ports are reserved and the bandwidth limits validated before
 //! step 1, so a taken port or a bad value fails the ADD with nothing done. Bandwidth I/O (meters
@@ -153,7 +153,7 @@ impl Pod {
         flows::pod::port_cookie(&self.host_veth)
     }
 
-    /// The pod's five flows.
+    /// The pod's seven flows.
     pub fn flows(&self) -> Vec<Flow> {
         pod_flows(&PodFlows {
             ofport: self.ofport,

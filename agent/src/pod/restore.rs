@@ -205,7 +205,7 @@ impl<Io: NodeIo> Pods<Io> {
         for (k, v) in &changes {
             let mut p = table[k].clone();
             p.vnid = *v;
-            // The same matches with other actions: added over the old rows.
+            // Only the rows of tables 26 and 75 change: added over the old ones.
             change = change.put_pod(p.host_veth.clone(), p.flows(), self.row_vnid(p.vnid));
             updated.push(p);
         }

@@ -294,7 +294,7 @@ async fn add_wires_every_piece_and_del_removes_every_piece() {
     );
     assert_eq!(port.ofport, pod.ofport);
     // Five flows and the VNID's table-80 row, in one bundle.
-    assert_eq!(rig.pod_flows(&at.id), 5);
+    assert_eq!(rig.pod_flows(&at.id), flows::POD_FLOWS);
     assert_eq!(rig.switch.flows_with_cookie(vnid_cookie(vnid(11))).len(), 1);
     assert_eq!(rig.switch.bundles(), 1);
     assert_eq!(rig.leases(), vec![("c1".to_string(), pod.ip)]);
@@ -427,7 +427,11 @@ async fn gc_removes_stale_attachments_orphan_leases_and_qos() {
     assert_eq!(removed, 2, "c2 and the ghost lease");
     rig.assert_nothing_left("c2");
     rig.assert_nothing_left("ghost");
-    assert_eq!(rig.pod_flows(&a.id), 5, "c1 is valid and stays");
+    assert_eq!(
+        rig.pod_flows(&a.id),
+        flows::POD_FLOWS,
+        "c1 is valid and stays"
+    );
     assert_eq!(rig.leases().len(), 1);
 }
 
@@ -484,8 +488,9 @@ async fn a_restart_rebuilds_the_table_from_port_records_and_removes_dead_pods() 
     let stats = store.reconcile().await.unwrap();
     assert_eq!(stats.added, 1, "only the lost table-80 row comes back");
     assert_eq!(
-        stats.deleted, 6,
-        "the dead pod's five flows and its VNID's row go"
+        stats.deleted,
+        flows::POD_FLOWS + 1,
+        "the dead pod's seven flows and its VNID's row go"
     );
     rig.assert_nothing_left("c2");
     let c2_cookie = flows::pod::port_cookie(&host_veth_name(&b.id.container_id, &b.id.ifname));
@@ -519,6 +524,11 @@ async fn a_vnid_change_reflows_the_namespace_in_one_bundle_and_moves_table_80() 
         .iter()
         .all(|c| c.from == vnid(11) && c.to == vnid(12)));
     assert_eq!(rig.switch.bundles(), bundles + 1, "one bundle");
+    assert_eq!(
+        rig.switch.last_bundle_len(),
+        2 * 2 + 1,
+        "two rows per pod (tables 26 and 75) and VNID 11's table-80 row out (tenant-b has 12's)"
+    );
     assert!(rig
         .switch
         .flows_with_cookie(vnid_cookie(vnid(11)))
@@ -715,7 +725,7 @@ async fn ports_records_and_qos_removed_behind_the_agents_back_are_put_back() {
     let moved = rig.db.ports()[&veth].ofport;
     assert_ne!(moved, pod.ofport);
     let reflowed = rig.switch.flows_with_cookie(flows::pod::port_cookie(&veth));
-    assert_eq!(reflowed.len(), 5);
+    assert_eq!(reflowed.len(), flows::POD_FLOWS);
     assert!(
         reflowed
             .iter()
@@ -776,7 +786,7 @@ async fn adds_take_ready_ports_and_dels_leave_rows_to_one_batched_deletion() {
         ("eth0", at.netns.clone().unwrap())
     );
     assert_eq!(rig.pods.pool().idle(), 3);
-    assert_eq!(rig.pod_flows(&at.id), 5);
+    assert_eq!(rig.pod_flows(&at.id), flows::POD_FLOWS);
 
     // DEL: the pod's interface comes off the port's peer at once, the pod leaves the table,
     // its address is handed to the port and the row is a pool port's again; the flows, then
@@ -792,7 +802,11 @@ async fn adds_take_ready_ports_and_dels_leave_rows_to_one_batched_deletion() {
     assert!(rig.db.ports()[&pod.host_veth]
         .external_ids
         .contains_key("sdn-pool"));
-    assert_eq!(rig.port_flows(&pod.host_veth), 5, "flows go with the batch");
+    assert_eq!(
+        rig.port_flows(&pod.host_veth),
+        flows::POD_FLOWS,
+        "flows go with the batch"
+    );
     assert_eq!(
         rig.leases(),
         vec![(format!("sdn-retired-{}", pod.host_veth), pod.ip)],
@@ -1010,7 +1024,7 @@ async fn a_burst_of_adds_warms_ports_whose_flows_are_in_before_the_add() {
     assert!(!rig
         .leases()
         .contains(&(format!("sdn-warm-{}", pod.host_veth), pod.ip)));
-    assert_eq!(rig.port_flows(&pod.host_veth), 5);
+    assert_eq!(rig.port_flows(&pod.host_veth), flows::POD_FLOWS);
     assert_eq!(pod.vnid, vnid(11));
     rig.pods.check(&at).await.unwrap();
     assert_eq!(rig.pods.pool().warm(), [(vnid(11), 7)].into());
@@ -1037,7 +1051,7 @@ async fn a_burst_of_adds_warms_ports_whose_flows_are_in_before_the_add() {
         .count();
     assert_eq!(
         all_warm_flows,
-        5 * (warm_ports + pods.len() + 3),
+        flows::POD_FLOWS * (warm_ports + pods.len() + 3),
         "pods' and warm ports' flows only"
     );
 
