@@ -43,7 +43,7 @@
 //! address or bandwidth limits) takes it: the lease is handed over in place
 //! ([`crate::ipam::Store::transfer`]), the pod interface is made on the peer, the record is
 //! written, and the flows are already right; nothing waits for ovs-vswitchd. Warm ports are made in batches
-//! in the background, one bundle per batch; a VNID that falls out of the recent ones has its warm
+//! in the background, one bundle per [`WARM_CHUNK`] ports; a VNID that falls out of the recent ones has its warm
 //! ports cooled (flows removed, addresses released, ports back in the pool). When the subnet has
 //! no free address left, an ADD takes a warm port of any VNID and re-flows it.
 //!
@@ -91,6 +91,15 @@ pub const DEAD_KEY: &str = "sdn-dead";
 const BATCH: usize = 32;
 /// How often dead ports are deleted (and the pool checked) at the latest.
 pub const REAP_EVERY: Duration = Duration::from_millis(250);
+
+/// Warm ports per flow bundle: ovs-vswitchd takes 50 messages per OpenFlow connection per
+/// main-loop iteration, and five ports' flows ([`flows::POD_FLOWS`] each, after a delete by
+/// cookie) and a table-80 row fit in one, so an ADD that needs a bundle of its own waits for
+/// at most one chunk (a whole batch of 34 ports once held such ADDs 0.4 s at 1000 pods).
+pub const WARM_CHUNK: usize = 5;
+// A chunk's flows, their deletes by cookie, a table-80 row and the bundle's open and commit
+// stay within one iteration's 50 messages.
+const _: () = assert!(WARM_CHUNK * (flows::POD_FLOWS + 1) + 1 + 2 <= 50);
 
 /// How many VNIDs keep warm ports (the most recent ones to have a burst of ADDs).
 pub const WARM_VNIDS: usize = 2;
@@ -565,23 +574,35 @@ impl<Io: NodeIo> Pods<Io> {
                 })
                 .collect();
             lock(&self.pool.idle).extend(ports);
-            let change = warm.iter().fold(Change::new(), |c, w| {
-                c.set_pod(w.port.host.clone(), w.flows(), self.row_vnid(vnid))
-            });
-            match self.store.apply(change).await {
-                Ok(()) => {
-                    tracing::debug!(%vnid, ports = warm.len(), "warmed pool ports");
-                    lock(&self.pool.warm).entry(vnid).or_default().extend(warm);
-                }
-                Err(e) => {
-                    tracing::warn!(%vnid, ports = warm.len(), error = %e, "installing the flows of warm ports");
-                    self.release_pool_leases(
-                        warm.iter().map(|w| warm_lease(&w.port.host)),
-                        "warm ports whose flows failed",
-                    )
-                    .await;
-                    lock(&self.pool.idle).extend(warm.into_iter().map(|w| w.port));
-                    return;
+            // In chunks, each one bundle that ovs-vswitchd takes in one main-loop iteration: an
+            // ADD that needs a bundle of its own (no warm port left) waits for one chunk, not
+            // for the whole batch, and each chunk's ports can be taken as soon as it is in.
+            let mut chunks = warm.chunks(WARM_CHUNK);
+            while let Some(chunk) = chunks.next() {
+                let change = chunk.iter().fold(Change::new(), |c, w| {
+                    c.set_pod(w.port.host.clone(), w.flows(), self.row_vnid(vnid))
+                });
+                match self.store.apply(change).await {
+                    Ok(()) => {
+                        tracing::debug!(%vnid, ports = chunk.len(), "warmed pool ports");
+                        lock(&self.pool.warm)
+                            .entry(vnid)
+                            .or_default()
+                            .extend(chunk.iter().cloned());
+                    }
+                    Err(e) => {
+                        // This chunk and the ones not tried: addresses released, ports back.
+                        let left: Vec<WarmPort> =
+                            chunk.iter().chain(chunks.flatten()).cloned().collect();
+                        tracing::warn!(%vnid, ports = left.len(), error = %e, "installing the flows of warm ports");
+                        self.release_pool_leases(
+                            left.iter().map(|w| warm_lease(&w.port.host)),
+                            "warm ports whose flows failed",
+                        )
+                        .await;
+                        lock(&self.pool.idle).extend(left.into_iter().map(|w| w.port));
+                        return;
+                    }
                 }
             }
         }

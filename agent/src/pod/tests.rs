@@ -993,14 +993,21 @@ async fn a_burst_of_adds_warms_ports_whose_flows_are_in_before_the_add() {
     rig.pods.refill_pool().await;
     rig.pods.warm_ports().await;
     assert!(rig.pods.pool().warm().is_empty());
-    // The burst's last ADD: the VNID warms as many ports as the pool holds, in one bundle,
-    // addresses leased to the ports.
+    // The burst's last ADD: the VNID warms as many ports as the pool holds, in bundles of
+    // WARM_CHUNK ports (each fits one ovs-vswitchd main-loop iteration), addresses leased to
+    // the ports.
     let at = rig.attachment("w-last", "tenant-a");
     rig.pods.add(&at).await.unwrap();
     rig.pods.refill_pool().await;
     let bundles = rig.switch.bundles();
     rig.pods.warm_ports().await;
-    assert_eq!(rig.switch.bundles(), bundles + 1);
+    let chunk = super::pool::WARM_CHUNK;
+    assert_eq!(rig.switch.bundles(), bundles + 8_usize.div_ceil(chunk));
+    assert_eq!(
+        rig.switch.last_bundle_len(),
+        (8 % chunk) * (flows::POD_FLOWS + 1),
+        "the last chunk: per port a delete by cookie and its flows"
+    );
     assert_eq!(rig.pods.pool().warm(), [(vnid(11), 8)].into());
     let warm_leases: Vec<_> = rig
         .leases()
