@@ -238,6 +238,16 @@ fn pod_link_is_configured_as_specified_and_carries_traffic() {
     assert_eq!(eth0["linkinfo"]["info_kind"], "veth");
     assert!(is_up(&ip_link(&pod, "lo")), "lo not up");
     assert_eq!(addresses(&pod, "eth0"), vec!["10.128.0.5/23"]);
+    // No IPv6 address at all (addrgenmode none, set before the interface came up): the pod's
+    // kernel sends no DAD, router solicitation or MLD report into br0.
+    let v6 = pod
+        .exec(&["ip", "-6", "addr", "show", "dev", "eth0"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(!v6.contains("inet6"), "eth0 has an IPv6 address: {v6}");
+    let details = pod
+        .exec(&["ip", "-d", "link", "show", "dev", "eth0"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(details.contains("addrgenmode none"), "{details}");
     assert_eq!(
         routes(&pod),
         vec![

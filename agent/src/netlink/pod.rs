@@ -18,8 +18,8 @@ use futures::future::join_all;
 use futures::TryStreamExt;
 use ipnet::Ipv4Net;
 use netlink_packet_route::address::AddressAttribute;
-use netlink_packet_route::link::MacVlanMode;
-use netlink_packet_route::link::{InfoData, InfoKind, InfoVeth, LinkMessage};
+use netlink_packet_route::link::{AfSpecInet6, AfSpecUnspec, In6AddrGenMode, MacVlanMode};
+use netlink_packet_route::link::{InfoData, InfoKind, InfoVeth, LinkAttribute, LinkMessage};
 use netlink_packet_route::route::{
     RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
 };
@@ -243,8 +243,34 @@ impl Netlink {
                     })
                 }
             };
-            let (pod_up, lo_up, link) =
-                tokio::join!(up(&spec.ifname), up("lo"), get_link(&pod, &spec.ifname));
+            // First of all, while it is down: no automatic IPv6 address on the pod interface
+            // (`ip link set IFNAME addrgenmode none`). The pod network is IPv4 (table 0 drops
+            // a pod's IPv6), and a link-local address would make the pod's kernel send DAD,
+            // router solicitations and MLD reports into br0 for seconds after every ADD; on
+            // the userspace datapath each such packet wakes ovs-vswitchd's main loop, which
+            // polls every port (milliseconds at 1000 pods): a node creating pods kept it busy.
+            // A kernel without IPv6 refuses the attribute; that is fine (nothing to quiet).
+            let quiet = pod
+                .link()
+                .set(
+                    LinkUnspec::new_with_name(&spec.ifname)
+                        .append_extra_attribute(LinkAttribute::AfSpecUnspec(vec![
+                            AfSpecUnspec::Inet6(vec![AfSpecInet6::AddrGenMode(
+                                In6AddrGenMode::None,
+                            )]),
+                        ]))
+                        .build(),
+                )
+                .execute();
+            let (quiet, pod_up, lo_up, link) = tokio::join!(
+                quiet,
+                up(&spec.ifname),
+                up("lo"),
+                get_link(&pod, &spec.ifname)
+            );
+            if let Err(e) = quiet {
+                tracing::debug!(ifname = %spec.ifname, netns = %netns.display(), error = %e, "not setting addrgenmode none (no IPv6 in this kernel?)");
+            }
             let link = link
                 .map_err(|e| NetlinkError::nl(in_pod(spec, "looking up interface"), e))?
                 .ok_or_else(|| NetlinkError::LinkNotFound {
