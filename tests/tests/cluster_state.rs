@@ -46,31 +46,62 @@ impl Drop for TempDir {
 }
 
 /// Captures the log lines written on this thread while the guard lives.
+///
+/// Through one global subscriber (installed once) whose writer appends to the capture of the
+/// writing thread, not a scoped `set_default` per test: with scoped dispatchers, a callsite first
+/// hit by a parallel test while no dispatcher lives can have its interest cached as "never", and
+/// this test then lost its INFO lines (seen once under load). The watcher's task runs on the test's
+/// thread (a current-thread runtime), so its lines land here.
 #[derive(Clone, Default)]
 struct Logs(Arc<Mutex<Vec<u8>>>);
 
-impl Logs {
-    fn install(&self) -> tracing::subscriber::DefaultGuard {
-        let sink = self.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_ansi(false)
-            .with_max_level(tracing::Level::INFO)
-            .with_writer(move || sink.clone())
-            .finish();
-        tracing::subscriber::set_default(subscriber)
-    }
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
+thread_local! {
+    static CAPTURE: std::cell::RefCell<Option<Logs>> = const { std::cell::RefCell::new(None) };
 }
 
-impl Write for Logs {
+/// Writes to the capture of the current thread, if any.
+struct ThreadCapture;
+
+impl Write for ThreadCapture {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
+        CAPTURE.with(|c| {
+            if let Some(logs) = &*c.borrow() {
+                logs.0.lock().unwrap().extend_from_slice(buf);
+            }
+        });
         Ok(buf.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+/// Stops the capture on this thread when dropped.
+struct CaptureGuard;
+
+impl Drop for CaptureGuard {
+    fn drop(&mut self) {
+        CAPTURE.with(|c| *c.borrow_mut() = None);
+    }
+}
+
+impl Logs {
+    fn install(&self) -> CaptureGuard {
+        static GLOBAL: std::sync::Once = std::sync::Once::new();
+        GLOBAL.call_once(|| {
+            let subscriber = tracing_subscriber::fmt()
+                .with_ansi(false)
+                .with_max_level(tracing::Level::INFO)
+                .with_writer(|| ThreadCapture)
+                .finish();
+            tracing::subscriber::set_global_default(subscriber)
+                .expect("no other global subscriber in this test binary");
+        });
+        CAPTURE.with(|c| *c.borrow_mut() = Some(self.clone()));
+        CaptureGuard
+    }
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
     }
 }
 
