@@ -543,30 +543,6 @@ fn config_file_from_flag_or_environment() {
     );
 }
 
-/// The pod's destination VNID is `vnid`: its table-70 flow loads its port into reg2, and the
-/// table-75 row of that port loads `vnid` into reg1.
-fn table70_loads(node: &AgentNode, ip: &str, vnid: u32) -> bool {
-    let flows = node.flows();
-    let Some(port) = flows.iter().find_map(|f| {
-        if !(f.contains("table=70,") && f.contains(&format!("nw_dst={ip} "))) {
-            return None;
-        }
-        let p = f.split("load:").nth(1)?.split("->NXM_NX_REG2[]").next()?;
-        Some(p.to_string())
-    }) else {
-        return false;
-    };
-    let want = [
-        format!("load:{vnid:#x}->NXM_NX_REG1[]"),
-        format!("set_field:{vnid:#x}->reg1"),
-    ];
-    flows.iter().any(|f| {
-        f.contains("table=75,")
-            && f.contains(&format!("reg2={port} "))
-            && want.iter().any(|w| f.contains(w.as_str()))
-    })
-}
-
 #[test]
 fn sdnctl_drives_a_real_node() {
     let node = AgentNode::start(NodeOptions::default());
@@ -598,8 +574,9 @@ fn sdnctl_drives_a_real_node() {
 
     let pod = node.pod("tenant-x", "p1");
     assert!(
-        wait_until(Duration::from_secs(5), || table70_loads(&node, &pod.ip, 10)),
-        "no table 70 flow loading VNID 10 for {}:\n{}",
+        wait_until(Duration::from_secs(5), || node.flowed_vnid(&pod.ip)
+            == Some(10)),
+        "the flows do not give {} VNID 10 (tables 70 and 75):\n{}",
         pod.ip,
         node.flows().join("\n")
     );

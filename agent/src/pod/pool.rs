@@ -42,10 +42,11 @@
 //! its flows let nothing through. An ADD in a VNID with a warm port (and without a requested
 //! address or bandwidth limits) takes it: the lease is handed over in place
 //! ([`crate::ipam::Store::transfer`]), the pod interface is made on the peer, the record is
-//! written, and the flows are already right; nothing waits for ovs-vswitchd. Warm ports are made in batches
-//! in the background, one bundle per [`WARM_CHUNK`] ports; a VNID that falls out of the recent ones has its warm
-//! ports cooled (flows removed, addresses released, ports back in the pool). When the subnet has
-//! no free address left, an ADD takes a warm port of any VNID and re-flows it.
+//! written, and the flows are already right; nothing waits for ovs-vswitchd. Warm ports are
+//! made in batches in the background, one bundle per [`WARM_CHUNK`] ports; a VNID that falls out
+//! of the recent ones has its warm ports cooled (flows removed, addresses released, ports back in
+//! the pool). When the subnet has no free address left, an ADD takes a warm port of any VNID and
+//! re-flows it.
 //!
 //! **DEL** deletes the pod's macvlan (its netns is known from the table), hands its lease to
 //! the port (`sdn-retired-<port>`), writes the pool marker back on the row (no
