@@ -81,6 +81,10 @@ impl std::str::FromStr for ClusterStateSource {
     }
 }
 
+/// Where the agent serves metrics and health by default: openshift-sdn's metrics port, on the
+/// loopback address.
+pub const DEFAULT_METRICS_ADDRESS: &str = "127.0.0.1:9101";
+
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
@@ -138,6 +142,17 @@ pub struct Config {
     pub global_namespaces: Vec<String>,
     /// Controller: the namespace of its leader-election Lease.
     pub controller_namespace: String,
+    /// Where `/metrics`, `/livez` and `/readyz` are served over HTTP, `IP:PORT`; empty: not
+    /// served. Local by default: exposing it off the node is the operator's choice.
+    pub metrics_address: String,
+    /// The local API's socket (`sdnctl` asks the agent there; root only); default: `api.sock`
+    /// next to the CNI socket.
+    pub api_socket: Option<PathBuf>,
+    /// `text` or `json` (one object per line).
+    pub log_format: crate::logging::LogFormat,
+    /// The log level or filter at start (`info`, `debug`, `agent=debug,ovs=info`); `RUST_LOG`
+    /// wins when set; `sdnctl log-level` changes it at run time.
+    pub log_level: String,
 }
 
 impl Default for Config {
@@ -169,6 +184,10 @@ impl Default for Config {
             host_subnet_wait_seconds: 120,
             global_namespaces: Vec::new(),
             controller_namespace: "sdn".into(),
+            metrics_address: DEFAULT_METRICS_ADDRESS.into(),
+            api_socket: None,
+            log_format: crate::logging::LogFormat::Text,
+            log_level: "info".into(),
         }
     }
 }
@@ -274,6 +293,20 @@ pub struct Flags {
     /// Controller: namespace of its leader-election Lease [default: sdn]
     #[arg(long, env = "SDN_CONTROLLER_NAMESPACE", value_name = "NS")]
     pub controller_namespace: Option<String>,
+    /// Metrics and health (/metrics, /livez, /readyz) over HTTP on IP:PORT, "" for none
+    /// [default: 127.0.0.1:9101]
+    #[arg(long, env = "SDN_METRICS_ADDRESS", value_name = "IP:PORT")]
+    pub metrics_address: Option<String>,
+    /// The local API socket sdnctl talks to [default: api.sock next to the CNI socket]
+    #[arg(long, env = "SDN_API_SOCKET", value_name = "PATH")]
+    pub api_socket: Option<PathBuf>,
+    /// Log format: text or json [default: text]
+    #[arg(long, env = "SDN_LOG_FORMAT", value_name = "FORMAT")]
+    pub log_format: Option<crate::logging::LogFormat>,
+    /// Log level or filter at start, e.g. debug or agent=debug,ovs=info; RUST_LOG wins
+    /// [default: info]
+    #[arg(long, env = "SDN_LOG_LEVEL", value_name = "LEVEL")]
+    pub log_level: Option<String>,
 }
 
 fn parse_cluster_network(value: &str) -> Result<ClusterNetworkSetting, String> {
@@ -381,8 +414,14 @@ impl Config {
             netnamespace_wait_seconds,
             port_pool_size,
             host_subnet_wait_seconds,
-            controller_namespace
+            controller_namespace,
+            metrics_address,
+            log_format,
+            log_level
         );
+        if let Some(p) = f.api_socket {
+            cfg.api_socket = Some(p);
+        }
         if let Some(ip) = f.node_ip {
             cfg.node_ip = Some(ip);
         }
@@ -429,6 +468,21 @@ impl Config {
     pub fn pod_tx_checksum_off(&self) -> bool {
         self.pod_tx_checksum_off
             .unwrap_or(self.datapath_type == "netdev")
+    }
+
+    /// The local API's socket: `apiSocket`, else `api.sock` next to the CNI socket.
+    pub fn api_socket(&self) -> PathBuf {
+        self.api_socket.clone().unwrap_or_else(|| {
+            self.cni_socket
+                .parent()
+                .unwrap_or(Path::new("/var/run/sdn"))
+                .join("api.sock")
+        })
+    }
+
+    /// The metrics address, when metrics are served.
+    pub fn metrics_address(&self) -> Option<std::net::SocketAddr> {
+        self.metrics_address.parse().ok()
     }
 
     /// The cluster network CIDRs.
@@ -523,6 +577,32 @@ impl Config {
                 self.ovsdb
             );
         }
+        if !self.metrics_address.is_empty()
+            && self
+                .metrics_address
+                .parse::<std::net::SocketAddr>()
+                .is_err()
+        {
+            bail!(
+                "metricsAddress {:?}: expected IP:PORT (127.0.0.1:9101; 0.0.0.0:9101 to expose \
+                 it off the node) or \"\" for none",
+                self.metrics_address
+            );
+        }
+        if let Some(p) = &self.api_socket {
+            if !p.is_absolute() {
+                bail!("apiSocket {}: must be an absolute path", p.display());
+            }
+            if *p == self.cni_socket {
+                bail!(
+                    "apiSocket {}: must differ from cniSocket (the shim and sdnctl speak \
+                     different protocols)",
+                    p.display()
+                );
+            }
+        }
+        crate::logging::parse_filter(&self.log_level)
+            .map_err(|e| anyhow::anyhow!("logLevel {e}"))?;
         if self.request_timeout_seconds == 0 || self.request_timeout_seconds > 600 {
             bail!(
                 "requestTimeoutSeconds {}: expected 1..=600",
@@ -650,6 +730,13 @@ mod tests {
             ("--node-name n --bogus 1", "unknown flag \"--bogus\""),
             ("--node-name n --mtu 1300 --mtu 100", "mtu 100"),
             ("--node-name", "--node-name needs a value"),
+            (
+                "--node-name n --metrics-address localhost",
+                "metricsAddress \"localhost\": expected IP:PORT",
+            ),
+            ("--node-name n --log-level loud", "logLevel \"loud\""),
+            ("--node-name n --log-format yaml", "expected text or json"),
+            ("--node-name n --api-socket api.sock", "apiSocket api.sock"),
         ] {
             let e = format!("{:#}", Config::from_args(&args(a)).unwrap_err());
             assert!(e.contains(want), "{a}: {e}");

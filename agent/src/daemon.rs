@@ -40,7 +40,6 @@ use anyhow::{bail, Context, Result};
 use flows::{base_flows, NodeConfig, Table};
 use ipnet::Ipv4Net;
 use ovs::flow::Flow;
-use ovs::openflow::DumpFilter;
 use ovs::ovsdb::{self, BridgeSpec, FailMode, PortSpec};
 
 use crate::cluster::{self, ClusterSource, ClusterState};
@@ -50,6 +49,7 @@ use crate::flowstore::{Change, FlowStore, Owner, ReconcileStats};
 use crate::ipam;
 use crate::iptables::{self, Iptables};
 use crate::netlink::Netlink;
+use crate::observe::{NodeView, Observer};
 use crate::pod::{PodIo, PodNetwork, Pods, BRIDGE};
 use crate::remote::{LocalNode, RemoteNodes};
 use crate::switch::Switch;
@@ -78,7 +78,11 @@ pub struct Daemon {
     /// The port pool's background task ([`Pods::maintain_ports`]).
     maintenance: Option<tokio::task::JoinHandle<()>>,
     state: tokio::sync::watch::Receiver<Arc<ClusterState>>,
-    _cluster: Box<dyn ClusterSource>,
+    cluster: Arc<dyn ClusterSource>,
+    /// Health, metrics endpoint and the node view the local API reads.
+    observer: Observer,
+    /// The metrics endpoint and the local API (stopped with the agent).
+    endpoints: Vec<tokio::task::JoinHandle<()>>,
 }
 
 /// Resolves the node's NodeConfig from the cluster state.
@@ -116,6 +120,15 @@ fn node_config(cfg: &Config, state: &ClusterState) -> Result<NodeConfig> {
 impl Daemon {
     /// Runs the start-up sequence and starts serving. Returns when the node is ready.
     pub async fn start(cfg: Config) -> Result<Daemon> {
+        // Health first: /livez answers and /readyz says which step start-up is in, however
+        // long the steps below wait (for the HostSubnet, for OVS).
+        let observer = Observer::default();
+        let health = observer.health.clone();
+        let mut endpoints = Vec::new();
+        if let Some(addr) = cfg.metrics_address() {
+            endpoints.push(observer.serve(addr).await?);
+        }
+        health.phase("loading the cluster state");
         // Cluster state.
         let (source, state) = match &cfg.cluster_state {
             ClusterStateSource::Standalone(dir) => {
@@ -129,7 +142,7 @@ impl Daemon {
                 let src = cluster::StandaloneSource::start(dir, cluster::DEFAULT_POLL_INTERVAL)
                     .with_context(|| format!("watching the cluster state in {}", dir.display()))?;
                 let rx = src.subscribe();
-                (Box::new(src) as Box<dyn ClusterSource>, rx)
+                (Arc::new(src) as Arc<dyn ClusterSource>, rx)
             }
             ClusterStateSource::Kubernetes => {
                 let client = cluster::kube::client(cfg.kubeconfig.as_deref()).await?;
@@ -139,6 +152,7 @@ impl Daemon {
                     Duration::from_secs(60),
                 )
                 .await?;
+                health.phase("waiting for this node's HostSubnet (the controller creates it)");
                 src.wait_for_host_subnet(
                     &cfg.node_name,
                     Duration::from_secs(cfg.host_subnet_wait_seconds),
@@ -156,7 +170,7 @@ impl Daemon {
                     }
                 }
                 let rx = src.subscribe();
-                (Box::new(src) as Box<dyn ClusterSource>, rx)
+                (Arc::new(src) as Arc<dyn ClusterSource>, rx)
             }
         };
         let snapshot = state.borrow().clone();
@@ -171,6 +185,7 @@ impl Daemon {
         );
 
         // OVS: bridge and the two fixed ports.
+        health.phase("connecting to OVSDB and setting up br0");
         let db = ovsdb::Client::connect(&cfg.ovsdb).await.with_context(|| {
             format!(
                 "cannot reach ovsdb-server at {}: is Open vSwitch running?",
@@ -217,6 +232,7 @@ impl Daemon {
             async move { switch.client().await.map(drop) }
         });
         // Host side: tun0 address, MTU, routes; forwarding; iptables.
+        health.phase("configuring tun0 and the host rules");
         configure_tun0(&node, cfg.mtu).await?;
         crate::netlink::enable_ip_forward().context("enabling net.ipv4.ip_forward")?;
         // Host ports on 127.0.0.1: DNAT to a pod and route out of tun0 needs route_localnet.
@@ -272,6 +288,7 @@ impl Daemon {
             state.clone(),
         ));
         phases.push(("setup", began.elapsed().as_millis()));
+        health.phase("rebuilding the pod table from OVS");
         let (kept, removed) = pods.rebuild_from_ovs().await.map_err(|e| {
             anyhow::anyhow!("rebuilding the pod table from OVS: {e} {}", e.details())
         })?;
@@ -317,7 +334,9 @@ impl Daemon {
             tenant_confs: std::sync::Mutex::default(),
             maintenance: None,
             state: state.clone(),
-            _cluster: source,
+            cluster: source,
+            observer,
+            endpoints,
         };
         phases.push(("pool and leases", began.elapsed().as_millis()));
         // Ready before the whole-bridge reconcile: the pod table, the pool and the leases are
@@ -348,7 +367,7 @@ impl Daemon {
             .await
             .map_err(|e| anyhow::anyhow!("removing stray egress meters: {e} {}", e.details()))?;
         let stats = n
-            .reconcile()
+            .reconcile_for("start")
             .await
             .context("reconciling the flows of br0")?;
         phases.push(("flows", began.elapsed().as_millis()));
@@ -372,20 +391,35 @@ impl Daemon {
         // The port pool: filled and kept full in the background (ADDs meanwhile add their own
         // ports), so readiness does not wait for ovs-vswitchd to take a batch of ports.
         let pods = n.pods.clone();
-        n.maintenance = Some(tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             pods.reap_dead_ports().await;
             pods.refill_pool().await;
             pods.maintain_ports().await
-        }));
+        });
+        n.observer.health.maintenance(task.abort_handle());
+        n.maintenance = Some(task);
         Ok(n)
     }
 
     async fn serve(&mut self) -> Result<()> {
+        let view = Arc::new(NodeView {
+            config: self.config.clone(),
+            node: self.node.clone(),
+            pods: self.pods.clone(),
+            store: self.store.clone(),
+            switch: self.switch.clone(),
+            db: self.db.clone(),
+            state: self.state.clone(),
+            source: self.cluster.clone(),
+            health: self.observer.health.clone(),
+            version_note: self.base.last().cloned(),
+        });
+        self.observer.set_view(view.clone());
+        self.endpoints
+            .push(crate::api::serve(&self.config.api_socket(), view.clone()).await?);
         let handler = Arc::new(AgentHandler {
             pods: self.pods.clone(),
-            db: self.db.clone(),
-            switch: self.switch.clone(),
-            version_note: self.base.last().cloned(),
+            view,
         });
         let opts = cni::ServerOptions {
             request_timeout: Duration::from_secs(self.config.request_timeout_seconds),
@@ -399,6 +433,7 @@ impl Daemon {
                     self.config.cni_socket.display()
                 )
             })?;
+        self.observer.health.serving(&self.config.cni_socket);
         self.server = Some(server);
         write_conf(
             &self.conf_file,
@@ -423,6 +458,18 @@ impl Daemon {
             .await
             .context("re-adding lost egress meters")?;
         Ok(self.store.reconcile().await?)
+    }
+
+    /// [`Self::reconcile`], timed and recorded for `sdnctl status` and the metrics as done
+    /// for `reason` (`start`, `periodic`, `flow-drift`, `switch-restart`).
+    async fn reconcile_for(&self, reason: &str) -> Result<ReconcileStats> {
+        let began = std::time::Instant::now();
+        let r = self.reconcile().await;
+        let shown = r.as_ref().map(Clone::clone).map_err(|e| format!("{e:#}"));
+        self.observer
+            .health
+            .reconciled(reason, began.elapsed(), &shown);
+        r
     }
 
     /// Applies a new cluster state: re-flows pods whose namespace changed VNID (one bundle),
@@ -477,10 +524,15 @@ impl Daemon {
         }
     }
 
-    async fn repair(&self, why: &str) {
+    async fn repair(&self, reason: &str, why: &str) {
         self.apply_state().await;
-        match self.reconcile().await {
+        match self.reconcile_for(reason).await {
             Ok(s) if s.added + s.deleted > 0 => {
+                crate::metrics::metrics().repaired(if reason == "switch-restart" {
+                    "switch_restart"
+                } else {
+                    "flows"
+                });
                 tracing::warn!(
                     added = s.added,
                     deleted = s.deleted,
@@ -501,8 +553,11 @@ impl Daemon {
         if let Err(e) = configure_tun0(&self.node, self.config.mtu).await {
             tracing::warn!(error = %format!("{e:#}"), "re-configuring tun0 after the switch restarted");
         }
-        self.repair("OpenFlow connection re-opened (ovs-vswitchd restarted?)")
-            .await;
+        self.repair(
+            "switch-restart",
+            "OpenFlow connection re-opened (ovs-vswitchd restarted?)",
+        )
+        .await;
         release_switch(&self.db).await;
     }
 
@@ -513,6 +568,10 @@ impl Daemon {
         loop {
             match self.switch.client().await {
                 Ok(_) => {
+                    crate::metrics::metrics()
+                        .reconnects
+                        .with_label_values(&["openflow"])
+                        .inc();
                     self.repair_switch().await;
                     return;
                 }
@@ -541,9 +600,21 @@ impl Daemon {
         let mut state = self.state.clone();
         state.mark_unchanged();
         let mut had_cluster_network = state.borrow().cluster_network.is_some();
+        let mut db_state = self.db.watch_state();
+        db_state.mark_unchanged();
+        let health = self.observer.health.clone();
         loop {
+            health.beat();
             tokio::select! {
                 _ = &mut shutdown => return,
+                Ok(()) = db_state.changed() => {
+                    if *db_state.borrow_and_update() == ovsdb::ConnectionState::Connected {
+                        crate::metrics::metrics()
+                            .reconnects
+                            .with_label_values(&["ovsdb"])
+                            .inc();
+                    }
+                }
                 Ok(()) = state.changed() => {
                     let has = state.borrow_and_update().cluster_network.is_some();
                     if had_cluster_network && !has {
@@ -564,7 +635,7 @@ impl Daemon {
                     let mut all = updates;
                     all.extend(self.switch.take_drift());
                     let shown: Vec<String> = all.iter().take(5).map(ToString::to_string).collect();
-                    self.repair(&format!(
+                    self.repair("flow-drift", &format!(
                         "{} flow change(s) behind the agent's back: {}{}",
                         all.len(),
                         shown.join(", "),
@@ -583,7 +654,7 @@ impl Daemon {
                     seen = self.switch.generation();
                 }
                 _ = tick.tick() => {
-                    self.repair("periodic").await;
+                    self.repair("periodic", "periodic").await;
                     self.pods.repair_ports().await;
                 }
                 _ = fast.tick() => {
@@ -592,6 +663,10 @@ impl Daemon {
                     let g = self.switch.generation();
                     if g != seen {
                         seen = g;
+                        crate::metrics::metrics()
+                            .reconnects
+                            .with_label_values(&["openflow"])
+                            .inc();
                         self.repair_switch().await;
                     }
                 }
@@ -609,8 +684,12 @@ impl Daemon {
         if let Some(m) = self.maintenance.take() {
             m.abort();
         }
+        self.observer.health.stopped_serving();
         if let Some(s) = self.server.take() {
             s.shutdown(Duration::from_secs(5)).await;
+        }
+        for e in self.endpoints.drain(..) {
+            e.abort();
         }
     }
 }
@@ -730,9 +809,7 @@ fn write_conf(path: &Path, cfg: &Config, name: &str, namespace: Option<&str>) ->
 #[derive(Debug)]
 struct AgentHandler {
     pods: Arc<Pods>,
-    db: ovsdb::Client,
-    switch: Arc<Switch>,
-    version_note: Option<Flow>,
+    view: Arc<NodeView>,
 }
 
 impl cni::Handler for AgentHandler {
@@ -767,34 +844,29 @@ impl cni::Handler for AgentHandler {
         Ok(())
     }
 
+    /// Ready as `/readyz` is ready (one definition, see `observe`): the first failing check
+    /// is the error, with every check in the details.
     async fn status(&self, _req: Request) -> Result<(), CniError> {
-        if self.db.state() != ovsdb::ConnectionState::Connected {
-            return Err(CniError::new(
+        let checks = self.view.readiness(false).await;
+        match checks.iter().find(|c| !c.ok) {
+            None => Ok(()),
+            Some(bad) => Err(CniError::new(
                 crate::cni::codes::PLUGIN_NOT_AVAILABLE,
-                "Open vSwitch database is unreachable",
-                format!("the agent is reconnecting to {:?}", self.db.target()),
-            ));
+                format!("not ready: {}: {}", bad.name, bad.detail),
+                checks
+                    .iter()
+                    .map(|c| {
+                        format!(
+                            "{} {}: {}",
+                            c.name,
+                            if c.ok { "ok" } else { "failed" },
+                            c.detail
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            )),
         }
-        let version = self
-            .switch
-            .dump(&DumpFilter::table(Table::Version.id()))
-            .await
-            .map_err(|e| {
-                CniError::new(
-                    crate::cni::codes::PLUGIN_NOT_AVAILABLE,
-                    "br0 is unreachable over OpenFlow",
-                    e.to_string(),
-                )
-            })?;
-        let want = self.version_note.as_ref();
-        if version.first().map(|f| &f.actions) != want.map(|f| &f.actions) {
-            return Err(CniError::new(
-                crate::cni::codes::PLUGIN_NOT_AVAILABLE,
-                "br0 does not hold the base flows",
-                "the agent is repairing the pipeline; retry shortly",
-            ));
-        }
-        Ok(())
     }
 }
 

@@ -438,6 +438,26 @@ impl<S: FlowSwitch> FlowStore<S> {
         state.owners.get(owner).map(|e| e.flows.clone())
     }
 
+    /// Every desired flow with its owner, VNID rows included (what `sdnctl flows` names and
+    /// the metrics count).
+    pub async fn desired(&self) -> Vec<(Owner, Flow)> {
+        let state = self.state.lock().await;
+        let mut out: Vec<(Owner, Flow)> = state
+            .owners
+            .iter()
+            .flat_map(|(o, e)| e.flows.iter().map(move |f| (o.clone(), f.clone())))
+            .collect();
+        if self.vnid_rows {
+            out.extend(
+                state
+                    .vnid_refs()
+                    .keys()
+                    .filter_map(|v| vnid_flow(*v).map(|f| (Owner::Vnid(*v), f))),
+            );
+        }
+        out
+    }
+
     /// Every owner the store knows, VNID rows included.
     pub async fn owners(&self) -> Vec<Owner> {
         let state = self.state.lock().await;

@@ -5,6 +5,7 @@
 //! Everything with I/O lives here; the pure logic (flows, tenancy) lives in the `flows` and
 //! `multitenant` crates.
 
+pub mod api;
 pub mod bandwidth;
 pub mod cluster;
 pub mod cni;
@@ -17,7 +18,10 @@ pub mod flowstore;
 pub mod hostports;
 pub mod ipam;
 pub mod iptables;
+pub mod logging;
+pub mod metrics;
 pub mod netlink;
+pub mod observe;
 pub mod pod;
 pub mod remote;
 pub mod seams;

@@ -9,7 +9,8 @@
 //! The command line is clap's: `sdn-agent [run] [FLAGS]`, `sdn-agent controller [FLAGS]`,
 //! `sdn-agent remove-host-rules`, `sdn-agent remove-cni-config`, `sdn-agent crds`; `--help` on each, `--version`, flags as
 //! `--flag value` or `--flag=value`, every flag also an environment variable (see
-//! [`agent::config::Flags`]).
+//! [`agent::config::Flags`]). Logs go to stderr as text or JSON (`--log-format`), at
+//! `--log-level` (or `RUST_LOG`), changeable while running with `sdnctl log-level`.
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -106,14 +107,16 @@ async fn main() -> Result<()> {
         // --help, --version.
         Err(e) => e.exit(),
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    // The logger follows the configuration of `run` and `controller` (logFormat, logLevel);
+    // the other commands log as text at info.
+    let (format, level) = match &cli.command {
+        Cmd::Run(f) | Cmd::Controller(f) => {
+            let cfg = config(f)?;
+            (cfg.log_format, cfg.log_level)
+        }
+        _ => (agent::logging::LogFormat::Text, "info".to_string()),
+    };
+    agent::logging::init(format, &level).map_err(anyhow::Error::msg)?;
     let flags = match cli.command {
         Cmd::Run(flags) => flags,
         Cmd::Crds => {

@@ -233,17 +233,25 @@ impl NodeIo for HostIo {
     type Nat = Iptables;
 }
 
+/// Counts an OVS operation's result in `openshift_sdn_ovs_operations` and passes it on: every
+/// OVSDB transaction and OpenFlow request of the pod logic and the flow store goes through the
+/// impls below.
+fn counted<T, E>(r: Result<T, E>) -> Result<T, E> {
+    crate::metrics::metrics().ovs_result(&r);
+    r
+}
+
 impl PortDb for ovsdb::Client {
     async fn add_port(&self, bridge: &str, spec: &PortSpec) -> Result<u32, ovsdb::Error> {
-        ovsdb::Client::add_port(self, bridge, spec).await
+        counted(ovsdb::Client::add_port(self, bridge, spec).await)
     }
 
     async fn delete_port(&self, bridge: &str, name: &str) -> Result<(), ovsdb::Error> {
-        ovsdb::Client::delete_port(self, bridge, name).await
+        counted(ovsdb::Client::delete_port(self, bridge, name).await)
     }
 
     async fn add_ports(&self, bridge: &str, specs: &[PortSpec]) -> Result<Vec<u32>, ovsdb::Error> {
-        ovsdb::Client::add_ports(self, bridge, specs).await
+        counted(ovsdb::Client::add_ports(self, bridge, specs).await)
     }
 
     async fn delete_ports_nowait(
@@ -251,7 +259,7 @@ impl PortDb for ovsdb::Client {
         bridge: &str,
         names: &[String],
     ) -> Result<(), ovsdb::Error> {
-        ovsdb::Client::delete_ports_nowait(self, bridge, names).await
+        counted(ovsdb::Client::delete_ports_nowait(self, bridge, names).await)
     }
 
     async fn replace_interface_external_ids(
@@ -259,7 +267,7 @@ impl PortDb for ovsdb::Client {
         name: &str,
         ids: &BTreeMap<String, String>,
     ) -> Result<(), ovsdb::Error> {
-        ovsdb::Client::replace_interface_external_ids(self, name, ids).await
+        counted(ovsdb::Client::replace_interface_external_ids(self, name, ids).await)
     }
 
     async fn set_interface_external_ids(
@@ -267,7 +275,7 @@ impl PortDb for ovsdb::Client {
         name: &str,
         ids: &BTreeMap<String, String>,
     ) -> Result<(), ovsdb::Error> {
-        ovsdb::Client::set_interface_external_ids(self, name, ids).await
+        counted(ovsdb::Client::set_interface_external_ids(self, name, ids).await)
     }
 
     async fn set_interface_policing(
@@ -276,15 +284,15 @@ impl PortDb for ovsdb::Client {
         rate_kbps: u64,
         burst_kb: u64,
     ) -> Result<(), ovsdb::Error> {
-        ovsdb::Client::set_interface_policing(self, name, rate_kbps, burst_kb).await
+        counted(ovsdb::Client::set_interface_policing(self, name, rate_kbps, burst_kb).await)
     }
 
     async fn set_port_qos(&self, port: &str, spec: &QosSpec) -> Result<String, ovsdb::Error> {
-        ovsdb::Client::set_port_qos(self, port, spec).await
+        counted(ovsdb::Client::set_port_qos(self, port, spec).await)
     }
 
     async fn delete_qos(&self, uuid: &str) -> Result<(), ovsdb::Error> {
-        ovsdb::Client::delete_qos(self, uuid).await
+        counted(ovsdb::Client::delete_qos(self, uuid).await)
     }
 
     fn interfaces_with_external_id(&self, key: &str) -> Vec<InterfaceInfo> {
@@ -317,19 +325,19 @@ impl PortDb for ovsdb::Client {
 
 impl FlowSwitch for Switch {
     async fn bundle(&self, msgs: &[BundleMsg]) -> Result<(), OfError> {
-        Switch::bundle(self, msgs).await
+        counted(Switch::bundle(self, msgs).await)
     }
 
     async fn dump_flows(&self, filter: &DumpFilter) -> Result<Vec<Flow>, OfError> {
-        Switch::dump(self, filter).await
+        counted(Switch::dump(self, filter).await)
     }
 
     async fn dump_meters(&self) -> Result<Vec<Meter>, OfError> {
-        self.client().await?.dump_meters().await
+        counted(async { self.client().await?.dump_meters().await }.await)
     }
 
     async fn meter_mod(&self, command: MeterModCommand, meter: &Meter) -> Result<(), OfError> {
-        self.client().await?.meter_mod(command, meter).await
+        counted(async { self.client().await?.meter_mod(command, meter).await }.await)
     }
 
     fn generation(&self) -> u64 {

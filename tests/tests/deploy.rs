@@ -847,25 +847,24 @@ fn agent_daemonset_runs_privileged_in_the_host_network_with_what_its_config_need
         }
     }
 
-    // Readiness: the agent answers CNI STATUS on its socket and has written its CNI config.
-    let probe = c
-        .readiness_probe
-        .as_ref()
-        .and_then(|p| p.exec.as_ref())
-        .and_then(|e| e.command.clone())
-        .expect("a readiness probe")
-        .join(" ");
-    let conf = cfg
-        .cni_conf_dir
-        .join(format!("10-{}.conflist", cfg.cni_network_name));
-    for needed in [
-        conf.display().to_string(),
-        cfg.cni_socket.display().to_string(),
-        "CNI_COMMAND=STATUS /usr/local/bin/sdn-cni".to_string(),
+    // Health: readiness and liveness are the agent's own endpoints on its metrics address
+    // (/readyz is what CNI STATUS answers), reached on the host network's loopback.
+    let addr = cfg
+        .metrics_address()
+        .expect("the DaemonSet's agent serves metrics");
+    for (probe, path) in [
+        (c.readiness_probe.as_ref(), "/readyz"),
+        (c.liveness_probe.as_ref(), "/livez"),
+        (c.startup_probe.as_ref(), "/livez"),
     ] {
-        assert!(
-            probe.contains(&needed),
-            "readiness probe {probe:?} does not check {needed}"
+        let get = probe
+            .and_then(|p| p.http_get.as_ref())
+            .unwrap_or_else(|| panic!("an httpGet probe of {path}"));
+        assert_eq!(get.path.as_deref(), Some(path));
+        assert_eq!(get.host.as_deref(), Some(addr.ip().to_string().as_str()));
+        assert_eq!(
+            get.port,
+            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(i32::from(addr.port()))
         );
     }
 

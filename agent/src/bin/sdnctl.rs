@@ -1,4 +1,10 @@
-//! `sdnctl`: the operator CLI for tenants (NetNamespaces and their VNIDs) of a standalone node.
+//! `sdnctl`: the operator CLI of a node: what the running agent knows (`status`, `pods`,
+//! `flows`, `log-level`, and `namespaces` in Kubernetes mode), asked over the agent's root-only
+//! local API ([`agent::api`]), and the tenants (NetNamespaces and their VNIDs) of a standalone
+//! node.
+//!
+//! The agent's view works in both cluster-state modes: the socket is `--api-socket`, else the
+//! config's `apiSocket` (or `api.sock` next to its `cniSocket`), else `/var/run/sdn/api.sock`.
 //!
 //! Every command edits the agent's cluster state directory through [`agent::tenants`] (under a
 //! lock, one file per change, atomically); the running agent applies the change as soon as it sees the write.
@@ -43,6 +49,9 @@ struct Cli {
     /// OVSDB for local pod counts: unix:PATH or tcp:IP:PORT (overrides the config)
     #[arg(long, global = true, value_name = "TARGET")]
     ovsdb: Option<String>,
+    /// The agent's local API socket [default: from --config, else /var/run/sdn/api.sock]
+    #[arg(long, global = true, env = "SDN_API_SOCKET", value_name = "PATH")]
+    api_socket: Option<PathBuf>,
     /// Machine-readable output
     #[arg(long, global = true)]
     json: bool,
@@ -52,6 +61,34 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Cmd {
+    /// The agent: readiness, connections, pipeline version, last reconcile and repairs,
+    /// cluster-state problems, counts
+    Status,
+    /// This node's pods: sandbox, IP, MAC, port, ofport, VNID, cookie, host ports, bandwidth
+    Pods {
+        /// Only the pods of this namespace
+        #[arg(short = 'n', long = "namespace", value_name = "NS")]
+        namespace: Option<String>,
+    },
+    /// br0's flows, each with its table name and owner: a pod's (NS/NAME), a table's, a tenant's
+    Flows {
+        /// The flows of this pod (NAMESPACE/NAME)
+        pod: Option<String>,
+        /// Only this table (name or number)
+        #[arg(long, value_name = "NAME")]
+        table: Option<String>,
+        /// The flows of this tenant's pods and its VNID row
+        #[arg(long, value_name = "NS")]
+        tenant: Option<String>,
+    },
+    /// Show the agent's log level, or change it at once (error, warn, info, debug, trace, or
+    /// directives such as agent=debug,ovs=info)
+    LogLevel {
+        /// The new level or filter
+        level: Option<String>,
+    },
+    /// The agent's recent log lines (kept in memory)
+    Log,
     /// List namespaces: VNID, namespaces sharing it, local pods
     #[command(alias = "list")]
     Namespaces,
@@ -91,7 +128,15 @@ enum Cmd {
 }
 
 /// The argument shape of each command, for usage errors.
-const SHAPES: [(&str, &str); 7] = [
+const SHAPES: [(&str, &str); 12] = [
+    ("status", ""),
+    ("pods", "[-n NAMESPACE]"),
+    (
+        "flows",
+        "[NAMESPACE/POD] [--table NAME] [--tenant NAMESPACE]",
+    ),
+    ("log-level", "[LEVEL]"),
+    ("log", ""),
     ("namespaces", ""),
     ("list", ""),
     ("create", "NAME [--global]"),
@@ -169,13 +214,42 @@ fn usage_error(raw: &[String], e: &clap::Error) -> String {
 /// The tenant command of a subcommand (`None` for `namespaces`).
 fn tenant_command(cmd: Cmd) -> Option<Command> {
     Some(match cmd {
-        Cmd::Namespaces => return None,
+        Cmd::Namespaces
+        | Cmd::Status
+        | Cmd::Pods { .. }
+        | Cmd::Flows { .. }
+        | Cmd::LogLevel { .. }
+        | Cmd::Log => return None,
         Cmd::Create { name, global } => Command::Create { name, global },
         Cmd::Join { name, other } => Command::Join { name, other },
         Cmd::Isolate { name } => Command::Isolate { name },
         Cmd::MakeGlobal { name } => Command::MakeGlobal { name },
         Cmd::Delete { name, force } => Command::Delete { name, force },
     })
+}
+
+/// How to do a tenant change in Kubernetes mode, where the controller owns NetNamespaces.
+fn kube_hint(cmd: &Cmd) -> String {
+    const KEY: &str = "pod.network.openshift.io/multitenant.change-network";
+    let how = match cmd {
+        Cmd::Join { name, other } => {
+            format!("kubectl annotate netnamespace {name} {KEY}=join:{other}")
+        }
+        Cmd::Isolate { name } => format!("kubectl annotate netnamespace {name} {KEY}=isolate"),
+        Cmd::MakeGlobal { name } => {
+            format!("kubectl annotate netnamespace {name} {KEY}=global")
+        }
+        Cmd::Create { name, .. } => format!(
+            "kubectl create namespace {name} (the controller gives it a NetNamespace; add --global's effect with: kubectl annotate netnamespace {name} {KEY}=global)"
+        ),
+        Cmd::Delete { name, .. } => format!(
+            "kubectl delete namespace {name} (the controller deletes its NetNamespace)"
+        ),
+        _ => String::new(),
+    };
+    format!(
+        "clusterState is kubernetes: the controller owns NetNamespaces, so change them through the API: {how}"
+    )
 }
 
 /// Where the state directory and OVSDB are, and what to tell the operator about them.
@@ -276,6 +350,128 @@ fn out(text: &str) -> Result<(), Failure> {
         .map_err(|e| Failure::Error(format!("writing the output: {e}")))
 }
 
+/// The agent's configuration named by `--config` (or `$SDN_CONFIG`), if any.
+fn agent_config(a: &Cli) -> Result<Option<Config>, Failure> {
+    match &a.config {
+        Some(f) if !f.as_os_str().is_empty() => Config::from_file(f)
+            .map(Some)
+            .map_err(|e| Failure::Error(format!("{e:#}"))),
+        _ => Ok(None),
+    }
+}
+
+/// The local API socket: `--api-socket`, the config's, or the default.
+fn api_socket(a: &Cli) -> Result<PathBuf, Failure> {
+    if let Some(p) = &a.api_socket {
+        return Ok(p.clone());
+    }
+    Ok(match agent_config(a)? {
+        Some(cfg) => cfg.api_socket(),
+        None => Config::default().api_socket(),
+    })
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Error(format!("cannot start a runtime: {e}")))
+}
+
+/// The commands answered by the running agent.
+fn ask_agent(a: &Cli, cmd: &Cmd) -> Result<(), Failure> {
+    let client = agent::api::Client::new(&api_socket(a)?);
+    let rt = runtime()?;
+    let get = |path: String| -> Result<serde_json::Value, Failure> {
+        rt.block_on(client.get_json::<serde_json::Value>(&path))
+            .map_err(|e| Failure::Error(e.to_string()))
+    };
+    let pretty = |v: &serde_json::Value| out(&format!("{v:#}\n"));
+    match cmd {
+        Cmd::Status => {
+            let v = get("/v1/status".into())?;
+            if a.json {
+                return pretty(&v);
+            }
+            let st: agent::api::Status =
+                serde_json::from_value(v).map_err(|e| Failure::Error(e.to_string()))?;
+            out(&view::status(&st))
+        }
+        Cmd::Pods { namespace } => {
+            let path = match namespace {
+                Some(ns) => format!("/v1/pods?namespace={}", view::encode(ns)),
+                None => "/v1/pods".into(),
+            };
+            let v = get(path)?;
+            if a.json {
+                return pretty(&v);
+            }
+            let pods: Vec<agent::api::PodEntry> =
+                serde_json::from_value(v).map_err(|e| Failure::Error(e.to_string()))?;
+            out(&view::pods(&pods))
+        }
+        Cmd::Flows { pod, table, tenant } => {
+            let mut q = Vec::new();
+            if let Some(p) = pod {
+                q.push(format!("pod={}", view::encode(p)));
+            }
+            if let Some(t) = table {
+                q.push(format!("table={}", view::encode(t)));
+            }
+            if let Some(t) = tenant {
+                q.push(format!("tenant={}", view::encode(t)));
+            }
+            let v = get(format!("/v1/flows?{}", q.join("&")))?;
+            if a.json {
+                return pretty(&v);
+            }
+            let flows: Vec<agent::api::FlowEntry> =
+                serde_json::from_value(v).map_err(|e| Failure::Error(e.to_string()))?;
+            out(&view::flows(&flows))
+        }
+        Cmd::LogLevel { level } => {
+            let v: serde_json::Value = match level {
+                None => get("/v1/log-level".into())?,
+                Some(l) => rt
+                    .block_on(client.put_json::<serde_json::Value>("/v1/log-level", l))
+                    .map_err(|e| Failure::Error(e.to_string()))?,
+            };
+            if a.json {
+                return pretty(&v);
+            }
+            match v["previous"].as_str() {
+                Some(p) => out(&format!(
+                    "log level {} (was {p})\n",
+                    v["level"].as_str().unwrap_or("")
+                )),
+                None => out(&format!(
+                    "log level {}\n",
+                    v["level"].as_str().unwrap_or("")
+                )),
+            }
+        }
+        Cmd::Log => {
+            let (status, body) = rt
+                .block_on(client.call(hyper::Method::GET, "/v1/log", ""))
+                .map_err(|e| Failure::Error(e.to_string()))?;
+            if !status.is_success() {
+                return Err(Failure::Error(body));
+            }
+            out(&body)
+        }
+        Cmd::Namespaces => {
+            let v = get("/v1/namespaces".into())?;
+            if a.json {
+                return pretty(&serde_json::json!({ "namespaces": v, "source": "agent" }));
+            }
+            let ns: Vec<agent::api::NamespaceEntry> =
+                serde_json::from_value(v).map_err(|e| Failure::Error(e.to_string()))?;
+            out(&view::namespaces(&ns))
+        }
+        _ => Err(Failure::Error("not an agent command".into())),
+    }
+}
+
 fn run(raw: &[String]) -> Result<(), Failure> {
     let mut a =
         match Cli::try_parse_from(std::iter::once("sdnctl".to_string()).chain(raw.iter().cloned()))
@@ -285,10 +481,25 @@ fn run(raw: &[String]) -> Result<(), Failure> {
             // --help, --version, help.
             Err(e) => e.exit(),
         };
-    let cmd = match a.command.take() {
-        Some(c) => tenant_command(c),
-        None => return Err(Failure::Usage("no command given".into())),
+    let Some(command) = a.command.take() else {
+        return Err(Failure::Usage("no command given".into()));
     };
+    if matches!(
+        command,
+        Cmd::Status | Cmd::Pods { .. } | Cmd::Flows { .. } | Cmd::LogLevel { .. } | Cmd::Log
+    ) {
+        return ask_agent(&a, &command);
+    }
+    // Kubernetes mode: the controller owns NetNamespaces; the agent shows them.
+    if a.state_dir.is_none()
+        && agent_config(&a)?.is_some_and(|c| c.cluster_state == ClusterStateSource::Kubernetes)
+    {
+        return match command {
+            Cmd::Namespaces => ask_agent(&a, &command),
+            other => Err(Failure::Error(kube_hint(&other))),
+        };
+    }
+    let cmd = tenant_command(command);
     let place = locate(&a)?;
     let config_given = place.config.is_some();
     warn(&place.notes);
@@ -361,6 +572,210 @@ fn run(raw: &[String]) -> Result<(), Failure> {
                 out(&format!("{}\n", outcome.change))
             }
         }
+    }
+}
+
+/// The tables `sdnctl` prints of the agent's answers.
+mod view {
+    use agent::api::{FlowEntry, NamespaceEntry, PodEntry, Status};
+
+    /// Percent-encodes a query value.
+    pub fn encode(s: &str) -> String {
+        s.bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect()
+    }
+
+    /// Left-aligned columns separated by two spaces.
+    fn columns(rows: &[Vec<String>]) -> String {
+        let n = rows.iter().map(Vec::len).max().unwrap_or(0);
+        let widths: Vec<usize> = (0..n)
+            .map(|i| {
+                rows.iter()
+                    .map(|r| r.get(i).map_or(0, |c| c.chars().count()))
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let mut s = String::new();
+        for r in rows {
+            let line: Vec<String> = r
+                .iter()
+                .enumerate()
+                .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
+                .collect();
+            s.push_str(line.join("  ").trim_end());
+            s.push('\n');
+        }
+        s
+    }
+
+    pub fn status(st: &Status) -> String {
+        let mut s = format!(
+            "node {} ({} mode, subnet {}, node IP {}, {} datapath), agent {}, pipeline {}\n",
+            st.node, st.mode, st.subnet, st.node_ip, st.datapath, st.version, st.pipeline_version
+        );
+        s.push_str(&format!(
+            "{}; up {} s{}\n",
+            if st.ready { "READY" } else { "NOT READY" },
+            st.uptime_seconds,
+            st.ready_after_seconds
+                .map(|r| format!(", served {r:.3} s after start"))
+                .unwrap_or_default()
+        ));
+        for c in st.readiness.iter().chain(&st.liveness) {
+            s.push_str(&format!(
+                "  [{}] {}: {}\n",
+                if c.ok { "ok" } else { "FAIL" },
+                c.name,
+                c.detail
+            ));
+        }
+        match &st.last_reconcile {
+            Some(r) => {
+                s.push_str(&format!(
+                    "last reconcile: {} ({} ms), {} flows desired, {} added, {} deleted{}\n",
+                    r.reason,
+                    r.took_ms,
+                    r.desired,
+                    r.added,
+                    r.deleted,
+                    r.error
+                        .as_ref()
+                        .map(|e| format!(", FAILED: {e}"))
+                        .unwrap_or_default()
+                ));
+                for c in &r.changes {
+                    s.push_str(&format!("  repaired: {c}\n"));
+                }
+            }
+            None => s.push_str("last reconcile: none yet\n"),
+        }
+        let list = |m: &std::collections::BTreeMap<String, u64>| {
+            if m.is_empty() {
+                "none".to_string()
+            } else {
+                m.iter()
+                    .map(|(k, v)| format!("{k} {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        };
+        s.push_str(&format!("repairs since start: {}\n", list(&st.repairs)));
+        s.push_str(&format!(
+            "reconnects since start: {}\n",
+            list(&st.reconnects)
+        ));
+        s.push_str(&format!(
+            "counts: {}\n",
+            st.counts
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        s.push_str(&format!("cluster state: {}", st.cluster_state));
+        if st.state_problems.is_empty() {
+            s.push_str(", no problems\n");
+        } else {
+            s.push_str(&format!(", {} problem(s):\n", st.state_problems.len()));
+            for p in &st.state_problems {
+                s.push_str(&format!("  {p}\n"));
+            }
+        }
+        if let Some(m) = &st.metrics_address {
+            s.push_str(&format!(
+                "metrics: http://{m}/metrics (health: /livez, /readyz)\n"
+            ));
+        }
+        s
+    }
+
+    pub fn pods(pods: &[PodEntry]) -> String {
+        let mut rows = vec![[
+            "NAMESPACE",
+            "POD",
+            "SANDBOX",
+            "IP",
+            "MAC",
+            "PORT",
+            "OFPORT",
+            "VNID",
+            "COOKIE",
+            "HOSTPORTS",
+            "BANDWIDTH",
+        ]
+        .map(String::from)
+        .to_vec()];
+        for p in pods {
+            let hp = match &p.host_ports {
+                serde_json::Value::Array(a) => a
+                    .iter()
+                    .map(|m| {
+                        format!(
+                            "{}->{}/{}",
+                            m["hostPort"].as_u64().unwrap_or(0),
+                            m["containerPort"].as_u64().unwrap_or(0),
+                            m["protocol"].as_str().unwrap_or("tcp").to_lowercase()
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(","),
+                _ => "-".into(),
+            };
+            let bw = |v: Option<u64>| v.map_or("-".to_string(), |b| format!("{b}bps"));
+            let bandwidth = match (p.bandwidth.ingress_bps, p.bandwidth.egress_bps) {
+                (None, None) => "-".to_string(),
+                (i, e) => format!("in {} out {}", bw(i), bw(e)),
+            };
+            rows.push(vec![
+                p.namespace.clone(),
+                p.pod.clone(),
+                p.sandbox.chars().take(12).collect(),
+                p.ip.to_string(),
+                p.mac.clone(),
+                p.port.clone(),
+                p.ofport.to_string(),
+                p.vnid.to_string(),
+                p.cookie.clone(),
+                if hp.is_empty() { "-".into() } else { hp },
+                bandwidth,
+            ]);
+        }
+        columns(&rows)
+    }
+
+    pub fn flows(flows: &[FlowEntry]) -> String {
+        let mut s = String::new();
+        let mut table = None;
+        for f in flows {
+            if table != Some(f.table) {
+                s.push_str(&format!("table {} {}:\n", f.table, f.table_name));
+                table = Some(f.table);
+            }
+            s.push_str(&format!("  {}\n      owner: {}\n", f.flow, f.owner));
+        }
+        if flows.is_empty() {
+            s.push_str("no flows match\n");
+        }
+        s
+    }
+
+    pub fn namespaces(ns: &[NamespaceEntry]) -> String {
+        let mut rows = vec![["NAME", "NETID", "LOCAL PODS"].map(String::from).to_vec()];
+        for n in ns {
+            rows.push(vec![
+                n.name.clone(),
+                n.netid.to_string(),
+                n.local_pods.to_string(),
+            ]);
+        }
+        columns(&rows)
     }
 }
 

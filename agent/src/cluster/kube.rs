@@ -79,6 +79,8 @@ pub async fn client(kubeconfig: Option<&Path>) -> Result<Client> {
 pub struct KubeSource {
     rx: watch::Receiver<Arc<ClusterState>>,
     task: tokio::task::JoinHandle<()>,
+    /// The failing watches, by kind: the error of each one's last attempt.
+    failing: Arc<std::sync::Mutex<BTreeMap<&'static str, String>>>,
 }
 
 impl Drop for KubeSource {
@@ -90,6 +92,13 @@ impl Drop for KubeSource {
 impl ClusterSource for KubeSource {
     fn subscribe(&self) -> watch::Receiver<Arc<ClusterState>> {
         self.rx.clone()
+    }
+
+    fn problems(&self) -> Vec<String> {
+        crate::lock(&self.failing)
+            .iter()
+            .map(|(kind, e)| format!("the {kind} watch fails: {e}"))
+            .collect()
     }
 }
 
@@ -366,6 +375,8 @@ impl KubeSource {
             tracing::warn!(kind = kind.as_str(), %name, error = %e, "cluster object has a problem");
         }
         let (tx, rx) = watch::channel(Arc::new(first));
+        let failing = Arc::new(std::sync::Mutex::new(last_error.clone()));
+        let shown = failing.clone();
         let task = tokio::spawn(async move {
             while let Some(ev) = events.next().await {
                 let mut changed = handle(&mut caches, ev, &mut last_error);
@@ -373,6 +384,7 @@ impl KubeSource {
                 while let Some(Some(ev)) = futures::FutureExt::now_or_never(events.next()) {
                     changed |= handle(&mut caches, ev, &mut last_error);
                 }
+                crate::lock(&shown).clone_from(&last_error);
                 if changed {
                     let st = caches.state();
                     tx.send_if_modified(|cur| {
@@ -386,7 +398,7 @@ impl KubeSource {
                 }
             }
         });
-        Ok(KubeSource { rx, task })
+        Ok(KubeSource { rx, task, failing })
     }
 
     /// Waits (bounded) until the state has a HostSubnet for `node`.

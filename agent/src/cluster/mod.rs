@@ -52,6 +52,13 @@ pub trait ClusterSource: Send + Sync + std::fmt::Debug {
     fn current(&self) -> Arc<ClusterState> {
         self.subscribe().borrow().clone()
     }
+
+    /// What keeps the source from seeing the whole cluster now, one line each (files that do
+    /// not parse or conflict, watches that fail), for `/readyz`, `sdnctl status` and the
+    /// metrics. Empty when the state is complete.
+    fn problems(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Errors of the cluster state sources. Clonable so a source can keep and report the current

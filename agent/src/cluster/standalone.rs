@@ -411,6 +411,10 @@ impl ClusterSource for StandaloneSource {
     fn subscribe(&self) -> watch::Receiver<Arc<ClusterState>> {
         self.state.clone()
     }
+
+    fn problems(&self) -> Vec<String> {
+        self.errors().iter().map(ToString::to_string).collect()
+    }
 }
 
 impl Drop for StandaloneSource {

@@ -230,23 +230,12 @@ pub async fn serve<H: Handler>(
     handler: Arc<H>,
     opts: ServerOptions,
 ) -> Result<ServerHandle, ServerError> {
-    let dir = match (socket.parent(), socket.file_name()) {
-        (Some(d), Some(_)) if socket.is_absolute() => d.to_path_buf(),
-        _ => return Err(ServerError::BadPath(socket.to_path_buf())),
-    };
-    prepare_dir(&dir)?;
-    remove_stale_socket(socket).await?;
-    let sock_err = |op: &'static str| {
-        move |source| ServerError::Socket {
-            path: socket.to_path_buf(),
-            op,
-            source,
-        }
-    };
-    let listener = UnixListener::bind(socket).map_err(sock_err("bind"))?;
-    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
-        .map_err(sock_err("chmod 0600"))?;
-    let meta = std::fs::symlink_metadata(socket).map_err(sock_err("stat"))?;
+    let listener = bind_private_socket(socket).await?;
+    let meta = std::fs::symlink_metadata(socket).map_err(|source| ServerError::Socket {
+        path: socket.to_path_buf(),
+        op: "stat",
+        source,
+    })?;
     let locks = Arc::new(KeyedLocks::default());
     let inflight = Arc::new(Inflight::default());
     let ctx = Arc::new(Ctx {
@@ -264,6 +253,60 @@ pub async fn serve<H: Handler>(
         locks,
         inflight,
     })
+}
+
+/// Binds a root-only socket at `socket` as the CNI server's is bound (the local API uses it
+/// too): the directory made or fixed to 0700 and owned by us, a stale socket removed only when
+/// nobody listens on it, the socket chmodded 0600 right after bind.
+pub async fn bind_private_socket(socket: &Path) -> Result<UnixListener, ServerError> {
+    let dir = match (socket.parent(), socket.file_name()) {
+        (Some(d), Some(_)) if socket.is_absolute() => d.to_path_buf(),
+        _ => return Err(ServerError::BadPath(socket.to_path_buf())),
+    };
+    prepare_dir(&dir)?;
+    remove_stale_socket(socket).await?;
+    let sock_err = |op: &'static str| {
+        move |source| ServerError::Socket {
+            path: socket.to_path_buf(),
+            op,
+            source,
+        }
+    };
+    let listener = UnixListener::bind(socket).map_err(sock_err("bind"))?;
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
+        .map_err(sock_err("chmod 0600"))?;
+    Ok(listener)
+}
+
+/// Removes a socket file on drop, if it is still the one that was there when this was made
+/// (never another process's).
+#[derive(Debug)]
+pub struct RemoveOnDrop {
+    path: PathBuf,
+    ident: Option<(u64, u64)>,
+}
+
+impl RemoveOnDrop {
+    /// Guards the socket now at `path`.
+    pub fn new(path: &Path) -> RemoveOnDrop {
+        RemoveOnDrop {
+            path: path.to_path_buf(),
+            ident: std::fs::symlink_metadata(path)
+                .ok()
+                .map(|m| (m.dev(), m.ino())),
+        }
+    }
+}
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let now = std::fs::symlink_metadata(&self.path)
+            .ok()
+            .map(|m| (m.dev(), m.ino()));
+        if now.is_some() && now == self.ident {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
 }
 
 fn prepare_dir(dir: &Path) -> Result<(), ServerError> {
@@ -448,7 +491,9 @@ pub fn http_status(code: u32) -> StatusCode {
 }
 
 fn error_response(e: &CniError, version: CniVersion) -> Response {
-    response(http_status(e.code), e.to_json(version))
+    let mut r = response(http_status(e.code), e.to_json(version));
+    r.extensions_mut().insert(ErrorCode(e.code));
+    r
 }
 
 async fn handle_http<H: Handler>(
@@ -544,7 +589,9 @@ async fn handle_http<H: Handler>(
         Ok(r) => dispatch(ctx, r, received).await,
         Err(e) => {
             warn!(command = ?cmd, container_id = ?cid, code = e.code, "rejected CNI request: {}", e.msg);
-            error_response(&e, version)
+            let r = error_response(&e, version);
+            observe_request(cmd.as_deref().unwrap_or("unknown"), received.elapsed(), &r);
+            r
         }
     }
 }
@@ -632,6 +679,7 @@ async fn dispatch<H: Handler>(ctx: Arc<Ctx<H>>, req: Request, received: Instant)
                 )),
             };
             drop(guard);
+            observe_handler(command, start.elapsed(), &result);
             let elapsed_ms = start.elapsed().as_millis() as u64;
             let total_ms = received.elapsed().as_millis() as u64;
             let late = Instant::now() > deadline;
@@ -654,6 +702,68 @@ async fn dispatch<H: Handler>(ctx: Arc<Ctx<H>>, req: Request, received: Instant)
     let outcome = timeout_at(deadline, task).await;
     drop(abandon);
     let _enter = span.enter();
+    let response = answer(outcome, &phase, &container_id, command, version, budget);
+    observe_request(command.as_str(), received.elapsed(), &response);
+    response
+}
+
+/// Records the handler's own time and failure (openshift-sdn's `setup`/`teardown` series).
+fn observe_handler<T>(command: Command, took: Duration, result: &Result<T, CniError>) {
+    let m = crate::metrics::metrics();
+    let op = match command {
+        Command::Add => "setup",
+        Command::Del => "teardown",
+        _ => return,
+    };
+    m.pod_operations_latency.observe(op, took);
+    if result.is_err() {
+        m.pod_operations_errors.with_label_values(&[op]).inc();
+    }
+}
+
+/// Records a whole request as its client saw it, from receipt to answer (the CNI histograms,
+/// openshift-sdn's `e2esetup`/`e2eteardown`).
+fn observe_request(name: &str, took: Duration, response: &Response) {
+    let m = crate::metrics::metrics();
+    // Label values come from a closed set: a misspelt command counts as "unknown".
+    let name = match name.parse::<Command>() {
+        Ok(c) => c.as_str(),
+        Err(_) => "unknown",
+    };
+    let ok = response.status() == StatusCode::OK;
+    m.cni_request_duration
+        .with_label_values(&[name, if ok { "success" } else { "error" }])
+        .observe(took.as_secs_f64());
+    if !ok {
+        let code = response
+            .extensions()
+            .get::<ErrorCode>()
+            .map_or(0, |c| c.0)
+            .to_string();
+        m.cni_request_errors
+            .with_label_values(&[name, code.as_str()])
+            .inc();
+    }
+    match name {
+        "ADD" => m.pod_operations_latency.observe("e2esetup", took),
+        "DEL" => m.pod_operations_latency.observe("e2eteardown", took),
+        _ => {}
+    }
+}
+
+/// The CNI error code of an error response, kept for the metrics.
+#[derive(Clone, Copy, Debug)]
+struct ErrorCode(u32);
+
+/// The client's answer: the handler's result, or "try again later" at the deadline.
+fn answer(
+    outcome: Result<Result<Outcome, tokio::task::JoinError>, tokio::time::error::Elapsed>,
+    phase: &Mutex<Phase>,
+    container_id: &str,
+    command: Command,
+    version: CniVersion,
+    budget: Duration,
+) -> Response {
     let secs = fmt_secs(budget);
     let not_started = || {
         CniError::try_again_later(format!(

@@ -68,19 +68,26 @@ impl<Io: NodeIo> Pods<Io> {
             }
         };
 
+        let m = crate::metrics::metrics();
         // Bandwidth limits: checked first (pure), so a bad value fails with nothing reserved.
-        let bandwidth = self.bandwidth_of(at)?;
+        let bandwidth = self
+            .bandwidth_of(at)
+            .inspect_err(|_| m.bandwidth_errors.inc())?;
 
         // Host ports: reserved before anything else, so a taken one fails the ADD with nothing
         // done.
-        self.hostports.reserve(hostports::PodPorts {
-            namespace: at.namespace.clone(),
-            pod: at.pod.clone(),
-            sandbox: at.id.container_id.clone(),
-            ifname: at.id.ifname.clone(),
-            ip: None,
-            mappings: hostports::parse(at.runtime_config.as_ref())?,
-        })?;
+        hostports::parse(at.runtime_config.as_ref())
+            .and_then(|mappings| {
+                self.hostports.reserve(hostports::PodPorts {
+                    namespace: at.namespace.clone(),
+                    pod: at.pod.clone(),
+                    sandbox: at.id.container_id.clone(),
+                    ifname: at.id.ifname.clone(),
+                    ip: None,
+                    mappings,
+                })
+            })
+            .inspect_err(|_| m.hostport_errors.inc())?;
 
         let plan = Plan {
             at,
@@ -96,6 +103,13 @@ impl<Io: NodeIo> Pods<Io> {
         match result {
             Ok(r) => Ok(r),
             Err(e) => {
+                match &e {
+                    PodError::Iptables { .. } => m.hostport_errors.inc(),
+                    PodError::NoFreeMeter { .. } | PodError::Bandwidth { .. } => {
+                        m.bandwidth_errors.inc()
+                    }
+                    _ => {}
+                }
                 tracing::warn!(
                     sandbox = %key.container_id, ifname = %key.ifname, namespace = %at.namespace,
                     pod = %at.pod, error = %e, details = %e.details(), steps = done.len(),

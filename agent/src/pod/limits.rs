@@ -62,6 +62,7 @@ impl<Io: NodeIo> Pods<Io> {
                 Some(meter) => {
                     tracing::warn!(meter = m, "re-adding an egress meter the switch lost");
                     switch.meter_mod(MeterModCommand::Add, &meter).await?;
+                    crate::metrics::metrics().repaired("meter");
                 }
                 None => tracing::error!(meter = m, "egress meter lost and its rate is unknown"),
             }
@@ -90,6 +91,18 @@ impl<Io: NodeIo> Pods<Io> {
     /// port's Interface (kernel datapath). Pod ingress: a `linux-htb` QoS row tagged with the
     /// attachment.
     pub(super) async fn apply_bandwidth(
+        &self,
+        a: &AttachmentId,
+        host_veth: &str,
+        bw: &Bandwidth,
+        egress_meter: Option<u32>,
+    ) -> Result<(), PodError> {
+        self.apply_bandwidth_steps(a, host_veth, bw, egress_meter)
+            .await
+            .inspect_err(|_| crate::metrics::metrics().bandwidth_errors.inc())
+    }
+
+    async fn apply_bandwidth_steps(
         &self,
         a: &AttachmentId,
         host_veth: &str,

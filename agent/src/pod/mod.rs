@@ -291,6 +291,11 @@ impl<Io: NodeIo> Pods<Io> {
         &self.net
     }
 
+    /// Addresses leased in the lease store (pods, warm ports), 0 when it cannot be read.
+    pub fn lease_count(&self) -> usize {
+        self.ipam.leases().map_or(0, |l| l.len())
+    }
+
     /// A snapshot of the pod table.
     pub async fn list(&self) -> Vec<Pod> {
         let mut v: Vec<Pod> = self.table.lock().await.values().cloned().collect();
@@ -337,6 +342,7 @@ impl<Io: NodeIo> Pods<Io> {
                         wait.as_secs()
                     ),
                 };
+                crate::metrics::metrics().vnid_not_found_errors.inc();
                 Err(PodError::NoNetNamespace {
                     namespace: namespace.to_string(),
                     hint,

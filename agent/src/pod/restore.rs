@@ -209,7 +209,9 @@ impl<Io: NodeIo> Pods<Io> {
             change = change.put_pod(p.host_veth.clone(), p.flows(), self.row_vnid(p.vnid));
             updated.push(p);
         }
+        let began = std::time::Instant::now();
         self.store.apply(change).await?;
+        let took = began.elapsed();
         let out: Vec<VnidChange> = updated
             .iter()
             .map(|p| VnidChange {
@@ -224,7 +226,13 @@ impl<Io: NodeIo> Pods<Io> {
         for c in &out {
             *by_ns.entry((&c.namespace, c.from, c.to)).or_default() += 1;
         }
+        let m = crate::metrics::metrics();
+        for _ in &out {
+            m.pod_operations_latency.observe("update", took);
+        }
         for ((namespace, from, to), pods) in by_ns {
+            m.vnid_changes.inc();
+            m.vnid_change_duration.observe(took.as_secs_f64());
             tracing::info!(
                 namespace,
                 from = %from,

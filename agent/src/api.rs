@@ -1,0 +1,737 @@
+//! The agent's local API: JSON over HTTP/1.1 on a root-only Unix socket (`apiSocket`, by
+//! default `api.sock` next to the CNI socket), for `sdnctl` and for operators' own tools.
+//!
+//! Why the agent answers instead of `sdnctl` reading OVS and the state directory itself: the
+//! agent is the one that knows which pod owns a port, which tenant a VNID is, which cookie
+//! belongs to whom, what drifted and what it repaired, in both cluster-state modes. Why a socket
+//! of its own: the CNI socket speaks the shim's protocol and nothing else, and the two have
+//! different clients. The socket is made as the CNI socket is (0700 directory owned by the
+//! agent, 0600 socket, stale socket removed only when nobody listens) and every connection's
+//! peer must be root.
+//!
+//! Endpoints (`GET` unless said):
+//! - `/v1/status`: connections, pipeline version, readiness and liveness checks, the last
+//!   reconcile and what it repaired, cluster-state problems, counts.
+//! - `/v1/pods[?namespace=NS]`: every local pod with its sandbox, address, MAC, port, ofport,
+//!   VNID, cookie, host ports and bandwidth.
+//! - `/v1/namespaces`: NetNamespaces with their VNIDs and local pod counts.
+//! - `/v1/flows[?pod=NS/NAME|table=NAME|tenant=NS]`: br0's flows as the switch holds them,
+//!   each with its table name and the object that owns it (by cookie).
+//! - `/v1/log`: the agent's recent log lines; `PUT /v1/log-level` (body: a level or filter)
+//!   changes the level at once, `GET` shows it.
+//! - `/v1/config`: the configuration in force (it holds no secrets: a kubeconfig is a path).
+//! - `/metrics`, `/livez`, `/readyz`: as on the metrics endpoint.
+//!
+//! Errors are `{"error": "..."}` with a 4xx/5xx status, each saying what to do.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use flows::Table;
+use hyper::body::Bytes;
+use hyper::{Method, StatusCode};
+use ovs::openflow::DumpFilter;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::flowstore::Owner;
+use crate::observe::{Check, HttpAnswer, NodeView, ReconcileRecord};
+
+/// One local pod, as `sdnctl pods` shows it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PodEntry {
+    /// Kubernetes namespace (tenant).
+    pub namespace: String,
+    /// Pod name.
+    pub pod: String,
+    /// Container (sandbox) id.
+    pub sandbox: String,
+    /// Interface in the pod.
+    pub ifname: String,
+    /// Address.
+    pub ip: Ipv4Addr,
+    /// The pod interface's MAC.
+    pub mac: String,
+    /// The OVS port (host end of the veth).
+    pub port: String,
+    /// Its OpenFlow port.
+    pub ofport: u32,
+    /// The VNID its flows carry.
+    pub vnid: u32,
+    /// The cookie of its flows, `0x...`.
+    pub cookie: String,
+    /// Host port mappings, as recorded.
+    pub host_ports: Value,
+    /// Bandwidth limits, bit/s (`null`: unlimited).
+    pub bandwidth: BandwidthEntry,
+    /// The network namespace path.
+    pub netns: String,
+}
+
+/// A pod's limits in bit/s.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct BandwidthEntry {
+    /// Towards the pod.
+    pub ingress_bps: Option<u64>,
+    /// From the pod.
+    pub egress_bps: Option<u64>,
+}
+
+/// One NetNamespace.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct NamespaceEntry {
+    /// The namespace.
+    pub name: String,
+    /// Its VNID (0: global).
+    pub netid: u32,
+    /// Local pods in it.
+    pub local_pods: usize,
+}
+
+/// One flow of br0, named.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FlowEntry {
+    /// Table number.
+    pub table: u8,
+    /// Table name (`ingress_isolation`).
+    pub table_name: String,
+    /// Priority.
+    pub priority: u16,
+    /// Cookie, `0x...`.
+    pub cookie: String,
+    /// Who owns it: `base pipeline`, `pod NS/NAME (port P)`, `VNID 10 (tenant-a)`, `remote
+    /// node N`, or `unknown (not the agent's)`.
+    pub owner: String,
+    /// Match and actions as `ovs-ofctl` prints them, with table names.
+    pub flow: String,
+}
+
+/// `sdnctl status`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Status {
+    /// This node.
+    pub node: String,
+    /// Isolation mode.
+    pub mode: String,
+    /// The node's pod subnet.
+    pub subnet: String,
+    /// The underlay address.
+    pub node_ip: String,
+    /// Datapath type.
+    pub datapath: String,
+    /// The agent's version.
+    pub version: String,
+    /// The pipeline version the agent installs.
+    pub pipeline_version: String,
+    /// Whether every readiness check passes.
+    pub ready: bool,
+    /// The readiness checks.
+    pub readiness: Vec<Check>,
+    /// The liveness checks.
+    pub liveness: Vec<Check>,
+    /// Seconds since the agent started.
+    pub uptime_seconds: u64,
+    /// Seconds from start to serving.
+    pub ready_after_seconds: Option<f64>,
+    /// The last whole-bridge reconcile.
+    pub last_reconcile: Option<ReconcileRecord>,
+    /// Things put back after they drifted, by kind, since start.
+    pub repairs: BTreeMap<String, u64>,
+    /// Re-opened connections, by connection, since start.
+    pub reconnects: BTreeMap<String, u64>,
+    /// Cluster-state problems kept out (files, watches, objects).
+    pub state_problems: Vec<String>,
+    /// Where the cluster state comes from.
+    pub cluster_state: String,
+    /// Counts: pods, namespaces, remote nodes, flows, warm ports, leases.
+    pub counts: BTreeMap<String, usize>,
+    /// The metrics endpoint, if any.
+    pub metrics_address: Option<String>,
+}
+
+fn err(status: StatusCode, msg: impl Into<String>) -> HttpAnswer {
+    HttpAnswer::json(status, &json!({ "error": msg.into() }))
+}
+
+fn query_params(query: &str) -> BTreeMap<String, String> {
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect()
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                let hex = |b: u8| (b as char).to_digit(16);
+                match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                    (Some(h), Some(l)) => {
+                        out.push((h * 16 + l) as u8);
+                        i += 3;
+                        continue;
+                    }
+                    _ => out.push(b'%'),
+                }
+            }
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The pods of the node as entries.
+pub async fn pod_entries(view: &NodeView) -> Vec<PodEntry> {
+    view.pods
+        .list()
+        .await
+        .into_iter()
+        .map(|p| PodEntry {
+            namespace: p.namespace.clone(),
+            pod: p.name.clone(),
+            sandbox: p.attachment.container_id.clone(),
+            ifname: p.attachment.ifname.clone(),
+            ip: p.ip,
+            mac: pod_mac(p.ip),
+            port: p.host_veth.clone(),
+            ofport: p.ofport,
+            vnid: p.vnid.id(),
+            cookie: format!("{:#x}", p.cookie()),
+            host_ports: p
+                .hostports
+                .as_deref()
+                .and_then(|h| serde_json::from_str(h).ok())
+                .unwrap_or(Value::Null),
+            bandwidth: BandwidthEntry {
+                ingress_bps: p.limits.ingress.map(|l| l.rate),
+                egress_bps: p.limits.egress.map(|l| l.rate),
+            },
+            netns: p.netns.clone(),
+        })
+        .collect()
+}
+
+/// A pod interface's MAC: `0a:58:` and its address (as openshift-sdn derives it).
+pub fn pod_mac(ip: Ipv4Addr) -> String {
+    let o = ip.octets();
+    format!("0a:58:{:02x}:{:02x}:{:02x}:{:02x}", o[0], o[1], o[2], o[3])
+}
+
+/// The namespaces with their VNIDs and local pod counts.
+pub async fn namespace_entries(view: &NodeView) -> Vec<NamespaceEntry> {
+    let state = view.state.borrow().clone();
+    let pods = view.pods.list().await;
+    state
+        .net_namespaces
+        .values()
+        .map(|n| NamespaceEntry {
+            name: n.net_name.clone(),
+            netid: n.net_id,
+            local_pods: pods.iter().filter(|p| p.namespace == n.net_name).count(),
+        })
+        .collect()
+}
+
+/// Who owns each cookie the agent uses, in words.
+pub async fn cookie_owners(view: &NodeView) -> BTreeMap<u64, String> {
+    let pods = view.pods.list().await;
+    let by_port: BTreeMap<&str, String> = pods
+        .iter()
+        .map(|p| {
+            (
+                p.host_veth.as_str(),
+                format!(
+                    "pod {}/{} (port {}, VNID {})",
+                    p.namespace, p.name, p.host_veth, p.vnid
+                ),
+            )
+        })
+        .collect();
+    let state = view.state.borrow().clone();
+    let tenants = |v: u32| -> String {
+        let names: Vec<&str> = state
+            .net_namespaces
+            .values()
+            .filter(|n| n.net_id == v)
+            .map(|n| n.net_name.as_str())
+            .collect();
+        if names.is_empty() {
+            "no namespace".to_string()
+        } else {
+            names.join(", ")
+        }
+    };
+    let mut out = BTreeMap::new();
+    for owner in view.store.owners().await {
+        let name = match &owner {
+            Owner::Base => "base pipeline".to_string(),
+            Owner::Port(p) => by_port
+                .get(p.as_str())
+                .cloned()
+                .unwrap_or_else(|| format!("warm port {p} (no pod yet)")),
+            Owner::RemoteNode { name, .. } => {
+                let hs = state.host_subnets.get(name);
+                format!(
+                    "remote node {name}{}",
+                    hs.map(|h| format!(" (subnet {}, VTEP {})", h.subnet, h.host_ip))
+                        .unwrap_or_default()
+                )
+            }
+            Owner::Multicast => "multicast to remote nodes".to_string(),
+            Owner::Vnid(v) => format!("VNID {v} ({})", tenants(v.id())),
+        };
+        out.insert(owner.cookie(), name);
+    }
+    out
+}
+
+/// br0's flows selected by the query (`pod=NS/NAME`, `table=NAME|NUMBER`, `tenant=NS`), each
+/// named.
+pub async fn flow_entries(
+    view: &NodeView,
+    q: &BTreeMap<String, String>,
+) -> Result<Vec<FlowEntry>, HttpAnswer> {
+    let owners = cookie_owners(view).await;
+    let pods = view.pods.list().await;
+    let state = view.state.borrow().clone();
+    let mut cookies: Option<Vec<u64>> = None;
+    let mut table: Option<u8> = None;
+    if let Some(p) = q.get("pod") {
+        let (ns, name) = p.split_once('/').ok_or_else(|| {
+            err(
+                StatusCode::BAD_REQUEST,
+                format!("pod {p:?}: expected NAMESPACE/NAME"),
+            )
+        })?;
+        let pod = pods
+            .iter()
+            .find(|x| x.namespace == ns && x.name == name)
+            .ok_or_else(|| {
+                err(
+                    StatusCode::NOT_FOUND,
+                    format!("no pod {ns}/{name} on this node (sdnctl pods lists them)"),
+                )
+            })?;
+        cookies = Some(vec![pod.cookie(), flows::vnid_cookie(pod.vnid)]);
+    }
+    if let Some(ns) = q.get("tenant") {
+        let nn = state.net_namespaces.get(ns).ok_or_else(|| {
+            err(
+                StatusCode::NOT_FOUND,
+                format!("no NetNamespace {ns:?} (sdnctl namespaces lists them)"),
+            )
+        })?;
+        let vnid = multitenant::Vnid::new(nn.net_id).ok_or_else(|| {
+            err(
+                StatusCode::BAD_REQUEST,
+                format!("NetNamespace {ns} has netid {} out of range", nn.net_id),
+            )
+        })?;
+        let mut c: Vec<u64> = pods
+            .iter()
+            .filter(|p| p.vnid == vnid)
+            .map(|p| p.cookie())
+            .collect();
+        c.push(flows::vnid_cookie(vnid));
+        cookies = Some(c);
+    }
+    if let Some(t) = q.get("table") {
+        let found = t
+            .parse::<u8>()
+            .ok()
+            .and_then(Table::from_id)
+            .or_else(|| Table::ALL.into_iter().find(|x| x.name() == t))
+            .ok_or_else(|| {
+                let names: Vec<&str> = Table::ALL.iter().map(|x| x.name()).collect();
+                err(
+                    StatusCode::BAD_REQUEST,
+                    format!("no table {t:?}; the tables are {}", names.join(", ")),
+                )
+            })?;
+        table = Some(found.id());
+    }
+    let filter = match table {
+        Some(t) => DumpFilter::table(t),
+        None => DumpFilter::all(),
+    };
+    let dumped = view.switch.dump(&filter).await.map_err(|e| {
+        err(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("dumping br0's flows: {e}; is ovs-vswitchd running?"),
+        )
+    })?;
+    let names = table_names();
+    let mut out: Vec<FlowEntry> = dumped
+        .into_iter()
+        .filter(|f| cookies.as_ref().is_none_or(|c| c.contains(&f.cookie)))
+        .map(|f| FlowEntry {
+            table: f.table,
+            table_name: Table::from_id(f.table)
+                .map_or("unknown", Table::name)
+                .to_string(),
+            priority: f.priority,
+            cookie: format!("{:#x}", f.cookie),
+            owner: owners
+                .get(&f.cookie)
+                .cloned()
+                .unwrap_or_else(|| "unknown (not the agent's: added by hand?)".into()),
+            flow: f.text(&names).to_string(),
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        (a.table, std::cmp::Reverse(a.priority), &a.flow).cmp(&(
+            b.table,
+            std::cmp::Reverse(b.priority),
+            &b.flow,
+        ))
+    });
+    Ok(out)
+}
+
+/// Table names for flow text.
+pub fn table_names() -> ovs::flow::Names {
+    ovs::flow::Names::new().tables(Table::names())
+}
+
+/// `sdnctl status`.
+pub async fn status(view: &NodeView) -> Status {
+    let m = crate::metrics::metrics();
+    let family = |name: &str, label: &str| -> BTreeMap<String, u64> {
+        let v = match name {
+            "repairs" => &m.drift_repairs,
+            _ => &m.reconnects,
+        };
+        let mut out = BTreeMap::new();
+        for mf in prometheus::core::Collector::collect(v) {
+            for metric in mf.get_metric() {
+                let key = metric
+                    .get_label()
+                    .iter()
+                    .find(|l| l.name() == label)
+                    .map(|l| l.value().to_string())
+                    .unwrap_or_default();
+                out.insert(key, metric.get_counter().get_value() as u64);
+            }
+        }
+        out
+    };
+    let readiness = view.readiness(true).await;
+    let state = view.state.borrow().clone();
+    let mut problems = view.source.problems();
+    problems.extend(
+        state
+            .problems()
+            .into_iter()
+            .map(|(kind, name, e)| format!("{} {name}: {e}", kind.as_str())),
+    );
+    let pods = view.pods.list().await;
+    let desired = view.store.desired().await;
+    let counts = BTreeMap::from([
+        ("pods".to_string(), pods.len()),
+        ("namespaces".to_string(), state.net_namespaces.len()),
+        (
+            "remote_nodes".to_string(),
+            state.host_subnets.len().saturating_sub(1),
+        ),
+        ("flows".to_string(), desired.len()),
+        ("warm_ports".to_string(), view.pods.pool().idle()),
+        ("leases".to_string(), view.pods.lease_count()),
+    ]);
+    Status {
+        node: view.config.node_name.clone(),
+        mode: view.node.mode.name().to_string(),
+        subnet: view.node.local_subnet.to_string(),
+        node_ip: view.node.node_ip.to_string(),
+        datapath: view.config.datapath_type.clone(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        pipeline_version: view.pipeline_version(),
+        ready: readiness.iter().all(|c| c.ok),
+        readiness,
+        liveness: view.liveness(),
+        uptime_seconds: view.health.uptime().as_secs(),
+        ready_after_seconds: view.health.ready_after().map(|d| d.as_secs_f64()),
+        last_reconcile: view.health.last_reconcile(),
+        repairs: family("repairs", "kind"),
+        reconnects: family("reconnects", "connection"),
+        state_problems: problems,
+        cluster_state: view.config.cluster_state.to_string(),
+        counts,
+        metrics_address: view.config.metrics_address().map(|a| a.to_string()),
+    }
+}
+
+/// Answers one API request.
+pub async fn answer(
+    view: &NodeView,
+    method: &Method,
+    path: &str,
+    query: &str,
+    body: &Bytes,
+) -> HttpAnswer {
+    let q = query_params(query);
+    let get = method == Method::GET || method == Method::HEAD;
+    match (path, get) {
+        ("/v1/status", true) => HttpAnswer::json(StatusCode::OK, &status(view).await),
+        ("/v1/pods", true) => {
+            let mut pods = pod_entries(view).await;
+            if let Some(ns) = q.get("namespace") {
+                pods.retain(|p| &p.namespace == ns);
+            }
+            HttpAnswer::json(StatusCode::OK, &pods)
+        }
+        ("/v1/namespaces", true) => {
+            HttpAnswer::json(StatusCode::OK, &namespace_entries(view).await)
+        }
+        ("/v1/flows", true) => match flow_entries(view, &q).await {
+            Ok(f) => HttpAnswer::json(StatusCode::OK, &f),
+            Err(e) => e,
+        },
+        ("/v1/config", true) => HttpAnswer::json(StatusCode::OK, &view.config),
+        ("/v1/log", true) => match crate::logging::logging() {
+            Some(l) => HttpAnswer::text(StatusCode::OK, l.recent()),
+            None => err(StatusCode::NOT_FOUND, "this agent keeps no log in memory"),
+        },
+        ("/v1/log-level", _) => match (crate::logging::logging(), method.as_str()) {
+            (None, _) => err(
+                StatusCode::NOT_FOUND,
+                "this agent's logger cannot change level",
+            ),
+            (Some(l), "GET") => HttpAnswer::json(StatusCode::OK, &json!({ "level": l.level() })),
+            (Some(l), "PUT") => {
+                let text = String::from_utf8_lossy(body);
+                match l.set_level(&text) {
+                    Ok(previous) => HttpAnswer::json(
+                        StatusCode::OK,
+                        &json!({ "level": l.level(), "previous": previous }),
+                    ),
+                    Err(e) => err(StatusCode::BAD_REQUEST, e),
+                }
+            }
+            (Some(_), m) => err(
+                StatusCode::METHOD_NOT_ALLOWED,
+                format!("method {m} is not allowed on /v1/log-level; use GET or PUT"),
+            ),
+        },
+        ("/metrics", true) => {
+            view.fill_gauges().await;
+            HttpAnswer {
+                status: StatusCode::OK,
+                content_type: "text/plain; version=0.0.4; charset=utf-8",
+                body: crate::metrics::metrics().render(),
+            }
+        }
+        ("/livez", true) => {
+            let c = view.liveness();
+            checks_json(&c)
+        }
+        ("/readyz", true) => {
+            let c = view.readiness(true).await;
+            checks_json(&c)
+        }
+        (
+            "/v1/status" | "/v1/pods" | "/v1/namespaces" | "/v1/flows" | "/v1/config" | "/v1/log"
+            | "/metrics" | "/livez" | "/readyz",
+            false,
+        ) => err(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("method {method} is not allowed on {path}; use GET"),
+        ),
+        _ => err(
+            StatusCode::NOT_FOUND,
+            format!("no such endpoint {path:?}; see the agent::api docs (sdnctl --help)"),
+        ),
+    }
+}
+
+fn checks_json(checks: &[Check]) -> HttpAnswer {
+    let ok = checks.iter().all(|c| c.ok);
+    HttpAnswer::json(
+        if ok {
+            StatusCode::OK
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        },
+        &json!({ "ok": ok, "checks": checks }),
+    )
+}
+
+/// Starts the API on `socket` (see the module docs for the socket's hygiene).
+pub async fn serve(socket: &Path, view: Arc<NodeView>) -> Result<tokio::task::JoinHandle<()>> {
+    let listener = crate::cni::server::bind_private_socket(socket)
+        .await
+        .with_context(|| format!("starting the local API on {} (apiSocket)", socket.display()))?;
+    tracing::info!(socket = %socket.display(), "local API listening (sdnctl)");
+    let socket = socket.to_path_buf();
+    Ok(tokio::spawn(async move {
+        let _cleanup = crate::cni::server::RemoveOnDrop::new(&socket);
+        loop {
+            match listener.accept().await {
+                Ok((stream, _)) => {
+                    let refusal = match stream.peer_cred() {
+                        Ok(c) if c.uid() == 0 => None,
+                        Ok(c) => Some(format!("peer uid {} is not root", c.uid())),
+                        Err(e) => Some(format!("peer credentials unavailable: {e}")),
+                    };
+                    let view = view.clone();
+                    tokio::spawn(async move {
+                        crate::observe::serve_http(stream, move |method, path, query, body| {
+                            let view = view.clone();
+                            let refusal = refusal.clone();
+                            async move {
+                                if let Some(why) = refusal {
+                                    tracing::warn!(%why, "refusing a local API connection");
+                                    return err(
+                                        StatusCode::FORBIDDEN,
+                                        format!("{why}: the local API is root only"),
+                                    );
+                                }
+                                answer(&view, &method, &path, &query, &body).await
+                            }
+                        })
+                        .await
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "local API accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }))
+}
+
+/// A client of the local API (what `sdnctl` uses).
+#[derive(Debug, Clone)]
+pub struct Client {
+    socket: std::path::PathBuf,
+}
+
+/// A failed API call, with what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// Nobody listens on the socket.
+    #[error("cannot reach the agent at {socket}: {why}; is sdn-agent running on this node (and is this its apiSocket)?")]
+    Unreachable {
+        /// The socket.
+        socket: String,
+        /// Why.
+        why: String,
+    },
+    /// The agent answered with an error.
+    #[error("{0}")]
+    Agent(String),
+}
+
+impl Client {
+    /// A client of the API on `socket`.
+    pub fn new(socket: &Path) -> Client {
+        Client {
+            socket: socket.to_path_buf(),
+        }
+    }
+
+    /// Sends one request and returns the status and body.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: &str,
+    ) -> Result<(StatusCode, String), ClientError> {
+        use http_body_util::{BodyExt, Full};
+        let unreachable = |why: String| ClientError::Unreachable {
+            socket: self.socket.display().to_string(),
+            why,
+        };
+        let stream = tokio::time::timeout(
+            Duration::from_secs(5),
+            tokio::net::UnixStream::connect(&self.socket),
+        )
+        .await
+        .map_err(|_| unreachable("no answer within 5 s".into()))?
+        .map_err(|e| unreachable(e.to_string()))?;
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                .await
+                .map_err(|e| unreachable(e.to_string()))?;
+        tokio::spawn(conn);
+        let req = hyper::Request::builder()
+            .method(method)
+            .uri(path)
+            .header(hyper::header::HOST, "sdn-agent")
+            .body(Full::new(Bytes::from(body.to_string())))
+            .map_err(|e| ClientError::Agent(e.to_string()))?;
+        let resp = tokio::time::timeout(Duration::from_secs(60), sender.send_request(req))
+            .await
+            .map_err(|_| ClientError::Agent("the agent did not answer within 60 s".into()))?
+            .map_err(|e| unreachable(e.to_string()))?;
+        let status = resp.status();
+        let bytes = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| ClientError::Agent(format!("reading the answer: {e}")))?
+            .to_bytes();
+        Ok((status, String::from_utf8_lossy(&bytes).into_owned()))
+    }
+
+    /// `GET path` as JSON; an error status becomes the agent's error message.
+    pub async fn get_json<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+    ) -> Result<T, ClientError> {
+        let (status, body) = self.call(Method::GET, path, "").await?;
+        decode(status, &body)
+    }
+
+    /// `PUT path` with `body`, as JSON.
+    pub async fn put_json<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &str,
+    ) -> Result<T, ClientError> {
+        let (status, text) = self.call(Method::PUT, path, body).await?;
+        decode(status, &text)
+    }
+}
+
+fn decode<T: serde::de::DeserializeOwned>(
+    status: StatusCode,
+    body: &str,
+) -> Result<T, ClientError> {
+    if !status.is_success() {
+        let msg = serde_json::from_str::<Value>(body)
+            .ok()
+            .and_then(|v| v["error"].as_str().map(String::from))
+            .unwrap_or_else(|| format!("{status}: {}", body.trim()));
+        return Err(ClientError::Agent(msg));
+    }
+    serde_json::from_str(body).map_err(|e| ClientError::Agent(format!("the agent's answer is not what this sdnctl expects ({e}); are sdnctl and sdn-agent the same version?")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_and_mac() {
+        let q = query_params("pod=tenant-a%2Fweb&table=local_ip&x");
+        assert_eq!(q["pod"], "tenant-a/web");
+        assert_eq!(q["table"], "local_ip");
+        assert_eq!(q["x"], "");
+        assert_eq!(percent_decode("a%2"), "a%2");
+        assert_eq!(pod_mac("10.128.0.2".parse().unwrap()), "0a:58:0a:80:00:02");
+    }
+}

@@ -1,0 +1,199 @@
+//! The agent's logging: `tracing` to stderr as text or as one JSON object per line
+//! (`logFormat`), a level filter that can be changed while the agent runs (`sdnctl log-level`
+//! through the local API), and the last lines kept in memory for `sdnctl bundle`.
+//!
+//! Why a reloadable filter: the detail an operator needs at 3 a.m. (`debug` for the pod logic,
+//! `ovs=trace` for the wire) is the detail nobody wants all day, and restarting the agent to
+//! get it would change what is being debugged. Why the memory copy: in a container the log
+//! belongs to the runtime, and a bundle taken on the node should not need `kubectl logs`.
+//! `RUST_LOG`, when set, wins over `logLevel` at start (the usual tracing convention).
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{reload, EnvFilter, Layer, Registry};
+
+use crate::lock;
+
+/// How many log lines the memory copy keeps.
+pub const KEPT_LINES: usize = 5000;
+
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines (`tracing`'s default format).
+    #[default]
+    Text,
+    /// One JSON object per line: `timestamp`, `level`, `target`, `fields` (the message and
+    /// the event's fields), `spans` (the sandbox, pod and namespace of a CNI request).
+    Json,
+}
+
+impl std::str::FromStr for LogFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            _ => Err(format!("expected text or json, got {s:?}")),
+        }
+    }
+}
+
+/// The running logger's controls.
+#[derive(Debug)]
+pub struct Logging {
+    filter: reload::Handle<EnvFilter, Registry>,
+    current: Mutex<String>,
+    kept: Arc<Mutex<VecDeque<String>>>,
+}
+
+static LOGGING: OnceLock<Logging> = OnceLock::new();
+
+/// The logger installed by [`init`], if any (tests that embed the agent have their own).
+pub fn logging() -> Option<&'static Logging> {
+    LOGGING.get()
+}
+
+/// Checks a filter (`info`, `debug`, `agent=debug,ovs=info`...) and returns it parsed.
+pub fn parse_filter(filter: &str) -> Result<EnvFilter, String> {
+    let filter = filter.trim();
+    if filter.is_empty() {
+        return Err("a log level is needed: error, warn, info, debug, trace, or directives such as agent=debug,ovs=info".into());
+    }
+    // A bare word is a target for tracing ("loud" would enable target `loud` at trace): here
+    // each directive must say its level, so a misspelt level is an error, not a silence.
+    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    for d in filter.split(',').map(str::trim) {
+        let level = d.rsplit_once('=').map_or(d, |(_, l)| l);
+        if !LEVELS.contains(&level.to_ascii_lowercase().as_str()) {
+            return Err(format!(
+                "{filter:?}: {d:?} names no level; use error, warn, info, debug, trace, or directives such as agent=debug,ovs=info"
+            ));
+        }
+    }
+    EnvFilter::builder()
+        .with_regex(false)
+        .parse(filter)
+        .map_err(|e| {
+            format!("{filter:?} is not a log level or filter ({e}); use error, warn, info, debug, trace, or directives such as agent=debug,ovs=info")
+        })
+}
+
+/// Installs the process's logger: `format` to stderr (ANSI colours only on a terminal), level
+/// `level` unless `RUST_LOG` is set. Errors when a logger is installed already.
+pub fn init(format: LogFormat, level: &str) -> Result<&'static Logging, String> {
+    let start = match std::env::var("RUST_LOG") {
+        Ok(v) if !v.trim().is_empty() => v,
+        _ => level.to_string(),
+    };
+    let (filter, handle) = reload::Layer::new(parse_filter(&start)?);
+    let kept: Arc<Mutex<VecDeque<String>>> = Arc::default();
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let stderr = match format {
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(ansi)
+            .boxed(),
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .json()
+            .with_current_span(false)
+            .with_span_list(true)
+            .with_writer(std::io::stderr)
+            .boxed(),
+    };
+    let memory = tracing_subscriber::fmt::layer()
+        .with_ansi(false)
+        .with_writer(KeptWriter(kept.clone()));
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(stderr)
+        .with(memory)
+        .try_init()
+        .map_err(|e| format!("installing the logger: {e}"))?;
+    let l = Logging {
+        filter: handle,
+        current: Mutex::new(start),
+        kept,
+    };
+    LOGGING
+        .set(l)
+        .map_err(|_| "the logger is installed already".to_string())?;
+    Ok(LOGGING.get().expect("just set"))
+}
+
+impl Logging {
+    /// The filter in force.
+    pub fn level(&self) -> String {
+        lock(&self.current).clone()
+    }
+
+    /// Changes the filter at once, for every module; returns the previous one.
+    pub fn set_level(&self, filter: &str) -> Result<String, String> {
+        let parsed = parse_filter(filter)?;
+        self.filter
+            .reload(parsed)
+            .map_err(|e| format!("changing the log level: {e}"))?;
+        let previous = std::mem::replace(&mut *lock(&self.current), filter.trim().to_string());
+        tracing::warn!(from = %previous, to = %filter.trim(), "log level changed");
+        Ok(previous)
+    }
+
+    /// The last [`KEPT_LINES`] lines, oldest first (text format, whatever `logFormat` says).
+    pub fn recent(&self) -> String {
+        lock(&self.kept).iter().map(String::as_str).collect()
+    }
+}
+
+/// Writes each formatted line into the memory copy.
+#[derive(Clone)]
+struct KeptWriter(Arc<Mutex<VecDeque<String>>>);
+
+impl Write for KeptWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut kept = lock(&self.0);
+        if kept.len() >= KEPT_LINES {
+            kept.pop_front();
+        }
+        kept.push_back(String::from_utf8_lossy(buf).into_owned());
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for KeptWriter {
+    type Writer = KeptWriter;
+    fn make_writer(&'a self) -> KeptWriter {
+        self.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filters_are_checked_with_a_hint() {
+        for ok in ["info", "debug", "agent=debug,ovs=info", " warn "] {
+            assert!(parse_filter(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "verbose=", "loud", "info,[", "agent=loud"] {
+            let e = parse_filter(bad).unwrap_err();
+            assert!(e.contains("error, warn, info, debug, trace"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn formats_parse() {
+        assert_eq!("json".parse::<LogFormat>(), Ok(LogFormat::Json));
+        assert_eq!("text".parse::<LogFormat>(), Ok(LogFormat::Text));
+        assert!("yaml".parse::<LogFormat>().is_err());
+    }
+}
