@@ -359,13 +359,32 @@ fn errors_say_why() {
     );
     assert!(!missing.exists(), "no lock file in a missing directory");
 
-    // Kubernetes mode: the controller owns NetNamespaces.
+    // Kubernetes mode: the controller owns NetNamespaces, so changes say how to make them
+    // there, and the listing comes from the agent (here: none runs at the config's socket).
     let cfg = s.path().join(".agent-k8s.yaml");
-    fs::write(&cfg, "clusterState: kubernetes\n").unwrap();
-    let o = sdnctl_env(&["--config", &cfg.display().to_string(), "namespaces"], &[]);
+    fs::write(
+        &cfg,
+        format!(
+            "clusterState: kubernetes\ncniSocket: {}\n",
+            s.path().join("run/cni.sock").display()
+        ),
+    )
+    .unwrap();
+    let o = sdnctl_env(&["--config", &cfg.display().to_string(), "join", "a", "b"], &[]);
     assert_eq!(o.code, 1, "{o:?}");
     assert!(
         o.stderr.contains("clusterState is kubernetes") && o.stderr.contains("controller"),
+        "{}",
+        o.stderr
+    );
+    let o = sdnctl_env(&["--config", &cfg.display().to_string(), "namespaces"], &[]);
+    assert_eq!(o.code, 1, "{o:?}");
+    let socket = s.path().join("run/api.sock");
+    assert!(
+        o.stderr.contains(&format!(
+            "cannot reach the agent at {}",
+            socket.display()
+        )) && o.stderr.contains("is sdn-agent running on this node"),
         "{}",
         o.stderr
     );
