@@ -19,6 +19,9 @@
 //!   each with its table name and the object that owns it (by cookie).
 //! - `/v1/log`: the agent's recent log lines; `PUT /v1/log-level` (body: a level or filter)
 //!   changes the level at once, `GET` shows it.
+//! - `POST /v1/trace` (`{"src", "dst", "proto", "vni", "spoof_ip", "spoof_mac"}`): one packet
+//!   through br0's real tables (`ofproto/trace`), each step named, the verdict in words
+//!   ([`crate::trace`]).
 //! - `/v1/config`: the configuration in force (it holds no secrets: a kubeconfig is a path).
 //! - `/metrics`, `/livez`, `/readyz`: as on the metrics endpoint.
 //!
@@ -500,6 +503,28 @@ pub async fn answer(
             Err(e) => e,
         },
         ("/v1/config", true) => HttpAnswer::json(StatusCode::OK, &view.config),
+        ("/v1/trace", false) if method == Method::POST => {
+            let req: crate::trace::TraceRequest = match serde_json::from_slice(body) {
+                Ok(r) => r,
+                Err(e) => {
+                    return err(
+                        StatusCode::BAD_REQUEST,
+                        format!("the trace request is not {{\"src\", \"dst\", \"proto\"}}: {e}"),
+                    )
+                }
+            };
+            match crate::trace::trace(view, &req).await {
+                Ok(t) => HttpAnswer::json(StatusCode::OK, &t),
+                Err(e @ crate::trace::TraceError::BadRequest(_)) => {
+                    err(StatusCode::BAD_REQUEST, e.to_string())
+                }
+                Err(e) => err(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+            }
+        }
+        ("/v1/trace", true) => err(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "use POST /v1/trace with {\"src\", \"dst\", \"proto\"}",
+        ),
         ("/v1/log", true) => match crate::logging::logging() {
             Some(l) => HttpAnswer::text(StatusCode::OK, l.recent()),
             None => err(StatusCode::NOT_FOUND, "this agent keeps no log in memory"),
@@ -694,6 +719,16 @@ impl Client {
     ) -> Result<T, ClientError> {
         let (status, body) = self.call(Method::GET, path, "").await?;
         decode(status, &body)
+    }
+
+    /// `POST path` with `body`, as JSON.
+    pub async fn post_json<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &str,
+    ) -> Result<T, ClientError> {
+        let (status, text) = self.call(Method::POST, path, body).await?;
+        decode(status, &text)
     }
 
     /// `PUT path` with `body`, as JSON.

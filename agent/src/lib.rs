@@ -27,6 +27,7 @@ pub mod remote;
 pub mod seams;
 pub mod switch;
 pub mod tenants;
+pub mod trace;
 pub mod yaml;
 
 /// Locks a std mutex, taking the data over from a thread that panicked while holding it (every

@@ -6,6 +6,8 @@
 //!   (registers, `ct`, `load`/`move`, bundles), talking to `br0.mgmt` directly.
 //! - [`ovsdb`]: an async OVSDB (RFC 7047) JSON-RPC client with a monitored cache and the
 //!   bridge/port helpers the agent uses.
+//! - [`unixctl`]: the daemons' control sockets (what `ovs-appctl` talks to), for
+//!   `ofproto/trace`.
 //!
 //! Nothing here forks `ovs-vsctl` or `ovs-ofctl`: both protocols are spoken natively over
 //! persistent connections, and every wait is bounded.
@@ -19,5 +21,7 @@ pub mod flow;
 pub mod openflow;
 #[cfg(feature = "client")]
 pub mod ovsdb;
+#[cfg(feature = "client")]
+pub mod unixctl;
 
 pub use flow::{Action, Field, Flow, FlowError, Match, Subfield};

@@ -284,13 +284,154 @@ fn push_probes<'a>(
 
 /// Observes the matrix, prints it, and panics with every mismatch if it disagrees with the
 /// tenancy rule.
-pub fn assert_isolation(title: &str, members: &[Member], node: &NodeSide, timeout: Duration) {
+pub fn assert_isolation(
+    title: &str,
+    members: &[Member],
+    node: &NodeSide,
+    timeout: Duration,
+) -> Matrix {
     let m = observe(title, members, node, timeout);
     eprintln!("{}", m.render());
     let bad = m.mismatches();
     assert!(
         bad.is_empty(),
         "{}\n{} mismatches:\n{}",
+        m.render(),
+        bad.len(),
+        bad.join("\n")
+    );
+    m
+}
+
+/// The probes of a matrix, as `sdnctl trace` names them.
+pub const TRACE_PROTOS: [&str; 3] = ["icmp", "tcp/7777", "arp"];
+
+/// Whether `sdnctl trace` says a packet from `src` to `dst` reaches `dst`: traced on the
+/// sender's node `from`, and for a packet that leaves over VXLAN, traced again on the receiver's
+/// node `to` with the VNI the first trace names (each node's tables judge their part). Returns
+/// (delivered, the verdicts in words).
+pub fn traced(
+    from: &crate::node::AgentNode,
+    to: &crate::node::AgentNode,
+    src: &str,
+    dst: &str,
+    proto: &str,
+) -> (bool, String) {
+    let t = from.trace(src, dst, proto, None);
+    let words = t["verdict"].as_str().unwrap_or("").to_string();
+    match t["outcome"].as_str() {
+        Some("delivered") => (true, words),
+        Some("to-remote-node") => {
+            let vni = t["vxlan"]["vni"]
+                .as_u64()
+                .expect("a VXLAN hop names its VNI") as u32;
+            let src_ip = t["packet"]
+                .as_str()
+                .and_then(|p| {
+                    p.split(',')
+                        .find_map(|kv| kv.strip_prefix("nw_src=").or(kv.strip_prefix("arp_spa=")))
+                })
+                .unwrap_or(src)
+                .to_string();
+            let there = to.trace(&src_ip, dst, proto, Some(vni));
+            let w2 = there["verdict"].as_str().unwrap_or("");
+            (
+                there["outcome"] == "delivered",
+                format!("{words} / there: {w2}"),
+            )
+        }
+        _ => (false, words),
+    }
+}
+
+/// Every pair and probe of `m` where `sdnctl trace` disagrees with what was observed: member
+/// `i` lives on `nodes[node_of[i]]`, and the matrix's node row was probed from
+/// `nodes[node_row]`'s tun0. Also checks that every blocked pod pair is blocked by
+/// `ingress_isolation`, naming both VNIDs.
+pub fn trace_mismatches(
+    m: &Matrix,
+    nodes: &[&crate::node::AgentNode],
+    node_of: &[usize],
+    node_row: usize,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut checked = 0;
+    for (i, row) in m.pairs.iter().enumerate() {
+        for (j, r) in row.iter().enumerate() {
+            let Some(r) = r else { continue };
+            let (a, b) = (&m.members[i], &m.members[j]);
+            for (k, proto) in TRACE_PROTOS.iter().enumerate() {
+                let seen = [r.icmp, r.tcp, r.arp][k];
+                let (said, words) = traced(
+                    nodes[node_of[i]],
+                    nodes[node_of[j]],
+                    &a.ip.to_string(),
+                    &b.ip.to_string(),
+                    proto,
+                );
+                checked += 1;
+                if said != seen {
+                    out.push(format!(
+                        "{} -> {} {proto}: observed {}, trace says {}: {words}",
+                        a.label,
+                        b.label,
+                        if seen { "reached" } else { "blocked" },
+                        if said { "delivered" } else { "not delivered" }
+                    ));
+                } else if !said {
+                    let want = format!("ingress_isolation: source VNID {}", a.vnid);
+                    if !words.contains(&want)
+                        || !words.contains(&format!("destination VNID {}", b.vnid))
+                    {
+                        out.push(format!(
+                            "{} -> {} {proto}: blocked, but the verdict does not name the isolation of VNIDs {} and {}: {words}",
+                            a.label, b.label, a.vnid, b.vnid
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    for (j, r) in m.node.iter().enumerate() {
+        let b = &m.members[j];
+        for (k, proto) in TRACE_PROTOS.iter().enumerate() {
+            let seen = [r.icmp, r.tcp, r.arp][k];
+            let (said, words) = traced(
+                nodes[node_row],
+                nodes[node_of[j]],
+                "node",
+                &b.ip.to_string(),
+                proto,
+            );
+            checked += 1;
+            if said != seen {
+                out.push(format!(
+                    "node -> {} {proto}: observed {}, trace says {}: {words}",
+                    b.label,
+                    if seen { "reached" } else { "blocked" },
+                    if said { "delivered" } else { "not delivered" }
+                ));
+            }
+        }
+    }
+    eprintln!(
+        "sdnctl trace agreed with {} of {checked} observed probes",
+        checked - out.len()
+    );
+    out
+}
+
+/// Asserts [`trace_mismatches`] finds nothing.
+pub fn assert_traces_agree(
+    m: &Matrix,
+    nodes: &[&crate::node::AgentNode],
+    node_of: &[usize],
+    node_row: usize,
+) {
+    let bad = trace_mismatches(m, nodes, node_of, node_row);
+    assert!(
+        bad.is_empty(),
+        "{}\nsdnctl trace disagrees with the observed matrix in {} probes:\n{}",
         m.render(),
         bad.len(),
         bad.join("\n")

@@ -164,6 +164,32 @@ impl AgentNode {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// The agent's local API socket.
+    pub fn api_socket(&self) -> PathBuf {
+        self.dir.join("run/api.sock")
+    }
+
+    /// `sdnctl --json trace SRC DST PROTO [--vni N]` against this node's agent: the trace's JSON
+    /// (panics with sdnctl's stderr when it fails).
+    pub fn trace(&self, src: &str, dst: &str, proto: &str, vni: Option<u32>) -> Value {
+        let mut cmd = Command::new(workspace_bin("sdnctl"));
+        cmd.arg("--api-socket")
+            .arg(self.api_socket())
+            .args(["--json", "trace", src, dst, proto])
+            .env_remove("SDN_CONFIG")
+            .env_remove("SDN_API_SOCKET");
+        if let Some(v) = vni {
+            cmd.args(["--vni", &v.to_string()]);
+        }
+        let out = cmd.output().expect("run sdnctl trace");
+        assert!(
+            out.status.success(),
+            "sdnctl trace {src} {dst} {proto} {vni:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("sdnctl --json prints JSON")
+    }
+
     /// The VNID of every NetNamespace, as `sdnctl --json namespaces` lists them.
     pub fn vnids(&self) -> std::collections::BTreeMap<String, u32> {
         let v: Value = serde_json::from_str(&self.sdnctl(&["--json", "namespaces"]))

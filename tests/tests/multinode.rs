@@ -250,12 +250,16 @@ fn tenancy_holds_across_nodes_and_the_vni_is_the_vnid() {
     };
     let before = members(VNID_B);
     let _servers = matrix::serve(&before);
-    matrix::assert_isolation(
+    let m = matrix::assert_isolation(
         "7 pods on 3 nodes; tenant-a 11, tenant-b 12, default global; node = node-1's tun0",
         &before,
         &node_side(n1),
         PROBE_TIMEOUT,
     );
+    // sdnctl trace on the sender's node (and, over VXLAN, on the receiver's with the VNI the
+    // first trace names) predicts every observed probe.
+    let on_node = [0, 0, 0, 1, 1, 2, 2];
+    matrix::assert_traces_agree(&m, &[n1, n2, n3], &on_node, 0);
     assert_nodes_reach_all(&c, &[2, 3], &before);
 
     // The VNI on the wire is the sender's VNID: capture what node-1 puts on the underlay.
@@ -305,12 +309,13 @@ fn tenancy_holds_across_nodes_and_the_vni_is_the_vnid() {
         n.datapath_settled();
     }
     let after = members(VNID_A);
-    matrix::assert_isolation(
+    let m = matrix::assert_isolation(
         "after tenant-b joined tenant-a (both 11)",
         &after,
         &node_side(n1),
         PROBE_TIMEOUT,
     );
+    matrix::assert_traces_agree(&m, &[n1, n2, n3], &on_node, 0);
     let cap = Capture::start(c.hub_netns(), &c.hub_port(2), marker.as_bytes());
     send_marked(&b2, &a1, &format!("{marker}-joined"), &cap, 0);
     let frames = cap.stop();

@@ -370,7 +370,10 @@ fn errors_say_why() {
         ),
     )
     .unwrap();
-    let o = sdnctl_env(&["--config", &cfg.display().to_string(), "join", "a", "b"], &[]);
+    let o = sdnctl_env(
+        &["--config", &cfg.display().to_string(), "join", "a", "b"],
+        &[],
+    );
     assert_eq!(o.code, 1, "{o:?}");
     assert!(
         o.stderr.contains("clusterState is kubernetes") && o.stderr.contains("controller"),
@@ -381,10 +384,9 @@ fn errors_say_why() {
     assert_eq!(o.code, 1, "{o:?}");
     let socket = s.path().join("run/api.sock");
     assert!(
-        o.stderr.contains(&format!(
-            "cannot reach the agent at {}",
-            socket.display()
-        )) && o.stderr.contains("is sdn-agent running on this node"),
+        o.stderr
+            .contains(&format!("cannot reach the agent at {}", socket.display()))
+            && o.stderr.contains("is sdn-agent running on this node"),
         "{}",
         o.stderr
     );

@@ -325,13 +325,53 @@ fn spoofed_source_addresses_reach_no_pod_and_not_the_node() {
             vec![same, other, global, Endpoint::new(ROGUE_MAC, UNASSIGNED)],
         ),
     ];
-    for (case, sources) in cases {
+    for (case, sources) in &cases {
         let m = Markers::new(case);
         let spoofed: Vec<Vec<u8>> = sources
             .iter()
             .flat_map(|s| ip_frames(*s, &v, &m.spoof))
             .collect();
         check_case(&p, &v, case, &m, &spoofed, &ip_controls(&p, &v, &m));
+    }
+    // sdnctl trace of the same packets names the spoof guard and what is not the pod's.
+    let api = node.dir().join("run/api.sock");
+    for (case, sources) in &cases {
+        for src in sources {
+            for dst in [same.ip, other.ip, global.ip, GW] {
+                let out = std::process::Command::new(sdn_tests::harness::workspace_bin("sdnctl"))
+                    .arg("--api-socket")
+                    .arg(&api)
+                    .args([
+                        "--json",
+                        "trace",
+                        &me.ip.to_string(),
+                        &dst.to_string(),
+                        "icmp",
+                    ])
+                    .args(["--spoof-ip", &src.ip.to_string()])
+                    .args(["--spoof-mac", &probe::mac_to_string(&src.mac)])
+                    .output()
+                    .expect("sdnctl trace");
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                let t: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+                let verdict = t["verdict"].as_str().unwrap_or("");
+                let what = if src.ip != me.ip {
+                    format!("{} is not this pod's address", src.ip)
+                } else {
+                    format!("{} is not this pod's MAC", probe::mac_to_string(&src.mac))
+                };
+                assert!(
+                    t["outcome"] == "dropped"
+                        && t["decided_in"] == "pod_egress_spoofguard"
+                        && verdict.contains(&what),
+                    "{case}: {src:?} -> {dst}: {t:#}"
+                );
+            }
+        }
     }
 }
 

@@ -452,12 +452,15 @@ fn join_isolate_make_global(node: &AgentNode, pods: &[Member]) {
     };
     let v = node.vnids();
     let _servers = matrix::serve(&members(&v));
-    matrix::assert_isolation(
+    let m = matrix::assert_isolation(
         &format!("three tenants and a global namespace {v:?}"),
         &members(&v),
         &node_side,
         PROBE_TIMEOUT,
     );
+    // sdnctl trace predicts every observed probe, and names the isolation where it blocks.
+    let on_node = vec![0; pods.len()];
+    matrix::assert_traces_agree(&m, &[node], &on_node, 0);
     type Check = fn(&BTreeMap<String, u32>) -> bool;
     let steps: [(&[&str], &str, Check); 3] = [
         (
@@ -485,7 +488,9 @@ fn join_isolate_make_global(node: &AgentNode, pods: &[Member]) {
         });
         assert!(ok, "the agent did not apply {v:?}:\n{}", node.log());
         node.datapath_settled();
-        matrix::assert_isolation(&format!("{title} {v:?}"), &want, &node_side, PROBE_TIMEOUT);
+        let m =
+            matrix::assert_isolation(&format!("{title} {v:?}"), &want, &node_side, PROBE_TIMEOUT);
+        matrix::assert_traces_agree(&m, &[node], &on_node, 0);
     }
     eprintln!("{}", node.sdnctl(&["namespaces"]));
 }

@@ -81,6 +81,29 @@ enum Cmd {
         #[arg(long, value_name = "NS")]
         tenant: Option<String>,
     },
+    /// What br0 does with one packet from SRC to DST, table by table, and why, in words. SRC and
+    /// DST: NAMESPACE/POD (a pod of this node), node, or an IPv4 address (a pod here or on
+    /// another node, a service, an external address)
+    Trace {
+        /// The source
+        src: String,
+        /// The destination
+        dst: String,
+        /// icmp (default), arp, tcp/PORT or udp/PORT
+        proto: Option<String>,
+        /// The VNI a packet from a pod of another node arrives with (its namespace's VNID)
+        #[arg(long, value_name = "VNID")]
+        vni: Option<u32>,
+        /// Send from SRC's port with this source address (what the spoof guard does)
+        #[arg(long, value_name = "IP")]
+        spoof_ip: Option<std::net::Ipv4Addr>,
+        /// Send from SRC's port with this source MAC
+        #[arg(long, value_name = "MAC")]
+        spoof_mac: Option<String>,
+        /// Print ofproto/trace's own text too
+        #[arg(long)]
+        raw: bool,
+    },
     /// Show the agent's log level, or change it at once (error, warn, info, debug, trace, or
     /// directives such as agent=debug,ovs=info)
     LogLevel {
@@ -128,8 +151,12 @@ enum Cmd {
 }
 
 /// The argument shape of each command, for usage errors.
-const SHAPES: [(&str, &str); 12] = [
+const SHAPES: [(&str, &str); 13] = [
     ("status", ""),
+    (
+        "trace",
+        "SRC DST [icmp|arp|tcp/PORT|udp/PORT] [--vni N] [--spoof-ip IP] [--spoof-mac MAC]",
+    ),
     ("pods", "[-n NAMESPACE]"),
     (
         "flows",
@@ -218,6 +245,7 @@ fn tenant_command(cmd: Cmd) -> Option<Command> {
         | Cmd::Status
         | Cmd::Pods { .. }
         | Cmd::Flows { .. }
+        | Cmd::Trace { .. }
         | Cmd::LogLevel { .. }
         | Cmd::Log => return None,
         Cmd::Create { name, global } => Command::Create { name, global },
@@ -429,6 +457,34 @@ fn ask_agent(a: &Cli, cmd: &Cmd) -> Result<(), Failure> {
                 serde_json::from_value(v).map_err(|e| Failure::Error(e.to_string()))?;
             out(&view::flows(&flows))
         }
+        Cmd::Trace {
+            src,
+            dst,
+            proto,
+            vni,
+            spoof_ip,
+            spoof_mac,
+            raw,
+        } => {
+            let req = agent::trace::TraceRequest {
+                src: src.clone(),
+                dst: dst.clone(),
+                proto: proto.clone().unwrap_or_default(),
+                vni: *vni,
+                spoof_ip: *spoof_ip,
+                spoof_mac: spoof_mac.clone(),
+            };
+            let body = serde_json::to_string(&req).map_err(|e| Failure::Error(e.to_string()))?;
+            let v: serde_json::Value = rt
+                .block_on(client.post_json("/v1/trace", &body))
+                .map_err(|e| Failure::Error(e.to_string()))?;
+            if a.json {
+                return pretty(&v);
+            }
+            let t: agent::trace::TraceResult =
+                serde_json::from_value(v).map_err(|e| Failure::Error(e.to_string()))?;
+            out(&view::trace(&t, *raw))
+        }
         Cmd::LogLevel { level } => {
             let v: serde_json::Value = match level {
                 None => get("/v1/log-level".into())?,
@@ -486,7 +542,12 @@ fn run(raw: &[String]) -> Result<(), Failure> {
     };
     if matches!(
         command,
-        Cmd::Status | Cmd::Pods { .. } | Cmd::Flows { .. } | Cmd::LogLevel { .. } | Cmd::Log
+        Cmd::Status
+            | Cmd::Pods { .. }
+            | Cmd::Flows { .. }
+            | Cmd::Trace { .. }
+            | Cmd::LogLevel { .. }
+            | Cmd::Log
     ) {
         return ask_agent(&a, &command);
     }
@@ -762,6 +823,36 @@ mod view {
         }
         if flows.is_empty() {
             s.push_str("no flows match\n");
+        }
+        s
+    }
+
+    pub fn trace(t: &agent::trace::TraceResult, raw: bool) -> String {
+        let mut s = format!("from {}\nto   {}\npacket {}\n", t.src, t.dst, t.packet);
+        for step in &t.steps {
+            let m = if step.matched.is_empty() {
+                format!("priority {}", step.priority)
+            } else {
+                format!("{}, priority {}", step.matched, step.priority)
+            };
+            s.push_str(&format!(
+                "  {:>3} {:<22} {m}\n      {}  [{}]\n",
+                step.table,
+                step.table_name,
+                step.actions.join(", "),
+                step.owner
+            ));
+        }
+        let outcome = match t.outcome {
+            agent::trace::Outcome::Delivered => "DELIVERED",
+            agent::trace::Outcome::ToHost => "TO THE NODE",
+            agent::trace::Outcome::ToRemoteNode => "TO ANOTHER NODE",
+            agent::trace::Outcome::Dropped => "DROPPED",
+        };
+        s.push_str(&format!("verdict: {outcome}: {}\n", t.verdict));
+        if raw {
+            s.push_str("\nofproto/trace:\n");
+            s.push_str(&t.raw);
         }
         s
     }
