@@ -22,6 +22,7 @@
 //! - `POST /v1/trace` (`{"src", "dst", "proto", "vni", "spoof_ip", "spoof_mac"}`): one packet
 //!   through br0's real tables (`ofproto/trace`), each step named, the verdict in words
 //!   ([`crate::trace`]).
+//! - `/v1/bundle`: everything `sdnctl bundle` archives, as `{file name: content}`.
 //! - `/v1/config`: the configuration in force (it holds no secrets: a kubeconfig is a path).
 //! - `/metrics`, `/livez`, `/readyz`: as on the metrics endpoint.
 //!
@@ -476,6 +477,124 @@ pub async fn status(view: &NodeView) -> Status {
     }
 }
 
+/// The OVSDB tables a bundle shows, as the agent's monitor holds them.
+const BUNDLE_TABLES: [&str; 6] = [
+    "Open_vSwitch",
+    "Bridge",
+    "Port",
+    "Interface",
+    "QoS",
+    "Queue",
+];
+
+/// Everything `sdnctl bundle` archives, as file name → content. What is left out on purpose:
+/// the contents of a kubeconfig or service-account token (the config holds a path at most),
+/// pods' annotations (they can hold anything), the environment.
+pub async fn bundle(view: &NodeView) -> BTreeMap<String, String> {
+    let pretty = |v: &dyn erased::Json| v.json();
+    let mut files = BTreeMap::new();
+    let st = status(view).await;
+    files.insert("status.json".into(), pretty(&st));
+    files.insert("config.json".into(), pretty(&view.config));
+    if let Some(l) = crate::logging::logging() {
+        files.insert("agent.log".into(), l.recent());
+    }
+    files.insert("pods.json".into(), pretty(&pod_entries(view).await));
+    files.insert(
+        "namespaces.json".into(),
+        pretty(&namespace_entries(view).await),
+    );
+    match flow_entries(view, &BTreeMap::new()).await {
+        Ok(flows) => {
+            let mut text = String::new();
+            let mut table = None;
+            for f in &flows {
+                if table != Some(f.table) {
+                    text.push_str(&format!("table {} {}:\n", f.table, f.table_name));
+                    table = Some(f.table);
+                }
+                text.push_str(&format!("  {}\n      owner: {}\n", f.flow, f.owner));
+            }
+            files.insert("flows.txt".into(), text);
+            files.insert("flows.json".into(), pretty(&flows));
+        }
+        Err(e) => {
+            files.insert("flows.error.txt".into(), e.body);
+        }
+    }
+    let ovsdb: BTreeMap<&str, BTreeMap<String, BTreeMap<String, Value>>> =
+        view.db.with_cache(|c| {
+            BUNDLE_TABLES
+                .iter()
+                .filter(|t| c.schema().has_table(t))
+                .map(|t| {
+                    let rows = c
+                        .table(t)
+                        .map(|r| {
+                            let cols = r
+                                .columns()
+                                .iter()
+                                .map(|(k, d)| (k.clone(), d.to_json()))
+                                .collect();
+                            (r.uuid().to_string(), cols)
+                        })
+                        .collect();
+                    (*t, rows)
+                })
+                .collect()
+        });
+    files.insert("ovsdb.json".into(), pretty(&ovsdb));
+    let ipt = crate::iptables::Iptables::host();
+    let mut rules = String::new();
+    for table in ["nat", "filter"] {
+        match ipt.list(table).await {
+            Ok(lines) => {
+                rules.push_str(&format!("# iptables -t {table} -S (the agent's chains)\n"));
+                for l in lines.iter().filter(|l| l.contains("SDN-")) {
+                    rules.push_str(l);
+                    rules.push('\n');
+                }
+            }
+            Err(e) => rules.push_str(&format!("# iptables -t {table}: {e}\n")),
+        }
+    }
+    files.insert("iptables.txt".into(), rules);
+    let state = view.state.borrow().clone();
+    let cluster = json!({
+        "clusterNetwork": state.cluster_network,
+        "hostSubnets": state.host_subnets,
+        "netNamespaces": state.net_namespaces,
+        "problems": st.state_problems,
+        "source": view.config.cluster_state.to_string(),
+    });
+    files.insert("cluster-state.json".into(), pretty(&cluster));
+    view.fill_gauges().await;
+    files.insert("metrics.txt".into(), crate::metrics::metrics().render());
+    files.insert(
+        "README.txt".into(),
+        format!(
+            "sdn-agent {} debug bundle of node {}\n\nstatus.json      readiness, liveness, last reconcile, repairs, problems, counts\nconfig.json      the agent's configuration\nagent.log        the agent's last log lines\npods.json        pods: sandbox, IP, MAC, port, ofport, VNID, cookie\nnamespaces.json  NetNamespaces and local pod counts\nflows.txt/json   br0's flows by table, each with its owner\novsdb.json       OVSDB rows: Open_vSwitch, Bridge, Port, Interface, QoS, Queue\niptables.txt     the agent's iptables chains (nat, filter)\ncluster-state.json  ClusterNetwork, HostSubnets, NetNamespaces, problems\nmetrics.txt      a scrape of /metrics\n\nLeft out on purpose: kubeconfig and token contents, pod annotations, the environment.\n",
+            env!("CARGO_PKG_VERSION"),
+            view.config.node_name
+        ),
+    );
+    files
+}
+
+/// Pretty JSON of any serializable value, for the bundle's files.
+mod erased {
+    /// A value the bundle writes as JSON.
+    pub trait Json {
+        /// Pretty JSON with a final newline.
+        fn json(&self) -> String;
+    }
+    impl<T: serde::Serialize> Json for T {
+        fn json(&self) -> String {
+            serde_json::to_string_pretty(self).unwrap_or_default() + "\n"
+        }
+    }
+}
+
 /// Answers one API request.
 pub async fn answer(
     view: &NodeView,
@@ -503,6 +622,7 @@ pub async fn answer(
             Err(e) => e,
         },
         ("/v1/config", true) => HttpAnswer::json(StatusCode::OK, &view.config),
+        ("/v1/bundle", true) => HttpAnswer::json(StatusCode::OK, &bundle(view).await),
         ("/v1/trace", false) if method == Method::POST => {
             let req: crate::trace::TraceRequest = match serde_json::from_slice(body) {
                 Ok(r) => r,

@@ -424,6 +424,70 @@ fn sdnctl_asks_the_agent_for_pods_flows_status_and_log_level() {
     assert_eq!(code, 0);
     assert!(text.contains("CNI request succeeded"), "{text}");
 
+    // The bundle: every part, named flows, the pod's port in OVSDB, our chains; 0600.
+    let out = std::env::temp_dir().join(sdn_tests::harness::unique_name("bundle-"));
+    std::fs::create_dir_all(&out).unwrap();
+    let file = out.join("b.tar.gz");
+    let (code, text, err) = sdnctl(&node, &["bundle", "-o", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        text.starts_with(&format!("wrote {}", file.display())),
+        "{text}"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let untar = Command::new("tar")
+        .args(["xzf", file.to_str().unwrap(), "-C", out.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(untar.success());
+    let dir = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .find(|e| e.path().is_dir())
+        .expect("the bundle's directory")
+        .path();
+    assert!(dir
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .starts_with("sdn-bundle-node-a-"));
+    let read = |f: &str| {
+        std::fs::read_to_string(dir.join(f)).unwrap_or_else(|e| panic!("{f} in the bundle: {e}"))
+    };
+    for f in [
+        "README.txt",
+        "status.json",
+        "status.txt",
+        "config.json",
+        "agent.log",
+        "pods.json",
+        "namespaces.json",
+        "flows.txt",
+        "flows.json",
+        "ovsdb.json",
+        "iptables.txt",
+        "cluster-state.json",
+        "metrics.txt",
+    ] {
+        assert!(!read(f).is_empty(), "{f} is empty");
+    }
+    assert!(read("flows.txt").contains("owner: pod tenant-a/c (port "));
+    assert!(read("ovsdb.json").contains(&node.port_of(&c.id)));
+    assert!(
+        read("iptables.txt").contains("SDN-"),
+        "{}",
+        read("iptables.txt")
+    );
+    assert!(read("cluster-state.json").contains("tenant-a"));
+    assert!(read("status.txt").contains("READY"));
+    assert!(read("config.json").contains("\"nodeName\": \"node-a\""));
+    assert!(read("metrics.txt").contains("openshift_sdn_pod_ips"));
+    std::fs::remove_dir_all(&out).unwrap();
+
     // The agent gone: sdnctl says what to check.
     node.stop_agent(libc::SIGTERM);
     let (code, _, err) = sdnctl(&node, &["status"]);

@@ -104,6 +104,14 @@ enum Cmd {
         #[arg(long)]
         raw: bool,
     },
+    /// One archive (.tar.gz) with everything needed to debug this node: status, config, log,
+    /// flows with names, OVSDB ports and interfaces, the agent's iptables chains, cluster state,
+    /// metrics (no secrets)
+    Bundle {
+        /// Where to write it [default: sdn-bundle-NODE-TIME.tar.gz here]
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
     /// Show the agent's log level, or change it at once (error, warn, info, debug, trace, or
     /// directives such as agent=debug,ovs=info)
     LogLevel {
@@ -151,7 +159,8 @@ enum Cmd {
 }
 
 /// The argument shape of each command, for usage errors.
-const SHAPES: [(&str, &str); 13] = [
+const SHAPES: [(&str, &str); 14] = [
+    ("bundle", "[-o FILE]"),
     ("status", ""),
     (
         "trace",
@@ -246,6 +255,7 @@ fn tenant_command(cmd: Cmd) -> Option<Command> {
         | Cmd::Pods { .. }
         | Cmd::Flows { .. }
         | Cmd::Trace { .. }
+        | Cmd::Bundle { .. }
         | Cmd::LogLevel { .. }
         | Cmd::Log => return None,
         Cmd::Create { name, global } => Command::Create { name, global },
@@ -485,6 +495,39 @@ fn ask_agent(a: &Cli, cmd: &Cmd) -> Result<(), Failure> {
                 serde_json::from_value(v).map_err(|e| Failure::Error(e.to_string()))?;
             out(&view::trace(&t, *raw))
         }
+        Cmd::Bundle { output } => {
+            let files: std::collections::BTreeMap<String, String> = rt
+                .block_on(client.get_json("/v1/bundle"))
+                .map_err(|e| Failure::Error(e.to_string()))?;
+            let node = files
+                .get("status.json")
+                .and_then(|s| serde_json::from_str::<agent::api::Status>(s).ok());
+            let mut files = files;
+            if let Some(st) = &node {
+                files.insert("status.txt".into(), view::status(st));
+            }
+            let name = node.as_ref().map_or("node", |s| s.node.as_str());
+            let stamp = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            let base = format!("sdn-bundle-{name}-{stamp}");
+            let path = output
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(format!("{base}.tar.gz")));
+            write_bundle(&path, &base, &files)?;
+            if a.json {
+                return pretty(&serde_json::json!({
+                    "file": path,
+                    "files": files.keys().collect::<Vec<_>>(),
+                }));
+            }
+            out(&format!(
+                "wrote {} ({} files: {})\n",
+                path.display(),
+                files.len(),
+                files.keys().cloned().collect::<Vec<_>>().join(", ")
+            ))
+        }
         Cmd::LogLevel { level } => {
             let v: serde_json::Value = match level {
                 None => get("/v1/log-level".into())?,
@@ -546,6 +589,7 @@ fn run(raw: &[String]) -> Result<(), Failure> {
             | Cmd::Pods { .. }
             | Cmd::Flows { .. }
             | Cmd::Trace { .. }
+            | Cmd::Bundle { .. }
             | Cmd::LogLevel { .. }
             | Cmd::Log
     ) {
@@ -634,6 +678,43 @@ fn run(raw: &[String]) -> Result<(), Failure> {
             }
         }
     }
+}
+
+/// Writes `files` as `base/<name>` into a gzipped tar at `path` (mode 0600: it describes the
+/// node), through a temporary file renamed into place.
+fn write_bundle(
+    path: &Path,
+    base: &str,
+    files: &std::collections::BTreeMap<String, String>,
+) -> Result<(), Failure> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let fail = |e: std::io::Error| Failure::Error(format!("writing {}: {e}", path.display()));
+    let tmp = path.with_extension("tmp");
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(fail)?;
+    let gz = flate2::write::GzEncoder::new(file, flate2::Compression::default());
+    let mut tar = tar::Builder::new(gz);
+    let mtime = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    for (name, content) in files {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(content.len() as u64);
+        h.set_mode(0o600);
+        h.set_mtime(mtime);
+        h.set_cksum();
+        tar.append_data(&mut h, format!("{base}/{name}"), content.as_bytes())
+            .map_err(fail)?;
+    }
+    let gz = tar.into_inner().map_err(fail)?;
+    gz.finish().map_err(fail)?;
+    std::fs::rename(&tmp, path).map_err(fail)?;
+    Ok(())
 }
 
 /// The tables `sdnctl` prints of the agent's answers.
