@@ -74,6 +74,25 @@ impl Podman {
         c
     }
 
+    /// This podman as a command line (`podman --root ... --runroot ... --tmpdir ...`) and the
+    /// `CONTAINERS_CONF` it needs, for scripts that run podman themselves.
+    pub fn command_line(&self) -> (String, PathBuf) {
+        (
+            format!(
+                "podman --root {} --runroot {} --tmpdir {}",
+                self.dir.join("storage").display(),
+                self.dir.join("runroot").display(),
+                self.dir.join("tmp").display()
+            ),
+            self.dir.join("containers.conf"),
+        )
+    }
+
+    /// Notes a container to remove on drop.
+    pub fn track(&mut self, name: &str) {
+        self.containers.push(name.to_string());
+    }
+
     /// Runs podman; its trimmed stdout, or an error with stderr.
     pub fn run(&self, args: &[&str]) -> Result<String, String> {
         let out = self
