@@ -395,7 +395,7 @@ impl LatencySummary {
 
     /// Records one operation of `operation_type` that took `took`.
     pub fn observe(&self, operation_type: &str, took: Duration) {
-        let micros = took.as_secs_f64() * 1e6;
+        let micros = (took.as_secs_f64() * 1e6).round();
         let mut all = lock(&self.series);
         let s = all.entry(operation_type.to_string()).or_default();
         s.sum += micros;

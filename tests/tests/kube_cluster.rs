@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use sdn_tests::cluster::{node_name, Cluster, KubeControlPlane};
-use sdn_tests::harness::wait_until;
+use sdn_tests::harness::{wait_until, workspace_bin};
 use sdn_tests::matrix::{self, Member, NodeSide};
 use sdn_tests::node::{AgentNode, CniPod, NodeOptions};
 use serde_json::{json, Value};
@@ -153,6 +153,29 @@ fn kubernetes_mode_on_three_nodes() {
         &node_side,
         PROBE_TIMEOUT,
     );
+
+    // sdnctl in Kubernetes mode: the agent lists the NetNamespaces it sees (from the API's
+    // watch, not a state directory), with its local pods.
+    let listed = std::process::Command::new(workspace_bin("sdnctl"))
+        .arg("--api-socket")
+        .arg(c.node(1).api_socket())
+        .args(["--json", "namespaces"])
+        .env_remove("SDN_CONFIG")
+        .output()
+        .expect("sdnctl namespaces");
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    for ns in ["tenant-a", "tenant-b", "default"] {
+        let row = listed["namespaces"]
+            .as_array()
+            .and_then(|a| a.iter().find(|r| r["name"] == ns))
+            .unwrap_or_else(|| panic!("{ns} not listed: {listed}"));
+        assert_eq!(row["netid"], vnid(&plane, ns), "{listed}");
+    }
 
     // The change-network annotation (as `oc adm pod-network join-projects` sets it): the
     // controller applies and clears it, every node re-flows tenant-b.

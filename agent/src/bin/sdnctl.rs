@@ -595,6 +595,15 @@ fn run(raw: &[String]) -> Result<(), Failure> {
     ) {
         return ask_agent(&a, &command);
     }
+    // `namespaces` with no state directory at hand (no --state-dir, no config): the running
+    // agent lists what it sees, in either mode.
+    if matches!(command, Cmd::Namespaces)
+        && a.state_dir.is_none()
+        && agent_config(&a)?.is_none()
+        && (a.api_socket.is_some() || Config::default().api_socket().exists())
+    {
+        return ask_agent(&a, &command);
+    }
     // Kubernetes mode: the controller owns NetNamespaces; the agent shows them.
     if a.state_dir.is_none()
         && agent_config(&a)?.is_some_and(|c| c.cluster_state == ClusterStateSource::Kubernetes)
@@ -793,7 +802,7 @@ mod view {
                         .unwrap_or_default()
                 ));
                 for c in &r.changes {
-                    s.push_str(&format!("  repaired: {c}\n"));
+                    s.push_str(&format!("  changed: {c}\n"));
                 }
             }
             None => s.push_str("last reconcile: none yet\n"),
@@ -930,7 +939,10 @@ mod view {
             agent::trace::Outcome::ToRemoteNode => "TO ANOTHER NODE",
             agent::trace::Outcome::Dropped => "DROPPED",
         };
-        s.push_str(&format!("verdict: {outcome}: {}\n", t.verdict));
+        match t.verdict.strip_prefix("dropped ") {
+            Some(rest) => s.push_str(&format!("verdict: DROPPED {rest}\n")),
+            None => s.push_str(&format!("verdict: {outcome}: {}\n", t.verdict)),
+        }
         if raw {
             s.push_str("\nofproto/trace:\n");
             s.push_str(&t.raw);
