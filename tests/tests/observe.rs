@@ -167,6 +167,51 @@ fn metrics_count_known_actions_and_health_matches_cni_status() {
     }
     assert_eq!(get(&m, "sdn_ready"), 1.0);
 
+    // A bandwidth below kubelet's bound and a host port another pod holds: both refused, and
+    // counted by kind.
+    let before_errors = scrape(&node);
+    let add_with = |id: &str, rc: Value| {
+        let mut conf = node.netconf("1.0.0");
+        conf["runtimeConfig"] = rc;
+        node.cni(
+            &[
+                ("CNI_COMMAND", "ADD"),
+                ("CNI_CONTAINERID", id),
+                ("CNI_NETNS", &a.netns()),
+                ("CNI_IFNAME", "eth1"),
+                ("CNI_ARGS", "K8S_POD_NAMESPACE=default;K8S_POD_NAME=x"),
+                ("CNI_PATH", "/opt/cni/bin"),
+            ],
+            &conf,
+        )
+    };
+    let slow = add_with("bw-1", serde_json::json!({"bandwidth": {"ingressRate": 1}}));
+    assert_ne!(slow.code, 0, "{}", slow.stdout);
+    let hp = serde_json::json!({"portMappings": [{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]});
+    let first = add_with("hp-1", hp.clone());
+    assert_eq!(first.code, 0, "{}", first.stdout);
+    let taken = add_with("hp-2", hp);
+    assert_ne!(taken.code, 0, "{}", taken.stdout);
+    let m = scrape(&node);
+    assert_eq!(
+        get(&m, "sdn_bandwidth_errors_total") - get(&before_errors, "sdn_bandwidth_errors_total"),
+        1.0
+    );
+    assert_eq!(
+        get(&m, "sdn_hostport_errors_total") - get(&before_errors, "sdn_hostport_errors_total"),
+        1.0
+    );
+    let del = node.cni(
+        &[
+            ("CNI_COMMAND", "DEL"),
+            ("CNI_CONTAINERID", "hp-1"),
+            ("CNI_NETNS", &a.netns()),
+            ("CNI_IFNAME", "eth1"),
+        ],
+        &node.netconf("1.0.0"),
+    );
+    assert_eq!(del.code, 0, "{}", del.stdout);
+
     // Every table's gauge is what the switch holds.
     node.datapath_settled();
     let settled = wait_until(Duration::from_secs(10), || {
