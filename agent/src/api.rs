@@ -806,7 +806,16 @@ impl Client {
         )
         .await
         .map_err(|_| unreachable("no answer within 5 s".into()))?
-        .map_err(|e| unreachable(e.to_string()))?;
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::PermissionDenied {
+                ClientError::Agent(format!(
+                    "{}: permission denied: the agent's local API is root only; run sdnctl as root",
+                    self.socket.display()
+                ))
+            } else {
+                unreachable(e.to_string())
+            }
+        })?;
         let (mut sender, conn) =
             hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
                 .await

@@ -170,6 +170,8 @@ fn metrics_count_known_actions_and_health_matches_cni_status() {
     // A bandwidth below kubelet's bound and a host port another pod holds: both refused, and
     // counted by kind.
     let before_errors = scrape(&node);
+    let spare = sdn_tests::harness::Netns::new("sdnhp");
+    let spare_path = spare.path();
     let add_with = |id: &str, rc: Value| {
         let mut conf = node.netconf("1.0.0");
         conf["runtimeConfig"] = rc;
@@ -177,8 +179,8 @@ fn metrics_count_known_actions_and_health_matches_cni_status() {
             &[
                 ("CNI_COMMAND", "ADD"),
                 ("CNI_CONTAINERID", id),
-                ("CNI_NETNS", &a.netns()),
-                ("CNI_IFNAME", "eth1"),
+                ("CNI_NETNS", &spare_path),
+                ("CNI_IFNAME", "eth0"),
                 ("CNI_ARGS", "K8S_POD_NAMESPACE=default;K8S_POD_NAME=x"),
                 ("CNI_PATH", "/opt/cni/bin"),
             ],
@@ -205,8 +207,8 @@ fn metrics_count_known_actions_and_health_matches_cni_status() {
         &[
             ("CNI_COMMAND", "DEL"),
             ("CNI_CONTAINERID", "hp-1"),
-            ("CNI_NETNS", &a.netns()),
-            ("CNI_IFNAME", "eth1"),
+            ("CNI_NETNS", &spare_path),
+            ("CNI_IFNAME", "eth0"),
         ],
         &node.netconf("1.0.0"),
     );
@@ -532,6 +534,40 @@ fn sdnctl_asks_the_agent_for_pods_flows_status_and_log_level() {
     assert!(read("config.json").contains("\"nodeName\": \"node-a\""));
     assert!(read("metrics.txt").contains("openshift_sdn_pod_ips"));
     std::fs::remove_dir_all(&out).unwrap();
+
+    // Not root: refused, and sdnctl says so (the socket's directory is 0700). The binary is
+    // copied where nobody may run it (the workspace need not be readable by others).
+    let nobody_dir = std::env::temp_dir().join(sdn_tests::harness::unique_name("nobody-"));
+    std::fs::create_dir_all(&nobody_dir).unwrap();
+    let bin = nobody_dir.join("sdnctl");
+    std::fs::copy(workspace_bin("sdnctl"), &bin).unwrap();
+    std::fs::set_permissions(&nobody_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // A test forking meanwhile may hold the copy's write descriptor until it execs (ETXTBSY).
+    let out = (0..50)
+        .map(|_| {
+            Command::new("setpriv")
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                .arg(&bin)
+                .arg("--api-socket")
+                .arg(node.dir().join("run/api.sock"))
+                .arg("status")
+                .env_remove("SDN_CONFIG")
+                .output()
+                .expect("setpriv sdnctl")
+        })
+        .find(|o| {
+            let busy = String::from_utf8_lossy(&o.stderr).contains("Text file busy");
+            if busy {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            !busy
+        })
+        .expect("sdnctl ran within 50 tries");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("root only; run sdnctl as root"), "{err}");
+    std::fs::remove_dir_all(&nobody_dir).unwrap();
 
     // The agent gone: sdnctl says what to check.
     node.stop_agent(libc::SIGTERM);

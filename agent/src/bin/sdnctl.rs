@@ -32,10 +32,13 @@ use serde_json::json;
 /// How long sdnctl waits for OVSDB.
 const OVSDB_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Manage the tenants (NetNamespaces and their VNIDs) of a standalone SDN node.
+/// The SDN node's operator CLI: what the running agent knows (status, pods, flows, trace,
+/// bundle, log level) and the tenants (NetNamespaces and their VNIDs) of a standalone node.
 ///
-/// Each command edits the agent's state directory; the running agent applies the change as soon
-/// as it sees the write (inotify).
+/// status, pods, flows, trace, bundle, log-level and log ask the agent over its root-only local
+/// API. The tenant commands edit a standalone node's state directory; the running agent applies
+/// the change as soon as it sees the write (inotify). In Kubernetes mode they say how to make
+/// the change there, and namespaces asks the agent.
 #[derive(Debug, Parser)]
 #[command(name = "sdnctl", version, args_override_self = true)]
 struct Cli {
