@@ -25,6 +25,12 @@
 //! Every flow goes through one [`FlowStore`]: the base pipeline, the pods and the remote nodes
 //! hand it their flows, and the full reconcile is the store's one diff against the bridge.
 //!
+//! What an operator sees is started around this: the metrics and health endpoint
+//! (`metricsAddress`, [`crate::observe`]) first of all, so `/livez` and `/readyz` answer while
+//! start-up waits; the local API for `sdnctl` ([`crate::api`]) when the node serves; the main
+//! loop's heartbeat, each reconcile (reason, time, changes) and each repair go to the health
+//! record and the metrics.
+//!
 //! Why one file of this size: start-up and the loops that keep its result true (state changes,
 //! flow and OVSDB drift, OpenFlow reconnects with tun0 and flow-restore-wait) share the daemon's
 //! fields and order; the CNI handler at the end is a thin adapter.
