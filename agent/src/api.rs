@@ -296,6 +296,9 @@ pub async fn cookie_owners(view: &NodeView) -> BTreeMap<u64, String> {
             }
             Owner::Multicast => "multicast to remote nodes".to_string(),
             Owner::Vnid(v) => format!("VNID {v} ({})", tenants(v.id())),
+            Owner::EgressFirewall(v) => {
+                format!("egress firewall of VNID {v} ({})", tenants(v.id()))
+            }
         };
         out.insert(owner.cookie(), name);
     }

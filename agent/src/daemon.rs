@@ -51,6 +51,7 @@ use ovs::ovsdb::{self, BridgeSpec, FailMode, PortSpec};
 use crate::cluster::{self, ClusterSource, ClusterState};
 use crate::cni::{self, AddResult, CniError, Request};
 use crate::config::{ClusterStateSource, Config};
+use crate::egress::EgressFirewalls;
 use crate::flowstore::{Change, FlowStore, Owner, ReconcileStats};
 use crate::ipam;
 use crate::iptables::{self, Iptables};
@@ -75,6 +76,8 @@ pub struct Daemon {
     pub store: Arc<FlowStore<Switch>>,
     /// The rows of the other nodes (VXLAN).
     pub nodes: Arc<RemoteNodes>,
+    /// The tenants' egress firewalls (table 100).
+    pub egress: Arc<EgressFirewalls<Switch>>,
     db: ovsdb::Client,
     base: Vec<Flow>,
     server: Option<cni::ServerHandle>,
@@ -319,6 +322,12 @@ impl Daemon {
             state.clone(),
         ));
         let remote_nodes = nodes.stage().await;
+        let egress = Arc::new(EgressFirewalls::new(flow_store.clone(), state.clone()));
+        let egress_firewalls = if node.mode == flows::Mode::Multitenant {
+            egress.stage().await
+        } else {
+            0
+        };
 
         let base = base_flows(&node);
         flow_store
@@ -334,6 +343,7 @@ impl Daemon {
             switch,
             store: flow_store,
             nodes,
+            egress,
             db,
             base,
             server: None,
@@ -388,6 +398,7 @@ impl Daemon {
             pool_ports = pool_kept,
             stale_ports_queued_for_deletion = pool_deleted,
             remote_nodes,
+            egress_firewalls,
             flows = stats.desired,
             added = stats.added,
             deleted = stats.deleted,
@@ -485,9 +496,23 @@ impl Daemon {
         if let Err(e) = self.nodes.sync().await {
             tracing::warn!(error = %e, "applying remote node changes failed; retrying at the next change or repair");
         }
+        let multitenant = self.node.mode == flows::Mode::Multitenant;
+        // Egress firewalls of new or changed VNIDs before pods move to them; rows of VNIDs that
+        // lost their policy go only after the pods left them (see `EgressFirewalls::sync`).
+        if multitenant {
+            if let Err(e) = self.egress.sync(false).await {
+                tracing::warn!(error = %e, "applying egress firewall changes failed; retrying at the next change or repair");
+            }
+        }
         // sync_vnids logs each namespace's change as soon as its bundle is in.
-        if let Err(e) = self.pods.sync_vnids().await {
+        let moved = self.pods.sync_vnids().await;
+        if let Err(e) = &moved {
             tracing::warn!(error = %e, "applying VNID changes failed; retrying at the next repair")
+        }
+        if multitenant && moved.is_ok() {
+            if let Err(e) = self.egress.sync(true).await {
+                tracing::warn!(error = %e, "removing egress firewall rows failed; retrying at the next change or repair");
+            }
         }
         self.sync_tenant_networks();
     }

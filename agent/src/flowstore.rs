@@ -61,6 +61,8 @@ pub enum Owner {
     Multicast,
     /// A VNID's table-80 row (maintained by the store from the pods' VNIDs).
     Vnid(Vnid),
+    /// A VNID's egress firewall rows (table 100, from its EgressNetworkPolicy).
+    EgressFirewall(Vnid),
 }
 
 impl Owner {
@@ -72,6 +74,7 @@ impl Owner {
             Owner::RemoteNode { cookie, .. } => *cookie,
             Owner::Multicast => flows::MULTICAST_COOKIE,
             Owner::Vnid(v) => vnid_cookie(*v),
+            Owner::EgressFirewall(v) => flows::egress_cookie(*v),
         }
     }
 }
@@ -84,6 +87,7 @@ impl fmt::Display for Owner {
             Owner::RemoteNode { name, .. } => write!(f, "remote node {name}"),
             Owner::Multicast => f.write_str("multicast to remote nodes"),
             Owner::Vnid(v) => write!(f, "VNID {v}"),
+            Owner::EgressFirewall(v) => write!(f, "egress firewall of VNID {v}"),
         }
     }
 }

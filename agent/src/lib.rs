@@ -12,6 +12,7 @@ pub mod cni;
 pub mod config;
 pub mod controller;
 pub mod daemon;
+pub mod egress;
 #[cfg(test)]
 pub mod fake;
 pub mod flowstore;

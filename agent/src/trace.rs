@@ -695,6 +695,14 @@ impl Judge<'_> {
                     format!("VNIDs {s} and {d}: no table-80 row lets them through (the VNID's row is missing)")
                 }
             }
+            Some(Table::EgressFirewall) => {
+                let s = p.regs.get("reg0").copied().unwrap_or(0) as u32;
+                format!(
+                    "{} is denied by the egress firewall (EgressNetworkPolicy) of VNID {s} {}: the first matching rule is `{matched}`",
+                    ip_of(self.dst),
+                    (self.tenants)(s)
+                )
+            }
             Some(Table::RemoteArp) | Some(Table::RemoteIp) => format!(
                 "no node's subnet holds {} (no HostSubnet for it)",
                 ip_of(self.dst)

@@ -100,7 +100,7 @@ impl NodeConfig {
     }
 }
 
-fn net(n: &Ipv4Net) -> Masked<Ipv4Addr> {
+pub(crate) fn net(n: &Ipv4Net) -> Masked<Ipv4Addr> {
     // A prefix of /0 would be "any": callers never pass one (config validation refuses it).
     Masked::cidr(n.network(), n.prefix_len()).unwrap_or_else(|_| Masked::exact(n.network()))
 }

@@ -18,6 +18,8 @@ pub enum Feature {
     Node = 2,
     /// A VNID's table-80 row.
     Vnid = 3,
+    /// A VNID's egress firewall rows (table 100).
+    EgressFirewall = 4,
 }
 
 /// Bits of the object id.

@@ -183,7 +183,7 @@ impl Loader {
             let path = self.dir.join(name);
             loaded.errors.extend(entry.error.clone());
             for obj in &entry.objects {
-                let key = (obj.kind(), obj.name().to_string());
+                let key = (obj.kind(), obj.key());
                 let defs = defined.entry(key.clone()).or_default();
                 if defs.is_empty() {
                     order.push(key);
@@ -226,7 +226,12 @@ impl Loader {
             }
         }
         // The ClusterNetwork first: HostSubnets are checked against it.
-        for kind in [Kind::ClusterNetwork, Kind::NetNamespace, Kind::HostSubnet] {
+        for kind in [
+            Kind::ClusterNetwork,
+            Kind::NetNamespace,
+            Kind::HostSubnet,
+            Kind::EgressNetworkPolicy,
+        ] {
             for (file, obj) in picked.iter().filter(|(_, o)| o.kind() == kind) {
                 if let ClusterObject::HostSubnet(hs) = obj {
                     if let Err(source) = loaded.state.check_host_subnet(hs) {
@@ -270,14 +275,14 @@ fn load_file(path: &Path) -> Result<Vec<ClusterObject>, ClusterError> {
         let invalid = |source| ClusterError::Invalid {
             file: path.to_path_buf(),
             kind: obj.kind(),
-            name: obj.name().to_string(),
+            name: obj.key(),
             source: Box::new(source),
         };
         obj.validate().map_err(invalid)?;
-        if !names.insert((obj.kind(), obj.name().to_string())) {
+        if !names.insert((obj.kind(), obj.key())) {
             return Err(invalid(ValidationError::new(
                 "metadata.name",
-                obj.name(),
+                obj.key(),
                 "the file defines this object twice",
             )));
         }
@@ -381,11 +386,11 @@ impl StandaloneSource {
     /// make sure no other file in `dir` defines the same object (that would be a duplicate).
     /// Returns the path written.
     pub fn write_object(dir: &Path, obj: &ClusterObject) -> Result<PathBuf, ClusterError> {
-        let path = dir.join(Self::file_name(obj.kind(), obj.name()));
+        let path = dir.join(Self::file_name(obj.kind(), &obj.key().replace('/', ".")));
         obj.validate().map_err(|source| ClusterError::Invalid {
             file: path.clone(),
             kind: obj.kind(),
-            name: obj.name().to_string(),
+            name: obj.key(),
             source: Box::new(source),
         })?;
         let text = to_yaml(obj).map_err(|e| ClusterError::Render {
@@ -398,7 +403,8 @@ impl StandaloneSource {
 
     /// Deletes `<dir>/<kind lowercase>-<name>.yaml`; `Ok(false)` when it did not exist.
     pub fn delete_object(dir: &Path, kind: Kind, name: &str) -> Result<bool, ClusterError> {
-        let path = dir.join(Self::file_name(kind, name));
+        // A namespaced object's key is `namespace/name`; its file says `namespace.name`.
+        let path = dir.join(Self::file_name(kind, &name.replace('/', ".")));
         match fs::remove_file(&path) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),

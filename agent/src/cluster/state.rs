@@ -14,7 +14,9 @@ use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
 
-use super::types::{ClusterNetwork, ClusterObject, HostSubnet, Kind, NetNamespace};
+use super::types::{
+    ClusterNetwork, ClusterObject, EgressNetworkPolicy, HostSubnet, Kind, NetNamespace,
+};
 use super::validate::{overlaps, ValidationError};
 use crate::config::ClusterNetworkSetting as CidrEntry;
 
@@ -32,6 +34,8 @@ pub struct ClusterState {
     pub namespaces: Option<BTreeSet<String>>,
     /// Kubernetes mode: this node's pods by `namespace/name` (empty in standalone mode).
     pub pods: BTreeMap<String, PodInfo>,
+    /// EgressNetworkPolicies by `namespace/name`.
+    pub egress_policies: BTreeMap<String, EgressNetworkPolicy>,
 }
 
 /// What the agent keeps of one of its node's Kubernetes Pods (from the watch cache, so a CNI ADD
@@ -94,6 +98,7 @@ impl ClusterState {
                 .map(Into::into),
             Kind::HostSubnet => self.host_subnets.get(name).cloned().map(Into::into),
             Kind::NetNamespace => self.net_namespaces.get(name).cloned().map(Into::into),
+            Kind::EgressNetworkPolicy => self.egress_policies.get(name).cloned().map(Into::into),
         }
     }
 
@@ -109,6 +114,10 @@ impl ClusterState {
                 .net_namespaces
                 .insert(n.name().to_string(), n)
                 .map(Into::into),
+            ClusterObject::EgressNetworkPolicy(e) => self
+                .egress_policies
+                .insert(format!("{}/{}", e.namespace(), e.name()), e)
+                .map(Into::into),
         }
     }
 
@@ -123,6 +132,12 @@ impl ClusterState {
         out.extend(self.host_subnets.values().cloned().map(ClusterObject::from));
         out.extend(
             self.net_namespaces
+                .values()
+                .cloned()
+                .map(ClusterObject::from),
+        );
+        out.extend(
+            self.egress_policies
                 .values()
                 .cloned()
                 .map(ClusterObject::from),

@@ -481,6 +481,8 @@ pub enum Kind {
     HostSubnet,
     /// `NetNamespace`.
     NetNamespace,
+    /// `EgressNetworkPolicy` (namespaced: its key is `namespace/name`).
+    EgressNetworkPolicy,
 }
 
 impl Kind {
@@ -490,6 +492,7 @@ impl Kind {
             Kind::ClusterNetwork => "ClusterNetwork",
             Kind::HostSubnet => "HostSubnet",
             Kind::NetNamespace => "NetNamespace",
+            Kind::EgressNetworkPolicy => "EgressNetworkPolicy",
         }
     }
 
@@ -499,6 +502,7 @@ impl Kind {
             "ClusterNetwork" => Some(Kind::ClusterNetwork),
             "HostSubnet" => Some(Kind::HostSubnet),
             "NetNamespace" => Some(Kind::NetNamespace),
+            "EgressNetworkPolicy" => Some(Kind::EgressNetworkPolicy),
             _ => None,
         }
     }
@@ -520,6 +524,8 @@ pub enum ClusterObject {
     HostSubnet(HostSubnet),
     /// A NetNamespace.
     NetNamespace(NetNamespace),
+    /// An EgressNetworkPolicy.
+    EgressNetworkPolicy(EgressNetworkPolicy),
 }
 
 impl ClusterObject {
@@ -529,6 +535,7 @@ impl ClusterObject {
             ClusterObject::ClusterNetwork(_) => Kind::ClusterNetwork,
             ClusterObject::HostSubnet(_) => Kind::HostSubnet,
             ClusterObject::NetNamespace(_) => Kind::NetNamespace,
+            ClusterObject::EgressNetworkPolicy(_) => Kind::EgressNetworkPolicy,
         }
     }
 
@@ -538,6 +545,7 @@ impl ClusterObject {
             ClusterObject::ClusterNetwork(o) => &o.metadata,
             ClusterObject::HostSubnet(o) => &o.metadata,
             ClusterObject::NetNamespace(o) => &o.metadata,
+            ClusterObject::EgressNetworkPolicy(o) => &o.metadata,
         }
     }
 
@@ -547,6 +555,7 @@ impl ClusterObject {
             ClusterObject::ClusterNetwork(o) => &mut o.metadata,
             ClusterObject::HostSubnet(o) => &mut o.metadata,
             ClusterObject::NetNamespace(o) => &mut o.metadata,
+            ClusterObject::EgressNetworkPolicy(o) => &mut o.metadata,
         }
     }
 
@@ -573,6 +582,16 @@ impl ClusterObject {
             }
             ClusterObject::HostSubnet(h) => format!("subnet {} on {}", h.subnet, h.host_ip),
             ClusterObject::NetNamespace(n) => format!("netid {}", n.net_id),
+            ClusterObject::EgressNetworkPolicy(e) => format!("{} rule(s)", e.spec.egress.len()),
+        }
+    }
+
+    /// The object's key among objects of its kind: its name, and `namespace/name` for the
+    /// namespaced EgressNetworkPolicy.
+    pub fn key(&self) -> String {
+        match self {
+            ClusterObject::EgressNetworkPolicy(e) => format!("{}/{}", e.namespace(), e.name()),
+            _ => self.name().to_string(),
         }
     }
 
@@ -581,7 +600,9 @@ impl ClusterObject {
         let strip = |o: &ClusterObject| {
             let mut o = o.clone();
             let name = o.name().to_string();
+            let namespace = o.metadata().namespace.clone();
             *o.metadata_mut() = meta_named(&name);
+            o.metadata_mut().namespace = namespace;
             o
         };
         strip(self) == strip(other)
@@ -589,7 +610,7 @@ impl ClusterObject {
 
     /// `Kind name`, for messages.
     pub fn describe(&self) -> String {
-        format!("{} {:?}", self.kind(), self.name())
+        format!("{} {:?}", self.kind(), self.key())
     }
 }
 
@@ -608,6 +629,12 @@ impl From<HostSubnet> for ClusterObject {
 impl From<NetNamespace> for ClusterObject {
     fn from(o: NetNamespace) -> Self {
         ClusterObject::NetNamespace(o)
+    }
+}
+
+impl From<EgressNetworkPolicy> for ClusterObject {
+    fn from(o: EgressNetworkPolicy) -> Self {
+        ClusterObject::EgressNetworkPolicy(o)
     }
 }
 
@@ -752,7 +779,7 @@ fn parse_object(
     };
     let Some(kind) = Kind::from_kind(kind_str) else {
         return Err(shape(format!(
-            "unsupported kind {kind_str:?}: expected ClusterNetwork, HostSubnet, NetNamespace or List"
+            "unsupported kind {kind_str:?}: expected ClusterNetwork, HostSubnet, NetNamespace, EgressNetworkPolicy or List"
         )));
     };
     if api_version != API_VERSION && api_version != LEGACY_API_VERSION {
@@ -786,6 +813,9 @@ fn parse_object(
         Kind::ClusterNetwork => ClusterObject::ClusterNetwork(typed(value).map_err(field)?),
         Kind::HostSubnet => ClusterObject::HostSubnet(typed(value).map_err(field)?),
         Kind::NetNamespace => ClusterObject::NetNamespace(typed(value).map_err(field)?),
+        Kind::EgressNetworkPolicy => {
+            ClusterObject::EgressNetworkPolicy(typed(value).map_err(field)?)
+        }
     })
 }
 

@@ -434,6 +434,7 @@ impl ClusterObject {
             ClusterObject::ClusterNetwork(o) => o.validate(),
             ClusterObject::HostSubnet(o) => o.validate(),
             ClusterObject::NetNamespace(o) => o.validate(),
+            ClusterObject::EgressNetworkPolicy(o) => o.validate(),
         }
     }
 }

@@ -1,0 +1,151 @@
+//! Table 100, `egress_firewall`: a tenant's EgressNetworkPolicy as flows, with openshift-sdn's
+//! semantics, row for row (its `UpdateEgressNetworkPolicyRules`):
+//!
+//! - one policy on a VNID that only one namespace has: rule `i` of `n` becomes rows of priority
+//!   `n - i` (first rule wins) matching `reg0=V,ip` and the rule's destination (`nw_dst=CIDR`,
+//!   none for `0.0.0.0/0`; each address a DNS name resolved to, as a `/32`), Allow →
+//!   `goto_table:101`, Deny → drop. Traffic matching no rule falls to the table's base row
+//!   (priority 0, → 101): allowed.
+//! - a second policy on the VNID, or a VNID shared by several namespaces: one row `reg0=V`,
+//!   priority 1, drop: the tenant's external traffic is dropped rather than filtered by a policy
+//!   that may not be its own.
+//! - a global VNID (0): no rows (openshift-sdn refuses and ignores the policy).
+//!
+//! Every row of a VNID carries that VNID's egress cookie, so the flow store replaces a tenant's
+//! whole rule set in one bundle: the old and the new rules swap atomically, and no packet sees a
+//! mix (or a window where a denied destination is reachable).
+
+use ipnet::Ipv4Net;
+use ovs::{Flow, Match};
+
+use crate::cookie::{cookie, Feature};
+use crate::registers::Reg;
+use crate::tables::Table;
+use crate::Vnid;
+
+/// One rule, its destinations resolved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EgressRule {
+    /// Allow (→ 101) or deny (drop).
+    pub allow: bool,
+    /// The destinations: a CIDR, or the addresses a DNS name resolved to (none yet: no rows).
+    pub to: Vec<Ipv4Net>,
+}
+
+/// What a VNID's table-100 rows say.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EgressFirewall {
+    /// The one policy's rules, in order.
+    Rules(Vec<EgressRule>),
+    /// Drop all external traffic of the VNID (several policies, or a shared VNID).
+    DropAll,
+}
+
+/// The cookie of VNID `vnid`'s egress firewall rows.
+pub fn egress_cookie(vnid: Vnid) -> u64 {
+    cookie(Feature::EgressFirewall, u64::from(vnid.id()))
+}
+
+/// The table-100 rows of `vnid` (none for the global VNID).
+pub fn egress_firewall_flows(vnid: Vnid, fw: &EgressFirewall) -> Vec<Flow> {
+    if vnid.is_global() {
+        return Vec::new();
+    }
+    let base = |prio: u16| {
+        Flow::new(Table::EgressFirewall.id(), prio)
+            .cookie(egress_cookie(vnid))
+            .matching(Reg::SrcVnid.matching(Match::any(), vnid.id()))
+    };
+    match fw {
+        EgressFirewall::DropAll => vec![base(1)],
+        EgressFirewall::Rules(rules) => {
+            let n = rules.len();
+            let mut out = Vec::new();
+            for (i, rule) in rules.iter().enumerate() {
+                let prio = u16::try_from(n - i).unwrap_or(u16::MAX);
+                for net in &rule.to {
+                    let m = Reg::SrcVnid.matching(Match::any().ip(), vnid.id());
+                    let m = if net.prefix_len() == 0 {
+                        m
+                    } else {
+                        m.nw_dst(crate::base::net(net))
+                    };
+                    let f = Flow::new(Table::EgressFirewall.id(), prio)
+                        .cookie(egress_cookie(vnid))
+                        .matching(m);
+                    out.push(if rule.allow {
+                        f.goto(Table::EgressRouting.id())
+                    } else {
+                        f
+                    });
+                }
+            }
+            out
+        }
+    }
+}
+
+/// `0.0.0.0/32` as openshift-sdn reads it: `0.0.0.0/0` (it "corrects" the selector with a
+/// warning). Any other network as given, truncated to its network address.
+pub fn egress_cidr(net: Ipv4Net) -> Ipv4Net {
+    if net.addr().is_unspecified() && net.prefix_len() == 32 {
+        Ipv4Net::default()
+    } else {
+        net.trunc()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(fs: &[Flow]) -> Vec<String> {
+        fs.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn rules_in_order_first_match_wins() {
+        let v = Vnid::new(10).unwrap();
+        let fw = EgressFirewall::Rules(vec![
+            EgressRule {
+                allow: true,
+                to: vec!["192.168.10.0/24".parse().unwrap()],
+            },
+            EgressRule {
+                allow: false,
+                to: vec!["192.168.0.0/16".parse().unwrap()],
+            },
+            EgressRule {
+                allow: true,
+                to: vec![
+                    "198.51.100.7/32".parse().unwrap(),
+                    "198.51.100.8/32".parse().unwrap(),
+                ],
+            },
+            EgressRule {
+                allow: false,
+                to: vec![egress_cidr("0.0.0.0/32".parse().unwrap())],
+            },
+        ]);
+        assert_eq!(
+            text(&egress_firewall_flows(v, &fw)),
+            [
+                "cookie=0x400000000000000a, table=100, priority=4,ip,reg0=0xa,nw_dst=192.168.10.0/24 actions=goto_table:101",
+                "cookie=0x400000000000000a, table=100, priority=3,ip,reg0=0xa,nw_dst=192.168.0.0/16 actions=drop",
+                "cookie=0x400000000000000a, table=100, priority=2,ip,reg0=0xa,nw_dst=198.51.100.7 actions=goto_table:101",
+                "cookie=0x400000000000000a, table=100, priority=2,ip,reg0=0xa,nw_dst=198.51.100.8 actions=goto_table:101",
+                "cookie=0x400000000000000a, table=100, priority=1,ip,reg0=0xa actions=drop",
+            ]
+        );
+    }
+
+    #[test]
+    fn drop_all_and_global() {
+        let v = Vnid::new(11).unwrap();
+        assert_eq!(
+            text(&egress_firewall_flows(v, &EgressFirewall::DropAll)),
+            ["cookie=0x400000000000000b, table=100, priority=1,reg0=0xb actions=drop"]
+        );
+        assert!(egress_firewall_flows(Vnid::GLOBAL, &EgressFirewall::DropAll).is_empty());
+    }
+}

@@ -1,0 +1,246 @@
+//! The egress firewall (EgressNetworkPolicy, table 100) on real traffic, standalone mode: a node
+//! with pods of two tenants and a global namespace, and an "external" network beyond the node (a
+//! namespace on a veth to the node's namespace, holding 203.0.113.10, 203.0.113.20 and
+//! 198.51.100.7 and its own 192.168.230.2, each with a TCP echo server). A policy written to the
+//! state directory filters tenant-a only, rules in order (a denied CIDR inside an allowed one, a
+//! /32, a deny-all), other tenants and the global namespace untouched; a changed policy swaps in
+//! whole; a second policy or a shared VNID drops the tenant's external traffic; a policy in a
+//! global namespace is refused; `sdnctl trace` names the firewall. Flows as pipeline.md says.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::time::Duration;
+
+use agent::cluster::{
+    ClusterObject, EgressNetworkPolicy, EgressNetworkPolicyRule as Rule, EgressRuleType::*, Kind,
+    StandaloneSource,
+};
+use sdn_tests::harness::{wait_until, Netns};
+use sdn_tests::node::{AgentNode, NodeOptions};
+use sdn_tests::probe::{tcp_echo_server, tcp_probe};
+
+const PORT: u16 = 7777;
+const TIMEOUT: Duration = Duration::from_millis(1500);
+const EXTERNAL: [&str; 4] = [
+    "203.0.113.10",
+    "203.0.113.20",
+    "198.51.100.7",
+    "192.168.230.2",
+];
+
+/// The external network: a namespace on a veth to the node, with the addresses above.
+fn external(node: &AgentNode) -> Netns {
+    let ext = Netns::new("sdnegx");
+    let run = |cmd: &[&str]| {
+        node.ovs
+            .exec_in_netns(cmd)
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    run(&[
+        "ip", "link", "add", "sdnegx0", "type", "veth", "peer", "name", "sdnegx1",
+    ]);
+    run(&["ip", "link", "set", "sdnegx1", "netns", ext.name()]);
+    run(&["ip", "addr", "add", "192.168.230.1/24", "dev", "sdnegx0"]);
+    run(&["ip", "link", "set", "sdnegx0", "up"]);
+    for net in ["203.0.113.0/24", "198.51.100.0/24"] {
+        run(&["ip", "route", "add", net, "via", "192.168.230.2"]);
+    }
+    for cmd in [
+        vec!["ip", "addr", "add", "192.168.230.2/24", "dev", "sdnegx1"],
+        vec!["ip", "link", "set", "sdnegx1", "up"],
+        vec!["ip", "addr", "add", "203.0.113.10/32", "dev", "lo"],
+        vec!["ip", "addr", "add", "203.0.113.20/32", "dev", "lo"],
+        vec!["ip", "addr", "add", "198.51.100.7/32", "dev", "lo"],
+    ] {
+        ext.exec(&cmd).unwrap_or_else(|e| panic!("{e}"));
+    }
+    ext
+}
+
+/// Which external addresses `netns` reaches (a TCP echo round trip each), as a bitmap string.
+fn reach(netns: &str) -> String {
+    EXTERNAL
+        .iter()
+        .map(|ip| {
+            let a: Ipv4Addr = ip.parse().unwrap();
+            if tcp_probe(netns, SocketAddrV4::new(a, PORT), TIMEOUT) {
+                'Y'
+            } else {
+                '.'
+            }
+        })
+        .collect()
+}
+
+fn put(node: &AgentNode, p: EgressNetworkPolicy) {
+    StandaloneSource::write_object(&node.state_dir(), &ClusterObject::EgressNetworkPolicy(p))
+        .unwrap_or_else(|e| panic!("writing the policy: {e}"));
+}
+
+fn table_100(node: &AgentNode) -> Vec<String> {
+    node.flows()
+        .into_iter()
+        .filter(|f| f.contains("table=100,") && !f.contains("priority=0 "))
+        .collect()
+}
+
+#[test]
+fn egress_firewall_filters_one_tenant_in_rule_order_and_swaps_atomically() {
+    let node = AgentNode::start(NodeOptions::default());
+    node.set_netnamespace("tenant-a", 10);
+    node.set_netnamespace("tenant-b", 11);
+    let ext = external(&node);
+    let _servers = tcp_echo_server(ext.name(), PORT);
+    let a1 = node.pod("tenant-a", "a1");
+    let b1 = node.pod("tenant-b", "b1");
+    let g1 = node.pod("default", "g1");
+    for p in [&a1, &b1, &g1] {
+        assert_eq!(reach(p.ns.name()), "YYYY", "before any policy: {}", p.ip);
+    }
+
+    // tenant-a: a denied /28 inside an allowed /24, a /32 (0.0.0.0/32 means all: the last rule).
+    put(
+        &node,
+        EgressNetworkPolicy::new(
+            "tenant-a",
+            "default",
+            vec![
+                Rule::cidr(Deny, "203.0.113.16/28"),
+                Rule::cidr(Allow, "203.0.113.0/24"),
+                Rule::cidr(Allow, "198.51.100.7/32"),
+                Rule::cidr(Deny, "0.0.0.0/32"),
+            ],
+        ),
+    );
+    let ok = wait_until(Duration::from_secs(5), || table_100(&node).len() == 4);
+    assert!(ok, "table 100: {:#?}\n{}", table_100(&node), node.log());
+    let rows = table_100(&node);
+    for (prio, m, act) in [
+        (4, "nw_dst=203.0.113.16/28", "drop"),
+        (3, "nw_dst=203.0.113.0/24", "goto_table:101"),
+        (2, "nw_dst=198.51.100.7", "goto_table:101"),
+        (1, "ip,reg0=0xa actions", "drop"),
+    ] {
+        assert!(
+            rows.iter().any(|r| r.contains(&format!("priority={prio},"))
+                && r.contains(m)
+                && r.ends_with(act)),
+            "no priority {prio} {m} -> {act} in {rows:#?}"
+        );
+    }
+    assert_eq!(reach(a1.ns.name()), "Y.Y.", "tenant-a under its policy");
+    assert_eq!(reach(b1.ns.name()), "YYYY", "tenant-b has no policy");
+    assert_eq!(
+        reach(g1.ns.name()),
+        "YYYY",
+        "the global namespace has no policy"
+    );
+
+    // The trace names the firewall.
+    let t = node.trace("tenant-a/a1", "203.0.113.20", "tcp/7777", None);
+    assert_eq!(t["outcome"], "dropped", "{t:#}");
+    assert_eq!(t["decided_in"], "egress_firewall");
+    let words = t["verdict"].as_str().unwrap();
+    assert!(
+        words.contains("203.0.113.20 is denied by the egress firewall (EgressNetworkPolicy) of VNID 10 (tenant-a)"),
+        "{words}"
+    );
+
+    // A changed policy replaces the whole rule set (one bundle).
+    put(
+        &node,
+        EgressNetworkPolicy::new(
+            "tenant-a",
+            "default",
+            vec![Rule::cidr(Deny, "198.51.100.0/24")],
+        ),
+    );
+    assert!(wait_until(Duration::from_secs(5), || table_100(&node)
+        .len()
+        == 1));
+    assert_eq!(reach(a1.ns.name()), "YY.Y");
+
+    // A second policy in the namespace: openshift-sdn drops all its external traffic.
+    put(
+        &node,
+        EgressNetworkPolicy::new("tenant-a", "second", vec![Rule::cidr(Allow, "0.0.0.0/0")]),
+    );
+    assert!(wait_until(Duration::from_secs(5), || {
+        table_100(&node)
+            .iter()
+            .any(|r| r.contains("priority=1,reg0=0xa actions=drop"))
+    }));
+    assert_eq!(reach(a1.ns.name()), "....");
+    assert!(node.log().contains("multiple EgressNetworkPolicies in the same network namespace (tenant-a/default, tenant-a/second)"));
+    StandaloneSource::delete_object(
+        &node.state_dir(),
+        Kind::EgressNetworkPolicy,
+        "tenant-a/second",
+    )
+    .unwrap();
+    assert!(wait_until(Duration::from_secs(5), || table_100(&node)
+        .len()
+        == 1));
+    assert_eq!(reach(a1.ns.name()), "YY.Y");
+
+    // tenant-b joins tenant-a: a shared VNID drops both tenants' external traffic; isolated
+    // again, tenant-a's policy is back and tenant-b is free.
+    node.set_netnamespace("tenant-b", 10);
+    assert!(wait_until(Duration::from_secs(5), || node
+        .flowed_vnid(&b1.ip)
+        == Some(10)));
+    assert!(wait_until(Duration::from_secs(5), || {
+        table_100(&node)
+            .iter()
+            .any(|r| r.contains("priority=1,reg0=0xa actions=drop"))
+    }));
+    assert_eq!(reach(b1.ns.name()), "....", "shared VNID");
+    assert!(node
+        .log()
+        .contains("EgressNetworkPolicy not allowed in a shared NetNamespace (tenant-a, tenant-b)"));
+    node.set_netnamespace("tenant-b", 11);
+    assert!(wait_until(Duration::from_secs(5), || node
+        .flowed_vnid(&b1.ip)
+        == Some(11)));
+    assert!(wait_until(Duration::from_secs(5), || table_100(&node)
+        .len()
+        == 1));
+    assert_eq!(reach(b1.ns.name()), "YYYY");
+    assert_eq!(reach(a1.ns.name()), "YY.Y");
+
+    // A policy in a global namespace is refused and changes nothing.
+    put(
+        &node,
+        EgressNetworkPolicy::new("default", "p", vec![Rule::cidr(Deny, "0.0.0.0/0")]),
+    );
+    assert!(wait_until(Duration::from_secs(5), || node.log().contains(
+        "EgressNetworkPolicy in a global network namespace (VNID 0) is not allowed"
+    )));
+    assert_eq!(reach(g1.ns.name()), "YYYY");
+
+    // The policy gone: tenant-a is free again.
+    StandaloneSource::delete_object(
+        &node.state_dir(),
+        Kind::EgressNetworkPolicy,
+        "tenant-a/default",
+    )
+    .unwrap();
+    assert!(wait_until(Duration::from_secs(5), || table_100(&node).is_empty()));
+    assert_eq!(reach(a1.ns.name()), "YYYY");
+
+    // After a restart the same rules come back from the state directory.
+    put(
+        &node,
+        EgressNetworkPolicy::new(
+            "tenant-a",
+            "default",
+            vec![Rule::cidr(Deny, "203.0.113.20/32")],
+        ),
+    );
+    assert!(wait_until(Duration::from_secs(5), || table_100(&node)
+        .len()
+        == 1));
+    node.stop_agent(libc::SIGTERM);
+    node.start_agent();
+    assert_eq!(table_100(&node).len(), 1, "{:#?}", table_100(&node));
+    assert_eq!(reach(a1.ns.name()), "Y.YY");
+}
