@@ -353,6 +353,7 @@ pub async fn flow_entries(
             .map(|p| p.cookie())
             .collect();
         c.push(flows::vnid_cookie(vnid));
+        c.push(flows::egress_cookie(vnid));
         cookies = Some(c);
     }
     if let Some(t) = q.get("table") {

@@ -135,6 +135,25 @@ fn egress_firewall_filters_one_tenant_in_rule_order_and_swaps_atomically() {
         "the global namespace has no policy"
     );
 
+    // sdnctl flows --tenant shows the rows with their owner.
+    let out = std::process::Command::new(sdn_tests::harness::workspace_bin("sdnctl"))
+        .arg("--api-socket")
+        .arg(node.api_socket())
+        .args(["--json", "flows", "--tenant", "tenant-a"])
+        .output()
+        .expect("sdnctl flows");
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let egress: Vec<&serde_json::Value> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["table_name"] == "egress_firewall")
+        .collect();
+    assert_eq!(egress.len(), 4, "{listed:#}");
+    assert!(egress
+        .iter()
+        .all(|f| f["owner"] == "egress firewall of VNID 10 (tenant-a)"));
+
     // The trace names the firewall.
     let t = node.trace("tenant-a/a1", "203.0.113.20", "tcp/7777", None);
     assert_eq!(t["outcome"], "dropped", "{t:#}");

@@ -80,7 +80,7 @@ enum Cmd {
         /// Only this table (name or number)
         #[arg(long, value_name = "NAME")]
         table: Option<String>,
-        /// The flows of this tenant's pods and its VNID row
+        /// The flows of this tenant's pods, its VNID row and its egress firewall
         #[arg(long, value_name = "NS")]
         tenant: Option<String>,
     },
