@@ -23,6 +23,7 @@
 //!   through br0's real tables (`ofproto/trace`), each step named, the verdict in words
 //!   ([`crate::trace`]).
 //! - `/v1/bundle`: everything `sdnctl bundle` archives, as `{file name: content}`.
+//! - `/v1/egress-firewall`: every tenant's egress firewall in effect, rule by rule.
 //! - `/v1/config`: the configuration in force (it holds no secrets: a kubeconfig is a path).
 //! - `/metrics`, `/livez`, `/readyz`: as on the metrics endpoint.
 //!
@@ -112,6 +113,61 @@ pub struct FlowEntry {
     pub owner: String,
     /// Match and actions as `ovs-ofctl` prints them, with table names.
     pub flow: String,
+}
+
+/// One tenant's egress firewall as in effect, for `sdnctl egress-firewall`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct EgressEntry {
+    /// The VNID.
+    pub vnid: u32,
+    /// The namespaces on it.
+    pub namespaces: Vec<String>,
+    /// The policies behind the rows (`namespace/name`).
+    pub policies: Vec<String>,
+    /// Why all external traffic is dropped, if it is.
+    pub drop_all: Option<String>,
+    /// The rules in order: `Allow` or `Deny` and the destinations they cover.
+    pub rules: Vec<EgressRuleEntry>,
+}
+
+/// One effective rule.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct EgressRuleEntry {
+    /// `Allow` or `Deny`.
+    pub action: String,
+    /// The destinations (CIDRs; the addresses a DNS name resolved to).
+    pub to: Vec<String>,
+}
+
+/// Every tenant's egress firewall in effect.
+pub async fn egress_entries(view: &NodeView) -> Vec<EgressEntry> {
+    let state = view.state.borrow().clone();
+    view.egress
+        .current()
+        .await
+        .into_iter()
+        .map(|(v, p)| EgressEntry {
+            vnid: v.id(),
+            namespaces: state
+                .net_namespaces
+                .values()
+                .filter(|n| n.net_id == v.id())
+                .map(|n| n.net_name.clone())
+                .collect(),
+            policies: p.policies.clone(),
+            drop_all: p.problem.clone(),
+            rules: match &p.firewall {
+                flows::EgressFirewall::DropAll => Vec::new(),
+                flows::EgressFirewall::Rules(r) => r
+                    .iter()
+                    .map(|r| EgressRuleEntry {
+                        action: if r.allow { "Allow" } else { "Deny" }.into(),
+                        to: r.to.iter().map(ToString::to_string).collect(),
+                    })
+                    .collect(),
+            },
+        })
+        .collect()
 }
 
 /// `sdnctl status`.
@@ -508,6 +564,10 @@ pub async fn bundle(view: &NodeView) -> BTreeMap<String, String> {
         "namespaces.json".into(),
         pretty(&namespace_entries(view).await),
     );
+    files.insert(
+        "egress-firewall.json".into(),
+        pretty(&egress_entries(view).await),
+    );
     match flow_entries(view, &BTreeMap::new()).await {
         Ok(flows) => {
             let mut text = String::new();
@@ -577,7 +637,7 @@ pub async fn bundle(view: &NodeView) -> BTreeMap<String, String> {
     files.insert(
         "README.txt".into(),
         format!(
-            "sdn-agent {} debug bundle of node {}\n\nstatus.json      readiness, liveness, last reconcile, repairs, problems, counts\nconfig.json      the agent's configuration\nagent.log        the agent's last log lines\npods.json        pods: sandbox, IP, MAC, port, ofport, VNID, cookie\nnamespaces.json  NetNamespaces and local pod counts\nflows.txt/json   br0's flows by table, each with its owner\novsdb.json       OVSDB rows: Open_vSwitch, Bridge, Port, Interface, QoS, Queue\niptables.txt     the agent's iptables chains (nat, filter)\ncluster-state.json  ClusterNetwork, HostSubnets, NetNamespaces, problems\nmetrics.txt      a scrape of /metrics\n\nLeft out on purpose: kubeconfig and token contents, pod annotations, the environment.\n",
+            "sdn-agent {} debug bundle of node {}\n\nstatus.json      readiness, liveness, last reconcile, repairs, problems, counts\nconfig.json      the agent's configuration\nagent.log        the agent's last log lines\npods.json        pods: sandbox, IP, MAC, port, ofport, VNID, cookie\nnamespaces.json  NetNamespaces and local pod counts\negress-firewall.json  each tenant's egress firewall in effect\nflows.txt/json   br0's flows by table, each with its owner\novsdb.json       OVSDB rows: Open_vSwitch, Bridge, Port, Interface, QoS, Queue\niptables.txt     the agent's iptables chains (nat, filter)\ncluster-state.json  ClusterNetwork, HostSubnets, NetNamespaces, problems\nmetrics.txt      a scrape of /metrics\n\nLeft out on purpose: kubeconfig and token contents, pod annotations, the environment.\n",
             env!("CARGO_PKG_VERSION"),
             view.config.node_name
         ),
@@ -626,6 +686,9 @@ pub async fn answer(
             Err(e) => e,
         },
         ("/v1/config", true) => HttpAnswer::json(StatusCode::OK, &view.config),
+        ("/v1/egress-firewall", true) => {
+            HttpAnswer::json(StatusCode::OK, &egress_entries(view).await)
+        }
         ("/v1/bundle", true) => HttpAnswer::json(StatusCode::OK, &bundle(view).await),
         ("/v1/trace", false) if method == Method::POST => {
             let req: crate::trace::TraceRequest = match serde_json::from_slice(body) {

@@ -430,6 +430,7 @@ impl Daemon {
             source: self.cluster.clone(),
             health: self.observer.health.clone(),
             version_note: self.base.last().cloned(),
+            egress: self.egress.clone(),
         });
         self.observer.set_view(view.clone());
         self.endpoints

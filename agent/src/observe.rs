@@ -227,6 +227,8 @@ pub struct NodeView {
     pub health: Arc<Health>,
     /// The version marker flow of the base pipeline (table 253).
     pub version_note: Option<Flow>,
+    /// The tenants' egress firewalls.
+    pub egress: Arc<crate::egress::EgressFirewalls<Switch>>,
 }
 
 impl NodeView {

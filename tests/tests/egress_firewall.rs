@@ -154,6 +154,19 @@ fn egress_firewall_filters_one_tenant_in_rule_order_and_swaps_atomically() {
         .iter()
         .all(|f| f["owner"] == "egress firewall of VNID 10 (tenant-a)"));
 
+    // sdnctl egress-firewall: the effective rules, in order.
+    let out = std::process::Command::new(sdn_tests::harness::workspace_bin("sdnctl"))
+        .arg("--api-socket")
+        .arg(node.api_socket())
+        .arg("egress-firewall")
+        .output()
+        .expect("sdnctl egress-firewall");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        text,
+        "VNID 10 (tenant-a), policy tenant-a/default:\n  1. Deny 203.0.113.16/28\n  2. Allow 203.0.113.0/24\n  3. Allow 198.51.100.7/32\n  4. Deny 0.0.0.0/0\n  otherwise: Allow\n"
+    );
+
     // The trace names the firewall.
     let t = node.trace("tenant-a/a1", "203.0.113.20", "tcp/7777", None);
     assert_eq!(t["outcome"], "dropped", "{t:#}");

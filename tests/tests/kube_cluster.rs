@@ -177,6 +177,56 @@ fn kubernetes_mode_on_three_nodes() {
         assert_eq!(row["netid"], vnid(&plane, ns), "{listed}");
     }
 
+    // An EgressNetworkPolicy through the API: every node installs tenant-a's table-100 rows
+    // (its VNID, the rules in order); deleted, they go.
+    fake.put(json!({
+        "apiVersion": "network.openshift.io/v1",
+        "kind": "EgressNetworkPolicy",
+        "metadata": {"name": "default", "namespace": "tenant-a"},
+        "spec": {"egress": [
+            {"type": "Allow", "to": {"cidrSelector": "203.0.113.0/24"}},
+            {"type": "Deny", "to": {"cidrSelector": "0.0.0.0/0"}},
+        ]},
+    }))
+    .unwrap();
+    let egress_rows = |n: &AgentNode| -> Vec<String> {
+        n.flows()
+            .into_iter()
+            .filter(|f| f.contains("table=100,") && !f.contains("priority=0 "))
+            .collect()
+    };
+    let want = [
+        format!(
+            "priority=2,ip,reg0={:#x},nw_dst=203.0.113.0/24 actions=goto_table:101",
+            va
+        ),
+        format!("priority=1,ip,reg0={:#x} actions=drop", va),
+    ];
+    let ok = wait_until(SETTLE, || {
+        c.nodes.iter().all(|n| {
+            let rows = egress_rows(n);
+            rows.len() == 2
+                && want
+                    .iter()
+                    .all(|w| rows.iter().any(|r| r.contains(w.as_str())))
+        })
+    });
+    assert!(
+        ok,
+        "tenant-a's egress firewall not on every node: {:#?}",
+        c.nodes.iter().map(egress_rows).collect::<Vec<_>>()
+    );
+    fake.delete(
+        "network.openshift.io",
+        "egressnetworkpolicies",
+        Some("tenant-a"),
+        "default",
+    );
+    assert!(wait_until(SETTLE, || c
+        .nodes
+        .iter()
+        .all(|n| egress_rows(n).is_empty())));
+
     // The change-network annotation (as `oc adm pod-network join-projects` sets it): the
     // controller applies and clears it, every node re-flows tenant-b.
     let mut b = netns_obj(&plane, "tenant-b").unwrap();

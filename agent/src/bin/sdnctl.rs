@@ -107,6 +107,9 @@ enum Cmd {
         #[arg(long)]
         raw: bool,
     },
+    /// Every tenant's egress firewall (EgressNetworkPolicy) in effect: its rules in order, or
+    /// why all its external traffic is dropped
+    EgressFirewall,
     /// One archive (.tar.gz) with everything needed to debug this node: status, config, log,
     /// flows with names, OVSDB ports and interfaces, the agent's iptables chains, cluster state,
     /// metrics (no secrets)
@@ -162,7 +165,8 @@ enum Cmd {
 }
 
 /// The argument shape of each command, for usage errors.
-const SHAPES: [(&str, &str); 14] = [
+const SHAPES: [(&str, &str); 15] = [
+    ("egress-firewall", ""),
     ("bundle", "[-o FILE]"),
     ("status", ""),
     (
@@ -259,6 +263,7 @@ fn tenant_command(cmd: Cmd) -> Option<Command> {
         | Cmd::Flows { .. }
         | Cmd::Trace { .. }
         | Cmd::Bundle { .. }
+        | Cmd::EgressFirewall
         | Cmd::LogLevel { .. }
         | Cmd::Log => return None,
         Cmd::Create { name, global } => Command::Create { name, global },
@@ -498,6 +503,15 @@ fn ask_agent(a: &Cli, cmd: &Cmd) -> Result<(), Failure> {
                 serde_json::from_value(v).map_err(|e| Failure::Error(e.to_string()))?;
             out(&view::trace(&t, *raw))
         }
+        Cmd::EgressFirewall => {
+            let v = get("/v1/egress-firewall".into())?;
+            if a.json {
+                return pretty(&v);
+            }
+            let e: Vec<agent::api::EgressEntry> =
+                serde_json::from_value(v).map_err(|e| Failure::Error(e.to_string()))?;
+            out(&view::egress(&e))
+        }
         Cmd::Bundle { output } => {
             let files: std::collections::BTreeMap<String, String> = rt
                 .block_on(client.get_json("/v1/bundle"))
@@ -593,6 +607,7 @@ fn run(raw: &[String]) -> Result<(), Failure> {
             | Cmd::Flows { .. }
             | Cmd::Trace { .. }
             | Cmd::Bundle { .. }
+            | Cmd::EgressFirewall
             | Cmd::LogLevel { .. }
             | Cmd::Log
     ) {
@@ -949,6 +964,36 @@ mod view {
         if raw {
             s.push_str("\nofproto/trace:\n");
             s.push_str(&t.raw);
+        }
+        s
+    }
+
+    pub fn egress(entries: &[agent::api::EgressEntry]) -> String {
+        if entries.is_empty() {
+            return "no tenant has an egress firewall (EgressNetworkPolicy)\n".into();
+        }
+        let mut s = String::new();
+        for e in entries {
+            s.push_str(&format!(
+                "VNID {} ({}), policy {}:\n",
+                e.vnid,
+                e.namespaces.join(", "),
+                e.policies.join(", ")
+            ));
+            match &e.drop_all {
+                Some(why) => s.push_str(&format!("  all external traffic dropped: {why}\n")),
+                None => {
+                    for (i, r) in e.rules.iter().enumerate() {
+                        let to = if r.to.is_empty() {
+                            "(nothing yet: its name has not resolved)".to_string()
+                        } else {
+                            r.to.join(", ")
+                        };
+                        s.push_str(&format!("  {}. {} {to}\n", i + 1, r.action));
+                    }
+                    s.push_str("  otherwise: Allow\n");
+                }
+            }
         }
         s
     }

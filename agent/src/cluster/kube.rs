@@ -3,12 +3,13 @@
 //!
 //! Watched: the `default` ClusterNetwork (field selector `metadata.name=default`), every
 //! HostSubnet (its own for the node's subnet, the others drive the remote-node flows), every
-//! NetNamespace, every Namespace, and this node's Pods (field selector `spec.nodeName=<node>`).
+//! NetNamespace, every EgressNetworkPolicy (all namespaces), every Namespace, and this node's
+//! Pods (field selector `spec.nodeName=<node>`).
 //! The pods live in the state as a cache ([`ClusterState::pods`]), so a CNI ADD never asks the API
 //! server anything on its hot path.
 //!
 //! Why this shape:
-//! - One task consumes all five watch streams (merged) and keeps one kube-rs reflector store per
+//! - One task consumes all six watch streams (merged) and keeps one kube-rs reflector store per
 //!   kind ([`Reflected`]): the reflector's writer applies the watcher's `Init`/`InitApply`/
 //!   `InitDone` cycle, so a re-list (after a lost watch, a `410 Gone`, a restart of the stream)
 //!   builds a fresh map and swaps it in whole at `InitDone`, and objects deleted while the watch
@@ -42,7 +43,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use super::state::PodInfo;
-use super::types::{ClusterNetwork, ClusterObject, HostSubnet, NetNamespace};
+use super::types::{ClusterNetwork, ClusterObject, EgressNetworkPolicy, HostSubnet, NetNamespace};
 use super::{ClusterSource, ClusterState};
 
 /// The API group of the network objects.
@@ -107,6 +108,7 @@ enum Ev {
     ClusterNetwork(watcher::Result<Event<DynamicObject>>),
     HostSubnet(watcher::Result<Event<DynamicObject>>),
     NetNamespace(watcher::Result<Event<DynamicObject>>),
+    EgressNetworkPolicy(watcher::Result<Event<DynamicObject>>),
     Namespace(watcher::Result<Event<Namespace>>),
     Pod(watcher::Result<Event<Pod>>),
 }
@@ -176,6 +178,7 @@ struct Caches {
     cluster_network: Reflected<DynamicObject>,
     host_subnets: Reflected<DynamicObject>,
     net_namespaces: Reflected<DynamicObject>,
+    egress_policies: Reflected<DynamicObject>,
     namespaces: Reflected<Namespace>,
     pods: Reflected<Pod>,
 }
@@ -194,6 +197,10 @@ impl Caches {
             )),
             host_subnets: Reflected::with_type(api_resource("HostSubnet", "hostsubnets")),
             net_namespaces: Reflected::with_type(api_resource("NetNamespace", "netnamespaces")),
+            egress_policies: Reflected::with_type(api_resource(
+                "EgressNetworkPolicy",
+                "egressnetworkpolicies",
+            )),
             namespaces: Reflected::new(),
             pods: Reflected::new(),
         }
@@ -203,6 +210,7 @@ impl Caches {
         self.cluster_network.ready
             && self.host_subnets.ready
             && self.net_namespaces.ready
+            && self.egress_policies.ready
             && self.namespaces.ready
             && self.pods.ready
     }
@@ -218,6 +226,14 @@ impl Caches {
         for v in by_name(&self.net_namespaces).values() {
             if let Some(nn) = parse::<NetNamespace>(v) {
                 st.insert(nn.into());
+            }
+        }
+        // Namespaced: by `namespace/name`.
+        for o in self.egress_policies.objects() {
+            if let Ok(v) = serde_json::to_value(&*o) {
+                if let Some(p) = parse::<EgressNetworkPolicy>(&v) {
+                    st.insert(p.into());
+                }
             }
         }
         let mut subnets = Vec::new();
@@ -317,6 +333,9 @@ impl KubeSource {
                 .boxed(),
             dyn_stream("NetNamespace", "netnamespaces", cfg.clone())
                 .map(Ev::NetNamespace)
+                .boxed(),
+            dyn_stream("EgressNetworkPolicy", "egressnetworkpolicies", cfg.clone())
+                .map(Ev::EgressNetworkPolicy)
                 .boxed(),
             watcher::watcher(Api::<Namespace>::all(client.clone()), cfg.clone())
                 .default_backoff()
@@ -466,6 +485,8 @@ fn handle(c: &mut Caches, ev: Ev, errors: &mut BTreeMap<&'static str, String>) -
         Ev::NetNamespace(r) => {
             watch_event("NetNamespace", r, errors).is_some_and(|e| c.net_namespaces.apply(&e))
         }
+        Ev::EgressNetworkPolicy(r) => watch_event("EgressNetworkPolicy", r, errors)
+            .is_some_and(|e| c.egress_policies.apply(&e)),
         Ev::Namespace(r) => {
             watch_event("Namespace", r, errors).is_some_and(|e| c.namespaces.apply(&e))
         }
