@@ -153,6 +153,10 @@ pub struct Config {
     /// The log level or filter at start (`info`, `debug`, `agent=debug,ovs=info`); `RUST_LOG`
     /// wins when set; `sdnctl log-level` changes it at run time.
     pub log_level: String,
+    /// DNS servers (`IP` or `IP:PORT`) for the `dnsName` rules of egress firewalls; default:
+    /// the node's `/etc/resolv.conf`.
+    #[serde(rename = "egressDNSServers")]
+    pub egress_dns_servers: Vec<String>,
 }
 
 impl Default for Config {
@@ -188,6 +192,7 @@ impl Default for Config {
             api_socket: None,
             log_format: crate::logging::LogFormat::Text,
             log_level: "info".into(),
+            egress_dns_servers: Vec::new(),
         }
     }
 }
@@ -307,6 +312,10 @@ pub struct Flags {
     /// [default: info]
     #[arg(long, env = "SDN_LOG_LEVEL", value_name = "LEVEL")]
     pub log_level: Option<String>,
+    /// DNS server for egress firewall dnsName rules, IP or IP:PORT, repeatable [default: the
+    /// node's /etc/resolv.conf]
+    #[arg(long = "egress-dns-server", value_name = "IP[:PORT]")]
+    pub egress_dns_servers: Vec<String>,
 }
 
 fn parse_cluster_network(value: &str) -> Result<ClusterNetworkSetting, String> {
@@ -439,6 +448,9 @@ impl Config {
         }
         if !f.global_namespaces.is_empty() {
             cfg.global_namespaces = f.global_namespaces;
+        }
+        if !f.egress_dns_servers.is_empty() {
+            cfg.egress_dns_servers = f.egress_dns_servers;
         }
         if cfg.node_name.is_empty() {
             cfg.node_name = hostname()?;
@@ -603,6 +615,16 @@ impl Config {
         }
         crate::logging::parse_filter(&self.log_level)
             .map_err(|e| anyhow::anyhow!("logLevel {e}"))?;
+        for (i, s) in self.egress_dns_servers.iter().enumerate() {
+            let ok =
+                s.parse::<std::net::SocketAddr>().is_ok() || s.parse::<std::net::IpAddr>().is_ok();
+            if !ok {
+                bail!(
+                    "egressDNSServers[{i}] {s:?}: expected IP or IP:PORT (192.0.2.53, \
+                     192.0.2.53:5353)"
+                );
+            }
+        }
         if self.request_timeout_seconds == 0 || self.request_timeout_seconds > 600 {
             bail!(
                 "requestTimeoutSeconds {}: expected 1..=600",
@@ -737,6 +759,10 @@ mod tests {
             ("--node-name n --log-level loud", "logLevel \"loud\""),
             ("--node-name n --log-format yaml", "expected text or json"),
             ("--node-name n --api-socket api.sock", "apiSocket api.sock"),
+            (
+                "--node-name n --egress-dns-server dns.example.com",
+                "egressDNSServers[0] \"dns.example.com\"",
+            ),
         ] {
             let e = format!("{:#}", Config::from_args(&args(a)).unwrap_err());
             assert!(e.contains(want), "{a}: {e}");

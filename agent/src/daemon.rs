@@ -415,6 +415,19 @@ impl Daemon {
         });
         n.observer.health.maintenance(task.abort_handle());
         n.maintenance = Some(task);
+        // dnsName rules of egress firewalls: resolved and kept current in the background.
+        if n.node.mode == flows::Mode::Multitenant {
+            match crate::egress::EgressDns::new(&n.config.egress_dns_servers) {
+                Ok(dns) => {
+                    tracing::info!(servers = %dns.source(), "egress firewall dnsName rules resolve through these DNS servers");
+                    n.endpoints
+                        .push(tokio::spawn(n.egress.clone().follow_dns(dns)));
+                }
+                Err(e) => {
+                    tracing::error!(error = %format!("{e:#}"), "egress firewall dnsName rules cannot resolve (they have no rows); fix the resolver configuration or set egressDNSServers")
+                }
+            }
+        }
         Ok(n)
     }
 

@@ -10,11 +10,20 @@
 //!
 //! Every VNID's rows are one flow-store owner ([`Owner::EgressFirewall`]) replaced in one
 //! bundle with all the other changes of a sync, so a tenant's old and new rule sets swap
-//! atomically. `dnsName` rules cover the addresses their name resolves to; until it resolves they
-//! have no rows.
+//! atomically.
+//!
+//! `dnsName` rules cover the IPv4 addresses their name resolves to ([`EgressDns`]): the agent
+//! asks the node's resolvers (`/etc/resolv.conf`, or `egressDNSServers`) and asks again when the
+//! answer's TTL ends, bounded as openshift-sdn bounded it (a TTL under 30 s as given, up to 30
+//! minutes → 30 s, longer → 30 minutes; a failed lookup keeps the last addresses and retries in
+//! 30 s). A changed address set re-plans every VNID, and only the VNIDs whose rows differ (the
+//! tenants using that name) change, in one bundle. Until a name first resolves its rule has no
+//! rows.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use flows::{egress_cidr, egress_firewall_flows, EgressFirewall, EgressRule, Vnid};
 use ipnet::Ipv4Net;
@@ -134,6 +143,8 @@ pub struct EgressFirewalls<S> {
     store: Arc<FlowStore<S>>,
     cluster: watch::Receiver<Arc<ClusterState>>,
     installed: Mutex<Installed>,
+    /// What each `dnsName` resolved to last.
+    dns: std::sync::Mutex<BTreeMap<String, Vec<Ipv4Net>>>,
 }
 
 #[derive(Debug, Default)]
@@ -150,7 +161,43 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
             store,
             cluster,
             installed: Mutex::default(),
+            dns: std::sync::Mutex::default(),
         }
+    }
+
+    /// The addresses `name` resolved to last (none before its first answer).
+    fn resolved(&self, name: &str) -> Vec<Ipv4Net> {
+        crate::lock(&self.dns)
+            .get(name)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Every `dnsName` the policies use now.
+    pub fn dns_names(&self) -> BTreeSet<String> {
+        self.cluster
+            .borrow()
+            .egress_policies
+            .values()
+            .flat_map(|p| p.spec.egress.iter())
+            .filter_map(|r| r.to.dns_name.clone())
+            .collect()
+    }
+
+    /// Records what `name` resolves to; whether that changed anything.
+    pub fn set_resolved(&self, name: &str, addrs: &BTreeSet<Ipv4Addr>) -> bool {
+        let nets: Vec<Ipv4Net> = addrs.iter().map(|a| Ipv4Net::from(*a)).collect();
+        let mut dns = crate::lock(&self.dns);
+        if dns.get(name) == Some(&nets) {
+            return false;
+        }
+        dns.insert(name.to_string(), nets);
+        true
+    }
+
+    /// Forgets names no policy uses any more.
+    pub fn retain_names(&self, names: &BTreeSet<String>) {
+        crate::lock(&self.dns).retain(|n, _| names.contains(n));
     }
 
     /// The plans in effect.
@@ -186,7 +233,7 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
     /// applies them with everything else).
     pub async fn stage(&self) -> usize {
         let mut installed = self.installed.lock().await;
-        let (plans, ignored) = plan(&self.cluster.borrow().clone(), &|_| Vec::new());
+        let (plans, ignored) = plan(&self.cluster.borrow().clone(), &|n| self.resolved(n));
         let change = Self::change(&installed.plans, &plans, true);
         self.store.stage(change).await;
         Self::say(&mut installed.said, &plans, &ignored);
@@ -202,7 +249,7 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
     /// denies. The daemon syncs without pruning, re-flows the pods, then prunes.
     pub async fn sync(&self, prune: bool) -> Result<usize, ovs::openflow::OfError> {
         let mut installed = self.installed.lock().await;
-        let (plans, ignored) = plan(&self.cluster.borrow().clone(), &|_| Vec::new());
+        let (plans, ignored) = plan(&self.cluster.borrow().clone(), &|n| self.resolved(n));
         let change = Self::change(&installed.plans, &plans, prune);
         if change.is_empty() {
             Self::say(&mut installed.said, &plans, &ignored);
@@ -266,6 +313,147 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
     }
 }
 
+/// How long an answer counts, as openshift-sdn bounded it: a TTL under 30 s as given (at least
+/// 1 s), up to 30 minutes → 30 s, longer → 30 minutes.
+pub fn normalize_ttl(ttl: Duration) -> Duration {
+    if ttl < Duration::from_secs(30) {
+        ttl.max(Duration::from_secs(1))
+    } else if ttl >= Duration::from_secs(30 * 60) {
+        Duration::from_secs(30 * 60)
+    } else {
+        Duration::from_secs(30)
+    }
+}
+
+/// How soon a failed lookup is tried again (openshift-sdn's default TTL).
+pub const RETRY_AFTER: Duration = Duration::from_secs(30);
+
+/// The resolver of `dnsName` rules (see the module docs).
+#[derive(Debug)]
+pub struct EgressDns {
+    resolver: hickory_resolver::TokioResolver,
+    source: String,
+}
+
+impl EgressDns {
+    /// A resolver asking `servers` (`IP` or `IP:PORT`, UDP then TCP), or the node's
+    /// `/etc/resolv.conf` when empty. Answers are not cached: each lookup asks.
+    pub fn new(servers: &[String]) -> anyhow::Result<EgressDns> {
+        use hickory_resolver::config::{NameServerConfigGroup, ResolverConfig, ResolverOpts};
+        use hickory_resolver::name_server::TokioConnectionProvider;
+        let (config, mut opts, source) = if servers.is_empty() {
+            let (c, o) = hickory_resolver::system_conf::read_system_conf().map_err(|e| {
+                anyhow::anyhow!("reading /etc/resolv.conf for dnsName egress rules: {e}")
+            })?;
+            (c, o, "/etc/resolv.conf".to_string())
+        } else {
+            let mut addrs = Vec::new();
+            for s in servers {
+                let a: std::net::SocketAddr = s
+                    .parse()
+                    .or_else(|_| s.parse::<std::net::IpAddr>().map(|ip| (ip, 53).into()))
+                    .map_err(|_| {
+                        anyhow::anyhow!("egressDNSServers {s:?}: expected IP or IP:PORT")
+                    })?;
+                addrs.push(a);
+            }
+            let mut group = NameServerConfigGroup::new();
+            for a in &addrs {
+                group.merge(NameServerConfigGroup::from_ips_clear(
+                    &[a.ip()],
+                    a.port(),
+                    true,
+                ));
+            }
+            (
+                ResolverConfig::from_parts(None, Vec::new(), group),
+                ResolverOpts::default(),
+                servers.join(", "),
+            )
+        };
+        opts.cache_size = 0;
+        opts.timeout = Duration::from_secs(2);
+        opts.attempts = 2;
+        let resolver = hickory_resolver::Resolver::builder_with_config(
+            config,
+            TokioConnectionProvider::default(),
+        )
+        .with_options(opts)
+        .build();
+        Ok(EgressDns { resolver, source })
+    }
+
+    /// Where it asks.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The IPv4 addresses of `name` and how long they count (normalized), or why not.
+    pub async fn resolve(&self, name: &str) -> Result<(BTreeSet<Ipv4Addr>, Duration), String> {
+        let fqdn = if name.ends_with('.') {
+            name.to_string()
+        } else {
+            format!("{name}.")
+        };
+        match self.resolver.ipv4_lookup(fqdn.as_str()).await {
+            Ok(l) => {
+                let ttl = l.valid_until().saturating_duration_since(Instant::now());
+                Ok((l.iter().map(|a| a.0).collect(), normalize_ttl(ttl)))
+            }
+            Err(e) if e.is_no_records_found() => Ok((BTreeSet::new(), RETRY_AFTER)),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+impl<S: FlowSwitch> EgressFirewalls<S> {
+    /// Keeps the `dnsName` rules' addresses current until the task is dropped: resolves every
+    /// name the policies use when it appears and again when its answer expires, and re-syncs
+    /// the firewalls (without pruning, see [`Self::sync`]) when an address set changed.
+    pub async fn follow_dns(self: Arc<Self>, dns: EgressDns) {
+        let mut due: BTreeMap<String, Instant> = BTreeMap::new();
+        let mut cluster = self.cluster.clone();
+        loop {
+            let names = self.dns_names();
+            due.retain(|n, _| names.contains(n));
+            self.retain_names(&names);
+            let now = Instant::now();
+            let mut changed = Vec::new();
+            for name in &names {
+                if due.get(name).is_some_and(|t| *t > now) {
+                    continue;
+                }
+                let next = match dns.resolve(name).await {
+                    Ok((addrs, ttl)) => {
+                        if self.set_resolved(name, &addrs) {
+                            tracing::info!(name = %name, addresses = ?addrs, ttl_s = ttl.as_secs(), "egress dnsName resolved to new addresses");
+                            changed.push(name.clone());
+                        }
+                        ttl
+                    }
+                    Err(e) => {
+                        tracing::warn!(name = %name, server = %dns.source(), error = %e, "resolving an egress dnsName failed; keeping its last addresses, retrying in 30 s");
+                        RETRY_AFTER
+                    }
+                };
+                due.insert(name.clone(), Instant::now() + next);
+            }
+            if !changed.is_empty() {
+                if let Err(e) = self.sync(false).await {
+                    tracing::warn!(error = %e, names = ?changed, "applying egress firewall rows for new DNS answers failed; retrying at the next change");
+                }
+            }
+            let wake = due.values().min().map_or(Duration::from_secs(3600), |t| {
+                t.saturating_duration_since(Instant::now())
+            });
+            tokio::select! {
+                () = tokio::time::sleep(wake) => {}
+                r = cluster.changed() => if r.is_err() { return },
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -280,6 +468,18 @@ mod tests {
             s.insert(EgressNetworkPolicy::new(ns, name, rules.clone()).into());
         }
         s
+    }
+
+    #[test]
+    fn ttls_are_bounded_as_openshift_sdn_bounded_them() {
+        let s = Duration::from_secs;
+        assert_eq!(normalize_ttl(s(0)), s(1));
+        assert_eq!(normalize_ttl(s(5)), s(5));
+        assert_eq!(normalize_ttl(s(29)), s(29));
+        assert_eq!(normalize_ttl(s(30)), s(30));
+        assert_eq!(normalize_ttl(s(600)), s(30));
+        assert_eq!(normalize_ttl(s(1800)), s(1800));
+        assert_eq!(normalize_ttl(s(86400)), s(1800));
     }
 
     #[test]

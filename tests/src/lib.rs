@@ -9,6 +9,7 @@
 
 pub mod cluster;
 pub mod corpus;
+pub mod dns;
 pub mod fakeapi;
 pub mod harness;
 pub mod kubeproxy;

@@ -276,3 +276,92 @@ fn egress_firewall_filters_one_tenant_in_rule_order_and_swaps_atomically() {
     assert_eq!(table_100(&node).len(), 1, "{:#?}", table_100(&node));
     assert_eq!(reach(a1.ns.name()), "Y.YY");
 }
+
+#[test]
+fn dns_name_rules_follow_the_answer_at_its_ttl_and_touch_only_their_tenant() {
+    let node = AgentNode::start(NodeOptions {
+        extra: vec!["--egress-dns-server".into(), "192.168.230.2:53".into()],
+        ..NodeOptions::default()
+    });
+    node.set_netnamespace("tenant-a", 10);
+    node.set_netnamespace("tenant-b", 11);
+    let ext = external(&node);
+    let _servers = tcp_echo_server(ext.name(), PORT);
+    let dns = sdn_tests::dns::DnsServer::start(ext.name(), 53);
+    dns.set("db.example.com", &["203.0.113.10".parse().unwrap()], 2);
+    let a1 = node.pod("tenant-a", "a1");
+    let b1 = node.pod("tenant-b", "b1");
+
+    put(
+        &node,
+        EgressNetworkPolicy::new(
+            "tenant-a",
+            "default",
+            vec![
+                Rule::dns(Allow, "db.example.com"),
+                Rule::cidr(Deny, "0.0.0.0/0"),
+            ],
+        ),
+    );
+    put(
+        &node,
+        EgressNetworkPolicy::new(
+            "tenant-b",
+            "default",
+            vec![Rule::cidr(Deny, "198.51.100.0/24")],
+        ),
+    );
+    let rows_of = |vnid: &str| -> Vec<String> {
+        table_100(&node)
+            .into_iter()
+            .filter(|r| r.contains(&format!("reg0={vnid}")))
+            .map(|r| r.split(", ").skip(1).collect::<Vec<_>>().join(", "))
+            .collect()
+    };
+    let ok = wait_until(Duration::from_secs(10), || {
+        rows_of("0xa")
+            .iter()
+            .any(|r| r.contains("nw_dst=203.0.113.10 "))
+    });
+    assert!(ok, "{:#?}\n{}", table_100(&node), node.log());
+    assert_eq!(
+        reach(a1.ns.name()),
+        "Y...",
+        "tenant-a: only the name's address"
+    );
+    let b_rows = rows_of("0xb");
+    assert_eq!(b_rows.len(), 1, "{b_rows:?}");
+
+    // The answer changes; within its TTL (2 s) and a re-query the rows follow.
+    let asked = dns.queries();
+    dns.set("db.example.com", &["203.0.113.20".parse().unwrap()], 2);
+    let ok = wait_until(Duration::from_secs(10), || {
+        let a = rows_of("0xa");
+        a.iter().any(|r| r.contains("nw_dst=203.0.113.20 "))
+            && !a.iter().any(|r| r.contains("203.0.113.10"))
+    });
+    assert!(ok, "{:#?}\n{}", table_100(&node), node.log());
+    assert!(dns.queries() > asked, "the agent asked again");
+    assert_eq!(reach(a1.ns.name()), ".Y..");
+    assert_eq!(
+        rows_of("0xb"),
+        b_rows,
+        "tenant-b does not use the name: untouched"
+    );
+    assert_eq!(reach(b1.ns.name()), "YY.Y");
+    assert!(node
+        .log()
+        .contains("egress dnsName resolved to new addresses"));
+
+    let out = std::process::Command::new(sdn_tests::harness::workspace_bin("sdnctl"))
+        .arg("--api-socket")
+        .arg(node.api_socket())
+        .arg("egress-firewall")
+        .output()
+        .expect("sdnctl egress-firewall");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("VNID 10 (tenant-a), policy tenant-a/default:\n  1. Allow 203.0.113.20/32\n  2. Deny 0.0.0.0/0\n"),
+        "{text}"
+    );
+}
