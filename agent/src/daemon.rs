@@ -323,6 +323,22 @@ impl Daemon {
         ));
         let remote_nodes = nodes.stage().await;
         let egress = Arc::new(EgressFirewalls::new(flow_store.clone(), state.clone()));
+        // dnsName rules: their names resolved before the first reconcile (at most 2 s), so a
+        // restart keeps their rows on the bridge.
+        let egress_dns = if node.mode == flows::Mode::Multitenant {
+            match crate::egress::EgressDns::new(&cfg.egress_dns_servers) {
+                Ok(dns) => {
+                    egress.seed_dns(&dns, Duration::from_secs(2)).await;
+                    Some(dns)
+                }
+                Err(e) => {
+                    tracing::error!(error = %format!("{e:#}"), "egress firewall dnsName rules cannot resolve (they have no rows); fix the resolver configuration or set egressDNSServers");
+                    None
+                }
+            }
+        } else {
+            None
+        };
         let egress_firewalls = if node.mode == flows::Mode::Multitenant {
             egress.stage().await
         } else {
@@ -415,18 +431,11 @@ impl Daemon {
         });
         n.observer.health.maintenance(task.abort_handle());
         n.maintenance = Some(task);
-        // dnsName rules of egress firewalls: resolved and kept current in the background.
-        if n.node.mode == flows::Mode::Multitenant {
-            match crate::egress::EgressDns::new(&n.config.egress_dns_servers) {
-                Ok(dns) => {
-                    tracing::info!(servers = %dns.source(), "egress firewall dnsName rules resolve through these DNS servers");
-                    n.endpoints
-                        .push(tokio::spawn(n.egress.clone().follow_dns(dns)));
-                }
-                Err(e) => {
-                    tracing::error!(error = %format!("{e:#}"), "egress firewall dnsName rules cannot resolve (they have no rows); fix the resolver configuration or set egressDNSServers")
-                }
-            }
+        // dnsName rules of egress firewalls: kept current in the background.
+        if let Some(dns) = egress_dns {
+            tracing::info!(servers = %dns.source(), "egress firewall dnsName rules resolve through these DNS servers");
+            n.endpoints
+                .push(tokio::spawn(n.egress.clone().follow_dns(dns)));
         }
         Ok(n)
     }

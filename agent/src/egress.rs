@@ -407,6 +407,26 @@ impl EgressDns {
 }
 
 impl<S: FlowSwitch> EgressFirewalls<S> {
+    /// Resolves every name the policies use once, all at once, giving up after `within`: at
+    /// start, before the first reconcile, so a restart does not take a dnsName rule's rows off
+    /// the bridge while its name is looked up again. Returns how many names resolved.
+    pub async fn seed_dns(&self, dns: &EgressDns, within: Duration) -> usize {
+        let names: Vec<String> = self.dns_names().into_iter().collect();
+        let lookups = futures::future::join_all(names.iter().map(|n| dns.resolve(n)));
+        let Ok(answers) = tokio::time::timeout(within, lookups).await else {
+            tracing::warn!(names = names.len(), "egress dnsName lookups at start took longer than {} s; their rules fill in as the answers come", within.as_secs());
+            return 0;
+        };
+        let mut ok = 0;
+        for (name, answer) in names.iter().zip(answers) {
+            if let Ok((addrs, _)) = answer {
+                self.set_resolved(name, &addrs);
+                ok += 1;
+            }
+        }
+        ok
+    }
+
     /// Keeps the `dnsName` rules' addresses current until the task is dropped: resolves every
     /// name the policies use when it appears and again when its answer expires, and re-syncs
     /// the firewalls (without pruning, see [`Self::sync`]) when an address set changed.

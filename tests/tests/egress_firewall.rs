@@ -364,4 +364,25 @@ fn dns_name_rules_follow_the_answer_at_its_ttl_and_touch_only_their_tenant() {
         text.contains("VNID 10 (tenant-a), policy tenant-a/default:\n  1. Allow 203.0.113.20/32\n  2. Deny 0.0.0.0/0\n"),
         "{text}"
     );
+
+    // A restart resolves the name before its first reconcile: the row never leaves br0.
+    let row = "nw_dst=203.0.113.20 actions=goto_table:101";
+    node.stop_agent(libc::SIGTERM);
+    node.start_agent();
+    assert!(
+        rows_of("0xa").iter().any(|r| r.contains(row)),
+        "after the restart: {:#?}",
+        table_100(&node)
+    );
+    let log = node.log();
+    let reconciled = log
+        .lines()
+        .rev()
+        .find(|l| l.contains("br0 reconciled"))
+        .unwrap_or_default();
+    assert!(
+        reconciled.contains(" deleted=0 "),
+        "the restart's reconcile deleted flows (the dnsName row?): {reconciled}"
+    );
+    assert_eq!(reach(a1.ns.name()), ".Y..");
 }
