@@ -149,10 +149,9 @@ pub async fn egress_entries(view: &NodeView) -> Vec<EgressEntry> {
         .map(|(v, p)| EgressEntry {
             vnid: v.id(),
             namespaces: state
-                .net_namespaces
-                .values()
-                .filter(|n| n.net_id == v.id())
-                .map(|n| n.net_name.clone())
+                .namespaces_of(v.id())
+                .into_iter()
+                .map(String::from)
                 .collect(),
             policies: p.policies.clone(),
             drop_all: p.problem.clone(),
@@ -322,12 +321,7 @@ pub async fn cookie_owners(view: &NodeView) -> BTreeMap<u64, String> {
         .collect();
     let state = view.state.borrow().clone();
     let tenants = |v: u32| -> String {
-        let names: Vec<&str> = state
-            .net_namespaces
-            .values()
-            .filter(|n| n.net_id == v)
-            .map(|n| n.net_name.as_str())
-            .collect();
+        let names = state.namespaces_of(v);
         if names.is_empty() {
             "no namespace".to_string()
         } else {

@@ -85,12 +85,7 @@ pub fn plan(
             }
             continue;
         }
-        let sharing: Vec<&str> = state
-            .net_namespaces
-            .values()
-            .filter(|n| n.net_id == v)
-            .map(|n| n.net_name.as_str())
-            .collect();
+        let sharing = state.namespaces_of(v);
         let problem = if sharing.len() > 1 {
             Some(format!(
                 "EgressNetworkPolicy not allowed in a shared NetNamespace ({}); dropping all their external traffic",

@@ -309,12 +309,7 @@ pub async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceResult, T
     let node = &view.node;
     let gw = node.gateway();
     let tenants = |v: u32| -> String {
-        let names: Vec<&str> = state
-            .net_namespaces
-            .values()
-            .filter(|n| n.net_id == v)
-            .map(|n| n.net_name.as_str())
-            .collect();
+        let names = state.namespaces_of(v);
         if v == 0 {
             format!("(global: {})", names.join(", "))
         } else if names.is_empty() {

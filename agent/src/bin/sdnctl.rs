@@ -164,6 +164,23 @@ enum Cmd {
     },
 }
 
+impl Cmd {
+    /// Whether only the running agent can answer (in either mode).
+    fn asks_agent(&self) -> bool {
+        matches!(
+            self,
+            Cmd::Status
+                | Cmd::Pods { .. }
+                | Cmd::Flows { .. }
+                | Cmd::Trace { .. }
+                | Cmd::Bundle { .. }
+                | Cmd::EgressFirewall
+                | Cmd::LogLevel { .. }
+                | Cmd::Log
+        )
+    }
+}
+
 /// The argument shape of each command, for usage errors.
 const SHAPES: [(&str, &str); 15] = [
     ("egress-firewall", ""),
@@ -257,20 +274,13 @@ fn usage_error(raw: &[String], e: &clap::Error) -> String {
 /// The tenant command of a subcommand (`None` for `namespaces`).
 fn tenant_command(cmd: Cmd) -> Option<Command> {
     Some(match cmd {
-        Cmd::Namespaces
-        | Cmd::Status
-        | Cmd::Pods { .. }
-        | Cmd::Flows { .. }
-        | Cmd::Trace { .. }
-        | Cmd::Bundle { .. }
-        | Cmd::EgressFirewall
-        | Cmd::LogLevel { .. }
-        | Cmd::Log => return None,
         Cmd::Create { name, global } => Command::Create { name, global },
         Cmd::Join { name, other } => Command::Join { name, other },
         Cmd::Isolate { name } => Command::Isolate { name },
         Cmd::MakeGlobal { name } => Command::MakeGlobal { name },
         Cmd::Delete { name, force } => Command::Delete { name, force },
+        // namespaces, and the commands the agent answers ([`Cmd::asks_agent`]).
+        _ => return None,
     })
 }
 
@@ -600,17 +610,7 @@ fn run(raw: &[String]) -> Result<(), Failure> {
     let Some(command) = a.command.take() else {
         return Err(Failure::Usage("no command given".into()));
     };
-    if matches!(
-        command,
-        Cmd::Status
-            | Cmd::Pods { .. }
-            | Cmd::Flows { .. }
-            | Cmd::Trace { .. }
-            | Cmd::Bundle { .. }
-            | Cmd::EgressFirewall
-            | Cmd::LogLevel { .. }
-            | Cmd::Log
-    ) {
+    if command.asks_agent() {
         return ask_agent(&a, &command);
     }
     // `namespaces` with no state directory at hand (no --state-dir, no config): the running

@@ -88,6 +88,15 @@ impl ClusterState {
             .unwrap_or_default()
     }
 
+    /// The namespaces whose NetNamespace has VNID `netid`, by name.
+    pub fn namespaces_of(&self, netid: u32) -> Vec<&str> {
+        self.net_namespaces
+            .values()
+            .filter(|n| n.net_id == netid)
+            .map(|n| n.net_name.as_str())
+            .collect()
+    }
+
     /// Looks an object up by kind and name.
     pub fn get(&self, kind: Kind, name: &str) -> Option<ClusterObject> {
         match kind {
