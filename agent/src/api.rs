@@ -95,6 +95,9 @@ pub struct NamespaceEntry {
     pub netid: u32,
     /// Local pods in it.
     pub local_pods: usize,
+    /// Whether multicast is in effect for its VNID (every namespace on it annotated).
+    #[serde(default)]
+    pub multicast: bool,
 }
 
 /// One flow of br0, named.
@@ -293,6 +296,7 @@ pub fn pod_mac(ip: Ipv4Addr) -> String {
 pub async fn namespace_entries(view: &NodeView) -> Vec<NamespaceEntry> {
     let state = view.state.borrow().clone();
     let pods = view.pods.list().await;
+    let multicast = state.multicast_vnids();
     state
         .net_namespaces
         .values()
@@ -300,6 +304,7 @@ pub async fn namespace_entries(view: &NodeView) -> Vec<NamespaceEntry> {
             name: n.net_name.clone(),
             netid: n.net_id,
             local_pods: pods.iter().filter(|p| p.namespace == n.net_name).count(),
+            multicast: multitenant::Vnid::new(n.net_id).is_some_and(|v| multicast.contains(&v)),
         })
         .collect()
 }
@@ -348,6 +353,9 @@ pub async fn cookie_owners(view: &NodeView) -> BTreeMap<u64, String> {
             Owner::Vnid(v) => format!("VNID {v} ({})", tenants(v.id())),
             Owner::EgressFirewall(v) => {
                 format!("egress firewall of VNID {v} ({})", tenants(v.id()))
+            }
+            Owner::MulticastTenant(v) => {
+                format!("multicast of VNID {v} ({})", tenants(v.id()))
             }
         };
         out.insert(owner.cookie(), name);
@@ -404,6 +412,7 @@ pub async fn flow_entries(
             .collect();
         c.push(flows::vnid_cookie(vnid));
         c.push(flows::egress_cookie(vnid));
+        c.push(flows::multicast_cookie(vnid));
         cookies = Some(c);
     }
     if let Some(t) = q.get("table") {

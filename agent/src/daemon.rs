@@ -349,6 +349,11 @@ impl Daemon {
         flow_store
             .stage(Change::new().set(Owner::Base, base.clone()))
             .await;
+        if node.mode == flows::Mode::Multitenant {
+            flow_store
+                .stage_multicast(state.borrow().multicast_vnids())
+                .await;
+        }
         let mut n = Daemon {
             conf_file: cfg
                 .cni_conf_dir
@@ -527,6 +532,9 @@ impl Daemon {
                 tracing::warn!(error = %e, "applying egress firewall changes failed; retrying at the next change or repair");
             }
         }
+        if multitenant {
+            self.sync_multicast().await;
+        }
         // sync_vnids logs each namespace's change as soon as its bundle is in.
         let moved = self.pods.sync_vnids().await;
         if let Err(e) = &moved {
@@ -538,6 +546,32 @@ impl Daemon {
             }
         }
         self.sync_tenant_networks();
+    }
+
+    /// Multicast per tenant: the VNIDs whose every namespace carries the multicast annotation
+    /// get their table-110/120 rows (the flow store keeps them in step with the pods).
+    async fn sync_multicast(&self) {
+        let want = self.state.borrow().multicast_vnids();
+        let had = self.store.multicast().await;
+        if want == had {
+            return;
+        }
+        match self.store.set_multicast(want.clone()).await {
+            Ok(()) => {
+                let state = self.state.borrow().clone();
+                for v in want.symmetric_difference(&had) {
+                    tracing::info!(
+                        vnid = v.id(),
+                        namespaces = %state.namespaces_of(v.id()).join(","),
+                        enabled = want.contains(v),
+                        "multicast {}", if want.contains(v) { "enabled" } else { "disabled" }
+                    );
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "applying multicast changes failed; retrying at the next change or repair")
+            }
+        }
     }
 
     /// Standalone mode: one CNI network per tenant namespace, so a runtime without Kubernetes

@@ -413,10 +413,17 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
             return 0;
         };
         let mut ok = 0;
+        let lookups = &crate::metrics::metrics().egress_dns_lookups;
         for (name, answer) in names.iter().zip(answers) {
-            if let Ok((addrs, _)) = answer {
-                self.set_resolved(name, &addrs);
-                ok += 1;
+            match answer {
+                Ok((addrs, _)) => {
+                    let new = self.set_resolved(name, &addrs);
+                    lookups
+                        .with_label_values(&[if new { "changed" } else { "unchanged" }])
+                        .inc();
+                    ok += 1;
+                }
+                Err(_) => lookups.with_label_values(&["failed"]).inc(),
             }
         }
         ok
@@ -438,15 +445,21 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
                 if due.get(name).is_some_and(|t| *t > now) {
                     continue;
                 }
+                let lookups = &crate::metrics::metrics().egress_dns_lookups;
                 let next = match dns.resolve(name).await {
                     Ok((addrs, ttl)) => {
-                        if self.set_resolved(name, &addrs) {
+                        let new = self.set_resolved(name, &addrs);
+                        lookups
+                            .with_label_values(&[if new { "changed" } else { "unchanged" }])
+                            .inc();
+                        if new {
                             tracing::info!(name = %name, addresses = ?addrs, ttl_s = ttl.as_secs(), "egress dnsName resolved to new addresses");
                             changed.push(name.clone());
                         }
                         ttl
                     }
                     Err(e) => {
+                        lookups.with_label_values(&["failed"]).inc();
                         tracing::warn!(name = %name, server = %dns.source(), error = %e, "resolving an egress dnsName failed; keeping its last addresses, retrying in 30 s");
                         RETRY_AFTER
                     }

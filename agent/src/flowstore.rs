@@ -63,6 +63,9 @@ pub enum Owner {
     Vnid(Vnid),
     /// A VNID's egress firewall rows (table 100, from its EgressNetworkPolicy).
     EgressFirewall(Vnid),
+    /// A multicast-enabled VNID's rows (tables 110 and 120, maintained by the store from the
+    /// pods' VNIDs and ports and the enabled set, [`FlowStore::set_multicast`]).
+    MulticastTenant(Vnid),
 }
 
 impl Owner {
@@ -75,6 +78,7 @@ impl Owner {
             Owner::Multicast => flows::MULTICAST_COOKIE,
             Owner::Vnid(v) => vnid_cookie(*v),
             Owner::EgressFirewall(v) => flows::egress_cookie(*v),
+            Owner::MulticastTenant(v) => flows::multicast_cookie(*v),
         }
     }
 }
@@ -88,6 +92,7 @@ impl fmt::Display for Owner {
             Owner::Multicast => f.write_str("multicast to remote nodes"),
             Owner::Vnid(v) => write!(f, "VNID {v}"),
             Owner::EgressFirewall(v) => write!(f, "egress firewall of VNID {v}"),
+            Owner::MulticastTenant(v) => write!(f, "multicast of VNID {v}"),
         }
     }
 }
@@ -98,6 +103,31 @@ struct Entry {
     flows: Vec<Flow>,
     /// The VNID whose table-80 row this owner needs (pods).
     vnid: Option<Vnid>,
+    /// The pod's OVS port (from its table-26 row), for its VNID's multicast rows.
+    ofport: Option<u32>,
+}
+
+impl Entry {
+    fn plain(flows: Vec<Flow>) -> Entry {
+        Entry {
+            flows,
+            vnid: None,
+            ofport: None,
+        }
+    }
+
+    fn pod(flows: Vec<Flow>, vnid: Vnid) -> Entry {
+        Entry {
+            ofport: flows::ofport_of(&flows),
+            flows,
+            vnid: Some(vnid),
+        }
+    }
+
+    /// The multicast membership this entry gives: its VNID and port.
+    fn member(&self) -> Option<(Vnid, u32)> {
+        self.vnid.zip(self.ofport)
+    }
 }
 
 /// What a change does to one owner.
@@ -125,7 +155,7 @@ impl Change {
     /// Sets `owner`'s flows (replacing whatever it had: its cookie's flows are deleted first).
     pub fn set(mut self, owner: Owner, flows: Vec<Flow>) -> Change {
         self.ops
-            .push((owner, Op::Replace(Some(Entry { flows, vnid: None }))));
+            .push((owner, Op::Replace(Some(Entry::plain(flows)))));
         self
     }
 
@@ -133,7 +163,7 @@ impl Change {
     /// first: for an owner whose rows always have the same matches (the table-111 row), so each
     /// add replaces its old row in place.
     pub fn put(mut self, owner: Owner, flows: Vec<Flow>) -> Change {
-        self.ops.push((owner, Op::Put(Entry { flows, vnid: None })));
+        self.ops.push((owner, Op::Put(Entry::plain(flows))));
         self
     }
 
@@ -141,10 +171,7 @@ impl Change {
     pub fn set_pod(mut self, port: String, flows: Vec<Flow>, vnid: Vnid) -> Change {
         self.ops.push((
             Owner::Port(port),
-            Op::Replace(Some(Entry {
-                flows,
-                vnid: Some(vnid),
-            })),
+            Op::Replace(Some(Entry::pod(flows, vnid))),
         ));
         self
     }
@@ -155,13 +182,8 @@ impl Change {
     /// that differ from the ones the store holds for the port are sent, so the bundle carries two
     /// rows per pod (ovs-vswitchd takes 50 messages per main-loop iteration).
     pub fn put_pod(mut self, port: String, flows: Vec<Flow>, vnid: Vnid) -> Change {
-        self.ops.push((
-            Owner::Port(port),
-            Op::Put(Entry {
-                flows,
-                vnid: Some(vnid),
-            }),
-        ));
+        self.ops
+            .push((Owner::Port(port), Op::Put(Entry::pod(flows, vnid))));
         self
     }
 
@@ -251,6 +273,32 @@ impl Change {
         after
     }
 
+    /// The pod ports of each VNID this change touches, after it (with how many owners hold
+    /// each port: a port can pass from one owner to another within a change).
+    fn members_after(&self, state: &State) -> BTreeMap<Vnid, BTreeMap<u32, usize>> {
+        let mut after: BTreeMap<Vnid, BTreeMap<u32, usize>> = BTreeMap::new();
+        let mut holds: BTreeMap<&Owner, Option<(Vnid, u32)>> = BTreeMap::new();
+        for (owner, op) in &self.ops {
+            let old = *holds
+                .entry(owner)
+                .or_insert_with(|| state.owners.get(owner).and_then(Entry::member));
+            let new = match op {
+                Op::Replace(Some(e)) | Op::Put(e) => e.member(),
+                Op::Replace(None) => None,
+            };
+            for (m, add) in [(old, false), (new, true)] {
+                if let Some((v, port)) = m {
+                    let ports = after
+                        .entry(v)
+                        .or_insert_with(|| state.members.get(&v).cloned().unwrap_or_default());
+                    count(ports, port, add);
+                }
+            }
+            holds.insert(owner, new);
+        }
+        after
+    }
+
     fn commit(self, state: &mut State) {
         for (owner, op) in self.ops {
             let entry = match op {
@@ -258,11 +306,24 @@ impl Change {
                 Op::Replace(None) => None,
             };
             let new = entry.as_ref().and_then(|e| e.vnid);
+            let new_member = entry.as_ref().and_then(Entry::member);
             let old = match entry {
                 Some(e) => state.owners.insert(owner, e),
                 None => state.owners.remove(&owner),
+            };
+            for (m, add) in [
+                (old.as_ref().and_then(Entry::member), false),
+                (new_member, true),
+            ] {
+                if let Some((v, port)) = m {
+                    let ports = state.members.entry(v).or_default();
+                    count(ports, port, add);
+                    if ports.is_empty() {
+                        state.members.remove(&v);
+                    }
+                }
             }
-            .and_then(|e| e.vnid);
+            let old = old.and_then(|e| e.vnid);
             if let Some(v) = old {
                 if let Some(n) = state.refs.get_mut(&v) {
                     *n -= 1;
@@ -293,17 +354,79 @@ pub struct ReconcileStats {
     pub changes: Vec<String>,
 }
 
+/// Counts one more (`add`) or one fewer holder of `port`; a port without holders is removed.
+fn count(ports: &mut BTreeMap<u32, usize>, port: u32, add: bool) {
+    if add {
+        *ports.entry(port).or_default() += 1;
+    } else if let Some(n) = ports.get_mut(&port) {
+        *n -= 1;
+        if *n == 0 {
+            ports.remove(&port);
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
     owners: BTreeMap<Owner, Entry>,
     /// Owners (pods) per VNID, kept with every commit.
     refs: BTreeMap<Vnid, usize>,
+    /// Pod ports per VNID (with their holder counts), kept with every commit.
+    members: BTreeMap<Vnid, BTreeMap<u32, usize>>,
+    /// The multicast-enabled VNIDs.
+    multicast: std::collections::BTreeSet<Vnid>,
 }
 
 impl State {
     /// Pods per VNID.
     fn vnid_refs(&self) -> &BTreeMap<Vnid, usize> {
         &self.refs
+    }
+
+    /// The multicast rows of VNID `v` with the ports `ports` (none unless it is enabled).
+    fn multicast_rows(&self, v: Vnid, ports: Option<&BTreeMap<u32, usize>>) -> Vec<Flow> {
+        if !self.multicast.contains(&v) {
+            return Vec::new();
+        }
+        let ports = ports
+            .map(|p| p.keys().copied().collect())
+            .unwrap_or_default();
+        flows::multicast_tenant_flows(v, &ports)
+    }
+
+    /// Every multicast row, by VNID.
+    fn all_multicast_rows(&self) -> Vec<(Vnid, Flow)> {
+        self.multicast
+            .iter()
+            .flat_map(|v| {
+                self.multicast_rows(*v, self.members.get(v))
+                    .into_iter()
+                    .map(move |f| (*v, f))
+            })
+            .collect()
+    }
+
+    /// The bundle messages that take the multicast rows of the VNIDs in `after` (their ports
+    /// after a change) from what they are to what they become.
+    fn multicast_row_changes(
+        &self,
+        after: &BTreeMap<Vnid, BTreeMap<u32, usize>>,
+    ) -> Vec<BundleMsg> {
+        let mut msgs = Vec::new();
+        for (v, ports) in after {
+            let (old, new) = (
+                self.multicast_rows(*v, self.members.get(v)),
+                self.multicast_rows(*v, Some(ports)),
+            );
+            if old != new {
+                msgs.push(BundleMsg::delete_by_cookie(
+                    flows::multicast_cookie(*v),
+                    u64::MAX,
+                ));
+                msgs.extend(new.into_iter().map(BundleMsg::add));
+            }
+        }
+        msgs
     }
 }
 
@@ -397,9 +520,57 @@ impl<S: FlowSwitch> FlowStore<S> {
     async fn apply_one(&self, state: &mut State, change: Change) -> Result<(), OfError> {
         let mut msgs = change.messages_over(state);
         msgs.extend(self.vnid_row_changes(state.vnid_refs(), &change.refs_after(state)));
+        msgs.extend(state.multicast_row_changes(&change.members_after(state)));
         self.switch.bundle(&msgs).await?;
         change.commit(state);
         Ok(())
+    }
+
+    /// Sets the multicast-enabled VNIDs: the VNIDs that became enabled get their rows (tables
+    /// 110 and 120, for their local pods' ports) and the ones that stopped lose them, in one
+    /// bundle. From then on every pod change keeps them in step, in the pod change's bundle.
+    pub async fn set_multicast(
+        &self,
+        enabled: std::collections::BTreeSet<Vnid>,
+    ) -> Result<(), OfError> {
+        let mut state = self.state.lock().await;
+        if state.multicast == enabled {
+            return Ok(());
+        }
+        let mut msgs = Vec::new();
+        for v in state.multicast.symmetric_difference(&enabled) {
+            if !state.members.contains_key(v) {
+                continue;
+            }
+            if enabled.contains(v) {
+                let ports = state.members[v].keys().copied().collect();
+                msgs.extend(
+                    flows::multicast_tenant_flows(*v, &ports)
+                        .into_iter()
+                        .map(BundleMsg::add),
+                );
+            } else {
+                msgs.push(BundleMsg::delete_by_cookie(
+                    flows::multicast_cookie(*v),
+                    u64::MAX,
+                ));
+            }
+        }
+        if !msgs.is_empty() {
+            self.switch.bundle(&msgs).await?;
+        }
+        state.multicast = enabled;
+        Ok(())
+    }
+
+    /// Records the multicast-enabled VNIDs without touching the switch (start-up).
+    pub async fn stage_multicast(&self, enabled: std::collections::BTreeSet<Vnid>) {
+        self.state.lock().await.multicast = enabled;
+    }
+
+    /// The multicast-enabled VNIDs.
+    pub async fn multicast(&self) -> std::collections::BTreeSet<Vnid> {
+        self.state.lock().await.multicast.clone()
     }
 
     /// Records `change` without touching the switch (start-up, before the first reconcile).
@@ -439,6 +610,10 @@ impl<S: FlowSwitch> FlowStore<S> {
             return (self.vnid_rows && state.vnid_refs().contains_key(v))
                 .then(|| vnid_flow(*v).into_iter().collect());
         }
+        if let Owner::MulticastTenant(v) = owner {
+            let rows = state.multicast_rows(*v, state.members.get(v));
+            return (!rows.is_empty()).then_some(rows);
+        }
         state.owners.get(owner).map(|e| e.flows.clone())
     }
 
@@ -459,6 +634,12 @@ impl<S: FlowSwitch> FlowStore<S> {
                     .filter_map(|v| vnid_flow(*v).map(|f| (Owner::Vnid(*v), f))),
             );
         }
+        out.extend(
+            state
+                .all_multicast_rows()
+                .into_iter()
+                .map(|(v, f)| (Owner::MulticastTenant(v), f)),
+        );
         out
     }
 
@@ -476,6 +657,13 @@ impl<S: FlowSwitch> FlowStore<S> {
                     .map(Owner::Vnid),
             );
         }
+        let mut mc: Vec<Owner> = state
+            .all_multicast_rows()
+            .into_iter()
+            .map(|(v, _)| Owner::MulticastTenant(v))
+            .collect();
+        mc.dedup();
+        out.extend(mc);
         out
     }
 
@@ -488,6 +676,7 @@ impl<S: FlowSwitch> FlowStore<S> {
         if self.vnid_rows {
             out.extend(state.vnid_refs().keys().copied().filter_map(vnid_flow));
         }
+        out.extend(state.all_multicast_rows().into_iter().map(|(_, f)| f));
         out
     }
 
@@ -781,5 +970,106 @@ mod tests {
         let s = store.reconcile().await.unwrap();
         assert_eq!((s.added, s.deleted), (0, 0));
         assert_eq!(sw.bundles(), bundles + 1, "nothing to do, nothing sent");
+    }
+
+    /// A real pod's flows (with the table-26 row the store reads the port from).
+    fn real_pod(ofport: u32, v: u32) -> (String, Vec<Flow>) {
+        let port = format!("vethmc{ofport}");
+        let flows = flows::pod_flows(&flows::PodFlows {
+            ofport,
+            ip: std::net::Ipv4Addr::new(10, 128, 0, ofport as u8),
+            vnid: vnid(v),
+            cookie: flows::pod::port_cookie(&port),
+            egress_meter: None,
+        });
+        (port, flows)
+    }
+
+    fn table_120(sw: &FakeSwitch, v: u32) -> Vec<String> {
+        sw.flows_with_cookie(flows::multicast_cookie(vnid(v)))
+            .iter()
+            .filter(|f| f.table == 120)
+            .map(|f| f.actions_text(None))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn multicast_rows_follow_the_enabled_set_and_the_pods_in_their_bundles() {
+        let sw = Arc::new(FakeSwitch::new());
+        let store = FlowStore::new(sw.clone(), true);
+        let (a, fa) = real_pod(3, 11);
+        let (b, fb) = real_pod(4, 11);
+        let (c, fc) = real_pod(5, 12);
+        store
+            .apply(
+                Change::new()
+                    .set_pod(a.clone(), fa.clone(), vnid(11))
+                    .set_pod(c.clone(), fc.clone(), vnid(12)),
+            )
+            .await
+            .unwrap();
+        assert!(table_120(&sw, 11).is_empty(), "off by default");
+        // Enabling VNID 11: both rows for its one pod, in one bundle; VNID 12 stays off.
+        let bundles = sw.bundles();
+        store
+            .set_multicast(std::collections::BTreeSet::from([vnid(11)]))
+            .await
+            .unwrap();
+        assert_eq!(sw.bundles(), bundles + 1);
+        assert_eq!(table_120(&sw, 11), ["output:3"]);
+        assert_eq!(
+            sw.flows_with_cookie(flows::multicast_cookie(vnid(11)))
+                .len(),
+            2
+        );
+        assert!(table_120(&sw, 12).is_empty());
+        // A second pod joins the row in the ADD's own bundle.
+        let bundles = sw.bundles();
+        store
+            .apply(Change::new().set_pod(b.clone(), fb, vnid(11)))
+            .await
+            .unwrap();
+        assert_eq!(sw.bundles(), bundles + 1);
+        assert_eq!(table_120(&sw, 11), ["output:3,output:4"]);
+        // Pod a moves to VNID 12 (not enabled): it leaves 11's row in the move's bundle.
+        let moved = real_pod(3, 12).1;
+        store
+            .apply(Change::new().put_pod(a.clone(), moved, vnid(12)))
+            .await
+            .unwrap();
+        assert_eq!(table_120(&sw, 11), ["output:4"]);
+        // The desired set names the rows; a reconcile finds the bridge right.
+        let owners = store.owners().await;
+        assert!(owners.contains(&Owner::MulticastTenant(vnid(11))));
+        assert!(!owners.contains(&Owner::MulticastTenant(vnid(12))));
+        let s = store.reconcile().await.unwrap();
+        assert_eq!((s.added, s.deleted), (0, 0), "{:?}", s.changes);
+        // Lost rows come back with a reconcile.
+        sw.remove_flows_with_cookie(flows::multicast_cookie(vnid(11)));
+        let s = store.reconcile().await.unwrap();
+        assert_eq!(s.added, 2);
+        // The last pod of the VNID goes: its rows go with it.
+        store
+            .apply(Change::new().remove(Owner::Port(b)))
+            .await
+            .unwrap();
+        assert!(sw
+            .flows_with_cookie(flows::multicast_cookie(vnid(11)))
+            .is_empty());
+        // Disabling removes the rows of a VNID with pods.
+        store
+            .set_multicast(std::collections::BTreeSet::from([vnid(12)]))
+            .await
+            .unwrap();
+        assert_eq!(table_120(&sw, 12), ["output:3,output:5"]);
+        store
+            .set_multicast(std::collections::BTreeSet::new())
+            .await
+            .unwrap();
+        assert!(sw
+            .flows_with_cookie(flows::multicast_cookie(vnid(12)))
+            .is_empty());
+        let s = store.reconcile().await.unwrap();
+        assert_eq!((s.added, s.deleted), (0, 0), "{:?}", s.changes);
     }
 }

@@ -108,6 +108,14 @@ pub struct Metrics {
     pub pool_ports: IntGauge,
     /// Agent version.
     pub build_info: IntGaugeVec,
+    /// Tenants with an egress firewall, by state (`rules`, `drop_all`) (set at scrape).
+    pub egress_firewalls: IntGaugeVec,
+    /// Egress firewall rows on br0 (table 100 without its base row; set at scrape).
+    pub egress_firewall_rules: IntGauge,
+    /// dnsName lookups of egress firewalls, by result (`changed`, `unchanged`, `failed`).
+    pub egress_dns_lookups: IntCounterVec,
+    /// VNIDs with multicast in effect (set at scrape).
+    pub multicast_tenants: IntGauge,
 }
 
 /// The process-wide metrics.
@@ -332,6 +340,44 @@ impl Metrics {
                     opts("sdn_build_info", "The agent's version, as a label; always 1"),
                     &["version"],
                 )
+                .expect("constant"),
+            ),
+            egress_firewalls: reg(
+                &r,
+                IntGaugeVec::new(
+                    opts(
+                        "sdn_egress_firewall_tenants",
+                        "Tenants (VNIDs) with an EgressNetworkPolicy in effect, by state: rules, or drop_all (a second policy, a shared VNID)",
+                    ),
+                    &["state"],
+                )
+                .expect("constant"),
+            ),
+            egress_firewall_rules: reg(
+                &r,
+                IntGauge::with_opts(opts(
+                    "sdn_egress_firewall_flows",
+                    "Egress firewall rows on br0 (table 100, one per CIDR or resolved address)",
+                ))
+                .expect("constant"),
+            ),
+            egress_dns_lookups: reg(
+                &r,
+                IntCounterVec::new(
+                    opts(
+                        "sdn_egress_dns_lookups_total",
+                        "DNS lookups of egress firewall dnsName rules, by result: changed (new addresses), unchanged, failed (last addresses kept)",
+                    ),
+                    &["result"],
+                )
+                .expect("constant"),
+            ),
+            multicast_tenants: reg(
+                &r,
+                IntGauge::with_opts(opts(
+                    "sdn_multicast_tenants",
+                    "VNIDs with multicast in effect (every namespace of the VNID annotated)",
+                ))
                 .expect("constant"),
             ),
             registry: r,

@@ -375,6 +375,25 @@ impl NodeView {
         for (table, n) in per_table {
             m.flows.with_label_values(&[table]).set(n);
         }
+        m.egress_firewall_rules.set(
+            desired
+                .iter()
+                .filter(|(o, _)| matches!(o, crate::flowstore::Owner::EgressFirewall(_)))
+                .count() as i64,
+        );
+        let plans = self.egress.current().await;
+        let drop_all = plans
+            .values()
+            .filter(|p| p.firewall == flows::EgressFirewall::DropAll)
+            .count();
+        m.egress_firewalls
+            .with_label_values(&["drop_all"])
+            .set(drop_all as i64);
+        m.egress_firewalls
+            .with_label_values(&["rules"])
+            .set((plans.len() - drop_all) as i64);
+        m.multicast_tenants
+            .set(self.state.borrow().multicast_vnids().len() as i64);
         m.pods.set(self.pods.list().await.len() as i64);
         m.pool_ports.set(self.pods.pool().idle() as i64);
         m.pod_ips.set(self.pods.lease_count() as i64);

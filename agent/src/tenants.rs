@@ -726,6 +726,113 @@ pub fn execute(dir: &Path, cmd: &TenantCommand, pods: &PodCounts) -> Result<Outc
     })
 }
 
+/// What `sdnctl multicast NAME on|off` did.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MulticastChange {
+    /// The namespace.
+    pub namespace: String,
+    /// Its VNID.
+    pub vnid: u32,
+    /// The annotation's value now.
+    pub annotated: bool,
+    /// Whether the file changed.
+    pub changed: bool,
+    /// Whether multicast is in effect for the VNID (every namespace on it annotated).
+    pub in_effect: bool,
+    /// The namespaces sharing the VNID that lack the annotation (why it is not in effect).
+    pub blocked_by: Vec<String>,
+    /// The file written.
+    pub file: Option<PathBuf>,
+    /// Problems of the state directory that did not stop the command.
+    #[serde(skip)]
+    pub problems: Vec<ClusterError>,
+}
+
+impl fmt::Display for MulticastChange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "namespace {}: multicast {}{}",
+            self.namespace,
+            if self.annotated { "on" } else { "off" },
+            if self.changed { "" } else { " (unchanged)" }
+        )?;
+        if self.annotated && !self.in_effect {
+            write!(
+                f,
+                "; not in effect: VNID {} is shared with {}, which {} not annotated (multicast \
+                 needs every namespace of the VNID)",
+                self.vnid,
+                self.blocked_by.join(", "),
+                if self.blocked_by.len() == 1 {
+                    "is"
+                } else {
+                    "are"
+                }
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// `sdnctl multicast NAME on|off`: sets or removes NAME's
+/// `netnamespace.network.openshift.io/multicast-enabled: "true"` annotation in its file, under
+/// the directory's lock (the NetNamespace's VNID and everything else are kept).
+pub fn set_multicast(dir: &Path, name: &str, on: bool) -> Result<MulticastChange, TenantError> {
+    check_name(name)?;
+    fs::read_dir(dir).map_err(|e| TenantError::StateDir {
+        dir: dir.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    let _lock = lock(dir)?;
+    let snap = load(dir)?;
+    let mut nn = snap
+        .state
+        .net_namespaces
+        .get(name)
+        .cloned()
+        .ok_or_else(|| TenantError::Unknown {
+            name: name.to_string(),
+            dir: dir.to_path_buf(),
+        })?;
+    let changed = nn.multicast_enabled() != on;
+    let mut file = None;
+    if changed {
+        check_own_file(dir, name, &snap.problems)?;
+        let notes = nn.metadata.annotations.get_or_insert_with(Default::default);
+        if on {
+            notes.insert(flows::MULTICAST_ANNOTATION.to_string(), "true".to_string());
+        } else {
+            notes.remove(flows::MULTICAST_ANNOTATION);
+        }
+        if notes.is_empty() {
+            nn.metadata.annotations = None;
+        }
+        file = Some(
+            StandaloneSource::write_object(dir, &ClusterObject::NetNamespace(nn.clone()))
+                .map_err(TenantError::Write)?,
+        );
+    }
+    let blocked_by: Vec<String> = snap
+        .state
+        .net_namespaces
+        .values()
+        .filter(|o| o.net_id == nn.net_id && o.net_name != name && !o.multicast_enabled())
+        .map(|o| o.net_name.clone())
+        .collect();
+    Ok(MulticastChange {
+        namespace: name.to_string(),
+        vnid: nn.net_id,
+        annotated: on,
+        changed,
+        in_effect: on && blocked_by.is_empty(),
+        blocked_by,
+        file,
+        problems: snap.problems,
+    })
+}
+
 /// One row of `sdnctl namespaces`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -740,6 +847,8 @@ pub struct NamespaceRow {
     pub shares_with: Vec<String>,
     /// Local pods (`None`: unknown).
     pub pods: Option<usize>,
+    /// Whether multicast is in effect for its VNID (every namespace on it annotated).
+    pub multicast: bool,
     /// Files that define the NetNamespace differently (`netid 11 in a.yaml`); empty when none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub conflict: Vec<String>,
@@ -758,6 +867,7 @@ pub fn rows(
         by_vnid.entry(nn.net_id).or_default().push(name);
     }
     let count = |n: &str| pods.known().map(|p| p.count(n));
+    let multicast = state.multicast_vnids();
     let mut out: Vec<NamespaceRow> = state
         .net_namespaces
         .iter()
@@ -774,6 +884,7 @@ pub fn rows(
                 .collect(),
             pods: count(name),
             conflict: Vec::new(),
+            multicast: Vnid::new(nn.net_id).is_some_and(|v| multicast.contains(&v)),
         })
         .collect();
     if let Some(p) = pods.known() {
@@ -786,6 +897,7 @@ pub fn rows(
                     shares_with: Vec::new(),
                     pods: Some(*n),
                     conflict: Vec::new(),
+                    multicast: false,
                 });
             }
         }
@@ -819,6 +931,7 @@ pub fn rows(
                 shares_with: Vec::new(),
                 pods: count(name),
                 conflict,
+                multicast: false,
             }),
         }
     }
@@ -826,13 +939,14 @@ pub fn rows(
 }
 
 /// The table of `sdnctl namespaces`: NAME, VNID, SHARES-WITH (`global` for VNID 0, `-` for
-/// none), PODS (`?` when unknown).
+/// none), PODS (`?` when unknown), MULTICAST (`on` when in effect for the VNID).
 pub fn table(rows: &[NamespaceRow]) -> String {
-    let mut cells: Vec<[String; 4]> = vec![[
+    let mut cells: Vec<[String; 5]> = vec![[
         "NAME".into(),
         "VNID".into(),
         "SHARES-WITH".into(),
         "PODS".into(),
+        "MULTICAST".into(),
     ]];
     for r in rows {
         let shares = match r.vnid {
@@ -847,6 +961,7 @@ pub fn table(rows: &[NamespaceRow]) -> String {
             r.vnid.map_or("-".to_string(), |v| v.to_string()),
             shares,
             r.pods.map_or("?".to_string(), |n| n.to_string()),
+            if r.multicast { "on" } else { "-" }.to_string(),
         ]);
     }
     let widths: Vec<usize> = (0..4)
@@ -855,14 +970,16 @@ pub fn table(rows: &[NamespaceRow]) -> String {
     let mut out = String::new();
     for c in &cells {
         let line = format!(
-            "{:w0$}  {:w1$}  {:w2$}  {}",
+            "{:w0$}  {:w1$}  {:w2$}  {:w3$}  {}",
             c[0],
             c[1],
             c[2],
             c[3],
+            c[4],
             w0 = widths[0],
             w1 = widths[1],
-            w2 = widths[2]
+            w2 = widths[2],
+            w3 = widths[3]
         );
         out.push_str(line.trim_end());
         out.push('\n');
@@ -1142,7 +1259,19 @@ mod tests {
 
     #[test]
     fn listing() {
-        let s = state(&[("default", 0), ("g", 0), ("a", 10), ("b", 10), ("c", 11)]);
+        let mut s = state(&[("default", 0), ("g", 0), ("a", 10), ("b", 10), ("c", 11)]);
+        // Multicast is in effect for VNID 10 only when both a and b carry the annotation.
+        let annotate = |s: &mut ClusterState, n: &str| {
+            s.net_namespaces
+                .get_mut(n)
+                .unwrap()
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(flows::MULTICAST_ANNOTATION.into(), "true".into());
+        };
+        annotate(&mut s, "a");
+        annotate(&mut s, "c");
         let pods = PodCounts::Known(LocalPods {
             per_namespace: [("a".to_string(), 2), ("gone".to_string(), 1)].into(),
             vnids: [10, 12].into(),
@@ -1150,18 +1279,20 @@ mod tests {
         let r = rows(&s, &pods, &[]);
         assert_eq!(
             table(&r),
-            "NAME     VNID  SHARES-WITH        PODS\n\
-             a        10    b                  2\n\
-             b        10    a                  0\n\
-             c        11    -                  0\n\
-             default  0     global             0\n\
-             g        0     global             0\n\
-             gone     -     (no NetNamespace)  1\n"
+            "NAME     VNID  SHARES-WITH        PODS  MULTICAST\n\
+             a        10    b                  2     -\n\
+             b        10    a                  0     -\n\
+             c        11    -                  0     on\n\
+             default  0     global             0     -\n\
+             g        0     global             0     -\n\
+             gone     -     (no NetNamespace)  1     -\n"
         );
+        annotate(&mut s, "b");
+        assert!(rows(&s, &pods, &[])[..2].iter().all(|r| r.multicast));
         assert_eq!(r[3].shares_with, vec!["g".to_string()]);
         let r = rows(&s, &PodCounts::Unknown("x".into()), &[]);
         assert_eq!(r.len(), 5);
-        assert!(table(&r).lines().nth(1).unwrap().ends_with('?'));
+        assert!(table(&r).lines().nth(1).unwrap().ends_with("?     on"));
         // A NetNamespace two files define differently is shown with both definitions.
         let conflict = |name: &str| ClusterError::Conflict {
             kind: Kind::NetNamespace,
@@ -1175,7 +1306,7 @@ mod tests {
         let r = rows(&s, &pods, &[conflict("x"), conflict("c")]);
         let t = table(&r);
         assert!(
-            t.ends_with("x        -     (conflict: netid 12 in copy.yaml, netid 11 in netnamespace-x.yaml)  0\n"),
+            t.ends_with("x        -     (conflict: netid 12 in copy.yaml, netid 11 in netnamespace-x.yaml)  0     -\n"),
             "{t}"
         );
         assert!(

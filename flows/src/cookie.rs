@@ -20,6 +20,8 @@ pub enum Feature {
     Vnid = 3,
     /// A VNID's egress firewall rows (table 100).
     EgressFirewall = 4,
+    /// A VNID's multicast rows (tables 110 and 120).
+    Multicast = 5,
 }
 
 /// Bits of the object id.

@@ -14,6 +14,7 @@ pub mod attachment;
 pub mod base;
 pub mod cookie;
 pub mod egress;
+pub mod multicast;
 pub mod pod;
 pub mod registers;
 pub mod remote;
@@ -22,9 +23,10 @@ pub mod tables;
 pub use attachment::AttachmentId;
 pub use base::{base_flows, Datapath, Mode, NodeConfig, CT_MARK_VIA_HOST};
 pub use egress::{egress_cidr, egress_cookie, egress_firewall_flows, EgressFirewall, EgressRule};
+pub use multicast::{multicast_cookie, multicast_tenant_flows, MULTICAST_ANNOTATION};
 pub use multitenant::Vnid;
 pub use pod::{
-    pod_flows, port_cookie, vnid_cookie, vnid_flow, PodFlows, POD_FLOWS, UNASSIGNED_VNID,
+    ofport_of, pod_flows, port_cookie, vnid_cookie, vnid_flow, PodFlows, POD_FLOWS, UNASSIGNED_VNID,
 };
 pub use registers::Reg;
 pub use remote::{

@@ -56,6 +56,18 @@ pub fn port_cookie(port: &str) -> u64 {
 /// How many flows a pod has ([`pod_flows`]).
 pub const POD_FLOWS: usize = 7;
 
+/// The OVS port a pod's flows (from [`pod_flows`]) belong to: the `reg3=P` of their table-26
+/// row (`None` for flows without one). The flow store reads it to keep each multicast tenant's
+/// table-120 port list in step with the pods it holds.
+pub fn ofport_of(flows: &[Flow]) -> Option<u32> {
+    flows
+        .iter()
+        .find(|f| f.table == Table::SourceVnid.id())
+        .and_then(|f| f.matches.regs[usize::from(Reg::SrcPort.number())])
+        .filter(|m| m.mask().is_none())
+        .map(|m| m.value())
+}
+
 /// The pod's seven flows, in table order.
 pub fn pod_flows(p: &PodFlows) -> Vec<Flow> {
     let mac = MacAddr::from_pod_ip(p.ip);
@@ -149,6 +161,8 @@ mod tests {
             ]
         );
         assert_eq!(pod_flows(&p).len(), POD_FLOWS);
+        assert_eq!(ofport_of(&pod_flows(&p)), Some(3));
+        assert_eq!(ofport_of(&pod_flows(&p)[..2]), None);
         // A VNID change rewrites only the rows of tables 26 and 75.
         let moved = PodFlows {
             vnid: Vnid::new(6).unwrap(),

@@ -164,6 +164,25 @@ impl AgentNode {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// One scrape of the agent's `/metrics` (its default address, 127.0.0.1:9101 in the node's
+    /// namespace): every sample, `name{labels}` → value. Panics unless it answers 200.
+    pub fn metrics(&self) -> std::collections::BTreeMap<String, f64> {
+        let url = "http://127.0.0.1:9101/metrics";
+        let out = self
+            .ovs
+            .exec_in_netns(&["curl", "-sS", "-m", "10", "-w", "\n%{http_code}", url])
+            .unwrap_or_else(|e| panic!("curl {url}: {e}"));
+        let (body, code) = out.trim_end().rsplit_once('\n').unwrap_or(("", out.trim()));
+        assert_eq!(code, "200", "{url}: {body}");
+        body.lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .filter_map(|l| {
+                let (k, v) = l.rsplit_once(' ')?;
+                Some((k.to_string(), v.parse().ok()?))
+            })
+            .collect()
+    }
+
     /// The agent's local API socket.
     pub fn api_socket(&self) -> PathBuf {
         self.dir.join("run/api.sock")

@@ -877,6 +877,100 @@ pub fn udp_probe(netns: &str, dst: SocketAddrV4, timeout: Duration) -> bool {
 }
 
 // ---------------------------------------------------------------------------------------------
+// UDP multicast
+
+/// A UDP socket in a namespace bound to `0.0.0.0:<port>` that joined a multicast group (the
+/// kernel sends the IGMP report); every datagram it receives is kept. Stops on drop.
+#[derive(Debug)]
+pub struct MulticastReceiver {
+    got: Arc<Mutex<Vec<Vec<u8>>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Joins `group` on `port` in namespace `netns` (through the interface of the namespace's route
+/// to the group: a pod's eth0). Panics if it cannot bind or join.
+pub fn multicast_receiver(netns: &str, group: Ipv4Addr, port: u16) -> MulticastReceiver {
+    let ns = netns.to_string();
+    let socket = in_netns(netns, move || {
+        let s = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, port))
+            .unwrap_or_else(|e| panic!("netns {ns}: bind udp 0.0.0.0:{port}: {e}"));
+        s.join_multicast_v4(&group, &Ipv4Addr::UNSPECIFIED)
+            .unwrap_or_else(|e| panic!("netns {ns}: join {group}: {e}"));
+        s.set_read_timeout(Some(POLL_SLICE)).expect("read timeout");
+        s
+    });
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (g, st) = (got.clone(), stop.clone());
+    let thread = thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        while !st.load(Ordering::Relaxed) {
+            if let Ok(n) = socket.recv(&mut buf) {
+                g.lock().expect("receiver lock").push(buf[..n].to_vec());
+            }
+        }
+    });
+    MulticastReceiver {
+        got,
+        stop,
+        thread: Some(thread),
+    }
+}
+
+impl MulticastReceiver {
+    /// Whether a datagram holding `token` arrived.
+    pub fn has(&self, token: &str) -> bool {
+        self.got
+            .lock()
+            .expect("receiver lock")
+            .iter()
+            .any(|d| contains(d, token.as_bytes()))
+    }
+
+    /// Waits up to `timeout` for a datagram holding `token`.
+    pub fn wait_for(&self, token: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.has(token) {
+                return true;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        self.has(token)
+    }
+}
+
+impl Drop for MulticastReceiver {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// From namespace `netns`: sends `payload` to `group:port` `count` times, 50 ms apart, with TTL
+/// 1 and without local loopback (what an application's multicast sender does).
+pub fn multicast_send(netns: &str, group: Ipv4Addr, port: u16, payload: &[u8], count: usize) {
+    let ns = netns.to_string();
+    let payload = payload.to_vec();
+    in_netns(netns, move || {
+        let s = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))
+            .unwrap_or_else(|e| panic!("netns {ns}: bind udp: {e}"));
+        s.set_multicast_ttl_v4(1).expect("ttl");
+        s.set_multicast_loop_v4(false).expect("loop");
+        for i in 0..count {
+            if i > 0 {
+                thread::sleep(Duration::from_millis(50));
+            }
+            s.send_to(&payload, SocketAddrV4::new(group, port))
+                .unwrap_or_else(|e| panic!("netns {ns}: send to {group}:{port}: {e}"));
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
 // ICMP
 
 /// From namespace `netns`: sends ICMP echo requests to `dst` (one at once, then every 250 ms)

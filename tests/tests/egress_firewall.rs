@@ -343,6 +343,24 @@ fn dns_name_rules_follow_the_answer_at_its_ttl_and_touch_only_their_tenant() {
     assert!(ok, "{:#?}\n{}", table_100(&node), node.log());
     assert!(dns.queries() > asked, "the agent asked again");
     assert_eq!(reach(a1.ns.name()), ".Y..");
+    // The metrics count the tenants, their rows and the lookups.
+    let m = node.metrics();
+    let get = |k: &str| m.get(k).copied().unwrap_or(0.0);
+    assert_eq!(
+        get("sdn_egress_firewall_tenants{state=\"rules\"}"),
+        2.0,
+        "{m:#?}"
+    );
+    assert_eq!(get("sdn_egress_firewall_tenants{state=\"drop_all\"}"), 0.0);
+    assert_eq!(
+        get("sdn_egress_firewall_flows"),
+        3.0,
+        "two of tenant-a, one of tenant-b"
+    );
+    assert!(
+        get("sdn_egress_dns_lookups_total{result=\"changed\"}") >= 2.0,
+        "{m:#?}"
+    );
     assert_eq!(
         rows_of("0xb"),
         b_rows,

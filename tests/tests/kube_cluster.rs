@@ -15,6 +15,7 @@ use sdn_tests::cluster::{node_name, Cluster, KubeControlPlane};
 use sdn_tests::harness::{wait_until, workspace_bin};
 use sdn_tests::matrix::{self, Member, NodeSide};
 use sdn_tests::node::{AgentNode, CniPod, NodeOptions};
+use sdn_tests::probe;
 use serde_json::{json, Value};
 
 const PROBE_TIMEOUT: Duration = Duration::from_millis(1500);
@@ -228,6 +229,58 @@ fn kubernetes_mode_on_three_nodes() {
         .nodes
         .iter()
         .all(|n| egress_rows(n).is_empty())));
+
+    // Multicast through the API (`oc annotate netnamespace tenant-a
+    // netnamespace.network.openshift.io/multicast-enabled=true`): tenant-a's pods on nodes 1 and
+    // 2 hear each other, nobody else hears them; the annotation removed, the rows go.
+    let group = std::net::Ipv4Addr::new(239, 7, 7, 7);
+    let ears: Vec<_> = pods
+        .iter()
+        .map(|p| probe::multicast_receiver(p.ns.name(), group, 7070))
+        .collect();
+    let set_multicast = |on: bool| {
+        let mut a = netns_obj(&plane, "tenant-a").unwrap();
+        a["metadata"]["annotations"] = if on {
+            json!({"netnamespace.network.openshift.io/multicast-enabled": "true"})
+        } else {
+            json!({})
+        };
+        fake.put(a).unwrap();
+    };
+    let mc_rows = |n: &AgentNode| -> usize {
+        n.flows()
+            .iter()
+            .filter(|f| f.contains(&format!("table=120, priority=100,reg0={va:#x} ")))
+            .count()
+    };
+    set_multicast(true);
+    assert!(
+        wait_until(SETTLE, || mc_rows(c.node(1)) == 1
+            && mc_rows(c.node(2)) == 1),
+        "tenant-a's multicast rows: {:#?}",
+        c.nodes.iter().map(|n| n.flows()).collect::<Vec<_>>()
+    );
+    assert_eq!(mc_rows(c.node(3)), 0, "node 3 has no tenant-a pod");
+    let token = probe::unique_token("kube-mc");
+    probe::multicast_send(pods[0].ns.name(), group, 7070, token.as_bytes(), 3);
+    assert!(
+        ears[1].wait_for(&token, Duration::from_secs(5)),
+        "a2 on node 2 hears a1"
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    let heard: Vec<&str> = layout
+        .iter()
+        .zip(&ears)
+        .filter(|(_, e)| e.has(&token))
+        .map(|((name, _, _), _)| *name)
+        .collect();
+    assert_eq!(heard, ["a2"], "who heard tenant-a's a1");
+    set_multicast(false);
+    assert!(wait_until(SETTLE, || c
+        .nodes
+        .iter()
+        .all(|n| mc_rows(n) == 0)));
+    drop(ears);
 
     // The change-network annotation (as `oc adm pod-network join-projects` sets it): the
     // controller applies and clears it, every node re-flows tenant-b.

@@ -27,15 +27,7 @@ fn http(node: &AgentNode, path: &str) -> (u16, String) {
 
 /// Every sample of a scrape: `name{labels}` → value.
 fn scrape(node: &AgentNode) -> BTreeMap<String, f64> {
-    let (code, body) = http(node, "/metrics");
-    assert_eq!(code, 200, "{body}");
-    body.lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .filter_map(|l| {
-            let (k, v) = l.rsplit_once(' ')?;
-            Some((k.to_string(), v.parse().ok()?))
-        })
-        .collect()
+    node.metrics()
 }
 
 fn get(m: &BTreeMap<String, f64>, key: &str) -> f64 {

@@ -287,6 +287,36 @@ fn operations_change_exactly_the_one_file_they_should() {
         "netnamespace-e.yaml",
         &[("default", 0), ("a", 0), ("b", 13), ("e", 14)],
     );
+    // Multicast: the annotation on b's own file, everything else kept; again is a no-op.
+    let vnids = [("default", 0), ("a", 0), ("b", 13), ("e", 14)];
+    step(
+        &["multicast", "b", "on"],
+        "namespace b: multicast on",
+        "netnamespace-b.yaml",
+        &vnids,
+    );
+    let b = &s.files()["netnamespace-b.yaml"];
+    for kept in [
+        "uid: u-b",
+        "team: blue",
+        "192.168.1.5",
+        "netnamespace.network.openshift.io/multicast-enabled: \"true\"",
+    ] {
+        assert!(b.contains(kept), "{kept} missing:\n{b}");
+    }
+    step(
+        &["multicast", "b", "on"],
+        "namespace b: multicast on (unchanged)",
+        "",
+        &vnids,
+    );
+    step(
+        &["multicast", "b", "off"],
+        "namespace b: multicast off",
+        "netnamespace-b.yaml",
+        &vnids,
+    );
+    assert!(!s.files()["netnamespace-b.yaml"].contains("multicast"));
 }
 
 #[test]
@@ -335,6 +365,21 @@ fn errors_say_why() {
         "bad namespace name \"Tenant_A\": expected a DNS-1123 label",
     );
     s.fails(&["create"], 2, "usage: sdnctl create NAME [--global]");
+    s.fails(
+        &["multicast", "a"],
+        2,
+        "usage: sdnctl multicast NAME on|off",
+    );
+    s.fails(
+        &["multicast", "a", "yes"],
+        2,
+        "bad value \"yes\" for state: expected on or off",
+    );
+    s.fails(
+        &["multicast", "nope", "on"],
+        1,
+        "unknown namespace \"nope\": it has no NetNamespace in",
+    );
     s.fails(&["frobnicate"], 2, "unknown command \"frobnicate\"");
     s.fails(
         &["isolate", "a", "--global"],
@@ -549,7 +594,7 @@ fn config_file_from_flag_or_environment() {
     let o = sdnctl_env(&["--config", &c, "list"], &[]);
     assert_eq!(o.code, 0, "{o:?}");
     assert!(
-        o.stdout.contains("\na        10    -            ?\n"),
+        o.stdout.contains("\na        10    -            ?     -\n"),
         "{}",
         o.stdout
     );
@@ -606,7 +651,7 @@ fn sdnctl_drives_a_real_node() {
     assert_eq!(o.code, 0, "{o:?}");
     assert_eq!(
         o.stdout,
-        "NAME      VNID  SHARES-WITH  PODS\ndefault   0     global       0\ntenant-x  10    -            1\n"
+        "NAME      VNID  SHARES-WITH  PODS  MULTICAST\ndefault   0     global       0     -\ntenant-x  10    -            1     -\n"
     );
     let j = ctl(&["namespaces", "--json"]).json();
     assert_eq!(j["podsKnown"], true);

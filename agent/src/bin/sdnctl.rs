@@ -154,6 +154,16 @@ enum Cmd {
         /// The namespace
         name: String,
     },
+    /// Multicast for NAME's pods on or off (the NetNamespace annotation
+    /// netnamespace.network.openshift.io/multicast-enabled); in effect when every namespace of
+    /// the VNID has it on
+    Multicast {
+        /// The namespace
+        name: String,
+        /// on or off
+        #[arg(value_parser = ["on", "off"])]
+        state: String,
+    },
     /// Delete NAME's NetNamespace (refused while local pods use it)
     Delete {
         /// The namespace
@@ -182,7 +192,7 @@ impl Cmd {
 }
 
 /// The argument shape of each command, for usage errors.
-const SHAPES: [(&str, &str); 15] = [
+const SHAPES: [(&str, &str); 16] = [
     ("egress-firewall", ""),
     ("bundle", "[-o FILE]"),
     ("status", ""),
@@ -204,6 +214,7 @@ const SHAPES: [(&str, &str); 15] = [
     ("isolate", "NAME"),
     ("make-global", "NAME"),
     ("delete", "NAME [--force]"),
+    ("multicast", "NAME on|off"),
 ];
 
 /// A usage error (exit status 2) or a failure (exit status 1).
@@ -259,7 +270,26 @@ fn usage_error(raw: &[String], e: &clap::Error) -> String {
         ) => format!("usage: sdnctl {cmd} {shape}")
             .trim_end()
             .to_string(),
-        (ErrorKind::InvalidValue, _) if !invalid.is_empty() => format!("{invalid} needs a value"),
+        (ErrorKind::InvalidValue, _) if !invalid.is_empty() => {
+            match (
+                e.get(ContextKind::InvalidValue),
+                e.get(ContextKind::ValidValue),
+            ) {
+                (Some(ContextValue::String(v)), Some(ContextValue::Strings(valid)))
+                    if !v.is_empty() =>
+                {
+                    format!(
+                        "bad value {v:?} for {}: expected {}",
+                        invalid
+                            .trim_start_matches('<')
+                            .trim_end_matches('>')
+                            .to_lowercase(),
+                        valid.join(" or ")
+                    )
+                }
+                _ => format!("{invalid} needs a value"),
+            }
+        }
         _ => e
             .render()
             .to_string()
@@ -300,6 +330,11 @@ fn kube_hint(cmd: &Cmd) -> String {
         ),
         Cmd::Delete { name, .. } => format!(
             "kubectl delete namespace {name} (the controller deletes its NetNamespace)"
+        ),
+        Cmd::Multicast { name, state } => format!(
+            "kubectl annotate netnamespace {name} {}{}",
+            flows::MULTICAST_ANNOTATION,
+            if state == "on" { "=true --overwrite" } else { "-" }
         ),
         _ => String::new(),
     };
@@ -629,6 +664,23 @@ fn run(raw: &[String]) -> Result<(), Failure> {
         return match command {
             Cmd::Namespaces => ask_agent(&a, &command),
             other => Err(Failure::Error(kube_hint(&other))),
+        };
+    }
+    if let Cmd::Multicast { name, state } = &command {
+        let place = locate(&a)?;
+        warn(&place.notes);
+        let done = tenants::set_multicast(&place.dir, name, state == "on")?;
+        warn(
+            &done
+                .problems
+                .iter()
+                .map(|p| format!("warning: state: {p}"))
+                .collect::<Vec<_>>(),
+        );
+        return if a.json {
+            out(&format!("{:#}\n", json!(done)))
+        } else {
+            out(&format!("{done}\n"))
         };
     }
     let cmd = tenant_command(command);
@@ -999,12 +1051,15 @@ mod view {
     }
 
     pub fn namespaces(ns: &[NamespaceEntry]) -> String {
-        let mut rows = vec![["NAME", "NETID", "LOCAL PODS"].map(String::from).to_vec()];
+        let mut rows = vec![["NAME", "NETID", "LOCAL PODS", "MULTICAST"]
+            .map(String::from)
+            .to_vec()];
         for n in ns {
             rows.push(vec![
                 n.name.clone(),
                 n.netid.to_string(),
                 n.local_pods.to_string(),
+                if n.multicast { "on" } else { "-" }.to_string(),
             ]);
         }
         columns(&rows)

@@ -97,6 +97,25 @@ impl ClusterState {
             .collect()
     }
 
+    /// The VNIDs with multicast enabled, as openshift-sdn decided it: every namespace holding
+    /// the VNID carries `netnamespace.network.openshift.io/multicast-enabled: "true"` (one
+    /// namespace of a joined pair without it turns multicast off for both).
+    pub fn multicast_vnids(&self) -> BTreeSet<multitenant::Vnid> {
+        let mut by_vnid: BTreeMap<u32, bool> = BTreeMap::new();
+        for n in self.net_namespaces.values() {
+            let on = n.multicast_enabled();
+            by_vnid
+                .entry(n.net_id)
+                .and_modify(|all| *all &= on)
+                .or_insert(on);
+        }
+        by_vnid
+            .into_iter()
+            .filter(|(_, on)| *on)
+            .filter_map(|(v, _)| multitenant::Vnid::new(v))
+            .collect()
+    }
+
     /// Looks an object up by kind and name.
     pub fn get(&self, kind: Kind, name: &str) -> Option<ClusterObject> {
         match kind {

@@ -225,6 +225,18 @@ pub struct NetNamespace {
     pub egress_ips: Vec<String>,
 }
 
+impl NetNamespace {
+    /// Whether the NetNamespace carries `netnamespace.network.openshift.io/multicast-enabled:
+    /// "true"` (any other value, or none, is off).
+    pub fn multicast_enabled(&self) -> bool {
+        self.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(flows::MULTICAST_ANNOTATION))
+            .is_some_and(|v| v == "true")
+    }
+}
+
 /// `EgressNetworkPolicy` (namespaced, at most one per namespace in OpenShift): the egress
 /// firewall of the namespace's pods, rules evaluated in order, the first match wins. Unlike the
 /// other kinds it has a `spec`, as in OpenShift.
