@@ -24,6 +24,8 @@
 //!   ([`crate::trace`]).
 //! - `/v1/bundle`: everything `sdnctl bundle` archives, as `{file name: content}`.
 //! - `/v1/egress-firewall`: every tenant's egress firewall in effect, rule by rule.
+//! - `/v1/egress-ips`: every tenant's egress IPs: where its traffic leaves, each IP's node and
+//!   state, the IPs this node holds and the watched nodes (online or offline).
 //! - `/v1/config`: the configuration in force (it holds no secrets: a kubeconfig is a path).
 //! - `/metrics`, `/livez`, `/readyz`: as on the metrics endpoint.
 //!
@@ -116,6 +118,35 @@ pub struct FlowEntry {
     pub owner: String,
     /// Match and actions as `ovs-ofctl` prints them, with table names.
     pub flow: String,
+}
+
+/// Egress IPs as this node applies them, for `sdnctl egress-ips`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct EgressIpsView {
+    /// Per tenant with egress IPs.
+    pub tenants: Vec<crate::egress_ip::EgressIpEntry>,
+    /// The IPs this node holds, with their VNIDs.
+    pub held: BTreeMap<String, u32>,
+    /// The remote nodes hosting IPs this node's tenants use: `online` or `offline`.
+    pub nodes: BTreeMap<String, String>,
+}
+
+/// Egress IPs as this node applies them.
+pub async fn egress_ips(view: &NodeView) -> EgressIpsView {
+    let (tenants, nodes) = view.egress_ips.entries().await;
+    let held = view
+        .egress_ips
+        .held()
+        .await
+        .into_iter()
+        .map(|(ip, v)| (ip.to_string(), v.id()))
+        .collect();
+    EgressIpsView {
+        tenants,
+        held,
+        nodes,
+    }
 }
 
 /// One tenant's egress firewall as in effect, for `sdnctl egress-firewall`.
@@ -357,6 +388,7 @@ pub async fn cookie_owners(view: &NodeView) -> BTreeMap<u64, String> {
             Owner::MulticastTenant(v) => {
                 format!("multicast of VNID {v} ({})", tenants(v.id()))
             }
+            Owner::EgressIp(v) => format!("egress IPs of VNID {v} ({})", tenants(v.id())),
         };
         out.insert(owner.cookie(), name);
     }
@@ -413,6 +445,7 @@ pub async fn flow_entries(
         c.push(flows::vnid_cookie(vnid));
         c.push(flows::egress_cookie(vnid));
         c.push(flows::multicast_cookie(vnid));
+        c.push(flows::egress_ip_cookie(vnid));
         cookies = Some(c);
     }
     if let Some(t) = q.get("table") {
@@ -571,6 +604,7 @@ pub async fn bundle(view: &NodeView) -> BTreeMap<String, String> {
         "egress-firewall.json".into(),
         pretty(&egress_entries(view).await),
     );
+    files.insert("egress-ips.json".into(), pretty(&egress_ips(view).await));
     match flow_entries(view, &BTreeMap::new()).await {
         Ok(flows) => {
             let mut text = String::new();
@@ -640,7 +674,7 @@ pub async fn bundle(view: &NodeView) -> BTreeMap<String, String> {
     files.insert(
         "README.txt".into(),
         format!(
-            "sdn-agent {} debug bundle of node {}\n\nstatus.json      readiness, liveness, last reconcile, repairs, problems, counts\nconfig.json      the agent's configuration\nagent.log        the agent's last log lines\npods.json        pods: sandbox, IP, MAC, port, ofport, VNID, cookie\nnamespaces.json  NetNamespaces and local pod counts\negress-firewall.json  each tenant's egress firewall in effect\nflows.txt/json   br0's flows by table, each with its owner\novsdb.json       OVSDB rows: Open_vSwitch, Bridge, Port, Interface, QoS, Queue\niptables.txt     the agent's iptables chains (nat, filter)\ncluster-state.json  ClusterNetwork, HostSubnets, NetNamespaces, problems\nmetrics.txt      a scrape of /metrics\n\nLeft out on purpose: kubeconfig and token contents, pod annotations, the environment.\n",
+            "sdn-agent {} debug bundle of node {}\n\nstatus.json      readiness, liveness, last reconcile, repairs, problems, counts\nconfig.json      the agent's configuration\nagent.log        the agent's last log lines\npods.json        pods: sandbox, IP, MAC, port, ofport, VNID, cookie\nnamespaces.json  NetNamespaces and local pod counts\negress-firewall.json  each tenant's egress firewall in effect\negress-ips.json  each tenant's egress IPs, the IPs held here, watched nodes\nflows.txt/json   br0's flows by table, each with its owner\novsdb.json       OVSDB rows: Open_vSwitch, Bridge, Port, Interface, QoS, Queue\niptables.txt     the agent's iptables chains (nat, filter)\ncluster-state.json  ClusterNetwork, HostSubnets, NetNamespaces, problems\nmetrics.txt      a scrape of /metrics\n\nLeft out on purpose: kubeconfig and token contents, pod annotations, the environment.\n",
             env!("CARGO_PKG_VERSION"),
             view.config.node_name
         ),
@@ -692,6 +726,7 @@ pub async fn answer(
         ("/v1/egress-firewall", true) => {
             HttpAnswer::json(StatusCode::OK, &egress_entries(view).await)
         }
+        ("/v1/egress-ips", true) => HttpAnswer::json(StatusCode::OK, &egress_ips(view).await),
         ("/v1/bundle", true) => HttpAnswer::json(StatusCode::OK, &bundle(view).await),
         ("/v1/trace", false) if method == Method::POST => {
             let req: crate::trace::TraceRequest = match serde_json::from_slice(body) {

@@ -52,6 +52,7 @@ use crate::cluster::{self, ClusterSource, ClusterState};
 use crate::cni::{self, AddResult, CniError, Request};
 use crate::config::{ClusterStateSource, Config};
 use crate::egress::EgressFirewalls;
+use crate::egress_ip::EgressIps;
 use crate::flowstore::{Change, FlowStore, Owner, ReconcileStats};
 use crate::ipam;
 use crate::iptables::{self, Iptables};
@@ -60,6 +61,10 @@ use crate::observe::{NodeView, Observer};
 use crate::pod::{PodIo, PodNetwork, Pods, BRIDGE};
 use crate::remote::{LocalNode, RemoteNodes};
 use crate::switch::Switch;
+
+/// kube-proxy's masquerade mark bit (`--iptables-masquerade-bit`, 14 by default): egress IP
+/// marks avoid it.
+const KUBE_PROXY_MASQUERADE_BIT: u8 = 14;
 
 /// A running node agent.
 #[derive(Debug)]
@@ -78,6 +83,8 @@ pub struct Daemon {
     pub nodes: Arc<RemoteNodes>,
     /// The tenants' egress firewalls (table 100).
     pub egress: Arc<EgressFirewalls<Switch>>,
+    /// The tenants' egress IPs (table 101, host addresses and rules).
+    pub egress_ips: Arc<EgressIps<Switch>>,
     db: ovsdb::Client,
     base: Vec<Flow>,
     server: Option<cni::ServerHandle>,
@@ -248,13 +255,6 @@ impl Daemon {
         crate::netlink::set_sysctl("net/ipv4/conf/all/route_localnet", "1")
             .context("enabling net.ipv4.conf.all.route_localnet (host ports on 127.0.0.1)")?;
         let netlink = Netlink::new().context("opening rtnetlink")?;
-        iptables::sync(&iptables::HostRules {
-            cluster_networks: node.cluster_networks.clone(),
-            service_cidr: node.service_cidr,
-            vxlan_port: node.vxlan_port,
-        })
-        .await
-        .context("installing the host iptables rules")?;
 
         phases.push(("host", began.elapsed().as_millis()));
         // Flows: table names, then everything in one diff.
@@ -285,6 +285,28 @@ impl Daemon {
             switch.clone(),
             node.mode == flows::Mode::Multitenant,
         ));
+        // The host iptables rules, with the egress IPs this node holds (their flows are staged
+        // for the first reconcile).
+        let egress_ips = Arc::new(EgressIps::new(
+            flow_store.clone(),
+            state.clone(),
+            &cfg.node_name,
+            node.node_ip,
+            node.tun0_mac(),
+            KUBE_PROXY_MASQUERADE_BIT,
+            iptables::HostRules {
+                cluster_networks: node.cluster_networks.clone(),
+                service_cidr: node.service_cidr,
+                vxlan_port: node.vxlan_port,
+                egress_ips: Vec::new(),
+            },
+            netlink.clone(),
+            node.mode == flows::Mode::Multitenant,
+        ));
+        let egress_ip_tenants = egress_ips
+            .sync(true, true)
+            .await
+            .context("installing the host iptables rules and egress IPs")?;
         let pods = Arc::new(Pods::new(
             net,
             PodIo {
@@ -365,6 +387,7 @@ impl Daemon {
             store: flow_store,
             nodes,
             egress,
+            egress_ips,
             db,
             base,
             server: None,
@@ -420,8 +443,10 @@ impl Daemon {
             stale_ports_queued_for_deletion = pool_deleted,
             remote_nodes,
             egress_firewalls,
+            egress_ip_tenants,
             flows = stats.desired,
             added = stats.added,
+            groups = stats.groups,
             deleted = stats.deleted,
             ms_at_end_of = %phases.join(","),
             "br0 reconciled"
@@ -436,6 +461,9 @@ impl Daemon {
         });
         n.observer.health.maintenance(task.abort_handle());
         n.maintenance = Some(task);
+        // Nodes hosting egress IPs this node's tenants use: watched in the background.
+        n.endpoints
+            .push(tokio::spawn(n.egress_ips.clone().monitor()));
         // dnsName rules of egress firewalls: kept current in the background.
         if let Some(dns) = egress_dns {
             tracing::info!(servers = %dns.source(), "egress firewall dnsName rules resolve through these DNS servers");
@@ -458,6 +486,7 @@ impl Daemon {
             health: self.observer.health.clone(),
             version_note: self.base.last().cloned(),
             egress: self.egress.clone(),
+            egress_ips: self.egress_ips.clone(),
         });
         self.observer.set_view(view.clone());
         self.endpoints
@@ -535,6 +564,10 @@ impl Daemon {
         if multitenant {
             self.sync_multicast().await;
         }
+        // Egress IPs: new or changed tenants before pods move, as the firewall's.
+        if let Err(e) = self.egress_ips.sync(false, false).await {
+            tracing::warn!(error = %format!("{e:#}"), "applying egress IP changes failed; retrying at the next change or repair");
+        }
         // sync_vnids logs each namespace's change as soon as its bundle is in.
         let moved = self.pods.sync_vnids().await;
         if let Err(e) = &moved {
@@ -543,6 +576,11 @@ impl Daemon {
         if multitenant && moved.is_ok() {
             if let Err(e) = self.egress.sync(true).await {
                 tracing::warn!(error = %e, "removing egress firewall rows failed; retrying at the next change or repair");
+            }
+        }
+        if moved.is_ok() {
+            if let Err(e) = self.egress_ips.sync(false, true).await {
+                tracing::warn!(error = %format!("{e:#}"), "removing egress IP rows failed; retrying at the next change or repair");
             }
         }
         self.sync_tenant_networks();
@@ -615,7 +653,7 @@ impl Daemon {
     async fn repair(&self, reason: &str, why: &str) {
         self.apply_state().await;
         match self.reconcile_for(reason).await {
-            Ok(s) if s.added + s.deleted > 0 => {
+            Ok(s) if s.added + s.deleted + s.groups > 0 => {
                 crate::metrics::metrics().repaired(if reason == "switch-restart" {
                     "switch_restart"
                 } else {

@@ -34,8 +34,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use flows::{cookie, vnid_cookie, vnid_flow, Vnid};
-use ovs::flow::{Flow, Match};
+use ovs::flow::{Flow, Group, GroupType, Match};
 use ovs::openflow::flow_mod::FlowMod;
+use ovs::openflow::flow_mod::GroupModCommand;
 use ovs::openflow::{BundleMsg, DumpFilter, OfError};
 use tokio::sync::Mutex;
 
@@ -66,6 +67,8 @@ pub enum Owner {
     /// A multicast-enabled VNID's rows (tables 110 and 120, maintained by the store from the
     /// pods' VNIDs and ports and the enabled set, [`FlowStore::set_multicast`]).
     MulticastTenant(Vnid),
+    /// A VNID's egress IP row (table 101) and its group.
+    EgressIp(Vnid),
 }
 
 impl Owner {
@@ -79,6 +82,7 @@ impl Owner {
             Owner::Vnid(v) => vnid_cookie(*v),
             Owner::EgressFirewall(v) => flows::egress_cookie(*v),
             Owner::MulticastTenant(v) => flows::multicast_cookie(*v),
+            Owner::EgressIp(v) => flows::egress_ip_cookie(*v),
         }
     }
 }
@@ -93,6 +97,7 @@ impl fmt::Display for Owner {
             Owner::Vnid(v) => write!(f, "VNID {v}"),
             Owner::EgressFirewall(v) => write!(f, "egress firewall of VNID {v}"),
             Owner::MulticastTenant(v) => write!(f, "multicast of VNID {v}"),
+            Owner::EgressIp(v) => write!(f, "egress IPs of VNID {v}"),
         }
     }
 }
@@ -105,6 +110,8 @@ struct Entry {
     vnid: Option<Vnid>,
     /// The pod's OVS port (from its table-26 row), for its VNID's multicast rows.
     ofport: Option<u32>,
+    /// The OpenFlow groups the owner's flows use (egress IPs), by id.
+    groups: Vec<Group>,
 }
 
 impl Entry {
@@ -113,6 +120,7 @@ impl Entry {
             flows,
             vnid: None,
             ofport: None,
+            groups: Vec::new(),
         }
     }
 
@@ -121,6 +129,7 @@ impl Entry {
             ofport: flows::ofport_of(&flows),
             flows,
             vnid: Some(vnid),
+            groups: Vec::new(),
         }
     }
 
@@ -156,6 +165,16 @@ impl Change {
     pub fn set(mut self, owner: Owner, flows: Vec<Flow>) -> Change {
         self.ops
             .push((owner, Op::Replace(Some(Entry::plain(flows)))));
+        self
+    }
+
+    /// Sets `owner`'s flows and the groups they use: in the bundle its flows are deleted by
+    /// cookie, each group it had or gets is deleted by id and the new ones added, then its flows
+    /// (a group must exist before a flow that uses it, and deleting a group deletes its flows).
+    pub fn set_with_groups(mut self, owner: Owner, flows: Vec<Flow>, groups: Vec<Group>) -> Change {
+        let mut e = Entry::plain(flows);
+        e.groups = groups;
+        self.ops.push((owner, Op::Replace(Some(e))));
         self
     }
 
@@ -205,22 +224,34 @@ impl Change {
     /// change): a flow the store holds is on the bridge, or drift repair puts it back.
     fn messages_over(&self, state: &State) -> Vec<BundleMsg> {
         let mut msgs = Vec::new();
-        // The flows each touched owner holds as the change goes on.
-        let mut holds: BTreeMap<&Owner, Option<&[Flow]>> = BTreeMap::new();
+        // What each touched owner holds as the change goes on.
+        let mut holds: BTreeMap<&Owner, Option<&Entry>> = BTreeMap::new();
         for (owner, op) in &self.ops {
             let held = *holds
                 .entry(owner)
-                .or_insert_with(|| state.owners.get(owner).map(|e| e.flows.as_slice()));
+                .or_insert_with(|| state.owners.get(owner));
             match op {
                 Op::Replace(e) => {
                     msgs.push(BundleMsg::delete_by_cookie(owner.cookie(), u64::MAX));
+                    let ids: std::collections::BTreeSet<u32> = held
+                        .iter()
+                        .flat_map(|h| h.groups.iter())
+                        .chain(e.iter().flat_map(|e| e.groups.iter()))
+                        .map(|g| g.id)
+                        .collect();
+                    msgs.extend(ids.into_iter().map(group_delete));
                     if let Some(e) = e {
+                        msgs.extend(
+                            e.groups
+                                .iter()
+                                .map(|g| BundleMsg::Group(GroupModCommand::Add, g.clone())),
+                        );
                         msgs.extend(e.flows.iter().cloned().map(BundleMsg::add));
                     }
-                    holds.insert(owner, e.as_ref().map(|e| e.flows.as_slice()));
+                    holds.insert(owner, e.as_ref());
                 }
                 Op::Put(e) => {
-                    let old = held.unwrap_or_default();
+                    let old = held.map(|h| h.flows.as_slice()).unwrap_or_default();
                     msgs.extend(
                         e.flows
                             .iter()
@@ -228,7 +259,7 @@ impl Change {
                             .cloned()
                             .map(BundleMsg::add),
                     );
-                    holds.insert(owner, Some(e.flows.as_slice()));
+                    holds.insert(owner, Some(e));
                 }
             }
         }
@@ -350,8 +381,22 @@ pub struct ReconcileStats {
     pub added: usize,
     /// Flows deleted.
     pub deleted: usize,
+    /// Groups added, replaced or deleted.
+    pub groups: usize,
     /// The first few changes, as flow text (for the repair log).
     pub changes: Vec<String>,
+}
+
+/// The bundle message deleting group `id` (and, as OpenFlow does, every flow that uses it).
+fn group_delete(id: u32) -> BundleMsg {
+    BundleMsg::Group(
+        GroupModCommand::Delete,
+        Group {
+            id,
+            kind: GroupType::Select,
+            buckets: Vec::new(),
+        },
+    )
 }
 
 /// Counts one more (`add`) or one fewer holder of `port`; a port without holders is removed.
@@ -583,14 +628,49 @@ impl<S: FlowSwitch> FlowStore<S> {
     pub async fn reconcile(&self) -> Result<ReconcileStats, OfError> {
         let state = self.state.lock().await;
         let desired = self.desired_of(&state);
-        let existing = self.switch.dump_flows(&DumpFilter::all()).await?;
-        let msgs = diff(&desired, &existing);
+        let want_groups: BTreeMap<u32, &Group> = state
+            .owners
+            .values()
+            .flat_map(|e| e.groups.iter())
+            .map(|g| (g.id, g))
+            .collect();
+        let have_groups = if want_groups.is_empty() {
+            // Only an agent that uses groups reads them (a switch may refuse the dump).
+            self.switch.dump_groups().await.unwrap_or_default()
+        } else {
+            self.switch.dump_groups().await?
+        };
+        let mut existing = self.switch.dump_flows(&DumpFilter::all()).await?;
+        // Groups first (a flow's group must exist when the flow is added): a wrong one is
+        // deleted and added again, a stray one deleted. Deleting a group deletes the flows
+        // that use it, so those count as missing for the flow diff below.
+        let mut msgs = Vec::new();
+        let mut gone = std::collections::BTreeSet::new();
+        for g in &have_groups {
+            if want_groups.get(&g.id).is_none_or(|w| *w != g) {
+                msgs.push(group_delete(g.id));
+                gone.insert(g.id);
+            }
+        }
+        for (id, g) in &want_groups {
+            if gone.contains(id) || !have_groups.iter().any(|h| h.id == *id) {
+                msgs.push(BundleMsg::Group(GroupModCommand::Add, (*g).clone()));
+            }
+        }
+        let groups = msgs.len();
+        existing.retain(|f| {
+            !f.actions
+                .iter()
+                .any(|a| matches!(a, ovs::flow::Action::Group(id) if gone.contains(id)))
+        });
+        msgs.extend(diff(&desired, &existing));
         let mut stats = ReconcileStats {
             existing: existing.len(),
             desired: desired.len(),
+            groups,
             ..ReconcileStats::default()
         };
-        for m in &msgs {
+        for m in &msgs[groups..] {
             match m {
                 BundleMsg::Flow(fm) if fm.command.is_delete() => stats.deleted += 1,
                 _ => stats.added += 1,
@@ -1071,5 +1151,51 @@ mod tests {
             .is_empty());
         let s = store.reconcile().await.unwrap();
         assert_eq!((s.added, s.deleted), (0, 0), "{:?}", s.changes);
+    }
+
+    #[tokio::test]
+    async fn groups_go_with_their_owner_and_a_reconcile_puts_back_a_lost_one() {
+        let sw = Arc::new(FakeSwitch::new());
+        let store = FlowStore::new(sw.clone(), true);
+        let v = vnid(20);
+        let tun = ovs::flow::MacAddr::from_pod_ip(std::net::Ipv4Addr::new(10, 128, 0, 1));
+        let remote = flows::EgressRoute::Remote(vec![std::net::Ipv4Addr::new(192, 168, 77, 12)]);
+        let (f, g) = flows::egress_ip_flows(v, &remote, tun);
+        store
+            .apply(Change::new().set_with_groups(Owner::EgressIp(v), f, g.into_iter().collect()))
+            .await
+            .unwrap();
+        assert_eq!(sw.groups().len(), 1);
+        assert_eq!(sw.flows_with_cookie(flows::egress_ip_cookie(v)).len(), 1);
+        // Replaced: the group is deleted and added again in the same bundle, its flow with it.
+        let (f, g) = flows::egress_ip_flows(v, &flows::EgressRoute::Local, tun);
+        store
+            .apply(Change::new().set_with_groups(Owner::EgressIp(v), f, g.into_iter().collect()))
+            .await
+            .unwrap();
+        assert_eq!(sw.groups()[&20].buckets.len(), 1);
+        assert!(sw.flows_with_cookie(flows::egress_ip_cookie(v))[0]
+            .to_string()
+            .ends_with("actions=group:20"));
+        let s = store.reconcile().await.unwrap();
+        assert_eq!((s.added, s.deleted, s.groups), (0, 0, 0), "{:?}", s.changes);
+        // Someone deletes the group (and with it the flow): the reconcile puts both back.
+        sw.remove_group(20);
+        assert!(sw.flows_with_cookie(flows::egress_ip_cookie(v)).is_empty());
+        let s = store.reconcile().await.unwrap();
+        assert_eq!((s.added, s.groups), (1, 1), "{:?}", s.changes);
+        assert_eq!(sw.flows_with_cookie(flows::egress_ip_cookie(v)).len(), 1);
+        // A stray group is deleted; a dropped tenant has a row and no group.
+        let (f, _) = flows::egress_ip_flows(v, &flows::EgressRoute::Dropped, tun);
+        store
+            .apply(Change::new().set_with_groups(Owner::EgressIp(v), f, Vec::new()))
+            .await
+            .unwrap();
+        assert!(sw.groups().is_empty());
+        store
+            .apply(Change::new().remove(Owner::EgressIp(v)))
+            .await
+            .unwrap();
+        assert!(sw.flows_with_cookie(flows::egress_ip_cookie(v)).is_empty());
     }
 }

@@ -43,6 +43,8 @@ pub const POSTROUTING_CHAIN: &str = "SDN-POSTROUTING";
 pub const INPUT_CHAIN: &str = "SDN-INPUT";
 /// The filter chain for forwarded pod traffic, jumped to from `FORWARD`.
 pub const FORWARD_CHAIN: &str = "SDN-FORWARD";
+/// The mangle chain marking egress IP traffic, jumped to from `PREROUTING`.
+pub const PREROUTING_CHAIN: &str = "SDN-PREROUTING";
 
 /// How long one iptables command may take.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
@@ -57,7 +59,13 @@ struct Jump {
 }
 
 /// Our chains, by table, with the jumps into them; tables in the order they are restored.
-const JUMPS: [Jump; 3] = [
+const JUMPS: [Jump; 4] = [
+    Jump {
+        table: "mangle",
+        from: "PREROUTING",
+        to: PREROUTING_CHAIN,
+        comment: "sdn: mark egress IP traffic from tun0",
+    },
     Jump {
         table: "nat",
         from: "POSTROUTING",
@@ -78,7 +86,7 @@ const JUMPS: [Jump; 3] = [
     },
 ];
 
-const TABLES: [&str; 2] = ["nat", "filter"];
+const TABLES: [&str; 3] = ["mangle", "nat", "filter"];
 
 /// What the host rules depend on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,6 +97,24 @@ pub struct HostRules {
     pub service_cidr: Ipv4Net,
     /// The VXLAN UDP port other nodes send to.
     pub vxlan_port: u16,
+    /// The egress IPs this node holds (see [`EgressIpRule`]).
+    pub egress_ips: Vec<EgressIpRule>,
+}
+
+/// One egress IP held by this node: traffic of its tenant arrives from tun0 with the tenant's
+/// mark MAC as source (`flows::egress_mark_mac`); `mangle` marks it, `nat` SNATs the mark to the
+/// IP (before the masquerade of other pod traffic), and `filter` rejects new connections *to*
+/// the IP (it is a source address only, as in openshift-sdn).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EgressIpRule {
+    /// The egress IP.
+    pub ip: std::net::Ipv4Addr,
+    /// The tenant's packet mark (`flows::egress_mark`).
+    pub mark: u32,
+    /// The tenant's mark MAC (`flows::egress_mark_mac`).
+    pub mac: [u8; 6],
+    /// The tenant's VNID (for the rules' comments).
+    pub vnid: u32,
 }
 
 /// Errors of applying or reading the rules; each names the command and, with `netns`, where.
@@ -175,6 +201,17 @@ fn render_with(rules: &HostRules, extra: &[(&str, String)]) -> String {
             out.push('\n');
         };
         match table {
+            "mangle" => {
+                for e in &rules.egress_ips {
+                    let m = e.mac;
+                    line(format!(
+                        "-A {PREROUTING_CHAIN} -i tun0 -m mac --mac-source {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} {} -j MARK --set-xmark {:#x}/0xffffffff",
+                        m[0], m[1], m[2], m[3], m[4], m[5],
+                        comment(&format!("egress IP {} of VNID {}", e.ip, e.vnid)),
+                        e.mark
+                    ));
+                }
+            }
             "nat" => {
                 let chain = POSTROUTING_CHAIN;
                 for cn in &rules.cluster_networks {
@@ -188,6 +225,16 @@ fn render_with(rules: &HostRules, extra: &[(&str, String)]) -> String {
                     rules.service_cidr,
                     comment("traffic to services keeps its source")
                 ));
+                for e in &rules.egress_ips {
+                    for cn in &rules.cluster_networks {
+                        line(format!(
+                            "-A {chain} -s {cn} -m mark --mark {:#x} {} -j SNAT --to-source {}",
+                            e.mark,
+                            comment(&format!("egress IP {} of VNID {}", e.ip, e.vnid)),
+                            e.ip
+                        ));
+                    }
+                }
                 for cn in &rules.cluster_networks {
                     line(format!(
                         "-A {chain} -s {cn} ! -d {cn} {} -j MASQUERADE",
@@ -196,6 +243,13 @@ fn render_with(rules: &HostRules, extra: &[(&str, String)]) -> String {
                 }
             }
             _ => {
+                for e in &rules.egress_ips {
+                    line(format!(
+                        "-A {INPUT_CHAIN} -d {}/32 -m conntrack --ctstate NEW {} -j REJECT --reject-with icmp-port-unreachable",
+                        e.ip,
+                        comment("egress IPs are source addresses only")
+                    ));
+                }
                 line(format!(
                     "-A {INPUT_CHAIN} -p udp -m udp --dport {} {} -j ACCEPT",
                     rules.vxlan_port,
@@ -498,12 +552,16 @@ mod tests {
             cluster_networks: cns.iter().map(|c| c.parse().unwrap()).collect(),
             service_cidr: "172.30.0.0/16".parse().unwrap(),
             vxlan_port: 4789,
+            egress_ips: Vec::new(),
         }
     }
 
     #[test]
     fn renders_the_exact_restore_input() {
-        let want = r#"*nat
+        let want = r#"*mangle
+:SDN-PREROUTING - [0:0]
+COMMIT
+*nat
 :SDN-POSTROUTING - [0:0]
 -A SDN-POSTROUTING -d 10.128.0.0/14 -m comment --comment "sdn: traffic to the cluster network keeps its source" -j RETURN
 -A SDN-POSTROUTING -d 172.30.0.0/16 -m comment --comment "sdn: traffic to services keeps its source" -j RETURN
@@ -523,8 +581,32 @@ COMMIT
     }
 
     #[test]
+    fn egress_ips_mark_snat_and_reject() {
+        let mut r = rules(&["10.128.0.0/14"]);
+        r.egress_ips.push(EgressIpRule {
+            ip: "192.168.77.100".parse().unwrap(),
+            mark: 0x14,
+            mac: [0x0a, 0x59, 0, 0, 0, 0x14],
+            vnid: 20,
+        });
+        let text = render(&r);
+        for want in [
+            "-A SDN-PREROUTING -i tun0 -m mac --mac-source 0a:59:00:00:00:14 -m comment --comment \"sdn: egress IP 192.168.77.100 of VNID 20\" -j MARK --set-xmark 0x14/0xffffffff",
+            "-A SDN-POSTROUTING -s 10.128.0.0/14 -m mark --mark 0x14 -m comment --comment \"sdn: egress IP 192.168.77.100 of VNID 20\" -j SNAT --to-source 192.168.77.100",
+            "-A SDN-INPUT -d 192.168.77.100/32 -m conntrack --ctstate NEW -m comment --comment \"sdn: egress IPs are source addresses only\" -j REJECT --reject-with icmp-port-unreachable",
+        ] {
+            assert!(text.contains(want), "{want}\nnot in:\n{text}");
+        }
+        // The SNAT comes before the masquerade of other pod traffic, after the RETURNs.
+        let pos = |s: &str| text.find(s).unwrap();
+        assert!(pos("-j SNAT") < pos("-j MASQUERADE"));
+        assert!(pos("traffic to services keeps its source") < pos("-j SNAT"));
+    }
+
+    #[test]
     fn two_cluster_networks_return_before_masquerade() {
         let text = render(&HostRules {
+            egress_ips: Vec::new(),
             vxlan_port: 8472,
             ..rules(&["10.128.0.0/14", "10.200.0.0/16"])
         });

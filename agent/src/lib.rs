@@ -13,6 +13,7 @@ pub mod config;
 pub mod controller;
 pub mod daemon;
 pub mod egress;
+pub mod egress_ip;
 #[cfg(test)]
 pub mod fake;
 pub mod flowstore;

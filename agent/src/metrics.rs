@@ -116,6 +116,12 @@ pub struct Metrics {
     pub egress_dns_lookups: IntCounterVec,
     /// VNIDs with multicast in effect (set at scrape).
     pub multicast_tenants: IntGauge,
+    /// Tenants with egress IPs by route (`local`, `remote`, `dropped`; set at scrape).
+    pub egress_ip_tenants: IntGaugeVec,
+    /// Egress IPs held on this node (set at scrape).
+    pub egress_ips_held: IntGauge,
+    /// Egress IP nodes found offline or back online, by change.
+    pub egress_node_changes: IntCounterVec,
 }
 
 /// The process-wide metrics.
@@ -378,6 +384,36 @@ impl Metrics {
                     "sdn_multicast_tenants",
                     "VNIDs with multicast in effect (every namespace of the VNID annotated)",
                 ))
+                .expect("constant"),
+            ),
+            egress_ip_tenants: reg(
+                &r,
+                IntGaugeVec::new(
+                    opts(
+                        "sdn_egress_ip_tenants",
+                        "Tenants (VNIDs) with egress IPs, by route: local (held here), remote (over VXLAN to their nodes), dropped (none usable)",
+                    ),
+                    &["route"],
+                )
+                .expect("constant"),
+            ),
+            egress_ips_held: reg(
+                &r,
+                IntGauge::with_opts(opts(
+                    "sdn_egress_ips_held",
+                    "Egress IPs held on this node (address, mark and SNAT rules)",
+                ))
+                .expect("constant"),
+            ),
+            egress_node_changes: reg(
+                &r,
+                IntCounterVec::new(
+                    opts(
+                        "sdn_egress_node_changes_total",
+                        "Nodes hosting egress IPs found offline (3 probes of 1 s without answer) or back online",
+                    ),
+                    &["change"],
+                )
                 .expect("constant"),
             ),
             registry: r,

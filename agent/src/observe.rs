@@ -229,6 +229,8 @@ pub struct NodeView {
     pub version_note: Option<Flow>,
     /// The tenants' egress firewalls.
     pub egress: Arc<crate::egress::EgressFirewalls<Switch>>,
+    /// The tenants' egress IPs.
+    pub egress_ips: Arc<crate::egress_ip::EgressIps<Switch>>,
 }
 
 impl NodeView {
@@ -394,6 +396,24 @@ impl NodeView {
             .set((plans.len() - drop_all) as i64);
         m.multicast_tenants
             .set(self.state.borrow().multicast_vnids().len() as i64);
+        let (eips, _) = self.egress_ips.entries().await;
+        for route in ["local", "remote", "dropped"] {
+            let n = eips
+                .iter()
+                .filter(|e| {
+                    e.route.starts_with(match route {
+                        "local" => "local",
+                        "remote" => "over VXLAN",
+                        _ => "dropped",
+                    })
+                })
+                .count();
+            m.egress_ip_tenants
+                .with_label_values(&[route])
+                .set(n as i64);
+        }
+        m.egress_ips_held
+            .set(self.egress_ips.held().await.len() as i64);
         m.pods.set(self.pods.list().await.len() as i64);
         m.pool_ports.set(self.pods.pool().idle() as i64);
         m.pod_ips.set(self.pods.lease_count() as i64);

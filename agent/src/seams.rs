@@ -18,7 +18,7 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::path::Path;
 
-use ovs::flow::Flow;
+use ovs::flow::{Flow, Group};
 use ovs::openflow::{BundleMsg, DumpFilter, Meter, MeterModCommand, OfError};
 use ovs::ovsdb::{self, InterfaceInfo, PortSpec, QosInfo, QosSpec};
 
@@ -124,6 +124,9 @@ pub trait FlowSwitch: Send + Sync + Debug + 'static {
 
     /// Every meter with its configuration.
     fn dump_meters(&self) -> impl Future<Output = Result<Vec<Meter>, OfError>> + Send;
+
+    /// Every group with its buckets.
+    fn dump_groups(&self) -> impl Future<Output = Result<Vec<Group>, OfError>> + Send;
 
     /// Adds, modifies or deletes a meter (delete of a missing meter is not an error).
     fn meter_mod(
@@ -334,6 +337,10 @@ impl FlowSwitch for Switch {
 
     async fn dump_meters(&self) -> Result<Vec<Meter>, OfError> {
         counted(async { self.client().await?.dump_meters().await }.await)
+    }
+
+    async fn dump_groups(&self) -> Result<Vec<Group>, OfError> {
+        counted(async { self.client().await?.dump_groups().await }.await)
     }
 
     async fn meter_mod(&self, command: MeterModCommand, meter: &Meter) -> Result<(), OfError> {

@@ -369,6 +369,16 @@ fn base_flows_without_version(cfg: &NodeConfig) -> Vec<Flow> {
     }
     f.push(flow(EgressPrelude, 0).goto(EgressFirewall.id()));
     f.push(flow(EgressFirewall, 0).goto(EgressRouting.id()));
+    // Replies never take an egress IP (openshift-sdn's row, before the per-VNID rows).
+    f.push(
+        flow(EgressRouting, 150)
+            .matching(
+                Match::any()
+                    .ip()
+                    .ct_state(CtState::new().plus(CtFlag::Trk).plus(CtFlag::Rpl)),
+            )
+            .action(tun0.clone()),
+    );
     f.push(flow(EgressRouting, 0).action(tun0));
     f.push(flow(MulticastOut, 0));
     f.push(flow(MulticastLocal, 0));

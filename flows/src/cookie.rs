@@ -22,6 +22,8 @@ pub enum Feature {
     EgressFirewall = 4,
     /// A VNID's multicast rows (tables 110 and 120).
     Multicast = 5,
+    /// A VNID's egress IP row (table 101) and group.
+    EgressIp = 6,
 }
 
 /// Bits of the object id.

@@ -14,6 +14,7 @@ pub mod attachment;
 pub mod base;
 pub mod cookie;
 pub mod egress;
+pub mod egress_ip;
 pub mod multicast;
 pub mod pod;
 pub mod registers;
@@ -23,6 +24,7 @@ pub mod tables;
 pub use attachment::AttachmentId;
 pub use base::{base_flows, Datapath, Mode, NodeConfig, CT_MARK_VIA_HOST};
 pub use egress::{egress_cidr, egress_cookie, egress_firewall_flows, EgressFirewall, EgressRule};
+pub use egress_ip::{egress_ip_cookie, egress_ip_flows, egress_mark, egress_mark_mac, EgressRoute};
 pub use multicast::{multicast_cookie, multicast_tenant_flows, MULTICAST_ANNOTATION};
 pub use multitenant::Vnid;
 pub use pod::{

@@ -711,6 +711,34 @@ impl EchoServer {
 /// port, see [`EchoServer::port`]). Each connection gets a thread that echoes until EOF or 5 s of
 /// silence. Panics if it cannot listen.
 pub fn tcp_echo_server(netns: &str, port: u16) -> EchoServer {
+    tcp_server(netns, port, echo)
+}
+
+/// A "who am I" server on `0.0.0.0:port` in namespace `netns`: each connection is answered with
+/// the source address the server sees (as text) and closed. With [`tcp_whoami`] it shows which
+/// address a client's traffic leaves the cluster with (egress IPs, masquerade).
+pub fn tcp_whoami_server(netns: &str, port: u16) -> EchoServer {
+    tcp_server(netns, port, |mut s| {
+        if let Ok(peer) = s.peer_addr() {
+            let _ = s.set_nonblocking(false);
+            let _ = s.write_all(format!("{}\n", peer.ip()).as_bytes());
+        }
+    })
+}
+
+/// From namespace `netns`: the source address a [`tcp_whoami_server`] at `dst` saw for this
+/// connection, or `None` when no answer came within `timeout`.
+pub fn tcp_whoami(netns: &str, dst: SocketAddrV4, timeout: Duration) -> Option<Ipv4Addr> {
+    in_netns(netns, move || {
+        let mut s = TcpStream::connect_timeout(&SocketAddr::V4(dst), timeout).ok()?;
+        s.set_read_timeout(Some(timeout)).ok()?;
+        let mut text = String::new();
+        s.read_to_string(&mut text).ok()?;
+        text.trim().parse().ok()
+    })
+}
+
+fn tcp_server(netns: &str, port: u16, handle: fn(TcpStream)) -> EchoServer {
     let ns = netns.to_string();
     let listener = in_netns(netns, move || {
         TcpListener::bind((Ipv4Addr::UNSPECIFIED, port))
@@ -726,7 +754,7 @@ pub fn tcp_echo_server(netns: &str, port: u16) -> EchoServer {
         let mut conns: Vec<JoinHandle<()>> = Vec::new();
         while !st.load(Ordering::Relaxed) {
             match listener.accept() {
-                Ok((s, _)) => conns.push(thread::spawn(move || echo(s))),
+                Ok((s, _)) => conns.push(thread::spawn(move || handle(s))),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => thread::sleep(POLL_SLICE),
                 Err(_) => thread::sleep(POLL_SLICE),
             }

@@ -25,6 +25,7 @@ fn rules(cns: &[&str]) -> HostRules {
         cluster_networks: cns.iter().map(|c| c.parse().unwrap()).collect(),
         service_cidr: "172.30.0.0/16".parse().unwrap(),
         vxlan_port: 4789,
+        egress_ips: Vec::new(),
     }
 }
 
@@ -32,14 +33,26 @@ fn rules(cns: &[&str]) -> HostRules {
 /// when the rules are.
 fn save(ns: &Netns) -> String {
     let text = ns.exec(&["iptables-save"]).unwrap();
-    text.lines()
+    let lines: Vec<&str> = text
+        .lines()
         .filter(|l| !l.starts_with('#'))
         .map(|l| match (l.starts_with(':'), l.rfind(" [")) {
             (true, Some(i)) => &l[..i],
             _ => l,
         })
-        .collect::<Vec<_>>()
-        .join("\n")
+        .collect();
+    // A table with nothing but its built-in chains (policy ACCEPT) is as good as none: the nft
+    // backend lists a table once anything touched it, the legacy one always has it.
+    let mut out = Vec::new();
+    for block in lines.split_inclusive(|l| *l == "COMMIT") {
+        let empty = block.iter().all(|l| {
+            l.starts_with('*') || *l == "COMMIT" || (l.starts_with(':') && l.ends_with(" ACCEPT"))
+        });
+        if !empty {
+            out.extend_from_slice(block);
+        }
+    }
+    out.join("\n")
 }
 
 /// The rule lines of `chain`, in order, from a save or a rendered input.
@@ -91,13 +104,19 @@ fn unrelated_rules(ns: &Netns) {
 
 fn assert_ours_match(saved: &str, r: &HostRules) {
     let rendered = render(r);
-    for chain in ["SDN-POSTROUTING", "SDN-INPUT", "SDN-FORWARD"] {
+    for chain in [
+        "SDN-PREROUTING",
+        "SDN-POSTROUTING",
+        "SDN-INPUT",
+        "SDN-FORWARD",
+    ] {
         assert_eq!(
             chain_rules(saved, chain),
             chain_rules(&rendered, chain),
             "chain {chain} differs from the rendered rules; iptables-save:\n{saved}"
         );
     }
+    assert_eq!(jumps(saved, "PREROUTING", "SDN-PREROUTING"), 1, "{saved}");
     assert_eq!(jumps(saved, "POSTROUTING", "SDN-POSTROUTING"), 1, "{saved}");
     assert_eq!(jumps(saved, "INPUT", "SDN-INPUT"), 1, "{saved}");
     assert_eq!(jumps(saved, "FORWARD", "SDN-FORWARD"), 1, "{saved}");
@@ -108,7 +127,14 @@ async fn sync_twice_is_identical_one_jump_each_and_unrelated_rules_survive() {
     require_root_and_iptables();
     let ns = Netns::new("sdnipt");
     unrelated_rules(&ns);
-    let r = rules(&["10.128.0.0/14"]);
+    let mut r = rules(&["10.128.0.0/14"]);
+    // An egress IP's mark, SNAT and reject rules, in the form iptables-save prints them.
+    r.egress_ips.push(agent::iptables::EgressIpRule {
+        ip: "192.168.77.100".parse().unwrap(),
+        mark: 0x14,
+        mac: [0x0a, 0x59, 0, 0, 0, 0x14],
+        vnid: 20,
+    });
     let ipt = Iptables::in_netns(ns.name());
     ipt.sync(&r).await.unwrap();
     let first = save(&ns);
@@ -242,5 +268,5 @@ async fn errors_name_the_namespace() {
         .unwrap_err()
         .to_string();
     assert!(err.contains(&format!("in netns {missing}")), "{err}");
-    assert!(err.contains("iptables -w 5 -t nat -S"), "{err}");
+    assert!(err.contains("iptables -w 5 -t mangle -S"), "{err}");
 }

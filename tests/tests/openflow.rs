@@ -378,6 +378,8 @@ fn groups_are_added_modified_and_deleted() {
         "{groups}"
     );
     assert!(groups.contains("load:0x7->NXM_NX_REG1[]"), "{groups}");
+    // The native dump reads back exactly what was added.
+    assert_eq!(c.block_on(client.dump_groups()).unwrap(), vec![g.clone()]);
 
     let err = c
         .block_on(client.group_mod(GroupModCommand::Add, &g))
@@ -406,6 +408,37 @@ fn groups_are_added_modified_and_deleted() {
         .unwrap();
     assert!(!ovs.ofctl(&["dump-groups", "br0"]).contains("group_id=1"));
     assert!(ofctl_flows(&ovs).is_empty());
+
+    // A group and the flow using it in one atomic bundle; replaced (delete + add) in another.
+    let g2 = Group {
+        id: 2,
+        kind: GroupType::Select,
+        buckets: vec![Bucket {
+            weight: 1,
+            actions: vec![Action::Output(6)],
+        }],
+    };
+    let f2 = flow("table=30, priority=10,ip actions=group:2");
+    c.block_on(client.bundle(&[
+        BundleMsg::Group(GroupModCommand::Add, g2.clone()),
+        BundleMsg::add(f2.clone()),
+    ]))
+    .unwrap();
+    assert_eq!(ofctl_flows(&ovs).len(), 1);
+    let mut g2b = g2.clone();
+    g2b.buckets[0].actions = vec![Action::Output(7)];
+    c.block_on(client.bundle(&[
+        BundleMsg::Group(GroupModCommand::Delete, g2.clone()),
+        BundleMsg::Group(GroupModCommand::Add, g2b.clone()),
+        BundleMsg::add(f2),
+    ]))
+    .unwrap();
+    assert_eq!(c.block_on(client.dump_groups()).unwrap(), vec![g2b]);
+    assert_eq!(
+        ofctl_flows(&ovs).len(),
+        1,
+        "the flow is back in the same bundle"
+    );
 }
 
 /// 200 flows in tables 20 and 70 under `cookie`; `generation` changes the match and actions.

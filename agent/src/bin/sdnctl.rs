@@ -110,6 +110,10 @@ enum Cmd {
     /// Every tenant's egress firewall (EgressNetworkPolicy) in effect: its rules in order, or
     /// why all its external traffic is dropped
     EgressFirewall,
+    /// Every tenant's egress IPs: where its external traffic leaves (this node, other nodes over
+    /// VXLAN, or dropped and why), each IP's node and state, the IPs this node holds, and the
+    /// watched nodes (online or offline)
+    EgressIps,
     /// One archive (.tar.gz) with everything needed to debug this node: status, config, log,
     /// flows with names, OVSDB ports and interfaces, the agent's iptables chains, cluster state,
     /// metrics (no secrets)
@@ -185,6 +189,7 @@ impl Cmd {
                 | Cmd::Trace { .. }
                 | Cmd::Bundle { .. }
                 | Cmd::EgressFirewall
+                | Cmd::EgressIps
                 | Cmd::LogLevel { .. }
                 | Cmd::Log
         )
@@ -192,8 +197,9 @@ impl Cmd {
 }
 
 /// The argument shape of each command, for usage errors.
-const SHAPES: [(&str, &str); 16] = [
+const SHAPES: [(&str, &str); 17] = [
     ("egress-firewall", ""),
+    ("egress-ips", ""),
     ("bundle", "[-o FILE]"),
     ("status", ""),
     (
@@ -556,6 +562,15 @@ fn ask_agent(a: &Cli, cmd: &Cmd) -> Result<(), Failure> {
             let e: Vec<agent::api::EgressEntry> =
                 serde_json::from_value(v).map_err(|e| Failure::Error(e.to_string()))?;
             out(&view::egress(&e))
+        }
+        Cmd::EgressIps => {
+            let v = get("/v1/egress-ips".into())?;
+            if a.json {
+                return pretty(&v);
+            }
+            let e: agent::api::EgressIpsView =
+                serde_json::from_value(v).map_err(|e| Failure::Error(e.to_string()))?;
+            out(&view::egress_ips(&e))
         }
         Cmd::Bundle { output } => {
             let files: std::collections::BTreeMap<String, String> = rt
@@ -1046,6 +1061,39 @@ mod view {
                     s.push_str("  otherwise: Allow\n");
                 }
             }
+        }
+        s
+    }
+
+    pub fn egress_ips(v: &agent::api::EgressIpsView) -> String {
+        if v.tenants.is_empty() && v.held.is_empty() {
+            return "no tenant has egress IPs (NetNamespace egressIPs)\n".into();
+        }
+        let mut s = String::new();
+        for t in &v.tenants {
+            s.push_str(&format!(
+                "VNID {} ({}): {}\n",
+                t.vnid,
+                t.namespaces.join(", "),
+                t.route
+            ));
+            if let Some(p) = &t.problem {
+                s.push_str(&format!("  {p}\n"));
+            }
+            for ip in &t.ips {
+                s.push_str(&format!("  {ip}\n"));
+            }
+        }
+        if !v.held.is_empty() {
+            let held: Vec<String> = v
+                .held
+                .iter()
+                .map(|(ip, vnid)| format!("{ip} (VNID {vnid})"))
+                .collect();
+            s.push_str(&format!("held on this node: {}\n", held.join(", ")));
+        }
+        for (node, st) in &v.nodes {
+            s.push_str(&format!("node {node}: {st}\n"));
         }
         s
     }

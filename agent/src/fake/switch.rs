@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use ovs::flow::{Action, Flow};
-use ovs::openflow::flow_mod::FlowModCommand;
+use ovs::flow::{Action, Flow, Group};
+use ovs::openflow::flow_mod::{FlowModCommand, GroupModCommand};
 use ovs::openflow::wire::SwitchError;
 use ovs::openflow::{
     BundleMsg, BundleStage, CodecError, DumpFilter, Meter, MeterModCommand, OfError,
@@ -17,6 +17,7 @@ use crate::seams::FlowSwitch;
 struct SwitchState {
     flows: Vec<Flow>,
     meters: BTreeMap<u32, Meter>,
+    groups: BTreeMap<u32, Group>,
     bundles: usize,
     /// Messages in the last committed bundle.
     last_bundle: usize,
@@ -89,6 +90,18 @@ impl FakeSwitch {
         lock(&self.state).meters.clone()
     }
 
+    /// The groups.
+    pub fn groups(&self) -> BTreeMap<u32, Group> {
+        lock(&self.state).groups.clone()
+    }
+
+    /// Deletes a group behind the agent's back (drift): the flows using it go too.
+    pub fn remove_group(&self, id: u32) {
+        let mut s = lock(&self.state);
+        s.groups.remove(&id);
+        s.flows.retain(|f| !f.actions.contains(&Action::Group(id)));
+    }
+
     /// Bundles committed so far.
     pub fn bundles(&self) -> usize {
         lock(&self.state).bundles
@@ -104,19 +117,45 @@ impl FakeSwitch {
         let mut s = lock(&self.state);
         s.flows.clear();
         s.meters.clear();
+        s.groups.clear();
         s.generation += 1;
     }
 
     fn apply(s: &mut SwitchState, i: usize, total: usize, m: &BundleMsg) -> Result<(), OfError> {
-        let BundleMsg::Flow(fm) = m else {
-            return Err(OfError::Encode {
-                index: i,
-                what: m.describe(),
-                source: CodecError::Unsupported {
-                    what: "fake switch message",
-                    detail: "group mods are not modelled".into(),
-                },
-            });
+        let failed = |err_type, code| OfError::BundleFailed {
+            peer: "fake switch".into(),
+            bundle_id: 0,
+            index: i,
+            total,
+            xid: 0,
+            what: m.describe(),
+            stage: BundleStage::Commit,
+            error: switch_error(err_type, code),
+        };
+        let fm = match m {
+            BundleMsg::Flow(fm) => fm,
+            BundleMsg::Group(cmd, g) => {
+                match cmd {
+                    // OFPGMFC_GROUP_EXISTS
+                    GroupModCommand::Add if s.groups.contains_key(&g.id) => {
+                        return Err(failed(6, 0))
+                    }
+                    // OFPGMFC_UNKNOWN_GROUP
+                    GroupModCommand::Modify if !s.groups.contains_key(&g.id) => {
+                        return Err(failed(6, 8))
+                    }
+                    GroupModCommand::Add | GroupModCommand::Modify => {
+                        s.groups.insert(g.id, g.clone());
+                    }
+                    GroupModCommand::Delete => {
+                        // Deleting a missing group is no error; the flows using it go with it.
+                        s.groups.remove(&g.id);
+                        s.flows
+                            .retain(|f| !f.actions.contains(&Action::Group(g.id)));
+                    }
+                }
+                return Ok(());
+            }
         };
         let cookie_ok = |f: &Flow| f.cookie & fm.cookie_mask == fm.flow.cookie & fm.cookie_mask;
         match fm.command {
@@ -127,6 +166,11 @@ impl FakeSwitch {
                     source: CodecError::Flow(e),
                 })?;
                 for a in &fm.flow.actions {
+                    if let Action::Group(id) = a {
+                        if !s.groups.contains_key(id) {
+                            return Err(failed(2, 9)); // OFPBAC_BAD_OUT_GROUP
+                        }
+                    }
                     if let Action::Meter(id) = a {
                         if !s.meters.contains_key(id) {
                             return Err(OfError::BundleFailed {
@@ -179,12 +223,14 @@ impl FlowSwitch for FakeSwitch {
         let mut next = SwitchState {
             flows: s.flows.clone(),
             meters: s.meters.clone(),
+            groups: s.groups.clone(),
             ..SwitchState::default()
         };
         for (i, m) in msgs.iter().enumerate() {
             FakeSwitch::apply(&mut next, i, msgs.len(), m)?;
         }
         s.flows = next.flows;
+        s.groups = next.groups;
         s.bundles += 1;
         s.last_bundle = msgs.len();
         Ok(())
@@ -202,6 +248,13 @@ impl FlowSwitch for FakeSwitch {
                     && f.cookie & filter.cookie_mask == filter.cookie & filter.cookie_mask
             })
             .collect())
+    }
+
+    async fn dump_groups(&self) -> Result<Vec<Group>, OfError> {
+        if self.faults.hit("dump_groups") {
+            return Err(injected("dump_groups"));
+        }
+        Ok(lock(&self.state).groups.values().cloned().collect())
     }
 
     async fn dump_meters(&self) -> Result<Vec<Meter>, OfError> {

@@ -48,6 +48,8 @@
 //! removed by it. Deleting a veth costs the kernel 20-50 ms (network device unregistration waits
 //! for RCU grace periods), as `ip link del` does; creation is about 1.5 ms.
 
+mod egress;
+pub use egress::{gratuitous_arp, EgressLink};
 mod error;
 mod ethtool;
 mod gateway;

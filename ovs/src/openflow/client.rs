@@ -47,8 +47,9 @@ use tracing::{debug, trace, warn};
 
 use super::bundle::{self, BundleCtrl, BundleCtrlType, OFPBF_ATOMIC, OFPBF_ORDERED};
 use super::flow_mod::{
-    decode_flow_stats_body, encode_flow_mod, encode_flow_stats_request, encode_group_mod, FlowMod,
-    FlowModCommand, FlowStats, GroupModCommand,
+    decode_flow_stats_body, decode_group_desc_body, encode_flow_mod, encode_flow_stats_request,
+    encode_group_desc_request, encode_group_mod, FlowMod, FlowModCommand, FlowStats,
+    GroupModCommand, OFPMP_GROUP_DESC,
 };
 use super::meter::{
     decode_meter_config_body, encode_meter_config_request, encode_meter_mod, Meter,
@@ -880,6 +881,16 @@ impl Shared {
         true
     }
 
+    async fn dump_groups(&self) -> Result<Vec<Group>, OfError> {
+        self.multipart(
+            "dump groups",
+            encode_group_desc_request,
+            (OFPMP_GROUP_DESC, "OFPMP_GROUP_DESC"),
+            decode_group_desc_body,
+        )
+        .await
+    }
+
     async fn dump_meters(&self) -> Result<Vec<Meter>, OfError> {
         self.multipart(
             "dump meters",
@@ -1595,6 +1606,13 @@ impl OfClient {
                 |_| format!("{} {meter}", command.verb()),
             )
             .await
+    }
+
+    /// Every group (`OFPMP_GROUP_DESC`, all reply parts), sorted by id.
+    pub async fn dump_groups(&self) -> Result<Vec<Group>, OfError> {
+        let mut groups = self.shared().dump_groups().await?;
+        groups.sort_by_key(|g| g.id);
+        Ok(groups)
     }
 
     /// Every meter's configuration (`OFPMP_METER_CONFIG`, all reply parts), sorted by id.
