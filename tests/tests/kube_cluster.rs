@@ -282,6 +282,79 @@ fn kubernetes_mode_on_three_nodes() {
         .all(|n| mc_rows(n) == 0)));
     drop(ears);
 
+    // Egress IPs assigned by the controller from egressCIDRs (node-2 and node-3 may host
+    // 192.168.77.96/28): tenant-a's pods leave as .100 seen from an external host on the
+    // underlay; its hosting node stops being Ready, the controller moves the IP to the other
+    // node, which takes the address (with a gratuitous ARP), and the traffic follows.
+    let hub = |args: &[&str]| {
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", c.hub_netns()])
+            .args(args)
+            .output()
+            .expect("ip netns exec");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    hub(&["ip", "addr", "add", "192.168.77.200/24", "dev", "hub0"]);
+    let _whoami = probe::tcp_whoami_server(c.hub_netns(), 8181);
+    let ext = std::net::SocketAddrV4::new(std::net::Ipv4Addr::new(192, 168, 77, 200), 8181);
+    let eip: std::net::Ipv4Addr = "192.168.77.100".parse().unwrap();
+    let a1_seen = || probe::tcp_whoami(pods[0].ns.name(), ext, Duration::from_secs(1));
+    let seen_as =
+        |want: std::net::Ipv4Addr| wait_until(SETTLE, || (0..3).all(|_| a1_seen() == Some(want)));
+    for n in ["node-2", "node-3"] {
+        let mut hs = fake.get(GROUP, "hostsubnets", None, n).unwrap();
+        hs["egressCIDRs"] = json!(["192.168.77.96/28"]);
+        fake.put(hs).unwrap();
+    }
+    let mut a = netns_obj(&plane, "tenant-a").unwrap();
+    a["egressIPs"] = json!([eip.to_string()]);
+    fake.put(a).unwrap();
+    let host_of = || -> Option<String> {
+        ["node-2", "node-3"]
+            .into_iter()
+            .find(|n| {
+                fake.get(GROUP, "hostsubnets", None, n)
+                    .is_some_and(|h| h["egressIPs"] == json!([eip.to_string()]))
+            })
+            .map(String::from)
+    };
+    assert!(
+        wait_until(SETTLE, || host_of().is_some()),
+        "the controller assigned no node:\n{}",
+        plane.controller_log()
+    );
+    let first = host_of().unwrap();
+    assert!(seen_as(eip), "tenant-a leaves as {eip}: {:?}", a1_seen());
+    let mut node = fake.get("", "nodes", None, &first).unwrap();
+    node["status"]["conditions"] = json!([{"type": "Ready", "status": "False"}]);
+    fake.put(node).unwrap();
+    assert!(
+        wait_until(SETTLE, || host_of().is_some_and(|h| h != first)),
+        "the IP stayed on the unready {first}:\n{}",
+        plane.controller_log()
+    );
+    let second = host_of().unwrap();
+    assert!(seen_as(eip), "after the move to {second}: {:?}", a1_seen());
+    let on = |n: &str| {
+        c.node(n.trim_start_matches("node-").parse().unwrap())
+            .ovs
+            .exec_in_netns(&["ip", "-4", "addr", "show", "dev", "br-phy"])
+            .unwrap()
+            .contains("inet 192.168.77.100/24")
+    };
+    assert!(on(&second) && wait_until(SETTLE, || !on(&first)));
+    let mut a = netns_obj(&plane, "tenant-a").unwrap();
+    a["egressIPs"] = json!([]);
+    fake.put(a).unwrap();
+    assert!(
+        seen_as(sdn_tests::cluster::underlay_ip(1)),
+        "without egress IPs: node-1's address"
+    );
+
     // The change-network annotation (as `oc adm pod-network join-projects` sets it): the
     // controller applies and clears it, every node re-flows tenant-b.
     let mut b = netns_obj(&plane, "tenant-b").unwrap();

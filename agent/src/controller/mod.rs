@@ -195,6 +195,15 @@ fn typed_by_name<T: DeserializeOwned>(r: &Reflected<DynamicObject>) -> BTreeMap<
     r.objects().iter().filter_map(|o| typed(o)).collect()
 }
 
+/// Whether a Node's `Ready` condition is `True` (a Node without one counts as ready).
+fn node_ready(n: &Node) -> bool {
+    n.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .is_none_or(|c| c.status == "True")
+}
+
 fn internal_ip(n: &Node) -> Option<Ipv4Addr> {
     n.status
         .as_ref()?
@@ -296,6 +305,13 @@ impl Views {
                 .filter_map(|n| n.metadata.name.clone())
                 .collect(),
             net_namespaces: typed_by_name(&self.net_namespaces),
+            not_ready: self
+                .nodes
+                .objects()
+                .iter()
+                .filter(|n| !node_ready(n))
+                .filter_map(|n| n.metadata.name.clone())
+                .collect(),
         }
     }
 }

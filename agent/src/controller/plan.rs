@@ -15,6 +15,14 @@
 //!   (`pod.network.openshift.io/multitenant.change-network` on a NetNamespace: `join:<ns>`,
 //!   `isolate`, `global`) is applied and cleared in the same write; one that cannot be applied is
 //!   cleared and reported.
+//! - **Egress IPs** on HostSubnets that have `egressCIDRs` (openshift-sdn's automatic
+//!   assignment): every IP exactly one NetNamespace asks for, inside a CIDR of such a node, is
+//!   put into that node's `egressIPs`: an assignment is kept while its node is Ready, still has
+//!   the CIDR and holds no other IP of the same tenant; a new or orphaned IP goes to the Ready
+//!   node with the fewest IPs that may take it (tenants with fewer IPs first). A node that stops
+//!   being Ready loses its IPs to the others (the agents stop sending to it within seconds on
+//!   their own probes). `egressIPs` of HostSubnets without `egressCIDRs` are the administrator's
+//!   and never touched.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
@@ -39,6 +47,8 @@ pub struct View {
     pub namespaces: BTreeSet<String>,
     /// NetNamespaces by name.
     pub net_namespaces: BTreeMap<String, NetNamespace>,
+    /// Nodes whose `Ready` condition is not `True` (no condition at all counts as ready).
+    pub not_ready: BTreeSet<String>,
 }
 
 /// One write.
@@ -82,10 +92,11 @@ impl std::fmt::Display for Action {
             ),
             Action::UpdateHostSubnet(h) => write!(
                 f,
-                "update HostSubnet {} (hostIP {}, subnet {})",
+                "update HostSubnet {} (hostIP {}, subnet {}, egressIPs [{}])",
                 h.name(),
                 h.host_ip,
-                h.subnet
+                h.subnet,
+                h.egress_ips.join(", ")
             ),
             Action::DeleteHostSubnet(n) => write!(f, "delete HostSubnet {n} (its Node is gone)"),
             Action::CreateNetNamespace(n) => {
@@ -138,7 +149,124 @@ pub fn plan(view: &View, wanted: &ClusterNetwork, globals: &[String]) -> Plan {
 
     plan_host_subnets(view, &cn, &mut p);
     plan_net_namespaces(view, globals, &mut p);
+    plan_egress_ips(view, &mut p);
     p
+}
+
+/// The automatic egress IP assignment (see the module docs).
+fn plan_egress_ips(view: &View, p: &mut Plan) {
+    let parse =
+        |v: &[String]| -> Vec<Ipv4Addr> { v.iter().filter_map(|s| s.parse().ok()).collect() };
+    // IP -> the VNIDs asking for it.
+    let mut asked: BTreeMap<Ipv4Addr, BTreeSet<u32>> = BTreeMap::new();
+    let mut per_vnid: BTreeMap<u32, usize> = BTreeMap::new();
+    for nn in view.net_namespaces.values() {
+        for ip in parse(&nn.egress_ips) {
+            if asked.entry(ip).or_default().insert(nn.net_id) {
+                *per_vnid.entry(nn.net_id).or_default() += 1;
+            }
+        }
+    }
+    let vnid_of = |ip: &Ipv4Addr| -> Option<u32> {
+        let v = asked.get(ip)?;
+        (v.len() == 1).then(|| *v.iter().next().expect("one"))
+    };
+    for (ip, v) in &asked {
+        if v.len() > 1 {
+            p.warnings.push(format!(
+                "egress IP {ip} is asked for by several tenants (VNIDs {:?}); it is assigned to no node",
+                v
+            ));
+        }
+    }
+    // Nodes with egressCIDRs are the controller's to fill.
+    let auto: BTreeMap<&String, Vec<Ipv4Net>> = view
+        .host_subnets
+        .iter()
+        .filter(|(_, hs)| !hs.egress_cidrs.is_empty())
+        .map(|(n, hs)| {
+            (
+                n,
+                hs.egress_cidrs
+                    .iter()
+                    .filter_map(|c| c.parse().ok())
+                    .collect(),
+            )
+        })
+        .collect();
+    if auto.is_empty() {
+        return;
+    }
+    let ready = |n: &str| !view.not_ready.contains(n) && view.nodes.contains_key(n);
+    // IPs the administrator placed on other nodes stay there.
+    let manual: BTreeSet<Ipv4Addr> = view
+        .host_subnets
+        .iter()
+        .filter(|(n, _)| !auto.contains_key(n))
+        .flat_map(|(_, hs)| parse(&hs.egress_ips))
+        .collect();
+    let mut alloc: BTreeMap<&String, Vec<Ipv4Addr>> =
+        auto.keys().map(|n| (*n, Vec::new())).collect();
+    let mut placed: BTreeSet<Ipv4Addr> = BTreeSet::new();
+    // Keep what is still right.
+    for (node, cidrs) in &auto {
+        if !ready(node) {
+            continue;
+        }
+        for ip in parse(&view.host_subnets[*node].egress_ips) {
+            let Some(v) = vnid_of(&ip) else { continue };
+            let fits = cidrs.iter().any(|c| c.contains(&ip));
+            let twin = alloc[node].iter().any(|o| vnid_of(o) == Some(v));
+            if fits && !twin && !placed.contains(&ip) && !manual.contains(&ip) {
+                alloc.get_mut(node).expect("auto node").push(ip);
+                placed.insert(ip);
+            }
+        }
+    }
+    // Place the rest: tenants with fewer IPs first, then by address.
+    let mut pending: Vec<(usize, Ipv4Addr, u32)> = asked
+        .keys()
+        .filter(|ip| !placed.contains(ip) && !manual.contains(ip))
+        .filter_map(|ip| vnid_of(ip).map(|v| (per_vnid[&v], *ip, v)))
+        .collect();
+    pending.sort();
+    for (_, ip, v) in pending {
+        let best = auto
+            .iter()
+            .filter(|(n, cidrs)| {
+                ready(n)
+                    && cidrs.iter().any(|c| c.contains(&ip))
+                    && !alloc[*n].iter().any(|o| vnid_of(o) == Some(v))
+            })
+            .min_by_key(|(n, _)| alloc[*n].len())
+            .map(|(n, _)| *n);
+        match best {
+            Some(n) => alloc.get_mut(n).expect("auto node").push(ip),
+            None => p.warnings.push(format!(
+                "egress IP {ip} (VNID {v}) fits no Ready node's egressCIDRs without a second IP of the same tenant there; it is unassigned"
+            )),
+        }
+    }
+    for (node, mut ips) in alloc {
+        ips.sort();
+        let want: Vec<String> = ips.iter().map(Ipv4Addr::to_string).collect();
+        let hs = &view.host_subnets[node];
+        if hs.egress_ips == want {
+            continue;
+        }
+        // Merge with a hostIP update planned for the same HostSubnet.
+        if let Some(Action::UpdateHostSubnet(h)) = p
+            .actions
+            .iter_mut()
+            .find(|a| matches!(a, Action::UpdateHostSubnet(h) if h.name() == node.as_str()))
+        {
+            h.egress_ips = want;
+        } else {
+            let mut h = hs.clone();
+            h.egress_ips = want;
+            p.actions.push(Action::UpdateHostSubnet(h));
+        }
+    }
 }
 
 fn entries_text(cn: &ClusterNetwork) -> String {
@@ -451,5 +579,74 @@ mod tests {
             .as_ref()
             .is_none_or(|a| a.is_empty())));
         assert!(plan(&v, &cn(), &[]).actions.is_empty());
+    }
+
+    #[test]
+    fn egress_ips_are_assigned_from_egress_cidrs_balanced_and_moved_off_unready_nodes() {
+        let mut v = view();
+        for (i, n) in ["n1", "n2", "n3"].iter().enumerate() {
+            v.nodes
+                .insert(n.to_string(), ip(&format!("192.168.77.{}", 11 + i)));
+            let mut hs = HostSubnet::new(
+                n,
+                &format!("192.168.77.{}", 11 + i),
+                &format!("10.128.{}.0/23", 2 * i),
+            );
+            if *n != "n1" {
+                hs.egress_cidrs = vec!["192.168.77.96/28".into()];
+            }
+            v.host_subnets.insert(n.to_string(), hs);
+        }
+        let mut a = NetNamespace::new("a", 10);
+        a.egress_ips = vec!["192.168.77.100".into(), "192.168.77.101".into()];
+        let mut b = NetNamespace::new("b", 11);
+        b.egress_ips = vec!["192.168.77.102".into()];
+        let mut c = NetNamespace::new("c", 12);
+        c.egress_ips = vec!["10.0.0.1".into()];
+        for nn in [a, b, c] {
+            v.net_namespaces.insert(nn.name().to_string(), nn);
+        }
+        let ips = |v: &View, n: &str| v.host_subnets[n].egress_ips.clone();
+        let p = plan_egress_ips_only(&v);
+        apply(&mut v, &p.actions);
+        // b's one IP first (fewest), then a's two, each on the node with fewer.
+        assert_eq!(ips(&v, "n2"), ["192.168.77.101", "192.168.77.102"]);
+        assert_eq!(ips(&v, "n3"), ["192.168.77.100"]);
+        assert!(ips(&v, "n1").is_empty(), "no egressCIDRs: never touched");
+        assert!(
+            p.warnings.iter().any(|w| w.contains("10.0.0.1")),
+            "{:?}",
+            p.warnings
+        );
+        // Stable: planning again changes nothing.
+        assert!(plan_egress_ips_only(&v).actions.is_empty());
+        // n2 stops being Ready: its IPs move to n3, except a second IP of tenant a.
+        v.not_ready.insert("n2".into());
+        let p = plan_egress_ips_only(&v);
+        apply(&mut v, &p.actions);
+        assert!(ips(&v, "n2").is_empty());
+        assert_eq!(ips(&v, "n3"), ["192.168.77.100", "192.168.77.102"]);
+        assert!(
+            p.warnings.iter().any(|w| w.contains("192.168.77.101")),
+            "{:?}",
+            p.warnings
+        );
+        // Back: the unassigned IP goes to it.
+        v.not_ready.clear();
+        let p = plan_egress_ips_only(&v);
+        apply(&mut v, &p.actions);
+        assert_eq!(ips(&v, "n2"), ["192.168.77.101"]);
+        // Asked for by two tenants: unassigned everywhere.
+        v.net_namespaces.get_mut("b").unwrap().egress_ips = vec!["192.168.77.100".into()];
+        let p = plan_egress_ips_only(&v);
+        apply(&mut v, &p.actions);
+        assert!(ips(&v, "n3").is_empty(), "{:?}", ips(&v, "n3"));
+        assert_eq!(ips(&v, "n2"), ["192.168.77.101"]);
+    }
+
+    fn plan_egress_ips_only(v: &View) -> Plan {
+        let mut p = Plan::default();
+        plan_egress_ips(v, &mut p);
+        p
     }
 }
