@@ -433,3 +433,118 @@ fn dns_name_rules_follow_the_answer_at_its_ttl_and_touch_only_their_tenant() {
     );
     assert_eq!(reach(a1.ns.name()), ".Y..");
 }
+
+/// The egress firewall on the multi-node harness: two nodes, an external host on the hub
+/// (192.168.77.200, with 203.0.113.10/.20 and 198.51.100.7/.8 behind it and a test DNS server),
+/// tenant fw-a's pods on both nodes filtered alike (allowed CIDR, a denied CIDR inside it, a DNS
+/// name whose answer changes, deny the rest), tenant fw-b and the global namespace untouched.
+#[test]
+fn egress_firewall_on_two_nodes_follows_a_changing_dns_name() {
+    let hub_ip = "192.168.77.200";
+    let opts = NodeOptions {
+        extra: vec!["--egress-dns-server".into(), format!("{hub_ip}:53")],
+        ..NodeOptions::default()
+    };
+    let c = sdn_tests::cluster::Cluster::start(2, &opts);
+    let hub = |args: &[&str]| {
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", c.hub_netns()])
+            .args(args)
+            .output()
+            .expect("ip netns exec");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    hub(&["ip", "addr", "add", &format!("{hub_ip}/24"), "dev", "hub0"]);
+    for a in [
+        "203.0.113.10",
+        "203.0.113.20",
+        "198.51.100.7",
+        "198.51.100.8",
+    ] {
+        hub(&["ip", "addr", "add", &format!("{a}/32"), "dev", "lo"]);
+    }
+    hub(&["ip", "link", "set", "lo", "up"]);
+    for i in [1, 2] {
+        for net in ["203.0.113.0/24", "198.51.100.0/24"] {
+            c.node(i)
+                .ovs
+                .exec_in_netns(&["ip", "route", "add", net, "via", hub_ip])
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+    let _servers = tcp_echo_server(c.hub_netns(), PORT);
+    let dns = sdn_tests::dns::DnsServer::start(c.hub_netns(), 53);
+    dns.set("db.example.com", &["198.51.100.7".parse().unwrap()], 2);
+    c.set_netnamespace("fw-a", 40);
+    c.set_netnamespace("fw-b", 41);
+    let a1 = c.node(1).pod("fw-a", "a1");
+    let a2 = c.node(2).pod("fw-a", "a2");
+    let b2 = c.node(2).pod("fw-b", "b2");
+    let g1 = c.node(1).pod("default", "g1");
+    let targets = [
+        "203.0.113.10",
+        "203.0.113.20",
+        "198.51.100.7",
+        "198.51.100.8",
+    ];
+    let reach = |p: &sdn_tests::node::CniPod<'_>| -> String {
+        targets
+            .iter()
+            .map(|ip| {
+                let dst = SocketAddrV4::new(ip.parse().unwrap(), PORT);
+                if tcp_probe(p.ns.name(), dst, TIMEOUT) {
+                    'Y'
+                } else {
+                    '.'
+                }
+            })
+            .collect()
+    };
+    for p in [&a1, &a2, &b2, &g1] {
+        assert_eq!(reach(p), "YYYY", "before the policy: {}", p.ip);
+    }
+    StandaloneSource::write_object(
+        c.state_dir(),
+        &ClusterObject::EgressNetworkPolicy(EgressNetworkPolicy::new(
+            "fw-a",
+            "default",
+            vec![
+                Rule::cidr(Deny, "203.0.113.16/28"),
+                Rule::cidr(Allow, "203.0.113.0/24"),
+                Rule::dns(Allow, "db.example.com"),
+                Rule::cidr(Deny, "0.0.0.0/0"),
+            ],
+        )),
+    )
+    .unwrap();
+    let settled = |want: &str| {
+        wait_until(Duration::from_secs(15), || {
+            reach(&a1) == want && reach(&a2) == want
+        })
+    };
+    assert!(
+        settled("Y.Y."),
+        "fw-a on both nodes: {} {}",
+        reach(&a1),
+        reach(&a2)
+    );
+    assert_eq!(reach(&b2), "YYYY", "fw-b has no policy");
+    assert_eq!(reach(&g1), "YYYY", "the global namespace has no policy");
+    // The name's answer changes: both nodes follow it.
+    dns.set("db.example.com", &["198.51.100.8".parse().unwrap()], 2);
+    assert!(
+        settled("Y..Y"),
+        "after the DNS change: {} {}",
+        reach(&a1),
+        reach(&a2)
+    );
+    assert_eq!(reach(&b2), "YYYY");
+    // The policy goes: everything is reachable again on both nodes.
+    StandaloneSource::delete_object(c.state_dir(), Kind::EgressNetworkPolicy, "fw-a/default")
+        .unwrap();
+    assert!(settled("YYYY"), "{} {}", reach(&a1), reach(&a2));
+}
