@@ -326,6 +326,22 @@ pub async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceResult, T
                 .flatten()
         })
     };
+    // Egress IPs as this node applies them: VNID -> (held here / used, problem).
+    let (egress_ips, _) = view.egress_ips.entries().await;
+    let egress_ip = |v: u32| -> Option<(String, String)> {
+        egress_ips.iter().find(|e| e.vnid == v).map(|e| {
+            let words = e.problem.clone().unwrap_or_else(|| {
+                let used: Vec<&str> = e
+                    .ips
+                    .iter()
+                    .filter(|i| i.contains("(in use)"))
+                    .map(|i| i.split(" (").next().unwrap_or(i))
+                    .collect();
+                format!("its egress IP {}", used.join(" or "))
+            });
+            (e.route.clone(), words)
+        })
+    };
     let resolve = |s: &str, role: &str| -> Result<End, TraceError> {
         let s = s.trim();
         if s == "node" {
@@ -519,6 +535,7 @@ pub async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceResult, T
         pods: &pods,
         tenants: &tenants,
         remote_of: &remote_of,
+        egress_ip: &egress_ip,
     }
     .verdict(&parsed);
     Ok(TraceResult {
@@ -549,6 +566,9 @@ struct Judge<'a> {
     pods: &'a [crate::pod::Pod],
     tenants: &'a dyn Fn(u32) -> String,
     remote_of: &'a dyn Fn(Ipv4Addr) -> Option<(String, Ipv4Addr)>,
+    /// A VNID's egress route in words and its IPs in words (`its egress IP X`, or why none is
+    /// usable), if it has egress IPs.
+    egress_ip: &'a dyn Fn(u32) -> Option<(String, String)>,
 }
 
 impl Judge<'_> {
@@ -560,8 +580,77 @@ impl Judge<'_> {
             End::Remote { ip, .. } => Some(*ip),
             End::Node => None,
         };
+        let by_egress_ip = p
+            .steps
+            .last()
+            .is_some_and(|s| Table::from_id(s.0) == Some(Table::EgressRouting) && s.2 == 100);
+        let vnid = p.regs.get("reg0").copied().unwrap_or(0) as u32;
+        let ips = || {
+            (self.egress_ip)(vnid)
+                .map(|e| e.1)
+                .unwrap_or_else(|| "its egress IP".into())
+        };
+        // A select group picks its bucket by a hash the datapath computes after the trace
+        // ends (`hash(...),recirc`): the plan says where the buckets lead.
+        let to_group = by_egress_ip
+            && p.outputs.is_empty()
+            && p.steps
+                .last()
+                .is_some_and(|s| s.4.iter().any(|a| a.starts_with("group:")));
+        if to_group {
+            let route = (self.egress_ip)(vnid).map(|e| e.0).unwrap_or_default();
+            return if route.starts_with("local") {
+                (
+                    Outcome::ToHost,
+                    format!(
+                        "leaves the overlay through tun0 with VNID {vnid} {}'s mark: this node SNATs it to {} (egress_routing, group {vnid})",
+                        (self.tenants)(vnid),
+                        ips()
+                    ),
+                    None,
+                )
+            } else {
+                (
+                    Outcome::ToRemoteNode,
+                    format!(
+                        "sent {route} (VNI {vnid}, group {vnid} picks one by a hash of the connection), which holds an egress IP of VNID {vnid} {}: the packet leaves the cluster there with {} as source",
+                        (self.tenants)(vnid),
+                        ips()
+                    ),
+                    None,
+                )
+            };
+        }
         // Outputs, in order; the last decides (a flood would list several).
         if let Some(&port) = p.outputs.last() {
+            if port == 1 && by_egress_ip {
+                let vtep = p.tun_dst.unwrap_or(Ipv4Addr::UNSPECIFIED);
+                let words = format!(
+                    "sent over VXLAN (VNI {vnid}) to the node with VTEP {vtep}, which holds an egress IP of VNID {vnid} {}: the packet leaves the cluster there with {} as source (egress_routing, group {vnid})",
+                    (self.tenants)(vnid),
+                    ips()
+                );
+                return (
+                    Outcome::ToRemoteNode,
+                    words,
+                    Some(VxlanHop {
+                        vni: vnid,
+                        remote_vtep: vtep,
+                        remote_node: None,
+                    }),
+                );
+            }
+            if port == 2 && by_egress_ip {
+                return (
+                    Outcome::ToHost,
+                    format!(
+                        "leaves the overlay through tun0 with VNID {vnid} {}'s mark: this node SNATs it to {} (egress_routing, group {vnid})",
+                        (self.tenants)(vnid),
+                        ips()
+                    ),
+                    None,
+                );
+            }
             if port == 1 {
                 let vni = p.regs.get("reg0").copied().unwrap_or(0) as u32;
                 let vtep = p.tun_dst.unwrap_or(Ipv4Addr::UNSPECIFIED);
@@ -689,6 +778,14 @@ impl Judge<'_> {
                 } else {
                     format!("VNIDs {s} and {d}: no table-80 row lets them through (the VNID's row is missing)")
                 }
+            }
+            Some(Table::EgressRouting) => {
+                let s = p.regs.get("reg0").copied().unwrap_or(0) as u32;
+                format!(
+                    "VNID {s} {} has egress IPs and none is usable, so its external traffic is dropped, not sent with the node's address: {}",
+                    (self.tenants)(s),
+                    (self.egress_ip)(s).map_or_else(|| "(no detail)".into(), |e| e.1)
+                )
             }
             Some(Table::EgressFirewall) => {
                 let s = p.regs.get("reg0").copied().unwrap_or(0) as u32;

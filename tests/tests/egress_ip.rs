@@ -238,6 +238,19 @@ fn egress_ips_set_the_source_fail_over_and_never_leak_the_node_address() {
                 .contains("held on this node: 192.168.77.100 (VNID 30), 192.168.77.101 (VNID 32)"),
         "{said}"
     );
+    // sdnctl trace says where the packet leaves and with which source.
+    let t = n1.trace("eg-a/a1", &EXT.to_string(), "tcp/8181", None);
+    let words = t["verdict"].as_str().unwrap_or_default();
+    assert!(
+        words.contains("sent over VXLAN to node-2 (192.168.77.12) (VNI 30, group 30 picks one by a hash of the connection), which holds an egress IP of VNID 30 (eg-a): the packet leaves the cluster there with its egress IP 192.168.77.100 on node-2 as source"),
+        "{t:#}"
+    );
+    let t = n2.trace("eg-a/a2", &EXT.to_string(), "tcp/8181", None);
+    let words = t["verdict"].as_str().unwrap_or_default();
+    assert!(
+        words.contains("this node SNATs it to its egress IP 192.168.77.100 on node-2"),
+        "{t:#}"
+    );
     let m = n1.metrics();
     assert_eq!(
         m.get("sdn_egress_ip_tenants{route=\"remote\"}"),
@@ -307,6 +320,15 @@ fn egress_ips_set_the_source_fail_over_and_never_leak_the_node_address() {
         n1.metrics()
             .get("sdn_egress_node_changes_total{change=\"offline\"}")
             >= Some(&2.0)
+    );
+    let t = n1.trace("eg-a/a1", &EXT.to_string(), "tcp/8181", None);
+    assert_eq!(t["decided_in"], "egress_routing", "{t:#}");
+    assert!(
+        t["verdict"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("node node-2 is offline"),
+        "{t:#}"
     );
     hub(&c, &["ip", "link", "set", &h2, "up"]);
     wait_seen(&a1, Some(IP_A), "eg-a after node-2 came back");
