@@ -346,7 +346,11 @@ fn kubernetes_mode_on_three_nodes() {
             .unwrap()
             .contains("inet 192.168.77.100/24")
     };
-    assert!(on(&second) && wait_until(SETTLE, || !on(&first)));
+    assert!(
+        wait_until(SETTLE, || on(&second) && !on(&first)),
+        "the address did not move from {first} to {second}"
+    );
+    assert!(seen_as(eip), "after {first} released it: {:?}", a1_seen());
     let mut a = netns_obj(&plane, "tenant-a").unwrap();
     a["egressIPs"] = json!([]);
     fake.put(a).unwrap();

@@ -577,7 +577,11 @@ fn restart_keeps_traffic_flowing_and_removes_what_died_meanwhile() {
     node.stop_agent(libc::SIGTERM);
     node.start_agent();
     assert_eq!(node.flows(), before, "a restart changed the flows");
-    assert!(node.log().contains("added=0 deleted=0"), "{}", node.log());
+    assert!(
+        node.log().contains(" added=0 groups=0 deleted=0 "),
+        "{}",
+        node.log()
+    );
 
     // Ping through a SIGKILL and restart: not one packet lost. Meanwhile pod c dies.
     let ping = {
