@@ -651,6 +651,8 @@ impl Daemon {
     }
 
     async fn repair(&self, reason: &str, why: &str) {
+        // Egress IP addresses and host rules are checked on every repair, not only on change.
+        self.egress_ips.recheck_host().await;
         self.apply_state().await;
         match self.reconcile_for(reason).await {
             Ok(s) if s.added + s.deleted + s.groups > 0 => {

@@ -264,6 +264,10 @@ struct Applied {
     held: BTreeMap<Ipv4Addr, Vnid>,
     /// IPs this node should hold and cannot, and why.
     errors: BTreeMap<Ipv4Addr, String>,
+    /// The host rules last written.
+    rules: Option<HostRules>,
+    /// Whether a sync ran (the first one checks the host whatever it finds).
+    started: bool,
 }
 
 /// This node's egress IPs (see the module docs).
@@ -371,8 +375,12 @@ impl<S: FlowSwitch> EgressIps<S> {
                 plan.local.entry(*ip).or_insert(*v);
             }
         }
+        // The host side is looked at only when what this node must hold changed (or failed
+        // before): most cluster-state changes (pods, other tenants) leave it alone.
+        let host_changed =
+            !applied.started || plan.local != applied.plan.local || !applied.errors.is_empty();
         // The interface that carries the node IP: where egress IPs go.
-        let link = if plan.local.is_empty() && applied.held.is_empty() {
+        let link = if !host_changed || (plan.local.is_empty() && applied.held.is_empty()) {
             None
         } else {
             self.netlink
@@ -380,9 +388,12 @@ impl<S: FlowSwitch> EgressIps<S> {
                 .await
                 .context("finding the node IP's interface for egress IPs")?
         };
-        let mut errors = BTreeMap::new();
-        let mut hold = BTreeMap::new();
-        for (ip, v) in &plan.local {
+        let (mut errors, mut hold) = (BTreeMap::new(), BTreeMap::new());
+        if !host_changed {
+            errors.clone_from(&applied.errors);
+            hold.clone_from(&applied.held);
+        }
+        for (ip, v) in plan.local.iter().filter(|_| host_changed) {
             let why = match &link {
                 None => Some(format!(
                     "the node IP {} is on no interface of this host",
@@ -431,12 +442,19 @@ impl<S: FlowSwitch> EgressIps<S> {
         // Rules for the old and the new IPs while the flows change.
         let mut both = applied.held.clone();
         both.extend(hold.iter().map(|(k, v)| (*k, *v)));
-        crate::iptables::sync(&self.rules(&both))
-            .await
-            .context("installing the egress IP rules")?;
-        // The flows: one owner per tenant, in one bundle.
+        let both_rules = self.rules(&both);
+        if applied.rules.as_ref() != Some(&both_rules) {
+            crate::iptables::sync(&both_rules)
+                .await
+                .context("installing the egress IP rules")?;
+            applied.rules = Some(both_rules);
+        }
+        // The flows: one owner per tenant whose route changed, in one bundle.
         let mut change = Change::new();
         for (v, t) in &plan.tenants {
+            if !stage && applied.plan.tenants.get(v).map(|o| &o.route) == Some(&t.route) {
+                continue;
+            }
             let (f, g) = flows::egress_ip_flows(*v, &t.route, self.tun0_mac);
             change = change.set_with_groups(Owner::EgressIp(*v), f, g.into_iter().collect());
         }
@@ -455,9 +473,11 @@ impl<S: FlowSwitch> EgressIps<S> {
         }
         // Now the rules and addresses of IPs no longer held go.
         if both.len() != hold.len() {
-            crate::iptables::sync(&self.rules(&hold))
+            let rules = self.rules(&hold);
+            crate::iptables::sync(&rules)
                 .await
                 .context("removing egress IP rules")?;
+            applied.rules = Some(rules);
         }
         if let Some(l) = &link {
             // Stale labelled addresses too (held before a restart, or by an older state).
@@ -496,12 +516,23 @@ impl<S: FlowSwitch> EgressIps<S> {
             changed
         });
         let n = plan.tenants.len();
+        let rules = applied.rules.take();
         *applied = Applied {
             plan,
             held: hold,
             errors,
+            rules,
+            started: true,
         };
         Ok(n)
+    }
+
+    /// Makes the next [`Self::sync`] look at the host whatever changed: addresses put back
+    /// (or removed) and rules rewritten (the daemon's repairs, every 30 s and after drift).
+    pub async fn recheck_host(&self) {
+        let mut a = self.applied.lock().await;
+        a.started = false;
+        a.rules = None;
     }
 
     /// Every tenant's egress, for `sdnctl egress-ips`.

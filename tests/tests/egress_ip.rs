@@ -352,6 +352,19 @@ fn egress_ips_set_the_source_fail_over_and_never_leak_the_node_address() {
         "eg-a on node-1 after node-2's agent restarted",
     );
     assert!(underlay_addrs(n2).contains(&format!("inet {IP_A}/24")));
+    // An egress address removed behind the agent's back comes back with the next repair (every
+    // 30 s, or at once after flow drift, which this provokes).
+    n2.ovs
+        .exec_in_netns(&["ip", "addr", "del", &format!("{IP_A}/24"), "dev", "br-phy"])
+        .unwrap();
+    n2.ovs.ofctl(&["del-flows", "br0", "table=253"]);
+    assert!(
+        wait_until(SETTLE, || underlay_addrs(n2)
+            .contains(&format!("inet {IP_A}/24"))),
+        "{}",
+        underlay_addrs(n2)
+    );
+    wait_seen(&a1, Some(IP_A), "eg-a after its address was put back");
 
     // Claimed by two tenants: both dropped; released: back.
     set_ns(&c, "eg-b", 31, &[IP_A]);
@@ -364,6 +377,25 @@ fn egress_ips_set_the_source_fail_over_and_never_leak_the_node_address() {
         Some(underlay_ip(1)),
         "eg-b after the double claim ended",
     );
+
+    // An IP its node cannot hold (outside the node's underlay network): that node drops the
+    // tenant's traffic and says why; nothing leaves with another address.
+    let bad = Ipv4Addr::new(10, 99, 0, 5);
+    set_ns(&c, "eg-d", 33, &[bad]);
+    host_ips(&c, "node-3", &[IP_C3, bad]);
+    let d1 = n1.pod("eg-d", "d1");
+    wait_seen(&d1, None, "eg-d, whose IP node-3 cannot hold");
+    assert!(
+        wait_until(SETTLE, || {
+            sdnctl_egress_ips(n3).contains(
+            "10.99.0.5 on node-3 (not held here: it is not in the network 192.168.77.0/24 of br-phy"
+        )
+        }),
+        "{}",
+        sdnctl_egress_ips(n3)
+    );
+    assert!(n3.log().contains("cannot hold egress IP on this node"));
+    assert!(!underlay_addrs(n3).contains("10.99.0.5"));
 
     // eg-a gives its IP up: its traffic is masqueraded again and node-2 releases the address.
     set_ns(&c, "eg-a", 30, &[]);
@@ -380,5 +412,4 @@ fn egress_ips_set_the_source_fail_over_and_never_leak_the_node_address() {
         .exec_in_netns(&["iptables", "-t", "nat", "-S", "SDN-POSTROUTING"])
         .unwrap();
     assert!(!nat.contains("192.168.77.100"), "{nat}");
-    let _ = n3;
 }
