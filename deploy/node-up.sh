@@ -116,7 +116,11 @@ ovs-ofctl -O OpenFlow13 --names dump-flows "unix:$RUNDIR/br0.mgmt"
 echo
 SDN_CONFIG=$CONFIG "$BIN/sdnctl" namespaces
 echo
-echo "node up: br0 on $RUNDIR; pods sdn-demo-1..$PODS (ip netns exec sdn-demo-1 ping ${ips[0]})"
+if [ "$PODS" -gt 0 ]; then
+  echo "node up: br0 on $RUNDIR; pods sdn-demo-1..$PODS (ip netns exec sdn-demo-1 ping ${ips[0]})"
+else
+  echo "node up: br0 on $RUNDIR; no demo pods (SDN_DEMO_PODS=0)"
+fi
 echo "  CNI config: $CNI_CONF/10-sdn.conflist   plugin: $CNI_BIN/sdn-cni"
 echo "  ovs-ofctl -O OpenFlow13 --names dump-flows unix:$RUNDIR/br0.mgmt"
 echo "  agent config: $CONFIG; tenants (sdnctl help lists the commands):"
