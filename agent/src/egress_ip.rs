@@ -379,8 +379,11 @@ impl<S: FlowSwitch> EgressIps<S> {
         // before): most cluster-state changes (pods, other tenants) leave it alone.
         let host_changed =
             !applied.started || plan.local != applied.plan.local || !applied.errors.is_empty();
-        // The interface that carries the node IP: where egress IPs go.
-        let link = if !host_changed || (plan.local.is_empty() && applied.held.is_empty()) {
+        // The interface that carries the node IP: where egress IPs go. Always looked up at the
+        // first sync, so addresses this node held before a restart and must not hold now go.
+        let link = if !host_changed
+            || (applied.started && plan.local.is_empty() && applied.held.is_empty())
+        {
             None
         } else {
             self.netlink

@@ -412,4 +412,16 @@ fn egress_ips_set_the_source_fail_over_and_never_leak_the_node_address() {
         .exec_in_netns(&["iptables", "-t", "nat", "-S", "SDN-POSTROUTING"])
         .unwrap();
     assert!(!nat.contains("192.168.77.100"), "{nat}");
+
+    // Taken off node-2 while its agent is down: the restarted agent removes the stale address.
+    n2.stop_agent(libc::SIGTERM);
+    host_ips(&c, "node-2", &[]);
+    n2.start_agent();
+    assert!(
+        wait_until(SETTLE, || !underlay_addrs(n2)
+            .contains(&format!("inet {IP_C2}/"))),
+        "{}",
+        underlay_addrs(n2)
+    );
+    wait_seen(&c1, Some(IP_C3), "eg-c with .101 hosted nowhere");
 }
