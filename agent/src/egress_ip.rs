@@ -375,10 +375,10 @@ impl<S: FlowSwitch> EgressIps<S> {
                 plan.local.entry(*ip).or_insert(*v);
             }
         }
-        // The host side is looked at only when what this node must hold changed (or failed
-        // before): most cluster-state changes (pods, other tenants) leave it alone.
-        let host_changed =
-            !applied.started || plan.local != applied.plan.local || !applied.errors.is_empty();
+        // The host side is looked at only when what this node must hold changed, and at every
+        // repair ([`Self::recheck_host`], which also retries what failed): most cluster-state
+        // changes (pods, other tenants) leave it alone.
+        let host_changed = !applied.started || plan.local != applied.plan.local;
         // The interface that carries the node IP: where egress IPs go. Always looked up at the
         // first sync, so addresses this node held before a restart and must not hold now go.
         let link = if !host_changed
