@@ -449,6 +449,17 @@ pub enum Action {
     /// `meter:M`: police the packet with meter M (OpenFlow 1.3 encodes it as the `OFPIT_METER`
     /// instruction, so it is only valid as the first action of a flow).
     Meter(u32),
+    /// `conjunction(ID,K/N)` (`NXAST_CONJUNCTION`): this flow is clause K of N of conjunctive
+    /// match ID; a packet that matches a flow of every clause matches the flow with `conj_id=ID`.
+    /// Built with [`Action::conjunction`].
+    Conjunction {
+        /// The conjunction id (what `conj_id` matches).
+        id: u32,
+        /// The clause, 1-based.
+        clause: u8,
+        /// The number of clauses (2..=64).
+        n_clauses: u8,
+    },
 }
 
 impl Action {
@@ -555,6 +566,21 @@ impl Action {
         Ok(Action::Group(id))
     }
 
+    /// `conjunction(ID,K/N)`; refuses N outside 2..=64 (Open vSwitch's bounds) and K outside
+    /// 1..=N.
+    pub fn conjunction(id: u32, clause: u8, n_clauses: u8) -> Result<Action, FlowError> {
+        if !(2..=64).contains(&n_clauses) || clause == 0 || clause > n_clauses {
+            return Err(FlowError::Invalid(format!(
+                "conjunction({id},{clause}/{n_clauses}): the clause count must be 2..=64 and the clause 1..={n_clauses}"
+            )));
+        }
+        Ok(Action::Conjunction {
+            id,
+            clause,
+            n_clauses,
+        })
+    }
+
     /// `meter:M`; refuses 0 and the reserved ids above `OFPM_MAX` (0xffff0000).
     pub fn meter(id: u32) -> Result<Action, FlowError> {
         if id == 0 || id > 0xffff_0000 {
@@ -575,6 +601,11 @@ impl Action {
                 Err(FlowError::Invalid("resubmit to table 255".into()))
             }
             Action::Meter(id) => Action::meter(*id).map(|_| ()),
+            Action::Conjunction {
+                id,
+                clause,
+                n_clauses,
+            } => Action::conjunction(*id, *clause, *n_clauses).map(|_| ()),
             _ => Ok(()),
         }
     }
@@ -689,6 +720,22 @@ mod tests {
         assert_eq!(Note::new(b"subnet.1").bytes().len(), 14);
         assert_eq!(Note::new(b"abcdef").bytes().len(), 6);
         assert_eq!(Note::new(b"abc").trimmed(), b"abc");
+    }
+
+    #[test]
+    fn conjunctions_are_bounded_as_open_vswitch_bounds_them() {
+        assert!(Action::conjunction(7, 1, 2).is_ok());
+        assert!(Action::conjunction(7, 64, 64).is_ok());
+        for (k, n) in [(1, 1), (0, 2), (3, 2), (1, 65)] {
+            let e = Action::conjunction(7, k, n).unwrap_err().to_string();
+            assert!(e.contains(&format!("conjunction(7,{k}/{n})")), "{e}");
+        }
+        let bad = Action::Conjunction {
+            id: 1,
+            clause: 3,
+            n_clauses: 2,
+        };
+        assert!(bad.validate().is_err(), "built directly, still refused");
     }
 
     #[test]

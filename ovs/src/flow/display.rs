@@ -318,6 +318,9 @@ fn write_match(s: &mut String, m: &Match, priority: u16, names: Option<&Names>) 
     if priority != DEFAULT_PRIORITY {
         let _ = write!(s, "priority={priority},");
     }
+    if let Some(c) = m.conj_id {
+        let _ = write!(s, "conj_id={c},");
+    }
     masked_hex(s, "pkt_mark", &m.pkt_mark);
     if let Some(st) = &m.ct_state {
         ct_state(s, st);
@@ -476,6 +479,13 @@ fn write_action(s: &mut String, a: &Action, names: Option<&Names>) {
         }
         Action::Meter(m) => {
             let _ = write!(s, "meter:{m}");
+        }
+        Action::Conjunction {
+            id,
+            clause,
+            n_clauses,
+        } => {
+            let _ = write!(s, "conjunction({id},{clause}/{n_clauses})");
         }
     }
 }

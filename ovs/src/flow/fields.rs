@@ -107,6 +107,8 @@ pub mod nxm_nx {
     pub const CT_ZONE: u8 = 106;
     /// `NXM_NX_CT_MARK`.
     pub const CT_MARK: u8 = 107;
+    /// `NXM_NX_CONJ_ID` (32 bits, exact; match only).
+    pub const CONJ_ID: u8 = 37;
 }
 
 /// Nicira NXM0 field numbers (class `0x0000`, the OpenFlow 1.0 fields) accepted when decoding.

@@ -168,6 +168,8 @@ pub struct Match {
     pub ct_state: Option<CtState>,
     /// Connection-tracking mark.
     pub ct_mark: Option<Masked<u32>>,
+    /// `conj_id=ID`: the packet matched every clause of conjunction ID (exact).
+    pub conj_id: Option<u32>,
     /// Connection-tracking zone.
     pub ct_zone: Option<u16>,
     /// Packet mark.
@@ -363,6 +365,12 @@ impl Match {
     /// `ct_state=...`.
     pub fn ct_state(mut self, state: CtState) -> Self {
         self.ct_state = Some(state);
+        self
+    }
+
+    /// `conj_id=ID`.
+    pub fn conj_id(mut self, id: u32) -> Self {
+        self.conj_id = Some(id);
         self
     }
 

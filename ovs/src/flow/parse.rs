@@ -267,6 +267,12 @@ fn parse_match_field(
         "ct_state" => m.ct_state = Some(parse_ct_state(v)?),
         "ct_zone" => m.ct_zone = Some(parse_num(v, key)?),
         "ct_mark" => m.ct_mark = Some(masked_num(v, key)?),
+        "conj_id" => {
+            m.conj_id = Some(
+                v.parse()
+                    .map_err(|_| err(format!("conj_id={v:?}: expected a decimal number")))?,
+            )
+        }
         "pkt_mark" => m.pkt_mark = Some(masked_num(v, key)?),
         k if k.starts_with("reg") => {
             let n: u8 = k[3..]
@@ -388,6 +394,18 @@ fn parse_action(a: &str, names: &Names) -> Result<Action, FlowError> {
     }
     if let Some(rest) = a.strip_prefix("group:") {
         return Action::group(parse_num(rest, "group")?).map_err(inv);
+    }
+    if let Some(rest) = a.strip_prefix("conjunction(") {
+        let bad = || err(format!("{a:?}: conjunction(ID,K/N)"));
+        let inner = rest.strip_suffix(')').ok_or_else(bad)?;
+        let (id, kn) = inner.split_once(',').ok_or_else(bad)?;
+        let (k, n) = kn.split_once('/').ok_or_else(bad)?;
+        let num = |s: &str| s.trim().parse::<u64>().map_err(|_| bad());
+        let (id, k, n) = (num(id)?, num(k)?, num(n)?);
+        let (Ok(id), Ok(k), Ok(n)) = (u32::try_from(id), u8::try_from(k), u8::try_from(n)) else {
+            return Err(bad());
+        };
+        return Action::conjunction(id, k, n).map_err(inv);
     }
     if let Some(rest) = a.strip_prefix("ct(") {
         let inner = rest

@@ -16,6 +16,7 @@
 //! | `OutputReg` | `NXAST_OUTPUT_REG` |
 //! | `Note` | `NXAST_NOTE` |
 //! | `Ct` | `NXAST_CT`, nesting `NXAST_NAT` first and then the exec actions |
+//! | `Conjunction{id,clause,n_clauses}` | `NXAST_CONJUNCTION` (clause 0-based on the wire) |
 //!
 //! Layouts follow `lib/ofp-actions.c` of Open vSwitch (`struct nx_action_*`). Every action is a
 //! multiple of 8 bytes; lengths are patched after the body is written.
@@ -65,6 +66,8 @@ pub mod nxast {
     pub const CT: u16 = 35;
     /// `NXAST_NAT`.
     pub const NAT: u16 = 36;
+    /// `NXAST_CONJUNCTION`.
+    pub const CONJUNCTION: u16 = 34;
 }
 
 /// `OFPIT_GOTO_TABLE`.
@@ -196,6 +199,18 @@ fn encode_action(a: &Action, out: &mut Vec<u8>) -> Result<(), CodecError> {
             finish(out, start, "NXAST_NOTE")?;
         }
         Action::Ct(ct) => encode_ct(out, ct)?,
+        Action::Conjunction {
+            id,
+            clause,
+            n_clauses,
+        } => {
+            // struct nx_action_conjunction: the clause is 0-based on the wire.
+            let start = nx_header(out, nxast::CONJUNCTION);
+            out.push(clause - 1);
+            out.push(*n_clauses);
+            put32(out, *id);
+            finish(out, start, "NXAST_CONJUNCTION")?;
+        }
     }
     Ok(())
 }
@@ -493,6 +508,14 @@ fn decode_nx(subtype: u16, len: usize, mut r: Reader<'_>, in_ct: bool) -> Result
                 });
             }
             Action::Note(note)
+        }
+        nxast::CONJUNCTION => {
+            r.set_what("NXAST_CONJUNCTION");
+            let clause = r.u8()?;
+            let n_clauses = r.u8()?;
+            let id = r.u32()?;
+            Action::conjunction(id, clause.saturating_add(1), n_clauses)
+                .map_err(malformed("NXAST_CONJUNCTION"))?
         }
         nxast::CT if in_ct => {
             return Err(CodecError::Unsupported {

@@ -331,6 +331,9 @@ pub fn encode_match(m: &Match, out: &mut Vec<u8>) -> Result<(), CodecError> {
     if let Some(v) = m.pkt_mark {
         put_masked(out, nx, nxm_nx::PKT_MARK, v);
     }
+    if let Some(v) = m.conj_id {
+        put_exact(out, nx, nxm_nx::CONJ_ID, v);
+    }
 
     let len = len_u16(out, start, "ofp_match")?;
     patch_u16(out, start + 2, len);
@@ -366,6 +369,7 @@ enum Id {
     CtZone,
     CtMark,
     PktMark,
+    Conjunction,
 }
 
 impl Id {
@@ -406,6 +410,7 @@ impl Id {
             (NXM_NX_CLASS, nxm_nx::CT_ZONE) => Id::CtZone,
             (NXM_NX_CLASS, nxm_nx::CT_MARK) => Id::CtMark,
             (NXM_NX_CLASS, nxm_nx::PKT_MARK) => Id::PktMark,
+            (NXM_NX_CLASS, nxm_nx::CONJ_ID) => Id::Conjunction,
             _ => return None,
         })
     }
@@ -416,7 +421,13 @@ impl Id {
             Id::IpProto => 1,
             Id::InPort16 | Id::EthType | Id::TpSrc(_) | Id::TpDst(_) | Id::ArpOp | Id::CtZone => 2,
             Id::InPort | Id::Ipv4Src | Id::Ipv4Dst | Id::ArpSpa | Id::ArpTpa => 4,
-            Id::Reg(_) | Id::TunSrc | Id::TunDst | Id::CtState | Id::CtMark | Id::PktMark => 4,
+            Id::Reg(_)
+            | Id::TunSrc
+            | Id::TunDst
+            | Id::CtState
+            | Id::CtMark
+            | Id::PktMark
+            | Id::Conjunction => 4,
             Id::EthDst | Id::EthSrc | Id::ArpSha | Id::ArpTha => 6,
             Id::TunKey => 8,
         }
@@ -599,6 +610,10 @@ pub fn decode_match(buf: &[u8]) -> Result<(Match, usize), CodecError> {
             Id::CtZone => {
                 exact_only("ct_zone")?;
                 m.ct_zone = Some(be_uint(value) as u16);
+            }
+            Id::Conjunction => {
+                exact_only("conj_id")?;
+                m.conj_id = Some(be_uint(value) as u32);
             }
             Id::CtMark => {
                 let v = masked(
