@@ -2,9 +2,11 @@
 //! it, and the only code that changes the bridge's flows.
 //!
 //! Owners ([`Owner`]) are the base pipeline, each pod port (a pod's or a warm pool port's), each
-//! remote node, the table-111 multicast row, and each VNID's table-80 row; a new feature (egress
-//! firewall, egress IPs, policies) adds an owner kind, not a new way to talk to the switch. Every owner's flows
-//! carry its cookie, so an owner is replaced or removed on the bridge by cookie.
+//! remote node, the table-111 multicast row, each VNID's table-80 row, each tenant's egress
+//! firewall (table 100), egress IP row and group (table 101) and multicast rows (tables 110 and
+//! 120); a new feature adds an owner kind, not a new way to talk to the switch. Every owner's
+//! flows carry its cookie, so an owner is replaced or removed on the bridge by cookie; an owner's
+//! OpenFlow groups go with it, by id.
 //!
 //! - **Changes are "bundle, then record"** ([`FlowStore::apply`]): a [`Change`] sets or removes
 //!   any number of owners; the store turns it into one OpenFlow bundle (per owner: delete by
@@ -13,9 +15,13 @@
 //! - **VNID rows are reference counted**: a pod owner is set with its VNID, and the table-80 row
 //!   of a VNID is added in the same bundle as its first pod and removed in the same bundle as
 //!   its last (multitenant mode; none for VNID 0 and the unknown-tenant VNID).
+//! - **Multicast rows follow the pods too**: the store knows each pod's port (from its table-26
+//!   row) and the multicast-enabled VNIDs ([`FlowStore::set_multicast`]), and rewrites a VNID's
+//!   table-110/120 rows in the same bundle as the pod change that alters its ports.
 //! - **Reconciling is one diff** ([`FlowStore::reconcile`]): under the store's lock, the whole
 //!   desired set is compared with a dump of the whole bridge and only the difference is applied,
-//!   in one bundle (flows that are right keep their counters). Nobody else holds a lock across
+//!   in one bundle (flows that are right keep their counters; groups are dumped too, and a wrong
+//!   or missing one is replaced with the flows that use it). Nobody else holds a lock across
 //!   it, so there is no lock hand-off between the parts of the agent.
 //! - [`FlowStore::stage`] records without touching the switch: start-up stages everything it
 //!   rebuilt (base, pods, remote nodes), then one reconcile applies the difference.
