@@ -3,7 +3,8 @@
 //! Start-up runs in the order the node needs and every step is idempotent, so a second start on
 //! a configured node changes nothing and never deletes the bridge: cluster state (this node's
 //! HostSubnet), `br0`, `vxlan0` at ofport 1 and `tun0` at ofport 2, tun0's gateway address, MTU
-//! and routes, `net.ipv4.ip_forward`, the host iptables rules, the flow table names; then the pod
+//! and routes, `net.ipv4.ip_forward`, the host iptables rules with the egress IPs this node holds
+//! ([`EgressIps`]), the flow table names; then the pod
 //! table is rebuilt from the pod ports' `external_ids`, and the port pool and the leases are
 //! taken back. Then the node is ready: the CNI server listens and the CNI network config file is
 //! written into the CNI conf dir (that file is how runtimes learn that the node is ready). The
@@ -17,7 +18,8 @@
 //! After start-up a loop keeps the bridge right: when the OpenFlow connection had to be re-opened
 //! (ovs-vswitchd restarted, flows possibly lost) or periodically, it reconciles again. It also
 //! follows the cluster state: when a NetNamespace's netid changes, the namespace's local pods are
-//! re-flowed with the new VNID in one bundle ([`Pods::sync_vnids`]); every other node's
+//! re-flowed with the new VNID in one bundle ([`Pods::sync_vnids`]), with the tenants' egress
+//! firewalls, egress IPs and multicast rows kept in step around it; every other node's
 //! HostSubnet that was added, moved or deleted gets its rows replaced in one bundle per node
 //! ([`RemoteNodes::sync`]); in standalone mode every tenant namespace gets its own CNI network
 //! (`<network>-<namespace>`), so podman users pick a tenant by picking a network.
