@@ -33,10 +33,11 @@ use serde_json::json;
 const OVSDB_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The SDN node's operator CLI: what the running agent knows (status, pods, flows, trace,
-/// bundle, log level) and the tenants (NetNamespaces and their VNIDs) of a standalone node.
+/// egress firewalls and IPs, bundle, log level) and the tenants (NetNamespaces: VNIDs,
+/// multicast) of a standalone node.
 ///
-/// status, pods, flows, trace, bundle, log-level and log ask the agent over its root-only local
-/// API. The tenant commands edit a standalone node's state directory; the running agent applies
+/// status, pods, flows, trace, egress-firewall, egress-ips, bundle, log-level and log ask the
+/// agent over its root-only local API. The tenant commands edit a standalone node's state directory; the running agent applies
 /// the change as soon as it sees the write (inotify). In Kubernetes mode they say how to make
 /// the change there, and namespaces asks the agent.
 #[derive(Debug, Parser)]
@@ -130,7 +131,7 @@ enum Cmd {
     },
     /// The agent's recent log lines (kept in memory)
     Log,
-    /// List namespaces: VNID, namespaces sharing it, local pods
+    /// List namespaces: VNID, namespaces sharing it, local pods, multicast
     #[command(alias = "list")]
     Namespaces,
     /// Create a tenant namespace with a fresh VNID
