@@ -57,7 +57,7 @@ use crate::egress::EgressFirewalls;
 use crate::egress_ip::EgressIps;
 use crate::flowstore::{Change, FlowStore, Owner, ReconcileStats};
 use crate::ipam;
-use crate::iptables::{self, Iptables};
+use crate::iptables::Iptables;
 use crate::netlink::Netlink;
 use crate::observe::{NodeView, Observer};
 use crate::pod::{PodIo, PodNetwork, Pods, BRIDGE};
@@ -293,17 +293,9 @@ impl Daemon {
             flow_store.clone(),
             state.clone(),
             &cfg.node_name,
-            node.node_ip,
-            node.tun0_mac(),
+            node.clone(),
             KUBE_PROXY_MASQUERADE_BIT,
-            iptables::HostRules {
-                cluster_networks: node.cluster_networks.clone(),
-                service_cidr: node.service_cidr,
-                vxlan_port: node.vxlan_port,
-                egress_ips: Vec::new(),
-            },
             netlink.clone(),
-            node.mode == flows::Mode::Multitenant,
         ));
         let egress_ip_tenants = egress_ips
             .sync(true, true)

@@ -34,7 +34,7 @@ use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use flows::{EgressRoute, Vnid};
+use flows::{EgressRoute, NodeConfig, Vnid};
 use tokio::sync::watch;
 
 use crate::cluster::ClusterState;
@@ -276,14 +276,10 @@ pub struct EgressIps<S> {
     store: Arc<FlowStore<S>>,
     cluster: watch::Receiver<Arc<ClusterState>>,
     local_node: String,
-    node_ip: Ipv4Addr,
-    tun0_mac: ovs::flow::MacAddr,
+    /// This node (node IP, tun0's MAC, mode, the networks of the host rules).
+    node: NodeConfig,
     masquerade_bit: u8,
-    /// The host rules without egress IPs (every sync writes them whole).
-    base: HostRules,
     netlink: Netlink,
-    /// Multitenant mode (egress IPs are per tenant; subnet mode has none).
-    enabled: bool,
     offline: std::sync::Mutex<BTreeSet<String>>,
     applied: tokio::sync::Mutex<Applied>,
     watched: watch::Sender<BTreeSet<Monitored>>,
@@ -297,8 +293,10 @@ pub struct EgressIpEntry {
     pub vnid: u32,
     /// Its namespaces.
     pub namespaces: Vec<String>,
-    /// `local`, `remote NODE,...` or `dropped`.
+    /// Where its traffic leaves, in words: `local (...)`, `over VXLAN to ...` or `dropped`.
     pub route: String,
+    /// The same as one word: `local`, `remote` or `dropped`.
+    pub kind: String,
     /// Why it is dropped.
     pub problem: Option<String>,
     /// Each requested IP: `IP on NODE (in use|not used: why)`.
@@ -306,38 +304,37 @@ pub struct EgressIpEntry {
 }
 
 impl<S: FlowSwitch> EgressIps<S> {
-    /// An idle component; nothing happens until [`Self::sync`].
-    #[allow(clippy::too_many_arguments)]
+    /// An idle component; nothing happens until [`Self::sync`]. Egress IPs are per tenant: in
+    /// subnet mode it only writes the host rules.
     pub fn new(
         store: Arc<FlowStore<S>>,
         cluster: watch::Receiver<Arc<ClusterState>>,
         local_node: &str,
-        node_ip: Ipv4Addr,
-        tun0_mac: ovs::flow::MacAddr,
+        node: NodeConfig,
         masquerade_bit: u8,
-        base: HostRules,
         netlink: Netlink,
-        enabled: bool,
     ) -> Self {
         EgressIps {
             store,
             cluster,
             local_node: local_node.to_string(),
-            node_ip,
-            tun0_mac,
+            node,
             masquerade_bit,
-            base,
             netlink,
-            enabled,
             offline: std::sync::Mutex::default(),
             applied: tokio::sync::Mutex::default(),
             watched: watch::channel(BTreeSet::new()).0,
         }
     }
 
-    /// The host rules for `held`.
+    /// The host rules, with the egress IPs `held`.
     fn rules(&self, held: &BTreeMap<Ipv4Addr, Vnid>) -> HostRules {
-        let mut r = self.base.clone();
+        let mut r = HostRules {
+            cluster_networks: self.node.cluster_networks.clone(),
+            service_cidr: self.node.service_cidr,
+            vxlan_port: self.node.vxlan_port,
+            egress_ips: Vec::new(),
+        };
         r.egress_ips = held
             .iter()
             .map(|(ip, v)| EgressIpRule {
@@ -362,7 +359,7 @@ impl<S: FlowSwitch> EgressIps<S> {
         let mut applied = self.applied.lock().await;
         let state = self.cluster.borrow().clone();
         let offline = crate::lock(&self.offline).clone();
-        let mut plan = if self.enabled {
+        let mut plan = if self.node.mode == flows::Mode::Multitenant {
             plan(&state, &self.local_node, &offline)
         } else {
             EgressPlan::default()
@@ -387,7 +384,7 @@ impl<S: FlowSwitch> EgressIps<S> {
             None
         } else {
             self.netlink
-                .egress_link(self.node_ip)
+                .egress_link(self.node.node_ip)
                 .await
                 .context("finding the node IP's interface for egress IPs")?
         };
@@ -400,13 +397,13 @@ impl<S: FlowSwitch> EgressIps<S> {
             let why = match &link {
                 None => Some(format!(
                     "the node IP {} is on no interface of this host",
-                    self.node_ip
+                    self.node.node_ip
                 )),
                 Some(l) if !l.network.contains(ip) => Some(format!(
                     "it is not in the network {} of {} (the node IP's interface)",
                     l.network, l.name
                 )),
-                _ if *ip == self.node_ip => Some("it is the node IP itself".into()),
+                _ if *ip == self.node.node_ip => Some("it is the node IP itself".into()),
                 Some(l) => match self.netlink.add_egress_address(l, *ip).await {
                     Ok(()) => None,
                     Err(e) => Some(e.to_string()),
@@ -458,7 +455,7 @@ impl<S: FlowSwitch> EgressIps<S> {
             if !stage && applied.plan.tenants.get(v).map(|o| &o.route) == Some(&t.route) {
                 continue;
             }
-            let (f, g) = flows::egress_ip_flows(*v, &t.route, self.tun0_mac);
+            let (f, g) = flows::egress_ip_flows(*v, &t.route, self.node.tun0_mac());
             change = change.set_with_groups(Owner::EgressIp(*v), f, g.into_iter().collect());
         }
         for v in applied.plan.tenants.keys() {
@@ -550,6 +547,12 @@ impl<S: FlowSwitch> EgressIps<S> {
                 vnid: v.id(),
                 namespaces: t.namespaces.clone(),
                 route: route_text(&t.route, &state),
+                kind: match t.route {
+                    EgressRoute::Local => "local",
+                    EgressRoute::Remote(_) => "remote",
+                    EgressRoute::Dropped => "dropped",
+                }
+                .into(),
                 problem: t.problem.clone(),
                 ips: t
                     .ips

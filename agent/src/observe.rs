@@ -398,16 +398,7 @@ impl NodeView {
             .set(self.state.borrow().multicast_vnids().len() as i64);
         let (eips, _) = self.egress_ips.entries().await;
         for route in ["local", "remote", "dropped"] {
-            let n = eips
-                .iter()
-                .filter(|e| {
-                    e.route.starts_with(match route {
-                        "local" => "local",
-                        "remote" => "over VXLAN",
-                        _ => "dropped",
-                    })
-                })
-                .count();
+            let n = eips.iter().filter(|e| e.kind == route).count();
             m.egress_ip_tenants
                 .with_label_values(&[route])
                 .set(n as i64);

@@ -680,15 +680,20 @@ pub struct Outcome {
     pub problems: Vec<ClusterError>,
 }
 
-/// Runs `cmd` on the state directory `dir` under its lock: reads, plans, writes.
-pub fn execute(dir: &Path, cmd: &TenantCommand, pods: &PodCounts) -> Result<Outcome, TenantError> {
-    // Fail on a missing directory before creating a lock file in it.
+/// Takes the state directory's lock and reads it; a missing directory fails before a lock file
+/// is created in it.
+fn open_locked(dir: &Path) -> Result<(Lock, Snapshot), TenantError> {
     fs::read_dir(dir).map_err(|e| TenantError::StateDir {
         dir: dir.to_path_buf(),
         reason: e.to_string(),
     })?;
-    let _lock = lock(dir)?;
-    let snap = load(dir)?;
+    let held = lock(dir)?;
+    Ok((held, load(dir)?))
+}
+
+/// Runs `cmd` on the state directory `dir` under its lock: reads, plans, writes.
+pub fn execute(dir: &Path, cmd: &TenantCommand, pods: &PodCounts) -> Result<Outcome, TenantError> {
+    let (_lock, snap) = open_locked(dir)?;
     if let Some(p) = snap.problems.iter().find(|p| hides_net_namespaces(p)) {
         return Err(TenantError::Unreadable { problem: p.clone() });
     }
@@ -781,12 +786,7 @@ impl fmt::Display for MulticastChange {
 /// the directory's lock (the NetNamespace's VNID and everything else are kept).
 pub fn set_multicast(dir: &Path, name: &str, on: bool) -> Result<MulticastChange, TenantError> {
     check_name(name)?;
-    fs::read_dir(dir).map_err(|e| TenantError::StateDir {
-        dir: dir.to_path_buf(),
-        reason: e.to_string(),
-    })?;
-    let _lock = lock(dir)?;
-    let snap = load(dir)?;
+    let (_lock, snap) = open_locked(dir)?;
     let mut nn = snap
         .state
         .net_namespaces

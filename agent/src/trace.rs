@@ -328,7 +328,7 @@ pub async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceResult, T
     };
     // Egress IPs as this node applies them: VNID -> (held here / used, problem).
     let (egress_ips, _) = view.egress_ips.entries().await;
-    let egress_ip = |v: u32| -> Option<(String, String)> {
+    let egress_ip = |v: u32| -> Option<(String, String, String)> {
         egress_ips.iter().find(|e| e.vnid == v).map(|e| {
             let words = e.problem.clone().unwrap_or_else(|| {
                 let used: Vec<&str> = e
@@ -339,7 +339,7 @@ pub async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceResult, T
                     .collect();
                 format!("its egress IP {}", used.join(" or "))
             });
-            (e.route.clone(), words)
+            (e.kind.clone(), e.route.clone(), words)
         })
     };
     let resolve = |s: &str, role: &str| -> Result<End, TraceError> {
@@ -566,9 +566,9 @@ struct Judge<'a> {
     pods: &'a [crate::pod::Pod],
     tenants: &'a dyn Fn(u32) -> String,
     remote_of: &'a dyn Fn(Ipv4Addr) -> Option<(String, Ipv4Addr)>,
-    /// A VNID's egress route in words and its IPs in words (`its egress IP X`, or why none is
-    /// usable), if it has egress IPs.
-    egress_ip: &'a dyn Fn(u32) -> Option<(String, String)>,
+    /// A VNID's egress route (kind, in words) and its IPs in words (`its egress IP X`, or why
+    /// none is usable), if it has egress IPs.
+    egress_ip: &'a dyn Fn(u32) -> Option<(String, String, String)>,
 }
 
 impl Judge<'_> {
@@ -587,19 +587,20 @@ impl Judge<'_> {
         let vnid = p.regs.get("reg0").copied().unwrap_or(0) as u32;
         let ips = || {
             (self.egress_ip)(vnid)
-                .map(|e| e.1)
+                .map(|e| e.2)
                 .unwrap_or_else(|| "its egress IP".into())
         };
         // A select group picks its bucket by a hash the datapath computes after the trace
         // ends (`hash(...),recirc`): the plan says where the buckets lead.
         let to_group = by_egress_ip
-            && p.outputs.is_empty()
             && p.steps
                 .last()
                 .is_some_and(|s| s.4.iter().any(|a| a.starts_with("group:")));
         if to_group {
-            let route = (self.egress_ip)(vnid).map(|e| e.0).unwrap_or_default();
-            return if route.starts_with("local") {
+            let (kind, route) = (self.egress_ip)(vnid)
+                .map(|e| (e.0, e.1))
+                .unwrap_or_default();
+            return if kind == "local" {
                 (
                     Outcome::ToHost,
                     format!(
@@ -623,34 +624,6 @@ impl Judge<'_> {
         }
         // Outputs, in order; the last decides (a flood would list several).
         if let Some(&port) = p.outputs.last() {
-            if port == 1 && by_egress_ip {
-                let vtep = p.tun_dst.unwrap_or(Ipv4Addr::UNSPECIFIED);
-                let words = format!(
-                    "sent over VXLAN (VNI {vnid}) to the node with VTEP {vtep}, which holds an egress IP of VNID {vnid} {}: the packet leaves the cluster there with {} as source (egress_routing, group {vnid})",
-                    (self.tenants)(vnid),
-                    ips()
-                );
-                return (
-                    Outcome::ToRemoteNode,
-                    words,
-                    Some(VxlanHop {
-                        vni: vnid,
-                        remote_vtep: vtep,
-                        remote_node: None,
-                    }),
-                );
-            }
-            if port == 2 && by_egress_ip {
-                return (
-                    Outcome::ToHost,
-                    format!(
-                        "leaves the overlay through tun0 with VNID {vnid} {}'s mark: this node SNATs it to {} (egress_routing, group {vnid})",
-                        (self.tenants)(vnid),
-                        ips()
-                    ),
-                    None,
-                );
-            }
             if port == 1 {
                 let vni = p.regs.get("reg0").copied().unwrap_or(0) as u32;
                 let vtep = p.tun_dst.unwrap_or(Ipv4Addr::UNSPECIFIED);
@@ -784,7 +757,7 @@ impl Judge<'_> {
                 format!(
                     "VNID {s} {} has egress IPs and none is usable, so its external traffic is dropped, not sent with the node's address: {}",
                     (self.tenants)(s),
-                    (self.egress_ip)(s).map_or_else(|| "(no detail)".into(), |e| e.1)
+                    (self.egress_ip)(s).map_or_else(|| "(no detail)".into(), |e| e.2)
                 )
             }
             Some(Table::EgressFirewall) => {

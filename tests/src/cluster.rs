@@ -315,6 +315,12 @@ impl Cluster {
         self.hub.name()
     }
 
+    /// Runs a command in the hub namespace (the underlay's switch, where tests put "external"
+    /// hosts); panics with its stderr when it fails.
+    pub fn hub_exec(&self, args: &[&str]) -> String {
+        self.hub.exec(args).unwrap_or_else(|e| panic!("{e}"))
+    }
+
     /// The hub end of node `i`'s underlay veth: what node `i` sends arrives here.
     pub fn hub_port(&self, i: usize) -> String {
         Self::hub_port_name(i)

@@ -183,6 +183,18 @@ impl AgentNode {
             .collect()
     }
 
+    /// Runs the real `sdnctl` against this node's local API (`--api-socket`) and returns what
+    /// it did (the caller checks the status: some tests expect a refusal).
+    pub fn sdnctl_api(&self, args: &[&str]) -> std::process::Output {
+        Command::new(workspace_bin("sdnctl"))
+            .arg("--api-socket")
+            .arg(self.api_socket())
+            .args(args)
+            .env_remove("SDN_CONFIG")
+            .output()
+            .expect("run sdnctl")
+    }
+
     /// The agent's local API socket.
     pub fn api_socket(&self) -> PathBuf {
         self.dir.join("run/api.sock")

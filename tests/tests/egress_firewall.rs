@@ -165,12 +165,7 @@ fn egress_firewall_filters_one_tenant_in_rule_order_and_swaps_atomically() {
     );
 
     // sdnctl flows --tenant shows the rows with their owner.
-    let out = std::process::Command::new(sdn_tests::harness::workspace_bin("sdnctl"))
-        .arg("--api-socket")
-        .arg(node.api_socket())
-        .args(["--json", "flows", "--tenant", "tenant-a"])
-        .output()
-        .expect("sdnctl flows");
+    let out = node.sdnctl_api(&["--json", "flows", "--tenant", "tenant-a"]);
     let listed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let egress: Vec<&serde_json::Value> = listed
         .as_array()
@@ -184,12 +179,7 @@ fn egress_firewall_filters_one_tenant_in_rule_order_and_swaps_atomically() {
         .all(|f| f["owner"] == "egress firewall of VNID 10 (tenant-a)"));
 
     // sdnctl egress-firewall: the effective rules, in order.
-    let out = std::process::Command::new(sdn_tests::harness::workspace_bin("sdnctl"))
-        .arg("--api-socket")
-        .arg(node.api_socket())
-        .arg("egress-firewall")
-        .output()
-        .expect("sdnctl egress-firewall");
+    let out = node.sdnctl_api(&["egress-firewall"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         text,
@@ -400,12 +390,7 @@ fn dns_name_rules_follow_the_answer_at_its_ttl_and_touch_only_their_tenant() {
         .log()
         .contains("egress dnsName resolved to new addresses"));
 
-    let out = std::process::Command::new(sdn_tests::harness::workspace_bin("sdnctl"))
-        .arg("--api-socket")
-        .arg(node.api_socket())
-        .arg("egress-firewall")
-        .output()
-        .expect("sdnctl egress-firewall");
+    let out = node.sdnctl_api(&["egress-firewall"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("VNID 10 (tenant-a), policy tenant-a/default:\n  1. Allow 203.0.113.20/32\n  2. Deny 0.0.0.0/0\n"),
@@ -446,28 +431,16 @@ fn egress_firewall_on_two_nodes_follows_a_changing_dns_name() {
         ..NodeOptions::default()
     };
     let c = sdn_tests::cluster::Cluster::start(2, &opts);
-    let hub = |args: &[&str]| {
-        let out = std::process::Command::new("ip")
-            .args(["netns", "exec", c.hub_netns()])
-            .args(args)
-            .output()
-            .expect("ip netns exec");
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    hub(&["ip", "addr", "add", &format!("{hub_ip}/24"), "dev", "hub0"]);
+    c.hub_exec(&["ip", "addr", "add", &format!("{hub_ip}/24"), "dev", "hub0"]);
     for a in [
         "203.0.113.10",
         "203.0.113.20",
         "198.51.100.7",
         "198.51.100.8",
     ] {
-        hub(&["ip", "addr", "add", &format!("{a}/32"), "dev", "lo"]);
+        c.hub_exec(&["ip", "addr", "add", &format!("{a}/32"), "dev", "lo"]);
     }
-    hub(&["ip", "link", "set", "lo", "up"]);
+    c.hub_exec(&["ip", "link", "set", "lo", "up"]);
     for i in [1, 2] {
         for net in ["203.0.113.0/24", "198.51.100.0/24"] {
             c.node(i)

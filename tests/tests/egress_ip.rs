@@ -95,29 +95,9 @@ fn underlay_addrs(node: &AgentNode) -> String {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn hub(c: &Cluster, args: &[&str]) {
-    let mut cmd = vec!["ip", "netns", "exec", c.hub_netns()];
-    cmd.extend_from_slice(args);
-    let out = std::process::Command::new(cmd[0])
-        .args(&cmd[1..])
-        .output()
-        .expect("run ip");
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// `sdnctl egress-ips` against node's agent.
 fn sdnctl_egress_ips(node: &AgentNode) -> String {
-    let out = std::process::Command::new(sdn_tests::harness::workspace_bin("sdnctl"))
-        .arg("--api-socket")
-        .arg(node.api_socket())
-        .arg("egress-ips")
-        .env_remove("SDN_CONFIG")
-        .output()
-        .expect("run sdnctl");
+    let out = node.sdnctl_api(&["egress-ips"]);
     assert!(
         out.status.success(),
         "{}",
@@ -145,10 +125,7 @@ fn egress_ips_set_the_source_fail_over_and_never_leak_the_node_address() {
     let c = Cluster::start(3, &NodeOptions::default());
     let (n1, n2, n3) = (c.node(1), c.node(2), c.node(3));
     // The external host.
-    hub(
-        &c,
-        &["ip", "addr", "add", &format!("{EXT}/24"), "dev", "hub0"],
-    );
+    c.hub_exec(&["ip", "addr", "add", &format!("{EXT}/24"), "dev", "hub0"]);
     let _server = tcp_whoami_server(c.hub_netns(), PORT);
     set_ns(&c, "eg-a", 30, &[IP_A]);
     set_ns(&c, "eg-b", 31, &[]);
@@ -261,7 +238,7 @@ fn egress_ips_set_the_source_fail_over_and_never_leak_the_node_address() {
 
     // node-3 cut off the underlay: eg-c fails over to .101 alone.
     let h3 = c.hub_port(3);
-    hub(&c, &["ip", "link", "set", &h3, "down"]);
+    c.hub_exec(&["ip", "link", "set", &h3, "down"]);
     let cut = Instant::now();
     // Failed over when node-1's group for eg-c has node-2's bucket only.
     assert!(
@@ -276,7 +253,7 @@ fn egress_ips_set_the_source_fail_over_and_never_leak_the_node_address() {
         took.as_secs_f64()
     );
     assert!(n1.log().contains("egress IP node is offline"));
-    hub(&c, &["ip", "link", "set", &h3, "up"]);
+    c.hub_exec(&["ip", "link", "set", &h3, "up"]);
     let back = Instant::now();
     assert!(
         wait_until(SETTLE, || seen_set(&c1, 12) == both),
@@ -290,7 +267,7 @@ fn egress_ips_set_the_source_fail_over_and_never_leak_the_node_address() {
 
     // node-2 cut off: eg-a's one IP is gone, so its traffic is dropped, never masqueraded.
     let h2 = c.hub_port(2);
-    hub(&c, &["ip", "link", "set", &h2, "down"]);
+    c.hub_exec(&["ip", "link", "set", &h2, "down"]);
     assert!(
         wait_until(SETTLE, || !groups(n1).contains("192.168.77.12->tun_dst")),
         "{}",
@@ -330,7 +307,7 @@ fn egress_ips_set_the_source_fail_over_and_never_leak_the_node_address() {
             .contains("node node-2 is offline"),
         "{t:#}"
     );
-    hub(&c, &["ip", "link", "set", &h2, "up"]);
+    c.hub_exec(&["ip", "link", "set", &h2, "up"]);
     wait_seen(&a1, Some(IP_A), "eg-a after node-2 came back");
 
     // Restarts: the sending node, then the hosting node; nothing on br0 changes.

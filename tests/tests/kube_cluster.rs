@@ -286,19 +286,7 @@ fn kubernetes_mode_on_three_nodes() {
     // 192.168.77.96/28): tenant-a's pods leave as .100 seen from an external host on the
     // underlay; its hosting node stops being Ready, the controller moves the IP to the other
     // node, which takes the address (with a gratuitous ARP), and the traffic follows.
-    let hub = |args: &[&str]| {
-        let out = std::process::Command::new("ip")
-            .args(["netns", "exec", c.hub_netns()])
-            .args(args)
-            .output()
-            .expect("ip netns exec");
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    hub(&["ip", "addr", "add", "192.168.77.200/24", "dev", "hub0"]);
+    c.hub_exec(&["ip", "addr", "add", "192.168.77.200/24", "dev", "hub0"]);
     let _whoami = probe::tcp_whoami_server(c.hub_netns(), 8181);
     let ext = std::net::SocketAddrV4::new(std::net::Ipv4Addr::new(192, 168, 77, 200), 8181);
     let eip: std::net::Ipv4Addr = "192.168.77.100".parse().unwrap();

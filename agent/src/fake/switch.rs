@@ -173,16 +173,7 @@ impl FakeSwitch {
                     }
                     if let Action::Meter(id) = a {
                         if !s.meters.contains_key(id) {
-                            return Err(OfError::BundleFailed {
-                                peer: "fake switch".into(),
-                                bundle_id: 0,
-                                index: i,
-                                total,
-                                xid: 0,
-                                what: m.describe(),
-                                stage: BundleStage::Commit,
-                                error: switch_error(12, 3), // OFPMMFC_UNKNOWN_METER
-                            });
+                            return Err(failed(12, 3)); // OFPMMFC_UNKNOWN_METER
                         }
                     }
                 }
