@@ -389,6 +389,14 @@ pub async fn cookie_owners(view: &NodeView) -> BTreeMap<u64, String> {
                 format!("multicast of VNID {v} ({})", tenants(v.id()))
             }
             Owner::EgressIp(v) => format!("egress IPs of VNID {v} ({})", tenants(v.id())),
+            Owner::PolicyTarget(p) => format!(
+                "network policies of {}",
+                by_port
+                    .get(p.as_str())
+                    .cloned()
+                    .unwrap_or_else(|| format!("port {p}"))
+            ),
+            Owner::Policy => "network policy peers and ports".to_string(),
         };
         out.insert(owner.cookie(), name);
     }
@@ -422,7 +430,11 @@ pub async fn flow_entries(
                     format!("no pod {ns}/{name} on this node (sdnctl pods lists them)"),
                 )
             })?;
-        cookies = Some(vec![pod.cookie(), flows::vnid_cookie(pod.vnid)]);
+        cookies = Some(vec![
+            pod.cookie(),
+            flows::vnid_cookie(pod.vnid),
+            flows::policy_target_cookie(&pod.host_veth),
+        ]);
     }
     if let Some(ns) = q.get("tenant") {
         let nn = state.net_namespaces.get(ns).ok_or_else(|| {

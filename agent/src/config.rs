@@ -214,7 +214,7 @@ pub struct Flags {
     /// Underlay address [default: from the HostSubnet, else 127.0.0.1]
     #[arg(long = "node-ip", env = "SDN_NODE_IP", value_name = "IP")]
     pub node_ip: Option<Ipv4Addr>,
-    /// Isolation mode: subnet or multitenant [default: multitenant]
+    /// Isolation mode: subnet, multitenant or networkpolicy [default: multitenant]
     #[arg(long, env = "SDN_MODE", value_name = "MODE")]
     pub mode: Option<String>,
     /// Cluster network and host subnet length in bits, repeatable [default: 10.128.0.0/14,9 =
@@ -469,11 +469,8 @@ impl Config {
 
     /// The isolation mode.
     pub fn mode(&self) -> Mode {
-        if self.mode == "subnet" {
-            Mode::Subnet
-        } else {
-            Mode::Multitenant
-        }
+        // Validated: one of the three names.
+        Mode::parse(&self.mode).unwrap_or(Mode::Multitenant)
     }
 
     /// Whether pod interfaces get tx checksum offload turned off.
@@ -515,8 +512,11 @@ impl Config {
                 self.port_pool_size
             );
         }
-        if !matches!(self.mode.as_str(), "subnet" | "multitenant") {
-            bail!("mode {:?}: expected subnet or multitenant", self.mode);
+        if Mode::parse(&self.mode).is_none() {
+            bail!(
+                "mode {:?}: expected subnet, multitenant or networkpolicy",
+                self.mode
+            );
         }
         if self.cluster_networks.is_empty() {
             bail!("clusterNetworks: at least one cluster network is needed");

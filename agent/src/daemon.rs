@@ -61,6 +61,7 @@ use crate::iptables::Iptables;
 use crate::netlink::Netlink;
 use crate::observe::{NodeView, Observer};
 use crate::pod::{PodIo, PodNetwork, Pods, BRIDGE};
+use crate::policy::NetworkPolicies;
 use crate::remote::{LocalNode, RemoteNodes};
 use crate::switch::Switch;
 
@@ -87,6 +88,8 @@ pub struct Daemon {
     pub egress: Arc<EgressFirewalls<Switch>>,
     /// The tenants' egress IPs (table 101, host addresses and rules).
     pub egress_ips: Arc<EgressIps<Switch>>,
+    /// Networkpolicy mode: the NetworkPolicy rows (tables 27 and 80).
+    pub policies: Option<Arc<NetworkPolicies<Switch>>>,
     db: ovsdb::Client,
     base: Vec<Flow>,
     server: Option<cni::ServerHandle>,
@@ -167,6 +170,7 @@ impl Daemon {
                 let src = cluster::kube::KubeSource::start(
                     client,
                     &cfg.node_name,
+                    cfg.mode() == flows::Mode::NetworkPolicy,
                     Duration::from_secs(60),
                 )
                 .await?;
@@ -341,7 +345,7 @@ impl Daemon {
         let egress = Arc::new(EgressFirewalls::new(flow_store.clone(), state.clone()));
         // dnsName rules: their names resolved before the first reconcile (at most 2 s), so a
         // restart keeps their rows on the bridge.
-        let egress_dns = if node.mode == flows::Mode::Multitenant {
+        let egress_dns = if node.mode.has_vnids() {
             match crate::egress::EgressDns::new(&cfg.egress_dns_servers) {
                 Ok(dns) => {
                     egress.seed_dns(&dns, Duration::from_secs(2)).await;
@@ -355,17 +359,54 @@ impl Daemon {
         } else {
             None
         };
-        let egress_firewalls = if node.mode == flows::Mode::Multitenant {
+        let egress_firewalls = if node.mode.has_vnids() {
             egress.stage().await
         } else {
             0
         };
 
+        // Networkpolicy mode: the policy rows of the pods found, staged for the first
+        // reconcile (a restart keeps them in place), and every later ADD asks for its own.
+        let policies = if node.mode == flows::Mode::NetworkPolicy {
+            let table = pods.clone();
+            let local: crate::policy::LocalPods = Arc::new(move || {
+                let table = table.clone();
+                Box::pin(async move {
+                    table
+                        .list()
+                        .await
+                        .into_iter()
+                        .map(|p| crate::policy::LocalPodRef {
+                            port: p.host_veth,
+                            ofport: p.ofport,
+                            namespace: p.namespace,
+                            name: p.name,
+                            ip: p.ip,
+                        })
+                        .collect()
+                })
+            });
+            let np = Arc::new(NetworkPolicies::new(
+                flow_store.clone(),
+                state.clone(),
+                node.local_subnet,
+                local,
+                cfg.bridge_mgmt
+                    .parent()
+                    .unwrap_or(Path::new("/run/openvswitch"))
+                    .to_path_buf(),
+            ));
+            np.stage().await;
+            pods.set_policy(np.clone());
+            Some(np)
+        } else {
+            None
+        };
         let base = base_flows(&node);
         flow_store
             .stage(Change::new().set(Owner::Base, base.clone()))
             .await;
-        if node.mode == flows::Mode::Multitenant {
+        if node.mode.has_vnids() {
             flow_store
                 .stage_multicast(state.borrow().multicast_vnids())
                 .await;
@@ -382,6 +423,7 @@ impl Daemon {
             nodes,
             egress,
             egress_ips,
+            policies,
             db,
             base,
             server: None,
@@ -458,6 +500,10 @@ impl Daemon {
         // Nodes hosting egress IPs this node's tenants use: watched in the background.
         n.endpoints
             .push(tokio::spawn(n.egress_ips.clone().monitor()));
+        // NetworkPolicies: rebuilt on every change that matters, in the background.
+        if let Some(np) = &n.policies {
+            n.endpoints.push(tokio::spawn(np.clone().run()));
+        }
         // dnsName rules of egress firewalls: kept current in the background.
         if let Some(dns) = egress_dns {
             tracing::info!(servers = %dns.source(), "egress firewall dnsName rules resolve through these DNS servers");
@@ -481,6 +527,7 @@ impl Daemon {
             version_note: self.base.last().cloned(),
             egress: self.egress.clone(),
             egress_ips: self.egress_ips.clone(),
+            policies: self.policies.clone(),
         });
         self.observer.set_view(view.clone());
         self.endpoints
@@ -547,7 +594,7 @@ impl Daemon {
         if let Err(e) = self.nodes.sync().await {
             tracing::warn!(error = %e, "applying remote node changes failed; retrying at the next change or repair");
         }
-        let multitenant = self.node.mode == flows::Mode::Multitenant;
+        let multitenant = self.node.mode.has_vnids();
         // Egress firewalls of new or changed VNIDs before pods move to them; rows of VNIDs that
         // lost their policy go only after the pods left them (see `EgressFirewalls::sync`).
         if multitenant {
@@ -648,6 +695,11 @@ impl Daemon {
         // Egress IP addresses and host rules are checked on every repair, not only on change.
         self.egress_ips.recheck_host().await;
         self.apply_state().await;
+        if let Some(np) = &self.policies {
+            if let Err(e) = np.sync().await {
+                tracing::warn!(error = %e, "applying network policy rows failed; retrying at the next change or repair");
+            }
+        }
         match self.reconcile_for(reason).await {
             Ok(s) if s.added + s.deleted + s.groups > 0 => {
                 crate::metrics::metrics().repaired(if reason == "switch-restart" {

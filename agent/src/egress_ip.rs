@@ -359,7 +359,7 @@ impl<S: FlowSwitch> EgressIps<S> {
         let mut applied = self.applied.lock().await;
         let state = self.cluster.borrow().clone();
         let offline = crate::lock(&self.offline).clone();
-        let mut plan = if self.node.mode == flows::Mode::Multitenant {
+        let mut plan = if self.node.mode.has_vnids() {
             plan(&state, &self.local_node, &offline)
         } else {
             EgressPlan::default()

@@ -75,6 +75,14 @@ pub enum Owner {
     MulticastTenant(Vnid),
     /// A VNID's egress IP row (table 101) and its group.
     EgressIp(Vnid),
+    /// Networkpolicy mode: the policy rows of the pod on this OVS port (its targets and
+    /// isolation in tables 27 and 80). They live and die with the port's own flows: removing
+    /// [`Owner::Port`] removes them in the same bundle, and they are never set for a port the
+    /// store does not hold (a pod deleted meanwhile), so no row outlives its ofport.
+    PolicyTarget(String),
+    /// Networkpolicy mode: the shared policy rows (peers, ports, `conj_id` rows), changed row
+    /// by row ([`Change::diff`]).
+    Policy,
 }
 
 impl Owner {
@@ -89,6 +97,8 @@ impl Owner {
             Owner::EgressFirewall(v) => flows::egress_cookie(*v),
             Owner::MulticastTenant(v) => flows::multicast_cookie(*v),
             Owner::EgressIp(v) => flows::egress_ip_cookie(*v),
+            Owner::PolicyTarget(p) => flows::policy_target_cookie(p),
+            Owner::Policy => flows::POLICY_COOKIE,
         }
     }
 }
@@ -104,6 +114,8 @@ impl fmt::Display for Owner {
             Owner::EgressFirewall(v) => write!(f, "egress firewall of VNID {v}"),
             Owner::MulticastTenant(v) => write!(f, "multicast of VNID {v}"),
             Owner::EgressIp(v) => write!(f, "egress IPs of VNID {v}"),
+            Owner::PolicyTarget(p) => write!(f, "network policies of pod port {p}"),
+            Owner::Policy => f.write_str("network policy peers and ports"),
         }
     }
 }
@@ -153,6 +165,10 @@ enum Op {
     /// Add these flows over the owner's (same table, priority and match replace), no delete:
     /// for owners whose rows are keyed by a match that never changes (the table-111 row).
     Put(Entry),
+    /// Make the owner's flows these by sending only the difference: strict deletes of rows it
+    /// no longer has, adds of new or changed ones (owners with many rows that change a few at
+    /// a time: the shared policy rows).
+    Diff(Entry),
 }
 
 /// A set of owner changes applied as one bundle.
@@ -189,6 +205,12 @@ impl Change {
     /// add replaces its old row in place.
     pub fn put(mut self, owner: Owner, flows: Vec<Flow>) -> Change {
         self.ops.push((owner, Op::Put(Entry::plain(flows))));
+        self
+    }
+
+    /// Makes `owner`'s flows `flows`, sending only the rows that differ from what it holds.
+    pub fn diff(mut self, owner: Owner, flows: Vec<Flow>) -> Change {
+        self.ops.push((owner, Op::Diff(Entry::plain(flows))));
         self
     }
 
@@ -267,9 +289,54 @@ impl Change {
                     );
                     holds.insert(owner, Some(e));
                 }
+                Op::Diff(e) => {
+                    let old = held.map(|h| h.flows.as_slice()).unwrap_or_default();
+                    msgs.extend(diff(&e.flows, old));
+                    holds.insert(owner, Some(e));
+                }
             }
         }
         msgs
+    }
+
+    /// This change with the pod ports' policy rows tied to the ports (see
+    /// [`Owner::PolicyTarget`]): removing a port's flows removes its policy rows too, and
+    /// policy rows for a port that is neither held nor set earlier in the change are dropped.
+    fn tie_policy_targets(self, state: &State) -> Change {
+        let mut held: BTreeMap<String, bool> = BTreeMap::new();
+        let mut ops = Vec::with_capacity(self.ops.len());
+        for (owner, op) in self.ops {
+            match (&owner, &op) {
+                (Owner::Port(p), Op::Replace(None)) => {
+                    let target = Owner::PolicyTarget(p.clone());
+                    let has_rows =
+                        state.owners.contains_key(&target) || ops.iter().any(|(o, _)| *o == target);
+                    held.insert(p.clone(), false);
+                    ops.push((owner, op));
+                    if has_rows {
+                        ops.push((target, Op::Replace(None)));
+                    }
+                }
+                (Owner::Port(p), _) => {
+                    held.insert(p.clone(), true);
+                    ops.push((owner, op));
+                }
+                (Owner::PolicyTarget(_), Op::Replace(None)) => ops.push((owner, op)),
+                (Owner::PolicyTarget(p), _) => {
+                    let live = held
+                        .get(p)
+                        .copied()
+                        .unwrap_or_else(|| state.owners.contains_key(&Owner::Port(p.clone())));
+                    if live {
+                        ops.push((owner, op));
+                    } else {
+                        tracing::debug!(port = %p, "policy rows of a port without flows dropped");
+                    }
+                }
+                _ => ops.push((owner, op)),
+            }
+        }
+        Change { ops }
     }
 
     /// The owners' messages in order over an empty store (every add of a put is sent).
@@ -294,7 +361,7 @@ impl Change {
                 .entry(owner)
                 .or_insert_with(|| state.owners.get(owner).and_then(|e| e.vnid));
             let new = match op {
-                Op::Replace(Some(e)) | Op::Put(e) => e.vnid,
+                Op::Replace(Some(e)) | Op::Put(e) | Op::Diff(e) => e.vnid,
                 Op::Replace(None) => None,
             };
             for (v, delta) in [(old, -1i64), (new, 1i64)] {
@@ -320,7 +387,7 @@ impl Change {
                 .entry(owner)
                 .or_insert_with(|| state.owners.get(owner).and_then(Entry::member));
             let new = match op {
-                Op::Replace(Some(e)) | Op::Put(e) => e.member(),
+                Op::Replace(Some(e)) | Op::Put(e) | Op::Diff(e) => e.member(),
                 Op::Replace(None) => None,
             };
             for (m, add) in [(old, false), (new, true)] {
@@ -339,7 +406,7 @@ impl Change {
     fn commit(self, state: &mut State) {
         for (owner, op) in self.ops {
             let entry = match op {
-                Op::Replace(Some(e)) | Op::Put(e) => Some(e),
+                Op::Replace(Some(e)) | Op::Put(e) | Op::Diff(e) => Some(e),
                 Op::Replace(None) => None,
             };
             let new = entry.as_ref().and_then(|e| e.vnid);
@@ -569,6 +636,7 @@ impl<S: FlowSwitch> FlowStore<S> {
     }
 
     async fn apply_one(&self, state: &mut State, change: Change) -> Result<(), OfError> {
+        let change = change.tie_policy_targets(state);
         let mut msgs = change.messages_over(state);
         msgs.extend(self.vnid_row_changes(state.vnid_refs(), &change.refs_after(state)));
         msgs.extend(state.multicast_row_changes(&change.members_after(state)));
@@ -627,7 +695,7 @@ impl<S: FlowSwitch> FlowStore<S> {
     /// Records `change` without touching the switch (start-up, before the first reconcile).
     pub async fn stage(&self, change: Change) {
         let mut state = self.state.lock().await;
-        change.commit(&mut state);
+        change.tie_policy_targets(&state).commit(&mut state);
     }
 
     /// Makes `br0` hold exactly the desired flows, in one bundle of the difference.

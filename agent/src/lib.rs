@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod netlink;
 pub mod observe;
 pub mod pod;
+pub mod policy;
 pub mod remote;
 pub mod seams;
 pub mod switch;

@@ -122,6 +122,17 @@ pub struct Metrics {
     pub egress_ips_held: IntGauge,
     /// Egress IP nodes found offline or back online, by change.
     pub egress_node_changes: IntCounterVec,
+    /// Networkpolicy mode: NetworkPolicies in the cluster state.
+    pub policies: IntGauge,
+    /// Networkpolicy mode: NetworkPolicies that select a pod of this node.
+    pub policies_active: IntGauge,
+    /// Networkpolicy mode: policy rows on br0, by kind (`target`: per pod; `shared`: peers,
+    /// ports and conjunction rows).
+    pub policy_flows: IntGaugeVec,
+    /// Networkpolicy mode: local pods some policy isolates.
+    pub policy_isolated_pods: IntGauge,
+    /// Networkpolicy mode: seconds from a rebuild's inputs to its bundle accepted.
+    pub policy_rebuild_seconds: Histogram,
 }
 
 /// The process-wide metrics.
@@ -414,6 +425,49 @@ impl Metrics {
                     ),
                     &["change"],
                 )
+                .expect("constant"),
+            ),
+            policies: reg(
+                &r,
+                IntGauge::with_opts(opts(
+                    "sdn_network_policies",
+                    "NetworkPolicies in the cluster state (networkpolicy mode)",
+                ))
+                .expect("constant"),
+            ),
+            policies_active: reg(
+                &r,
+                IntGauge::with_opts(opts(
+                    "sdn_network_policies_active",
+                    "NetworkPolicies that select a pod of this node (networkpolicy mode)",
+                ))
+                .expect("constant"),
+            ),
+            policy_flows: reg(
+                &r,
+                IntGaugeVec::new(
+                    opts(
+                        "sdn_network_policy_flows",
+                        "NetworkPolicy rows on br0, by kind: target (per pod: its rules and isolation), shared (peers, ports, conjunction rows)",
+                    ),
+                    &["kind"],
+                )
+                .expect("constant"),
+            ),
+            policy_isolated_pods: reg(
+                &r,
+                IntGauge::with_opts(opts(
+                    "sdn_network_policy_isolated_pods",
+                    "Local pods some NetworkPolicy isolates (ingress or egress)",
+                ))
+                .expect("constant"),
+            ),
+            policy_rebuild_seconds: reg(
+                &r,
+                Histogram::with_opts(hist(
+                    "sdn_network_policy_rebuild_seconds",
+                    "Seconds from a NetworkPolicy rebuild's inputs to its bundle accepted by br0",
+                ))
                 .expect("constant"),
             ),
             registry: r,

@@ -231,6 +231,8 @@ pub struct NodeView {
     pub egress: Arc<crate::egress::EgressFirewalls<Switch>>,
     /// The tenants' egress IPs.
     pub egress_ips: Arc<crate::egress_ip::EgressIps<Switch>>,
+    /// Networkpolicy mode: the NetworkPolicy rows.
+    pub policies: Option<Arc<crate::policy::NetworkPolicies<Switch>>>,
 }
 
 impl NodeView {

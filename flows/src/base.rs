@@ -27,6 +27,8 @@ pub enum Mode {
     Subnet,
     /// VNID isolation (table 80).
     Multitenant,
+    /// Kubernetes NetworkPolicy (tables 27, 30 and 80); namespaces keep their VNIDs.
+    NetworkPolicy,
 }
 
 impl Mode {
@@ -35,7 +37,25 @@ impl Mode {
         match self {
             Mode::Subnet => "subnet",
             Mode::Multitenant => "multitenant",
+            Mode::NetworkPolicy => "networkpolicy",
         }
+    }
+
+    /// Parses a mode name.
+    pub fn parse(s: &str) -> Option<Mode> {
+        match s {
+            "subnet" => Some(Mode::Subnet),
+            "multitenant" => Some(Mode::Multitenant),
+            "networkpolicy" => Some(Mode::NetworkPolicy),
+            _ => None,
+        }
+    }
+
+    /// Whether namespaces have their own VNIDs (multitenant and networkpolicy; in subnet mode
+    /// every pod is in VNID 0), so per-tenant features (egress firewall, egress IPs,
+    /// multicast) apply.
+    pub fn has_vnids(self) -> bool {
+        self != Mode::Subnet
     }
 }
 
@@ -234,6 +254,9 @@ fn base_flows_without_version(cfg: &NodeConfig) -> Vec<Flow> {
     f.push(flow(SourceVnid, 0));
 
     // Tables 27, 30: networkpolicy only; pass through in the other modes.
+    if cfg.mode == Mode::NetworkPolicy {
+        network_policy_egress_and_commit(cfg, &mut f);
+    }
     f.push(flow(PodEgressPolicy, 0).goto(ConntrackCommit.id()));
     f.push(flow(ConntrackCommit, 0).goto(Routing.id()));
 
@@ -331,18 +354,47 @@ fn base_flows_without_version(cfg: &NodeConfig) -> Vec<Flow> {
 
     // Table 80: the tenancy decision (for IP from table 70 and ARP from table 40, through 75). The node
     // (tun0's gateway address) reaches every pod.
+    let commit = Action::Ct(Ct::new().commit());
+    let node_row = flow(IngressIsolation, 300).matching(Match::any().ip().nw_src(gw));
     f.push(
-        flow(IngressIsolation, 300)
-            .matching(Match::any().ip().nw_src(gw))
-            .action(Reg::OutPort.output()),
+        match cfg.mode {
+            // The node's connections are committed so that the pod's replies pass its egress
+            // policy as replies (kubelet probes).
+            Mode::NetworkPolicy => node_row.action(commit.clone()),
+            _ => node_row,
+        }
+        .action(Reg::OutPort.output()),
     );
     f.push(
         flow(IngressIsolation, 300)
-            .matching(Match::any().arp().arp_spa(gw))
+            .matching(match cfg.mode {
+                // Every ARP: policies are about IP.
+                Mode::NetworkPolicy => Match::any().arp(),
+                _ => Match::any().arp().arp_spa(gw),
+            })
             .action(Reg::OutPort.output()),
     );
     match cfg.mode {
         Mode::Subnet => f.push(flow(IngressIsolation, 200).action(Reg::OutPort.output())),
+        Mode::NetworkPolicy => {
+            // Replies of allowed connections; then the per-policy rows (`policy`, 100..150);
+            // then every pod no policy isolates.
+            f.push(
+                flow(IngressIsolation, 200)
+                    .matching(
+                        Match::any()
+                            .ip()
+                            .ct_state(CtState::new().plus(CtFlag::Trk).plus(CtFlag::Rpl)),
+                    )
+                    .action(Reg::OutPort.output()),
+            );
+            f.push(
+                flow(IngressIsolation, 50)
+                    .matching(Match::any().ip())
+                    .action(commit)
+                    .action(Reg::OutPort.output()),
+            );
+        }
         Mode::Multitenant => {
             f.push(
                 flow(IngressIsolation, 200)
@@ -383,6 +435,70 @@ fn base_flows_without_version(cfg: &NodeConfig) -> Vec<Flow> {
     f.push(flow(MulticastOut, 0));
     f.push(flow(MulticastLocal, 0));
     f
+}
+
+/// Networkpolicy mode's fixed rows of tables 27 and 30 (docs/pipeline.md, "NetworkPolicy").
+fn network_policy_egress_and_commit(cfg: &NodeConfig, f: &mut Vec<Flow>) {
+    use Table::*;
+    let gw = cfg.gateway();
+    let reply = CtState::new().plus(CtFlag::Trk).plus(CtFlag::Rpl);
+    let new_or_est = CtState::new().plus(CtFlag::Trk).minus(CtFlag::Rpl);
+    let commit = || Action::Ct(Ct::new().commit());
+    // Table 27: a Service address is decided after the node's DNAT, when the packet comes
+    // back through table 25 with the endpoint as destination; replies pass.
+    f.push(
+        flow(PodEgressPolicy, 300)
+            .matching(Match::any().ip().nw_dst(net(&cfg.service_cidr)))
+            .goto(ConntrackCommit.id()),
+    );
+    f.push(
+        flow(PodEgressPolicy, 200)
+            .matching(Match::any().ip().ct_state(reply))
+            .goto(ConntrackCommit.id()),
+    );
+    // Table 30: commit what leaves towards the node and elsewhere; a local pod's connections
+    // are committed in table 80, once its ingress policy allowed them.
+    f.push(
+        flow(ConntrackCommit, 160)
+            .matching(Match::any().ip().nw_dst(gw).ct_state(new_or_est))
+            .action(commit())
+            .goto(Routing.id()),
+    );
+    f.push(
+        flow(ConntrackCommit, 150)
+            .matching(Match::any().ip().nw_dst(net(&cfg.local_subnet)))
+            .goto(Routing.id()),
+    );
+    match cfg.datapath {
+        // OVS's own conntrack: everything, or the replies of connections that leave the cluster
+        // network (to Services, to the outside) would meet table 80 as new.
+        Datapath::Netdev => f.push(
+            flow(ConntrackCommit, 100)
+                .matching(Match::any().ip().ct_state(new_or_est))
+                .action(commit())
+                .goto(Routing.id()),
+        ),
+        // The kernel's conntrack, shared with iptables: only cluster-internal connections (a
+        // packet committed here would skip the node's NAT), as openshift-sdn did.
+        Datapath::System => {
+            for src in cfg.cluster_networks.iter().map(net) {
+                for dst in cfg.cluster_networks.iter().map(net) {
+                    f.push(
+                        flow(ConntrackCommit, 100)
+                            .matching(
+                                Match::any()
+                                    .ip()
+                                    .nw_src(src)
+                                    .nw_dst(dst)
+                                    .ct_state(new_or_est),
+                            )
+                            .action(commit())
+                            .goto(Routing.id()),
+                    );
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

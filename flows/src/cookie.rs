@@ -24,6 +24,10 @@ pub enum Feature {
     Multicast = 5,
     /// A VNID's egress IP row (table 101) and group.
     EgressIp = 6,
+    /// A local pod's NetworkPolicy rows (its targets and isolation in tables 27 and 80).
+    PolicyTarget = 7,
+    /// The shared NetworkPolicy rows (peers, ports, `conj_id` rows).
+    Policy = 8,
 }
 
 /// Bits of the object id.

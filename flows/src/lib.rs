@@ -17,6 +17,7 @@ pub mod egress;
 pub mod egress_ip;
 pub mod multicast;
 pub mod pod;
+pub mod policy;
 pub mod registers;
 pub mod remote;
 pub mod tables;
@@ -29,6 +30,10 @@ pub use multicast::{multicast_cookie, multicast_tenant_flows, MULTICAST_ANNOTATI
 pub use multitenant::Vnid;
 pub use pod::{
     ofport_of, pod_flows, port_cookie, vnid_cookie, vnid_flow, PodFlows, POD_FLOWS, UNASSIGNED_VNID,
+};
+pub use policy::{
+    policy_rows, policy_target_cookie, LocalPod, NamespaceView, PodView, PolicyInput, PolicyRows,
+    RuleRef, POLICY_COOKIE,
 };
 pub use registers::Reg;
 pub use remote::{

@@ -90,7 +90,7 @@ async fn the_source_folds_the_cluster_into_one_state_and_follows_it() {
     ] {
         fake.put(o).unwrap();
     }
-    let src = KubeSource::start(client(&fake), "n1", Duration::from_secs(10))
+    let src = KubeSource::start(client(&fake), "n1", false, Duration::from_secs(10))
         .await
         .unwrap();
     until(&src, "first state", |s| {
@@ -157,7 +157,7 @@ async fn the_source_says_what_it_could_not_list() {
         format!("http://127.0.0.1:{port}").parse().unwrap(),
     ))
     .unwrap();
-    let e = KubeSource::start(c, "n1", Duration::from_secs(2))
+    let e = KubeSource::start(c, "n1", false, Duration::from_secs(2))
         .await
         .unwrap_err()
         .to_string();

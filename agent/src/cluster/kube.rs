@@ -3,8 +3,10 @@
 //!
 //! Watched: the `default` ClusterNetwork (field selector `metadata.name=default`), every
 //! HostSubnet (its own for the node's subnet, the others drive the remote-node flows), every
-//! NetNamespace, every EgressNetworkPolicy (all namespaces), every Namespace, and this node's
-//! Pods (field selector `spec.nodeName=<node>`).
+//! NetNamespace, every EgressNetworkPolicy (all namespaces), every Namespace (with its labels),
+//! and this node's Pods (field selector `spec.nodeName=<node>`). In networkpolicy mode also
+//! every NetworkPolicy and every Pod of the cluster (policies select peers on any node; each
+//! pod's labels, address and named ports are what they need).
 //! The pods live in the state as a cache ([`ClusterState::pods`]), so a CNI ADD never asks the API
 //! server anything on its hot path.
 //!
@@ -34,6 +36,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use futures::stream::{self, BoxStream, StreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::reflector;
 use kube::runtime::watcher::{self, Event};
@@ -44,7 +47,7 @@ use tokio::sync::watch;
 
 use super::state::PodInfo;
 use super::types::{ClusterNetwork, ClusterObject, EgressNetworkPolicy, HostSubnet, NetNamespace};
-use super::{ClusterSource, ClusterState};
+use super::{netpol, ClusterSource, ClusterState};
 
 /// The API group of the network objects.
 pub const GROUP: &str = "network.openshift.io";
@@ -111,6 +114,7 @@ enum Ev {
     EgressNetworkPolicy(watcher::Result<Event<DynamicObject>>),
     Namespace(watcher::Result<Event<Namespace>>),
     Pod(watcher::Result<Event<Pod>>),
+    NetworkPolicy(watcher::Result<Event<NetworkPolicy>>),
 }
 
 /// One kind's objects, kept by a kube-rs reflector store (the controller's view of each kind
@@ -181,6 +185,8 @@ struct Caches {
     egress_policies: Reflected<DynamicObject>,
     namespaces: Reflected<Namespace>,
     pods: Reflected<Pod>,
+    /// Networkpolicy mode only.
+    network_policies: Option<Reflected<NetworkPolicy>>,
 }
 
 /// Network objects as JSON values by name (sorted: cross-object checks go by name).
@@ -189,8 +195,9 @@ fn by_name(r: &Reflected<DynamicObject>) -> BTreeMap<String, serde_json::Value> 
 }
 
 impl Caches {
-    fn new() -> Caches {
+    fn new(policies: bool) -> Caches {
         Caches {
+            network_policies: policies.then(Reflected::new),
             cluster_network: Reflected::with_type(api_resource(
                 "ClusterNetwork",
                 "clusternetworks",
@@ -213,6 +220,7 @@ impl Caches {
             && self.egress_policies.ready
             && self.namespaces.ready
             && self.pods.ready
+            && self.network_policies.as_ref().is_none_or(|r| r.ready)
     }
 
     /// The state: every network object that parses and validates, the namespaces, the pods.
@@ -254,13 +262,22 @@ impl Caches {
                 }
             }
         }
+        let namespaces = self.namespaces.objects();
         st.namespaces = Some(
-            self.namespaces
-                .objects()
+            namespaces
                 .iter()
                 .filter_map(|n| n.metadata.name.clone())
                 .collect::<BTreeSet<_>>(),
         );
+        st.namespace_labels = namespaces
+            .iter()
+            .filter_map(|n| {
+                Some((
+                    n.metadata.name.clone()?,
+                    n.metadata.labels.clone().unwrap_or_default(),
+                ))
+            })
+            .collect();
         st.pods = self
             .pods
             .objects()
@@ -276,10 +293,30 @@ impl Caches {
                     PodInfo {
                         uid: p.metadata.uid.clone().unwrap_or_default(),
                         annotations: p.metadata.annotations.clone().unwrap_or_default(),
+                        labels: netpol::pod_labels(p),
+                        node: p
+                            .spec
+                            .as_ref()
+                            .and_then(|s| s.node_name.clone())
+                            .unwrap_or_default(),
+                        ip: netpol::pod_address(p),
+                        ports: netpol::pod_ports(p),
                     },
                 ))
             })
             .collect();
+        if let Some(r) = &self.network_policies {
+            for np in r.objects() {
+                match netpol::read_policy(&np) {
+                    Ok(p) => {
+                        st.network_policies.insert(p.key(), p);
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "NetworkPolicy left out: it is not applied at all")
+                    }
+                }
+            }
+        }
         st
     }
 }
@@ -312,8 +349,13 @@ fn dynamic_key(o: &DynamicObject) -> Option<(String, serde_json::Value)> {
 impl KubeSource {
     /// Starts the watchers for node `node` and returns once every kind has been listed, or
     /// fails after `list_timeout` naming what could not be listed (API server unreachable, a
-    /// CRD missing, RBAC).
-    pub async fn start(client: Client, node: &str, list_timeout: Duration) -> Result<KubeSource> {
+    /// CRD missing, RBAC). `policies`: networkpolicy mode (NetworkPolicies and every Pod).
+    pub async fn start(
+        client: Client,
+        node: &str,
+        policies: bool,
+        list_timeout: Duration,
+    ) -> Result<KubeSource> {
         let cfg = watcher::Config::default();
         let dyn_stream = |kind: &str, plural: &str, cfg: watcher::Config| {
             let ar = api_resource(kind, plural);
@@ -343,14 +385,27 @@ impl KubeSource {
                 .boxed(),
             watcher::watcher(
                 Api::<Pod>::all(client.clone()),
-                cfg.fields(&format!("spec.nodeName={node}")),
+                if policies {
+                    cfg.clone()
+                } else {
+                    cfg.clone().fields(&format!("spec.nodeName={node}"))
+                },
             )
             .default_backoff()
             .map(Ev::Pod)
             .boxed(),
         ];
+        let mut streams = streams;
+        if policies {
+            streams.push(
+                watcher::watcher(Api::<NetworkPolicy>::all(client.clone()), cfg)
+                    .default_backoff()
+                    .map(Ev::NetworkPolicy)
+                    .boxed(),
+            );
+        }
         let mut events = stream::select_all(streams);
-        let mut caches = Caches::new();
+        let mut caches = Caches::new(policies);
         let mut last_error: BTreeMap<&'static str, String> = BTreeMap::new();
 
         // The first list of every kind, bounded.
@@ -373,6 +428,10 @@ impl KubeSource {
                 ("NetNamespace", caches.net_namespaces.ready),
                 ("Namespace", caches.namespaces.ready),
                 ("Pod", caches.pods.ready),
+                (
+                    "NetworkPolicy",
+                    caches.network_policies.as_ref().is_none_or(|r| r.ready),
+                ),
             ]
             .iter()
             .filter(|(_, r)| !r)
@@ -491,5 +550,7 @@ fn handle(c: &mut Caches, ev: Ev, errors: &mut BTreeMap<&'static str, String>) -
             watch_event("Namespace", r, errors).is_some_and(|e| c.namespaces.apply(&e))
         }
         Ev::Pod(r) => watch_event("Pod", r, errors).is_some_and(|e| c.pods.apply(&e)),
+        Ev::NetworkPolicy(r) => watch_event("NetworkPolicy", r, errors)
+            .is_some_and(|e| c.network_policies.as_mut().is_some_and(|n| n.apply(&e))),
     }
 }

@@ -18,6 +18,7 @@
 
 pub mod crd;
 pub mod kube;
+pub mod netpol;
 pub mod standalone;
 pub mod state;
 pub mod types;

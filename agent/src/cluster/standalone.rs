@@ -49,7 +49,7 @@ use super::types::{
     parse_objects, to_yaml, ClusterNetwork, ClusterNetworkEntry, ClusterObject, Format, HostSubnet,
     Kind, NetNamespace, DEFAULT_NAMESPACE,
 };
-use super::validate::{ValidationError, PLUGIN_MULTITENANT, PLUGIN_SUBNET};
+use super::validate::{ValidationError, PLUGIN_MULTITENANT, PLUGIN_NETWORKPOLICY, PLUGIN_SUBNET};
 use super::{ClusterError, ClusterSource, ClusterState};
 use crate::config::{ClusterNetworkSetting as CidrEntry, Config};
 
@@ -623,6 +623,7 @@ impl ClusterNetworkSpec {
         match mode {
             Mode::Subnet => PLUGIN_SUBNET,
             Mode::Multitenant => PLUGIN_MULTITENANT,
+            Mode::NetworkPolicy => PLUGIN_NETWORKPOLICY,
         }
     }
 

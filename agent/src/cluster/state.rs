@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
+use multitenant::policy::{ContainerPort, Labels, Policy};
 
 use super::types::{
     ClusterNetwork, ClusterObject, EgressNetworkPolicy, HostSubnet, Kind, NetNamespace,
@@ -32,10 +33,15 @@ pub struct ClusterState {
     /// Kubernetes mode: the namespaces that exist (`None` where the source does not know them,
     /// as in standalone mode).
     pub namespaces: Option<BTreeSet<String>>,
-    /// Kubernetes mode: this node's pods by `namespace/name` (empty in standalone mode).
+    /// Kubernetes mode: this node's pods by `namespace/name` (networkpolicy mode: every pod
+    /// of the cluster, policies select peers anywhere; empty in standalone mode).
     pub pods: BTreeMap<String, PodInfo>,
     /// EgressNetworkPolicies by `namespace/name`.
     pub egress_policies: BTreeMap<String, EgressNetworkPolicy>,
+    /// The labels of every namespace the source knows, by name.
+    pub namespace_labels: BTreeMap<String, Labels>,
+    /// Networkpolicy mode: the NetworkPolicies that could be read, by `namespace/name`.
+    pub network_policies: BTreeMap<String, Policy>,
 }
 
 /// What the agent keeps of one of its node's Kubernetes Pods (from the watch cache, so a CNI ADD
@@ -46,6 +52,14 @@ pub struct PodInfo {
     pub uid: String,
     /// The pod's annotations.
     pub annotations: BTreeMap<String, String>,
+    /// The pod's labels.
+    pub labels: Labels,
+    /// The node it runs on (`spec.nodeName`).
+    pub node: String,
+    /// Its address (`status.podIP`), once it has one; none for host-network pods.
+    pub ip: Option<Ipv4Addr>,
+    /// Its named container ports.
+    pub ports: Vec<ContainerPort>,
 }
 
 impl ClusterState {

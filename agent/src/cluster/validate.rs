@@ -32,6 +32,8 @@ pub const MAX_EGRESS_RULES: usize = 1000;
 pub const PLUGIN_SUBNET: &str = "redhat/openshift-ovs-subnet";
 /// `pluginName` of the multitenant (VNID isolation) mode.
 pub const PLUGIN_MULTITENANT: &str = "redhat/openshift-ovs-multitenant";
+/// `pluginName` of the networkpolicy (Kubernetes NetworkPolicy) mode.
+pub const PLUGIN_NETWORKPOLICY: &str = "redhat/openshift-ovs-networkpolicy";
 
 /// One field of one object is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -205,10 +207,14 @@ impl ClusterNetwork {
             None => Ok(None),
             Some(PLUGIN_SUBNET) => Ok(Some(Mode::Subnet)),
             Some(PLUGIN_MULTITENANT) => Ok(Some(Mode::Multitenant)),
+            Some(PLUGIN_NETWORKPOLICY) => Ok(Some(Mode::NetworkPolicy)),
             Some(other) => Err(ValidationError::new(
                 "pluginName",
                 other,
-                format!("this agent implements {PLUGIN_SUBNET} and {PLUGIN_MULTITENANT} only"),
+                format!(
+                    "this agent implements {PLUGIN_SUBNET}, {PLUGIN_MULTITENANT} and \
+                     {PLUGIN_NETWORKPOLICY} only"
+                ),
             )),
         }
     }
@@ -509,6 +515,8 @@ mod tests {
         );
         let mut c = cn(&[("10.128.0.0/14", 9)]);
         c.plugin_name = Some("redhat/openshift-ovs-networkpolicy".into());
+        assert_eq!(c.mode(), Ok(Some(Mode::NetworkPolicy)));
+        c.plugin_name = Some("cni.projectcalico.org/calico".into());
         assert!(err(c.validate()).starts_with("field pluginName"));
         let mut c = cn(&[("10.128.0.0/14", 9)]);
         c.vxlan_port = Some(70000);

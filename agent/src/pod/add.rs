@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use flows::{AttachmentId, Mode, Vnid};
+use flows::{AttachmentId, Vnid};
 use ovs::flow::MacAddr;
 use ovs::ovsdb::PortSpec;
 use tokio::time::Instant;
@@ -16,6 +16,7 @@ use crate::bandwidth::Bandwidth;
 use crate::flowstore::{Change, Owner};
 use crate::hostports;
 use crate::netlink::{self, PodLinkSpec};
+use crate::policy::LocalPodRef;
 use crate::seams::{NodeIo, PodLinks, PortDb};
 
 /// Undo steps of a partly done ADD, run in reverse.
@@ -141,7 +142,14 @@ impl<Io: NodeIo> Pods<Io> {
         // 1. Lease: a warm port of the pod's VNID brings its own address (and its flows are on
         // the bridge already, see `pool`); else a new lease, and a plain pool port if one is
         // ready. Requested addresses and bandwidth limits take the plain way.
-        let eligible = plan.requested.is_none() && plan.bandwidth.is_empty();
+        // A pod a network policy selects needs its own rows before its first packet: it takes
+        // the plain way, whose flows go in with them.
+        let eligible = plan.requested.is_none()
+            && plan.bandwidth.is_empty()
+            && self
+                .policy
+                .get()
+                .is_none_or(|p| !p.selects(&at.namespace, &at.pod));
         let taken = if eligible {
             self.pool.take_warm(plan.vnid, self.warm_target())
         } else {
@@ -304,12 +312,24 @@ impl<Io: NodeIo> Pods<Io> {
             hostports: record.hostports.clone(),
             limits: plan.bandwidth,
         };
+        // Networkpolicy mode: the pod's own policy rows, in the same bundle as its flows.
+        let policy_rows = self.policy.get().map_or_else(Vec::new, |p| {
+            p.rows(&LocalPodRef {
+                port: host_veth.clone(),
+                ofport,
+                namespace: pod.namespace.clone(),
+                name: pod.name.clone(),
+                ip,
+            })
+        });
         let install = |pod: &Pod| {
-            self.store.apply(Change::new().set_pod(
-                host_veth.clone(),
-                pod.flows(),
-                self.row_vnid(pod.vnid),
-            ))
+            let change =
+                Change::new().set_pod(host_veth.clone(), pod.flows(), self.row_vnid(pod.vnid));
+            self.store.apply(if policy_rows.is_empty() {
+                change
+            } else {
+                change.set(Owner::PolicyTarget(host_veth.clone()), policy_rows.clone())
+            })
         };
         // A warm port of the pod's VNID has the pod's flows already.
         if warm.as_ref().is_none_or(|w| w.vnid != pod.vnid) {
@@ -319,6 +339,16 @@ impl<Io: NodeIo> Pods<Io> {
             install(&pod).await.map_err(PodError::openflow(format!(
                 "installing the flows of {host_veth}"
             )))?;
+        } else if !policy_rows.is_empty() {
+            // A policy selected the pod after it took a warm port.
+            self.store
+                .apply(
+                    Change::new().set(Owner::PolicyTarget(host_veth.clone()), policy_rows.clone()),
+                )
+                .await
+                .map_err(PodError::openflow(format!(
+                    "installing the network policy rows of {host_veth}"
+                )))?;
         }
         {
             let mut table = self.table.lock().await;
@@ -338,6 +368,7 @@ impl<Io: NodeIo> Pods<Io> {
                 self.record_vnid(&pod).await;
             }
         }
+        self.policy_changed();
         // 5. Host ports: the pod's nat chain (one sync of all host port rules).
         if !mappings.is_empty() {
             check_deadline("installing the host port rules")?;
@@ -388,7 +419,7 @@ impl<Io: NodeIo> Pods<Io> {
 
     /// The VNID whose table-80 row the pod needs (none in subnet mode: every pod is global).
     pub(super) fn row_vnid(&self, vnid: Vnid) -> Vnid {
-        if self.net.node.mode == Mode::Multitenant {
+        if self.net.node.mode.has_vnids() {
             vnid
         } else {
             Vnid::GLOBAL
@@ -441,7 +472,9 @@ impl<Io: NodeIo> Pods<Io> {
             .map_err(PodError::openflow(format!(
                 "removing the flows of {a} (port {port})"
             )))?;
-        table.remove(a);
+        if table.remove(a).is_some() {
+            self.policy_changed();
+        }
         Ok(())
     }
 

@@ -69,6 +69,7 @@ use crate::flowstore::FlowStore;
 use crate::hostports::HostPorts;
 use crate::ipam;
 use crate::netlink::RouteSpec;
+use crate::policy::PodPolicy;
 use crate::seams::{HostIo, NodeIo};
 
 pub use error::PodError;
@@ -261,6 +262,8 @@ pub struct Pods<Io: NodeIo = HostIo> {
     meters: std::sync::Mutex<BTreeMap<u32, Option<Meter>>>,
     /// Ready ports and ports of deleted pods waiting for deletion ([`pool`]).
     pool: pool::PortPool,
+    /// Networkpolicy mode: the policies (a new pod's own rows go in with its flows).
+    policy: std::sync::OnceLock<Arc<dyn PodPolicy>>,
 }
 
 impl<Io: NodeIo> Pods<Io> {
@@ -282,7 +285,21 @@ impl<Io: NodeIo> Pods<Io> {
             meters: std::sync::Mutex::default(),
             pool: pool::PortPool::default(),
             hostports: HostPorts::new(io.nat, net.node.cluster_networks.clone()),
+            policy: std::sync::OnceLock::new(),
             net,
+        }
+    }
+
+    /// Networkpolicy mode: the policies every ADD asks for the new pod's rows and every pod
+    /// change wakes. Set once, before the node serves.
+    pub fn set_policy(&self, policy: Arc<dyn PodPolicy>) {
+        let _ = self.policy.set(policy);
+    }
+
+    /// Tells the policies that the local pods changed.
+    fn policy_changed(&self) {
+        if let Some(p) = self.policy.get() {
+            p.changed();
         }
     }
 

@@ -66,6 +66,7 @@ impl<Io: NodeIo> Pods<Io> {
                 {
                     let gone = (p.ip, p.netns.clone(), p.ofport);
                     table.remove(a);
+                    self.policy_changed();
                     Some(gone)
                 }
                 _ => None,

@@ -67,6 +67,7 @@ impl<Io: NodeIo> Pods<Io> {
                 Ok(Some(fixed)) => {
                     repaired += 1;
                     table.insert(key, fixed);
+                    self.policy_changed();
                 }
                 Err(e) => {
                     tracing::warn!(sandbox = %pod.attachment.container_id, pod = %pod.name, namespace = %pod.namespace, port = %pod.host_veth, error = %e, "repairing the pod's port failed; retrying at the next change")

@@ -182,7 +182,7 @@ impl<Io: NodeIo> Pods<Io> {
     /// docs). A namespace without a NetNamespace keeps its VNID. Pods whose ADD is still running
     /// pick the new VNID up themselves (under the same lock). Returns the pods re-flowed.
     pub async fn sync_vnids(&self) -> Result<Vec<VnidChange>, OfError> {
-        if self.net.node.mode != Mode::Multitenant {
+        if !self.net.node.mode.has_vnids() {
             return Ok(Vec::new());
         }
         let asked = std::time::Instant::now();

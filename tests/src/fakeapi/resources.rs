@@ -3,7 +3,8 @@
 //! A real kube-apiserver learns its resources from compiled-in types and CRDs; the fake has a
 //! fixed table ([`Registry::default`]): the OpenShift SDN kinds (`network.openshift.io/v1`
 //! ClusterNetwork, HostSubnet, NetNamespace, EgressNetworkPolicy), core/v1 Nodes, Namespaces,
-//! Pods, ConfigMaps, Events, `events.k8s.io/v1` Events and `coordination.k8s.io/v1` Leases. Tests
+//! Pods, ConfigMaps, Events, `events.k8s.io/v1` Events, `coordination.k8s.io/v1` Leases and
+//! `networking.k8s.io/v1` NetworkPolicies. Tests
 //! may [`Registry::register`] more. Each entry also says which field selectors the real server
 //! accepts for it, so code that would be refused by a real cluster (`host=node1` on HostSubnets)
 //! is refused here too.
@@ -149,6 +150,14 @@ impl Default for Registry {
             ]),
             ResourceType::new("events.k8s.io", "v1", "events", "Event", true),
             ResourceType::new("coordination.k8s.io", "v1", "leases", "Lease", true),
+            ResourceType::new(
+                "networking.k8s.io",
+                "v1",
+                "networkpolicies",
+                "NetworkPolicy",
+                true,
+            )
+            .with_short_names(&["netpol"]),
             ResourceType::new(n, "v1", "clusternetworks", "ClusterNetwork", false),
             ResourceType::new(n, "v1", "hostsubnets", "HostSubnet", false),
             ResourceType::new(n, "v1", "netnamespaces", "NetNamespace", false)

@@ -1,0 +1,799 @@
+//! Tables 27 (`pod_egress_policy`) and 80 (`ingress_isolation`) in networkpolicy mode: the
+//! node's NetworkPolicies as conjunctive flows (docs/pipeline.md, "NetworkPolicy").
+//!
+//! openshift-sdn wrote one row per (target × peer × port) of every rule; a rule selecting N
+//! pods, allowing M peers on P ports cost N·M·P rows, and it gave up on a policy past 10,000.
+//! Here each rule is one conjunction (`conjunction(id, k/n)`, matched by `conj_id=id`): N rows
+//! for its targets (dimension 1), M for its peers, P for its ports, plus one `conj_id` row, so
+//! it costs N + M + P + 1. Rows with the same match merge their conjunction actions, so an
+//! address many rules name is one row (an address set, as OVN and Antrea build them).
+//!
+//! The rows, per direction (ingress in table 80, egress in table 27):
+//!
+//! | prio | rows |
+//! |---|---|
+//! | 150 | clause rows: targets (`reg2=P` ingress, `reg3=P` egress), peers (`reg0=VNID` or `nw_src=` for ingress, `nw_dst=` for egress), ports (`tcp,tp_dst=v/m`); and per rule `ip,conj_id=ID` → allow |
+//! | 140 | rules with one dimension only (a rule without peers and ports): `ip,reg2=P` → allow |
+//! | 100 | isolation: `ip,reg2=P` (`reg3=P`) → drop, for a pod some policy selects in that direction |
+//!
+//! Allow is `ct(commit),output:NXM_NX_REG2[]` in table 80 (the connection is committed only once
+//! it is allowed, so its replies pass as replies, and a refused one leaves no entry) and
+//! `goto_table:30` in table 27. The base rows around them (replies, the node, services) are in
+//! [`crate::base`].
+//!
+//! Named ports: the port a name stands for is the receiving pod's, so it cannot sit in a
+//! dimension of its own. For ingress the receiving pod is the target: its row carries the port
+//! (`tcp,reg2=P,tp_dst=8080`); for egress it is the peer: the peer's row does
+//! (`tcp,nw_dst=IP,tp_dst=8080`). Each rule therefore has up to two conjunctions: its numbered
+//! ports and its named ones.
+//!
+//! Namespace peers on ingress match the source VNID (`reg0=V`, one row for the whole namespace,
+//! whichever node its pods are on) when the namespace holds its VNID alone and the VNID is a
+//! tenant's (not 0, which the node's own traffic carries, nor the unknown tenant's); otherwise
+//! they match the namespace's pod addresses. Egress peers are always addresses (the destination
+//! VNID is not known before table 80).
+//!
+//! Conjunction ids are a hash of the rule's identity (`namespace/name`, direction, rule index,
+//! numbered or named), probed past collisions in name order: the same policies give the same
+//! ids on every node and after every restart, so a restarted agent finds its rows in place.
+//!
+//! Only policies that select a pod of this node produce rows: a node holds the rules of its own
+//! pods, whatever the size of the cluster.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::Ipv4Addr;
+
+use ipnet::Ipv4Net;
+use multitenant::policy::{
+    port_masks, resolve_named_port, subtract, ContainerPort, Direction, Labels, Peer, Policy,
+    PortSpec, Protocol, Rule,
+};
+use ovs::flow::{Action, Ct, Flow, Masked, Match};
+
+use crate::base::net;
+use crate::cookie::{cookie, Feature};
+use crate::registers::Reg;
+use crate::tables::Table;
+use crate::Vnid;
+
+/// Priority of conjunction clause rows and `conj_id` rows.
+pub const PRIO_CONJUNCTION: u16 = 150;
+/// Priority of single-dimension allow rows.
+pub const PRIO_PLAIN: u16 = 140;
+/// Priority of a selected pod's isolation drop.
+pub const PRIO_ISOLATION: u16 = 100;
+
+/// The cookie of the shared policy rows (peers, ports, `conj_id` rows).
+pub const POLICY_COOKIE: u64 = cookie(Feature::Policy, 1);
+
+/// The cookie of the policy rows of the pod on OVS port `port` (its targets and isolation).
+pub fn policy_target_cookie(port: &str) -> u64 {
+    cookie(
+        Feature::PolicyTarget,
+        crate::pod::port_cookie(port) & !crate::cookie::FEATURE_MASK,
+    )
+}
+
+/// A namespace, as policies see it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NamespaceView {
+    /// Its labels (with `kubernetes.io/metadata.name`).
+    pub labels: Labels,
+    /// Its VNID, when it has a NetNamespace.
+    pub vnid: Option<Vnid>,
+}
+
+/// A pod with an address, anywhere in the cluster, as policies see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodView {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Its labels.
+    pub labels: Labels,
+    /// Its address.
+    pub ip: Ipv4Addr,
+    /// Its container ports (for named ports).
+    pub ports: Vec<ContainerPort>,
+}
+
+/// A pod of this node: a [`PodView`] and its OVS port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocalPod {
+    /// The pod.
+    pub pod: PodView,
+    /// Its ofport (`reg2` / `reg3`).
+    pub ofport: u32,
+    /// The cookie of its policy rows ([`policy_target_cookie`] of its port's name).
+    pub cookie: u64,
+}
+
+/// What the rows are built from.
+#[derive(Clone, Copy, Debug)]
+pub struct PolicyInput<'a> {
+    /// Every NetworkPolicy.
+    pub policies: &'a [Policy],
+    /// Every namespace, by name.
+    pub namespaces: &'a BTreeMap<String, NamespaceView>,
+    /// Every pod with an address (this node's too; host-network pods left out).
+    pub pods: &'a [PodView],
+    /// This node's pods.
+    pub local: &'a [LocalPod],
+}
+
+/// Which rule a conjunction id stands for.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RuleRef {
+    /// The policy's `namespace/name`.
+    pub policy: String,
+    /// The direction.
+    pub direction: Direction,
+    /// The rule's index in the policy's rules of that direction.
+    pub index: usize,
+    /// Whether this is the conjunction of the rule's named ports.
+    pub named: bool,
+}
+
+impl std::fmt::Display for RuleRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "NetworkPolicy {} {} rule {}{}",
+            self.policy,
+            self.direction,
+            self.index,
+            if self.named { " (named ports)" } else { "" }
+        )
+    }
+}
+
+/// The policies that isolate one local pod.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Isolation {
+    /// Policies (`namespace/name`) selecting it for ingress.
+    pub ingress: Vec<String>,
+    /// Policies selecting it for egress.
+    pub egress: Vec<String>,
+}
+
+/// The rows of every policy on this node.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PolicyRows {
+    /// Per local pod (by ofport) that has any: its target and isolation rows, with its cookie.
+    pub targets: BTreeMap<u32, Vec<Flow>>,
+    /// The peer, port and `conj_id` rows ([`POLICY_COOKIE`]), sorted.
+    pub shared: Vec<Flow>,
+    /// What each conjunction id stands for.
+    pub rules: BTreeMap<u32, RuleRef>,
+    /// The single-dimension allow rows: (direction, ofport) → the rules that allow everything.
+    pub plain: BTreeMap<(Direction, u32), Vec<RuleRef>>,
+    /// The local pods policies select, by ofport.
+    pub isolated: BTreeMap<u32, Isolation>,
+}
+
+impl PolicyRows {
+    /// Every row.
+    pub fn all(&self) -> impl Iterator<Item = &Flow> {
+        self.targets.values().flatten().chain(&self.shared)
+    }
+}
+
+fn table_of(d: Direction) -> Table {
+    match d {
+        Direction::Ingress => Table::IngressIsolation,
+        Direction::Egress => Table::PodEgressPolicy,
+    }
+}
+
+/// The register that names the local pod a rule applies to.
+fn target_reg(d: Direction) -> Reg {
+    match d {
+        Direction::Ingress => Reg::OutPort,
+        Direction::Egress => Reg::SrcPort,
+    }
+}
+
+/// The actions that let a packet through in direction `d`.
+fn allow(flow: Flow, d: Direction) -> Flow {
+    match d {
+        Direction::Ingress => flow
+            .action(Action::Ct(Ct::new().commit()))
+            .action(Reg::OutPort.output()),
+        Direction::Egress => flow.goto(Table::ConntrackCommit.id()),
+    }
+}
+
+fn l4(proto: Protocol) -> Match {
+    match proto {
+        Protocol::Tcp => Match::any().tcp(),
+        Protocol::Udp => Match::any().udp(),
+        Protocol::Sctp => Match::any().sctp(),
+    }
+}
+
+/// FNV-1a, 32 bits: the starting point of a rule's conjunction id.
+fn fnv32(s: &str) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in s.bytes() {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+/// Conjunction ids for `keys` (sorted): each key's hash, probed forward past ids taken by keys
+/// that sort before it (never 0).
+fn assign_ids(keys: &BTreeSet<String>) -> HashMap<String, u32> {
+    let mut taken = BTreeSet::new();
+    let mut ids = HashMap::new();
+    for k in keys {
+        let mut id = fnv32(k).max(1);
+        while !taken.insert(id) {
+            id = id.wrapping_add(1).max(1);
+        }
+        ids.insert(k.clone(), id);
+    }
+    ids
+}
+
+/// What a rule's peers resolve to.
+#[derive(Default)]
+struct Peers<'a> {
+    /// The rule names no peer: every peer.
+    all: bool,
+    /// Source VNIDs (ingress namespace peers).
+    vnids: BTreeSet<Vnid>,
+    /// Addresses and blocks.
+    nets: BTreeSet<Ipv4Net>,
+    /// The pods among the peers (for named egress ports), by address.
+    pods: BTreeMap<Ipv4Addr, &'a PodView>,
+}
+
+impl Peers<'_> {
+    fn is_empty(&self) -> bool {
+        !self.all && self.vnids.is_empty() && self.nets.is_empty()
+    }
+}
+
+/// The rows under construction: (table, priority, match) → actions, so rows with the same match
+/// merge their conjunction actions.
+#[derive(Default)]
+struct Rows {
+    rows: HashMap<RowKey, RowBody>,
+}
+
+/// What OpenFlow keys a row by: table, priority, match.
+type RowKey = (u8, u16, Match);
+/// A row's cookie, actions and `goto_table`.
+type RowBody = (u64, Vec<Action>, Option<u8>);
+
+impl Rows {
+    fn conj(&mut self, table: Table, m: Match, cookie: u64, id: u32, clause: u8, n: u8) {
+        let Ok(a) = Action::conjunction(id, clause, n) else {
+            return;
+        };
+        let e = self
+            .rows
+            .entry((table.id(), PRIO_CONJUNCTION, m))
+            .or_insert((cookie, Vec::new(), None));
+        if !e.1.contains(&a) {
+            e.1.push(a);
+        }
+    }
+
+    fn put(&mut self, flow: Flow) {
+        self.rows.insert(
+            (flow.table, flow.priority, flow.matches.clone()),
+            (flow.cookie, flow.actions, flow.goto_table),
+        );
+    }
+
+    fn flows(self) -> Vec<Flow> {
+        let mut out: Vec<Flow> = self
+            .rows
+            .into_iter()
+            .map(|((table, prio, m), (cookie, mut actions, goto))| {
+                actions.sort_by_key(|a| match a {
+                    Action::Conjunction { id, clause, .. } => (*id, *clause),
+                    _ => (0, 0),
+                });
+                let mut f = Flow::new(table, prio)
+                    .cookie(cookie)
+                    .matching(m)
+                    .actions(actions);
+                f.goto_table = goto;
+                f
+            })
+            .collect();
+        out.sort_by_cached_key(|f| (f.table, std::cmp::Reverse(f.priority), f.to_string()));
+        out
+    }
+}
+
+/// The local pods a policy selects.
+fn targets<'a>(p: &Policy, local: &'a [LocalPod]) -> Vec<&'a LocalPod> {
+    local
+        .iter()
+        .filter(|l| p.selects(&l.pod.namespace, &l.pod.labels))
+        .collect()
+}
+
+/// Every policy's rows for this node's pods.
+pub fn policy_rows(input: PolicyInput<'_>) -> PolicyRows {
+    let mut out = PolicyRows::default();
+    // Policies with targets here, in name order.
+    let mut active: Vec<(&Policy, Vec<&LocalPod>)> = input
+        .policies
+        .iter()
+        .map(|p| (p, targets(p, input.local)))
+        .filter(|(_, t)| !t.is_empty())
+        .collect();
+    active.sort_by_key(|(p, _)| (p.namespace.clone(), p.name.clone()));
+
+    // Conjunction ids of every rule part, assigned over every policy (not only the active
+    // ones), so one pod's rows computed alone (at its ADD) carry the same ids.
+    let mut keys = BTreeSet::new();
+    for p in input.policies {
+        for d in [Direction::Ingress, Direction::Egress] {
+            for (i, r) in p.rules(d).unwrap_or_default().iter().enumerate() {
+                keys.insert(rule_key(p, d, i, false));
+                if r.ports.iter().any(|s| matches!(s, PortSpec::Named { .. })) {
+                    keys.insert(rule_key(p, d, i, true));
+                }
+            }
+        }
+    }
+    let ids = assign_ids(&keys);
+
+    // VNIDs a single namespace holds, for namespace peers on ingress.
+    let mut holders: BTreeMap<Vnid, usize> = BTreeMap::new();
+    for ns in input.namespaces.values() {
+        if let Some(v) = ns.vnid {
+            *holders.entry(v).or_default() += 1;
+        }
+    }
+    let own_vnid = |ns: &NamespaceView| {
+        ns.vnid.filter(|v| {
+            !v.is_global() && *v != Vnid::UNASSIGNED && holders.get(v).copied() == Some(1)
+        })
+    };
+
+    let mut shared = Rows::default();
+    let mut target_rows: BTreeMap<u32, Rows> = BTreeMap::new();
+    for (p, tgts) in &active {
+        for d in [Direction::Ingress, Direction::Egress] {
+            let Some(rules) = p.rules(d) else { continue };
+            let table = table_of(d);
+            let reg = target_reg(d);
+            for t in tgts {
+                let iso = out.isolated.entry(t.ofport).or_default();
+                match d {
+                    Direction::Ingress => iso.ingress.push(p.key()),
+                    Direction::Egress => iso.egress.push(p.key()),
+                }
+                target_rows.entry(t.ofport).or_default().put(
+                    Flow::new(table.id(), PRIO_ISOLATION)
+                        .cookie(t.cookie)
+                        .matching(reg.matching(Match::any().ip(), t.ofport)),
+                );
+            }
+            for (i, rule) in rules.iter().enumerate() {
+                let peers = resolve_peers(p, d, rule, input, &own_vnid);
+                let ctx = RuleCtx {
+                    d,
+                    table,
+                    reg,
+                    targets: tgts,
+                };
+                let rref = |named| RuleRef {
+                    policy: p.key(),
+                    direction: d,
+                    index: i,
+                    named,
+                };
+                numbered_part(
+                    &ctx,
+                    rule,
+                    &peers,
+                    ids[&rule_key(p, d, i, false)],
+                    rref(false),
+                    &mut shared,
+                    &mut target_rows,
+                    &mut out,
+                );
+                if let Some(id) = ids.get(&rule_key(p, d, i, true)) {
+                    named_part(
+                        &ctx,
+                        rule,
+                        &peers,
+                        input.pods,
+                        *id,
+                        rref(true),
+                        &mut shared,
+                        &mut target_rows,
+                        &mut out,
+                    );
+                }
+            }
+        }
+    }
+    out.shared = shared.flows();
+    out.targets = target_rows
+        .into_iter()
+        .map(|(port, rows)| (port, rows.flows()))
+        .collect();
+    out
+}
+
+fn rule_key(p: &Policy, d: Direction, i: usize, named: bool) -> String {
+    format!(
+        "{}/{}/{}/{i}/{}",
+        p.namespace,
+        p.name,
+        d.name(),
+        if named { "named" } else { "ports" }
+    )
+}
+
+/// The resolved peers of a rule.
+fn resolve_peers<'a>(
+    p: &Policy,
+    d: Direction,
+    rule: &Rule,
+    input: PolicyInput<'a>,
+    own_vnid: &dyn Fn(&NamespaceView) -> Option<Vnid>,
+) -> Peers<'a> {
+    let mut peers = Peers {
+        all: rule.peers.is_empty(),
+        ..Peers::default()
+    };
+    let no_labels = NamespaceView::default();
+    let ns_of = |name: &str| input.namespaces.get(name).unwrap_or(&no_labels);
+    for peer in &rule.peers {
+        match peer {
+            Peer::IpBlock { cidr, except } => peers.nets.extend(subtract(*cidr, except)),
+            Peer::Pods { namespaces, pods } => {
+                // A whole namespace on ingress: its VNID when it holds one alone.
+                let mut by_vnid = BTreeSet::new();
+                if d == Direction::Ingress && pods.is_everything() {
+                    if let Some(sel) = namespaces {
+                        for (name, ns) in input.namespaces {
+                            if sel.matches(&ns.labels) {
+                                if let Some(v) = own_vnid(ns) {
+                                    peers.vnids.insert(v);
+                                    by_vnid.insert(name.as_str());
+                                }
+                            }
+                        }
+                    }
+                }
+                for pod in input.pods {
+                    if by_vnid.contains(pod.namespace.as_str()) {
+                        peers.pods.insert(pod.ip, pod);
+                        continue;
+                    }
+                    let ns = ns_of(&pod.namespace);
+                    if peer.selects_pod(&p.namespace, &pod.namespace, &ns.labels, &pod.labels) {
+                        peers.nets.insert(Ipv4Net::from(pod.ip));
+                        peers.pods.insert(pod.ip, pod);
+                    }
+                }
+            }
+        }
+    }
+    peers
+}
+
+struct RuleCtx<'a, 'b> {
+    d: Direction,
+    table: Table,
+    reg: Reg,
+    targets: &'b [&'a LocalPod],
+}
+
+/// The match of a peer address or block in direction `d`.
+fn peer_net(d: Direction, n: &Ipv4Net) -> Match {
+    let m = Match::any().ip();
+    if n.prefix_len() == 0 {
+        return m;
+    }
+    match d {
+        Direction::Ingress => m.nw_src(net(n)),
+        Direction::Egress => m.nw_dst(net(n)),
+    }
+}
+
+/// The rule's numbered ports (and the protocol-only entries), or all traffic when it names none.
+#[allow(clippy::too_many_arguments)]
+fn numbered_part(
+    ctx: &RuleCtx<'_, '_>,
+    rule: &Rule,
+    peers: &Peers<'_>,
+    id: u32,
+    rref: RuleRef,
+    shared: &mut Rows,
+    target_rows: &mut BTreeMap<u32, Rows>,
+    out: &mut PolicyRows,
+) {
+    let numbered: Vec<&PortSpec> = rule
+        .ports
+        .iter()
+        .filter(|s| !matches!(s, PortSpec::Named { .. }))
+        .collect();
+    // Only named ports: this part allows nothing.
+    if !rule.ports.is_empty() && numbered.is_empty() {
+        return;
+    }
+    if peers.is_empty() {
+        return;
+    }
+    let with_peers = !peers.all;
+    let with_ports = !numbered.is_empty();
+    let n = 1 + u8::from(with_peers) + u8::from(with_ports);
+    let table = ctx.table;
+    if n == 1 {
+        for t in ctx.targets {
+            target_rows.entry(t.ofport).or_default().put(allow(
+                Flow::new(table.id(), PRIO_PLAIN)
+                    .cookie(t.cookie)
+                    .matching(ctx.reg.matching(Match::any().ip(), t.ofport)),
+                ctx.d,
+            ));
+            out.plain
+                .entry((ctx.d, t.ofport))
+                .or_default()
+                .push(rref.clone());
+        }
+        return;
+    }
+    for t in ctx.targets {
+        target_rows.entry(t.ofport).or_default().conj(
+            table,
+            ctx.reg.matching(Match::any().ip(), t.ofport),
+            t.cookie,
+            id,
+            1,
+            n,
+        );
+    }
+    let mut clause = 1;
+    if with_peers {
+        clause += 1;
+        add_peer_rows(ctx.d, table, peers, id, clause, n, shared);
+    }
+    if with_ports {
+        clause += 1;
+        for spec in numbered {
+            match spec {
+                PortSpec::Any(proto) => {
+                    shared.conj(table, l4(*proto), POLICY_COOKIE, id, clause, n);
+                }
+                PortSpec::Range {
+                    protocol,
+                    first,
+                    last,
+                } => {
+                    for (v, m) in port_masks(*first, *last) {
+                        let mask = Masked::new(v, m).unwrap_or(Masked::exact(v));
+                        let m = if m == 0 {
+                            l4(*protocol)
+                        } else {
+                            l4(*protocol).tp_dst(mask)
+                        };
+                        shared.conj(table, m, POLICY_COOKIE, id, clause, n);
+                    }
+                }
+                PortSpec::Named { .. } => {}
+            }
+        }
+    }
+    shared.put(allow(
+        Flow::new(table.id(), PRIO_CONJUNCTION)
+            .cookie(POLICY_COOKIE)
+            .matching(Match::any().ip().conj_id(id)),
+        ctx.d,
+    ));
+    out.rules.insert(id, rref);
+}
+
+fn add_peer_rows(
+    d: Direction,
+    table: Table,
+    peers: &Peers<'_>,
+    id: u32,
+    clause: u8,
+    n: u8,
+    shared: &mut Rows,
+) {
+    for v in &peers.vnids {
+        shared.conj(
+            table,
+            Reg::SrcVnid.matching(Match::any().ip(), v.id()),
+            POLICY_COOKIE,
+            id,
+            clause,
+            n,
+        );
+    }
+    for net in &peers.nets {
+        shared.conj(table, peer_net(d, net), POLICY_COOKIE, id, clause, n);
+    }
+}
+
+/// The rule's named ports: resolved on the target (ingress) or on each peer pod (egress).
+#[allow(clippy::too_many_arguments)]
+fn named_part(
+    ctx: &RuleCtx<'_, '_>,
+    rule: &Rule,
+    peers: &Peers<'_>,
+    pods: &[PodView],
+    id: u32,
+    rref: RuleRef,
+    shared: &mut Rows,
+    target_rows: &mut BTreeMap<u32, Rows>,
+    out: &mut PolicyRows,
+) {
+    let named: Vec<(Protocol, &str)> = rule
+        .ports
+        .iter()
+        .filter_map(|s| match s {
+            PortSpec::Named { protocol, name } => Some((*protocol, name.as_str())),
+            _ => None,
+        })
+        .collect();
+    if peers.is_empty() {
+        return;
+    }
+    let table = ctx.table;
+    let mut any = false;
+    match ctx.d {
+        Direction::Ingress => {
+            let n = if peers.all { 1 } else { 2 };
+            for t in ctx.targets {
+                for (proto, name) in &named {
+                    let Some(port) = resolve_named_port(&t.pod.ports, *proto, name) else {
+                        continue;
+                    };
+                    let m = ctx
+                        .reg
+                        .matching(l4(*proto), t.ofport)
+                        .tp_dst(Masked::exact(port));
+                    let rows = target_rows.entry(t.ofport).or_default();
+                    if n == 1 {
+                        rows.put(allow(
+                            Flow::new(table.id(), PRIO_PLAIN)
+                                .cookie(t.cookie)
+                                .matching(m),
+                            ctx.d,
+                        ));
+                        out.plain
+                            .entry((ctx.d, t.ofport))
+                            .or_default()
+                            .push(rref.clone());
+                    } else {
+                        rows.conj(table, m, t.cookie, id, 1, 2);
+                        any = true;
+                    }
+                }
+            }
+            if any {
+                add_peer_rows(ctx.d, table, peers, id, 2, 2, shared);
+            }
+        }
+        Direction::Egress => {
+            // The peer pods (every pod when the rule names no peer) with the port.
+            let candidates: Vec<&PodView> = if peers.all {
+                pods.iter().collect()
+            } else {
+                peers.pods.values().copied().collect()
+            };
+            for pod in candidates {
+                for (proto, name) in &named {
+                    if let Some(port) = resolve_named_port(&pod.ports, *proto, name) {
+                        shared.conj(
+                            table,
+                            l4(*proto)
+                                .nw_dst(Masked::exact(pod.ip))
+                                .tp_dst(Masked::exact(port)),
+                            POLICY_COOKIE,
+                            id,
+                            2,
+                            2,
+                        );
+                        any = true;
+                    }
+                }
+            }
+            if any {
+                for t in ctx.targets {
+                    target_rows.entry(t.ofport).or_default().conj(
+                        table,
+                        ctx.reg.matching(Match::any().ip(), t.ofport),
+                        t.cookie,
+                        id,
+                        1,
+                        2,
+                    );
+                }
+            }
+        }
+    }
+    if any {
+        shared.put(allow(
+            Flow::new(table.id(), PRIO_CONJUNCTION)
+                .cookie(POLICY_COOKIE)
+                .matching(Match::any().ip().conj_id(id)),
+            ctx.d,
+        ));
+        out.rules.insert(id, rref);
+    }
+}
+
+/// What openshift-sdn's cross product would have installed for the same policies and pods:
+/// per selected local pod, one row per (peer × port) of each rule (its `table=80, reg1=V,
+/// <fragment>` rows), plus one isolation row per selected pod and direction. For the scale
+/// comparison in the README; not used by the agent.
+pub fn cross_product_rows(input: PolicyInput<'_>) -> usize {
+    let mut total = 0usize;
+    for p in input.policies {
+        let tgts = targets(p, input.local);
+        if tgts.is_empty() {
+            continue;
+        }
+        for d in [Direction::Ingress, Direction::Egress] {
+            let Some(rules) = p.rules(d) else { continue };
+            total += tgts.len();
+            for rule in rules {
+                // openshift-sdn: a namespace peer is one reg0 row, a pod peer one row per pod.
+                let peers = if rule.peers.is_empty() {
+                    1
+                } else {
+                    rule.peers
+                        .iter()
+                        .map(|peer| match peer {
+                            Peer::IpBlock { cidr, except } => subtract(*cidr, except).len(),
+                            Peer::Pods { namespaces, pods } => {
+                                if pods.is_everything() && namespaces.is_some() {
+                                    input
+                                        .namespaces
+                                        .values()
+                                        .filter(|ns| {
+                                            namespaces
+                                                .as_ref()
+                                                .is_some_and(|s| s.matches(&ns.labels))
+                                        })
+                                        .count()
+                                } else {
+                                    input
+                                        .pods
+                                        .iter()
+                                        .filter(|pod| {
+                                            let ns = input
+                                                .namespaces
+                                                .get(&pod.namespace)
+                                                .map(|n| n.labels.clone())
+                                                .unwrap_or_default();
+                                            peer.selects_pod(
+                                                &p.namespace,
+                                                &pod.namespace,
+                                                &ns,
+                                                &pod.labels,
+                                            )
+                                        })
+                                        .count()
+                                }
+                            }
+                        })
+                        .sum()
+                };
+                let ports = rule.ports.len().max(1);
+                total += tgts.len() * peers * ports;
+            }
+        }
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests;
