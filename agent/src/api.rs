@@ -24,6 +24,8 @@
 //!   ([`crate::trace`]).
 //! - `/v1/bundle`: everything `sdnctl bundle` archives, as `{file name: content}`.
 //! - `/v1/egress-firewall`: every tenant's egress firewall in effect, rule by rule.
+//! - `/v1/network-policies`: networkpolicy mode: the policies that select this node's pods,
+//!   which pods they isolate, the rules with rows here and the row counts;
 //! - `/v1/egress-ips`: every tenant's egress IPs: where its traffic leaves, each IP's node and
 //!   state, the IPs this node holds and the watched nodes (online or offline).
 //! - `/v1/config`: the configuration in force (it holds no secrets: a kubeconfig is a path).
@@ -146,6 +148,76 @@ pub async fn egress_ips(view: &NodeView) -> EgressIpsView {
         tenants,
         held,
         nodes,
+    }
+}
+
+/// NetworkPolicies as this node applies them, for `sdnctl network-policies`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkPoliciesView {
+    /// Whether the node runs in networkpolicy mode.
+    pub enabled: bool,
+    /// NetworkPolicies in the cluster state.
+    pub policies: usize,
+    /// Those that select a pod of this node.
+    pub active: Vec<String>,
+    /// Local pods that policies isolate: `namespace/name` → (ingress policies, egress policies).
+    pub isolated: BTreeMap<String, IsolationEntry>,
+    /// The rules with rows here (conjunction id → rule).
+    pub rules: BTreeMap<u32, String>,
+    /// Rows on br0: per pod (targets, isolation) and shared (peers, ports, conjunctions).
+    pub target_rows: usize,
+    /// Shared rows.
+    pub shared_rows: usize,
+    /// What openshift-sdn's cross product would have needed for the same policies and pods.
+    pub cross_product_rows: usize,
+    /// Rebuilds that changed br0 since start, and the last one's milliseconds.
+    pub rebuilds: u64,
+    /// The last rebuild's duration, ms.
+    pub last_rebuild_ms: u64,
+}
+
+/// The policies isolating one local pod.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct IsolationEntry {
+    /// For ingress.
+    pub ingress: Vec<String>,
+    /// For egress.
+    pub egress: Vec<String>,
+}
+
+/// NetworkPolicies as this node applies them.
+pub fn network_policies(view: &NodeView) -> NetworkPoliciesView {
+    let Some(np) = &view.policies else {
+        return NetworkPoliciesView::default();
+    };
+    let v = np.view();
+    NetworkPoliciesView {
+        enabled: true,
+        policies: v.policies,
+        active: v.active.iter().cloned().collect(),
+        isolated: v
+            .isolated
+            .iter()
+            .map(|(port, iso)| {
+                (
+                    v.pods
+                        .get(port)
+                        .cloned()
+                        .unwrap_or_else(|| format!("port {port}")),
+                    IsolationEntry {
+                        ingress: iso.ingress.clone(),
+                        egress: iso.egress.clone(),
+                    },
+                )
+            })
+            .collect(),
+        rules: v.rules.iter().map(|(id, r)| (*id, r.to_string())).collect(),
+        target_rows: v.target_rows,
+        shared_rows: v.shared_rows,
+        cross_product_rows: v.cross_product_rows,
+        rebuilds: v.rebuilds,
+        last_rebuild_ms: u64::try_from(v.last_rebuild.as_millis()).unwrap_or(u64::MAX),
     }
 }
 
@@ -617,6 +689,10 @@ pub async fn bundle(view: &NodeView) -> BTreeMap<String, String> {
         pretty(&egress_entries(view).await),
     );
     files.insert("egress-ips.json".into(), pretty(&egress_ips(view).await));
+    files.insert(
+        "network-policies.json".into(),
+        pretty(&network_policies(view)),
+    );
     match flow_entries(view, &BTreeMap::new()).await {
         Ok(flows) => {
             let mut text = String::new();
@@ -686,7 +762,7 @@ pub async fn bundle(view: &NodeView) -> BTreeMap<String, String> {
     files.insert(
         "README.txt".into(),
         format!(
-            "sdn-agent {} debug bundle of node {}\n\nstatus.json      readiness, liveness, last reconcile, repairs, problems, counts\nconfig.json      the agent's configuration\nagent.log        the agent's last log lines\npods.json        pods: sandbox, IP, MAC, port, ofport, VNID, cookie\nnamespaces.json  NetNamespaces and local pod counts\negress-firewall.json  each tenant's egress firewall in effect\negress-ips.json  each tenant's egress IPs, the IPs held here, watched nodes\nflows.txt/json   br0's flows by table, each with its owner\novsdb.json       OVSDB rows: Open_vSwitch, Bridge, Port, Interface, QoS, Queue\niptables.txt     the agent's iptables chains (nat, filter)\ncluster-state.json  ClusterNetwork, HostSubnets, NetNamespaces, problems\nmetrics.txt      a scrape of /metrics\n\nLeft out on purpose: kubeconfig and token contents, pod annotations, the environment.\n",
+            "sdn-agent {} debug bundle of node {}\n\nstatus.json      readiness, liveness, last reconcile, repairs, problems, counts\nconfig.json      the agent's configuration\nagent.log        the agent's last log lines\npods.json        pods: sandbox, IP, MAC, port, ofport, VNID, cookie\nnamespaces.json  NetNamespaces and local pod counts\negress-firewall.json  each tenant's egress firewall in effect\negress-ips.json  each tenant's egress IPs, the IPs held here, watched nodes\nnetwork-policies.json  NetworkPolicies applied here: isolated pods, rules, rows\nflows.txt/json   br0's flows by table, each with its owner\novsdb.json       OVSDB rows: Open_vSwitch, Bridge, Port, Interface, QoS, Queue\niptables.txt     the agent's iptables chains (nat, filter)\ncluster-state.json  ClusterNetwork, HostSubnets, NetNamespaces, problems\nmetrics.txt      a scrape of /metrics\n\nLeft out on purpose: kubeconfig and token contents, pod annotations, the environment.\n",
             env!("CARGO_PKG_VERSION"),
             view.config.node_name
         ),
@@ -739,6 +815,7 @@ pub async fn answer(
             HttpAnswer::json(StatusCode::OK, &egress_entries(view).await)
         }
         ("/v1/egress-ips", true) => HttpAnswer::json(StatusCode::OK, &egress_ips(view).await),
+        ("/v1/network-policies", true) => HttpAnswer::json(StatusCode::OK, &network_policies(view)),
         ("/v1/bundle", true) => HttpAnswer::json(StatusCode::OK, &bundle(view).await),
         ("/v1/trace", false) if method == Method::POST => {
             let req: crate::trace::TraceRequest = match serde_json::from_slice(body) {

@@ -149,6 +149,17 @@ impl Daemon {
         if let Some(addr) = cfg.metrics_address() {
             endpoints.push(observer.serve(addr).await?);
         }
+        // NetworkPolicies, namespace labels and pod labels come from the Kubernetes API; a
+        // standalone node would run without any policy, isolating nothing, silently.
+        if cfg.mode() == flows::Mode::NetworkPolicy
+            && matches!(cfg.cluster_state, ClusterStateSource::Standalone(_))
+        {
+            bail!(
+                "mode networkpolicy needs clusterState: kubernetes (NetworkPolicies, namespace and \
+                 pod labels come from the API server; a standalone state directory holds none, so \
+                 no pod would be isolated): use multitenant for a standalone node"
+            );
+        }
         health.phase("loading the cluster state");
         // Cluster state.
         let (source, state) = match &cfg.cluster_state {

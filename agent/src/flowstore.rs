@@ -989,6 +989,88 @@ mod tests {
         assert_eq!(store.owners().await, vec![Owner::Port(c)]);
     }
 
+    fn policy_row(port: &str, n: u32) -> Flow {
+        Flow::new(80, 100)
+            .cookie(flows::policy_target_cookie(port))
+            .matching(Match::any().ip().reg(2, n))
+    }
+
+    fn shared_row(n: u8) -> Flow {
+        Flow::new(80, 150)
+            .cookie(flows::POLICY_COOKIE)
+            .matching(
+                Match::any()
+                    .ip()
+                    .nw_src(std::net::Ipv4Addr::new(10, 129, 0, n)),
+            )
+            .action(Action::conjunction(7, 2, 2).unwrap())
+    }
+
+    #[tokio::test]
+    async fn policy_rows_live_and_die_with_their_port_and_shared_rows_change_row_by_row() {
+        let sw = Arc::new(FakeSwitch::new());
+        let store = FlowStore::new(sw.clone(), false);
+        let (a, fa) = pod(2);
+        // A pod and its policy rows in one bundle.
+        store
+            .apply(
+                Change::new()
+                    .set_pod(a.clone(), fa, vnid(11))
+                    .set(Owner::PolicyTarget(a.clone()), vec![policy_row(&a, 4)]),
+            )
+            .await
+            .unwrap();
+        assert_eq!(sw.bundles(), 1);
+        assert_eq!(
+            sw.flows_with_cookie(flows::policy_target_cookie(&a)).len(),
+            1
+        );
+        // Rows for a port the store does not hold (a pod deleted meanwhile) are dropped.
+        let (b, _) = pod(3);
+        store
+            .apply(Change::new().set(Owner::PolicyTarget(b.clone()), vec![policy_row(&b, 5)]))
+            .await
+            .unwrap();
+        assert!(sw
+            .flows_with_cookie(flows::policy_target_cookie(&b))
+            .is_empty());
+        assert_eq!(store.flows_of(&Owner::PolicyTarget(b)).await, None);
+        // Shared rows: only the difference is sent.
+        store
+            .apply(Change::new().diff(Owner::Policy, vec![shared_row(1), shared_row(2)]))
+            .await
+            .unwrap();
+        assert_eq!(sw.last_bundle_len(), 2);
+        store
+            .apply(Change::new().diff(Owner::Policy, vec![shared_row(2), shared_row(3)]))
+            .await
+            .unwrap();
+        assert_eq!(sw.last_bundle_len(), 2, "one strict delete, one add");
+        let mut on: Vec<String> = sw
+            .flows_with_cookie(flows::POLICY_COOKIE)
+            .iter()
+            .map(|f| f.to_string())
+            .collect();
+        on.sort();
+        assert_eq!(on.len(), 2);
+        assert!(
+            on[0].contains("10.129.0.2") && on[1].contains("10.129.0.3"),
+            "{on:?}"
+        );
+        // Removing the port removes its policy rows in the same bundle.
+        let before = sw.bundles();
+        store
+            .apply(Change::new().remove(Owner::Port(a.clone())))
+            .await
+            .unwrap();
+        assert_eq!(sw.bundles(), before + 1);
+        assert!(sw
+            .flows_with_cookie(flows::policy_target_cookie(&a))
+            .is_empty());
+        assert_eq!(store.flows_of(&Owner::PolicyTarget(a)).await, None);
+        assert_eq!(store.owners().await, vec![Owner::Policy]);
+    }
+
     #[tokio::test]
     async fn reference_counts_follow_multi_owner_changes_without_recounting() {
         let sw = Arc::new(FakeSwitch::new());

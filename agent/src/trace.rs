@@ -97,6 +97,10 @@ pub struct TraceResult {
     pub verdict: String,
     /// For traffic that left over VXLAN: the VNI and the remote VTEP.
     pub vxlan: Option<VxlanHop>,
+    /// Networkpolicy mode: what the NetworkPolicy tables (27, 80) decided, naming the policy
+    /// and rule that allowed the packet or the policies that isolate the pod that dropped it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policy: Vec<String>,
     /// `ofproto/trace`'s own text.
     pub raw: String,
 }
@@ -328,6 +332,7 @@ pub async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceResult, T
     };
     // Egress IPs as this node applies them: VNID -> (held here / used, problem).
     let (egress_ips, _) = view.egress_ips.entries().await;
+    let policy_view = view.policies.as_ref().map(|p| p.view());
     let egress_ip = |v: u32| -> Option<(String, String, String)> {
         egress_ips.iter().find(|e| e.vnid == v).map(|e| {
             let words = e.problem.clone().unwrap_or_else(|| {
@@ -536,8 +541,13 @@ pub async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceResult, T
         tenants: &tenants,
         remote_of: &remote_of,
         egress_ip: &egress_ip,
+        policy: policy_view.as_deref(),
     }
     .verdict(&parsed);
+    let policy = policy_view
+        .as_deref()
+        .map(|v| policy_words(&parsed, v))
+        .unwrap_or_default();
     Ok(TraceResult {
         src: src.words(&tenants),
         dst: dst.words(&tenants),
@@ -551,8 +561,64 @@ pub async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceResult, T
         outcome: judged.0,
         verdict: judged.1,
         vxlan: judged.2,
+        policy,
         raw,
     })
+}
+
+/// Networkpolicy mode: what tables 27 and 80 did with the packet, in words.
+fn policy_words(p: &Parsed, view: &crate::policy::PolicyView) -> Vec<String> {
+    use multitenant::policy::Direction;
+    let mut out = Vec::new();
+    for (table, matched, prio, _, _) in &p.steps {
+        let (dir, reg) = match Table::from_id(*table) {
+            Some(Table::PodEgressPolicy) => (Direction::Egress, "reg3"),
+            Some(Table::IngressIsolation) => (Direction::Ingress, "reg2"),
+            _ => continue,
+        };
+        let port = p.regs.get(reg).copied().unwrap_or(0) as u32;
+        let pod = view
+            .pods
+            .get(&port)
+            .cloned()
+            .unwrap_or_else(|| format!("port {port}"));
+        let isolating = |iso: &flows::policy::Isolation| match dir {
+            Direction::Ingress => iso.ingress.join(", "),
+            Direction::Egress => iso.egress.join(", "),
+        };
+        let words = match *prio {
+            300 if dir == Direction::Egress => "egress: to a Service, decided after the node's DNAT (when it comes back with the endpoint as destination)".to_string(),
+            300 => "ingress: from the node (always allowed)".to_string(),
+            200 => format!("{dir}: a reply of an allowed connection"),
+            flows::policy::PRIO_CONJUNCTION => {
+                let id = matched
+                    .split(',')
+                    .find_map(|f| f.trim().strip_prefix("conj_id="))
+                    .and_then(|v| v.parse::<u32>().ok());
+                match id.and_then(|i| view.rules.get(&i)) {
+                    Some(r) => format!("{dir} of {pod}: allowed by {r}"),
+                    None => format!("{dir} of {pod}: allowed by conjunction {id:?}"),
+                }
+            }
+            flows::policy::PRIO_PLAIN => {
+                let rules: Vec<String> = view
+                    .plain
+                    .get(&(dir, port))
+                    .map(|v| v.iter().map(ToString::to_string).collect())
+                    .unwrap_or_default();
+                format!("{dir} of {pod}: allowed by {}", rules.join(" and "))
+            }
+            flows::policy::PRIO_ISOLATION => format!(
+                "{dir} of {pod}: dropped: the pod is isolated by NetworkPolicy {} and none of their rules allows this packet",
+                view.isolated.get(&port).map(isolating).unwrap_or_default()
+            ),
+            0 if dir == Direction::Egress => format!("egress: {pod} is not isolated for egress (no NetworkPolicy selects it)"),
+            50 => format!("ingress: {pod} is not isolated for ingress (no NetworkPolicy selects it)"),
+            _ => continue,
+        };
+        out.push(words);
+    }
+    out
 }
 
 /// What the verdict needs to know.
@@ -569,6 +635,8 @@ struct Judge<'a> {
     /// A VNID's egress route (kind, in words) and its IPs in words (`its egress IP X`, or why
     /// none is usable), if it has egress IPs.
     egress_ip: &'a dyn Fn(u32) -> Option<(String, String, String)>,
+    /// Networkpolicy mode: the policies' rows.
+    policy: Option<&'a crate::policy::PolicyView>,
 }
 
 impl Judge<'_> {
@@ -663,7 +731,17 @@ impl Judge<'_> {
                     End::External(_) => {
                         ": from outside the cluster through the node (tun0)".to_string()
                     }
-                    _ => self.vnid_words(p),
+                    _ => match self.policy {
+                        Some(v) => {
+                            let w = policy_words(p, v);
+                            if w.is_empty() {
+                                String::new()
+                            } else {
+                                format!(": {}", w.join("; "))
+                            }
+                        }
+                        None => self.vnid_words(p),
+                    },
                 };
                 let words = format!(
                     "delivered to pod {}/{} (port {port}){why}",
@@ -739,6 +817,13 @@ impl Judge<'_> {
                 format!("no pod on this node has address {}", ip_of(self.dst))
             }
             Some(Table::DestinationVnid) => "the destination port has no VNID row".into(),
+            Some(Table::IngressIsolation | Table::PodEgressPolicy) if self.policy.is_some() => {
+                let words = self.policy.map(|v| policy_words(p, v)).unwrap_or_default();
+                words
+                    .last()
+                    .cloned()
+                    .unwrap_or_else(|| format!("by the flow `{matched}`"))
+            }
             Some(Table::IngressIsolation) => {
                 let s = p.regs.get("reg0").copied().unwrap_or(0) as u32;
                 let d = p.regs.get("reg1").copied().unwrap_or(0) as u32;

@@ -545,4 +545,77 @@ mod tests {
         );
         assert_eq!(base_flows(&config(Mode::Multitenant)), mt, "deterministic");
     }
+
+    fn texts(fs: &[Flow], table: u8) -> Vec<String> {
+        fs.iter()
+            .filter(|f| f.table == table)
+            .map(|f| f.to_string().trim_start_matches("cookie=0x1, ").to_string())
+            .collect()
+    }
+
+    #[test]
+    fn networkpolicy_mode_has_its_rows_in_27_30_and_80_on_both_datapaths() {
+        let np = base_flows(&config(Mode::NetworkPolicy));
+        for f in &np {
+            f.validate().unwrap_or_else(|e| panic!("{f}: {e}"));
+        }
+        assert!(version(Mode::NetworkPolicy, &np).starts_with("networkpolicy."));
+        let t27 = texts(&np, 27);
+        assert!(
+            t27.contains(
+                &"table=27, priority=300,ip,nw_dst=172.30.0.0/16 actions=goto_table:30".to_string()
+            ),
+            "{t27:#?}"
+        );
+        assert!(
+            t27.contains(
+                &"table=27, priority=200,ct_state=+rpl+trk,ip actions=goto_table:30".to_string()
+            ),
+            "{t27:#?}"
+        );
+        let t30 = texts(&np, 30);
+        assert!(
+            t30.contains(
+                &"table=30, priority=150,ip,nw_dst=10.128.0.0/23 actions=goto_table:31".to_string()
+            ),
+            "{t30:#?}"
+        );
+        assert!(t30.contains(&"table=30, priority=160,ct_state=-rpl+trk,ip,nw_dst=10.128.0.1 actions=ct(commit),goto_table:31".to_string()), "{t30:#?}");
+        assert!(
+            t30.contains(
+                &"table=30, priority=100,ct_state=-rpl+trk,ip actions=ct(commit),goto_table:31"
+                    .to_string()
+            ),
+            "netdev commits everything: {t30:#?}"
+        );
+        let t80 = texts(&np, 80);
+        for want in [
+            "table=80, priority=300,ip,nw_src=10.128.0.1 actions=ct(commit),output:NXM_NX_REG2[]",
+            "table=80, priority=300,arp actions=output:NXM_NX_REG2[]",
+            "table=80, priority=200,ct_state=+rpl+trk,ip actions=output:NXM_NX_REG2[]",
+            "table=80, priority=50,ip actions=ct(commit),output:NXM_NX_REG2[]",
+            "table=80, priority=0 actions=drop",
+        ] {
+            assert!(t80.contains(&want.to_string()), "{want}: {t80:#?}");
+        }
+        assert_eq!(t80.len(), 5, "{t80:#?}");
+        // The kernel datapath commits cluster-internal connections only.
+        let mut sys = config(Mode::NetworkPolicy);
+        sys.datapath = Datapath::System;
+        let t30 = texts(&base_flows(&sys), 30);
+        assert!(t30.contains(&"table=30, priority=100,ct_state=-rpl+trk,ip,nw_src=10.128.0.0/14,nw_dst=10.128.0.0/14 actions=ct(commit),goto_table:31".to_string()), "{t30:#?}");
+        assert!(!t30
+            .iter()
+            .any(|t| t.contains("priority=100,ct_state=-rpl+trk,ip actions")));
+        // The other modes pass 27 and 30 straight through.
+        let mt = base_flows(&config(Mode::Multitenant));
+        assert_eq!(
+            texts(&mt, 27),
+            vec!["table=27, priority=0 actions=goto_table:30"]
+        );
+        assert_eq!(
+            texts(&mt, 30),
+            vec!["table=30, priority=0 actions=goto_table:31"]
+        );
+    }
 }

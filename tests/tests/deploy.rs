@@ -474,11 +474,11 @@ fn rbac_is_least_privilege() {
     let agent = find(&docs, "ClusterRole", "sdn-agent").typed::<ClusterRole>();
     let agent_rules = agent.rules.unwrap_or_default();
     let mut want = BTreeSet::new();
-    for (g, res) in kinds
-        .iter()
-        .map(|k| (net, *k))
-        .chain([("", "namespaces"), ("", "pods")])
-    {
+    for (g, res) in kinds.iter().map(|k| (net, *k)).chain([
+        ("", "namespaces"),
+        ("", "pods"),
+        ("networking.k8s.io", "networkpolicies"),
+    ]) {
         for v in ["get", "list", "watch"] {
             want.insert((g.to_string(), res.to_string(), v.to_string(), Vec::new()));
         }
@@ -486,7 +486,8 @@ fn rbac_is_least_privilege() {
     assert_eq!(
         grant_set(&agent_rules),
         want,
-        "the agent gets exactly read access to the network objects, namespaces and pods"
+        "the agent gets exactly read access to the network objects, namespaces, pods and \
+         NetworkPolicies"
     );
     for res in ["hostsubnets", "netnamespaces"] {
         for v in ["create", "update", "patch", "delete", "deletecollection"] {

@@ -460,6 +460,72 @@ fn set_policies(plane: &KubeControlPlane, current: &mut Vec<Value>, policies: Ve
     *current = policies;
 }
 
+/// `sdnctl trace` and `sdnctl network-policies` name the policy that allowed or dropped a
+/// packet (case "x/a from x/b on TCP 80 only": x/a and x/c are on node 1, x/b on node 2).
+fn check_trace_names_policies(c: &Cluster, pods: &[TestPod<'_>], vni: u32) {
+    let n1 = c.node(1);
+    let pod = |l: &str| pods.iter().find(|p| p.label() == l).unwrap();
+    assert_eq!(
+        (pod("x/a").node, pod("x/c").node, pod("x/b").node),
+        (1, 1, 2)
+    );
+    // x/c -> x/a: x/a is isolated and no rule allows x/c.
+    let t = n1.trace("x/c", "x/a", "tcp/80", None);
+    assert_eq!(t["outcome"], "dropped", "{t:#}");
+    let verdict = t["verdict"].as_str().unwrap();
+    assert!(
+        verdict.contains("isolated by NetworkPolicy x/a-from-b") && verdict.contains("x/a"),
+        "{verdict}"
+    );
+    // x/b (node 2) -> x/a, as node 1 sees it arrive over VXLAN: allowed by the rule.
+    let t = n1.trace(&pod("x/b").ip.to_string(), "x/a", "tcp/80", Some(vni));
+    assert_eq!(t["outcome"], "delivered", "{t:#}");
+    let said: Vec<String> = t["policy"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        said.iter()
+            .any(|l| l.contains("allowed by NetworkPolicy x/a-from-b ingress rule 0")),
+        "{said:?}\n{t:#}"
+    );
+    // On port 81 the same source is dropped.
+    let t = n1.trace(&pod("x/b").ip.to_string(), "x/a", "tcp/81", Some(vni));
+    assert_eq!(t["outcome"], "dropped", "{t:#}");
+    // x/c is not isolated for egress, and the sdnctl view lists what is applied.
+    let out = n1.sdnctl_api(&["network-policies"]);
+    assert!(out.status.success(), "{out:?}");
+    let out = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.contains("1 NetworkPolicies in the cluster, 1 select pods of this node"),
+        "{out}"
+    );
+    assert!(out.contains("x/a-from-b ingress rule 0"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("x/a ") && l.contains("x/a-from-b")),
+        "{out}"
+    );
+    let m = n1.metrics();
+    assert_eq!(m.get("sdn_network_policies"), Some(&1.0), "{m:?}");
+    assert_eq!(m.get("sdn_network_policies_active"), Some(&1.0));
+    assert_eq!(m.get("sdn_network_policy_isolated_pods"), Some(&1.0));
+    // One rule with x/a as target, x/b as peer, one port: 1 + 1 + 1 + 1 conjunction rows and
+    // the isolation row.
+    assert_eq!(
+        m.get("sdn_network_policy_flows{kind=\"target\"}"),
+        Some(&2.0),
+        "{m:?}"
+    );
+    assert_eq!(
+        m.get("sdn_network_policy_flows{kind=\"shared\"}"),
+        Some(&3.0),
+        "{m:?}"
+    );
+}
+
 fn start_servers(pods: &[TestPod<'_>]) -> (Vec<probe::EchoServer>, Vec<probe::UdpEchoServer>) {
     let mut tcp = Vec::new();
     let mut udp = Vec::new();
@@ -690,6 +756,13 @@ fn truth_tables_on_two_nodes() {
         set_policies(&plane, &mut current, policies.clone());
         let took = converge(case, &c, &pods, &current);
         timings.push((case.to_string(), took));
+        if case.starts_with("x/a from x/b") {
+            let vni = fake
+                .get("network.openshift.io", "netnamespaces", None, "x")
+                .and_then(|n| n["netid"].as_u64())
+                .expect("NetNamespace x") as u32;
+            check_trace_names_policies(&c, &pods, vni);
+        }
     }
 
     // The node reaches isolated pods (kubelet's probes) under deny-all.

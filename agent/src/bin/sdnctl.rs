@@ -36,7 +36,7 @@ const OVSDB_TIMEOUT: Duration = Duration::from_secs(3);
 /// egress firewalls and IPs, bundle, log level) and the tenants (NetNamespaces: VNIDs,
 /// multicast) of a standalone node.
 ///
-/// status, pods, flows, trace, egress-firewall, egress-ips, bundle, log-level and log ask the
+/// status, pods, flows, trace, egress-firewall, egress-ips, network-policies, bundle, log-level and log ask the
 /// agent over its root-only local API. The tenant commands edit a standalone node's state directory; the running agent applies
 /// the change as soon as it sees the write (inotify). In Kubernetes mode they say how to make
 /// the change there, and namespaces asks the agent.
@@ -115,6 +115,10 @@ enum Cmd {
     /// VXLAN, or dropped and why), each IP's node and state, the IPs this node holds, and the
     /// watched nodes (online or offline)
     EgressIps,
+    /// Networkpolicy mode: the NetworkPolicies that select this node's pods, which pods they
+    /// isolate (ingress, egress), the rules with rows here, and the rows next to what
+    /// openshift-sdn's cross product would need
+    NetworkPolicies,
     /// One archive (.tar.gz) with everything needed to debug this node: status, config, log,
     /// flows with names, OVSDB ports and interfaces, the agent's iptables chains, cluster state,
     /// metrics (no secrets)
@@ -191,6 +195,7 @@ impl Cmd {
                 | Cmd::Bundle { .. }
                 | Cmd::EgressFirewall
                 | Cmd::EgressIps
+                | Cmd::NetworkPolicies
                 | Cmd::LogLevel { .. }
                 | Cmd::Log
         )
@@ -198,9 +203,10 @@ impl Cmd {
 }
 
 /// The argument shape of each command, for usage errors.
-const SHAPES: [(&str, &str); 17] = [
+const SHAPES: [(&str, &str); 18] = [
     ("egress-firewall", ""),
     ("egress-ips", ""),
+    ("network-policies", ""),
     ("bundle", "[-o FILE]"),
     ("status", ""),
     (
@@ -572,6 +578,15 @@ fn ask_agent(a: &Cli, cmd: &Cmd) -> Result<(), Failure> {
             let e: agent::api::EgressIpsView =
                 serde_json::from_value(v).map_err(|e| Failure::Error(e.to_string()))?;
             out(&view::egress_ips(&e))
+        }
+        Cmd::NetworkPolicies => {
+            let v = get("/v1/network-policies".into())?;
+            if a.json {
+                return pretty(&v);
+            }
+            let e: agent::api::NetworkPoliciesView =
+                serde_json::from_value(v).map_err(|e| Failure::Error(e.to_string()))?;
+            out(&view::network_policies(&e))
         }
         Cmd::Bundle { output } => {
             let files: std::collections::BTreeMap<String, String> = rt
@@ -1025,6 +1040,9 @@ mod view {
             agent::trace::Outcome::ToRemoteNode => "TO ANOTHER NODE",
             agent::trace::Outcome::Dropped => "DROPPED",
         };
+        for p in &t.policy {
+            s.push_str(&format!("policy: {p}\n"));
+        }
         match t.verdict.strip_prefix("dropped ") {
             Some(rest) => s.push_str(&format!("verdict: DROPPED {rest}\n")),
             None => s.push_str(&format!("verdict: {outcome}: {}\n", t.verdict)),
@@ -1063,6 +1081,55 @@ mod view {
                 }
             }
         }
+        s
+    }
+
+    pub fn network_policies(v: &agent::api::NetworkPoliciesView) -> String {
+        if !v.enabled {
+            return "this node does not run in networkpolicy mode (mode: networkpolicy in its configuration)\n".into();
+        }
+        let mut s = format!(
+            "{} NetworkPolicies in the cluster, {} select pods of this node\n",
+            v.policies,
+            v.active.len()
+        );
+        for p in &v.active {
+            s.push_str(&format!("  {p}\n"));
+        }
+        if v.isolated.is_empty() {
+            s.push_str("no pod of this node is isolated\n");
+        } else {
+            s.push_str(&format!("{:<32} {:<30} EGRESS\n", "POD", "INGRESS"));
+            let list = |l: &[String]| {
+                if l.is_empty() {
+                    "-".to_string()
+                } else {
+                    l.join(",")
+                }
+            };
+            for (pod, iso) in &v.isolated {
+                s.push_str(&format!(
+                    "{pod:<32} {:<30} {}\n",
+                    list(&iso.ingress),
+                    list(&iso.egress)
+                ));
+            }
+        }
+        if !v.rules.is_empty() {
+            s.push_str("rules with rows here:\n");
+            for (id, r) in &v.rules {
+                s.push_str(&format!("  conj_id={id:<11} {r}\n"));
+            }
+        }
+        s.push_str(&format!(
+            "rows: {} per pod + {} shared = {} (openshift-sdn's cross product: {}); {} rebuilds, the last {} ms\n",
+            v.target_rows,
+            v.shared_rows,
+            v.target_rows + v.shared_rows,
+            v.cross_product_rows,
+            v.rebuilds,
+            v.last_rebuild_ms
+        ));
         s
     }
 
