@@ -8,7 +8,8 @@
 //! that `ovs-ofctl --names dump-flows br0` prints them. VNIDs are [`Vnid`]s (the `multitenant`
 //! crate's). [`cookie`] gives every flow an owner; [`base`] builds the fixed rows of every table
 //! from the node's configuration; [`pod`] and [`remote`] the rows of local pods and of remote
-//! nodes; [`attachment`] the identity (and its one hash) every pod-owned name derives from.
+//! nodes; [`policy`] the NetworkPolicy rows (conjunctive matches); [`attachment`] the identity
+//! (and its one hash) every pod-owned name derives from.
 
 pub mod attachment;
 pub mod base;

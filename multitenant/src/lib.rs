@@ -1,4 +1,5 @@
-//! NetNamespace / VNID semantics of the multitenant network, pure (no I/O).
+//! NetNamespace / VNID semantics of the multitenant network, and the NetworkPolicy model of
+//! networkpolicy mode ([`policy`]), pure (no I/O).
 //!
 //! A namespace's VNID (NetNamespace `netid`) is its tenant. VNID 0 is global: its pods reach and
 //! are reached by everyone. Several namespaces may share a VNID (they were joined). [`Tenancy`]
