@@ -171,6 +171,8 @@ pub struct NetworkPoliciesView {
     pub shared_rows: usize,
     /// What openshift-sdn's cross product would have needed for the same policies and pods.
     pub cross_product_rows: usize,
+    /// The same with only this node's pods as targets.
+    pub cross_product_local_rows: usize,
     /// Rebuilds that changed br0 since start, and the last one's milliseconds.
     pub rebuilds: u64,
     /// The last rebuild's duration, ms.
@@ -216,6 +218,7 @@ pub fn network_policies(view: &NodeView) -> NetworkPoliciesView {
         target_rows: v.target_rows,
         shared_rows: v.shared_rows,
         cross_product_rows: v.cross_product_rows,
+        cross_product_local_rows: v.cross_product_local_rows,
         rebuilds: v.rebuilds,
         last_rebuild_ms: u64::try_from(v.last_rebuild.as_millis()).unwrap_or(u64::MAX),
     }

@@ -133,6 +133,8 @@ pub struct Metrics {
     pub policy_isolated_pods: IntGauge,
     /// Networkpolicy mode: seconds from a rebuild's inputs to its bundle accepted.
     pub policy_rebuild_seconds: Histogram,
+    /// Networkpolicy mode: datapath purges after policy changes.
+    pub policy_datapath_purges: IntCounter,
 }
 
 /// The process-wide metrics.
@@ -467,6 +469,14 @@ impl Metrics {
                 Histogram::with_opts(hist(
                     "sdn_network_policy_rebuild_seconds",
                     "Seconds from a NetworkPolicy rebuild's inputs to its bundle accepted by br0",
+                ))
+                .expect("constant"),
+            ),
+            policy_datapath_purges: reg(
+                &r,
+                IntCounter::with_opts(opts(
+                    "sdn_network_policy_datapath_purges_total",
+                    "Datapath flow purges after NetworkPolicy changes (one per burst of rebuilds)",
                 ))
                 .expect("constant"),
             ),

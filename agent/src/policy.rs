@@ -114,6 +114,8 @@ pub struct PolicyView {
     pub shared_rows: usize,
     /// What openshift-sdn's cross product would have installed.
     pub cross_product_rows: usize,
+    /// The same with this node's pods only as targets.
+    pub cross_product_local_rows: usize,
     /// Rebuilds that changed the bridge, and the last one's duration.
     pub rebuilds: u64,
     /// The last rebuild's time (inputs to bundle accepted).
@@ -349,7 +351,8 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
                 .collect(),
             target_rows: rows.targets.values().map(Vec::len).sum(),
             shared_rows: rows.shared.len(),
-            cross_product_rows: flows::policy::cross_product_rows(inputs.input()),
+            cross_product_rows: flows::policy::cross_product_rows(inputs.input(), false),
+            cross_product_local_rows: flows::policy::cross_product_rows(inputs.input(), true),
             rebuilds: old.rebuilds + u64::from(changed),
             last_rebuild: if changed { took } else { old.last_rebuild },
         };
@@ -410,7 +413,10 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
             }
         };
         match ovs::unixctl::call(&ctl, "revalidator/purge", &[], Duration::from_secs(5)).await {
-            Ok(_) => tracing::debug!("datapath flows purged after a network policy change"),
+            Ok(_) => {
+                crate::metrics::metrics().policy_datapath_purges.inc();
+                tracing::debug!("datapath flows purged after a network policy change")
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "purging the datapath flows after a network policy change failed")
             }

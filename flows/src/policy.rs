@@ -730,22 +730,63 @@ fn named_part(
     }
 }
 
-/// What openshift-sdn's cross product would have installed for the same policies and pods:
-/// per selected local pod, one row per (peer × port) of each rule (its `table=80, reg1=V,
-/// <fragment>` rows), plus one isolation row per selected pod and direction. For the scale
-/// comparison in the README; not used by the agent.
-pub fn cross_product_rows(input: PolicyInput<'_>) -> usize {
+/// What openshift-sdn's cross product would have installed for the same policies and pods
+/// (its `parseNetworkPolicy`, for the scale comparison in the README; not used by the agent):
+/// for every policy of a namespace with a pod on this node, per rule, one row per (target ×
+/// peer × port), where
+/// - targets: 1 for an empty pod selector (no `nw_dst`), else every pod of the namespace it
+///   selects, on any node;
+/// - peers: 1 for no peers, an empty pod selector on ingress (`reg0`) or an empty namespace
+///   selector; one per namespace for a namespace selector on ingress; one per pod address for a
+///   pod selector, a namespace selector on egress, or both; one per CIDR of an ipBlock;
+/// - ports: one per entry, 1 for none;
+///
+/// plus one isolation row per selected pod and direction when the selector is not empty.
+/// `local_targets`: count only this node's pods as targets (a cross product that left out the
+/// rows of other nodes' pods, which openshift-sdn did not).
+pub fn cross_product_rows(input: PolicyInput<'_>, local_targets: bool) -> usize {
+    let no_labels = NamespaceView::default();
+    let ns_of = |n: &str| input.namespaces.get(n).unwrap_or(&no_labels);
     let mut total = 0usize;
     for p in input.policies {
-        let tgts = targets(p, input.local);
-        if tgts.is_empty() {
+        if !input.local.iter().any(|l| l.pod.namespace == p.namespace) {
             continue;
         }
+        let targets = if p.pod_selector.is_everything() {
+            1
+        } else if local_targets {
+            input
+                .local
+                .iter()
+                .filter(|l| p.selects(&l.pod.namespace, &l.pod.labels))
+                .count()
+        } else {
+            input
+                .pods
+                .iter()
+                .filter(|pod| p.selects(&pod.namespace, &pod.labels))
+                .count()
+        };
         for d in [Direction::Ingress, Direction::Egress] {
             let Some(rules) = p.rules(d) else { continue };
-            total += tgts.len();
+            if !p.pod_selector.is_everything() {
+                total += targets;
+            }
             for rule in rules {
-                // openshift-sdn: a namespace peer is one reg0 row, a pod peer one row per pod.
+                let pods_of = |peer: &Peer| {
+                    input
+                        .pods
+                        .iter()
+                        .filter(|pod| {
+                            peer.selects_pod(
+                                &p.namespace,
+                                &pod.namespace,
+                                &ns_of(&pod.namespace).labels,
+                                &pod.labels,
+                            )
+                        })
+                        .count()
+                };
                 let peers = if rule.peers.is_empty() {
                     1
                 } else {
@@ -753,42 +794,31 @@ pub fn cross_product_rows(input: PolicyInput<'_>) -> usize {
                         .iter()
                         .map(|peer| match peer {
                             Peer::IpBlock { cidr, except } => subtract(*cidr, except).len(),
-                            Peer::Pods { namespaces, pods } => {
-                                if pods.is_everything() && namespaces.is_some() {
+                            Peer::Pods {
+                                namespaces: None,
+                                pods,
+                            } if pods.is_everything() && d == Direction::Ingress => 1,
+                            Peer::Pods {
+                                namespaces: Some(ns),
+                                pods,
+                            } if pods.is_everything() => {
+                                if ns.is_everything() {
+                                    1
+                                } else if d == Direction::Ingress {
                                     input
                                         .namespaces
                                         .values()
-                                        .filter(|ns| {
-                                            namespaces
-                                                .as_ref()
-                                                .is_some_and(|s| s.matches(&ns.labels))
-                                        })
+                                        .filter(|n| ns.matches(&n.labels))
                                         .count()
                                 } else {
-                                    input
-                                        .pods
-                                        .iter()
-                                        .filter(|pod| {
-                                            let ns = input
-                                                .namespaces
-                                                .get(&pod.namespace)
-                                                .map(|n| n.labels.clone())
-                                                .unwrap_or_default();
-                                            peer.selects_pod(
-                                                &p.namespace,
-                                                &pod.namespace,
-                                                &ns,
-                                                &pod.labels,
-                                            )
-                                        })
-                                        .count()
+                                    pods_of(peer)
                                 }
                             }
+                            Peer::Pods { .. } => pods_of(peer),
                         })
                         .sum()
                 };
-                let ports = rule.ports.len().max(1);
-                total += tgts.len() * peers * ports;
+                total += targets * peers * rule.ports.len().max(1);
             }
         }
     }

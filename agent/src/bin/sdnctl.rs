@@ -1122,11 +1122,12 @@ mod view {
             }
         }
         s.push_str(&format!(
-            "rows: {} per pod + {} shared = {} (openshift-sdn's cross product: {}); {} rebuilds, the last {} ms\n",
+            "rows: {} per pod + {} shared = {} (openshift-sdn's cross product: {}, {} with this node's pods only as targets); {} rebuilds, the last {} ms\n",
             v.target_rows,
             v.shared_rows,
             v.target_rows + v.shared_rows,
             v.cross_product_rows,
+            v.cross_product_local_rows,
             v.rebuilds,
             v.last_rebuild_ms
         ));

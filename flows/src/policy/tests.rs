@@ -233,7 +233,8 @@ fn rows_grow_with_the_sum_not_the_product() {
         pods: &w.pods,
         local: &w.local,
     };
-    assert_eq!(cross_product_rows(input), 50 * 200 * 5 + 50);
+    assert_eq!(cross_product_rows(input, false), 50 * 200 * 5 + 50);
+    assert_eq!(cross_product_rows(input, true), 50 * 200 * 5 + 50);
 }
 
 #[test]

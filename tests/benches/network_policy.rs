@@ -1,0 +1,451 @@
+//! NetworkPolicy at scale (issue 15): 1000 pods and 100 policies, the flows they cost and how
+//! fast a change takes effect, next to what openshift-sdn's cross product would have needed.
+//!
+//! The cluster (Kubernetes mode, the fake API server, the real controller, one real agent):
+//! - 20 namespaces `ns-00`..`ns-19`, labelled `team=t<i%4>` and `env=prod|dev` (even|odd);
+//! - 1000 pods, 50 per namespace, labelled `role=web|db|cache` (by index mod 3) and
+//!   `app=app-<index mod 10>`, each declaring container ports `http` 8080 and `metrics` 9090;
+//!   100 of them (5 per namespace) are real pods on the measured node (CNI ADD, their own
+//!   network namespaces), 900 are API objects on two other nodes with addresses in those nodes'
+//!   subnets (peers, as remote pods are);
+//! - 100 policies, 5 per namespace:
+//!   1. `deny-ingress`: every pod, ingress, no rule;
+//!   2. `web`: role=web from every pod of the namespace on TCP 80, 443 and 8080;
+//!   3. `db`: role=db from role=web pods of the namespaces of the same team on TCP 5432;
+//!   4. `metrics`: every pod from namespace `ns-00` (monitoring) on the named port `metrics`;
+//!   5. `cache-egress`: role=cache, egress to 10.0.0.0/8 except the cluster network, and to
+//!      `env=prod` namespaces on TCP 6379-6380.
+//!
+//! Measured (printed on stderr): the rows on br0 (tables 27 and 80, per pod and shared) and openshift-sdn's
+//! cross product for the same policies and pods; the time from writing all 100 policies to their
+//! rows on br0; then, ten times each, the time from writing one more policy to its row on br0,
+//! from a remote pod's label change to its address joining a rule, and from a local pod's label
+//! change to its target row; and the agent's own rebuild times (its histogram).
+//!
+//! Run: `cargo build --release --workspace && cargo bench -p sdn-tests --bench network_policy`
+//! (`SDN_NP_LOCAL` local pods, default 100). Wall clock on a shared machine: the figures are
+//! what this machine did in this run.
+
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use ipnet::Ipv4Net;
+use sdn_tests::cluster::{node_name, Cluster};
+use sdn_tests::node::{AgentNode, CniPod, NodeOptions};
+use serde_json::{json, Value};
+
+const NAMESPACES: usize = 20;
+const PODS_PER_NS: usize = 50;
+const ROLES: [&str; 3] = ["web", "db", "cache"];
+const REPS: usize = 10;
+
+fn ns_name(i: usize) -> String {
+    format!("ns-{i:02}")
+}
+
+fn pod_json(ns: &str, name: &str, j: usize, node: usize, ip: Option<Ipv4Addr>) -> Value {
+    let mut v = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns,
+                     "labels": {"role": ROLES[j % 3], "app": format!("app-{}", j % 10)}},
+        "spec": {"nodeName": node_name(node), "containers": [{"name": "c", "image": "app",
+            "ports": [{"name": "http", "containerPort": 8080}, {"name": "metrics", "containerPort": 9090}]}]}});
+    if let Some(ip) = ip {
+        v["status"] = json!({"phase": "Running", "podIP": ip.to_string()});
+    }
+    v
+}
+
+fn netpol(ns: &str, name: &str, spec: Value) -> Value {
+    let mut v = json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": name, "namespace": ns}});
+    v["spec"] = spec;
+    v
+}
+
+fn policies_of(i: usize) -> Vec<Value> {
+    let ns = ns_name(i);
+    let team = format!("t{}", i % 4);
+    vec![
+        netpol(&ns, "deny-ingress", json!({"podSelector": {}})),
+        netpol(
+            &ns,
+            "web",
+            json!({
+            "podSelector": {"matchLabels": {"role": "web"}},
+            "ingress": [{"from": [{"podSelector": {}}],
+                         "ports": [{"port": 80}, {"port": 443}, {"port": 8080}]}]}),
+        ),
+        netpol(
+            &ns,
+            "db",
+            json!({
+            "podSelector": {"matchLabels": {"role": "db"}},
+            "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"team": team}},
+                                   "podSelector": {"matchLabels": {"role": "web"}}}],
+                         "ports": [{"port": 5432}]}]}),
+        ),
+        netpol(
+            &ns,
+            "metrics",
+            json!({
+            "podSelector": {},
+            "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ns-00"}}}],
+                         "ports": [{"port": "metrics"}]}]}),
+        ),
+        netpol(
+            &ns,
+            "cache-egress",
+            json!({
+            "podSelector": {"matchLabels": {"role": "cache"}}, "policyTypes": ["Egress"],
+            "egress": [{"to": [{"ipBlock": {"cidr": "10.0.0.0/8", "except": ["10.128.0.0/14"]}},
+                               {"namespaceSelector": {"matchLabels": {"env": "prod"}}}],
+                        "ports": [{"port": 6379, "endPort": 6380}]}]}),
+        ),
+    ]
+}
+
+/// `sdnctl --json network-policies`.
+fn view(node: &AgentNode) -> Value {
+    let out = node.sdnctl_api(&["--json", "network-policies"]);
+    assert!(out.status.success(), "{out:?}");
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+/// Policy rows on br0 (tables 27 and 80 without the base rows).
+fn rows_on_bridge(node: &AgentNode) -> usize {
+    node.ovs
+        .ofctl(&["--no-stats", "dump-flows", "br0"])
+        .lines()
+        .filter(|l| {
+            (l.contains("table=27,") || l.contains("table=80,")) && !l.contains("cookie=0x1,")
+        })
+        .count()
+}
+
+/// Waits until `ovs-ofctl dump-flows br0 <filter>` prints a line containing every needle;
+/// the time it took.
+fn until_row(node: &AgentNode, filter: &str, needles: &[&str], began: Instant) -> Duration {
+    loop {
+        let out = node.ovs.ofctl(&["--no-stats", "dump-flows", "br0", filter]);
+        if out.lines().any(|l| needles.iter().all(|n| l.contains(n))) {
+            return began.elapsed();
+        }
+        assert!(
+            began.elapsed() < Duration::from_secs(60),
+            "no row {filter} with {needles:?} after 60 s:\n{out}"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn conj_id_of(node: &AgentNode, rule: &str) -> u32 {
+    let began = Instant::now();
+    loop {
+        let v = view(node);
+        if let Some((id, _)) = v["rules"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .find(|(_, r)| r.as_str() == Some(rule))
+        {
+            return id.parse().unwrap();
+        }
+        assert!(
+            began.elapsed() < Duration::from_secs(30),
+            "no rule {rule}: {v:#}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn summary(v: &[Duration]) -> String {
+    let mut v: Vec<f64> = v.iter().copied().map(ms).collect();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let p = |q: f64| v[((v.len() as f64 - 1.0) * q).round() as usize];
+    format!(
+        "p50 {:.0} ms, p90 {:.0} ms, max {:.0} ms",
+        p(0.5),
+        p(0.9),
+        p(1.0)
+    )
+}
+
+fn main() {
+    let local_pods: usize = std::env::var("SDN_NP_LOCAL")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    let per_ns_local = local_pods.div_ceil(NAMESPACES);
+    let (c, plane) = Cluster::start_kubernetes(
+        1,
+        &NodeOptions {
+            mode: "networkpolicy",
+            ..NodeOptions::default()
+        },
+    );
+    let fake = &plane.fake;
+    let node = c.node(1);
+    // Two more nodes, objects only: the controller gives them subnets for the remote pods.
+    for i in 2..=3 {
+        fake.put(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node_name(i)},
+            "status": {"addresses": [{"type": "InternalIP", "address": format!("192.168.77.{}", 10 + i)}]}}))
+            .unwrap();
+    }
+    let subnet_of = |i: usize| -> Ipv4Net {
+        let began = Instant::now();
+        loop {
+            if let Some(hs) = fake.get("network.openshift.io", "hostsubnets", None, &node_name(i)) {
+                return hs["subnet"].as_str().unwrap().parse().unwrap();
+            }
+            assert!(
+                began.elapsed() < Duration::from_secs(30),
+                "no HostSubnet for node-{i}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let remote_subnets = [subnet_of(2), subnet_of(3)];
+    for i in 0..NAMESPACES {
+        fake.put(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns_name(i),
+            "labels": {"team": format!("t{}", i % 4), "env": if i % 2 == 0 { "prod" } else { "dev" }}}}))
+            .unwrap();
+    }
+    // Pods: the remote ones with their addresses, the local ones through the runtime.
+    let mut next = [2u32, 2u32];
+    let mut remote: Vec<(String, String, usize, Ipv4Addr)> = Vec::new();
+    let mut local_plan = Vec::new();
+    for i in 0..NAMESPACES {
+        let ns = ns_name(i);
+        for j in 0..PODS_PER_NS {
+            let name = format!("p{j:02}");
+            if j < per_ns_local && local_plan.len() < local_pods {
+                fake.put(pod_json(&ns, &name, j, 1, None)).unwrap();
+                local_plan.push((ns.clone(), name, j));
+            } else {
+                let k = (i * PODS_PER_NS + j) % 2;
+                let ip = Ipv4Addr::from(u32::from(remote_subnets[k].network()) + next[k]);
+                next[k] += 1;
+                fake.put(pod_json(&ns, &name, j, k + 2, Some(ip))).unwrap();
+                remote.push((ns.clone(), name, j, ip));
+            }
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let t = Instant::now();
+    let locals: Vec<(CniPod<'_>, String, String, usize)> = local_plan
+        .iter()
+        .map(|(ns, name, j)| {
+            let p = node.pod(ns, name);
+            fake.put(pod_json(ns, name, *j, 1, Some(p.ip.parse().unwrap())))
+                .unwrap();
+            (p, ns.clone(), name.clone(), *j)
+        })
+        .collect();
+    eprintln!(
+        "cluster: {} namespaces, {} pods ({} on this node, ADDs took {:.1} s; {} on two other nodes)",
+        NAMESPACES,
+        locals.len() + remote.len(),
+        locals.len(),
+        t.elapsed().as_secs_f64(),
+        remote.len()
+    );
+
+    // All 100 policies at once.
+    let began = Instant::now();
+    for i in 0..NAMESPACES {
+        for p in policies_of(i) {
+            fake.put(p).unwrap();
+        }
+    }
+    let (rows, settled) = loop {
+        let v = view(node);
+        let want = v["targetRows"].as_u64().unwrap_or(0) + v["sharedRows"].as_u64().unwrap_or(0);
+        if v["policies"] == 100 && want > 0 && rows_on_bridge(node) as u64 == want {
+            // Stable: nothing more arrives in the next 300 ms.
+            let at = began.elapsed();
+            std::thread::sleep(Duration::from_millis(300));
+            let again = view(node);
+            if again["targetRows"] == v["targetRows"] && again["sharedRows"] == v["sharedRows"] {
+                break (v, at);
+            }
+        }
+        assert!(
+            began.elapsed() < Duration::from_secs(120),
+            "policies not in after 120 s: {v:#}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let target = rows["targetRows"].as_u64().unwrap();
+    let shared = rows["sharedRows"].as_u64().unwrap();
+    let cross = rows["crossProductRows"].as_u64().unwrap();
+    let cross_local = rows["crossProductLocalRows"].as_u64().unwrap();
+    eprintln!(
+        "100 policies written at once: all rows on br0 after {:.0} ms ({} active here, {} isolated local pods, {} rules with rows)",
+        ms(settled),
+        rows["active"].as_array().map_or(0, Vec::len),
+        rows["isolated"].as_object().map_or(0, |o| o.len()),
+        rows["rules"].as_object().map_or(0, |o| o.len()),
+    );
+    eprintln!(
+        "rows on br0: {} ({} per pod: targets and isolation, {} shared: peers, ports, conjunctions); openshift-sdn's cross product: {} ({:.1}x; {} = {:.1}x had it left other nodes' targets out)",
+        target + shared,
+        target,
+        shared,
+        cross,
+        cross as f64 / (target + shared) as f64,
+        cross_local,
+        cross_local as f64 / (target + shared) as f64
+    );
+
+    // One more policy, ten times: from the write to its row.
+    let mut writes = Vec::new();
+    let mut deletes = Vec::new();
+    for k in 0..REPS {
+        let port = 30000 + k as u16;
+        let p = netpol(
+            "ns-05",
+            &format!("probe-{k}"),
+            json!({
+            "podSelector": {"matchLabels": {"role": "web"}},
+            "ingress": [{"from": [{"namespaceSelector": {}}], "ports": [{"port": port}]}]}),
+        );
+        let t = Instant::now();
+        fake.put(p).unwrap();
+        writes.push(until_row(
+            node,
+            &format!("table=80,tcp,tp_dst={port}"),
+            &["conjunction("],
+            t,
+        ));
+        let t = Instant::now();
+        fake.delete(
+            "networking.k8s.io",
+            "networkpolicies",
+            Some("ns-05"),
+            &format!("probe-{k}"),
+        );
+        loop {
+            let out = node.ovs.ofctl(&[
+                "--no-stats",
+                "dump-flows",
+                "br0",
+                &format!("table=80,tcp,tp_dst={port}"),
+            ]);
+            if !out.lines().any(|l| l.contains("conjunction(")) {
+                deletes.push(t.elapsed());
+                break;
+            }
+            assert!(t.elapsed() < Duration::from_secs(60));
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    eprintln!("policy write -> its rows on br0: {}", summary(&writes));
+    eprintln!("policy delete -> its rows gone: {}", summary(&deletes));
+
+    // A remote pod's label change: it joins the peers of a rule.
+    fake.put(netpol("ns-05", "from-probe", json!({
+        "podSelector": {"matchLabels": {"role": "db"}},
+        "ingress": [{"from": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"probe": "yes"}}}],
+                     "ports": [{"port": 31000}]}]})))
+        .unwrap();
+    // The rule has rows (and an id) once one peer exists: the first label change is not timed.
+    let label = |(ns, name, j, ip): &(String, String, usize, Ipv4Addr)| {
+        let mut obj = pod_json(ns, name, *j, 2, Some(*ip));
+        obj["metadata"]["labels"]["probe"] = json!("yes");
+        obj
+    };
+    fake.put(label(&remote[1])).unwrap();
+    let id = conj_id_of(node, "NetworkPolicy ns-05/from-probe ingress rule 0");
+    let mut peer_changes = Vec::new();
+    for (ns, name, j, ip) in remote
+        .iter()
+        .skip(2)
+        .step_by(remote.len() / REPS)
+        .take(REPS)
+    {
+        let mut obj = pod_json(ns, name, *j, 2, Some(*ip));
+        obj["metadata"]["labels"]["probe"] = json!("yes");
+        let t = Instant::now();
+        fake.put(obj).unwrap();
+        peer_changes.push(until_row(
+            node,
+            &format!("table=80,ip,nw_src={ip}"),
+            &[&format!("conjunction({id},2/3)")],
+            t,
+        ));
+    }
+    eprintln!(
+        "remote pod label change -> its address in the rule's peers: {}",
+        summary(&peer_changes)
+    );
+
+    // A local pod's label change: it becomes a target. In three namespaces, a policy selecting
+    // `probe-target=yes`; the first pod labelled in each gives the rule its rows (not timed).
+    let mut target_changes = Vec::new();
+    for ns in ["ns-05", "ns-06", "ns-07"] {
+        fake.put(netpol(
+            ns,
+            "probe-target",
+            json!({
+            "podSelector": {"matchLabels": {"probe-target": "yes"}},
+            "ingress": [{"from": [{"podSelector": {}}], "ports": [{"port": 32000}]}]}),
+        ))
+        .unwrap();
+        let mine: Vec<_> = locals.iter().filter(|l| l.1 == ns).collect();
+        let mut id = None;
+        for (p, ns, name, j) in mine {
+            let port = node.port_of(&p.id);
+            let ofport: u32 = node
+                .ovs
+                .vsctl(&["get", "Interface", &port, "ofport"])
+                .trim()
+                .parse()
+                .unwrap();
+            let mut obj = pod_json(ns, name, *j, 1, Some(p.ip.parse().unwrap()));
+            obj["metadata"]["labels"]["probe-target"] = json!("yes");
+            let t = Instant::now();
+            fake.put(obj).unwrap();
+            match id {
+                None => {
+                    id = Some(conj_id_of(
+                        node,
+                        &format!("NetworkPolicy {ns}/probe-target ingress rule 0"),
+                    ));
+                }
+                Some(id) => target_changes.push(until_row(
+                    node,
+                    &format!("table=80,reg2={ofport}"),
+                    &[&format!("conjunction({id},1/3)")],
+                    t,
+                )),
+            }
+        }
+    }
+    eprintln!(
+        "local pod label change -> its target row: {}",
+        summary(&target_changes)
+    );
+
+    let m = node.metrics();
+    let count = m
+        .get("sdn_network_policy_rebuild_seconds_count")
+        .copied()
+        .unwrap_or(0.0);
+    let sum = m
+        .get("sdn_network_policy_rebuild_seconds_sum")
+        .copied()
+        .unwrap_or(0.0);
+    let v = view(node);
+    eprintln!(
+        "agent: {count:.0} rebuilds, {:.1} ms each on average (inputs to bundle accepted), {:.0} datapath purges; rows now {} per pod + {} shared (openshift-sdn: {})",
+        if count > 0.0 { sum / count * 1000.0 } else { f64::NAN },
+        m.get("sdn_network_policy_datapath_purges_total").copied().unwrap_or(0.0),
+        v["targetRows"],
+        v["sharedRows"],
+        v["crossProductRows"]
+    );
+}
