@@ -336,17 +336,6 @@ fn converge(case: &str, c: &Cluster, pods: &[TestPod<'_>], policies: &[Value]) -
                         .collect::<Vec<_>>()
                         .join("\n")
                 };
-                let trace = c.appctl(
-                    dst.node,
-                    &[
-                        "ofproto/trace",
-                        "br0",
-                        &format!(
-                            "in_port=1,tun_id=0xb,tun_src=192.168.77.12,tun_dst=192.168.77.11,tcp,nw_src={src},nw_dst={ip},tp_dst={port},tp_src=40000"
-                        ),
-                    ],
-                );
-                detail.push(format!("--- trace:\n{}", tail(&trace, 30)));
                 // What the switch says of the datapath flow that answered (a stale one?).
                 let dp = c.appctl(dst.node, &["dpctl/dump-flows"]);
                 if let Some(line) = dp.lines().find(|l| {
