@@ -161,6 +161,9 @@ pub struct NetworkPoliciesView {
     pub policies: usize,
     /// Those that select a pod of this node.
     pub active: Vec<String>,
+    /// Those left out whole because a value cannot be applied, with why.
+    #[serde(default)]
+    pub refused: BTreeMap<String, String>,
     /// Local pods that policies isolate: `namespace/name` → (ingress policies, egress policies).
     pub isolated: BTreeMap<String, IsolationEntry>,
     /// The rules with rows here (conjunction id → rule).
@@ -198,6 +201,7 @@ pub fn network_policies(view: &NodeView) -> NetworkPoliciesView {
         enabled: true,
         policies: v.policies,
         active: v.active.iter().cloned().collect(),
+        refused: view.state.borrow().refused_policies.clone(),
         isolated: v
             .isolated
             .iter()
@@ -217,8 +221,8 @@ pub fn network_policies(view: &NodeView) -> NetworkPoliciesView {
         rules: v.rules.iter().map(|(id, r)| (*id, r.to_string())).collect(),
         target_rows: v.target_rows,
         shared_rows: v.shared_rows,
-        cross_product_rows: v.cross_product_rows,
-        cross_product_local_rows: v.cross_product_local_rows,
+        cross_product_rows: v.cross_product_rows(false),
+        cross_product_local_rows: v.cross_product_rows(true),
         rebuilds: v.rebuilds,
         last_rebuild_ms: u64::try_from(v.last_rebuild.as_millis()).unwrap_or(u64::MAX),
     }

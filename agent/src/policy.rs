@@ -112,14 +112,21 @@ pub struct PolicyView {
     pub target_rows: usize,
     /// Shared rows.
     pub shared_rows: usize,
-    /// What openshift-sdn's cross product would have installed.
-    pub cross_product_rows: usize,
-    /// The same with this node's pods only as targets.
-    pub cross_product_local_rows: usize,
+    /// The inputs of these rows (for [`PolicyView::cross_product_rows`], computed on demand:
+    /// it walks every pod for every rule).
+    inputs: Arc<Inputs>,
     /// Rebuilds that changed the bridge, and the last one's duration.
     pub rebuilds: u64,
     /// The last rebuild's time (inputs to bundle accepted).
     pub last_rebuild: Duration,
+}
+
+impl PolicyView {
+    /// What openshift-sdn's cross product would have installed for the same policies and pods
+    /// (`local_targets`: had it counted only this node's pods as targets).
+    pub fn cross_product_rows(&self, local_targets: bool) -> usize {
+        flows::policy::cross_product_rows(self.inputs.input(), local_targets)
+    }
 }
 
 /// The NetworkPolicy rows of this node (see the module docs).
@@ -351,8 +358,7 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
                 .collect(),
             target_rows: rows.targets.values().map(Vec::len).sum(),
             shared_rows: rows.shared.len(),
-            cross_product_rows: flows::policy::cross_product_rows(inputs.input(), false),
-            cross_product_local_rows: flows::policy::cross_product_rows(inputs.input(), true),
+            inputs: Arc::new(inputs.clone()),
             rebuilds: old.rebuilds + u64::from(changed),
             last_rebuild: if changed { took } else { old.last_rebuild },
         };

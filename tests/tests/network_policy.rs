@@ -790,6 +790,30 @@ fn truth_tables_on_two_nodes() {
     // Back to no policy: everything open again.
     set_policies(&plane, &mut current, vec![]);
     converge("policies removed", &c, &pods, &current);
+
+    // A policy with a value the agent cannot apply (the fake API server does not validate) is
+    // left out whole, said so, and isolates nothing.
+    plane
+        .fake
+        .put(netpol(
+            "x",
+            "bad",
+            json!({"podSelector": {"matchExpressions": [
+            {"key": "pod", "operator": "Near", "values": ["a"]}]}}),
+        ))
+        .unwrap();
+    let said = sdn_tests::harness::wait_until(Duration::from_secs(10), || {
+        let out = c.node(1).sdnctl_api(&["network-policies"]);
+        String::from_utf8_lossy(&out.stdout).contains("NOT APPLIED x/bad")
+    });
+    let out = c.node(1).sdnctl_api(&["network-policies"]);
+    let out = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(said, "{out}");
+    assert!(
+        out.contains("spec.podSelector.matchExpressions[0].operator") && out.contains("\"Near\""),
+        "{out}"
+    );
+    converge("a policy that cannot be applied", &c, &pods, &[]);
     for (case, took) in timings {
         eprintln!("{:>5.1} s  {case}", took.as_secs_f64());
     }

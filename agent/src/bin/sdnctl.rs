@@ -1096,6 +1096,9 @@ mod view {
         for p in &v.active {
             s.push_str(&format!("  {p}\n"));
         }
+        for (p, why) in &v.refused {
+            s.push_str(&format!("NOT APPLIED {p}: {why}\n"));
+        }
         if v.isolated.is_empty() {
             s.push_str("no pod of this node is isolated\n");
         } else {

@@ -312,7 +312,8 @@ impl Caches {
                         st.network_policies.insert(p.key(), p);
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, "NetworkPolicy left out: it is not applied at all")
+                        tracing::warn!(error = %e, "NetworkPolicy left out: it is not applied at all");
+                        st.refused_policies.insert(e.policy.clone(), e.to_string());
                     }
                 }
             }

@@ -42,6 +42,8 @@ pub struct ClusterState {
     pub namespace_labels: BTreeMap<String, Labels>,
     /// Networkpolicy mode: the NetworkPolicies that could be read, by `namespace/name`.
     pub network_policies: BTreeMap<String, Policy>,
+    /// Networkpolicy mode: the NetworkPolicies left out whole, with why, by `namespace/name`.
+    pub refused_policies: BTreeMap<String, String>,
 }
 
 /// What the agent keeps of one of its node's Kubernetes Pods (from the watch cache, so a CNI ADD
