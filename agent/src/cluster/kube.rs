@@ -187,6 +187,9 @@ struct Caches {
     pods: Reflected<Pod>,
     /// Networkpolicy mode only.
     network_policies: Option<Reflected<NetworkPolicy>>,
+    /// The NetworkPolicies refused at the last rebuild, with why: each is logged once per
+    /// reason, not at every rebuild (every pod event rebuilds the state in this mode).
+    refused: std::sync::Mutex<BTreeMap<String, String>>,
 }
 
 /// Network objects as JSON values by name (sorted: cross-object checks go by name).
@@ -198,6 +201,7 @@ impl Caches {
     fn new(policies: bool) -> Caches {
         Caches {
             network_policies: policies.then(Reflected::new),
+            refused: std::sync::Mutex::default(),
             cluster_network: Reflected::with_type(api_resource(
                 "ClusterNetwork",
                 "clusternetworks",
@@ -312,11 +316,17 @@ impl Caches {
                         st.network_policies.insert(p.key(), p);
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, "NetworkPolicy left out: it is not applied at all");
                         st.refused_policies.insert(e.policy.clone(), e.to_string());
                     }
                 }
             }
+            let mut logged = crate::lock(&self.refused);
+            for (key, why) in &st.refused_policies {
+                if logged.get(key) != Some(why) {
+                    tracing::warn!(policy = %key, error = %why, "NetworkPolicy left out: it is not applied at all");
+                }
+            }
+            logged.clone_from(&st.refused_policies);
         }
         st
     }

@@ -1,3 +1,9 @@
+//! Unit tests of the NetworkPolicy rows: the exact rows of small policies (targets, peers,
+//! ports, conj_id rows, isolation), merging of shared addresses, namespace peers by VNID and
+//! their fallback to addresses, named ports on both sides, stable conjunction ids, the
+//! N + M + P count against the cross product, and that every row is a valid flow. Real traffic
+//! through these rows is `tests/tests/network_policy.rs`.
+
 use super::*;
 use multitenant::policy::{LabelSelector, NAMESPACE_NAME_LABEL};
 
