@@ -569,12 +569,29 @@ impl Observer {
 
     /// Starts serving on `addr`. Fails naming the setting when the address cannot be bound.
     pub async fn serve(&self, addr: SocketAddr) -> Result<tokio::task::JoinHandle<()>> {
-        let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
-            format!(
-                "metricsAddress {addr}: cannot listen there (another agent or program uses it?); \
-                 set metricsAddress to a free IP:PORT, or \"\" for no metrics endpoint"
-            )
-        })?;
+        // An address in use is retried for a few seconds: right after the previous agent was
+        // killed, a helper it had started (iptables-restore waiting for the xtables lock) may
+        // still hold its socket for a moment.
+        let give_up = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        let listener = loop {
+            match tokio::net::TcpListener::bind(addr).await {
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::AddrInUse
+                        && tokio::time::Instant::now() < give_up =>
+                {
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                r => {
+                    break r.with_context(|| {
+                        format!(
+                            "metricsAddress {addr}: cannot listen there (another agent or program \
+                             uses it?); set metricsAddress to a free IP:PORT, or \"\" for no \
+                             metrics endpoint"
+                        )
+                    })?
+                }
+            }
+        };
         let bound = listener.local_addr().unwrap_or(addr);
         tracing::info!(address = %bound, "metrics and health endpoint listening (/metrics, /livez, /readyz)");
         let me = self.clone();
