@@ -588,13 +588,7 @@ fn numbered_part(
             }
         }
     }
-    shared.put(allow(
-        Flow::new(table.id(), PRIO_CONJUNCTION)
-            .cookie(POLICY_COOKIE)
-            .matching(Match::any().ip().conj_id(id)),
-        ctx.d,
-    ));
-    out.rules.insert(id, rref);
+    finish_rule(ctx, id, rref, shared, out);
 }
 
 fn add_peer_rows(
@@ -720,14 +714,25 @@ fn named_part(
         }
     }
     if any {
-        shared.put(allow(
-            Flow::new(table.id(), PRIO_CONJUNCTION)
-                .cookie(POLICY_COOKIE)
-                .matching(Match::any().ip().conj_id(id)),
-            ctx.d,
-        ));
-        out.rules.insert(id, rref);
+        finish_rule(ctx, id, rref, shared, out);
     }
+}
+
+/// The `conj_id=ID` row that allows what conjunction `id` matched, and the id's rule.
+fn finish_rule(
+    ctx: &RuleCtx<'_, '_>,
+    id: u32,
+    rref: RuleRef,
+    shared: &mut Rows,
+    out: &mut PolicyRows,
+) {
+    shared.put(allow(
+        Flow::new(ctx.table.id(), PRIO_CONJUNCTION)
+            .cookie(POLICY_COOKIE)
+            .matching(Match::any().ip().conj_id(id)),
+        ctx.d,
+    ));
+    out.rules.insert(id, rref);
 }
 
 /// What openshift-sdn's cross product would have installed for the same policies and pods

@@ -273,6 +273,17 @@ impl AgentNode {
             .unwrap_or_else(|e| panic!("deleting NetNamespace {namespace}: {e}"));
     }
 
+    /// The agent's last "br0 reconciled" line (empty when there is none): what its last
+    /// start-up reconcile changed.
+    pub fn last_reconcile(&self) -> String {
+        self.log()
+            .lines()
+            .rev()
+            .find(|l| l.contains("br0 reconciled"))
+            .unwrap_or_default()
+            .to_string()
+    }
+
     /// The agent's log so far.
     pub fn log(&self) -> String {
         fs::read_to_string(self.dir.join("agent.log")).unwrap_or_default()

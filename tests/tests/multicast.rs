@@ -280,13 +280,7 @@ fn multicast_reaches_the_tenants_pods_on_every_node_and_nobody_else() {
     let before = multicast_rows(n1);
     n1.stop_agent(libc::SIGTERM);
     n1.start_agent();
-    let reconciled = n1
-        .log()
-        .lines()
-        .rev()
-        .find(|l| l.contains("br0 reconciled"))
-        .unwrap_or_default()
-        .to_string();
+    let reconciled = n1.last_reconcile();
     assert!(
         reconciled.contains(" added=0 ") && reconciled.contains(" deleted=0 "),
         "the restart's reconcile changed flows: {reconciled}"

@@ -240,50 +240,47 @@ fn oracle(
 
 type Table = BTreeMap<(String, String, Proto, u16), bool>;
 
+/// Every probe of a truth table: each ordered pair of distinct pods × protocol × port.
+fn probes<'p, 'a>(
+    pods: &'p [TestPod<'a>],
+) -> impl Iterator<Item = (&'p TestPod<'a>, &'p TestPod<'a>, Proto, u16)> {
+    pods.iter()
+        .flat_map(move |s| pods.iter().map(move |d| (s, d)))
+        .filter(|(s, d)| s.label() != d.label())
+        .flat_map(|(s, d)| {
+            [Proto::Tcp, Proto::Udp]
+                .into_iter()
+                .flat_map(move |proto| PORTS.into_iter().map(move |port| (s, d, proto, port)))
+        })
+}
+
 fn probe_all(pods: &[TestPod<'_>]) -> Table {
-    let mut jobs = Vec::new();
-    for s in pods {
-        for d in pods {
-            if s.label() == d.label() {
-                continue;
+    let jobs: Vec<_> = probes(pods)
+        .map(|(s, d, proto, port)| {
+            let key = (s.label(), d.label(), proto, port);
+            let netns = s.cni.ns.name().to_string();
+            let dst = SocketAddrV4::new(d.ip, port);
+            move || {
+                let ok = match proto {
+                    Proto::Tcp => probe::tcp_probe(&netns, dst, PROBE_TIMEOUT),
+                    Proto::Udp => probe::udp_probe(&netns, dst, PROBE_TIMEOUT),
+                };
+                (key, ok)
             }
-            for proto in [Proto::Tcp, Proto::Udp] {
-                for port in PORTS {
-                    let key = (s.label(), d.label(), proto, port);
-                    let netns = s.cni.ns.name().to_string();
-                    let dst = SocketAddrV4::new(d.ip, port);
-                    jobs.push(move || {
-                        let ok = match proto {
-                            Proto::Tcp => probe::tcp_probe(&netns, dst, PROBE_TIMEOUT),
-                            Proto::Udp => probe::udp_probe(&netns, dst, PROBE_TIMEOUT),
-                        };
-                        (key, ok)
-                    });
-                }
-            }
-        }
-    }
+        })
+        .collect();
     probe::parallel(jobs).into_iter().collect()
 }
 
 fn expected(pods: &[TestPod<'_>], policies: &[Value]) -> Table {
-    let mut t = Table::new();
-    for s in pods {
-        for d in pods {
-            if s.label() == d.label() {
-                continue;
-            }
-            for proto in [Proto::Tcp, Proto::Udp] {
-                for port in PORTS {
-                    t.insert(
-                        (s.label(), d.label(), proto, port),
-                        oracle(policies, s, d, proto, port),
-                    );
-                }
-            }
-        }
-    }
-    t
+    probes(pods)
+        .map(|(s, d, proto, port)| {
+            (
+                (s.label(), d.label(), proto, port),
+                oracle(policies, s, d, proto, port),
+            )
+        })
+        .collect()
 }
 
 fn differences(want: &Table, got: &Table) -> Vec<String> {
@@ -773,13 +770,7 @@ fn truth_tables_on_two_nodes() {
         let node = c.node(i);
         node.stop_agent(libc::SIGTERM);
         node.start_agent();
-        let line = node
-            .log()
-            .lines()
-            .rev()
-            .find(|l| l.contains("br0 reconciled"))
-            .unwrap_or_default()
-            .to_string();
+        let line = node.last_reconcile();
         assert!(
             line.contains("added=0") && line.contains("deleted=0"),
             "node-{i} restart changed flows: {line}"
