@@ -401,6 +401,7 @@ impl Daemon {
                 flow_store.clone(),
                 state.clone(),
                 node.local_subnet,
+                flows::Datapath::of_type(&cfg.datapath_type),
                 local,
                 cfg.bridge_mgmt
                     .parent()

@@ -31,6 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flows::policy::{Isolation, LocalPod, NamespaceView, PodView, PolicyInput, PolicyRows};
+use flows::Datapath;
 use flows::{policy_target_cookie, RuleRef};
 use futures::future::BoxFuture;
 use ipnet::Ipv4Net;
@@ -80,6 +81,8 @@ struct Inputs {
     local: Vec<LocalPod>,
     /// The port name of each local pod, by ofport.
     ports: BTreeMap<u32, String>,
+    /// The datapath (what an allowed connection's commit records).
+    datapath: Datapath,
 }
 
 impl Inputs {
@@ -89,6 +92,7 @@ impl Inputs {
             namespaces: &self.namespaces,
             pods: &self.pods,
             local: &self.local,
+            datapath: self.datapath,
         }
     }
 }
@@ -134,6 +138,7 @@ pub struct NetworkPolicies<S> {
     store: Arc<FlowStore<S>>,
     cluster: watch::Receiver<Arc<ClusterState>>,
     local_subnet: Ipv4Net,
+    datapath: Datapath,
     local_pods: LocalPods,
     /// The inputs of the rows on the bridge.
     last: tokio::sync::Mutex<Option<Inputs>>,
@@ -156,11 +161,12 @@ impl<S> fmt::Debug for NetworkPolicies<S> {
 
 impl<S: FlowSwitch> NetworkPolicies<S> {
     /// The policies of a node whose pods are in `local_subnet`, listed by `local_pods`, on the
-    /// ovs-vswitchd whose control socket is in `ovs_rundir`.
+    /// ovs-vswitchd whose control socket is in `ovs_rundir`, with its `datapath`.
     pub fn new(
         store: Arc<FlowStore<S>>,
         cluster: watch::Receiver<Arc<ClusterState>>,
         local_subnet: Ipv4Net,
+        datapath: Datapath,
         local_pods: LocalPods,
         ovs_rundir: std::path::PathBuf,
     ) -> NetworkPolicies<S> {
@@ -168,6 +174,7 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
             store,
             cluster,
             local_subnet,
+            datapath,
             local_pods,
             last: tokio::sync::Mutex::new(None),
             view: std::sync::Mutex::default(),
@@ -255,6 +262,7 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
             pods,
             local: local_out,
             ports,
+            datapath: self.datapath,
         }
     }
 

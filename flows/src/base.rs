@@ -9,7 +9,9 @@
 use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
-use ovs::flow::{Action, Ct, CtFlag, CtState, Flow, MacAddr, Masked, Match, Nat};
+use ovs::flow::{
+    Action, Ct, CtFlag, CtState, Field, Flow, MacAddr, Masked, Match, Move, Nat, Subfield,
+};
 
 use crate::cookie;
 use crate::registers::{vni_to_src_vnid, Reg};
@@ -61,10 +63,11 @@ impl Mode {
 
 /// Which Open vSwitch datapath runs the bridge, as far as the pipeline cares: whether OVS and
 /// the node's iptables share one conntrack table (see `pipeline.md`, "Services").
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
 pub enum Datapath {
-    /// The kernel datapath: OVS's `ct()` and iptables use the kernel's conntrack, so a reply
+    /// The kernel datapath (Open vSwitch's default: an empty `datapath_type`): OVS's `ct()` and iptables use the kernel's conntrack, so a reply
     /// of a connection kube-proxy DNAT'd is un-DNAT'd inside OVS (`ct(nat)`, table 31).
+    #[default]
     System,
     /// The userspace datapath: OVS has its own conntrack, which never saw the kernel's DNAT;
     /// service connections are marked when they come back from tun0 (table 0) and their
@@ -83,9 +86,14 @@ impl Datapath {
     }
 }
 
-/// `ct_mark` of a connection that a pod opened to a Service and the node's kube-proxy DNAT'd to
-/// a pod without SNAT (userspace datapath): its replies must go back through the kernel.
+/// `ct_mark` bit of a connection that a pod opened to a Service and the node's kube-proxy
+/// DNAT'd to a pod without SNAT (userspace datapath): its replies must go back through the
+/// kernel. In subnet and multitenant mode bits 8..31 hold the client's VNID
+/// ([`CT_MARK_CLIENT_VNID`]), so table 80 decides the replies with it as their destination VNID.
 pub const CT_MARK_VIA_HOST: u32 = 0x1;
+
+/// Where a via-host connection's `ct_mark` keeps the client pod's VNID: bits 8..31.
+pub const CT_MARK_CLIENT_VNID: (u8, u8) = (8, 31);
 
 /// What the base flows depend on.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -130,11 +138,40 @@ fn multicast() -> Masked<Ipv4Addr> {
         .unwrap_or_else(|_| Masked::exact(Ipv4Addr::UNSPECIFIED))
 }
 
-/// `ct(commit, exec(set_field:CT_MARK_VIA_HOST->ct_mark))`.
+fn ct_mark_bits(first: u8, last: u8) -> Subfield {
+    Subfield::range(Field::CtMark, first, last).expect("ct_mark has 32 bits")
+}
+
+fn via_host_bit() -> Subfield {
+    let (first, last) = Reg::ViaHost.bits();
+    Subfield::range(Reg::ViaHost.field(), first, last).expect("a register has 32 bits")
+}
+
+/// `ct(commit,exec(set_field:0x1->ct_mark,move:NXM_NX_REG0[0..23]->NXM_NX_CT_MARK[8..31]))`:
+/// table 30 records a via-host connection with the client's VNID (subnet and multitenant mode,
+/// userspace datapath).
 fn via_host_commit() -> Ct {
-    Action::set_field(ovs::flow::Field::CtMark, u64::from(CT_MARK_VIA_HOST))
+    let (first, last) = CT_MARK_CLIENT_VNID;
+    let vnid = Subfield::range(Reg::SrcVnid.field(), 0, last - first).expect("24 bits of reg0");
+    Action::set_field(Field::CtMark, u64::from(CT_MARK_VIA_HOST))
         .and_then(|mark| Ct::new().commit().exec(mark))
-        .expect("a ct_mark load inside ct(commit) is valid")
+        .and_then(|ct| {
+            Move::new(vnid, ct_mark_bits(first, last)).and_then(|m| ct.exec(Action::Move(m)))
+        })
+        .expect("set_field and move into ct_mark inside ct(commit) are valid")
+}
+
+/// The commit of an allowed connection in networkpolicy mode (tables 30 and 80). On the
+/// userspace datapath it copies the via-host flag (`reg4[0]`) into `ct_mark` bit 0, so a
+/// Service connection is marked only where it is allowed; on the kernel datapath a plain
+/// commit (the agent writes no `ct_mark` into the kernel's conntrack).
+pub fn allow_commit(datapath: Datapath) -> Ct {
+    match datapath {
+        Datapath::System => Ct::new().commit(),
+        Datapath::Netdev => Move::new(via_host_bit(), ct_mark_bits(0, 0))
+            .and_then(|m| Ct::new().commit().exec(Action::Move(m)))
+            .expect("a move into ct_mark inside ct(commit) is valid"),
+    }
 }
 
 fn flow(table: Table, priority: u16) -> Flow {
@@ -215,8 +252,10 @@ fn base_flows_without_version(cfg: &NodeConfig) -> Vec<Flow> {
             flow(Classifier, 300).matching(from_tun.clone().ip().nw_src(local).nw_dst(cn));
         let hairpin = match cfg.datapath {
             Datapath::System => hairpin,
-            // Mark the connection in OVS's own conntrack: its replies go back out tun0.
-            Datapath::Netdev => hairpin.action(Action::Ct(via_host_commit())),
+            // Flag the packet; the connection is committed with the flag in `ct_mark` later,
+            // once the client's VNID is known (table 30) or the ingress policy allowed it
+            // (networkpolicy mode, table 80), so its replies go back out tun0.
+            Datapath::Netdev => hairpin.action(Reg::ViaHost.load(1)),
         };
         f.push(hairpin.goto(ServiceReturn.id()));
     }
@@ -256,6 +295,15 @@ fn base_flows_without_version(cfg: &NodeConfig) -> Vec<Flow> {
     // Tables 27, 30: networkpolicy only; pass through in the other modes.
     if cfg.mode == Mode::NetworkPolicy {
         network_policy_egress_and_commit(cfg, &mut f);
+    } else if cfg.datapath == Datapath::Netdev {
+        // A pod's connection to a Service, back from the node's DNAT: recorded with the
+        // client's VNID, which table 80 checks its replies against.
+        f.push(
+            flow(ConntrackCommit, 300)
+                .matching(Reg::ViaHost.matching(Match::any().ip(), 1))
+                .action(Action::Ct(via_host_commit()))
+                .goto(Routing.id()),
+        );
     }
     f.push(flow(PodEgressPolicy, 0).goto(ConntrackCommit.id()));
     f.push(flow(ConntrackCommit, 0).goto(Routing.id()));
@@ -287,19 +335,34 @@ fn base_flows_without_version(cfg: &NodeConfig) -> Vec<Flow> {
                 )),
         ),
         // Separate conntrack: replies of marked connections go to the kernel through tun0,
-        // from wherever they came (a local pod, or VXLAN from a pod on another node). They are
-        // addressed to the client pod's MAC: the kernel takes only frames for tun0's.
-        Datapath::Netdev => f.push(
-            flow(Routing, 260)
-                .matching(
-                    Match::any()
-                        .ip()
-                        .ct_state(CtState::new().plus(CtFlag::Trk).plus(CtFlag::Rpl))
-                        .ct_mark(Masked::exact(CT_MARK_VIA_HOST)),
-                )
-                .action(Action::set_eth_dst(cfg.tun0_mac()))
-                .action(tun0.clone()),
-        ),
+        // from wherever they came (a local pod, or VXLAN from a pod on another node), but only
+        // through table 80: the replier's VNID (reg0) against the client's, kept in the mark
+        // (reg1), so a pod of another tenant cannot answer in an endpoint's name. They are
+        // addressed to tun0's MAC: the kernel takes only frames for it.
+        Datapath::Netdev => {
+            let (first, last) = CT_MARK_CLIENT_VNID;
+            let client_vnid = Move::new(
+                ct_mark_bits(first, last),
+                Subfield::range(Reg::DstVnid.field(), 0, last - first).expect("24 bits of reg1"),
+            )
+            .expect("24 bits on both sides");
+            f.push(
+                flow(Routing, 260)
+                    .matching(
+                        Match::any()
+                            .ip()
+                            .ct_state(CtState::new().plus(CtFlag::Trk).plus(CtFlag::Rpl))
+                            .ct_mark(
+                                Masked::new(CT_MARK_VIA_HOST, CT_MARK_VIA_HOST)
+                                    .expect("a one-bit mask"),
+                            ),
+                    )
+                    .action(Action::set_eth_dst(cfg.tun0_mac()))
+                    .action(Reg::OutPort.load(TUN_PORT))
+                    .action(Action::Move(client_vnid))
+                    .goto(IngressIsolation.id()),
+            )
+        }
     }
     f.push(
         flow(Routing, 200)
@@ -354,7 +417,7 @@ fn base_flows_without_version(cfg: &NodeConfig) -> Vec<Flow> {
 
     // Table 80: the tenancy decision (for IP from table 70 and ARP from table 40, through 75). The node
     // (tun0's gateway address) reaches every pod.
-    let commit = Action::Ct(Ct::new().commit());
+    let commit = Action::Ct(allow_commit(cfg.datapath));
     let node_row = flow(IngressIsolation, 300).matching(Match::any().ip().nw_src(gw));
     f.push(
         match cfg.mode {
@@ -443,7 +506,7 @@ fn network_policy_egress_and_commit(cfg: &NodeConfig, f: &mut Vec<Flow>) {
     let gw = cfg.gateway();
     let reply = CtState::new().plus(CtFlag::Trk).plus(CtFlag::Rpl);
     let new_or_est = CtState::new().plus(CtFlag::Trk).minus(CtFlag::Rpl);
-    let commit = || Action::Ct(Ct::new().commit());
+    let commit = || Action::Ct(allow_commit(cfg.datapath));
     // Table 27: a Service address is decided after the node's DNAT, when the packet comes
     // back through table 25 with the endpoint as destination; replies pass.
     f.push(
@@ -580,30 +643,38 @@ mod tests {
             ),
             "{t30:#?}"
         );
-        assert!(t30.contains(&"table=30, priority=160,ct_state=-rpl+trk,ip,nw_dst=10.128.0.1 actions=ct(commit),goto_table:31".to_string()), "{t30:#?}");
+        // On netdev every commit copies the via-host flag into ct_mark.
+        let commit = "ct(commit,exec(move:NXM_NX_REG4[0]->NXM_NX_CT_MARK[0]))";
+        assert!(t30.contains(&format!("table=30, priority=160,ct_state=-rpl+trk,ip,nw_dst=10.128.0.1 actions={commit},goto_table:31")), "{t30:#?}");
         assert!(
-            t30.contains(
-                &"table=30, priority=100,ct_state=-rpl+trk,ip actions=ct(commit),goto_table:31"
-                    .to_string()
-            ),
+            t30.contains(&format!(
+                "table=30, priority=100,ct_state=-rpl+trk,ip actions={commit},goto_table:31"
+            )),
             "netdev commits everything: {t30:#?}"
         );
         let t80 = texts(&np, 80);
         for want in [
-            "table=80, priority=300,ip,nw_src=10.128.0.1 actions=ct(commit),output:NXM_NX_REG2[]",
-            "table=80, priority=300,arp actions=output:NXM_NX_REG2[]",
-            "table=80, priority=200,ct_state=+rpl+trk,ip actions=output:NXM_NX_REG2[]",
-            "table=80, priority=50,ip actions=ct(commit),output:NXM_NX_REG2[]",
-            "table=80, priority=0 actions=drop",
+            format!(
+                "table=80, priority=300,ip,nw_src=10.128.0.1 actions={commit},output:NXM_NX_REG2[]"
+            ),
+            "table=80, priority=300,arp actions=output:NXM_NX_REG2[]".to_string(),
+            "table=80, priority=200,ct_state=+rpl+trk,ip actions=output:NXM_NX_REG2[]".to_string(),
+            format!("table=80, priority=50,ip actions={commit},output:NXM_NX_REG2[]"),
+            "table=80, priority=0 actions=drop".to_string(),
         ] {
-            assert!(t80.contains(&want.to_string()), "{want}: {t80:#?}");
+            assert!(t80.contains(&want), "{want}: {t80:#?}");
         }
         assert_eq!(t80.len(), 5, "{t80:#?}");
         // The kernel datapath commits cluster-internal connections only.
         let mut sys = config(Mode::NetworkPolicy);
         sys.datapath = Datapath::System;
-        let t30 = texts(&base_flows(&sys), 30);
+        let sys_flows = base_flows(&sys);
+        let t30 = texts(&sys_flows, 30);
         assert!(t30.contains(&"table=30, priority=100,ct_state=-rpl+trk,ip,nw_src=10.128.0.0/14,nw_dst=10.128.0.0/14 actions=ct(commit),goto_table:31".to_string()), "{t30:#?}");
+        assert!(
+            !sys_flows.iter().any(|f| f.to_string().contains("CT_MARK")),
+            "the kernel datapath writes no ct_mark"
+        );
         assert!(!t30
             .iter()
             .any(|t| t.contains("priority=100,ct_state=-rpl+trk,ip actions")));
@@ -615,6 +686,44 @@ mod tests {
         );
         assert_eq!(
             texts(&mt, 30),
+            vec![
+                "table=30, priority=300,ip,reg4=0x1 actions=ct(commit,exec(set_field:0x1->ct_mark,\
+                 move:NXM_NX_REG0[0..23]->NXM_NX_CT_MARK[8..31])),goto_table:31",
+                "table=30, priority=0 actions=goto_table:31"
+            ],
+            "netdev records a via-host connection with the client's VNID"
+        );
+    }
+
+    #[test]
+    fn service_replies_are_decided_by_table_80_with_the_clients_vnid() {
+        // Netdev: table 0 flags the packet back from the node's DNAT (no commit there), table
+        // 31 hands a marked reply to table 80 with tun0 as its port and the client's VNID.
+        let mt = base_flows(&config(Mode::Multitenant));
+        assert!(texts(&mt, 0).contains(
+            &"priority=300,ip,in_port=2,nw_src=10.128.0.0/23,nw_dst=10.128.0.0/14 \
+              actions=load:0x1->NXM_NX_REG4[],goto_table:25"
+                .to_string()
+        ));
+        assert!(texts(&mt, 31).contains(
+            &"table=31, priority=260,ct_state=+rpl+trk,ct_mark=0x1/0x1,ip \
+              actions=set_field:0a:58:0a:80:00:01->eth_dst,load:0x2->NXM_NX_REG2[],\
+              move:NXM_NX_CT_MARK[8..31]->NXM_NX_REG1[0..23],goto_table:80"
+                .to_string()
+        ));
+        assert!(
+            !mt.iter()
+                .filter(|f| f.table != Table::ConntrackCommit.id())
+                .any(|f| f.to_string().contains("commit")),
+            "multitenant commits only in table 30"
+        );
+        // System: no flag, no mark; the reply is un-DNAT'd in OVS and meets table 80 anyway.
+        let mut sys = config(Mode::Multitenant);
+        sys.datapath = Datapath::System;
+        let sys = base_flows(&sys);
+        assert!(!sys.iter().any(|f| f.to_string().contains("REG4")));
+        assert_eq!(
+            texts(&sys, 30),
             vec!["table=30, priority=0 actions=goto_table:31"]
         );
     }

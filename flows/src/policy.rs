@@ -17,7 +17,9 @@
 //! | 100 | isolation: `ip,reg2=P` (`reg3=P`) → drop, for a pod some policy selects in that direction |
 //!
 //! Allow is `ct(commit),output:NXM_NX_REG2[]` in table 80 (the connection is committed only once
-//! it is allowed, so its replies pass as replies, and a refused one leaves no entry) and
+//! it is allowed, so its replies pass as replies, and a refused one leaves no entry; on the
+//! userspace datapath the commit also copies the via-host flag into `ct_mark`, so only an
+//! allowed Service connection has its replies sent back through the node) and
 //! `goto_table:30` in table 27. The base rows around them (replies, the node, services) are in
 //! [`crate::base`].
 //!
@@ -48,9 +50,9 @@ use multitenant::policy::{
     port_masks, resolve_named_port, subtract, ContainerPort, Direction, Labels, Peer, Policy,
     PortSpec, Protocol, Rule,
 };
-use ovs::flow::{Action, Ct, Flow, Masked, Match};
+use ovs::flow::{Action, Flow, Masked, Match};
 
-use crate::base::net;
+use crate::base::{allow_commit, net, Datapath};
 use crate::cookie::{cookie, Feature};
 use crate::registers::Reg;
 use crate::tables::Table;
@@ -120,6 +122,8 @@ pub struct PolicyInput<'a> {
     pub pods: &'a [PodView],
     /// This node's pods.
     pub local: &'a [LocalPod],
+    /// The datapath (what an allowed connection's commit records).
+    pub datapath: Datapath,
 }
 
 /// Which rule a conjunction id stands for.
@@ -194,11 +198,12 @@ fn target_reg(d: Direction) -> Reg {
     }
 }
 
-/// The actions that let a packet through in direction `d`.
-fn allow(flow: Flow, d: Direction) -> Flow {
-    match d {
+/// The actions that let a packet through in the rule's direction: the commit records the
+/// via-host flag on the userspace datapath ([`allow_commit`]).
+fn allow(flow: Flow, ctx: &RuleCtx<'_, '_>) -> Flow {
+    match ctx.d {
         Direction::Ingress => flow
-            .action(Action::Ct(Ct::new().commit()))
+            .action(Action::Ct(allow_commit(ctx.datapath)))
             .action(Reg::OutPort.output()),
         Direction::Egress => flow.goto(Table::ConntrackCommit.id()),
     }
@@ -381,6 +386,7 @@ pub fn policy_rows(input: PolicyInput<'_>) -> PolicyRows {
             for (i, rule) in rules.iter().enumerate() {
                 let peers = resolve_peers(p, d, rule, input, &own_vnid);
                 let ctx = RuleCtx {
+                    datapath: input.datapath,
                     d,
                     table,
                     reg,
@@ -486,6 +492,7 @@ fn resolve_peers<'a>(
 }
 
 struct RuleCtx<'a, 'b> {
+    datapath: Datapath,
     d: Direction,
     table: Table,
     reg: Reg,
@@ -538,7 +545,7 @@ fn numbered_part(
                 Flow::new(table.id(), PRIO_PLAIN)
                     .cookie(t.cookie)
                     .matching(ctx.reg.matching(Match::any().ip(), t.ofport)),
-                ctx.d,
+                ctx,
             ));
             out.plain
                 .entry((ctx.d, t.ofport))
@@ -659,7 +666,7 @@ fn named_part(
                             Flow::new(table.id(), PRIO_PLAIN)
                                 .cookie(t.cookie)
                                 .matching(m),
-                            ctx.d,
+                            ctx,
                         ));
                         out.plain
                             .entry((ctx.d, t.ofport))
@@ -730,7 +737,7 @@ fn finish_rule(
         Flow::new(ctx.table.id(), PRIO_CONJUNCTION)
             .cookie(POLICY_COOKIE)
             .matching(Match::any().ip().conj_id(id)),
-        ctx.d,
+        ctx,
     ));
     out.rules.insert(id, rref);
 }

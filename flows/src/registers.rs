@@ -24,11 +24,21 @@ pub enum Reg {
     /// `reg3`: the ofport of the local pod that sent a packet (tables 20 and 25 find it, table
     /// 26 turns it into the source VNID).
     SrcPort,
+    /// `reg4`: 1 for a packet a pod sent to a Service that the node DNAT'd back into br0 through
+    /// tun0 (table 0), on the userspace datapath: the commit that records the connection copies
+    /// it into `ct_mark`, so the connection's replies go back through the node.
+    ViaHost,
 }
 
 impl Reg {
     /// Every register, by number.
-    pub const ALL: [Reg; 4] = [Reg::SrcVnid, Reg::DstVnid, Reg::OutPort, Reg::SrcPort];
+    pub const ALL: [Reg; 5] = [
+        Reg::SrcVnid,
+        Reg::DstVnid,
+        Reg::OutPort,
+        Reg::SrcPort,
+        Reg::ViaHost,
+    ];
 
     /// The NXM register number (`regN`).
     pub const fn number(self) -> u8 {
@@ -37,12 +47,17 @@ impl Reg {
             Reg::DstVnid => 1,
             Reg::OutPort => 2,
             Reg::SrcPort => 3,
+            Reg::ViaHost => 4,
         }
     }
 
-    /// The bits in use, inclusive (all 32: VNIDs are 24 bits but travel as the 32-bit VNI).
+    /// The bits in use, inclusive (VNIDs are 24 bits but travel as the 32-bit VNI; ports are
+    /// 32-bit ofports; the via-host flag is one bit).
     pub const fn bits(self) -> (u8, u8) {
-        (0, 31)
+        match self {
+            Reg::ViaHost => (0, 0),
+            _ => (0, 31),
+        }
     }
 
     /// What the register holds.
@@ -52,6 +67,7 @@ impl Reg {
             Reg::DstVnid => "destination VNID",
             Reg::OutPort => "output ofport of a local pod",
             Reg::SrcPort => "ofport of the local pod that sent the packet",
+            Reg::ViaHost => "1: a pod's packet to a Service, back from the node's DNAT",
         }
     }
 
@@ -62,6 +78,7 @@ impl Reg {
             Reg::DstVnid => &[Table::DestinationVnid],
             Reg::OutPort => &[Table::LocalArp, Table::LocalIp],
             Reg::SrcPort => &[Table::PodEgressSpoofguard, Table::ServiceReturn],
+            Reg::ViaHost => &[Table::Classifier],
         }
     }
 
@@ -120,7 +137,7 @@ mod tests {
     fn registers_are_distinct_and_print_as_ovs_ofctl_does() {
         let mut numbers: Vec<u8> = Reg::ALL.iter().map(|r| r.number()).collect();
         numbers.dedup();
-        assert_eq!(numbers, vec![0, 1, 2, 3]);
+        assert_eq!(numbers, vec![0, 1, 2, 3, 4]);
         assert_eq!(Reg::SrcVnid.load(5).to_string(), "load:0x5->NXM_NX_REG0[]");
         assert_eq!(Reg::OutPort.output().to_string(), "output:NXM_NX_REG2[]");
         assert_eq!(
@@ -133,7 +150,8 @@ mod tests {
         );
         for r in Reg::ALL {
             assert!(!r.written_by().is_empty() && !r.meaning().is_empty());
-            assert_eq!(r.bits(), (0, 31));
         }
+        assert_eq!(Reg::SrcVnid.bits(), (0, 31));
+        assert_eq!(Reg::ViaHost.bits(), (0, 0));
     }
 }

@@ -311,6 +311,25 @@ pub fn udp(src: SocketAddrV4, dst: SocketAddrV4, payload: &[u8]) -> Vec<u8> {
     u
 }
 
+/// A TCP segment from `src` to `dst` (20-byte header, no options, window 65535) with `flags`
+/// (`0x02` SYN, `0x10` ACK, ...) and its checksum over the IPv4 pseudo-header filled in.
+pub fn tcp(src: SocketAddrV4, dst: SocketAddrV4, seq: u32, ack: u32, flags: u8) -> Vec<u8> {
+    let mut t = Vec::with_capacity(20);
+    t.extend_from_slice(&src.port().to_be_bytes());
+    t.extend_from_slice(&dst.port().to_be_bytes());
+    t.extend_from_slice(&seq.to_be_bytes());
+    t.extend_from_slice(&ack.to_be_bytes());
+    t.extend_from_slice(&[5 << 4, flags, 0xff, 0xff, 0, 0, 0, 0]);
+    let mut pseudo = Vec::with_capacity(32);
+    pseudo.extend_from_slice(&src.ip().octets());
+    pseudo.extend_from_slice(&dst.ip().octets());
+    pseudo.extend_from_slice(&[0, PROTO_TCP, 0, 20]);
+    pseudo.extend_from_slice(&t);
+    let sum = internet_checksum(&pseudo);
+    t[16..18].copy_from_slice(&sum.to_be_bytes());
+    t
+}
+
 /// An ICMP echo request (`reply == false`) or echo reply with its checksum filled in.
 pub fn icmp_echo(reply: bool, id: u16, seq: u16, payload: &[u8]) -> Vec<u8> {
     let mut m = Vec::with_capacity(8 + payload.len());
@@ -580,6 +599,15 @@ impl Capture {
     /// Starts capturing on `ifname` in namespace `netns`; when it returns the socket is bound,
     /// so every later frame is seen. Panics if the namespace or interface does not exist.
     pub fn start(netns: &str, ifname: &str, marker: &[u8]) -> Capture {
+        Capture::start_with(netns, ifname, marker, false)
+    }
+
+    /// As [`Capture::start`], but records the frames the namespace *sends* on `ifname`.
+    pub fn start_outgoing(netns: &str, ifname: &str, marker: &[u8]) -> Capture {
+        Capture::start_with(netns, ifname, marker, true)
+    }
+
+    fn start_with(netns: &str, ifname: &str, marker: &[u8], sent: bool) -> Capture {
         let what = format!("capture on {netns}/{ifname}");
         let frames = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
@@ -603,7 +631,7 @@ impl Capture {
             let _ = ready_tx.send(Ok(()));
             let mut buf = vec![0u8; 65536];
             let record = |buf: &[u8], n: usize, outgoing: bool| {
-                if !outgoing && contains(&buf[..n], &m) {
+                if outgoing == sent && contains(&buf[..n], &m) {
                     f.lock()
                         .unwrap_or_else(|e| e.into_inner())
                         .push(buf[..n].to_vec());
@@ -902,6 +930,128 @@ pub fn udp_probe(netns: &str, dst: SocketAddrV4, timeout: Duration) -> bool {
         }
         false
     })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Forged replies
+
+/// Whether a pod can answer in a Service's name a request it was never allowed to receive.
+///
+/// From namespace `client_ns` a socket sends to the Service address `svc` (UDP: three
+/// datagrams; TCP: a non-blocking connect, whose SYN is retransmitted) and gets no answer,
+/// because the endpoint behind `svc` is out of the client's reach. Then the pod in `forger_ns`
+/// answers from `forged_src` (the endpoint's address and port, which nothing else may use
+/// there) to the client's address and port: UDP, a datagram every 100 ms from a socket bound
+/// there; TCP, the SYN-ACK the endpoint would have sent, acknowledging the client's SYN (the
+/// attacker is granted its sequence number, read from the client's SYN: the network, not the
+/// guess, is under test), as raw frames. The forger puts the client's MAC in its neighbour
+/// table by hand (`0a:58:<ip>`; ARP across tenants is refused). True iff a frame with `svc` as
+/// its source reached the client's `eth0` within `wait`: the forged reply was un-DNAT'd by the
+/// node and delivered as if the Service had answered.
+pub fn forged_service_reply(
+    client_ns: &str,
+    svc: SocketAddrV4,
+    forger_ns: &str,
+    forged_src: SocketAddrV4,
+    proto: crate::kubeproxy::Proto,
+    wait: Duration,
+) -> bool {
+    use crate::kubeproxy::Proto;
+    use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+    let (_, client_ip) = interface_addresses(client_ns, "eth0");
+    let client_ip = client_ip.unwrap_or_else(|| panic!("netns {client_ns}: eth0 has no IPv4"));
+    let (forger_mac, _) = interface_addresses(forger_ns, "eth0");
+    let capture = Capture::start(client_ns, "eth0", &svc.ip().octets());
+    let sent = Capture::start_outgoing(client_ns, "eth0", &svc.ip().octets());
+    let (ty, pr) = match proto {
+        Proto::Tcp => (Type::STREAM, Protocol::TCP),
+        Proto::Udp => (Type::DGRAM, Protocol::UDP),
+    };
+    let open = move |bind: SocketAddrV4| -> io::Result<Socket> {
+        let s = Socket::new(Domain::IPV4, ty, Some(pr))?;
+        s.set_reuse_address(true)?;
+        s.bind(&SockAddr::from(bind))?;
+        s.set_nonblocking(true)?;
+        Ok(s)
+    };
+    let ns = client_ns.to_string();
+    let client = in_netns(client_ns, move || {
+        let s = open(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
+            .unwrap_or_else(|e| panic!("netns {ns}: client socket: {e}"));
+        match proto {
+            Proto::Tcp => {
+                // EINPROGRESS: the SYN is on its way.
+                let _ = s.connect(&SockAddr::from(svc));
+            }
+            Proto::Udp => {
+                for _ in 0..3 {
+                    let _ = s.send_to(b"request", &SockAddr::from(svc));
+                    thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }
+        s
+    });
+    let client_port = client
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_socket_ipv4())
+        .map(|a| a.port())
+        .unwrap_or_else(|| panic!("netns {client_ns}: the client socket has no port"));
+    assert!(
+        sent.wait_for(1, SETUP_TIMEOUT),
+        "netns {client_ns}: the request to {svc} never left eth0"
+    );
+    let request = sent.stop().remove(0);
+    thread::sleep(Duration::from_millis(300));
+    let to = SocketAddrV4::new(client_ip, client_port);
+    let status = std::process::Command::new("ip")
+        .args(["netns", "exec", forger_ns, "ip", "neigh", "replace"])
+        .arg(client_ip.to_string())
+        .args(["lladdr", &mac_to_string(&pod_mac(client_ip)), "dev", "eth0"])
+        .status()
+        .unwrap_or_else(|e| panic!("netns {forger_ns}: ip neigh: {e}"));
+    assert!(
+        status.success(),
+        "netns {forger_ns}: ip neigh replace {client_ip}: {status}"
+    );
+    let forged: Box<dyn Fn() + Send> = match proto {
+        Proto::Udp => {
+            let ns = forger_ns.to_string();
+            let sock = in_netns(forger_ns, move || {
+                open(forged_src).unwrap_or_else(|e| panic!("netns {ns}: bind {forged_src}: {e}"))
+            });
+            Box::new(move || {
+                let _ = sock.send_to(b"forged reply", &SockAddr::from(to));
+            })
+        }
+        Proto::Tcp => {
+            // The client's SYN: Ethernet, IPv4 (its header length), then TCP (seq at 4..8).
+            let ip_start = 14;
+            let ihl = usize::from(request.get(ip_start).copied().unwrap_or(0x45) & 0x0f) * 4;
+            let tcp_start = ip_start + ihl;
+            let isn = request
+                .get(tcp_start + 4..tcp_start + 8)
+                .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+                .unwrap_or_else(|| panic!("netns {client_ns}: a short SYN: {request:02x?}"));
+            let syn_ack = tcp(forged_src, to, 0x5eed_0000, isn.wrapping_add(1), 0x12);
+            let frame = ethernet(
+                pod_mac(client_ip),
+                forger_mac,
+                ETHERTYPE_IPV4,
+                &ipv4(*forged_src.ip(), client_ip, PROTO_TCP, &syn_ack),
+            );
+            let ns = forger_ns.to_string();
+            Box::new(move || send_frame(&ns, "eth0", &frame))
+        }
+    };
+    let deadline = Instant::now() + wait;
+    while Instant::now() < deadline && capture.count() == 0 {
+        forged();
+        thread::sleep(Duration::from_millis(100));
+    }
+    drop(client);
+    !capture.stop().is_empty()
 }
 
 // ---------------------------------------------------------------------------------------------

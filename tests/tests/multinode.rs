@@ -522,12 +522,21 @@ fn services_reach_endpoints_on_other_nodes_within_a_tenant_only() {
         Ipv4Addr::new(172, 30, 1, 11),
         Ipv4Addr::new(172, 30, 1, 12),
     );
+    // Endpoints nothing listens on, for forged replies: tenant-b's TCP and UDP, tenant-a's UDP.
+    let (svc_bt, svc_bu, svc_au) = (
+        Ipv4Addr::new(172, 30, 1, 13),
+        Ipv4Addr::new(172, 30, 1, 14),
+        Ipv4Addr::new(172, 30, 1, 15),
+    );
     kubeproxy::install(
         n1.ovs.ns(),
         &[
             svc("a", svc_a, 80, Proto::Tcp, (ip(&a2), 8080)),
             svc("u", svc_u, 53, Proto::Udp, (ip(&a2), 5353)),
             svc("b", svc_b, 80, Proto::Tcp, (ip(&b2), 8080)),
+            svc("bt", svc_bt, 80, Proto::Tcp, (ip(&b2), 9090)),
+            svc("bu", svc_bu, 53, Proto::Udp, (ip(&b2), 5353)),
+            svc("au", svc_au, 53, Proto::Udp, (ip(&a2), 5354)),
         ],
         "10.128.0.0/14",
     );
@@ -556,11 +565,43 @@ fn services_reach_endpoints_on_other_nodes_within_a_tenant_only() {
         !probe::tcp_probe(b1.ns.name(), to(svc_a, 80), PROBE_TIMEOUT),
         "b1 (tenant-b) reached tenant-a's service on another node"
     );
+    // A refused connection leaves node-1 nothing that lets another tenant's pod on node-2
+    // answer in the Service's name (node-1 committed it before node-2 refused it: the
+    // replies are checked against the client's VNID).
+    for (svc, port, proto, endpoint_port) in [
+        (svc_bt, 80, Proto::Tcp, 9090),
+        (svc_bu, 53, Proto::Udp, 5353),
+    ] {
+        assert!(
+            !probe::forged_service_reply(
+                a1.ns.name(),
+                to(svc, port),
+                b2.ns.name(),
+                to(ip(&b2), endpoint_port),
+                proto,
+                PROBE_TIMEOUT,
+            ),
+            "b2 (tenant-b, node-2) answered a1 (tenant-a, node-1) in the name of {svc}:{port} \
+             ({proto:?}); node-1 flows:\n{}",
+            n1.ovs.ofctl(&["dump-flows", "br0"])
+        );
+    }
+    assert!(
+        probe::forged_service_reply(
+            a1.ns.name(),
+            to(svc_au, 53),
+            a2.ns.name(),
+            to(ip(&a2), 5354),
+            Proto::Udp,
+            ok,
+        ),
+        "a2's reply in the name of {svc_au}:53 never reached a1 (same tenant, across nodes)"
+    );
     // The replies came over VXLAN and went through node-1's tun0.
     let flows = n1.ovs.ofctl(&["dump-flows", "br0"]);
     let steer = flows
         .lines()
-        .find(|l| l.contains("table=31") && l.contains("ct_mark=0x1"))
+        .find(|l| l.contains("table=31") && l.contains("ct_mark=0x1/0x1"))
         .unwrap_or_else(|| panic!("no steering row on node-1:\n{flows}"));
     assert!(!steer.contains("n_packets=0,"), "{steer}");
 }

@@ -7,7 +7,9 @@
 //! within a tenant and from a global namespace; across tenants refused as openshift-sdn refuses
 //! it (table 80 sees the client's VNID, reloaded in table 25); a pod reaching itself through a
 //! service (hairpin, masqueraded as kube-proxy does); NodePort from a client outside the node,
-//! masqueraded and with `externalTrafficPolicy: Local`; and the rows of pipeline.md that do it.
+//! masqueraded and with `externalTrafficPolicy: Local`; a pod of the other tenant forging the
+//! refused endpoint's reply (UDP, and TCP as the SYN-ACK) is dropped, the tenant's own endpoint
+//! doing the same is not; and the rows of pipeline.md that do it.
 //! The multi-node case is in `multinode.rs`.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -16,7 +18,9 @@ use std::time::Duration;
 use sdn_tests::harness::Netns;
 use sdn_tests::kubeproxy::{self, Proto, Service};
 use sdn_tests::node::{AgentNode, NodeOptions};
-use sdn_tests::probe::{tcp_echo_server, tcp_probe, udp_echo_server, udp_probe};
+use sdn_tests::probe::{
+    forged_service_reply, tcp_echo_server, tcp_probe, udp_echo_server, udp_probe,
+};
 
 const TIMEOUT: Duration = Duration::from_secs(3);
 const REFUSED_TIMEOUT: Duration = Duration::from_millis(1500);
@@ -49,6 +53,10 @@ fn pods_reach_services_on_their_node_and_tenants_stay_apart() {
     let svc_u = ip("172.30.0.11");
     let svc_b = ip("172.30.0.12");
     let svc_h = ip("172.30.0.13");
+    // Tenant-b endpoints nothing listens on: a pod there forges replies from them.
+    let svc_bt = ip("172.30.0.14");
+    let svc_bu = ip("172.30.0.15");
+    let svc_au = ip("172.30.0.16");
     let services = vec![
         Service {
             name: "a".into(),
@@ -83,6 +91,33 @@ fn pods_reach_services_on_their_node_and_tenants_stay_apart() {
             port: 80,
             proto: Proto::Tcp,
             endpoints: vec![(ip(&a1.ip), 8080)],
+            node_port: None,
+            external_local: false,
+        },
+        Service {
+            name: "bt".into(),
+            cluster_ip: svc_bt,
+            port: 80,
+            proto: Proto::Tcp,
+            endpoints: vec![(ip(&b1.ip), 9090)],
+            node_port: None,
+            external_local: false,
+        },
+        Service {
+            name: "bu".into(),
+            cluster_ip: svc_bu,
+            port: 53,
+            proto: Proto::Udp,
+            endpoints: vec![(ip(&b1.ip), 5353)],
+            node_port: None,
+            external_local: false,
+        },
+        Service {
+            name: "au".into(),
+            cluster_ip: svc_au,
+            port: 53,
+            proto: Proto::Udp,
+            endpoints: vec![(ip(&a2.ip), 5354)],
             node_port: None,
             external_local: false,
         },
@@ -121,6 +156,41 @@ fn pods_reach_services_on_their_node_and_tenants_stay_apart() {
         !udp_probe(b1.ns.name(), at(svc_u, 53), REFUSED_TIMEOUT),
         "b1 reached tenant-a's UDP service"
     );
+    // A refused Service connection leaves nothing a pod of the other tenant can answer
+    // through: b1 forging the endpoint's reply to a1 (TCP and UDP) is dropped, never
+    // un-DNAT'd and delivered as the Service's answer.
+    for (svc, port, proto, endpoint_port) in [
+        (svc_bt, 80, Proto::Tcp, 9090),
+        (svc_bu, 53, Proto::Udp, 5353),
+    ] {
+        assert!(
+            !forged_service_reply(
+                a1.ns.name(),
+                at(svc, port),
+                b1.ns.name(),
+                at(ip(&b1.ip), endpoint_port),
+                proto,
+                REFUSED_TIMEOUT,
+            ),
+            "b1 (tenant-b) answered a1 (tenant-a) in the name of {svc}:{port} ({proto:?}): a \
+             refused Service connection let a forged reply through; flows:\n{}",
+            node.ovs.ofctl(&["dump-flows", "br0"])
+        );
+    }
+    // The same forgery from the tenant's own endpoint is a reply and arrives, so the check
+    // above can see a leak: a2 answering a1 in the name of svc_au's endpoint a2:5354.
+    assert!(
+        forged_service_reply(
+            a1.ns.name(),
+            at(svc_au, 53),
+            a2.ns.name(),
+            at(ip(&a2.ip), 5354),
+            Proto::Udp,
+            TIMEOUT,
+        ),
+        "a2's reply in the name of {svc_au}:53 never reached a1 (same tenant)"
+    );
+
     // Hairpin: a1 through a service whose only endpoint is a1.
     assert!(
         tcp_probe(a1.ns.name(), at(svc_h, 80), TIMEOUT),
@@ -161,16 +231,20 @@ fn pods_reach_services_on_their_node_and_tenants_stay_apart() {
         "external client -> NodePort 30081 (externalTrafficPolicy: Local, client address kept)"
     );
 
-    // The rows that do it (pipeline.md, "Services"): the netdev mark in table 0 and the
-    // steering row in table 31, which counted the replies.
+    // The rows that do it (pipeline.md, "Services"): the via-host flag in table 0, the commit
+    // with the client's VNID in table 30, and the steering row in table 31, which counted the
+    // replies and sends them through table 80.
     let flows = node.ovs.ofctl(&["dump-flows", "br0"]);
     let steer = flows
         .lines()
-        .find(|l| l.contains("table=31") && l.contains("ct_mark=0x1"))
+        .find(|l| l.contains("table=31") && l.contains("ct_mark=0x1/0x1"))
         .unwrap_or_else(|| panic!("no table-31 ct_mark row:\n{flows}"));
     assert!(
         steer.contains("ct_state=+rpl+trk")
-            && steer.contains("actions=set_field:0a:58:0a:80:00:01->eth_dst,output:2"),
+            && steer.contains(
+                "actions=set_field:0a:58:0a:80:00:01->eth_dst,load:0x2->NXM_NX_REG2[],\
+                 move:NXM_NX_CT_MARK[8..31]->NXM_NX_REG1[0..23],goto_table:80"
+            ),
         "{steer}"
     );
     assert!(
@@ -180,7 +254,16 @@ fn pods_reach_services_on_their_node_and_tenants_stay_apart() {
     assert!(
         flows.lines().any(|l| l.contains("table=0")
             && l.contains("in_port=2")
-            && l.contains("ct(commit,exec(set_field:0x1->ct_mark))")),
-        "no table-0 commit row:\n{flows}"
+            && l.contains("actions=load:0x1->NXM_NX_REG4[],goto_table:25")),
+        "no table-0 via-host row:\n{flows}"
+    );
+    assert!(
+        flows.lines().any(|l| l.contains("table=30")
+            && l.contains("reg4=0x1")
+            && l.contains(
+                "ct(commit,exec(set_field:0x1->ct_mark,\
+                 move:NXM_NX_REG0[0..23]->NXM_NX_CT_MARK[8..31]))"
+            )),
+        "no table-30 commit row:\n{flows}"
     );
 }

@@ -84,6 +84,7 @@ impl World {
             namespaces: &self.namespaces,
             pods: &self.pods,
             local: &self.local,
+            datapath: Datapath::System,
         })
     }
 }
@@ -238,6 +239,7 @@ fn rows_grow_with_the_sum_not_the_product() {
         namespaces: &w.namespaces,
         pods: &w.pods,
         local: &w.local,
+        datapath: Datapath::System,
     };
     assert_eq!(cross_product_rows(input, false), 50 * 200 * 5 + 50);
     assert_eq!(cross_product_rows(input, true), 50 * 200 * 5 + 50);

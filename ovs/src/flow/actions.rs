@@ -361,15 +361,16 @@ impl Ct {
         self
     }
 
-    /// `exec(...)`: only `load`/`set_field` into `ct_mark`, and only with `commit`, as Open
-    /// vSwitch requires.
+    /// `exec(...)`: only `load`/`set_field`/`move` into `ct_mark`, and only with `commit`, as
+    /// Open vSwitch requires (a `move` may read any field, e.g. a register).
     pub fn exec(mut self, action: Action) -> Result<Self, FlowError> {
         let target = match &action {
             Action::Load(l) => l.dst().field(),
             Action::SetField(s) => s.field(),
+            Action::Move(m) => m.dst().field(),
             other => {
                 return Err(FlowError::Invalid(format!(
-                    "ct(exec(...)) may only load or set ct_mark, not {other:?}"
+                    "ct(exec(...)) may only load, set or move into ct_mark, not {other:?}"
                 )))
             }
         };
@@ -744,6 +745,18 @@ mod tests {
         assert!(Ct::new().exec(mark.clone()).is_err());
         assert!(Ct::new().commit().exec(mark).is_ok());
         assert!(Ct::new().commit().exec(Action::load_reg(0, 1)).is_err());
+        let reg_to_mark = Move::new(
+            Subfield::range(Field::Reg(4), 0, 0).unwrap(),
+            Subfield::range(Field::CtMark, 0, 0).unwrap(),
+        )
+        .unwrap();
+        assert!(Ct::new().commit().exec(Action::Move(reg_to_mark)).is_ok());
+        let mark_to_reg = Move::new(
+            Subfield::range(Field::CtMark, 0, 0).unwrap(),
+            Subfield::range(Field::Reg(4), 0, 0).unwrap(),
+        )
+        .unwrap();
+        assert!(Ct::new().commit().exec(Action::Move(mark_to_reg)).is_err());
         assert!(Ct::new().zone_from(Subfield::whole(Field::Reg(0))).is_err());
     }
 
