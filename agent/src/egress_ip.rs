@@ -11,6 +11,10 @@
 //! - a tenant whose IPs include one claimed by another tenant, or none of whose IPs is active on
 //!   a node that is online, is **dropped** (table 101 `reg0=V → drop`): its external traffic is
 //!   never sent out with the node's address instead;
+//! - **[ours]** an IP that belongs to someone else ([`reserved`]: any node's address, a pod
+//!   gateway or pod subnet, the cluster or service network) is refused and its tenant dropped,
+//!   on every node alike; the hosting node also refuses its default gateways and an address
+//!   another host answers for (an RFC 5227 probe before it first holds the address);
 //! - otherwise its traffic goes to the nodes of its active IPs (a `select` group over their
 //!   VTEPs); when one of them is this node, only to this node (`flows::egress_ip`).
 //!
@@ -94,6 +98,56 @@ pub struct EgressPlan {
     pub monitor: BTreeSet<Monitored>,
 }
 
+/// Why `ip` can never be an egress IP, naming what owns it: a node's address (its HostSubnet's
+/// `hostIP`), a pod gateway or any address of a node's pod subnet, the cluster networks, the
+/// service network. Holding such an address would take it from its owner (a node's underlay
+/// address: the node drops off the network) or shadow cluster traffic.
+pub fn reserved(state: &ClusterState, ip: Ipv4Addr) -> Option<String> {
+    for (name, hs) in &state.host_subnets {
+        if hs.host_ip_addr().ok() == Some(ip) {
+            return Some(format!(
+                "it is node {name}'s address (HostSubnet {name} hostIP)"
+            ));
+        }
+        if let Ok(subnet) = hs.subnet_net() {
+            if Ipv4Addr::from(u32::from(subnet.network()) + 1) == ip {
+                return Some(format!(
+                    "it is node {name}'s pod gateway (the first address of its subnet {subnet})"
+                ));
+            }
+            if subnet.contains(&ip) {
+                return Some(format!("it is inside node {name}'s pod subnet {subnet}"));
+            }
+        }
+    }
+    if let Some(cn) = &state.cluster_network {
+        let nets = cn
+            .cluster_networks
+            .iter()
+            .map(|e| e.cidr.as_str())
+            .chain(cn.network.as_deref());
+        for cidr in nets {
+            if cidr
+                .parse::<ipnet::Ipv4Net>()
+                .is_ok_and(|n| n.contains(&ip))
+            {
+                return Some(format!("it is inside the cluster network {cidr}"));
+            }
+        }
+        if cn
+            .service_network
+            .parse::<ipnet::Ipv4Net>()
+            .is_ok_and(|n| n.contains(&ip))
+        {
+            return Some(format!(
+                "it is inside the service network {}",
+                cn.service_network
+            ));
+        }
+    }
+    None
+}
+
 fn parse_ips(ips: &[String]) -> Vec<Ipv4Addr> {
     // Validated objects hold IPv4 addresses only; anything else was refused with the object.
     ips.iter().filter_map(|s| s.parse().ok()).collect()
@@ -142,6 +196,14 @@ pub fn plan(state: &ClusterState, local_node: &str, offline: &BTreeSet<String>) 
                 in_use: false,
                 why_not: None,
             };
+            if let Some(why) = reserved(state, *ip) {
+                let what =
+                    format!("egress IP {ip} is refused: {why}; dropping its external traffic");
+                st.why_not = Some(format!("refused: {why}"));
+                problem.get_or_insert(what);
+                states.push(st);
+                continue;
+            }
             let claimants = &vnids_of[ip];
             if claimants.len() > 1 {
                 let what = format!(
@@ -247,6 +309,38 @@ pub fn plan(state: &ClusterState, local_node: &str, offline: &BTreeSet<String>) 
         );
     }
     out
+}
+
+/// Probes `ip` on `link` before this node takes it (RFC 5227, [`crate::netlink::arp_probe`]),
+/// unless the node already holds it: why it must not be held (another host answers for it, or
+/// the probe could not run: when in doubt the address is not taken), or `None`.
+async fn probe_before_holding(
+    link: &crate::netlink::EgressLink,
+    ip: Ipv4Addr,
+    held: bool,
+) -> Option<String> {
+    if held {
+        return None;
+    }
+    let l = link.clone();
+    let answer = tokio::task::spawn_blocking(move || crate::netlink::arp_probe(&l, ip)).await;
+    match answer {
+        Ok(Ok(None)) => None,
+        Ok(Ok(Some(mac))) => Some(format!(
+            "another host answers for it on {} (MAC {}; RFC 5227 probe): it is that host's \
+             address",
+            link.name,
+            mac.iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(":")
+        )),
+        Ok(Err(e)) => Some(format!(
+            "probing whether another host holds it on {} failed: {e}",
+            link.name
+        )),
+        Err(e) => Some(format!("probing whether another host holds it: {e}")),
+    }
 }
 
 /// How often a watched node is probed, and how long a probe waits.
@@ -393,6 +487,15 @@ impl<S: FlowSwitch> EgressIps<S> {
             errors.clone_from(&applied.errors);
             hold.clone_from(&applied.held);
         }
+        // What the host already has: labelled addresses are ours (not probed again), default
+        // gateways are never taken.
+        let (present, gateways) = match &link {
+            Some(l) if host_changed && !plan.local.is_empty() => (
+                self.netlink.egress_addresses(l).await.unwrap_or_default(),
+                self.netlink.default_gateways().await.unwrap_or_default(),
+            ),
+            _ => Default::default(),
+        };
         for (ip, v) in plan.local.iter().filter(|_| host_changed) {
             let why = match &link {
                 None => Some(format!(
@@ -404,9 +507,13 @@ impl<S: FlowSwitch> EgressIps<S> {
                     l.network, l.name
                 )),
                 _ if *ip == self.node.node_ip => Some("it is the node IP itself".into()),
-                Some(l) => match self.netlink.add_egress_address(l, *ip).await {
-                    Ok(()) => None,
-                    Err(e) => Some(e.to_string()),
+                _ if gateways.contains(ip) => Some("it is this node's default gateway".into()),
+                Some(l) => match probe_before_holding(l, *ip, present.contains(ip)).await {
+                    Some(owner) => Some(owner),
+                    None => match self.netlink.add_egress_address(l, *ip).await {
+                        Ok(()) => None,
+                        Err(e) => Some(e.to_string()),
+                    },
                 },
             };
             match why {
@@ -790,6 +897,68 @@ mod tests {
             1,
             "node-2 still watched: node-1's pods may use it"
         );
+    }
+
+    #[test]
+    fn addresses_of_the_cluster_and_its_nodes_are_refused_and_their_tenant_dropped() {
+        use crate::cluster::{ClusterNetwork, ClusterNetworkEntry};
+        let cases = [
+            (
+                "192.168.77.11",
+                "it is node node-1's address (HostSubnet node-1 hostIP)",
+            ),
+            (
+                "10.128.2.1",
+                "it is node node-2's pod gateway (the first address of its subnet 10.128.2.0/23)",
+            ),
+            (
+                "10.128.4.9",
+                "it is inside node node-3's pod subnet 10.128.4.0/23",
+            ),
+            (
+                "10.130.0.5",
+                "it is inside the cluster network 10.128.0.0/14",
+            ),
+            (
+                "172.30.0.10",
+                "it is inside the service network 172.30.0.0/16",
+            ),
+        ];
+        for (ip, why) in cases {
+            // node-3 claims it for tenant a; every node (node-3 too) refuses it.
+            let mut s = state(&[("node-3", &[ip])], &[("a", 10, &[ip])]);
+            s.insert(
+                ClusterNetwork::new(
+                    vec![ClusterNetworkEntry {
+                        cidr: "10.128.0.0/14".into(),
+                        host_subnet_length: 9,
+                    }],
+                    "172.30.0.0/16",
+                    None,
+                    None,
+                    None,
+                )
+                .into(),
+            );
+            for here in ["node-1", "node-3"] {
+                let p = plan(&s, here, &BTreeSet::new());
+                let t = &p.tenants[&vnid(10)];
+                assert_eq!(t.route, EgressRoute::Dropped, "{ip} on {here}");
+                assert_eq!(
+                    t.problem.as_deref(),
+                    Some(
+                        format!("egress IP {ip} is refused: {why}; dropping its external traffic")
+                            .as_str()
+                    ),
+                    "{ip} on {here}"
+                );
+                assert!(p.local.is_empty(), "{ip}: nobody holds it");
+                assert!(p.monitor.is_empty());
+            }
+        }
+        // An address of the node network that no node has is fine.
+        let s = state(&[("node-3", &[A])], &[("a", 10, &[A])]);
+        assert_eq!(reserved(&s, A.parse().unwrap()), None);
     }
 
     #[test]

@@ -402,3 +402,78 @@ fn egress_ips_set_the_source_fail_over_and_never_leak_the_node_address() {
     );
     wait_seen(&c1, Some(IP_C3), "eg-c with .101 hosted nowhere");
 }
+
+/// Egress IPs that belong to someone else are refused with the owner named, and their tenant
+/// is dropped, never masqueraded: another node's address (taking it would move the underlay's
+/// ARP and the other nodes' VXLAN to the claiming node), a pod gateway, and an address another
+/// host on the underlay answers for (RFC 5227 probe before holding).
+#[test]
+fn egress_ips_owned_by_a_node_the_cluster_or_another_host_are_refused() {
+    let c = Cluster::start(3, &NodeOptions::default());
+    let (n1, n2, n3) = (c.node(1), c.node(2), c.node(3));
+    c.hub_exec(&["ip", "addr", "add", &format!("{EXT}/24"), "dev", "hub0"]);
+    let _server = tcp_whoami_server(c.hub_netns(), PORT);
+    let node1 = underlay_ip(1);
+    let gateway1 = Ipv4Addr::new(10, 128, 0, 1);
+    set_ns(&c, "eg-n", 40, &[node1]);
+    set_ns(&c, "eg-g", 41, &[gateway1]);
+    set_ns(&c, "eg-h", 42, &[EXT]);
+    set_ns(&c, "eg-p", 43, &[]);
+    host_ips(&c, "node-3", &[node1, gateway1, EXT]);
+    let n_pod = n2.pod("eg-n", "n2");
+    let g_pod = n2.pod("eg-g", "g2");
+    let h_pod = n2.pod("eg-h", "h2");
+    let h_local = n3.pod("eg-h", "h3");
+    let p1 = n1.pod("eg-p", "p1");
+    let p2 = n2.pod("eg-p", "p2");
+
+    // Dropped, never masqueraded, from the claiming node and from the others.
+    wait_seen(&n_pod, None, "eg-n (node-1's address as egress IP)");
+    wait_seen(&g_pod, None, "eg-g (a pod gateway as egress IP)");
+    wait_seen(
+        &h_pod,
+        None,
+        "eg-h (the external host's address as egress IP)",
+    );
+    wait_seen(&h_local, None, "eg-h from node-3 itself");
+    // node-3 took none of them; node-1 keeps its address, the underlay and VXLAN to it work.
+    let addrs = underlay_addrs(n3);
+    for ip in [node1, gateway1, EXT] {
+        assert!(!addrs.contains(&format!("inet {ip}/")), "{addrs}");
+    }
+    wait_seen(&p1, Some(node1), "eg-p on node-1 leaves as node-1");
+    assert!(p2.ping(&p1.ip, 3), "node-2 -> node-1 over VXLAN");
+    // The owner is named, in sdnctl and in the log (ERROR), on every node.
+    let refused_node =
+        "192.168.77.11 (not used: refused: it is node node-1's address (HostSubnet node-1 hostIP))";
+    let refused_gw = "10.128.0.1 (not used: refused: it is node node-1's pod gateway";
+    for n in [n1, n2, n3] {
+        let said = sdnctl_egress_ips(n);
+        assert!(
+            said.contains(refused_node) && said.contains(refused_gw),
+            "{said}"
+        );
+        let log = n.log();
+        assert!(
+            log.lines().any(|l| l.contains("ERROR")
+                && l.contains("egress IP 192.168.77.11 is refused: it is node node-1's address")),
+            "no ERROR naming node-1 on {}",
+            n.ovs.ns().name()
+        );
+    }
+    // The external host's address: node-3 probed it and another host answered.
+    assert!(
+        wait_until(SETTLE, || sdnctl_egress_ips(n3).contains(
+            "192.168.77.200 on node-3 (not held here: another host answers for it on br-phy (MAC "
+        )),
+        "{}",
+        sdnctl_egress_ips(n3)
+    );
+    assert!(n3
+        .log()
+        .lines()
+        .any(|l| l.contains("ERROR") && l.contains("RFC 5227 probe")));
+    // Given up: the tenants are masqueraded again and nothing was left behind.
+    set_ns(&c, "eg-n", 40, &[]);
+    wait_seen(&n_pod, Some(underlay_ip(2)), "eg-n without egress IPs");
+}

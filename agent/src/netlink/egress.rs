@@ -3,6 +3,13 @@
 //! recognises its own (and removes stale ones after a restart) without touching any other
 //! address; announced with a gratuitous ARP (a raw `AF_PACKET` frame) so the network's ARP
 //! caches move to this node at once when an egress IP fails over to it.
+//!
+//! Before an egress IP is put on the interface it is probed as RFC 5227 describes
+//! ([`arp_probe`]): ARP requests with sender address 0.0.0.0 ask for it, and any host that
+//! answers for it (or probes for it at the same time) owns it; the agent then refuses it rather
+//! than take another machine's address away from it. The RFC spaces three probes 1-2 s apart;
+//! the agent sends three 200 ms apart and listens for one second, a shorter wait that still
+//! hears any host on the link (an answer takes milliseconds) and keeps egress IP failover fast.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr};
@@ -12,6 +19,8 @@ use futures::TryStreamExt;
 use ipnet::Ipv4Net;
 use netlink_packet_route::address::AddressAttribute;
 use netlink_packet_route::link::LinkAttribute;
+use netlink_packet_route::route::{RouteAddress, RouteAttribute};
+use rtnetlink::RouteMessageBuilder;
 
 use super::error::errno;
 use super::pod::ipv4_address;
@@ -48,6 +57,33 @@ impl EgressLink {
 }
 
 impl Netlink {
+    /// The gateways of the node's default routes (IPv4, every table): addresses an egress IP
+    /// must never take.
+    pub async fn default_gateways(&self) -> Result<Vec<Ipv4Addr>, NetlinkError> {
+        let h = self.handle();
+        let step = "listing the node's routes".to_string();
+        bounded(step.clone(), async {
+            let routes: Vec<_> = h
+                .route()
+                .get(RouteMessageBuilder::<Ipv4Addr>::new().build())
+                .execute()
+                .try_collect()
+                .await
+                .map_err(|e| NetlinkError::nl(step.clone(), e))?;
+            Ok(routes
+                .iter()
+                .filter(|r| r.header.destination_prefix_length == 0)
+                .flat_map(|r| {
+                    r.attributes.iter().filter_map(|a| match a {
+                        RouteAttribute::Gateway(RouteAddress::Inet(ip)) => Some(*ip),
+                        _ => None,
+                    })
+                })
+                .collect())
+        })
+        .await?
+    }
+
     /// The interface holding `node_ip` (`ip -4 addr show to NODE_IP`), or `None`.
     pub async fn egress_link(&self, node_ip: Ipv4Addr) -> Result<Option<EgressLink>, NetlinkError> {
         let h = self.handle();
@@ -223,4 +259,176 @@ pub fn gratuitous_arp(link: &EgressLink, ip: Ipv4Addr) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// How many RFC 5227 probes [`arp_probe`] sends, and how far apart.
+pub const ARP_PROBES: u32 = 3;
+/// The spacing of the probes.
+pub const ARP_PROBE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
+/// How long [`arp_probe`] listens in all.
+pub const ARP_PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Probes `ip` on `link` as RFC 5227 describes (ARP requests from 0.0.0.0 for it) and returns
+/// the MAC of a host that answers for it or probes for it too, or `None` when nobody did within
+/// [`ARP_PROBE_WAIT`]. Blocking: call it from a blocking thread.
+pub fn arp_probe(link: &EgressLink, ip: Ipv4Addr) -> io::Result<Option<[u8; 6]>> {
+    use std::time::Instant;
+    const ETH_P_ARP: u16 = 0x0806;
+    let mut frame = Vec::with_capacity(42);
+    frame.extend_from_slice(&[0xff; 6]);
+    frame.extend_from_slice(&link.mac);
+    frame.extend_from_slice(&ETH_P_ARP.to_be_bytes());
+    frame.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]); // Ethernet, IPv4, request
+    frame.extend_from_slice(&link.mac);
+    frame.extend_from_slice(&[0; 4]); // sender 0.0.0.0: a probe
+    frame.extend_from_slice(&[0; 6]);
+    frame.extend_from_slice(&ip.octets());
+    // SAFETY: plain socket(2); the descriptor is owned below.
+    let raw = unsafe {
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            i32::from(ETH_P_ARP.to_be()),
+        )
+    };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a fresh descriptor nobody else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: sockaddr_ll is plain old data; all-zero is valid.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = ETH_P_ARP.to_be();
+    sll.sll_ifindex = i32::try_from(link.index).map_err(io::Error::other)?;
+    // SAFETY: binds a valid descriptor to a properly sized sockaddr_ll, so only this link's
+    // ARP is received.
+    let rc = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&sll as *const libc::sockaddr_ll).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    sll.sll_halen = 6;
+    sll.sll_addr[..6].copy_from_slice(&[0xff; 6]);
+    let start = Instant::now();
+    let mut sent = 0;
+    let mut buf = [0u8; 128];
+    while start.elapsed() < ARP_PROBE_WAIT {
+        if sent < ARP_PROBES && start.elapsed() >= ARP_PROBE_INTERVAL * sent {
+            // SAFETY: sends `frame.len()` bytes from a live buffer to a sized sockaddr_ll.
+            let n = unsafe {
+                libc::sendto(
+                    fd.as_raw_fd(),
+                    frame.as_ptr().cast(),
+                    frame.len(),
+                    0,
+                    (&sll as *const libc::sockaddr_ll).cast(),
+                    std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+                )
+            };
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            sent += 1;
+        }
+        let mut pfd = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let ready = unsafe { libc::poll(&mut pfd, 1, 50) };
+        if ready <= 0 {
+            continue;
+        }
+        // SAFETY: `buf` is valid for writes of its length.
+        let n = unsafe {
+            libc::recv(
+                fd.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        let Ok(n) = usize::try_from(n) else { continue };
+        if let Some(mac) = arp_conflict(&buf[..n], &link.mac, ip) {
+            return Ok(Some(mac));
+        }
+    }
+    Ok(None)
+}
+
+/// Whether an ARP frame says another host holds `ip` (RFC 5227 2.1.1): its sender address is
+/// `ip`, or it is another host's probe for `ip`. Returns that host's MAC.
+fn arp_conflict(frame: &[u8], own: &[u8; 6], ip: Ipv4Addr) -> Option<[u8; 6]> {
+    let arp = frame.get(14..42)?;
+    if frame.get(12..14)? != [0x08, 0x06] || arp[..6] != [0, 1, 8, 0, 6, 4] {
+        return None;
+    }
+    let sha: [u8; 6] = arp[8..14].try_into().ok()?;
+    let spa = Ipv4Addr::new(arp[14], arp[15], arp[16], arp[17]);
+    let tpa = Ipv4Addr::new(arp[24], arp[25], arp[26], arp[27]);
+    if sha == *own {
+        return None;
+    }
+    let op = u16::from_be_bytes([arp[6], arp[7]]);
+    (spa == ip || (op == 1 && spa.is_unspecified() && tpa == ip)).then_some(sha)
+}
+
+#[cfg(test)]
+mod probe_tests {
+    use super::*;
+
+    fn arp(op: u16, sha: [u8; 6], spa: [u8; 4], tpa: [u8; 4]) -> Vec<u8> {
+        let mut f = vec![0xff; 6];
+        f.extend_from_slice(&sha);
+        f.extend_from_slice(&[0x08, 0x06, 0, 1, 8, 0, 6, 4]);
+        f.extend_from_slice(&op.to_be_bytes());
+        f.extend_from_slice(&sha);
+        f.extend_from_slice(&spa);
+        f.extend_from_slice(&[0; 6]);
+        f.extend_from_slice(&tpa);
+        f
+    }
+
+    #[test]
+    fn an_answer_or_a_rival_probe_is_a_conflict_our_own_probe_is_not() {
+        let own = [2, 0, 0, 0, 0, 1];
+        let other = [2, 0, 0, 0, 0, 2];
+        let ip = Ipv4Addr::new(192, 168, 1, 50);
+        // Another host answers for the address.
+        assert_eq!(
+            arp_conflict(&arp(2, other, [192, 168, 1, 50], [0; 4]), &own, ip),
+            Some(other)
+        );
+        // Another host announces or asks from it.
+        assert_eq!(
+            arp_conflict(
+                &arp(1, other, [192, 168, 1, 50], [192, 168, 1, 1]),
+                &own,
+                ip
+            ),
+            Some(other)
+        );
+        // Another host probes for it at the same time.
+        assert_eq!(
+            arp_conflict(&arp(1, other, [0; 4], [192, 168, 1, 50]), &own, ip),
+            Some(other)
+        );
+        // Our own probe, echoed back; other addresses; a short frame.
+        assert_eq!(
+            arp_conflict(&arp(1, own, [0; 4], [192, 168, 1, 50]), &own, ip),
+            None
+        );
+        assert_eq!(
+            arp_conflict(&arp(2, other, [192, 168, 1, 51], [0; 4]), &own, ip),
+            None
+        );
+        assert_eq!(arp_conflict(&[0u8; 20], &own, ip), None);
+    }
 }

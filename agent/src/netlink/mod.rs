@@ -49,7 +49,7 @@
 //! for RCU grace periods), as `ip link del` does; creation is about 1.5 ms.
 
 mod egress;
-pub use egress::{gratuitous_arp, EgressLink};
+pub use egress::{arp_probe, gratuitous_arp, EgressLink};
 mod error;
 mod ethtool;
 mod gateway;
