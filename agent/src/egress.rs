@@ -42,6 +42,8 @@ pub struct VnidPlan {
     pub policies: Vec<String>,
     /// Why it is drop-all, if it is.
     pub problem: Option<String>,
+    /// CIDRs with host bits, read masked (`203.0.113.17/28` is `203.0.113.16/28`), for a WARN.
+    pub masked: Vec<String>,
 }
 
 /// What every VNID's table-100 rows should say; also the problems that leave a policy without
@@ -52,6 +54,30 @@ pub fn plan(
 ) -> (BTreeMap<Vnid, VnidPlan>, BTreeMap<String, String>) {
     let mut by_vnid: BTreeMap<u32, Vec<&EgressNetworkPolicy>> = BTreeMap::new();
     let mut ignored = BTreeMap::new();
+    // A policy that cannot be read fails closed: its namespace's VNID drops all external
+    // traffic until the policy is fixed or deleted.
+    let mut refused_by_vnid: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+    for (key, why) in &state.refused_egress_policies {
+        let namespace = key.split_once('/').map_or(key.as_str(), |(ns, _)| ns);
+        match state.net_namespaces.get(namespace) {
+            Some(nn) => refused_by_vnid
+                .entry(nn.net_id)
+                .or_default()
+                .push(format!("{key} ({why})")),
+            None => {
+                ignored.insert(
+                    key.clone(),
+                    format!(
+                        "it cannot be applied ({why}) and namespace {namespace} has no \
+                         NetNamespace yet; its external traffic is dropped once it has one"
+                    ),
+                );
+            }
+        }
+    }
+    for v in refused_by_vnid.keys() {
+        by_vnid.entry(*v).or_default();
+    }
     for (key, p) in &state.egress_policies {
         if p.spec.egress.is_empty() {
             continue;
@@ -71,10 +97,19 @@ pub fn plan(
     }
     let mut out = BTreeMap::new();
     for (v, policies) in by_vnid {
-        let names: Vec<String> = policies
+        let mut names: Vec<String> = policies
             .iter()
             .map(|p| format!("{}/{}", p.namespace(), p.name()))
             .collect();
+        for refused in state.refused_egress_policies.keys() {
+            let namespace = refused
+                .split_once('/')
+                .map_or(refused.as_str(), |(ns, _)| ns);
+            if state.vnid_of(namespace) == Some(v) {
+                names.push(refused.clone());
+            }
+        }
+        names.sort();
         let Some(vnid) = Vnid::new(v) else { continue };
         if vnid.is_global() {
             for n in &names {
@@ -86,7 +121,14 @@ pub fn plan(
             continue;
         }
         let sharing = state.namespaces_of(v);
-        let problem = if sharing.len() > 1 {
+        let problem = if let Some(refused) = refused_by_vnid.get(&v) {
+            Some(format!(
+                "EgressNetworkPolicy cannot be applied: {}; dropping all external traffic of {} \
+                 until it is fixed or deleted",
+                refused.join(", "),
+                sharing.join(", ")
+            ))
+        } else if sharing.len() > 1 {
             Some(format!(
                 "EgressNetworkPolicy not allowed in a shared NetNamespace ({}); dropping all their external traffic",
                 sharing.join(", ")
@@ -98,6 +140,20 @@ pub fn plan(
             ))
         } else {
             None
+        };
+        let masked: Vec<String> = match &problem {
+            Some(_) => Vec::new(),
+            None => policies[0]
+                .spec
+                .egress
+                .iter()
+                .filter_map(|r| r.to.cidr_selector.as_deref())
+                .filter(|c| c.parse::<Ipv4Net>().is_ok_and(|n| n.addr() != n.network()))
+                .map(|c| {
+                    let n = c.parse::<Ipv4Net>().map(|n| n.trunc().to_string());
+                    format!("{c} is read as {}", n.unwrap_or_default())
+                })
+                .collect(),
         };
         let firewall = match &problem {
             Some(_) => EgressFirewall::DropAll,
@@ -126,6 +182,7 @@ pub fn plan(
                 firewall,
                 policies: names,
                 problem,
+                masked,
             },
         );
     }
@@ -293,6 +350,13 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
                 let key = format!("{v}: {problem}");
                 if !said.contains(&key) {
                     tracing::error!(vnid = %v, policies = %p.policies.join(","), "{problem}");
+                }
+                now.insert(key);
+            }
+            for m in &p.masked {
+                let key = format!("{v}: masked {m}");
+                if !said.contains(&key) {
+                    tracing::warn!(vnid = %v, policies = %p.policies.join(","), "EgressNetworkPolicy cidrSelector has host bits set: {m}, as Open vSwitch reads it");
                 }
                 now.insert(key);
             }

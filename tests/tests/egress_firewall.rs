@@ -521,3 +521,71 @@ fn egress_firewall_on_two_nodes_follows_a_changing_dns_name() {
         .unwrap();
     assert!(settled("YYYY"), "{} {}", reach(&a1), reach(&a2));
 }
+
+/// A policy the agent cannot apply fails closed: the tenant's external traffic is dropped
+/// (ERROR, and `sdnctl egress-firewall` says why) until the policy is fixed; a CIDR with host
+/// bits is read as OpenShift and Open vSwitch read it (masked, WARN).
+#[test]
+fn a_policy_that_cannot_be_applied_drops_and_host_bits_are_masked() {
+    let node = AgentNode::start(NodeOptions::default());
+    node.set_netnamespace("tenant-a", 10);
+    node.set_netnamespace("tenant-b", 11);
+    let ext = external(&node);
+    let _servers = tcp_echo_server(ext.name(), PORT);
+    let a1 = node.pod("tenant-a", "a1");
+    let b1 = node.pod("tenant-b", "b1");
+    assert_eq!(reach(a1.ns.name()), "YYYY", "before any policy");
+
+    // An IPv6 destination: this agent cannot apply it, so nothing of tenant-a leaves.
+    let file = node
+        .state_dir()
+        .join("egressnetworkpolicy-tenant-a.default.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: network.openshift.io/v1\nkind: EgressNetworkPolicy\nmetadata:\n  \
+         name: default\n  namespace: tenant-a\nspec:\n  egress:\n  - type: Deny\n    to:\n      \
+         cidrSelector: 2001:db8::/32\n  - type: Allow\n    to:\n      cidrSelector: 0.0.0.0/0\n",
+    )
+    .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(5), || reach(a1.ns.name()) == "...."),
+        "tenant-a under a policy it cannot apply: {}\n{:#?}",
+        reach(a1.ns.name()),
+        table_100(&node)
+    );
+    assert_eq!(reach(b1.ns.name()), "YYYY", "tenant-b is untouched");
+    let out = node.sdnctl_api(&["egress-firewall"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("EgressNetworkPolicy cannot be applied: tenant-a/default (invalid: field spec.egress[0].to.cidrSelector \"2001:db8::/32\": expected an IPv4 CIDR"),
+        "{said}"
+    );
+    assert!(node.log().lines().any(|l| l.contains("ERROR")
+        && l.contains("EgressNetworkPolicy cannot be applied: tenant-a/default")));
+
+    // Host bits: 203.0.113.17/28 is 203.0.113.16/28, as OVS stores it.
+    put(
+        &node,
+        EgressNetworkPolicy::new(
+            "tenant-a",
+            "default",
+            vec![
+                Rule::cidr(Deny, "203.0.113.17/28"),
+                Rule::cidr(Allow, "0.0.0.0/0"),
+            ],
+        ),
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || reach(a1.ns.name()) == "Y.YY"),
+        "tenant-a with a masked deny: {}\n{:#?}",
+        reach(a1.ns.name()),
+        table_100(&node)
+    );
+    assert!(table_100(&node)
+        .iter()
+        .any(|r| r.contains("nw_dst=203.0.113.16/28") && r.ends_with("drop")));
+    assert!(node
+        .log()
+        .lines()
+        .any(|l| l.contains("WARN") && l.contains("203.0.113.17/28 is read as 203.0.113.16/28")));
+}

@@ -241,10 +241,19 @@ impl Caches {
             }
         }
         // Namespaced: by `namespace/name`.
+        // One that cannot be read fails closed: its namespace's external traffic is dropped.
         for o in self.egress_policies.objects() {
             if let Ok(v) = serde_json::to_value(&*o) {
-                if let Some(p) = parse::<EgressNetworkPolicy>(&v) {
-                    st.insert(p.into());
+                match parse_or_why::<EgressNetworkPolicy>(&v) {
+                    Ok(p) => {
+                        st.insert(p.into());
+                    }
+                    Err(why) => {
+                        let ns = v["metadata"]["namespace"].as_str().unwrap_or("?");
+                        let name = v["metadata"]["name"].as_str().unwrap_or("?");
+                        st.refused_egress_policies
+                            .insert(format!("{ns}/{name}"), why);
+                    }
                 }
             }
         }
@@ -336,19 +345,24 @@ impl Caches {
 fn parse<T: DeserializeOwned + Into<ClusterObject> + Clone>(v: &serde_json::Value) -> Option<T> {
     let name = v["metadata"]["name"].as_str().unwrap_or("?").to_string();
     let kind = v["kind"].as_str().unwrap_or("?").to_string();
-    match serde_json::from_value::<T>(v.clone()) {
-        Ok(t) => match Into::<ClusterObject>::into(t.clone()).validate() {
-            Ok(()) => Some(t),
-            Err(e) => {
-                tracing::warn!(%kind, %name, error = %e, "invalid object left out");
-                None
-            }
-        },
-        Err(e) => {
-            tracing::warn!(%kind, %name, error = %e, "unreadable object left out");
+    match parse_or_why::<T>(v) {
+        Ok(t) => Some(t),
+        Err(why) => {
+            tracing::warn!(%kind, %name, error = %why, "object left out");
             None
         }
     }
+}
+
+/// Parses and validates one network object, or says why it cannot be used.
+fn parse_or_why<T: DeserializeOwned + Into<ClusterObject> + Clone>(
+    v: &serde_json::Value,
+) -> Result<T, String> {
+    let t = serde_json::from_value::<T>(v.clone()).map_err(|e| format!("unreadable: {e}"))?;
+    Into::<ClusterObject>::into(t.clone())
+        .validate()
+        .map_err(|e| format!("invalid: {e}"))?;
+    Ok(t)
 }
 
 fn dynamic_key(o: &DynamicObject) -> Option<(String, serde_json::Value)> {

@@ -53,12 +53,13 @@ pub fn read_policy(np: &NetworkPolicy) -> Result<Policy, PolicyError> {
     let spec = np.spec.clone().unwrap_or_default();
     let pod_selector =
         selector(spec.pod_selector.as_ref(), "spec.podSelector").map_err(|(f, m)| err(f, m))?;
-    // policyTypes: as the API server defaults it when absent.
+    // policyTypes: as the API server defaults it when absent or empty
+    // (`SetDefaults_NetworkPolicy`: Ingress, and Egress only for a non-empty egress list).
     let types: Vec<String> = match &spec.policy_types {
         Some(t) if !t.is_empty() => t.clone(),
         _ => {
             let mut t = vec!["Ingress".to_string()];
-            if spec.egress.is_some() {
+            if spec.egress.as_ref().is_some_and(|e| !e.is_empty()) {
                 t.push("Egress".into());
             }
             t
@@ -393,6 +394,13 @@ mod tests {
             (p.ingress, p.egress),
             (Some(vec![]), Some(vec![Rule::default()]))
         );
+        // An empty egress list does not (the API server adds Egress only for a non-empty one):
+        // an ingress default-deny, egress untouched.
+        let p = read(serde_json::json!({"podSelector": {}, "egress": []})).unwrap();
+        assert_eq!((p.ingress, p.egress), (Some(vec![]), None));
+        let p =
+            read(serde_json::json!({"podSelector": {}, "policyTypes": [], "egress": []})).unwrap();
+        assert_eq!((p.ingress, p.egress), (Some(vec![]), None));
     }
 
     #[test]

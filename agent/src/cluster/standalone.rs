@@ -248,6 +248,24 @@ impl Loader {
                 loaded.state.insert(obj.clone());
             }
         }
+        // An EgressNetworkPolicy that cannot be used fails closed: its namespace's external
+        // traffic is dropped until the file is fixed or removed (the egress firewall reads this).
+        for e in &loaded.errors {
+            if let ClusterError::Invalid {
+                kind: Kind::EgressNetworkPolicy,
+                name,
+                source,
+                ..
+            } = e
+            {
+                if !loaded.state.egress_policies.contains_key(name) {
+                    loaded
+                        .state
+                        .refused_egress_policies
+                        .insert(name.clone(), format!("invalid: {source}"));
+                }
+            }
+        }
         loaded
     }
 }

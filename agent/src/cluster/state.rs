@@ -44,6 +44,9 @@ pub struct ClusterState {
     pub network_policies: BTreeMap<String, Policy>,
     /// Networkpolicy mode: the NetworkPolicies left out whole, with why, by `namespace/name`.
     pub refused_policies: BTreeMap<String, String>,
+    /// EgressNetworkPolicies (`namespace/name`) that cannot be applied, with why: their
+    /// namespace's external traffic is dropped (fail closed).
+    pub refused_egress_policies: BTreeMap<String, String>,
 }
 
 /// What the agent keeps of one of its node's Kubernetes Pods (from the watch cache, so a CNI ADD

@@ -407,7 +407,16 @@ impl EgressNetworkPolicy {
             let to = format!("spec.egress[{i}].to");
             match (&rule.to.cidr_selector, &rule.to.dns_name) {
                 (Some(cidr), None) => {
-                    parse_cidr(&format!("{to}.cidrSelector"), cidr)?;
+                    // Host bits are allowed here: OpenShift's CRD accepts them and Open vSwitch
+                    // masks them (203.0.113.17/28 is 203.0.113.16/28); the firewall does too
+                    // and warns.
+                    cidr.parse::<Ipv4Net>().map_err(|_| {
+                        ValidationError::new(
+                            format!("{to}.cidrSelector"),
+                            cidr,
+                            "expected an IPv4 CIDR such as 10.128.0.0/14",
+                        )
+                    })?;
                 }
                 (None, Some(dns)) => {
                     dns_name(dns)
@@ -605,11 +614,11 @@ mod tests {
         .validate()
         .unwrap();
         enp(Vec::new()).validate().unwrap();
-        assert_eq!(
-            err(enp(vec![Rule::cidr(Deny, "10.0.0.1/8")]).validate()),
-            "field spec.egress[0].to.cidrSelector \"10.0.0.1/8\": host bits are set: expected \
-             the network address 10.0.0.0/8"
-        );
+        // Host bits are read as OpenShift and Open vSwitch read them (masked; the firewall
+        // warns).
+        enp(vec![Rule::cidr(Deny, "203.0.113.17/28")])
+            .validate()
+            .unwrap();
         assert!(
             err(enp(vec![Rule::cidr(Deny, "fd00::/8")]).validate()).starts_with(
                 "field spec.egress[0].to.cidrSelector \"fd00::/8\": expected an IPv4 CIDR"
