@@ -311,9 +311,15 @@ pub fn plan(state: &ClusterState, local_node: &str, offline: &BTreeSet<String>) 
     out
 }
 
+/// How many times an answered probe is repeated (a second apart) before the address is refused:
+/// when an egress IP moves between nodes, the node it leaves releases it a moment after the
+/// node it moves to first probes it.
+const PROBE_ROUNDS: u32 = 4;
+
 /// Probes `ip` on `link` before this node takes it (RFC 5227, [`crate::netlink::arp_probe`]),
-/// unless the node already holds it: why it must not be held (another host answers for it, or
-/// the probe could not run: when in doubt the address is not taken), or `None`.
+/// unless the node already holds it: why it must not be held (another host still answers for
+/// it after [`PROBE_ROUNDS`] probes a second apart, or the probe could not run: when in doubt
+/// the address is not taken), or `None`.
 async fn probe_before_holding(
     link: &crate::netlink::EgressLink,
     ip: Ipv4Addr,
@@ -322,8 +328,18 @@ async fn probe_before_holding(
     if held {
         return None;
     }
-    let l = link.clone();
-    let answer = tokio::task::spawn_blocking(move || crate::netlink::arp_probe(&l, ip)).await;
+    let mut answer = Ok(Ok(None));
+    for round in 0..PROBE_ROUNDS {
+        if round > 0 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        let l = link.clone();
+        answer = tokio::task::spawn_blocking(move || crate::netlink::arp_probe(&l, ip)).await;
+        if !matches!(answer, Ok(Ok(Some(_)))) {
+            break;
+        }
+        tracing::warn!(egress_ip = %ip, round, "another host answers for the egress IP; probing again before refusing it");
+    }
     match answer {
         Ok(Ok(None)) => None,
         Ok(Ok(Some(mac))) => Some(format!(
