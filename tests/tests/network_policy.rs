@@ -783,7 +783,8 @@ fn truth_tables_on_two_nodes() {
     converge("policies removed", &c, &pods, &current);
 
     // A policy with a value the agent cannot apply (the fake API server does not validate) is
-    // left out whole, said so, and isolates nothing.
+    // refused whole, said so, and fails closed: its unreadable selector selects every pod of
+    // its namespace, isolated for ingress (the direction it names by default), nothing allowed.
     plane
         .fake
         .put(netpol(
@@ -804,7 +805,13 @@ fn truth_tables_on_two_nodes() {
         out.contains("spec.podSelector.matchExpressions[0].operator") && out.contains("\"Near\""),
         "{out}"
     );
-    converge("a policy that cannot be applied", &c, &pods, &[]);
+    assert!(out.contains("fails closed"), "{out}");
+    converge(
+        "a policy that cannot be applied",
+        &c,
+        &pods,
+        &[netpol("x", "bad", json!({"podSelector": {}}))],
+    );
     for (case, took) in timings {
         eprintln!("{:>5.1} s  {case}", took.as_secs_f64());
     }

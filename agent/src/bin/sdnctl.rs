@@ -1097,7 +1097,9 @@ mod view {
             s.push_str(&format!("  {p}\n"));
         }
         for (p, why) in &v.refused {
-            s.push_str(&format!("NOT APPLIED {p}: {why}\n"));
+            s.push_str(&format!(
+                "NOT APPLIED {p}: {why}; fails closed: what it selects is isolated, nothing allowed\n"
+            ));
         }
         if v.isolated.is_empty() {
             s.push_str("no pod of this node is isolated\n");

@@ -325,6 +325,10 @@ impl Caches {
                         st.network_policies.insert(p.key(), p);
                     }
                     Err(e) => {
+                        // Fail closed: what it selects is isolated, nothing allowed.
+                        if let Some(p) = netpol::fail_closed(&np) {
+                            st.network_policies.insert(p.key(), p);
+                        }
                         st.refused_policies.insert(e.policy.clone(), e.to_string());
                     }
                 }
@@ -332,7 +336,7 @@ impl Caches {
             let mut logged = crate::lock(&self.refused);
             for (key, why) in &st.refused_policies {
                 if logged.get(key) != Some(why) {
-                    tracing::warn!(policy = %key, error = %why, "NetworkPolicy left out: it is not applied at all");
+                    tracing::error!(policy = %key, error = %why, "NetworkPolicy cannot be applied: the pods it selects are isolated in the directions it names and nothing is allowed until it is fixed or deleted");
                 }
             }
             logged.clone_from(&st.refused_policies);

@@ -3,9 +3,10 @@
 //!
 //! Why here and strict: the API server validates NetworkPolicies, but the standalone files and a
 //! fake or old API server do not, and a policy read wrongly is a hole or an outage. Every value
-//! is checked; a policy with one bad value is refused whole (logged with the field's path and
-//! left out, never half applied), because a partial policy would allow more or less than its
-//! author wrote.
+//! is checked; a policy with one bad value is refused whole (logged with the field's path, never
+//! half applied), because a partial policy would allow more or less than its author wrote. It
+//! fails closed ([`fail_closed`]): what it selects is isolated in the directions it names and
+//! nothing is allowed, until it is fixed or deleted.
 //!
 //! IPv6 `ipBlock`s match nothing on this IPv4-only network: they are left out of the rule (a
 //! rule of only IPv6 blocks then allows nothing), as a dual-stack implementation's IPv4 half does.
@@ -104,6 +105,39 @@ pub fn read_policy(np: &NetworkPolicy) -> Result<Policy, PolicyError> {
         pod_selector,
         ingress,
         egress,
+    })
+}
+
+/// What a NetworkPolicy this agent cannot apply ([`read_policy`] refused it) still does: it
+/// isolates the pods it selects, in the directions it names, and allows nothing (fail closed: a
+/// policy meant to let some traffic through lets none, rather than all). Its selector, when
+/// unreadable, selects every pod of its namespace; its directions, when unreadable, are both.
+/// `None` when it has no namespace or name (it cannot be placed).
+pub fn fail_closed(np: &NetworkPolicy) -> Option<Policy> {
+    let namespace = np.metadata.namespace.clone().filter(|n| !n.is_empty())?;
+    let name = np.metadata.name.clone().filter(|n| !n.is_empty())?;
+    let spec = np.spec.clone().unwrap_or_default();
+    let pod_selector = selector(spec.pod_selector.as_ref(), "spec.podSelector")
+        .unwrap_or_else(|_| LabelSelector::everything());
+    let (ingress, egress) = match &spec.policy_types {
+        Some(t) if !t.is_empty() => {
+            if t.iter().all(|t| t == "Ingress" || t == "Egress") {
+                (
+                    t.iter().any(|t| t == "Ingress"),
+                    t.iter().any(|t| t == "Egress"),
+                )
+            } else {
+                (true, true)
+            }
+        }
+        _ => (true, spec.egress.as_ref().is_some_and(|e| !e.is_empty())),
+    };
+    Some(Policy {
+        namespace,
+        name,
+        pod_selector,
+        ingress: ingress.then(Vec::new),
+        egress: egress.then(Vec::new),
     })
 }
 
@@ -401,6 +435,38 @@ mod tests {
         let p =
             read(serde_json::json!({"podSelector": {}, "policyTypes": [], "egress": []})).unwrap();
         assert_eq!((p.ingress, p.egress), (Some(vec![]), None));
+    }
+
+    #[test]
+    fn a_policy_that_cannot_be_read_isolates_what_it_selects_and_allows_nothing() {
+        let np = |spec: serde_json::Value| -> NetworkPolicy {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "bad", "namespace": "x"}, "spec": spec}))
+            .unwrap()
+        };
+        // An unreadable selector: every pod of the namespace, ingress (the default).
+        let bad_selector = np(serde_json::json!({"podSelector": {"matchExpressions": [
+            {"key": "pod", "operator": "Near", "values": ["a"]}]},
+            "ingress": [{"ports": [{"port": 99999}]}]}));
+        assert!(read_policy(&bad_selector).is_err());
+        let p = fail_closed(&bad_selector).unwrap();
+        assert_eq!(p.pod_selector, LabelSelector::everything());
+        assert_eq!((p.ingress, p.egress), (Some(vec![]), None));
+        // A readable selector and named directions are kept; the rules are not.
+        let bad_port = np(
+            serde_json::json!({"podSelector": {"matchLabels": {"app": "db"}},
+            "policyTypes": ["Egress"], "egress": [{"ports": [{"port": 99999}]}]}),
+        );
+        assert!(read_policy(&bad_port).is_err());
+        let p = fail_closed(&bad_port).unwrap();
+        assert_eq!(p.pod_selector, LabelSelector::labels([("app", "db")]));
+        assert_eq!((p.ingress, p.egress), (None, Some(vec![])));
+        // Unreadable directions: both.
+        let p = fail_closed(&np(
+            serde_json::json!({"podSelector": {}, "policyTypes": ["Both"]}),
+        ))
+        .unwrap();
+        assert_eq!((p.ingress, p.egress), (Some(vec![]), Some(vec![])));
     }
 
     #[test]
