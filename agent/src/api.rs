@@ -765,6 +765,7 @@ pub async fn bundle(view: &NodeView) -> BTreeMap<String, String> {
     });
     files.insert("cluster-state.json".into(), pretty(&cluster));
     view.fill_gauges().await;
+    view.fill_ready().await;
     files.insert("metrics.txt".into(), crate::metrics::metrics().render());
     files.insert(
         "README.txt".into(),
@@ -873,6 +874,7 @@ pub async fn answer(
         },
         ("/metrics", true) => {
             view.fill_gauges().await;
+            view.fill_ready().await;
             HttpAnswer {
                 status: StatusCode::OK,
                 content_type: "text/plain; version=0.0.4; charset=utf-8",

@@ -543,6 +543,8 @@ impl Daemon {
         });
         self.observer.set_view(view.clone());
         self.endpoints
+            .push(tokio::spawn(view.clone().watch_health()));
+        self.endpoints
             .push(crate::api::serve(&self.config.api_socket(), view.clone()).await?);
         let handler = Arc::new(AgentHandler {
             pods: self.pods.clone(),
@@ -998,18 +1000,36 @@ struct AgentHandler {
     view: Arc<NodeView>,
 }
 
+impl AgentHandler {
+    /// Code 11 at once while Open vSwitch is known to be down: the request would only wait for
+    /// it (up to the request deadline) and fail; the runtime retries later.
+    async fn ovs_up(&self) -> Result<(), CniError> {
+        match self.view.ovs_known_down().await {
+            None => Ok(()),
+            Some(why) => Err(CniError::new(
+                crate::cni::codes::TRY_AGAIN_LATER,
+                format!("Open vSwitch is down, try again later: {why}"),
+                "the agent answers this as soon as OVSDB and br0 are reachable again (sdnctl status, /readyz)",
+            )),
+        }
+    }
+}
+
 impl cni::Handler for AgentHandler {
     async fn add(&self, req: Request) -> Result<AddResult, CniError> {
+        self.ovs_up().await?;
         let wired = self.pods.add(&cni::attach::attachment(&req)).await?;
         Ok(cni::attach::add_result(&req, self.pods.network(), &wired))
     }
 
     async fn del(&self, req: Request) -> Result<(), CniError> {
+        self.ovs_up().await?;
         let at = cni::attach::attachment(&req);
         Ok(self.pods.del(&at.id).await?)
     }
 
     async fn check(&self, req: Request) -> Result<(), CniError> {
+        self.ovs_up().await?;
         Ok(self.pods.check(&cni::attach::attachment(&req)).await?)
     }
 

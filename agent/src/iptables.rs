@@ -488,7 +488,11 @@ impl Iptables {
         }
         let input = render_with(rules, &extra);
         self.restore(&input).await?;
-        tracing::debug!(netns = ?self.netns, jumps_added = extra.len(), "host iptables rules synced");
+        tracing::debug!(
+            netns = self.netns.as_deref().unwrap_or(""),
+            jumps_added = extra.len(),
+            "host iptables rules synced"
+        );
         Ok(())
     }
 

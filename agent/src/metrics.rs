@@ -57,6 +57,21 @@ const SUMMARY_MAX_AGE: Duration = Duration::from_secs(600);
 /// first); sum and count cover every observation.
 const SUMMARY_WINDOW: usize = 2048;
 
+/// The kinds of drift repair (`sdn_drift_repairs_total{kind}`), exported at 0 from the start.
+pub const DRIFT_KINDS: [&str; 6] = [
+    "flows",
+    "switch_restart",
+    "port",
+    "port_record",
+    "qos",
+    "meter",
+];
+
+/// The CNI error codes `sdn_cni_request_errors_total` exports at 0 from the start for ADD, DEL
+/// and CHECK: try again later (11) and the agent's generic failure (100); other codes appear
+/// with their first error.
+pub const ERROR_CODES_AT_ZERO: [&str; 2] = ["11", "100"];
+
 /// Every series the agent exports.
 #[derive(Debug)]
 pub struct Metrics {
@@ -485,6 +500,24 @@ impl Metrics {
         m.build_info
             .with_label_values(&[env!("CARGO_PKG_VERSION")])
             .set(1);
+        // Counters an alert reads exist at 0 from the start (an absent series reads "no data").
+        for op in ["setup", "teardown"] {
+            m.pod_operations_errors.with_label_values(&[op]);
+        }
+        for result in ["success", "failure"] {
+            m.ovs_operations.with_label_values(&[result]);
+        }
+        for command in ["ADD", "DEL", "CHECK"] {
+            for code in ERROR_CODES_AT_ZERO {
+                m.cni_request_errors.with_label_values(&[command, code]);
+            }
+        }
+        for kind in DRIFT_KINDS {
+            m.drift_repairs.with_label_values(&[kind]);
+        }
+        for connection in ["ovsdb", "openflow"] {
+            m.reconnects.with_label_values(&[connection]);
+        }
         m
     }
 
@@ -502,7 +535,7 @@ impl Metrics {
         self.ovs_operations.with_label_values(&[kind]).inc();
     }
 
-    /// Counts one drift repair of `kind`.
+    /// Counts one drift repair of `kind` (one of [`DRIFT_KINDS`]).
     pub fn repaired(&self, kind: &str) {
         self.drift_repairs.with_label_values(&[kind]).inc();
     }

@@ -96,6 +96,9 @@ pub struct Health {
     last_reconcile: Mutex<Option<ReconcileRecord>>,
     maintenance: Mutex<Option<tokio::task::AbortHandle>>,
     cni_socket: Mutex<Option<std::path::PathBuf>>,
+    /// The readiness checks [`NodeView::watch_health`] ran last (a scrape reads them, never
+    /// waits for OVS), and whether br0 was unreachable over OpenFlow then.
+    latest: Mutex<Option<(Vec<Check>, Option<String>)>>,
 }
 
 impl Default for Health {
@@ -108,6 +111,7 @@ impl Default for Health {
             last_reconcile: Mutex::default(),
             maintenance: Mutex::default(),
             cni_socket: Mutex::default(),
+            latest: Mutex::default(),
         }
     }
 }
@@ -119,6 +123,16 @@ fn unix_now() -> u64 {
 }
 
 impl Health {
+    /// The readiness checks of the last background round, if one ran.
+    pub fn latest_readiness(&self) -> Option<Vec<Check>> {
+        lock(&self.latest).as_ref().map(|(c, _)| c.clone())
+    }
+
+    /// Why br0 was unreachable over OpenFlow at the last background round, if it was.
+    pub fn openflow_unreachable(&self) -> Option<String> {
+        lock(&self.latest).as_ref().and_then(|(_, u)| u.clone())
+    }
+
     /// Notes the start-up step the agent is in (shown by `/readyz` until it serves).
     pub fn phase(&self, what: &str) {
         *lock(&self.phase) = what.to_string();
@@ -416,10 +430,74 @@ impl NodeView {
         let state = self.state.borrow().clone();
         m.state_problems
             .set((self.source.problems().len() + state.problems().len()) as i64);
-        let ready = self.readiness(true).await.iter().all(|c| c.ok);
-        m.ready.set(i64::from(ready));
+    }
+
+    /// `sdn_ready` for a scrape: the checks run now when they answer within
+    /// [`SCRAPE_READY_WAIT`] (a healthy node), else what the background round found last
+    /// ([`Self::watch_health`]): a scrape never waits for a hung OVS.
+    pub async fn fill_ready(&self) {
+        let ready = match tokio::time::timeout(SCRAPE_READY_WAIT, self.readiness(true)).await {
+            Ok(checks) => checks.iter().all(|c| c.ok),
+            Err(_) => self
+                .health
+                .latest_readiness()
+                .is_some_and(|checks| checks.iter().all(|c| c.ok)),
+        };
+        metrics().ready.set(i64::from(ready));
+    }
+
+    /// Runs the readiness checks every [`HEALTH_INTERVAL`] for ever, keeping the result for
+    /// `/metrics` (`sdn_ready`) and for the CNI server's "Open vSwitch is down" answer. A check
+    /// of OpenFlow can take 5 s while ovs-vswitchd hangs: a scrape never waits for it.
+    pub async fn watch_health(self: Arc<Self>) {
+        loop {
+            let checks = self.readiness(true).await;
+            let unreachable = checks
+                .iter()
+                .find(|c| c.name == "openflow" && !c.ok && c.detail.contains("unreachable"))
+                .map(|c| c.detail.clone());
+            metrics().ready.set(i64::from(checks.iter().all(|c| c.ok)));
+            *lock(&self.health.latest) = Some((checks, unreachable));
+            tokio::time::sleep(HEALTH_INTERVAL).await;
+        }
+    }
+
+    /// Why a request that needs Open vSwitch cannot be served now, when OVSDB or OpenFlow is
+    /// known to be down: OVSDB reconnecting, or br0 unreachable at the last health round and
+    /// still not answering within [`OVS_RECHECK`] (so a switch that just came back is not
+    /// refused for the rest of the round).
+    pub async fn ovs_known_down(&self) -> Option<String> {
+        if let ovs::ovsdb::ConnectionState::Reconnecting { last_error, .. } = self.db.state() {
+            return Some(format!(
+                "the Open vSwitch database is unreachable ({}: {last_error}); is ovsdb-server running?",
+                self.db.target()
+            ));
+        }
+        let why = self.health.openflow_unreachable()?;
+        let dump = tokio::time::timeout(
+            OVS_RECHECK,
+            self.switch.dump(&DumpFilter::table(Table::Version.id())),
+        )
+        .await;
+        match dump {
+            Ok(Ok(_)) => None,
+            _ => Some(why),
+        }
     }
 }
+
+/// How long a request waits for br0 to answer when the last health round found it unreachable.
+pub const OVS_RECHECK: Duration = Duration::from_millis(500);
+
+/// How long a scrape waits for the readiness checks before it takes the background round's.
+pub const SCRAPE_READY_WAIT: Duration = Duration::from_millis(500);
+
+/// How often the background health round runs.
+pub const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How long a scrape waits for the node's gauges (locks held by work that waits for OVS)
+/// before it answers with the values it has.
+pub const SCRAPE_GAUGES_WAIT: Duration = Duration::from_millis(300);
 
 /// The text of a version marker flow's note (`multitenant.6c727750`).
 pub fn note_text(f: &Flow) -> String {
@@ -535,7 +613,11 @@ impl Observer {
     /// Every series, with the node's gauges set now.
     pub async fn render_metrics(&self) -> String {
         match self.view() {
-            Some(v) => v.fill_gauges().await,
+            // Never longer than a moment: gauges behind a busy lock keep their last values.
+            Some(v) => {
+                let _ = tokio::time::timeout(SCRAPE_GAUGES_WAIT, v.fill_gauges()).await;
+                v.fill_ready().await;
+            }
             None => metrics().ready.set(0),
         }
         metrics().render()

@@ -90,6 +90,25 @@ fn metrics_count_known_actions_and_health_matches_cni_status() {
         assert_eq!(get(&before, k), want, "{k}");
     }
     assert!(get(&before, "sdn_ready_seconds") > 0.0);
+    // Counters an alert reads are there at 0 before their first event.
+    for series in [
+        "openshift_sdn_pod_operations_errors{operation_type=\"setup\"}",
+        "openshift_sdn_pod_operations_errors{operation_type=\"teardown\"}",
+        "sdn_drift_repairs_total{kind=\"flows\"}",
+        "sdn_drift_repairs_total{kind=\"port\"}",
+        "sdn_ovs_reconnects_total{connection=\"ovsdb\"}",
+        "sdn_ovs_reconnects_total{connection=\"openflow\"}",
+    ] {
+        assert_eq!(before.get(series), Some(&0.0), "{series}: {before:#?}");
+    }
+    assert!(
+        before
+            .iter()
+            .any(|(k, v)| k.starts_with("sdn_cni_request_errors_total{")
+                && k.contains("command=\"ADD\"")
+                && *v == 0.0),
+        "{before:#?}"
+    );
     assert!(
         get(
             &before,
@@ -102,6 +121,17 @@ fn metrics_count_known_actions_and_health_matches_cni_status() {
     let a = node.pod("default", "a");
     let _b = node.pod("default", "b");
     let c = node.pod("tenant-a", "c");
+    // Log fields are plain values: the CNI lines of pod c say k8s_pod="c", never Some("c").
+    let log = node.log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("k8s_pod=\"c\"") && l.contains("k8s_namespace=\"tenant-a\"")),
+        "{log}"
+    );
+    assert!(
+        !log.contains("Some("),
+        "Rust formatting in a log field:\n{log}"
+    );
     let refused = node.add(
         "refused-1",
         &a.netns(),
@@ -309,13 +339,53 @@ fn metrics_count_known_actions_and_health_matches_cni_status() {
         "{}",
         status.stdout
     );
-    assert_eq!(get(&scrape(&node), "sdn_ready"), 0.0);
+    // /metrics never waits for OVS (health is computed in the background) and says not ready;
+    // ADD, CHECK and DEL answer "try again later" (11) at once instead of waiting for br0.
+    let began = std::time::Instant::now();
+    let (code, body) = http(&node, "/metrics");
+    let took = began.elapsed();
+    eprintln!(
+        "a scrape with ovs-vswitchd stopped: {:.3} s",
+        took.as_secs_f64()
+    );
+    assert_eq!(code, 200, "{body}");
+    assert!(body.lines().any(|l| l == "sdn_ready 0"), "{body}");
+    assert!(
+        took < Duration::from_secs(3),
+        "a scrape took {took:?} with ovs-vswitchd stopped: it waited for OVS"
+    );
+    let outage_ns = sdn_tests::harness::Netns::new("sdnoutage");
+    let began = std::time::Instant::now();
+    let add = node.add("outage-pod", &outage_ns.path(), "");
+    let took = began.elapsed();
+    eprintln!(
+        "an ADD with ovs-vswitchd stopped: {:.3} s",
+        took.as_secs_f64()
+    );
+    assert_eq!(add.error_code(), Some(11), "{}", add.stdout);
+    assert!(
+        add.stdout.contains("Open vSwitch is down, try again later")
+            && add.stdout.contains("br0 is unreachable over OpenFlow"),
+        "{}",
+        add.stdout
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "an ADD took {took:?} with ovs-vswitchd stopped: it waited for OVS"
+    );
+    let del = node.del("outage-pod", &outage_ns.path());
+    assert_eq!(del.error_code(), Some(11), "{}", del.stdout);
     assert_eq!(http(&node, "/livez").0, 200);
     drop(resume);
     assert!(wait_until(Duration::from_secs(10), || http(
         &node, "/readyz"
     )
     .0 == 200));
+    // Back: the same ADD goes through, and leaves nothing after its DEL.
+    let add = node.add("outage-pod", &outage_ns.path(), "");
+    assert_eq!(add.code, 0, "{}", add.stdout);
+    let del = node.del("outage-pod", &outage_ns.path());
+    assert_eq!(del.code, 0, "{}", del.stdout);
     let (code, body) = http(&node, "/nowhere");
     assert_eq!(code, 404);
     assert!(

@@ -636,10 +636,20 @@ async fn dispatch<H: Handler>(ctx: Arc<Ctx<H>>, req: Request, received: Instant)
         command = %command,
         container_id = %req.container_id,
         ifname = %req.ifname,
-        netns = ?req.netns,
-        k8s_namespace = ?req.args.pod_namespace(),
-        k8s_pod = ?req.args.pod_name(),
+        netns = tracing::field::Empty,
+        k8s_namespace = tracing::field::Empty,
+        k8s_pod = tracing::field::Empty,
     );
+    // Plain values, and only those the request has (a query for k8s_pod="x" finds them).
+    if let Some(n) = &req.netns {
+        span.record("netns", tracing::field::display(n.display()));
+    }
+    if let Some(ns) = req.args.pod_namespace() {
+        span.record("k8s_namespace", ns);
+    }
+    if let Some(pod) = req.args.pod_name() {
+        span.record("k8s_pod", pod);
+    }
     let phase = Arc::new(Mutex::new(Phase::Waiting));
     let abandon = AbandonOnDrop(phase.clone());
     let key = command
