@@ -848,6 +848,11 @@ pub async fn answer(
             "use POST /v1/trace with {\"src\", \"dst\", \"proto\"}",
         ),
         ("/v1/log", true) => match crate::logging::logging() {
+            Some(l) if q.get("format").map(String::as_str) == Some("json") => HttpAnswer {
+                status: StatusCode::OK,
+                content_type: "application/json",
+                body: l.recent_json(),
+            },
             Some(l) => HttpAnswer::text(StatusCode::OK, l.recent()),
             None => err(StatusCode::NOT_FOUND, "this agent keeps no log in memory"),
         },

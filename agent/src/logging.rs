@@ -50,6 +50,8 @@ pub struct Logging {
     filter: reload::Handle<EnvFilter, Registry>,
     current: Mutex<String>,
     kept: Arc<Mutex<VecDeque<String>>>,
+    /// The same lines as JSON objects (for `sdnctl log --json`).
+    kept_json: Arc<Mutex<VecDeque<String>>>,
 }
 
 static LOGGING: OnceLock<Logging> = OnceLock::new();
@@ -109,16 +111,24 @@ pub fn init(format: LogFormat, level: &str) -> Result<&'static Logging, String> 
     let memory = tracing_subscriber::fmt::layer()
         .with_ansi(false)
         .with_writer(KeptWriter(kept.clone()));
+    let kept_json: Arc<Mutex<VecDeque<String>>> = Arc::default();
+    let memory_json = tracing_subscriber::fmt::layer()
+        .json()
+        .with_current_span(false)
+        .with_span_list(true)
+        .with_writer(KeptWriter(kept_json.clone()));
     tracing_subscriber::registry()
         .with(filter)
         .with(stderr)
         .with(memory)
+        .with(memory_json)
         .try_init()
         .map_err(|e| format!("installing the logger: {e}"))?;
     let l = Logging {
         filter: handle,
         current: Mutex::new(start),
         kept,
+        kept_json,
     };
     LOGGING
         .set(l)
@@ -146,6 +156,21 @@ impl Logging {
     /// The last [`KEPT_LINES`] lines, oldest first (text format, whatever `logFormat` says).
     pub fn recent(&self) -> String {
         lock(&self.kept).iter().map(String::as_str).collect()
+    }
+
+    /// The same lines as one JSON array of the JSON log format's objects (`timestamp`,
+    /// `level`, `fields`, `target`, `spans`), oldest first.
+    pub fn recent_json(&self) -> String {
+        let kept = lock(&self.kept_json);
+        let mut out = String::from("[");
+        for (i, line) in kept.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(line.trim_end());
+        }
+        out.push(']');
+        out
     }
 }
 

@@ -532,6 +532,15 @@ fn sdnctl_asks_the_agent_for_pods_flows_status_and_log_level() {
     let (code, text, _) = sdnctl(&node, &["log"]);
     assert_eq!(code, 0);
     assert!(text.contains("CNI request succeeded"), "{text}");
+    // --json is JSON here too: the kept lines as the JSON log format's objects.
+    let lines = sdnctl_json(&node, &["log"]);
+    let lines = lines.as_array().expect("sdnctl --json log is a JSON array");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["fields"]["message"] == "CNI request succeeded" && l["level"] == "INFO"),
+        "{lines:#?}"
+    );
 
     // The bundle: every part, named flows, the pod's port in OVSDB, our chains; 0600.
     let out = std::env::temp_dir().join(sdn_tests::harness::unique_name("bundle-"));

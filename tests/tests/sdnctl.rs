@@ -382,6 +382,11 @@ fn errors_say_why() {
     );
     s.fails(&["frobnicate"], 2, "unknown command \"frobnicate\"");
     s.fails(
+        &["stauts"],
+        2,
+        "unknown command \"stauts\"; did you mean \"status\"?",
+    );
+    s.fails(
         &["isolate", "a", "--global"],
         2,
         "--global does not apply to isolate",

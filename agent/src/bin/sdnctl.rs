@@ -242,6 +242,52 @@ impl<E: std::fmt::Display> From<E> for Failure {
     }
 }
 
+/// The command closest to a mistyped `word` (edit distance at most 2, or a unique prefix).
+fn nearest_command(word: &str) -> Option<String> {
+    use clap::CommandFactory;
+    let names: Vec<String> = Cli::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    let prefixed: Vec<&String> = names
+        .iter()
+        .filter(|n| !word.is_empty() && n.starts_with(word))
+        .collect();
+    if let [one] = prefixed.as_slice() {
+        return Some((*one).clone());
+    }
+    names
+        .iter()
+        .map(|n| (edit_distance(word, n), n))
+        .filter(|(d, _)| *d <= 2)
+        .min()
+        .map(|(_, n)| n.clone())
+}
+
+/// Levenshtein distance, with a swap of two neighbours counted as one edit (`stauts`).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            d[i][j] = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+            }
+        }
+    }
+    d[a.len()][b.len()]
+}
+
 /// A clap error in sdnctl's words: which command's shape was wrong, which flag belongs to
 /// another command, which command does not exist.
 fn usage_error(raw: &[String], e: &clap::Error) -> String {
@@ -262,7 +308,10 @@ fn usage_error(raw: &[String], e: &clap::Error) -> String {
                 Some(ContextValue::String(s)) => s.clone(),
                 _ => invalid,
             };
-            format!("unknown command {word:?}")
+            match nearest_command(&word) {
+                Some(near) => format!("unknown command {word:?}; did you mean {near:?}?"),
+                None => format!("unknown command {word:?}"),
+            }
         }
         (ErrorKind::MissingSubcommand | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand, _) => {
             "no command given".into()
@@ -643,8 +692,13 @@ fn ask_agent(a: &Cli, cmd: &Cmd) -> Result<(), Failure> {
             }
         }
         Cmd::Log => {
+            let path = if a.json {
+                "/v1/log?format=json"
+            } else {
+                "/v1/log"
+            };
             let (status, body) = rt
-                .block_on(client.call(hyper::Method::GET, "/v1/log", ""))
+                .block_on(client.call(hyper::Method::GET, path, ""))
                 .map_err(|e| Failure::Error(e.to_string()))?;
             if !status.is_success() {
                 return Err(Failure::Error(body));
