@@ -102,6 +102,10 @@ pub struct NamespaceEntry {
     /// Whether multicast is in effect for its VNID (every namespace on it annotated).
     #[serde(default)]
     pub multicast: bool,
+    /// Why it has no usable NetNamespace (its file in the state directory is broken); its
+    /// `netid` is then the unknown tenant's (16777215).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 /// One flow of br0, named.
@@ -415,7 +419,20 @@ pub async fn namespace_entries(view: &NodeView) -> Vec<NamespaceEntry> {
             netid: n.net_id,
             local_pods: pods.iter().filter(|p| p.namespace == n.net_name).count(),
             multicast: multitenant::Vnid::new(n.net_id).is_some_and(|v| multicast.contains(&v)),
+            problem: None,
         })
+        .chain(
+            state
+                .broken_namespaces
+                .iter()
+                .map(|(name, why)| NamespaceEntry {
+                    name: name.clone(),
+                    netid: multitenant::Vnid::UNASSIGNED.id(),
+                    local_pods: pods.iter().filter(|p| &p.namespace == name).count(),
+                    multicast: false,
+                    problem: Some(why.clone()),
+                }),
+        )
         .collect()
 }
 

@@ -852,6 +852,9 @@ pub struct NamespaceRow {
     /// Files that define the NetNamespace differently (`netid 11 in a.yaml`); empty when none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub conflict: Vec<String>,
+    /// Why its NetNamespace file is unusable, when it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unusable: Option<String>,
 }
 
 /// The rows of `sdnctl namespaces`: every NetNamespace by name, then namespaces that have local
@@ -885,6 +888,7 @@ pub fn rows(
             pods: count(name),
             conflict: Vec::new(),
             multicast: Vnid::new(nn.net_id).is_some_and(|v| multicast.contains(&v)),
+            unusable: None,
         })
         .collect();
     if let Some(p) = pods.known() {
@@ -898,6 +902,7 @@ pub fn rows(
                     pods: Some(*n),
                     conflict: Vec::new(),
                     multicast: false,
+                    unusable: None,
                 });
             }
         }
@@ -932,6 +937,27 @@ pub fn rows(
                 pods: count(name),
                 conflict,
                 multicast: false,
+                unusable: None,
+            }),
+        }
+    }
+    // NetNamespaces whose file is broken: named, so an ADD's "no NetNamespace" has a reason.
+    for p in problems {
+        let Some((name, why)) = crate::cluster::broken_net_namespace(p) else {
+            continue;
+        };
+        match out.iter_mut().find(|r| r.name == name) {
+            Some(row) if row.vnid.is_none() => row.unusable = Some(why),
+            Some(_) => {}
+            None => out.push(NamespaceRow {
+                name: name.clone(),
+                vnid: None,
+                global: false,
+                shares_with: Vec::new(),
+                pods: count(&name),
+                conflict: Vec::new(),
+                multicast: false,
+                unusable: Some(why),
             }),
         }
     }
@@ -951,6 +977,10 @@ pub fn table(rows: &[NamespaceRow]) -> String {
     for r in rows {
         let shares = match r.vnid {
             _ if !r.conflict.is_empty() => format!("(conflict: {})", r.conflict.join(", ")),
+            None if r.unusable.is_some() => format!(
+                "(NetNamespace file unusable: {})",
+                r.unusable.as_deref().unwrap_or_default()
+            ),
             None => "(no NetNamespace)".to_string(),
             Some(0) => "global".to_string(),
             Some(_) if r.shares_with.is_empty() => "-".to_string(),

@@ -805,3 +805,81 @@ fn an_agent_whose_pin_would_not_outlive_it_runs_without_a_pool_and_says_so() {
     drop(b);
     node.assert_no_pod_leftovers();
 }
+
+/// The state directory: a file over the size limit is refused unread (named in the problems),
+/// and a namespace whose NetNamespace file is broken is named as such in the ADD error and in
+/// `sdnctl namespaces` (through the state directory and through the agent), not told to create
+/// it.
+#[test]
+fn a_broken_or_oversized_state_file_is_named_not_read() {
+    let node = AgentNode::start(NodeOptions {
+        extra: vec!["--netnamespace-wait".into(), "1".into()],
+        ..NodeOptions::default()
+    });
+    node.set_netnamespace("tenant-a", 10);
+    let ns = Netns::new("sdnbroken");
+    let ok = node.add(
+        "broken-1",
+        &ns.path(),
+        "K8S_POD_NAMESPACE=tenant-a;K8S_POD_NAME=p",
+    );
+    assert_eq!(ok.code, 0, "{}", ok.stdout);
+    assert_eq!(node.del("broken-1", &ns.path()).code, 0);
+
+    // A stray 10 MB file: refused unread.
+    let big = node.state_dir().join("stray.yaml");
+    std::fs::write(&big, vec![b'x'; 10 * 1024 * 1024]).unwrap();
+    // tenant-a's own file broken.
+    std::fs::write(
+        node.state_dir().join("netnamespace-tenant-a.yaml"),
+        "apiVersion: network.openshift.io/v1\nkind: NetNamespace\nmetadata: [broken\n",
+    )
+    .unwrap();
+    let status = || {
+        let out = node.sdnctl_api(&["status"]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || status().contains(
+            "over the 1048576 bytes a state file may have; it is not read"
+        )),
+        "{}",
+        status()
+    );
+    let refused = node.add(
+        "broken-2",
+        &ns.path(),
+        "K8S_POD_NAMESPACE=tenant-a;K8S_POD_NAME=p",
+    );
+    assert_ne!(refused.code, 0, "{}", refused.stdout);
+    assert!(
+        refused
+            .stdout
+            .contains("namespace \\\"tenant-a\\\" has no NetNamespace (no VNID): its NetNamespace file is unusable")
+            && refused.stdout.contains("netnamespace-tenant-a.yaml")
+            && !refused.stdout.contains("sdnctl create"),
+        "{}",
+        refused.stdout
+    );
+    node.assert_no_pod_leftovers();
+    // sdnctl namespaces, from the state directory and from the agent.
+    let listed = node.sdnctl(&["namespaces"]);
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("tenant-a ") && l.contains("(NetNamespace file unusable: ")),
+        "{listed}"
+    );
+    let out = node.sdnctl_api(&["--json", "namespaces"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let entry = v["namespaces"]
+        .as_array()
+        .and_then(|a| a.iter().find(|n| n["name"] == "tenant-a"))
+        .unwrap_or_else(|| panic!("{v:#}"));
+    assert!(
+        entry["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("netnamespace-tenant-a.yaml")),
+        "{v:#}"
+    );
+}

@@ -1230,15 +1230,22 @@ mod view {
         let mut rows = vec![["NAME", "NETID", "LOCAL PODS", "MULTICAST"]
             .map(String::from)
             .to_vec()];
+        let mut problems = String::new();
         for n in ns {
             rows.push(vec![
                 n.name.clone(),
-                n.netid.to_string(),
+                match n.problem {
+                    Some(_) => "-".to_string(),
+                    None => n.netid.to_string(),
+                },
                 n.local_pods.to_string(),
                 if n.multicast { "on" } else { "-" }.to_string(),
             ]);
+            if let Some(p) = &n.problem {
+                problems.push_str(&format!("{}: NetNamespace file unusable: {p}\n", n.name));
+            }
         }
-        columns(&rows)
+        columns(&rows) + &problems
     }
 }
 

@@ -29,7 +29,10 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-pub use standalone::{seed, ClusterNetworkSpec, StandaloneSource, DEFAULT_POLL_INTERVAL};
+pub use standalone::{
+    broken_net_namespace, seed, ClusterNetworkSpec, StandaloneSource, DEFAULT_POLL_INTERVAL,
+    MAX_STATE_FILE_BYTES,
+};
 pub use state::{ClusterState, PodInfo};
 pub use types::{
     ClusterNetwork, ClusterNetworkEntry, ClusterObject, EgressNetworkPolicy,
@@ -76,6 +79,16 @@ pub enum ClusterError {
         /// The OS error.
         #[source]
         source: Arc<std::io::Error>,
+    },
+    /// A file is larger than any cluster object file can be; it is not read.
+    #[error("{file}: {size} bytes, over the {max} bytes a state file may have; it is not read (a stray file? remove it)", file = file.display())]
+    TooLarge {
+        /// The file.
+        file: PathBuf,
+        /// Its size.
+        size: u64,
+        /// The limit ([`standalone::MAX_STATE_FILE_BYTES`]).
+        max: u64,
     },
     /// A file does not parse.
     #[error("{file}: {source}", file = file.display())]

@@ -47,6 +47,9 @@ pub struct ClusterState {
     /// EgressNetworkPolicies (`namespace/name`) that cannot be applied, with why: their
     /// namespace's external traffic is dropped (fail closed).
     pub refused_egress_policies: BTreeMap<String, String>,
+    /// Namespaces without a NetNamespace because its file is unusable (standalone mode), with
+    /// the file's problem: an ADD there says so instead of "create it".
+    pub broken_namespaces: BTreeMap<String, String>,
 }
 
 /// What the agent keeps of one of its node's Kubernetes Pods (from the watch cache, so a CNI ADD

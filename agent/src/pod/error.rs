@@ -28,8 +28,9 @@ pub enum PodError {
     /// ADD without `CNI_NETNS`.
     #[error("CNI_NETNS is required for ADD")]
     NoNetns,
-    /// The pod's namespace has no NetNamespace (no VNID) within the wait.
-    #[error("namespace {namespace:?} has no NetNamespace (no VNID)")]
+    /// The pod's namespace has no NetNamespace (no VNID) within the wait; `hint` says why when
+    /// its file in the state directory is unusable.
+    #[error("namespace {namespace:?} has no NetNamespace (no VNID){}", if .hint.starts_with("its NetNamespace file is unusable") { ": its NetNamespace file is unusable" } else { "" })]
     NoNetNamespace {
         /// The namespace.
         namespace: String,

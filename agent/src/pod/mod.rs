@@ -343,7 +343,18 @@ impl<Io: NodeIo> Pods<Io> {
             Ok(Some(v)) => Ok(v),
             _ => {
                 // Kubernetes mode knows the namespaces; standalone mode does not.
+                let broken = self
+                    .cluster
+                    .borrow()
+                    .broken_namespaces
+                    .get(namespace)
+                    .cloned();
                 let hint = match &self.cluster.borrow().namespaces {
+                    _ if broken.is_some() => format!(
+                        "its NetNamespace file is unusable: {}; fix or remove that file \
+                         (sdnctl namespaces lists it), then retry",
+                        broken.unwrap_or_default()
+                    ),
                     Some(nss) if !nss.contains(namespace) => format!(
                         "waited {}s; the namespace does not exist in the cluster",
                         wait.as_secs()
