@@ -1018,7 +1018,13 @@ impl AgentHandler {
 impl cni::Handler for AgentHandler {
     async fn add(&self, req: Request) -> Result<AddResult, CniError> {
         self.ovs_up().await?;
-        let wired = self.pods.add(&cni::attach::attachment(&req)).await?;
+        let mut at = cni::attach::attachment(&req);
+        let chained = cni::chain::chained_after(&self.view.config.cni_conf_dir, &req.config.name);
+        if let Some(plugin) = cni::chain::needs_veth(&chained) {
+            tracing::debug!(network = %req.config.name, %plugin, "a chained plugin needs a veth: no pool port for this pod");
+            at.plain_veth_for = Some(plugin.to_string());
+        }
+        let wired = self.pods.add(&at).await?;
         Ok(cni::attach::add_result(&req, self.pods.network(), &wired))
     }
 

@@ -35,6 +35,7 @@ pub fn attachment(req: &Request) -> Attachment {
         runtime_config: req.config.runtime_config.clone(),
         prev_result: req.config.prev_result.clone(),
         deadline: req.deadline,
+        plain_veth_for: None,
     }
 }
 

@@ -10,6 +10,7 @@
 
 pub mod args;
 pub mod attach;
+pub mod chain;
 pub mod config;
 pub mod names;
 pub mod request;

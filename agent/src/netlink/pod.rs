@@ -21,7 +21,7 @@ use netlink_packet_route::address::AddressAttribute;
 use netlink_packet_route::link::{AfSpecInet6, AfSpecUnspec, In6AddrGenMode, MacVlanMode};
 use netlink_packet_route::link::{InfoData, InfoKind, InfoVeth, LinkAttribute, LinkMessage};
 use netlink_packet_route::route::{
-    RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
+    RouteAddress, RouteAttribute, RouteMessage, RouteProtocol, RouteScope, RouteType,
 };
 use netlink_packet_route::AddressFamily;
 use rtnetlink::{
@@ -672,14 +672,18 @@ pub(crate) fn ipv4_address(msg: &netlink_packet_route::address::AddressMessage) 
     Ipv4Net::new(local.or(address)?, msg.header.prefix_len).ok()
 }
 
-/// A main-table IPv4 unicast route out of interface `index` that is not a kernel-derived
-/// connected route.
+/// The kernel's local routing table (`RT_TABLE_LOCAL` in `linux/rtnetlink.h`).
+const RT_TABLE_LOCAL: u32 = 255;
+
+/// An IPv4 unicast route out of interface `index` that is not a kernel-derived connected
+/// route, in any routing table but the local one: a chained `sbr` plugin moves the pod's routes
+/// from the main table to a table of its own, and they are still the pod's routes.
 fn pod_route(msg: &RouteMessage, index: u32) -> Option<RouteSpec> {
     let h = &msg.header;
     if h.address_family != AddressFamily::Inet
         || h.kind != RouteType::Unicast
         || h.protocol == RouteProtocol::Kernel
-        || route_table(msg) != u32::from(RouteHeader::RT_TABLE_MAIN)
+        || route_table(msg) == RT_TABLE_LOCAL
     {
         return None;
     }

@@ -144,8 +144,10 @@ impl<Io: NodeIo> Pods<Io> {
         // ready. Requested addresses and bandwidth limits take the plain way.
         // A pod a network policy selects needs its own rows before its first packet: it takes
         // the plain way, whose flows go in with them.
+        // So does a pod whose network chains a plugin that needs a veth (`cni::chain`).
         let eligible = plan.requested.is_none()
             && plan.bandwidth.is_empty()
+            && at.plain_veth_for.is_none()
             && self
                 .policy
                 .get()
@@ -185,6 +187,7 @@ impl<Io: NodeIo> Pods<Io> {
                 self.hand_over_warm_port(a, w, done).await?;
                 Some(w.port.clone())
             }
+            None if at.plain_veth_for.is_some() => None,
             None => self.pool.take(self.net.port_pool_size),
         };
         check_deadline("creating the veth")?;

@@ -170,6 +170,7 @@ impl Rig {
             runtime_config: None,
             prev_result: None,
             deadline: Instant::now() + Duration::from_secs(10),
+            plain_veth_for: None,
         }
     }
 
