@@ -984,3 +984,103 @@ fn serves_inside_a_network_namespace() {
     );
     assert_eq!(fake.requests().count("get", "/version"), 1);
 }
+
+/// Defaulting as kube-apiserver does it for the built-in kinds the agent reads, through the
+/// API (create, replace) and the test helper alike: a Namespace's `kubernetes.io/metadata.name`
+/// label, a NetworkPolicy's `policyTypes` (Egress only for a non-empty egress list) and its
+/// ports' protocol.
+#[tokio::test]
+async fn built_in_kinds_are_defaulted_as_the_api_server_does() {
+    use k8s_openapi::api::networking::v1::NetworkPolicy;
+    let fake = FakeApi::start("127.0.0.1:0");
+    let c = client(&fake);
+    let namespaces: Api<Namespace> = Api::all(c.clone());
+    let created = namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "tenant-a"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        created
+            .labels()
+            .get("kubernetes.io/metadata.name")
+            .map(String::as_str),
+        Some("tenant-a")
+    );
+    // A replace that drops or changes the label gets it back.
+    let mut changed = created.clone();
+    changed
+        .labels_mut()
+        .insert("kubernetes.io/metadata.name".into(), "other".into());
+    let replaced = namespaces
+        .replace("tenant-a", &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    assert_eq!(
+        replaced
+            .labels()
+            .get("kubernetes.io/metadata.name")
+            .map(String::as_str),
+        Some("tenant-a")
+    );
+
+    let policies: Api<NetworkPolicy> = Api::namespaced(c.clone(), "tenant-a");
+    let np = |name: &str, spec: Value| -> NetworkPolicy {
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap()
+    };
+    for (name, spec, want) in [
+        ("none", json!({"podSelector": {}}), json!(["Ingress"])),
+        (
+            "empty-egress",
+            json!({"podSelector": {}, "egress": []}),
+            json!(["Ingress"]),
+        ),
+        (
+            "egress",
+            json!({"podSelector": {}, "egress": [{}]}),
+            json!(["Ingress", "Egress"]),
+        ),
+        (
+            "explicit",
+            json!({"podSelector": {}, "policyTypes": ["Egress"]}),
+            json!(["Egress"]),
+        ),
+    ] {
+        let p = policies
+            .create(&PostParams::default(), &np(name, spec))
+            .await
+            .unwrap();
+        let got = serde_json::to_value(&p).unwrap();
+        assert_eq!(got["spec"]["policyTypes"], want, "{name}: {got:#}");
+    }
+    let p = policies
+        .create(
+            &PostParams::default(),
+            &np(
+                "port",
+                json!({"podSelector": {}, "ingress": [{"ports": [{"port": 80}]}]}),
+            ),
+        )
+        .await
+        .unwrap();
+    let got = serde_json::to_value(&p).unwrap();
+    assert_eq!(got["spec"]["ingress"][0]["ports"][0]["protocol"], "TCP");
+    // The test helper defaults too (tests put policies with it).
+    fake.put(
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": "put", "namespace": "tenant-a"},
+        "spec": {"podSelector": {}, "egress": []}}),
+    )
+    .unwrap();
+    let got = fake
+        .get(
+            "networking.k8s.io",
+            "networkpolicies",
+            Some("tenant-a"),
+            "put",
+        )
+        .unwrap();
+    assert_eq!(got["spec"]["policyTypes"], json!(["Ingress"]));
+}

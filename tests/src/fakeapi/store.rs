@@ -371,6 +371,65 @@ fn is_dns_subdomain(s: &str) -> bool {
     s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
+/// What kube-apiserver's defaulting does to the built-in kinds the agent reads, where a client
+/// can tell: a Namespace carries `kubernetes.io/metadata.name` = its name (set on every write);
+/// a NetworkPolicy without `policyTypes` gets `[Ingress]`, plus `Egress` for a non-empty
+/// `egress` list (`SetDefaults_NetworkPolicy`), and a rule port without `protocol` gets `TCP`.
+fn apply_defaults(ty: &ResourceType, obj: &mut Value) {
+    match (ty.group.as_str(), ty.plural.as_str()) {
+        ("", "namespaces") => {
+            let name = obj["metadata"]["name"].clone();
+            if name.is_string() {
+                let m = meta_mut(obj);
+                let labels = m.entry("labels").or_insert_with(|| json!({}));
+                if !labels.is_object() {
+                    *labels = json!({});
+                }
+                labels["kubernetes.io/metadata.name"] = name;
+            }
+        }
+        ("networking.k8s.io", "networkpolicies") => {
+            let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+                return;
+            };
+            let empty = spec
+                .get("policyTypes")
+                .is_none_or(|t| t.as_array().is_none_or(Vec::is_empty));
+            if empty {
+                let egress = spec
+                    .get("egress")
+                    .and_then(Value::as_array)
+                    .is_some_and(|e| !e.is_empty());
+                let mut types = vec![json!("Ingress")];
+                if egress {
+                    types.push(json!("Egress"));
+                }
+                spec.insert("policyTypes".into(), Value::Array(types));
+            }
+            for dir in ["ingress", "egress"] {
+                for rule in spec
+                    .get_mut(dir)
+                    .and_then(Value::as_array_mut)
+                    .into_iter()
+                    .flatten()
+                {
+                    for port in rule
+                        .get_mut("ports")
+                        .and_then(Value::as_array_mut)
+                        .into_iter()
+                        .flatten()
+                    {
+                        if let Some(p) = port.as_object_mut() {
+                            p.entry("protocol").or_insert_with(|| json!("TCP"));
+                        }
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 /// The object's `metadata` as a mutable map (created if missing).
 fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
     if !obj["metadata"].is_object() {
@@ -577,6 +636,8 @@ impl Store {
         if ty.plural == "namespaces" && obj["status"]["phase"].is_null() {
             obj["status"] = json!({"phase": "Active"});
         }
+        meta_mut(&mut obj).insert("name".into(), json!(name));
+        apply_defaults(ty, &mut obj);
         let rv = if dry_run { self.rv + 1 } else { self.next_rv() };
         let m = meta_mut(&mut obj);
         m.insert("name".into(), json!(name));
@@ -695,6 +756,7 @@ impl Store {
                     };
                 }
                 m.remove("managedFields");
+                apply_defaults(ty, &mut new);
                 new
             }
             Part::Status => {
@@ -813,6 +875,7 @@ impl Store {
             ));
         }
         let cur = self.get(ty, ns.as_deref(), &name).cloned();
+        apply_defaults(ty, &mut obj);
         let rv = self.next_rv();
         let m = meta_mut(&mut obj);
         if !ty.namespaced {
