@@ -7,7 +7,9 @@
 //! Kubernetes semantics says; the oracle reads the policies' JSON directly, so it shares no code
 //! with the agent's reader or flow builder.
 //!
-//! Also checked: the node reaches isolated pods (kubelet probes), rows per rule grow with
+//! Also checked: a Service whose endpoint an ingress policy refuses leaves nothing the endpoint
+//! can answer through in the Service's name (forged TCP SYN-ACK and UDP reply, same node), the
+//! node reaches isolated pods (kubelet probes), rows per rule grow with
 //! targets + peers + ports, the rows survive an agent restart untouched, and the time from a
 //! policy write to the truth table in effect.
 
@@ -524,6 +526,64 @@ fn start_servers(pods: &[TestPod<'_>]) -> (Vec<probe::EchoServer>, Vec<probe::Ud
     (tcp, udp)
 }
 
+/// A Service whose endpoint x/a is refused by x's ingress policy (same node as the client y/b):
+/// the refused connection leaves nothing x/a can answer through in the Service's name (table 80
+/// commits only what it allows), for TCP (the SYN-ACK) and UDP.
+fn check_forged_service_replies(c: &Cluster, pods: &[TestPod<'_>]) {
+    use sdn_tests::kubeproxy::{self, Proto as KProto, Service};
+    let pod = |label: &str| pods.iter().find(|p| p.label() == label).unwrap();
+    let (client, endpoint) = (pod("y/b"), pod("x/a"));
+    assert_eq!(
+        client.node, endpoint.node,
+        "the layout puts y/b and x/a on one node"
+    );
+    let node = c.node(client.node);
+    let (svc_t, svc_u) = (Ipv4Addr::new(172, 30, 2, 10), Ipv4Addr::new(172, 30, 2, 11));
+    // Ports nothing listens on in x/a, so the forger can bind them.
+    kubeproxy::install(
+        node.ovs.ns(),
+        &[
+            Service {
+                name: "np-t".into(),
+                cluster_ip: svc_t,
+                port: 80,
+                proto: KProto::Tcp,
+                endpoints: vec![(endpoint.ip, 9090)],
+                node_port: None,
+                external_local: false,
+            },
+            Service {
+                name: "np-u".into(),
+                cluster_ip: svc_u,
+                port: 53,
+                proto: KProto::Udp,
+                endpoints: vec![(endpoint.ip, 5353)],
+                node_port: None,
+                external_local: false,
+            },
+        ],
+        "10.128.0.0/14",
+    );
+    for (svc, port, proto, endpoint_port) in [
+        (svc_t, 80, KProto::Tcp, 9090),
+        (svc_u, 53, KProto::Udp, 5353),
+    ] {
+        assert!(
+            !probe::forged_service_reply(
+                client.cni.ns.name(),
+                SocketAddrV4::new(svc, port),
+                endpoint.cni.ns.name(),
+                SocketAddrV4::new(endpoint.ip, endpoint_port),
+                proto,
+                PROBE_TIMEOUT,
+            ),
+            "x/a, refused by x's ingress policy, answered y/b in the name of {svc}:{port} \
+             ({proto:?}); flows:\n{}",
+            node.ovs.ofctl(&["dump-flows", "br0"])
+        );
+    }
+}
+
 #[test]
 fn truth_tables_on_two_nodes() {
     let (c, plane) = Cluster::start_kubernetes(
@@ -742,6 +802,9 @@ fn truth_tables_on_two_nodes() {
         set_policies(&plane, &mut current, policies.clone());
         let took = converge(case, &c, &pods, &current);
         timings.push((case.to_string(), took));
+        if *case == "default deny ingress in x" {
+            check_forged_service_replies(&c, &pods);
+        }
         if case.starts_with("x/a from x/b") {
             let vni = fake
                 .get("network.openshift.io", "netnamespaces", None, "x")
