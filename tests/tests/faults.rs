@@ -203,8 +203,43 @@ fn a_crashed_vswitchd_and_a_restarted_ovsdb_are_survived() {
         "flow-restore-wait not set again for the next restart"
     );
 
-    // ovsdb-server restarted: the agent reconnects, and still repairs what is removed.
+    // ovsdb-server restarted: the agent reconnects, and still repairs what is removed. While it
+    // is down an ADD answers "try again later" (11) at once, naming OVSDB, instead of waiting.
     node.ovs.stop_ovsdb();
+    let readyz = || {
+        node.ovs
+            .exec_in_netns(&[
+                "curl",
+                "-sS",
+                "-m",
+                "10",
+                "http://127.0.0.1:9101/readyz?verbose",
+            ])
+            .unwrap_or_else(|e| e.to_string())
+    };
+    // (ovs-vswitchd may not answer OpenFlow for a few seconds right after its database went:
+    // /readyz, which asks it, can take that long once.)
+    assert!(
+        wait_until(Duration::from_secs(20), || readyz().contains("[-]ovsdb")),
+        "the agent never noticed ovsdb-server was gone: {}",
+        readyz()
+    );
+    let outage = sdn_tests::harness::Netns::new("sdndbdown");
+    let began = Instant::now();
+    let add = node.add("db-down", &outage.path(), "");
+    let took = began.elapsed();
+    eprintln!("an ADD with ovsdb-server down: {:.3} s", took.as_secs_f64());
+    assert_eq!(add.error_code(), Some(11), "{}", add.stdout);
+    assert!(
+        add.stdout
+            .contains("the Open vSwitch database is unreachable"),
+        "{}",
+        add.stdout
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "an ADD took {took:?} with ovsdb-server down: it waited for OVSDB"
+    );
     node.ovs.start_ovsdb();
     assert!(a.ping(&b.ip, 2), "the datapath does not need ovsdb-server");
     std::thread::sleep(Duration::from_millis(500));
