@@ -30,6 +30,7 @@
 //! server-side apply are served as JSON merge patches (no field ownership, no list merge keys).
 
 pub mod patch;
+pub mod proto;
 pub mod resources;
 pub mod select;
 pub mod server;

@@ -8,7 +8,8 @@
 //! separate HTTP chunks; hyper flushes each one as soon as the body has nothing more ready, so a
 //! client sees every event when it happens.
 //!
-//! Limits: no authentication, authorization, admission, protobuf, CBOR, table output or HTTP/2;
+//! Limits: no authentication, authorization, admission, CBOR, table output or HTTP/2; protobuf
+//! only for the Namespace kubectl creates, and an empty OpenAPI v2 document (`proto`);
 //! a list with `resourceVersionMatch=Exact` is served from the current state (a real server
 //! serves that exact past state).
 
@@ -313,6 +314,15 @@ pub(crate) async fn handle(
     shared.record(verb, &path);
     tracing::debug!(%method, %path, query = ?req.uri().query(), verb, "fake api request");
     let resp = match route {
+        // The OpenAPI document kubectl validates against (see `proto`): empty.
+        Err(_) if path == "/openapi/v2" && method == Method::GET => {
+            let mut r = Response::new(Either::Left(Full::new(Bytes::new())));
+            r.headers_mut().insert(
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static(super::proto::OPENAPI_V2_CONTENT_TYPE),
+            );
+            Ok(r)
+        }
         Err(e) => Err(e),
         Ok(Route::Doc(d)) if method == Method::GET => Ok(json_response(StatusCode::OK, &d)),
         Ok(Route::Doc(_)) => Err(method_not_allowed(&method)),
@@ -358,6 +368,8 @@ fn parse_object(ctype: &str, body: &[u8]) -> Result<Value, ApiError> {
             .map_err(|e| ApiError::bad_request(format!("the body is not valid json: {e}")))?,
         "application/yaml" | "application/apply-patch+yaml" => serde_saphyr::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("the body is not valid yaml: {e}")))?,
+        "application/vnd.kubernetes.protobuf" => super::proto::decode(body)
+            .map_err(|e| ApiError::other(415, "UnsupportedMediaType", e))?,
         other => {
             return Err(ApiError::other(
                 415,

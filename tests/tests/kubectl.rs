@@ -1,0 +1,186 @@
+//! kubectl against the fake API server, for the verbs the tests and docs use: create (a
+//! namespace, which kubectl sends as protobuf, and objects from files), apply (create, unchanged,
+//! changed), label, annotate, patch (strategic merge on a built-in kind, merge on an OpenShift
+//! kind), get -o json and delete. The client is Debian's `kubernetes-client` (kubectl 1.20),
+//! unpacked under `target/debian-kubectl` by `scripts/install-deps`; validation stays on (the
+//! fake serves an OpenAPI document without schemas, so kubectl validates nothing and asks for
+//! it as it does of a real server).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use sdn_tests::fakeapi::FakeApi;
+use serde_json::{json, Value};
+
+fn kubectl_bin() -> PathBuf {
+    let p = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../target/debian-kubectl/usr/bin/kubectl"
+    ));
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/install-deps test (it unpacks Debian's kubernetes-client there)",
+        p.display()
+    );
+    p
+}
+
+struct Kubectl {
+    config: PathBuf,
+    dir: PathBuf,
+}
+
+impl Kubectl {
+    fn run(&self, args: &[&str]) -> Result<String, String> {
+        let out = Command::new(kubectl_bin())
+            .arg("--kubeconfig")
+            .arg(&self.config)
+            .args(args)
+            .current_dir(&self.dir)
+            .env_remove("KUBECONFIG")
+            .output()
+            .expect("run kubectl");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        if out.status.success() {
+            Ok(text)
+        } else {
+            Err(format!("{text}{}", String::from_utf8_lossy(&out.stderr)))
+        }
+    }
+
+    #[track_caller]
+    fn ok(&self, args: &[&str]) -> String {
+        self.run(args)
+            .unwrap_or_else(|e| panic!("kubectl {}: {e}", args.join(" ")))
+    }
+
+    fn file(&self, name: &str, text: &str) -> String {
+        std::fs::write(self.dir.join(name), text).unwrap();
+        name.to_string()
+    }
+}
+
+impl Drop for Kubectl {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn kubectl_creates_applies_labels_patches_gets_and_deletes() {
+    let fake = FakeApi::start("127.0.0.1:0");
+    let dir = std::env::temp_dir().join(sdn_tests::harness::unique_name("kubectl-"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("kubeconfig");
+    fake.kubeconfig(&config).unwrap();
+    let k = Kubectl { config, dir };
+
+    assert_eq!(
+        k.ok(&["create", "namespace", "tenant-a"]).trim(),
+        "namespace/tenant-a created"
+    );
+    let ns = fake.get("", "namespaces", None, "tenant-a").unwrap();
+    assert_eq!(
+        ns["metadata"]["labels"]["kubernetes.io/metadata.name"],
+        "tenant-a"
+    );
+
+    let np = k.file(
+        "np.yaml",
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: deny\n  \
+         namespace: tenant-a\nspec:\n  podSelector: {}\n  egress: []\n",
+    );
+    assert!(k
+        .ok(&["apply", "-f", &np])
+        .contains("networkpolicy.networking.k8s.io/deny created"));
+    assert!(k.ok(&["apply", "-f", &np]).contains("unchanged"));
+    let got: Value = serde_json::from_str(&k.ok(&[
+        "get",
+        "networkpolicy",
+        "-n",
+        "tenant-a",
+        "deny",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(
+        got["spec"]["policyTypes"],
+        json!(["Ingress"]),
+        "defaulted: {got:#}"
+    );
+    let np2 = k.file(
+        "np2.yaml",
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: deny\n  \
+         namespace: tenant-a\nspec:\n  podSelector:\n    matchLabels: {app: db}\n",
+    );
+    assert!(k.ok(&["apply", "-f", &np2]).contains("configured"));
+    let stored = fake
+        .get(
+            "networking.k8s.io",
+            "networkpolicies",
+            Some("tenant-a"),
+            "deny",
+        )
+        .unwrap();
+    assert_eq!(stored["spec"]["podSelector"]["matchLabels"]["app"], "db");
+
+    let nn = k.file(
+        "nn.yaml",
+        "apiVersion: network.openshift.io/v1\nkind: NetNamespace\nmetadata:\n  name: tenant-a\n\
+         netname: tenant-a\nnetid: 12\n",
+    );
+    assert!(k
+        .ok(&["create", "-f", &nn])
+        .contains("netnamespace.network.openshift.io/tenant-a created"));
+    k.ok(&["label", "namespace", "tenant-a", "team=red"]);
+    k.ok(&[
+        "annotate",
+        "netnamespace",
+        "tenant-a",
+        "netnamespace.network.openshift.io/multicast-enabled=true",
+    ]);
+    k.ok(&[
+        "patch",
+        "namespace",
+        "tenant-a",
+        "-p",
+        r#"{"metadata":{"labels":{"tier":"gold"}}}"#,
+    ]);
+    k.ok(&[
+        "patch",
+        "netnamespace",
+        "tenant-a",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"netid":13}"#,
+    ]);
+    let ns = fake.get("", "namespaces", None, "tenant-a").unwrap();
+    assert_eq!(ns["metadata"]["labels"]["team"], "red");
+    assert_eq!(ns["metadata"]["labels"]["tier"], "gold");
+    let nn = fake
+        .get("network.openshift.io", "netnamespaces", None, "tenant-a")
+        .unwrap();
+    assert_eq!(nn["netid"], 13);
+    assert_eq!(
+        nn["metadata"]["annotations"]["netnamespace.network.openshift.io/multicast-enabled"],
+        "true"
+    );
+
+    k.ok(&["delete", "networkpolicy", "-n", "tenant-a", "deny"]);
+    k.ok(&["delete", "netnamespace", "tenant-a"]);
+    assert!(fake
+        .get(
+            "networking.k8s.io",
+            "networkpolicies",
+            Some("tenant-a"),
+            "deny"
+        )
+        .is_none());
+    assert!(fake
+        .get("network.openshift.io", "netnamespaces", None, "tenant-a")
+        .is_none());
+    let err = k.run(&["get", "netnamespace", "tenant-a"]).unwrap_err();
+    assert!(err.contains("NotFound"), "{err}");
+}
