@@ -219,6 +219,33 @@ fn kubernetes_mode_on_three_nodes() {
         "tenant-a's egress firewall not on every node: {:#?}",
         c.nodes.iter().map(egress_rows).collect::<Vec<_>>()
     );
+    // One the agent cannot apply (an IPv6 destination; the fake does not validate, nor does
+    // OpenShift's CRD schema) fails closed: tenant-a's external traffic is dropped on every node
+    // (the drop-all row alone), never left unfiltered.
+    fake.put(json!({
+        "apiVersion": "network.openshift.io/v1",
+        "kind": "EgressNetworkPolicy",
+        "metadata": {"name": "default", "namespace": "tenant-a"},
+        "spec": {"egress": [
+            {"type": "Deny", "to": {"cidrSelector": "2001:db8::/32"}},
+            {"type": "Allow", "to": {"cidrSelector": "0.0.0.0/0"}},
+        ]},
+    }))
+    .unwrap();
+    let drop_all = format!("priority=1,reg0={:#x} actions=drop", va);
+    let ok = wait_until(SETTLE, || {
+        c.nodes.iter().all(|n| {
+            let rows = egress_rows(n);
+            rows.len() == 1 && rows[0].contains(drop_all.as_str())
+        })
+    });
+    assert!(
+        ok,
+        "a policy that cannot be applied did not drop tenant-a's external traffic: {:#?}",
+        c.nodes.iter().map(egress_rows).collect::<Vec<_>>()
+    );
+    assert!(c.nodes[0].log().lines().any(|l| l.contains("ERROR")
+        && l.contains("EgressNetworkPolicy cannot be applied: tenant-a/default (invalid:")));
     fake.delete(
         "network.openshift.io",
         "egressnetworkpolicies",
