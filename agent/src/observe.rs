@@ -15,6 +15,14 @@
 //!
 //! The endpoint starts before anything else in start-up, so `/livez` answers while the agent
 //! waits for its HostSubnet or for OVS, and `/readyz` says which start-up step it is in.
+//!
+//! An outage must not silence the tools: the checks also run in the background every second
+//! ([`NodeView::watch_health`]). A scrape takes them when they answer within half a second and
+//! the background result otherwise, and fills the other gauges for at most 0.3 s, so `/metrics`
+//! answers within a second whatever OVS does, with `sdn_ready 0` during an outage. The CNI
+//! server answers ADD, CHECK and DEL with "try again later" at once while OVSDB reconnects or
+//! br0 was unreachable at the last round ([`NodeView::ovs_known_down`]). `/readyz` and STATUS
+//! still ask OVS live.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
