@@ -47,7 +47,7 @@ use ovs::openflow::DumpFilter;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::flowstore::Owner;
+use crate::observe::pod_mac;
 use crate::observe::{Check, HttpAnswer, NodeView, ReconcileRecord};
 
 /// One local pod, as `sdnctl pods` shows it.
@@ -400,12 +400,6 @@ pub async fn pod_entries(view: &NodeView) -> Vec<PodEntry> {
         .collect()
 }
 
-/// A pod interface's MAC: `0a:58:` and its address (as openshift-sdn derives it).
-pub fn pod_mac(ip: Ipv4Addr) -> String {
-    let o = ip.octets();
-    format!("0a:58:{:02x}:{:02x}:{:02x}:{:02x}", o[0], o[1], o[2], o[3])
-}
-
 /// The namespaces with their VNIDs and local pod counts.
 pub async fn namespace_entries(view: &NodeView) -> Vec<NamespaceEntry> {
     let state = view.state.borrow().clone();
@@ -436,76 +430,13 @@ pub async fn namespace_entries(view: &NodeView) -> Vec<NamespaceEntry> {
         .collect()
 }
 
-/// Who owns each cookie the agent uses, in words.
-pub async fn cookie_owners(view: &NodeView) -> BTreeMap<u64, String> {
-    let pods = view.pods.list().await;
-    let by_port: BTreeMap<&str, String> = pods
-        .iter()
-        .map(|p| {
-            (
-                p.host_veth.as_str(),
-                format!(
-                    "pod {}/{} (port {}, VNID {})",
-                    p.namespace, p.name, p.host_veth, p.vnid
-                ),
-            )
-        })
-        .collect();
-    let state = view.state.borrow().clone();
-    let tenants = |v: u32| -> String {
-        let names = state.namespaces_of(v);
-        if names.is_empty() {
-            "no namespace".to_string()
-        } else {
-            names.join(", ")
-        }
-    };
-    let mut out = BTreeMap::new();
-    for owner in view.store.owners().await {
-        let name = match &owner {
-            Owner::Base => "base pipeline".to_string(),
-            Owner::Port(p) => by_port
-                .get(p.as_str())
-                .cloned()
-                .unwrap_or_else(|| format!("warm port {p} (no pod yet)")),
-            Owner::RemoteNode { name, .. } => {
-                let hs = state.host_subnets.get(name);
-                format!(
-                    "remote node {name}{}",
-                    hs.map(|h| format!(" (subnet {}, VTEP {})", h.subnet, h.host_ip))
-                        .unwrap_or_default()
-                )
-            }
-            Owner::Multicast => "multicast to remote nodes".to_string(),
-            Owner::Vnid(v) => format!("VNID {v} ({})", tenants(v.id())),
-            Owner::EgressFirewall(v) => {
-                format!("egress firewall of VNID {v} ({})", tenants(v.id()))
-            }
-            Owner::MulticastTenant(v) => {
-                format!("multicast of VNID {v} ({})", tenants(v.id()))
-            }
-            Owner::EgressIp(v) => format!("egress IPs of VNID {v} ({})", tenants(v.id())),
-            Owner::PolicyTarget(p) => format!(
-                "network policies of {}",
-                by_port
-                    .get(p.as_str())
-                    .cloned()
-                    .unwrap_or_else(|| format!("port {p}"))
-            ),
-            Owner::Policy => "network policy peers and ports".to_string(),
-        };
-        out.insert(owner.cookie(), name);
-    }
-    out
-}
-
 /// br0's flows selected by the query (`pod=NS/NAME`, `table=NAME|NUMBER`, `tenant=NS`), each
 /// named.
 pub async fn flow_entries(
     view: &NodeView,
     q: &BTreeMap<String, String>,
 ) -> Result<Vec<FlowEntry>, HttpAnswer> {
-    let owners = cookie_owners(view).await;
+    let owners = view.cookie_owners().await;
     let pods = view.pods.list().await;
     let state = view.state.borrow().clone();
     let mut cookies: Option<Vec<u64>> = None;

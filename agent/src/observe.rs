@@ -31,6 +31,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use flows::{NodeConfig, Table};
+
+use crate::flowstore::Owner;
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
@@ -470,6 +472,69 @@ impl NodeView {
         }
     }
 
+    /// Who owns each cookie the agent uses, in words.
+    pub async fn cookie_owners(&self) -> std::collections::BTreeMap<u64, String> {
+        let pods = self.pods.list().await;
+        let by_port: std::collections::BTreeMap<&str, String> = pods
+            .iter()
+            .map(|p| {
+                (
+                    p.host_veth.as_str(),
+                    format!(
+                        "pod {}/{} (port {}, VNID {})",
+                        p.namespace, p.name, p.host_veth, p.vnid
+                    ),
+                )
+            })
+            .collect();
+        let state = self.state.borrow().clone();
+        let tenants = |v: u32| -> String {
+            let names = state.namespaces_of(v);
+            if names.is_empty() {
+                "no namespace".to_string()
+            } else {
+                names.join(", ")
+            }
+        };
+        let mut out = std::collections::BTreeMap::new();
+        for owner in self.store.owners().await {
+            let name = match &owner {
+                Owner::Base => "base pipeline".to_string(),
+                Owner::Port(p) => by_port
+                    .get(p.as_str())
+                    .cloned()
+                    .unwrap_or_else(|| format!("warm port {p} (no pod yet)")),
+                Owner::RemoteNode { name, .. } => {
+                    let hs = state.host_subnets.get(name);
+                    format!(
+                        "remote node {name}{}",
+                        hs.map(|h| format!(" (subnet {}, VTEP {})", h.subnet, h.host_ip))
+                            .unwrap_or_default()
+                    )
+                }
+                Owner::Multicast => "multicast to remote nodes".to_string(),
+                Owner::Vnid(v) => format!("VNID {v} ({})", tenants(v.id())),
+                Owner::EgressFirewall(v) => {
+                    format!("egress firewall of VNID {v} ({})", tenants(v.id()))
+                }
+                Owner::MulticastTenant(v) => {
+                    format!("multicast of VNID {v} ({})", tenants(v.id()))
+                }
+                Owner::EgressIp(v) => format!("egress IPs of VNID {v} ({})", tenants(v.id())),
+                Owner::PolicyTarget(p) => format!(
+                    "network policies of {}",
+                    by_port
+                        .get(p.as_str())
+                        .cloned()
+                        .unwrap_or_else(|| format!("port {p}"))
+                ),
+                Owner::Policy => "network policy peers and ports".to_string(),
+            };
+            out.insert(owner.cookie(), name);
+        }
+        out
+    }
+
     /// Why a request that needs Open vSwitch cannot be served now, when OVSDB or OpenFlow is
     /// known to be down: OVSDB reconnecting, or br0 unreachable at the last health round and
     /// still not answering within [`OVS_RECHECK`] (so a switch that just came back is not
@@ -492,6 +557,11 @@ impl NodeView {
             _ => Some(why),
         }
     }
+}
+
+/// A pod interface's MAC as text: `0a:58:` and its address (as openshift-sdn derives it).
+pub fn pod_mac(ip: std::net::Ipv4Addr) -> String {
+    ovs::flow::MacAddr::from_pod_ip(ip).to_string()
 }
 
 /// How long a request waits for br0 to answer when the last health round found it unreachable.

@@ -21,7 +21,7 @@ use flows::Table;
 use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 
-use crate::api::pod_mac;
+use crate::observe::pod_mac;
 use crate::observe::NodeView;
 
 /// What to trace (the body of `POST /v1/trace`).
@@ -513,7 +513,7 @@ pub async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceResult, T
     .await
     .map_err(|e| TraceError::Switch(format!("ofproto/trace on {}: {e}", ctl.display())))?;
     let parsed = parse(&raw);
-    let owners = crate::api::cookie_owners(view).await;
+    let owners = view.cookie_owners().await;
     let steps: Vec<Step> = parsed
         .steps
         .iter()
