@@ -211,54 +211,111 @@ impl Netlink {
     }
 }
 
+const ETH_P_ARP: u16 = 0x0806;
+
+/// A broadcast ARP request from `mac`: sender address `spa`, target address `tpa`.
+fn arp_request(mac: &[u8; 6], spa: Ipv4Addr, tpa: Ipv4Addr) -> Vec<u8> {
+    let mut frame = Vec::with_capacity(42);
+    frame.extend_from_slice(&[0xff; 6]);
+    frame.extend_from_slice(mac);
+    frame.extend_from_slice(&ETH_P_ARP.to_be_bytes());
+    frame.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]); // Ethernet, IPv4, request
+    frame.extend_from_slice(mac);
+    frame.extend_from_slice(&spa.octets());
+    frame.extend_from_slice(&[0; 6]);
+    frame.extend_from_slice(&tpa.octets());
+    frame
+}
+
+/// A raw `AF_PACKET` socket for ARP bound to `link` (it receives that link's ARP only), and
+/// the broadcast address to send to.
+struct ArpSocket {
+    fd: OwnedFd,
+    to: libc::sockaddr_ll,
+}
+
+impl ArpSocket {
+    fn open(link: &EgressLink) -> io::Result<ArpSocket> {
+        // SAFETY: plain socket(2); the descriptor is owned below.
+        let raw = unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+                i32::from(ETH_P_ARP.to_be()),
+            )
+        };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a fresh descriptor nobody else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: sockaddr_ll is plain old data; all-zero is valid.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = ETH_P_ARP.to_be();
+        sll.sll_ifindex = i32::try_from(link.index).map_err(io::Error::other)?;
+        // SAFETY: binds a valid descriptor to a properly sized sockaddr_ll.
+        let rc = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                (&sll as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        sll.sll_halen = 6;
+        sll.sll_addr[..6].copy_from_slice(&[0xff; 6]);
+        Ok(ArpSocket { fd, to: sll })
+    }
+
+    fn send(&self, frame: &[u8]) -> io::Result<()> {
+        // SAFETY: sends `frame.len()` bytes from a live buffer to a properly sized sockaddr_ll.
+        let n = unsafe {
+            libc::sendto(
+                self.fd.as_raw_fd(),
+                frame.as_ptr().cast(),
+                frame.len(),
+                0,
+                (&self.to as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// One received frame into `buf` within `wait_ms`, or `None`.
+    fn recv(&self, buf: &mut [u8], wait_ms: i32) -> Option<usize> {
+        let mut pfd = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        if unsafe { libc::poll(&mut pfd, 1, wait_ms) } <= 0 {
+            return None;
+        }
+        // SAFETY: `buf` is valid for writes of its length.
+        let n = unsafe {
+            libc::recv(
+                self.fd.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        usize::try_from(n).ok()
+    }
+}
+
 /// Sends one gratuitous ARP request (`arping -U`) for `ip` out of `link`: sender and target
 /// `ip`, sender MAC the link's, broadcast. Best effort: the caller logs a failure.
 pub fn gratuitous_arp(link: &EgressLink, ip: Ipv4Addr) -> io::Result<()> {
-    const ETH_P_ARP: u16 = 0x0806;
-    let mut frame = Vec::with_capacity(42);
-    frame.extend_from_slice(&[0xff; 6]);
-    frame.extend_from_slice(&link.mac);
-    frame.extend_from_slice(&ETH_P_ARP.to_be_bytes());
-    frame.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]); // Ethernet, IPv4, request
-    frame.extend_from_slice(&link.mac);
-    frame.extend_from_slice(&ip.octets());
-    frame.extend_from_slice(&[0; 6]);
-    frame.extend_from_slice(&ip.octets());
-    // SAFETY: plain socket(2); the descriptor is owned below.
-    let raw = unsafe {
-        libc::socket(
-            libc::AF_PACKET,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            i32::from(ETH_P_ARP.to_be()),
-        )
-    };
-    if raw < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `raw` is a fresh descriptor nobody else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    // SAFETY: sockaddr_ll is plain old data; all-zero is valid.
-    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-    sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = ETH_P_ARP.to_be();
-    sll.sll_ifindex = i32::try_from(link.index).map_err(io::Error::other)?;
-    sll.sll_halen = 6;
-    sll.sll_addr[..6].copy_from_slice(&[0xff; 6]);
-    // SAFETY: sends `frame.len()` bytes from a live buffer to a properly sized sockaddr_ll.
-    let n = unsafe {
-        libc::sendto(
-            fd.as_raw_fd(),
-            frame.as_ptr().cast(),
-            frame.len(),
-            0,
-            (&sll as *const libc::sockaddr_ll).cast(),
-            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-        )
-    };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    ArpSocket::open(link)?.send(&arp_request(&link.mac, ip, ip))
 }
 
 /// How many RFC 5227 probes [`arp_probe`] sends, and how far apart.
@@ -272,92 +329,20 @@ pub const ARP_PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(1
 /// the MAC of a host that answers for it or probes for it too, or `None` when nobody did within
 /// [`ARP_PROBE_WAIT`]. Blocking: call it from a blocking thread.
 pub fn arp_probe(link: &EgressLink, ip: Ipv4Addr) -> io::Result<Option<[u8; 6]>> {
-    use std::time::Instant;
-    const ETH_P_ARP: u16 = 0x0806;
-    let mut frame = Vec::with_capacity(42);
-    frame.extend_from_slice(&[0xff; 6]);
-    frame.extend_from_slice(&link.mac);
-    frame.extend_from_slice(&ETH_P_ARP.to_be_bytes());
-    frame.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]); // Ethernet, IPv4, request
-    frame.extend_from_slice(&link.mac);
-    frame.extend_from_slice(&[0; 4]); // sender 0.0.0.0: a probe
-    frame.extend_from_slice(&[0; 6]);
-    frame.extend_from_slice(&ip.octets());
-    // SAFETY: plain socket(2); the descriptor is owned below.
-    let raw = unsafe {
-        libc::socket(
-            libc::AF_PACKET,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            i32::from(ETH_P_ARP.to_be()),
-        )
-    };
-    if raw < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `raw` is a fresh descriptor nobody else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    // SAFETY: sockaddr_ll is plain old data; all-zero is valid.
-    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-    sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = ETH_P_ARP.to_be();
-    sll.sll_ifindex = i32::try_from(link.index).map_err(io::Error::other)?;
-    // SAFETY: binds a valid descriptor to a properly sized sockaddr_ll, so only this link's
-    // ARP is received.
-    let rc = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&sll as *const libc::sockaddr_ll).cast(),
-            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    sll.sll_halen = 6;
-    sll.sll_addr[..6].copy_from_slice(&[0xff; 6]);
-    let start = Instant::now();
+    let sock = ArpSocket::open(link)?;
+    let probe = arp_request(&link.mac, Ipv4Addr::UNSPECIFIED, ip);
+    let start = std::time::Instant::now();
     let mut sent = 0;
     let mut buf = [0u8; 128];
     while start.elapsed() < ARP_PROBE_WAIT {
         if sent < ARP_PROBES && start.elapsed() >= ARP_PROBE_INTERVAL * sent {
-            // SAFETY: sends `frame.len()` bytes from a live buffer to a sized sockaddr_ll.
-            let n = unsafe {
-                libc::sendto(
-                    fd.as_raw_fd(),
-                    frame.as_ptr().cast(),
-                    frame.len(),
-                    0,
-                    (&sll as *const libc::sockaddr_ll).cast(),
-                    std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-                )
-            };
-            if n < 0 {
-                return Err(io::Error::last_os_error());
-            }
+            sock.send(&probe)?;
             sent += 1;
         }
-        let mut pfd = libc::pollfd {
-            fd: fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        let ready = unsafe { libc::poll(&mut pfd, 1, 50) };
-        if ready <= 0 {
-            continue;
-        }
-        // SAFETY: `buf` is valid for writes of its length.
-        let n = unsafe {
-            libc::recv(
-                fd.as_raw_fd(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                libc::MSG_DONTWAIT,
-            )
-        };
-        let Ok(n) = usize::try_from(n) else { continue };
-        if let Some(mac) = arp_conflict(&buf[..n], &link.mac, ip) {
-            return Ok(Some(mac));
+        if let Some(n) = sock.recv(&mut buf, 50) {
+            if let Some(mac) = arp_conflict(&buf[..n], &link.mac, ip) {
+                return Ok(Some(mac));
+            }
         }
     }
     Ok(None)
