@@ -21,7 +21,7 @@ PACKAGES=iptables,iproute2,ca-certificates
 
 if [ "${SDN_SKIP_BUILD:-}" != 1 ]; then
   if [ "$PROFILE" = debug ]; then flag=(); else flag=(--profile "$PROFILE"); fi
-  cargo build "${flag[@]}" --locked -p agent -p cni-shim
+  cargo build "${flag[@]}" --locked -p agent -p sdnctl -p cni-shim
 fi
 BIN="$TARGET/$PROFILE"
 for b in sdn-agent sdnctl sdn-cni; do

@@ -24,7 +24,7 @@ CNI_CONF=$RUNDIR/cni/net.d
 scripts/install-deps node
 
 TARGET=${CARGO_TARGET_DIR:-target}
-cargo build --release -p agent
+cargo build --release -p agent -p sdnctl
 cargo build --profile release-small -p cni-shim
 
 BIN=$RUNDIR/bin

@@ -34,7 +34,6 @@
 //! Errors are `{"error": "..."}` with a 4xx/5xx status, each saying what to do.
 
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,99 +43,14 @@ use flows::Table;
 use hyper::body::Bytes;
 use hyper::{Method, StatusCode};
 use ovs::openflow::DumpFilter;
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::observe::pod_mac;
-use crate::observe::{Check, HttpAnswer, NodeView, ReconcileRecord};
-
-/// One local pod, as `sdnctl pods` shows it.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct PodEntry {
-    /// Kubernetes namespace (tenant).
-    pub namespace: String,
-    /// Pod name.
-    pub pod: String,
-    /// Container (sandbox) id.
-    pub sandbox: String,
-    /// Interface in the pod.
-    pub ifname: String,
-    /// Address.
-    pub ip: Ipv4Addr,
-    /// The pod interface's MAC.
-    pub mac: String,
-    /// The OVS port (host end of the veth).
-    pub port: String,
-    /// Its OpenFlow port.
-    pub ofport: u32,
-    /// The VNID its flows carry.
-    pub vnid: u32,
-    /// The cookie of its flows, `0x...`.
-    pub cookie: String,
-    /// Host port mappings, as recorded.
-    pub host_ports: Value,
-    /// Bandwidth limits, bit/s (`null`: unlimited).
-    pub bandwidth: BandwidthEntry,
-    /// The network namespace path.
-    pub netns: String,
-}
-
-/// A pod's limits in bit/s.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
-pub struct BandwidthEntry {
-    /// Towards the pod.
-    pub ingress_bps: Option<u64>,
-    /// From the pod.
-    pub egress_bps: Option<u64>,
-}
-
-/// One NetNamespace.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct NamespaceEntry {
-    /// The namespace.
-    pub name: String,
-    /// Its VNID (0: global).
-    pub netid: u32,
-    /// Local pods in it.
-    pub local_pods: usize,
-    /// Whether multicast is in effect for its VNID (every namespace on it annotated).
-    #[serde(default)]
-    pub multicast: bool,
-    /// Why it has no usable NetNamespace (its file in the state directory is broken); its
-    /// `netid` is then the unknown tenant's (16777215).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub problem: Option<String>,
-}
-
-/// One flow of br0, named.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct FlowEntry {
-    /// Table number.
-    pub table: u8,
-    /// Table name (`ingress_isolation`).
-    pub table_name: String,
-    /// Priority.
-    pub priority: u16,
-    /// Cookie, `0x...`.
-    pub cookie: String,
-    /// Who owns it: `base pipeline`, `pod NS/NAME (port P)`, `VNID 10 (tenant-a)`, `remote
-    /// node N`, or `unknown (not the agent's)`.
-    pub owner: String,
-    /// Match and actions as `ovs-ofctl` prints them, with table names.
-    pub flow: String,
-}
-
-/// Egress IPs as this node applies them, for `sdnctl egress-ips`.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct EgressIpsView {
-    /// Per tenant with egress IPs.
-    pub tenants: Vec<crate::egress_ip::EgressIpEntry>,
-    /// The IPs this node holds, with their VNIDs.
-    pub held: BTreeMap<String, u32>,
-    /// The remote nodes hosting IPs this node's tenants use: `online` or `offline`.
-    pub nodes: BTreeMap<String, String>,
-}
+use crate::observe::{HttpAnswer, NodeView};
+use local_api::{
+    BandwidthEntry, Check, EgressEntry, EgressIpsView, EgressRuleEntry, FlowEntry, IsolationEntry,
+    NamespaceEntry, NetworkPoliciesView, PodEntry, Status, TraceRequest,
+};
 
 /// Egress IPs as this node applies them.
 pub async fn egress_ips(view: &NodeView) -> EgressIpsView {
@@ -153,46 +67,6 @@ pub async fn egress_ips(view: &NodeView) -> EgressIpsView {
         held,
         nodes,
     }
-}
-
-/// NetworkPolicies as this node applies them, for `sdnctl network-policies`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct NetworkPoliciesView {
-    /// Whether the node runs in networkpolicy mode.
-    pub enabled: bool,
-    /// NetworkPolicies in the cluster state.
-    pub policies: usize,
-    /// Those that select a pod of this node.
-    pub active: Vec<String>,
-    /// Those left out whole because a value cannot be applied, with why.
-    #[serde(default)]
-    pub refused: BTreeMap<String, String>,
-    /// Local pods that policies isolate: `namespace/name` → (ingress policies, egress policies).
-    pub isolated: BTreeMap<String, IsolationEntry>,
-    /// The rules with rows here (conjunction id → rule).
-    pub rules: BTreeMap<u32, String>,
-    /// Rows on br0: per pod (targets, isolation) and shared (peers, ports, conjunctions).
-    pub target_rows: usize,
-    /// Shared rows.
-    pub shared_rows: usize,
-    /// What openshift-sdn's cross product would have needed for the same policies and pods.
-    pub cross_product_rows: usize,
-    /// The same with only this node's pods as targets.
-    pub cross_product_local_rows: usize,
-    /// Rebuilds that changed br0 since start, and the last one's milliseconds.
-    pub rebuilds: u64,
-    /// The last rebuild's duration, ms.
-    pub last_rebuild_ms: u64,
-}
-
-/// The policies isolating one local pod.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct IsolationEntry {
-    /// For ingress.
-    pub ingress: Vec<String>,
-    /// For egress.
-    pub egress: Vec<String>,
 }
 
 /// NetworkPolicies as this node applies them.
@@ -232,30 +106,6 @@ pub fn network_policies(view: &NodeView) -> NetworkPoliciesView {
     }
 }
 
-/// One tenant's egress firewall as in effect, for `sdnctl egress-firewall`.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct EgressEntry {
-    /// The VNID.
-    pub vnid: u32,
-    /// The namespaces on it.
-    pub namespaces: Vec<String>,
-    /// The policies behind the rows (`namespace/name`).
-    pub policies: Vec<String>,
-    /// Why all external traffic is dropped, if it is.
-    pub drop_all: Option<String>,
-    /// The rules in order: `Allow` or `Deny` and the destinations they cover.
-    pub rules: Vec<EgressRuleEntry>,
-}
-
-/// One effective rule.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct EgressRuleEntry {
-    /// `Allow` or `Deny`.
-    pub action: String,
-    /// The destinations (CIDRs; the addresses a DNS name resolved to).
-    pub to: Vec<String>,
-}
-
 /// Every tenant's egress firewall in effect.
 pub async fn egress_entries(view: &NodeView) -> Vec<EgressEntry> {
     let state = view.state.borrow().clone();
@@ -284,49 +134,6 @@ pub async fn egress_entries(view: &NodeView) -> Vec<EgressEntry> {
             },
         })
         .collect()
-}
-
-/// `sdnctl status`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Status {
-    /// This node.
-    pub node: String,
-    /// Isolation mode.
-    pub mode: String,
-    /// The node's pod subnet.
-    pub subnet: String,
-    /// The underlay address.
-    pub node_ip: String,
-    /// Datapath type.
-    pub datapath: String,
-    /// The agent's version.
-    pub version: String,
-    /// The pipeline version the agent installs.
-    pub pipeline_version: String,
-    /// Whether every readiness check passes.
-    pub ready: bool,
-    /// The readiness checks.
-    pub readiness: Vec<Check>,
-    /// The liveness checks.
-    pub liveness: Vec<Check>,
-    /// Seconds since the agent started.
-    pub uptime_seconds: u64,
-    /// Seconds from start to serving.
-    pub ready_after_seconds: Option<f64>,
-    /// The last whole-bridge reconcile.
-    pub last_reconcile: Option<ReconcileRecord>,
-    /// Things put back after they drifted, by kind, since start.
-    pub repairs: BTreeMap<String, u64>,
-    /// Re-opened connections, by connection, since start.
-    pub reconnects: BTreeMap<String, u64>,
-    /// Cluster-state problems kept out (files, watches, objects).
-    pub state_problems: Vec<String>,
-    /// Where the cluster state comes from.
-    pub cluster_state: String,
-    /// Counts: pods, namespaces, remote nodes, flows, warm ports, leases.
-    pub counts: BTreeMap<String, usize>,
-    /// The metrics endpoint, if any.
-    pub metrics_address: Option<String>,
 }
 
 fn err(status: StatusCode, msg: impl Into<String>) -> HttpAnswer {
@@ -774,7 +581,7 @@ pub async fn answer(
         ("/v1/network-policies", true) => HttpAnswer::json(StatusCode::OK, &network_policies(view)),
         ("/v1/bundle", true) => HttpAnswer::json(StatusCode::OK, &bundle(view).await),
         ("/v1/trace", false) if method == Method::POST => {
-            let req: crate::trace::TraceRequest = match serde_json::from_slice(body) {
+            let req: TraceRequest = match serde_json::from_slice(body) {
                 Ok(r) => r,
                 Err(e) => {
                     return err(
@@ -912,133 +719,6 @@ pub async fn serve(socket: &Path, view: Arc<NodeView>) -> Result<tokio::task::Jo
             }
         }
     }))
-}
-
-/// A client of the local API (what `sdnctl` uses).
-#[derive(Debug, Clone)]
-pub struct Client {
-    socket: std::path::PathBuf,
-}
-
-/// A failed API call, with what to do.
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    /// Nobody listens on the socket.
-    #[error("cannot reach the agent at {socket}: {why}; is sdn-agent running on this node (and is this its apiSocket)?")]
-    Unreachable {
-        /// The socket.
-        socket: String,
-        /// Why.
-        why: String,
-    },
-    /// The agent answered with an error.
-    #[error("{0}")]
-    Agent(String),
-}
-
-impl Client {
-    /// A client of the API on `socket`.
-    pub fn new(socket: &Path) -> Client {
-        Client {
-            socket: socket.to_path_buf(),
-        }
-    }
-
-    /// Sends one request and returns the status and body.
-    pub async fn call(
-        &self,
-        method: Method,
-        path: &str,
-        body: &str,
-    ) -> Result<(StatusCode, String), ClientError> {
-        use http_body_util::{BodyExt, Full};
-        let unreachable = |why: String| ClientError::Unreachable {
-            socket: self.socket.display().to_string(),
-            why,
-        };
-        let stream = tokio::time::timeout(
-            Duration::from_secs(5),
-            tokio::net::UnixStream::connect(&self.socket),
-        )
-        .await
-        .map_err(|_| unreachable("no answer within 5 s".into()))?
-        .map_err(|e| {
-            if e.kind() == std::io::ErrorKind::PermissionDenied {
-                ClientError::Agent(format!(
-                    "{}: permission denied: the agent's local API is root only; run sdnctl as root",
-                    self.socket.display()
-                ))
-            } else {
-                unreachable(e.to_string())
-            }
-        })?;
-        let (mut sender, conn) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-                .await
-                .map_err(|e| unreachable(e.to_string()))?;
-        tokio::spawn(conn);
-        let req = hyper::Request::builder()
-            .method(method)
-            .uri(path)
-            .header(hyper::header::HOST, "sdn-agent")
-            .body(Full::new(Bytes::from(body.to_string())))
-            .map_err(|e| ClientError::Agent(e.to_string()))?;
-        let resp = tokio::time::timeout(Duration::from_secs(60), sender.send_request(req))
-            .await
-            .map_err(|_| ClientError::Agent("the agent did not answer within 60 s".into()))?
-            .map_err(|e| unreachable(e.to_string()))?;
-        let status = resp.status();
-        let bytes = resp
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| ClientError::Agent(format!("reading the answer: {e}")))?
-            .to_bytes();
-        Ok((status, String::from_utf8_lossy(&bytes).into_owned()))
-    }
-
-    /// `GET path` as JSON; an error status becomes the agent's error message.
-    pub async fn get_json<T: serde::de::DeserializeOwned>(
-        &self,
-        path: &str,
-    ) -> Result<T, ClientError> {
-        let (status, body) = self.call(Method::GET, path, "").await?;
-        decode(status, &body)
-    }
-
-    /// `POST path` with `body`, as JSON.
-    pub async fn post_json<T: serde::de::DeserializeOwned>(
-        &self,
-        path: &str,
-        body: &str,
-    ) -> Result<T, ClientError> {
-        let (status, text) = self.call(Method::POST, path, body).await?;
-        decode(status, &text)
-    }
-
-    /// `PUT path` with `body`, as JSON.
-    pub async fn put_json<T: serde::de::DeserializeOwned>(
-        &self,
-        path: &str,
-        body: &str,
-    ) -> Result<T, ClientError> {
-        let (status, text) = self.call(Method::PUT, path, body).await?;
-        decode(status, &text)
-    }
-}
-
-fn decode<T: serde::de::DeserializeOwned>(
-    status: StatusCode,
-    body: &str,
-) -> Result<T, ClientError> {
-    if !status.is_success() {
-        let msg = serde_json::from_str::<Value>(body)
-            .ok()
-            .and_then(|v| v["error"].as_str().map(String::from))
-            .unwrap_or_else(|| format!("{status}: {}", body.trim()));
-        return Err(ClientError::Agent(msg));
-    }
-    serde_json::from_str(body).map_err(|e| ClientError::Agent(format!("the agent's answer is not what this sdnctl expects ({e}); are sdnctl and sdn-agent the same version?")))
 }
 
 #[cfg(test)]

@@ -50,9 +50,7 @@ use ipnet::Ipv4Net;
 use ovs::flow::Flow;
 use ovs::ovsdb::{self, BridgeSpec, FailMode, PortSpec};
 
-use crate::cluster::{self, ClusterSource, ClusterState};
 use crate::cni::{self, AddResult, CniError, Request};
-use crate::config::{ClusterStateSource, Config};
 use crate::egress::EgressFirewalls;
 use crate::egress_ip::EgressIps;
 use crate::flowstore::{Change, FlowStore, Owner, ReconcileStats};
@@ -64,6 +62,8 @@ use crate::pod::{PodIo, PodNetwork, Pods, BRIDGE};
 use crate::policy::NetworkPolicies;
 use crate::remote::{LocalNode, RemoteNodes};
 use crate::switch::Switch;
+use cluster::config::{ClusterStateSource, Config};
+use cluster::{self, ClusterSource, ClusterState};
 
 /// kube-proxy's masquerade mark bit (`--iptables-masquerade-bit`, 14 by default): egress IP
 /// marks avoid it.

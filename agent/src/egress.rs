@@ -29,9 +29,9 @@ use flows::{egress_cidr, egress_firewall_flows, EgressFirewall, EgressRule, Vnid
 use ipnet::Ipv4Net;
 use tokio::sync::{watch, Mutex};
 
-use crate::cluster::{ClusterState, EgressNetworkPolicy, EgressRuleType};
 use crate::flowstore::{Change, FlowStore, Owner};
 use crate::seams::FlowSwitch;
+use cluster::{ClusterState, EgressNetworkPolicy, EgressRuleType};
 
 /// One VNID's planned rows and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -549,7 +549,7 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::{EgressNetworkPolicyRule as Rule, NetNamespace};
+    use cluster::{EgressNetworkPolicyRule as Rule, NetNamespace};
 
     fn state(nns: &[(&str, u32)], policies: &[(&str, &str, Vec<Rule>)]) -> ClusterState {
         let mut s = ClusterState::default();

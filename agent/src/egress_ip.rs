@@ -41,11 +41,12 @@ use std::time::Duration;
 use flows::{EgressRoute, NodeConfig, Vnid};
 use tokio::sync::watch;
 
-use crate::cluster::ClusterState;
 use crate::flowstore::{Change, FlowStore, Owner};
 use crate::iptables::{EgressIpRule, HostRules};
 use crate::netlink::Netlink;
 use crate::seams::FlowSwitch;
+use cluster::ClusterState;
+use local_api::EgressIpEntry;
 
 /// How a tenant's egress IPs stand.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -393,24 +394,6 @@ pub struct EgressIps<S> {
     offline: std::sync::Mutex<BTreeSet<String>>,
     applied: tokio::sync::Mutex<Applied>,
     watched: watch::Sender<BTreeSet<Monitored>>,
-}
-
-/// One tenant's egress as `sdnctl egress-ips` shows it.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct EgressIpEntry {
-    /// The VNID.
-    pub vnid: u32,
-    /// Its namespaces.
-    pub namespaces: Vec<String>,
-    /// Where its traffic leaves, in words: `local (...)`, `over VXLAN to ...` or `dropped`.
-    pub route: String,
-    /// The same as one word: `local`, `remote` or `dropped`.
-    pub kind: String,
-    /// Why it is dropped.
-    pub problem: Option<String>,
-    /// Each requested IP: `IP on NODE (in use|not used: why)`.
-    pub ips: Vec<String>,
 }
 
 impl<S: FlowSwitch> EgressIps<S> {
@@ -823,7 +806,7 @@ fn route_text(r: &EgressRoute, state: &ClusterState) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::{HostSubnet, NetNamespace};
+    use cluster::{HostSubnet, NetNamespace};
 
     const A: &str = "192.168.77.100";
     const B: &str = "192.168.77.101";
@@ -917,7 +900,7 @@ mod tests {
 
     #[test]
     fn addresses_of_the_cluster_and_its_nodes_are_refused_and_their_tenant_dropped() {
-        use crate::cluster::{ClusterNetwork, ClusterNetworkEntry};
+        use cluster::{ClusterNetwork, ClusterNetworkEntry};
         let cases = [
             (
                 "192.168.77.11",

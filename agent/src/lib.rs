@@ -7,10 +7,7 @@
 
 pub mod api;
 pub mod bandwidth;
-pub mod cluster;
 pub mod cni;
-pub mod config;
-pub mod controller;
 pub mod daemon;
 pub mod egress;
 pub mod egress_ip;
@@ -29,9 +26,7 @@ pub mod policy;
 pub mod remote;
 pub mod seams;
 pub mod switch;
-pub mod tenants;
 pub mod trace;
-pub mod yaml;
 
 /// Locks a std mutex, taking the data over from a thread that panicked while holding it (every
 /// mutex of the agent guards plain data that stays consistent between statements).

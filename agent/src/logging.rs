@@ -17,32 +17,10 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{reload, EnvFilter, Layer, Registry};
 
 use crate::lock;
+pub use cluster::config::{parse_filter, LogFormat};
 
 /// How many log lines the memory copy keeps.
 pub const KEPT_LINES: usize = 5000;
-
-/// How log lines are written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LogFormat {
-    /// Human-readable lines (`tracing`'s default format).
-    #[default]
-    Text,
-    /// One JSON object per line: `timestamp`, `level`, `target`, `fields` (the message and
-    /// the event's fields), `spans` (the sandbox, pod and namespace of a CNI request).
-    Json,
-}
-
-impl std::str::FromStr for LogFormat {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "text" => Ok(LogFormat::Text),
-            "json" => Ok(LogFormat::Json),
-            _ => Err(format!("expected text or json, got {s:?}")),
-        }
-    }
-}
 
 /// The running logger's controls.
 #[derive(Debug)]
@@ -59,31 +37,6 @@ static LOGGING: OnceLock<Logging> = OnceLock::new();
 /// The logger installed by [`init`], if any (tests that embed the agent have their own).
 pub fn logging() -> Option<&'static Logging> {
     LOGGING.get()
-}
-
-/// Checks a filter (`info`, `debug`, `agent=debug,ovs=info`...) and returns it parsed.
-pub fn parse_filter(filter: &str) -> Result<EnvFilter, String> {
-    let filter = filter.trim();
-    if filter.is_empty() {
-        return Err("a log level is needed: error, warn, info, debug, trace, or directives such as agent=debug,ovs=info".into());
-    }
-    // A bare word is a target for tracing ("loud" would enable target `loud` at trace): here
-    // each directive must say its level, so a misspelt level is an error, not a silence.
-    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
-    for d in filter.split(',').map(str::trim) {
-        let level = d.rsplit_once('=').map_or(d, |(_, l)| l);
-        if !LEVELS.contains(&level.to_ascii_lowercase().as_str()) {
-            return Err(format!(
-                "{filter:?}: {d:?} names no level; use error, warn, info, debug, trace, or directives such as agent=debug,ovs=info"
-            ));
-        }
-    }
-    EnvFilter::builder()
-        .with_regex(false)
-        .parse(filter)
-        .map_err(|e| {
-            format!("{filter:?} is not a log level or filter ({e}); use error, warn, info, debug, trace, or directives such as agent=debug,ovs=info")
-        })
 }
 
 /// Installs the process's logger: `format` to stderr (ANSI colours only on a terminal), level

@@ -9,14 +9,14 @@
 //! The command line is clap's: `sdn-agent [run] [FLAGS]`, `sdn-agent controller [FLAGS]`,
 //! `sdn-agent remove-host-rules`, `sdn-agent remove-cni-config`, `sdn-agent crds`; `--help` on each, `--version`, flags as
 //! `--flag value` or `--flag=value`, every flag also an environment variable (see
-//! [`agent::config::Flags`]). Logs go to stderr as text or JSON (`--log-format`), at
+//! [`cluster::config::Flags`]). Logs go to stderr as text or JSON (`--log-format`), at
 //! `--log-level` (or `RUST_LOG`), changeable while running with `sdnctl log-level`.
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use tokio::signal::unix::{signal, SignalKind};
 
-use agent::config::{Config, Flags};
+use cluster::config::{Config, Flags};
 
 /// The SDN node agent: owns the Open vSwitch bridge br0 and serves the sdn-cni plugin.
 /// Without a command it runs the agent (`sdn-agent run --help` lists its flags).
@@ -100,7 +100,7 @@ async fn main() -> Result<()> {
     let cli = match Cli::try_parse_from(args()) {
         Ok(c) => c,
         Err(e) if e.use_stderr() => {
-            eprintln!("error: {}", agent::config::flag_error(&e));
+            eprintln!("error: {}", cluster::config::flag_error(&e));
             eprintln!("run `sdn-agent run --help` (or `sdn-agent COMMAND --help`) for the flags");
             std::process::exit(2);
         }
@@ -120,7 +120,7 @@ async fn main() -> Result<()> {
     let flags = match cli.command {
         Cmd::Run(flags) => flags,
         Cmd::Crds => {
-            let text = agent::cluster::crd::render_yaml()?;
+            let text = cluster::crd::render_yaml()?;
             let mut out = std::io::stdout().lock();
             std::io::Write::write_all(&mut out, text.as_bytes())
                 .and_then(|()| std::io::Write::flush(&mut out))
@@ -128,7 +128,7 @@ async fn main() -> Result<()> {
             return Ok(());
         }
         Cmd::Controller(flags) => {
-            return agent::controller::run(config(&flags)?, until_signal()).await;
+            return controller::run(config(&flags)?, until_signal()).await;
         }
         Cmd::RemoveCniConfig {
             cni_conf_dir,

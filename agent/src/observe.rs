@@ -37,63 +37,22 @@ use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Method, StatusCode};
+use local_api::{Check, ReconcileRecord};
 use ovs::flow::Flow;
 use ovs::openflow::DumpFilter;
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::cluster::{ClusterSource, ClusterState};
-use crate::config::Config;
 use crate::flowstore::FlowStore;
 use crate::lock;
 use crate::metrics::metrics;
 use crate::pod::Pods;
 use crate::switch::Switch;
+use cluster::config::Config;
+use cluster::{ClusterSource, ClusterState};
 
 /// The main loop counts as stuck when it has not turned for this long.
 pub const LOOP_STALL: Duration = Duration::from_secs(60);
-
-/// One named check and what it found.
-#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq, Eq)]
-pub struct Check {
-    /// `ovsdb`, `openflow`, `cluster-state`, `cni-server`, `main-loop`...
-    pub name: String,
-    /// Whether it passed.
-    pub ok: bool,
-    /// What was found, in words (what to do, when it failed).
-    pub detail: String,
-}
-
-impl Check {
-    fn new(name: &str, ok: bool, detail: impl Into<String>) -> Check {
-        Check {
-            name: name.to_string(),
-            ok,
-            detail: detail.into(),
-        }
-    }
-}
-
-/// The last whole-bridge reconcile.
-#[derive(Clone, Debug, Serialize, serde::Deserialize, Default)]
-pub struct ReconcileRecord {
-    /// Why it ran: `start`, `periodic`, `flow-drift`, `switch-restart`.
-    pub reason: String,
-    /// When it ended, seconds since the Unix epoch.
-    pub at_unix: u64,
-    /// How long it took, ms.
-    pub took_ms: u64,
-    /// Flows desired.
-    pub desired: usize,
-    /// Flows added or replaced.
-    pub added: usize,
-    /// Flows deleted.
-    pub deleted: usize,
-    /// The first few changes, as flow text.
-    pub changes: Vec<String>,
-    /// The error, when it failed.
-    pub error: Option<String>,
-}
 
 /// The agent's own health facts, written by the daemon as it runs.
 #[derive(Debug)]

@@ -40,9 +40,9 @@ use ovs::flow::Flow;
 use ovs::openflow::OfError;
 use tokio::sync::{watch, Notify};
 
-use crate::cluster::ClusterState;
 use crate::flowstore::{Change, FlowStore, Owner};
 use crate::seams::FlowSwitch;
+use cluster::ClusterState;
 
 /// A local pod, as the pod table knows it.
 #[derive(Clone, Debug, PartialEq, Eq)]

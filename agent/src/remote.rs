@@ -38,10 +38,10 @@ use ovs::flow::Flow;
 use ovs::openflow::{BundleMsg, OfError};
 use tokio::sync::{watch, Mutex};
 
-use crate::cluster::{ClusterState, HostSubnet};
 use crate::flowstore::{Change, FlowStore, Owner};
 use crate::seams::FlowSwitch;
 use crate::switch::Switch;
+use cluster::{ClusterState, HostSubnet};
 
 /// This node, as far as remote nodes are concerned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -458,7 +458,7 @@ impl<S: FlowSwitch> RemoteNodes<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::ClusterObject;
+    use cluster::ClusterObject;
     use flows::MULTICAST_COOKIE;
 
     fn local() -> LocalNode {

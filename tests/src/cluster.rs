@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use agent::cluster::{ClusterObject, HostSubnet, Kind, NetNamespace, StandaloneSource};
+use cluster::{ClusterObject, HostSubnet, Kind, NetNamespace, StandaloneSource};
 
 use crate::fakeapi::FakeApi;
 use crate::harness::{
@@ -341,7 +341,7 @@ impl Cluster {
     }
 
     /// The cluster state as the files have it now.
-    pub fn state(&self) -> agent::cluster::ClusterState {
+    pub fn state(&self) -> cluster::ClusterState {
         let (state, errors) = StandaloneSource::load(&self.state)
             .unwrap_or_else(|e| panic!("loading {}: {e}", self.state.display()));
         assert!(errors.is_empty(), "cluster state has problems: {errors:?}");

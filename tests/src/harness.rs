@@ -70,7 +70,7 @@ pub fn which(bin: &str) -> Option<PathBuf> {
 /// `SDN_MTU`, ...), so an operator's shell (`deploy/node-up.sh` suggests exporting
 /// `SDN_CONFIG`) never configures the agents the tests start.
 pub fn without_agent_env(cmd: &mut std::process::Command) -> &mut std::process::Command {
-    for name in agent::config::Config::env_names() {
+    for name in cluster::config::Config::env_names() {
         cmd.env_remove(name);
     }
     cmd

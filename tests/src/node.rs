@@ -135,7 +135,7 @@ impl AgentNode {
     /// Writes (creates or changes) the NetNamespace of `namespace` with VNID `netid` in the
     /// standalone state directory, as `sdnctl` does; the agent applies it within a poll.
     pub fn set_netnamespace(&self, namespace: &str, netid: u32) {
-        use agent::cluster::{ClusterObject, NetNamespace, StandaloneSource};
+        use cluster::{ClusterObject, NetNamespace, StandaloneSource};
         StandaloneSource::write_object(
             &self.state_dir(),
             &ClusterObject::NetNamespace(NetNamespace::new(namespace, netid)),
@@ -268,7 +268,7 @@ impl AgentNode {
 
     /// Deletes the NetNamespace of `namespace` from the standalone state directory.
     pub fn delete_netnamespace(&self, namespace: &str) {
-        use agent::cluster::{Kind, StandaloneSource};
+        use cluster::{Kind, StandaloneSource};
         StandaloneSource::delete_object(&self.state_dir(), Kind::NetNamespace, namespace)
             .unwrap_or_else(|e| panic!("deleting NetNamespace {namespace}: {e}"));
     }

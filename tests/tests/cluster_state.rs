@@ -13,11 +13,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agent::cluster::{
+use cluster::config::Config;
+use cluster::{
     seed, ClusterNetworkSpec, ClusterObject, ClusterSource, ClusterState, Kind, NetNamespace,
     StandaloneSource,
 };
-use agent::config::Config;
 use sdn_tests::harness::unique_name;
 use tokio::sync::watch;
 

@@ -24,10 +24,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use agent::cluster::crd::REGENERATE;
-use agent::cluster::types::{parse_objects, Format};
-use agent::cluster::{ClusterNetworkSpec, HostSubnet, NetNamespace};
-use agent::config::{ClusterStateSource, Config};
+use cluster::config::{ClusterStateSource, Config};
+use cluster::crd::REGENERATE;
+use cluster::types::{parse_objects, Format};
+use cluster::{ClusterNetworkSpec, HostSubnet, NetNamespace};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{
     ConfigMap, Container, Namespace, PodSpec, ServiceAccount, Volume, VolumeMount,
@@ -44,7 +44,7 @@ use serde_json::Value;
 /// The namespace the manifests install into.
 const NAMESPACE: &str = "sdn";
 /// The Lease the controllers elect a leader with.
-const LEASE: &str = agent::controller::LEASE_NAME;
+const LEASE: &str = controller::LEASE_NAME;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -114,7 +114,8 @@ fn is_kustomization(p: &Path) -> bool {
 /// The documents of one YAML text (empty documents skipped).
 fn parse_docs(file: &str, text: &str) -> Result<Vec<Doc>, String> {
     let mut out = Vec::new();
-    let docs: Vec<Value> = agent::yaml::from_multiple(text).map_err(|e| format!("{file}: {e}"))?;
+    let docs: Vec<Value> =
+        cluster::yaml::from_multiple(text).map_err(|e| format!("{file}: {e}"))?;
     for (i, value) in docs.into_iter().enumerate() {
         if !value.is_null() {
             out.push(Doc {
@@ -273,7 +274,7 @@ fn crds_yaml_is_what_sdn_agent_crds_prints() {
     for c in &crds {
         let schema = crd_schema(c);
         assert_eq!(
-            agent::cluster::crd::structural_problems(schema),
+            cluster::crd::structural_problems(schema),
             Vec::<String>::new(),
             "{}",
             c.spec.names.kind
@@ -739,7 +740,7 @@ fn started_config(
         .remove(&key)
         .unwrap_or_else(|| panic!("ConfigMap {cm_name} has no key {key:?}"));
     // The file alone, as the agent's YAML parser reads it.
-    agent::yaml::from_str::<Config>(&text)
+    cluster::yaml::from_str::<Config>(&text)
         .unwrap_or_else(|e| panic!("ConfigMap {cm_name} {key}: {e}"));
     let dir = std::env::temp_dir().join(unique_name("deploy-test-"));
     fs::create_dir_all(&dir).unwrap();

@@ -10,7 +10,7 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
-use agent::cluster::{
+use cluster::{
     ClusterObject, EgressNetworkPolicy, EgressNetworkPolicyRule as Rule, EgressRuleType::*, Kind,
     StandaloneSource,
 };

@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
-use agent::cluster::{ClusterObject, NetNamespace, StandaloneSource};
+use cluster::{ClusterObject, NetNamespace, StandaloneSource};
 use sdn_tests::cluster::{underlay_ip, Cluster};
 use sdn_tests::harness::wait_until;
 use sdn_tests::node::{AgentNode, CniPod, NodeOptions};

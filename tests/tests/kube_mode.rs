@@ -10,8 +10,8 @@
 
 use std::time::Duration;
 
-use agent::cluster::kube::KubeSource;
-use agent::cluster::ClusterState;
+use cluster::kube::KubeSource;
+use cluster::ClusterState;
 use kube::{Client, Config};
 use sdn_tests::fakeapi::FakeApi;
 use serde_json::{json, Value};
@@ -54,7 +54,7 @@ fn node(name: &str, ip: &str) -> Value {
 
 /// Waits until `cond` holds for the source's state.
 async fn until(src: &KubeSource, what: &str, cond: impl Fn(&ClusterState) -> bool) {
-    use agent::cluster::ClusterSource;
+    use cluster::ClusterSource;
     let mut rx = src.subscribe();
     let ok = tokio::time::timeout(Duration::from_secs(10), async {
         loop {

@@ -104,7 +104,7 @@ fn tenant_rows(vnid: u32, ports: &[u32]) -> Vec<String> {
 /// Moves `ns` to VNID `vnid`, keeping the rest of its NetNamespace (its annotations), as a
 /// controller or sdnctl does.
 fn move_namespace(c: &Cluster, ns: &str, vnid: u32) {
-    use agent::cluster::{ClusterObject, StandaloneSource};
+    use cluster::{ClusterObject, StandaloneSource};
     let mut nn = c.state().net_namespaces[ns].clone();
     nn.net_id = vnid;
     StandaloneSource::write_object(c.state_dir(), &ClusterObject::NetNamespace(nn))

@@ -11,9 +11,9 @@
 use std::time::Duration;
 
 use agent::bandwidth::Bandwidth;
-use agent::cluster::types::{parse_objects, Format};
 use agent::cni::{CniArgs, NetConf, Request, RequestBody};
-use agent::config::Config;
+use cluster::config::Config;
+use cluster::types::{parse_objects, Format};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
@@ -201,12 +201,12 @@ proptest! {
 
     #[test]
     fn config_files_are_accepted_or_refused_with_a_message(text in "(.|\n){0,200}") {
-        if let Err(e) = agent::yaml::from_str::<Config>(&text) {
+        if let Err(e) = cluster::yaml::from_str::<Config>(&text) {
             prop_assert!(!e.to_string().trim().is_empty());
         }
         // Valid keys with random values.
         let doc = format!("nodeName: n1\nmtu: {text}\n");
-        let _ = agent::yaml::from_str::<Config>(&doc).map(|c| c.validate());
+        let _ = cluster::yaml::from_str::<Config>(&doc).map(|c| c.validate());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use agent::cluster::{ClusterObject, NetNamespace, StandaloneSource};
+use cluster::{ClusterObject, NetNamespace, StandaloneSource};
 use sdn_tests::harness::{unique_name, wait_until, workspace_bin};
 use sdn_tests::node::{AgentNode, NodeOptions};
 use serde_json::Value;

@@ -281,7 +281,7 @@ fn adds_in_flight_during_vnid_changes_end_with_the_final_vnid() {
     let flipper = {
         let dir = node.state_dir();
         std::thread::spawn(move || {
-            use agent::cluster::{ClusterObject, NetNamespace, StandaloneSource};
+            use cluster::{ClusterObject, NetNamespace, StandaloneSource};
             // 21, 22, ... every 150 ms (the agent polls every 500 ms), ending on 29.
             for v in 21..=29 {
                 std::thread::sleep(Duration::from_millis(150));

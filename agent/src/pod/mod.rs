@@ -63,7 +63,6 @@ use tokio::sync::{watch, Mutex};
 use tokio::time::Instant;
 
 use crate::bandwidth::Bandwidth;
-use crate::cluster::ClusterState;
 use crate::cni::AddResult;
 use crate::flowstore::FlowStore;
 use crate::hostports::HostPorts;
@@ -71,6 +70,7 @@ use crate::ipam;
 use crate::netlink::RouteSpec;
 use crate::policy::PodPolicy;
 use crate::seams::{HostIo, NodeIo};
+use cluster::ClusterState;
 
 pub use error::PodError;
 pub use record::{keys, PortRecord};

@@ -19,42 +19,7 @@ use flows::{AttachmentId, Vnid};
 
 use crate::bandwidth::{Bandwidth, Limit};
 
-/// `external_ids` keys of a pod port.
-pub mod keys {
-    /// Container (sandbox) id.
-    pub const SANDBOX: &str = "sandbox";
-    /// Pod IPv4 address.
-    pub const IP: &str = "ip";
-    /// Kubernetes namespace (the tenant).
-    pub const NAMESPACE: &str = "namespace";
-    /// Pod name.
-    pub const POD: &str = "pod";
-    /// Interface name inside the pod.
-    pub const IFNAME: &str = "ifname";
-    /// The pod's network namespace path.
-    pub const NETNS: &str = "netns";
-    /// The VNID the pod's flows were installed with.
-    pub const VNID: &str = "vnid";
-    /// The pod's host port mappings (JSON), see `crate::hostports`.
-    pub const HOSTPORTS: &str = "hostports";
-    /// The OpenFlow meter policing the pod's egress (netdev datapath).
-    pub const METER: &str = "meter";
-    /// The meter's rate (kbit/s).
-    pub const METER_RATE: &str = "meter_rate_kbps";
-    /// The meter's burst (kbit).
-    pub const METER_BURST: &str = "meter_burst_kbit";
-    /// The pod's ingress limit (bit/s).
-    pub const INGRESS_RATE: &str = "ingress_rate_bps";
-    /// The pod's ingress burst (bits).
-    pub const INGRESS_BURST: &str = "ingress_burst_bits";
-    /// The pod's egress limit (bit/s).
-    pub const EGRESS_RATE: &str = "egress_rate_bps";
-    /// The pod's egress burst (bits).
-    pub const EGRESS_BURST: &str = "egress_burst_bits";
-    /// `1` when the host veth got the node-kernel hardening (its sysctls) at ADD, so a restart
-    /// need not write them again.
-    pub const HARDENED: &str = "hardened";
-}
+pub use cluster::ports::keys;
 
 /// A pod's egress meter as recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,19 +108,16 @@ impl PortRecord {
     /// The record in `ids`; `None` when they are not a pod port's (no non-empty `sandbox`).
     /// Values that do not parse read as absent.
     pub fn from_external_ids(ids: &BTreeMap<String, String>) -> Option<PortRecord> {
+        let tenancy = cluster::ports::PodTenancy::from_external_ids(ids)?;
         let get = |k: &str| ids.get(k).cloned().unwrap_or_default();
-        let sandbox = get(keys::SANDBOX);
-        if sandbox.is_empty() {
-            return None;
-        }
         let num = |k: &str| ids.get(k).and_then(|v| v.parse::<u32>().ok());
         Some(PortRecord {
-            attachment: AttachmentId::new(sandbox, get(keys::IFNAME)),
+            attachment: AttachmentId::new(tenancy.sandbox, get(keys::IFNAME)),
             ip: ids.get(keys::IP).and_then(|v| v.parse().ok()),
-            namespace: get(keys::NAMESPACE),
+            namespace: tenancy.namespace,
             pod: get(keys::POD),
             netns: get(keys::NETNS),
-            vnid: num(keys::VNID).and_then(Vnid::new),
+            vnid: tenancy.vnid,
             hostports: ids.get(keys::HOSTPORTS).cloned(),
             meter: num(keys::METER).map(|id| MeterRecord {
                 id,

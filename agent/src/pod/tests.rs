@@ -18,7 +18,6 @@ use tokio::time::Instant;
 
 use super::record::PortRecord;
 use super::{Attachment, PodIo, PodNetwork, Pods};
-use crate::cluster::{ClusterObject, ClusterState, NetNamespace};
 use crate::cni::{codes, CniError};
 use crate::fake::{FakeDb, FakeIo, FakeLinks, FakeNat, FakeSwitch};
 use crate::flowstore::FlowStore;
@@ -26,6 +25,7 @@ use crate::hostports;
 use crate::ipam;
 use crate::netlink::host_veth_name;
 use crate::seams::{PodLinks, PortDb};
+use cluster::{ClusterObject, ClusterState, NetNamespace};
 
 /// One node's pods on fakes, with handles on every fake.
 struct Rig {

@@ -21,7 +21,7 @@
 //! isolate or make-global) is not handed to the next tenant at once.
 //!
 //! Local pods come from OVSDB ([`local_pods`]): Interface rows whose `external_ids` carry the
-//! pod's sandbox and namespace (read with [`PortRecord`]).
+//! pod's sandbox and namespace (read with [`PodTenancy`]).
 //!
 //! Limits: sdnctl only edits NetNamespaces that live in its own files (`netnamespace-<name>.yaml`,
 //! the agent's and sdnctl's naming); one defined in a hand-written file elsewhere is refused with
@@ -43,12 +43,12 @@ use multitenant::admin::{self, PodsOfNamespace, Refusal};
 use multitenant::{Tenancy, Vnid};
 use serde::Serialize;
 
-use crate::cluster::standalone::new_uid;
-use crate::cluster::types::{parse_objects, Format};
-use crate::cluster::validate::dns1123_label;
-use crate::cluster::StandaloneSource;
-use crate::cluster::{ClusterError, ClusterObject, ClusterState, Kind, NetNamespace};
-use crate::pod::PortRecord;
+use crate::ports::PodTenancy;
+use crate::standalone::new_uid;
+use crate::types::{parse_objects, Format};
+use crate::validate::dns1123_label;
+use crate::StandaloneSource;
+use crate::{ClusterError, ClusterObject, ClusterState, Kind, NetNamespace};
 
 /// The lock file that serialises sdnctl runs on one state directory.
 pub const LOCK_FILE: &str = ".sdnctl.lock";
@@ -80,14 +80,14 @@ impl LocalPods {
     {
         let mut sandboxes: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         let mut vnids = BTreeSet::new();
-        for record in rows.into_iter().filter_map(PortRecord::from_external_ids) {
+        for record in rows.into_iter().filter_map(PodTenancy::from_external_ids) {
             if record.namespace.is_empty() {
                 continue;
             }
             sandboxes
                 .entry(record.namespace)
                 .or_default()
-                .insert(record.attachment.container_id);
+                .insert(record.sandbox);
             if let Some(v) = record.vnid {
                 vnids.insert(v.id());
             }
@@ -121,30 +121,6 @@ impl PodCounts {
             PodCounts::Unknown(_) => None,
         }
     }
-}
-
-/// Reads the local pods from OVSDB at `target`, giving up after `timeout`.
-pub async fn local_pods(target: &str, timeout: Duration) -> Result<LocalPods, TenantError> {
-    let options = ovs::ovsdb::ClientOptions {
-        request_timeout: timeout,
-        probe_interval: None,
-        ..Default::default()
-    };
-    let bad = |reason: String| TenantError::Ovsdb {
-        target: target.to_string(),
-        reason,
-    };
-    let client = tokio::time::timeout(timeout, ovs::ovsdb::Client::connect_with(target, options))
-        .await
-        .map_err(|_| bad(format!("no answer within {} s", timeout.as_secs_f32())))?
-        .map_err(|e| bad(e.to_string()))?;
-    Ok(client.with_cache(|c| {
-        let rows: Vec<BTreeMap<String, String>> = c
-            .table("Interface")
-            .map(|i| i.string_map("external_ids"))
-            .collect();
-        LocalPods::from_external_ids(&rows)
-    }))
 }
 
 /// Why a tenant command was refused or failed.
@@ -943,7 +919,7 @@ pub fn rows(
     }
     // NetNamespaces whose file is broken: named, so an ADD's "no NetNamespace" has a reason.
     for p in problems {
-        let Some((name, why)) = crate::cluster::broken_net_namespace(p) else {
+        let Some((name, why)) = crate::broken_net_namespace(p) else {
             continue;
         };
         match out.iter_mut().find(|r| r.name == name) {
@@ -1372,7 +1348,7 @@ mod tests {
         fs::write(&nn, "kind: NetNamespace\nbroken: [").unwrap();
         let parse = |file: &Path| ClusterError::Parse {
             file: file.to_path_buf(),
-            source: Box::new(crate::cluster::ParseError::Syntax {
+            source: Box::new(crate::ParseError::Syntax {
                 document: 1,
                 message: "x".into(),
             }),

@@ -1,5 +1,16 @@
-//! Cluster state: the OpenShift `network.openshift.io/v1` objects a node needs (`ClusterNetwork`,
-//! `HostSubnet`, `NetNamespace`), where they come from, and how changes reach the agent.
+//! The cluster and the node's settings as every program of a node reads them: the node agent,
+//! the cluster controller and `sdnctl` link this crate and nothing of each other.
+//!
+//! - [`config`]: the node's settings (file, flags, `SDN_*` variables), validated as a whole;
+//!   they name the cluster networks, the state directory and the sockets all three programs use.
+//! - [`yaml`]: how YAML is read and written.
+//! - [`ports`]: what a pod port's `external_ids` record about its tenant (read by sdnctl too).
+//! - [`tenants`]: sdnctl's standalone tenant administration (state directory edits under a lock).
+//!
+//! The rest is the cluster state itself: the OpenShift `network.openshift.io/v1` objects a node
+//! needs (`ClusterNetwork`, `HostSubnet`, `NetNamespace`, `EgressNetworkPolicy`) and the
+//! Kubernetes objects it reads (`Namespace`, `Pod`, `NetworkPolicy`), where they come from, and
+//! how changes reach the agent.
 //!
 //! - [`types`]: the wire shapes (fields at the top level, OpenShift's spelling) and the parser.
 //! - [`validate`]: single-object checks with errors that name the field and the value.
@@ -16,13 +27,17 @@
 //! trait yet: in standalone mode the agent and `sdnctl` write files, in Kubernetes mode a
 //! controller writes through the API; the trait is for reading.
 
+pub mod config;
 pub mod crd;
 pub mod kube;
 pub mod netpol;
+pub mod ports;
 pub mod standalone;
 pub mod state;
+pub mod tenants;
 pub mod types;
 pub mod validate;
+pub mod yaml;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -208,4 +223,10 @@ impl ClusterError {
             source: Arc::new(e),
         }
     }
+}
+
+/// Locks a std mutex, taking the data over from a thread that panicked while holding it (the
+/// mutexes here guard plain data that stays consistent between statements).
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -120,7 +120,8 @@ enum Ev {
 /// One kind's objects, kept by a kube-rs reflector store (the controller's view of each kind
 /// it watches too): the reflector's writer applies every watch event, including the re-list
 /// buffer it swaps in at `InitDone`, and the store is read back whole.
-pub(crate) struct Reflected<K>
+#[allow(missing_debug_implementations)] // the reflector's writer has no Debug
+pub struct Reflected<K>
 where
     K: kube::Resource + Clone + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone,
@@ -128,7 +129,17 @@ where
     writer: reflector::store::Writer<K>,
     store: reflector::Store<K>,
     /// Whether the first list is complete.
-    pub(crate) ready: bool,
+    pub ready: bool,
+}
+
+impl<K> Default for Reflected<K>
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+{
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl<K> Reflected<K>
@@ -137,7 +148,7 @@ where
     K::DynamicType: Eq + std::hash::Hash + Clone + Default,
 {
     /// An empty store for a kind with a static type.
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         Self::with_type(K::DynamicType::default())
     }
 }
@@ -148,7 +159,7 @@ where
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
     /// An empty store for a kind whose type is known at run time (`DynamicObject`).
-    pub(crate) fn with_type(dt: K::DynamicType) -> Self {
+    pub fn with_type(dt: K::DynamicType) -> Self {
         let writer = reflector::store::Writer::new(dt);
         let store = writer.as_reader();
         Reflected {
@@ -159,7 +170,7 @@ where
     }
 
     /// Applies one watch event; returns whether the objects may have changed.
-    pub(crate) fn apply(&mut self, ev: &Event<K>) -> bool {
+    pub fn apply(&mut self, ev: &Event<K>) -> bool {
         self.writer.apply_watcher_event(ev);
         match ev {
             Event::Init | Event::InitApply(_) => false,
@@ -172,7 +183,7 @@ where
     }
 
     /// Every object.
-    pub(crate) fn objects(&self) -> Vec<Arc<K>> {
+    pub fn objects(&self) -> Vec<Arc<K>> {
         self.store.state()
     }
 }
@@ -544,7 +555,7 @@ impl KubeSource {
 /// Applies one event to the caches; returns whether the state may have changed.
 /// The event of a watch result; an error is logged and kept in `errors` (by kind) until the
 /// kind's watch works again.
-pub(crate) fn watch_event<K>(
+pub fn watch_event<K>(
     kind: &'static str,
     r: watcher::Result<Event<K>>,
     errors: &mut BTreeMap<&'static str, String>,

@@ -30,9 +30,9 @@ use std::net::Ipv4Addr;
 use ipnet::Ipv4Net;
 use multitenant::{Change, Tenancy, CHANGE_NETWORK_ANNOTATION};
 
-use crate::cluster::state::allocate_subnet;
-use crate::cluster::{ClusterNetwork, HostSubnet, NetNamespace};
-use crate::config::ClusterNetworkSetting as ClusterNetworkEntry;
+use cluster::config::ClusterNetworkSetting as ClusterNetworkEntry;
+use cluster::state::allocate_subnet;
+use cluster::{ClusterNetwork, HostSubnet, NetNamespace};
 
 /// What the controller sees.
 #[derive(Debug, Clone, Default)]
@@ -402,7 +402,7 @@ mod tests {
 
     fn cn() -> ClusterNetwork {
         ClusterNetwork::new(
-            vec![crate::cluster::ClusterNetworkEntry {
+            vec![cluster::ClusterNetworkEntry {
                 cidr: "10.128.0.0/14".into(),
                 host_subnet_length: 9,
             }],

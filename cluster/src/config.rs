@@ -149,7 +149,7 @@ pub struct Config {
     /// next to the CNI socket.
     pub api_socket: Option<PathBuf>,
     /// `text` or `json` (one object per line).
-    pub log_format: crate::logging::LogFormat,
+    pub log_format: LogFormat,
     /// The log level or filter at start (`info`, `debug`, `agent=debug,ovs=info`); `RUST_LOG`
     /// wins when set; `sdnctl log-level` changes it at run time.
     pub log_level: String,
@@ -190,7 +190,7 @@ impl Default for Config {
             controller_namespace: "sdn".into(),
             metrics_address: DEFAULT_METRICS_ADDRESS.into(),
             api_socket: None,
-            log_format: crate::logging::LogFormat::Text,
+            log_format: LogFormat::Text,
             log_level: "info".into(),
             egress_dns_servers: Vec::new(),
         }
@@ -307,7 +307,7 @@ pub struct Flags {
     pub api_socket: Option<PathBuf>,
     /// Log format: text or json [default: text]
     #[arg(long, env = "SDN_LOG_FORMAT", value_name = "FORMAT")]
-    pub log_format: Option<crate::logging::LogFormat>,
+    pub log_format: Option<LogFormat>,
     /// Log level or filter at start, e.g. debug or agent=debug,ovs=info; RUST_LOG wins
     /// [default: info]
     #[arg(long, env = "SDN_LOG_LEVEL", value_name = "LEVEL")]
@@ -613,8 +613,7 @@ impl Config {
                 );
             }
         }
-        crate::logging::parse_filter(&self.log_level)
-            .map_err(|e| anyhow::anyhow!("logLevel {e}"))?;
+        parse_filter(&self.log_level).map_err(|e| anyhow::anyhow!("logLevel {e}"))?;
         for (i, s) in self.egress_dns_servers.iter().enumerate() {
             let ok =
                 s.parse::<std::net::SocketAddr>().is_ok() || s.parse::<std::net::IpAddr>().is_ok();
@@ -654,6 +653,54 @@ fn hostname() -> Result<String> {
     let h = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .context("reading the host name; pass --node-name")?;
     Ok(h.trim().to_ascii_lowercase())
+}
+
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines (`tracing`'s default format).
+    #[default]
+    Text,
+    /// One JSON object per line: `timestamp`, `level`, `target`, `fields` (the message and
+    /// the event's fields), `spans` (the sandbox, pod and namespace of a CNI request).
+    Json,
+}
+
+impl std::str::FromStr for LogFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            _ => Err(format!("expected text or json, got {s:?}")),
+        }
+    }
+}
+
+/// Checks a filter (`info`, `debug`, `agent=debug,ovs=info`...) and returns it parsed.
+pub fn parse_filter(filter: &str) -> Result<tracing_subscriber::EnvFilter, String> {
+    let filter = filter.trim();
+    if filter.is_empty() {
+        return Err("a log level is needed: error, warn, info, debug, trace, or directives such as agent=debug,ovs=info".into());
+    }
+    // A bare word is a target for tracing ("loud" would enable target `loud` at trace): here
+    // each directive must say its level, so a misspelt level is an error, not a silence.
+    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    for d in filter.split(',').map(str::trim) {
+        let level = d.rsplit_once('=').map_or(d, |(_, l)| l);
+        if !LEVELS.contains(&level.to_ascii_lowercase().as_str()) {
+            return Err(format!(
+                "{filter:?}: {d:?} names no level; use error, warn, info, debug, trace, or directives such as agent=debug,ovs=info"
+            ));
+        }
+    }
+    tracing_subscriber::EnvFilter::builder()
+        .with_regex(false)
+        .parse(filter)
+        .map_err(|e| {
+            format!("{filter:?} is not a log level or filter ({e}); use error, warn, info, debug, trace, or directives such as agent=debug,ovs=info")
+        })
 }
 
 #[cfg(test)]

@@ -462,7 +462,7 @@ pub fn overlaps(a: &Ipv4Net, b: &Ipv4Net) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::types::ClusterNetworkEntry;
+    use crate::types::ClusterNetworkEntry;
 
     fn cn(entries: &[(&str, u32)]) -> ClusterNetwork {
         ClusterNetwork::new(
@@ -603,7 +603,7 @@ mod tests {
 
     #[test]
     fn egress_network_policy_errors_name_the_field() {
-        use crate::cluster::types::{EgressNetworkPolicyRule as Rule, EgressRuleType::*};
+        use crate::types::{EgressNetworkPolicyRule as Rule, EgressRuleType::*};
         let enp = |rules| EgressNetworkPolicy::new("tenant-a", "default", rules);
         enp(vec![
             Rule::dns(Allow, "www.example.com"),

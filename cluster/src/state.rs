@@ -316,7 +316,7 @@ pub fn allocate_subnet(entries: &[CidrEntry], used: &[Ipv4Net]) -> Option<Ipv4Ne
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::types::ClusterNetworkEntry;
+    use crate::types::ClusterNetworkEntry;
 
     fn entry(cidr: &str, len: u8) -> CidrEntry {
         CidrEntry {

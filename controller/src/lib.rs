@@ -33,9 +33,9 @@ use kube::Client;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::cluster::kube::{api_resource, watch_event, Reflected};
-use crate::cluster::{ClusterNetwork, ClusterNetworkSpec};
-use crate::config::Config;
+use cluster::config::Config;
+use cluster::kube::{api_resource, watch_event, Reflected};
+use cluster::{ClusterNetwork, ClusterNetworkSpec};
 use plan::{Action, View};
 
 /// How long a Lease stays valid without renewal.
@@ -49,14 +49,10 @@ pub const LEASE_NAME: &str = "sdn-controller";
 
 /// Runs the controller until `shutdown` resolves (or leadership is lost: then an error).
 pub async fn run(cfg: Config, shutdown: impl std::future::Future<Output = ()>) -> Result<()> {
-    let client = crate::cluster::kube::client(cfg.kubeconfig.as_deref()).await?;
+    let client = cluster::kube::client(cfg.kubeconfig.as_deref()).await?;
     // Unique per process even when two replicas share a host name and pid (host network,
     // pid 1): the name for people, a random suffix for uniqueness.
-    let identity = format!(
-        "{}-{}",
-        cfg.node_name,
-        &crate::cluster::standalone::new_uid()[..8]
-    );
+    let identity = format!("{}-{}", cfg.node_name, &cluster::standalone::new_uid()[..8]);
     let wanted = ClusterNetworkSpec::from_config(&cfg).to_object();
     let mut lease = LeaseLock::new(client.clone(), &cfg.controller_namespace, &identity);
     let mut events = stream::select_all(watches(&client));
