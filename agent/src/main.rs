@@ -1,5 +1,5 @@
 //! `sdn-agent`: the node agent. It owns `br0` over OVSDB and OpenFlow, serves the CNI shim on a
-//! root-only Unix socket and programs the pipeline of `docs/pipeline.md` (see `agent::daemon`
+//! root-only Unix socket and programs the pipeline of `docs/pipeline.md` (see `agent::node::daemon`
 //! for the start-up order). SIGTERM or SIGINT stops serving; the CNI config files stay, so
 //! runtimes keep seeing the network as configured while the agent restarts or is upgraded (the
 //! shim answers "try again later" meanwhile); pods, ports and flows stay in place, so a restart
@@ -114,9 +114,12 @@ async fn main() -> Result<()> {
             let cfg = config(f)?;
             (cfg.log_format, cfg.log_level)
         }
-        _ => (agent::logging::LogFormat::Text, "info".to_string()),
+        _ => (
+            agent::telemetry::logging::LogFormat::Text,
+            "info".to_string(),
+        ),
     };
-    agent::logging::init(format, &level).map_err(anyhow::Error::msg)?;
+    agent::telemetry::logging::init(format, &level).map_err(anyhow::Error::msg)?;
     let flags = match cli.command {
         Cmd::Run(flags) => flags,
         Cmd::Crds => {
@@ -134,7 +137,7 @@ async fn main() -> Result<()> {
             cni_conf_dir,
             cni_network_name,
         } => {
-            let removed = agent::daemon::remove_cni_configs(&cni_conf_dir, &cni_network_name)?;
+            let removed = agent::node::remove_cni_configs(&cni_conf_dir, &cni_network_name)?;
             let text: String = removed
                 .iter()
                 .map(|f| format!("removed {}\n", f.display()))
@@ -146,15 +149,15 @@ async fn main() -> Result<()> {
             return Ok(());
         }
         Cmd::RemoveHostRules => {
-            agent::hostports::remove_all(&agent::iptables::Iptables::host())
+            agent::features::hostports::remove_all(&agent::host::iptables::Iptables::host())
                 .await
                 .context("removing the agent's host port rules")?;
-            return agent::iptables::remove()
+            return agent::host::iptables::remove()
                 .await
                 .context("removing the agent's iptables rules");
         }
     };
-    let node = agent::daemon::Daemon::start(config(&flags)?).await?;
+    let node = agent::node::Daemon::start(config(&flags)?).await?;
     node.run_until(until_signal()).await;
     tracing::info!("stopping (pods keep running; the CNI config stays, so runtimes retry until the agent is back)");
     node.stop().await;

@@ -835,7 +835,7 @@ fn agent_daemonset_runs_privileged_in_the_host_network_with_what_its_config_need
     );
     // The port pool's namespace is pinned next to the CNI socket and must outlive the
     // container (the agent runs without a pool otherwise).
-    let pin = agent::daemon::pool_netns_pin(&cfg);
+    let pin = agent::node::pool_netns_pin(&cfg);
     let run = mount_for(c, &pin).expect("the pool namespace's directory is mounted");
     assert_eq!(
         run.mount_propagation.as_deref(),

@@ -1,4 +1,4 @@
-//! `agent::ipam` against the real reference `host-local` plugin (Debian
+//! `agent::host::ipam` against the real reference `host-local` plugin (Debian
 //! containernetworking-plugins 1.1.1, `/usr/lib/cni/host-local`) sharing one lease directory:
 //! each side reads and releases the other's leases, follows its `last_reserved_ip.0`, and
 //! concurrent allocations from both never collide (both take the `lock` flock).
@@ -13,7 +13,7 @@ use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use agent::ipam::{IpamError, Range, Store};
+use agent::host::ipam::{IpamError, Range, Store};
 use sdn_tests::harness::unique_name;
 
 const HOST_LOCAL: &str = "/usr/lib/cni/host-local";

@@ -1,8 +1,8 @@
-//! The host rules (`agent::iptables`) against the real `iptables-restore` on PATH, each test in a
+//! The host rules (`agent::host::iptables`) against the real `iptables-restore` on PATH, each test in a
 //! network namespace it creates: iptables state is per namespace, so the host's own rules are
 //! never touched. Needs root; panics with the reason when it is not.
 
-use agent::iptables::{render, HostRules, Iptables, IptablesError};
+use agent::host::iptables::{render, HostRules, Iptables, IptablesError};
 use sdn_tests::harness::{which, Netns};
 
 fn require_root_and_iptables() {
@@ -129,7 +129,7 @@ async fn sync_twice_is_identical_one_jump_each_and_unrelated_rules_survive() {
     unrelated_rules(&ns);
     let mut r = rules(&["10.128.0.0/14"]);
     // An egress IP's mark, SNAT and reject rules, in the form iptables-save prints them.
-    r.egress_ips.push(agent::iptables::EgressIpRule {
+    r.egress_ips.push(agent::host::iptables::EgressIpRule {
         ip: "192.168.77.100".parse().unwrap(),
         mark: 0x14,
         mac: [0x0a, 0x59, 0, 0, 0, 0x14],

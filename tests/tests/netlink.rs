@@ -1,4 +1,4 @@
-//! `agent::netlink` against the real kernel: pod veths, the gateway interface, checksum offload
+//! `agent::host::netlink` against the real kernel: pod veths, the gateway interface, checksum offload
 //! and sysctls, in network namespaces the tests create (a "node" netns standing for the one
 //! ovs-vswitchd and the agent run in, and "pod" netns). No OVS needed.
 //!
@@ -12,7 +12,7 @@ use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use agent::netlink::{
+use agent::host::netlink::{
     enable_ip_forward, get_sysctl, host_veth_name, set_sysctl, Netlink, NetlinkError, PodLink,
     PodLinkSpec, PodLinkState, RouteSpec,
 };

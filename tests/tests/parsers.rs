@@ -10,8 +10,8 @@
 
 use std::time::Duration;
 
-use agent::bandwidth::Bandwidth;
 use agent::cni::{CniArgs, NetConf, Request, RequestBody};
+use agent::features::bandwidth::Bandwidth;
 use cluster::config::Config;
 use cluster::types::{parse_objects, Format};
 use proptest::prelude::*;
@@ -162,7 +162,7 @@ proptest! {
 
     #[test]
     fn runtime_config_gives_real_ports_and_positive_rates(rc in json_value()) {
-        if let Ok(mappings) = agent::hostports::parse(Some(&rc)) {
+        if let Ok(mappings) = agent::features::hostports::parse(Some(&rc)) {
             for m in mappings {
                 prop_assert!(m.host_port != 0 && m.container_port != 0, "{rc}");
             }
@@ -174,7 +174,7 @@ proptest! {
         }
         // Inside a runtimeConfig, as runtimes send it.
         let wrapped = json!({"portMappings": rc.clone(), "bandwidth": rc});
-        let _ = agent::hostports::parse(Some(&wrapped));
+        let _ = agent::features::hostports::parse(Some(&wrapped));
         let _ = Bandwidth::from_pod(None, Some(&wrapped));
     }
 

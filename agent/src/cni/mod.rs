@@ -1,5 +1,8 @@
-//! The CNI side of the agent: the types of the CNI specification (versions, commands, errors,
-//! `CNI_ARGS`, network configuration, results) and the server the `sdn-cni` shim talks to.
+//! The CNI front door (floor 1): the types of the CNI specification (versions, commands, errors,
+//! `CNI_ARGS`, network configuration, results), the plugins a conflist chains after sdn-cni
+//! ([`chain`]), and the server the `sdn-cni` shim talks to. It knows nothing of pods: the
+//! server calls a [`Handler`], which the node's wiring implements (`crate::node`), and the pod
+//! logic takes the spec types from here.
 //!
 //! Layering (see `server`): the shim forwards the runtime's environment and stdin as one JSON
 //! body over a Unix socket; [`server`] validates it into a [`Request`] and calls a [`Handler`]
@@ -9,7 +12,6 @@
 //! `tests/tests/cni_server.rs`.
 
 pub mod args;
-pub mod attach;
 pub mod chain;
 pub mod config;
 pub mod names;

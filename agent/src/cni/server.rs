@@ -719,7 +719,7 @@ async fn dispatch<H: Handler>(ctx: Arc<Ctx<H>>, req: Request, received: Instant)
 
 /// Records the handler's own time and failure (openshift-sdn's `setup`/`teardown` series).
 fn observe_handler<T>(command: Command, took: Duration, result: &Result<T, CniError>) {
-    let m = crate::metrics::metrics();
+    let m = crate::telemetry::metrics::metrics();
     let op = match command {
         Command::Add => "setup",
         Command::Del => "teardown",
@@ -734,7 +734,7 @@ fn observe_handler<T>(command: Command, took: Duration, result: &Result<T, CniEr
 /// Records a whole request as its client saw it, from receipt to answer (the CNI histograms,
 /// openshift-sdn's `e2esetup`/`e2eteardown`).
 fn observe_request(name: &str, took: Duration, response: &Response) {
-    let m = crate::metrics::metrics();
+    let m = crate::telemetry::metrics::metrics();
     // Label values come from a closed set: a misspelt command counts as "unknown".
     let name = match name.parse::<Command>() {
         Ok(c) => c.as_str(),

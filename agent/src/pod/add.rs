@@ -12,12 +12,12 @@ use tokio::time::Instant;
 use super::error::PodError;
 use super::record::{MeterRecord, PortRecord};
 use super::{lock, pool, Attachment, Pod, Pods, Wired, BRIDGE};
-use crate::bandwidth::Bandwidth;
-use crate::flowstore::{Change, Owner};
-use crate::hostports;
-use crate::netlink::{self, PodLinkSpec};
-use crate::policy::LocalPodRef;
-use crate::seams::{NodeIo, PodLinks, PortDb};
+use crate::bridge::flowstore::{Change, Owner};
+use crate::bridge::seams::{NodeIo, PodLinks, PortDb};
+use crate::features::bandwidth::Bandwidth;
+use crate::features::hostports;
+use crate::features::network_policy::LocalPodRef;
+use crate::host::netlink::{self, PodLinkSpec};
 
 /// Undo steps of a partly done ADD, run in reverse.
 #[derive(Debug)]
@@ -69,7 +69,7 @@ impl<Io: NodeIo> Pods<Io> {
             }
         };
 
-        let m = crate::metrics::metrics();
+        let m = crate::telemetry::metrics::metrics();
         // Bandwidth limits: checked first (pure), so a bad value fails with nothing reserved.
         let bandwidth = self
             .bandwidth_of(at)
@@ -172,7 +172,7 @@ impl<Io: NodeIo> Pods<Io> {
                         (lease.ip, None)
                     }
                     // Every address is taken, some by warm ports: take one of any VNID.
-                    Err(PodError::Ipam(e @ crate::ipam::IpamError::Exhausted { .. })) => {
+                    Err(PodError::Ipam(e @ crate::host::ipam::IpamError::Exhausted { .. })) => {
                         match eligible.then(|| self.pool.take_any_warm()).flatten() {
                             Some(w) => (w.ip, Some(w)),
                             None => return Err(PodError::Ipam(e)),

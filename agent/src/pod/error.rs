@@ -10,9 +10,9 @@
 use flows::AttachmentId;
 
 use crate::cni::{codes, CniError};
-use crate::ipam::IpamError;
-use crate::iptables::IptablesError;
-use crate::netlink::NetlinkError;
+use crate::host::ipam::IpamError;
+use crate::host::iptables::IptablesError;
+use crate::host::netlink::NetlinkError;
 
 /// A failed pod operation.
 #[derive(Debug, thiserror::Error)]
@@ -126,7 +126,7 @@ pub enum PodError {
 impl PodError {
     /// The CNI error code of this kind of failure.
     pub fn code(&self) -> u32 {
-        use crate::ipam::IpamError as E;
+        use crate::host::ipam::IpamError as E;
         match self {
             PodError::NoNetns | PodError::RequestedPrefix { .. } => codes::INVALID_ENV,
             PodError::Bandwidth { .. } => codes::INVALID_CONFIG,

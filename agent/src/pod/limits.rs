@@ -1,4 +1,4 @@
-//! The I/O of pod bandwidth limits (what the limits are is [`crate::bandwidth`], pure).
+//! The I/O of pod bandwidth limits (what the limits are is [`crate::features::bandwidth`], pure).
 //!
 //! Pod egress: on the netdev datapath an OpenFlow meter (the switch polices what the pod
 //! sends; the pod's table-20 IP row applies it), on the kernel datapath the Interface's
@@ -22,8 +22,8 @@ use ovs::ovsdb::QosSpec;
 use super::error::PodError;
 use super::record::keys;
 use super::{lock, Attachment, Pods};
-use crate::bandwidth::{Bandwidth, QosKind};
-use crate::seams::{FlowSwitch, NodeIo, PortDb};
+use crate::bridge::seams::{FlowSwitch, NodeIo, PortDb};
+use crate::features::bandwidth::{Bandwidth, QosKind};
 
 /// Meter ids pods use: 1..=MAX_METERS (the netdev datapath of Open vSwitch 3.1 offers far more;
 /// a node runs a few hundred pods at most).
@@ -62,7 +62,7 @@ impl<Io: NodeIo> Pods<Io> {
                 Some(meter) => {
                     tracing::warn!(meter = m, "re-adding an egress meter the switch lost");
                     switch.meter_mod(MeterModCommand::Add, &meter).await?;
-                    crate::metrics::metrics().repaired("meter");
+                    crate::telemetry::metrics::metrics().repaired("meter");
                 }
                 None => tracing::error!(meter = m, "egress meter lost and its rate is unknown"),
             }
@@ -99,7 +99,7 @@ impl<Io: NodeIo> Pods<Io> {
     ) -> Result<(), PodError> {
         self.apply_bandwidth_steps(a, host_veth, bw, egress_meter)
             .await
-            .inspect_err(|_| crate::metrics::metrics().bandwidth_errors.inc())
+            .inspect_err(|_| crate::telemetry::metrics::metrics().bandwidth_errors.inc())
     }
 
     async fn apply_bandwidth_steps(

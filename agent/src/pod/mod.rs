@@ -12,7 +12,7 @@
 //! ([`record::PortRecord`]) in `external_ids` (one OVSDB transaction), (3b) bandwidth limits,
 //! (4) the pod's seven flows (and its VNID's table-80 row) through the flow store, in one bundle
 //! with the pod's cookie, (5) when the runtime asked for host ports, the pod's nat chain
-//! ([`crate::hostports`]). The host ports are reserved and the bandwidth limits validated before
+//! ([`crate::features::hostports`]). The host ports are reserved and the bandwidth limits validated before
 //! step 1, so a taken port or a bad value fails the ADD with nothing done. Bandwidth I/O (meters
 //! on the netdev datapath, policing and QoS rows) is in [`limits`].
 //!
@@ -30,8 +30,8 @@
 //! already) and DEL leaves the port's flows, address and row to a batch, so neither waits for
 //! ovs-vswitchd ([`pool`]).
 //!
-//! Every I/O goes through the seams of [`crate::seams`], so the whole module runs on the fakes
-//! of `crate::fake` in its component tests (`tests.rs`), without root.
+//! Every I/O goes through the seams of [`crate::bridge::seams`], so the whole module runs on the fakes
+//! of `crate::bridge::fake` in its component tests (`tests.rs`), without root.
 //!
 //! Locking: the pod table's async mutex, then the flow store's. A pod enters the table only after
 //! its flows are in, under the table lock, so a VNID re-flow sees every pod whose flows exist.
@@ -62,14 +62,14 @@ use serde_json::Value;
 use tokio::sync::{watch, Mutex};
 use tokio::time::Instant;
 
-use crate::bandwidth::Bandwidth;
+use crate::bridge::flowstore::FlowStore;
+use crate::bridge::seams::{HostIo, NodeIo};
 use crate::cni::AddResult;
-use crate::flowstore::FlowStore;
-use crate::hostports::HostPorts;
-use crate::ipam;
-use crate::netlink::RouteSpec;
-use crate::policy::PodPolicy;
-use crate::seams::{HostIo, NodeIo};
+use crate::features::bandwidth::Bandwidth;
+use crate::features::hostports::HostPorts;
+use crate::features::network_policy::PodPolicy;
+use crate::host::ipam;
+use crate::host::netlink::RouteSpec;
 use cluster::ClusterState;
 
 pub use error::PodError;
@@ -373,7 +373,9 @@ impl<Io: NodeIo> Pods<Io> {
                         wait.as_secs()
                     ),
                 };
-                crate::metrics::metrics().vnid_not_found_errors.inc();
+                crate::telemetry::metrics::metrics()
+                    .vnid_not_found_errors
+                    .inc();
                 Err(PodError::NoNetNamespace {
                     namespace: namespace.to_string(),
                     hint,

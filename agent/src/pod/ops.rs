@@ -17,9 +17,9 @@ use ovs::openflow::DumpFilter;
 use super::error::PodError;
 use super::record::keys;
 use super::{lock, pool, Attachment, Pods, BRIDGE};
-use crate::hostports;
-use crate::netlink;
-use crate::seams::{FlowSwitch, NodeIo, PodLinks, PortDb};
+use crate::bridge::seams::{FlowSwitch, NodeIo, PodLinks, PortDb};
+use crate::features::hostports;
+use crate::host::netlink;
 
 impl<Io: NodeIo> Pods<Io> {
     /// CNI DEL: idempotent, complete without a netns, a veth or any memory of the pod.

@@ -9,10 +9,10 @@
 //!
 //! How: the agent keeps `portPoolSize` veth pairs ready: the host end already a port of `br0`
 //! (ofport known, `external_ids:sdn-pool=<peer name>`, no flows, so nothing can pass it), the
-//! peer up in the agent's parking namespace ([`crate::netlink`]'s, pinned on a file next to the
+//! peer up in the agent's parking namespace ([`crate::host::netlink`]'s, pinned on a file next to the
 //! CNI socket so that it outlives the agent). An ADD takes one and makes the pod's interface a
 //! passthru macvlan on the parked peer, created directly in the pod's netns (one netlink
-//! request, [`crate::netlink::PodLinkSpec::pool_peer`]); the port's record replaces the pool
+//! request, [`crate::host::netlink::PodLinkSpec::pool_peer`]); the port's record replaces the pool
 //! marker (an `external_ids` write, which ovs-vswitchd does not read, so it does not
 //! reconfigure), and the pod's flows use the known ofport. Why a macvlan and not the peer
 //! itself: moving a device between namespaces waits for an RCU grace period (15-40 ms on this
@@ -41,7 +41,7 @@
 //! [`flows::port_cookie`]). Nothing is behind a warm port (no pod interface on its peer), so
 //! its flows let nothing through. An ADD in a VNID with a warm port (and without a requested
 //! address or bandwidth limits) takes it: the lease is handed over in place
-//! ([`crate::ipam::Store::transfer`]), the pod interface is made on the peer, the record is
+//! ([`crate::host::ipam::Store::transfer`]), the pod interface is made on the peer, the record is
 //! written, and the flows are already right; nothing waits for ovs-vswitchd. Warm ports are
 //! made in batches in the background, one bundle per [`WARM_CHUNK`] ports; a VNID that falls out
 //! of the recent ones has its warm ports cooled (flows removed, addresses released, ports back in
@@ -80,8 +80,8 @@ use ovs::ovsdb::PortSpec;
 
 use super::error::PodError;
 use super::{lock, Pods, BRIDGE};
-use crate::flowstore::{Change, Owner};
-use crate::seams::{NodeIo, PodLinks, PortDb};
+use crate::bridge::flowstore::{Change, Owner};
+use crate::bridge::seams::{NodeIo, PodLinks, PortDb};
 
 /// `external_ids` key of an idle pool port; its value is the peer's name.
 pub const POOL_KEY: &str = "sdn-pool";

@@ -17,7 +17,7 @@ use std::net::Ipv4Addr;
 
 use flows::{AttachmentId, Vnid};
 
-use crate::bandwidth::{Bandwidth, Limit};
+use crate::features::bandwidth::{Bandwidth, Limit};
 
 pub use cluster::ports::keys;
 

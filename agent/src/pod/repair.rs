@@ -20,8 +20,8 @@ use ovs::ovsdb::PortSpec;
 use super::limits::ingress_qos;
 use super::record::{keys, MeterRecord, PortRecord};
 use super::{lock, Pod, Pods, BRIDGE};
-use crate::flowstore::Change;
-use crate::seams::{NodeIo, PodLinks, PortDb};
+use crate::bridge::flowstore::Change;
+use crate::bridge::seams::{NodeIo, PodLinks, PortDb};
 
 impl Pod {
     /// The port record the pod's port should carry (`meter`: the recorded meter config).
@@ -117,7 +117,7 @@ impl<Io: NodeIo> Pods<Io> {
                     "port {} was removed from {BRIDGE}; re-added",
                     pod.host_veth
                 ));
-                crate::metrics::metrics().repaired("port");
+                crate::telemetry::metrics::metrics().repaired("port");
                 if let (None, Some(p)) = (pod.egress_meter, pod.limits.policing()) {
                     self.db
                         .set_interface_policing(&pod.host_veth, p.rate_kbps, p.burst_kb)
@@ -147,7 +147,7 @@ impl<Io: NodeIo> Pods<Io> {
                         .set_interface_external_ids(&pod.host_veth, &changed)
                         .await
                         .map_err(|e| format!("restoring the port record: {e}"))?;
-                    crate::metrics::metrics().repaired("port_record");
+                    crate::telemetry::metrics::metrics().repaired("port_record");
                     drift.push(format!(
                         "record keys {} changed; restored",
                         changed.keys().cloned().collect::<Vec<_>>().join(",")
@@ -180,7 +180,7 @@ impl<Io: NodeIo> Pods<Io> {
                     .await
                     .map_err(|e| format!("re-creating the ingress QoS: {e}"))?;
                 drift.push("ingress QoS was removed or changed; re-created".to_string());
-                crate::metrics::metrics().repaired("qos");
+                crate::telemetry::metrics::metrics().repaired("qos");
             }
         }
         if drift.is_empty() {

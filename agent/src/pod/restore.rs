@@ -21,9 +21,9 @@ use ovs::openflow::OfError;
 use super::error::PodError;
 use super::record::{keys, PortRecord};
 use super::{lock, pool, Pod, Pods, VnidChange, BRIDGE};
-use crate::flowstore::Change;
-use crate::hostports;
-use crate::seams::{NodeIo, PodLinks, PortDb};
+use crate::bridge::flowstore::Change;
+use crate::bridge::seams::{NodeIo, PodLinks, PortDb};
+use crate::features::hostports;
 
 impl<Io: NodeIo> Pods<Io> {
     /// Rebuilds the pod table from the pod ports on `br0` (after a restart) and stages their
@@ -46,7 +46,7 @@ impl<Io: NodeIo> Pods<Io> {
             {
                 return Ok(None);
             }
-            Ok::<_, crate::netlink::NetlinkError>(host)
+            Ok::<_, crate::host::netlink::NetlinkError>(host)
         }))
         .await;
         for (port, alive) in ports.into_iter().zip(alive) {
@@ -226,7 +226,7 @@ impl<Io: NodeIo> Pods<Io> {
         for c in &out {
             *by_ns.entry((&c.namespace, c.from, c.to)).or_default() += 1;
         }
-        let m = crate::metrics::metrics();
+        let m = crate::telemetry::metrics::metrics();
         for _ in &out {
             m.pod_operations_latency.observe("update", took);
         }

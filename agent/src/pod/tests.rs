@@ -1,4 +1,4 @@
-//! Component tests of the pod logic on the fakes of `crate::fake` (no root, no OVS): ADD and its
+//! Component tests of the pod logic on the fakes of `crate::bridge::fake` (no root, no OVS): ADD and its
 //! rollback at every step, DEL with pieces missing, GC, the rebuild after a restart, VNID
 //! re-flows (also during an ADD), CHECK, meters lost by the switch, and bad input. Every real
 //! seam is also exercised against real OVS, netlink and iptables in `tests/`.
@@ -18,13 +18,13 @@ use tokio::time::Instant;
 
 use super::record::PortRecord;
 use super::{Attachment, PodIo, PodNetwork, Pods};
+use crate::bridge::fake::{FakeDb, FakeIo, FakeLinks, FakeNat, FakeSwitch};
+use crate::bridge::flowstore::FlowStore;
+use crate::bridge::seams::{PodLinks, PortDb};
 use crate::cni::{codes, CniError};
-use crate::fake::{FakeDb, FakeIo, FakeLinks, FakeNat, FakeSwitch};
-use crate::flowstore::FlowStore;
-use crate::hostports;
-use crate::ipam;
-use crate::netlink::host_veth_name;
-use crate::seams::{PodLinks, PortDb};
+use crate::features::hostports;
+use crate::host::ipam;
+use crate::host::netlink::host_veth_name;
 use cluster::{ClusterObject, ClusterState, NetNamespace};
 
 /// One node's pods on fakes, with handles on every fake.
@@ -177,9 +177,9 @@ impl Rig {
     /// Puts an `eth0` (veth `host`) into the attachment's netns before its ADD, so the ADD
     /// fails after it took its port.
     async fn squat_eth0(&self, at: &Attachment, host: &str) {
-        crate::seams::PodLinks::create_pod_link(
+        crate::bridge::seams::PodLinks::create_pod_link(
             &self.links,
-            &crate::netlink::PodLinkSpec {
+            &crate::host::netlink::PodLinkSpec {
                 netns: at.netns.clone().unwrap(),
                 ifname: "eth0".into(),
                 host_ifname: host.into(),

@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use crate::iptables::IptablesError;
-use crate::seams::NatRules;
+use crate::bridge::seams::NatRules;
+use crate::host::iptables::IptablesError;
 
 use super::{lock, Faults};
 
@@ -74,11 +74,6 @@ impl FakeNat {
             .filter(|c| !BUILTIN_NAT.contains(&c.as_str()))
             .cloned()
             .collect()
-    }
-
-    /// Restores applied so far.
-    pub fn restores(&self) -> usize {
-        *lock(&self.restores)
     }
 
     /// Flushes a chain behind the agent's back (drift).

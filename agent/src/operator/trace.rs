@@ -20,8 +20,8 @@ use std::time::Duration;
 use flows::Table;
 use ipnet::Ipv4Net;
 
-use crate::observe::pod_mac;
-use crate::observe::NodeView;
+use crate::operator::observe::pod_mac;
+use crate::operator::observe::NodeView;
 use local_api::{Outcome, Step, TraceRequest, TraceResult, VxlanHop};
 
 /// A bad trace request (the caller's fault), said plainly.
@@ -475,7 +475,7 @@ pub async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceResult, T
 }
 
 /// Networkpolicy mode: what tables 27 and 80 did with the packet, in words.
-fn policy_words(p: &Parsed, view: &crate::policy::PolicyView) -> Vec<String> {
+fn policy_words(p: &Parsed, view: &crate::features::network_policy::PolicyView) -> Vec<String> {
     use multitenant::policy::Direction;
     let mut out = Vec::new();
     for (table, matched, prio, _, _) in &p.steps {
@@ -544,7 +544,7 @@ struct Judge<'a> {
     /// none is usable), if it has egress IPs.
     egress_ip: &'a dyn Fn(u32) -> Option<(String, String, String)>,
     /// Networkpolicy mode: the policies' rows.
-    policy: Option<&'a crate::policy::PolicyView>,
+    policy: Option<&'a crate::features::network_policy::PolicyView>,
 }
 
 impl Judge<'_> {

@@ -227,7 +227,7 @@ impl Netlink {
         }))
     }
 
-    /// Takes a pod's interface off pool peer `peer` (see [`crate::seams::PodLinks`]): deletes
+    /// Takes a pod's interface off pool peer `peer` (see [`crate::bridge::seams::PodLinks`]): deletes
     /// `ifname` in `netns` if the netns is given and still there (a failure is logged: the
     /// peer then is not free, and its pair is deleted instead), then whether the peer is free.
     pub async fn release_pool_link(

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use flows::{NodeConfig, Table};
 
-use crate::flowstore::Owner;
+use crate::bridge::flowstore::Owner;
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
@@ -43,11 +43,11 @@ use ovs::openflow::DumpFilter;
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::flowstore::FlowStore;
+use crate::bridge::flowstore::FlowStore;
+use crate::bridge::switch::Switch;
 use crate::lock;
-use crate::metrics::metrics;
 use crate::pod::Pods;
-use crate::switch::Switch;
+use crate::telemetry::metrics::metrics;
 use cluster::config::Config;
 use cluster::{ClusterSource, ClusterState};
 
@@ -139,7 +139,7 @@ impl Health {
         &self,
         reason: &str,
         took: Duration,
-        result: &Result<crate::flowstore::ReconcileStats, String>,
+        result: &Result<crate::bridge::flowstore::ReconcileStats, String>,
     ) {
         metrics()
             .reconcile_duration
@@ -211,11 +211,11 @@ pub struct NodeView {
     /// The version marker flow of the base pipeline (table 253).
     pub version_note: Option<Flow>,
     /// The tenants' egress firewalls.
-    pub egress: Arc<crate::egress::EgressFirewalls<Switch>>,
+    pub egress: Arc<crate::features::egress_firewall::EgressFirewalls<Switch>>,
     /// The tenants' egress IPs.
-    pub egress_ips: Arc<crate::egress_ip::EgressIps<Switch>>,
+    pub egress_ips: Arc<crate::features::egress_ip::EgressIps<Switch>>,
     /// Networkpolicy mode: the NetworkPolicy rows.
-    pub policies: Option<Arc<crate::policy::NetworkPolicies<Switch>>>,
+    pub policies: Option<Arc<crate::features::network_policy::NetworkPolicies<Switch>>>,
 }
 
 impl NodeView {
@@ -365,7 +365,7 @@ impl NodeView {
         m.egress_firewall_rules.set(
             desired
                 .iter()
-                .filter(|(o, _)| matches!(o, crate::flowstore::Owner::EgressFirewall(_)))
+                .filter(|(o, _)| matches!(o, crate::bridge::flowstore::Owner::EgressFirewall(_)))
                 .count() as i64,
         );
         let plans = self.egress.current().await;

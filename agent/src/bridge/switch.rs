@@ -5,7 +5,7 @@
 //! switch may have lost flows (ovs-vswitchd restarted) and only the owner of the desired state
 //! can repair that. [`Switch`] therefore re-opens the connection when a request finds it closed,
 //! bumps [`Switch::generation`], and the agent's reconcile loop notices the new generation and
-//! has the flow store ([`crate::flowstore`]) re-apply the whole desired set. The loop learns of
+//! has the flow store ([`crate::bridge::flowstore`]) re-apply the whole desired set. The loop learns of
 //! a closed connection at once ([`Switch::lost`]), and of flows changed by anyone else
 //! (`ovs-ofctl`, a deleted meter) from the flow monitor every connection opens
 //! ([`Switch::drifted`]), so drift is repaired within milliseconds, not at the next poll.

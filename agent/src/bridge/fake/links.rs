@@ -5,8 +5,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::netlink::{NetlinkError, PodLink, PodLinkSpec, PodLinkState, RouteSpec};
-use crate::seams::PodLinks;
+use crate::bridge::seams::PodLinks;
+use crate::host::netlink::{NetlinkError, PodLink, PodLinkSpec, PodLinkState, RouteSpec};
 
 use super::{lock, Faults};
 
@@ -122,8 +122,8 @@ fn os_error(step: String, errno: i32) -> NetlinkError {
 
 impl PodLinks for FakeLinks {
     async fn create_pod_link(&self, spec: &PodLinkSpec) -> Result<PodLink, NetlinkError> {
-        crate::netlink::validate_ifname(&spec.host_ifname)?;
-        crate::netlink::validate_ifname(&spec.ifname)?;
+        crate::host::netlink::validate_ifname(&spec.host_ifname)?;
+        crate::host::netlink::validate_ifname(&spec.ifname)?;
         if self.faults.hit("create_pod_link") {
             return Err(os_error(
                 format!("creating veth {}", spec.host_ifname),
@@ -287,8 +287,8 @@ impl PodLinks for FakeLinks {
         mtu: u32,
         tx_checksum_off: bool,
     ) -> Result<(), NetlinkError> {
-        crate::netlink::validate_ifname(host)?;
-        crate::netlink::validate_ifname(peer)?;
+        crate::host::netlink::validate_ifname(host)?;
+        crate::host::netlink::validate_ifname(peer)?;
         if self.faults.hit("create_pool_veth") {
             return Err(os_error(format!("creating pool veth {host}"), libc::EIO));
         }

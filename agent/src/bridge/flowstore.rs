@@ -46,7 +46,7 @@ use ovs::openflow::flow_mod::GroupModCommand;
 use ovs::openflow::{BundleMsg, DumpFilter, OfError};
 use tokio::sync::Mutex;
 
-use crate::seams::FlowSwitch;
+use crate::bridge::seams::FlowSwitch;
 
 /// Who owns a set of flows.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -900,7 +900,7 @@ fn same(a: &Flow, b: &Flow) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fake::FakeSwitch;
+    use crate::bridge::fake::FakeSwitch;
     use ovs::flow::Action;
 
     fn f(table: u8, prio: u16, port: u32, out: u32) -> Flow {

@@ -40,8 +40,8 @@ use ovs::flow::Flow;
 use ovs::openflow::OfError;
 use tokio::sync::{watch, Notify};
 
-use crate::flowstore::{Change, FlowStore, Owner};
-use crate::seams::FlowSwitch;
+use crate::bridge::flowstore::{Change, FlowStore, Owner};
+use crate::bridge::seams::FlowSwitch;
 use cluster::ClusterState;
 
 /// A local pod, as the pod table knows it.
@@ -282,7 +282,7 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
         let changed = !change.is_empty();
         self.store.apply(change).await?;
         let took = began.elapsed();
-        let m = crate::metrics::metrics();
+        let m = crate::telemetry::metrics::metrics();
         m.policy_rebuild_seconds.observe(took.as_secs_f64());
         self.publish(&inputs, &rows, took, changed);
         if changed {
@@ -370,7 +370,7 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
             rebuilds: old.rebuilds + u64::from(changed),
             last_rebuild: if changed { took } else { old.last_rebuild },
         };
-        let m = crate::metrics::metrics();
+        let m = crate::telemetry::metrics::metrics();
         m.policies.set(view.policies as i64);
         m.policies_active.set(view.active.len() as i64);
         m.policy_flows
@@ -428,7 +428,9 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
         };
         match ovs::unixctl::call(&ctl, "revalidator/purge", &[], Duration::from_secs(5)).await {
             Ok(_) => {
-                crate::metrics::metrics().policy_datapath_purges.inc();
+                crate::telemetry::metrics::metrics()
+                    .policy_datapath_purges
+                    .inc();
                 tracing::debug!("datapath flows purged after a network policy change")
             }
             Err(e) => {

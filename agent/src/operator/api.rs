@@ -21,7 +21,7 @@
 //!   changes the level at once, `GET` shows it.
 //! - `POST /v1/trace` (`{"src", "dst", "proto", "vni", "spoof_ip", "spoof_mac"}`): one packet
 //!   through br0's real tables (`ofproto/trace`), each step named, the verdict in words
-//!   ([`crate::trace`]).
+//!   ([`crate::operator::trace`]).
 //! - `/v1/bundle`: everything `sdnctl bundle` archives, as `{file name: content}`.
 //! - `/v1/egress-firewall`: every tenant's egress firewall in effect, rule by rule.
 //! - `/v1/network-policies`: networkpolicy mode: the policies that select this node's pods,
@@ -45,8 +45,8 @@ use hyper::{Method, StatusCode};
 use ovs::openflow::DumpFilter;
 use serde_json::{json, Value};
 
-use crate::observe::pod_mac;
-use crate::observe::{HttpAnswer, NodeView};
+use crate::operator::observe::pod_mac;
+use crate::operator::observe::{HttpAnswer, NodeView};
 use local_api::{
     BandwidthEntry, Check, EgressEntry, EgressIpsView, EgressRuleEntry, FlowEntry, IsolationEntry,
     NamespaceEntry, NetworkPoliciesView, PodEntry, Status, TraceRequest,
@@ -354,7 +354,7 @@ pub fn table_names() -> ovs::flow::Names {
 
 /// `sdnctl status`.
 pub async fn status(view: &NodeView) -> Status {
-    let m = crate::metrics::metrics();
+    let m = crate::telemetry::metrics::metrics();
     let family = |name: &str, label: &str| -> BTreeMap<String, u64> {
         let v = match name {
             "repairs" => &m.drift_repairs,
@@ -438,7 +438,7 @@ pub async fn bundle(view: &NodeView) -> BTreeMap<String, String> {
     let st = status(view).await;
     files.insert("status.json".into(), pretty(&st));
     files.insert("config.json".into(), pretty(&view.config));
-    if let Some(l) = crate::logging::logging() {
+    if let Some(l) = crate::telemetry::logging::logging() {
         files.insert("agent.log".into(), l.recent());
     }
     files.insert("pods.json".into(), pretty(&pod_entries(view).await));
@@ -495,7 +495,7 @@ pub async fn bundle(view: &NodeView) -> BTreeMap<String, String> {
                 .collect()
         });
     files.insert("ovsdb.json".into(), pretty(&ovsdb));
-    let ipt = crate::iptables::Iptables::host();
+    let ipt = crate::host::iptables::Iptables::host();
     let mut rules = String::new();
     for table in ["nat", "filter"] {
         match ipt.list(table).await {
@@ -521,7 +521,10 @@ pub async fn bundle(view: &NodeView) -> BTreeMap<String, String> {
     files.insert("cluster-state.json".into(), pretty(&cluster));
     view.fill_gauges().await;
     view.fill_ready().await;
-    files.insert("metrics.txt".into(), crate::metrics::metrics().render());
+    files.insert(
+        "metrics.txt".into(),
+        crate::telemetry::metrics::metrics().render(),
+    );
     files.insert(
         "README.txt".into(),
         format!(
@@ -590,9 +593,9 @@ pub async fn answer(
                     )
                 }
             };
-            match crate::trace::trace(view, &req).await {
+            match crate::operator::trace::trace(view, &req).await {
                 Ok(t) => HttpAnswer::json(StatusCode::OK, &t),
-                Err(e @ crate::trace::TraceError::BadRequest(_)) => {
+                Err(e @ crate::operator::trace::TraceError::BadRequest(_)) => {
                     err(StatusCode::BAD_REQUEST, e.to_string())
                 }
                 Err(e) => err(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
@@ -602,7 +605,7 @@ pub async fn answer(
             StatusCode::METHOD_NOT_ALLOWED,
             "use POST /v1/trace with {\"src\", \"dst\", \"proto\"}",
         ),
-        ("/v1/log", true) => match crate::logging::logging() {
+        ("/v1/log", true) => match crate::telemetry::logging::logging() {
             Some(l) if q.get("format").map(String::as_str) == Some("json") => HttpAnswer {
                 status: StatusCode::OK,
                 content_type: "application/json",
@@ -611,7 +614,7 @@ pub async fn answer(
             Some(l) => HttpAnswer::text(StatusCode::OK, l.recent()),
             None => err(StatusCode::NOT_FOUND, "this agent keeps no log in memory"),
         },
-        ("/v1/log-level", _) => match (crate::logging::logging(), method.as_str()) {
+        ("/v1/log-level", _) => match (crate::telemetry::logging::logging(), method.as_str()) {
             (None, _) => err(
                 StatusCode::NOT_FOUND,
                 "this agent's logger cannot change level",
@@ -638,7 +641,7 @@ pub async fn answer(
             HttpAnswer {
                 status: StatusCode::OK,
                 content_type: "text/plain; version=0.0.4; charset=utf-8",
-                body: crate::metrics::metrics().render(),
+                body: crate::telemetry::metrics::metrics().render(),
             }
         }
         ("/livez", true) => {
@@ -695,20 +698,23 @@ pub async fn serve(socket: &Path, view: Arc<NodeView>) -> Result<tokio::task::Jo
                     };
                     let view = view.clone();
                     tokio::spawn(async move {
-                        crate::observe::serve_http(stream, move |method, path, query, body| {
-                            let view = view.clone();
-                            let refusal = refusal.clone();
-                            async move {
-                                if let Some(why) = refusal {
-                                    tracing::warn!(%why, "refusing a local API connection");
-                                    return err(
-                                        StatusCode::FORBIDDEN,
-                                        format!("{why}: the local API is root only"),
-                                    );
+                        crate::operator::observe::serve_http(
+                            stream,
+                            move |method, path, query, body| {
+                                let view = view.clone();
+                                let refusal = refusal.clone();
+                                async move {
+                                    if let Some(why) = refusal {
+                                        tracing::warn!(%why, "refusing a local API connection");
+                                        return err(
+                                            StatusCode::FORBIDDEN,
+                                            format!("{why}: the local API is root only"),
+                                        );
+                                    }
+                                    answer(&view, &method, &path, &query, &body).await
                                 }
-                                answer(&view, &method, &path, &query, &body).await
-                            }
-                        })
+                            },
+                        )
                         .await
                     });
                 }

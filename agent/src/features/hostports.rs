@@ -16,7 +16,7 @@
 //!
 //! Why this way: every change (ADD, DEL, start-up) rewrites the whole set of our chains from
 //! the registry in one `iptables-restore --noflush` input (dry run first, through
-//! [`crate::iptables::Iptables::restore`]), so a sync is atomic and also removes stale
+//! [`crate::host::iptables::Iptables::restore`]), so a sync is atomic and also removes stale
 //! `SDN-HP-*` chains. The registry of taken (hostPort, protocol, hostIP) is node-wide: a second
 //! pod asking for a taken one fails its ADD with an error naming the holder.
 //!
@@ -36,10 +36,10 @@ use std::net::Ipv4Addr;
 use ipnet::Ipv4Net;
 use serde_json::Value;
 
+use crate::bridge::seams::NatRules;
 use crate::cni::config::runtime_key;
 use crate::cni::{codes, CniError};
-use crate::iptables::{Iptables, IptablesError};
-use crate::seams::NatRules;
+use crate::host::iptables::{Iptables, IptablesError};
 
 /// The chain jumped to from `PREROUTING` and `OUTPUT`; holds one jump per pod.
 pub const HOSTPORTS_CHAIN: &str = "SDN-HOSTPORTS";

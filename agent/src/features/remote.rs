@@ -8,7 +8,7 @@
 //! hostIP another HostSubnet already has: two rows `tun_src=X` would fight over one flow). Each
 //! remote node's rows carry [`flows::node_cookie`] of its HostSubnet's uid.
 //!
-//! The rows reach `br0` through the flow store ([`crate::flowstore`]), which owns them by
+//! The rows reach `br0` through the flow store ([`crate::bridge::flowstore`]), which owns them by
 //! cookie ([`Owner::RemoteNode`], [`Owner::Multicast`]):
 //! - **Incrementally** ([`RemoteNodes::sync`], on every cluster-state change): the new set is
 //!   compared with what was last handed to the store ([`plan_updates`]); every node that was added,
@@ -38,9 +38,9 @@ use ovs::flow::Flow;
 use ovs::openflow::{BundleMsg, OfError};
 use tokio::sync::{watch, Mutex};
 
-use crate::flowstore::{Change, FlowStore, Owner};
-use crate::seams::FlowSwitch;
-use crate::switch::Switch;
+use crate::bridge::flowstore::{Change, FlowStore, Owner};
+use crate::bridge::seams::FlowSwitch;
+use crate::bridge::switch::Switch;
 use cluster::{ClusterState, HostSubnet};
 
 /// This node, as far as remote nodes are concerned.

@@ -29,8 +29,8 @@ use flows::{egress_cidr, egress_firewall_flows, EgressFirewall, EgressRule, Vnid
 use ipnet::Ipv4Net;
 use tokio::sync::{watch, Mutex};
 
-use crate::flowstore::{Change, FlowStore, Owner};
-use crate::seams::FlowSwitch;
+use crate::bridge::flowstore::{Change, FlowStore, Owner};
+use crate::bridge::seams::FlowSwitch;
 use cluster::{ClusterState, EgressNetworkPolicy, EgressRuleType};
 
 /// One VNID's planned rows and why.
@@ -477,7 +477,7 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
             return 0;
         };
         let mut ok = 0;
-        let lookups = &crate::metrics::metrics().egress_dns_lookups;
+        let lookups = &crate::telemetry::metrics::metrics().egress_dns_lookups;
         for (name, answer) in names.iter().zip(answers) {
             match answer {
                 Ok((addrs, _)) => {
@@ -509,7 +509,7 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
                 if due.get(name).is_some_and(|t| *t > now) {
                     continue;
                 }
-                let lookups = &crate::metrics::metrics().egress_dns_lookups;
+                let lookups = &crate::telemetry::metrics::metrics().egress_dns_lookups;
                 let next = match dns.resolve(name).await {
                     Ok((addrs, ttl)) => {
                         let new = self.set_resolved(name, &addrs);

@@ -1,4 +1,4 @@
-//! Stateful fakes of every I/O seam ([`crate::seams`]), for component tests without root.
+//! Stateful fakes of every I/O seam ([`crate::bridge::seams`]), for component tests without root.
 //!
 //! Each fake keeps the state the real thing would and refuses what the real thing refuses, so a
 //! test that passes on them says something about the real node:
@@ -27,10 +27,10 @@ use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
 
-use crate::seams::NodeIo;
+use crate::bridge::seams::NodeIo;
 
-pub use db::{FakeDb, FakePort};
-pub use links::{FakeLink, FakeLinks};
+pub use db::FakeDb;
+pub use links::FakeLinks;
 pub use nat::FakeNat;
 pub use switch::FakeSwitch;
 
@@ -71,7 +71,7 @@ pub fn pod_ip(n: u8) -> Ipv4Addr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::seams::{FlowSwitch, NatRules, PortDb};
+    use crate::bridge::seams::{FlowSwitch, NatRules, PortDb};
     use ovs::flow::{Action, Flow, Match};
     use ovs::openflow::wire::SwitchError;
     use ovs::openflow::{BundleMsg, Meter, MeterModCommand};

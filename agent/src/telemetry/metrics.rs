@@ -1,5 +1,5 @@
 //! The agent's Prometheus metrics: one process-wide registry ([`metrics()`]), rendered in the
-//! Prometheus text format by the metrics endpoint ([`crate::observe`]).
+//! Prometheus text format by the metrics endpoint ([`crate::operator::observe`]).
 //!
 //! Two families of series:
 //! - **openshift-sdn's own**, under their own names and labels, so the dashboards and alerts

@@ -41,10 +41,10 @@ use std::time::Duration;
 use flows::{EgressRoute, NodeConfig, Vnid};
 use tokio::sync::watch;
 
-use crate::flowstore::{Change, FlowStore, Owner};
-use crate::iptables::{EgressIpRule, HostRules};
-use crate::netlink::Netlink;
-use crate::seams::FlowSwitch;
+use crate::bridge::flowstore::{Change, FlowStore, Owner};
+use crate::bridge::seams::FlowSwitch;
+use crate::host::iptables::{EgressIpRule, HostRules};
+use crate::host::netlink::Netlink;
 use cluster::ClusterState;
 use local_api::EgressIpEntry;
 
@@ -317,12 +317,12 @@ pub fn plan(state: &ClusterState, local_node: &str, offline: &BTreeSet<String>) 
 /// node it moves to first probes it.
 const PROBE_ROUNDS: u32 = 4;
 
-/// Probes `ip` on `link` before this node takes it (RFC 5227, [`crate::netlink::arp_probe`]),
+/// Probes `ip` on `link` before this node takes it (RFC 5227, [`crate::host::netlink::arp_probe`]),
 /// unless the node already holds it: why it must not be held (another host still answers for
 /// it after [`PROBE_ROUNDS`] probes a second apart, or the probe could not run: when in doubt
 /// the address is not taken), or `None`.
 async fn probe_before_holding(
-    link: &crate::netlink::EgressLink,
+    link: &crate::host::netlink::EgressLink,
     ip: Ipv4Addr,
     held: bool,
 ) -> Option<String> {
@@ -335,7 +335,7 @@ async fn probe_before_holding(
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
         let l = link.clone();
-        answer = tokio::task::spawn_blocking(move || crate::netlink::arp_probe(&l, ip)).await;
+        answer = tokio::task::spawn_blocking(move || crate::host::netlink::arp_probe(&l, ip)).await;
         if !matches!(answer, Ok(Ok(Some(_)))) {
             break;
         }
@@ -550,7 +550,7 @@ impl<S: FlowSwitch> EgressIps<S> {
         both.extend(hold.iter().map(|(k, v)| (*k, *v)));
         let both_rules = self.rules(&both);
         if applied.rules.as_ref() != Some(&both_rules) {
-            crate::iptables::sync(&both_rules)
+            crate::host::iptables::sync(&both_rules)
                 .await
                 .context("installing the egress IP rules")?;
             applied.rules = Some(both_rules);
@@ -580,7 +580,7 @@ impl<S: FlowSwitch> EgressIps<S> {
         // Now the rules and addresses of IPs no longer held go.
         if both.len() != hold.len() {
             let rules = self.rules(&hold);
-            crate::iptables::sync(&rules)
+            crate::host::iptables::sync(&rules)
                 .await
                 .context("removing egress IP rules")?;
             applied.rules = Some(rules);
@@ -597,7 +597,7 @@ impl<S: FlowSwitch> EgressIps<S> {
             }
             for (ip, v) in hold.iter().filter(|(ip, _)| !applied.held.contains_key(ip)) {
                 tracing::info!(egress_ip = %ip, vnid = v.id(), interface = %l.name, "egress IP held on this node");
-                if let Err(e) = crate::netlink::gratuitous_arp(l, *ip) {
+                if let Err(e) = crate::host::netlink::gratuitous_arp(l, *ip) {
                     tracing::warn!(egress_ip = %ip, error = %e, "sending a gratuitous ARP");
                 }
             }
@@ -737,7 +737,7 @@ impl<S: FlowSwitch> EgressIps<S> {
                         misses.remove(&m.node);
                         if offline.remove(&m.node) {
                             tracing::info!(node = %m.node, gateway = %m.gateway, "egress IP node is back online");
-                            crate::metrics::metrics()
+                            crate::telemetry::metrics::metrics()
                                 .egress_node_changes
                                 .with_label_values(&["online"])
                                 .inc();
@@ -748,7 +748,7 @@ impl<S: FlowSwitch> EgressIps<S> {
                         *n += 1;
                         if *n == OFFLINE_AFTER && offline.insert(m.node.clone()) {
                             tracing::warn!(node = %m.node, gateway = %m.gateway, probes = OFFLINE_AFTER, "egress IP node is offline: its egress IPs are not used until it answers again");
-                            crate::metrics::metrics()
+                            crate::telemetry::metrics::metrics()
                                 .egress_node_changes
                                 .with_label_values(&["offline"])
                                 .inc();

@@ -11,7 +11,7 @@ use ovs::openflow::{
 };
 
 use super::{lock, Faults};
-use crate::seams::FlowSwitch;
+use crate::bridge::seams::FlowSwitch;
 
 #[derive(Debug, Default)]
 struct SwitchState {

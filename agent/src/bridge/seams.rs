@@ -7,7 +7,7 @@
 //! could only be exercised as root against real OVS. Now they are generic over [`NodeIo`]: the
 //! agent runs them on [`HostIo`] (the real clients, each tested against real OVS, netlink and
 //! iptables in `tests/`), and component tests run them on the stateful fakes of
-//! `crate::fake`, which validate their input the way the real thing does.
+//! `crate::bridge::fake`, which validate their input the way the real thing does.
 //!
 //! Each method states what the real implementation guarantees (idempotency, atomicity); the
 //! fakes keep the same contract. Async methods return `Send` futures so the callers can run on
@@ -22,9 +22,9 @@ use ovs::flow::{Flow, Group};
 use ovs::openflow::{BundleMsg, DumpFilter, Meter, MeterModCommand, OfError};
 use ovs::ovsdb::{self, InterfaceInfo, PortSpec, QosInfo, QosSpec};
 
-use crate::iptables::{Iptables, IptablesError};
-use crate::netlink::{Netlink, NetlinkError, PodLink, PodLinkSpec, PodLinkState};
-use crate::switch::Switch;
+use crate::bridge::switch::Switch;
+use crate::host::iptables::{Iptables, IptablesError};
+use crate::host::netlink::{Netlink, NetlinkError, PodLink, PodLinkSpec, PodLinkState};
 
 /// The OVSDB side of pods: ports on the bridge, their `external_ids`, policing and QoS.
 pub trait PortDb: Send + Sync + Debug + 'static {
@@ -240,7 +240,7 @@ impl NodeIo for HostIo {
 /// OVSDB transaction and OpenFlow request of the pod logic and the flow store goes through the
 /// impls below.
 fn counted<T, E>(r: Result<T, E>) -> Result<T, E> {
-    crate::metrics::metrics().ovs_result(&r);
+    crate::telemetry::metrics::metrics().ovs_result(&r);
     r
 }
 
@@ -401,7 +401,7 @@ impl PodLinks for Netlink {
     }
 
     fn isolate_host_veth(&self, name: &str) -> Result<(), NetlinkError> {
-        crate::netlink::isolate_host_veth(name)
+        crate::host::netlink::isolate_host_veth(name)
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use ovs::ovsdb::{self, InterfaceInfo, PortSpec, QosInfo, QosSpec};
 
 use super::{lock, FakeLinks, Faults};
-use crate::seams::PortDb;
+use crate::bridge::seams::PortDb;
 
 /// One fake port (with its one interface).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,25 +75,6 @@ impl FakeDb {
     /// Every QoS row.
     pub fn qos(&self) -> BTreeMap<String, QosInfo> {
         lock(&self.state).qos.clone()
-    }
-
-    /// Adds a port behind the agent's back (a port an older agent left, `ovs-vsctl add-port`).
-    pub fn put_port(&self, name: &str, external_ids: BTreeMap<String, String>) -> u32 {
-        let mut s = lock(&self.state);
-        let ofport = s.next_ofport;
-        s.next_ofport += 1;
-        s.ports.insert(
-            name.into(),
-            FakePort {
-                bridge: "br0".into(),
-                ofport,
-                iface_type: String::new(),
-                external_ids,
-                policing: (0, 0),
-                qos: None,
-            },
-        );
-        ofport
     }
 
     /// Adds a port with a given ofport behind the agent's back (one that took a number).

@@ -11,8 +11,8 @@
 use flows::AttachmentId;
 use ovs::flow::MacAddr;
 
-use super::request::DEFAULT_NAMESPACE;
-use super::{AddResult, Interface, IpConfig, Request, Route};
+use crate::cni::request::DEFAULT_NAMESPACE;
+use crate::cni::{AddResult, Interface, IpConfig, Request, Route};
 use crate::pod::{Attachment, PodNetwork, Wired};
 
 /// The attachment `req` asks for.

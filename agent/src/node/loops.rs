@@ -1,0 +1,280 @@
+//! What keeps the started node true: the main loop (cluster-state changes, flow drift seen by
+//! the flow monitor, OVSDB drift seen by its monitor, OpenFlow reconnects with tun0 and
+//! flow-restore-wait, the periodic reconcile), each repair counted and recorded for operators.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use ovs::ovsdb::{self};
+
+use crate::bridge::flowstore::ReconcileStats;
+
+use super::start::{configure_tun0, release_switch};
+use super::*;
+
+impl Daemon {
+    /// Applies the difference between the whole desired flow set and br0 (at start, after an
+    /// OpenFlow reconnect, periodically): meters the switch lost first (pod flows use them),
+    /// then the flow store's one diff.
+    pub async fn reconcile(&self) -> Result<ReconcileStats> {
+        self.pods
+            .restore_meters()
+            .await
+            .context("re-adding lost egress meters")?;
+        Ok(self.store.reconcile().await?)
+    }
+
+    /// [`Self::reconcile`], timed and recorded for `sdnctl status` and the metrics as done
+    /// for `reason` (`start`, `periodic`, `flow-drift`, `switch-restart`).
+    pub(super) async fn reconcile_for(&self, reason: &str) -> Result<ReconcileStats> {
+        let began = std::time::Instant::now();
+        let r = self.reconcile().await;
+        let shown = r.as_ref().map(Clone::clone).map_err(|e| format!("{e:#}"));
+        self.observer
+            .health
+            .reconciled(reason, began.elapsed(), &shown);
+        r
+    }
+
+    /// Applies a new cluster state: re-flows pods whose namespace changed VNID (one bundle),
+    /// replaces the rows of remote nodes that changed (one bundle per node) and keeps the tenant
+    /// networks' CNI config files in step.
+    async fn apply_state(&self) {
+        if let Err(e) = self.nodes.sync().await {
+            tracing::warn!(error = %e, "applying remote node changes failed; retrying at the next change or repair");
+        }
+        let multitenant = self.node.mode.has_vnids();
+        // Egress firewalls of new or changed VNIDs before pods move to them; rows of VNIDs that
+        // lost their policy go only after the pods left them (see `EgressFirewalls::sync`).
+        if multitenant {
+            if let Err(e) = self.egress.sync(false).await {
+                tracing::warn!(error = %e, "applying egress firewall changes failed; retrying at the next change or repair");
+            }
+        }
+        if multitenant {
+            self.sync_multicast().await;
+        }
+        // Egress IPs: new or changed tenants before pods move, as the firewall's.
+        if let Err(e) = self.egress_ips.sync(false, false).await {
+            tracing::warn!(error = %format!("{e:#}"), "applying egress IP changes failed; retrying at the next change or repair");
+        }
+        // sync_vnids logs each namespace's change as soon as its bundle is in.
+        let moved = self.pods.sync_vnids().await;
+        if let Err(e) = &moved {
+            tracing::warn!(error = %e, "applying VNID changes failed; retrying at the next repair")
+        }
+        if multitenant && moved.is_ok() {
+            if let Err(e) = self.egress.sync(true).await {
+                tracing::warn!(error = %e, "removing egress firewall rows failed; retrying at the next change or repair");
+            }
+        }
+        if moved.is_ok() {
+            if let Err(e) = self.egress_ips.sync(false, true).await {
+                tracing::warn!(error = %format!("{e:#}"), "removing egress IP rows failed; retrying at the next change or repair");
+            }
+        }
+        self.sync_tenant_networks();
+    }
+
+    /// Multicast per tenant: the VNIDs whose every namespace carries the multicast annotation
+    /// get their table-110/120 rows (the flow store keeps them in step with the pods).
+    async fn sync_multicast(&self) {
+        let want = self.state.borrow().multicast_vnids();
+        let had = self.store.multicast().await;
+        if want == had {
+            return;
+        }
+        match self.store.set_multicast(want.clone()).await {
+            Ok(()) => {
+                let state = self.state.borrow().clone();
+                for v in want.symmetric_difference(&had) {
+                    tracing::info!(
+                        vnid = v.id(),
+                        namespaces = %state.namespaces_of(v.id()).join(","),
+                        enabled = want.contains(v),
+                        "multicast {}", if want.contains(v) { "enabled" } else { "disabled" }
+                    );
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "applying multicast changes failed; retrying at the next change or repair")
+            }
+        }
+    }
+
+    async fn repair(&self, reason: &str, why: &str) {
+        // Egress IP addresses and host rules are checked on every repair, not only on change.
+        self.egress_ips.recheck_host().await;
+        self.apply_state().await;
+        if let Some(np) = &self.policies {
+            if let Err(e) = np.sync().await {
+                tracing::warn!(error = %e, "applying network policy rows failed; retrying at the next change or repair");
+            }
+        }
+        match self.reconcile_for(reason).await {
+            Ok(s) if s.added + s.deleted + s.groups > 0 => {
+                crate::telemetry::metrics::metrics().repaired(if reason == "switch-restart" {
+                    "switch_restart"
+                } else {
+                    "flows"
+                });
+                tracing::warn!(
+                    added = s.added,
+                    deleted = s.deleted,
+                    why,
+                    changes = %s.changes.join("; "),
+                    "br0 drifted; repaired"
+                )
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %format!("{e:#}"), why, "reconcile failed"),
+        }
+    }
+
+    /// After ovs-vswitchd restarted (the OpenFlow connection was re-opened): tun0 again (on the
+    /// userspace datapath ovs-vswitchd re-creates it without its address and routes), the
+    /// whole pipeline in one reconcile, then the switch may forward.
+    async fn repair_switch(&self) {
+        if let Err(e) = configure_tun0(&self.node, self.config.mtu).await {
+            tracing::warn!(error = %format!("{e:#}"), "re-configuring tun0 after the switch restarted");
+        }
+        self.repair(
+            "switch-restart",
+            "OpenFlow connection re-opened (ovs-vswitchd restarted?)",
+        )
+        .await;
+        release_switch(&self.db).await;
+    }
+
+    /// The OpenFlow connection closed: reconnects (every 50 ms for up to a second; the loop
+    /// calls again while ovs-vswitchd stays away), then repairs the switch.
+    async fn reconnect(&self) {
+        let give_up = tokio::time::Instant::now() + Duration::from_secs(1);
+        loop {
+            match self.switch.client().await {
+                Ok(_) => {
+                    crate::telemetry::metrics::metrics()
+                        .reconnects
+                        .with_label_values(&["openflow"])
+                        .inc();
+                    self.repair_switch().await;
+                    return;
+                }
+                Err(e) if tokio::time::Instant::now() >= give_up => {
+                    tracing::debug!(error = %e, "ovs-vswitchd still unreachable");
+                    return;
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
+
+    /// Runs until `shutdown` resolves: repairs at once what it learns drifted (flows changed by
+    /// others, from the flow monitor; pod ports and QoS rows, from the OVSDB monitor; a closed
+    /// OpenFlow connection, i.e. ovs-vswitchd restarted), and reconciles everything every 30 s
+    /// (the first time 30 s after start, which already reconciled) as the safety net.
+    pub async fn run_until(&self, shutdown: impl std::future::Future<Output = ()>) {
+        use tokio::time::{interval_at, Instant};
+        tokio::pin!(shutdown);
+        let mut seen = self.switch.generation();
+        let period = Duration::from_secs(30);
+        let mut tick = interval_at(Instant::now() + period, period);
+        let mut fast = tokio::time::interval(Duration::from_secs(1));
+        let mut db_changes = self.db.watch_cache();
+        db_changes.mark_unchanged();
+        let mut state = self.state.clone();
+        state.mark_unchanged();
+        let mut had_cluster_network = state.borrow().cluster_network.is_some();
+        let mut db_state = self.db.watch_state();
+        db_state.mark_unchanged();
+        let health = self.observer.health.clone();
+        loop {
+            health.beat();
+            tokio::select! {
+                _ = &mut shutdown => return,
+                Ok(()) = db_state.changed() => {
+                    if *db_state.borrow_and_update() == ovsdb::ConnectionState::Connected {
+                        crate::telemetry::metrics::metrics()
+                            .reconnects
+                            .with_label_values(&["ovsdb"])
+                            .inc();
+                    }
+                }
+                Ok(()) = state.changed() => {
+                    let has = state.borrow_and_update().cluster_network.is_some();
+                    if had_cluster_network && !has {
+                        tracing::error!(
+                            "the ClusterNetwork \"default\" is gone from the cluster state: this node keeps \
+                             running with the network it started with, but it cannot start again \
+                             until the ClusterNetwork is back"
+                        );
+                    } else if !had_cluster_network && has {
+                        tracing::info!("the ClusterNetwork \"default\" is back");
+                    }
+                    had_cluster_network = has;
+                    self.apply_state().await;
+                }
+                updates = self.switch.drifted() => {
+                    // A del-flows comes in several batches: take the burst as one repair.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    let mut all = updates;
+                    all.extend(self.switch.take_drift());
+                    let shown: Vec<String> = all.iter().take(5).map(ToString::to_string).collect();
+                    self.repair("flow-drift", &format!(
+                        "{} flow change(s) behind the agent's back: {}{}",
+                        all.len(),
+                        shown.join(", "),
+                        if all.len() > shown.len() { ", ..." } else { "" }
+                    ))
+                    .await;
+                }
+                Ok(()) = db_changes.changed() => {
+                    // Coalesce a burst of OVSDB updates (a pod ADD is several).
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    db_changes.mark_unchanged();
+                    self.pods.repair_ports().await;
+                }
+                () = self.switch.lost() => {
+                    self.reconnect().await;
+                    seen = self.switch.generation();
+                }
+                _ = tick.tick() => {
+                    self.repair("periodic", "periodic").await;
+                    self.pods.repair_ports().await;
+                }
+                _ = fast.tick() => {
+                    // Probe the connection; a re-open elsewhere bumps the generation.
+                    let _ = self.switch.client().await;
+                    let g = self.switch.generation();
+                    if g != seen {
+                        seen = g;
+                        crate::telemetry::metrics::metrics()
+                            .reconnects
+                            .with_label_values(&["openflow"])
+                            .inc();
+                        self.repair_switch().await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops serving: removes the socket, so the shim answers "try again later" (and STATUS
+    /// "not available") until an agent serves again. The CNI config files stay: a runtime that
+    /// lost them would report the node's network as not ready and could not even stop
+    /// sandboxes during a restart or an upgrade (`sdn-agent remove-cni-config` removes them
+    /// when the node leaves for good). Pods, ports and flows stay: a restart picks them up with
+    /// no data-plane gap.
+    pub async fn stop(mut self) {
+        if let Some(m) = self.maintenance.take() {
+            m.abort();
+        }
+        self.observer.health.stopped_serving();
+        if let Some(s) = self.server.take() {
+            s.shutdown(Duration::from_secs(5)).await;
+        }
+        for e in self.endpoints.drain(..) {
+            e.abort();
+        }
+    }
+}

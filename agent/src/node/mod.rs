@@ -1,0 +1,149 @@
+//! The node's wiring (the top floor): the one place that knows every part and puts them
+//! together, as one [`Daemon`].
+//!
+//! - [`start`](Daemon::start): the start-up order, up to serving.
+//! - `loops`: what keeps the result true: cluster-state changes, flow and OVSDB drift, OpenFlow
+//!   reconnects, the periodic reconcile.
+//! - `conflist`: the CNI network config files (the main network; a network per tenant in
+//!   standalone mode) and their removal at node teardown.
+//! - `cni_handler` and `attach`: CNI requests into pod operations, wired pods into CNI results.
+//!
+//! ### Start-up and the loops
+//!
+//! Start-up runs in the order the node needs and every step is idempotent, so a second start on
+//! a configured node changes nothing and never deletes the bridge: cluster state (this node's
+//! HostSubnet), `br0`, `vxlan0` at ofport 1 and `tun0` at ofport 2, tun0's gateway address, MTU
+//! and routes, `net.ipv4.ip_forward`, the host iptables rules with the egress IPs this node holds
+//! ([`EgressIps`]), the flow table names; then the pod
+//! table is rebuilt from the pod ports' `external_ids`, and the port pool and the leases are
+//! taken back. Then the node is ready: the CNI server listens and the CNI network config file is
+//! written into the CNI conf dir (that file is how runtimes learn that the node is ready). The
+//! file stays when the agent stops: during a restart the shim answers "try again later". Right
+//! after, the whole desired flow set (base + pods + VNID rows + remote nodes) is diffed against
+//! `br0` and only the difference is applied, in one bundle (so rows of HostSubnets that vanished
+//! while the agent was down go at start). Serving does not wait for that diff (about 0.7 s with
+//! 1000 pods): the bridge kept every running pod's flows, a switch that restarted forwards only
+//! after it, and requests that change flows wait for it in the flow store.
+//!
+//! After start-up a loop keeps the bridge right: when the OpenFlow connection had to be re-opened
+//! (ovs-vswitchd restarted, flows possibly lost) or periodically, it reconciles again. It also
+//! follows the cluster state: when a NetNamespace's netid changes, the namespace's local pods are
+//! re-flowed with the new VNID in one bundle ([`Pods::sync_vnids`]), with the tenants' egress
+//! firewalls, egress IPs and multicast rows kept in step around it; every other node's
+//! HostSubnet that was added, moved or deleted gets its rows replaced in one bundle per node
+//! ([`RemoteNodes::sync`]); in standalone mode every tenant namespace gets its own CNI network
+//! (`<network>-<namespace>`), so podman users pick a tenant by picking a network.
+//!
+//! Every flow goes through one [`FlowStore`]: the base pipeline, the pods and the remote nodes
+//! hand it their flows, and the full reconcile is the store's one diff against the bridge.
+//!
+//! What an operator sees is started around this: the metrics and health endpoint
+//! (`metricsAddress`, [`crate::operator::observe`]) first of all, so `/livez` and `/readyz` answer while
+//! start-up waits; the local API for `sdnctl` ([`crate::operator::api`]) when the node serves; the main
+//! loop's heartbeat, each reconcile (reason, time, changes) and each repair go to the health
+//! record and the metrics.
+
+mod attach;
+mod cni_handler;
+mod conflist;
+mod loops;
+mod start;
+
+pub use conflist::remove_cni_configs;
+pub use start::pool_netns_pin;
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use flows::NodeConfig;
+use ipnet::Ipv4Net;
+use ovs::flow::Flow;
+use ovs::ovsdb::{self};
+
+use crate::bridge::flowstore::FlowStore;
+use crate::bridge::switch::Switch;
+use crate::cni::{self};
+use crate::features::egress_firewall::EgressFirewalls;
+use crate::features::egress_ip::EgressIps;
+use crate::features::network_policy::NetworkPolicies;
+use crate::features::remote::RemoteNodes;
+use crate::operator::observe::Observer;
+use crate::pod::Pods;
+
+use cluster::config::{ClusterStateSource, Config};
+use cluster::{self, ClusterSource, ClusterState};
+
+/// kube-proxy's masquerade mark bit (`--iptables-masquerade-bit`, 14 by default): egress IP
+/// marks avoid it.
+const KUBE_PROXY_MASQUERADE_BIT: u8 = 14;
+
+/// A running node agent.
+#[derive(Debug)]
+pub struct Daemon {
+    /// The configuration it runs with.
+    pub config: Config,
+    /// Base pipeline inputs, resolved from the cluster state.
+    pub node: NodeConfig,
+    /// The pods.
+    pub pods: Arc<Pods>,
+    /// The OpenFlow side of br0.
+    pub switch: Arc<Switch>,
+    /// Every flow the agent wants on br0.
+    pub store: Arc<FlowStore<Switch>>,
+    /// The rows of the other nodes (VXLAN).
+    pub nodes: Arc<RemoteNodes>,
+    /// The tenants' egress firewalls (table 100).
+    pub egress: Arc<EgressFirewalls<Switch>>,
+    /// The tenants' egress IPs (table 101, host addresses and rules).
+    pub egress_ips: Arc<EgressIps<Switch>>,
+    /// Networkpolicy mode: the NetworkPolicy rows (tables 27 and 80).
+    pub policies: Option<Arc<NetworkPolicies<Switch>>>,
+    db: ovsdb::Client,
+    base: Vec<Flow>,
+    server: Option<cni::ServerHandle>,
+    conf_file: PathBuf,
+    /// Serialises [`Self::sync_tenant_networks`].
+    tenant_confs: std::sync::Mutex<()>,
+    /// The port pool's background task ([`Pods::maintain_ports`]).
+    maintenance: Option<tokio::task::JoinHandle<()>>,
+    state: tokio::sync::watch::Receiver<Arc<ClusterState>>,
+    cluster: Arc<dyn ClusterSource>,
+    /// Health, metrics endpoint and the node view the local API reads.
+    observer: Observer,
+    /// The metrics endpoint and the local API (stopped with the agent).
+    endpoints: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// Resolves the node's NodeConfig from the cluster state.
+fn node_config(cfg: &Config, state: &ClusterState) -> Result<NodeConfig> {
+    let hs = state.host_subnet_of(&cfg.node_name).with_context(|| {
+        format!(
+            "no HostSubnet for node {:?} in the cluster state; create one (host: {}, subnet: a \
+             free /{} of the cluster network)",
+            cfg.node_name,
+            cfg.node_name,
+            cfg.cluster_networks[0].node_prefix()
+        )
+    })?;
+    let local_subnet: Ipv4Net = hs
+        .subnet
+        .parse()
+        .with_context(|| format!("HostSubnet {} subnet {:?}", cfg.node_name, hs.subnet))?;
+    let node_ip: Ipv4Addr = match cfg.node_ip {
+        Some(ip) => ip,
+        None => state
+            .host_ip_of(&cfg.node_name)
+            .with_context(|| format!("HostSubnet {} hostIP {:?}", cfg.node_name, hs.host_ip))?,
+    };
+    Ok(NodeConfig {
+        datapath: flows::Datapath::of_type(&cfg.datapath_type),
+        mode: cfg.mode(),
+        node_ip,
+        local_subnet,
+        cluster_networks: cfg.cluster_cidrs(),
+        service_cidr: cfg.service_network,
+        vxlan_port: cfg.vxlan_port,
+    })
+}
