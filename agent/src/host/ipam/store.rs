@@ -1,0 +1,577 @@
+//! The lease store: host-local's directory format (one file per address holding `id\r\nifname`,
+//! the walk's last reserved address, a lock file), allocation under the lock, release by owner,
+//! and the checks of ids and interface names.
+
+use std::collections::HashSet;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::net::{IpAddr, Ipv4Addr};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::*;
+
+/// A network's lease directory, `<dataDir>/<network>/`. Cheap to clone; holds no open files.
+///
+/// Every method takes the directory's flock for its whole duration, so it is safe to use from
+/// many threads and processes at once, and alongside a real host-local.
+#[derive(Debug, Clone)]
+pub struct Store {
+    dir: PathBuf,
+    lock_timeout: Duration,
+}
+
+/// Held while an operation runs; closing the descriptor releases the flock.
+#[derive(Debug)]
+pub(crate) struct LockGuard {
+    _file: File,
+}
+
+impl Store {
+    /// Opens (creating if needed, mode `0755`) the lease directory of `network` under
+    /// `data_dir`, and its `lock` file. The network name must be usable as one path component.
+    pub fn new(data_dir: impl Into<PathBuf>, network: &str) -> Result<Store, IpamError> {
+        let reason = if network.is_empty() {
+            Some("it is empty")
+        } else if network == "." || network == ".." {
+            Some("it is a relative directory name")
+        } else if network.contains('/') {
+            Some("it contains '/'")
+        } else if network.contains('\0') {
+            Some("it contains a NUL byte")
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            return Err(IpamError::InvalidNetworkName {
+                name: network.to_string(),
+                reason,
+            });
+        }
+        let dir = data_dir.into().join(network);
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(&dir)
+            .map_err(io_err("create lease directory", &dir))?;
+        let store = Store {
+            dir,
+            lock_timeout: DEFAULT_LOCK_TIMEOUT,
+        };
+        store.open_lock_file()?;
+        Ok(store)
+    }
+
+    /// The same store with another bound on the wait for the lock.
+    pub fn with_lock_timeout(mut self, timeout: Duration) -> Store {
+        self.lock_timeout = timeout;
+        self
+    }
+
+    /// The lease directory, `<dataDir>/<network>`.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Leases an address of `range` to `container_id` + `ifname`.
+    ///
+    /// With `requested`, that address is leased if it is in the subnet and the range, is not the
+    /// network, broadcast or gateway address, and is free; otherwise a precise error. Without,
+    /// the first free address after `last_reserved_ip.0` (wrapping round) is taken, skipping the
+    /// network, broadcast and gateway addresses.
+    ///
+    /// Idempotent: when the attachment already holds an address in the range (also a legacy
+    /// id-only lease, as host-local's duplicate check counts those), that lease is returned
+    /// unchanged (an error if `requested` names another address).
+    pub fn allocate(
+        &self,
+        range: &Range,
+        container_id: &str,
+        ifname: &str,
+        requested: Option<Ipv4Addr>,
+    ) -> Result<Lease, IpamError> {
+        validate_id(container_id)?;
+        validate_ifname(ifname)?;
+        range.validate()?;
+        if let Some(ip) = requested {
+            check_requested(range, ip)?;
+        }
+        let _lock = self.lock()?;
+        let leases = self.scan()?;
+
+        let held = leases
+            .iter()
+            .filter(|l| range.contains(l.ip))
+            .find(|l| l.is_exactly(container_id, ifname))
+            .or_else(|| {
+                leases
+                    .iter()
+                    .filter(|l| range.contains(l.ip))
+                    .find(|l| l.is_legacy_of(container_id))
+            });
+        if let Some(held) = held {
+            return match requested {
+                Some(ip) if ip != held.ip => Err(IpamError::AlreadyAllocated {
+                    container_id: container_id.to_string(),
+                    ifname: ifname.to_string(),
+                    held: held.ip,
+                    requested: ip,
+                    dir: self.dir.clone(),
+                }),
+                _ => Ok(held.clone()),
+            };
+        }
+
+        if let Some(ip) = requested {
+            let in_use = |holder: Option<&Lease>| IpamError::InUse {
+                ip,
+                container_id: holder.map(|l| l.container_id.clone()).unwrap_or_default(),
+                ifname: holder.map(|l| l.ifname.clone()).unwrap_or_default(),
+                path: self.lease_path(ip),
+            };
+            if let Some(holder) = leases.iter().find(|l| l.ip == ip) {
+                return Err(in_use(Some(holder)));
+            }
+            if !self.reserve(ip, container_id, ifname)? {
+                // Created since our scan by someone not taking the lock.
+                let holder = self.read_lease(ip)?;
+                return Err(in_use(holder.as_ref()));
+            }
+            return Ok(Lease {
+                ip,
+                container_id: container_id.to_string(),
+                ifname: ifname.to_string(),
+            });
+        }
+
+        let taken: HashSet<Ipv4Addr> = leases.iter().map(|l| l.ip).collect();
+        let last = self.last_reserved();
+        for ip in range.candidates(last) {
+            if range.reserved_kind(ip).is_some() || taken.contains(&ip) {
+                continue;
+            }
+            if self.reserve(ip, container_id, ifname)? {
+                return Ok(Lease {
+                    ip,
+                    container_id: container_id.to_string(),
+                    ifname: ifname.to_string(),
+                });
+            }
+        }
+        Err(IpamError::Exhausted {
+            range: range.to_string(),
+            subnet: range.subnet,
+            leasable: range.leasable(),
+            dir: self.dir.clone(),
+        })
+    }
+
+    /// Releases what `container_id` + `ifname` holds, with host-local's matching: every lease
+    /// written for exactly this attachment; if there is none, every legacy id-only lease of
+    /// the container. Returns the released addresses; idempotent (`Ok` and empty when nothing
+    /// is held). On a removal failure the others are still attempted and the first error is
+    /// returned.
+    pub fn release(&self, container_id: &str, ifname: &str) -> Result<Vec<Ipv4Addr>, IpamError> {
+        validate_id(container_id)?;
+        validate_ifname(ifname)?;
+        let _lock = self.lock()?;
+        let leases = self.scan()?;
+        let mut mine: Vec<&Lease> = leases
+            .iter()
+            .filter(|l| l.is_exactly(container_id, ifname))
+            .collect();
+        if mine.is_empty() {
+            mine = leases
+                .iter()
+                .filter(|l| l.is_legacy_of(container_id))
+                .collect();
+        }
+        self.remove_all(mine.into_iter().map(|l| l.ip))
+    }
+
+    /// Leases one address to each of `ids` (container ids, all with `ifname`) under one lock and
+    /// one scan of the directory (the warm pool takes a batch of addresses at once). Stops early
+    /// when the range has no more: fewer leases than ids is not an error, none is
+    /// [`IpamError::Exhausted`].
+    pub fn allocate_many(
+        &self,
+        range: &Range,
+        ids: &[String],
+        ifname: &str,
+    ) -> Result<Vec<Lease>, IpamError> {
+        for id in ids {
+            validate_id(id)?;
+        }
+        validate_ifname(ifname)?;
+        range.validate()?;
+        let _lock = self.lock()?;
+        let mut taken: HashSet<Ipv4Addr> = self.scan()?.into_iter().map(|l| l.ip).collect();
+        let mut candidates = range.candidates(self.last_reserved());
+        let mut out = Vec::new();
+        'ids: for id in ids {
+            for ip in candidates.by_ref() {
+                if range.reserved_kind(ip).is_some() || taken.contains(&ip) {
+                    continue;
+                }
+                if self.reserve(ip, id, ifname)? {
+                    taken.insert(ip);
+                    out.push(Lease {
+                        ip,
+                        container_id: id.clone(),
+                        ifname: ifname.to_string(),
+                    });
+                    continue 'ids;
+                }
+            }
+            break;
+        }
+        if out.is_empty() && !ids.is_empty() {
+            return Err(IpamError::Exhausted {
+                range: range.to_string(),
+                subnet: range.subnet,
+                leasable: range.leasable(),
+                dir: self.dir.clone(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Hands the lease of `ip` from `from` (container id, ifname) to `to`, in place: the address
+    /// is never free in between (the agent's warm pool ports hold an address under their own
+    /// name until a pod takes the port, and a deleted pod's address is held under its port's
+    /// name until its flows are gone). Fails with [`IpamError::InUse`] when `from` does not
+    /// hold `ip` (naming whoever does), and leaves the lease untouched then. One file read and
+    /// one rename, no scan of the directory.
+    pub fn transfer(
+        &self,
+        ip: Ipv4Addr,
+        from: (&str, &str),
+        to: (&str, &str),
+    ) -> Result<Lease, IpamError> {
+        validate_id(to.0)?;
+        validate_ifname(to.1)?;
+        let _lock = self.lock()?;
+        let holder = self.read_lease(ip)?;
+        if !holder
+            .as_ref()
+            .is_some_and(|l| l.is_exactly(from.0, from.1))
+        {
+            return Err(IpamError::InUse {
+                ip,
+                container_id: holder
+                    .as_ref()
+                    .map(|l| l.container_id.clone())
+                    .unwrap_or_default(),
+                ifname: holder.map(|l| l.ifname).unwrap_or_default(),
+                path: self.lease_path(ip),
+            });
+        }
+        let path = self.lease_path(ip);
+        let tmp = self.dir.join(format!(".{ip}.transfer"));
+        let content = format!("{}{LINE_BREAK}{}", to.0, to.1);
+        let written = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o644)
+            .open(&tmp)
+            .and_then(|mut f| f.write_all(content.as_bytes()))
+            .and_then(|()| fs::rename(&tmp, &path));
+        if let Err(e) = written {
+            let _ = fs::remove_file(&tmp);
+            return Err(io_err("rewrite lease file", &path)(e));
+        }
+        Ok(Lease {
+            ip,
+            container_id: to.0.to_string(),
+            ifname: to.1.to_string(),
+        })
+    }
+
+    /// Removes the lease of `ip` whoever holds it. `Ok(false)` when it was not leased.
+    pub fn release_ip(&self, ip: Ipv4Addr) -> Result<bool, IpamError> {
+        let _lock = self.lock()?;
+        self.remove_lease(ip)
+    }
+
+    /// Removes, in one locked pass, every lease for which `keep` is false (garbage collection
+    /// of attachments that no longer exist). Returns the removed leases; on a removal failure
+    /// the others are still attempted and the first error is returned.
+    pub fn retain(&self, mut keep: impl FnMut(&Lease) -> bool) -> Result<Vec<Lease>, IpamError> {
+        let _lock = self.lock()?;
+        let gone: Vec<Lease> = self.scan()?.into_iter().filter(|l| !keep(l)).collect();
+        self.remove_all(gone.iter().map(|l| l.ip))?;
+        Ok(gone)
+    }
+
+    /// All IPv4 leases of the directory, sorted by address. `lock` and `last_reserved_ip.*`
+    /// are skipped, so are files named by IPv6 addresses; other files are skipped with a
+    /// warning (once per path per process).
+    pub fn leases(&self) -> Result<Vec<Lease>, IpamError> {
+        let _lock = self.lock()?;
+        self.scan()
+    }
+
+    /// The lease of `container_id` + `ifname` (the lowest address if, unusually, it holds
+    /// several), else its legacy id-only lease, else `None`.
+    pub fn lease_of(&self, container_id: &str, ifname: &str) -> Result<Option<Lease>, IpamError> {
+        validate_id(container_id)?;
+        validate_ifname(ifname)?;
+        let leases = self.leases()?;
+        let exact = leases.iter().find(|l| l.is_exactly(container_id, ifname));
+        Ok(exact
+            .or_else(|| leases.iter().find(|l| l.is_legacy_of(container_id)))
+            .cloned())
+    }
+
+    pub(crate) fn lease_path(&self, ip: Ipv4Addr) -> PathBuf {
+        self.dir.join(ip.to_string())
+    }
+
+    pub(crate) fn lock_path(&self) -> PathBuf {
+        self.dir.join(LOCK_FILE)
+    }
+
+    pub(crate) fn last_reserved_path(&self) -> PathBuf {
+        self.dir.join(format!("{LAST_RESERVED_PREFIX}{RANGE_ID}"))
+    }
+
+    pub(crate) fn open_lock_file(&self) -> Result<File, IpamError> {
+        let path = self.lock_path();
+        File::open(&path)
+            .or_else(|e| {
+                if e.kind() == io::ErrorKind::NotFound {
+                    // O_CREAT needs write access in std's OpenOptions.
+                    OpenOptions::new()
+                        .write(true)
+                        .create(true)
+                        .truncate(false)
+                        .mode(0o644)
+                        .open(&path)
+                } else {
+                    Err(e)
+                }
+            })
+            .map_err(io_err("open lock file", &path))
+    }
+
+    /// Takes the directory's flock, polling with back-off up to the lock timeout.
+    pub(crate) fn lock(&self) -> Result<LockGuard, IpamError> {
+        let file = self.open_lock_file()?;
+        let started = Instant::now();
+        let mut pause = Duration::from_micros(50);
+        loop {
+            // std's file lock is flock(2) on Linux, the lock host-local takes too.
+            match file.try_lock() {
+                Ok(()) => return Ok(LockGuard { _file: file }),
+                Err(std::fs::TryLockError::WouldBlock) => {}
+                Err(std::fs::TryLockError::Error(err)) => {
+                    return Err(io_err("lock", &self.lock_path())(err))
+                }
+            }
+            let waited = started.elapsed();
+            if waited >= self.lock_timeout {
+                return Err(IpamError::LockTimeout {
+                    path: self.lock_path(),
+                    waited,
+                });
+            }
+            std::thread::sleep(pause.min(self.lock_timeout - waited));
+            pause = (pause * 2).min(Duration::from_millis(5));
+        }
+    }
+
+    /// Reads every IPv4 lease file. Caller holds the lock.
+    pub(crate) fn scan(&self) -> Result<Vec<Lease>, IpamError> {
+        let mut leases = Vec::new();
+        let entries = fs::read_dir(&self.dir).map_err(io_err("read lease directory", &self.dir))?;
+        for entry in entries {
+            let entry = entry.map_err(io_err("read lease directory", &self.dir))?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else {
+                warn_junk(&entry.path(), "its name is not UTF-8");
+                continue;
+            };
+            if name == LOCK_FILE || name.starts_with(LAST_RESERVED_PREFIX) {
+                continue;
+            }
+            let ip = match name.parse::<IpAddr>() {
+                Ok(IpAddr::V4(ip)) => ip,
+                Ok(IpAddr::V6(_)) => continue,
+                Err(_) => {
+                    warn_junk(&entry.path(), "its name is not an ip address");
+                    continue;
+                }
+            };
+            match self.read_lease(ip) {
+                Ok(Some(lease)) => leases.push(lease),
+                Ok(None) => {}
+                Err(IpamError::Io { source, .. })
+                    if source.raw_os_error() == Some(libc::EISDIR) =>
+                {
+                    warn_junk(&entry.path(), "it is a directory");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        leases.sort_by_key(|l| l.ip);
+        Ok(leases)
+    }
+
+    /// Reads one lease file; `None` if it does not exist.
+    pub(crate) fn read_lease(&self, ip: Ipv4Addr) -> Result<Option<Lease>, IpamError> {
+        let path = self.lease_path(ip);
+        match fs::read(&path) {
+            Ok(bytes) => Ok(Some(Lease::parse(ip, &String::from_utf8_lossy(&bytes)))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_err("read lease file", &path)(e)),
+        }
+    }
+
+    /// The last reserved address, if the file exists and holds one.
+    pub(crate) fn last_reserved(&self) -> Option<Ipv4Addr> {
+        let path = self.last_reserved_path();
+        match fs::read_to_string(&path) {
+            Ok(s) => {
+                let ip = s.trim().parse().ok();
+                if ip.is_none() {
+                    tracing::warn!(path = %path.display(), content = %s.trim(),
+                        "ignoring unparsable last reserved ip, allocating from the range start");
+                }
+                ip
+            }
+            Err(e) => {
+                if e.kind() != io::ErrorKind::NotFound {
+                    tracing::warn!(path = %path.display(), error = %e,
+                        "cannot read last reserved ip, allocating from the range start");
+                }
+                None
+            }
+        }
+    }
+
+    /// Creates the lease file of `ip` exclusively and records `ip` as the last reserved.
+    /// `Ok(false)` if the file already exists. On any failure nothing is left behind.
+    pub(crate) fn reserve(
+        &self,
+        ip: Ipv4Addr,
+        container_id: &str,
+        ifname: &str,
+    ) -> Result<bool, IpamError> {
+        let path = self.lease_path(ip);
+        let mut file = match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&path)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
+            Err(e) => return Err(io_err("create lease file", &path)(e)),
+        };
+        let content = format!("{container_id}{LINE_BREAK}{ifname}");
+        if let Err(e) = file.write_all(content.as_bytes()) {
+            drop(file);
+            let _ = fs::remove_file(&path);
+            return Err(io_err("write lease file", &path)(e));
+        }
+        drop(file);
+        let last = self.last_reserved_path();
+        let written = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o644)
+            .open(&last)
+            .and_then(|mut f| f.write_all(ip.to_string().as_bytes()));
+        if let Err(e) = written {
+            let _ = fs::remove_file(&path);
+            return Err(io_err("write last reserved ip file", &last)(e));
+        }
+        Ok(true)
+    }
+
+    pub(crate) fn remove_lease(&self, ip: Ipv4Addr) -> Result<bool, IpamError> {
+        let path = self.lease_path(ip);
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(io_err("remove lease file", &path)(e)),
+        }
+    }
+
+    pub(crate) fn remove_all(
+        &self,
+        ips: impl Iterator<Item = Ipv4Addr>,
+    ) -> Result<Vec<Ipv4Addr>, IpamError> {
+        let mut removed = Vec::new();
+        let mut first_err = None;
+        for ip in ips {
+            match self.remove_lease(ip) {
+                Ok(true) => removed.push(ip),
+                Ok(false) => {}
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(removed),
+        }
+    }
+}
+
+/// A container id must survive host-local's whitespace trimming and `\r\n` split unchanged.
+pub(crate) fn validate_id(id: &str) -> Result<(), IpamError> {
+    let reason = if id.is_empty() {
+        Some("it is empty")
+    } else if id.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        Some("it contains whitespace or control characters")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(IpamError::InvalidContainerId {
+            id: id.to_string(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// An interface name must be non-empty (an empty one would read back as a legacy lease) and
+/// free of whitespace and control characters.
+pub(crate) fn validate_ifname(ifname: &str) -> Result<(), IpamError> {
+    let reason = if ifname.is_empty() {
+        Some("it is empty")
+    } else if ifname.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        Some("it contains whitespace or control characters")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(IpamError::InvalidIfname {
+            ifname: ifname.to_string(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Warns once per path per process about a file that is not a lease.
+pub(crate) fn warn_junk(path: &Path, why: &str) {
+    static WARNED: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
+    let first = match WARNED.lock() {
+        Ok(mut set) => set
+            .get_or_insert_with(HashSet::new)
+            .insert(path.to_path_buf()),
+        Err(_) => true,
+    };
+    if first {
+        tracing::warn!(path = %path.display(), "ignoring file in the ipam lease directory: {why}");
+    }
+}
