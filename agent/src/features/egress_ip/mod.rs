@@ -1,0 +1,455 @@
+//! Egress IPs: a namespace's traffic leaving the cluster leaves with its egress IP as source, as
+//! openshift-sdn's multitenant plugin did it (its `EgressIPTracker` and `egressIPWatcher`).
+//!
+//! The cluster state says who wants what: `NetNamespace.egressIPs` (the IPs a namespace's
+//! external traffic must use) and `HostSubnet.egressIPs` (the IPs a node hosts; in Kubernetes
+//! mode the controller fills them from `HostSubnet.egressCIDRs`). [`plan`] (pure) decides, with
+//! openshift-sdn's rules:
+//!
+//! - an egress IP is **active** when exactly one node and exactly one tenant (VNID) claim it, and
+//!   no other IP of that tenant is on the same node;
+//! - a tenant whose IPs include one claimed by another tenant, or none of whose IPs is active on
+//!   a node that is online, is **dropped** (table 101 `reg0=V → drop`): its external traffic is
+//!   never sent out with the node's address instead;
+//! - **[ours]** an IP that belongs to someone else ([`reserved`]: any node's address, a pod
+//!   gateway or pod subnet, the cluster or service network) is refused and its tenant dropped,
+//!   on every node alike; the hosting node also refuses its default gateways and an address
+//!   another host answers for (an RFC 5227 probe before it first holds the address);
+//! - otherwise its traffic goes to the nodes of its active IPs (a `select` group over their
+//!   VTEPs); when one of them is this node, only to this node (`flows::egress_ip`).
+//!
+//! [`EgressIps`] applies the plan. On the node hosting an IP it holds the host side: the address
+//! on the interface that carries the node IP (label `<ifname>:eip`, so stale ones are found and
+//! removed), a gratuitous ARP so the network learns where it is now, and the iptables rules
+//! (`iptables::EgressIpRule`: tun0 + the tenant's mark MAC → mark; mark → SNAT to the IP; new
+//! connections *to* the IP rejected). The order never lets a packet leave with the wrong source:
+//! host rules are added before the flows that send traffic to them, and removed after the flows
+//! stopped doing so.
+//!
+//! Offline nodes are found by [`EgressIps::monitor`]: every node hosting an egress IP this node's
+//! tenants use is probed each second with a TCP connection to port 9 of its gateway address
+//! (through VXLAN, so the whole path is checked, as openshift-sdn did with a 5 s poll): a refusal
+//! or an answer means online, 3 probes in a row without one (1 s timeout each) offline, so a node
+//! that goes away stops getting traffic within about 4 s and one that comes back gets it again
+//! within about 1 s.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+
+use flows::{EgressRoute, NodeConfig, Vnid};
+use tokio::sync::watch;
+
+use crate::bridge::flowstore::{Change, FlowStore, Owner};
+use crate::bridge::seams::FlowSwitch;
+use crate::host::iptables::{EgressIpRule, HostRules};
+use crate::host::netlink::Netlink;
+use cluster::ClusterState;
+use local_api::EgressIpEntry;
+
+mod plan;
+pub use plan::*;
+mod probe;
+pub use probe::*;
+
+/// What was last applied.
+#[derive(Debug, Default)]
+struct Applied {
+    plan: EgressPlan,
+    /// The IPs held on this node (address and rules), with their VNIDs.
+    held: BTreeMap<Ipv4Addr, Vnid>,
+    /// IPs this node should hold and cannot, and why.
+    errors: BTreeMap<Ipv4Addr, String>,
+    /// The host rules last written.
+    rules: Option<HostRules>,
+    /// Whether a sync ran (the first one checks the host whatever it finds).
+    started: bool,
+}
+
+/// This node's egress IPs (see the module docs).
+#[derive(Debug)]
+pub struct EgressIps<S> {
+    store: Arc<FlowStore<S>>,
+    cluster: watch::Receiver<Arc<ClusterState>>,
+    local_node: String,
+    /// This node (node IP, tun0's MAC, mode, the networks of the host rules).
+    node: NodeConfig,
+    masquerade_bit: u8,
+    netlink: Netlink,
+    offline: std::sync::Mutex<BTreeSet<String>>,
+    applied: tokio::sync::Mutex<Applied>,
+    watched: watch::Sender<BTreeSet<Monitored>>,
+}
+
+impl<S: FlowSwitch> EgressIps<S> {
+    /// An idle component; nothing happens until [`Self::sync`]. Egress IPs are per tenant: in
+    /// subnet mode it only writes the host rules.
+    pub fn new(
+        store: Arc<FlowStore<S>>,
+        cluster: watch::Receiver<Arc<ClusterState>>,
+        local_node: &str,
+        node: NodeConfig,
+        masquerade_bit: u8,
+        netlink: Netlink,
+    ) -> Self {
+        EgressIps {
+            store,
+            cluster,
+            local_node: local_node.to_string(),
+            node,
+            masquerade_bit,
+            netlink,
+            offline: std::sync::Mutex::default(),
+            applied: tokio::sync::Mutex::default(),
+            watched: watch::channel(BTreeSet::new()).0,
+        }
+    }
+
+    /// The host rules, with the egress IPs `held`.
+    fn rules(&self, held: &BTreeMap<Ipv4Addr, Vnid>) -> HostRules {
+        let mut r = HostRules {
+            cluster_networks: self.node.cluster_networks.clone(),
+            service_cidr: self.node.service_cidr,
+            vxlan_port: self.node.vxlan_port,
+            egress_ips: Vec::new(),
+        };
+        r.egress_ips = held
+            .iter()
+            .map(|(ip, v)| EgressIpRule {
+                ip: *ip,
+                mark: flows::egress_mark(*v, self.masquerade_bit),
+                mac: flows::egress_mark_mac(*v).0,
+                vnid: v.id(),
+            })
+            .collect();
+        r
+    }
+
+    /// Applies the cluster state's egress IPs: the host side first for what is added, the
+    /// flows (staged only with `stage`, at start before the first reconcile), the host side
+    /// last for what is removed. Without `prune`, tenants (VNIDs) that lost their egress IPs
+    /// keep their rows and IPs until a later sync with `prune`: a namespace moving to another
+    /// VNID gets its rows on the new VNID before its pods move, and the old VNID's go after, so
+    /// its traffic never leaves with the node's address in between. Returns how many tenants
+    /// have egress IPs. Also writes the node's host rules (`iptables`) as a whole.
+    pub async fn sync(&self, stage: bool, prune: bool) -> anyhow::Result<usize> {
+        use anyhow::Context as _;
+        let mut applied = self.applied.lock().await;
+        let state = self.cluster.borrow().clone();
+        let offline = crate::lock(&self.offline).clone();
+        let mut plan = if self.node.mode.has_vnids() {
+            plan(&state, &self.local_node, &offline)
+        } else {
+            EgressPlan::default()
+        };
+        if !prune {
+            for (v, t) in &applied.plan.tenants {
+                plan.tenants.entry(*v).or_insert_with(|| t.clone());
+            }
+            for (ip, v) in &applied.held {
+                plan.local.entry(*ip).or_insert(*v);
+            }
+        }
+        // The host side is looked at only when what this node must hold changed, and at every
+        // repair ([`Self::recheck_host`], which also retries what failed): most cluster-state
+        // changes (pods, other tenants) leave it alone.
+        let host_changed = !applied.started || plan.local != applied.plan.local;
+        // The interface that carries the node IP: where egress IPs go. Always looked up at the
+        // first sync, so addresses this node held before a restart and must not hold now go.
+        let link = if !host_changed
+            || (applied.started && plan.local.is_empty() && applied.held.is_empty())
+        {
+            None
+        } else {
+            self.netlink
+                .egress_link(self.node.node_ip)
+                .await
+                .context("finding the node IP's interface for egress IPs")?
+        };
+        let (mut errors, mut hold) = (BTreeMap::new(), BTreeMap::new());
+        if !host_changed {
+            errors.clone_from(&applied.errors);
+            hold.clone_from(&applied.held);
+        }
+        // What the host already has: labelled addresses are ours (not probed again), default
+        // gateways are never taken.
+        let (present, gateways) = match &link {
+            Some(l) if host_changed && !plan.local.is_empty() => (
+                self.netlink.egress_addresses(l).await.unwrap_or_default(),
+                self.netlink.default_gateways().await.unwrap_or_default(),
+            ),
+            _ => Default::default(),
+        };
+        for (ip, v) in plan.local.iter().filter(|_| host_changed) {
+            let why = match &link {
+                None => Some(format!(
+                    "the node IP {} is on no interface of this host",
+                    self.node.node_ip
+                )),
+                Some(l) if !l.network.contains(ip) => Some(format!(
+                    "it is not in the network {} of {} (the node IP's interface)",
+                    l.network, l.name
+                )),
+                _ if *ip == self.node.node_ip => Some("it is the node IP itself".into()),
+                _ if gateways.contains(ip) => Some("it is this node's default gateway".into()),
+                Some(l) => match probe_before_holding(l, *ip, present.contains(ip)).await {
+                    Some(owner) => Some(owner),
+                    None => match self.netlink.add_egress_address(l, *ip).await {
+                        Ok(()) => None,
+                        Err(e) => Some(e.to_string()),
+                    },
+                },
+            };
+            match why {
+                None => {
+                    hold.insert(*ip, *v);
+                }
+                Some(w) => {
+                    tracing::error!(egress_ip = %ip, vnid = v.id(), error = %w, "cannot hold egress IP on this node; its tenant's external traffic is dropped here");
+                    errors.insert(*ip, w);
+                }
+            }
+        }
+        // A tenant that would leave through an IP this node cannot hold is dropped instead.
+        for t in plan.tenants.values_mut() {
+            if t.route != EgressRoute::Local {
+                continue;
+            }
+            let held_here = t.ips.iter().any(|s| {
+                s.in_use && s.node.as_deref() == Some(&self.local_node) && hold.contains_key(&s.ip)
+            });
+            if !held_here {
+                t.route = EgressRoute::Dropped;
+                t.problem = Some(format!(
+                    "its egress IP on this node cannot be held: {}; dropping its external traffic",
+                    t.ips
+                        .iter()
+                        .filter_map(|s| errors.get(&s.ip).map(|e| format!("{}: {e}", s.ip)))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ));
+            }
+        }
+        // Rules for the old and the new IPs while the flows change.
+        let mut both = applied.held.clone();
+        both.extend(hold.iter().map(|(k, v)| (*k, *v)));
+        let both_rules = self.rules(&both);
+        if applied.rules.as_ref() != Some(&both_rules) {
+            crate::host::iptables::sync(&both_rules)
+                .await
+                .context("installing the egress IP rules")?;
+            applied.rules = Some(both_rules);
+        }
+        // The flows: one owner per tenant whose route changed, in one bundle.
+        let mut change = Change::new();
+        for (v, t) in &plan.tenants {
+            if !stage && applied.plan.tenants.get(v).map(|o| &o.route) == Some(&t.route) {
+                continue;
+            }
+            let (f, g) = flows::egress_ip_flows(*v, &t.route, self.node.tun0_mac());
+            change = change.set_with_groups(Owner::EgressIp(*v), f, g.into_iter().collect());
+        }
+        for v in applied.plan.tenants.keys() {
+            if !plan.tenants.contains_key(v) {
+                change = change.remove(Owner::EgressIp(*v));
+            }
+        }
+        if stage {
+            self.store.stage(change).await;
+        } else {
+            self.store
+                .apply(change)
+                .await
+                .context("applying the egress IP flows")?;
+        }
+        // Now the rules and addresses of IPs no longer held go.
+        if both.len() != hold.len() {
+            let rules = self.rules(&hold);
+            crate::host::iptables::sync(&rules)
+                .await
+                .context("removing egress IP rules")?;
+            applied.rules = Some(rules);
+        }
+        if let Some(l) = &link {
+            // Stale labelled addresses too (held before a restart, or by an older state).
+            let present = self.netlink.egress_addresses(l).await.unwrap_or_default();
+            for ip in present.iter().filter(|ip| !hold.contains_key(ip)) {
+                if let Err(e) = self.netlink.del_egress_address(l, *ip).await {
+                    tracing::warn!(egress_ip = %ip, error = %e, "removing a stale egress IP");
+                } else {
+                    tracing::info!(egress_ip = %ip, interface = %l.name, "egress IP released");
+                }
+            }
+            for (ip, v) in hold.iter().filter(|(ip, _)| !applied.held.contains_key(ip)) {
+                tracing::info!(egress_ip = %ip, vnid = v.id(), interface = %l.name, "egress IP held on this node");
+                if let Err(e) = crate::host::netlink::gratuitous_arp(l, *ip) {
+                    tracing::warn!(egress_ip = %ip, error = %e, "sending a gratuitous ARP");
+                }
+            }
+        }
+        for (v, t) in &plan.tenants {
+            if applied.plan.tenants.get(v).map(|o| (&o.route, &o.problem))
+                != Some((&t.route, &t.problem))
+            {
+                match &t.problem {
+                    Some(p) => {
+                        tracing::error!(vnid = v.id(), namespaces = %t.namespaces.join(","), problem = %p, "egress IPs: tenant's external traffic dropped")
+                    }
+                    None => {
+                        tracing::info!(vnid = v.id(), namespaces = %t.namespaces.join(","), route = %route_text(&t.route, &state), "egress IPs in effect")
+                    }
+                }
+            }
+        }
+        self.watched.send_if_modified(|w| {
+            let changed = *w != plan.monitor;
+            w.clone_from(&plan.monitor);
+            changed
+        });
+        let n = plan.tenants.len();
+        let rules = applied.rules.take();
+        *applied = Applied {
+            plan,
+            held: hold,
+            errors,
+            rules,
+            started: true,
+        };
+        Ok(n)
+    }
+
+    /// Makes the next [`Self::sync`] look at the host whatever changed: addresses put back
+    /// (or removed) and rules rewritten (the daemon's repairs, every 30 s and after drift).
+    pub async fn recheck_host(&self) {
+        let mut a = self.applied.lock().await;
+        a.started = false;
+        a.rules = None;
+    }
+
+    /// Every tenant's egress, for `sdnctl egress-ips`.
+    pub async fn entries(&self) -> (Vec<EgressIpEntry>, BTreeMap<String, String>) {
+        let a = self.applied.lock().await;
+        let state = self.cluster.borrow().clone();
+        let entries = a
+            .plan
+            .tenants
+            .iter()
+            .map(|(v, t)| EgressIpEntry {
+                vnid: v.id(),
+                namespaces: t.namespaces.clone(),
+                route: route_text(&t.route, &state),
+                kind: match t.route {
+                    EgressRoute::Local => "local",
+                    EgressRoute::Remote(_) => "remote",
+                    EgressRoute::Dropped => "dropped",
+                }
+                .into(),
+                problem: t.problem.clone(),
+                ips: t
+                    .ips
+                    .iter()
+                    .map(|s| {
+                        let on = s
+                            .node
+                            .as_deref()
+                            .map_or(String::new(), |n| format!(" on {n}"));
+                        let how = match (&s.why_not, a.errors.get(&s.ip)) {
+                            (_, Some(e)) => format!("not held here: {e}"),
+                            (None, _) if s.in_use => "in use".to_string(),
+                            (Some(w), _) => format!("not used: {w}"),
+                            (None, _) => "not used".to_string(),
+                        };
+                        format!("{}{on} ({how})", s.ip)
+                    })
+                    .collect(),
+            })
+            .collect();
+        let offline = crate::lock(&self.offline).clone();
+        let nodes = a
+            .plan
+            .monitor
+            .iter()
+            .map(|m| {
+                (
+                    m.node.clone(),
+                    if offline.contains(&m.node) {
+                        "offline"
+                    } else {
+                        "online"
+                    }
+                    .to_string(),
+                )
+            })
+            .collect();
+        (entries, nodes)
+    }
+
+    /// The egress IPs held on this node.
+    pub async fn held(&self) -> BTreeMap<Ipv4Addr, Vnid> {
+        self.applied.lock().await.held.clone()
+    }
+
+    /// Watches the nodes hosting egress IPs this node's tenants use (see the module docs) and
+    /// re-syncs when one goes offline or comes back. Runs until dropped.
+    pub async fn monitor(self: Arc<Self>) {
+        let mut targets = self.watched.subscribe();
+        let mut misses: BTreeMap<String, u32> = BTreeMap::new();
+        let mut tick = tokio::time::interval(PROBE_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let nodes = targets.borrow_and_update().clone();
+            if nodes.is_empty() {
+                misses.clear();
+                if crate::lock(&self.offline).is_empty() {
+                    if targets.changed().await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+            }
+            tick.tick().await;
+            let results = futures::future::join_all(nodes.iter().map(|m| probe(m.gateway))).await;
+            let mut changed = false;
+            {
+                let mut offline = crate::lock(&self.offline);
+                let names: BTreeSet<&String> = nodes.iter().map(|m| &m.node).collect();
+                let before = offline.len();
+                offline.retain(|n| names.contains(n));
+                changed |= offline.len() != before;
+                misses.retain(|n, _| names.contains(n));
+                for (m, up) in nodes.iter().zip(results) {
+                    if up {
+                        misses.remove(&m.node);
+                        if offline.remove(&m.node) {
+                            tracing::info!(node = %m.node, gateway = %m.gateway, "egress IP node is back online");
+                            crate::telemetry::metrics::metrics()
+                                .egress_node_changes
+                                .with_label_values(&["online"])
+                                .inc();
+                            changed = true;
+                        }
+                    } else {
+                        let n = misses.entry(m.node.clone()).or_default();
+                        *n += 1;
+                        if *n == OFFLINE_AFTER && offline.insert(m.node.clone()) {
+                            tracing::warn!(node = %m.node, gateway = %m.gateway, probes = OFFLINE_AFTER, "egress IP node is offline: its egress IPs are not used until it answers again");
+                            crate::telemetry::metrics::metrics()
+                                .egress_node_changes
+                                .with_label_values(&["offline"])
+                                .inc();
+                            changed = true;
+                        }
+                    }
+                }
+            }
+            if changed {
+                if let Err(e) = self.sync(false, true).await {
+                    tracing::warn!(error = %format!("{e:#}"), "applying an egress IP node's change failed; retrying at the next change");
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

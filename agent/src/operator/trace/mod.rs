@@ -1,0 +1,394 @@
+//! `sdnctl trace SRC DST [PROTO]`: what br0 does with one packet, and why, in words.
+//!
+//! The agent builds the packet from what it knows (a pod's port, MAC and address; the node's
+//! tun0; a remote node's VTEP; the service network), asks ovs-vswitchd to run it through the
+//! real flow tables (`ofproto/trace` over the unixctl socket, [`ovs::unixctl`]), and reads the
+//! answer with its own knowledge: each step gets its table's name and the object that owns the
+//! flow (by cookie), and the verdict says what happened and why, naming tenants, VNIDs, the
+//! spoof guard, the VXLAN VNI and the remote VTEP. The verdict comes from the tables the packet
+//! actually took, never from a model of them: if the flows are wrong, the trace shows it.
+//!
+//! Conntrack: the pipeline sends every IP packet through `ct` first; the trace continues with
+//! `ct_state=trk|new` (a new connection), which is what the isolation matrix probes open.
+//! Traffic that leaves the node (VXLAN) is judged again by the destination node's tables: the
+//! verdict names the command to run there.
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use ipnet::Ipv4Net;
+
+use crate::operator::observe::pod_mac;
+use crate::operator::observe::NodeView;
+use local_api::{Step, TraceRequest, TraceResult};
+
+mod parse;
+pub use parse::*;
+mod verdict;
+use verdict::*;
+
+/// A bad trace request (the caller's fault), said plainly.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    /// SRC, DST or PROTO cannot be understood.
+    #[error("{0}")]
+    BadRequest(String),
+    /// ovs-vswitchd could not run the trace.
+    #[error("{0}")]
+    Switch(String),
+}
+
+/// One end of the packet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum End {
+    Pod {
+        ns: String,
+        name: String,
+        ip: Ipv4Addr,
+        ofport: u32,
+        vnid: u32,
+    },
+    Node,
+    /// An address of this node's subnet no pod has.
+    Unused(Ipv4Addr),
+    /// A pod of another node's subnet.
+    Remote {
+        ip: Ipv4Addr,
+        node: Option<String>,
+        vtep: Option<Ipv4Addr>,
+    },
+    Service(Ipv4Addr),
+    External(Ipv4Addr),
+}
+
+impl End {
+    fn ip(&self, node_gw: Ipv4Addr) -> Ipv4Addr {
+        match self {
+            End::Pod { ip, .. } | End::Unused(ip) | End::Service(ip) | End::External(ip) => *ip,
+            End::Remote { ip, .. } => *ip,
+            End::Node => node_gw,
+        }
+    }
+
+    fn words(&self, tenants: &dyn Fn(u32) -> String) -> String {
+        match self {
+            End::Pod {
+                ns,
+                name,
+                ip,
+                ofport,
+                vnid,
+            } => format!(
+                "pod {ns}/{name} ({ip}, port {ofport}, VNID {vnid} {})",
+                tenants(*vnid)
+            ),
+            End::Node => "this node (tun0)".into(),
+            End::Unused(ip) => format!("{ip} (this node's subnet; no pod has it)"),
+            End::Remote { ip, node, vtep } => match (node, vtep) {
+                (Some(n), Some(v)) => format!("{ip} (a pod of node {n}, VTEP {v})"),
+                _ => format!("{ip} (cluster network; no node's subnet holds it)"),
+            },
+            End::Service(ip) => format!("{ip} (service network)"),
+            End::External(ip) => format!("{ip} (outside the cluster)"),
+        }
+    }
+}
+
+/// The protocol to trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Proto {
+    Icmp,
+    Arp,
+    Tcp(u16),
+    Udp(u16),
+}
+
+fn parse_proto(s: &str) -> Result<Proto, TraceError> {
+    let bad = || {
+        TraceError::BadRequest(format!(
+            "protocol {s:?}: expected icmp, arp, tcp/PORT or udp/PORT (PORT 1-65535)"
+        ))
+    };
+    let port = |p: &str| p.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(bad);
+    match s.to_ascii_lowercase().as_str() {
+        "" | "icmp" => Ok(Proto::Icmp),
+        "arp" => Ok(Proto::Arp),
+        other => match other.split_once('/') {
+            Some(("tcp", p)) => Ok(Proto::Tcp(port(p)?)),
+            Some(("udp", p)) => Ok(Proto::Udp(port(p)?)),
+            _ => Err(bad()),
+        },
+    }
+}
+
+/// Runs the trace (see the module docs).
+pub async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceResult, TraceError> {
+    let state = view.state.borrow().clone();
+    let pods = view.pods.list().await;
+    let node = &view.node;
+    let gw = node.gateway();
+    let tenants = |v: u32| -> String {
+        let names = state.namespaces_of(v);
+        if v == 0 {
+            format!("(global: {})", names.join(", "))
+        } else if names.is_empty() {
+            "(no namespace)".into()
+        } else {
+            format!("({})", names.join(", "))
+        }
+    };
+    let remote_of = |ip: Ipv4Addr| -> Option<(String, Ipv4Addr)> {
+        state.host_subnets.values().find_map(|hs| {
+            let net: Ipv4Net = hs.subnet.parse().ok()?;
+            (net.contains(&ip) && hs.host != view.config.node_name)
+                .then(|| Some((hs.host.clone(), hs.host_ip.parse().ok()?)))
+                .flatten()
+        })
+    };
+    // Egress IPs as this node applies them: VNID -> (held here / used, problem).
+    let (egress_ips, _) = view.egress_ips.entries().await;
+    let policy_view = view.policies.as_ref().map(|p| p.view());
+    let egress_ip = |v: u32| -> Option<(String, String, String)> {
+        egress_ips.iter().find(|e| e.vnid == v).map(|e| {
+            let words = e.problem.clone().unwrap_or_else(|| {
+                let used: Vec<&str> = e
+                    .ips
+                    .iter()
+                    .filter(|i| i.contains("(in use)"))
+                    .map(|i| i.split(" (").next().unwrap_or(i))
+                    .collect();
+                format!("its egress IP {}", used.join(" or "))
+            });
+            (e.kind.clone(), e.route.clone(), words)
+        })
+    };
+    let resolve = |s: &str, role: &str| -> Result<End, TraceError> {
+        let s = s.trim();
+        if s == "node" {
+            return Ok(End::Node);
+        }
+        if let Some((ns, name)) = s.split_once('/') {
+            return pods
+                .iter()
+                .find(|p| p.namespace == ns && p.name == name)
+                .map(|p| End::Pod {
+                    ns: p.namespace.clone(),
+                    name: p.name.clone(),
+                    ip: p.ip,
+                    ofport: p.ofport,
+                    vnid: p.vnid.id(),
+                })
+                .ok_or_else(|| {
+                    TraceError::BadRequest(format!(
+                        "{role} {s}: no pod {ns}/{name} on this node (sdnctl pods lists them; a pod of another node is given by its address)"
+                    ))
+                });
+        }
+        let ip: Ipv4Addr = s.parse().map_err(|_| {
+            TraceError::BadRequest(format!(
+                "{role} {s:?}: expected NAMESPACE/POD, node, or an IPv4 address"
+            ))
+        })?;
+        if let Some(p) = pods.iter().find(|p| p.ip == ip) {
+            return Ok(End::Pod {
+                ns: p.namespace.clone(),
+                name: p.name.clone(),
+                ip: p.ip,
+                ofport: p.ofport,
+                vnid: p.vnid.id(),
+            });
+        }
+        if ip == gw || ip == node.node_ip {
+            return Ok(End::Node);
+        }
+        if node.local_subnet.contains(&ip) {
+            return Ok(End::Unused(ip));
+        }
+        if node.cluster_networks.iter().any(|n| n.contains(&ip)) {
+            let r = remote_of(ip);
+            return Ok(End::Remote {
+                ip,
+                node: r.as_ref().map(|r| r.0.clone()),
+                vtep: r.map(|r| r.1),
+            });
+        }
+        if node.service_cidr.contains(&ip) {
+            return Ok(End::Service(ip));
+        }
+        Ok(End::External(ip))
+    };
+    let src = resolve(&req.src, "source")?;
+    let dst = resolve(&req.dst, "destination")?;
+    let proto = parse_proto(&req.proto)?;
+    if matches!(src, End::Service(_)) {
+        return Err(TraceError::BadRequest(format!(
+            "source {}: a service address sends nothing itself; trace from the pod behind it",
+            req.src
+        )));
+    }
+    if matches!(src, End::Unused(_)) && req.spoof_ip.is_none() {
+        return Err(TraceError::BadRequest(format!(
+            "source {}: no pod on this node has that address; to see what the spoof guard does, give a pod as the source and --spoof-ip {}",
+            req.src, req.src
+        )));
+    }
+    if proto == Proto::Arp
+        && !matches!(
+            dst,
+            End::Pod { .. } | End::Unused(_) | End::Remote { .. } | End::Node
+        )
+    {
+        return Err(TraceError::BadRequest(
+            "arp: the destination must be an address of the cluster network or the node (ARP stays on the link)".into(),
+        ));
+    }
+    let tun0_mac = node.tun0_mac().to_string();
+    // The packet's ingress and source.
+    let (in_port, mut dl_src, mut nw_src, tunnel) = match &src {
+        End::Pod { ip, ofport, .. } => (*ofport, pod_mac(*ip), *ip, String::new()),
+        End::Node | End::External(_) => (2, tun0_mac.clone(), src.ip(gw), String::new()),
+        End::Remote { ip, vtep, .. } => {
+            let Some(vtep) = vtep else {
+                return Err(TraceError::BadRequest(format!(
+                    "source {ip}: no node's subnet holds it, so it cannot arrive over VXLAN"
+                )));
+            };
+            let vni = req.vni.ok_or_else(|| {
+                TraceError::BadRequest(format!(
+                    "source {ip} is a pod of another node: give the VNI its packets arrive with (--vni, the VNID of its namespace; the source node's trace names it)"
+                ))
+            })?;
+            (
+                1,
+                pod_mac(*ip),
+                *ip,
+                format!("tun_id={vni:#x},tun_src={vtep},tun_dst={},", node.node_ip),
+            )
+        }
+        End::Unused(ip) => (0, pod_mac(*ip), *ip, String::new()),
+        End::Service(_) => unreachable!("refused above"),
+    };
+    if let Some(ip) = req.spoof_ip {
+        if !matches!(src, End::Pod { .. }) {
+            return Err(TraceError::BadRequest(
+                "--spoof-ip needs a pod as the source (NAMESPACE/POD)".into(),
+            ));
+        }
+        nw_src = ip;
+    }
+    if let Some(mac) = &req.spoof_mac {
+        if !matches!(src, End::Pod { .. }) {
+            return Err(TraceError::BadRequest(
+                "--spoof-mac needs a pod as the source (NAMESPACE/POD)".into(),
+            ));
+        }
+        let ok = mac.split(':').count() == 6
+            && mac
+                .split(':')
+                .all(|b| b.len() == 2 && u8::from_str_radix(b, 16).is_ok());
+        if !ok {
+            return Err(TraceError::BadRequest(format!(
+                "--spoof-mac {mac:?}: expected a MAC such as 0a:58:0a:80:00:09"
+            )));
+        }
+        dl_src = mac.to_ascii_lowercase();
+    }
+    let dst_ip = dst.ip(gw);
+    let dl_dst = match &dst {
+        End::Pod { ip, .. } | End::Unused(ip) | End::Remote { ip, .. } => pod_mac(*ip),
+        _ => tun0_mac.clone(),
+    };
+    let packet = match proto {
+        Proto::Arp => format!(
+            "arp,{tunnel}in_port={in_port},dl_src={dl_src},dl_dst=ff:ff:ff:ff:ff:ff,arp_op=1,arp_spa={nw_src},arp_tpa={dst_ip},arp_sha={dl_src}"
+        ),
+        Proto::Icmp => format!(
+            "icmp,{tunnel}in_port={in_port},dl_src={dl_src},dl_dst={dl_dst},nw_src={nw_src},nw_dst={dst_ip},nw_ttl=64,icmp_type=8,icmp_code=0"
+        ),
+        Proto::Tcp(p) => format!(
+            "tcp,{tunnel}in_port={in_port},dl_src={dl_src},dl_dst={dl_dst},nw_src={nw_src},nw_dst={dst_ip},nw_ttl=64,tp_src=40000,tp_dst={p},tcp_flags=0x002"
+        ),
+        Proto::Udp(p) => format!(
+            "udp,{tunnel}in_port={in_port},dl_src={dl_src},dl_dst={dl_dst},nw_src={nw_src},nw_dst={dst_ip},nw_ttl=64,udp_src=40000,udp_dst={p}"
+        ),
+    };
+    let rundir = view
+        .config
+        .bridge_mgmt
+        .parent()
+        .unwrap_or(std::path::Path::new("/run/openvswitch"));
+    let ctl = ovs::unixctl::control_socket(rundir, "ovs-vswitchd")
+        .map_err(|e| TraceError::Switch(format!("{e}; the agent looks next to bridgeMgmt")))?;
+    let raw = ovs::unixctl::call(
+        &ctl,
+        "ofproto/trace",
+        &[crate::pod::BRIDGE, &packet],
+        Duration::from_secs(10),
+    )
+    .await
+    .map_err(|e| TraceError::Switch(format!("ofproto/trace on {}: {e}", ctl.display())))?;
+    let parsed = parse(&raw);
+    let owners = view.cookie_owners().await;
+    let steps: Vec<Step> = parsed
+        .steps
+        .iter()
+        .map(|(t, m, prio, cookie, actions)| Step {
+            table: *t,
+            table_name: table_name(*t).to_string(),
+            matched: m.clone(),
+            priority: *prio,
+            cookie: format!("{cookie:#x}"),
+            owner: owners
+                .get(cookie)
+                .cloned()
+                .unwrap_or_else(|| "unknown (not the agent's)".into()),
+            actions: actions.clone(),
+        })
+        .collect();
+    let judged = Judge {
+        src: &src,
+        dst: &dst,
+        proto,
+        nw_src,
+        dl_src: &dl_src,
+        in_port,
+        pods: &pods,
+        tenants: &tenants,
+        remote_of: &remote_of,
+        egress_ip: &egress_ip,
+        policy: policy_view.as_deref(),
+    }
+    .verdict(&parsed);
+    let policy = policy_view
+        .as_deref()
+        .map(|v| policy_words(&parsed, v))
+        .unwrap_or_default();
+    Ok(TraceResult {
+        src: src.words(&tenants),
+        dst: dst.words(&tenants),
+        packet,
+        decided_in: parsed
+            .steps
+            .last()
+            .map(|s| table_name(s.0).to_string())
+            .unwrap_or_default(),
+        steps,
+        outcome: judged.0,
+        verdict: judged.1,
+        vxlan: judged.2,
+        policy,
+        raw,
+    })
+}
+
+fn proto_text(p: Proto) -> String {
+    match p {
+        Proto::Icmp => "icmp".into(),
+        Proto::Arp => "arp".into(),
+        Proto::Tcp(n) => format!("tcp/{n}"),
+        Proto::Udp(n) => format!("udp/{n}"),
+    }
+}
+
+#[cfg(test)]
+mod tests;
