@@ -3,7 +3,7 @@
 //! re-flows (also during an ADD), CHECK, meters lost by the switch, and bad input. Every real
 //! seam is also exercised against real OVS, netlink and iptables in `tests/`.
 //!
-//! Why one file of this size: one rig (every fake, a node's pod manager) serves every scenario.
+//! Why one piece: one rig (every fake, a node's pod manager) serves every scenario.
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;

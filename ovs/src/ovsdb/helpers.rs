@@ -15,7 +15,7 @@
 //! Limits: one interface per port (no bonds); the port's external ids live on its Interface
 //! row, as OpenShift SDN and OVN do.
 //!
-//! Why one file of this size: every helper follows the same plan / guarded transaction /
+//! Why one piece: every helper follows the same plan / guarded transaction /
 //! re-plan / wait-for-ovs-vswitchd pattern over the same cache accessors.
 //!
 //! [`ClientOptions::apply_timeout`]: super::ClientOptions::apply_timeout

@@ -7,7 +7,7 @@
 //! returned; if the caller drops the operation midway (its own deadline), the guard's `Drop`
 //! spawns the deletion on the runtime.
 //!
-//! Why one file of this size: creating (or adopting from the pool), deleting and inspecting a
+//! Why one piece: creating (or adopting from the pool), deleting and inspecting a
 //! pod interface share the veth guard, the pod-netns session and the message builders.
 
 use std::net::{IpAddr, Ipv4Addr};

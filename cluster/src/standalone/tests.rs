@@ -1,0 +1,255 @@
+//! Unit tests of the standalone directory: uids, seeding, mismatches, exhaustion, the loader's rules.
+
+use super::*;
+use crate::config::ClusterNetworkSetting as CidrEntry;
+use crate::config::Config;
+use crate::validate::PLUGIN_MULTITENANT;
+use flows::Mode;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
+
+struct TempDir(PathBuf);
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "sdn-cluster-unit-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&p);
+        fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn spec() -> ClusterNetworkSpec {
+    ClusterNetworkSpec::from_config(&Config::default())
+}
+
+#[test]
+fn uid_is_v4_shaped_and_distinct() {
+    let (a, b) = (new_uid(), new_uid());
+    assert_ne!(a, b);
+    assert_eq!(a.len(), 36);
+    assert_eq!(&a[14..15], "4");
+    assert!("89ab".contains(&a[19..20]), "{a}");
+}
+
+#[test]
+fn seed_writes_defaults_once() {
+    let d = TempDir::new("seed");
+    let st = seed(
+        &d.0,
+        "node-1",
+        Some(Ipv4Addr::new(192, 168, 1, 10)),
+        &spec(),
+    )
+    .unwrap();
+    assert_eq!(st.subnet_of("node-1").unwrap().to_string(), "10.128.0.0/23");
+    assert_eq!(st.vnid_of("default"), Some(0));
+    let cn = st.cluster_network.as_ref().unwrap();
+    assert_eq!(cn.plugin_name.as_deref(), Some(PLUGIN_MULTITENANT));
+    assert!(cn.metadata.uid.is_some());
+    let mut names: Vec<String> = fs::read_dir(&d.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "clusternetwork-default.yaml",
+            "hostsubnet-node-1.yaml",
+            "netnamespace-default.yaml"
+        ]
+    );
+    let stamps: Vec<_> = names
+        .iter()
+        .map(|n| Stamp::of(&fs::metadata(d.0.join(n)).unwrap()))
+        .collect();
+    let again = seed(
+        &d.0,
+        "node-1",
+        Some(Ipv4Addr::new(192, 168, 1, 10)),
+        &spec(),
+    )
+    .unwrap();
+    assert_eq!(again, st);
+    let after: Vec<_> = names
+        .iter()
+        .map(|n| Stamp::of(&fs::metadata(d.0.join(n)).unwrap()))
+        .collect();
+    assert_eq!(stamps, after, "second seed rewrote a file");
+    // A second node gets the next subnet.
+    let st2 = seed(&d.0, "node-2", None, &spec()).unwrap();
+    assert_eq!(
+        st2.subnet_of("node-2").unwrap().to_string(),
+        "10.128.2.0/23"
+    );
+    assert_eq!(st2.host_ip_of("node-2"), Some(FALLBACK_NODE_IP));
+}
+
+#[test]
+fn seed_reports_config_mismatch_with_both_values() {
+    let d = TempDir::new("mismatch");
+    seed(&d.0, "n", None, &spec()).unwrap();
+    let mut other = spec();
+    other.vxlan_port = 4790;
+    let e = seed(&d.0, "n", None, &other).unwrap_err().to_string();
+    assert!(e.contains("clusternetwork-default.yaml"), "{e}");
+    assert!(
+        e.contains("has vxlanPort 4789 but the agent is configured with 4790"),
+        "{e}"
+    );
+    let mut other = spec();
+    other.cluster_networks[0].host_subnet_length = 8;
+    let e = seed(&d.0, "n", None, &other).unwrap_err().to_string();
+    assert!(
+        e.contains("has clusterNetworks 10.128.0.0/14 (hostSubnetLength 9) but the agent is configured with 10.128.0.0/14 (hostSubnetLength 8)"),
+        "{e}"
+    );
+    let mut other = spec();
+    other.mode = Mode::Subnet;
+    let e = seed(&d.0, "n", None, &other).unwrap_err().to_string();
+    assert!(
+        e.contains("pluginName redhat/openshift-ovs-multitenant"),
+        "{e}"
+    );
+}
+
+#[test]
+fn seed_updates_own_host_ip_and_refuses_broken_dirs() {
+    let d = TempDir::new("hostip");
+    seed(&d.0, "n", Some(Ipv4Addr::new(10, 0, 0, 1)), &spec()).unwrap();
+    let st = seed(&d.0, "n", Some(Ipv4Addr::new(10, 0, 0, 2)), &spec()).unwrap();
+    assert_eq!(st.host_ip_of("n"), Some(Ipv4Addr::new(10, 0, 0, 2)));
+    assert_eq!(st.subnet_of("n").unwrap().to_string(), "10.128.0.0/23");
+    // A bad file elsewhere is tolerated, as the running agent tolerates it...
+    fs::write(d.0.join("bad.yaml"), "kind: [").unwrap();
+    let st = seed(&d.0, "n", None, &spec()).unwrap();
+    assert_eq!(st.subnet_of("n").unwrap().to_string(), "10.128.0.0/23");
+    // ...but not while this node's HostSubnet (or the ClusterNetwork) could be in it.
+    let e = seed(&d.0, "other", None, &spec()).unwrap_err().to_string();
+    assert!(
+        e.contains("cannot start: this node's HostSubnet \"other\" cannot be read while 1 file problem(s) remain"),
+        "{e}"
+    );
+    assert!(e.contains("bad.yaml"), "{e}");
+    fs::remove_file(d.0.join("clusternetwork-default.yaml")).unwrap();
+    let e = seed(&d.0, "n", None, &spec()).unwrap_err().to_string();
+    assert!(
+        e.contains("the ClusterNetwork \"default\" cannot be read"),
+        "{e}"
+    );
+    assert!(!d.0.join("clusternetwork-default.yaml").exists());
+}
+
+#[test]
+fn seed_reports_exhaustion() {
+    let d = TempDir::new("full");
+    let mut s = spec();
+    s.cluster_networks = vec![CidrEntry {
+        cidr: "10.128.0.0/22".parse().unwrap(),
+        host_subnet_length: 9,
+    }];
+    seed(&d.0, "a", None, &s).unwrap();
+    seed(&d.0, "b", None, &s).unwrap();
+    let e = seed(&d.0, "c", None, &s).unwrap_err().to_string();
+    assert!(
+        e.contains("no free node subnet for node \"c\" in the cluster networks (10.128.0.0/22 with /23 node subnets)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn loader_keeps_last_good_objects_and_reports_duplicates() {
+    let d = TempDir::new("loader");
+    seed(&d.0, "n", None, &spec()).unwrap();
+    let mut loader = Loader::new(d.0.clone());
+    assert!(loader.scan());
+    assert!(!loader.scan(), "nothing changed");
+    let good = loader.assemble(&ClusterState::default());
+    assert!(good.errors.is_empty(), "{:?}", good.errors);
+    // Break the NetNamespace file: the object stays, the error names file and field.
+    let nn = d.0.join("netnamespace-default.yaml");
+    let text = fs::read_to_string(&nn)
+        .unwrap()
+        .replace("netid: 0", "netid: 99999999");
+    fs::write(&nn, text).unwrap();
+    assert!(loader.scan());
+    let l = loader.assemble(&ClusterState::default());
+    assert_eq!(l.state, good.state);
+    let e = l.errors[0].to_string();
+    assert!(
+        e.contains("netnamespace-default.yaml: NetNamespace \"default\": field netid \"99999999\""),
+        "{e}"
+    );
+    // A second definition elsewhere that says something else never changes the VNID in
+    // effect; a fresh start (nothing in effect) uses neither.
+    fs::write(
+        d.0.join("zz.json"),
+        r#"{"apiVersion":"network.openshift.io/v1","kind":"NetNamespace","metadata":{"name":"t"},"netname":"t","netid":15}"#,
+    )
+    .unwrap();
+    assert!(loader.scan());
+    let in_effect = loader.assemble(&good.state).state;
+    assert_eq!(in_effect.vnid_of("t"), Some(15));
+    let aa = d.0.join("aa.yaml");
+    fs::write(
+        &aa,
+        "apiVersion: network.openshift.io/v1\nkind: NetNamespace\nmetadata: {name: t, uid: x}\nnetname: t\nnetid: 16\n",
+    )
+    .unwrap();
+    assert!(loader.scan());
+    let l = loader.assemble(&in_effect);
+    assert_eq!(l.state.vnid_of("t"), Some(15), "the VNID in effect stays");
+    let conflict = l
+        .errors
+        .iter()
+        .map(ToString::to_string)
+        .find(|e| e.contains("defined differently"))
+        .unwrap();
+    assert!(
+        conflict.contains("aa.yaml (netid 16) and ")
+            && conflict.contains("zz.json (netid 15): keeping the one in effect (netid 15)"),
+        "{conflict}"
+    );
+    let fresh = loader.assemble(&ClusterState::default());
+    assert_eq!(fresh.state.vnid_of("t"), None, "a fresh start uses neither");
+    assert!(fresh
+        .errors
+        .iter()
+        .any(|e| e.to_string().contains("none of them is used")));
+    // The same content twice (metadata aside) is a duplicate: the first file is used.
+    fs::write(
+        &aa,
+        "apiVersion: network.openshift.io/v1\nkind: NetNamespace\nmetadata: {name: t, uid: x}\nnetname: t\nnetid: 15\n",
+    )
+    .unwrap();
+    assert!(loader.scan());
+    let l = loader.assemble(&ClusterState::default());
+    assert_eq!(l.state.vnid_of("t"), Some(15));
+    let dup = l
+        .errors
+        .iter()
+        .map(ToString::to_string)
+        .find(|e| e.contains("defined in both"))
+        .unwrap();
+    assert!(dup.contains("aa.yaml") && dup.contains("zz.json"), "{dup}");
+    // A HostSubnet outside the cluster network is left out and reported.
+    fs::write(
+        d.0.join("hs.yaml"),
+        "apiVersion: network.openshift.io/v1\nkind: HostSubnet\nmetadata: {name: m}\nhost: m\nhostIP: 10.0.0.9\nsubnet: 10.200.0.0/23\n",
+    )
+    .unwrap();
+    assert!(loader.scan());
+    let l = loader.assemble(&ClusterState::default());
+    assert!(l.state.host_subnet_of("m").is_none());
+    assert!(l.errors.iter().any(|e| e.to_string().contains("hs.yaml: HostSubnet \"m\": field subnet \"10.200.0.0/23\": not inside any cluster network")), "{:?}", l.errors);
+}
