@@ -6,6 +6,9 @@
 //! them (the cluster networks do not overlap the service network, the host subnet length fits, the
 //! paths are absolute...) and its errors name the setting, the value and what is expected: the
 //! agent refuses to start on a bad configuration instead of half-configuring a node.
+//!
+//! Why one piece: every setting's field, default, flag, environment variable and check are one
+//! list; a setting split from its check would be read without it.
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};

@@ -41,6 +41,10 @@
 //!
 //! Only policies that select a pod of this node produce rows: a node holds the rules of its own
 //! pods, whatever the size of the cluster.
+//!
+//! Why one piece: the row layout above (priorities, dimensions, conjunction ids, named ports, the
+//! merge of rows that share a match) is one contract with pipeline.md; the builder, the id
+//! allocation and the merge must agree line by line, so they are read together.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::Ipv4Addr;

@@ -9,6 +9,9 @@
 //!
 //! Limits: only what a controller needs from OpenFlow 1.3 is modelled; other message types pass
 //! through as [`RawMsg`] with their type number.
+//!
+//! Why one piece: each message's encoder sits beside its decoder (so the two stay inverse), and the
+//! names of OVS's error types and codes are one table, kept whole.
 
 use std::fmt;
 

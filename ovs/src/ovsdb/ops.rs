@@ -14,6 +14,9 @@
 //!
 //! Limits: `commit`, `abort` and `assert` are not modelled; send them with
 //! [`crate::ovsdb::Client::request`] if ever needed.
+//!
+//! Why one piece: the typed data (atoms, datums) and the operations that carry them are one codec
+//! of RFC 7047 sections 5.1 and 5.2; each encoder sits beside its decoder so the two stay inverse.
 
 use std::collections::BTreeMap;
 use std::fmt;
