@@ -295,7 +295,7 @@ fn main() {
     eprintln!(
         "agent restart with {n} pods: stopped in {:.0} ms, ready {:.0} ms after it was started, br0 reconciled at {:.0} ms",
         stopped.as_secs_f64() * 1000.0,
-        at("agent::node::daemon: ready"),
+        at("agent::node::start: ready"),
         at("br0 reconciled"),
     );
 
