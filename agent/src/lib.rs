@@ -17,12 +17,12 @@
 //! | 5 | [`operator`] | node view, health, local API, trace |
 //! | 6 | [`node`] | start-up, loops, the CNI handler: the wiring of all of the above |
 
-pub mod bridge;
+pub(crate) mod bridge;
 pub mod cni;
 pub mod features;
 pub mod host;
 pub mod node;
-pub mod operator;
+pub(crate) mod operator;
 pub mod pod;
 pub mod telemetry;
 

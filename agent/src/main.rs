@@ -1,5 +1,5 @@
 //! `sdn-agent`: the node agent. It owns `br0` over OVSDB and OpenFlow, serves the CNI shim on a
-//! root-only Unix socket and programs the pipeline of `docs/pipeline.md` (see `agent::node::daemon`
+//! root-only Unix socket and programs the pipeline of `docs/pipeline.md` (see `agent::node`
 //! for the start-up order). SIGTERM or SIGINT stops serving; the CNI config files stay, so
 //! runtimes keep seeing the network as configured while the agent restarts or is upgraded (the
 //! shim answers "try again later" meanwhile); pods, ports and flows stay in place, so a restart

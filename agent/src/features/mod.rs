@@ -19,8 +19,8 @@
 //! by sdnctl.
 
 pub mod bandwidth;
-pub mod egress_firewall;
-pub mod egress_ip;
+pub(crate) mod egress_firewall;
+pub(crate) mod egress_ip;
 pub mod hostports;
-pub mod network_policy;
-pub mod remote;
+pub(crate) mod network_policy;
+pub(crate) mod remote;

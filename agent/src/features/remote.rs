@@ -35,7 +35,7 @@ use std::sync::Arc;
 use flows::{multicast_remote_flow, node_cookie, remote_node_flows, RemoteNodeFlows};
 use ipnet::Ipv4Net;
 use ovs::flow::Flow;
-use ovs::openflow::{BundleMsg, OfError};
+use ovs::openflow::OfError;
 use tokio::sync::{watch, Mutex};
 
 use crate::bridge::flowstore::{Change, FlowStore, Owner};
@@ -264,9 +264,10 @@ pub struct Step {
     pub store: Change,
 }
 
+#[cfg(test)]
 impl Step {
     /// Its messages, in order (what the store sends for it).
-    pub fn msgs(&self) -> Vec<BundleMsg> {
+    pub fn msgs(&self) -> Vec<ovs::openflow::BundleMsg> {
         self.store.messages()
     }
 }
@@ -460,6 +461,7 @@ mod tests {
     use super::*;
     use cluster::ClusterObject;
     use flows::MULTICAST_COOKIE;
+    use ovs::openflow::BundleMsg;
 
     fn local() -> LocalNode {
         LocalNode {

@@ -8,4 +8,4 @@
 //!   changed while running, and the last lines kept in memory for `sdnctl log` and bundles.
 
 pub mod logging;
-pub mod metrics;
+pub(crate) mod metrics;
