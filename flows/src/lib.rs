@@ -38,6 +38,7 @@ pub use policy::{
 };
 pub use registers::Reg;
 pub use remote::{
-    multicast_remote_flow, node_cookie, remote_node_flows, RemoteNodeFlows, MULTICAST_COOKIE,
+    multicast_remote, multicast_remote_flow, node_cookie, remote_node_flows, RemoteNodeFlows,
+    MULTICAST_COOKIE, MULTICAST_GROUP_BASE, VTEPS_IN_ROW, VTEPS_PER_GROUP,
 };
 pub use tables::Table;

@@ -7,7 +7,7 @@
 //! | 10 | 100 | `tun_src=HOSTIP` | `goto_table:30` (VXLAN from a known node is accepted) |
 //! | 50 | 100 | `arp,arp_tpa=S` | `move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31]`, `set_field:HOSTIP->tun_dst`, `output:1` |
 //! | 90 | 100 | `ip,nw_dst=S` | the same |
-//! | 111 | 100 | (any) | `move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31]`, then `set_field:HOSTIP->tun_dst,output:1` per remote node, `goto_table:120` |
+//! | 111 | 100 | (any) | `move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31]`, then `set_field:HOSTIP->tun_dst,output:1` per remote node (past [`VTEPS_IN_ROW`] nodes: `group:G` per `all` group of VTEPs instead), `goto_table:120` |
 //!
 //! The VNI of every packet sent to another node is the source VNID (`reg0`), so the receiving
 //! node's table 0 loads it back into `reg0` and its table 80 decides as for a local sender.
@@ -21,6 +21,13 @@
 //! no remote node it only continues to table 120 (openshift-sdn does the same), so local multicast
 //! keeps working.
 //!
+//! Cluster size: an OpenFlow message's length is 16 bits, so one row can list about 2,000 VTEPs
+//! and one group about 1,300 buckets. Up to [`VTEPS_IN_ROW`] remote nodes the row lists the
+//! VTEPs itself (as openshift-sdn's did); past that it sends a copy to each of a few `all`
+//! groups of at most [`VTEPS_PER_GROUP`] buckets (`set_field:HOSTIP->tun_dst,output:1` each),
+//! ids from [`MULTICAST_GROUP_BASE`] up, which no VNID (the egress IP groups' ids) reaches. At
+//! 5,000 nodes that is one row and five groups, each well inside the limit.
+//!
 //! Limits: IPv4 only; the VTEP list of table 111 is in address order, one pair per distinct
 //! address (two HostSubnets with one hostIP would otherwise receive every multicast packet
 //! twice; the agent refuses such a pair anyway).
@@ -29,7 +36,7 @@ use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
-use ovs::flow::{Action, Flow, Masked, Match};
+use ovs::flow::{Action, Bucket, Flow, Group, GroupType, Masked, Match};
 
 use crate::attachment::fnv1a;
 use crate::base::VXLAN_PORT;
@@ -85,19 +92,57 @@ pub fn remote_node_flows(n: &RemoteNodeFlows) -> Vec<Flow> {
     ]
 }
 
+/// The most VTEPs the table-111 row lists itself (a row of about 2,000 would not fit an
+/// OpenFlow message).
+pub const VTEPS_IN_ROW: usize = 1000;
+
+/// The most buckets of one table-111 VTEP group (about 1,300 would not fit a group_mod).
+pub const VTEPS_PER_GROUP: usize = 1000;
+
+/// The id of the first table-111 VTEP group: above every VNID, since an egress IP's group id is
+/// its tenant's VNID (24 bits).
+pub const MULTICAST_GROUP_BASE: u32 = 1 << 24;
+
 /// The table-111 row for the remote VTEPs `vteps`: the VNI from `reg0`, one copy to each VTEP
 /// (in address order), then local delivery in table 120. Without VTEPs: only `goto_table:120`.
+/// Past [`VTEPS_IN_ROW`] VTEPs the copies go through the groups of [`multicast_remote`].
 pub fn multicast_remote_flow(vteps: &BTreeSet<Ipv4Addr>) -> Flow {
+    multicast_remote(vteps).0
+}
+
+/// The table-111 row and the `all` groups it sends through (none up to [`VTEPS_IN_ROW`] VTEPs;
+/// then one per [`VTEPS_PER_GROUP`] VTEPs, ids from [`MULTICAST_GROUP_BASE`], VTEPs in address
+/// order).
+pub fn multicast_remote(vteps: &BTreeSet<Ipv4Addr>) -> (Flow, Vec<Group>) {
     let mut f = Flow::new(Table::MulticastRemote.id(), 100).cookie(MULTICAST_COOKIE);
+    let copy = |ip: Ipv4Addr| [Action::set_tun_dst(ip), Action::Output(VXLAN_PORT)];
+    let mut groups = Vec::new();
     if !vteps.is_empty() {
         f = f.action(src_vnid_to_vni());
+    }
+    if vteps.len() <= VTEPS_IN_ROW {
         for ip in vteps {
-            f = f
-                .action(Action::set_tun_dst(*ip))
-                .action(Action::Output(VXLAN_PORT));
+            f = f.actions(copy(*ip));
+        }
+    } else {
+        let all: Vec<Ipv4Addr> = vteps.iter().copied().collect();
+        for (i, chunk) in all.chunks(VTEPS_PER_GROUP).enumerate() {
+            let id = MULTICAST_GROUP_BASE + i as u32;
+            groups.push(Group {
+                id,
+                kind: GroupType::All,
+                buckets: chunk
+                    .iter()
+                    .map(|ip| Bucket {
+                        weight: 0,
+                        actions: copy(*ip).to_vec(),
+                    })
+                    .collect(),
+            });
+            f = f.action(Action::Group(id));
         }
     }
-    f.goto(Table::MulticastLocal.id())
+    (f.goto(Table::MulticastLocal.id()), groups)
 }
 
 #[cfg(test)]
@@ -151,6 +196,44 @@ mod tests {
         assert_eq!(
             none.to_string(),
             "cookie=0x2000000000000000, table=111, priority=100 actions=goto_table:120"
+        );
+    }
+
+    #[test]
+    fn past_a_thousand_vteps_the_row_sends_through_all_groups() {
+        let vteps = |n: u32| -> BTreeSet<Ipv4Addr> {
+            (0..n).map(|i| Ipv4Addr::from(0x6440_0000 + i)).collect()
+        };
+        let (row, groups) = multicast_remote(&vteps(VTEPS_IN_ROW as u32));
+        assert!(groups.is_empty());
+        assert_eq!(row.actions.len(), 1 + 2 * VTEPS_IN_ROW);
+
+        let (row, groups) = multicast_remote(&vteps(5000));
+        row.validate().unwrap();
+        assert_eq!(
+            row.to_string(),
+            "cookie=0x2000000000000000, table=111, priority=100 actions=move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31],group:16777216,group:16777217,group:16777218,group:16777219,group:16777220,goto_table:120"
+        );
+        assert_eq!(groups.len(), 5);
+        let mut seen = Vec::new();
+        for (i, g) in groups.iter().enumerate() {
+            assert_eq!(g.id, MULTICAST_GROUP_BASE + i as u32);
+            assert_eq!(g.kind, GroupType::All);
+            assert_eq!(g.buckets.len(), VTEPS_PER_GROUP);
+            for b in &g.buckets {
+                assert_eq!(b.actions.len(), 2);
+                assert_eq!(b.actions[1], Action::Output(VXLAN_PORT));
+                seen.push(b.actions[0].clone());
+            }
+        }
+        // Every VTEP once, in address order.
+        let want: Vec<Action> = vteps(5000).into_iter().map(Action::set_tun_dst).collect();
+        assert_eq!(seen, want);
+        // The last group holds the rest.
+        let (_, groups) = multicast_remote(&vteps(2345));
+        assert_eq!(
+            groups.iter().map(|g| g.buckets.len()).collect::<Vec<_>>(),
+            [1000, 1000, 345]
         );
     }
 

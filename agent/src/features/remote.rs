@@ -32,7 +32,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
-use flows::{multicast_remote_flow, node_cookie, remote_node_flows, RemoteNodeFlows};
+use flows::{multicast_remote, node_cookie, remote_node_flows, RemoteNodeFlows};
 use ipnet::Ipv4Net;
 use ovs::flow::Flow;
 use ovs::openflow::OfError;
@@ -177,8 +177,21 @@ impl RemoteSet {
     /// Every remote-node row: each node's three, then the table-111 row.
     pub fn flows(&self) -> Vec<Flow> {
         let mut out: Vec<Flow> = self.nodes.values().flat_map(RemoteNode::flows).collect();
-        out.push(multicast_remote_flow(&self.vteps()));
+        out.push(multicast_remote(&self.vteps()).0);
         out
+    }
+
+    /// The store's change that writes the table-111 row and the VTEP groups it uses. A row
+    /// without groups replacing one without groups is one add (OVS replaces the row in place);
+    /// otherwise the row and its groups are set anew (old groups deleted, new ones added, in the
+    /// same bundle). `had_groups`: whether the installed row used groups.
+    fn multicast_change(&self, had_groups: bool) -> Change {
+        let (row, groups) = multicast_remote(&self.vteps());
+        if groups.is_empty() && !had_groups {
+            Change::new().put(Owner::Multicast, vec![row])
+        } else {
+            Change::new().set_with_groups(Owner::Multicast, vec![row], groups)
+        }
     }
 }
 
@@ -302,7 +315,11 @@ pub fn plan_updates(installed: &Installed, desired: &RemoteSet) -> Vec<Step> {
         .collect();
     let vteps = desired.vteps();
     if installed.vteps.as_ref() != Some(&vteps) {
-        let row = Change::new().put(Owner::Multicast, vec![multicast_remote_flow(&vteps)]);
+        let had_groups = installed
+            .vteps
+            .as_ref()
+            .is_some_and(|v| v.len() > flows::VTEPS_IN_ROW);
+        let row = desired.multicast_change(had_groups);
         match steps.last_mut() {
             Some(last) => {
                 last.store = std::mem::take(&mut last.store).and(row);
@@ -401,10 +418,7 @@ impl<S: FlowSwitch> RemoteNodes<S> {
             n.log_staged();
             change = change.set(n.owner(), n.flows());
         }
-        change = change.put(
-            Owner::Multicast,
-            vec![multicast_remote_flow(&desired.vteps())],
-        );
+        change = change.and(desired.multicast_change(false));
         self.store.stage(change).await;
         tracked.installed = Installed {
             nodes: desired.nodes.clone(),
@@ -448,7 +462,17 @@ impl<S: FlowSwitch> RemoteNodes<S> {
                 done.push(c);
             }
             if let Some(v) = step.multicast {
-                tracing::info!(vteps = ?v, "table 111 rewritten for the remote VTEPs");
+                // The count, not the list: a large cluster's list is a log line of 100 KB.
+                let groups = v.len().div_ceil(flows::VTEPS_PER_GROUP);
+                tracing::info!(
+                    vteps = v.len(),
+                    groups = if v.len() > flows::VTEPS_IN_ROW {
+                        groups
+                    } else {
+                        0
+                    },
+                    "table 111 rewritten for the remote VTEPs"
+                );
                 installed.vteps = Some(v);
             }
         }

@@ -386,6 +386,7 @@ impl Daemon {
             added = stats.added,
             groups = stats.groups,
             deleted = stats.deleted,
+            refused = stats.refused.len(),
             ms_at_end_of = %phases.join(","),
             "br0 reconciled"
         );

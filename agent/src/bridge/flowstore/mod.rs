@@ -70,6 +70,8 @@ pub struct ReconcileStats {
     pub groups: usize,
     /// The first few changes, as flow text (for the repair log).
     pub changes: Vec<String>,
+    /// Messages left out because they cannot be encoded, each with why (the rest is applied).
+    pub refused: Vec<String>,
 }
 
 /// The desired flows of `br0` (see the module docs).
@@ -262,10 +264,39 @@ impl<S: FlowSwitch> FlowStore<S> {
                 .any(|a| matches!(a, ovs::flow::Action::Group(id) if gone.contains(id)))
         });
         msgs.extend(diff(&desired, &existing));
+        // A message OpenFlow cannot carry (a value out of range, a row longer than 64 KiB) is
+        // left out and reported; the rest of the bridge is still brought in line, so one bad
+        // row never keeps a node from starting or repairing.
+        let mut refused = Vec::new();
+        let mut groups = groups;
+        let mut kept = Vec::with_capacity(msgs.len());
+        for (i, m) in msgs.into_iter().enumerate() {
+            match m.check() {
+                Ok(()) => kept.push(m),
+                Err(e) => {
+                    let mut text = m.describe();
+                    if text.len() > 300 {
+                        let cut = (0..=300)
+                            .rev()
+                            .find(|i| text.is_char_boundary(*i))
+                            .unwrap_or(0);
+                        text = format!("{}... ({} characters)", &text[..cut], text.len());
+                    }
+                    let what = format!("{text}: {e}");
+                    tracing::error!(message = %what, "a message for br0 cannot be encoded; left out of the reconcile, the rest is applied");
+                    if i < groups {
+                        groups -= 1;
+                    }
+                    refused.push(what);
+                }
+            }
+        }
+        let msgs = kept;
         let mut stats = ReconcileStats {
             existing: existing.len(),
             desired: desired.len(),
             groups,
+            refused,
             ..ReconcileStats::default()
         };
         for m in &msgs[groups..] {

@@ -457,3 +457,41 @@ async fn groups_go_with_their_owner_and_a_reconcile_puts_back_a_lost_one() {
         .unwrap();
     assert!(sw.flows_with_cookie(flows::egress_ip_cookie(v)).is_empty());
 }
+
+#[tokio::test]
+async fn a_message_that_cannot_be_encoded_is_left_out_and_the_rest_applied() {
+    let sw = Arc::new(FakeSwitch::new());
+    let store = FlowStore::new(sw.clone(), true);
+    let base = vec![f(0, 0, 1, 2).cookie(cookie::BASE)];
+    // openshift-sdn's one-row table 111 at 2,100 remote nodes: longer than 64 KiB.
+    let mut huge = Flow::new(111, 100).cookie(flows::MULTICAST_COOKIE);
+    for i in 0..2100u32 {
+        huge = huge
+            .action(Action::set_tun_dst(std::net::Ipv4Addr::from(
+                0x6440_0000 + i,
+            )))
+            .action(Action::Output(1));
+    }
+    let (a, fa) = pod(2);
+    store
+        .stage(
+            Change::new()
+                .set(Owner::Base, base)
+                .set(Owner::Multicast, vec![huge])
+                .set_pod(a, fa, vnid(11)),
+        )
+        .await;
+    let s = store.reconcile().await.unwrap();
+    assert_eq!(s.refused.len(), 1, "{:?}", s.refused);
+    assert!(
+        s.refused[0].starts_with("add cookie=0x2000000000000000, table=111")
+            && s.refused[0].contains("characters)")
+            && s.refused[0].contains("16-bit"),
+        "{}",
+        s.refused[0]
+    );
+    // Everything else is on the switch.
+    assert_eq!((s.desired, s.added, s.deleted), (4, 3, 0));
+    assert_eq!(sw.flows().len(), 3);
+    assert!(sw.flows().iter().all(|f| f.table != 111));
+}

@@ -116,6 +116,13 @@ impl Health {
                 r.added = s.added;
                 r.deleted = s.deleted;
                 r.changes = s.changes.clone();
+                if !s.refused.is_empty() {
+                    r.error = Some(format!(
+                        "{} message(s) left out, they cannot be encoded: {}",
+                        s.refused.len(),
+                        s.refused.join("; ")
+                    ));
+                }
             }
             Err(e) => r.error = Some(e.clone()),
         }

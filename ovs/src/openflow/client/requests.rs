@@ -63,6 +63,12 @@ impl BundleMsg {
         BundleMsg::Flow(FlowMod::delete_cookie(cookie, mask))
     }
 
+    /// Whether the message can be sent: its encoding, or why it has none (a value the wire
+    /// cannot carry, a message longer than OpenFlow's 16-bit length).
+    pub fn check(&self) -> Result<(), CodecError> {
+        self.encode(0).map(drop)
+    }
+
     pub(crate) fn encode(&self, xid: u32) -> Result<Vec<u8>, CodecError> {
         match self {
             BundleMsg::Flow(fm) => encode_flow_mod(fm, xid),

@@ -1,0 +1,207 @@
+//! A node in a cluster of 5,000 nodes, on real OVS: the agent starts and installs every other
+//! node's rows, the table-111 multicast row fits (past 1,000 remote nodes it sends through `all`
+//! groups of VTEPs, pipeline.md "Per remote node"), a restart changes no flow, and when the
+//! cluster shrinks the row lists its VTEPs again and the groups go.
+//!
+//! The other nodes are HostSubnet objects in the node's standalone state directory (what the
+//! agent reads of them is the same in Kubernetes mode). openshift-sdn's one-row form cannot be
+//! encoded past about 2,045 nodes (a 16-bit OpenFlow length): an agent building it exits at
+//! start.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use sdn_tests::harness::wait_until;
+use sdn_tests::node::{AgentNode, NodeOptions};
+use serde_json::json;
+
+const NODES: u32 = 5000;
+const PER_FILE: u32 = 500;
+
+/// Node `i`'s VTEP and pod subnet (the local node seeds 10.0.0.0/24 for itself).
+fn sim_node(i: u32) -> (Ipv4Addr, String) {
+    let vtep = Ipv4Addr::from(u32::from(Ipv4Addr::new(100, 64, 0, 1)) + i);
+    let n = i + 256;
+    (vtep, format!("10.{}.{}.0/24", n / 256, n % 256))
+}
+
+/// Writes the HostSubnets of nodes `0..count` as JSON lists, `PER_FILE` a file, and removes
+/// the files of nodes past `count`.
+fn write_nodes(node: &AgentNode, count: u32) {
+    let dir = node.state_dir();
+    for f in 0..NODES.div_ceil(PER_FILE) {
+        let path = dir.join(format!("sim-hostsubnets-{f:02}.json"));
+        let first = f * PER_FILE;
+        let items: Vec<_> = (first..(first + PER_FILE).min(count))
+            .map(|i| {
+                let (vtep, subnet) = sim_node(i);
+                json!({
+                    "apiVersion": "network.openshift.io/v1",
+                    "kind": "HostSubnet",
+                    "metadata": {"name": format!("sim-{i:05}"), "uid": format!("sim-uid-{i:05}")},
+                    "host": format!("sim-{i:05}"),
+                    "hostIP": vtep.to_string(),
+                    "subnet": subnet,
+                })
+            })
+            .collect();
+        if items.is_empty() {
+            let _ = std::fs::remove_file(&path);
+            continue;
+        }
+        let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, serde_json::to_vec(&list).unwrap()).unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+    }
+}
+
+/// Rows per table of br0 at priority 100 (a remote node's rows; the base rows of tables 10, 50
+/// and 90 are at other priorities).
+fn rows_per_table(node: &AgentNode) -> BTreeMap<u8, usize> {
+    let mut per = BTreeMap::new();
+    for l in node
+        .flows()
+        .iter()
+        .filter(|l| l.contains(" priority=100,") || l.contains(" priority=100 "))
+    {
+        if let Some(t) = l
+            .split("table=")
+            .nth(1)
+            .and_then(|r| r.split(',').next())
+            .and_then(|t| t.parse::<u8>().ok())
+        {
+            *per.entry(t).or_default() += 1;
+        }
+    }
+    per
+}
+
+/// The table-111 row as `ovs-ofctl` prints it.
+fn row_111(node: &AgentNode) -> String {
+    node.flows()
+        .into_iter()
+        .find(|l| l.contains("table=111,"))
+        .unwrap_or_default()
+}
+
+/// br0's groups: id -> number of buckets.
+fn groups(node: &AgentNode) -> BTreeMap<u32, usize> {
+    node.ovs
+        .ofctl(&["dump-groups", "br0"])
+        .lines()
+        .filter_map(|l| {
+            let id = l
+                .split("group_id=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()?;
+            Some((id, l.matches("bucket=").count()))
+        })
+        .collect()
+}
+
+#[test]
+fn a_node_of_a_5000_node_cluster_starts_and_its_multicast_row_fits() {
+    let node = AgentNode::new(NodeOptions {
+        cluster_network: "10.0.0.0/8,8".into(),
+        ..NodeOptions::default()
+    });
+    node.start_agent();
+    let written = std::time::Instant::now();
+    write_nodes(&node, NODES);
+
+    // Every other node's three rows, and the table-111 row through five groups of 1000.
+    let settled = wait_until(Duration::from_secs(120), || {
+        rows_per_table(&node).get(&90).copied() == Some(NODES as usize) && groups(&node).len() == 5
+    });
+    let per = rows_per_table(&node);
+    assert!(
+        settled,
+        "rows per table: {per:?}; groups: {:?}; log tail:\n{}",
+        groups(&node),
+        tail(&node.log())
+    );
+    eprintln!(
+        "{NODES} HostSubnets written -> every remote row and the five VTEP groups on br0: {:.1} s",
+        written.elapsed().as_secs_f64()
+    );
+    for t in [10, 50, 90] {
+        assert_eq!(per.get(&t), Some(&(NODES as usize)), "table {t}: {per:?}");
+    }
+    let row = row_111(&node);
+    assert!(
+        row.contains(
+            "actions=move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31],group:16777216,group:16777217,group:16777218,group:16777219,group:16777220,goto_table:120"
+        ),
+        "{row}"
+    );
+    let g = groups(&node);
+    assert_eq!(
+        g,
+        (0..5)
+            .map(|i| (16_777_216 + i, 1000))
+            .collect::<BTreeMap<_, _>>()
+    );
+    let dump = node.ovs.ofctl(&["dump-groups", "br0"]);
+    let (first_vtep, _) = sim_node(0);
+    let (last_vtep, _) = sim_node(NODES - 1);
+    assert!(
+        dump.contains("type=all")
+            && dump.contains(&format!(
+                "bucket=actions=set_field:{first_vtep}->tun_dst,output:1"
+            ))
+            && dump.contains(&format!("set_field:{last_vtep}->tun_dst,output:1")),
+        "groups lack the first or last VTEP"
+    );
+
+    // A restart at 5,000 nodes: ready, and its reconcile changes no flow and no group.
+    let before = node.flows();
+    node.stop_agent(libc::SIGTERM);
+    node.start_agent();
+    let reconciled = node.last_reconcile();
+    eprintln!(
+        "agent restarted with {NODES} remote nodes, its phases (ms since start): {}",
+        reconciled
+            .split("ms_at_end_of=")
+            .nth(1)
+            .unwrap_or_default()
+            .trim()
+    );
+    assert!(
+        reconciled.contains(" added=0 ")
+            && reconciled.contains(" deleted=0 ")
+            && reconciled.contains(" groups=0 ")
+            && reconciled.contains(" refused=0 "),
+        "the restart's reconcile changed br0: {reconciled}"
+    );
+    assert_eq!(node.flows(), before, "flows changed across the restart");
+
+    // The cluster shrinks to 800 other nodes: the row lists its VTEPs again, the groups go.
+    write_nodes(&node, 800);
+    let shrunk = wait_until(Duration::from_secs(60), || {
+        groups(&node).is_empty() && rows_per_table(&node).get(&90).copied() == Some(800)
+    });
+    assert!(
+        shrunk,
+        "groups: {:?}; rows: {:?}",
+        groups(&node),
+        rows_per_table(&node)
+    );
+    let row = row_111(&node);
+    assert_eq!(row.matches("output:1").count(), 800, "{row}");
+    assert!(!row.contains("group:"), "{row}");
+    assert!(
+        node.agent_running(),
+        "the agent exited:\n{}",
+        tail(&node.log())
+    );
+}
+
+fn tail(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
+}
