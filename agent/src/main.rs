@@ -14,7 +14,6 @@
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use tokio::signal::unix::{signal, SignalKind};
 
 use cluster::config::{Config, Flags};
 
@@ -81,20 +80,6 @@ fn config(flags: &Flags) -> Result<Config> {
     Config::from_flags(flags).context("bad configuration (see sdn-agent run --help)")
 }
 
-async fn until_signal() {
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        tracing::error!("cannot install the SIGTERM/SIGINT handlers; stop with SIGKILL");
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
-}
-
 #[tokio::main]
 async fn main() -> Result<()> {
     let cli = match Cli::try_parse_from(args()) {
@@ -131,7 +116,7 @@ async fn main() -> Result<()> {
             return Ok(());
         }
         Cmd::Controller(flags) => {
-            return controller::run(config(&flags)?, until_signal()).await;
+            return controller::run(config(&flags)?, controller::until_signal()).await;
         }
         Cmd::RemoveCniConfig {
             cni_conf_dir,
@@ -158,7 +143,7 @@ async fn main() -> Result<()> {
         }
     };
     let node = agent::node::Daemon::start(config(&flags)?).await?;
-    node.run_until(until_signal()).await;
+    node.run_until(controller::until_signal()).await;
     tracing::info!("stopping (pods keep running; the CNI config stays, so runtimes retry until the agent is back)");
     node.stop().await;
     Ok(())

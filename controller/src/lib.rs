@@ -452,3 +452,20 @@ impl LeaseLock {
         }
     }
 }
+
+/// Resolves at the first SIGTERM or SIGINT: how the project's daemons (`sdn-controller`,
+/// `sdn-agent`) learn to stop. Without the handlers it never resolves (stop with SIGKILL).
+pub async fn until_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot install the SIGTERM/SIGINT handlers; stop with SIGKILL");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

@@ -5,7 +5,6 @@
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use tokio::signal::unix::{signal, SignalKind};
 
 use cluster::config::{flag_error, Config, Flags, LogFormat};
 
@@ -32,7 +31,7 @@ async fn main() -> Result<()> {
     let cfg =
         Config::from_flags(&cli.flags).context("bad configuration (see sdn-controller --help)")?;
     init_logging(cfg.log_format, &cfg.log_level)?;
-    controller::run(cfg, until_signal()).await
+    controller::run(cfg, controller::until_signal()).await
 }
 
 /// Logs to stderr in the configured format and level (`RUST_LOG` wins when set).
@@ -50,18 +49,4 @@ fn init_logging(format: LogFormat, level: &str) -> Result<()> {
         LogFormat::Json => builder.json().try_init(),
     }
     .map_err(|e| anyhow::anyhow!("installing the logger: {e}"))
-}
-
-async fn until_signal() {
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        tracing::error!("cannot install the SIGTERM/SIGINT handlers; stop with SIGKILL");
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
 }
