@@ -6,17 +6,25 @@
 //! NetNamespace, every EgressNetworkPolicy (all namespaces), every Namespace (with its labels),
 //! and this node's Pods (field selector `spec.nodeName=<node>`). In networkpolicy mode also
 //! every NetworkPolicy and every Pod of the cluster (policies select peers on any node; each
-//! pod's labels, address and named ports are what they need).
-//! The pods live in the state as a cache ([`ClusterState::pods`]), so a CNI ADD never asks the API
-//! server anything on its hot path.
+//! pod's labels, address and named ports are what they need, and the address is in the pod's
+//! status, so a metadata-only watch cannot give it).
+//! This node's pods live in the state as a cache ([`ClusterState::pods`]), so a CNI ADD never
+//! asks the API server anything on its hot path; the other pods are kept only as what policies
+//! read ([`ClusterState::peer_pods`], see [`PodCache`]).
+//!
+//! What a node's cost follows: a pod event costs O(log n) to apply and re-assembles only the
+//! pods (one namespace's map is copied); a HostSubnet or NetNamespace event re-reads only the
+//! objects whose resourceVersion changed and checks overlaps through an interval index
+//! ([`SubnetIndex`]); nothing is re-read for kinds that did not change.
 //!
 //! Why this shape:
-//! - One task consumes all six watch streams (merged) and keeps one kube-rs reflector store per
-//!   kind ([`Reflected`]): the reflector's writer applies the watcher's `Init`/`InitApply`/
-//!   `InitDone` cycle, so a re-list (after a lost watch, a `410 Gone`, a restart of the stream)
-//!   builds a fresh map and swaps it in whole at `InitDone`, and objects deleted while the watch
-//!   was down disappear. After each burst of events the whole state is rebuilt from the stores
-//!   and published only if it changed; consumers diff states, never replay events.
+//! - One task consumes all the watch streams (merged) and keeps one kube-rs reflector store per
+//!   network kind ([`Reflected`]) and a reduced store of pods ([`PodCache`]); both apply the
+//!   watcher's `Init`/`InitApply`/`InitDone` cycle, so a re-list (after a lost watch, a
+//!   `410 Gone`, a restart of the stream) builds a fresh map and swaps it in whole at
+//!   `InitDone`, and objects deleted while the watch was down disappear. After each burst of
+//!   events the parts of the state whose kinds changed are assembled again and the state is
+//!   published only if it changed; consumers diff states, never replay events.
 //! - Errors back off (`default_backoff`: exponential with jitter) and the watcher resumes or
 //!   re-lists by itself; each error is logged with its kind.
 //! - The network objects are read as `DynamicObject`s and converted through JSON into the same
@@ -45,7 +53,10 @@ use kube::Client;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
-use super::state::PodInfo;
+use flows::policy::{PodView, PodsByNamespace};
+use multitenant::policy::Labels;
+
+use super::state::{PodInfo, SubnetIndex};
 use super::types::{ClusterNetwork, ClusterObject, EgressNetworkPolicy, HostSubnet, NetNamespace};
 use super::{netpol, ClusterSource, ClusterState};
 
@@ -188,19 +199,27 @@ where
     }
 }
 
-/// Everything the source knows.
+/// Everything the source knows, and the state last assembled from it.
 struct Caches {
     cluster_network: Reflected<DynamicObject>,
     host_subnets: Reflected<DynamicObject>,
     net_namespaces: Reflected<DynamicObject>,
     egress_policies: Reflected<DynamicObject>,
     namespaces: Reflected<Namespace>,
-    pods: Reflected<Pod>,
+    pods: PodCache,
     /// Networkpolicy mode only.
     network_policies: Option<Reflected<NetworkPolicy>>,
     /// The NetworkPolicies refused at the last rebuild, with why: each is logged once per
-    /// reason, not at every rebuild (every pod event rebuilds the state in this mode).
+    /// reason, not at every rebuild.
     refused: std::sync::Mutex<BTreeMap<String, String>>,
+    /// Parsed HostSubnets and NetNamespaces by name and resourceVersion: a burst re-reads
+    /// only the objects that changed (a 5,000-node cluster has 5,000 HostSubnets).
+    parsed_subnets: ParseCache<HostSubnet>,
+    parsed_netns: ParseCache<NetNamespace>,
+    /// The parts of the state whose kinds changed since it was last assembled.
+    dirty: Dirty,
+    /// The state last assembled: a pod event re-assembles only the pods.
+    current: ClusterState,
 }
 
 /// Network objects as JSON values by name (sorted: cross-object checks go by name).
@@ -208,8 +227,246 @@ fn by_name(r: &Reflected<DynamicObject>) -> BTreeMap<String, serde_json::Value> 
     r.objects().iter().filter_map(|o| dynamic_key(o)).collect()
 }
 
+/// Which parts of the state to assemble again.
+#[derive(Clone, Copy, Debug)]
+struct Dirty {
+    network: bool,
+    egress: bool,
+    namespaces: bool,
+    policies: bool,
+}
+
+impl Dirty {
+    const ALL: Dirty = Dirty {
+        network: true,
+        egress: true,
+        namespaces: true,
+        policies: true,
+    };
+    const NONE: Dirty = Dirty {
+        network: false,
+        egress: false,
+        namespaces: false,
+        policies: false,
+    };
+}
+
+/// Network objects parsed and validated, by name, with the resourceVersion they were read at.
+struct ParseCache<T> {
+    by_name: std::collections::HashMap<String, (Option<String>, Option<T>)>,
+}
+
+impl<T: DeserializeOwned + Into<ClusterObject> + Clone> ParseCache<T> {
+    fn new() -> Self {
+        ParseCache {
+            by_name: std::collections::HashMap::new(),
+        }
+    }
+
+    /// Every object of `r` that parses and validates, by name; an object is read again only
+    /// when its resourceVersion changed (one that fails is logged when it is read).
+    fn objects(&mut self, r: &Reflected<DynamicObject>) -> BTreeMap<String, T> {
+        let mut seen = BTreeSet::new();
+        let mut out = BTreeMap::new();
+        for o in r.objects() {
+            let Some(name) = o.metadata.name.clone() else {
+                continue;
+            };
+            let rv = o.metadata.resource_version.clone();
+            let fresh = match self.by_name.get(&name) {
+                Some((had, parsed)) if rv.is_some() && *had == rv => parsed.clone(),
+                _ => {
+                    let parsed = dynamic_key(&o).and_then(|(_, v)| parse::<T>(&v));
+                    self.by_name.insert(name.clone(), (rv, parsed.clone()));
+                    parsed
+                }
+            };
+            if let Some(t) = fresh {
+                out.insert(name.clone(), t);
+            }
+            seen.insert(name);
+        }
+        self.by_name.retain(|n, _| seen.contains(n));
+        out
+    }
+}
+
+/// A pod re-list being filled: this node's pods, and every pod's view by namespace.
+type Relist = (
+    BTreeMap<String, PodInfo>,
+    BTreeMap<String, BTreeMap<String, PodView>>,
+);
+
+/// The pods the source keeps: this node's whole (as [`PodInfo`]), and in networkpolicy mode
+/// every pod of the cluster that has an address, reduced to what policies read
+/// ([`PodView`]: namespace, name, labels, address, named ports), by namespace. A namespace's
+/// map is shared with the published states and copied only when one of its pods changes; each
+/// distinct label set is kept once (the pods of a workload share theirs). Nothing else of a
+/// Pod (spec, status, managed fields) outlives its watch event.
+struct PodCache {
+    node: String,
+    peers: bool,
+    local: BTreeMap<String, PodInfo>,
+    peer_pods: PodsByNamespace,
+    /// A re-list in progress: the maps being filled until `InitDone` swaps them in.
+    relist: Option<Relist>,
+    labels: std::collections::HashSet<Arc<Labels>>,
+    /// The number of label sets after the last prune of unused ones.
+    labels_pruned_at: usize,
+    ready: bool,
+}
+
+impl PodCache {
+    fn new(node: &str, peers: bool) -> PodCache {
+        PodCache {
+            node: node.to_string(),
+            peers,
+            local: BTreeMap::new(),
+            peer_pods: BTreeMap::new(),
+            relist: None,
+            labels: std::collections::HashSet::new(),
+            labels_pruned_at: 0,
+            ready: false,
+        }
+    }
+
+    /// The one copy of `labels`.
+    fn intern(&mut self, labels: Labels) -> Arc<Labels> {
+        if let Some(a) = self.labels.get(&labels) {
+            return a.clone();
+        }
+        if self.labels.len() > 2 * self.labels_pruned_at + 1024 {
+            self.labels.retain(|a| Arc::strong_count(a) > 1);
+            self.labels_pruned_at = self.labels.len();
+        }
+        let a = Arc::new(labels);
+        self.labels.insert(a.clone());
+        a
+    }
+
+    /// The pod's key, whether it is this node's, what the node keeps of it, and its view for
+    /// policies (when it has an address).
+    fn read(&mut self, p: &Pod) -> Option<(String, String, bool, PodInfo, Option<PodView>)> {
+        let ns = p.metadata.namespace.clone()?;
+        let name = p.metadata.name.clone()?;
+        let node = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
+        let ip = netpol::pod_address(p);
+        let ports = netpol::pod_ports(p);
+        let labels = netpol::pod_labels(p);
+        let local = node == self.node;
+        let view = match (self.peers, ip) {
+            (true, Some(ip)) => Some(PodView {
+                namespace: ns.clone(),
+                name: name.clone(),
+                labels: self.intern(labels.clone()),
+                ip,
+                ports: ports.clone(),
+            }),
+            _ => None,
+        };
+        let info = if local {
+            PodInfo {
+                uid: p.metadata.uid.clone().unwrap_or_default(),
+                annotations: p.metadata.annotations.clone().unwrap_or_default(),
+                labels,
+                node,
+                ip,
+                ports,
+            }
+        } else {
+            PodInfo::default()
+        };
+        Some((ns, name, local, info, view))
+    }
+
+    /// Applies one watch event; returns whether the pods changed.
+    fn apply(&mut self, ev: &Event<Pod>) -> bool {
+        match ev {
+            Event::Init => {
+                self.relist = Some(Default::default());
+                false
+            }
+            Event::InitApply(p) => {
+                if let Some((ns, name, local, info, view)) = self.read(p) {
+                    let (l, v) = self.relist.get_or_insert_with(Default::default);
+                    if local {
+                        l.insert(format!("{ns}/{name}"), info);
+                    }
+                    if let Some(view) = view {
+                        v.entry(ns).or_default().insert(name, view);
+                    }
+                }
+                false
+            }
+            Event::InitDone => {
+                let (local, views) = self.relist.take().unwrap_or_default();
+                self.local = local;
+                // A namespace whose pods are unchanged keeps its shared map.
+                let old = std::mem::take(&mut self.peer_pods);
+                for (ns, m) in views {
+                    let keep = old.get(&ns).filter(|o| ***o == m).cloned();
+                    self.peer_pods
+                        .insert(ns, keep.unwrap_or_else(|| Arc::new(m)));
+                }
+                self.ready = true;
+                true
+            }
+            Event::Apply(p) => {
+                let Some((ns, name, local, info, view)) = self.read(p) else {
+                    return false;
+                };
+                let key = format!("{ns}/{name}");
+                let mut changed = if local {
+                    self.local.get(&key) != Some(&info) && {
+                        self.local.insert(key, info);
+                        true
+                    }
+                } else {
+                    self.local.remove(&key).is_some()
+                };
+                changed |= self.set_view(&ns, &name, view);
+                changed
+            }
+            Event::Delete(p) => {
+                let (Some(ns), Some(name)) = (&p.metadata.namespace, &p.metadata.name) else {
+                    return false;
+                };
+                let gone = self.local.remove(&format!("{ns}/{name}")).is_some();
+                self.set_view(ns, name, None) || gone
+            }
+        }
+    }
+
+    /// Sets (or removes) a pod's view; returns whether it changed.
+    fn set_view(&mut self, ns: &str, name: &str, view: Option<PodView>) -> bool {
+        let had = self.peer_pods.get(ns).and_then(|m| m.get(name));
+        if had == view.as_ref() {
+            return false;
+        }
+        match view {
+            Some(v) => {
+                let m = self.peer_pods.entry(ns.to_string()).or_default();
+                Arc::make_mut(m).insert(name.to_string(), v);
+            }
+            None => {
+                if let Some(m) = self.peer_pods.get_mut(ns) {
+                    Arc::make_mut(m).remove(name);
+                    if m.is_empty() {
+                        self.peer_pods.remove(ns);
+                    }
+                }
+            }
+        }
+        true
+    }
+}
+
 impl Caches {
-    fn new(policies: bool) -> Caches {
+    fn new(node: &str, policies: bool) -> Caches {
         Caches {
             network_policies: policies.then(Reflected::new),
             refused: std::sync::Mutex::default(),
@@ -224,7 +481,11 @@ impl Caches {
                 "egressnetworkpolicies",
             )),
             namespaces: Reflected::new(),
-            pods: Reflected::new(),
+            pods: PodCache::new(node, policies),
+            parsed_subnets: ParseCache::new(),
+            parsed_netns: ParseCache::new(),
+            dirty: Dirty::ALL,
+            current: ClusterState::default(),
         }
     }
 
@@ -239,111 +500,97 @@ impl Caches {
     }
 
     /// The state: every network object that parses and validates, the namespaces, the pods.
-    fn state(&self) -> ClusterState {
-        let mut st = ClusterState::default();
-        for v in by_name(&self.cluster_network).values() {
-            if let Some(cn) = parse::<ClusterNetwork>(v) {
-                st.insert(cn.into());
+    /// Only the parts whose kinds changed since the last call are assembled again.
+    fn state(&mut self) -> ClusterState {
+        let dirty = std::mem::replace(&mut self.dirty, Dirty::NONE);
+        let st = &mut self.current;
+        if dirty.network {
+            st.cluster_network = None;
+            for v in by_name(&self.cluster_network).values() {
+                if let Some(cn) = parse::<ClusterNetwork>(v) {
+                    st.insert(cn.into());
+                }
             }
-        }
-        for v in by_name(&self.net_namespaces).values() {
-            if let Some(nn) = parse::<NetNamespace>(v) {
-                st.insert(nn.into());
-            }
-        }
-        // Namespaced: by `namespace/name`.
-        // One that cannot be read fails closed: its namespace's external traffic is dropped.
-        for o in self.egress_policies.objects() {
-            if let Ok(v) = serde_json::to_value(&*o) {
-                match parse_or_why::<EgressNetworkPolicy>(&v) {
-                    Ok(p) => {
-                        st.insert(p.into());
+            st.net_namespaces = Arc::new(self.parsed_netns.objects(&self.net_namespaces));
+            // Cross-object checks as in standalone mode: a HostSubnet outside the
+            // ClusterNetwork or overlapping one seen before it (by name) is left out.
+            st.host_subnets = Arc::default();
+            let mut index = SubnetIndex::default();
+            for (name, hs) in self.parsed_subnets.objects(&self.host_subnets) {
+                match st.check_host_subnet_in(&hs, &index) {
+                    Ok(()) => {
+                        if let Ok(net) = hs.subnet_net() {
+                            index.insert(&name, net);
+                        }
+                        st.insert(hs.into());
                     }
-                    Err(why) => {
-                        let ns = v["metadata"]["namespace"].as_str().unwrap_or("?");
-                        let name = v["metadata"]["name"].as_str().unwrap_or("?");
-                        st.refused_egress_policies
-                            .insert(format!("{ns}/{name}"), why);
+                    Err(e) => {
+                        tracing::warn!(host_subnet = %hs.name(), error = %e, "HostSubnet left out")
                     }
                 }
             }
         }
-        let mut subnets = Vec::new();
-        for v in by_name(&self.host_subnets).values() {
-            if let Some(hs) = parse::<HostSubnet>(v) {
-                subnets.push(hs);
+        if dirty.egress {
+            // Namespaced: by `namespace/name`.
+            // One that cannot be read fails closed: its namespace's external traffic is dropped.
+            st.egress_policies = Arc::default();
+            st.refused_egress_policies.clear();
+            for o in self.egress_policies.objects() {
+                if let Ok(v) = serde_json::to_value(&*o) {
+                    match parse_or_why::<EgressNetworkPolicy>(&v) {
+                        Ok(p) => {
+                            st.insert(p.into());
+                        }
+                        Err(why) => {
+                            let ns = v["metadata"]["namespace"].as_str().unwrap_or("?");
+                            let name = v["metadata"]["name"].as_str().unwrap_or("?");
+                            st.refused_egress_policies
+                                .insert(format!("{ns}/{name}"), why);
+                        }
+                    }
+                }
             }
         }
-        // Cross-object checks as in standalone mode: a HostSubnet outside the ClusterNetwork or
-        // overlapping one seen before it (by name) is left out.
-        for hs in subnets {
-            match st.check_host_subnet(&hs) {
-                Ok(()) => {
-                    st.insert(hs.into());
-                }
-                Err(e) => {
-                    tracing::warn!(host_subnet = %hs.name(), error = %e, "HostSubnet left out")
-                }
-            }
+        if dirty.namespaces {
+            let namespaces = self.namespaces.objects();
+            st.namespaces = Some(
+                namespaces
+                    .iter()
+                    .filter_map(|n| n.metadata.name.clone())
+                    .collect::<BTreeSet<_>>(),
+            );
+            st.namespace_labels = Arc::new(
+                namespaces
+                    .iter()
+                    .filter_map(|n| {
+                        Some((
+                            n.metadata.name.clone()?,
+                            n.metadata.labels.clone().unwrap_or_default(),
+                        ))
+                    })
+                    .collect(),
+            );
         }
-        let namespaces = self.namespaces.objects();
-        st.namespaces = Some(
-            namespaces
-                .iter()
-                .filter_map(|n| n.metadata.name.clone())
-                .collect::<BTreeSet<_>>(),
-        );
-        st.namespace_labels = namespaces
-            .iter()
-            .filter_map(|n| {
-                Some((
-                    n.metadata.name.clone()?,
-                    n.metadata.labels.clone().unwrap_or_default(),
-                ))
-            })
-            .collect();
-        st.pods = self
-            .pods
-            .objects()
-            .iter()
-            .filter_map(|p| {
-                let key = format!(
-                    "{}/{}",
-                    p.metadata.namespace.as_deref()?,
-                    p.metadata.name.as_deref()?
-                );
-                Some((
-                    key,
-                    PodInfo {
-                        uid: p.metadata.uid.clone().unwrap_or_default(),
-                        annotations: p.metadata.annotations.clone().unwrap_or_default(),
-                        labels: netpol::pod_labels(p),
-                        node: p
-                            .spec
-                            .as_ref()
-                            .and_then(|s| s.node_name.clone())
-                            .unwrap_or_default(),
-                        ip: netpol::pod_address(p),
-                        ports: netpol::pod_ports(p),
-                    },
-                ))
-            })
-            .collect();
-        if let Some(r) = &self.network_policies {
+        st.pods.clone_from(&self.pods.local);
+        st.peer_pods.clone_from(&self.pods.peer_pods);
+        if let (true, Some(r)) = (dirty.policies, &self.network_policies) {
+            st.refused_policies.clear();
+            let mut policies = BTreeMap::new();
             for np in r.objects() {
                 match netpol::read_policy(&np) {
                     Ok(p) => {
-                        st.network_policies.insert(p.key(), p);
+                        policies.insert(p.key(), p);
                     }
                     Err(e) => {
                         // Fail closed: what it selects is isolated, nothing allowed.
                         if let Some(p) = netpol::fail_closed(&np) {
-                            st.network_policies.insert(p.key(), p);
+                            policies.insert(p.key(), p);
                         }
                         st.refused_policies.insert(e.policy.clone(), e.to_string());
                     }
                 }
             }
+            st.network_policies = Arc::new(policies);
             let mut logged = crate::lock(&self.refused);
             for (key, why) in &st.refused_policies {
                 if logged.get(key) != Some(why) {
@@ -352,7 +599,7 @@ impl Caches {
             }
             logged.clone_from(&st.refused_policies);
         }
-        st
+        st.clone()
     }
 }
 
@@ -445,7 +692,7 @@ impl KubeSource {
             );
         }
         let mut events = stream::select_all(streams);
-        let mut caches = Caches::new(policies);
+        let mut caches = Caches::new(node, policies);
         let mut last_error: BTreeMap<&'static str, String> = BTreeMap::new();
 
         // The first list of every kind, bounded.
@@ -573,24 +820,55 @@ pub fn watch_event<K>(
     }
 }
 
+/// The part of the state a kind feeds (pods are assembled every time).
+enum Part {
+    Network,
+    Egress,
+    Namespaces,
+    Policies,
+}
+
 fn handle(c: &mut Caches, ev: Ev, errors: &mut BTreeMap<&'static str, String>) -> bool {
-    match ev {
-        Ev::ClusterNetwork(r) => {
-            watch_event("ClusterNetwork", r, errors).is_some_and(|e| c.cluster_network.apply(&e))
+    let (changed, part) = match ev {
+        Ev::ClusterNetwork(r) => (
+            watch_event("ClusterNetwork", r, errors).is_some_and(|e| c.cluster_network.apply(&e)),
+            Some(Part::Network),
+        ),
+        Ev::HostSubnet(r) => (
+            watch_event("HostSubnet", r, errors).is_some_and(|e| c.host_subnets.apply(&e)),
+            Some(Part::Network),
+        ),
+        Ev::NetNamespace(r) => (
+            watch_event("NetNamespace", r, errors).is_some_and(|e| c.net_namespaces.apply(&e)),
+            Some(Part::Network),
+        ),
+        Ev::EgressNetworkPolicy(r) => (
+            watch_event("EgressNetworkPolicy", r, errors)
+                .is_some_and(|e| c.egress_policies.apply(&e)),
+            Some(Part::Egress),
+        ),
+        Ev::Namespace(r) => (
+            watch_event("Namespace", r, errors).is_some_and(|e| c.namespaces.apply(&e)),
+            Some(Part::Namespaces),
+        ),
+        Ev::Pod(r) => (
+            watch_event("Pod", r, errors).is_some_and(|e| c.pods.apply(&e)),
+            None,
+        ),
+        Ev::NetworkPolicy(r) => (
+            watch_event("NetworkPolicy", r, errors)
+                .is_some_and(|e| c.network_policies.as_mut().is_some_and(|n| n.apply(&e))),
+            Some(Part::Policies),
+        ),
+    };
+    if changed {
+        match part {
+            Some(Part::Network) => c.dirty.network = true,
+            Some(Part::Egress) => c.dirty.egress = true,
+            Some(Part::Namespaces) => c.dirty.namespaces = true,
+            Some(Part::Policies) => c.dirty.policies = true,
+            None => {}
         }
-        Ev::HostSubnet(r) => {
-            watch_event("HostSubnet", r, errors).is_some_and(|e| c.host_subnets.apply(&e))
-        }
-        Ev::NetNamespace(r) => {
-            watch_event("NetNamespace", r, errors).is_some_and(|e| c.net_namespaces.apply(&e))
-        }
-        Ev::EgressNetworkPolicy(r) => watch_event("EgressNetworkPolicy", r, errors)
-            .is_some_and(|e| c.egress_policies.apply(&e)),
-        Ev::Namespace(r) => {
-            watch_event("Namespace", r, errors).is_some_and(|e| c.namespaces.apply(&e))
-        }
-        Ev::Pod(r) => watch_event("Pod", r, errors).is_some_and(|e| c.pods.apply(&e)),
-        Ev::NetworkPolicy(r) => watch_event("NetworkPolicy", r, errors)
-            .is_some_and(|e| c.network_policies.as_mut().is_some_and(|n| n.apply(&e))),
     }
+    changed
 }

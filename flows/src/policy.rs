@@ -48,6 +48,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 
 use ipnet::Ipv4Net;
 use multitenant::policy::{
@@ -96,8 +97,9 @@ pub struct PodView {
     pub namespace: String,
     /// Its name.
     pub name: String,
-    /// Its labels.
-    pub labels: Labels,
+    /// Its labels (shared: the pods of one workload carry the same set, and a cluster source
+    /// keeps one copy of it).
+    pub labels: Arc<Labels>,
     /// Its address.
     pub ip: Ipv4Addr,
     /// Its container ports (for named ports).
@@ -115,6 +117,22 @@ pub struct LocalPod {
     pub cookie: u64,
 }
 
+/// Every pod with an address, by namespace then name. Each namespace's pods are shared: a
+/// cluster source replaces only the namespaces that changed, so two inputs compare at the cost
+/// of a pointer per namespace, and a rule reads only the namespaces it can select.
+pub type PodsByNamespace = BTreeMap<String, Arc<BTreeMap<String, PodView>>>;
+
+/// Groups `pods` by namespace and name.
+pub fn pods_by_namespace(pods: impl IntoIterator<Item = PodView>) -> PodsByNamespace {
+    let mut out: BTreeMap<String, BTreeMap<String, PodView>> = BTreeMap::new();
+    for p in pods {
+        out.entry(p.namespace.clone())
+            .or_default()
+            .insert(p.name.clone(), p);
+    }
+    out.into_iter().map(|(ns, m)| (ns, Arc::new(m))).collect()
+}
+
 /// What the rows are built from.
 #[derive(Clone, Copy, Debug)]
 pub struct PolicyInput<'a> {
@@ -122,12 +140,93 @@ pub struct PolicyInput<'a> {
     pub policies: &'a [Policy],
     /// Every namespace, by name.
     pub namespaces: &'a BTreeMap<String, NamespaceView>,
-    /// Every pod with an address (this node's too; host-network pods left out).
-    pub pods: &'a [PodView],
+    /// Every pod with an address the cluster source knows (host-network pods left out). This
+    /// node's pods are taken from `local` instead: one of these with the name of a local pod,
+    /// or with an address of `local_subnet` (a stale status), is left out.
+    pub pods: &'a PodsByNamespace,
+    /// This node's pod subnet, whose addresses only `local` gives.
+    pub local_subnet: Option<Ipv4Net>,
     /// This node's pods.
     pub local: &'a [LocalPod],
     /// The datapath (what an allowed connection's commit records).
     pub datapath: Datapath,
+}
+
+impl<'a> PolicyInput<'a> {
+    /// The pods of namespace `ns`: the cluster's (less this node's) and this node's.
+    fn pods_in<'b>(&'b self, ns: &'b str) -> impl Iterator<Item = &'a PodView> + 'b {
+        let local = self.local;
+        let subnet = self.local_subnet;
+        // Names are compared only in a namespace with a local pod (few): the rest are cheap.
+        let has_local = local.iter().any(|l| l.pod.namespace == ns);
+        self.pods
+            .get(ns)
+            .into_iter()
+            .flat_map(|m| m.values())
+            .filter(move |p| {
+                let stale = subnet.is_some_and(|s| s.contains(&p.ip));
+                let shadowed = has_local
+                    && local
+                        .iter()
+                        .any(|l| l.pod.name == p.name && l.pod.namespace == p.namespace);
+                !stale && !shadowed
+            })
+            .chain(
+                local
+                    .iter()
+                    .map(|l| &l.pod)
+                    .filter(move |p| p.namespace == ns),
+            )
+    }
+
+    /// Every namespace that has a pod or a view.
+    fn namespace_names(&self) -> BTreeSet<&'a str> {
+        let mut names: BTreeSet<&str> = self.pods.keys().map(String::as_str).collect();
+        names.extend(self.namespaces.keys().map(String::as_str));
+        names.extend(self.local.iter().map(|l| l.pod.namespace.as_str()));
+        names
+    }
+
+    /// Every pod, namespace by namespace.
+    fn all_pods(&self) -> impl Iterator<Item = &'a PodView> + '_ {
+        self.namespace_names()
+            .into_iter()
+            .flat_map(move |ns| self.pods_in(ns).collect::<Vec<_>>())
+    }
+}
+
+/// Which namespaces' pods a set of rows was computed from: a change to the pods of any other
+/// namespace cannot change the rows (the agent skips its rebuild then).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PodsRead {
+    /// Every pod (a rule with named ports that sends anywhere).
+    All,
+    /// The pods of these namespaces.
+    Namespaces(BTreeSet<String>),
+}
+
+impl Default for PodsRead {
+    fn default() -> Self {
+        PodsRead::Namespaces(BTreeSet::new())
+    }
+}
+
+impl PodsRead {
+    /// Whether a change to namespace `ns`'s pods may change the rows.
+    pub fn reads(&self, ns: &str) -> bool {
+        match self {
+            PodsRead::All => true,
+            PodsRead::Namespaces(set) => set.contains(ns),
+        }
+    }
+
+    fn add(&mut self, ns: &str) {
+        if let PodsRead::Namespaces(set) = self {
+            if !set.contains(ns) {
+                set.insert(ns.to_string());
+            }
+        }
+    }
 }
 
 /// Which rule a conjunction id stands for.
@@ -178,6 +277,8 @@ pub struct PolicyRows {
     pub plain: BTreeMap<(Direction, u32), Vec<RuleRef>>,
     /// The local pods policies select, by ofport.
     pub isolated: BTreeMap<u32, Isolation>,
+    /// The namespaces whose pods these rows were computed from.
+    pub pods_read: PodsRead,
 }
 
 impl PolicyRows {
@@ -388,7 +489,7 @@ pub fn policy_rows(input: PolicyInput<'_>) -> PolicyRows {
                 );
             }
             for (i, rule) in rules.iter().enumerate() {
-                let peers = resolve_peers(p, d, rule, input, &own_vnid);
+                let peers = resolve_peers(p, d, rule, input, &own_vnid, &mut out.pods_read);
                 let ctx = RuleCtx {
                     datapath: input.datapath,
                     d,
@@ -417,7 +518,7 @@ pub fn policy_rows(input: PolicyInput<'_>) -> PolicyRows {
                         &ctx,
                         rule,
                         &peers,
-                        input.pods,
+                        &input,
                         *id,
                         rref(true),
                         &mut shared,
@@ -453,6 +554,7 @@ fn resolve_peers<'a>(
     rule: &Rule,
     input: PolicyInput<'a>,
     own_vnid: &dyn Fn(&NamespaceView) -> Option<Vnid>,
+    read: &mut PodsRead,
 ) -> Peers<'a> {
     let mut peers = Peers {
         all: rule.peers.is_empty(),
@@ -478,15 +580,28 @@ fn resolve_peers<'a>(
                         }
                     }
                 }
-                for pod in input.pods {
-                    if by_vnid.contains(pod.namespace.as_str()) {
-                        peers.pods.insert(pod.ip, pod);
-                        continue;
-                    }
-                    let ns = ns_of(&pod.namespace);
-                    if peer.selects_pod(&p.namespace, &pod.namespace, &ns.labels, &pod.labels) {
-                        peers.nets.insert(Ipv4Net::from(pod.ip));
-                        peers.pods.insert(pod.ip, pod);
+                // Only the namespaces the peer can select are read: its own without a
+                // namespace selector, else those whose labels the selector matches.
+                let candidates: Vec<&str> = match namespaces {
+                    None => vec![p.namespace.as_str()],
+                    Some(sel) => input
+                        .namespace_names()
+                        .into_iter()
+                        .filter(|n| sel.matches(&ns_of(n).labels))
+                        .collect(),
+                };
+                for name in candidates {
+                    read.add(name);
+                    let ns = ns_of(name);
+                    for pod in input.pods_in(name) {
+                        if by_vnid.contains(name) {
+                            peers.pods.insert(pod.ip, pod);
+                            continue;
+                        }
+                        if peer.selects_pod(&p.namespace, name, &ns.labels, &pod.labels) {
+                            peers.nets.insert(Ipv4Net::from(pod.ip));
+                            peers.pods.insert(pod.ip, pod);
+                        }
                     }
                 }
             }
@@ -632,7 +747,7 @@ fn named_part(
     ctx: &RuleCtx<'_, '_>,
     rule: &Rule,
     peers: &Peers<'_>,
-    pods: &[PodView],
+    input: &PolicyInput<'_>,
     id: u32,
     rref: RuleRef,
     shared: &mut Rows,
@@ -689,7 +804,8 @@ fn named_part(
         Direction::Egress => {
             // The peer pods (every pod when the rule names no peer) with the port.
             let candidates: Vec<&PodView> = if peers.all {
-                pods.iter().collect()
+                out.pods_read = PodsRead::All;
+                input.all_pods().collect()
             } else {
                 peers.pods.values().copied().collect()
             };
@@ -778,8 +894,7 @@ pub fn cross_product_rows(input: PolicyInput<'_>, local_targets: bool) -> usize 
                 .count()
         } else {
             input
-                .pods
-                .iter()
+                .all_pods()
                 .filter(|pod| p.selects(&pod.namespace, &pod.labels))
                 .count()
         };
@@ -791,8 +906,7 @@ pub fn cross_product_rows(input: PolicyInput<'_>, local_targets: bool) -> usize 
             for rule in rules {
                 let pods_of = |peer: &Peer| {
                     input
-                        .pods
-                        .iter()
+                        .all_pods()
                         .filter(|pod| {
                             peer.selects_pod(
                                 &p.namespace,

@@ -145,6 +145,88 @@ async fn the_source_folds_the_cluster_into_one_state_and_follows_it() {
     );
 }
 
+fn running_pod(ns: &str, name: &str, node: &str, ip: &str, app: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": ns, "labels": {"app": app}},
+           "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]},
+           "status": {"phase": "Running", "podIP": ip}})
+}
+
+#[tokio::test]
+async fn networkpolicy_mode_keeps_other_nodes_pods_reduced_and_shared_by_namespace() {
+    use std::sync::Arc;
+    let fake = FakeApi::start("127.0.0.1:0");
+    for o in [
+        cluster_network(),
+        host_subnet("n1", "192.168.1.1", "10.128.0.0/23"),
+        host_subnet("n2", "192.168.1.2", "10.128.2.0/23"),
+        namespace("a"),
+        namespace("b"),
+        running_pod("a", "mine", "n1", "10.128.0.5", "web"),
+        running_pod("a", "far", "n2", "10.128.2.5", "web"),
+        running_pod("b", "far1", "n2", "10.128.2.6", "db"),
+        running_pod("b", "far2", "n2", "10.128.2.7", "db"),
+        // No address yet: not a peer.
+        pod("b", "pending", "n2"),
+    ] {
+        fake.put(o).unwrap();
+    }
+    let src = KubeSource::start(client(&fake), "n1", true, Duration::from_secs(10))
+        .await
+        .unwrap();
+    until(&src, "first state", |s| {
+        s.pods.keys().cloned().collect::<Vec<_>>() == ["a/mine"]
+            && s.peer_pods.keys().cloned().collect::<Vec<_>>() == ["a", "b"]
+            && s.peer_pods["a"].len() == 2
+            && s.peer_pods["b"].keys().cloned().collect::<Vec<_>>() == ["far1", "far2"]
+    })
+    .await;
+    use cluster::ClusterSource;
+    let first = src.subscribe().borrow().clone();
+    let b = &first.peer_pods["b"];
+    assert!(
+        Arc::ptr_eq(&b["far1"].labels, &b["far2"].labels),
+        "one copy of a label set"
+    );
+    assert_eq!(b["far1"].ip.to_string(), "10.128.2.6");
+
+    // A label change in namespace a: b's map is the same object, a's is new.
+    fake.put(running_pod("a", "far", "n2", "10.128.2.5", "api"))
+        .unwrap();
+    until(&src, "label change", |s| {
+        s.peer_pods["a"]["far"]
+            .labels
+            .get("app")
+            .map(String::as_str)
+            == Some("api")
+    })
+    .await;
+    let second = src.subscribe().borrow().clone();
+    assert!(Arc::ptr_eq(&first.peer_pods["b"], &second.peer_pods["b"]));
+    assert!(!Arc::ptr_eq(&first.peer_pods["a"], &second.peer_pods["a"]));
+    assert!(
+        second.same_but_peer_pods(&first),
+        "another node's pod changes nothing but peer_pods"
+    );
+
+    // A re-list keeps the maps of namespaces that did not change; a deletion meanwhile goes.
+    fake.expire_watches();
+    fake.delete("", "pods", Some("a"), "far");
+    until(&src, "after a re-list", |s| {
+        s.peer_pods["a"].keys().cloned().collect::<Vec<_>>() == ["mine"]
+    })
+    .await;
+    let third = src.subscribe().borrow().clone();
+    assert!(Arc::ptr_eq(&second.peer_pods["b"], &third.peer_pods["b"]));
+    // The last pod of a namespace goes: so does the namespace's map.
+    fake.delete("", "pods", Some("b"), "far1");
+    fake.delete("", "pods", Some("b"), "far2");
+    until(&src, "namespace emptied", |s| {
+        !s.peer_pods.contains_key("b")
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn the_source_says_what_it_could_not_list() {
     // Nothing listens there.

@@ -78,7 +78,7 @@ pub fn plan(
     for v in refused_by_vnid.keys() {
         by_vnid.entry(*v).or_default();
     }
-    for (key, p) in &state.egress_policies {
+    for (key, p) in state.egress_policies.iter() {
         if p.spec.egress.is_empty() {
             continue;
         }

@@ -30,7 +30,9 @@ use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use flows::policy::{Isolation, LocalPod, NamespaceView, PodView, PolicyInput, PolicyRows};
+use flows::policy::{
+    Isolation, LocalPod, NamespaceView, PodView, PodsByNamespace, PodsRead, PolicyInput, PolicyRows,
+};
 use flows::Datapath;
 use flows::{policy_target_cookie, RuleRef};
 use futures::future::BoxFuture;
@@ -77,7 +79,10 @@ pub type LocalPods = Arc<dyn Fn() -> BoxFuture<'static, Vec<LocalPodRef>> + Send
 struct Inputs {
     policies: Vec<Policy>,
     namespaces: BTreeMap<String, NamespaceView>,
-    pods: Vec<PodView>,
+    /// The cluster's pods (shared with the cluster state, namespace by namespace).
+    pods: PodsByNamespace,
+    /// This node's pod subnet (its addresses come from the pod table only).
+    local_subnet: Ipv4Net,
     local: Vec<LocalPod>,
     /// The port name of each local pod, by ofport.
     ports: BTreeMap<u32, String>,
@@ -86,11 +91,28 @@ struct Inputs {
 }
 
 impl Inputs {
+    /// Whether rows computed from `self`, which read the pods `read`, are also the rows of
+    /// `new`: they differ only in pods of namespaces the rows did not read. (A namespace that
+    /// appears or goes may be one a selector matches: that rebuilds.)
+    fn still_holds(&self, read: &PodsRead, new: &Inputs) -> bool {
+        self.policies == new.policies
+            && self.namespaces == new.namespaces
+            && self.local == new.local
+            && self.ports == new.ports
+            && self.datapath == new.datapath
+            && self.local_subnet == new.local_subnet
+            && self.pods.len() == new.pods.len()
+            && self.pods.iter().zip(&new.pods).all(|((a, pa), (b, pb))| {
+                a == b && (Arc::ptr_eq(pa, pb) || !read.reads(a) || pa == pb)
+            })
+    }
+
     fn input(&self) -> PolicyInput<'_> {
         PolicyInput {
             policies: &self.policies,
             namespaces: &self.namespaces,
             pods: &self.pods,
+            local_subnet: Some(self.local_subnet),
             local: &self.local,
             datapath: self.datapath,
         }
@@ -140,8 +162,8 @@ pub struct NetworkPolicies<S> {
     local_subnet: Ipv4Net,
     datapath: Datapath,
     local_pods: LocalPods,
-    /// The inputs of the rows on the bridge.
-    last: tokio::sync::Mutex<Option<Inputs>>,
+    /// The inputs of the rows on the bridge, and which namespaces' pods the rows read.
+    last: tokio::sync::Mutex<Option<(Inputs, PodsRead)>>,
     view: std::sync::Mutex<Arc<PolicyView>>,
     wake: Notify,
     /// A rebuild changed the bridge: purge the datapath flows a moment later (see
@@ -210,31 +232,6 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
                 )
             })
             .collect();
-        let local_keys: BTreeMap<(&str, &str), &LocalPodRef> = local
-            .iter()
-            .map(|l| ((l.namespace.as_str(), l.name.as_str()), l))
-            .collect();
-        let mut pods: Vec<PodView> = Vec::new();
-        for (key, info) in &state.pods {
-            let Some((ns, name)) = key.split_once('/') else {
-                continue;
-            };
-            if local_keys.contains_key(&(ns, name)) {
-                continue;
-            }
-            let Some(ip) = info.ip else { continue };
-            // An address of this node's subnet is the pod table's to give.
-            if self.local_subnet.contains(&ip) {
-                continue;
-            }
-            pods.push(PodView {
-                namespace: ns.to_string(),
-                name: name.to_string(),
-                labels: info.labels.clone(),
-                ip,
-                ports: info.ports.clone(),
-            });
-        }
         let mut local_out = Vec::new();
         let mut ports = BTreeMap::new();
         for l in local {
@@ -242,11 +239,10 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
             let view = PodView {
                 namespace: l.namespace.clone(),
                 name: l.name.clone(),
-                labels: info.map(|i| i.labels.clone()).unwrap_or_default(),
+                labels: Arc::new(info.map(|i| i.labels.clone()).unwrap_or_default()),
                 ip: l.ip,
                 ports: info.map(|i| i.ports.clone()).unwrap_or_default(),
             };
-            pods.push(view.clone());
             local_out.push(LocalPod {
                 pod: view,
                 ofport: l.ofport,
@@ -254,12 +250,12 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
             });
             ports.insert(l.ofport, l.port.clone());
         }
-        pods.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         local_out.sort_by_key(|l| l.ofport);
         Inputs {
             policies: state.network_policies.values().cloned().collect(),
             namespaces,
-            pods,
+            pods: state.peer_pods.clone(),
+            local_subnet: self.local_subnet,
             local: local_out,
             ports,
             datapath: self.datapath,
@@ -273,8 +269,12 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
         let mut last = self.last.lock().await;
         let state = self.cluster.borrow().clone();
         let inputs = self.inputs(&state, &local);
-        if last.as_ref() == Some(&inputs) {
-            return Ok(false);
+        if let Some((had, read)) = last.as_mut() {
+            // Pods changed only where no rule of this node looks: the rows stand.
+            if had.still_holds(read, &inputs) {
+                *had = inputs;
+                return Ok(false);
+            }
         }
         let began = Instant::now();
         let rows = flows::policy_rows(inputs.input());
@@ -303,7 +303,7 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
                 "network policy rows applied"
             );
         }
-        *last = Some(inputs);
+        *last = Some((inputs, rows.pods_read));
         Ok(changed)
     }
 
@@ -319,7 +319,7 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
         let change = self.change_to(&inputs, &rows).await;
         self.store.stage(change).await;
         self.publish(&inputs, &rows, began.elapsed(), false);
-        *last = Some(inputs);
+        *last = Some((inputs, rows.pods_read));
     }
 
     /// The change that takes the store's policy rows to `rows`.

@@ -12,9 +12,12 @@
 //! cookie ([`Owner::RemoteNode`], [`Owner::Multicast`]):
 //! - **Incrementally** ([`RemoteNodes::sync`], on every cluster-state change): the new set is
 //!   compared with what was last handed to the store ([`plan_updates`]); every node that was added,
-//!   changed (hostIP, subnet or uid) or removed gets **one bundle** of its own (delete by its
-//!   cookie, then its new rows), so moving one node never touches another node's rows. The
-//!   table-111 row (multicast to every remote VTEP) is rewritten, in the last of those bundles,
+//!   changed (hostIP, subnet or uid) or removed gets **one step** of its own (delete by its
+//!   cookie, then its new rows), so moving one node never touches another node's rows. Steps
+//!   go to the switch [`NODES_PER_BUNDLE`] to a bundle (a cluster arriving at once is a few
+//!   round trips, not one per node); a refused bundle is retried step by step, so one node
+//!   whose rows the switch refuses holds back no other. The
+//!   table-111 row (multicast to every remote VTEP) is rewritten, in the last of those steps,
 //!   whenever the set of VTEPs changed. Flow adds replace a row with the same match, so even two
 //!   nodes swapping addresses in one update end right whatever the bundle order.
 //! - **At start-up** ([`RemoteNodes::stage`]): the whole remote set is staged in the store before
@@ -130,7 +133,7 @@ impl RemoteSet {
     pub fn from_state(state: &ClusterState, local: &LocalNode) -> RemoteSet {
         let mut set = RemoteSet::default();
         let mut by_ip: BTreeMap<Ipv4Addr, String> = BTreeMap::new();
-        for (name, hs) in &state.host_subnets {
+        for (name, hs) in state.host_subnets.iter() {
             if *name == local.name {
                 continue;
             }
@@ -427,56 +430,87 @@ impl<S: FlowSwitch> RemoteNodes<S> {
         desired.nodes.len()
     }
 
-    /// Brings the remote-node rows in line with the current cluster state, one bundle per
-    /// changed node (see [`plan_updates`]). Returns the changes applied; stops at the first bundle that
-    /// fails (the changes before it stay applied and remembered).
+    /// Brings the remote-node rows in line with the current cluster state, one step per
+    /// changed node (see [`plan_updates`]), [`NODES_PER_BUNDLE`] steps to a bundle. Returns the
+    /// changes applied; a refused bundle is retried step by step, which stops at the first
+    /// step that fails (the steps before it stay applied and remembered).
     pub async fn sync(&self) -> Result<Vec<NodeChange>, NodesError> {
         let mut tracked = self.state.lock().await;
         let desired = self.desired();
         tracked.warn_skipped(&desired);
         let mut done = Vec::new();
-        for step in plan_updates(&tracked.installed, &desired) {
-            if let Err(source) = self.store.apply(step.store).await {
-                return Err(match &step.change {
-                    Some(c) => NodesError::Node {
-                        node: c.name().to_string(),
-                        source,
-                    },
-                    None => NodesError::Multicast {
-                        vteps: step.multicast.map_or(0, |v| v.len()),
-                        source,
-                    },
-                });
-            }
-            let installed = &mut tracked.installed;
-            if let Some(c) = step.change {
-                c.log();
-                match &c {
-                    NodeChange::Added(n) | NodeChange::Changed { to: n, .. } => {
-                        installed.nodes.insert(n.name.clone(), n.clone());
+        let mut steps = plan_updates(&tracked.installed, &desired)
+            .into_iter()
+            .peekable();
+        while steps.peek().is_some() {
+            let batch: Vec<Step> = steps.by_ref().take(NODES_PER_BUNDLE).collect();
+            if batch.len() > 1 {
+                let together = batch
+                    .iter()
+                    .fold(Change::new(), |c, s| c.and(s.store.clone()));
+                if self.store.apply(together).await.is_ok() {
+                    for step in batch {
+                        record(&mut tracked.installed, step, &mut done);
                     }
-                    NodeChange::Removed(n) => {
-                        installed.nodes.remove(&n.name);
-                    }
+                    continue;
                 }
-                done.push(c);
-            }
-            if let Some(v) = step.multicast {
-                // The count, not the list: a large cluster's list is a log line of 100 KB.
-                let groups = v.len().div_ceil(flows::VTEPS_PER_GROUP);
-                tracing::info!(
-                    vteps = v.len(),
-                    groups = if v.len() > flows::VTEPS_IN_ROW {
-                        groups
-                    } else {
-                        0
-                    },
-                    "table 111 rewritten for the remote VTEPs"
+                tracing::warn!(
+                    nodes = batch.len(),
+                    "a bundle of remote node rows was refused; applying them node by node"
                 );
-                installed.vteps = Some(v);
+            }
+            // One node at a time: a node whose rows are refused holds back no other.
+            for step in batch {
+                if let Err(source) = self.store.apply(step.store.clone()).await {
+                    return Err(match &step.change {
+                        Some(c) => NodesError::Node {
+                            node: c.name().to_string(),
+                            source,
+                        },
+                        None => NodesError::Multicast {
+                            vteps: step.multicast.map_or(0, |v| v.len()),
+                            source,
+                        },
+                    });
+                }
+                record(&mut tracked.installed, step, &mut done);
             }
         }
         Ok(done)
+    }
+}
+
+/// Node changes applied in one bundle: a cluster of 5,000 nodes arriving at once takes 20
+/// bundles, not 5,000 round trips to the switch.
+pub const NODES_PER_BUNDLE: usize = 250;
+
+/// Remembers what a step applied (after its bundle succeeded).
+fn record(installed: &mut Installed, step: Step, done: &mut Vec<NodeChange>) {
+    if let Some(c) = step.change {
+        c.log();
+        match &c {
+            NodeChange::Added(n) | NodeChange::Changed { to: n, .. } => {
+                installed.nodes.insert(n.name.clone(), n.clone());
+            }
+            NodeChange::Removed(n) => {
+                installed.nodes.remove(&n.name);
+            }
+        }
+        done.push(c);
+    }
+    if let Some(v) = step.multicast {
+        // The count, not the list: a large cluster's list is a log line of 100 KB.
+        let groups = v.len().div_ceil(flows::VTEPS_PER_GROUP);
+        tracing::info!(
+            vteps = v.len(),
+            groups = if v.len() > flows::VTEPS_IN_ROW {
+                groups
+            } else {
+                0
+            },
+            "table 111 rewritten for the remote VTEPs"
+        );
+        installed.vteps = Some(v);
     }
 }
 

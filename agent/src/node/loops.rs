@@ -37,7 +37,7 @@ impl Daemon {
     }
 
     /// Applies a new cluster state: re-flows pods whose namespace changed VNID (one bundle),
-    /// replaces the rows of remote nodes that changed (one bundle per node) and keeps the tenant
+    /// replaces the rows of remote nodes that changed (node by node, in shared bundles) and keeps the tenant
     /// networks' CNI config files in step.
     async fn apply_state(&self) {
         if let Err(e) = self.nodes.sync().await {
@@ -185,6 +185,9 @@ impl Daemon {
         let mut state = self.state.clone();
         state.mark_unchanged();
         let mut had_cluster_network = state.borrow().cluster_network.is_some();
+        // The state the node's wiring last applied: a change of other nodes' pods only (what
+        // NetworkPolicy peers read, which the policy task follows itself) skips the wiring.
+        let mut applied = state.borrow().clone();
         let mut db_state = self.db.watch_state();
         db_state.mark_unchanged();
         let health = self.observer.health.clone();
@@ -212,6 +215,11 @@ impl Daemon {
                         tracing::info!("the ClusterNetwork \"default\" is back");
                     }
                     had_cluster_network = has;
+                    let now = state.borrow().clone();
+                    if now.same_but_peer_pods(&applied) {
+                        continue;
+                    }
+                    applied = now;
                     self.apply_state().await;
                 }
                 updates = self.switch.drifted() => {

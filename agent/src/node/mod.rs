@@ -30,8 +30,8 @@
 //! follows the cluster state: when a NetNamespace's netid changes, the namespace's local pods are
 //! re-flowed with the new VNID in one bundle ([`Pods::sync_vnids`]), with the tenants' egress
 //! firewalls, egress IPs and multicast rows kept in step around it; every other node's
-//! HostSubnet that was added, moved or deleted gets its rows replaced in one bundle per node
-//! ([`RemoteNodes::sync`]); in standalone mode every tenant namespace gets its own CNI network
+//! HostSubnet that was added, moved or deleted gets its rows replaced, node by node, up to 250
+//! nodes to a bundle ([`RemoteNodes::sync`]); in standalone mode every tenant namespace gets its own CNI network
 //! (`<network>-<namespace>`), so podman users pick a tenant by picking a network.
 //!
 //! Every flow goes through one [`FlowStore`]: the base pipeline, the pods and the remote nodes

@@ -179,6 +179,7 @@ impl Loader {
             }
         }
         // The ClusterNetwork first: HostSubnets are checked against it.
+        let mut subnets = crate::state::SubnetIndex::default();
         for kind in [
             Kind::ClusterNetwork,
             Kind::NetNamespace,
@@ -187,7 +188,7 @@ impl Loader {
         ] {
             for (file, obj) in picked.iter().filter(|(_, o)| o.kind() == kind) {
                 if let ClusterObject::HostSubnet(hs) = obj {
-                    if let Err(source) = loaded.state.check_host_subnet(hs) {
+                    if let Err(source) = loaded.state.check_host_subnet_in(hs, &subnets) {
                         loaded.origins.remove(&(kind, hs.name().to_string()));
                         loaded.errors.push(ClusterError::Invalid {
                             file: file.clone(),
@@ -196,6 +197,9 @@ impl Loader {
                             source: Box::new(source),
                         });
                         continue;
+                    }
+                    if let Ok(net) = hs.subnet_net() {
+                        subnets.insert(hs.name(), net);
                     }
                 }
                 loaded.state.insert(obj.clone());

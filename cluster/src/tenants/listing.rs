@@ -41,7 +41,7 @@ pub fn rows(
     problems: &[ClusterError],
 ) -> Vec<NamespaceRow> {
     let mut by_vnid: BTreeMap<u32, Vec<&str>> = BTreeMap::new();
-    for (name, nn) in &state.net_namespaces {
+    for (name, nn) in state.net_namespaces.iter() {
         by_vnid.entry(nn.net_id).or_default().push(name);
     }
     let count = |n: &str| pods.known().map(|p| p.count(n));

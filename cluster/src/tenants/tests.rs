@@ -278,7 +278,7 @@ fn listing() {
     let mut s = state(&[("default", 0), ("g", 0), ("a", 10), ("b", 10), ("c", 11)]);
     // Multicast is in effect for VNID 10 only when both a and b carry the annotation.
     let annotate = |s: &mut ClusterState, n: &str| {
-        s.net_namespaces
+        std::sync::Arc::make_mut(&mut s.net_namespaces)
             .get_mut(n)
             .unwrap()
             .metadata

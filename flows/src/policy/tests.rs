@@ -18,7 +18,7 @@ fn pod(ns: &str, name: &str, app: &str, ip: [u8; 4]) -> PodView {
     PodView {
         namespace: ns.into(),
         name: name.into(),
-        labels: labels(&[("app", app)]),
+        labels: Arc::new(labels(&[("app", app)])),
         ip: Ipv4Addr::from(ip),
         ports: vec![],
     }
@@ -82,7 +82,8 @@ impl World {
         policy_rows(PolicyInput {
             policies: &self.policies,
             namespaces: &self.namespaces,
-            pods: &self.pods,
+            pods: &pods_by_namespace(self.pods.clone()),
+            local_subnet: None,
             local: &self.local,
             datapath: Datapath::System,
         })
@@ -234,10 +235,12 @@ fn rows_grow_with_the_sum_not_the_product() {
         50 + 200 + 5 + 1 + 50,
         "plus 50 isolation rows"
     );
+    let pods = pods_by_namespace(w.pods.clone());
     let input = PolicyInput {
         policies: &w.policies,
         namespaces: &w.namespaces,
-        pods: &w.pods,
+        pods: &pods,
+        local_subnet: None,
         local: &w.local,
         datapath: Datapath::System,
     };
@@ -416,6 +419,8 @@ fn named_ports_resolve_on_the_receiving_pod() {
     )));
     // Egress: each peer's number, with the peer's address.
     let mut w2 = world();
+    w2.local[0].pod.ports = vec![http(8080)];
+    w2.local[1].pod.ports = vec![http(9090)];
     w2.pods[0].ports = vec![http(8080)];
     w2.pods[1].ports = vec![http(9090)];
     let mut p = policy("prod", "http-out", LabelSelector::labels([("app", "web")]));
@@ -499,4 +504,87 @@ fn every_row_is_a_valid_flow() {
     for f in w.rows().all() {
         f.validate().unwrap_or_else(|e| panic!("{f}: {e}"));
     }
+}
+
+#[test]
+fn a_rule_reads_only_the_namespaces_it_can_select() {
+    let mut w = world();
+    // Pods in many other namespaces; none of them is a peer of a same-namespace rule.
+    for i in 0..200u8 {
+        w.pods
+            .push(pod(&format!("other-{i}"), "c", "client", [10, 129, 1, i]));
+    }
+    let mut p = policy("prod", "same-ns", LabelSelector::labels([("app", "web")]));
+    p.ingress = Some(vec![Rule {
+        peers: vec![Peer::Pods {
+            namespaces: None,
+            pods: LabelSelector::everything(),
+        }],
+        ports: vec![],
+    }]);
+    w.policies.push(p);
+    let rows = w.rows();
+    assert_eq!(
+        rows.pods_read,
+        PodsRead::Namespaces(["prod".to_string()].into()),
+        "a rule without a namespace selector reads its own namespace"
+    );
+    assert!(rows.pods_read.reads("prod") && !rows.pods_read.reads("other-1"));
+    // A namespace selector reads the namespaces whose labels it matches.
+    let mut w = world();
+    let mut p = policy("prod", "from-dev", LabelSelector::labels([("app", "web")]));
+    p.ingress = Some(vec![Rule {
+        peers: vec![Peer::Pods {
+            namespaces: Some(LabelSelector::labels([(NAMESPACE_NAME_LABEL, "dev")])),
+            pods: LabelSelector::labels([("app", "client")]),
+        }],
+        ports: vec![],
+    }]);
+    w.policies.push(p);
+    assert_eq!(
+        w.rows().pods_read,
+        PodsRead::Namespaces(["dev".to_string()].into())
+    );
+    // A named port sent anywhere reads every pod.
+    let mut w = world();
+    let mut p = policy("prod", "named-out", LabelSelector::labels([("app", "web")]));
+    p.egress = Some(vec![Rule {
+        peers: vec![],
+        ports: vec![PortSpec::Named {
+            protocol: Protocol::Tcp,
+            name: "http".into(),
+        }],
+    }]);
+    w.policies.push(p);
+    assert_eq!(w.rows().pods_read, PodsRead::All);
+}
+
+#[test]
+fn a_stale_address_of_the_local_subnet_is_not_a_peer() {
+    let mut w = world();
+    let mut p = policy("prod", "all-in", LabelSelector::labels([("app", "web")]));
+    p.ingress = Some(vec![Rule {
+        peers: vec![Peer::Pods {
+            namespaces: Some(LabelSelector::everything()),
+            pods: LabelSelector::labels([("app", "client")]),
+        }],
+        ports: vec![],
+    }]);
+    w.policies.push(p);
+    // A pod of the API claims an address of this node's subnet that the pod table does not
+    // give it (a stale status): left out; the same pod elsewhere is a peer.
+    w.pods.push(pod("dev", "stale", "client", [10, 128, 0, 77]));
+    w.pods.push(pod("dev", "far", "client", [10, 130, 0, 9]));
+    let pods = pods_by_namespace(w.pods.clone());
+    let rows = policy_rows(PolicyInput {
+        policies: &w.policies,
+        namespaces: &w.namespaces,
+        pods: &pods,
+        local_subnet: Some("10.128.0.0/23".parse().unwrap()),
+        local: &w.local,
+        datapath: Datapath::System,
+    });
+    let shared = texts(&rows.shared).join("\n");
+    assert!(!shared.contains("nw_src=10.128.0.77"), "{shared}");
+    assert!(shared.contains("nw_src=10.130.0.9"), "{shared}");
 }

@@ -64,7 +64,7 @@ pub struct EgressPlan {
 /// service network. Holding such an address would take it from its owner (a node's underlay
 /// address: the node drops off the network) or shadow cluster traffic.
 pub fn reserved(state: &ClusterState, ip: Ipv4Addr) -> Option<String> {
-    for (name, hs) in &state.host_subnets {
+    for (name, hs) in state.host_subnets.iter() {
         if hs.host_ip_addr().ok() == Some(ip) {
             return Some(format!(
                 "it is node {name}'s address (HostSubnet {name} hostIP)"
@@ -119,7 +119,7 @@ pub(crate) fn parse_ips(ips: &[String]) -> Vec<Ipv4Addr> {
 pub fn plan(state: &ClusterState, local_node: &str, offline: &BTreeSet<String>) -> EgressPlan {
     // Who claims each IP: nodes (HostSubnets) and tenants (VNIDs).
     let mut nodes_of: BTreeMap<Ipv4Addr, Vec<&str>> = BTreeMap::new();
-    for (name, hs) in &state.host_subnets {
+    for (name, hs) in state.host_subnets.iter() {
         for ip in parse_ips(&hs.egress_ips) {
             nodes_of.entry(ip).or_default().push(name);
         }

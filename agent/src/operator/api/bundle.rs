@@ -102,8 +102,8 @@ pub async fn bundle(view: &NodeView) -> BTreeMap<String, String> {
     let state = view.state.borrow().clone();
     let cluster = json!({
         "clusterNetwork": state.cluster_network,
-        "hostSubnets": state.host_subnets,
-        "netNamespaces": state.net_namespaces,
+        "hostSubnets": &*state.host_subnets,
+        "netNamespaces": &*state.net_namespaces,
         "problems": st.state_problems,
         "source": view.config.cluster_state.to_string(),
     });
