@@ -300,6 +300,11 @@ impl Cluster {
         format!("h{i}")
     }
 
+    /// The hub namespace's name (where the API server listens in Kubernetes mode).
+    pub fn hub_name(&self) -> &str {
+        self.hub.name()
+    }
+
     /// Node `i` (1-based).
     pub fn node(&self, i: usize) -> &AgentNode {
         &self.nodes[i - 1]

@@ -49,7 +49,7 @@ fn expected_rows(c: &Cluster, on: usize) -> Vec<String> {
     let state = c.state();
     let mut rows = Vec::new();
     let mut vteps = Vec::new();
-    for (name, hs) in &state.host_subnets {
+    for (name, hs) in state.host_subnets.iter() {
         if *name == node_name(on) {
             continue;
         }
