@@ -10,7 +10,7 @@
 //! status, so a metadata-only watch cannot give it).
 //! This node's pods live in the state as a cache ([`ClusterState::pods`]), so a CNI ADD never
 //! asks the API server anything on its hot path; the other pods are kept only as what policies
-//! read ([`ClusterState::peer_pods`], see [`PodCache`]).
+//! read ([`ClusterState::peer_pods`], see [`crate::pods::PodCache`]).
 //!
 //! What a node's cost follows: a pod event costs O(log n) to apply and re-assembles only the
 //! pods (one namespace's map is copied); a HostSubnet or NetNamespace event re-reads only the
@@ -19,7 +19,7 @@
 //!
 //! Why this shape:
 //! - One task consumes all the watch streams (merged) and keeps one kube-rs reflector store per
-//!   network kind ([`Reflected`]) and a reduced store of pods ([`PodCache`]); both apply the
+//!   network kind ([`Reflected`]) and a reduced store of pods ([`crate::pods::PodCache`]); both apply the
 //!   watcher's `Init`/`InitApply`/`InitDone` cycle, so a re-list (after a lost watch, a
 //!   `410 Gone`, a restart of the stream) builds a fresh map and swaps it in whole at
 //!   `InitDone`, and objects deleted while the watch was down disappear. After each burst of
@@ -43,20 +43,18 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use futures::stream::{self, BoxStream, StreamExt};
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
-use kube::runtime::reflector;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::Client;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
-use flows::policy::{PodView, PodsByNamespace};
-use multitenant::policy::Labels;
-
-use super::state::{PodInfo, SubnetIndex};
+use super::pods::{PodCache, SlimPod};
+pub use super::reflected::{watch_event, Reflected};
+use super::state::SubnetIndex;
 use super::types::{ClusterNetwork, ClusterObject, EgressNetworkPolicy, HostSubnet, NetNamespace};
 use super::{netpol, ClusterSource, ClusterState};
 
@@ -124,79 +122,8 @@ enum Ev {
     NetNamespace(watcher::Result<Event<DynamicObject>>),
     EgressNetworkPolicy(watcher::Result<Event<DynamicObject>>),
     Namespace(watcher::Result<Event<Namespace>>),
-    Pod(watcher::Result<Event<Pod>>),
+    Pod(watcher::Result<Event<SlimPod>>),
     NetworkPolicy(watcher::Result<Event<NetworkPolicy>>),
-}
-
-/// One kind's objects, kept by a kube-rs reflector store (the controller's view of each kind
-/// it watches too): the reflector's writer applies every watch event, including the re-list
-/// buffer it swaps in at `InitDone`, and the store is read back whole.
-#[allow(missing_debug_implementations)] // the reflector's writer has no Debug
-pub struct Reflected<K>
-where
-    K: kube::Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    writer: reflector::store::Writer<K>,
-    store: reflector::Store<K>,
-    /// Whether the first list is complete.
-    pub ready: bool,
-}
-
-impl<K> Default for Reflected<K>
-where
-    K: kube::Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
-{
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl<K> Reflected<K>
-where
-    K: kube::Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
-{
-    /// An empty store for a kind with a static type.
-    pub fn new() -> Self {
-        Self::with_type(K::DynamicType::default())
-    }
-}
-
-impl<K> Reflected<K>
-where
-    K: kube::Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    /// An empty store for a kind whose type is known at run time (`DynamicObject`).
-    pub fn with_type(dt: K::DynamicType) -> Self {
-        let writer = reflector::store::Writer::new(dt);
-        let store = writer.as_reader();
-        Reflected {
-            writer,
-            store,
-            ready: false,
-        }
-    }
-
-    /// Applies one watch event; returns whether the objects may have changed.
-    pub fn apply(&mut self, ev: &Event<K>) -> bool {
-        self.writer.apply_watcher_event(ev);
-        match ev {
-            Event::Init | Event::InitApply(_) => false,
-            Event::InitDone => {
-                self.ready = true;
-                true
-            }
-            Event::Apply(_) | Event::Delete(_) => true,
-        }
-    }
-
-    /// Every object.
-    pub fn objects(&self) -> Vec<Arc<K>> {
-        self.store.state()
-    }
 }
 
 /// Everything the source knows, and the state last assembled from it.
@@ -288,180 +215,6 @@ impl<T: DeserializeOwned + Into<ClusterObject> + Clone> ParseCache<T> {
         }
         self.by_name.retain(|n, _| seen.contains(n));
         out
-    }
-}
-
-/// A pod re-list being filled: this node's pods, and every pod's view by namespace.
-type Relist = (
-    BTreeMap<String, PodInfo>,
-    BTreeMap<String, BTreeMap<String, PodView>>,
-);
-
-/// The pods the source keeps: this node's whole (as [`PodInfo`]), and in networkpolicy mode
-/// every pod of the cluster that has an address, reduced to what policies read
-/// ([`PodView`]: namespace, name, labels, address, named ports), by namespace. A namespace's
-/// map is shared with the published states and copied only when one of its pods changes; each
-/// distinct label set is kept once (the pods of a workload share theirs). Nothing else of a
-/// Pod (spec, status, managed fields) outlives its watch event.
-struct PodCache {
-    node: String,
-    peers: bool,
-    local: BTreeMap<String, PodInfo>,
-    peer_pods: PodsByNamespace,
-    /// A re-list in progress: the maps being filled until `InitDone` swaps them in.
-    relist: Option<Relist>,
-    labels: std::collections::HashSet<Arc<Labels>>,
-    /// The number of label sets after the last prune of unused ones.
-    labels_pruned_at: usize,
-    ready: bool,
-}
-
-impl PodCache {
-    fn new(node: &str, peers: bool) -> PodCache {
-        PodCache {
-            node: node.to_string(),
-            peers,
-            local: BTreeMap::new(),
-            peer_pods: BTreeMap::new(),
-            relist: None,
-            labels: std::collections::HashSet::new(),
-            labels_pruned_at: 0,
-            ready: false,
-        }
-    }
-
-    /// The one copy of `labels`.
-    fn intern(&mut self, labels: Labels) -> Arc<Labels> {
-        if let Some(a) = self.labels.get(&labels) {
-            return a.clone();
-        }
-        if self.labels.len() > 2 * self.labels_pruned_at + 1024 {
-            self.labels.retain(|a| Arc::strong_count(a) > 1);
-            self.labels_pruned_at = self.labels.len();
-        }
-        let a = Arc::new(labels);
-        self.labels.insert(a.clone());
-        a
-    }
-
-    /// The pod's key, whether it is this node's, what the node keeps of it, and its view for
-    /// policies (when it has an address).
-    fn read(&mut self, p: &Pod) -> Option<(String, String, bool, PodInfo, Option<PodView>)> {
-        let ns = p.metadata.namespace.clone()?;
-        let name = p.metadata.name.clone()?;
-        let node = p
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.clone())
-            .unwrap_or_default();
-        let ip = netpol::pod_address(p);
-        let ports = netpol::pod_ports(p);
-        let labels = netpol::pod_labels(p);
-        let local = node == self.node;
-        let view = match (self.peers, ip) {
-            (true, Some(ip)) => Some(PodView {
-                namespace: ns.clone(),
-                name: name.clone(),
-                labels: self.intern(labels.clone()),
-                ip,
-                ports: ports.clone(),
-            }),
-            _ => None,
-        };
-        let info = if local {
-            PodInfo {
-                uid: p.metadata.uid.clone().unwrap_or_default(),
-                annotations: p.metadata.annotations.clone().unwrap_or_default(),
-                labels,
-                node,
-                ip,
-                ports,
-            }
-        } else {
-            PodInfo::default()
-        };
-        Some((ns, name, local, info, view))
-    }
-
-    /// Applies one watch event; returns whether the pods changed.
-    fn apply(&mut self, ev: &Event<Pod>) -> bool {
-        match ev {
-            Event::Init => {
-                self.relist = Some(Default::default());
-                false
-            }
-            Event::InitApply(p) => {
-                if let Some((ns, name, local, info, view)) = self.read(p) {
-                    let (l, v) = self.relist.get_or_insert_with(Default::default);
-                    if local {
-                        l.insert(format!("{ns}/{name}"), info);
-                    }
-                    if let Some(view) = view {
-                        v.entry(ns).or_default().insert(name, view);
-                    }
-                }
-                false
-            }
-            Event::InitDone => {
-                let (local, views) = self.relist.take().unwrap_or_default();
-                self.local = local;
-                // A namespace whose pods are unchanged keeps its shared map.
-                let old = std::mem::take(&mut self.peer_pods);
-                for (ns, m) in views {
-                    let keep = old.get(&ns).filter(|o| ***o == m).cloned();
-                    self.peer_pods
-                        .insert(ns, keep.unwrap_or_else(|| Arc::new(m)));
-                }
-                self.ready = true;
-                true
-            }
-            Event::Apply(p) => {
-                let Some((ns, name, local, info, view)) = self.read(p) else {
-                    return false;
-                };
-                let key = format!("{ns}/{name}");
-                let mut changed = if local {
-                    self.local.get(&key) != Some(&info) && {
-                        self.local.insert(key, info);
-                        true
-                    }
-                } else {
-                    self.local.remove(&key).is_some()
-                };
-                changed |= self.set_view(&ns, &name, view);
-                changed
-            }
-            Event::Delete(p) => {
-                let (Some(ns), Some(name)) = (&p.metadata.namespace, &p.metadata.name) else {
-                    return false;
-                };
-                let gone = self.local.remove(&format!("{ns}/{name}")).is_some();
-                self.set_view(ns, name, None) || gone
-            }
-        }
-    }
-
-    /// Sets (or removes) a pod's view; returns whether it changed.
-    fn set_view(&mut self, ns: &str, name: &str, view: Option<PodView>) -> bool {
-        let had = self.peer_pods.get(ns).and_then(|m| m.get(name));
-        if had == view.as_ref() {
-            return false;
-        }
-        match view {
-            Some(v) => {
-                let m = self.peer_pods.entry(ns.to_string()).or_default();
-                Arc::make_mut(m).insert(name.to_string(), v);
-            }
-            None => {
-                if let Some(m) = self.peer_pods.get_mut(ns) {
-                    Arc::make_mut(m).remove(name);
-                    if m.is_empty() {
-                        self.peer_pods.remove(ns);
-                    }
-                }
-            }
-        }
-        true
     }
 }
 
@@ -671,7 +424,7 @@ impl KubeSource {
                 .map(Ev::Namespace)
                 .boxed(),
             watcher::watcher(
-                Api::<Pod>::all(client.clone()),
+                Api::<SlimPod>::all(client.clone()),
                 if policies {
                     cfg.clone()
                 } else {
@@ -696,6 +449,7 @@ impl KubeSource {
         let mut last_error: BTreeMap<&'static str, String> = BTreeMap::new();
 
         // The first list of every kind, bounded.
+        let began = std::time::Instant::now();
         let listed = tokio::time::timeout(list_timeout, async {
             while !caches.ready() {
                 match events.next().await {
@@ -739,6 +493,16 @@ impl KubeSource {
         for (kind, name, e) in first.problems() {
             tracing::warn!(kind = kind.as_str(), %name, error = %e, "cluster object has a problem");
         }
+        tracing::info!(
+            host_subnets = first.host_subnets.len(),
+            net_namespaces = first.net_namespaces.len(),
+            namespaces = first.namespace_labels.len(),
+            pods_here = first.pods.len(),
+            peer_pods = first.peer_pods.values().map(|m| m.len()).sum::<usize>(),
+            network_policies = first.network_policies.len(),
+            ms = began.elapsed().as_millis() as u64,
+            "cluster listed"
+        );
         let (tx, rx) = watch::channel(Arc::new(first));
         let failing = Arc::new(std::sync::Mutex::new(last_error.clone()));
         let shown = failing.clone();
@@ -795,27 +559,6 @@ impl KubeSource {
                  creates one per Node: is it running, and does a Node named {node:?} exist?",
                 wait.as_secs()
             ),
-        }
-    }
-}
-
-/// Applies one event to the caches; returns whether the state may have changed.
-/// The event of a watch result; an error is logged and kept in `errors` (by kind) until the
-/// kind's watch works again.
-pub fn watch_event<K>(
-    kind: &'static str,
-    r: watcher::Result<Event<K>>,
-    errors: &mut BTreeMap<&'static str, String>,
-) -> Option<Event<K>> {
-    match r {
-        Ok(e) => {
-            errors.remove(kind);
-            Some(e)
-        }
-        Err(e) => {
-            tracing::warn!(kind, error = %e, "watch failed; backing off and resuming");
-            errors.insert(kind, e.to_string());
-            None
         }
     }
 }

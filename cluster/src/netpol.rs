@@ -1,5 +1,5 @@
 //! Reading Kubernetes objects into the policy model (`multitenant::policy`): NetworkPolicies
-//! (`networking.k8s.io/v1`) and what policies need of Pods (labels, address, container ports).
+//! (`networking.k8s.io/v1`); what policies need of Pods is read by [`crate::pods::SlimPod`].
 //!
 //! Why here and strict: the API server validates NetworkPolicies, but the standalone files and a
 //! fake or old API server do not, and a policy read wrongly is a hole or an outage. Every value
@@ -11,16 +11,14 @@
 //! IPv6 `ipBlock`s match nothing on this IPv4-only network: they are left out of the rule (a
 //! rule of only IPv6 blocks then allows nothing), as a dual-stack implementation's IPv4 half does.
 
-use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use ipnet::Ipv4Net;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::networking::v1::{NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as KubeSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use multitenant::policy::{
-    ContainerPort, LabelSelector, Operator, Peer, Policy, PortSpec, Protocol, Requirement, Rule,
+    LabelSelector, Operator, Peer, Policy, PortSpec, Protocol, Requirement, Rule,
 };
 
 /// A value of a NetworkPolicy this agent cannot apply.
@@ -356,47 +354,6 @@ fn selector(s: Option<&KubeSelector>, at: &str) -> Result<LabelSelector, FieldEr
     Ok(out)
 }
 
-/// What policies need of a Pod: its address (none while it has none, for host-network pods and
-/// for pods that finished), labels and named container ports.
-pub fn pod_address(p: &Pod) -> Option<Ipv4Addr> {
-    let spec = p.spec.as_ref()?;
-    if spec.host_network == Some(true) {
-        return None;
-    }
-    let status = p.status.as_ref()?;
-    if matches!(status.phase.as_deref(), Some("Succeeded" | "Failed")) {
-        return None;
-    }
-    status.pod_ip.as_deref()?.parse().ok()
-}
-
-/// A Pod's named container ports.
-pub fn pod_ports(p: &Pod) -> Vec<ContainerPort> {
-    let Some(spec) = &p.spec else {
-        return Vec::new();
-    };
-    spec.containers
-        .iter()
-        .chain(spec.init_containers.iter().flatten())
-        .flat_map(|c| c.ports.iter().flatten())
-        .filter_map(|cp| {
-            let name = cp.name.clone()?;
-            let protocol = Protocol::parse(cp.protocol.as_deref().unwrap_or("TCP"))?;
-            let port = u16::try_from(cp.container_port).ok()?;
-            Some(ContainerPort {
-                name,
-                protocol,
-                port,
-            })
-        })
-        .collect()
-}
-
-/// A Pod's labels.
-pub fn pod_labels(p: &Pod) -> BTreeMap<String, String> {
-    p.metadata.labels.clone().unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -600,40 +557,5 @@ mod tests {
             assert!(e.starts_with("NetworkPolicy ns/p: "), "{e}");
             assert!(e.contains(want), "{spec}: {e}");
         }
-    }
-
-    #[test]
-    fn pods_give_address_labels_and_named_ports() {
-        let p: Pod = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "a", "namespace": "n", "labels": {"app": "web"}},
-            "spec": {"containers": [{"name": "c", "ports": [
-                {"name": "http", "containerPort": 8080},
-                {"name": "dns", "containerPort": 53, "protocol": "UDP"},
-                {"containerPort": 9000}]}]},
-            "status": {"podIP": "10.128.0.7", "phase": "Running"}}))
-        .unwrap();
-        assert_eq!(pod_address(&p), Some(Ipv4Addr::new(10, 128, 0, 7)));
-        assert_eq!(pod_labels(&p)["app"], "web");
-        assert_eq!(
-            pod_ports(&p),
-            vec![
-                ContainerPort {
-                    name: "http".into(),
-                    protocol: Protocol::Tcp,
-                    port: 8080
-                },
-                ContainerPort {
-                    name: "dns".into(),
-                    protocol: Protocol::Udp,
-                    port: 53
-                },
-            ]
-        );
-        let mut done = p.clone();
-        done.status.as_mut().unwrap().phase = Some("Succeeded".into());
-        assert_eq!(pod_address(&done), None);
-        let mut host = p;
-        host.spec.as_mut().unwrap().host_network = Some(true);
-        assert_eq!(pod_address(&host), None);
     }
 }

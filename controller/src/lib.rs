@@ -109,21 +109,54 @@ pub async fn run(cfg: Config, shutdown: impl std::future::Future<Output = ()>) -
             for w in &p.warnings {
                 tracing::warn!("{w}");
             }
-            for a in &p.actions {
-                match execute(&client, a).await {
-                    Ok(stored) => {
-                        tracing::info!("{a}");
-                        // The watch reports the write later; until then the next plan must
-                        // already see it (or it would allocate the same subnet twice).
-                        view.record(a, stored.as_ref());
-                    }
-                    Err(e) => {
-                        tracing::warn!(action = %a, error = %format!("{e:#}"), "write failed; planning again on the next change")
+            // The writes of one plan touch distinct objects: they go WRITES_IN_FLIGHT at a
+            // time (5,000 new nodes are not 5,000 round trips in a row), in three phases: the
+            // ClusterNetwork, then deletions (a subnet or VNID a deletion frees may be handed
+            // out in the same plan), then creations and updates.
+            for phase in phases(&p.actions) {
+                let results: Vec<(&plan::Action, Result<Option<DynamicObject>>)> =
+                    stream::iter(phase)
+                        .map(|a| {
+                            let client = &client;
+                            async move { (a, execute(client, a).await) }
+                        })
+                        .buffered(WRITES_IN_FLIGHT)
+                        .collect()
+                        .await;
+                for (a, r) in results {
+                    match r {
+                        Ok(stored) => {
+                            tracing::info!("{a}");
+                            // The watch reports the write later; until then the next plan
+                            // must already see it (or it would allocate the same subnet
+                            // twice).
+                            view.record(a, stored.as_ref());
+                        }
+                        Err(e) => {
+                            tracing::warn!(action = %a, error = %format!("{e:#}"), "write failed; planning again on the next change")
+                        }
                     }
                 }
             }
         }
     }
+}
+
+/// Writes the controller has in flight at once.
+const WRITES_IN_FLIGHT: usize = 16;
+
+/// A plan's actions in the order they may run: the ClusterNetwork, deletions, the rest.
+fn phases(actions: &[plan::Action]) -> [Vec<&plan::Action>; 3] {
+    let mut out: [Vec<&plan::Action>; 3] = Default::default();
+    for a in actions {
+        let i = match a {
+            plan::Action::CreateClusterNetwork(_) => 0,
+            plan::Action::DeleteHostSubnet(_) | plan::Action::DeleteNetNamespace(_) => 1,
+            _ => 2,
+        };
+        out[i].push(a);
+    }
+    out
 }
 
 enum Ev {

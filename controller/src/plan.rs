@@ -31,7 +31,7 @@ use ipnet::Ipv4Net;
 use multitenant::{Change, Tenancy, CHANGE_NETWORK_ANNOTATION};
 
 use cluster::config::ClusterNetworkSetting as ClusterNetworkEntry;
-use cluster::state::allocate_subnet;
+use cluster::state::SubnetAllocator;
 use cluster::{ClusterNetwork, HostSubnet, NetNamespace};
 
 /// What the controller sees.
@@ -308,6 +308,7 @@ fn plan_host_subnets(view: &View, cn: &ClusterNetwork, p: &mut Plan) {
             }
         }
     }
+    let mut allocator = SubnetAllocator::new(&entries, &used);
     for (name, ip) in &view.nodes {
         if view.host_subnets.contains_key(name) {
             continue;
@@ -318,9 +319,8 @@ fn plan_host_subnets(view: &View, cn: &ClusterNetwork, p: &mut Plan) {
             ));
             continue;
         };
-        match allocate_subnet(&entries, &used) {
+        match allocator.next() {
             Some(s) => {
-                used.push(s);
                 p.actions.push(Action::CreateHostSubnet(HostSubnet::new(
                     name,
                     &ip.to_string(),

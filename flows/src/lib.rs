@@ -33,8 +33,8 @@ pub use pod::{
     ofport_of, pod_flows, port_cookie, vnid_cookie, vnid_flow, PodFlows, POD_FLOWS, UNASSIGNED_VNID,
 };
 pub use policy::{
-    policy_rows, policy_target_cookie, LocalPod, NamespaceView, PodView, PolicyInput, PolicyRows,
-    RuleRef, POLICY_COOKIE,
+    conjunction_ids, policy_rows, policy_target_cookie, ConjunctionIds, LocalPod, NamespaceView,
+    PodView, PolicyInput, PolicyRows, RuleRef, POLICY_COOKIE,
 };
 pub use registers::Reg;
 pub use remote::{

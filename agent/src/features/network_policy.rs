@@ -34,7 +34,7 @@ use flows::policy::{
     Isolation, LocalPod, NamespaceView, PodView, PodsByNamespace, PodsRead, PolicyInput, PolicyRows,
 };
 use flows::Datapath;
-use flows::{policy_target_cookie, RuleRef};
+use flows::{policy_target_cookie, ConjunctionIds, RuleRef};
 use futures::future::BoxFuture;
 use ipnet::Ipv4Net;
 use multitenant::policy::{namespace_labels, Policy};
@@ -77,8 +77,12 @@ pub type LocalPods = Arc<dyn Fn() -> BoxFuture<'static, Vec<LocalPodRef>> + Send
 /// What the rows are built from (compared to skip rebuilds that would change nothing).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct Inputs {
-    policies: Vec<Policy>,
-    namespaces: BTreeMap<String, NamespaceView>,
+    /// Shared with [`Derived`] until the state's policies change.
+    policies: Arc<Vec<Policy>>,
+    /// Their conjunction ids (with them).
+    ids: Arc<ConjunctionIds>,
+    /// Shared with [`Derived`] until the state's namespaces change.
+    namespaces: Arc<BTreeMap<String, NamespaceView>>,
     /// The cluster's pods (shared with the cluster state, namespace by namespace).
     pods: PodsByNamespace,
     /// This node's pod subnet (its addresses come from the pod table only).
@@ -88,6 +92,33 @@ struct Inputs {
     ports: BTreeMap<u32, String>,
     /// The datapath (what an allowed connection's commit records).
     datapath: Datapath,
+}
+
+/// What inputs take from the cluster state's policies and namespaces, kept while those maps
+/// are the same objects: a cluster of 5,000 namespaces and 10,000 policies is not copied at
+/// every pod event or ADD.
+struct Derived {
+    policies_of: Arc<BTreeMap<String, Policy>>,
+    labels_of: Arc<BTreeMap<String, multitenant::policy::Labels>>,
+    net_namespaces_of: Arc<BTreeMap<String, cluster::NetNamespace>>,
+    shared: Shared,
+}
+
+/// The parts of [`Inputs`] derived from the state's policies and namespaces.
+#[derive(Clone)]
+struct Shared {
+    policies: Arc<Vec<Policy>>,
+    ids: Arc<ConjunctionIds>,
+    namespaces: Arc<BTreeMap<String, NamespaceView>>,
+}
+
+/// A namespace as policies see it.
+fn namespace_view(state: &ClusterState, name: &str) -> NamespaceView {
+    let empty = BTreeMap::new();
+    NamespaceView {
+        labels: namespace_labels(name, state.namespace_labels.get(name).unwrap_or(&empty)),
+        vnid: state.vnid(name),
+    }
 }
 
 impl Inputs {
@@ -110,6 +141,7 @@ impl Inputs {
     fn input(&self) -> PolicyInput<'_> {
         PolicyInput {
             policies: &self.policies,
+            ids: Some(&self.ids),
             namespaces: &self.namespaces,
             pods: &self.pods,
             local_subnet: Some(self.local_subnet),
@@ -162,6 +194,8 @@ pub struct NetworkPolicies<S> {
     local_subnet: Ipv4Net,
     datapath: Datapath,
     local_pods: LocalPods,
+    /// The policies and namespaces of the last state seen, as inputs take them.
+    derived: std::sync::Mutex<Option<Derived>>,
     /// The inputs of the rows on the bridge, and which namespaces' pods the rows read.
     last: tokio::sync::Mutex<Option<(Inputs, PodsRead)>>,
     view: std::sync::Mutex<Arc<PolicyView>>,
@@ -199,6 +233,7 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
             datapath,
             local_pods,
             last: tokio::sync::Mutex::new(None),
+            derived: std::sync::Mutex::new(None),
             view: std::sync::Mutex::default(),
             wake: Notify::new(),
             settle: Notify::new(),
@@ -213,25 +248,20 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
 
     /// The inputs from the cluster state and the local pods.
     fn inputs(&self, state: &ClusterState, local: &[LocalPodRef]) -> Inputs {
-        let mut names: BTreeSet<&str> = state.namespace_labels.keys().map(String::as_str).collect();
-        names.extend(state.net_namespaces.keys().map(String::as_str));
-        names.extend(local.iter().map(|l| l.namespace.as_str()));
-        let empty = BTreeMap::new();
-        let namespaces: BTreeMap<String, NamespaceView> = names
-            .into_iter()
-            .map(|n| {
-                (
-                    n.to_string(),
-                    NamespaceView {
-                        labels: namespace_labels(
-                            n,
-                            state.namespace_labels.get(n).unwrap_or(&empty),
-                        ),
-                        vnid: state.vnid(n),
-                    },
-                )
-            })
-            .collect();
+        let Shared {
+            policies,
+            ids,
+            mut namespaces,
+        } = self.derived(state);
+        // A local pod's namespace that the state does not know (no Namespace object).
+        if local.iter().any(|l| !namespaces.contains_key(&l.namespace)) {
+            let more = Arc::make_mut(&mut namespaces);
+            for l in local {
+                if !more.contains_key(&l.namespace) {
+                    more.insert(l.namespace.clone(), namespace_view(state, &l.namespace));
+                }
+            }
+        }
         let mut local_out = Vec::new();
         let mut ports = BTreeMap::new();
         for l in local {
@@ -252,7 +282,8 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
         }
         local_out.sort_by_key(|l| l.ofport);
         Inputs {
-            policies: state.network_policies.values().cloned().collect(),
+            policies,
+            ids,
             namespaces,
             pods: state.peer_pods.clone(),
             local_subnet: self.local_subnet,
@@ -260,6 +291,39 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
             ports,
             datapath: self.datapath,
         }
+    }
+
+    /// The policies and namespace views of `state`, from [`Derived`] while its maps are the
+    /// same objects.
+    fn derived(&self, state: &ClusterState) -> Shared {
+        let mut d = crate::lock(&self.derived);
+        let fresh = |d: &Derived| {
+            Arc::ptr_eq(&d.policies_of, &state.network_policies)
+                && Arc::ptr_eq(&d.labels_of, &state.namespace_labels)
+                && Arc::ptr_eq(&d.net_namespaces_of, &state.net_namespaces)
+        };
+        if !d.as_ref().is_some_and(fresh) {
+            let mut names: BTreeSet<&str> =
+                state.namespace_labels.keys().map(String::as_str).collect();
+            names.extend(state.net_namespaces.keys().map(String::as_str));
+            let policies: Vec<Policy> = state.network_policies.values().cloned().collect();
+            *d = Some(Derived {
+                policies_of: state.network_policies.clone(),
+                labels_of: state.namespace_labels.clone(),
+                net_namespaces_of: state.net_namespaces.clone(),
+                shared: Shared {
+                    ids: Arc::new(flows::conjunction_ids(&policies)),
+                    policies: Arc::new(policies),
+                    namespaces: Arc::new(
+                        names
+                            .into_iter()
+                            .map(|n| (n.to_string(), namespace_view(state, n)))
+                            .collect(),
+                    ),
+                },
+            });
+        }
+        d.as_ref().expect("derived just set").shared.clone()
     }
 
     /// Rebuilds the rows if their inputs changed, and applies the difference in one bundle.

@@ -81,6 +81,7 @@ impl World {
     fn rows(&self) -> PolicyRows {
         policy_rows(PolicyInput {
             policies: &self.policies,
+            ids: None,
             namespaces: &self.namespaces,
             pods: &pods_by_namespace(self.pods.clone()),
             local_subnet: None,
@@ -238,6 +239,7 @@ fn rows_grow_with_the_sum_not_the_product() {
     let pods = pods_by_namespace(w.pods.clone());
     let input = PolicyInput {
         policies: &w.policies,
+        ids: None,
         namespaces: &w.namespaces,
         pods: &pods,
         local_subnet: None,
@@ -578,6 +580,7 @@ fn a_stale_address_of_the_local_subnet_is_not_a_peer() {
     let pods = pods_by_namespace(w.pods.clone());
     let rows = policy_rows(PolicyInput {
         policies: &w.policies,
+        ids: None,
         namespaces: &w.namespaces,
         pods: &pods,
         local_subnet: Some("10.128.0.0/23".parse().unwrap()),
@@ -587,4 +590,31 @@ fn a_stale_address_of_the_local_subnet_is_not_a_peer() {
     let shared = texts(&rows.shared).join("\n");
     assert!(!shared.contains("nw_src=10.128.0.77"), "{shared}");
     assert!(shared.contains("nw_src=10.130.0.9"), "{shared}");
+}
+
+#[test]
+fn ids_computed_once_give_the_same_rows() {
+    let mut w = world();
+    let mut p = policy("prod", "web", LabelSelector::labels([("app", "web")]));
+    p.ingress = Some(vec![Rule {
+        peers: vec![Peer::Pods {
+            namespaces: Some(LabelSelector::everything()),
+            pods: LabelSelector::labels([("app", "client")]),
+        }],
+        ports: vec![PortSpec::Any(Protocol::Tcp)],
+    }]);
+    w.policies.push(p);
+    let ids = conjunction_ids(&w.policies);
+    let pods = pods_by_namespace(w.pods.clone());
+    let given = policy_rows(PolicyInput {
+        policies: &w.policies,
+        ids: Some(&ids),
+        namespaces: &w.namespaces,
+        pods: &pods,
+        local_subnet: None,
+        local: &w.local,
+        datapath: Datapath::System,
+    });
+    assert_eq!(given, w.rows());
+    assert!(!given.rules.is_empty());
 }

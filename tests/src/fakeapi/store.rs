@@ -248,7 +248,8 @@ impl std::fmt::Debug for Sub {
 struct Continue {
     token: String,
     rv: u64,
-    items: Vec<Value>,
+    /// The rest of the list (a queue: each page takes from its front).
+    items: std::collections::VecDeque<Value>,
 }
 
 /// Which part of an object an update writes.
@@ -527,6 +528,26 @@ impl Store {
         self.objects
             .get(&res_key(ty))?
             .get(&(Self::ns_key(ty, ns), name.to_string()))
+    }
+
+    /// The objects of `ty` (in `ns`) that `filter` accepts, cloned (only those).
+    fn matching(
+        &self,
+        ty: &ResourceType,
+        ns: Option<&str>,
+        filter: &impl Fn(&Value) -> bool,
+    ) -> Vec<Value> {
+        self.objects
+            .get(&res_key(ty))
+            .map(|m| {
+                m.iter()
+                    .filter(|((n, _), v)| {
+                        ns.is_none_or(|want| !ty.namespaced || n == want) && filter(v)
+                    })
+                    .map(|(_, v)| v.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// All objects of a type (in one namespace when `ns` is given), ordered by namespace and name.
@@ -941,15 +962,14 @@ impl Store {
                 })?;
                 (c.rv, c.items)
             }
-            None => (
-                self.rv,
-                self.all(ty, ns).into_iter().filter(|o| filter(o)).collect(),
-            ),
+            None => (self.rv, self.matching(ty, ns, &filter).into()),
         };
         let limit = limit.filter(|l| *l > 0);
         match limit {
             Some(limit) if items.len() > limit => {
-                let rest = items.split_off(limit);
+                // The page from the front; the rest stays queued (no copy of the remainder).
+                let page: Vec<Value> = items.drain(..limit).collect();
+                let rest = items;
                 let token = format!("{}-{}", rv, self.next_token);
                 self.next_token += 1;
                 let remaining = rest.len();
@@ -963,14 +983,14 @@ impl Store {
                 }
                 Ok(ListPage {
                     rv,
-                    items,
+                    items: page,
                     continue_token: Some(token),
                     remaining: Some(remaining),
                 })
             }
             _ => Ok(ListPage {
                 rv,
-                items,
+                items: items.into(),
                 continue_token: None,
                 remaining: None,
             }),

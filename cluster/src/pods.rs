@@ -1,0 +1,411 @@
+//! The Pod as a node agent reads it, and the pods the Kubernetes source keeps.
+//!
+//! [`SlimPod`] is what is decoded of each Pod the watch delivers: name, namespace, uid,
+//! resourceVersion, labels, annotations, `spec.nodeName`, `spec.hostNetwork`, the containers'
+//! named ports, `status.phase` and `status.podIP`. Everything else (the rest of the spec, the
+//! status conditions, managed fields, owner references) is skipped while parsing: a cluster's
+//! first list of 150,000 pods is decoded without building 150,000 full `Pod` values.
+//!
+//! [`PodCache`] keeps this node's pods whole and, in networkpolicy mode, every other pod reduced
+//! to what policies read (see its docs).
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashSet};
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+
+use flows::policy::{PodView, PodsByNamespace};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::runtime::watcher::Event;
+use multitenant::policy::{ContainerPort, Labels, Protocol};
+use serde::{Deserialize, Deserializer};
+
+use crate::state::PodInfo;
+
+/// A Pod, as much of it as the agent reads (see the module docs).
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct SlimPod {
+    /// Name, namespace, uid, resourceVersion, labels and annotations only.
+    #[serde(default, deserialize_with = "slim_meta")]
+    pub metadata: ObjectMeta,
+    /// Its spec, as far as read.
+    #[serde(default)]
+    pub spec: Option<SlimPodSpec>,
+    /// Its status, as far as read.
+    #[serde(default)]
+    pub status: Option<SlimPodStatus>,
+}
+
+/// The part of a Pod's spec the agent reads.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlimPodSpec {
+    /// The node it is scheduled on.
+    #[serde(default)]
+    pub node_name: Option<String>,
+    /// Whether it uses the node's network (then it has no address of the pod network).
+    #[serde(default)]
+    pub host_network: Option<bool>,
+    /// Its containers' ports.
+    #[serde(default)]
+    pub containers: Vec<SlimContainer>,
+    /// Its init containers' ports.
+    #[serde(default)]
+    pub init_containers: Option<Vec<SlimContainer>>,
+}
+
+/// A container, as far as its ports.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct SlimContainer {
+    /// Its declared ports.
+    #[serde(default)]
+    pub ports: Option<Vec<SlimPort>>,
+}
+
+/// A declared container port.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlimPort {
+    /// Its name (named ports of policies refer to it).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// TCP, UDP or SCTP (TCP when absent).
+    #[serde(default)]
+    pub protocol: Option<String>,
+    /// The port number.
+    pub container_port: i32,
+}
+
+/// The part of a Pod's status the agent reads.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlimPodStatus {
+    /// Pending, Running, Succeeded, Failed.
+    #[serde(default)]
+    pub phase: Option<String>,
+    /// Its address.
+    #[serde(rename = "podIP", default)]
+    pub pod_ip: Option<String>,
+}
+
+/// The metadata fields the agent reads; the rest is skipped while parsing.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SlimMeta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    uid: Option<String>,
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+fn slim_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
+    let m = SlimMeta::deserialize(d)?;
+    Ok(ObjectMeta {
+        name: m.name,
+        namespace: m.namespace,
+        uid: m.uid,
+        resource_version: m.resource_version,
+        labels: m.labels,
+        annotations: m.annotations,
+        ..ObjectMeta::default()
+    })
+}
+
+impl kube::Resource for SlimPod {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("Pod")
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("")
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("v1")
+    }
+    fn api_version(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("v1")
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("pods")
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl SlimPod {
+    /// Its address: none while it has none, for host-network pods and for pods that finished.
+    pub fn address(&self) -> Option<Ipv4Addr> {
+        let spec = self.spec.as_ref()?;
+        if spec.host_network == Some(true) {
+            return None;
+        }
+        let status = self.status.as_ref()?;
+        if matches!(status.phase.as_deref(), Some("Succeeded" | "Failed")) {
+            return None;
+        }
+        status.pod_ip.as_deref()?.parse().ok()
+    }
+
+    /// Its named container ports (init containers' too).
+    pub fn named_ports(&self) -> Vec<ContainerPort> {
+        let Some(spec) = &self.spec else {
+            return Vec::new();
+        };
+        spec.containers
+            .iter()
+            .chain(spec.init_containers.iter().flatten())
+            .flat_map(|c| c.ports.iter().flatten())
+            .filter_map(|cp| {
+                let name = cp.name.clone()?;
+                let protocol = Protocol::parse(cp.protocol.as_deref().unwrap_or("TCP"))?;
+                let port = u16::try_from(cp.container_port).ok()?;
+                Some(ContainerPort {
+                    name,
+                    protocol,
+                    port,
+                })
+            })
+            .collect()
+    }
+
+    /// Its labels.
+    pub fn labels(&self) -> Labels {
+        self.metadata.labels.clone().unwrap_or_default()
+    }
+}
+
+/// A pod re-list being filled: this node's pods, and every pod's view by namespace.
+type Relist = (
+    BTreeMap<String, PodInfo>,
+    BTreeMap<String, BTreeMap<String, PodView>>,
+);
+
+/// The pods the source keeps: this node's whole (as [`PodInfo`]), and in networkpolicy mode
+/// every pod of the cluster that has an address, reduced to what policies read
+/// ([`PodView`]: namespace, name, labels, address, named ports), by namespace. A namespace's
+/// map is shared with the published states and copied only when one of its pods changes; each
+/// distinct label set is kept once (the pods of a workload share theirs). Nothing else of a
+/// Pod (spec, status, managed fields) outlives its watch event.
+pub(crate) struct PodCache {
+    node: String,
+    peers: bool,
+    pub(crate) local: BTreeMap<String, PodInfo>,
+    pub(crate) peer_pods: PodsByNamespace,
+    /// A re-list in progress: the maps being filled until `InitDone` swaps them in.
+    relist: Option<Relist>,
+    labels: HashSet<Arc<Labels>>,
+    /// The number of label sets after the last prune of unused ones.
+    labels_pruned_at: usize,
+    pub(crate) ready: bool,
+}
+
+impl PodCache {
+    pub(crate) fn new(node: &str, peers: bool) -> PodCache {
+        PodCache {
+            node: node.to_string(),
+            peers,
+            local: BTreeMap::new(),
+            peer_pods: BTreeMap::new(),
+            relist: None,
+            labels: HashSet::new(),
+            labels_pruned_at: 0,
+            ready: false,
+        }
+    }
+
+    /// The one copy of `labels`.
+    fn intern(&mut self, labels: Labels) -> Arc<Labels> {
+        if let Some(a) = self.labels.get(&labels) {
+            return a.clone();
+        }
+        if self.labels.len() > 2 * self.labels_pruned_at + 1024 {
+            self.labels.retain(|a| Arc::strong_count(a) > 1);
+            self.labels_pruned_at = self.labels.len();
+        }
+        let a = Arc::new(labels);
+        self.labels.insert(a.clone());
+        a
+    }
+
+    /// The pod's key, whether it is this node's, what the node keeps of it, and its view for
+    /// policies (when it has an address).
+    fn read(&mut self, p: &SlimPod) -> Option<(String, String, bool, PodInfo, Option<PodView>)> {
+        let ns = p.metadata.namespace.clone()?;
+        let name = p.metadata.name.clone()?;
+        let node = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
+        let ip = p.address();
+        let ports = p.named_ports();
+        let labels = p.labels();
+        let local = node == self.node;
+        let view = match (self.peers, ip) {
+            (true, Some(ip)) => Some(PodView {
+                namespace: ns.clone(),
+                name: name.clone(),
+                labels: self.intern(labels.clone()),
+                ip,
+                ports: ports.clone(),
+            }),
+            _ => None,
+        };
+        let info = if local {
+            PodInfo {
+                uid: p.metadata.uid.clone().unwrap_or_default(),
+                annotations: p.metadata.annotations.clone().unwrap_or_default(),
+                labels,
+                node,
+                ip,
+                ports,
+            }
+        } else {
+            PodInfo::default()
+        };
+        Some((ns, name, local, info, view))
+    }
+
+    /// Applies one watch event; returns whether the pods changed.
+    pub(crate) fn apply(&mut self, ev: &Event<SlimPod>) -> bool {
+        match ev {
+            Event::Init => {
+                self.relist = Some(Default::default());
+                false
+            }
+            Event::InitApply(p) => {
+                if let Some((ns, name, local, info, view)) = self.read(p) {
+                    let (l, v) = self.relist.get_or_insert_with(Default::default);
+                    if local {
+                        l.insert(format!("{ns}/{name}"), info);
+                    }
+                    if let Some(view) = view {
+                        v.entry(ns).or_default().insert(name, view);
+                    }
+                }
+                false
+            }
+            Event::InitDone => {
+                let (local, views) = self.relist.take().unwrap_or_default();
+                self.local = local;
+                // A namespace whose pods are unchanged keeps its shared map.
+                let old = std::mem::take(&mut self.peer_pods);
+                for (ns, m) in views {
+                    let keep = old.get(&ns).filter(|o| ***o == m).cloned();
+                    self.peer_pods
+                        .insert(ns, keep.unwrap_or_else(|| Arc::new(m)));
+                }
+                self.ready = true;
+                true
+            }
+            Event::Apply(p) => {
+                let Some((ns, name, local, info, view)) = self.read(p) else {
+                    return false;
+                };
+                let key = format!("{ns}/{name}");
+                let mut changed = if local {
+                    self.local.get(&key) != Some(&info) && {
+                        self.local.insert(key, info);
+                        true
+                    }
+                } else {
+                    self.local.remove(&key).is_some()
+                };
+                changed |= self.set_view(&ns, &name, view);
+                changed
+            }
+            Event::Delete(p) => {
+                let (Some(ns), Some(name)) = (&p.metadata.namespace, &p.metadata.name) else {
+                    return false;
+                };
+                let gone = self.local.remove(&format!("{ns}/{name}")).is_some();
+                self.set_view(ns, name, None) || gone
+            }
+        }
+    }
+
+    /// Sets (or removes) a pod's view; returns whether it changed.
+    fn set_view(&mut self, ns: &str, name: &str, view: Option<PodView>) -> bool {
+        let had = self.peer_pods.get(ns).and_then(|m| m.get(name));
+        if had == view.as_ref() {
+            return false;
+        }
+        match view {
+            Some(v) => {
+                let m = self.peer_pods.entry(ns.to_string()).or_default();
+                Arc::make_mut(m).insert(name.to_string(), v);
+            }
+            None => {
+                if let Some(m) = self.peer_pods.get_mut(ns) {
+                    Arc::make_mut(m).remove(name);
+                    if m.is_empty() {
+                        self.peer_pods.remove(ns);
+                    }
+                }
+            }
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pod_gives_address_labels_and_named_ports_and_nothing_else_is_kept() {
+        let p: SlimPod = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "a", "namespace": "n", "uid": "u1", "labels": {"app": "web"},
+                         "managedFields": [{"manager": "kubelet", "fieldsV1": {"f:status": {}}}],
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                              "name": "rs", "uid": "u2"}]},
+            "spec": {"nodeName": "node-1", "volumes": [{"name": "v", "emptyDir": {}}],
+                     "containers": [{"name": "c", "image": "i", "ports": [
+                {"name": "http", "containerPort": 8080},
+                {"name": "dns", "containerPort": 53, "protocol": "UDP"},
+                {"containerPort": 9000}]}]},
+            "status": {"podIP": "10.128.0.7", "phase": "Running",
+                       "conditions": [{"type": "Ready", "status": "True"}]}}))
+        .unwrap();
+        assert_eq!(p.address(), Some(Ipv4Addr::new(10, 128, 0, 7)));
+        assert_eq!(p.labels()["app"], "web");
+        assert_eq!(p.metadata.uid.as_deref(), Some("u1"));
+        assert!(p.metadata.managed_fields.is_none() && p.metadata.owner_references.is_none());
+        assert_eq!(
+            p.named_ports(),
+            vec![
+                ContainerPort {
+                    name: "http".into(),
+                    protocol: Protocol::Tcp,
+                    port: 8080
+                },
+                ContainerPort {
+                    name: "dns".into(),
+                    protocol: Protocol::Udp,
+                    port: 53
+                },
+            ]
+        );
+        let mut done = p.clone();
+        done.status.as_mut().unwrap().phase = Some("Succeeded".into());
+        assert_eq!(done.address(), None);
+        let mut host = p;
+        host.spec.as_mut().unwrap().host_network = Some(true);
+        assert_eq!(host.address(), None);
+    }
+}
