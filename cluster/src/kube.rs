@@ -306,12 +306,12 @@ impl Caches {
         }
         if dirty.namespaces {
             let namespaces = self.namespaces.objects();
-            st.namespaces = Some(
+            st.namespaces = Some(Arc::new(
                 namespaces
                     .iter()
                     .filter_map(|n| n.metadata.name.clone())
                     .collect::<BTreeSet<_>>(),
-            );
+            ));
             st.namespace_labels = Arc::new(
                 namespaces
                     .iter()
@@ -498,7 +498,7 @@ impl KubeSource {
             net_namespaces = first.net_namespaces.len(),
             namespaces = first.namespace_labels.len(),
             pods_here = first.pods.len(),
-            peer_pods = first.peer_pods.values().map(|m| m.len()).sum::<usize>(),
+            peer_pods = first.peer_pods.pod_count(),
             network_policies = first.network_policies.len(),
             ms = began.elapsed().as_millis() as u64,
             "cluster listed"

@@ -219,7 +219,7 @@ impl PodCache {
             node: node.to_string(),
             peers,
             local: BTreeMap::new(),
-            peer_pods: BTreeMap::new(),
+            peer_pods: PodsByNamespace::default(),
             relist: None,
             labels: HashSet::new(),
             labels_pruned_at: 0,
@@ -303,12 +303,7 @@ impl PodCache {
                 let (local, views) = self.relist.take().unwrap_or_default();
                 self.local = local;
                 // A namespace whose pods are unchanged keeps its shared map.
-                let old = std::mem::take(&mut self.peer_pods);
-                for (ns, m) in views {
-                    let keep = old.get(&ns).filter(|o| ***o == m).cloned();
-                    self.peer_pods
-                        .insert(ns, keep.unwrap_or_else(|| Arc::new(m)));
-                }
+                self.peer_pods = PodsByNamespace::from_maps(views, &self.peer_pods);
                 self.ready = true;
                 true
             }
@@ -340,25 +335,7 @@ impl PodCache {
 
     /// Sets (or removes) a pod's view; returns whether it changed.
     fn set_view(&mut self, ns: &str, name: &str, view: Option<PodView>) -> bool {
-        let had = self.peer_pods.get(ns).and_then(|m| m.get(name));
-        if had == view.as_ref() {
-            return false;
-        }
-        match view {
-            Some(v) => {
-                let m = self.peer_pods.entry(ns.to_string()).or_default();
-                Arc::make_mut(m).insert(name.to_string(), v);
-            }
-            None => {
-                if let Some(m) = self.peer_pods.get_mut(ns) {
-                    Arc::make_mut(m).remove(name);
-                    if m.is_empty() {
-                        self.peer_pods.remove(ns);
-                    }
-                }
-            }
-        }
-        true
+        self.peer_pods.set(ns, name, view)
     }
 }
 

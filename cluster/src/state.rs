@@ -36,7 +36,7 @@ pub struct ClusterState {
     pub net_namespaces: Arc<BTreeMap<String, NetNamespace>>,
     /// Kubernetes mode: the namespaces that exist (`None` where the source does not know them,
     /// as in standalone mode).
-    pub namespaces: Option<BTreeSet<String>>,
+    pub namespaces: Option<Arc<BTreeSet<String>>>,
     /// Kubernetes mode: this node's pods by `namespace/name` (empty in standalone mode).
     pub pods: BTreeMap<String, PodInfo>,
     /// Kubernetes networkpolicy mode: every pod of the cluster that has an address (this

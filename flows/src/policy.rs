@@ -57,6 +57,8 @@ use multitenant::policy::{
 };
 use ovs::flow::{Action, Flow, Masked, Match};
 
+pub use pods::{pods_by_namespace, NamespacePods, PodsByNamespace};
+
 use crate::base::{allow_commit, net, Datapath};
 use crate::cookie::{cookie, Feature};
 use crate::registers::Reg;
@@ -117,22 +119,6 @@ pub struct LocalPod {
     pub cookie: u64,
 }
 
-/// Every pod with an address, by namespace then name. Each namespace's pods are shared: a
-/// cluster source replaces only the namespaces that changed, so two inputs compare at the cost
-/// of a pointer per namespace, and a rule reads only the namespaces it can select.
-pub type PodsByNamespace = BTreeMap<String, Arc<BTreeMap<String, PodView>>>;
-
-/// Groups `pods` by namespace and name.
-pub fn pods_by_namespace(pods: impl IntoIterator<Item = PodView>) -> PodsByNamespace {
-    let mut out: BTreeMap<String, BTreeMap<String, PodView>> = BTreeMap::new();
-    for p in pods {
-        out.entry(p.namespace.clone())
-            .or_default()
-            .insert(p.name.clone(), p);
-    }
-    out.into_iter().map(|(ns, m)| (ns, Arc::new(m))).collect()
-}
-
 /// What the rows are built from.
 #[derive(Clone, Copy, Debug)]
 pub struct PolicyInput<'a> {
@@ -183,7 +169,7 @@ impl<'a> PolicyInput<'a> {
 
     /// Every namespace that has a pod or a view.
     fn namespace_names(&self) -> BTreeSet<&'a str> {
-        let mut names: BTreeSet<&str> = self.pods.keys().map(String::as_str).collect();
+        let mut names: BTreeSet<&str> = self.pods.namespaces().collect();
         names.extend(self.namespaces.keys().map(String::as_str));
         names.extend(self.local.iter().map(|l| l.pod.namespace.as_str()));
         names
@@ -987,6 +973,8 @@ pub fn cross_product_rows(input: PolicyInput<'_>, local_targets: bool) -> usize 
     }
     total
 }
+
+mod pods;
 
 #[cfg(test)]
 mod tests;

@@ -40,7 +40,8 @@ use std::time::{Duration, Instant};
 
 use futures::stream::{self, StreamExt};
 use ipnet::Ipv4Net;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use cluster::pods::SlimPod;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, Config};
 use sdn_tests::cluster::{node_name, Cluster, API_SERVER_IP};
@@ -233,6 +234,28 @@ impl Rest {
         self.rt.block_on(self.rt.spawn(task)).unwrap();
     }
 
+    /// Lists every pod in pages of 500, decoded as the agent decodes them; the time it took.
+    fn list_pods(&self) -> (usize, Duration) {
+        let api: Api<SlimPod> = Api::all(self.client.clone());
+        let began = Instant::now();
+        let n = self
+            .rt
+            .block_on(self.rt.spawn(async move {
+                let mut n = 0;
+                let mut lp = ListParams::default().limit(500);
+                loop {
+                    let page = api.list(&lp).await.expect("list pods");
+                    n += page.items.len();
+                    match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                        Some(c) => lp = lp.continue_token(&c),
+                        None => return n,
+                    }
+                }
+            }))
+            .unwrap();
+        (n, began.elapsed())
+    }
+
     fn delete(&self, group: &str, kind: &str, plural: &str, ns: Option<&str>, name: &str) {
         let ar = self.api(group, "v1", kind, plural);
         let api: Api<DynamicObject> = match ns {
@@ -327,6 +350,8 @@ struct Row {
     labels_cpu: f64,
     labels_local_cpu: f64,
     start_requests: String,
+    /// The fake API server alone: every pod listed (pages of 500, decoded as the agent does).
+    list_pods_s: f64,
 }
 
 /// The simulated cluster of one mode, growing.
@@ -468,6 +493,7 @@ impl Sim {
                 .filter(|l| l.contains("br0 reconciled"))
                 .count()
         };
+        row.list_pods_s = self.rest.list_pods().1.as_secs_f64();
         let before = reconciles();
         node.stop_agent(libc::SIGTERM);
         self.fake().reset_requests();
@@ -496,8 +522,19 @@ impl Sim {
             field("refused")
         );
         let r = self.fake().requests();
+        // The agent's own account: how long its first list of the cluster took.
+        let listed = node
+            .log()
+            .lines()
+            .rev()
+            .find(|l| l.contains("cluster listed"))
+            .and_then(|l| {
+                l.split_whitespace()
+                    .find_map(|w| w.strip_prefix("ms=").map(String::from))
+            })
+            .unwrap_or_else(|| "?".into());
         row.start_requests = format!(
-            "{} lists, {} watches",
+            "{} lists, {} watches, listed in {listed} ms",
             r.count("list", "/"),
             r.count("watch", "/")
         );
@@ -695,10 +732,11 @@ fn main() {
             };
             sim.measure(&mut row);
             eprintln!(
-                "{mode} {size}: serving {:.2} s, reconciled {:.2} s ({}), RSS {:.0} MB, ADD p50 {:.0} / max {:.0} ms, join p50 {:.0} ms, peer p50 {}, 1000 label changes {:.2} CPU-s, 100 near {:.2} CPU-s, start: {}; bench process (fake API server) RSS {:.0} MB",
+                "{mode} {size}: serving {:.2} s, reconciled {:.2} s ({}; the fake API server alone lists every pod in {:.2} s), RSS {:.0} MB, ADD p50 {:.0} / max {:.0} ms, join p50 {:.0} ms, peer p50 {}, 1000 label changes {:.2} CPU-s, 100 near {:.2} CPU-s, start: {}; bench process (fake API server) RSS {:.0} MB",
                 row.serving_s,
                 row.reconciled_s,
                 row.restart_changes,
+                row.list_pods_s,
                 row.rss_mb,
                 row.add_p50,
                 row.add_max,

@@ -132,9 +132,8 @@ impl Inputs {
             && self.ports == new.ports
             && self.datapath == new.datapath
             && self.local_subnet == new.local_subnet
-            && self.pods.len() == new.pods.len()
-            && self.pods.iter().zip(&new.pods).all(|((a, pa), (b, pb))| {
-                a == b && (Arc::ptr_eq(pa, pb) || !read.reads(a) || pa == pb)
+            && new.pods.changed_namespaces(&self.pods).iter().all(|ns| {
+                !read.reads(ns) && self.pods.get(ns).is_some() == new.pods.get(ns).is_some()
             })
     }
 
