@@ -143,6 +143,9 @@ struct Caches {
     /// only the objects that changed (a 5,000-node cluster has 5,000 HostSubnets).
     parsed_subnets: ParseCache<HostSubnet>,
     parsed_netns: ParseCache<NetNamespace>,
+    /// NetworkPolicies as read, by `namespace/name`, with the resourceVersion read: a policy
+    /// event reads one policy, not the cluster's 10,000.
+    parsed_policies: std::collections::HashMap<String, (Option<String>, PolicyRead)>,
     /// The parts of the state whose kinds changed since it was last assembled.
     dirty: Dirty,
     /// The state last assembled: a pod event re-assembles only the pods.
@@ -152,6 +155,14 @@ struct Caches {
 /// Network objects as JSON values by name (sorted: cross-object checks go by name).
 fn by_name(r: &Reflected<DynamicObject>) -> BTreeMap<String, serde_json::Value> {
     r.objects().iter().filter_map(|o| dynamic_key(o)).collect()
+}
+
+/// A NetworkPolicy as read: applied, or refused (with what it still does, failing closed, and
+/// why).
+#[derive(Clone)]
+enum PolicyRead {
+    Applied(multitenant::policy::Policy),
+    Refused(Option<multitenant::policy::Policy>, String, String),
 }
 
 /// Which parts of the state to assemble again.
@@ -237,6 +248,7 @@ impl Caches {
             pods: PodCache::new(node, policies),
             parsed_subnets: ParseCache::new(),
             parsed_netns: ParseCache::new(),
+            parsed_policies: std::collections::HashMap::new(),
             dirty: Dirty::ALL,
             current: ClusterState::default(),
         }
@@ -329,20 +341,45 @@ impl Caches {
         if let (true, Some(r)) = (dirty.policies, &self.network_policies) {
             st.refused_policies.clear();
             let mut policies = BTreeMap::new();
+            let mut seen = BTreeSet::new();
             for np in r.objects() {
-                match netpol::read_policy(&np) {
-                    Ok(p) => {
+                let key = format!(
+                    "{}/{}",
+                    np.metadata.namespace.as_deref().unwrap_or_default(),
+                    np.metadata.name.as_deref().unwrap_or_default()
+                );
+                let rv = np.metadata.resource_version.clone();
+                // Read again only when its resourceVersion changed.
+                let read = match self.parsed_policies.get(&key) {
+                    Some((had, read)) if rv.is_some() && *had == rv => read.clone(),
+                    _ => {
+                        let read = match netpol::read_policy(&np) {
+                            Ok(p) => PolicyRead::Applied(p),
+                            // Fail closed: what it selects is isolated, nothing allowed.
+                            Err(e) => PolicyRead::Refused(
+                                netpol::fail_closed(&np),
+                                e.policy.clone(),
+                                e.to_string(),
+                            ),
+                        };
+                        self.parsed_policies.insert(key.clone(), (rv, read.clone()));
+                        read
+                    }
+                };
+                match read {
+                    PolicyRead::Applied(p) => {
                         policies.insert(p.key(), p);
                     }
-                    Err(e) => {
-                        // Fail closed: what it selects is isolated, nothing allowed.
-                        if let Some(p) = netpol::fail_closed(&np) {
+                    PolicyRead::Refused(closed, policy, why) => {
+                        if let Some(p) = closed {
                             policies.insert(p.key(), p);
                         }
-                        st.refused_policies.insert(e.policy.clone(), e.to_string());
+                        st.refused_policies.insert(policy, why);
                     }
                 }
+                seen.insert(key);
             }
+            self.parsed_policies.retain(|k, _| seen.contains(k));
             st.network_policies = Arc::new(policies);
             let mut logged = crate::lock(&self.refused);
             for (key, why) in &st.refused_policies {

@@ -38,9 +38,9 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
+use cluster::pods::SlimPod;
 use futures::stream::{self, StreamExt};
 use ipnet::Ipv4Net;
-use cluster::pods::SlimPod;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, Config};

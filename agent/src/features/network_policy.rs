@@ -295,34 +295,41 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
     /// The policies and namespace views of `state`, from [`Derived`] while its maps are the
     /// same objects.
     fn derived(&self, state: &ClusterState) -> Shared {
-        let mut d = crate::lock(&self.derived);
-        let fresh = |d: &Derived| {
-            Arc::ptr_eq(&d.policies_of, &state.network_policies)
-                && Arc::ptr_eq(&d.labels_of, &state.namespace_labels)
-                && Arc::ptr_eq(&d.net_namespaces_of, &state.net_namespaces)
-        };
-        if !d.as_ref().is_some_and(fresh) {
+        let mut guard = crate::lock(&self.derived);
+        let d = guard.get_or_insert_with(|| Derived {
+            policies_of: Arc::default(),
+            labels_of: Arc::default(),
+            net_namespaces_of: Arc::default(),
+            shared: Shared {
+                policies: Arc::default(),
+                ids: Arc::default(),
+                namespaces: Arc::default(),
+            },
+        });
+        // Each part again only when its own source changed: a namespace event does not hash
+        // 10,000 policies' rule keys, a policy event does not rebuild 5,000 namespace views.
+        if !Arc::ptr_eq(&d.policies_of, &state.network_policies) {
+            let policies: Vec<Policy> = state.network_policies.values().cloned().collect();
+            d.shared.ids = Arc::new(flows::conjunction_ids(&policies));
+            d.shared.policies = Arc::new(policies);
+            d.policies_of = state.network_policies.clone();
+        }
+        if !Arc::ptr_eq(&d.labels_of, &state.namespace_labels)
+            || !Arc::ptr_eq(&d.net_namespaces_of, &state.net_namespaces)
+        {
             let mut names: BTreeSet<&str> =
                 state.namespace_labels.keys().map(String::as_str).collect();
             names.extend(state.net_namespaces.keys().map(String::as_str));
-            let policies: Vec<Policy> = state.network_policies.values().cloned().collect();
-            *d = Some(Derived {
-                policies_of: state.network_policies.clone(),
-                labels_of: state.namespace_labels.clone(),
-                net_namespaces_of: state.net_namespaces.clone(),
-                shared: Shared {
-                    ids: Arc::new(flows::conjunction_ids(&policies)),
-                    policies: Arc::new(policies),
-                    namespaces: Arc::new(
-                        names
-                            .into_iter()
-                            .map(|n| (n.to_string(), namespace_view(state, n)))
-                            .collect(),
-                    ),
-                },
-            });
+            d.shared.namespaces = Arc::new(
+                names
+                    .into_iter()
+                    .map(|n| (n.to_string(), namespace_view(state, n)))
+                    .collect(),
+            );
+            d.labels_of = state.namespace_labels.clone();
+            d.net_namespaces_of = state.net_namespaces.clone();
         }
-        d.as_ref().expect("derived just set").shared.clone()
+        d.shared.clone()
     }
 
     /// Rebuilds the rows if their inputs changed, and applies the difference in one bundle.

@@ -249,6 +249,7 @@ impl Daemon {
                 _ = tick.tick() => {
                     self.repair("periodic", "periodic").await;
                     self.pods.repair_ports().await;
+                    super::start::return_free_memory();
                 }
                 _ = fast.tick() => {
                     // Probe the connection; a re-open elsewhere bumps the generation.
