@@ -257,15 +257,17 @@ impl ClusterState {
         Ok(())
     }
 
-    /// Whether `other` differs from this state only in [`Self::peer_pods`] (what the node's
-    /// wiring reads is the same; only the NetworkPolicy rows may change).
-    pub fn same_but_peer_pods(&self, other: &ClusterState) -> bool {
+    /// Whether `other` differs from this state only in its pods ([`Self::pods`],
+    /// [`Self::peer_pods`]): what the node's wiring reads (nodes, tenants, egress) is the same.
+    /// A pod's API object is read at its ADD and by the policy task, which follows the state
+    /// itself.
+    pub fn same_but_pods(&self, other: &ClusterState) -> bool {
         let ClusterState {
             cluster_network,
             host_subnets,
             net_namespaces,
             namespaces,
-            pods,
+            pods: _,
             peer_pods: _,
             egress_policies,
             namespace_labels,
@@ -278,7 +280,6 @@ impl ClusterState {
             && *host_subnets == other.host_subnets
             && *net_namespaces == other.net_namespaces
             && *namespaces == other.namespaces
-            && *pods == other.pods
             && *egress_policies == other.egress_policies
             && *namespace_labels == other.namespace_labels
             && *network_policies == other.network_policies

@@ -215,7 +215,7 @@ async fn networkpolicy_mode_keeps_other_nodes_pods_reduced_and_shared_by_namespa
     assert!(!second.peer_pods.shares(&first.peer_pods, "a"));
     assert_eq!(second.peer_pods.changed_namespaces(&first.peer_pods), ["a"]);
     assert!(
-        second.same_but_peer_pods(&first),
+        second.same_but_pods(&first),
         "another node's pod changes nothing but peer_pods"
     );
 

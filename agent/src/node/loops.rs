@@ -185,8 +185,9 @@ impl Daemon {
         let mut state = self.state.clone();
         state.mark_unchanged();
         let mut had_cluster_network = state.borrow().cluster_network.is_some();
-        // The state the node's wiring last applied: a change of other nodes' pods only (what
-        // NetworkPolicy peers read, which the policy task follows itself) skips the wiring.
+        // The state the node's wiring last applied: a change of pods only (read at ADD, and by
+        // the policy task, which follows the state itself) skips the wiring, whose work grows
+        // with the cluster (every remote node, every tenant).
         let mut applied = state.borrow().clone();
         let mut db_state = self.db.watch_state();
         db_state.mark_unchanged();
@@ -216,7 +217,7 @@ impl Daemon {
                     }
                     had_cluster_network = has;
                     let now = state.borrow().clone();
-                    if now.same_but_peer_pods(&applied) {
+                    if now.same_but_pods(&applied) {
                         continue;
                     }
                     applied = now;
