@@ -19,9 +19,9 @@
 //!
 //! Why this shape:
 //! - One task consumes all the watch streams (merged) and keeps one kube-rs reflector store per
-//!   network kind ([`Reflected`]) and a reduced store of pods ([`crate::pods::PodCache`]); both apply the
-//!   watcher's `Init`/`InitApply`/`InitDone` cycle, so a re-list (after a lost watch, a
-//!   `410 Gone`, a restart of the stream) builds a fresh map and swaps it in whole at
+//!   network kind ([`Reflected`]) and a reduced store of pods ([`crate::pods::PodCache`]);
+//!   both apply the watcher's `Init`/`InitApply`/`InitDone` cycle, so a re-list (after a lost
+//!   watch, a `410 Gone`, a restart of the stream) builds a fresh map and swaps it in whole at
 //!   `InitDone`, and objects deleted while the watch was down disappear. After each burst of
 //!   events the parts of the state whose kinds changed are assembled again and the state is
 //!   published only if it changed; consumers diff states, never replay events.
