@@ -141,11 +141,11 @@ struct Caches {
     refused: std::sync::Mutex<BTreeMap<String, String>>,
     /// Parsed HostSubnets and NetNamespaces by name and resourceVersion: a burst re-reads
     /// only the objects that changed (a 5,000-node cluster has 5,000 HostSubnets).
-    parsed_subnets: ParseCache<HostSubnet>,
-    parsed_netns: ParseCache<NetNamespace>,
-    /// NetworkPolicies as read, by `namespace/name`, with the resourceVersion read: a policy
-    /// event reads one policy, not the cluster's 10,000.
-    parsed_policies: std::collections::HashMap<String, (Option<String>, PolicyRead)>,
+    parsed_subnets: ParseCache<Option<HostSubnet>>,
+    parsed_netns: ParseCache<Option<NetNamespace>>,
+    /// NetworkPolicies as read, by `namespace/name`: a policy event reads one policy, not the
+    /// cluster's 10,000.
+    parsed_policies: ParseCache<PolicyRead>,
     /// The parts of the state whose kinds changed since it was last assembled.
     dirty: Dirty,
     /// The state last assembled: a pod event re-assembles only the pods.
@@ -189,43 +189,63 @@ impl Dirty {
     };
 }
 
-/// Network objects parsed and validated, by name, with the resourceVersion they were read at.
-struct ParseCache<T> {
-    by_name: std::collections::HashMap<String, (Option<String>, Option<T>)>,
+/// What was read of each object of one kind, by key, with the resourceVersion it was read at:
+/// a burst reads again only the objects that changed (a 5,000-node cluster has 5,000
+/// HostSubnets, and may have 10,000 NetworkPolicies).
+struct ParseCache<V> {
+    by_key: std::collections::HashMap<String, (Option<String>, V)>,
 }
 
-impl<T: DeserializeOwned + Into<ClusterObject> + Clone> ParseCache<T> {
+impl<V: Clone> ParseCache<V> {
     fn new() -> Self {
         ParseCache {
-            by_name: std::collections::HashMap::new(),
+            by_key: std::collections::HashMap::new(),
         }
     }
 
-    /// Every object of `r` that parses and validates, by name; an object is read again only
-    /// when its resourceVersion changed (one that fails is logged when it is read).
-    fn objects(&mut self, r: &Reflected<DynamicObject>) -> BTreeMap<String, T> {
-        let mut seen = BTreeSet::new();
+    /// What `read` gives for every object of `r` (keyed by `key`, sorted), calling it only for
+    /// objects whose resourceVersion changed since the last call; forgets objects gone.
+    fn read_all<K>(
+        &mut self,
+        r: &Reflected<K>,
+        key: impl Fn(&K) -> Option<String>,
+        read: impl Fn(&K) -> V,
+    ) -> BTreeMap<String, V>
+    where
+        K: kube::Resource + Clone + 'static,
+        K::DynamicType: Eq + std::hash::Hash + Clone,
+    {
         let mut out = BTreeMap::new();
         for o in r.objects() {
-            let Some(name) = o.metadata.name.clone() else {
-                continue;
-            };
-            let rv = o.metadata.resource_version.clone();
-            let fresh = match self.by_name.get(&name) {
-                Some((had, parsed)) if rv.is_some() && *had == rv => parsed.clone(),
+            let Some(k) = key(&o) else { continue };
+            let rv = o.meta().resource_version.clone();
+            let v = match self.by_key.get(&k) {
+                Some((had, v)) if rv.is_some() && *had == rv => v.clone(),
                 _ => {
-                    let parsed = dynamic_key(&o).and_then(|(_, v)| parse::<T>(&v));
-                    self.by_name.insert(name.clone(), (rv, parsed.clone()));
-                    parsed
+                    let v = read(&o);
+                    self.by_key.insert(k.clone(), (rv, v.clone()));
+                    v
                 }
             };
-            if let Some(t) = fresh {
-                out.insert(name.clone(), t);
-            }
-            seen.insert(name);
+            out.insert(k, v);
         }
-        self.by_name.retain(|n, _| seen.contains(n));
+        self.by_key.retain(|k, _| out.contains_key(k));
         out
+    }
+}
+
+impl<T: DeserializeOwned + Into<ClusterObject> + Clone> ParseCache<Option<T>> {
+    /// Every network object of `r` that parses and validates, by name (one that fails is
+    /// logged when it is read).
+    fn objects(&mut self, r: &Reflected<DynamicObject>) -> BTreeMap<String, T> {
+        self.read_all(
+            r,
+            |o| o.metadata.name.clone(),
+            |o| dynamic_key(o).and_then(|(_, v)| parse::<T>(&v)),
+        )
+        .into_iter()
+        .filter_map(|(k, v)| Some((k, v?)))
+        .collect()
     }
 }
 
@@ -248,7 +268,7 @@ impl Caches {
             pods: PodCache::new(node, policies),
             parsed_subnets: ParseCache::new(),
             parsed_netns: ParseCache::new(),
-            parsed_policies: std::collections::HashMap::new(),
+            parsed_policies: ParseCache::new(),
             dirty: Dirty::ALL,
             current: ClusterState::default(),
         }
@@ -341,31 +361,26 @@ impl Caches {
         if let (true, Some(r)) = (dirty.policies, &self.network_policies) {
             st.refused_policies.clear();
             let mut policies = BTreeMap::new();
-            let mut seen = BTreeSet::new();
-            for np in r.objects() {
-                let key = format!(
-                    "{}/{}",
-                    np.metadata.namespace.as_deref().unwrap_or_default(),
-                    np.metadata.name.as_deref().unwrap_or_default()
-                );
-                let rv = np.metadata.resource_version.clone();
-                // Read again only when its resourceVersion changed.
-                let read = match self.parsed_policies.get(&key) {
-                    Some((had, read)) if rv.is_some() && *had == rv => read.clone(),
-                    _ => {
-                        let read = match netpol::read_policy(&np) {
-                            Ok(p) => PolicyRead::Applied(p),
-                            // Fail closed: what it selects is isolated, nothing allowed.
-                            Err(e) => PolicyRead::Refused(
-                                netpol::fail_closed(&np),
-                                e.policy.clone(),
-                                e.to_string(),
-                            ),
-                        };
-                        self.parsed_policies.insert(key.clone(), (rv, read.clone()));
-                        read
-                    }
-                };
+            let read = self.parsed_policies.read_all(
+                r,
+                |np| {
+                    Some(format!(
+                        "{}/{}",
+                        np.metadata.namespace.as_deref().unwrap_or_default(),
+                        np.metadata.name.as_deref().unwrap_or_default()
+                    ))
+                },
+                |np| match netpol::read_policy(np) {
+                    Ok(p) => PolicyRead::Applied(p),
+                    // Fail closed: what it selects is isolated, nothing allowed.
+                    Err(e) => PolicyRead::Refused(
+                        netpol::fail_closed(np),
+                        e.policy.clone(),
+                        e.to_string(),
+                    ),
+                },
+            );
+            for read in read.into_values() {
                 match read {
                     PolicyRead::Applied(p) => {
                         policies.insert(p.key(), p);
@@ -377,9 +392,7 @@ impl Caches {
                         st.refused_policies.insert(policy, why);
                     }
                 }
-                seen.insert(key);
             }
-            self.parsed_policies.retain(|k, _| seen.contains(k));
             st.network_policies = Arc::new(policies);
             let mut logged = crate::lock(&self.refused);
             for (key, why) in &st.refused_policies {
@@ -600,55 +613,41 @@ impl KubeSource {
     }
 }
 
-/// The part of the state a kind feeds (pods are assembled every time).
-enum Part {
-    Network,
-    Egress,
-    Namespaces,
-    Policies,
-}
-
+/// Applies one event; returns whether the state may have changed, and marks the part of the
+/// state its kind feeds for assembly (pods are assembled every time).
 fn handle(c: &mut Caches, ev: Ev, errors: &mut BTreeMap<&'static str, String>) -> bool {
-    let (changed, part) = match ev {
-        Ev::ClusterNetwork(r) => (
+    let d = &mut c.dirty;
+    let mark = |changed: bool, part: &mut bool| {
+        *part |= changed;
+        changed
+    };
+    match ev {
+        Ev::ClusterNetwork(r) => mark(
             watch_event("ClusterNetwork", r, errors).is_some_and(|e| c.cluster_network.apply(&e)),
-            Some(Part::Network),
+            &mut d.network,
         ),
-        Ev::HostSubnet(r) => (
+        Ev::HostSubnet(r) => mark(
             watch_event("HostSubnet", r, errors).is_some_and(|e| c.host_subnets.apply(&e)),
-            Some(Part::Network),
+            &mut d.network,
         ),
-        Ev::NetNamespace(r) => (
+        Ev::NetNamespace(r) => mark(
             watch_event("NetNamespace", r, errors).is_some_and(|e| c.net_namespaces.apply(&e)),
-            Some(Part::Network),
+            &mut d.network,
         ),
-        Ev::EgressNetworkPolicy(r) => (
+        Ev::EgressNetworkPolicy(r) => mark(
             watch_event("EgressNetworkPolicy", r, errors)
                 .is_some_and(|e| c.egress_policies.apply(&e)),
-            Some(Part::Egress),
+            &mut d.egress,
         ),
-        Ev::Namespace(r) => (
+        Ev::Namespace(r) => mark(
             watch_event("Namespace", r, errors).is_some_and(|e| c.namespaces.apply(&e)),
-            Some(Part::Namespaces),
+            &mut d.namespaces,
         ),
-        Ev::Pod(r) => (
-            watch_event("Pod", r, errors).is_some_and(|e| c.pods.apply(&e)),
-            None,
-        ),
-        Ev::NetworkPolicy(r) => (
+        Ev::Pod(r) => watch_event("Pod", r, errors).is_some_and(|e| c.pods.apply(&e)),
+        Ev::NetworkPolicy(r) => mark(
             watch_event("NetworkPolicy", r, errors)
                 .is_some_and(|e| c.network_policies.as_mut().is_some_and(|n| n.apply(&e))),
-            Some(Part::Policies),
+            &mut d.policies,
         ),
-    };
-    if changed {
-        match part {
-            Some(Part::Network) => c.dirty.network = true,
-            Some(Part::Egress) => c.dirty.egress = true,
-            Some(Part::Namespaces) => c.dirty.namespaces = true,
-            Some(Part::Policies) => c.dirty.policies = true,
-            None => {}
-        }
     }
-    changed
 }

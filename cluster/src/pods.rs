@@ -320,7 +320,7 @@ impl PodCache {
                 } else {
                     self.local.remove(&key).is_some()
                 };
-                changed |= self.set_view(&ns, &name, view);
+                changed |= self.peer_pods.set(&ns, &name, view);
                 changed
             }
             Event::Delete(p) => {
@@ -328,14 +328,9 @@ impl PodCache {
                     return false;
                 };
                 let gone = self.local.remove(&format!("{ns}/{name}")).is_some();
-                self.set_view(ns, name, None) || gone
+                self.peer_pods.set(ns, name, None) || gone
             }
         }
-    }
-
-    /// Sets (or removes) a pod's view; returns whether it changed.
-    fn set_view(&mut self, ns: &str, name: &str, view: Option<PodView>) -> bool {
-        self.peer_pods.set(ns, name, view)
     }
 }
 

@@ -552,15 +552,7 @@ impl Store {
 
     /// All objects of a type (in one namespace when `ns` is given), ordered by namespace and name.
     pub fn all(&self, ty: &ResourceType, ns: Option<&str>) -> Vec<Value> {
-        self.objects
-            .get(&res_key(ty))
-            .map(|m| {
-                m.iter()
-                    .filter(|((n, _), _)| ns.is_none_or(|want| !ty.namespaced || n == want))
-                    .map(|(_, v)| v.clone())
-                    .collect()
-            })
-            .unwrap_or_default()
+        self.matching(ty, ns, &|_| true)
     }
 
     /// Records a change: bumps nothing (the caller set the version), stores or removes the object,
