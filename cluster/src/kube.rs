@@ -5,9 +5,9 @@
 //! HostSubnet (its own for the node's subnet, the others drive the remote-node flows), every
 //! NetNamespace, every EgressNetworkPolicy (all namespaces), every Namespace (with its labels),
 //! and this node's Pods (field selector `spec.nodeName=<node>`). In networkpolicy mode also
-//! every NetworkPolicy and every Pod of the cluster (policies select peers on any node; each
-//! pod's labels, address and named ports are what they need, and the address is in the pod's
-//! status, so a metadata-only watch cannot give it).
+//! every NetworkPolicy and, in a second watch, every Pod of the cluster (policies select peers
+//! on any node; each pod's labels, address and named ports are what they need, and the address
+//! is in the pod's status, so a metadata-only watch cannot give it).
 //! This node's pods live in the state as a cache ([`ClusterState::pods`]), so a CNI ADD never
 //! asks the API server anything on its hot path; the other pods are kept only as what policies
 //! read ([`ClusterState::peer_pods`], see [`crate::pods::PodCache`]).
@@ -31,7 +31,12 @@
 //!   serde types as the standalone files, then validated like them: an object that fails is
 //!   logged and left out, the others stay in effect.
 //! - Nothing is published before every kind has completed its first list: a half-listed
-//!   cluster would look like deleted nodes and tenants.
+//!   cluster would look like deleted nodes and tenants. The one exception is the watch of
+//!   every pod (networkpolicy mode), the cluster's largest list (150,000 pods take seconds to
+//!   serve and decode): [`KubeSource::start`] returns without it, the state says so
+//!   ([`ClusterState::peer_pods_listed`]) and holds no peers until the list is complete, so
+//!   the node serves CNI within a second and policy rows built meanwhile allow less, never
+//!   more. This node's own pods come from their own small field-selected watch, listed first.
 //!
 //! Limits: objects with top-level fields our types do not know (CRDs of a newer OpenShift
 //! without structural pruning) fail to parse and are left out with a warning.
@@ -122,7 +127,10 @@ enum Ev {
     NetNamespace(watcher::Result<Event<DynamicObject>>),
     EgressNetworkPolicy(watcher::Result<Event<DynamicObject>>),
     Namespace(watcher::Result<Event<Namespace>>),
+    /// This node's pods.
     Pod(watcher::Result<Event<SlimPod>>),
+    /// Every pod (networkpolicy mode).
+    PeerPod(watcher::Result<Event<SlimPod>>),
     NetworkPolicy(watcher::Result<Event<NetworkPolicy>>),
 }
 
@@ -265,7 +273,7 @@ impl Caches {
                 "egressnetworkpolicies",
             )),
             namespaces: Reflected::new(),
-            pods: PodCache::new(node, policies),
+            pods: PodCache::new(node),
             parsed_subnets: ParseCache::new(),
             parsed_netns: ParseCache::new(),
             parsed_policies: ParseCache::new(),
@@ -358,6 +366,7 @@ impl Caches {
         }
         st.pods.clone_from(&self.pods.local);
         st.peer_pods.clone_from(&self.pods.peer_pods);
+        st.peer_pods_listed = self.pods.peers_ready;
         if let (true, Some(r)) = (dirty.policies, &self.network_policies) {
             st.refused_policies.clear();
             let mut policies = BTreeMap::new();
@@ -475,11 +484,7 @@ impl KubeSource {
                 .boxed(),
             watcher::watcher(
                 Api::<SlimPod>::all(client.clone()),
-                if policies {
-                    cfg.clone()
-                } else {
-                    cfg.clone().fields(&format!("spec.nodeName={node}"))
-                },
+                cfg.clone().fields(&format!("spec.nodeName={node}")),
             )
             .default_backoff()
             .map(Ev::Pod)
@@ -487,6 +492,13 @@ impl KubeSource {
         ];
         let mut streams = streams;
         if policies {
+            // Every pod: the cluster's largest list, not waited for (see the module docs).
+            streams.push(
+                watcher::watcher(Api::<SlimPod>::all(client.clone()), cfg.clone())
+                    .default_backoff()
+                    .map(Ev::PeerPod)
+                    .boxed(),
+            );
             streams.push(
                 watcher::watcher(Api::<NetworkPolicy>::all(client.clone()), cfg)
                     .default_backoff()
@@ -556,6 +568,7 @@ impl KubeSource {
         let (tx, rx) = watch::channel(Arc::new(first));
         let failing = Arc::new(std::sync::Mutex::new(last_error.clone()));
         let shown = failing.clone();
+        let mut peers_pending = policies && !caches.pods.peers_ready;
         let task = tokio::spawn(async move {
             while let Some(ev) = events.next().await {
                 let mut changed = handle(&mut caches, ev, &mut last_error);
@@ -564,6 +577,14 @@ impl KubeSource {
                     changed |= handle(&mut caches, ev, &mut last_error);
                 }
                 crate::lock(&shown).clone_from(&last_error);
+                if peers_pending && caches.pods.peers_ready {
+                    peers_pending = false;
+                    tracing::info!(
+                        peer_pods = caches.pods.peer_pods.pod_count(),
+                        ms = began.elapsed().as_millis() as u64,
+                        "cluster pods listed (NetworkPolicy peers)"
+                    );
+                }
                 if changed {
                     let st = caches.state();
                     tx.send_if_modified(|cur| {
@@ -643,7 +664,10 @@ fn handle(c: &mut Caches, ev: Ev, errors: &mut BTreeMap<&'static str, String>) -
             watch_event("Namespace", r, errors).is_some_and(|e| c.namespaces.apply(&e)),
             &mut d.namespaces,
         ),
-        Ev::Pod(r) => watch_event("Pod", r, errors).is_some_and(|e| c.pods.apply(&e)),
+        Ev::Pod(r) => watch_event("Pod", r, errors).is_some_and(|e| c.pods.apply_local(&e)),
+        Ev::PeerPod(r) => {
+            watch_event("Pod (all nodes)", r, errors).is_some_and(|e| c.pods.apply_peers(&e))
+        }
         Ev::NetworkPolicy(r) => mark(
             watch_event("NetworkPolicy", r, errors)
                 .is_some_and(|e| c.network_policies.as_mut().is_some_and(|n| n.apply(&e))),

@@ -188,42 +188,43 @@ impl SlimPod {
     }
 }
 
-/// A pod re-list being filled: this node's pods, and every pod's view by namespace.
-type Relist = (
-    BTreeMap<String, PodInfo>,
-    BTreeMap<String, BTreeMap<String, PodView>>,
-);
-
-/// The pods the source keeps: this node's whole (as [`PodInfo`]), and in networkpolicy mode
-/// every pod of the cluster that has an address, reduced to what policies read
-/// ([`PodView`]: namespace, name, labels, address, named ports), by namespace. A namespace's
-/// map is shared with the published states and copied only when one of its pods changes; each
-/// distinct label set is kept once (the pods of a workload share theirs). Nothing else of a
-/// Pod (spec, status, managed fields) outlives its watch event.
+/// The pods the source keeps, from two watches: this node's pods (field selector
+/// `spec.nodeName`), whole as [`PodInfo`], and in networkpolicy mode every pod of the cluster
+/// that has an address, reduced to what policies read ([`PodView`]: namespace, name, labels,
+/// address, named ports), by namespace. The first is small and listed before the node serves;
+/// the second is the cluster's largest list and completes in the background
+/// ([`PodCache::peers_ready`]). A namespace's map of views is shared with the published states
+/// and copied only when one of its pods changes; each distinct label set is kept once (the pods
+/// of a workload share theirs). Nothing else of a Pod (spec, status, managed fields) outlives
+/// its watch event.
 pub(crate) struct PodCache {
     node: String,
-    peers: bool,
     pub(crate) local: BTreeMap<String, PodInfo>,
     pub(crate) peer_pods: PodsByNamespace,
-    /// A re-list in progress: the maps being filled until `InitDone` swaps them in.
-    relist: Option<Relist>,
+    /// Re-lists in progress: the maps being filled until `InitDone` swaps them in.
+    local_relist: Option<BTreeMap<String, PodInfo>>,
+    peer_relist: Option<BTreeMap<String, BTreeMap<String, PodView>>>,
     labels: HashSet<Arc<Labels>>,
     /// The number of label sets after the last prune of unused ones.
     labels_pruned_at: usize,
+    /// Whether this node's pods are listed.
     pub(crate) ready: bool,
+    /// Whether every pod of the cluster is listed (networkpolicy mode).
+    pub(crate) peers_ready: bool,
 }
 
 impl PodCache {
-    pub(crate) fn new(node: &str, peers: bool) -> PodCache {
+    pub(crate) fn new(node: &str) -> PodCache {
         PodCache {
             node: node.to_string(),
-            peers,
             local: BTreeMap::new(),
             peer_pods: PodsByNamespace::default(),
-            relist: None,
+            local_relist: None,
+            peer_relist: None,
             labels: HashSet::new(),
             labels_pruned_at: 0,
             ready: false,
+            peers_ready: false,
         }
     }
 
@@ -241,94 +242,109 @@ impl PodCache {
         a
     }
 
-    /// The pod's key, whether it is this node's, what the node keeps of it, and its view for
-    /// policies (when it has an address).
-    fn read(&mut self, p: &SlimPod) -> Option<(String, String, bool, PodInfo, Option<PodView>)> {
-        let ns = p.metadata.namespace.clone()?;
-        let name = p.metadata.name.clone()?;
-        let node = p
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.clone())
-            .unwrap_or_default();
-        let ip = p.address();
-        let ports = p.named_ports();
-        let labels = p.labels();
-        let local = node == self.node;
-        let view = match (self.peers, ip) {
-            (true, Some(ip)) => Some(PodView {
-                namespace: ns.clone(),
-                name: name.clone(),
-                labels: self.intern(labels.clone()),
-                ip,
-                ports: ports.clone(),
-            }),
-            _ => None,
-        };
-        let info = if local {
-            PodInfo {
-                uid: p.metadata.uid.clone().unwrap_or_default(),
-                annotations: p.metadata.annotations.clone().unwrap_or_default(),
-                labels,
-                node,
-                ip,
-                ports,
-            }
-        } else {
-            PodInfo::default()
-        };
-        Some((ns, name, local, info, view))
+    /// The pod's key and what this node keeps of it, when it is this node's.
+    fn read_local(&self, p: &SlimPod) -> Option<(String, Option<PodInfo>)> {
+        let ns = p.metadata.namespace.as_deref()?;
+        let name = p.metadata.name.as_deref()?;
+        let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref());
+        let info = (node == Some(self.node.as_str())).then(|| PodInfo {
+            uid: p.metadata.uid.clone().unwrap_or_default(),
+            annotations: p.metadata.annotations.clone().unwrap_or_default(),
+            labels: p.labels(),
+            node: self.node.clone(),
+            ip: p.address(),
+            ports: p.named_ports(),
+        });
+        Some((format!("{ns}/{name}"), info))
     }
 
-    /// Applies one watch event; returns whether the pods changed.
-    pub(crate) fn apply(&mut self, ev: &Event<SlimPod>) -> bool {
+    /// The pod's namespace, name and view for policies (when it has an address).
+    fn read_peer(&mut self, p: &SlimPod) -> Option<(String, String, Option<PodView>)> {
+        let ns = p.metadata.namespace.clone()?;
+        let name = p.metadata.name.clone()?;
+        let view = match p.address() {
+            Some(ip) => Some(PodView {
+                namespace: ns.clone(),
+                name: name.clone(),
+                labels: self.intern(p.labels()),
+                ip,
+                ports: p.named_ports(),
+            }),
+            None => None,
+        };
+        Some((ns, name, view))
+    }
+
+    /// Applies one event of the watch of this node's pods; returns whether they changed.
+    pub(crate) fn apply_local(&mut self, ev: &Event<SlimPod>) -> bool {
         match ev {
             Event::Init => {
-                self.relist = Some(Default::default());
+                self.local_relist = Some(BTreeMap::new());
                 false
             }
             Event::InitApply(p) => {
-                if let Some((ns, name, local, info, view)) = self.read(p) {
-                    let (l, v) = self.relist.get_or_insert_with(Default::default);
-                    if local {
-                        l.insert(format!("{ns}/{name}"), info);
-                    }
-                    if let Some(view) = view {
-                        v.entry(ns).or_default().insert(name, view);
-                    }
+                if let Some((key, Some(info))) = self.read_local(p) {
+                    self.local_relist
+                        .get_or_insert_with(BTreeMap::new)
+                        .insert(key, info);
                 }
                 false
             }
             Event::InitDone => {
-                let (local, views) = self.relist.take().unwrap_or_default();
-                self.local = local;
-                // A namespace whose pods are unchanged keeps its shared map.
-                self.peer_pods = PodsByNamespace::from_maps(views, &self.peer_pods);
+                self.local = self.local_relist.take().unwrap_or_default();
                 self.ready = true;
                 true
             }
-            Event::Apply(p) => {
-                let Some((ns, name, local, info, view)) = self.read(p) else {
-                    return false;
-                };
-                let key = format!("{ns}/{name}");
-                let mut changed = if local {
+            Event::Apply(p) => match self.read_local(p) {
+                Some((key, Some(info))) => {
                     self.local.get(&key) != Some(&info) && {
                         self.local.insert(key, info);
                         true
                     }
-                } else {
-                    self.local.remove(&key).is_some()
-                };
-                changed |= self.peer_pods.set(&ns, &name, view);
-                changed
+                }
+                // Moved off this node (its nodeName is fixed once set, but a stale event).
+                Some((key, None)) => self.local.remove(&key).is_some(),
+                None => false,
+            },
+            Event::Delete(p) => self
+                .read_local(p)
+                .is_some_and(|(key, _)| self.local.remove(&key).is_some()),
+        }
+    }
+
+    /// Applies one event of the watch of every pod (networkpolicy mode); returns whether the
+    /// views changed.
+    pub(crate) fn apply_peers(&mut self, ev: &Event<SlimPod>) -> bool {
+        match ev {
+            Event::Init => {
+                self.peer_relist = Some(BTreeMap::new());
+                false
             }
+            Event::InitApply(p) => {
+                if let Some((ns, name, Some(view))) = self.read_peer(p) {
+                    self.peer_relist
+                        .get_or_insert_with(BTreeMap::new)
+                        .entry(ns)
+                        .or_default()
+                        .insert(name, view);
+                }
+                false
+            }
+            Event::InitDone => {
+                let views = self.peer_relist.take().unwrap_or_default();
+                // A namespace whose pods are unchanged keeps its shared map.
+                self.peer_pods = PodsByNamespace::from_maps(views, &self.peer_pods);
+                self.peers_ready = true;
+                true
+            }
+            Event::Apply(p) => self
+                .read_peer(p)
+                .is_some_and(|(ns, name, view)| self.peer_pods.set(&ns, &name, view)),
             Event::Delete(p) => {
                 let (Some(ns), Some(name)) = (&p.metadata.namespace, &p.metadata.name) else {
                     return false;
                 };
-                let gone = self.local.remove(&format!("{ns}/{name}")).is_some();
-                self.peer_pods.set(ns, name, None) || gone
+                self.peer_pods.set(ns, name, None)
             }
         }
     }

@@ -44,6 +44,11 @@ pub struct ClusterState {
     /// anywhere. Each namespace's map is shared, so publishing a state after one pod changed
     /// copies one namespace, not the cluster.
     pub peer_pods: PodsByNamespace,
+    /// Networkpolicy mode: whether [`Self::peer_pods`] holds the cluster's first list. Until
+    /// then it is empty: the agent serves before the cluster's largest list is in, and a
+    /// policy's peers only ever allow, so rows built meanwhile allow less, never more (fail
+    /// closed). The start-up reconcile waits for it, so a restart changes no row.
+    pub peer_pods_listed: bool,
     /// EgressNetworkPolicies by `namespace/name`.
     pub egress_policies: Arc<BTreeMap<String, EgressNetworkPolicy>>,
     /// The labels of every namespace the source knows, by name.
@@ -269,6 +274,7 @@ impl ClusterState {
             namespaces,
             pods: _,
             peer_pods: _,
+            peer_pods_listed: _,
             egress_policies,
             namespace_labels,
             network_policies,

@@ -362,6 +362,11 @@ impl AgentNode {
                 .arg("--");
             c
         };
+        // SDN_TEST_AGENT_WRAPPER: a program the agent runs under, for diagnosis (e.g.
+        // `heaptrack -o /tmp/agent`), split on spaces.
+        if let Ok(wrapper) = std::env::var("SDN_TEST_AGENT_WRAPPER") {
+            launcher.args(wrapper.split_whitespace());
+        }
         let child = without_agent_env(&mut launcher)
             .arg(workspace_bin("sdn-agent"))
             .args(self.agent_args())

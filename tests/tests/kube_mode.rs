@@ -240,6 +240,50 @@ async fn networkpolicy_mode_keeps_other_nodes_pods_reduced_and_shared_by_namespa
 }
 
 #[tokio::test]
+async fn networkpolicy_mode_serves_before_every_pod_of_the_cluster_is_listed() {
+    let fake = FakeApi::start("127.0.0.1:0");
+    for o in [
+        cluster_network(),
+        host_subnet("n1", "192.168.1.1", "10.128.0.0/23"),
+        host_subnet("n2", "192.168.1.2", "10.128.2.0/23"),
+        namespace("a"),
+        running_pod("a", "mine", "n1", "10.128.0.5", "web"),
+        running_pod("a", "far", "n2", "10.128.2.5", "web"),
+    ] {
+        fake.put(o).unwrap();
+    }
+    // The list of every pod is slow; this node's own (field-selected) list is not.
+    fake.hold_lists("pods");
+    let src = KubeSource::start(client(&fake), "n1", true, Duration::from_secs(10))
+        .await
+        .expect("the source starts without the list of every pod");
+    use cluster::ClusterSource;
+    let first = src.subscribe().borrow().clone();
+    assert_eq!(first.pods.keys().cloned().collect::<Vec<_>>(), ["a/mine"]);
+    assert!(!first.peer_pods_listed, "the peers are not listed yet");
+    assert_eq!(
+        first.peer_pods.pod_count(),
+        0,
+        "no peer before the whole list (rows allow less, never more)"
+    );
+    // This node's pods follow meanwhile.
+    fake.put(running_pod("a", "mine2", "n1", "10.128.0.6", "web"))
+        .unwrap();
+    until(&src, "a local pod added while the peers are listed", |s| {
+        s.pods.contains_key("a/mine2") && !s.peer_pods_listed
+    })
+    .await;
+    fake.release_lists("pods");
+    until(&src, "peers listed", |s| {
+        s.peer_pods_listed
+            && s.peer_pods
+                .get("a")
+                .is_some_and(|m| m.keys().cloned().collect::<Vec<_>>() == ["far", "mine", "mine2"])
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn the_source_says_what_it_could_not_list() {
     // Nothing listens there.
     let port = std::net::TcpListener::bind("127.0.0.1:0")

@@ -841,6 +841,61 @@ fn truth_tables_on_two_nodes() {
     }
     converge("deny everything after restarts", &c, &pods, &current);
 
+    // A restart while the list of every pod of the cluster is slow (a large cluster): the
+    // agent serves at once (this node's own pods come from their own small list), an ADD
+    // works, the start-up reconcile waits for the peers, and meanwhile the rows on the bridge
+    // keep the truth table (peers from y allowed).
+    set_policies(&plane, &mut current, cases[2].1.clone());
+    converge(
+        "x from namespace y before a slow restart",
+        &c,
+        &pods,
+        &current,
+    );
+    let node = c.node(1);
+    let reconciles = || node.log().matches("br0 reconciled").count();
+    let before = reconciles();
+    node.stop_agent(libc::SIGTERM);
+    fake.hold_lists("pods");
+    node.start_agent_serving();
+    fake.put(pod_object("x", "late", 1, None)).unwrap();
+    let extra = node.pod("x", "late");
+    assert!(
+        extra.ip.parse::<Ipv4Addr>().is_ok(),
+        "an ADD while the peers are listed"
+    );
+    extra.delete();
+    fake.delete("", "pods", Some("x"), "late");
+    converge(
+        "x from namespace y while the peers are listed",
+        &c,
+        &pods,
+        &current,
+    );
+    assert_eq!(
+        reconciles(),
+        before,
+        "the start-up reconcile ran before the peers were listed:\n{}",
+        tail(&node.log(), 30)
+    );
+    fake.release_lists("pods");
+    assert!(
+        sdn_tests::harness::wait_until(Duration::from_secs(30), || reconciles() > before),
+        "no reconcile after the peers were listed:\n{}",
+        tail(&node.log(), 30)
+    );
+    let line = node.last_reconcile();
+    assert!(
+        line.contains("added=0") && line.contains("deleted=0"),
+        "the slow restart changed flows: {line}"
+    );
+    converge(
+        "x from namespace y after the slow restart",
+        &c,
+        &pods,
+        &current,
+    );
+
     // Back to no policy: everything open again.
     set_policies(&plane, &mut current, vec![]);
     converge("policies removed", &c, &pods, &current);

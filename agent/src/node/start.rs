@@ -360,6 +360,16 @@ impl Daemon {
             tokio::time::sleep(Duration::from_millis(200)).await;
             connected = n.switch.client().await.map(drop);
         }
+        // Networkpolicy mode: the start-up reconcile waits for the list of every pod of the
+        // cluster (the peers of the policies), which completes in the background: rows staged
+        // before it allow less than the ones on the bridge, and the reconcile would cut the
+        // running pods' allowed traffic until the list came in.
+        if let Some(np) = &n.policies {
+            if wait_for_peer_pods(&n.state, PEER_POD_WAIT).await {
+                np.stage().await;
+            }
+            phases.push(("peer pods", began.elapsed().as_millis()));
+        }
         n.pods
             .remove_stray_meters()
             .await
@@ -469,6 +479,42 @@ impl Daemon {
         );
         Ok(())
     }
+}
+
+/// How long the start-up reconcile waits for the list of every pod (networkpolicy mode).
+const PEER_POD_WAIT: Duration = Duration::from_secs(120);
+
+/// Waits until the cluster state holds every pod of the cluster (networkpolicy mode), at most
+/// `wait`; returns whether it had to wait (the policy rows are then staged again). Past `wait`
+/// the agent goes on failing closed: its rows allow only the peers it knows, and the policy
+/// task rebuilds them when the list completes.
+async fn wait_for_peer_pods(
+    state: &tokio::sync::watch::Receiver<Arc<cluster::ClusterState>>,
+    wait: Duration,
+) -> bool {
+    let mut rx = state.clone();
+    if rx.borrow_and_update().peer_pods_listed {
+        return false;
+    }
+    tracing::info!("serving; the start-up reconcile waits for the list of every pod of the cluster (NetworkPolicy peers)");
+    let listed = tokio::time::timeout(wait, async {
+        loop {
+            if rx.changed().await.is_err() {
+                return false;
+            }
+            if rx.borrow_and_update().peer_pods_listed {
+                return true;
+            }
+        }
+    })
+    .await;
+    if !matches!(listed, Ok(true)) {
+        tracing::error!(
+            seconds = wait.as_secs(),
+            "the pods of the cluster are not listed yet: reconciling br0 with the NetworkPolicy peers known so far (connections policies allow from unlisted pods are dropped until the list completes); check the API server's load and the Pod watch's errors in sdnctl status"
+        );
+    }
+    true
 }
 
 /// Where the port pool's parking namespace is pinned: next to the CNI socket (the agent's run

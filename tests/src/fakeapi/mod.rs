@@ -389,6 +389,22 @@ impl FakeApi {
         self.shared.store().close_watches();
     }
 
+    /// Holds every list of `plural` (e.g. `pods`) that has no field selector until
+    /// [`FakeApi::release_lists`]: a cluster whose whole list is slow to come (a node's
+    /// field-selected lists still answer).
+    pub fn hold_lists(&self, plural: &str) {
+        self.shared.held.send_modify(|h| {
+            h.insert(plural.to_string());
+        });
+    }
+
+    /// Lets the lists [`FakeApi::hold_lists`] holds go.
+    pub fn release_lists(&self, plural: &str) {
+        self.shared.held.send_modify(|h| {
+            h.remove(plural);
+        });
+    }
+
     /// How many watch streams are open.
     pub fn watch_count(&self) -> usize {
         self.shared.store().watch_count()

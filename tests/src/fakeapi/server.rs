@@ -63,6 +63,9 @@ pub(crate) struct Shared {
     pub(crate) requests: Mutex<Requests>,
     pub(crate) options: Options,
     pub(crate) addr: SocketAddr,
+    /// Plurals whose lists without a field selector are held (a slow list of the whole
+    /// cluster) until released: [`super::FakeApi::hold_lists`].
+    pub(crate) held: tokio::sync::watch::Sender<std::collections::BTreeSet<String>>,
 }
 
 impl Shared {
@@ -73,6 +76,7 @@ impl Shared {
             requests: Mutex::new(Requests::default()),
             options,
             addr,
+            held: tokio::sync::watch::Sender::new(std::collections::BTreeSet::new()),
         }
     }
 
@@ -433,7 +437,14 @@ async fn serve_resource(
                 .ok_or_else(|| ApiError::not_found(&ty, &name))?;
             Ok(json_response(StatusCode::OK, obj))
         }
-        ("list", None) => list(shared, &ty, ns, &q),
+        ("list", None) => {
+            if q.get("fieldSelector").unwrap_or_default().is_empty() {
+                let mut held = shared.held.subscribe();
+                // Ends when released (or the server stops).
+                let _ = held.wait_for(|h| !h.contains(&ty.plural)).await;
+            }
+            list(shared, &ty, ns, &q)
+        }
         ("watch", None) => watch(shared, &ty, ns, &q),
         ("create", None) => {
             let dry = q.dry_run()?;
