@@ -262,16 +262,13 @@ impl PodCache {
     fn read_peer(&mut self, p: &SlimPod) -> Option<(String, String, Option<PodView>)> {
         let ns = p.metadata.namespace.clone()?;
         let name = p.metadata.name.clone()?;
-        let view = match p.address() {
-            Some(ip) => Some(PodView {
-                namespace: ns.clone(),
-                name: name.clone(),
-                labels: self.intern(p.labels()),
-                ip,
-                ports: p.named_ports(),
-            }),
-            None => None,
-        };
+        let view = p.address().map(|ip| PodView {
+            namespace: ns.clone(),
+            name: name.clone(),
+            labels: self.intern(p.labels()),
+            ip,
+            ports: p.named_ports(),
+        });
         Some((ns, name, view))
     }
 
