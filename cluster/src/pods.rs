@@ -188,6 +188,39 @@ impl SlimPod {
     }
 }
 
+/// One shared copy of each distinct value (a label set, a list of ports): the pods of a
+/// workload carry the same ones. Values no pod uses any more are dropped when the set has
+/// doubled since the last prune.
+struct Interner<T: ?Sized> {
+    set: HashSet<Arc<T>>,
+    pruned_at: usize,
+}
+
+impl<T: ?Sized> Default for Interner<T> {
+    fn default() -> Self {
+        Interner {
+            set: HashSet::new(),
+            pruned_at: 0,
+        }
+    }
+}
+
+impl<T: ?Sized + Eq + std::hash::Hash> Interner<T> {
+    /// The one copy of `value`.
+    fn intern<V: Into<Arc<T>> + std::borrow::Borrow<T>>(&mut self, value: V) -> Arc<T> {
+        if let Some(a) = self.set.get(value.borrow()) {
+            return a.clone();
+        }
+        if self.set.len() > 2 * self.pruned_at + 1024 {
+            self.set.retain(|a| Arc::strong_count(a) > 1);
+            self.pruned_at = self.set.len();
+        }
+        let a: Arc<T> = value.into();
+        self.set.insert(a.clone());
+        a
+    }
+}
+
 /// The pods the source keeps, from two watches: this node's pods (field selector
 /// `spec.nodeName`), whole as [`PodInfo`], and in networkpolicy mode every pod of the cluster
 /// that has an address, reduced to what policies read ([`PodView`]: namespace, name, labels,
@@ -204,9 +237,8 @@ pub(crate) struct PodCache {
     /// Re-lists in progress: the maps being filled until `InitDone` swaps them in.
     local_relist: Option<BTreeMap<String, PodInfo>>,
     peer_relist: Option<BTreeMap<String, BTreeMap<String, PodView>>>,
-    labels: HashSet<Arc<Labels>>,
-    /// The number of label sets after the last prune of unused ones.
-    labels_pruned_at: usize,
+    labels: Interner<Labels>,
+    ports: Interner<[ContainerPort]>,
     /// Whether this node's pods are listed.
     pub(crate) ready: bool,
     /// Whether every pod of the cluster is listed (networkpolicy mode).
@@ -221,25 +253,11 @@ impl PodCache {
             peer_pods: PodsByNamespace::default(),
             local_relist: None,
             peer_relist: None,
-            labels: HashSet::new(),
-            labels_pruned_at: 0,
+            labels: Interner::default(),
+            ports: Interner::default(),
             ready: false,
             peers_ready: false,
         }
-    }
-
-    /// The one copy of `labels`.
-    fn intern(&mut self, labels: Labels) -> Arc<Labels> {
-        if let Some(a) = self.labels.get(&labels) {
-            return a.clone();
-        }
-        if self.labels.len() > 2 * self.labels_pruned_at + 1024 {
-            self.labels.retain(|a| Arc::strong_count(a) > 1);
-            self.labels_pruned_at = self.labels.len();
-        }
-        let a = Arc::new(labels);
-        self.labels.insert(a.clone());
-        a
     }
 
     /// The pod's key and what this node keeps of it, when it is this node's.
@@ -265,9 +283,9 @@ impl PodCache {
         let view = p.address().map(|ip| PodView {
             namespace: ns.clone(),
             name: name.clone(),
-            labels: self.intern(p.labels()),
+            labels: self.labels.intern(p.labels()),
             ip,
-            ports: p.named_ports(),
+            ports: self.ports.intern(p.named_ports()),
         });
         Some((ns, name, view))
     }

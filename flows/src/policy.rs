@@ -104,8 +104,9 @@ pub struct PodView {
     pub labels: Arc<Labels>,
     /// Its address.
     pub ip: Ipv4Addr,
-    /// Its container ports (for named ports).
-    pub ports: Vec<ContainerPort>,
+    /// Its container ports (for named ports; shared like the labels: a workload's pods
+    /// declare the same ones).
+    pub ports: Arc<[ContainerPort]>,
 }
 
 /// A pod of this node: a [`PodView`] and its OVS port.

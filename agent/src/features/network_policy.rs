@@ -276,7 +276,9 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
                 name: l.name.clone(),
                 labels: Arc::new(info.map(|i| i.labels.clone()).unwrap_or_default()),
                 ip: l.ip,
-                ports: info.map(|i| i.ports.clone()).unwrap_or_default(),
+                ports: info
+                    .map(|i| i.ports.as_slice().into())
+                    .unwrap_or_else(|| Arc::from([])),
             };
             local_out.push(LocalPod {
                 pod: view,

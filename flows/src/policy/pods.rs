@@ -185,7 +185,7 @@ mod tests {
             name: name.into(),
             labels: Arc::default(),
             ip: Ipv4Addr::new(10, 0, 0, last),
-            ports: vec![],
+            ports: Arc::from([]),
         }
     }
 

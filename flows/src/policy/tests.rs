@@ -20,7 +20,7 @@ fn pod(ns: &str, name: &str, app: &str, ip: [u8; 4]) -> PodView {
         name: name.into(),
         labels: Arc::new(labels(&[("app", app)])),
         ip: Ipv4Addr::from(ip),
-        ports: vec![],
+        ports: Vec::new().into(),
     }
 }
 
@@ -391,10 +391,10 @@ fn named_ports_resolve_on_the_receiving_pod() {
         protocol: Protocol::Tcp,
         port,
     };
-    w.local[0].pod.ports = vec![http(8080)];
-    w.local[1].pod.ports = vec![http(9090)];
-    w.pods[0].ports = vec![http(8080)];
-    w.pods[1].ports = vec![http(9090)];
+    w.local[0].pod.ports = vec![http(8080)].into();
+    w.local[1].pod.ports = vec![http(9090)].into();
+    w.pods[0].ports = vec![http(8080)].into();
+    w.pods[1].ports = vec![http(9090)].into();
     let named = vec![PortSpec::Named {
         protocol: Protocol::Tcp,
         name: "http".into(),
@@ -421,10 +421,10 @@ fn named_ports_resolve_on_the_receiving_pod() {
     )));
     // Egress: each peer's number, with the peer's address.
     let mut w2 = world();
-    w2.local[0].pod.ports = vec![http(8080)];
-    w2.local[1].pod.ports = vec![http(9090)];
-    w2.pods[0].ports = vec![http(8080)];
-    w2.pods[1].ports = vec![http(9090)];
+    w2.local[0].pod.ports = vec![http(8080)].into();
+    w2.local[1].pod.ports = vec![http(9090)].into();
+    w2.pods[0].ports = vec![http(8080)].into();
+    w2.pods[1].ports = vec![http(9090)].into();
     let mut p = policy("prod", "http-out", LabelSelector::labels([("app", "web")]));
     p.egress = Some(vec![Rule {
         peers: vec![],
