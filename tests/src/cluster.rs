@@ -138,6 +138,17 @@ impl Cluster {
     /// each agent with `--cluster-state kubernetes` and a kubeconfig pointing at the fake (it
     /// waits for the HostSubnet the controller allocates). The controller stops on drop.
     pub fn start_kubernetes(n: usize, opts: &NodeOptions) -> (Cluster, KubeControlPlane) {
+        Cluster::start_kubernetes_with(n, opts, |_| {})
+    }
+
+    /// [`Cluster::start_kubernetes`], with `before_agents` run once the controller runs and
+    /// before any agent starts (e.g. to build a large simulated cluster around the nodes,
+    /// `crate::simulated`, which the agents then list at start).
+    pub fn start_kubernetes_with(
+        n: usize,
+        opts: &NodeOptions,
+        before_agents: impl FnOnce(&KubeControlPlane),
+    ) -> (Cluster, KubeControlPlane) {
         let state = std::env::temp_dir().join(unique_name("sdnkube"));
         fs::create_dir_all(&state).unwrap_or_else(|e| panic!("create {}: {e}", state.display()));
         let hub = Netns::new("sdnhub");
@@ -196,6 +207,7 @@ impl Cluster {
             hub,
             state,
         };
+        before_agents(&plane);
         for i in 1..=n {
             let mut extra = opts.extra.clone();
             extra.extend([

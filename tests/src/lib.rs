@@ -17,3 +17,4 @@ pub mod matrix;
 pub mod node;
 pub mod podman;
 pub mod probe;
+pub mod simulated;
