@@ -20,7 +20,7 @@
 //! Why this shape:
 //! - One task consumes all the watch streams (merged). Each object is read (parsed,
 //!   validated, reduced) once, when its event arrives, and only what was read is kept, by key
-//!   ([`Kept`]; the pods in [`crate::pods::PodCache`]): no reflector store of the objects'
+//!   ([`crate::kept::Kept`]; the pods in [`crate::pods::PodCache`]): no reflector store of the objects'
 //!   JSON or typed form (managed fields and all) outlives the events. Measured at 5,000 nodes ×
 //!   150,000 pods (`cargo run --release -p sdn-tests --example source_memory`), this took the
 //!   source's heap from 144 MB to 78 MB in networkpolicy mode and from 44 MB to 19 MB in
@@ -63,6 +63,7 @@ use kube::Client;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
+use super::kept::Kept;
 use super::pods::{PodCache, SlimPod};
 pub use super::reflected::{watch_event, Reflected};
 use super::state::SubnetIndex;
@@ -193,77 +194,6 @@ impl Dirty {
         namespaces: false,
         policies: false,
     };
-}
-
-/// What was read of each object of one kind, by key (sorted), kept from the kind's watch
-/// events: an object is read once, when its event arrives, and only what was read outlives the
-/// event (not the object's JSON or typed form, which a reflector store would keep: a
-/// 5,000-node cluster has 5,000 HostSubnets, 5,000 namespaces and may have 10,000
-/// NetworkPolicies). The map is shared with the published states and copied only when an
-/// event changes it while one still holds it. A re-list fills a fresh map and swaps it in at
-/// `InitDone`, so objects deleted while the watch was down go.
-struct Kept<T> {
-    map: Arc<BTreeMap<String, T>>,
-    relist: Option<BTreeMap<String, T>>,
-    /// Whether the first list is complete.
-    ready: bool,
-}
-
-impl<T: Clone + PartialEq> Kept<T> {
-    fn new() -> Self {
-        Kept {
-            map: Arc::default(),
-            relist: None,
-            ready: false,
-        }
-    }
-
-    /// Applies one watch event: `key` names an object, `read` gives what is kept of it
-    /// (`None`: nothing, e.g. it does not parse; `read` says why). Returns whether the map
-    /// may have changed.
-    fn apply<K>(
-        &mut self,
-        ev: &Event<K>,
-        key: impl Fn(&K) -> Option<String>,
-        read: impl Fn(&K) -> Option<T>,
-    ) -> bool {
-        match ev {
-            Event::Init => {
-                self.relist = Some(BTreeMap::new());
-                false
-            }
-            Event::InitApply(o) => {
-                if let (Some(k), Some(v)) = (key(o), read(o)) {
-                    self.relist.get_or_insert_with(BTreeMap::new).insert(k, v);
-                }
-                false
-            }
-            Event::InitDone => {
-                let listed = self.relist.take().unwrap_or_default();
-                if *self.map != listed {
-                    self.map = Arc::new(listed);
-                }
-                self.ready = true;
-                true
-            }
-            Event::Apply(o) => {
-                let Some(k) = key(o) else { return false };
-                match read(o) {
-                    Some(v) if self.map.get(&k) == Some(&v) => false,
-                    Some(v) => {
-                        Arc::make_mut(&mut self.map).insert(k, v);
-                        true
-                    }
-                    None => self.remove(&k),
-                }
-            }
-            Event::Delete(o) => key(o).is_some_and(|k| self.remove(&k)),
-        }
-    }
-
-    fn remove(&mut self, k: &str) -> bool {
-        self.map.contains_key(k) && Arc::make_mut(&mut self.map).remove(k).is_some()
-    }
 }
 
 /// A network object's name, and the object parsed and validated (logged and `None` when it

@@ -29,6 +29,7 @@
 
 pub mod config;
 pub mod crd;
+mod kept;
 pub mod kube;
 pub mod netpol;
 pub mod pods;

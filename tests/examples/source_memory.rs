@@ -10,7 +10,7 @@
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -50,30 +50,15 @@ fn main() {
             "metadata": {"name": ns}, "netname": ns, "netid": 100 + n}),
         )
         .unwrap();
-        for (name, spec) in [
-            ("deny-ingress", json!({"podSelector": {}})),
-            (
-                "same-namespace",
-                json!({"podSelector": {}, "ingress": [{"from": [{"podSelector": {}}]}]}),
-            ),
-        ] {
-            fake.put(
-                json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-                   "metadata": {"name": name, "namespace": ns}, "spec": spec}),
-            )
-            .unwrap();
+        for p in sdn_tests::simulated::policy_objects(&ns) {
+            fake.put(p).unwrap();
         }
         for j in 0..30 {
             let k = n * 30 + j;
             let node = k % nodes;
             let ip = Ipv4Addr::from(u32::from(subnet(node)) + 2 + (k / nodes) as u32);
-            let role = ["web", "db", "cache"][j % 3];
-            let pod: Value = json!({"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": format!("pod-{k:06}"), "namespace": ns,
-                             "labels": {"role": role, "app": format!("app-{}", j % 10)}},
-                "spec": {"nodeName": format!("node-{node}"), "containers": [{"name": "c", "image": "app",
-                    "ports": [{"name": "http", "containerPort": 8080}]}]},
-                "status": {"phase": "Running", "podIP": ip.to_string()}});
+            let name = format!("pod-{k:06}");
+            let pod = sdn_tests::simulated::pod_object(&ns, &name, j, &format!("node-{node}"), ip);
             fake.put(pod).unwrap();
         }
     }

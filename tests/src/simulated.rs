@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::cluster::Cluster;
 use crate::fakeapi::FakeApi;
+use crate::node::AgentNode;
 
 /// What a simulated cluster holds.
 #[derive(Debug, Clone, Copy)]
@@ -129,30 +131,14 @@ pub fn simulate(fake: &FakeApi, size: Size, wait: Duration) -> Simulated {
             assert!(used[n] < hosts, "simulated node {n} is full");
             // .1 is the node's gateway.
             let ip = Ipv4Addr::from(base + 1 + used[n]);
-            let role = ["web", "db", "cache"][j % 3];
-            let pod: Value = json!({"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": pod(i, j), "namespace": ns,
-                             "labels": {"role": role, "app": format!("app-{}", j % 10)}},
-                "spec": {"nodeName": node(n), "containers": [{"name": "c", "image": "app",
-                    "ports": [{"name": "http", "containerPort": 8080}]}]},
-                "status": {"phase": "Running", "podIP": ip.to_string()}});
-            fake.put(pod).expect("a simulated Pod");
+            fake.put(pod_object(&ns, &pod(i, j), j, &node(n), ip))
+                .expect("a simulated Pod");
             mine.push(ip);
         }
         addresses.push(mine);
         if size.policies {
-            for (name, spec) in [
-                ("deny-ingress", json!({"podSelector": {}})),
-                (
-                    "same-namespace",
-                    json!({"podSelector": {}, "ingress": [{"from": [{"podSelector": {}}]}]}),
-                ),
-            ] {
-                fake.put(
-                    json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-                    "metadata": {"name": name, "namespace": ns}, "spec": spec}),
-                )
-                .expect("a simulated NetworkPolicy");
+            for p in policy_objects(&ns) {
+                fake.put(p).expect("a simulated NetworkPolicy");
             }
         }
     }
@@ -171,10 +157,55 @@ pub fn simulate(fake: &FakeApi, size: Size, wait: Duration) -> Simulated {
     Simulated { size, addresses }
 }
 
-/// Remote-node rows of table 10 on a node (one per remote node).
-pub fn remote_rows(ofctl_dump_table_10: &str) -> usize {
-    ofctl_dump_table_10
+/// Remote-node rows of table 10 on `node` (one per remote node).
+pub fn remote_rows(node: &AgentNode) -> usize {
+    node.ovs
+        .ofctl(&["--no-stats", "dump-flows", "br0", "table=10"])
         .lines()
         .filter(|l| l.contains("tun_src="))
         .count()
+}
+
+/// Waits (at most `wait`) until every node of `c` holds the rows of every other node, real
+/// and simulated; panics with the first node's log if they do not.
+pub fn assert_every_remote_row(c: &Cluster, size: Size, wait: Duration) {
+    let others = size.nodes + c.nodes.len() - 1;
+    let all = crate::harness::wait_until(wait, || c.nodes.iter().all(|n| remote_rows(n) == others));
+    let log = c.nodes.first().map(AgentNode::log).unwrap_or_default();
+    let tail: Vec<&str> = log.lines().rev().take(30).collect();
+    assert!(
+        all,
+        "not every node holds the rows of {others} remote nodes:\n{}",
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+    );
+}
+
+/// Simulated pod `j` of namespace `ns` on node `node` with address `ip`: labelled `role`
+/// (web, db, cache by `j`) and `app` (`app-<j mod 10>`), a named port `http` (8080).
+pub fn pod_object(ns: &str, name: &str, j: usize, node: &str, ip: Ipv4Addr) -> Value {
+    let role = ["web", "db", "cache"][j % 3];
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns,
+                     "labels": {"role": role, "app": format!("app-{}", j % 10)}},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "app",
+            "ports": [{"name": "http", "containerPort": 8080}]}]},
+        "status": {"phase": "Running", "podIP": ip.to_string()}})
+}
+
+/// The two NetworkPolicies of a simulated namespace: deny all ingress, allow from the same
+/// namespace.
+pub fn policy_objects(ns: &str) -> Vec<Value> {
+    [
+        ("deny-ingress", json!({"podSelector": {}})),
+        (
+            "same-namespace",
+            json!({"podSelector": {}, "ingress": [{"from": [{"podSelector": {}}]}]}),
+        ),
+    ]
+    .into_iter()
+    .map(|(name, spec)| {
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+               "metadata": {"name": name, "namespace": ns}, "spec": spec})
+    })
+    .collect()
 }

@@ -243,20 +243,7 @@ fn the_isolation_matrix_holds_in_a_cluster_of_5000_nodes() {
         },
     );
     let fake = &plane.fake;
-    let all_rows = wait_until(Duration::from_secs(600), || {
-        (1..=2).all(|i| {
-            let t10 = c
-                .node(i)
-                .ovs
-                .ofctl(&["--no-stats", "dump-flows", "br0", "table=10"]);
-            simulated::remote_rows(&t10) == size.nodes + 1
-        })
-    });
-    assert!(
-        all_rows,
-        "not every remote node's rows on both nodes:\n{}",
-        tail(&c.node(1).log())
-    );
+    simulated::assert_every_remote_row(&c, size, Duration::from_secs(600));
     let vnid = |ns: &str| -> u32 {
         fake.get(GROUP, "netnamespaces", None, ns)
             .and_then(|v| v["netid"].as_u64())

@@ -632,25 +632,10 @@ fn real_pods<'c>(c: &'c Cluster, plane: &KubeControlPlane) -> Vec<TestPod<'c>> {
     pods
 }
 
-#[test]
-fn truth_tables_on_two_nodes() {
-    let (c, plane) = Cluster::start_kubernetes(
-        2,
-        &NodeOptions {
-            mode: "networkpolicy",
-            ..NodeOptions::default()
-        },
-    );
-    let fake = &plane.fake;
-    let pods = real_pods(&c, &plane);
-    let _servers = start_servers(&pods);
-    let ip_of = |label: &str| pods.iter().find(|p| p.label() == label).unwrap().ip;
-
-    let mut current = Vec::new();
-    converge("no policies", &c, &pods, &current);
-
-    let y_b = ip_of("y/b");
-    let cases: Vec<(&str, Vec<Value>)> = vec![
+/// The policy cases of the truth tables, in order; `y_b` is pod y/b's address (an ipBlock
+/// except names it).
+fn policy_cases(y_b: Ipv4Addr) -> Vec<(&'static str, Vec<Value>)> {
+    vec![
         (
             "default deny ingress in x",
             vec![netpol("x", "deny", json!({"podSelector": {}}))],
@@ -798,7 +783,27 @@ fn truth_tables_on_two_nodes() {
                 ),
             ],
         ),
-    ];
+    ]
+}
+
+#[test]
+fn truth_tables_on_two_nodes() {
+    let (c, plane) = Cluster::start_kubernetes(
+        2,
+        &NodeOptions {
+            mode: "networkpolicy",
+            ..NodeOptions::default()
+        },
+    );
+    let fake = &plane.fake;
+    let pods = real_pods(&c, &plane);
+    let _servers = start_servers(&pods);
+    let ip_of = |label: &str| pods.iter().find(|p| p.label() == label).unwrap().ip;
+
+    let mut current = Vec::new();
+    converge("no policies", &c, &pods, &current);
+
+    let cases = policy_cases(ip_of("y/b"));
     let mut timings = Vec::new();
     // NP_ONLY=a,b runs only the cases whose names contain one of those words (debugging).
     let only: Vec<String> = std::env::var("NP_ONLY")
@@ -995,20 +1000,7 @@ fn truth_tables_in_a_cluster_of_5000_nodes() {
     );
     let sim = sim.expect("simulated");
     let began = Instant::now();
-    let all_rows = sdn_tests::harness::wait_until(Duration::from_secs(600), || {
-        (1..=2).all(|i| {
-            let t10 = c
-                .node(i)
-                .ovs
-                .ofctl(&["--no-stats", "dump-flows", "br0", "table=10"]);
-            simulated::remote_rows(&t10) == size.nodes + 1
-        })
-    });
-    assert!(
-        all_rows,
-        "not every remote node's rows on both nodes:\n{}",
-        tail(&c.node(1).log(), 30)
-    );
+    simulated::assert_every_remote_row(&c, size, Duration::from_secs(600));
     eprintln!(
         "both agents hold the rows of {} remote nodes {:.1} s after the cluster was built",
         size.nodes + 1,
@@ -1018,44 +1010,11 @@ fn truth_tables_in_a_cluster_of_5000_nodes() {
     let _servers = start_servers(&pods);
     let mut current = Vec::new();
     converge("no policies, 5,000 nodes", &c, &pods, &current);
-    let cases: Vec<(&str, Vec<Value>)> = vec![
-        (
-            "default deny ingress in x, 5,000 nodes",
-            vec![netpol("x", "deny", json!({"podSelector": {}}))],
-        ),
-        (
-            "x from namespace y on port 81, 5,000 nodes",
-            vec![netpol(
-                "x",
-                "from-y",
-                json!({
-                "podSelector": {},
-                "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"ns": "y"}}}],
-                             "ports": [{"port": 81, "protocol": "TCP"}, {"port": 81, "protocol": "UDP"}]}]}),
-            )],
-        ),
-        (
-            "egress of y: default deny, then UDP to z, 5,000 nodes",
-            vec![
-                netpol(
-                    "y",
-                    "deny-egress",
-                    json!({"podSelector": {}, "policyTypes": ["Egress"]}),
-                ),
-                netpol(
-                    "y",
-                    "udp-to-z",
-                    json!({
-                    "podSelector": {}, "policyTypes": ["Egress"],
-                    "egress": [{"to": [{"namespaceSelector": {"matchLabels": {"ns": "z"}}}],
-                                "ports": [{"protocol": "UDP"}]}]}),
-                ),
-            ],
-        ),
-    ];
-    for (case, policies) in &cases {
-        set_policies(&plane, &mut current, policies.clone());
-        converge(case, &c, &pods, &current);
+    // Default deny, namespace peers on ports, egress: the cases of the two-node test.
+    let y_b = pods.iter().find(|p| p.label() == "y/b").unwrap().ip;
+    for (case, policies) in policy_cases(y_b).into_iter().take(4) {
+        set_policies(&plane, &mut current, policies);
+        converge(&format!("{case}, 5,000 nodes"), &c, &pods, &current);
     }
 
     // A policy of x that names the `role: web` pods of one simulated namespace: their addresses
