@@ -15,6 +15,7 @@ pub mod harness;
 pub mod kubeproxy;
 pub mod matrix;
 pub mod node;
+pub mod openshift_sdn;
 pub mod podman;
 pub mod probe;
 pub mod simulated;

@@ -1,0 +1,317 @@
+//! openshift-sdn's node, as its own rules leave it: the flow rows, pod wiring and names its node
+//! process writes, for the tests of mixed clusters and of taking a running node over.
+//! openshift-sdn is Go and cannot be built here, so what is made is its node's *state*, from a
+//! transcription of its rules at one named version. This is the one place that transcription
+//! lives; every function names the upstream file and function its rows come from, and keeps
+//! their text and order as `ovs-ofctl add-flow` reads them (the facts carry over, not the code).
+//!
+//! Upstream: github.com/openshift/sdn, commit 18a57d7 (`pkg/network/node`), whose
+//! `ovscontroller.go` has `ruleVersion = 13`: the note in table 253 is `<plugin>.0D` with the
+//! plugin id of `node.go` `New` (00 subnet, 01 multitenant, 02 networkpolicy).
+
+use std::net::Ipv4Addr;
+
+/// The upstream commit transcribed.
+pub const UPSTREAM_COMMIT: &str = "18a57d7";
+/// `ovscontroller.go` `ruleVersion`.
+pub const RULE_VERSION: u8 = 13;
+/// `ovscontroller.go` `ruleVersionTable`.
+pub const RULE_VERSION_TABLE: u8 = 253;
+/// The CNI network name of its pods' host-local leases (`/var/lib/cni/networks/openshift-sdn`)
+/// and of its CNI config file (`80-openshift-network.conf`, `"name": "openshift-sdn"`).
+pub const CNI_NETWORK: &str = "openshift-sdn";
+/// Its CNI config file's name in the CNI config directory.
+pub const CNI_CONF_FILE: &str = "80-openshift-network.conf";
+
+/// The plugin (`node.go` `New`: the plugin id in the version note).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plugin {
+    /// `redhat/openshift-ovs-subnet`.
+    Subnet,
+    /// `redhat/openshift-ovs-multitenant`.
+    Multitenant,
+    /// `redhat/openshift-ovs-networkpolicy`.
+    NetworkPolicy,
+}
+
+impl Plugin {
+    fn id(self) -> u8 {
+        match self {
+            Plugin::Subnet => 0,
+            Plugin::Multitenant => 1,
+            Plugin::NetworkPolicy => 2,
+        }
+    }
+}
+
+/// What the node's rows are made of (`ovscontroller.go` `SetupOVS` arguments and the
+/// controller's fields).
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// The plugin.
+    pub plugin: Plugin,
+    /// The ClusterNetwork's CIDRs.
+    pub cluster_networks: Vec<String>,
+    /// The service network.
+    pub service_network: String,
+    /// This node's HostSubnet.
+    pub local_subnet: String,
+    /// Its gateway (tun0's address, the subnet's first host).
+    pub gateway: Ipv4Addr,
+    /// The node's IP (`localIP`).
+    pub node_ip: Ipv4Addr,
+    /// The MAC of the node's interface holding `node_ip` (`localMAC`).
+    pub node_mac: String,
+    /// tun0's MAC (`tunMAC`).
+    pub tun_mac: String,
+    /// The VXLAN port.
+    pub vxlan_port: u16,
+}
+
+/// `ovscontroller.go` `getVersionNote`: `<plugin id>.<rule version>`, two hex digits each.
+pub fn version_note(plugin: Plugin) -> String {
+    format!("{:02X}.{:02X}", plugin.id(), RULE_VERSION)
+}
+
+/// `ovscontroller.go` `SetupOVS`: the base rows, in its order.
+pub fn setup_ovs_rows(n: &Node) -> Vec<String> {
+    let mut r = Vec::new();
+    let (sub, gw) = (&n.local_subnet, n.gateway);
+    r.push("table=0, priority=1000, ip, ct_state=-trk, actions=ct(table=0)".to_string());
+    for cn in &n.cluster_networks {
+        r.push(format!("table=0, priority=200, in_port=1, arp, nw_src={cn}, nw_dst={sub}, actions=move:NXM_NX_TUN_ID[0..31]->NXM_NX_REG0[],goto_table:10"));
+        r.push(format!("table=0, priority=200, in_port=1, ip, nw_src={cn}, actions=move:NXM_NX_TUN_ID[0..31]->NXM_NX_REG0[],goto_table:10"));
+        r.push(format!("table=0, priority=200, in_port=1, ip, nw_dst={cn}, actions=move:NXM_NX_TUN_ID[0..31]->NXM_NX_REG0[],goto_table:10"));
+    }
+    r.push("table=0, priority=150, in_port=1, actions=drop".to_string());
+    r.push(format!(
+        "table=0, priority=400, in_port=2, ip, nw_src={gw}, actions=goto_table:30"
+    ));
+    for cn in &n.cluster_networks {
+        r.push(format!("table=0, priority=300, in_port=2, ip, nw_src={sub}, nw_dst={cn}, actions=goto_table:25"));
+    }
+    r.push("table=0, priority=250, in_port=2, ip, nw_dst=224.0.0.0/4, actions=drop".to_string());
+    for cn in &n.cluster_networks {
+        r.push(format!(
+            "table=0, priority=200, in_port=2, arp, nw_src={gw}, nw_dst={cn}, actions=goto_table:30"
+        ));
+    }
+    r.push("table=0, priority=200, in_port=2, ip, actions=goto_table:30".to_string());
+    r.push("table=0, priority=150, in_port=2, actions=drop".to_string());
+    r.push("table=0, priority=100, arp, actions=goto_table:20".to_string());
+    r.push("table=0, priority=100, ip, actions=goto_table:20".to_string());
+    r.push("table=0, priority=0, actions=drop".to_string());
+
+    r.push(format!(
+        "table=10, priority=210, ip, nw_dst={gw}, eth_dst={}, actions=set_field:{}->eth_dst, resubmit:10",
+        n.node_mac, n.tun_mac
+    ));
+    r.push(format!(
+        "table=10, priority=200, ip, nw_dst={sub}, eth_dst={}, actions=move:nw_dst->eth_dst[0..31], set_field:0a:58:00:00:00:00/ff:ff:00:00:00:00->eth_dst, resubmit:10",
+        n.node_mac
+    ));
+    r.push("table=10, priority=0, actions=drop".to_string());
+
+    r.push(format!(
+        "table=20, priority=300, udp, udp_dst={}, actions=drop",
+        n.vxlan_port
+    ));
+    r.push("table=20, priority=0, actions=drop".to_string());
+    r.push("table=25, priority=0, actions=drop".to_string());
+    r.push("table=27, priority=0, actions=drop".to_string());
+    r.push("table=30, priority=0, actions=goto_table:31".to_string());
+
+    r.push(format!(
+        "table=31, priority=300, arp, nw_dst={gw}, actions=output:2"
+    ));
+    r.push(format!(
+        "table=31, priority=200, arp, nw_dst={sub}, actions=goto_table:40"
+    ));
+    for cn in &n.cluster_networks {
+        r.push(format!(
+            "table=31, priority=100, arp, nw_dst={cn}, actions=goto_table:50"
+        ));
+    }
+    r.push(format!(
+        "table=31, priority=300, ip, nw_dst={gw}, actions=output:2"
+    ));
+    r.push(format!(
+        "table=31, priority=100, ip, nw_dst={}, actions=goto_table:60",
+        n.service_network
+    ));
+    r.push(format!(
+        "table=31, priority=250, ip, nw_dst={sub}, ct_state=+rpl, actions=ct(nat,table=70)"
+    ));
+    r.push(format!(
+        "table=31, priority=200, ip, nw_dst={sub}, actions=goto_table:70"
+    ));
+    for cn in &n.cluster_networks {
+        r.push(format!(
+            "table=31, priority=100, ip, nw_dst={cn}, actions=goto_table:90"
+        ));
+    }
+    r.push(
+        "table=31, priority=50, in_port=1, ip, nw_dst=224.0.0.0/4, actions=goto_table:120"
+            .to_string(),
+    );
+    r.push("table=31, priority=25, ip, nw_dst=224.0.0.0/4, actions=goto_table:110".to_string());
+    r.push("table=31, priority=0, ip, actions=goto_table:99".to_string());
+    r.push("table=31, priority=0, arp, actions=drop".to_string());
+
+    r.push("table=40, priority=0, actions=drop".to_string());
+    r.push("table=50, priority=0, actions=drop".to_string());
+    r.push("table=60, priority=200, actions=output:2".to_string());
+    r.push("table=70, priority=0, actions=drop".to_string());
+    r.push(format!(
+        "table=80, priority=300, ip, nw_src={gw}/32, actions=output:NXM_NX_REG2[]"
+    ));
+    r.push("table=80, priority=0, actions=drop".to_string());
+    r.push("table=90, priority=0, actions=drop".to_string());
+    r.push(format!(
+        "table=99, priority=200, tcp, tcp_dst=53, nw_dst={}, actions=output:2",
+        n.node_ip
+    ));
+    r.push(format!(
+        "table=99, priority=200, udp, udp_dst=53, nw_dst={}, actions=output:2",
+        n.node_ip
+    ));
+    r.push("table=99, priority=0, actions=goto_table:100".to_string());
+    r.push("table=100, priority=0, actions=goto_table:101".to_string());
+    r.push("table=101, priority=150, ct_state=+rpl, actions=output:2".to_string());
+    r.push("table=101, priority=0, actions=output:2".to_string());
+    r.push("table=110, priority=0, actions=drop".to_string());
+    r.push("table=111, priority=100, actions=goto_table:120".to_string());
+    r.push("table=120, priority=0, actions=drop".to_string());
+    r
+}
+
+/// The plugin's own rows at start: `multitenant.go` `Start` (the subnet plugin's `Start` in
+/// `singletenant.go` adds the same shape with everything allowed; networkpolicy's are not
+/// transcribed yet).
+pub fn plugin_start_rows(plugin: Plugin) -> Vec<String> {
+    match plugin {
+        Plugin::Multitenant => vec![
+            "table=27, priority=500, actions=goto_table:30".to_string(),
+            "table=80, priority=200, reg0=0, actions=output:NXM_NX_REG2[]".to_string(),
+            "table=80, priority=200, reg1=0, actions=output:NXM_NX_REG2[]".to_string(),
+        ],
+        Plugin::Subnet => vec![
+            "table=27, priority=500, actions=goto_table:30".to_string(),
+            "table=80, priority=200, actions=output:NXM_NX_REG2[]".to_string(),
+        ],
+        Plugin::NetworkPolicy => Vec::new(),
+    }
+}
+
+/// `ovscontroller.go` `FinishSetupOVS`: the version note, written last.
+pub fn version_row(plugin: Plugin) -> String {
+    format!(
+        "table={RULE_VERSION_TABLE}, actions=note:{}",
+        version_note(plugin)
+    )
+}
+
+/// `ovscontroller.go` `setupPodFlows`: a pod's rows.
+pub fn pod_rows(ofport: u32, ip: Ipv4Addr, vnid: u32) -> Vec<String> {
+    let o = ip.octets();
+    let ipmac = format!(
+        "00:00:{:02x}:{:02x}:{:02x}:{:02x}/00:00:ff:ff:ff:ff",
+        o[0], o[1], o[2], o[3]
+    );
+    vec![
+        format!("table=20, priority=100, in_port={ofport}, arp, nw_src={ip}, arp_sha={ipmac}, actions=load:{vnid}->NXM_NX_REG0[], goto_table:30"),
+        format!("table=20, priority=100, in_port={ofport}, ip, nw_src={ip}, actions=load:{vnid}->NXM_NX_REG0[], goto_table:27"),
+        format!("table=25, priority=100, ip, nw_src={ip}, actions=load:{vnid}->NXM_NX_REG0[], goto_table:27"),
+        format!("table=40, priority=100, arp, nw_dst={ip}, actions=output:{ofport}"),
+        format!("table=70, priority=100, ip, nw_dst={ip}, actions=load:{vnid}->NXM_NX_REG1[], load:{ofport}->NXM_NX_REG2[], goto_table:80"),
+    ]
+}
+
+/// `multitenant.go` `EnsureVNIDRules`: a tenant's row in table 80 (none for VNID 0, which the
+/// start rows allow).
+pub fn vnid_rows(vnid: u32) -> Vec<String> {
+    if vnid == 0 {
+        return Vec::new();
+    }
+    vec![format!(
+        "table=80, priority=100, reg0={vnid}, reg1={vnid}, actions=output:NXM_NX_REG2[]"
+    )]
+}
+
+/// `ovscontroller.go` `hostSubnetCookie`: the first four bytes of the SHA-256 of the
+/// HostSubnet's UID.
+pub fn host_subnet_cookie(uid: &str) -> u32 {
+    use sha2::Digest;
+    let h = sha2::Sha256::digest(uid.as_bytes());
+    u32::from_be_bytes([h[0], h[1], h[2], h[3]])
+}
+
+/// `ovscontroller.go` `AddHostSubnetRules`: a remote node's rows (without the fixed-VNID
+/// annotation).
+pub fn host_subnet_rows(uid: &str, host_ip: Ipv4Addr, subnet: &str) -> Vec<String> {
+    let c = host_subnet_cookie(uid);
+    vec![
+        format!("table=10, priority=100, cookie=0x{c:08x}, tun_src={host_ip}, actions=goto_table:30"),
+        format!("table=50, priority=100, cookie=0x{c:08x}, arp, nw_dst={subnet}, actions=move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31],set_field:{host_ip}->tun_dst,output:1"),
+        format!("table=90, priority=100, cookie=0x{c:08x}, ip, nw_dst={subnet}, actions=move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31],set_field:{host_ip}->tun_dst,output:1"),
+    ]
+}
+
+/// `ovscontroller.go` `UpdateVXLANMulticastFlows`: the one table-111 row (its per-VTEP
+/// actions sorted as strings, as upstream sorts them).
+pub fn vxlan_multicast_row(remote_ips: &[Ipv4Addr]) -> String {
+    if remote_ips.is_empty() {
+        return "table=111, priority=100, actions=goto_table:120".to_string();
+    }
+    let mut actions: Vec<String> = remote_ips
+        .iter()
+        .map(|ip| format!("set_field:{ip}->tun_dst,output:1"))
+        .collect();
+    actions.sort();
+    format!(
+        "table=111, priority=100, actions=move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31],{},goto_table:120",
+        actions.join(",")
+    )
+}
+
+/// `ovscontroller.go` `UpdateLocalMulticastFlows`: a multicast-enabled tenant's rows.
+pub fn local_multicast_rows(vnid: u32, ofports: &[u32]) -> Vec<String> {
+    let mut r = vec![format!("table=110, reg0={vnid}, actions=goto_table:111")];
+    if !ofports.is_empty() {
+        let mut actions: Vec<String> = ofports.iter().map(|o| format!("output:{o}")).collect();
+        actions.sort();
+        r.push(format!(
+            "table=120, priority=100, reg0={vnid}, actions={}",
+            actions.join(",")
+        ));
+    }
+    r
+}
+
+/// The MAC openshift-sdn's CNI plugin gives a pod's interface (`openshift-sdn.go` `cmdAdd`:
+/// `ip.SetHWAddrByIP`): `0a:58:` and the four bytes of its address.
+pub fn pod_mac(ip: Ipv4Addr) -> String {
+    let o = ip.octets();
+    format!("0a:58:{:02x}:{:02x}:{:02x}:{:02x}", o[0], o[1], o[2], o[3])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_subnet_cookie_is_the_first_four_bytes_of_the_uid_hash() {
+        // SHA-256("abc") = ba7816bf...
+        assert_eq!(host_subnet_cookie("abc"), 0xba78_16bf);
+    }
+
+    #[test]
+    fn version_note_and_pod_mac() {
+        assert_eq!(version_note(Plugin::Multitenant), "01.0D");
+        assert_eq!(
+            version_row(Plugin::NetworkPolicy),
+            "table=253, actions=note:02.0D"
+        );
+        assert_eq!(pod_mac(Ipv4Addr::new(10, 128, 2, 5)), "0a:58:0a:80:02:05");
+    }
+}

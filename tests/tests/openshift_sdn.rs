@@ -1,0 +1,75 @@
+//! The openshift-sdn node fixture (`sdn_tests::openshift_sdn`), checked against Open vSwitch:
+//! every row it transcribes loads into a real bridge as openshift-sdn's `ovs-ofctl` calls
+//! loaded it (OpenFlow 1.3), nothing is merged or refused, and the version note in table 253 is
+//! the one openshift-sdn looks for at start-up. The mixed-cluster and takeover tests build on
+//! this fixture.
+
+use std::net::Ipv4Addr;
+
+use sdn_tests::harness::{require_root_and_ovs, Ovs};
+use sdn_tests::openshift_sdn::{self as osdn, Node, Plugin};
+
+#[test]
+fn an_openshift_sdn_node_s_rows_load_into_open_vswitch() {
+    require_root_and_ovs();
+    let ovs = Ovs::start();
+    ovs.add_bridge("br0");
+    let node = Node {
+        plugin: Plugin::Multitenant,
+        cluster_networks: vec!["10.128.0.0/14".into()],
+        service_network: "172.30.0.0/16".into(),
+        local_subnet: "10.128.2.0/23".into(),
+        gateway: Ipv4Addr::new(10, 128, 2, 1),
+        node_ip: Ipv4Addr::new(192, 168, 77, 12),
+        node_mac: "52:54:00:4d:0c:0c".into(),
+        tun_mac: "6e:2c:9a:11:22:33".into(),
+        vxlan_port: 4789,
+    };
+    let pod = Ipv4Addr::new(10, 128, 2, 5);
+    let remote = Ipv4Addr::new(192, 168, 77, 13);
+    let mut rows = osdn::setup_ovs_rows(&node);
+    rows.extend(osdn::plugin_start_rows(node.plugin));
+    rows.extend(osdn::pod_rows(3, pod, 11));
+    rows.extend(osdn::vnid_rows(11));
+    rows.extend(osdn::host_subnet_rows("hs-uid-1", remote, "10.128.4.0/23"));
+    rows.extend(osdn::local_multicast_rows(11, &[3]));
+    // The table-111 row replaces the base one (same match), as upstream's update does.
+    rows.retain(|r| !r.starts_with("table=111,"));
+    rows.push(osdn::vxlan_multicast_row(&[remote]));
+    rows.push(osdn::version_row(node.plugin));
+    let file = ovs.dir().join("openshift-sdn.flows");
+    std::fs::write(&file, rows.join("\n") + "\n").unwrap();
+    ovs.ofctl(&["add-flows", "br0", file.to_str().unwrap()]);
+
+    let dump = ovs.ofctl(&["--no-stats", "dump-flows", "br0"]);
+    // (ovs-ofctl leaves out `table=0`.)
+    let flows: Vec<&str> = dump.lines().filter(|l| l.contains("actions=")).collect();
+    assert_eq!(
+        flows.len(),
+        rows.len(),
+        "every transcribed row is a flow of its own:\n{dump}"
+    );
+    let note: Vec<&&str> = flows.iter().filter(|l| l.contains("table=253")).collect();
+    assert_eq!(note.len(), 1, "{dump}");
+    assert!(
+        note[0].contains("actions=note:01.0d"),
+        "the version note openshift-sdn's AlreadySetUp looks for (01.0D): {}",
+        note[0]
+    );
+    let c = osdn::host_subnet_cookie("hs-uid-1");
+    assert_eq!(
+        flows
+            .iter()
+            .filter(|l| l.contains(&format!("cookie={c:#x}")))
+            .count(),
+        3,
+        "a remote node's three rows carry its HostSubnet's cookie:\n{dump}"
+    );
+    assert!(
+        flows
+            .iter()
+            .any(|l| l.contains("table=20")
+                && l.contains("arp_sha=00:00:0a:80:02:05/00:00:ff:ff:ff:ff")),
+        "the pod's ARP row checks the MAC made from its address:\n{dump}"
+    );
+}
