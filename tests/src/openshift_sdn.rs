@@ -288,6 +288,250 @@ pub fn local_multicast_rows(vnid: u32, ofports: &[u32]) -> Vec<String> {
     r
 }
 
+/// One of openshift-sdn's iptables chains (`iptables.go` `Chain`): made in `table`, jumped
+/// to from `src_chain` (if any) by a rule prepended there with `src_rule`, holding `rules` in
+/// order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chain {
+    /// `filter`, `nat` or `raw`.
+    pub table: &'static str,
+    /// `OPENSHIFT-...`.
+    pub name: &'static str,
+    /// The built-in chain that jumps to it.
+    pub src_chain: Option<&'static str>,
+    /// The jump rule's match (before `-j <name>`).
+    pub src_rule: Vec<String>,
+    /// Its rules, each an iptables argument list after `-A <name>`.
+    pub rules: Vec<Vec<String>>,
+}
+
+fn args(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| s.to_string()).collect()
+}
+
+/// `iptables.go` `getNodeIPTablesChains`: the node's chains, in its order (the same chain may
+/// appear twice, jumped to from two built-in chains). `masquerade_bit`: kube-proxy's
+/// (`--masquerade-bit`, 14 by default).
+pub fn iptables_chains(
+    cluster_networks: &[String],
+    vxlan_port: u16,
+    masquerade_bit: u32,
+) -> Vec<Chain> {
+    let port = vxlan_port.to_string();
+    let bit = format!("{:#x}", 1u32 << masquerade_bit);
+    let mut masq = vec![args(&[
+        "-m",
+        "mark",
+        "--mark",
+        &format!("{bit}/{bit}"),
+        "-j",
+        "RETURN",
+    ])];
+    let mut masq2 = Vec::new();
+    let mut filter = Vec::new();
+    for cidr in cluster_networks {
+        let c = cidr.as_str();
+        masq.push(args(&[
+            "-s",
+            c,
+            "-m",
+            "comment",
+            "--comment",
+            "masquerade pod-to-external traffic",
+            "-j",
+            "OPENSHIFT-MASQUERADE-2",
+        ]));
+        masq2.push(args(&[
+            "-d",
+            c,
+            "-m",
+            "comment",
+            "--comment",
+            "masquerade pod-to-external traffic",
+            "-j",
+            "RETURN",
+        ]));
+        filter.push(args(&[
+            "-s",
+            c,
+            "-m",
+            "comment",
+            "--comment",
+            "attempted resend after connection close",
+            "-m",
+            "conntrack",
+            "--ctstate",
+            "INVALID",
+            "-j",
+            "DROP",
+        ]));
+        filter.push(args(&[
+            "-d",
+            c,
+            "-m",
+            "comment",
+            "--comment",
+            "forward traffic from SDN",
+            "-j",
+            "ACCEPT",
+        ]));
+        filter.push(args(&[
+            "-s",
+            c,
+            "-m",
+            "comment",
+            "--comment",
+            "forward traffic to SDN",
+            "-j",
+            "ACCEPT",
+        ]));
+    }
+    masq2.push(args(&["-j", "MASQUERADE"]));
+    let overrides = args(&["-m", "comment", "--comment", "firewall overrides"]);
+    let notrack = vec![args(&["-p", "udp", "--dport", &port, "-j", "NOTRACK"])];
+    vec![
+        Chain {
+            table: "filter",
+            name: "OPENSHIFT-FIREWALL-ALLOW",
+            src_chain: Some("INPUT"),
+            src_rule: overrides.clone(),
+            rules: vec![
+                args(&[
+                    "-p",
+                    "udp",
+                    "--dport",
+                    &port,
+                    "-m",
+                    "comment",
+                    "--comment",
+                    "VXLAN incoming",
+                    "-j",
+                    "ACCEPT",
+                ]),
+                args(&[
+                    "-i",
+                    "tun0",
+                    "-m",
+                    "comment",
+                    "--comment",
+                    "from SDN to localhost",
+                    "-j",
+                    "ACCEPT",
+                ]),
+            ],
+        },
+        Chain {
+            table: "filter",
+            name: "OPENSHIFT-ADMIN-OUTPUT-RULES",
+            src_chain: Some("FORWARD"),
+            src_rule: args(&[
+                "-i",
+                "tun0",
+                "!",
+                "-o",
+                "tun0",
+                "-m",
+                "comment",
+                "--comment",
+                "administrator overrides",
+            ]),
+            rules: Vec::new(),
+        },
+        Chain {
+            table: "nat",
+            name: "OPENSHIFT-MASQUERADE",
+            src_chain: Some("POSTROUTING"),
+            src_rule: args(&[
+                "-m",
+                "comment",
+                "--comment",
+                "rules for masquerading OpenShift traffic",
+            ]),
+            rules: masq,
+        },
+        Chain {
+            table: "nat",
+            name: "OPENSHIFT-MASQUERADE-2",
+            src_chain: None,
+            src_rule: Vec::new(),
+            rules: masq2,
+        },
+        Chain {
+            table: "filter",
+            name: "OPENSHIFT-FIREWALL-FORWARD",
+            src_chain: Some("FORWARD"),
+            src_rule: overrides.clone(),
+            rules: filter,
+        },
+        Chain {
+            table: "filter",
+            name: "OPENSHIFT-BLOCK-OUTPUT",
+            src_chain: Some("OUTPUT"),
+            src_rule: overrides.clone(),
+            rules: vec![
+                args(&[
+                    "-p", "tcp", "-m", "tcp", "--dport", "22623", "--syn", "-j", "REJECT",
+                ]),
+                args(&[
+                    "-p", "tcp", "-m", "tcp", "--dport", "22624", "--syn", "-j", "REJECT",
+                ]),
+            ],
+        },
+        Chain {
+            table: "filter",
+            name: "OPENSHIFT-BLOCK-OUTPUT",
+            src_chain: Some("FORWARD"),
+            src_rule: overrides,
+            rules: Vec::new(),
+        },
+        Chain {
+            table: "raw",
+            name: "OPENSHIFT-NOTRACK",
+            src_chain: Some("OUTPUT"),
+            src_rule: args(&["-m", "comment", "--comment", "disable conntrack for vxlan"]),
+            rules: notrack.clone(),
+        },
+        Chain {
+            table: "raw",
+            name: "OPENSHIFT-NOTRACK",
+            src_chain: Some("PREROUTING"),
+            src_rule: args(&["-m", "comment", "--comment", "disable conntrack for vxlan"]),
+            rules: notrack,
+        },
+    ]
+}
+
+/// `iptables.go` `syncIPTableRules`, as `iptables` commands: the chains in reverse order (so
+/// the jumps it prepends end in list order, and a chain exists before a rule of an earlier
+/// one jumps to it), each made once, the jump prepended to its source chain, its rules
+/// appended once (`EnsureRule` adds a rule that is there already no second time).
+pub fn iptables_commands(chains: &[Chain]) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut made: Vec<(&str, &str)> = Vec::new();
+    let mut filled: Vec<(&str, &str)> = Vec::new();
+    for c in chains.iter().rev() {
+        if !made.contains(&(c.table, c.name)) {
+            out.push(args(&["-t", c.table, "-N", c.name]));
+            made.push((c.table, c.name));
+        }
+        if let Some(src) = c.src_chain {
+            let mut jump = args(&["-t", c.table, "-I", src]);
+            jump.extend(c.src_rule.iter().cloned());
+            jump.extend(args(&["-j", c.name]));
+            out.push(jump);
+        }
+        if !c.rules.is_empty() && !filled.contains(&(c.table, c.name)) {
+            for r in &c.rules {
+                let mut a = args(&["-t", c.table, "-A", c.name]);
+                a.extend(r.iter().cloned());
+                out.push(a);
+            }
+            filled.push((c.table, c.name));
+        }
+    }
+    out
+}
+
 /// The MAC openshift-sdn's CNI plugin gives a pod's interface (`openshift-sdn.go` `cmdAdd`:
 /// `ip.SetHWAddrByIP`): `0a:58:` and the four bytes of its address.
 pub fn pod_mac(ip: Ipv4Addr) -> String {

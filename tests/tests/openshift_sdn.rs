@@ -73,3 +73,46 @@ fn an_openshift_sdn_node_s_rows_load_into_open_vswitch() {
         "the pod's ARP row checks the MAC made from its address:\n{dump}"
     );
 }
+
+/// Its `OPENSHIFT-*` chains, made as its `syncIPTableRules` makes them, in a private network
+/// namespace: every command iptables accepts, and `iptables-save` shows the chains, the jumps
+/// from the built-in chains and the VXLAN port.
+#[test]
+fn an_openshift_sdn_node_s_iptables_chains_load() {
+    require_root_and_ovs();
+    let ns = sdn_tests::harness::Netns::new("osdnipt");
+    let chains = osdn::iptables_chains(&["10.128.0.0/14".to_string()], 4789, 14);
+    for cmd in osdn::iptables_commands(&chains) {
+        let mut argv = vec!["iptables", "-w"];
+        argv.extend(cmd.iter().map(String::as_str));
+        ns.exec(&argv)
+            .unwrap_or_else(|e| panic!("iptables {}: {e}", cmd.join(" ")));
+    }
+    let saved = ns.exec(&["iptables-save"]).unwrap();
+    for (table, chain) in [
+        ("filter", "OPENSHIFT-FIREWALL-ALLOW"),
+        ("filter", "OPENSHIFT-ADMIN-OUTPUT-RULES"),
+        ("filter", "OPENSHIFT-FIREWALL-FORWARD"),
+        ("filter", "OPENSHIFT-BLOCK-OUTPUT"),
+        ("nat", "OPENSHIFT-MASQUERADE"),
+        ("nat", "OPENSHIFT-MASQUERADE-2"),
+        ("raw", "OPENSHIFT-NOTRACK"),
+    ] {
+        let section = saved
+            .split("*")
+            .find(|s| s.starts_with(table))
+            .unwrap_or_else(|| panic!("no {table} table:\n{saved}"));
+        assert!(
+            section.contains(&format!(":{chain} ")) && section.contains(&format!("-j {chain}")),
+            "{table} {chain} made and jumped to:\n{saved}"
+        );
+    }
+    assert!(
+        saved.contains("-A OPENSHIFT-NOTRACK -p udp -m udp --dport 4789 -j NOTRACK"),
+        "{saved}"
+    );
+    assert!(
+        saved.contains("-A OPENSHIFT-MASQUERADE -m mark --mark 0x4000/0x4000 -j RETURN"),
+        "{saved}"
+    );
+}
