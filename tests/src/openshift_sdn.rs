@@ -532,6 +532,28 @@ pub fn iptables_commands(chains: &[Chain]) -> Vec<Vec<String>> {
     out
 }
 
+/// `openshift-sdn-node/sdn.go` `writeConfigFile`: the CNI config file it writes (0600) in
+/// the CNI config directory as [`CNI_CONF_FILE`] once the node is set up, byte for byte.
+pub fn cni_conf_text() -> &'static str {
+    "\n{\n  \"cniVersion\": \"0.3.1\",\n  \"name\": \"openshift-sdn\",\n  \"type\": \"openshift-sdn\"\n}\n"
+}
+
+/// Where its pods' leases live (`pod.go` `hostLocalDataDir` and the network name):
+/// host-local's directory under `root` (`/` on a node).
+pub fn lease_dir(root: &std::path::Path) -> std::path::PathBuf {
+    root.join("var/lib/cni/networks").join(CNI_NETWORK)
+}
+
+/// A host-local lease as the reference plugin (v1.x) writes it: a file named by the address,
+/// holding the container ID and the interface name on two lines (`\r\n`), plus the
+/// `last_reserved_ip.0` file of its range.
+pub fn lease_files(ip: Ipv4Addr, container_id: &str, ifname: &str) -> Vec<(String, String)> {
+    vec![
+        (ip.to_string(), format!("{container_id}\r\n{ifname}")),
+        ("last_reserved_ip.0".to_string(), ip.to_string()),
+    ]
+}
+
 /// The MAC openshift-sdn's CNI plugin gives a pod's interface (`openshift-sdn.go` `cmdAdd`:
 /// `ip.SetHWAddrByIP`): `0a:58:` and the four bytes of its address.
 pub fn pod_mac(ip: Ipv4Addr) -> String {
@@ -547,6 +569,14 @@ mod tests {
     fn host_subnet_cookie_is_the_first_four_bytes_of_the_uid_hash() {
         // SHA-256("abc") = ba7816bf...
         assert_eq!(host_subnet_cookie("abc"), 0xba78_16bf);
+    }
+
+    #[test]
+    fn cni_conf_is_what_openshift_sdn_writes() {
+        let v: serde_json::Value = serde_json::from_str(cni_conf_text()).unwrap();
+        assert_eq!(v["name"], CNI_NETWORK);
+        assert_eq!(v["type"], "openshift-sdn");
+        assert_eq!(v["cniVersion"], "0.3.1");
     }
 
     #[test]
