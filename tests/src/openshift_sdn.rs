@@ -561,6 +561,255 @@ pub fn pod_mac(ip: Ipv4Addr) -> String {
     format!("0a:58:{:02x}:{:02x}:{:02x}:{:02x}", o[0], o[1], o[2], o[3])
 }
 
+/// A pod to wire as openshift-sdn's pod manager wires it.
+#[derive(Debug, Clone)]
+pub struct PodSpec {
+    /// Its Kubernetes namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Its address (in the node's subnet).
+    pub ip: Ipv4Addr,
+    /// Its namespace's VNID.
+    pub vnid: u32,
+}
+
+/// A pod openshift-sdn wired: its network namespace (gone with it), host veth and ofport.
+#[derive(Debug)]
+pub struct WiredPod {
+    /// What it was made from.
+    pub spec: PodSpec,
+    /// The sandbox (container) ID in its port's `external_ids:sandbox`.
+    pub sandbox: String,
+    /// The host end of its veth, a port of br0.
+    pub host_veth: String,
+    /// Its ofport.
+    pub ofport: u32,
+    /// Its network namespace (`eth0` inside).
+    pub netns: crate::harness::Netns,
+}
+
+/// A remote node, as its HostSubnet gives it.
+#[derive(Debug, Clone)]
+pub struct RemoteNode {
+    /// The HostSubnet's UID (its rows' cookie).
+    pub uid: String,
+    /// The node's IP (VTEP).
+    pub host_ip: Ipv4Addr,
+    /// Its pod subnet.
+    pub subnet: String,
+}
+
+/// Makes the state openshift-sdn's node leaves on a node, in the private OVS `ovs` (its
+/// network namespace is the node's): br0 (`fail_mode=secure`, OpenFlow 1.3; the userspace
+/// datapath here, where a production node has the kernel's) with vxlan0 on ofport 1 and tun0
+/// on 2 (`SetupOVS`), tun0's address and routes (`node.go` `SetupSDN`), each pod's veth with
+/// the MAC of its address, its port's `sandbox`/`ip` external-ids (`ensureOvsPort`), every row
+/// (base, plugin, pods, VNIDs, remote nodes, table 111, the version note last), the
+/// `OPENSHIFT-*` chains, its CNI config file in `conf_dir` and its leases in `lease_dir`.
+pub fn build_node(
+    ovs: &crate::harness::Ovs,
+    node: &Node,
+    remote: &[RemoteNode],
+    pods: &[PodSpec],
+    conf_dir: &std::path::Path,
+    lease_dir: &std::path::Path,
+) -> Vec<WiredPod> {
+    let prefix: u8 = node
+        .local_subnet
+        .split('/')
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .expect("local_subnet is a CIDR");
+    ovs.vsctl(&[
+        "--may-exist",
+        "add-br",
+        "br0",
+        "--",
+        "set",
+        "bridge",
+        "br0",
+        "datapath_type=netdev",
+        "fail_mode=secure",
+        "protocols=OpenFlow13",
+    ]);
+    let mgmt = ovs.mgmt_sock("br0");
+    assert!(
+        crate::harness::wait_until(std::time::Duration::from_secs(10), || mgmt.exists()),
+        "br0's management socket"
+    );
+    ovs.ofctl(&["set-frags", "br0", "nx-match"]);
+    let port = node.vxlan_port.to_string();
+    ovs.vsctl(&[
+        "add-port",
+        "br0",
+        "vxlan0",
+        "--",
+        "set",
+        "Interface",
+        "vxlan0",
+        "ofport_request=1",
+        "type=vxlan",
+        "options:remote_ip=flow",
+        "options:key=flow",
+        &format!("options:dst_port={port}"),
+    ]);
+    ovs.vsctl(&[
+        "add-port",
+        "br0",
+        "tun0",
+        "--",
+        "set",
+        "Interface",
+        "tun0",
+        "ofport_request=2",
+        "type=internal",
+        "mtu_request=1450",
+        &format!("mac=\"{}\"", node.tun_mac),
+    ]);
+    let sh = |cmd: &[&str]| {
+        ovs.exec_in_netns(cmd)
+            .unwrap_or_else(|e| panic!("{}: {e}", cmd.join(" ")))
+    };
+    let tun_up = crate::harness::wait_until(std::time::Duration::from_secs(10), || {
+        ovs.exec_in_netns(&["ip", "link", "show", "tun0"]).is_ok()
+    });
+    assert!(tun_up, "tun0 did not appear");
+    sh(&[
+        "ip",
+        "addr",
+        "add",
+        &format!("{}/{prefix}", node.gateway),
+        "dev",
+        "tun0",
+    ]);
+    sh(&["ip", "link", "set", "tun0", "up"]);
+    for cn in &node.cluster_networks {
+        sh(&[
+            "ip", "route", "replace", cn, "dev", "tun0", "proto", "kernel", "scope", "link",
+        ]);
+    }
+    sh(&[
+        "ip",
+        "route",
+        "replace",
+        &node.service_network,
+        "dev",
+        "tun0",
+    ]);
+
+    let mut rows = setup_ovs_rows(node);
+    rows.extend(plugin_start_rows(node.plugin));
+    let mut wired = Vec::new();
+    let mut vnids = std::collections::BTreeSet::new();
+    for (i, p) in pods.iter().enumerate() {
+        let netns = crate::harness::Netns::new("osdnpod");
+        let sandbox = format!("{:064x}", 0x05d0_0000_u64 + i as u64);
+        let host_veth = format!("veth{:08x}", 0x05d0_0000_u32 + i as u32);
+        let ns = |cmd: &[&str]| {
+            netns
+                .exec(cmd)
+                .unwrap_or_else(|e| panic!("{}: {e}", cmd.join(" ")))
+        };
+        ns(&[
+            "ip", "link", "add", "eth0", "type", "veth", "peer", "name", &host_veth,
+        ]);
+        ns(&["ip", "link", "set", &host_veth, "netns", ovs.netns()]);
+        ns(&[
+            "ip",
+            "link",
+            "set",
+            "eth0",
+            "address",
+            &pod_mac(p.ip),
+            "mtu",
+            "1450",
+        ]);
+        ns(&[
+            "ip",
+            "addr",
+            "add",
+            &format!("{}/{prefix}", p.ip),
+            "dev",
+            "eth0",
+        ]);
+        ns(&["ip", "link", "set", "eth0", "up"]);
+        ns(&[
+            "ip",
+            "route",
+            "add",
+            "default",
+            "via",
+            &node.gateway.to_string(),
+        ]);
+        ns(&["ip", "route", "add", "224.0.0.0/4", "dev", "eth0"]);
+        sh(&["ip", "link", "set", &host_veth, "mtu", "1450", "up"]);
+        ovs.vsctl(&[
+            "add-port",
+            "br0",
+            &host_veth,
+            "--",
+            "set",
+            "Interface",
+            &host_veth,
+            &format!("external_ids=sandbox=\"{sandbox}\",ip=\"{}\"", p.ip),
+        ]);
+        let ofport: u32 = ovs
+            .vsctl(&["get", "Interface", &host_veth, "ofport"])
+            .trim()
+            .parse()
+            .expect("an ofport");
+        rows.extend(pod_rows(ofport, p.ip, p.vnid));
+        vnids.insert(p.vnid);
+        for (file, text) in lease_files(p.ip, &sandbox, "eth0") {
+            std::fs::create_dir_all(lease_dir).expect("lease directory");
+            std::fs::write(lease_dir.join(file), text).expect("a lease");
+        }
+        wired.push(WiredPod {
+            spec: p.clone(),
+            sandbox,
+            host_veth,
+            ofport,
+            netns,
+        });
+    }
+    if node.plugin == Plugin::Multitenant {
+        for v in vnids {
+            rows.extend(vnid_rows(v));
+        }
+    }
+    for r in remote {
+        rows.extend(host_subnet_rows(&r.uid, r.host_ip, &r.subnet));
+    }
+    // UpdateVXLANMulticastFlows replaces the base table-111 row.
+    rows.retain(|r| !r.starts_with("table=111,"));
+    let vteps: Vec<Ipv4Addr> = remote.iter().map(|r| r.host_ip).collect();
+    rows.push(vxlan_multicast_row(&vteps));
+    rows.push(version_row(node.plugin));
+    let file = ovs.dir().join("openshift-sdn.flows");
+    std::fs::write(&file, rows.join("\n") + "\n").expect("the flow file");
+    ovs.ofctl(&["add-flows", "br0", file.to_str().expect("a UTF-8 path")]);
+
+    for cmd in iptables_commands(&iptables_chains(
+        &node.cluster_networks,
+        node.vxlan_port,
+        14,
+    )) {
+        let mut argv = vec!["iptables", "-w"];
+        argv.extend(cmd.iter().map(String::as_str));
+        sh(&argv);
+    }
+    std::fs::create_dir_all(conf_dir).expect("CNI config directory");
+    let conf = conf_dir.join(CNI_CONF_FILE);
+    std::fs::write(&conf, cni_conf_text()).expect("the CNI config file");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&conf, std::fs::Permissions::from_mode(0o600))
+            .expect("chmod the CNI config file");
+    }
+    wired
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

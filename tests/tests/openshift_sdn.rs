@@ -116,3 +116,91 @@ fn an_openshift_sdn_node_s_iptables_chains_load() {
         "{saved}"
     );
 }
+
+/// A whole openshift-sdn node (`build_node`): br0 with vxlan0 and tun0, four pods of two
+/// tenants wired as its pod manager wires them, its rows, chains, CNI config and leases. Its
+/// own rows forward as openshift-sdn's semantics say: a pod reaches the pod of its tenant and
+/// the gateway, never the other tenant's pods.
+#[test]
+fn an_openshift_sdn_node_forwards_by_its_own_rules() {
+    require_root_and_ovs();
+    let ovs = Ovs::start();
+    let node = Node {
+        plugin: Plugin::Multitenant,
+        cluster_networks: vec!["10.128.0.0/14".into()],
+        service_network: "172.30.0.0/16".into(),
+        local_subnet: "10.128.2.0/23".into(),
+        gateway: Ipv4Addr::new(10, 128, 2, 1),
+        node_ip: Ipv4Addr::new(192, 168, 77, 12),
+        node_mac: "52:54:00:4d:0c:0c".into(),
+        tun_mac: "6e:2c:9a:11:22:33".into(),
+        vxlan_port: 4789,
+    };
+    let pod = |ns: &str, name: &str, last: u8, vnid: u32| osdn::PodSpec {
+        namespace: ns.into(),
+        name: name.into(),
+        ip: Ipv4Addr::new(10, 128, 2, last),
+        vnid,
+    };
+    let specs = [
+        pod("a", "a1", 5, 11),
+        pod("a", "a2", 6, 11),
+        pod("b", "b1", 7, 12),
+        pod("b", "b2", 8, 12),
+    ];
+    let remote = [osdn::RemoteNode {
+        uid: "hs-uid-2".into(),
+        host_ip: Ipv4Addr::new(192, 168, 77, 13),
+        subnet: "10.128.4.0/23".into(),
+    }];
+    let conf_dir = ovs.dir().join("net.d");
+    let lease_dir = osdn::lease_dir(&ovs.dir().join("root"));
+    let pods = osdn::build_node(&ovs, &node, &remote, &specs, &conf_dir, &lease_dir);
+
+    // The records openshift-sdn reads back (GetPodNetworkInfo): sandbox and ip on each port.
+    for p in &pods {
+        let ids = ovs.vsctl(&["get", "Interface", &p.host_veth, "external_ids"]);
+        assert!(
+            ids.contains(&format!("sandbox=\"{}\"", p.sandbox))
+                && ids.contains(&format!("ip=\"{}\"", p.spec.ip)),
+            "{}: {ids}",
+            p.host_veth
+        );
+        let mac = p
+            .netns
+            .exec(&["cat", "/sys/class/net/eth0/address"])
+            .unwrap();
+        assert_eq!(mac.trim(), osdn::pod_mac(p.spec.ip));
+        assert!(lease_dir.join(p.spec.ip.to_string()).exists());
+    }
+    assert_eq!(
+        std::fs::read_to_string(conf_dir.join(osdn::CNI_CONF_FILE)).unwrap(),
+        osdn::cni_conf_text()
+    );
+    let ping = |from: &osdn::WiredPod, to: Ipv4Addr| {
+        from.netns
+            .exec(&["ping", "-c", "1", "-W", "1", &to.to_string()])
+            .is_ok()
+    };
+    for from in &pods {
+        assert!(
+            ping(from, node.gateway),
+            "{} cannot reach the gateway",
+            from.spec.name
+        );
+        for to in &pods {
+            if from.spec.name == to.spec.name {
+                continue;
+            }
+            let same = from.spec.vnid == to.spec.vnid;
+            assert_eq!(
+                ping(from, to.spec.ip),
+                same,
+                "{} -> {}: openshift-sdn's multitenant rule says {}",
+                from.spec.name,
+                to.spec.name,
+                if same { "allowed" } else { "isolated" }
+            );
+        }
+    }
+}
