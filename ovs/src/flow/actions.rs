@@ -450,6 +450,11 @@ pub enum Action {
     /// `meter:M`: police the packet with meter M (OpenFlow 1.3 encodes it as the `OFPIT_METER`
     /// instruction, so it is only valid as the first action of a flow).
     Meter(u32),
+    /// Actions read from a switch that this model cannot hold (another agent's flows, e.g.
+    /// openshift-sdn's `resubmit:10`, in_port form), with why: such a flow still has its
+    /// table, priority and match, so a reconcile deletes or replaces it (no desired flow has
+    /// this action). It cannot be encoded.
+    Undecoded(String),
     /// `conjunction(ID,K/N)` (`NXAST_CONJUNCTION`): this flow is clause K of N of conjunctive
     /// match ID; a packet that matches a flow of every clause matches the flow with `conj_id=ID`.
     /// Built with [`Action::conjunction`].
@@ -602,6 +607,9 @@ impl Action {
                 Err(FlowError::Invalid("resubmit to table 255".into()))
             }
             Action::Meter(id) => Action::meter(*id).map(|_| ()),
+            Action::Undecoded(why) => Err(FlowError::Invalid(format!(
+                "actions read from the switch that cannot be held: {why}"
+            ))),
             Action::Conjunction {
                 id,
                 clause,

@@ -465,6 +465,9 @@ fn write_action(s: &mut String, a: &Action, names: Option<&Names>) {
             let _ = write!(s, "move:{}->{}", m.src(), m.dst());
         }
         Action::Ct(ct) => write_ct(s, ct, names),
+        Action::Undecoded(why) => {
+            let _ = write!(s, "undecoded({why})");
+        }
         Action::Note(n) => {
             s.push_str("note:");
             for (i, b) in n.bytes().iter().enumerate() {

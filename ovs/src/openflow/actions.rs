@@ -163,8 +163,9 @@ fn encode_action(a: &Action, out: &mut Vec<u8>) -> Result<(), CodecError> {
             put16(out, 8);
             put32(out, *id);
         }
-        // Refused by check_encodable: a meter is an instruction, not an action.
-        Action::Meter(_) => {}
+        // Refused by check_encodable: a meter is an instruction, not an action; an undecoded
+        // action fails validation.
+        Action::Meter(_) | Action::Undecoded(_) => {}
         Action::SetField(sf) => encode_set_field(out, sf)?,
         Action::Load(l) => {
             let start = nx_header(out, nxast::REG_LOAD);

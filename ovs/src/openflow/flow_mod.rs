@@ -517,7 +517,14 @@ fn decode_flow_stats_entry(entry: &[u8]) -> Result<FlowStats, CodecError> {
         }
     };
     let (matches, used) = decode_match(rest).map_err(in_entry)?;
-    let (actions, goto_table) = decode_instructions(&rest[used..]).map_err(in_entry)?;
+    // Actions this model cannot hold (another agent's) keep the flow, marked, so a reconcile
+    // can delete or replace it by its match instead of failing the whole dump.
+    let (actions, goto_table) = match decode_instructions(&rest[used..]) {
+        Err(CodecError::Unsupported { what, detail }) => {
+            (vec![Action::Undecoded(format!("{what}: {detail}"))], None)
+        }
+        other => other.map_err(in_entry)?,
+    };
     Ok(FlowStats {
         flow: Flow {
             table,
@@ -749,7 +756,9 @@ mod tests {
         }
         // A zero length must not loop forever.
         assert!(decode_flow_stats_body(&[0; 64]).is_err());
-        // An unsupported action names the entry.
+        // An action the model cannot hold (another agent's) keeps the entry: its table,
+        // priority, cookie and match, with the actions marked undecoded and why, so a
+        // reconcile can delete or replace the flow instead of failing the whole dump.
         let mut bad = stats_entry(
             &Flow::new(3, 9).cookie(0x77).action(Action::Output(1)),
             0,
@@ -757,8 +766,15 @@ mod tests {
         );
         let n = bad.len();
         bad[n - 16..n - 14].copy_from_slice(&24u16.to_be_bytes()); // OFPAT_DEC_NW_TTL-ish
-        let err = decode_flow_stats_body(&bad).unwrap_err().to_string();
-        assert!(err.contains("table=3,priority=9,cookie=0x77"), "{err}");
+        let got = decode_flow_stats_body(&bad).unwrap();
+        assert_eq!(got.len(), 1);
+        let f = &got[0].flow;
+        assert_eq!((f.table, f.priority, f.cookie), (3, 9, 0x77));
+        assert!(
+            matches!(f.actions.as_slice(), [Action::Undecoded(why)] if !why.is_empty()),
+            "{f:?}"
+        );
+        assert!(f.validate().is_err(), "an undecoded flow cannot be sent back");
     }
 
     #[test]
