@@ -421,6 +421,20 @@ impl AgentNode {
         }
     }
 
+    /// Restarts the agent (SIGTERM, start, reconciled) and asserts its start-up reconcile
+    /// added and deleted no flow; returns that reconcile's log line.
+    pub fn restart_unchanged(&self) -> String {
+        self.stop_agent(libc::SIGTERM);
+        self.start_agent();
+        let line = self.last_reconcile();
+        assert!(
+            line.contains("added=0") && line.contains("deleted=0"),
+            "{}: the restart changed flows: {line}",
+            self.opts.node_name
+        );
+        line
+    }
+
     /// Stops the agent with `signal` (e.g. `libc::SIGKILL`) and waits for it to exit.
     pub fn stop_agent(&self, signal: i32) {
         let taken = self.agent.lock().unwrap_or_else(|e| e.into_inner()).take();

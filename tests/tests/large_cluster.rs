@@ -331,14 +331,7 @@ fn the_isolation_matrix_holds_in_a_cluster_of_5000_nodes() {
 
     // A restart among 5,000 nodes changes no flow.
     for i in 1..=2 {
-        let node = c.node(i);
-        node.stop_agent(libc::SIGTERM);
-        node.start_agent();
-        let line = node.last_reconcile();
-        assert!(
-            line.contains("added=0") && line.contains("deleted=0"),
-            "node-{i} restart changed flows: {line}"
-        );
+        c.node(i).restart_unchanged();
     }
     matrix::assert_isolation(
         "after both agents restarted, among 5,000 nodes",

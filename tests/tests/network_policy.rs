@@ -844,14 +844,7 @@ fn truth_tables_on_two_nodes() {
 
     // A restart keeps every row in place: nothing added or deleted, and the table holds.
     for i in 1..=2 {
-        let node = c.node(i);
-        node.stop_agent(libc::SIGTERM);
-        node.start_agent();
-        let line = node.last_reconcile();
-        assert!(
-            line.contains("added=0") && line.contains("deleted=0"),
-            "node-{i} restart changed flows: {line}"
-        );
+        c.node(i).restart_unchanged();
     }
     converge("deny everything after restarts", &c, &pods, &current);
 

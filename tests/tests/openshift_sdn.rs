@@ -9,12 +9,9 @@ use std::net::Ipv4Addr;
 use sdn_tests::harness::{require_root_and_ovs, Ovs};
 use sdn_tests::openshift_sdn::{self as osdn, Node, Plugin};
 
-#[test]
-fn an_openshift_sdn_node_s_rows_load_into_open_vswitch() {
-    require_root_and_ovs();
-    let ovs = Ovs::start();
-    ovs.add_bridge("br0");
-    let node = Node {
+/// A multitenant node of 10.128.0.0/14 with subnet 10.128.2.0/23.
+fn fixture_node() -> Node {
+    Node {
         plugin: Plugin::Multitenant,
         cluster_networks: vec!["10.128.0.0/14".into()],
         service_network: "172.30.0.0/16".into(),
@@ -24,7 +21,15 @@ fn an_openshift_sdn_node_s_rows_load_into_open_vswitch() {
         node_mac: "52:54:00:4d:0c:0c".into(),
         tun_mac: "6e:2c:9a:11:22:33".into(),
         vxlan_port: 4789,
-    };
+    }
+}
+
+#[test]
+fn an_openshift_sdn_node_s_rows_load_into_open_vswitch() {
+    require_root_and_ovs();
+    let ovs = Ovs::start();
+    ovs.add_bridge("br0");
+    let node = fixture_node();
     let pod = Ipv4Addr::new(10, 128, 2, 5);
     let remote = Ipv4Addr::new(192, 168, 77, 13);
     let mut rows = osdn::setup_ovs_rows(&node);
@@ -157,17 +162,7 @@ fn an_openshift_sdn_node_s_iptables_chains_load() {
 fn an_openshift_sdn_node_forwards_by_its_own_rules() {
     require_root_and_ovs();
     let ovs = Ovs::start();
-    let node = Node {
-        plugin: Plugin::Multitenant,
-        cluster_networks: vec!["10.128.0.0/14".into()],
-        service_network: "172.30.0.0/16".into(),
-        local_subnet: "10.128.2.0/23".into(),
-        gateway: Ipv4Addr::new(10, 128, 2, 1),
-        node_ip: Ipv4Addr::new(192, 168, 77, 12),
-        node_mac: "52:54:00:4d:0c:0c".into(),
-        tun_mac: "6e:2c:9a:11:22:33".into(),
-        vxlan_port: 4789,
-    };
+    let node = fixture_node();
     let pod = |ns: &str, name: &str, last: u8, vnid: u32| osdn::PodSpec {
         namespace: ns.into(),
         name: name.into(),

@@ -774,7 +774,10 @@ mod tests {
             matches!(f.actions.as_slice(), [Action::Undecoded(why)] if !why.is_empty()),
             "{f:?}"
         );
-        assert!(f.validate().is_err(), "an undecoded flow cannot be sent back");
+        assert!(
+            f.validate().is_err(),
+            "an undecoded flow cannot be sent back"
+        );
     }
 
     #[test]
