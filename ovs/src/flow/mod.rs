@@ -10,15 +10,15 @@
 pub mod actions;
 pub mod display;
 pub mod fields;
+pub mod group;
 pub mod matches;
 pub mod parse;
 pub mod types;
 
-pub use actions::{
-    ports, Action, Bucket, Ct, CtZone, Group, GroupType, Load, Move, Nat, NatKind, Note, SetField,
-};
+pub use actions::{ports, Action, Ct, CtZone, Load, Move, Nat, NatKind, Note, SetField};
 pub use display::{FlowText, Names};
 pub use fields::{Field, Subfield};
+pub use group::{Bucket, Group, GroupType};
 pub use matches::{CtFlag, CtState, Match};
 pub use parse::{parse_actions, parse_flow};
 pub use types::{MacAddr, Masked};
