@@ -199,7 +199,7 @@ impl Dirty {
 /// A network object's name, and the object parsed and validated (logged and `None` when it
 /// cannot be used). Its managed fields are dropped first: nothing reads them.
 fn read_dynamic<T: DeserializeOwned + Into<ClusterObject> + Clone>(o: &DynamicObject) -> Option<T> {
-    let (_, mut v) = dynamic_key(o)?;
+    let mut v = serde_json::to_value(o).ok()?;
     if let Some(m) = v.get_mut("metadata").and_then(|m| m.as_object_mut()) {
         m.remove("managedFields");
     }
@@ -238,7 +238,7 @@ impl Caches {
             && self.net_namespaces.ready
             && self.egress_policies.ready
             && self.namespaces.ready
-            && self.pods.ready
+            && self.pods.local.ready
             && self.network_policies.as_ref().is_none_or(|r| r.ready)
     }
 
@@ -306,7 +306,7 @@ impl Caches {
             st.namespaces = Some(Arc::new(self.namespaces.map.keys().cloned().collect()));
             st.namespace_labels = self.namespaces.map.clone();
         }
-        st.pods.clone_from(&self.pods.local);
+        st.pods.clone_from(&self.pods.local.map);
         st.peer_pods.clone_from(&self.pods.peer_pods);
         st.peer_pods_listed = self.pods.peers_ready;
         if let (true, Some(r)) = (dirty.policies, &self.network_policies) {
@@ -451,7 +451,7 @@ impl KubeSource {
                 ("HostSubnet", caches.host_subnets.ready),
                 ("NetNamespace", caches.net_namespaces.ready),
                 ("Namespace", caches.namespaces.ready),
-                ("Pod", caches.pods.ready),
+                ("Pod", caches.pods.local.ready),
                 (
                     "NetworkPolicy",
                     caches.network_policies.as_ref().is_none_or(|r| r.ready),

@@ -20,6 +20,7 @@ use kube::runtime::watcher::Event;
 use multitenant::policy::{ContainerPort, Labels, Protocol};
 use serde::{Deserialize, Deserializer};
 
+use crate::kept::Kept;
 use crate::state::PodInfo;
 
 /// A Pod, as much of it as the agent reads (see the module docs).
@@ -188,6 +189,29 @@ impl SlimPod {
     }
 }
 
+/// What node `node` keeps of a pod, when it is that node's (a pod of another node is nothing,
+/// so an event that moved it off the node removes it).
+fn read_local(node: &str, p: &SlimPod) -> Option<PodInfo> {
+    let on = p.spec.as_ref().and_then(|s| s.node_name.as_deref());
+    (on == Some(node)).then(|| PodInfo {
+        uid: p.metadata.uid.clone().unwrap_or_default(),
+        annotations: p.metadata.annotations.clone().unwrap_or_default(),
+        labels: p.labels(),
+        node: node.to_string(),
+        ip: p.address(),
+        ports: p.named_ports(),
+    })
+}
+
+/// A pod's `namespace/name`.
+fn pod_key(p: &SlimPod) -> Option<String> {
+    Some(format!(
+        "{}/{}",
+        p.metadata.namespace.as_deref()?,
+        p.metadata.name.as_deref()?
+    ))
+}
+
 /// One shared copy of each distinct value (a label set, a list of ports): the pods of a
 /// workload carry the same ones. Values no pod uses any more are dropped when the set has
 /// doubled since the last prune.
@@ -232,15 +256,14 @@ impl<T: ?Sized + Eq + std::hash::Hash> Interner<T> {
 /// its watch event.
 pub(crate) struct PodCache {
     node: String,
-    pub(crate) local: BTreeMap<String, PodInfo>,
+    /// This node's pods by `namespace/name` (their own list's `ready` says whether they are
+    /// listed).
+    pub(crate) local: Kept<PodInfo>,
     pub(crate) peer_pods: PodsByNamespace,
-    /// Re-lists in progress: the maps being filled until `InitDone` swaps them in.
-    local_relist: Option<BTreeMap<String, PodInfo>>,
+    /// A re-list of every pod in progress: the map being filled until `InitDone` swaps it in.
     peer_relist: Option<BTreeMap<String, BTreeMap<String, PodView>>>,
     labels: Interner<Labels>,
     ports: Interner<[ContainerPort]>,
-    /// Whether this node's pods are listed.
-    pub(crate) ready: bool,
     /// Whether every pod of the cluster is listed (networkpolicy mode).
     pub(crate) peers_ready: bool,
 }
@@ -249,31 +272,13 @@ impl PodCache {
     pub(crate) fn new(node: &str) -> PodCache {
         PodCache {
             node: node.to_string(),
-            local: BTreeMap::new(),
+            local: Kept::new(),
             peer_pods: PodsByNamespace::default(),
-            local_relist: None,
             peer_relist: None,
             labels: Interner::default(),
             ports: Interner::default(),
-            ready: false,
             peers_ready: false,
         }
-    }
-
-    /// The pod's key and what this node keeps of it, when it is this node's.
-    fn read_local(&self, p: &SlimPod) -> Option<(String, Option<PodInfo>)> {
-        let ns = p.metadata.namespace.as_deref()?;
-        let name = p.metadata.name.as_deref()?;
-        let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref());
-        let info = (node == Some(self.node.as_str())).then(|| PodInfo {
-            uid: p.metadata.uid.clone().unwrap_or_default(),
-            annotations: p.metadata.annotations.clone().unwrap_or_default(),
-            labels: p.labels(),
-            node: self.node.clone(),
-            ip: p.address(),
-            ports: p.named_ports(),
-        });
-        Some((format!("{ns}/{name}"), info))
     }
 
     /// The pod's namespace, name and view for policies (when it has an address).
@@ -292,39 +297,8 @@ impl PodCache {
 
     /// Applies one event of the watch of this node's pods; returns whether they changed.
     pub(crate) fn apply_local(&mut self, ev: &Event<SlimPod>) -> bool {
-        match ev {
-            Event::Init => {
-                self.local_relist = Some(BTreeMap::new());
-                false
-            }
-            Event::InitApply(p) => {
-                if let Some((key, Some(info))) = self.read_local(p) {
-                    self.local_relist
-                        .get_or_insert_with(BTreeMap::new)
-                        .insert(key, info);
-                }
-                false
-            }
-            Event::InitDone => {
-                self.local = self.local_relist.take().unwrap_or_default();
-                self.ready = true;
-                true
-            }
-            Event::Apply(p) => match self.read_local(p) {
-                Some((key, Some(info))) => {
-                    self.local.get(&key) != Some(&info) && {
-                        self.local.insert(key, info);
-                        true
-                    }
-                }
-                // Moved off this node (its nodeName is fixed once set, but a stale event).
-                Some((key, None)) => self.local.remove(&key).is_some(),
-                None => false,
-            },
-            Event::Delete(p) => self
-                .read_local(p)
-                .is_some_and(|(key, _)| self.local.remove(&key).is_some()),
-        }
+        let node = self.node.as_str();
+        self.local.apply(ev, pod_key, |p| read_local(node, p))
     }
 
     /// Applies one event of the watch of every pod (networkpolicy mode); returns whether the

@@ -63,12 +63,11 @@ impl Simulated {
 }
 
 /// Polls `cond` every 200 ms for at most `wait`; panics with `what` if it never holds.
-fn until(wait: Duration, what: &str, mut cond: impl FnMut() -> bool) {
-    let began = Instant::now();
-    while !cond() {
-        assert!(began.elapsed() < wait, "{what} after {wait:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+fn until(wait: Duration, what: &str, cond: impl FnMut() -> bool) {
+    assert!(
+        crate::harness::wait_until(wait, cond),
+        "{what} after {wait:?}"
+    );
 }
 
 /// Builds the simulated cluster of `size` next to the real nodes already in `fake`, waiting
