@@ -160,6 +160,11 @@ pub struct Config {
     /// the node's `/etc/resolv.conf`.
     #[serde(rename = "egressDNSServers")]
     pub egress_dns_servers: Vec<String>,
+    /// Take over a node that openshift-sdn ran even when its state is not what openshift-sdn
+    /// leaves (an unknown rule version in table 253, another plugin, ports without records,
+    /// pods without VNID rows): pods whose tenant cannot be read are isolated. Off by default:
+    /// such a node is refused with what does not match.
+    pub force_takeover: bool,
 }
 
 impl Default for Config {
@@ -196,6 +201,7 @@ impl Default for Config {
             log_format: LogFormat::Text,
             log_level: "info".into(),
             egress_dns_servers: Vec::new(),
+            force_takeover: false,
         }
     }
 }
@@ -259,6 +265,12 @@ pub struct Flags {
     #[arg(long, env = "SDN_POD_TX_CHECKSUM_OFF", value_name = "BOOL", num_args = 0..=1,
           default_missing_value = "true")]
     pub pod_tx_checksum_off: Option<bool>,
+    /// Take over a node openshift-sdn ran even when its state does not match what openshift-sdn
+    /// leaves (pods whose tenant cannot be read are isolated); a switch, or =true/=false
+    /// [default: false: such a node is refused, saying what does not match]
+    #[arg(long, env = "SDN_FORCE_TAKEOVER", value_name = "BOOL", num_args = 0..=1,
+          default_missing_value = "true")]
+    pub force_takeover: Option<bool>,
     /// Cluster state: standalone:DIR or kubernetes [default: standalone:/var/lib/sdn/state]
     #[arg(long, env = "SDN_CLUSTER_STATE", value_name = "SOURCE")]
     pub cluster_state: Option<ClusterStateSource>,
@@ -442,6 +454,9 @@ impl Config {
         }
         if let Some(b) = f.pod_tx_checksum_off {
             cfg.pod_tx_checksum_off = Some(b);
+        }
+        if let Some(b) = f.force_takeover {
+            cfg.force_takeover = b;
         }
         if let Some(k) = f.kubeconfig {
             cfg.kubeconfig = Some(k);

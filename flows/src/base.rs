@@ -112,6 +112,9 @@ pub struct NodeConfig {
     pub service_cidr: Ipv4Net,
     /// VXLAN UDP port (4789).
     pub vxlan_port: u16,
+    /// tun0's MAC when it is not the derived one: a node taken over from openshift-sdn keeps
+    /// the random MAC its tun0 had (the pods' ARP caches hold it). `None`: derived.
+    pub tun0_mac: Option<MacAddr>,
 }
 
 impl NodeConfig {
@@ -120,11 +123,13 @@ impl NodeConfig {
         Ipv4Addr::from(u32::from(self.local_subnet.network()) + 1)
     }
 
-    /// tun0's MAC: derived from the gateway address as pod MACs are from theirs, and pinned by
-    /// the agent (`Interface:mac`), so flows can address the node and the MAC survives an
-    /// ovs-vswitchd restart.
+    /// tun0's MAC: derived from the gateway address as pod MACs are from theirs (unless the
+    /// `tun0_mac` field keeps another), and pinned by the agent
+    /// (`Interface:mac`), so flows can address the node and the MAC survives an ovs-vswitchd
+    /// restart.
     pub fn tun0_mac(&self) -> MacAddr {
-        MacAddr::from_pod_ip(self.gateway())
+        self.tun0_mac
+            .unwrap_or_else(|| MacAddr::from_pod_ip(self.gateway()))
     }
 }
 
@@ -577,6 +582,7 @@ mod tests {
             cluster_networks: vec!["10.128.0.0/14".parse().unwrap()],
             service_cidr: "172.30.0.0/16".parse().unwrap(),
             vxlan_port: 4789,
+            tun0_mac: None,
         }
     }
 

@@ -101,5 +101,6 @@ pub fn node_config() -> flows::NodeConfig {
         cluster_networks: vec!["10.128.0.0/14".parse().expect("valid")],
         service_cidr: "172.30.0.0/16".parse().expect("valid"),
         vxlan_port: 4789,
+        tun0_mac: None,
     }
 }

@@ -572,6 +572,8 @@ pub struct PodSpec {
     pub ip: Ipv4Addr,
     /// Its namespace's VNID.
     pub vnid: u32,
+    /// Its bandwidth annotations (ingress, egress), bit/s, as `setupPodBandwidth` applies them.
+    pub bandwidth: Option<(u64, u64)>,
 }
 
 /// A pod openshift-sdn wired: its network namespace (gone with it), host veth and ofport.
@@ -742,7 +744,31 @@ pub fn build_node(
             "via",
             &node.gateway.to_string(),
         ]);
-        ns(&["ip", "route", "add", "224.0.0.0/4", "dev", "eth0"]);
+        // `openshift-sdn.go` `CmdAdd`: the IPAM routes (`pod.go` `getIPAMConfig`: the
+        // service network via the gateway, each cluster network, multicast), with the MTU.
+        ns(&[
+            "ip",
+            "route",
+            "add",
+            &node.service_network,
+            "via",
+            &node.gateway.to_string(),
+            "mtu",
+            "1450",
+        ]);
+        for cn in &node.cluster_networks {
+            ns(&["ip", "route", "replace", cn, "dev", "eth0", "mtu", "1450"]);
+        }
+        ns(&[
+            "ip",
+            "route",
+            "add",
+            "224.0.0.0/4",
+            "dev",
+            "eth0",
+            "mtu",
+            "1450",
+        ]);
         sh(&["ip", "link", "set", &host_veth, "mtu", "1450", "up"]);
         ovs.vsctl(&[
             "add-port",
@@ -754,6 +780,35 @@ pub fn build_node(
             &host_veth,
             &format!("external_ids=sandbox=\"{sandbox}\",ip=\"{}\"", p.ip),
         ]);
+        // `ovscontroller.go` `SetPodBandwidth`: pod ingress as a linux-htb QoS row on the port
+        // (tagged with the sandbox), pod egress as the interface's policing rate in kbit/s
+        // (its bit/s divided by 1024, as upstream divides).
+        if let Some((ingress, egress)) = p.bandwidth {
+            if ingress > 0 {
+                ovs.vsctl(&[
+                    "--",
+                    "set",
+                    "Port",
+                    &host_veth,
+                    "qos=@q",
+                    "--",
+                    "--id=@q",
+                    "create",
+                    "QoS",
+                    "type=linux-htb",
+                    &format!("other_config:max-rate={ingress}"),
+                    &format!("external_ids:sandbox={sandbox}"),
+                ]);
+            }
+            if egress > 0 {
+                ovs.vsctl(&[
+                    "set",
+                    "Interface",
+                    &host_veth,
+                    &format!("ingress_policing_rate={}", egress / 1024),
+                ]);
+            }
+        }
         let ofport: u32 = ovs
             .vsctl(&["get", "Interface", &host_veth, "ofport"])
             .trim()

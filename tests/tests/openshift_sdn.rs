@@ -168,6 +168,7 @@ fn an_openshift_sdn_node_forwards_by_its_own_rules() {
         name: name.into(),
         ip: Ipv4Addr::new(10, 128, 2, last),
         vnid,
+        bandwidth: None,
     };
     let specs = [
         pod("a", "a1", 5, 11),

@@ -103,6 +103,7 @@ fn the_readme_sample_session_matches_the_node() {
         cluster_networks: vec!["10.128.0.0/14".parse().unwrap()],
         service_cidr: "172.30.0.0/16".parse().unwrap(),
         vxlan_port: 4789,
+        tun0_mac: None,
     };
     let version = flows::base::version(flows::Mode::Multitenant, &flows::base_flows(&cfg));
     assert!(

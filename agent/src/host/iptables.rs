@@ -499,41 +499,65 @@ impl Iptables {
     /// Removes every jump into our chains and the chains themselves (teardown). Idempotent:
     /// without our chains it runs nothing.
     pub async fn remove(&self) -> Result<(), IptablesError> {
+        let ours: Vec<(&str, &str)> = JUMPS.iter().map(|j| (j.table, j.to)).collect();
+        self.remove_chains(&ours).await.map(drop)
+    }
+
+    /// Removes the chains `(table, chain)` that exist, with every jump into them from chains
+    /// that stay, in one `iptables-restore` (checked first): the agent's own at teardown,
+    /// openshift-sdn's when the agent takes a node over. Returns the chains removed.
+    pub async fn remove_chains<'a>(
+        &self,
+        chains: &[(&'a str, &'a str)],
+    ) -> Result<Vec<(&'a str, &'a str)>, IptablesError> {
         let _serial = LOCK.lock().await;
         let mut input = String::new();
-        for table in TABLES {
+        let mut removed = Vec::new();
+        let mut tables: Vec<&str> = chains.iter().map(|(t, _)| *t).collect();
+        tables.sort_unstable();
+        tables.dedup();
+        for table in tables {
             let lines = self.list(table).await?;
-            let ours: Vec<&Jump> = JUMPS
+            let gone: Vec<&str> = chains
                 .iter()
-                .filter(|j| j.table == table && lines.iter().any(|l| l == &format!("-N {}", j.to)))
+                .filter(|(t, c)| *t == table && lines.iter().any(|l| l == &format!("-N {c}")))
+                .map(|(_, c)| *c)
                 .collect();
-            if ours.is_empty() {
+            if gone.is_empty() {
                 continue;
             }
             let _ = writeln!(input, "*{table}");
-            // Jumps into our chains from anywhere, deleted first: a referenced chain cannot go.
+            // Flushed first, so a chain that jumps to another one of the list no longer
+            // references it when that one is deleted.
+            for c in &gone {
+                let _ = writeln!(input, ":{c} - [0:0]");
+            }
+            // Jumps into them from chains that stay, deleted before the chains.
             for l in &lines {
                 let mut tokens = l.split_whitespace();
                 let from = match (tokens.next(), tokens.next()) {
                     (Some("-A"), Some(from)) => from,
                     _ => continue,
                 };
-                if ours.iter().any(|j| is_rule_to(l, from, j.to))
-                    && !ours.iter().any(|j| j.to == from)
-                {
+                if gone.iter().any(|c| is_rule_to(l, from, c)) && !gone.contains(&from) {
                     let _ = writeln!(input, "{}", l.replacen("-A ", "-D ", 1));
                 }
             }
-            for j in &ours {
-                let _ = writeln!(input, ":{} - [0:0]", j.to);
-                let _ = writeln!(input, "-X {}", j.to);
+            for c in &gone {
+                let _ = writeln!(input, "-X {c}");
+                removed.push((table, *c));
             }
             input.push_str("COMMIT\n");
         }
         if input.is_empty() {
-            return Ok(());
+            return Ok(removed);
         }
-        self.restore(&input).await
+        self.restore(&input).await?;
+        Ok(chains
+            .iter()
+            .filter(|(t, c)| removed.contains(&(*t, *c)))
+            .copied()
+            .collect())
     }
 }
 

@@ -48,6 +48,7 @@ mod cni_handler;
 mod conflist;
 mod loops;
 mod start;
+mod takeover;
 
 pub use conflist::remove_cni_configs;
 pub use start::pool_netns_pin;
@@ -145,5 +146,6 @@ fn node_config(cfg: &Config, state: &ClusterState) -> Result<NodeConfig> {
         cluster_networks: cfg.cluster_cidrs(),
         service_cidr: cfg.service_network,
         vxlan_port: cfg.vxlan_port,
+        tun0_mac: None,
     })
 }

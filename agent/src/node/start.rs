@@ -97,7 +97,7 @@ impl Daemon {
             }
         };
         let snapshot = state.borrow().clone();
-        let node = node_config(&cfg, &snapshot)?;
+        let mut node = node_config(&cfg, &snapshot)?;
         // Where start-up time goes, for the "br0 reconciled" line: (phase, ms at its end).
         let began = std::time::Instant::now();
         let mut phases: Vec<(&'static str, u128)> = Vec::new();
@@ -116,6 +116,12 @@ impl Daemon {
             )
         })?;
         phases.push(("ovsdb", began.elapsed().as_millis()));
+        // A node openshift-sdn ran is taken over (or refused) before anything on it changes.
+        health.phase("looking for openshift-sdn's state on br0");
+        let takeover = takeover::inspect(&db, &cfg.bridge_mgmt, &node, cfg.force_takeover)
+            .await
+            .context("taking the node over from openshift-sdn")?;
+        node.tun0_mac = takeover::kept_tun0_mac(&db, takeover.as_ref());
         let spec = BridgeSpec {
             datapath_type: cfg.datapath_type.clone(),
             fail_mode: Some(FailMode::Secure),
@@ -134,6 +140,10 @@ impl Daemon {
         tun.ofport_request = Some(2);
         tun.mtu_request = Some(cfg.mtu);
         tun.mac = Some(node.tun0_mac().to_string());
+        if node.tun0_mac.is_some() {
+            tun.external_ids =
+                BTreeMap::from([(takeover::KEPT_MAC_KEY.to_string(), "openshift-sdn".into())]);
+        }
         for port in [vxlan, tun] {
             let ofport = db.add_port(BRIDGE, &port).await?;
             if ofport != u32::from(port.ofport_request.unwrap_or(0)) {
@@ -180,6 +190,16 @@ impl Daemon {
         phases.push(("openflow", began.elapsed().as_millis()));
         let store = ipam::Store::new(&cfg.ipam_dir, &cfg.cni_network_name)
             .with_context(|| format!("lease directory {}", cfg.ipam_dir.display()))?;
+        // openshift-sdn's pods become ours before the pod table is rebuilt from the records.
+        let adopted = match &takeover {
+            Some(found) => Some(
+                found
+                    .adopt(&db, &state.borrow().clone(), &store, &cfg.ipam_dir, &node)
+                    .await
+                    .context("adopting openshift-sdn's pods")?,
+            ),
+            None => None,
+        };
         let net = PodNetwork {
             node: node.clone(),
             mtu: cfg.mtu,
@@ -344,6 +364,14 @@ impl Daemon {
         // holds the store from dump to bundle), and a warm ADD needs no flow change at all.
         n.serve().await?;
         phases.push(("serving", began.elapsed().as_millis()));
+        // Our CNI config and host rules are in place: openshift-sdn's go.
+        let cleaned = if takeover.is_some() {
+            takeover::Found::clean_up(&n.config.cni_conf_dir, &n.config.ipam_dir)
+                .await
+                .context("removing what openshift-sdn left")?
+        } else {
+            Vec::new()
+        };
         // The node serves already: an ovs-vswitchd that is slow to answer (a long
         // reconfiguration) gets a minute before the agent gives up.
         let mut connected = connecting
@@ -400,6 +428,18 @@ impl Daemon {
             ms_at_end_of = %phases.join(","),
             "br0 reconciled"
         );
+        if let (Some(found), Some(adopted)) = (&takeover, adopted) {
+            tracing::info!(
+                pods = adopted.pods,
+                adopted_before = found.adopted_before,
+                namespace_unknown = adopted.unnamed,
+                leases = adopted.leases,
+                stale_leases = adopted.stale_leases,
+                removed = %cleaned.join(", "),
+                ms = began.elapsed().as_millis() as u64,
+                "took the node over from openshift-sdn: its pods are ours, its rows replaced in one bundle"
+            );
+        }
         return_free_memory();
         // The port pool: filled and kept full in the background (ADDs meanwhile add their own
         // ports), so readiness does not wait for ovs-vswitchd to take a batch of ports.

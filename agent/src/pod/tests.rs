@@ -70,6 +70,7 @@ fn network(egress_meters: bool) -> PodNetwork {
             cluster_networks: vec!["10.128.0.0/14".parse().unwrap()],
             service_cidr: "172.30.0.0/16".parse().unwrap(),
             vxlan_port: 4789,
+            tun0_mac: None,
         },
         mtu: 1450,
         tx_checksum_off: true,

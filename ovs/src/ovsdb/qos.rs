@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 
 use super::helpers::root_uuid;
-use super::ops::{row, Atom, Condition, Datum, Function, Operation};
+use super::ops::{row, Atom, Condition, Datum, Function, Mutation, Operation};
 use super::{Client, Error};
 
 /// A QoS row to create by [`Client::set_port_qos`].
@@ -169,6 +169,24 @@ impl Client {
         let (_, next_cfg) = self.transact_bumped(&root, ops).await?;
         self.wait_applied(&format!("deleting QoS {uuid}"), next_cfg)
             .await
+    }
+
+    /// Sets `external_ids` keys of QoS row `uuid` (other keys stay), in one transaction that
+    /// ovs-vswitchd does not act on. A row that is gone is not an error.
+    pub async fn set_qos_external_ids(
+        &self,
+        uuid: &str,
+        ids: &BTreeMap<String, String>,
+    ) -> Result<(), Error> {
+        let ops = [Operation::mutate(
+            "QoS",
+            vec![Condition::uuid(uuid)],
+            vec![
+                Mutation::delete("external_ids", Datum::set(ids.keys())),
+                Mutation::insert("external_ids", Datum::from(ids)),
+            ],
+        )];
+        self.transact(super::DB, &ops).await.map(drop)
     }
 
     /// QoS rows whose `external_ids:key` is `value`, from the cache, with the ports that use

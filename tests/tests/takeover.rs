@@ -1,0 +1,531 @@
+//! Taking a running openshift-sdn node over: the openshift-sdn node fixture
+//! (`sdn_tests::openshift_sdn`, its own rules at openshift/sdn 18a57d7) with 100 pods in four
+//! tenants and `default`, pings running between every ordered pair of tenants while the real
+//! `sdn-agent` starts on it. What should talk loses no packet, what must not never answers,
+//! the pods keep their addresses, MACs, ports, leases and bandwidth, openshift-sdn's rows,
+//! CNI config, leases and chains go, the runtime's CHECK and DEL of an adopted pod work, a new
+//! pod's address never collides, and a restart changes nothing. A node that is not as
+//! openshift-sdn leaves it is refused, naming what does not match, and left untouched; forced,
+//! it is taken over.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cluster::{ClusterObject, HostSubnet, StandaloneSource};
+use sdn_tests::harness::{require_root_and_ovs, wait_until};
+use sdn_tests::node::{workspace_bin, AgentNode, NodeOptions};
+use sdn_tests::openshift_sdn::{self as osdn, Plugin, PodSpec, WiredPod};
+use serde_json::json;
+
+const SUBNET: &str = "10.128.2.0/23";
+const GATEWAY: Ipv4Addr = Ipv4Addr::new(10, 128, 2, 1);
+const TUN_MAC: &str = "6e:2c:9a:11:22:33";
+/// The tenants: namespace and VNID (`default` is global).
+const TENANTS: [(&str, u32); 5] = [
+    ("tenant-a", 11),
+    ("tenant-b", 12),
+    ("tenant-c", 13),
+    ("tenant-d", 14),
+    ("default", 0),
+];
+
+fn spec(plugin: Plugin) -> osdn::Node {
+    osdn::Node {
+        plugin,
+        cluster_networks: vec!["10.128.0.0/14".into()],
+        service_network: "172.30.0.0/16".into(),
+        local_subnet: SUBNET.into(),
+        gateway: GATEWAY,
+        node_ip: "192.168.111.10".parse().unwrap(),
+        node_mac: "52:54:00:4d:0c:0a".into(),
+        tun_mac: TUN_MAC.into(),
+        vxlan_port: 4789,
+    }
+}
+
+/// A node openshift-sdn ran (no agent of ours yet): the cluster state our agent will read
+/// (this node's HostSubnet, the tenants' NetNamespaces) and `per_tenant` pods of each tenant
+/// wired by openshift-sdn's rules; the first pod has bandwidth limits.
+fn openshift_sdn_node(per_tenant: usize, extra: Vec<String>) -> (AgentNode, Vec<WiredPod>) {
+    let node = AgentNode::new(NodeOptions {
+        extra,
+        ..NodeOptions::default()
+    });
+    let state = node.state_dir();
+    std::fs::create_dir_all(&state).unwrap();
+    StandaloneSource::write_object(
+        &state,
+        &ClusterObject::HostSubnet(HostSubnet::new("node-a", "192.168.111.10", SUBNET)),
+    )
+    .unwrap();
+    for (ns, vnid) in TENANTS {
+        node.set_netnamespace(ns, vnid);
+    }
+    let mut specs = Vec::new();
+    for (t, (ns, vnid)) in TENANTS.iter().enumerate() {
+        let n = if *ns == "default" { 4 } else { per_tenant };
+        for i in 0..n {
+            let host = 10 + t * 30 + i;
+            specs.push(PodSpec {
+                namespace: ns.to_string(),
+                name: format!("{ns}-{i}"),
+                ip: Ipv4Addr::new(10, 128, 2, host as u8),
+                vnid: *vnid,
+                bandwidth: (specs.is_empty()).then_some((10_000_000, 10_240_000)),
+            });
+        }
+    }
+    let pods = osdn::build_node(
+        &node.ovs,
+        &spec(Plugin::Multitenant),
+        &[],
+        &specs,
+        &node.dir().join("net.d"),
+        &node.dir().join("ipam").join(osdn::CNI_NETWORK),
+    );
+    (node, pods)
+}
+
+/// A ping from `from` to `to` running in the background: `count` packets 50 ms apart.
+struct Ping {
+    from: String,
+    to: String,
+    allowed: bool,
+    child: Child,
+}
+
+impl Ping {
+    fn start(from: &WiredPod, to: &WiredPod, allowed: bool, count: u32) -> Ping {
+        let child = Command::new("ip")
+            .args(["netns", "exec", from.netns.name(), "ping", "-n", "-q"])
+            .args(["-c", &count.to_string(), "-i", "0.05", "-W", "1"])
+            .arg(to.spec.ip.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("ping");
+        Ping {
+            from: from.spec.name.clone(),
+            to: to.spec.name.clone(),
+            allowed,
+            child,
+        }
+    }
+
+    /// (transmitted, received).
+    fn finish(self) -> (String, bool, u64, u64) {
+        let out = self.child.wait_with_output().expect("ping output");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let stat = text
+            .lines()
+            .find(|l| l.contains("packets transmitted"))
+            .unwrap_or_else(|| panic!("no ping statistics: {text}"));
+        let num = |word: &str| -> u64 {
+            let words: Vec<&str> = stat.split([' ', ',']).filter(|w| !w.is_empty()).collect();
+            let i = words.iter().position(|w| w.starts_with(word)).unwrap();
+            words[i - 1].parse().unwrap()
+        };
+        (
+            format!("{} -> {}", self.from, self.to),
+            self.allowed,
+            num("packets"),
+            num("received"),
+        )
+    }
+}
+
+fn ext_ids(node: &AgentNode, port: &str) -> BTreeMap<String, String> {
+    let out = node.ovs.vsctl(&[
+        "--format=json",
+        "--columns=external_ids",
+        "list",
+        "Interface",
+        port,
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v["data"][0][0][1]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|kv| {
+            (
+                kv[0].as_str().unwrap().to_string(),
+                kv[1].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn iptables_save(node: &AgentNode) -> String {
+    node.ovs.exec_in_netns(&["iptables-save"]).unwrap()
+}
+
+fn tun0_mac(node: &AgentNode) -> String {
+    node.ovs
+        .exec_in_netns(&["cat", "/sys/class/net/tun0/address"])
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn a_running_openshift_sdn_node_is_taken_over_with_no_packet_lost() {
+    require_root_and_ovs();
+    let (node, pods) = openshift_sdn_node(24, Vec::new());
+    assert_eq!(pods.len(), 100);
+    let before: Vec<(String, String)> = pods
+        .iter()
+        .map(|p| {
+            (
+                p.host_veth.clone(),
+                node.ovs
+                    .vsctl(&["get", "Interface", &p.host_veth, "ofport"]),
+            )
+        })
+        .collect();
+    let flows_before = node.flows();
+    assert!(flows_before.iter().any(|f| f.contains("note:01.0d")));
+
+    // One ping per ordered pair of tenants, from the tenant's first pod to the second pod of
+    // the other (or the same) tenant, for 30 s: long enough to span the agent's start.
+    let first = |ns: &str| pods.iter().find(|p| p.spec.namespace == ns).unwrap();
+    let second = |ns: &str| {
+        pods.iter()
+            .filter(|p| p.spec.namespace == ns)
+            .nth(1)
+            .unwrap()
+    };
+    let began = Instant::now();
+    let mut pings = Vec::new();
+    for (from, fv) in TENANTS {
+        for (to, tv) in TENANTS {
+            let allowed = fv == tv || fv == 0 || tv == 0;
+            pings.push(Ping::start(first(from), second(to), allowed, 600));
+        }
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let agent_started = Instant::now();
+    node.start_agent();
+    let ready_after = agent_started.elapsed();
+    assert!(
+        began.elapsed() < Duration::from_secs(25),
+        "the takeover took too long to be inside the pings' 30 s ({:?}); log:\n{}",
+        began.elapsed(),
+        node.log()
+    );
+    let log = node.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("took the node over from openshift-sdn"))
+        .unwrap_or_else(|| panic!("no takeover line:\n{log}"));
+    assert!(line.contains("pods=100"), "{line}");
+    assert!(line.contains("leases=100"), "{line}");
+    let reconcile = node.last_reconcile();
+    eprintln!("takeover: {line}\nreconcile: {reconcile}\nready after {ready_after:?}");
+
+    let mut lost = Vec::new();
+    let mut answered = Vec::new();
+    for p in pings {
+        let (pair, allowed, sent, received) = p.finish();
+        eprintln!("{pair}: sent {sent} received {received} (allowed: {allowed})");
+        if allowed && received != sent {
+            lost.push(format!("{pair}: {} of {sent} lost", sent - received));
+        }
+        if !allowed && received != 0 {
+            answered.push(format!("{pair}: {received} of {sent} answered"));
+        }
+    }
+    assert!(
+        lost.is_empty(),
+        "packets lost across the takeover: {lost:?}\n{}",
+        node.log()
+    );
+    assert!(
+        answered.is_empty(),
+        "isolated tenants answered during the takeover: {answered:?}"
+    );
+
+    // Pods keep their ports, addresses and MACs; their records keep openshift-sdn's keys and
+    // gain ours.
+    for (p, (veth, ofport)) in pods.iter().zip(&before) {
+        assert_eq!(
+            &node.ovs.vsctl(&["get", "Interface", veth, "ofport"]),
+            ofport
+        );
+        let ids = ext_ids(&node, veth);
+        assert_eq!(ids["sandbox"], p.sandbox);
+        assert_eq!(ids["ip"], p.spec.ip.to_string());
+        assert_eq!(ids["ifname"], "eth0");
+        assert_eq!(ids["namespace"], p.spec.namespace);
+        assert_eq!(ids["vnid"], p.spec.vnid.to_string());
+        let mac = p
+            .netns
+            .exec(&["cat", "/sys/class/net/eth0/address"])
+            .unwrap();
+        assert_eq!(mac.trim(), osdn::pod_mac(p.spec.ip));
+    }
+    // Bandwidth carries over: the QoS row stays on the port, the record has both limits.
+    let bw = &pods[0];
+    let ids = ext_ids(&node, &bw.host_veth);
+    assert_eq!(ids["ingress_rate_bps"], "10000000", "{ids:?}");
+    assert_eq!(ids["egress_rate_bps"], "10000000", "{ids:?}");
+    assert_ne!(
+        node.ovs
+            .vsctl(&["get", "Port", &bw.host_veth, "qos"])
+            .trim(),
+        "[]",
+        "the pod's QoS row is still on its port"
+    );
+    assert_eq!(
+        node.ovs
+            .vsctl(&["get", "Interface", &bw.host_veth, "ingress_policing_rate"])
+            .trim(),
+        "10000"
+    );
+    // Leases moved: ours hold the 100 addresses, openshift-sdn's directory is gone.
+    let mut ips: Vec<String> = pods.iter().map(|p| p.spec.ip.to_string()).collect();
+    ips.sort();
+    assert_eq!(node.leases(), ips);
+    assert!(!node.dir().join("ipam").join(osdn::CNI_NETWORK).exists());
+    // Its CNI config went, ours is there.
+    assert!(!node.dir().join("net.d").join(osdn::CNI_CONF_FILE).exists());
+    assert!(node.conf_file().exists());
+    // Its rows went: our version note, none of its rows (its resubmit:10 rows, its note).
+    let flows = node.flows();
+    let text = flows.join("\n");
+    assert!(
+        !text.contains("note:01.0d") && !text.contains("resubmit:10"),
+        "{text}"
+    );
+    let ours: Vec<String> = "multitenant.".bytes().map(|b| format!("{b:02x}")).collect();
+    assert!(
+        text.contains(&format!("note:{}", ours.join("."))),
+        "our note (multitenant.<hash>) in table 253: {text}"
+    );
+    // Its chains went, except the platform's block of the machine-config ports; ours are in.
+    let saved = iptables_save(&node);
+    for gone in [
+        "OPENSHIFT-FIREWALL-ALLOW",
+        "OPENSHIFT-FIREWALL-FORWARD",
+        "OPENSHIFT-MASQUERADE",
+        "OPENSHIFT-NOTRACK",
+        "OPENSHIFT-ADMIN-OUTPUT-RULES",
+    ] {
+        assert!(!saved.contains(gone), "{gone} is still there:\n{saved}");
+    }
+    assert!(saved.contains("-A OPENSHIFT-BLOCK-OUTPUT"), "{saved}");
+    assert!(
+        saved.contains("SDN-POSTROUTING") && saved.contains("SDN-INPUT"),
+        "{saved}"
+    );
+    // tun0 keeps openshift-sdn's MAC (the pods' ARP caches hold it); the gateway answers.
+    assert_eq!(tun0_mac(&node), TUN_MAC);
+    let a1 = second("tenant-a");
+    assert!(a1
+        .netns
+        .exec(&["ping", "-c", "1", "-W", "2", &GATEWAY.to_string()])
+        .is_ok());
+
+    // The runtime's CHECK and DEL of an adopted pod, with the result openshift-sdn's plugin
+    // returned at its ADD (libcni hands it over as prevResult; the MAC in it is the veth's
+    // before openshift-sdn changed it).
+    let b1 = second("tenant-b");
+    let env = |cmd: &'static str| {
+        vec![
+            ("CNI_COMMAND", cmd.to_string()),
+            ("CNI_CONTAINERID", b1.sandbox.clone()),
+            ("CNI_NETNS", b1.netns.path()),
+            ("CNI_IFNAME", "eth0".to_string()),
+            (
+                "CNI_ARGS",
+                format!(
+                    "K8S_POD_NAMESPACE={};K8S_POD_NAME={}",
+                    b1.spec.namespace, b1.spec.name
+                ),
+            ),
+            ("CNI_PATH", "/opt/cni/bin".to_string()),
+        ]
+    };
+    let mut conf = node.netconf("1.0.0");
+    conf["prevResult"] = json!({
+        "cniVersion": "1.0.0",
+        "interfaces": [{"name": "eth0", "mac": "8a:4f:10:22:33:44", "sandbox": b1.netns.path()}],
+        "ips": [{"address": format!("{}/23", b1.spec.ip), "gateway": GATEWAY.to_string(), "interface": 0}],
+    });
+    let run = |cmd: &'static str, conf: &serde_json::Value| {
+        let e = env(cmd);
+        let e: Vec<(&str, &str)> = e.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        node.cni(&e, conf)
+    };
+    let out = run("CHECK", &conf);
+    assert_eq!(out.code, 0, "CHECK of an adopted pod: {}", out.stdout);
+    let out = run("DEL", &node.netconf("1.0.0"));
+    assert_eq!(out.code, 0, "DEL of an adopted pod: {}", out.stdout);
+    assert!(!node.pod_ports().contains(&b1.host_veth));
+    assert!(!node.leases().contains(&b1.spec.ip.to_string()));
+    assert!(
+        !node
+            .flows()
+            .iter()
+            .any(|f| f.contains(&format!("nw_dst={},", b1.spec.ip))),
+        "the deleted pod's rows are gone"
+    );
+
+    // A new pod never gets an adopted pod's address, and is isolated as its tenant is.
+    let adopted: Vec<String> = pods
+        .iter()
+        .filter(|p| p.sandbox != b1.sandbox)
+        .map(|p| p.spec.ip.to_string())
+        .collect();
+    let fresh: Vec<_> = (0..3)
+        .map(|i| node.pod("tenant-a", &format!("new-{i}")))
+        .collect();
+    for p in &fresh {
+        assert!(
+            !adopted.contains(&p.ip),
+            "{} collides with an adopted pod",
+            p.ip
+        );
+    }
+    let a0 = first("tenant-a");
+    assert!(
+        fresh[0].ping(&a0.spec.ip.to_string(), 2),
+        "new pod -> adopted pod of its tenant"
+    );
+    assert!(
+        !fresh[0].ping(&first("tenant-c").spec.ip.to_string(), 1),
+        "new pod -> adopted pod of another tenant"
+    );
+    drop(fresh);
+    // (The new pods' DELs retire their pool ports within a second: waited for here.)
+    assert_eq!(node.leases().len(), 99);
+
+    // A restart of our agent changes no flow, and tun0 keeps its MAC.
+    node.restart_unchanged();
+    assert_eq!(tun0_mac(&node), TUN_MAC);
+}
+
+/// Runs the agent once in the node's namespace and returns its exit status and output, or
+/// `None` if it was still running after 20 s (then it is stopped).
+fn agent_once(node: &AgentNode, extra: &[&str]) -> Option<(std::process::ExitStatus, String)> {
+    let mut child = sdn_tests::harness::without_agent_env(&mut Command::new("nsenter"))
+        .arg(format!("--net=/run/netns/{}", node.ovs.netns()))
+        .arg("--")
+        .arg(workspace_bin("sdn-agent"))
+        .args(node.agent_args())
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sdn-agent");
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let out = child.wait_with_output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).to_string()
+                + &String::from_utf8_lossy(&out.stderr);
+            return Some((status, text));
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            // SAFETY: kill on a pid we spawned and have not reaped.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_node_not_as_openshift_sdn_leaves_it_is_refused_unless_forced() {
+    require_root_and_ovs();
+    let (node, pods) = openshift_sdn_node(1, Vec::new());
+    // Another rule version, and a port nobody recorded.
+    node.ovs
+        .ofctl(&["add-flow", "br0", "table=253, actions=note:01.0C"]);
+    node.ovs.vsctl(&[
+        "add-port",
+        "br0",
+        "stray0",
+        "--",
+        "set",
+        "Interface",
+        "stray0",
+        "type=internal",
+    ]);
+    let flows = node.flows();
+    let (status, out) = agent_once(&node, &[]).expect("the agent refuses at once");
+    assert!(!status.success(), "{out}");
+    for needle in [
+        "not taken over (nothing was changed)",
+        "rule version 12",
+        "port stray0 on br0 has no pod record",
+        "--force-takeover",
+    ] {
+        assert!(out.contains(needle), "{needle:?} not in:\n{out}");
+    }
+    // Nothing changed: openshift-sdn's rows, config, leases and records are as they were.
+    assert_eq!(node.flows(), flows);
+    assert!(node.dir().join("net.d").join(osdn::CNI_CONF_FILE).exists());
+    assert!(!node.conf_file().exists());
+    assert!(node
+        .dir()
+        .join("ipam")
+        .join(osdn::CNI_NETWORK)
+        .join(pods[0].spec.ip.to_string())
+        .exists());
+    assert!(!ext_ids(&node, &pods[0].host_veth).contains_key("ifname"));
+
+    // Another plugin than our mode: refused, naming both.
+    node.ovs.vsctl(&["del-port", "br0", "stray0"]);
+    node.ovs
+        .ofctl(&["add-flow", "br0", "table=253, actions=note:02.0D"]);
+    let (status, out) = agent_once(&node, &[]).expect("the agent refuses at once");
+    assert!(!status.success());
+    assert!(
+        out.contains("networkpolicy plugin") && out.contains("multitenant mode"),
+        "{out}"
+    );
+
+    // Forced: taken over, the pods adopted, isolation kept.
+    node.ovs
+        .ofctl(&["add-flow", "br0", "table=253, actions=note:01.0C"]);
+    let node = {
+        drop(node);
+        let (node, pods) = openshift_sdn_node(1, vec!["--force-takeover".into()]);
+        node.ovs
+            .ofctl(&["add-flow", "br0", "table=253, actions=note:01.0C"]);
+        node.start_agent();
+        let log = node.log();
+        assert!(
+            log.contains("although its state does not match (forced)"),
+            "{log}"
+        );
+        assert!(
+            log.contains("took the node over from openshift-sdn"),
+            "{log}"
+        );
+        let a = pods
+            .iter()
+            .find(|p| p.spec.namespace == "tenant-a")
+            .unwrap();
+        let b = pods
+            .iter()
+            .find(|p| p.spec.namespace == "tenant-b")
+            .unwrap();
+        let d = pods.iter().find(|p| p.spec.namespace == "default").unwrap();
+        let ping = |from: &WiredPod, to: &WiredPod| {
+            from.netns
+                .exec(&["ping", "-c", "1", "-W", "1", &to.spec.ip.to_string()])
+                .is_ok()
+        };
+        assert!(
+            ping(a, d) && !ping(a, b),
+            "isolation after a forced takeover"
+        );
+        node
+    };
+    assert!(wait_until(Duration::from_secs(5), || node.agent_running()));
+}
