@@ -7,7 +7,8 @@
 //! `sdn-agent remove-cni-config` and `sdn-agent remove-host-rules`.
 //!
 //! The command line is clap's: `sdn-agent [run] [FLAGS]`, `sdn-agent controller [FLAGS]`,
-//! `sdn-agent remove-host-rules`, `sdn-agent remove-cni-config`, `sdn-agent crds`; `--help` on each, `--version`, flags as
+//! `sdn-agent remove-host-rules`, `sdn-agent remove-cni-config`,
+//! `sdn-agent hand-back-to-openshift-sdn`, `sdn-agent crds`; `--help` on each, `--version`, flags as
 //! `--flag value` or `--flag=value`, every flag also an environment variable (see
 //! [`cluster::config::Flags`]). Logs go to stderr as text or JSON (`--log-format`), at
 //! `--log-level` (or `RUST_LOG`), changeable while running with `sdnctl log-level`.
@@ -38,6 +39,7 @@ fn args() -> Vec<std::ffi::OsString> {
                 | "controller"
                 | "remove-host-rules"
                 | "remove-cni-config"
+                | "hand-back-to-openshift-sdn"
                 | "crds"
                 | "help"
                 | "-h"
@@ -72,6 +74,12 @@ enum Cmd {
         #[arg(long, value_name = "NAME", default_value = "sdn")]
         cni_network_name: String,
     },
+    /// Roll a takeover back: with the agent stopped, leave the node as openshift-sdn needs to
+    /// find it (its leases of the running pods, its CNI config; ours, our chains and our idle
+    /// pool ports removed); openshift-sdn then reattaches the pods when it starts. Reads the
+    /// agent's flags (ovsdb, ipamDir, cniConfDir, cniNetworkName, cniSocket)
+    #[command(args_override_self = true)]
+    HandBackToOpenshiftSdn(Flags),
     /// Print the CustomResourceDefinitions of network.openshift.io/v1 as YAML
     Crds,
 }
@@ -117,6 +125,19 @@ async fn main() -> Result<()> {
         }
         Cmd::Controller(flags) => {
             return controller::run(config(&flags)?, controller::until_signal()).await;
+        }
+        Cmd::HandBackToOpenshiftSdn(flags) => {
+            let done = agent::node::hand_back(&config(&flags)?).await?;
+            let mut text: String = done.iter().map(|l| format!("{l}\n")).collect();
+            text.push_str(
+                "the node is ready for openshift-sdn: schedule its DaemonSet pod here; it sets br0 \
+                 up again and reattaches the running pods\n",
+            );
+            let mut out = std::io::stdout().lock();
+            std::io::Write::write_all(&mut out, text.as_bytes())
+                .and_then(|()| std::io::Write::flush(&mut out))
+                .context("writing to stdout")?;
+            return Ok(());
         }
         Cmd::RemoveCniConfig {
             cni_conf_dir,

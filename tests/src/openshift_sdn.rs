@@ -602,21 +602,11 @@ pub struct RemoteNode {
     pub subnet: String,
 }
 
-/// Makes the state openshift-sdn's node leaves on a node, in the private OVS `ovs` (its
-/// network namespace is the node's): br0 (`fail_mode=secure`, OpenFlow 1.3; the userspace
-/// datapath here, where a production node has the kernel's) with vxlan0 on ofport 1 and tun0
-/// on 2 (`SetupOVS`), tun0's address and routes (`node.go` `SetupSDN`), each pod's veth with
-/// the MAC of its address, its port's `sandbox`/`ip` external-ids (`ensureOvsPort`), every row
-/// (base, plugin, pods, VNIDs, remote nodes, table 111, the version note last), the
-/// `OPENSHIFT-*` chains, its CNI config file in `conf_dir` and its leases in `lease_dir`.
-pub fn build_node(
-    ovs: &crate::harness::Ovs,
-    node: &Node,
-    remote: &[RemoteNode],
-    pods: &[PodSpec],
-    conf_dir: &std::path::Path,
-    lease_dir: &std::path::Path,
-) -> Vec<WiredPod> {
+/// `ovscontroller.go` `SetupOVS` and `sdn_controller.go` `setup`: br0 (made afresh:
+/// `fail_mode=secure`, OpenFlow 1.3; the userspace datapath here, where a production node has the
+/// kernel's) with vxlan0 on ofport 1 and tun0 on 2 (its MAC pinned, `ensureTunMAC`), tun0's
+/// address and the cluster and service routes. Returns the subnet's prefix length.
+pub fn setup_bridge(ovs: &crate::harness::Ovs, node: &Node) -> u8 {
     let prefix: u8 = node
         .local_subnet
         .split('/')
@@ -700,10 +690,192 @@ pub fn build_node(
         "tun0",
     ]);
 
+    prefix
+}
+
+/// Every row of a node with `pods` (ofport, address, VNID) on br0, loaded with `ovs-ofctl
+/// add-flows`: base and plugin rows, the pods' rows, their VNIDs' rows (multitenant), the remote
+/// nodes' rows, table 111 for them (`UpdateVXLANMulticastFlows` replaces the base row), and the
+/// version note last, as `FinishSetupOVS` writes it once the rest is in.
+pub fn load_rows(
+    ovs: &crate::harness::Ovs,
+    node: &Node,
+    remote: &[RemoteNode],
+    pods: &[(u32, Ipv4Addr, u32)],
+) {
     let mut rows = setup_ovs_rows(node);
     rows.extend(plugin_start_rows(node.plugin));
-    let mut wired = Vec::new();
     let mut vnids = std::collections::BTreeSet::new();
+    for (ofport, ip, vnid) in pods {
+        rows.extend(pod_rows(*ofport, *ip, *vnid));
+        vnids.insert(*vnid);
+    }
+    if node.plugin == Plugin::Multitenant {
+        for v in vnids {
+            rows.extend(vnid_rows(v));
+        }
+    }
+    for r in remote {
+        rows.extend(host_subnet_rows(&r.uid, r.host_ip, &r.subnet));
+    }
+    rows.retain(|r| !r.starts_with("table=111,"));
+    let vteps: Vec<Ipv4Addr> = remote.iter().map(|r| r.host_ip).collect();
+    rows.push(vxlan_multicast_row(&vteps));
+    rows.push(version_row(node.plugin));
+    let file = ovs.dir().join("openshift-sdn.flows");
+    std::fs::write(&file, rows.join("\n") + "\n").expect("the flow file");
+    ovs.ofctl(&["add-flows", "br0", file.to_str().expect("a UTF-8 path")]);
+}
+
+/// `iptables.go` `syncIPTableRules` in the node's namespace (kube-proxy's masquerade bit 14),
+/// idempotent as upstream's `EnsureChain` and `EnsureRule`: a chain or rule already there is
+/// not made again.
+pub fn sync_chains(ovs: &crate::harness::Ovs, node: &Node) {
+    for cmd in iptables_commands(&iptables_chains(
+        &node.cluster_networks,
+        node.vxlan_port,
+        14,
+    )) {
+        let mut argv = vec!["iptables", "-w"];
+        argv.extend(cmd.iter().map(String::as_str));
+        let exists = match cmd.get(2).map(String::as_str) {
+            Some("-N") => {
+                let list = ["iptables", "-w", "-t", &cmd[1], "-S", &cmd[3]];
+                ovs.exec_in_netns(&list).is_ok()
+            }
+            Some("-I") | Some("-A") => {
+                let mut check = argv.clone();
+                check[4] = "-C";
+                ovs.exec_in_netns(&check).is_ok()
+            }
+            _ => false,
+        };
+        if !exists {
+            ovs.exec_in_netns(&argv)
+                .unwrap_or_else(|e| panic!("{}: {e}", argv.join(" ")));
+        }
+    }
+}
+
+/// A pod port openshift-sdn found at its start (`ovscontroller.go` `GetPodNetworkInfo`) and
+/// reattached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reattached {
+    /// Its sandbox.
+    pub sandbox: String,
+    /// Its host veth.
+    pub host_veth: String,
+    /// Its address.
+    pub ip: Ipv4Addr,
+    /// Its ofport on the new br0.
+    pub ofport: u32,
+}
+
+/// openshift-sdn's node process starting on a node (`node.go` `Start`): `GetPodNetworkInfo`
+/// reads every port with `sandbox` and `ip` external-ids; `alreadySetUp` compares table 253 with
+/// its note and, when they differ (a node another agent ran), `setup` makes br0 afresh
+/// (`SetupOVS` deletes the bridge), writes tun0's address and routes, and `reattachPods` sets
+/// each of those pods up again whose veth still exists, with its assigned address and its
+/// namespace's VNID (`vnid_of` its address; `SetUpPod`: the port added back with its
+/// external-ids, its rows), then the chains (`syncIPTableRules`). `None` when br0 already
+/// carried its note (nothing is set up again).
+pub fn restart_node(
+    ovs: &crate::harness::Ovs,
+    node: &Node,
+    remote: &[RemoteNode],
+    vnid_of: &dyn Fn(Ipv4Addr) -> u32,
+) -> Option<Vec<Reattached>> {
+    let existing = ovs.vsctl(&[
+        "--format=csv",
+        "--no-headings",
+        "--data=bare",
+        "--columns=name,external_ids",
+        "find",
+        "Interface",
+        "external_ids:sandbox!=\"\"",
+    ]);
+    let mut found = Vec::new();
+    for line in existing.lines().filter(|l| !l.trim().is_empty()) {
+        let (name, ids) = line.split_once(',').expect("name,external_ids");
+        let ids = ids.trim_matches('"');
+        let get = |key: &str| {
+            ids.split(' ')
+                .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
+                .map(str::to_string)
+        };
+        if let (Some(sandbox), Some(ip)) = (get("sandbox"), get("ip")) {
+            found.push((
+                name.to_string(),
+                sandbox,
+                ip.parse::<Ipv4Addr>().expect("an ip"),
+            ));
+        }
+    }
+    let note = ovs.ofctl(&["dump-flows", "br0", "table=253"]);
+    let ours = format!("note:{}", version_note(node.plugin).to_lowercase());
+    if note.contains(&ours) {
+        return None;
+    }
+    ovs.vsctl(&["--if-exists", "del-br", "br0"]);
+    setup_bridge(ovs, node);
+    let mut out = Vec::new();
+    for (veth, sandbox, ip) in found {
+        if ovs.exec_in_netns(&["ip", "link", "show", &veth]).is_err() {
+            continue;
+        }
+        ovs.vsctl(&[
+            "add-port",
+            "br0",
+            &veth,
+            "--",
+            "set",
+            "Interface",
+            &veth,
+            &format!("external_ids=sandbox=\"{sandbox}\",ip=\"{ip}\""),
+        ]);
+        let ofport: u32 = ovs
+            .vsctl(&["get", "Interface", &veth, "ofport"])
+            .trim()
+            .parse()
+            .expect("an ofport");
+        out.push(Reattached {
+            sandbox,
+            host_veth: veth,
+            ip,
+            ofport,
+        });
+    }
+    let pods: Vec<(u32, Ipv4Addr, u32)> = out
+        .iter()
+        .map(|p| (p.ofport, p.ip, vnid_of(p.ip)))
+        .collect();
+    load_rows(ovs, node, remote, &pods);
+    sync_chains(ovs, node);
+    Some(out)
+}
+
+/// Makes the state openshift-sdn's node leaves on a node, in the private OVS `ovs` (its
+/// network namespace is the node's): br0 (`fail_mode=secure`, OpenFlow 1.3; the userspace
+/// datapath here, where a production node has the kernel's) with vxlan0 on ofport 1 and tun0
+/// on 2 (`SetupOVS`), tun0's address and routes (`node.go` `SetupSDN`), each pod's veth with
+/// the MAC of its address, its port's `sandbox`/`ip` external-ids (`ensureOvsPort`), every row
+/// (base, plugin, pods, VNIDs, remote nodes, table 111, the version note last), the
+/// `OPENSHIFT-*` chains, its CNI config file in `conf_dir` and its leases in `lease_dir`.
+pub fn build_node(
+    ovs: &crate::harness::Ovs,
+    node: &Node,
+    remote: &[RemoteNode],
+    pods: &[PodSpec],
+    conf_dir: &std::path::Path,
+    lease_dir: &std::path::Path,
+) -> Vec<WiredPod> {
+    let prefix = setup_bridge(ovs, node);
+    let sh = |cmd: &[&str]| {
+        ovs.exec_in_netns(cmd)
+            .unwrap_or_else(|e| panic!("{}: {e}", cmd.join(" ")))
+    };
+    let mut wired = Vec::new();
+    let mut on_bridge = Vec::new();
     for (i, p) in pods.iter().enumerate() {
         let netns = crate::harness::Netns::new("osdnpod");
         let sandbox = format!("{:064x}", 0x05d0_0000_u64 + i as u64);
@@ -814,8 +986,7 @@ pub fn build_node(
             .trim()
             .parse()
             .expect("an ofport");
-        rows.extend(pod_rows(ofport, p.ip, p.vnid));
-        vnids.insert(p.vnid);
+        on_bridge.push((ofport, p.ip, p.vnid));
         for (file, text) in lease_files(p.ip, &sandbox, "eth0") {
             std::fs::create_dir_all(lease_dir).expect("lease directory");
             std::fs::write(lease_dir.join(file), text).expect("a lease");
@@ -828,32 +999,8 @@ pub fn build_node(
             netns,
         });
     }
-    if node.plugin == Plugin::Multitenant {
-        for v in vnids {
-            rows.extend(vnid_rows(v));
-        }
-    }
-    for r in remote {
-        rows.extend(host_subnet_rows(&r.uid, r.host_ip, &r.subnet));
-    }
-    // UpdateVXLANMulticastFlows replaces the base table-111 row.
-    rows.retain(|r| !r.starts_with("table=111,"));
-    let vteps: Vec<Ipv4Addr> = remote.iter().map(|r| r.host_ip).collect();
-    rows.push(vxlan_multicast_row(&vteps));
-    rows.push(version_row(node.plugin));
-    let file = ovs.dir().join("openshift-sdn.flows");
-    std::fs::write(&file, rows.join("\n") + "\n").expect("the flow file");
-    ovs.ofctl(&["add-flows", "br0", file.to_str().expect("a UTF-8 path")]);
-
-    for cmd in iptables_commands(&iptables_chains(
-        &node.cluster_networks,
-        node.vxlan_port,
-        14,
-    )) {
-        let mut argv = vec!["iptables", "-w"];
-        argv.extend(cmd.iter().map(String::as_str));
-        sh(&argv);
-    }
+    load_rows(ovs, node, remote, &on_bridge);
+    sync_chains(ovs, node);
     std::fs::create_dir_all(conf_dir).expect("CNI config directory");
     let conf = conf_dir.join(CNI_CONF_FILE);
     std::fs::write(&conf, cni_conf_text()).expect("the CNI config file");

@@ -529,3 +529,116 @@ fn a_node_not_as_openshift_sdn_leaves_it_is_refused_unless_forced() {
     };
     assert!(wait_until(Duration::from_secs(5), || node.agent_running()));
 }
+
+/// The rollback: a node taken over (with a pod our agent added since) is handed back with the
+/// agent stopped, and openshift-sdn's own start (its rules: a br0 without its note is set up
+/// afresh and every pod reattached) finds what it needs: every pod's port record, its leases,
+/// its CNI config; none of our chains. The isolation matrix holds under its rows again.
+#[test]
+fn a_node_taken_over_is_handed_back_to_openshift_sdn() {
+    require_root_and_ovs();
+    let (node, pods) = openshift_sdn_node(3, Vec::new());
+    node.start_agent();
+    let added = node.pod("tenant-a", "added-by-us");
+    let added_ip: Ipv4Addr = added.ip.parse().unwrap();
+    node.stop_agent(libc::SIGTERM);
+
+    let mut args = node.agent_args();
+    assert_eq!(args[0], "run");
+    args[0] = "hand-back-to-openshift-sdn".into();
+    let out = sdn_tests::harness::without_agent_env(&mut Command::new("nsenter"))
+        .arg(format!("--net=/run/netns/{}", node.ovs.netns()))
+        .arg("--")
+        .arg(workspace_bin("sdn-agent"))
+        .args(&args)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains(&format!("{} pods' leases written", pods.len() + 1)),
+        "{text}"
+    );
+    let conf_dir = node.dir().join("net.d");
+    assert_eq!(
+        std::fs::read_to_string(conf_dir.join(osdn::CNI_CONF_FILE)).unwrap(),
+        osdn::cni_conf_text(),
+        "openshift-sdn's CNI config, byte for byte"
+    );
+    assert!(!node.conf_file().exists(), "our conflist is gone");
+    let leases = node.dir().join("ipam").join(osdn::CNI_NETWORK);
+    for p in &pods {
+        assert_eq!(
+            std::fs::read_to_string(leases.join(p.spec.ip.to_string())).unwrap(),
+            format!("{}\r\neth0", p.sandbox)
+        );
+    }
+    assert!(leases.join(added_ip.to_string()).exists());
+    assert!(!node.dir().join("ipam/sdn").exists(), "our leases are gone");
+    let saved = iptables_save(&node);
+    assert!(!saved.contains("SDN-"), "our chains are gone:\n{saved}");
+    // Running it again finds the work done.
+    let again = sdn_tests::harness::without_agent_env(&mut Command::new("nsenter"))
+        .arg(format!("--net=/run/netns/{}", node.ovs.netns()))
+        .arg("--")
+        .arg(workspace_bin("sdn-agent"))
+        .args(&args)
+        .output()
+        .unwrap();
+    assert!(again.status.success());
+
+    // openshift-sdn starts.
+    let vnid_of = |ip: Ipv4Addr| {
+        if ip == added_ip {
+            return 11;
+        }
+        pods.iter()
+            .find(|p| p.spec.ip == ip)
+            .map(|p| p.spec.vnid)
+            .expect("a known pod")
+    };
+    let reattached = osdn::restart_node(&node.ovs, &spec(Plugin::Multitenant), &[], &vnid_of)
+        .expect("our note is not openshift-sdn's: it sets the node up afresh");
+    assert_eq!(
+        reattached.len(),
+        pods.len() + 1,
+        "{reattached:?}\n{}",
+        node.ovs.vsctl(&[
+            "--format=csv",
+            "--data=bare",
+            "--columns=name,external_ids",
+            "list",
+            "Interface"
+        ])
+    );
+    let flows = node.flows().join("\n");
+    assert!(flows.contains("note:01.0d"), "{flows}");
+    let ping = |from: &WiredPod, to: Ipv4Addr| {
+        from.netns
+            .exec(&["ping", "-c", "1", "-W", "1", &to.to_string()])
+            .is_ok()
+    };
+    let of =
+        |ns: &str| -> Vec<&WiredPod> { pods.iter().filter(|p| p.spec.namespace == ns).collect() };
+    let (a, b, d) = (of("tenant-a"), of("tenant-b"), of("default"));
+    assert!(
+        ping(a[0], a[1].spec.ip),
+        "same tenant under openshift-sdn again"
+    );
+    assert!(
+        ping(a[0], added_ip),
+        "the pod our agent added, reattached by openshift-sdn"
+    );
+    assert!(
+        ping(a[0], d[0].spec.ip) && ping(d[0], b[0].spec.ip),
+        "global"
+    );
+    assert!(
+        !ping(a[0], b[0].spec.ip) && !ping(b[0], a[1].spec.ip),
+        "other tenants stay isolated"
+    );
+    assert!(ping(b[0], GATEWAY), "the gateway");
+    // (Its DEL would go to openshift-sdn now; the test only removes its namespace.)
+    added.forget();
+}

@@ -46,11 +46,13 @@
 mod attach;
 mod cni_handler;
 mod conflist;
+mod handback;
 mod loops;
 mod start;
 mod takeover;
 
 pub use conflist::remove_cni_configs;
+pub use handback::hand_back;
 pub use start::pool_netns_pin;
 
 use std::net::Ipv4Addr;

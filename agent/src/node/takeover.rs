@@ -517,13 +517,12 @@ impl Found {
         if theirs_dir.is_dir() {
             let theirs = ipam::Store::new(ipam_dir, CNI_NETWORK)
                 .with_context(|| format!("openshift-sdn's leases in {}", theirs_dir.display()))?;
-            let range = ipam::Range::new(node.local_subnet, node.gateway());
             let pods: BTreeMap<Ipv4Addr, &FoundPod> = self.pods.iter().map(|p| (p.ip, p)).collect();
             for lease in theirs.leases()? {
                 match pods.get(&lease.ip) {
                     Some(p) => {
                         store
-                            .allocate(&range, &p.sandbox, POD_IFNAME, Some(p.ip))
+                            .record(p.ip, &p.sandbox, POD_IFNAME)
                             .with_context(|| format!("carrying over the lease of {}", p.ip))?;
                         done.leases += 1;
                     }

@@ -168,6 +168,41 @@ impl Store {
         })
     }
 
+    /// Records that `container_id` + `ifname` holds `ip`, an address handed over from another
+    /// network agent's leases (a takeover from openshift-sdn, or the hand-back to it): no
+    /// range check, since the address is in use already. Idempotent when that attachment holds
+    /// it; [`IpamError::InUse`] (naming the holder) when someone else does.
+    pub fn record(
+        &self,
+        ip: Ipv4Addr,
+        container_id: &str,
+        ifname: &str,
+    ) -> Result<Lease, IpamError> {
+        validate_id(container_id)?;
+        validate_ifname(ifname)?;
+        let _lock = self.lock()?;
+        let lease = Lease {
+            ip,
+            container_id: container_id.to_string(),
+            ifname: ifname.to_string(),
+        };
+        if self.reserve(ip, container_id, ifname)? {
+            return Ok(lease);
+        }
+        match self.read_lease(ip)? {
+            Some(held) if held.is_exactly(container_id, ifname) => Ok(lease),
+            holder => Err(IpamError::InUse {
+                ip,
+                container_id: holder
+                    .as_ref()
+                    .map(|l| l.container_id.clone())
+                    .unwrap_or_default(),
+                ifname: holder.map(|l| l.ifname).unwrap_or_default(),
+                path: self.lease_path(ip),
+            }),
+        }
+    }
+
     /// Releases what `container_id` + `ifname` holds, with host-local's matching: every lease
     /// written for exactly this attachment; if there is none, every legacy id-only lease of
     /// the container. Returns the released addresses; idempotent (`Ok` and empty when nothing
