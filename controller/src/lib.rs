@@ -8,6 +8,13 @@
 //!   free or expired, renewed every [`RENEW`], and given up (the process exits with an error, the
 //!   Deployment restarts it as a follower) when a renewal has not succeeded for
 //!   [`LEASE_DURATION`]. Writes happen only while leading.
+//! - **Never next to openshift-sdn's controller.** In a cluster moving from openshift-sdn, its
+//!   controller elects its leader on the Lease `openshift-sdn/openshift-network-controller`.
+//!   Ours leads only while it holds that Lease as well (taken like its own, renewed with it,
+//!   released at a clean stop): while openshift-sdn's controller runs, ours waits and says so,
+//!   and once ours holds it, openshift-sdn's cannot lead. Allocations are read back from the
+//!   objects, never re-made, so the objects openshift-sdn's controller wrote are taken over
+//!   unchanged (docs/migrating-from-openshift-sdn.md).
 //! - **Watches** Nodes, Namespaces, HostSubnets, NetNamespaces and the ClusterNetwork with
 //!   kube-rs watchers (backoff, re-list on a lost watch). After every burst of events, and every
 //!   [`RESYNC`], the leader plans against the whole view and executes the plan; a failed write
@@ -46,6 +53,62 @@ pub const RENEW: Duration = Duration::from_secs(3);
 pub const RESYNC: Duration = Duration::from_secs(30);
 /// The Lease's name.
 pub const LEASE_NAME: &str = "sdn-controller";
+/// The Lease openshift-sdn's controller (`openshift-sdn-controller`) elects its leader on:
+/// namespace and name.
+pub const OPENSHIFT_SDN_LEASE: (&str, &str) = ("openshift-sdn", "openshift-network-controller");
+
+/// Takes (or renews) openshift-sdn's controller Lease next to ours: whether this controller
+/// may allocate. No namespace `openshift-sdn` (openshift-sdn was never installed, or is gone):
+/// nothing to fence, yes. While openshift-sdn's controller holds the Lease (renewed within its
+/// duration): no, said once per holder. The namespace exists but the Lease cannot be read or
+/// taken (this controller lacks the migration Role): no, fail closed, saying what to apply.
+async fn fence_openshift_sdn(
+    namespaces: &Api<Namespace>,
+    fence: &mut LeaseLock,
+    fenced: &mut bool,
+) -> Result<bool> {
+    let lease = format!("{}/{}", OPENSHIFT_SDN_LEASE.0, OPENSHIFT_SDN_LEASE.1);
+    if namespaces
+        .get_opt(OPENSHIFT_SDN_LEASE.0)
+        .await
+        .context("reading the namespace openshift-sdn")?
+        .is_none()
+    {
+        return Ok(true);
+    }
+    match fence.try_acquire_or_renew().await {
+        Ok(true) => {
+            if !*fenced {
+                tracing::info!(%lease, "holding openshift-sdn's controller Lease: its controller cannot lead while this one runs");
+            }
+            *fenced = true;
+            Ok(true)
+        }
+        Ok(false) => {
+            if *fenced || fence.holder != fence.last_reported {
+                tracing::warn!(
+                    %lease,
+                    holder = %fence.holder.clone().unwrap_or_default(),
+                    "openshift-sdn's controller is running (it holds its Lease): this controller allocates nothing until it stops; the agents work meanwhile with openshift-sdn's HostSubnets and NetNamespaces"
+                );
+                fence.last_reported = fence.holder.clone();
+            }
+            *fenced = false;
+            Ok(false)
+        }
+        Err(e) => {
+            let forbidden = e.chain().any(|c| {
+                matches!(c.downcast_ref::<kube::Error>(), Some(kube::Error::Api(a)) if a.code == 403)
+            });
+            if forbidden {
+                tracing::error!(%lease, error = %format!("{e:#}"), "namespace openshift-sdn exists, and this controller may not hold openshift-sdn's controller Lease, so it cannot be sure openshift-sdn's controller is stopped: it allocates nothing; apply deploy/migration/rbac-openshift-sdn.yaml");
+                *fenced = false;
+                return Ok(false);
+            }
+            Err(e)
+        }
+    }
+}
 
 /// Runs the controller until `shutdown` resolves (or leadership is lost: then an error).
 pub async fn run(cfg: Config, shutdown: impl std::future::Future<Output = ()>) -> Result<()> {
@@ -54,7 +117,22 @@ pub async fn run(cfg: Config, shutdown: impl std::future::Future<Output = ()>) -
     // pid 1): the name for people, a random suffix for uniqueness.
     let identity = format!("{}-{}", cfg.node_name, &cluster::standalone::new_uid()[..8]);
     let wanted = ClusterNetworkSpec::from_config(&cfg).to_object();
-    let mut lease = LeaseLock::new(client.clone(), &cfg.controller_namespace, &identity);
+    let mut lease = LeaseLock::new(
+        client.clone(),
+        &cfg.controller_namespace,
+        LEASE_NAME,
+        &identity,
+    );
+    // openshift-sdn's controller elects its leader on this Lease: holding it too means the
+    // two never allocate at once, in either order of starting (see the module docs).
+    let mut fence = LeaseLock::new(
+        client.clone(),
+        OPENSHIFT_SDN_LEASE.0,
+        OPENSHIFT_SDN_LEASE.1,
+        &identity,
+    );
+    let mut fenced = false;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
     let mut events = stream::select_all(watches(&client));
     let mut view = Views::new();
     let mut renew = tokio::time::interval(RENEW);
@@ -68,12 +146,28 @@ pub async fn run(cfg: Config, shutdown: impl std::future::Future<Output = ()>) -
         tokio::select! {
             _ = &mut shutdown => {
                 if leading {
+                    fence.release().await;
                     lease.release().await;
                 }
                 return Ok(());
             }
             _ = renew.tick() => {
-                match lease.try_acquire_or_renew().await {
+                let held = match lease.try_acquire_or_renew().await {
+                    Ok(true) => match fence_openshift_sdn(&namespaces, &mut fence, &mut fenced).await {
+                        Ok(false) if leading => bail!(
+                            "openshift-sdn's controller holds its Lease again: exiting, so the two never allocate at once"
+                        ),
+                        // A failed renewal of the fence while leading: retried next time
+                        // (openshift-sdn's controller cannot take it for LEASE_DURATION).
+                        Err(e) if leading => {
+                            tracing::warn!(error = %format!("{e:#}"), "renewing openshift-sdn's controller Lease");
+                            Ok(true)
+                        }
+                        other => other,
+                    },
+                    other => other,
+                };
+                match held {
                     Ok(true) => {
                         if !leading {
                             tracing::info!(%identity, "leading");
@@ -382,17 +476,22 @@ async fn execute(client: &Client, a: &Action) -> Result<Option<DynamicObject>> {
 /// Leader election on a Lease.
 struct LeaseLock {
     api: Api<Lease>,
+    name: String,
     identity: String,
     /// The holder seen last.
     holder: Option<String>,
+    /// The holder last said to be in the way (openshift-sdn's Lease).
+    last_reported: Option<String>,
 }
 
 impl LeaseLock {
-    fn new(client: Client, namespace: &str, identity: &str) -> LeaseLock {
+    fn new(client: Client, namespace: &str, name: &str, identity: &str) -> LeaseLock {
         LeaseLock {
             api: Api::namespaced(client, namespace),
+            name: name.to_string(),
             identity: identity.to_string(),
             holder: None,
+            last_reported: None,
         }
     }
 
@@ -405,13 +504,13 @@ impl LeaseLock {
         let duration = i32::try_from(LEASE_DURATION.as_secs()).unwrap_or(15);
         let current = self
             .api
-            .get_opt(LEASE_NAME)
+            .get_opt(&self.name)
             .await
-            .context("reading the controller Lease")?;
+            .with_context(|| format!("reading Lease {}", self.name))?;
         let Some(mut lease) = current else {
             let lease = Lease {
                 metadata: ObjectMeta {
-                    name: Some(LEASE_NAME.into()),
+                    name: Some(self.name.clone()),
                     ..ObjectMeta::default()
                 },
                 spec: Some(LeaseSpec {
@@ -429,7 +528,7 @@ impl LeaseLock {
                     Ok(true)
                 }
                 Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
-                Err(e) => Err(e).context("creating the controller Lease"),
+                Err(e) => Err(e).with_context(|| format!("creating Lease {}", self.name)),
             };
         };
         let spec = lease.spec.clone().unwrap_or_default();
@@ -457,7 +556,7 @@ impl LeaseLock {
         // The resourceVersion in `lease` makes this fail if someone else wrote in between.
         match self
             .api
-            .replace(LEASE_NAME, &PostParams::default(), &lease)
+            .replace(&self.name, &PostParams::default(), &lease)
             .await
         {
             Ok(_) => {
@@ -465,20 +564,20 @@ impl LeaseLock {
                 Ok(true)
             }
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
-            Err(e) => Err(e).context("renewing the controller Lease"),
+            Err(e) => Err(e).with_context(|| format!("renewing Lease {}", self.name)),
         }
     }
 
     /// Gives the Lease up on a clean stop, so a follower takes over at once.
     async fn release(&mut self) {
-        if let Ok(Some(mut lease)) = self.api.get_opt(LEASE_NAME).await {
+        if let Ok(Some(mut lease)) = self.api.get_opt(&self.name).await {
             if let Some(spec) = lease.spec.as_mut() {
                 if spec.holder_identity.as_deref() == Some(self.identity.as_str()) {
                     spec.holder_identity = None;
                     spec.renew_time = None;
                     let _ = self
                         .api
-                        .replace(LEASE_NAME, &PostParams::default(), &lease)
+                        .replace(&self.name, &PostParams::default(), &lease)
                         .await;
                 }
             }

@@ -70,12 +70,44 @@ pub struct KubeControlPlane {
     /// The API server every agent and the controller talk to.
     pub fake: FakeApi,
     controller: Option<std::process::Child>,
+    controller_args: Vec<String>,
+    hub: String,
     log: PathBuf,
     /// The kubeconfig of the agents and the controller.
     pub kubeconfig: PathBuf,
 }
 
 impl KubeControlPlane {
+    /// Starts the real controller in the hub namespace (a cluster started without one, as while
+    /// openshift-sdn's controller still allocates); a no-op while it runs.
+    pub fn start_controller(&mut self) {
+        if self.controller.is_some() {
+            return;
+        }
+        let child = without_agent_env(&mut Command::new("ip"))
+            .args(["netns", "exec", &self.hub])
+            .arg(workspace_bin("sdn-agent"))
+            .args(&self.controller_args)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(
+                fs::File::options()
+                    .create(true)
+                    .append(true)
+                    .open(&self.log)
+                    .expect("controller log"),
+            )
+            .stderr(
+                fs::File::options()
+                    .append(true)
+                    .open(&self.log)
+                    .expect("log"),
+            )
+            .spawn()
+            .expect("spawn sdn-agent controller");
+        self.controller = Some(child);
+    }
+
     /// The controller's log so far.
     pub fn controller_log(&self) -> String {
         fs::read_to_string(&self.log).unwrap_or_default()
@@ -149,6 +181,26 @@ impl Cluster {
         opts: &NodeOptions,
         before_agents: impl FnOnce(&KubeControlPlane),
     ) -> (Cluster, KubeControlPlane) {
+        Cluster::start_kubernetes_inner(n, opts, true, before_agents)
+    }
+
+    /// [`Cluster::start_kubernetes_with`] without our controller: the HostSubnets and
+    /// NetNamespaces are someone else's (`before_agents` writes them, as openshift-sdn's
+    /// controller did); [`KubeControlPlane::start_controller`] starts ours later.
+    pub fn start_kubernetes_without_controller(
+        n: usize,
+        opts: &NodeOptions,
+        before_agents: impl FnOnce(&KubeControlPlane),
+    ) -> (Cluster, KubeControlPlane) {
+        Cluster::start_kubernetes_inner(n, opts, false, before_agents)
+    }
+
+    fn start_kubernetes_inner(
+        n: usize,
+        opts: &NodeOptions,
+        with_controller: bool,
+        before_agents: impl FnOnce(&KubeControlPlane),
+    ) -> (Cluster, KubeControlPlane) {
         let state = std::env::temp_dir().join(unique_name("sdnkube"));
         fs::create_dir_all(&state).unwrap_or_else(|e| panic!("create {}: {e}", state.display()));
         let hub = Netns::new("sdnhub");
@@ -185,23 +237,17 @@ impl Cluster {
             "kube-system".into(),
         ];
         controller_args.extend(opts.extra.iter().cloned());
-        let log = state.join("controller.log");
-        let controller = without_agent_env(&mut Command::new("ip"))
-            .args(["netns", "exec", hub.name()])
-            .arg(workspace_bin("sdn-agent"))
-            .args(&controller_args)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(fs::File::create(&log).expect("controller log"))
-            .stderr(fs::File::options().append(true).open(&log).expect("log"))
-            .spawn()
-            .expect("spawn sdn-agent controller");
-        let plane = KubeControlPlane {
+        let mut plane = KubeControlPlane {
             fake,
-            controller: Some(controller),
-            log,
+            controller: None,
+            controller_args,
+            hub: hub.name().to_string(),
+            log: state.join("controller.log"),
             kubeconfig: kubeconfig.clone(),
         };
+        if with_controller {
+            plane.start_controller();
+        }
         let mut cluster = Cluster {
             nodes: Vec::with_capacity(n),
             hub,

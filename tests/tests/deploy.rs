@@ -306,11 +306,14 @@ fn every_document_has_api_version_kind_and_name() {
             problems.push(format!("{}: no metadata.name", d.what()));
         }
         let ns = v["metadata"]["namespace"].as_str();
-        if namespaced.contains(&d.kind()) && ns != Some(NAMESPACE) {
-            problems.push(format!(
-                "{}: metadata.namespace must be {NAMESPACE}",
-                d.what()
-            ));
+        // deploy/migration/: what a cluster moving from openshift-sdn applies in its namespace.
+        let want = if d.what().starts_with("deploy/migration/") {
+            "openshift-sdn"
+        } else {
+            NAMESPACE
+        };
+        if namespaced.contains(&d.kind()) && ns != Some(want) {
+            problems.push(format!("{}: metadata.namespace must be {want}", d.what()));
         }
         if !seen.insert((
             d.kind().to_string(),
@@ -561,6 +564,21 @@ fn rbac_is_least_privilege() {
     for v in ["create", "get", "update"] {
         assert!(grants(&role_rules, "coordination.k8s.io", "leases", v));
     }
+    // Moving from openshift-sdn: the same on openshift-sdn's controller Lease, in its namespace.
+    let fence = find(&docs, "Role", "sdn-controller-openshift-sdn-fence");
+    assert_eq!(fence.value["metadata"]["namespace"], "openshift-sdn");
+    for (g, res, v, names) in grant_set(&fence.typed::<Role>().rules.unwrap_or_default()) {
+        assert_eq!(
+            (g.as_str(), res.as_str()),
+            ("coordination.k8s.io", "leases")
+        );
+        if v != "create" {
+            assert_eq!(names, vec!["openshift-network-controller".to_string()]);
+        }
+    }
+    let fb = find(&docs, "RoleBinding", "sdn-controller-openshift-sdn-fence");
+    assert_eq!(fb.value["subjects"][0]["name"], "sdn-controller");
+    assert_eq!(fb.value["subjects"][0]["namespace"], NAMESPACE);
 
     // Bindings: each role to its own service account, which its workload runs as.
     let bindings = [
