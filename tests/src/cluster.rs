@@ -291,6 +291,20 @@ impl Cluster {
         (cluster, plane)
     }
 
+    /// A node `i` (`node-<i>`, [`underlay_ip`]`(i)`) with OVS and the underlay but no agent of
+    /// ours, for another network's node (the openshift-sdn fixture). Keep it declared after the
+    /// cluster, so it goes first.
+    pub fn join_bare_node(&self, i: usize) -> AgentNode {
+        let node = AgentNode::new(NodeOptions {
+            node_name: node_name(i),
+            node_ip: underlay_ip(i).to_string(),
+            state_dir: Some(self.state.clone()),
+            ..NodeOptions::default()
+        });
+        self.join_underlay(i, &node);
+        node
+    }
+
     /// Wires node `i` to the hub: veth `h<i>` (hub) / `ul0` (node), `ul0` into `br-phy`, the
     /// underlay address on `br-phy`.
     fn join_underlay(&self, i: usize, node: &AgentNode) {

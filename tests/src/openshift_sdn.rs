@@ -757,6 +757,43 @@ pub fn sync_chains(ovs: &crate::harness::Ovs, node: &Node) {
     }
 }
 
+/// `ovscontroller.go` `UpdatePod`, for a pod whose namespace's VNID changed (the plugin's
+/// `updatePodNetwork`): `cleanupPodFlows` (every row matching the pod's address as source or
+/// destination, ip and arp), then `setupPodFlows` with the new VNID, each as one bundle, then
+/// `EnsureVNIDRules` of the new VNID.
+pub fn update_pod_vnid(
+    ovs: &crate::harness::Ovs,
+    node: &Node,
+    ofport: u32,
+    ip: Ipv4Addr,
+    vnid: u32,
+) {
+    for m in ["ip, nw_dst", "ip, nw_src", "arp, nw_dst", "arp, nw_src"] {
+        ovs.ofctl(&["del-flows", "br0", &format!("{m}={ip}")]);
+    }
+    let mut rows = pod_rows(ofport, ip, vnid);
+    if node.plugin == Plugin::Multitenant {
+        rows.extend(vnid_rows(vnid));
+    }
+    let file = ovs.dir().join("openshift-sdn-update.flows");
+    std::fs::write(&file, rows.join("\n") + "\n").expect("the flow file");
+    ovs.ofctl(&[
+        "--bundle",
+        "add-flows",
+        "br0",
+        file.to_str().expect("a UTF-8 path"),
+    ]);
+}
+
+/// `multitenant.go` `RemoveVNIDRules`: a VNID no local pod has any more loses its table-80 row.
+pub fn remove_vnid_rows(ovs: &crate::harness::Ovs, vnid: u32) {
+    ovs.ofctl(&[
+        "del-flows",
+        "br0",
+        &format!("table=80, reg0={vnid}, reg1={vnid}"),
+    ]);
+}
+
 /// A pod port openshift-sdn found at its start (`ovscontroller.go` `GetPodNetworkInfo`) and
 /// reattached.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -908,6 +945,9 @@ pub fn build_node(
             "eth0",
         ]);
         ns(&["ip", "link", "set", "eth0", "up"]);
+        // Not openshift-sdn's doing: this harness's userspace datapath does not complete
+        // offloaded checksums (testing.md), so the pod computes its own, as ours do on netdev.
+        ns(&["ethtool", "-K", "eth0", "tx", "off"]);
         ns(&[
             "ip",
             "route",

@@ -1,0 +1,306 @@
+//! A mixed cluster: two nodes of ours and one openshift-sdn node (the fixture
+//! `sdn_tests::openshift_sdn`, its own rules at openshift/sdn 18a57d7) on one underlay, sharing
+//! one set of cluster objects. Every ordered pod pair across the three nodes (same tenant,
+//! other tenant, global) is probed (ICMP, TCP, ARP) against openshift-sdn's semantics, before
+//! and after a join and an isolate (our nodes follow the NetNamespaces, the openshift-sdn node
+//! re-flows its pods as its plugin does); `sdnctl trace` on our nodes agrees, also for packets
+//! from the openshift-sdn node (traced on ours with the VNI openshift-sdn sends: the source
+//! VNID). What our rows put on the wire that openshift-sdn reads (the VNI, the tunnel
+//! destination, the inner MACs) is what pipeline.md says, and the matrix is the proof it is
+//! harmless.
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use sdn_tests::cluster::{underlay_ip, Cluster};
+use sdn_tests::harness::require_root_and_ovs;
+use sdn_tests::matrix::{self, Member, NodeSide};
+use sdn_tests::node::{AgentNode, CniPod, NodeOptions};
+use sdn_tests::openshift_sdn::{self as osdn, Plugin, PodSpec, RemoteNode, WiredPod};
+
+const PROBE_TIMEOUT: Duration = Duration::from_millis(1500);
+const OSDN_SUBNET: &str = "10.128.10.0/23";
+
+fn osdn_spec() -> osdn::Node {
+    osdn::Node {
+        plugin: Plugin::Multitenant,
+        cluster_networks: vec!["10.128.0.0/14".into()],
+        service_network: "172.30.0.0/16".into(),
+        local_subnet: OSDN_SUBNET.into(),
+        gateway: Ipv4Addr::new(10, 128, 10, 1),
+        node_ip: underlay_ip(3),
+        node_mac: "52:54:00:4d:0c:03".into(),
+        tun_mac: "6e:2c:9a:11:22:03".into(),
+        vxlan_port: 4789,
+    }
+}
+
+/// openshift-sdn's pods on node-3: (namespace, name, last octet).
+const OSDN_PODS: [(&str, &str, u8); 3] = [
+    ("tenant-a", "a3", 10),
+    ("tenant-b", "b3", 11),
+    ("default", "g3", 12),
+];
+
+struct Mixed<'a> {
+    ours: Vec<(&'static str, usize, CniPod<'a>)>,
+    theirs: &'a [WiredPod],
+}
+
+impl Mixed<'_> {
+    fn members(&self, c: &Cluster) -> Vec<Member> {
+        let vnid = |ns: &str| c.state().vnid_of(ns).unwrap_or(0);
+        let mut m: Vec<Member> = self
+            .ours
+            .iter()
+            .map(|(ns, i, p)| Member {
+                label: format!("{}@{i}", p.id.rsplit('-').next().unwrap_or("?")),
+                netns: p.ns.name().to_string(),
+                ifname: "eth0".into(),
+                ip: p.ip.parse().unwrap(),
+                namespace: ns.to_string(),
+                vnid: vnid(ns),
+            })
+            .collect();
+        m.extend(self.theirs.iter().map(|p| Member {
+            label: format!("{}@osdn", p.spec.name),
+            netns: p.netns.name().to_string(),
+            ifname: "eth0".into(),
+            ip: p.spec.ip,
+            namespace: p.spec.namespace.clone(),
+            vnid: vnid(&p.spec.namespace),
+        }));
+        m
+    }
+}
+
+/// What openshift-sdn's semantics say a pair gets: everything between the same VNID or with a
+/// global side, nothing across tenants, except ARP between two pods of an openshift-sdn node
+/// (its table 40 outputs ARP by address without looking at VNIDs; across nodes it is ours that
+/// refuse it, on either end). The node (our node-1's tun0) reaches every pod.
+fn openshift_sdn_mismatches(m: &matrix::Matrix, node_of: &[Option<usize>]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, row) in m.pairs.iter().enumerate() {
+        for (j, r) in row.iter().enumerate() {
+            let Some(r) = r else { continue };
+            let (a, b) = (&m.members[i], &m.members[j]);
+            let allowed = matrix::allowed(a.vnid, b.vnid);
+            let arp = allowed || (node_of[i].is_none() && node_of[j].is_none());
+            if (r.icmp, r.tcp, r.arp) != (allowed, allowed, arp) {
+                out.push(format!(
+                    "{} ({}/{}) -> {} ({}/{}): saw icmp {} tcp {} arp {}, openshift-sdn's rules say icmp {allowed} tcp {allowed} arp {arp}",
+                    a.label, a.namespace, a.vnid, b.label, b.namespace, b.vnid, r.icmp, r.tcp, r.arp
+                ));
+            }
+        }
+    }
+    for (j, r) in m.node.iter().enumerate() {
+        if !(r.icmp && r.tcp && r.arp) {
+            out.push(format!("node -> {}: saw {r:?}", m.members[j].label));
+        }
+    }
+    out
+}
+
+/// `sdnctl trace` against what was observed, where one of our nodes holds a side: pairs
+/// between our nodes as `matrix::traced` does; a pair from ours to the openshift-sdn node must
+/// leave over VXLAN with the source's VNID as VNI (what openshift-sdn's table 10 and 30 read);
+/// a pair from the openshift-sdn node is traced on the receiving node of ours with the VNI
+/// openshift-sdn sends (its table 90 / 111: the source VNID in reg0).
+fn trace_mismatches(m: &matrix::Matrix, c: &Cluster, node_of: &[Option<usize>]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut checked = 0;
+    for (i, row) in m.pairs.iter().enumerate() {
+        for (j, r) in row.iter().enumerate() {
+            let Some(r) = r else { continue };
+            let (a, b) = (&m.members[i], &m.members[j]);
+            for (k, proto) in matrix::TRACE_PROTOS.iter().enumerate() {
+                let seen = [r.icmp, r.tcp, r.arp][k];
+                let (src, dst) = (a.ip.to_string(), b.ip.to_string());
+                let (said, words): (Option<bool>, String) = match (node_of[i], node_of[j]) {
+                    (Some(x), Some(y)) => {
+                        let (d, w) = matrix::traced(c.node(x), c.node(y), &src, &dst, proto);
+                        (Some(d), w)
+                    }
+                    (Some(x), None) => {
+                        let t = c.node(x).trace(&src, &dst, proto, None);
+                        let vni = t["vxlan"]["vni"].as_u64();
+                        if vni != Some(u64::from(a.vnid)) {
+                            out.push(format!(
+                                "{} -> {} {proto}: leaves with VNI {vni:?}, not its VNID {}: {}",
+                                a.label, b.label, a.vnid, t["verdict"]
+                            ));
+                        }
+                        (None, String::new())
+                    }
+                    (None, Some(y)) => {
+                        let t = c.node(y).trace(&src, &dst, proto, Some(a.vnid));
+                        (
+                            Some(t["outcome"] == "delivered"),
+                            t["verdict"].as_str().unwrap_or("").to_string(),
+                        )
+                    }
+                    (None, None) => (None, String::new()),
+                };
+                checked += 1;
+                if let Some(said) = said {
+                    if said != seen {
+                        out.push(format!(
+                            "{} -> {} {proto}: observed {}, trace says {}: {words}",
+                            a.label,
+                            b.label,
+                            if seen { "reached" } else { "blocked" },
+                            if said { "delivered" } else { "not delivered" }
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    eprintln!(
+        "sdnctl trace checked {checked} probes, {} disagreed",
+        out.len()
+    );
+    out
+}
+
+#[test]
+fn two_nodes_of_ours_and_an_openshift_sdn_node_keep_openshift_sdn_s_isolation() {
+    require_root_and_ovs();
+    let c = Cluster::start(2, &NodeOptions::default());
+    c.set_netnamespace("tenant-a", 11);
+    c.set_netnamespace("tenant-b", 12);
+    // node-3 runs openshift-sdn: its HostSubnet in the shared objects, its state from its rules.
+    let theirs_node: AgentNode = c.join_bare_node(3);
+    c.write_host_subnet(&cluster::HostSubnet::new(
+        "node-3",
+        &underlay_ip(3).to_string(),
+        OSDN_SUBNET,
+    ));
+    let remote: Vec<RemoteNode> = (1..=2)
+        .map(|i| {
+            let hs = c.host_subnet(&format!("node-{i}"));
+            RemoteNode {
+                uid: hs
+                    .metadata
+                    .uid
+                    .clone()
+                    .unwrap_or_else(|| format!("uid-node-{i}")),
+                host_ip: hs.host_ip.parse().unwrap(),
+                subnet: hs.subnet.clone(),
+            }
+        })
+        .collect();
+    let specs: Vec<PodSpec> = OSDN_PODS
+        .iter()
+        .map(|(ns, name, last)| PodSpec {
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            ip: Ipv4Addr::new(10, 128, 10, *last),
+            vnid: match *ns {
+                "tenant-a" => 11,
+                "tenant-b" => 12,
+                _ => 0,
+            },
+            bandwidth: None,
+        })
+        .collect();
+    let spec = osdn_spec();
+    let theirs = osdn::build_node(
+        &theirs_node.ovs,
+        &spec,
+        &remote,
+        &specs,
+        &theirs_node.dir().join("net.d"),
+        &theirs_node.dir().join("ipam/openshift-sdn"),
+    );
+    // Our nodes have node-3's rows once they read its HostSubnet.
+    let rows_for_3 = || {
+        (1..=2).all(|i| {
+            c.node(i)
+                .flows()
+                .iter()
+                .any(|f| f.contains(&format!("tun_src={}", underlay_ip(3))))
+        })
+    };
+    assert!(
+        sdn_tests::harness::wait_until(Duration::from_secs(15), rows_for_3),
+        "our nodes did not add node-3's rows:\n{}",
+        c.node(1).log()
+    );
+
+    let mixed = Mixed {
+        ours: vec![
+            ("tenant-a", 1, c.node(1).pod("tenant-a", "a1")),
+            ("tenant-b", 1, c.node(1).pod("tenant-b", "b1")),
+            ("default", 1, c.node(1).pod("default", "g1")),
+            ("tenant-a", 2, c.node(2).pod("tenant-a", "a2")),
+            ("tenant-b", 2, c.node(2).pod("tenant-b", "b2")),
+        ],
+        theirs: &theirs,
+    };
+    let node_of: Vec<Option<usize>> = mixed
+        .ours
+        .iter()
+        .map(|(_, i, _)| Some(*i))
+        .chain(theirs.iter().map(|_| None))
+        .collect();
+    let node_side = NodeSide {
+        netns: c.node(1).ovs.netns().to_string(),
+        ifname: "tun0".into(),
+    };
+    let _servers = matrix::serve(&mixed.members(&c));
+    let check = |title: &str| {
+        let m = matrix::observe(title, &mixed.members(&c), &node_side, PROBE_TIMEOUT);
+        eprintln!("{}", m.render());
+        let bad = openshift_sdn_mismatches(&m, &node_of);
+        assert!(
+            bad.is_empty(),
+            "{}\n{} pairs differ from openshift-sdn's semantics:\n{}",
+            m.render(),
+            bad.len(),
+            bad.join("\n")
+        );
+        let bad = trace_mismatches(&m, &c, &node_of);
+        assert!(
+            bad.is_empty(),
+            "{}\nsdnctl trace disagrees in {} probes:\n{}",
+            m.render(),
+            bad.len(),
+            bad.join("\n")
+        );
+    };
+    check("mixed cluster: two tenants and default on ours and openshift-sdn's nodes");
+
+    // tenant-b joins tenant-a: our nodes follow the NetNamespace; openshift-sdn's node re-flows
+    // its tenant-b pod as its plugin does, and drops VNID 12's row.
+    // (`old`: the VNID b3 leaves, whose row goes when no pod of node-3 has it any more.)
+    let reflow = |vnid: u32, old: Option<u32>| {
+        let b3 = theirs
+            .iter()
+            .find(|p| p.spec.namespace == "tenant-b")
+            .unwrap();
+        osdn::update_pod_vnid(&theirs_node.ovs, &spec, b3.ofport, b3.spec.ip, vnid);
+        if let Some(old) = old {
+            osdn::remove_vnid_rows(&theirs_node.ovs, old);
+        }
+    };
+    c.set_netnamespace("tenant-b", 11);
+    reflow(11, Some(12));
+    let settled = |vnid: u32| {
+        sdn_tests::harness::wait_until(Duration::from_secs(15), || {
+            (1..=2).all(|i| c.node(i).vnids().get("tenant-b") == Some(&vnid))
+        })
+    };
+    assert!(settled(11), "our nodes did not take the join");
+    std::thread::sleep(Duration::from_secs(1));
+    check("mixed cluster after tenant-b joined tenant-a");
+
+    // tenant-b isolated again, with a VNID of its own.
+    // (VNID 11 keeps its row on node-3: a3 has it.)
+    c.set_netnamespace("tenant-b", 13);
+    reflow(13, None);
+    assert!(settled(13), "our nodes did not take the isolate");
+    std::thread::sleep(Duration::from_secs(1));
+    check("mixed cluster after tenant-b was isolated");
+}
