@@ -320,6 +320,21 @@ fn a_running_openshift_sdn_node_is_taken_over_with_no_packet_lost() {
         saved.contains("SDN-POSTROUTING") && saved.contains("SDN-INPUT"),
         "{saved}"
     );
+    // The operator's checks of the guide: sdnctl status, pods and trace on the taken-over node.
+    let status = node.sdnctl_api(&["status"]);
+    let status_text = String::from_utf8_lossy(&status.stdout).to_string();
+    assert!(status.status.success(), "{status_text}");
+    eprintln!("$ sdnctl status\n{status_text}");
+    let a0 = first("tenant-a");
+    let b0 = first("tenant-b");
+    let t = node.trace(
+        &a0.spec.ip.to_string(),
+        &b0.spec.ip.to_string(),
+        "tcp/80",
+        None,
+    );
+    assert_ne!(t["outcome"], "delivered", "{t}");
+    eprintln!("trace a0 -> b0: {}", t["verdict"]);
     // tun0 keeps openshift-sdn's MAC (the pods' ARP caches hold it); the gateway answers.
     assert_eq!(tun0_mac(&node), TUN_MAC);
     let a1 = second("tenant-a");
@@ -458,6 +473,7 @@ fn a_node_not_as_openshift_sdn_leaves_it_is_refused_unless_forced() {
     let flows = node.flows();
     let (status, out) = agent_once(&node, &[]).expect("the agent refuses at once");
     assert!(!status.success(), "{out}");
+    eprintln!("refused:\n{out}");
     for needle in [
         "not taken over (nothing was changed)",
         "rule version 12",
@@ -556,6 +572,7 @@ fn a_node_taken_over_is_handed_back_to_openshift_sdn() {
     let text =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{text}");
+    eprintln!("hand-back:\n{text}");
     assert!(
         text.contains(&format!("{} pods' leases written", pods.len() + 1)),
         "{text}"

@@ -7,6 +7,9 @@
 //! - `conflist`: the CNI network config files (the main network; a network per tenant in
 //!   standalone mode) and their removal at node teardown.
 //! - `cni_handler` and `attach`: CNI requests into pod operations, wired pods into CNI results.
+//! - `takeover` and `handback`: a node openshift-sdn ran, taken over with its pods running (at
+//!   start, before anything on the node changes), and handed back to openshift-sdn (the
+//!   rollback, [`hand_back`]).
 //!
 //! ### Start-up and the loops
 //!
