@@ -7,8 +7,9 @@
 //! from the openshift-sdn node (traced on ours with the VNI openshift-sdn sends: the source
 //! VNID). What our rows put on the wire that openshift-sdn reads (the VNI, the tunnel
 //! destination, the inner MACs) is what pipeline.md says, and the matrix is the proof it is
-//! harmless.
+//! harmless. Multicast of a tenant reaches its pods on both kinds of node, from either kind.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
@@ -17,9 +18,12 @@ use sdn_tests::harness::require_root_and_ovs;
 use sdn_tests::matrix::{self, Member, NodeSide};
 use sdn_tests::node::{AgentNode, CniPod, NodeOptions};
 use sdn_tests::openshift_sdn::{self as osdn, Plugin, PodSpec, RemoteNode, WiredPod};
+use sdn_tests::probe::{multicast_receiver, multicast_send, unique_token};
 
 const PROBE_TIMEOUT: Duration = Duration::from_millis(1500);
 const OSDN_SUBNET: &str = "10.128.10.0/23";
+const GROUP: Ipv4Addr = Ipv4Addr::new(239, 1, 2, 3);
+const PORT: u16 = 6464;
 
 fn osdn_spec() -> osdn::Node {
     osdn::Node {
@@ -303,4 +307,74 @@ fn two_nodes_of_ours_and_an_openshift_sdn_node_keep_openshift_sdn_s_isolation() 
     assert!(settled(13), "our nodes did not take the isolate");
     std::thread::sleep(Duration::from_secs(1));
     check("mixed cluster after tenant-b was isolated");
+
+    // Multicast for tenant-a on both kinds of node: our nodes through the NetNamespace
+    // annotation (sdnctl), openshift-sdn's node with its own rows for the tenant
+    // (`UpdateLocalMulticastFlows`; its table 111 already copies to our VTEPs). Each sender is
+    // heard by tenant-a's pods on the three nodes and by nobody else.
+    let mut ears = BTreeMap::new();
+    let mut netns_of = BTreeMap::new();
+    for (_, _, p) in &mixed.ours {
+        let name = p.id.rsplit('-').next().unwrap().to_string();
+        ears.insert(name.clone(), multicast_receiver(p.ns.name(), GROUP, PORT));
+        netns_of.insert(name, p.ns.name().to_string());
+    }
+    for p in theirs.iter() {
+        ears.insert(
+            p.spec.name.clone(),
+            multicast_receiver(p.netns.name(), GROUP, PORT),
+        );
+        netns_of.insert(p.spec.name.clone(), p.netns.name().to_string());
+    }
+    c.node(1).sdnctl(&["multicast", "tenant-a", "on"]);
+    let a3 = theirs.iter().find(|p| p.spec.name == "a3").unwrap();
+    let rows = osdn::local_multicast_rows(11, &[a3.ofport]).join("\n") + "\n";
+    let file = theirs_node.ovs.dir().join("multicast.flows");
+    std::fs::write(&file, rows).unwrap();
+    theirs_node
+        .ovs
+        .ofctl(&["add-flows", "br0", file.to_str().unwrap()]);
+    let heard = |from: &str, expect: &[&str]| -> BTreeSet<String> {
+        let token = unique_token(&format!("mc-{from}"));
+        multicast_send(&netns_of[from], GROUP, PORT, token.as_bytes(), 3);
+        for name in expect {
+            ears[*name].wait_for(&token, Duration::from_secs(5));
+        }
+        std::thread::sleep(Duration::from_millis(400));
+        ears.iter()
+            .filter(|(_, e)| e.has(&token))
+            .map(|(n, _)| n.clone())
+            .collect()
+    };
+    let set = |v: &[&str]| -> BTreeSet<String> { v.iter().map(|s| s.to_string()).collect() };
+    assert!(
+        sdn_tests::harness::wait_until(Duration::from_secs(15), || heard("a1", &["a2"])
+            .contains("a2")),
+        "tenant-a's multicast did not come on on our nodes"
+    );
+    assert_eq!(
+        heard("a1", &["a2", "a3"]),
+        set(&["a2", "a3"]),
+        "a1 (ours) sends"
+    );
+    assert_eq!(
+        heard("a2", &["a1", "a3"]),
+        set(&["a1", "a3"]),
+        "a2 (ours) sends"
+    );
+    assert_eq!(
+        heard("a3", &["a1", "a2"]),
+        set(&["a1", "a2"]),
+        "a3 (openshift-sdn's node) sends"
+    );
+    assert_eq!(
+        heard("b1", &[]),
+        set(&[]),
+        "b1: multicast is off for tenant-b"
+    );
+    assert_eq!(
+        heard("g3", &[]),
+        set(&[]),
+        "g3: multicast is off for default"
+    );
 }
