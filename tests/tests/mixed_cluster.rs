@@ -10,15 +10,18 @@
 //! harmless. Multicast of a tenant reaches its pods on both kinds of node, from either kind.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
 use sdn_tests::cluster::{underlay_ip, Cluster};
 use sdn_tests::harness::require_root_and_ovs;
+use sdn_tests::kubeproxy::{self, Proto, Service};
 use sdn_tests::matrix::{self, Member, NodeSide};
 use sdn_tests::node::{AgentNode, CniPod, NodeOptions};
 use sdn_tests::openshift_sdn::{self as osdn, Plugin, PodSpec, RemoteNode, WiredPod};
-use sdn_tests::probe::{multicast_receiver, multicast_send, unique_token};
+use sdn_tests::probe::{
+    multicast_receiver, multicast_send, tcp_echo_server, tcp_probe, unique_token,
+};
 
 const PROBE_TIMEOUT: Duration = Duration::from_millis(1500);
 const OSDN_SUBNET: &str = "10.128.10.0/23";
