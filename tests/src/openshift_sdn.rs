@@ -794,6 +794,47 @@ pub fn remove_vnid_rows(ovs: &crate::harness::Ovs, vnid: u32) {
     ]);
 }
 
+/// `egressip.go` `getMarkForVNID`: the packet mark of a tenant's egress-IP traffic, a value
+/// that is never 0 and keeps kube-proxy's masquerade bit (`masquerade_bit`) and kubelet's drop
+/// bit (15) clear.
+pub fn egress_mark(vnid: u32, masquerade_bit: u32) -> u32 {
+    const KUBELET_DROP_BIT: u32 = 1 << 15;
+    let masq = 1u32 << masquerade_bit;
+    let mut v = if vnid == 0 { 0xff00_0000 } else { vnid };
+    if v & KUBELET_DROP_BIT != 0 {
+        v = (v | 0x1000_0000) ^ KUBELET_DROP_BIT;
+    }
+    if v & masq != 0 {
+        v = (v | 0x0100_0000) ^ masq;
+    }
+    v
+}
+
+/// `ovscontroller.go` `SetNamespaceEgressViaEgressIPs` for a tenant whose egress IPs other
+/// nodes host (`nodes`: their IPs): select group `vnid` with one bucket per node (the VNID as
+/// VNI, the node as tunnel destination) and the table-101 row committing and sending to it.
+pub fn set_egress_via_remote(ovs: &crate::harness::Ovs, vnid: u32, nodes: &[Ipv4Addr]) {
+    let buckets: Vec<String> = nodes
+        .iter()
+        .map(|ip| {
+            format!(
+                "bucket=actions=move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31],set_field:{ip}->tun_dst,output:1"
+            )
+        })
+        .collect();
+    ovs.ofctl(&["del-flows", "br0", &format!("table=101, reg0={vnid}")]);
+    ovs.ofctl(&[
+        "add-group",
+        "br0",
+        &format!("group_id={vnid},type=select,{}", buckets.join(",")),
+    ]);
+    ovs.ofctl(&[
+        "add-flow",
+        "br0",
+        &format!("table=101, priority=100,ip,reg0={vnid}, actions=ct(commit),group:{vnid}"),
+    ]);
+}
+
 /// A pod port openshift-sdn found at its start (`ovscontroller.go` `GetPodNetworkInfo`) and
 /// reattached.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1068,6 +1109,15 @@ mod tests {
         assert_eq!(v["name"], CNI_NETWORK);
         assert_eq!(v["type"], "openshift-sdn");
         assert_eq!(v["cniVersion"], "0.3.1");
+    }
+
+    #[test]
+    fn egress_marks_keep_kube_s_bits_clear() {
+        assert_eq!(egress_mark(11, 14), 11);
+        assert_eq!(egress_mark(0, 14), 0xff00_0000);
+        // Bit 14 (kube-proxy's masquerade bit) and 15 (kubelet's drop bit) moved up.
+        assert_eq!(egress_mark(0x4000, 14), 0x0100_0000);
+        assert_eq!(egress_mark(0x8000, 14), 0x1000_0000);
     }
 
     #[test]

@@ -20,12 +20,16 @@ use sdn_tests::matrix::{self, Member, NodeSide};
 use sdn_tests::node::{AgentNode, CniPod, NodeOptions};
 use sdn_tests::openshift_sdn::{self as osdn, Plugin, PodSpec, RemoteNode, WiredPod};
 use sdn_tests::probe::{
-    multicast_receiver, multicast_send, tcp_echo_server, tcp_probe, unique_token,
+    multicast_receiver, multicast_send, tcp_echo_server, tcp_probe, tcp_whoami, tcp_whoami_server,
+    unique_token,
 };
 
 const PROBE_TIMEOUT: Duration = Duration::from_millis(1500);
 const OSDN_SUBNET: &str = "10.128.10.0/23";
 const GROUP: Ipv4Addr = Ipv4Addr::new(239, 1, 2, 3);
+const EXT: Ipv4Addr = Ipv4Addr::new(192, 168, 77, 200);
+const EXT_PORT: u16 = 8181;
+const EGRESS_IP: Ipv4Addr = Ipv4Addr::new(192, 168, 77, 100);
 const PORT: u16 = 6464;
 
 fn osdn_spec() -> osdn::Node {
@@ -379,5 +383,85 @@ fn two_nodes_of_ours_and_an_openshift_sdn_node_keep_openshift_sdn_s_isolation() 
         heard("g3", &[]),
         set(&[]),
         "g3: multicast is off for default"
+    );
+
+    // A Service of tenant-a whose endpoint is on openshift-sdn's node, used from ours:
+    // node-1's kube-proxy DNATs, the request crosses VXLAN with the client's VNID (so
+    // openshift-sdn's table 80 judges it by the client's tenant), the reply comes back over
+    // VXLAN and through node-1's kernel to be un-DNAT'd (pipeline.md "Services").
+    let _server = tcp_echo_server(a3.netns.name(), 8080);
+    let svc_ip = Ipv4Addr::new(172, 30, 9, 10);
+    kubeproxy::install(
+        c.node(1).ovs.ns(),
+        &[Service {
+            name: "osdn".into(),
+            cluster_ip: svc_ip,
+            port: 80,
+            proto: Proto::Tcp,
+            endpoints: vec![(a3.spec.ip, 8080)],
+            node_port: None,
+            external_local: false,
+        }],
+        "10.128.0.0/14",
+    );
+    let svc = SocketAddrV4::new(svc_ip, 80);
+    let netns = |name: &str| netns_of[name].clone();
+    assert!(
+        sdn_tests::harness::wait_until(Duration::from_secs(10), || tcp_probe(
+            &netns("a1"),
+            svc,
+            Duration::from_secs(2)
+        )),
+        "a1 (ours) -> tenant-a's Service -> a3 on openshift-sdn's node"
+    );
+    assert!(
+        tcp_probe(&netns("g1"), svc, Duration::from_secs(2)),
+        "g1 (global, ours) -> tenant-a's Service on openshift-sdn's node"
+    );
+    assert!(
+        !tcp_probe(&netns("b1"), svc, PROBE_TIMEOUT),
+        "b1 (tenant-b) reached tenant-a's Service on openshift-sdn's node"
+    );
+
+    // An egress IP of tenant-a hosted by our node-2, used by tenant-a's pods on our node-1 and
+    // on openshift-sdn's node (its group sends them over VXLAN to node-2, as it does to an
+    // openshift-sdn host); an external host on the underlay sees who connects.
+    c.hub_exec(&["ip", "addr", "add", &format!("{EXT}/24"), "dev", "hub0"]);
+    let _whoami = tcp_whoami_server(c.hub_netns(), EXT_PORT);
+    let mut a = cluster::NetNamespace::new("tenant-a", 11);
+    a.egress_ips = vec![EGRESS_IP.to_string()];
+    cluster::StandaloneSource::write_object(
+        c.state_dir(),
+        &cluster::ClusterObject::NetNamespace(a),
+    )
+    .unwrap();
+    let mut hs = c.host_subnet("node-2");
+    hs.egress_ips = vec![EGRESS_IP.to_string()];
+    c.write_host_subnet(&hs);
+    osdn::set_egress_via_remote(&theirs_node.ovs, 11, &[underlay_ip(2)]);
+    let seen_as = |name: &str, want: Ipv4Addr| {
+        let ns = netns(name);
+        sdn_tests::harness::wait_until(Duration::from_secs(15), || {
+            (0..3).all(|_| {
+                tcp_whoami(
+                    &ns,
+                    SocketAddrV4::new(EXT, EXT_PORT),
+                    Duration::from_secs(1),
+                ) == Some(want)
+            })
+        })
+    };
+    assert!(
+        seen_as("a1", EGRESS_IP),
+        "a1 (ours) leaves as tenant-a's egress IP"
+    );
+    assert!(
+        seen_as("a3", EGRESS_IP),
+        "a3 (openshift-sdn's node) leaves as tenant-a's egress IP, hosted by our node-2"
+    );
+    assert!(seen_as("b1", underlay_ip(1)), "b1 leaves as node-1");
+    assert!(
+        seen_as("b3", underlay_ip(3)),
+        "b3 leaves as openshift-sdn's node (its own masquerade)"
     );
 }
