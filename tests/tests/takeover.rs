@@ -659,3 +659,91 @@ fn a_node_taken_over_is_handed_back_to_openshift_sdn() {
     // (Its DEL would go to openshift-sdn now; the test only removes its namespace.)
     added.forget();
 }
+
+/// In Kubernetes mode an adopted pod gets its namespace and name from this node's pods in the
+/// API (by address), where a standalone node could only guess the namespace from the VNID: here
+/// two namespaces share tenant-a's VNID, and every pod is still named.
+#[test]
+fn in_kubernetes_mode_adopted_pods_are_named_from_the_api() {
+    require_root_and_ovs();
+    let dir = std::env::temp_dir().join(sdn_tests::harness::unique_name("osdnkube"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    let (node, pods) = openshift_sdn_node(
+        2,
+        vec![
+            "--cluster-state".into(),
+            "kubernetes".into(),
+            "--kubeconfig".into(),
+            kubeconfig.display().to_string(),
+            "--host-subnet-wait".into(),
+            "30".into(),
+        ],
+    );
+    let fake = sdn_tests::fakeapi::FakeApi::start_in_netns(node.ovs.netns(), "127.0.0.1:6443");
+    fake.kubeconfig(&kubeconfig).unwrap();
+    let mut namespaces: Vec<(&str, u32)> = TENANTS.to_vec();
+    namespaces.push(("tenant-a-too", 11));
+    for (ns, netid) in &namespaces {
+        fake.put(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
+            .unwrap();
+        fake.put(
+            json!({"apiVersion": "network.openshift.io/v1", "kind": "NetNamespace",
+            "metadata": {"name": ns}, "netname": ns, "netid": netid}),
+        )
+        .unwrap();
+    }
+    fake.put(
+        json!({"apiVersion": "network.openshift.io/v1", "kind": "HostSubnet",
+        "metadata": {"name": "node-a"}, "host": "node-a", "hostIP": "192.168.111.10",
+        "subnet": SUBNET}),
+    )
+    .unwrap();
+    for p in &pods {
+        fake.put(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": p.spec.name, "namespace": p.spec.namespace},
+            "spec": {"nodeName": "node-a", "containers": [{"name": "c", "image": "busybox"}]},
+            "status": {"phase": "Running", "podIP": p.spec.ip.to_string()}}))
+            .unwrap();
+    }
+    node.start_agent();
+    let log = node.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("took the node over from openshift-sdn"))
+        .unwrap_or_else(|| panic!("no takeover line:\n{log}"));
+    assert!(
+        line.contains(&format!("pods={}", pods.len())) && line.contains("namespace_unknown=0"),
+        "{line}"
+    );
+    for p in &pods {
+        let ids = ext_ids(&node, &p.host_veth);
+        assert_eq!(ids["namespace"], p.spec.namespace, "{ids:?}");
+        assert_eq!(ids["pod"], p.spec.name, "{ids:?}");
+    }
+    let a = pods
+        .iter()
+        .find(|p| p.spec.namespace == "tenant-a")
+        .unwrap();
+    let b = pods
+        .iter()
+        .find(|p| p.spec.namespace == "tenant-b")
+        .unwrap();
+    let a2 = pods
+        .iter()
+        .filter(|p| p.spec.namespace == "tenant-a")
+        .nth(1)
+        .unwrap();
+    let ping = |from: &WiredPod, to: &WiredPod| {
+        from.netns
+            .exec(&["ping", "-c", "1", "-W", "1", &to.spec.ip.to_string()])
+            .is_ok()
+    };
+    assert!(
+        ping(a, a2) && !ping(a, b),
+        "isolation after a takeover in Kubernetes mode"
+    );
+    node.stop_agent(libc::SIGTERM);
+    drop(fake);
+    let _ = std::fs::remove_dir_all(&dir);
+}
