@@ -118,9 +118,15 @@ impl Daemon {
         phases.push(("ovsdb", began.elapsed().as_millis()));
         // A node openshift-sdn ran is taken over (or refused) before anything on it changes.
         health.phase("looking for openshift-sdn's state on br0");
-        let takeover = takeover::inspect(&db, &cfg.bridge_mgmt, &node, cfg.force_takeover)
-            .await
-            .context("taking the node over from openshift-sdn")?;
+        let takeover = takeover::inspect(
+            &db,
+            &cfg.bridge_mgmt,
+            &cfg.cni_conf_dir,
+            &node,
+            cfg.force_takeover,
+        )
+        .await
+        .context("taking the node over from openshift-sdn")?;
         node.tun0_mac = takeover::kept_tun0_mac(&db, takeover.as_ref());
         let spec = BridgeSpec {
             datapath_type: cfg.datapath_type.clone(),

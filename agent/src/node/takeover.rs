@@ -11,8 +11,10 @@
 //! ours, so they need no change inside: only what is around them.
 //!
 //! The takeover, in start-up order (see `start.rs`):
-//! 1. [`inspect`], before anything on the node is changed: reads table 253 (one OpenFlow dump
-//!    of br0) and the ports. openshift-sdn's note at the rule version we know (13), of the
+//! 1. [`inspect`], before anything on the node is changed: reads the ports and, unless br0 is
+//!    plainly ours (its tables named by this agent in OVSDB, no pod port shaped as
+//!    openshift-sdn's, none of its files left; then ovs-vswitchd is not asked, so a busy one
+//!    does not hold the start up), table 253 (one OpenFlow dump of br0). openshift-sdn's note at the rule version we know (13), of the
 //!    plugin matching our mode, with every port on br0 a pod port with an address in this
 //!    node's subnet and a VNID row, is taken over; anything else is refused with every
 //!    mismatch named, unless `forceTakeover` (a pod whose VNID cannot be read is then
@@ -344,13 +346,26 @@ pub fn judge(
 pub async fn inspect(
     db: &ovs::ovsdb::Client,
     bridge_mgmt: &Path,
+    cni_conf_dir: &Path,
     node: &NodeConfig,
     force: bool,
 ) -> Result<Option<Found>> {
-    let (ports, tun0_mac) = db.with_cache(|c| {
+    let (ports, tun0_mac, named_by_us) = db.with_cache(|c| {
         let Some(bridge) = c.bridge(BRIDGE) else {
-            return (None, None);
+            return (None, None, false);
         };
+        // This agent names br0's tables in OVSDB (openshift-sdn does not): table 253 named
+        // after ours says which agent set the bridge up, without asking ovs-vswitchd.
+        let version = flows::Table::Version;
+        let named_by_us = bridge
+            .map_get(
+                "flow_tables",
+                &ovs::ovsdb::ops::Atom::Integer(i64::from(version.id())),
+            )
+            .and_then(ovs::ovsdb::ops::Atom::as_uuid)
+            .and_then(|u| c.row("Flow_Table", u))
+            .and_then(|r| r.string("name"))
+            == Some(version.name());
         let mut ports = Vec::new();
         for pu in bridge.uuids("ports") {
             let Some(port) = c.row("Port", pu) else {
@@ -380,11 +395,20 @@ pub async fn inspect(
             .interface("tun0")
             .and_then(|i| i.string("mac"))
             .and_then(|m| m.parse::<MacAddr>().ok());
-        (Some(ports), mac)
+        (Some(ports), mac, named_by_us)
     });
     let Some(ports) = ports else {
         return Ok(None);
     };
+    // Our own bridge (the common start): no pod port shaped as openshift-sdn's and none of its
+    // files left means nothing to take over, and start-up does not wait for ovs-vswitchd here
+    // (it may be busy; the agent serves first and reconciles when it answers).
+    let osdn_shaped = ports.iter().any(|p| {
+        p.external_ids.contains_key(keys::SANDBOX) && !p.external_ids.contains_key(keys::IFNAME)
+    });
+    if named_by_us && !osdn_shaped && !cni_conf_dir.join(CNI_CONF_FILE).exists() {
+        return Ok(None);
+    }
     let target = format!("unix:{}", bridge_mgmt.display());
     let flows = match OfClient::connect(&target).await {
         Ok(of) => of
