@@ -388,10 +388,54 @@ fn a_running_openshift_sdn_node_is_taken_over_with_no_packet_lost() {
         "the deleted pod's rows are gone"
     );
 
+    // A runtime that deletes with the config it cached at ADD (as CRI-O does) calls
+    // openshift-sdn's plugin with openshift-sdn's config: `sdn-cni` put in that plugin's place
+    // (the guide's step) serves it from our agent.
+    let c1 = second("tenant-c");
+    let cached = serde_json::json!({"cniVersion": "0.3.1", "name": "openshift-sdn", "type": "openshift-sdn"});
+    // (Its config names no socket: the plugin uses the default, /var/run/sdn/cni.sock, here in
+    // a private mount namespace pointing at this node's agent.)
+    let script = format!(
+        "mount -t tmpfs sdn /run && mkdir -p /run/sdn && ln -s {} /run/sdn/cni.sock && exec {}",
+        node.socket().display(),
+        workspace_bin("sdn-cni").display()
+    );
+    let (code, out) = {
+        use std::io::Write;
+        let mut child = Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+            .env_clear()
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+            .env("CNI_COMMAND", "DEL")
+            .env("CNI_CONTAINERID", &c1.sandbox)
+            .env("CNI_NETNS", c1.netns.path())
+            .env("CNI_IFNAME", "eth0")
+            .env("CNI_PATH", "/opt/cni/bin")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(cached.to_string().as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).to_string()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    assert_eq!(code, 0, "DEL with openshift-sdn's cached config: {out}");
+    assert!(!node.pod_ports().contains(&c1.host_veth));
+
     // A new pod never gets an adopted pod's address, and is isolated as its tenant is.
     let adopted: Vec<String> = pods
         .iter()
-        .filter(|p| p.sandbox != b1.sandbox)
+        .filter(|p| p.sandbox != b1.sandbox && p.sandbox != c1.sandbox)
         .map(|p| p.spec.ip.to_string())
         .collect();
     let fresh: Vec<_> = (0..3)
@@ -415,7 +459,7 @@ fn a_running_openshift_sdn_node_is_taken_over_with_no_packet_lost() {
     );
     drop(fresh);
     // (The new pods' DELs retire their pool ports within a second: waited for here.)
-    assert_eq!(node.leases().len(), 99);
+    assert_eq!(node.leases().len(), 98);
 
     // A restart of our agent changes no flow, and tun0 keeps its MAC.
     node.restart_unchanged();
