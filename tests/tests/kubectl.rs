@@ -184,3 +184,45 @@ fn kubectl_creates_applies_labels_patches_gets_and_deletes() {
     let err = k.run(&["get", "netnamespace", "tenant-a"]).unwrap_err();
     assert!(err.contains("NotFound"), "{err}");
 }
+
+/// `kubectl apply -k deploy/migration` (a cluster moving from openshift-sdn): kubectl's own
+/// kustomize renders every manifest of deploy/kubernetes, the agent's DaemonSet limited to the
+/// nodes labelled `sdn/network=sdn`, and the Role letting the controller hold openshift-sdn's
+/// controller Lease.
+#[test]
+fn the_migration_overlay_renders_with_kubectl() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/migration");
+    let out = Command::new(kubectl_bin())
+        .args(["kustomize", dir])
+        .output()
+        .expect("kubectl kustomize");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let docs: Vec<&str> = text.split("\n---\n").collect();
+    let daemonsets: Vec<&&str> = docs
+        .iter()
+        .filter(|d| d.contains("kind: DaemonSet"))
+        .collect();
+    assert_eq!(daemonsets.len(), 1, "{text}");
+    assert!(
+        daemonsets[0].contains("nodeSelector:\n        sdn/network: sdn"),
+        "{}",
+        daemonsets[0]
+    );
+    assert!(
+        docs.iter().any(|d| d.contains("kind: Deployment")),
+        "the controller: {text}"
+    );
+    let fence = docs
+        .iter()
+        .find(|d| {
+            d.contains("name: sdn-controller-openshift-sdn-fence") && d.contains("kind: Role\n")
+        })
+        .unwrap_or_else(|| panic!("no fence Role: {text}"));
+    assert!(fence.contains("namespace: openshift-sdn"), "{fence}");
+    assert!(fence.contains("openshift-network-controller"), "{fence}");
+}
