@@ -49,7 +49,18 @@ fn spec(plugin: Plugin) -> osdn::Node {
 /// (this node's HostSubnet, the tenants' NetNamespaces) and `per_tenant` pods of each tenant
 /// wired by openshift-sdn's rules; the first pod has bandwidth limits.
 fn openshift_sdn_node(per_tenant: usize, extra: Vec<String>) -> (AgentNode, Vec<WiredPod>) {
+    openshift_sdn_node_with(Plugin::Multitenant, "multitenant", per_tenant, extra)
+}
+
+/// [`openshift_sdn_node`] with openshift-sdn's `plugin` and our agent's `mode`.
+fn openshift_sdn_node_with(
+    plugin: Plugin,
+    mode: &'static str,
+    per_tenant: usize,
+    extra: Vec<String>,
+) -> (AgentNode, Vec<WiredPod>) {
     let node = AgentNode::new(NodeOptions {
+        mode,
         extra,
         ..NodeOptions::default()
     });
@@ -79,7 +90,7 @@ fn openshift_sdn_node(per_tenant: usize, extra: Vec<String>) -> (AgentNode, Vec<
     }
     let pods = osdn::build_node(
         &node.ovs,
-        &spec(Plugin::Multitenant),
+        &spec(plugin),
         &[],
         &specs,
         &node.dir().join("net.d"),
@@ -215,11 +226,7 @@ fn a_running_openshift_sdn_node_is_taken_over_with_no_packet_lost() {
         began.elapsed(),
         node.log()
     );
-    let log = node.log();
-    let line = log
-        .lines()
-        .find(|l| l.contains("took the node over from openshift-sdn"))
-        .unwrap_or_else(|| panic!("no takeover line:\n{log}"));
+    let line = takeover_line(&node);
     assert!(line.contains("pods=100"), "{line}");
     assert!(line.contains("leases=100"), "{line}");
     let reconcile = node.last_reconcile();
@@ -563,10 +570,7 @@ fn a_node_not_as_openshift_sdn_leaves_it_is_refused_unless_forced() {
             log.contains("although its state does not match (forced)"),
             "{log}"
         );
-        assert!(
-            log.contains("took the node over from openshift-sdn"),
-            "{log}"
-        );
+        takeover_line(&node);
         let a = pods
             .iter()
             .find(|p| p.spec.namespace == "tenant-a")
@@ -704,16 +708,26 @@ fn a_node_taken_over_is_handed_back_to_openshift_sdn() {
     added.forget();
 }
 
-/// In Kubernetes mode an adopted pod gets its namespace and name from this node's pods in the
-/// API (by address), where a standalone node could only guess the namespace from the VNID: here
-/// two namespaces share tenant-a's VNID, and every pod is still named.
-#[test]
-fn in_kubernetes_mode_adopted_pods_are_named_from_the_api() {
-    require_root_and_ovs();
+/// A node openshift-sdn ran (`plugin`) in a cluster whose API (the fake API server, in the
+/// node's namespace) holds its HostSubnet, the tenants' Namespaces and NetNamespaces (plus
+/// `also`), and its pods (labelled `app=<name>`), with our agent in `mode` pointed at it (not
+/// started). Returns the node, its pods, the API server and a directory to remove.
+fn kubernetes_node(
+    plugin: Plugin,
+    mode: &'static str,
+    also: &[(&str, u32)],
+) -> (
+    AgentNode,
+    Vec<WiredPod>,
+    sdn_tests::fakeapi::FakeApi,
+    std::path::PathBuf,
+) {
     let dir = std::env::temp_dir().join(sdn_tests::harness::unique_name("osdnkube"));
     std::fs::create_dir_all(&dir).unwrap();
     let kubeconfig = dir.join("kubeconfig");
-    let (node, pods) = openshift_sdn_node(
+    let (node, pods) = openshift_sdn_node_with(
+        plugin,
+        mode,
         2,
         vec![
             "--cluster-state".into(),
@@ -726,9 +740,7 @@ fn in_kubernetes_mode_adopted_pods_are_named_from_the_api() {
     );
     let fake = sdn_tests::fakeapi::FakeApi::start_in_netns(node.ovs.netns(), "127.0.0.1:6443");
     fake.kubeconfig(&kubeconfig).unwrap();
-    let mut namespaces: Vec<(&str, u32)> = TENANTS.to_vec();
-    namespaces.push(("tenant-a-too", 11));
-    for (ns, netid) in &namespaces {
+    for (ns, netid) in TENANTS.iter().chain(also) {
         fake.put(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
             .unwrap();
         fake.put(
@@ -745,47 +757,105 @@ fn in_kubernetes_mode_adopted_pods_are_named_from_the_api() {
     .unwrap();
     for p in &pods {
         fake.put(json!({"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": p.spec.name, "namespace": p.spec.namespace},
+            "metadata": {"name": p.spec.name, "namespace": p.spec.namespace,
+                         "labels": {"app": p.spec.name}},
             "spec": {"nodeName": "node-a", "containers": [{"name": "c", "image": "busybox"}]},
             "status": {"phase": "Running", "podIP": p.spec.ip.to_string()}}))
             .unwrap();
     }
-    node.start_agent();
-    let log = node.log();
-    let line = log
-        .lines()
-        .find(|l| l.contains("took the node over from openshift-sdn"))
-        .unwrap_or_else(|| panic!("no takeover line:\n{log}"));
+    (node, pods, fake, dir)
+}
+
+/// The takeover line of the agent's log, asserting every pod was adopted and named.
+fn assert_all_adopted_and_named(node: &AgentNode, pods: &[WiredPod]) {
+    let line = takeover_line(node);
     assert!(
         line.contains(&format!("pods={}", pods.len())) && line.contains("namespace_unknown=0"),
         "{line}"
     );
-    for p in &pods {
-        let ids = ext_ids(&node, &p.host_veth);
+    for p in pods {
+        let ids = ext_ids(node, &p.host_veth);
         assert_eq!(ids["namespace"], p.spec.namespace, "{ids:?}");
         assert_eq!(ids["pod"], p.spec.name, "{ids:?}");
     }
-    let a = pods
-        .iter()
-        .find(|p| p.spec.namespace == "tenant-a")
-        .unwrap();
-    let b = pods
-        .iter()
-        .find(|p| p.spec.namespace == "tenant-b")
-        .unwrap();
-    let a2 = pods
-        .iter()
-        .filter(|p| p.spec.namespace == "tenant-a")
-        .nth(1)
-        .unwrap();
-    let ping = |from: &WiredPod, to: &WiredPod| {
-        from.netns
-            .exec(&["ping", "-c", "1", "-W", "1", &to.spec.ip.to_string()])
-            .is_ok()
+}
+
+/// The log line saying the takeover is done (written just after the start-up reconcile's, which
+/// `start_agent` waits for).
+fn takeover_line(node: &AgentNode) -> String {
+    let find = || {
+        node.log()
+            .lines()
+            .find(|l| l.contains("took the node over from openshift-sdn"))
+            .map(str::to_string)
     };
+    wait_until(Duration::from_secs(10), || find().is_some());
+    find().unwrap_or_else(|| panic!("no takeover line:\n{}", node.log()))
+}
+
+fn pings(from: &WiredPod, to: &WiredPod) -> bool {
+    from.netns
+        .exec(&["ping", "-c", "1", "-W", "1", &to.spec.ip.to_string()])
+        .is_ok()
+}
+
+/// In Kubernetes mode an adopted pod gets its namespace and name from this node's pods in the
+/// API (by address), where a standalone node could only guess the namespace from the VNID: here
+/// two namespaces share tenant-a's VNID, and every pod is still named.
+#[test]
+fn in_kubernetes_mode_adopted_pods_are_named_from_the_api() {
+    require_root_and_ovs();
+    let (node, pods, fake, dir) =
+        kubernetes_node(Plugin::Multitenant, "multitenant", &[("tenant-a-too", 11)]);
+    node.start_agent();
+    assert_all_adopted_and_named(&node, &pods);
+    let of =
+        |ns: &str| -> Vec<&WiredPod> { pods.iter().filter(|p| p.spec.namespace == ns).collect() };
+    let (a, b) = (of("tenant-a"), of("tenant-b"));
     assert!(
-        ping(a, a2) && !ping(a, b),
+        pings(a[0], a[1]) && !pings(a[0], b[0]),
         "isolation after a takeover in Kubernetes mode"
+    );
+    node.stop_agent(libc::SIGTERM);
+    drop(fake);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// openshift-sdn's networkpolicy plugin (the default of OpenShift 4) taken over by our agent in
+/// networkpolicy mode: the pods adopted and named, and the cluster's NetworkPolicies applied to
+/// them (tenant-b denies all ingress: nobody reaches its pods; tenant-a has no policy: everybody
+/// reaches its pods).
+#[test]
+fn a_networkpolicy_node_is_taken_over_and_its_policies_hold() {
+    require_root_and_ovs();
+    let (node, pods, fake, dir) = kubernetes_node(Plugin::NetworkPolicy, "networkpolicy", &[]);
+    fake.put(
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": "deny-ingress", "namespace": "tenant-b"},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}}),
+    )
+    .unwrap();
+    node.start_agent();
+    assert_all_adopted_and_named(&node, &pods);
+    let of =
+        |ns: &str| -> Vec<&WiredPod> { pods.iter().filter(|p| p.spec.namespace == ns).collect() };
+    let (a, b, c) = (of("tenant-a"), of("tenant-b"), of("tenant-c"));
+    assert!(pings(a[0], a[1]), "tenant-a -> tenant-a (no policy)");
+    assert!(
+        pings(b[0], a[0]),
+        "tenant-b -> tenant-a (no policy in tenant-a)"
+    );
+    assert!(
+        pings(c[0], a[1]),
+        "tenant-c -> tenant-a (no policy in tenant-a)"
+    );
+    assert!(
+        !pings(a[0], b[0]),
+        "tenant-a -> tenant-b (tenant-b denies all ingress)"
+    );
+    assert!(
+        !pings(b[1], b[0]),
+        "tenant-b -> tenant-b (deny all ingress)"
     );
     node.stop_agent(libc::SIGTERM);
     drop(fake);
