@@ -58,23 +58,24 @@ pub const LEASE_NAME: &str = "sdn-controller";
 pub const OPENSHIFT_SDN_LEASE: (&str, &str) = ("openshift-sdn", "openshift-network-controller");
 
 /// Takes (or renews) openshift-sdn's controller Lease next to ours: whether this controller
-/// may allocate. No namespace `openshift-sdn` (openshift-sdn was never installed, or is gone):
-/// nothing to fence, yes. While openshift-sdn's controller holds the Lease (renewed within its
-/// duration): no, said once per holder. The namespace exists but the Lease cannot be read or
-/// taken (this controller lacks the migration Role): no, fail closed, saying what to apply.
+/// may allocate. `namespace`: whether the namespace `openshift-sdn` exists, from the watched
+/// Namespaces (`None` until they are listed: no, unless `leading` already). No such
+/// namespace (openshift-sdn was never installed, or is gone): nothing to fence, yes. While
+/// openshift-sdn's controller holds the Lease (renewed within its duration): no, said once
+/// per holder. The namespace exists but the Lease cannot be read or taken (this controller
+/// lacks the migration Role): no, fail closed, saying what to apply.
 async fn fence_openshift_sdn(
-    namespaces: &Api<Namespace>,
+    namespace: Option<bool>,
+    leading: bool,
     fence: &mut LeaseLock,
     fenced: &mut bool,
 ) -> Result<bool> {
     let lease = format!("{}/{}", OPENSHIFT_SDN_LEASE.0, OPENSHIFT_SDN_LEASE.1);
-    if namespaces
-        .get_opt(OPENSHIFT_SDN_LEASE.0)
-        .await
-        .context("reading the namespace openshift-sdn")?
-        .is_none()
-    {
-        return Ok(true);
+    match namespace {
+        // Not listed yet: not yet; while leading (a re-list): as it was.
+        None => return Ok(leading),
+        Some(false) => return Ok(true),
+        Some(true) => {}
     }
     match fence.try_acquire_or_renew().await {
         Ok(true) => {
@@ -132,7 +133,6 @@ pub async fn run(cfg: Config, shutdown: impl std::future::Future<Output = ()>) -
         &identity,
     );
     let mut fenced = false;
-    let namespaces: Api<Namespace> = Api::all(client.clone());
     let mut events = stream::select_all(watches(&client));
     let mut view = Views::new();
     let mut renew = tokio::time::interval(RENEW);
@@ -153,7 +153,13 @@ pub async fn run(cfg: Config, shutdown: impl std::future::Future<Output = ()>) -
             }
             _ = renew.tick() => {
                 let held = match lease.try_acquire_or_renew().await {
-                    Ok(true) => match fence_openshift_sdn(&namespaces, &mut fence, &mut fenced).await {
+                    Ok(true) => match fence_openshift_sdn(
+                        view.has_namespace(OPENSHIFT_SDN_LEASE.0),
+                        leading,
+                        &mut fence,
+                        &mut fenced,
+                    )
+                    .await {
                         Ok(false) if leading => bail!(
                             "openshift-sdn's controller holds its Lease again: exiting, so the two never allocate at once"
                         ),
@@ -395,6 +401,16 @@ impl Views {
             }
             _ => {}
         }
+    }
+
+    /// Whether Namespace `name` exists; `None` until the Namespaces are listed.
+    fn has_namespace(&self, name: &str) -> Option<bool> {
+        self.namespaces.ready.then(|| {
+            self.namespaces
+                .objects()
+                .iter()
+                .any(|n| n.metadata.name.as_deref() == Some(name))
+        })
     }
 
     fn ready(&self) -> bool {

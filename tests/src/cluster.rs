@@ -84,25 +84,19 @@ impl KubeControlPlane {
         if self.controller.is_some() {
             return;
         }
+        let log = fs::File::options()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .expect("controller log");
         let child = without_agent_env(&mut Command::new("ip"))
             .args(["netns", "exec", &self.hub])
             .arg(workspace_bin("sdn-agent"))
             .args(&self.controller_args)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
-            .stdout(
-                fs::File::options()
-                    .create(true)
-                    .append(true)
-                    .open(&self.log)
-                    .expect("controller log"),
-            )
-            .stderr(
-                fs::File::options()
-                    .append(true)
-                    .open(&self.log)
-                    .expect("log"),
-            )
+            .stdout(log.try_clone().expect("controller log"))
+            .stderr(log)
             .spawn()
             .expect("spawn sdn-agent controller");
         self.controller = Some(child);

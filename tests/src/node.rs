@@ -327,6 +327,24 @@ impl AgentNode {
         a
     }
 
+    /// Runs `sdn-agent <command>` with this node's agent flags in the node's namespace (a
+    /// command that reads the agent's configuration, such as `hand-back-to-openshift-sdn`) and
+    /// returns its exit status and output (stdout, then stderr).
+    pub fn agent_command(&self, command: &str) -> (std::process::ExitStatus, String) {
+        let mut args = self.agent_args();
+        args[0] = command.to_string();
+        let out = without_agent_env(&mut Command::new("nsenter"))
+            .arg(format!("--net=/run/netns/{}", self.ovs.netns()))
+            .arg("--")
+            .arg(workspace_bin("sdn-agent"))
+            .args(&args)
+            .output()
+            .expect("run sdn-agent");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status, text)
+    }
+
     /// Starts the agent (inside the OVS namespace) and waits until it is ready and has
     /// reconciled br0.
     pub fn start_agent(&self) {

@@ -132,18 +132,7 @@ fn kubernetes_mode_on_three_nodes() {
     );
 
     let members = |plane: &KubeControlPlane| -> Vec<Member> {
-        layout
-            .iter()
-            .zip(&pods)
-            .map(|((name, ns, i), p)| Member {
-                label: format!("{name}@{i}"),
-                netns: p.ns.name().to_string(),
-                ifname: "eth0".into(),
-                ip: p.ip.parse().unwrap(),
-                namespace: ns.to_string(),
-                vnid: vnid(plane, ns),
-            })
-            .collect()
+        matrix::members_of(&layout, &pods, |ns| vnid(plane, ns))
     };
     let node_side = NodeSide {
         netns: c.node(1).ovs.netns().to_string(),

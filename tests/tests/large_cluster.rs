@@ -279,20 +279,7 @@ fn the_isolation_matrix_holds_in_a_cluster_of_5000_nodes() {
         .iter()
         .map(|(name, ns, i)| c.node(*i).pod(ns, name))
         .collect();
-    let members = || -> Vec<Member> {
-        layout
-            .iter()
-            .zip(&pods)
-            .map(|((name, ns, i), p)| Member {
-                label: format!("{name}@{i}"),
-                netns: p.ns.name().to_string(),
-                ifname: "eth0".into(),
-                ip: p.ip.parse().unwrap(),
-                namespace: ns.to_string(),
-                vnid: vnid(ns),
-            })
-            .collect()
-    };
+    let members = || -> Vec<Member> { matrix::members_of(&layout, &pods, |ns| vnid(ns)) };
     let node_side = NodeSide {
         netns: c.node(1).ovs.netns().to_string(),
         ifname: "tun0".into(),

@@ -54,6 +54,19 @@ fn openshift_sdn_lease(holder: &str) -> Value {
                  "acquireTime": now(), "renewTime": now(), "leaseTransitions": 0}})
 }
 
+/// openshift-sdn's controller Lease as the API server holds it now.
+fn openshift_sdn_lease_now(plane: &KubeControlPlane) -> Value {
+    plane
+        .fake
+        .get(
+            "coordination.k8s.io",
+            "leases",
+            Some("openshift-sdn"),
+            "openshift-network-controller",
+        )
+        .expect("openshift-sdn's controller Lease")
+}
+
 /// Every object openshift-sdn's controller wrote, as it writes them
 /// (`pkg/network/master`: `subnets.go`, `vnids.go`, `egressip.go`; the ClusterNetwork of
 /// `master.go`), plus its namespace and Lease.
@@ -156,18 +169,7 @@ fn the_control_plane_moves_from_openshift_sdn_s_controller_to_ours_without_chang
         .map(|(name, ns, i)| c.node(*i).pod(ns, name))
         .collect();
     let members = |plane: &KubeControlPlane| -> Vec<Member> {
-        layout
-            .iter()
-            .zip(&pods)
-            .map(|((name, ns, i), p)| Member {
-                label: format!("{name}@{i}"),
-                netns: p.ns.name().to_string(),
-                ifname: "eth0".into(),
-                ip: p.ip.parse().unwrap(),
-                namespace: ns.to_string(),
-                vnid: netid(plane, ns),
-            })
-            .collect()
+        matrix::members_of(&layout, &pods, |ns| netid(plane, ns))
     };
     let node_side = NodeSide {
         netns: c.node(1).ovs.netns().to_string(),
@@ -213,15 +215,7 @@ fn the_control_plane_moves_from_openshift_sdn_s_controller_to_ours_without_chang
     assert!(!plane.controller_log().contains("leading"));
 
     // openshift-sdn's controller stops (its Deployment deleted): its Lease is left to expire.
-    let mut lease = plane
-        .fake
-        .get(
-            "coordination.k8s.io",
-            "leases",
-            Some("openshift-sdn"),
-            "openshift-network-controller",
-        )
-        .unwrap();
+    let mut lease = openshift_sdn_lease_now(&plane);
     lease["spec"]["renewTime"] = json!("2026-01-01T00:00:00.000000Z");
     plane.fake.put(lease).unwrap();
     assert!(
@@ -248,15 +242,7 @@ fn the_control_plane_moves_from_openshift_sdn_s_controller_to_ours_without_chang
         );
     }
     // openshift-sdn's controller cannot lead again: its Lease is ours now.
-    let held = plane
-        .fake
-        .get(
-            "coordination.k8s.io",
-            "leases",
-            Some("openshift-sdn"),
-            "openshift-network-controller",
-        )
-        .unwrap();
+    let held = openshift_sdn_lease_now(&plane);
     assert!(
         held["spec"]["holderIdentity"]
             .as_str()

@@ -16,7 +16,7 @@ use std::time::Duration;
 use sdn_tests::cluster::{underlay_ip, Cluster};
 use sdn_tests::harness::require_root_and_ovs;
 use sdn_tests::kubeproxy::{self, Proto, Service};
-use sdn_tests::matrix::{self, Member, NodeSide};
+use sdn_tests::matrix::{self, Member, NodeSide, Reach};
 use sdn_tests::node::{AgentNode, CniPod, NodeOptions};
 use sdn_tests::openshift_sdn::{self as osdn, Plugin, PodSpec, RemoteNode, WiredPod};
 use sdn_tests::probe::{
@@ -53,26 +53,17 @@ const OSDN_PODS: [(&str, &str, u8); 3] = [
     ("default", "g3", 12),
 ];
 
+/// Our pods (name, namespace, node) and openshift-sdn's.
 struct Mixed<'a> {
-    ours: Vec<(&'static str, usize, CniPod<'a>)>,
+    layout: [(&'static str, &'static str, usize); 5],
+    ours: Vec<CniPod<'a>>,
     theirs: &'a [WiredPod],
 }
 
 impl Mixed<'_> {
     fn members(&self, c: &Cluster) -> Vec<Member> {
         let vnid = |ns: &str| c.state().vnid_of(ns).unwrap_or(0);
-        let mut m: Vec<Member> = self
-            .ours
-            .iter()
-            .map(|(ns, i, p)| Member {
-                label: format!("{}@{i}", p.id.rsplit('-').next().unwrap_or("?")),
-                netns: p.ns.name().to_string(),
-                ifname: "eth0".into(),
-                ip: p.ip.parse().unwrap(),
-                namespace: ns.to_string(),
-                vnid: vnid(ns),
-            })
-            .collect();
+        let mut m = matrix::members_of(&self.layout, &self.ours, vnid);
         m.extend(self.theirs.iter().map(|p| Member {
             label: format!("{}@osdn", p.spec.name),
             netns: p.netns.name().to_string(),
@@ -83,96 +74,29 @@ impl Mixed<'_> {
         }));
         m
     }
+
+    /// Each member's node among `[node-1, node-2]`, `None` for openshift-sdn's.
+    fn node_of(&self) -> Vec<Option<usize>> {
+        self.layout
+            .iter()
+            .map(|(_, _, i)| Some(i - 1))
+            .chain(self.theirs.iter().map(|_| None))
+            .collect()
+    }
 }
 
 /// What openshift-sdn's semantics say a pair gets: everything between the same VNID or with a
 /// global side, nothing across tenants, except ARP between two pods of an openshift-sdn node
 /// (its table 40 outputs ARP by address without looking at VNIDs; across nodes it is ours that
-/// refuse it, on either end). The node (our node-1's tun0) reaches every pod.
-fn openshift_sdn_mismatches(m: &matrix::Matrix, node_of: &[Option<usize>]) -> Vec<String> {
-    let mut out = Vec::new();
-    for (i, row) in m.pairs.iter().enumerate() {
-        for (j, r) in row.iter().enumerate() {
-            let Some(r) = r else { continue };
-            let (a, b) = (&m.members[i], &m.members[j]);
-            let allowed = matrix::allowed(a.vnid, b.vnid);
-            let arp = allowed || (node_of[i].is_none() && node_of[j].is_none());
-            if (r.icmp, r.tcp, r.arp) != (allowed, allowed, arp) {
-                out.push(format!(
-                    "{} ({}/{}) -> {} ({}/{}): saw icmp {} tcp {} arp {}, openshift-sdn's rules say icmp {allowed} tcp {allowed} arp {arp}",
-                    a.label, a.namespace, a.vnid, b.label, b.namespace, b.vnid, r.icmp, r.tcp, r.arp
-                ));
-            }
-        }
+/// refuse it, on either end).
+fn openshift_sdn_rule(a: &Member, b: &Member) -> Reach {
+    let allowed = matrix::allowed(a.vnid, b.vnid);
+    let both_osdn = a.label.ends_with("@osdn") && b.label.ends_with("@osdn");
+    Reach {
+        icmp: allowed,
+        tcp: allowed,
+        arp: allowed || both_osdn,
     }
-    for (j, r) in m.node.iter().enumerate() {
-        if !(r.icmp && r.tcp && r.arp) {
-            out.push(format!("node -> {}: saw {r:?}", m.members[j].label));
-        }
-    }
-    out
-}
-
-/// `sdnctl trace` against what was observed, where one of our nodes holds a side: pairs
-/// between our nodes as `matrix::traced` does; a pair from ours to the openshift-sdn node must
-/// leave over VXLAN with the source's VNID as VNI (what openshift-sdn's table 10 and 30 read);
-/// a pair from the openshift-sdn node is traced on the receiving node of ours with the VNI
-/// openshift-sdn sends (its table 90 / 111: the source VNID in reg0).
-fn trace_mismatches(m: &matrix::Matrix, c: &Cluster, node_of: &[Option<usize>]) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut checked = 0;
-    for (i, row) in m.pairs.iter().enumerate() {
-        for (j, r) in row.iter().enumerate() {
-            let Some(r) = r else { continue };
-            let (a, b) = (&m.members[i], &m.members[j]);
-            for (k, proto) in matrix::TRACE_PROTOS.iter().enumerate() {
-                let seen = [r.icmp, r.tcp, r.arp][k];
-                let (src, dst) = (a.ip.to_string(), b.ip.to_string());
-                let (said, words): (Option<bool>, String) = match (node_of[i], node_of[j]) {
-                    (Some(x), Some(y)) => {
-                        let (d, w) = matrix::traced(c.node(x), c.node(y), &src, &dst, proto);
-                        (Some(d), w)
-                    }
-                    (Some(x), None) => {
-                        let t = c.node(x).trace(&src, &dst, proto, None);
-                        let vni = t["vxlan"]["vni"].as_u64();
-                        if vni != Some(u64::from(a.vnid)) {
-                            out.push(format!(
-                                "{} -> {} {proto}: leaves with VNI {vni:?}, not its VNID {}: {}",
-                                a.label, b.label, a.vnid, t["verdict"]
-                            ));
-                        }
-                        (None, String::new())
-                    }
-                    (None, Some(y)) => {
-                        let t = c.node(y).trace(&src, &dst, proto, Some(a.vnid));
-                        (
-                            Some(t["outcome"] == "delivered"),
-                            t["verdict"].as_str().unwrap_or("").to_string(),
-                        )
-                    }
-                    (None, None) => (None, String::new()),
-                };
-                checked += 1;
-                if let Some(said) = said {
-                    if said != seen {
-                        out.push(format!(
-                            "{} -> {} {proto}: observed {}, trace says {}: {words}",
-                            a.label,
-                            b.label,
-                            if seen { "reached" } else { "blocked" },
-                            if said { "delivered" } else { "not delivered" }
-                        ));
-                    }
-                }
-            }
-        }
-    }
-    eprintln!(
-        "sdnctl trace checked {checked} probes, {} disagreed",
-        out.len()
-    );
-    out
 }
 
 #[test]
@@ -240,22 +164,22 @@ fn two_nodes_of_ours_and_an_openshift_sdn_node_keep_openshift_sdn_s_isolation() 
         c.node(1).log()
     );
 
+    let layout = [
+        ("a1", "tenant-a", 1),
+        ("b1", "tenant-b", 1),
+        ("g1", "default", 1),
+        ("a2", "tenant-a", 2),
+        ("b2", "tenant-b", 2),
+    ];
     let mixed = Mixed {
-        ours: vec![
-            ("tenant-a", 1, c.node(1).pod("tenant-a", "a1")),
-            ("tenant-b", 1, c.node(1).pod("tenant-b", "b1")),
-            ("default", 1, c.node(1).pod("default", "g1")),
-            ("tenant-a", 2, c.node(2).pod("tenant-a", "a2")),
-            ("tenant-b", 2, c.node(2).pod("tenant-b", "b2")),
-        ],
+        layout,
+        ours: layout
+            .iter()
+            .map(|(name, ns, i)| c.node(*i).pod(ns, name))
+            .collect(),
         theirs: &theirs,
     };
-    let node_of: Vec<Option<usize>> = mixed
-        .ours
-        .iter()
-        .map(|(_, i, _)| Some(*i))
-        .chain(theirs.iter().map(|_| None))
-        .collect();
+    let node_of = mixed.node_of();
     let node_side = NodeSide {
         netns: c.node(1).ovs.netns().to_string(),
         ifname: "tun0".into(),
@@ -264,7 +188,7 @@ fn two_nodes_of_ours_and_an_openshift_sdn_node_keep_openshift_sdn_s_isolation() 
     let check = |title: &str| {
         let m = matrix::observe(title, &mixed.members(&c), &node_side, PROBE_TIMEOUT);
         eprintln!("{}", m.render());
-        let bad = openshift_sdn_mismatches(&m, &node_of);
+        let bad = m.mismatches_with(openshift_sdn_rule);
         assert!(
             bad.is_empty(),
             "{}\n{} pairs differ from openshift-sdn's semantics:\n{}",
@@ -272,7 +196,7 @@ fn two_nodes_of_ours_and_an_openshift_sdn_node_keep_openshift_sdn_s_isolation() 
             bad.len(),
             bad.join("\n")
         );
-        let bad = trace_mismatches(&m, &c, &node_of);
+        let bad = matrix::trace_mismatches_of(&m, &[c.node(1), c.node(2)], &node_of, None);
         assert!(
             bad.is_empty(),
             "{}\nsdnctl trace disagrees in {} probes:\n{}",
@@ -321,10 +245,12 @@ fn two_nodes_of_ours_and_an_openshift_sdn_node_keep_openshift_sdn_s_isolation() 
     // heard by tenant-a's pods on the three nodes and by nobody else.
     let mut ears = BTreeMap::new();
     let mut netns_of = BTreeMap::new();
-    for (_, _, p) in &mixed.ours {
-        let name = p.id.rsplit('-').next().unwrap().to_string();
-        ears.insert(name.clone(), multicast_receiver(p.ns.name(), GROUP, PORT));
-        netns_of.insert(name, p.ns.name().to_string());
+    for ((name, _, _), p) in mixed.layout.iter().zip(&mixed.ours) {
+        ears.insert(
+            name.to_string(),
+            multicast_receiver(p.ns.name(), GROUP, PORT),
+        );
+        netns_of.insert(name.to_string(), p.ns.name().to_string());
     }
     for p in theirs.iter() {
         ears.insert(

@@ -400,43 +400,39 @@ fn a_running_openshift_sdn_node_is_taken_over_with_no_packet_lost() {
     // (the guide's step) serves it from our agent.
     let c1 = second("tenant-c");
     let cached = serde_json::json!({"cniVersion": "0.3.1", "name": "openshift-sdn", "type": "openshift-sdn"});
-    // (Its config names no socket: the plugin uses the default, /var/run/sdn/cni.sock, here in
-    // a private mount namespace pointing at this node's agent.)
-    let script = format!(
-        "mount -t tmpfs sdn /run && mkdir -p /run/sdn && ln -s {} /run/sdn/cni.sock && exec {}",
-        node.socket().display(),
-        workspace_bin("sdn-cni").display()
+    // (Its config names no socket: the plugin uses the default, /var/run/sdn/cni.sock. In
+    // openshift-sdn's plugin's place here: sdn-cni run in a private mount namespace where that
+    // path is this node's agent's socket.)
+    let plugin = node.dir().join(osdn::CNI_NETWORK);
+    std::fs::write(
+        &plugin,
+        format!(
+            "#!/bin/sh\nexec /usr/bin/unshare --mount --propagation private /bin/sh -c \
+             '/usr/bin/mount -t tmpfs sdn /run && /usr/bin/mkdir -p /run/sdn && \
+             /usr/bin/ln -s {} /run/sdn/cni.sock && exec {}'\n",
+            node.socket().display(),
+            workspace_bin("sdn-cni").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&plugin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let netns = c1.netns.path();
+    let del = sdn_tests::node::plugin_exec(
+        &plugin,
+        &[
+            ("CNI_COMMAND", "DEL"),
+            ("CNI_CONTAINERID", &c1.sandbox),
+            ("CNI_NETNS", &netns),
+            ("CNI_IFNAME", "eth0"),
+            ("CNI_PATH", "/opt/cni/bin"),
+        ],
+        &cached.to_string(),
     );
-    let (code, out) = {
-        use std::io::Write;
-        let mut child = Command::new("unshare")
-            .args(["--mount", "--propagation", "private", "sh", "-c", &script])
-            .env_clear()
-            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-            .env("CNI_COMMAND", "DEL")
-            .env("CNI_CONTAINERID", &c1.sandbox)
-            .env("CNI_NETNS", c1.netns.path())
-            .env("CNI_IFNAME", "eth0")
-            .env("CNI_PATH", "/opt/cni/bin")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(cached.to_string().as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).to_string()
-                + &String::from_utf8_lossy(&out.stderr),
-        )
-    };
-    assert_eq!(code, 0, "DEL with openshift-sdn's cached config: {out}");
+    assert_eq!(
+        del.code, 0,
+        "DEL with openshift-sdn's cached config: {}",
+        del.stdout
+    );
     assert!(!node.pod_ports().contains(&c1.host_veth));
 
     // A new pod never gets an adopted pod's address, and is isolated as its tenant is.
@@ -607,19 +603,8 @@ fn a_node_taken_over_is_handed_back_to_openshift_sdn() {
     let added_ip: Ipv4Addr = added.ip.parse().unwrap();
     node.stop_agent(libc::SIGTERM);
 
-    let mut args = node.agent_args();
-    assert_eq!(args[0], "run");
-    args[0] = "hand-back-to-openshift-sdn".into();
-    let out = sdn_tests::harness::without_agent_env(&mut Command::new("nsenter"))
-        .arg(format!("--net=/run/netns/{}", node.ovs.netns()))
-        .arg("--")
-        .arg(workspace_bin("sdn-agent"))
-        .args(&args)
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{text}");
+    let (status, text) = node.agent_command("hand-back-to-openshift-sdn");
+    assert!(status.success(), "{text}");
     eprintln!("hand-back:\n{text}");
     assert!(
         text.contains(&format!("{} pods' leases written", pods.len() + 1)),
@@ -644,14 +629,8 @@ fn a_node_taken_over_is_handed_back_to_openshift_sdn() {
     let saved = iptables_save(&node);
     assert!(!saved.contains("SDN-"), "our chains are gone:\n{saved}");
     // Running it again finds the work done.
-    let again = sdn_tests::harness::without_agent_env(&mut Command::new("nsenter"))
-        .arg(format!("--net=/run/netns/{}", node.ovs.netns()))
-        .arg("--")
-        .arg(workspace_bin("sdn-agent"))
-        .args(&args)
-        .output()
-        .unwrap();
-    assert!(again.status.success());
+    let (again, _) = node.agent_command("hand-back-to-openshift-sdn");
+    assert!(again.success());
 
     // openshift-sdn starts.
     let vnid_of = |ip: Ipv4Addr| {

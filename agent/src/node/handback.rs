@@ -17,7 +17,6 @@
 //! host port rules and our chains. Our rows stay on br0 until openshift-sdn replaces the
 //! bridge. Idempotent: a second run finds the work done.
 
-use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::os::unix::fs::PermissionsExt;
 
@@ -47,19 +46,9 @@ pub async fn hand_back(cfg: &Config) -> Result<Vec<String>> {
     let db = ovs::ovsdb::Client::connect(&cfg.ovsdb)
         .await
         .with_context(|| format!("cannot reach ovsdb-server at {}", cfg.ovsdb))?;
-    let ports: Vec<(String, BTreeMap<String, String>)> = db.with_cache(|c| {
-        let Some(bridge) = c.bridge(BRIDGE) else {
-            return Vec::new();
-        };
-        bridge
-            .uuids("ports")
-            .into_iter()
-            .filter_map(|p| c.row("Port", p))
-            .flat_map(|p| p.uuids("interfaces"))
-            .filter_map(|i| c.row("Interface", i))
-            .map(|i| (i.name().to_string(), i.string_map("external_ids")))
-            .collect()
-    });
+    let ports = db
+        .with_cache(super::takeover::bridge_ports)
+        .unwrap_or_default();
     let mut done = Vec::new();
     let theirs = ipam::Store::new(&cfg.ipam_dir, CNI_NETWORK).with_context(|| {
         format!(
@@ -69,7 +58,12 @@ pub async fn hand_back(cfg: &Config) -> Result<Vec<String>> {
     })?;
     let mut pods = 0;
     let mut idle = Vec::new();
-    for (name, ids) in &ports {
+    for super::takeover::Port {
+        name,
+        external_ids: ids,
+        ..
+    } in &ports
+    {
         match (ids.get(keys::SANDBOX), ids.get(keys::IP)) {
             (Some(sandbox), Some(ip)) if !sandbox.is_empty() => {
                 let ifname = ids.get(keys::IFNAME).map_or("eth0", String::as_str);

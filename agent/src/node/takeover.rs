@@ -204,6 +204,62 @@ pub struct Port {
     pub policing_kbps: Option<u64>,
 }
 
+impl Port {
+    /// A pod port as openshift-sdn records one: `sandbox` (and `ip`), none of our keys.
+    fn shaped_as_openshift_sdn(&self) -> bool {
+        self.external_ids.contains_key(keys::SANDBOX)
+            && !self.external_ids.contains_key(keys::IFNAME)
+    }
+}
+
+/// br0's ports (one per interface) as the OVSDB cache holds them; `None` without br0.
+pub(super) fn bridge_ports(c: &ovs::ovsdb::Cache) -> Option<Vec<Port>> {
+    let bridge = c.bridge(BRIDGE)?;
+    let mut ports = Vec::new();
+    for pu in bridge.uuids("ports") {
+        let Some(port) = c.row("Port", pu) else {
+            continue;
+        };
+        let max_rate = port
+            .uuid_ref("qos")
+            .and_then(|q| c.row("QoS", q))
+            .and_then(|q| q.string_map("other_config").get("max-rate")?.parse().ok());
+        for iu in port.uuids("interfaces") {
+            let Some(i) = c.row("Interface", iu) else {
+                continue;
+            };
+            ports.push(Port {
+                name: i.name().to_string(),
+                ofport: i.integer("ofport").and_then(|p| u32::try_from(p).ok()),
+                external_ids: i.string_map("external_ids"),
+                max_rate,
+                policing_kbps: i
+                    .integer("ingress_policing_rate")
+                    .and_then(|r| u64::try_from(r).ok())
+                    .filter(|r| *r > 0),
+            });
+        }
+    }
+    Some(ports)
+}
+
+/// Whether this agent named br0's tables in OVSDB (openshift-sdn does not): table 253 named
+/// after ours says which agent set the bridge up, without asking ovs-vswitchd.
+fn named_by_us(c: &ovs::ovsdb::Cache) -> bool {
+    let version = flows::Table::Version;
+    c.bridge(BRIDGE)
+        .and_then(|b| {
+            b.map_get(
+                "flow_tables",
+                &ovs::ovsdb::ops::Atom::Integer(i64::from(version.id())),
+            )
+        })
+        .and_then(ovs::ovsdb::ops::Atom::as_uuid)
+        .and_then(|u| c.row("Flow_Table", u))
+        .and_then(|r| r.string("name"))
+        == Some(version.name())
+}
+
 /// A node openshift-sdn ran, as found: what the agent takes over.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Found {
@@ -230,14 +286,13 @@ pub fn judge(
     tun0_mac: Option<MacAddr>,
     node: &NodeConfig,
 ) -> Option<Found> {
-    let osdn_shaped = |p: &Port| {
-        p.external_ids.contains_key(keys::SANDBOX) && !p.external_ids.contains_key(keys::IFNAME)
-    };
     let mut mismatches = Vec::new();
     let (plugin, version) = match marker {
         Marker::OpenshiftSdn { plugin, version } => (*plugin, *version),
         Marker::Ours(_) => return None,
-        Marker::None | Marker::Unknown(_) if !ports.iter().any(osdn_shaped) => return None,
+        Marker::None | Marker::Unknown(_) if !ports.iter().any(Port::shaped_as_openshift_sdn) => {
+            return None
+        }
         Marker::None => {
             mismatches.push(
                 "br0 has pod ports shaped as openshift-sdn's (sandbox and ip only) but no \
@@ -289,7 +344,7 @@ pub fn judge(
             ));
             continue;
         }
-        if !osdn_shaped(p) {
+        if !p.shaped_as_openshift_sdn() {
             adopted_before += 1;
             continue;
         }
@@ -351,51 +406,11 @@ pub async fn inspect(
     force: bool,
 ) -> Result<Option<Found>> {
     let (ports, tun0_mac, named_by_us) = db.with_cache(|c| {
-        let Some(bridge) = c.bridge(BRIDGE) else {
-            return (None, None, false);
-        };
-        // This agent names br0's tables in OVSDB (openshift-sdn does not): table 253 named
-        // after ours says which agent set the bridge up, without asking ovs-vswitchd.
-        let version = flows::Table::Version;
-        let named_by_us = bridge
-            .map_get(
-                "flow_tables",
-                &ovs::ovsdb::ops::Atom::Integer(i64::from(version.id())),
-            )
-            .and_then(ovs::ovsdb::ops::Atom::as_uuid)
-            .and_then(|u| c.row("Flow_Table", u))
-            .and_then(|r| r.string("name"))
-            == Some(version.name());
-        let mut ports = Vec::new();
-        for pu in bridge.uuids("ports") {
-            let Some(port) = c.row("Port", pu) else {
-                continue;
-            };
-            let max_rate = port
-                .uuid_ref("qos")
-                .and_then(|q| c.row("QoS", q))
-                .and_then(|q| q.string_map("other_config").get("max-rate")?.parse().ok());
-            for iu in port.uuids("interfaces") {
-                let Some(i) = c.row("Interface", iu) else {
-                    continue;
-                };
-                ports.push(Port {
-                    name: i.name().to_string(),
-                    ofport: i.integer("ofport").and_then(|p| u32::try_from(p).ok()),
-                    external_ids: i.string_map("external_ids"),
-                    max_rate,
-                    policing_kbps: i
-                        .integer("ingress_policing_rate")
-                        .and_then(|r| u64::try_from(r).ok())
-                        .filter(|r| *r > 0),
-                });
-            }
-        }
         let mac = c
             .interface("tun0")
             .and_then(|i| i.string("mac"))
             .and_then(|m| m.parse::<MacAddr>().ok());
-        (Some(ports), mac, named_by_us)
+        (bridge_ports(c), mac, named_by_us(c))
     });
     let Some(ports) = ports else {
         return Ok(None);
@@ -403,9 +418,7 @@ pub async fn inspect(
     // Our own bridge (the common start): no pod port shaped as openshift-sdn's and none of its
     // files left means nothing to take over, and start-up does not wait for ovs-vswitchd here
     // (it may be busy; the agent serves first and reconciles when it answers).
-    let osdn_shaped = ports.iter().any(|p| {
-        p.external_ids.contains_key(keys::SANDBOX) && !p.external_ids.contains_key(keys::IFNAME)
-    });
+    let osdn_shaped = ports.iter().any(Port::shaped_as_openshift_sdn);
     if named_by_us && !osdn_shaped && !cni_conf_dir.join(CNI_CONF_FILE).exists() {
         return Ok(None);
     }

@@ -125,19 +125,13 @@ impl Store {
         }
 
         if let Some(ip) = requested {
-            let in_use = |holder: Option<&Lease>| IpamError::InUse {
-                ip,
-                container_id: holder.map(|l| l.container_id.clone()).unwrap_or_default(),
-                ifname: holder.map(|l| l.ifname.clone()).unwrap_or_default(),
-                path: self.lease_path(ip),
-            };
             if let Some(holder) = leases.iter().find(|l| l.ip == ip) {
-                return Err(in_use(Some(holder)));
+                return Err(self.in_use(ip, Some(holder)));
             }
             if !self.reserve(ip, container_id, ifname)? {
                 // Created since our scan by someone not taking the lock.
                 let holder = self.read_lease(ip)?;
-                return Err(in_use(holder.as_ref()));
+                return Err(self.in_use(ip, holder.as_ref()));
             }
             return Ok(Lease {
                 ip,
@@ -191,15 +185,7 @@ impl Store {
         }
         match self.read_lease(ip)? {
             Some(held) if held.is_exactly(container_id, ifname) => Ok(lease),
-            holder => Err(IpamError::InUse {
-                ip,
-                container_id: holder
-                    .as_ref()
-                    .map(|l| l.container_id.clone())
-                    .unwrap_or_default(),
-                ifname: holder.map(|l| l.ifname).unwrap_or_default(),
-                path: self.lease_path(ip),
-            }),
+            holder => Err(self.in_use(ip, holder.as_ref())),
         }
     }
 
@@ -293,15 +279,7 @@ impl Store {
             .as_ref()
             .is_some_and(|l| l.is_exactly(from.0, from.1))
         {
-            return Err(IpamError::InUse {
-                ip,
-                container_id: holder
-                    .as_ref()
-                    .map(|l| l.container_id.clone())
-                    .unwrap_or_default(),
-                ifname: holder.map(|l| l.ifname).unwrap_or_default(),
-                path: self.lease_path(ip),
-            });
+            return Err(self.in_use(ip, holder.as_ref()));
         }
         let path = self.lease_path(ip);
         let tmp = self.dir.join(format!(".{ip}.transfer"));
@@ -359,6 +337,17 @@ impl Store {
         Ok(exact
             .or_else(|| leases.iter().find(|l| l.is_legacy_of(container_id)))
             .cloned())
+    }
+
+    /// [`IpamError::InUse`]: `ip` is `holder`'s (unknown when `None`: a file written by
+    /// someone not taking the lock, gone again or unreadable).
+    fn in_use(&self, ip: Ipv4Addr, holder: Option<&Lease>) -> IpamError {
+        IpamError::InUse {
+            ip,
+            container_id: holder.map(|l| l.container_id.clone()).unwrap_or_default(),
+            ifname: holder.map(|l| l.ifname.clone()).unwrap_or_default(),
+            path: self.lease_path(ip),
+        }
     }
 
     pub(crate) fn lease_path(&self, ip: Ipv4Addr) -> PathBuf {
