@@ -9,12 +9,16 @@ use crate::{Change, Error, Tenancy, Vnid};
 /// A tenant command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
-    /// Create a namespace: a fresh VNID, or VNID 0 with `global`.
+    /// Create a namespace: a fresh VNID, VNID 0 with `global`, or the tenant VNID `vnid` (one
+    /// another network agent gave it, e.g. openshift-sdn's random VNIDs), refused while a
+    /// namespace holds it.
     Create {
         /// The namespace.
         name: String,
         /// VNID 0 instead of a fresh one.
         global: bool,
+        /// This tenant VNID instead of a fresh one.
+        vnid: Option<Vnid>,
     },
     /// `name` takes `other`'s VNID.
     Join {
@@ -86,6 +90,14 @@ pub struct Decision {
 pub enum Refusal {
     /// `create` of a namespace that exists.
     Exists(Vnid),
+    /// `create --vnid` of a VNID other namespaces hold (named), or one that is not a tenant
+    /// VNID (none named).
+    VnidTaken {
+        /// The VNID asked for.
+        vnid: u32,
+        /// The namespaces holding it.
+        holders: Vec<String>,
+    },
     /// A namespace the command needs has no VNID.
     Unknown(String),
     /// `isolate` of `default`.
@@ -132,6 +144,43 @@ pub fn decide(
     };
     let unknown = || Refusal::Unknown(name.to_string());
     Ok(match cmd {
+        Command::Create {
+            vnid: Some(asked), ..
+        } => {
+            if let Some(v) = current {
+                return Err(Refusal::Exists(v));
+            }
+            let holders: Vec<String> = if asked.is_tenant() {
+                tenancy
+                    .members(*asked)
+                    .into_iter()
+                    .map(str::to_string)
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            if !holders.is_empty() || !asked.is_tenant() {
+                return Err(Refusal::VnidTaken {
+                    vnid: asked.id(),
+                    holders,
+                });
+            }
+            let held = tenancy.in_use().contains(asked);
+            tenancy.assign(name, *asked);
+            Decision {
+                from: None,
+                to: Some(*asked),
+                reason: if held {
+                    "the VNID asked for, which local pods of no namespace have: they are now \
+                     this namespace's"
+                        .into()
+                } else {
+                    "the VNID asked for".into()
+                },
+                changed: true,
+                allocated: None,
+            }
+        }
         Command::Create { global, .. } => {
             if let Some(v) = current {
                 return Err(Refusal::Exists(v));
@@ -253,6 +302,7 @@ mod tests {
             &Command::Create {
                 name: "c".into(),
                 global: false,
+                vnid: None,
             },
             PodsOfNamespace::Known(0),
         )

@@ -55,6 +55,12 @@ impl Vnid {
     pub fn is_global(self) -> bool {
         self.0 == 0
     }
+
+    /// Whether this is a VNID a tenant may have ([`FIRST_TENANT_VNID`] to
+    /// [`Vnid::LAST_TENANT`], as openshift-sdn's allocator hands them out).
+    pub fn is_tenant(self) -> bool {
+        (FIRST_TENANT_VNID..=Self::LAST_TENANT).contains(&self.0)
+    }
 }
 
 impl fmt::Display for Vnid {
@@ -264,6 +270,12 @@ impl Tenancy {
         };
         self.vnids.insert(namespace.to_string(), v);
         Ok(v)
+    }
+
+    /// Gives `namespace` the VNID `vnid` as it is (no allocation, no check: callers decide
+    /// whether it may be taken, as [`crate::admin::decide`] does for `create --vnid`).
+    pub fn assign(&mut self, namespace: &str, vnid: Vnid) {
+        self.vnids.insert(namespace.to_string(), vnid);
     }
 
     /// Removes `namespace`; its VNID is free again once no other namespace uses it.

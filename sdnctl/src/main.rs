@@ -141,13 +141,17 @@ enum Cmd {
     /// List namespaces: VNID, namespaces sharing it, local pods, multicast
     #[command(alias = "list")]
     Namespaces,
-    /// Create a tenant namespace with a fresh VNID
+    /// Create a tenant namespace with a fresh VNID (or the one --vnid names)
     Create {
         /// The namespace (a DNS-1123 label)
         name: String,
         /// VNID 0 instead of a fresh one: it reaches and is reached by every namespace
-        #[arg(long)]
+        #[arg(long, conflicts_with = "vnid")]
         global: bool,
+        /// This tenant VNID (10 to 16777214) instead of a fresh one, e.g. the one openshift-sdn
+        /// gave the namespace; refused while another namespace has it
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=16_777_215))]
+        vnid: Option<u32>,
     },
     /// NAME takes OTHER's VNID, so their pods reach each other
     Join {

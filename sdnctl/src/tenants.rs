@@ -114,7 +114,11 @@ pub(crate) fn run(a: &Cli, command: Cmd) -> Result<(), Failure> {
 /// The tenant command of a subcommand (`None` for `namespaces`).
 fn tenant_command(cmd: Cmd) -> Option<Command> {
     Some(match cmd {
-        Cmd::Create { name, global } => Command::Create { name, global },
+        Cmd::Create { name, global, vnid } => Command::Create {
+            name,
+            global,
+            vnid: vnid.and_then(multitenant::Vnid::new),
+        },
         Cmd::Join { name, other } => Command::Join { name, other },
         Cmd::Isolate { name } => Command::Isolate { name },
         Cmd::MakeGlobal { name } => Command::MakeGlobal { name },

@@ -212,6 +212,47 @@ fn create_allocates_fresh_vnids_and_never_one_in_use() {
 }
 
 #[test]
+fn create_with_a_vnid_gives_openshift_sdn_s_vnids_and_refuses_a_taken_one() {
+    let s = StateDir::new();
+    // openshift-sdn's allocator hands VNIDs out at random: a standalone node is given them.
+    assert_eq!(
+        s.ok(&["create", "tenant-a", "--vnid", "369601"]),
+        "tenant-a: created with VNID 369601 (the VNID asked for)\n"
+    );
+    s.ok(&["create", "tenant-b", "--vnid", "12050132"]);
+    assert_eq!(s.vnids()["tenant-b"], 12_050_132);
+    let text = &s.files()["netnamespace-tenant-a.yaml"];
+    assert!(
+        text.contains("netid: 369601") && text.contains("uid: "),
+        "{text}"
+    );
+    // Taken: refused, naming the holder, and nothing written.
+    let before = s.files();
+    s.fails(
+        &["create", "tenant-c", "--vnid", "369601"],
+        1,
+        "cannot create \"tenant-c\" with VNID 369601: namespace tenant-a has it; to share it, create \"tenant-c\" and then run: sdnctl join tenant-c tenant-a",
+    );
+    s.fails(
+        &["create", "tenant-c", "--vnid", "3"],
+        1,
+        "a tenant's VNID is 10 to 16777214",
+    );
+    s.fails(&["create", "tenant-c", "--vnid", "16777216"], 2, "16777216");
+    s.fails(
+        &["create", "tenant-c", "--vnid", "20", "--global"],
+        2,
+        "cannot be used with",
+    );
+    assert_eq!(s.files(), before, "a refused create writes nothing");
+    // A fresh VNID comes from the walk, which resumes after the largest in use.
+    assert_eq!(
+        s.ok(&["create", "tenant-c"]),
+        "tenant-c: created with VNID 12050133 (a tenant of its own)\n"
+    );
+}
+
+#[test]
 fn operations_change_exactly_the_one_file_they_should() {
     let s = StateDir::new();
     for (n, v) in [("a", 10), ("b", 11), ("c", 10)] {

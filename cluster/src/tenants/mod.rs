@@ -162,6 +162,16 @@ pub enum TenantError {
         /// Its VNID.
         vnid: u32,
     },
+    /// `create --vnid` of a VNID a namespace holds, or not a tenant VNID.
+    #[error("{}", vnid_taken(name, *vnid, holders))]
+    VnidTaken {
+        /// The namespace to create.
+        name: String,
+        /// The VNID asked for.
+        vnid: u32,
+        /// The namespaces holding it, comma-separated (empty: not a tenant VNID).
+        holders: String,
+    },
     /// `isolate` of `default`.
     #[error("namespace \"default\" is global and cannot be isolated (every namespace must keep reaching it)")]
     CannotIsolateDefault,
@@ -413,3 +423,21 @@ pub fn set_multicast(dir: &Path, name: &str, on: bool) -> Result<MulticastChange
 
 #[cfg(test)]
 mod tests;
+
+/// The message of [`TenantError::VnidTaken`].
+fn vnid_taken(name: &str, vnid: u32, holders: &str) -> String {
+    if holders.is_empty() {
+        format!(
+            "cannot create {name:?} with VNID {vnid}: a tenant's VNID is {} to {} (0 is global: \
+             use --global)",
+            multitenant::FIRST_TENANT_VNID,
+            multitenant::Vnid::LAST_TENANT
+        )
+    } else {
+        format!(
+            "cannot create {name:?} with VNID {vnid}: namespace {holders} has it; to share it, \
+             create {name:?} and then run: sdnctl join {name} {}",
+            holders.split(", ").next().unwrap_or(holders)
+        )
+    }
+}

@@ -132,6 +132,11 @@ pub fn plan_change(
             name: name.to_string(),
             vnid: v.id(),
         },
+        Refusal::VnidTaken { vnid, holders } => TenantError::VnidTaken {
+            name: name.to_string(),
+            vnid,
+            holders: holders.join(", "),
+        },
         Refusal::Unknown(n) => unknown(&n),
         Refusal::CannotIsolateDefault => TenantError::CannotIsolateDefault,
         Refusal::CannotDeleteDefault => TenantError::CannotDeleteDefault,

@@ -34,6 +34,15 @@ fn create(n: &str) -> TenantCommand {
     TenantCommand::Create {
         name: n.into(),
         global: false,
+        vnid: None,
+    }
+}
+
+fn create_with(n: &str, vnid: u32) -> TenantCommand {
+    TenantCommand::Create {
+        name: n.into(),
+        global: false,
+        vnid: Vnid::new(vnid),
     }
 }
 
@@ -68,10 +77,55 @@ fn create_allocates_after_the_last_and_never_one_in_use() {
     let g = TenantCommand::Create {
         name: "g".into(),
         global: true,
+        vnid: None,
     };
     let p = run(&s, g, &none(), Some(20));
     assert_eq!((p.allocated, p.change.to), (None, Some(0)));
     assert_eq!(p.change.to_string(), "g: created with VNID 0 (global)");
+}
+
+#[test]
+fn create_with_a_vnid_takes_it_unless_a_namespace_has_it() {
+    // openshift-sdn's VNIDs are random: a standalone node is given them as they are.
+    let s = state(&[("default", 0), ("a", 369_601)]);
+    let p = run(&s, create_with("b", 12_050_132), &none(), None);
+    assert_eq!(p.write.as_ref().map(|n| n.net_id), Some(12_050_132));
+    assert_eq!(
+        p.allocated, None,
+        "nothing allocated: the walk does not move"
+    );
+    assert_eq!(
+        p.change.to_string(),
+        "b: created with VNID 12050132 (the VNID asked for)"
+    );
+    // Taken: refused, naming the holder and how to share it.
+    let e = err(&s, create_with("b", 369_601), &none());
+    assert!(
+        e.contains("VNID 369601")
+            && e.contains("namespace a has it")
+            && e.contains("sdnctl join b a"),
+        "{e}"
+    );
+    // Not a tenant VNID.
+    for bad in [0, 5, Vnid::MAX] {
+        let e = err(&s, create_with("b", bad), &none());
+        assert!(e.contains("a tenant's VNID is 10 to 16777214"), "{e}");
+    }
+    // A namespace that exists is refused as before.
+    let e = err(&s, create_with("a", 99), &none());
+    assert!(e.contains("already exists"), "{e}");
+    // Local pods of no namespace with that VNID (adopted at a takeover): they become its.
+    let pods = PodCounts::Known(LocalPods {
+        per_namespace: BTreeMap::new(),
+        vnids: [777].into(),
+    });
+    let p = run(&s, create_with("c", 777), &pods, None);
+    assert_eq!(p.change.to, Some(777));
+    assert!(
+        p.change.to_string().contains("local pods of no namespace"),
+        "{}",
+        p.change
+    );
 }
 
 #[test]
