@@ -4,8 +4,10 @@
 //! What openshift-sdn needs to find when it starts (`node.go` `Start`): every pod's port with
 //! `external_ids` `sandbox` and `ip` (our records keep both keys, so `GetPodNetworkInfo` reads
 //! them as its own), a veth per pod, host-local leases of its pods in
-//! `<ipamDir>/openshift-sdn` (so a new pod never gets a running pod's address), and its CNI
-//! config file. It then finds table 253 without its note, sets br0 up afresh (`SetupOVS`) and
+//! `<ipamDir>/openshift-sdn` (so a new pod never gets a running pod's address) written as its
+//! vendored host-local v0.6.0 writes them, the container id alone (`ipam::V060Dir`: that
+//! version releases a lease at the pod's DEL only when the file holds exactly the id, so a
+//! lease in the newer `<id>\r\neth0` format would leak), and its CNI config file. It then finds table 253 without its note, sets br0 up afresh (`SetupOVS`) and
 //! reattaches every pod with its address and its namespace's VNID (`reattachPods`): pods keep
 //! running; their traffic pauses while br0 is made again, as on any openshift-sdn node whose
 //! rules changed (our pipeline forwards until that moment).
@@ -50,7 +52,7 @@ pub async fn hand_back(cfg: &Config) -> Result<Vec<String>> {
         .with_cache(super::takeover::bridge_ports)
         .unwrap_or_default();
     let mut done = Vec::new();
-    let theirs = ipam::Store::new(&cfg.ipam_dir, CNI_NETWORK).with_context(|| {
+    let theirs = ipam::V060Dir::open(&cfg.ipam_dir, CNI_NETWORK).with_context(|| {
         format!(
             "openshift-sdn's lease directory in {}",
             cfg.ipam_dir.display()
@@ -75,7 +77,7 @@ pub async fn hand_back(cfg: &Config) -> Result<Vec<String>> {
                     .parse()
                     .with_context(|| format!("pod port {name} records ip {ip:?}"))?;
                 theirs
-                    .record(ip, sandbox, "eth0")
+                    .reserve(ip, sandbox)
                     .with_context(|| format!("writing openshift-sdn's lease of {ip}"))?;
                 pods += 1;
             }

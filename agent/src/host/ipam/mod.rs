@@ -49,13 +49,16 @@
 //! The parts: `range` (one range and what it may hand out), `store` (the on-disk format, the
 //! lock and the allocation walk: one contract with `host-local`, kept in one file so each part
 //! is read with the others it must agree with), `error` (every error names the file, address or
-//! request), and here the lease itself.
+//! request), `legacy` (the older format openshift-sdn's vendored host-local v0.6.0 writes and
+//! releases, for the hand-back), and here the lease itself.
 
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
 mod error;
 pub use error::*;
+mod legacy;
+pub use legacy::V060Dir;
 mod range;
 pub use range::*;
 mod store;
