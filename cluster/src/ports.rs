@@ -44,7 +44,10 @@ pub mod keys {
     /// The pod's egress burst (bits).
     pub const EGRESS_BURST: &str = "egress_burst_bits";
     /// `1` when the host veth got the node-kernel hardening (its sysctls) at ADD, so a restart
-    /// need not write them again.
+    /// need not write them again; `ipv4` for a pod adopted from openshift-sdn, whose veth got
+    /// the IPv4 settings but keeps IPv6 as openshift-sdn left it (disabling it deletes its
+    /// link-local routes, and every route change makes a userspace datapath drop tunnelled
+    /// packets in flight).
     pub const HARDENED: &str = "hardened";
 }
 

@@ -450,6 +450,12 @@ impl Daemon {
         // The port pool: filled and kept full in the background (ADDs meanwhile add their own
         // ports), so readiness does not wait for ovs-vswitchd to take a batch of ports.
         let pods = n.pods.clone();
+        if takeover.is_some() || (pool_kept == 0 && kept > 0) {
+            // Pods run here and no pool was kept (a takeover, or the first start of the agent
+            // on a node with pods): no new link on the node until the runtime asks for a pod
+            // (see the pool's docs).
+            pods.pool().hold_until_demand();
+        }
         let task = tokio::spawn(async move {
             pods.reap_dead_ports().await;
             pods.refill_pool().await;

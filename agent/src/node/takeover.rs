@@ -1,7 +1,8 @@
 //! Taking over a node that openshift-sdn ran, with its pods running.
 //!
-//! openshift-sdn leaves on a node: br0 with vxlan0 (ofport 1) and tun0 (ofport 2, a random MAC
-//! pinned in `Interface:mac`), its rows with the note `<plugin>.<rule version>` (two bytes) in
+//! openshift-sdn leaves on a node: br0 with vxlan0 (ofport 1) and tun0 (ofport 2, `type=internal`
+//! and `mtu_request` only: its MAC is whatever the device got, which openshift-sdn reads back
+//! from `mac_in_use` and never pins), its rows with the note `<plugin>.<rule version>` (two bytes) in
 //! table 253, each pod's host veth as a port whose `external_ids` are only `sandbox` and `ip`
 //! (the pod's VNID is in its table-70 row: `load:VNID->NXM_NX_REG1[], load:OFPORT->
 //! NXM_NX_REG2[]`), the pod's QoS (`QoS` `linux-htb` `other_config:max-rate`, `external_ids:
@@ -327,6 +328,14 @@ pub fn judge(
         )),
         _ => {}
     }
+    if tun0_mac.is_none() {
+        mismatches.push(
+            "tun0's MAC cannot be read (no tun0 in OVSDB with mac_in_use, none in the kernel): \
+             the pods' ARP caches hold openshift-sdn's gateway MAC, which this agent could not \
+             keep; is ovs-vswitchd running?"
+                .to_string(),
+        );
+    }
     let vnids = vnids_by_ofport(flows);
     let mut pods = Vec::new();
     let mut adopted_before = 0;
@@ -406,14 +415,28 @@ pub async fn inspect(
     force: bool,
 ) -> Result<Option<Found>> {
     let (ports, tun0_mac, named_by_us) = db.with_cache(|c| {
-        let mac = c
-            .interface("tun0")
-            .and_then(|i| i.string("mac"))
-            .and_then(|m| m.parse::<MacAddr>().ok());
+        // openshift-sdn never sets tun0's `mac` (`SetupOVS` adds it with `type=internal` and
+        // `mtu_request` only); the MAC the pods' ARP caches hold is the one the device got,
+        // which ovs-vswitchd reports in `mac_in_use` (what its `ensureTunMAC` reads).
+        let mac = c.interface("tun0").and_then(|i| {
+            ["mac_in_use", "mac"]
+                .iter()
+                .find_map(|col| i.string(col)?.parse::<MacAddr>().ok())
+        });
         (bridge_ports(c), mac, named_by_us(c))
     });
     let Some(ports) = ports else {
         return Ok(None);
+    };
+    // ovs-vswitchd not (yet) reporting it: the kernel's tun0 has it.
+    let tun0_mac = match tun0_mac {
+        Some(m) => Some(m),
+        None => crate::host::netlink::Netlink::new()
+            .context("opening rtnetlink")?
+            .link_mac("tun0")
+            .await
+            .context("reading tun0's MAC")?
+            .map(MacAddr),
     };
     // Our own bridge (the common start): no pod port shaped as openshift-sdn's and none of its
     // files left means nothing to take over, and start-up does not wait for ovs-vswitchd here
@@ -528,6 +551,16 @@ impl Found {
                 (keys::NETNS.to_string(), String::new()),
                 (keys::VNID.to_string(), vnid.to_string()),
             ]);
+            // The host veth's IPv4 hardening now (sysctls, nothing else); its IPv6 stays as
+            // openshift-sdn left it (see `keys::HARDENED`).
+            match crate::host::netlink::isolate_host_veth_ipv4(&p.port) {
+                Ok(()) => {
+                    ids.insert(keys::HARDENED.to_string(), "ipv4".to_string());
+                }
+                Err(e) => {
+                    tracing::warn!(port = %p.port, error = %e, "taking the node kernel out of the adopted pod's path (retried at the next start)");
+                }
+            }
             if let Some(bps) = p.ingress_bps.filter(|b| *b > 0) {
                 ids.insert(keys::INGRESS_RATE.into(), bps.to_string());
             }
@@ -710,15 +743,17 @@ mod tests {
             pod_port("vxlan0", 1, ""),
             pod_port("veth1", 3, "10.128.2.5"),
         ];
+        let tun0: MacAddr = "2a:80:5a:9d:34:c0".parse().unwrap();
         let found = judge(
             &marker(&flows),
             &flows,
             &ports,
-            None,
+            Some(tun0),
             &node(Mode::Multitenant),
         )
         .unwrap();
         assert!(found.mismatches.is_empty(), "{:?}", found.mismatches);
+        assert_eq!(found.tun0_mac, Some(tun0));
         assert_eq!(found.pods.len(), 1);
         assert_eq!(found.pods[0].vnid, Some(11));
 
@@ -747,6 +782,7 @@ mod tests {
             "port eth9",
             "veth1 (10.128.2.5, ofport 3) has no VNID row",
             "10.9.0.1, outside",
+            "tun0's MAC cannot be read",
         ] {
             assert!(text.contains(needle), "{needle:?} not in {text}");
         }

@@ -127,7 +127,9 @@ impl PortRecord {
                 ingress: limit(ids, keys::INGRESS_RATE, keys::INGRESS_BURST),
                 egress: limit(ids, keys::EGRESS_RATE, keys::EGRESS_BURST),
             },
-            hardened: ids.get(keys::HARDENED).is_some_and(|v| v == "1"),
+            hardened: ids
+                .get(keys::HARDENED)
+                .is_some_and(|v| v == "1" || v == "ipv4"),
         })
     }
 

@@ -16,8 +16,11 @@ use futures::future::join_all;
 use futures::TryStreamExt;
 use ipnet::Ipv4Net;
 use netlink_packet_route::link::LinkMessage;
-use netlink_packet_route::route::RouteProtocol;
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol,
+};
 use rtnetlink::LinkUnspec;
+use rtnetlink::RouteMessageBuilder;
 
 use super::error::errno;
 use super::pod::{ipv4_address, route_message};
@@ -39,7 +42,8 @@ impl Netlink {
     /// (wait up to GATEWAY_LINK_WAIT for IFNAME to exist)
     /// ip link set IFNAME mtu MTU up
     /// ip addr add ADDRESS dev IFNAME                      # unless already there
-    /// ip route replace CIDR dev IFNAME scope link proto static   # each of `routes`
+    /// ip route replace CIDR dev IFNAME scope link proto static   # each of `routes` not
+    ///                                                           # already through IFNAME
     /// ```
     ///
     /// Idempotent; removes nothing. `address` is the gateway address with the node subnet's
@@ -117,8 +121,36 @@ impl Netlink {
                 }
             }
         }
+        // A route already there through this link (any protocol or scope: openshift-sdn's
+        // `proto boot` ones at a takeover, ours after a restart) is left alone: every route
+        // change makes ovs-vswitchd's userspace datapath rebuild its tunnel routes, which can
+        // drop a tunnelled packet in flight.
+        let existing: Vec<RouteMessage> = h
+            .route()
+            .get(RouteMessageBuilder::<std::net::Ipv4Addr>::new().build())
+            .execute()
+            .try_collect()
+            .await
+            .map_err(|e| NetlinkError::nl(format!("listing the routes of {ifname}"), e))?;
+        let through_link = |dst: &Ipv4Net| {
+            existing.iter().any(|r| {
+                r.header.destination_prefix_length == dst.prefix_len()
+                    && r.header.table == RouteHeader::RT_TABLE_MAIN
+                    && r.attributes
+                        .iter()
+                        .any(|a| matches!(a, RouteAttribute::Oif(i) if *i == index))
+                    && r.attributes.iter().any(|a| {
+                        matches!(a, RouteAttribute::Destination(RouteAddress::Inet(ip)) if *ip == dst.trunc().addr())
+                    })
+                    && !r
+                        .attributes
+                        .iter()
+                        .any(|a| matches!(a, RouteAttribute::Gateway(_)))
+            })
+        };
         let specs: Vec<RouteSpec> = routes
             .iter()
+            .filter(|dst| !through_link(dst))
             .map(|dst| RouteSpec {
                 dst: *dst,
                 via: None,

@@ -77,7 +77,9 @@ use rtnetlink::{Handle, LinkUnspec};
 pub use error::NetlinkError;
 pub use gateway::GATEWAY_LINK_WAIT;
 pub use names::{host_veth_name, validate_ifname, MAX_IFNAME_LEN};
-pub use sysctl::{enable_ip_forward, get_sysctl, isolate_host_veth, set_sysctl};
+pub use sysctl::{
+    enable_ip_forward, get_sysctl, isolate_host_veth, isolate_host_veth_ipv4, set_sysctl,
+};
 
 /// The bound on any single operation of this module (one pod link creation, one deletion...).
 pub const OP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -272,6 +274,22 @@ impl Netlink {
             .await?
             .map(|link| link.map(|l| l.header.index))
             .map_err(|e| NetlinkError::nl(step(), e))
+    }
+
+    /// The hardware address of interface `name` in the node netns (`ip link show NAME`), or
+    /// `None` if there is none or it has no Ethernet address.
+    pub async fn link_mac(&self, name: &str) -> Result<Option<[u8; 6]>, NetlinkError> {
+        validate_ifname(name)?;
+        let step = || format!("reading the address of interface {name} in the node netns");
+        let link = bounded(step(), get_link(&self.node.handle, name))
+            .await?
+            .map_err(|e| NetlinkError::nl(step(), e))?;
+        Ok(link.and_then(|l| {
+            l.attributes.iter().find_map(|a| match a {
+                LinkAttribute::Address(b) => <[u8; 6]>::try_from(b.as_slice()).ok(),
+                _ => None,
+            })
+        }))
     }
 
     /// Deletes the host end of a pod veth, which also deletes the pod end

@@ -55,13 +55,21 @@ pub fn enable_ip_forward() -> Result<(), NetlinkError> {
 /// address, no neighbour discovery). With the kernel datapath the frames never reach the stack
 /// and these settings change nothing. Idempotent.
 pub fn isolate_host_veth(ifname: &str) -> Result<(), NetlinkError> {
-    super::validate_ifname(ifname)?;
-    for (key, value) in [("forwarding", "0"), ("rp_filter", "1"), ("arp_ignore", "8")] {
-        set_sysctl(&format!("net/ipv4/conf/{ifname}/{key}"), value)?;
-    }
+    isolate_host_veth_ipv4(ifname)?;
     let v6 = format!("net/ipv6/conf/{ifname}/disable_ipv6");
     if sysctl_path(&v6)?.exists() {
         set_sysctl(&v6, "1")?;
+    }
+    Ok(())
+}
+
+/// The IPv4 half of [`isolate_host_veth`] (`forwarding=0`, `rp_filter=1`, `arp_ignore=8`):
+/// sysctls only, no address or route changes (a pod adopted at a takeover keeps its veth's
+/// IPv6, see `cluster::ports::keys::HARDENED`). Idempotent.
+pub fn isolate_host_veth_ipv4(ifname: &str) -> Result<(), NetlinkError> {
+    super::validate_ifname(ifname)?;
+    for (key, value) in [("forwarding", "0"), ("rp_filter", "1"), ("arp_ignore", "8")] {
+        set_sysctl(&format!("net/ipv4/conf/{ifname}/{key}"), value)?;
     }
     Ok(())
 }

@@ -202,6 +202,8 @@ pub struct PortPool {
     wake: tokio::sync::Notify,
     /// Wakes the refill (the pool fell to half).
     refill: tokio::sync::Notify,
+    /// The pool is not filled until the first ADD takes a port ([`PortPool::hold_until_demand`]).
+    held: std::sync::atomic::AtomicBool,
 }
 
 impl PortPool {
@@ -209,12 +211,26 @@ impl PortPool {
     /// `size` (so refills come in batches of at least half the pool: one ovs-vswitchd
     /// reconfiguration per batch, not per pod).
     pub fn take(&self, size: usize) -> Option<PooledPort> {
+        self.held.store(false, std::sync::atomic::Ordering::Relaxed);
         let mut idle = lock(&self.idle);
         let p = idle.pop_front();
         if idle.len() <= size / 2 {
             self.refill.notify_one();
         }
         p
+    }
+
+    /// Makes no pool port until an ADD asks for one. After a takeover the node's links stay
+    /// as openshift-sdn left them until the runtime asks for a pod: on the userspace datapath
+    /// every new link makes ovs-vswitchd rebuild its tunnel routes, which can drop a tunnelled
+    /// packet in flight (docs/pipeline.md, "What the system datapath relies on").
+    pub fn hold_until_demand(&self) {
+        self.held.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether the pool waits for an ADD before it is filled.
+    pub fn held(&self) -> bool {
+        self.held.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// How many ports are ready.

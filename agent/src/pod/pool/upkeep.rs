@@ -256,8 +256,12 @@ impl<Io: NodeIo> Pods<Io> {
         }
     }
 
-    /// Adds pool ports until the pool holds `portPoolSize` (at most [`BATCH`] per call).
+    /// Adds pool ports until the pool holds `portPoolSize` (at most [`BATCH`] per call); none
+    /// while the pool is held until an ADD asks for a port ([`PortPool::hold_until_demand`]).
     pub async fn refill_pool(&self) {
+        if self.pool.held() {
+            return;
+        }
         let want = self
             .net
             .port_pool_size
