@@ -6,6 +6,9 @@
 //!
 //! `cargo run -p sdn-tests --example openshift_sdn_node [PODS_PER_TENANT]` (root, OVS).
 
+// What it prints is for the person running it, on standard output.
+#![allow(clippy::print_stdout)]
+
 use std::net::Ipv4Addr;
 
 use sdn_tests::harness::{require_root_and_ovs, Ovs};
@@ -26,8 +29,6 @@ fn main() {
         local_subnet: "10.128.2.0/23".into(),
         gateway: Ipv4Addr::new(10, 128, 2, 1),
         node_ip: Ipv4Addr::new(192, 168, 111, 10),
-        node_mac: "52:54:00:4d:0c:0a".into(),
-        tun_mac: "6e:2c:9a:11:22:33".into(),
         vxlan_port: 4789,
     };
     let mut specs = Vec::new();
@@ -45,6 +46,7 @@ fn main() {
             });
         }
     }
+    osdn::node_uplink(&ovs, &spec);
     let pods = osdn::build_node(
         &ovs,
         &spec,

@@ -147,12 +147,19 @@ pub struct Netns {
 }
 
 impl Netns {
-    /// Creates a namespace with a unique name starting with `prefix`, loopback up.
+    /// Creates a namespace with a unique name starting with `prefix`, loopback up, and IPv4
+    /// forwarding **off**, whatever the machine's initial namespace has (a new namespace
+    /// inherits that: a test that passed only because another test, or the host, had turned
+    /// forwarding on would pass or fail by the order tests ran in). So every namespace of a
+    /// test starts as on a fresh machine, and what needs forwarding (a node: the agent, or the
+    /// openshift-sdn fixture as its own start does) turns it on itself.
     pub fn new(prefix: &str) -> Netns {
         let name = unique_name(prefix);
         run("ip", &["netns", "add", &name]).unwrap_or_else(|e| panic!("{e}"));
         let ns = Netns { name };
         ns.exec(&["ip", "link", "set", "lo", "up"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        ns.exec(&["sysctl", "-qw", "net.ipv4.ip_forward=0"])
             .unwrap_or_else(|e| panic!("{e}"));
         ns
     }

@@ -869,11 +869,18 @@ pub struct UdpEchoServer {
 
 /// Starts a UDP echo server on `0.0.0.0:port` in namespace `netns`. Panics if it cannot bind.
 pub fn udp_echo_server(netns: &str, port: u16) -> UdpEchoServer {
+    udp_echo_server_at(netns, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port))
+}
+
+/// A UDP echo server bound to `addr` in namespace `netns`: bound to one address, its replies
+/// leave from that address whatever the route back prefers (as a real server behind a Service
+/// answers from the endpoint address, so the node's conntrack un-DNATs them).
+pub fn udp_echo_server_at(netns: &str, addr: SocketAddrV4) -> UdpEchoServer {
     let ns = netns.to_string();
     let socket = in_netns(netns, move || {
-        UdpSocket::bind((Ipv4Addr::UNSPECIFIED, port))
+        UdpSocket::bind(addr)
             .and_then(|s| s.set_read_timeout(Some(POLL_SLICE)).map(|()| s))
-            .unwrap_or_else(|e| panic!("netns {ns}: bind udp 0.0.0.0:{port}: {e}"))
+            .unwrap_or_else(|e| panic!("netns {ns}: bind udp {addr}: {e}"))
     });
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
@@ -930,6 +937,60 @@ pub fn udp_probe(netns: &str, dst: SocketAddrV4, timeout: Duration) -> bool {
         }
         false
     })
+}
+
+/// A stream of UDP probes running in the background from namespace `netns` to `dst`: `count`
+/// datagrams `interval` apart from one *connected* socket (so only replies from `dst` count:
+/// behind a DNAT, un-DNAT'd ones), each carrying its sequence number. [`UdpStream::finish`]
+/// waits for the last replies (up to 1 s) and says how many were sent and how many distinct
+/// ones came back.
+#[derive(Debug)]
+pub struct UdpStream {
+    thread: JoinHandle<(u64, u64)>,
+}
+
+/// Starts a [`UdpStream`].
+pub fn udp_stream(netns: &str, dst: SocketAddrV4, count: u64, interval: Duration) -> UdpStream {
+    let thread = spawn_in_netns(netns, move || {
+        let s = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).expect("bind a UDP probe socket");
+        s.connect(dst).expect("connect the UDP probe socket");
+        s.set_read_timeout(Some(Duration::from_millis(5)))
+            .expect("read timeout");
+        let tag = unique_token("udp-stream");
+        let mut got = std::collections::BTreeSet::new();
+        let mut buf = [0u8; 256];
+        let mut drain = |until: Instant, got: &mut std::collections::BTreeSet<u64>| {
+            while Instant::now() < until {
+                if let Ok(n) = s.recv(&mut buf) {
+                    let text = String::from_utf8_lossy(&buf[..n]);
+                    if let Some(seq) = text.strip_prefix(&format!("{tag}:")) {
+                        if let Ok(seq) = seq.parse() {
+                            got.insert(seq);
+                        }
+                    }
+                }
+            }
+        };
+        let start = Instant::now();
+        for seq in 0..count {
+            // A send that fails (no route for a moment) is a lost probe, as a lost packet is.
+            let _ = s.send(format!("{tag}:{seq}").as_bytes());
+            let next = start + interval * u32::try_from(seq + 1).unwrap_or(u32::MAX);
+            drain(next, &mut got);
+        }
+        drain(Instant::now() + Duration::from_secs(1), &mut got);
+        (count, got.len() as u64)
+    });
+    UdpStream { thread }
+}
+
+impl UdpStream {
+    /// (sent, answered).
+    pub fn finish(self) -> (u64, u64) {
+        self.thread
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e))
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -40,8 +40,6 @@ fn osdn_spec() -> osdn::Node {
         local_subnet: OSDN_SUBNET.into(),
         gateway: Ipv4Addr::new(10, 128, 10, 1),
         node_ip: underlay_ip(3),
-        node_mac: "52:54:00:4d:0c:03".into(),
-        tun_mac: "6e:2c:9a:11:22:03".into(),
         vxlan_port: 4789,
     }
 }
@@ -217,7 +215,7 @@ fn two_nodes_of_ours_and_an_openshift_sdn_node_keep_openshift_sdn_s_isolation() 
             .unwrap();
         osdn::update_pod_vnid(&theirs_node.ovs, &spec, b3.ofport, b3.spec.ip, vnid);
         if let Some(old) = old {
-            osdn::remove_vnid_rows(&theirs_node.ovs, old);
+            assert_eq!(osdn::sync_vnid_rules(&theirs_node.ovs, &spec), [old]);
         }
     };
     c.set_netnamespace("tenant-b", 11);

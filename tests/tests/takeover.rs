@@ -1,53 +1,97 @@
 //! Taking a running openshift-sdn node over: the openshift-sdn node fixture
-//! (`sdn_tests::openshift_sdn`, its own rules at openshift/sdn 18a57d7) with 100 pods in four
-//! tenants and `default`, pings running between every ordered pair of tenants while the real
-//! `sdn-agent` starts on it. What should talk loses no packet, what must not never answers,
-//! the pods keep their addresses, MACs, ports, leases and bandwidth, openshift-sdn's rows,
-//! CNI config, leases and chains go, the runtime's CHECK and DEL of an adopted pod work, a new
-//! pod's address never collides, and a restart changes nothing. A node that is not as
-//! openshift-sdn leaves it is refused, naming what does not match, and left untouched; forced,
-//! it is taken over.
+//! (`sdn_tests::openshift_sdn`, its own code at openshift/sdn 18a57d7) as a migrating
+//! administrator finds it: a node of a two-node cluster (the other node stays openshift-sdn's),
+//! on a subnet that is not the cluster's first, with VNIDs as openshift-sdn's allocator hands
+//! them out (random), 100 pods in four tenants and `default` (bandwidth on two, a hole in the
+//! leases), kube-proxy's Service rules and an external host on the underlay. While the real
+//! `sdn-agent` starts on it, probes 50 ms apart from pods with warm ARP caches run to every
+//! kind of destination: pods of every tenant on the node, the gateway, a Service, the external
+//! host and the pods of the other node (both ways). What should talk loses no packet, what
+//! must not never answers; the pods keep their addresses, MACs, ports, leases, bandwidth and
+//! their gateway's MAC; openshift-sdn's rows, CNI config, leases and chains go; the runtime's
+//! CHECK and DEL of an adopted pod work; a new pod's address never collides; a restart changes
+//! nothing. A node that is not as openshift-sdn leaves it is refused, naming what does not
+//! match, and left untouched; forced, it is taken over. Handed back, openshift-sdn's own
+//! release (its vendored host-local) frees a handed-back pod's address.
 
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cluster::{ClusterObject, HostSubnet, StandaloneSource};
+use sdn_tests::cluster::{underlay_ip, Cluster};
 use sdn_tests::harness::{require_root_and_ovs, wait_until};
+use sdn_tests::kubeproxy::{self, Proto, Service};
 use sdn_tests::node::{workspace_bin, AgentNode, NodeOptions};
-use sdn_tests::openshift_sdn::{self as osdn, Plugin, PodSpec, WiredPod};
+use sdn_tests::openshift_sdn::{self as osdn, Plugin, PodSpec, RemoteNode, WiredPod};
+use sdn_tests::probe::{udp_echo_server_at, udp_probe, udp_stream};
 use serde_json::json;
 
-const SUBNET: &str = "10.128.2.0/23";
-const GATEWAY: Ipv4Addr = Ipv4Addr::new(10, 128, 2, 1);
-const TUN_MAC: &str = "6e:2c:9a:11:22:33";
-/// The tenants: namespace and VNID (`default` is global).
+/// This node's subnet: not the cluster's first (the other node has 10.128.2.0/23).
+const SUBNET: &str = "10.128.4.0/23";
+const GATEWAY: Ipv4Addr = Ipv4Addr::new(10, 128, 4, 1);
+const OTHER_SUBNET: &str = "10.128.2.0/23";
+/// The node IP of the single-node tests (on the node's uplink, `osdn::node_uplink`).
+const NODE_IP: Ipv4Addr = Ipv4Addr::new(192, 168, 111, 10);
+/// The tenants: namespace and VNID, as openshift-sdn's allocator hands them out (at random
+/// from 10 to 2^24-1); `default` is global.
 const TENANTS: [(&str, u32); 5] = [
-    ("tenant-a", 11),
-    ("tenant-b", 12),
-    ("tenant-c", 13),
-    ("tenant-d", 14),
+    ("tenant-a", 369_601),
+    ("tenant-b", 12_050_132),
+    ("tenant-c", 5_163),
+    ("tenant-d", 888_810),
     ("default", 0),
 ];
+/// A Service (kube-proxy's rules on the node) whose endpoint is a host-network server of the
+/// node (as the API server's or a node-local DNS's are), and an external host on the underlay.
+const SERVICE: Ipv4Addr = Ipv4Addr::new(172, 30, 0, 10);
+const SERVICE_PORT: u16 = 53;
+const ENDPOINT_PORT: u16 = 5353;
+const EXTERNAL: Ipv4Addr = Ipv4Addr::new(192, 168, 77, 200);
+/// Probes of each stream: 600 at 50 ms, 30 s, long enough to span the agent's start.
+const PROBES: u32 = 600;
 
-fn spec(plugin: Plugin) -> osdn::Node {
+fn spec(plugin: Plugin, node_ip: Ipv4Addr, subnet: &str) -> osdn::Node {
+    let net: ipnet::Ipv4Net = subnet.parse().unwrap();
+    let o = net.network().octets();
     osdn::Node {
         plugin,
         cluster_networks: vec!["10.128.0.0/14".into()],
         service_network: "172.30.0.0/16".into(),
-        local_subnet: SUBNET.into(),
-        gateway: GATEWAY,
-        node_ip: "192.168.111.10".parse().unwrap(),
-        node_mac: "52:54:00:4d:0c:0a".into(),
-        tun_mac: TUN_MAC.into(),
+        local_subnet: subnet.into(),
+        gateway: Ipv4Addr::new(o[0], o[1], o[2], o[3] | 1),
+        node_ip,
         vxlan_port: 4789,
     }
 }
 
+/// The pods of a node openshift-sdn ran: `per_tenant` of each tenant (4 of `default`) in
+/// `subnet`, addresses with a hole (host-local hands out the next free one: a pod deleted
+/// leaves a gap), bandwidth on the first two.
+fn pod_specs(per_tenant: usize, subnet: &str) -> Vec<PodSpec> {
+    let net: ipnet::Ipv4Net = subnet.parse().unwrap();
+    let base = u32::from(net.network());
+    let mut specs = Vec::new();
+    for (t, (ns, vnid)) in TENANTS.iter().enumerate() {
+        let n = if *ns == "default" { 4 } else { per_tenant };
+        for i in 0..n {
+            let host = 10 + t * 30 + i + usize::from(i >= 5);
+            specs.push(PodSpec {
+                namespace: ns.to_string(),
+                name: format!("{ns}-{i}"),
+                ip: Ipv4Addr::from(base + host as u32),
+                vnid: *vnid,
+                bandwidth: (specs.len() < 2).then_some((10_000_000, 10_240_000)),
+            });
+        }
+    }
+    specs
+}
+
 /// A node openshift-sdn ran (no agent of ours yet): the cluster state our agent will read
 /// (this node's HostSubnet, the tenants' NetNamespaces) and `per_tenant` pods of each tenant
-/// wired by openshift-sdn's rules; the first pod has bandwidth limits.
+/// wired by openshift-sdn's rules.
 fn openshift_sdn_node(per_tenant: usize, extra: Vec<String>) -> (AgentNode, Vec<WiredPod>) {
     openshift_sdn_node_with(Plugin::Multitenant, "multitenant", per_tenant, extra)
 }
@@ -68,64 +112,50 @@ fn openshift_sdn_node_with(
     std::fs::create_dir_all(&state).unwrap();
     StandaloneSource::write_object(
         &state,
-        &ClusterObject::HostSubnet(HostSubnet::new("node-a", "192.168.111.10", SUBNET)),
+        &ClusterObject::HostSubnet(HostSubnet::new("node-a", &NODE_IP.to_string(), SUBNET)),
     )
     .unwrap();
     for (ns, vnid) in TENANTS {
         node.set_netnamespace(ns, vnid);
     }
-    let mut specs = Vec::new();
-    for (t, (ns, vnid)) in TENANTS.iter().enumerate() {
-        let n = if *ns == "default" { 4 } else { per_tenant };
-        for i in 0..n {
-            let host = 10 + t * 30 + i;
-            specs.push(PodSpec {
-                namespace: ns.to_string(),
-                name: format!("{ns}-{i}"),
-                ip: Ipv4Addr::new(10, 128, 2, host as u8),
-                vnid: *vnid,
-                bandwidth: (specs.is_empty()).then_some((10_000_000, 10_240_000)),
-            });
-        }
-    }
+    let spec = spec(plugin, NODE_IP, SUBNET);
+    osdn::node_uplink(&node.ovs, &spec);
     let pods = osdn::build_node(
         &node.ovs,
-        &spec(plugin),
+        &spec,
         &[],
-        &specs,
+        &pod_specs(per_tenant, SUBNET),
         &node.dir().join("net.d"),
         &node.dir().join("ipam").join(osdn::CNI_NETWORK),
     );
     (node, pods)
 }
 
-/// A ping from `from` to `to` running in the background: `count` packets 50 ms apart.
+/// A stream of pings from a pod to `to`, in the background: [`PROBES`] packets 50 ms apart.
 struct Ping {
-    from: String,
-    to: String,
+    pair: String,
     allowed: bool,
     child: Child,
 }
 
 impl Ping {
-    fn start(from: &WiredPod, to: &WiredPod, allowed: bool, count: u32) -> Ping {
+    fn start(from: &WiredPod, label: &str, to: Ipv4Addr, allowed: bool) -> Ping {
         let child = Command::new("ip")
-            .args(["netns", "exec", from.netns.name(), "ping", "-n", "-q"])
-            .args(["-c", &count.to_string(), "-i", "0.05", "-W", "1"])
-            .arg(to.spec.ip.to_string())
+            .args(["netns", "exec", from.netns.name(), "ping", "-n", "-D", "-O"])
+            .args(["-c", &PROBES.to_string(), "-i", "0.05", "-W", "1"])
+            .arg(to.to_string())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .expect("ping");
         Ping {
-            from: from.spec.name.clone(),
-            to: to.spec.name.clone(),
+            pair: format!("{} -> {label}", from.spec.name),
             allowed,
             child,
         }
     }
 
-    /// (transmitted, received).
+    /// (pair, allowed, transmitted, received).
     fn finish(self) -> (String, bool, u64, u64) {
         let out = self.child.wait_with_output().expect("ping output");
         let text = String::from_utf8_lossy(&out.stdout).to_string();
@@ -133,17 +163,29 @@ impl Ping {
             .lines()
             .find(|l| l.contains("packets transmitted"))
             .unwrap_or_else(|| panic!("no ping statistics: {text}"));
+        // Which probes went unanswered, and when the next answer came (`-D` timestamps): to
+        // line a loss up with the agent's log.
+        if self.allowed {
+            let got: std::collections::BTreeSet<u64> = text
+                .lines()
+                .filter(|l| l.contains("bytes from"))
+                .filter_map(|l| l.split("icmp_seq=").nth(1)?.split(' ').next()?.parse().ok())
+                .collect();
+            let max = got.iter().max().copied().unwrap_or(0);
+            for seq in (1..=max).filter(|s| !got.contains(s)) {
+                let near = text
+                    .lines()
+                    .find(|l| l.contains(&format!("icmp_seq={} ", seq + 1)))
+                    .unwrap_or("");
+                eprintln!("{}: lost icmp_seq={seq}; next: {near}", self.pair);
+            }
+        }
         let num = |word: &str| -> u64 {
             let words: Vec<&str> = stat.split([' ', ',']).filter(|w| !w.is_empty()).collect();
             let i = words.iter().position(|w| w.starts_with(word)).unwrap();
             words[i - 1].parse().unwrap()
         };
-        (
-            format!("{} -> {}", self.from, self.to),
-            self.allowed,
-            num("packets"),
-            num("received"),
-        )
+        (self.pair, self.allowed, num("packets"), num("received"))
     }
 }
 
@@ -184,8 +226,69 @@ fn tun0_mac(node: &AgentNode) -> String {
 #[test]
 fn a_running_openshift_sdn_node_is_taken_over_with_no_packet_lost() {
     require_root_and_ovs();
-    let (node, pods) = openshift_sdn_node(24, Vec::new());
+    // Two nodes on one underlay, both openshift-sdn's; node-1 is taken over, node-2 stays.
+    let c = Cluster::start(0, &NodeOptions::default());
+    let node = c.join_bare_node(1);
+    let other = c.join_bare_node(2);
+    let mut hs1 = HostSubnet::new("node-1", &underlay_ip(1).to_string(), SUBNET);
+    hs1.metadata.uid = Some("5b0a0c4e-node-1".into());
+    let mut hs2 = HostSubnet::new("node-2", &underlay_ip(2).to_string(), OTHER_SUBNET);
+    hs2.metadata.uid = Some("5b0a0c4e-node-2".into());
+    c.write_host_subnet(&hs1);
+    c.write_host_subnet(&hs2);
+    for (ns, vnid) in TENANTS {
+        c.set_netnamespace(ns, vnid);
+    }
+    let remote_of = |hs: &HostSubnet| RemoteNode {
+        uid: hs.metadata.uid.clone().unwrap(),
+        host_ip: hs.host_ip.parse().unwrap(),
+        subnet: hs.subnet.clone(),
+    };
+    let pods = osdn::build_node(
+        &node.ovs,
+        &spec(Plugin::Multitenant, underlay_ip(1), SUBNET),
+        &[remote_of(&hs2)],
+        &pod_specs(24, SUBNET),
+        &node.dir().join("net.d"),
+        &node.dir().join("ipam").join(osdn::CNI_NETWORK),
+    );
     assert_eq!(pods.len(), 100);
+    let far: Vec<WiredPod> = osdn::build_node(
+        &other.ovs,
+        &spec(Plugin::Multitenant, underlay_ip(2), OTHER_SUBNET),
+        &[remote_of(&hs1)],
+        &pod_specs(1, OTHER_SUBNET),
+        &other.dir().join("net.d"),
+        &other.dir().join("ipam").join(osdn::CNI_NETWORK),
+    );
+    // kube-proxy's rules for a Service whose endpoint is a server of the node's host network,
+    // and an external host on the underlay.
+    kubeproxy::install(
+        node.ovs.ns(),
+        &[Service {
+            name: "dns".into(),
+            cluster_ip: SERVICE,
+            port: SERVICE_PORT,
+            proto: Proto::Udp,
+            endpoints: vec![(underlay_ip(1), ENDPOINT_PORT)],
+            node_port: None,
+            external_local: false,
+        }],
+        "10.128.0.0/14",
+    );
+    let _endpoint = udp_echo_server_at(
+        node.ovs.netns(),
+        SocketAddrV4::new(underlay_ip(1), ENDPOINT_PORT),
+    );
+    c.hub_exec(&[
+        "ip",
+        "addr",
+        "add",
+        &format!("{EXTERNAL}/24"),
+        "dev",
+        "hub0",
+    ]);
+
     let before: Vec<(String, String)> = pods
         .iter()
         .map(|p| {
@@ -198,9 +301,13 @@ fn a_running_openshift_sdn_node_is_taken_over_with_no_packet_lost() {
         .collect();
     let flows_before = node.flows();
     assert!(flows_before.iter().any(|f| f.contains("note:01.0d")));
+    let tun_mac = tun0_mac(&node);
+    assert_eq!(
+        node.ovs.vsctl(&["get", "Interface", "tun0", "mac"]).trim(),
+        "[]",
+        "openshift-sdn leaves tun0's mac column unset"
+    );
 
-    // One ping per ordered pair of tenants, from the tenant's first pod to the second pod of
-    // the other (or the same) tenant, for 30 s: long enough to span the agent's start.
     let first = |ns: &str| pods.iter().find(|p| p.spec.namespace == ns).unwrap();
     let second = |ns: &str| {
         pods.iter()
@@ -208,13 +315,79 @@ fn a_running_openshift_sdn_node_is_taken_over_with_no_packet_lost() {
             .nth(1)
             .unwrap()
     };
+    let far_of = |ns: &str| far.iter().find(|p| p.spec.namespace == ns).unwrap();
+    let service = SocketAddrV4::new(SERVICE, SERVICE_PORT);
+    // Every kind of destination answers under openshift-sdn's rows before anything starts (so
+    // a loss below is the takeover's), and the pods' ARP caches are warm.
+    for (ns, _) in TENANTS {
+        let p = first(ns);
+        for dst in [GATEWAY, EXTERNAL, far_of(ns).spec.ip, second(ns).spec.ip] {
+            assert!(
+                p.netns
+                    .exec(&["ping", "-c", "1", "-W", "2", &dst.to_string()])
+                    .is_ok(),
+                "{} -> {dst} before the takeover",
+                p.spec.name
+            );
+        }
+        assert!(
+            udp_probe(p.netns.name(), service, Duration::from_secs(3)),
+            "{} -> the Service before the takeover",
+            p.spec.name
+        );
+    }
+
     let began = Instant::now();
     let mut pings = Vec::new();
+    let mut streams = Vec::new();
     for (from, fv) in TENANTS {
+        let src = first(from);
+        // Pods of every tenant on this node (one per ordered pair of tenants).
         for (to, tv) in TENANTS {
             let allowed = fv == tv || fv == 0 || tv == 0;
-            pings.push(Ping::start(first(from), second(to), allowed, 600));
+            let dst = second(to);
+            pings.push(Ping::start(src, &dst.spec.name, dst.spec.ip, allowed));
         }
+        pings.push(Ping::start(src, "gateway", GATEWAY, true));
+        pings.push(Ping::start(src, "external host", EXTERNAL, true));
+        // The other node's pod of the same tenant, both ways.
+        let f = far_of(from);
+        pings.push(Ping::start(
+            src,
+            &format!("{}@node-2", f.spec.name),
+            f.spec.ip,
+            true,
+        ));
+        pings.push(Ping::start(
+            f,
+            &format!("{}@node-1", second(from).spec.name),
+            second(from).spec.ip,
+            true,
+        ));
+        streams.push((
+            format!("{} -> the Service", src.spec.name),
+            udp_stream(
+                src.netns.name(),
+                service,
+                u64::from(PROBES),
+                Duration::from_millis(50),
+            ),
+        ));
+    }
+    // Across nodes between tenants: never answered.
+    for (a, b) in [("tenant-a", "tenant-b"), ("tenant-c", "tenant-a")] {
+        pings.push(Ping::start(
+            first(a),
+            &format!("{}@node-2", far_of(b).spec.name),
+            far_of(b).spec.ip,
+            false,
+        ));
+        pings.push(Ping::start(
+            far_of(a),
+            &format!("{}@node-1", second(b).spec.name),
+            second(b).spec.ip,
+            false,
+        ));
     }
     std::thread::sleep(Duration::from_secs(2));
     let agent_started = Instant::now();
@@ -222,26 +395,63 @@ fn a_running_openshift_sdn_node_is_taken_over_with_no_packet_lost() {
     let ready_after = agent_started.elapsed();
     assert!(
         began.elapsed() < Duration::from_secs(25),
-        "the takeover took too long to be inside the pings' 30 s ({:?}); log:\n{}",
+        "the takeover took too long to be inside the probes' 30 s ({:?}); log:\n{}",
         began.elapsed(),
         node.log()
     );
     let line = takeover_line(&node);
     assert!(line.contains("pods=100"), "{line}");
     assert!(line.contains("leases=100"), "{line}");
+    let log = node.log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("taking it over with its pods running")
+                && l.contains(&format!("tun0_mac={tun_mac}"))),
+        "the takeover keeps tun0's MAC as ovs-vswitchd has it ({tun_mac}):\n{log}"
+    );
     let reconcile = node.last_reconcile();
     eprintln!("takeover: {line}\nreconcile: {reconcile}\nready after {ready_after:?}");
 
     let mut lost = Vec::new();
     let mut answered = Vec::new();
+    let (mut sent_all, mut lost_all, mut isolated_all) = (0, 0, 0);
     for p in pings {
         let (pair, allowed, sent, received) = p.finish();
         eprintln!("{pair}: sent {sent} received {received} (allowed: {allowed})");
+        sent_all += sent;
         if allowed && received != sent {
+            lost_all += sent - received;
             lost.push(format!("{pair}: {} of {sent} lost", sent - received));
         }
-        if !allowed && received != 0 {
-            answered.push(format!("{pair}: {received} of {sent} answered"));
+        if !allowed {
+            isolated_all += sent;
+            if received != 0 {
+                answered.push(format!("{pair}: {received} of {sent} answered"));
+            }
+        }
+    }
+    for (pair, s) in streams {
+        let (sent, received) = s.finish();
+        eprintln!("{pair}: sent {sent} answered {received}");
+        sent_all += sent;
+        if received != sent {
+            lost_all += sent - received;
+            lost.push(format!("{pair}: {} of {sent} lost", sent - received));
+        }
+    }
+    eprintln!(
+        "across the takeover: {sent_all} probes, {lost_all} lost, {isolated_all} isolated probes, {} answered",
+        answered.len()
+    );
+    if !lost.is_empty() {
+        // ovs-vswitchd's own count of what it dropped and why, on both nodes.
+        for (name, n) in [("node-1", &node), ("node-2", &other)] {
+            let ctl = n.ovs.vswitchd_ctl().display().to_string();
+            let cov = sdn_tests::harness::run("ovs-appctl", &["-t", &ctl, "coverage/show"])
+                .unwrap_or_else(|e| e);
+            for l in cov.lines().filter(|l| l.contains("drop")) {
+                eprintln!("{name} coverage: {l}");
+            }
         }
     }
     assert!(
@@ -274,23 +484,24 @@ fn a_running_openshift_sdn_node_is_taken_over_with_no_packet_lost() {
         assert_eq!(mac.trim(), osdn::pod_mac(p.spec.ip));
     }
     // Bandwidth carries over: the QoS row stays on the port, the record has both limits.
-    let bw = &pods[0];
-    let ids = ext_ids(&node, &bw.host_veth);
-    assert_eq!(ids["ingress_rate_bps"], "10000000", "{ids:?}");
-    assert_eq!(ids["egress_rate_bps"], "10000000", "{ids:?}");
-    assert_ne!(
-        node.ovs
-            .vsctl(&["get", "Port", &bw.host_veth, "qos"])
-            .trim(),
-        "[]",
-        "the pod's QoS row is still on its port"
-    );
-    assert_eq!(
-        node.ovs
-            .vsctl(&["get", "Interface", &bw.host_veth, "ingress_policing_rate"])
-            .trim(),
-        "10000"
-    );
+    for bw in &pods[..2] {
+        let ids = ext_ids(&node, &bw.host_veth);
+        assert_eq!(ids["ingress_rate_bps"], "10000000", "{ids:?}");
+        assert_eq!(ids["egress_rate_bps"], "10000000", "{ids:?}");
+        assert_ne!(
+            node.ovs
+                .vsctl(&["get", "Port", &bw.host_veth, "qos"])
+                .trim(),
+            "[]",
+            "the pod's QoS row is still on its port"
+        );
+        assert_eq!(
+            node.ovs
+                .vsctl(&["get", "Interface", &bw.host_veth, "ingress_policing_rate"])
+                .trim(),
+            "10000"
+        );
+    }
     // Leases moved: ours hold the 100 addresses, openshift-sdn's directory is gone.
     let mut ips: Vec<String> = pods.iter().map(|p| p.spec.ip.to_string()).collect();
     ips.sort();
@@ -342,14 +553,14 @@ fn a_running_openshift_sdn_node_is_taken_over_with_no_packet_lost() {
     );
     assert_ne!(t["outcome"], "delivered", "{t}");
     eprintln!("trace a0 -> b0: {}", t["verdict"]);
-    // tun0 keeps openshift-sdn's MAC (the pods' ARP caches hold it); the gateway answers.
-    assert_eq!(tun0_mac(&node), TUN_MAC);
-    let a1 = second("tenant-a");
-    assert!(a1
-        .netns
-        .exec(&["ping", "-c", "1", "-W", "2", &GATEWAY.to_string()])
-        .is_ok());
-
+    // tun0 keeps openshift-sdn's MAC (the pods' ARP caches hold it), and says so.
+    assert_eq!(tun0_mac(&node), tun_mac);
+    assert_eq!(
+        node.ovs
+            .vsctl(&["get", "Interface", "tun0", "external_ids:mac-kept-from"])
+            .trim(),
+        "openshift-sdn"
+    );
     // The runtime's CHECK and DEL of an adopted pod, with the result openshift-sdn's plugin
     // returned at its ADD (libcni hands it over as prevResult; the MAC in it is the veth's
     // before openshift-sdn changed it).
@@ -466,7 +677,7 @@ fn a_running_openshift_sdn_node_is_taken_over_with_no_packet_lost() {
 
     // A restart of our agent changes no flow, and tun0 keeps its MAC.
     node.restart_unchanged();
-    assert_eq!(tun0_mac(&node), TUN_MAC);
+    assert_eq!(tun0_mac(&node), tun_mac);
 }
 
 /// Runs the agent once in the node's namespace and returns its exit status and output, or
@@ -617,33 +828,57 @@ fn a_node_taken_over_is_handed_back_to_openshift_sdn() {
         "openshift-sdn's CNI config, byte for byte"
     );
     assert!(!node.conf_file().exists(), "our conflist is gone");
+    // Leases as openshift-sdn's vendored host-local (v0.6.0) writes them: the sandbox alone,
+    // mode 0600, no lock file.
     let leases = node.dir().join("ipam").join(osdn::CNI_NETWORK);
     for p in &pods {
+        let lease = leases.join(p.spec.ip.to_string());
+        assert_eq!(std::fs::read_to_string(&lease).unwrap(), p.sandbox);
         assert_eq!(
-            std::fs::read_to_string(leases.join(p.spec.ip.to_string())).unwrap(),
-            format!("{}\r\neth0", p.sandbox)
+            std::os::unix::fs::PermissionsExt::mode(
+                &std::fs::metadata(&lease).unwrap().permissions()
+            ) & 0o777,
+            0o600
         );
     }
-    assert!(leases.join(added_ip.to_string()).exists());
+    assert_eq!(
+        std::fs::read_to_string(leases.join(added_ip.to_string())).unwrap(),
+        added.id
+    );
+    assert!(
+        !leases.join("lock").exists(),
+        "v0.6.0 locks the directory, makes no lock file"
+    );
     assert!(!node.dir().join("ipam/sdn").exists(), "our leases are gone");
     let saved = iptables_save(&node);
-    assert!(!saved.contains("SDN-"), "our chains are gone:\n{saved}");
+    assert!(
+        !saved
+            .lines()
+            .any(|l| l.starts_with(":SDN-") || l.contains(" -j SDN-")),
+        "our chains are gone (openshift-sdn's OPENSHIFT-SDN-CANARY stays):\n{saved}"
+    );
     // Running it again finds the work done.
     let (again, _) = node.agent_command("hand-back-to-openshift-sdn");
     assert!(again.success());
 
     // openshift-sdn starts.
-    let vnid_of = |ip: Ipv4Addr| {
+    // Each pod's namespace's VNID and bandwidth annotations, as its API would give them.
+    let pod_of = |ip: Ipv4Addr| {
         if ip == added_ip {
-            return 11;
+            return (TENANTS[0].1, None);
         }
         pods.iter()
             .find(|p| p.spec.ip == ip)
-            .map(|p| p.spec.vnid)
+            .map(|p| (p.spec.vnid, p.spec.bandwidth))
             .expect("a known pod")
     };
-    let reattached = osdn::restart_node(&node.ovs, &spec(Plugin::Multitenant), &[], &vnid_of)
-        .expect("our note is not openshift-sdn's: it sets the node up afresh");
+    let reattached = osdn::restart_node(
+        &node.ovs,
+        &spec(Plugin::Multitenant, NODE_IP, SUBNET),
+        &[],
+        &pod_of,
+    )
+    .expect("our note is not openshift-sdn's: it sets the node up afresh");
     assert_eq!(
         reattached.len(),
         pods.len() + 1,
@@ -683,7 +918,17 @@ fn a_node_taken_over_is_handed_back_to_openshift_sdn() {
         "other tenants stay isolated"
     );
     assert!(ping(b[0], GATEWAY), "the gateway");
-    // (Its DEL would go to openshift-sdn now; the test only removes its namespace.)
+    // openshift-sdn deletes pods: its release (v0.6.0's ReleaseByID, by sandbox) frees the
+    // address of a pod it adopted back from us, and of the pod our agent had added.
+    for (id, ip) in [
+        (pods[0].sandbox.as_str(), pods[0].spec.ip),
+        (added.id.as_str(), added_ip),
+    ] {
+        let removed = osdn::host_local_release_by_id(&leases, id);
+        assert_eq!(removed, vec![ip.to_string()], "openshift-sdn's DEL of {id}");
+        assert!(!leases.join(ip.to_string()).exists());
+    }
+    // (The pod's DEL would go to openshift-sdn now; the test only removes its namespace.)
     added.forget();
 }
 
@@ -784,8 +1029,11 @@ fn pings(from: &WiredPod, to: &WiredPod) -> bool {
 #[test]
 fn in_kubernetes_mode_adopted_pods_are_named_from_the_api() {
     require_root_and_ovs();
-    let (node, pods, fake, dir) =
-        kubernetes_node(Plugin::Multitenant, "multitenant", &[("tenant-a-too", 11)]);
+    let (node, pods, fake, dir) = kubernetes_node(
+        Plugin::Multitenant,
+        "multitenant",
+        &[("tenant-a-too", TENANTS[0].1)],
+    );
     node.start_agent();
     assert_all_adopted_and_named(&node, &pods);
     let of =
