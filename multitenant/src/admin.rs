@@ -171,8 +171,8 @@ pub fn decide(
                 from: None,
                 to: Some(*asked),
                 reason: if held {
-                    "the VNID asked for, which local pods of no namespace have: they are now \
-                     this namespace's"
+                    "the VNID asked for, which local pods of no namespace have: they share its \
+                     network now, but keep this VNID if the namespace's changes later"
                         .into()
                 } else {
                     "the VNID asked for".into()

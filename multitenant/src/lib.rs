@@ -56,8 +56,9 @@ impl Vnid {
         self.0 == 0
     }
 
-    /// Whether this is a VNID a tenant may have ([`FIRST_TENANT_VNID`] to
-    /// [`Vnid::LAST_TENANT`], as openshift-sdn's allocator hands them out).
+    /// Whether this is a VNID a tenant may have here: [`FIRST_TENANT_VNID`] to
+    /// [`Vnid::LAST_TENANT`]. openshift-sdn's allocator goes one further, to 2^24-1, which this
+    /// agent keeps for pods whose tenant it cannot know ([`Vnid::UNASSIGNED`]).
     pub fn is_tenant(self) -> bool {
         (FIRST_TENANT_VNID..=Self::LAST_TENANT).contains(&self.0)
     }

@@ -254,6 +254,13 @@ impl Daemon {
             .await
             .map_err(|e| anyhow::anyhow!("restoring the port pool: {e} {}", e.details()))?;
         let (pool_kept, pool_deleted) = (restored.kept, restored.queued);
+        if takeover.is_some() || (pool_kept == 0 && kept > 0) {
+            // Pods run here and no pool was kept (a takeover, or the first start of the agent
+            // on a node with pods): no new link on the node until the runtime asks for a pod
+            // (see the pool's docs). Held before the CNI server serves, so the first ADD's
+            // demand is never overwritten.
+            pods.pool().hold_until_demand();
+        }
         let orphans = pods
             .release_orphan_leases(&restored.warm_leases, true)
             .await
@@ -450,12 +457,6 @@ impl Daemon {
         // The port pool: filled and kept full in the background (ADDs meanwhile add their own
         // ports), so readiness does not wait for ovs-vswitchd to take a batch of ports.
         let pods = n.pods.clone();
-        if takeover.is_some() || (pool_kept == 0 && kept > 0) {
-            // Pods run here and no pool was kept (a takeover, or the first start of the agent
-            // on a node with pods): no new link on the node until the runtime asks for a pod
-            // (see the pool's docs).
-            pods.pool().hold_until_demand();
-        }
         let task = tokio::spawn(async move {
             pods.reap_dead_ports().await;
             pods.refill_pool().await;

@@ -428,6 +428,13 @@ pub async fn inspect(
     let Some(ports) = ports else {
         return Ok(None);
     };
+    // Our own bridge (the common start): no pod port shaped as openshift-sdn's and none of its
+    // files left means nothing to take over, and start-up does not wait for ovs-vswitchd here
+    // (it may be busy; the agent serves first and reconciles when it answers).
+    let osdn_shaped = ports.iter().any(Port::shaped_as_openshift_sdn);
+    if named_by_us && !osdn_shaped && !cni_conf_dir.join(CNI_CONF_FILE).exists() {
+        return Ok(None);
+    }
     // ovs-vswitchd not (yet) reporting it: the kernel's tun0 has it.
     let tun0_mac = match tun0_mac {
         Some(m) => Some(m),
@@ -438,13 +445,6 @@ pub async fn inspect(
             .context("reading tun0's MAC")?
             .map(MacAddr),
     };
-    // Our own bridge (the common start): no pod port shaped as openshift-sdn's and none of its
-    // files left means nothing to take over, and start-up does not wait for ovs-vswitchd here
-    // (it may be busy; the agent serves first and reconciles when it answers).
-    let osdn_shaped = ports.iter().any(Port::shaped_as_openshift_sdn);
-    if named_by_us && !osdn_shaped && !cni_conf_dir.join(CNI_CONF_FILE).exists() {
-        return Ok(None);
-    }
     let target = format!("unix:{}", bridge_mgmt.display());
     let flows = match OfClient::connect(&target).await {
         Ok(of) => of

@@ -80,11 +80,14 @@ impl V060Dir {
                     .and_then(|mut f| f.read_to_string(&mut held))
                     .map_err(io_err("read lease file", &path))?;
                 // Ours when it holds exactly the id (v0.6.0's own comparison).
-                if held.trim() != id.trim() {
-                    let (holder, ifname) = held
-                        .trim()
-                        .split_once(LINE_BREAK)
-                        .unwrap_or((held.trim(), ""));
+                if held.trim() == id.trim() {
+                    return Ok(());
+                }
+                let (holder, ifname) = held
+                    .trim()
+                    .split_once(LINE_BREAK)
+                    .unwrap_or((held.trim(), ""));
+                if holder != id.trim() {
                     return Err(IpamError::InUse {
                         ip,
                         container_id: holder.to_string(),
@@ -92,6 +95,21 @@ impl V060Dir {
                         path,
                     });
                 }
+                // The same container's lease in the newer format (an earlier hand-back's, or
+                // a newer host-local's): rewritten in v0.6.0's, which alone it releases.
+                let tmp = self.dir.join(format!(".{ip}.v060"));
+                OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(MODE)
+                    .open(&tmp)
+                    .and_then(|mut f| f.write_all(id.trim().as_bytes()))
+                    .and_then(|()| fs::rename(&tmp, &path))
+                    .map_err(|e| {
+                        let _ = fs::remove_file(&tmp);
+                        io_err("rewrite lease file", &path)(e)
+                    })?;
                 return Ok(());
             }
             Err(e) => return Err(io_err("create lease file", &path)(e)),
@@ -139,6 +157,16 @@ mod tests {
         assert!(!d.dir().join(LOCK_FILE).exists(), "v0.6.0 has no lock file");
         let err = d.reserve(ip, "other").unwrap_err().to_string();
         assert!(err.contains("abc123"), "{err}");
+        // The same container's lease in the newer format is rewritten in v0.6.0's.
+        let newer = d.dir().join("10.128.2.10");
+        fs::write(&newer, "def456\r\neth0").unwrap();
+        d.reserve(Ipv4Addr::new(10, 128, 2, 10), "def456").unwrap();
+        assert_eq!(fs::read_to_string(&newer).unwrap(), "def456");
+        assert_eq!(
+            fs::metadata(&newer).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        fs::remove_file(&newer).unwrap();
         // The newer store reads it as a legacy lease of the container.
         let leases = Store::new(&tmp, "openshift-sdn").unwrap().leases().unwrap();
         assert_eq!(leases.len(), 1);

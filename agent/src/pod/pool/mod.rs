@@ -223,7 +223,8 @@ impl PortPool {
     /// Makes no pool port until an ADD asks for one. After a takeover the node's links stay
     /// as openshift-sdn left them until the runtime asks for a pod: on the userspace datapath
     /// every new link makes ovs-vswitchd rebuild its tunnel routes, which can drop a tunnelled
-    /// packet in flight (docs/pipeline.md, "What the system datapath relies on").
+    /// packet in flight (docs/pipeline.md, "Datapaths: netdev (tested here) and system
+    /// (production)").
     pub fn hold_until_demand(&self) {
         self.held.store(true, std::sync::atomic::Ordering::Relaxed);
     }
