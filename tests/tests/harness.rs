@@ -27,3 +27,21 @@ fn private_ovs_starts_takes_a_bridge_and_cleans_up() {
         "namespaces left: {list}"
     );
 }
+
+/// No test relies on the machine's initial namespace's forwarding (which a new namespace
+/// inherits, and which other tests or the host may have turned on): every namespace the
+/// harness makes starts with it off, so a node forwards only because its network agent (ours,
+/// or the openshift-sdn fixture as its own start does) turned it on.
+#[test]
+fn a_test_namespace_starts_with_forwarding_off_whatever_the_host_has() {
+    sdn_tests::harness::require_root_and_ovs();
+    let host = std::fs::read_to_string("/proc/sys/net/ipv4/ip_forward").unwrap();
+    let ns = sdn_tests::harness::Netns::new("fwd");
+    let inside = ns.exec(&["cat", "/proc/sys/net/ipv4/ip_forward"]).unwrap();
+    eprintln!(
+        "initial namespace ip_forward={}, a test namespace's={}",
+        host.trim(),
+        inside.trim()
+    );
+    assert_eq!(inside.trim(), "0");
+}
