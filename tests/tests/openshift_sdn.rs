@@ -490,13 +490,7 @@ fn an_openshift_sdn_node_forwards_by_its_own_rules() {
     }
     // The bandwidth of a2: one QoS row of its sandbox on its port, its policing rate.
     let a2 = &pods[1];
-    let qos = ovs.vsctl(&[
-        "--bare",
-        "--columns=_uuid",
-        "find",
-        "qos",
-        &format!("external_ids:sandbox={}", a2.sandbox),
-    ]);
+    let qos = qos_of(&ovs, &a2.sandbox);
     assert_eq!(qos.split_whitespace().count(), 1, "{qos}");
     assert_eq!(
         ovs.vsctl(&["get", "Port", &a2.host_veth, "qos"]).trim(),
@@ -772,13 +766,7 @@ fn openshift_sdn_s_start_keeps_a_set_up_node_and_rebuilds_any_other() {
         assert_eq!(reattached.len(), pods.len(), "{what}: {reattached:?}");
         assert_eq!(osdn::already_set_up(&ovs, &node), Ok(()), "{what}");
         let p = &pods[0];
-        let qos = ovs.vsctl(&[
-            "--bare",
-            "--columns=_uuid",
-            "find",
-            "qos",
-            &format!("external_ids:sandbox={}", p.sandbox),
-        ]);
+        let qos = qos_of(&ovs, &p.sandbox);
         assert_eq!(qos.split_whitespace().count(), 1, "{what}: {qos}");
         assert_ne!(qos.trim(), old_qos.trim(), "{what}: a new QoS row");
         assert_eq!(
@@ -803,4 +791,15 @@ fn openshift_sdn_s_start_keeps_a_set_up_node_and_rebuilds_any_other() {
             "{what}: a2 -> the gateway"
         );
     }
+}
+
+/// The QoS rows (their uuids, one a line) tagged with `sandbox`, as openshift-sdn finds them.
+fn qos_of(ovs: &Ovs, sandbox: &str) -> String {
+    ovs.vsctl(&[
+        "--bare",
+        "--columns=_uuid",
+        "find",
+        "qos",
+        &format!("external_ids:sandbox={sandbox}"),
+    ])
 }

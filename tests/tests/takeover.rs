@@ -205,6 +205,17 @@ impl Ping {
     }
 }
 
+/// One ping from namespace `netns` to `dst`, answered within 2 s.
+fn ping_once(netns: &str, dst: Ipv4Addr) -> bool {
+    Command::new("ip")
+        .args(["netns", "exec", netns, "ping", "-c", "1", "-W", "2"])
+        .arg(dst.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 fn ext_ids(node: &AgentNode, port: &str) -> BTreeMap<String, String> {
     let out = node.ovs.vsctl(&[
         "--format=json",
@@ -360,9 +371,7 @@ fn a_running_openshift_sdn_node_is_taken_over_with_no_packet_lost() {
         let p = first(ns);
         for dst in [GATEWAY, EXTERNAL, far_of(ns).spec.ip, second(ns).spec.ip] {
             assert!(
-                p.netns
-                    .exec(&["ping", "-c", "1", "-W", "2", &dst.to_string()])
-                    .is_ok(),
+                ping_once(p.netns.name(), dst),
                 "{} -> {dst} before the takeover",
                 p.spec.name
             );
@@ -373,9 +382,7 @@ fn a_running_openshift_sdn_node_is_taken_over_with_no_packet_lost() {
             p.spec.name
         );
         assert!(
-            node.ovs
-                .exec_in_netns(&["ping", "-c", "1", "-W", "2", &p.spec.ip.to_string()])
-                .is_ok(),
+            ping_once(node.ovs.netns(), p.spec.ip),
             "the node -> {} before the takeover",
             p.spec.name
         );
