@@ -440,7 +440,7 @@ pub async fn inspect(
         Some(m) => Some(m),
         None => crate::host::netlink::Netlink::new()
             .context("opening rtnetlink")?
-            .link_mac("tun0")
+            .interface_mac("tun0")
             .await
             .context("reading tun0's MAC")?
             .map(MacAddr),
@@ -555,7 +555,11 @@ impl Found {
             // openshift-sdn left it (see `keys::HARDENED`).
             match crate::host::netlink::isolate_host_veth_ipv4(&p.port) {
                 Ok(()) => {
-                    ids.insert(keys::HARDENED.to_string(), "ipv4".to_string());
+                    let v = crate::pod::record::Hardening::Ipv4Only.value();
+                    ids.insert(
+                        keys::HARDENED.to_string(),
+                        v.unwrap_or_default().to_string(),
+                    );
                 }
                 Err(e) => {
                     tracing::warn!(port = %p.port, error = %e, "taking the node kernel out of the adopted pod's path (retried at the next start)");

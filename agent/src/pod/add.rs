@@ -10,7 +10,7 @@ use ovs::ovsdb::PortSpec;
 use tokio::time::Instant;
 
 use super::error::PodError;
-use super::record::{MeterRecord, PortRecord};
+use super::record::{Hardening, MeterRecord, PortRecord};
 use super::{lock, pool, Attachment, Pod, Pods, Wired, BRIDGE};
 use crate::bridge::flowstore::{Change, Owner};
 use crate::bridge::seams::{NodeIo, PodLinks, PortDb};
@@ -254,7 +254,7 @@ impl<Io: NodeIo> Pods<Io> {
             bandwidth: plan.bandwidth,
             // create_pod_link hardens a new host end; a pool port's was hardened when the pool
             // made it.
-            hardened: true,
+            hardened: Hardening::Full,
         };
         let (link, ofport) = match &pooled {
             // The port exists: its record replaces the pool marker (ovs-vswitchd does not read
@@ -314,6 +314,7 @@ impl<Io: NodeIo> Pods<Io> {
             egress_meter,
             hostports: record.hostports.clone(),
             limits: plan.bandwidth,
+            hardened: Hardening::Full,
         };
         // Networkpolicy mode: the pod's own policy rows, in the same bundle as its flows.
         let policy_rows = self.policy.get().map_or_else(Vec::new, |p| {

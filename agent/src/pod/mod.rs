@@ -149,6 +149,8 @@ pub struct Pod {
     pub hostports: Option<String>,
     /// The pod's bandwidth limits (from its port record after a restart).
     pub limits: Bandwidth,
+    /// Its host veth's hardening (its record's).
+    pub hardened: record::Hardening,
 }
 
 impl Pod {

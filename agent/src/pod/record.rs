@@ -9,8 +9,9 @@
 //! `meter`, `meter_rate_kbps`, `meter_burst_kbit` (to re-create a meter ovs-vswitchd lost), and
 //! with bandwidth limits `ingress_rate_bps`, `ingress_burst_bits`, `egress_rate_bps`,
 //! `egress_burst_bits` (to put QoS and policing back when they were removed behind the agent's
-//! back), and `hardened=1` once the host veth has its sysctls (a restart skips them). Unknown
-//! keys are ignored, so an older agent's records read fine.
+//! back), and `hardened=1` (`ipv4` for a pod adopted from openshift-sdn, see [`Hardening`]) once
+//! the host veth has its sysctls (a restart skips them). Unknown keys are ignored, so an older
+//! agent's records read fine.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -51,8 +52,41 @@ pub struct PortRecord {
     pub meter: Option<MeterRecord>,
     /// The pod's bandwidth limits.
     pub bandwidth: Bandwidth,
-    /// Whether the host veth was hardened at ADD (see [`keys::HARDENED`]).
-    pub hardened: bool,
+    /// What the host veth got of the node-kernel hardening (see [`keys::HARDENED`]).
+    pub hardened: Hardening,
+}
+
+/// How far a pod's host veth has been taken out of the node kernel's path
+/// (`host::netlink::isolate_host_veth`), as its record says (`hardened`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hardening {
+    /// Not yet (an older agent's record): hardened at the next start.
+    None,
+    /// The IPv4 settings only, IPv6 kept as the network agent before ours left it (a pod
+    /// adopted from openshift-sdn): `ipv4`.
+    Ipv4Only,
+    /// All of it: `1`.
+    Full,
+}
+
+impl Hardening {
+    /// The record's value for `hardened` (none when not hardened).
+    pub fn value(self) -> Option<&'static str> {
+        match self {
+            Hardening::None => None,
+            Hardening::Ipv4Only => Some("ipv4"),
+            Hardening::Full => Some("1"),
+        }
+    }
+
+    /// Read from the record's `hardened` value.
+    pub fn of(value: Option<&str>) -> Hardening {
+        match value {
+            Some("1") => Hardening::Full,
+            Some("ipv4") => Hardening::Ipv4Only,
+            _ => Hardening::None,
+        }
+    }
 }
 
 impl PortRecord {
@@ -84,8 +118,8 @@ impl PortRecord {
                 m.insert(keys::METER_BURST.into(), burst.to_string());
             }
         }
-        if self.hardened {
-            m.insert(keys::HARDENED.into(), "1".into());
+        if let Some(v) = self.hardened.value() {
+            m.insert(keys::HARDENED.into(), v.into());
         }
         for (limit, rate_key, burst_key) in [
             (
@@ -127,9 +161,7 @@ impl PortRecord {
                 ingress: limit(ids, keys::INGRESS_RATE, keys::INGRESS_BURST),
                 egress: limit(ids, keys::EGRESS_RATE, keys::EGRESS_BURST),
             },
-            hardened: ids
-                .get(keys::HARDENED)
-                .is_some_and(|v| v == "1" || v == "ipv4"),
+            hardened: Hardening::of(ids.get(keys::HARDENED).map(String::as_str)),
         })
     }
 
@@ -180,7 +212,7 @@ mod tests {
                     burst: None,
                 }),
             },
-            hardened: true,
+            hardened: Hardening::Full,
         };
         let ids = r.to_external_ids();
         assert_eq!(ids["sandbox"], "c0ffee");
@@ -198,8 +230,9 @@ mod tests {
         let r = PortRecord::from_external_ids(&old).unwrap();
         assert_eq!((r.ip, r.vnid, r.meter), (None, None, None));
         assert!(r.bandwidth.is_empty());
-        assert!(
-            !r.hardened,
+        assert_eq!(
+            r.hardened,
+            Hardening::None,
             "an older record is hardened again at the next start"
         );
         assert_eq!(r.attachment.ifname, "");

@@ -36,7 +36,7 @@ impl Pod {
             hostports: self.hostports.clone(),
             meter,
             bandwidth: self.limits,
-            hardened: true,
+            hardened: self.hardened,
         }
     }
 }
@@ -141,12 +141,6 @@ impl<Io: NodeIo> Pods<Io> {
                 let changed: BTreeMap<String, String> = want
                     .into_iter()
                     .filter(|(k, v)| i.external_ids.get(k) != Some(v))
-                    // An adopted pod's `hardened=ipv4` is as it should be (its veth keeps the
-                    // IPv6 openshift-sdn left, see `keys::HARDENED`), not drift.
-                    .filter(|(k, _)| {
-                        !(k == keys::HARDENED
-                            && i.external_ids.get(k).map(String::as_str) == Some("ipv4"))
-                    })
                     .collect();
                 if !changed.is_empty() {
                     self.db

@@ -19,7 +19,7 @@ use flows::{AttachmentId, Mode, Vnid};
 use ovs::openflow::OfError;
 
 use super::error::PodError;
-use super::record::{keys, PortRecord};
+use super::record::{keys, Hardening, PortRecord};
 use super::{lock, pool, Pod, Pods, VnidChange, BRIDGE};
 use crate::bridge::flowstore::Change;
 use crate::bridge::seams::{NodeIo, PodLinks, PortDb};
@@ -63,12 +63,14 @@ impl<Io: NodeIo> Pods<Io> {
                 (true, Some(ip), Some(ofport)) => {
                     // Pods wired by an older agent get the host-veth hardening too (and the
                     // record says so, so the next start skips the sysctl writes).
-                    if !record.hardened {
+                    let mut hardened = record.hardened;
+                    if hardened == Hardening::None {
                         match self.links.isolate_host_veth(&name) {
                             Ok(()) => {
+                                hardened = Hardening::Full;
                                 let ids = std::collections::BTreeMap::from([(
                                     keys::HARDENED.to_string(),
-                                    "1".to_string(),
+                                    Hardening::Full.value().unwrap_or_default().to_string(),
                                 )]);
                                 if let Err(e) =
                                     self.db.set_interface_external_ids(&name, &ids).await
@@ -97,6 +99,7 @@ impl<Io: NodeIo> Pods<Io> {
                             .filter(|_| self.net.egress_meters),
                         hostports: record.hostports.clone(),
                         limits: record.bandwidth,
+                        hardened,
                     };
                     if let (Some(m), true) = (record.meter, self.net.egress_meters) {
                         let config = m.rate_burst.and_then(|(rate, burst)| {

@@ -75,54 +75,36 @@ impl V060Dir {
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                let mut held = String::new();
+                let mut content = String::new();
                 File::open(&path)
-                    .and_then(|mut f| f.read_to_string(&mut held))
+                    .and_then(|mut f| f.read_to_string(&mut content))
                     .map_err(io_err("read lease file", &path))?;
-                // Ours when it holds exactly the id (v0.6.0's own comparison).
-                if held.trim() == id.trim() {
-                    return Ok(());
-                }
-                let (holder, ifname) = held
-                    .trim()
-                    .split_once(LINE_BREAK)
-                    .unwrap_or((held.trim(), ""));
-                if holder != id.trim() {
+                let held = Lease::parse(ip, &content);
+                if held.container_id != id.trim() {
                     return Err(IpamError::InUse {
                         ip,
-                        container_id: holder.to_string(),
-                        ifname: ifname.to_string(),
+                        container_id: held.container_id,
+                        ifname: held.ifname,
                         path,
                     });
                 }
-                // The same container's lease in the newer format (an earlier hand-back's, or
-                // a newer host-local's): rewritten in v0.6.0's, which alone it releases.
-                let tmp = self.dir.join(format!(".{ip}.v060"));
-                OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .mode(MODE)
-                    .open(&tmp)
-                    .and_then(|mut f| f.write_all(id.trim().as_bytes()))
-                    .and_then(|()| fs::rename(&tmp, &path))
-                    .map_err(|e| {
-                        let _ = fs::remove_file(&tmp);
-                        io_err("rewrite lease file", &path)(e)
-                    })?;
+                // Ours. In the newer format (an earlier hand-back's, or a newer host-local's)
+                // it is rewritten in v0.6.0's, which alone that version releases.
+                if !held.ifname.is_empty() {
+                    let tmp = self.dir.join(format!(".{ip}.v060"));
+                    write_0600(&tmp, id.trim())
+                        .and_then(|()| fs::rename(&tmp, &path))
+                        .map_err(|e| {
+                            let _ = fs::remove_file(&tmp);
+                            io_err("rewrite lease file", &path)(e)
+                        })?;
+                }
                 return Ok(());
             }
             Err(e) => return Err(io_err("create lease file", &path)(e)),
         }
         let last = self.dir.join(format!("{LAST_RESERVED_PREFIX}{RANGE_ID}"));
-        OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(MODE)
-            .open(&last)
-            .and_then(|mut f| f.write_all(ip.to_string().as_bytes()))
-            .map_err(io_err("write the last reserved address", &last))
+        write_0600(&last, &ip.to_string()).map_err(io_err("write the last reserved address", &last))
     }
 
     /// v0.6.0's lock: `flock(LOCK_EX)` on the directory (blocking, as it blocks).
@@ -132,6 +114,17 @@ impl V060Dir {
             .map_err(io_err("lock lease directory", &self.dir))?;
         Ok(d)
     }
+}
+
+/// Writes `content` to `path` (created or truncated, mode 0600 as v0.6.0's files are).
+fn write_0600(path: &Path, content: &str) -> io::Result<()> {
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(MODE)
+        .open(path)?
+        .write_all(content.as_bytes())
 }
 
 #[cfg(test)]

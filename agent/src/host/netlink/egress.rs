@@ -19,7 +19,7 @@ use futures::TryStreamExt;
 use ipnet::Ipv4Net;
 use netlink_packet_route::address::AddressAttribute;
 use netlink_packet_route::link::LinkAttribute;
-use netlink_packet_route::route::{RouteAddress, RouteAttribute};
+use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteMessage};
 use rtnetlink::RouteMessageBuilder;
 
 use super::error::errno;
@@ -60,26 +60,31 @@ impl Netlink {
     /// The gateways of the node's default routes (IPv4, every table): addresses an egress IP
     /// must never take.
     pub async fn default_gateways(&self) -> Result<Vec<Ipv4Addr>, NetlinkError> {
+        Ok(self
+            .ipv4_routes()
+            .await?
+            .iter()
+            .filter(|r| r.header.destination_prefix_length == 0)
+            .flat_map(|r| {
+                r.attributes.iter().filter_map(|a| match a {
+                    RouteAttribute::Gateway(RouteAddress::Inet(ip)) => Some(*ip),
+                    _ => None,
+                })
+            })
+            .collect())
+    }
+
+    /// Every IPv4 route of the node netns, every table (`ip -4 route show table all`): one dump.
+    pub(crate) async fn ipv4_routes(&self) -> Result<Vec<RouteMessage>, NetlinkError> {
         let h = self.handle();
         let step = "listing the node's routes".to_string();
         bounded(step.clone(), async {
-            let routes: Vec<_> = h
-                .route()
+            h.route()
                 .get(RouteMessageBuilder::<Ipv4Addr>::new().build())
                 .execute()
                 .try_collect()
                 .await
-                .map_err(|e| NetlinkError::nl(step.clone(), e))?;
-            Ok(routes
-                .iter()
-                .filter(|r| r.header.destination_prefix_length == 0)
-                .flat_map(|r| {
-                    r.attributes.iter().filter_map(|a| match a {
-                        RouteAttribute::Gateway(RouteAddress::Inet(ip)) => Some(*ip),
-                        _ => None,
-                    })
-                })
-                .collect())
+                .map_err(|e| NetlinkError::nl(step.clone(), e))
         })
         .await?
     }

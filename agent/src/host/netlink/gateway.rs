@@ -16,11 +16,8 @@ use futures::future::join_all;
 use futures::TryStreamExt;
 use ipnet::Ipv4Net;
 use netlink_packet_route::link::LinkMessage;
-use netlink_packet_route::route::{
-    RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol,
-};
+use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteHeader, RouteProtocol};
 use rtnetlink::LinkUnspec;
-use rtnetlink::RouteMessageBuilder;
 
 use super::error::errno;
 use super::pod::{ipv4_address, route_message};
@@ -125,13 +122,7 @@ impl Netlink {
         // `proto boot` ones at a takeover, ours after a restart) is left alone: every route
         // change makes ovs-vswitchd's userspace datapath rebuild its tunnel routes, which can
         // drop a tunnelled packet in flight.
-        let existing: Vec<RouteMessage> = h
-            .route()
-            .get(RouteMessageBuilder::<std::net::Ipv4Addr>::new().build())
-            .execute()
-            .try_collect()
-            .await
-            .map_err(|e| NetlinkError::nl(format!("listing the routes of {ifname}"), e))?;
+        let existing = self.ipv4_routes().await?;
         let through_link = |dst: &Ipv4Net| {
             existing.iter().any(|r| {
                 r.header.destination_prefix_length == dst.prefix_len()

@@ -278,18 +278,13 @@ impl Netlink {
 
     /// The hardware address of interface `name` in the node netns (`ip link show NAME`), or
     /// `None` if there is none or it has no Ethernet address.
-    pub async fn link_mac(&self, name: &str) -> Result<Option<[u8; 6]>, NetlinkError> {
+    pub async fn interface_mac(&self, name: &str) -> Result<Option<[u8; 6]>, NetlinkError> {
         validate_ifname(name)?;
         let step = || format!("reading the address of interface {name} in the node netns");
         let link = bounded(step(), get_link(&self.node.handle, name))
             .await?
             .map_err(|e| NetlinkError::nl(step(), e))?;
-        Ok(link.and_then(|l| {
-            l.attributes.iter().find_map(|a| match a {
-                LinkAttribute::Address(b) => <[u8; 6]>::try_from(b.as_slice()).ok(),
-                _ => None,
-            })
-        }))
+        Ok(link.as_ref().and_then(link_mac))
     }
 
     /// Deletes the host end of a pod veth, which also deletes the pod end
