@@ -13,6 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use std::collections::BTreeMap;
+
 use serde_json::{json, Value};
 
 use std::sync::Mutex;
@@ -751,6 +753,115 @@ impl AgentNode {
             .filter(|l| l.starts_with("cookie=0x1") && !l.starts_with("cookie=0x1,"))
             .filter(|l| !warm.iter().any(|w| l.starts_with(w.as_str())))
             .collect()
+    }
+
+    /// Every Interface row as ovs-vsctl reads it now: name -> (ofport, external_ids).
+    pub fn interfaces(&self) -> BTreeMap<String, (i64, BTreeMap<String, String>)> {
+        let out = self.ovs.vsctl(&[
+            "--format=json",
+            "--columns=name,ofport,external_ids",
+            "list",
+            "Interface",
+        ]);
+        let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        let mut m = BTreeMap::new();
+        for row in v["data"].as_array().into_iter().flatten() {
+            let name = row[0].as_str().unwrap_or_default().to_string();
+            // An unset ofport is `["set", []]`.
+            let ofport = row[1].as_i64().unwrap_or(-1);
+            let ids = row[2][1]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|kv| {
+                    (
+                        kv[0].as_str().unwrap_or_default().to_string(),
+                        kv[1].as_str().unwrap_or_default().to_string(),
+                    )
+                })
+                .collect();
+            m.insert(name, (ofport, ids));
+        }
+        m
+    }
+
+    /// The census of br0's port rows against the ports as OVS numbers them now: every pod port
+    /// (that ovs-vswitchd can open) has its table-20 rows on its current ofport with its
+    /// recorded address, and every
+    /// table-20 row of a port (`in_port` 3 and up) belongs to a port that has that ofport now,
+    /// with the address of its pod or, for a warm pool port, of its `sdn-warm-<port>` lease.
+    /// Returns the problems found (empty: the rows follow the ports).
+    pub fn rows_off_their_ports(&self) -> Vec<String> {
+        let ifaces = self.interfaces();
+        let warm: BTreeMap<String, String> = fs::read_dir(self.lease_dir())
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .filter_map(|e| {
+                        let ip = e.file_name().to_string_lossy().into_owned();
+                        let owner = fs::read_to_string(e.path()).ok()?;
+                        let port = owner.split("\r\n").next()?.strip_prefix("sdn-warm-")?;
+                        Some((port.to_string(), ip))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        // ofport -> (port, the address its rows must carry).
+        let mut by_ofport: BTreeMap<i64, (String, Option<String>)> = BTreeMap::new();
+        for (name, (ofport, ids)) in &ifaces {
+            let ip = ids.get("ip").cloned().or_else(|| warm.get(name).cloned());
+            if *ofport >= 3 {
+                by_ofport.insert(*ofport, (name.clone(), ip));
+            }
+        }
+        let rows: Vec<(i64, String)> = self
+            .flows()
+            .into_iter()
+            .filter(|l| l.contains("table=20,") && l.contains(",ip,"))
+            .filter_map(|l| {
+                let port = l
+                    .split("in_port=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse()
+                    .ok()?;
+                let ip = l
+                    .split("nw_src=")
+                    .nth(1)?
+                    .split([',', ' '])
+                    .next()?
+                    .to_string();
+                Some((port, ip))
+            })
+            .collect();
+        let mut bad = Vec::new();
+        for (ofport, ip) in &rows {
+            match by_ofport.get(ofport) {
+                None => bad.push(format!(
+                    "a table-20 row for in_port={ofport} ({ip}): no port has that ofport"
+                )),
+                Some((name, want)) if want.as_deref() != Some(ip.as_str()) => bad.push(format!(
+                    "a table-20 row for in_port={ofport} carries {ip}, but that is port {name} \
+                     of {want:?}"
+                )),
+                Some(_) => {}
+            }
+        }
+        for (name, (ofport, ids)) in &ifaces {
+            // A pod port ovs-vswitchd cannot open (its veth went with its netns) has no rows
+            // until the runtime's DEL removes it.
+            if let Some(ip) = ids
+                .get("ip")
+                .filter(|_| ids.contains_key("sandbox") && *ofport > 0)
+            {
+                if !rows.iter().any(|(p, i)| p == ofport && i == ip) {
+                    bad.push(format!(
+                        "pod port {name} (ofport {ofport}, {ip}) has no table-20 row on its ofport"
+                    ));
+                }
+            }
+        }
+        bad
     }
 
     /// Asserts no pod port, veth, lease or pod flow exists.

@@ -9,6 +9,9 @@
 //! - ovsdb-server restarted: the agent reconnects and keeps repairing.
 //! - the agent SIGKILLed at random moments of ADDs that wire every piece, then restarted and
 //!   the runtime's DEL: a leak census after each round.
+//! - faults that come together: the agent and ovs-vswitchd both killed within a second, in
+//!   either order, during ADD bursts; then the isolation matrix and a census of rows (on the
+//!   ports as OVS numbers them now), leases and the pool.
 //!
 //! Every case waits for recovery with a generous bound (these machines are shared) and prints
 //! how long it took (`--nocapture`); no timing is asserted.
@@ -334,4 +337,308 @@ fn sigkill_in_the_middle_of_adds_leaks_nothing() {
     eprintln!(
         "SIGKILL loop: {completed} ADDs completed before the kill, {cut} cut off; nothing leaked"
     );
+}
+
+/// Which daemon goes first in [`faults_that_come_together`].
+#[derive(Debug, Clone, Copy)]
+enum Order {
+    /// The agent is SIGKILLed in the middle of an ADD burst and started again; within a second
+    /// ovs-vswitchd is SIGKILLed (in the middle of the new agent's start-up and pool refill)
+    /// and started again.
+    AgentThenSwitch,
+    /// ovs-vswitchd is SIGKILLed in the middle of an ADD burst and started again; within a
+    /// second the agent is SIGKILLed in the middle of its repair, and started again.
+    SwitchThenAgent,
+}
+
+/// A pod of the combined-fault cycles (made through the real `sdn-cni`, deleted by the test).
+struct FaultPod {
+    ns: sdn_tests::harness::Netns,
+    id: String,
+    namespace: &'static str,
+    ip: Option<String>,
+}
+
+/// ADD of `p` as a runtime calls it; records the address on success.
+fn add_fault_pod(node: &AgentNode, p: &mut FaultPod) -> sdn_tests::node::CniOutcome {
+    let args = format!(
+        "IgnoreUnknown=1;K8S_POD_NAMESPACE={};K8S_POD_NAME={}",
+        p.namespace, p.id
+    );
+    let out = node.add(&p.id, &p.ns.path(), &args);
+    if out.code == 0 {
+        p.ip = out.json["ips"][0]["address"]
+            .as_str()
+            .and_then(|a| a.split('/').next())
+            .map(str::to_string);
+    }
+    out
+}
+
+/// While ovs-vswitchd is down: an operator's port `name` asking for ofport `number`, which a
+/// pod's port has; the restarted switch gives it that number and the pod's port another.
+fn take_number(node: &AgentNode, name: &str, number: i64) {
+    node.ovs.vsctl(&[
+        "--no-wait",
+        "add-port",
+        "br0",
+        name,
+        "--",
+        "set",
+        "Interface",
+        name,
+        "type=internal",
+        &format!("ofport_request={number}"),
+    ]);
+}
+
+/// ADDs of `pods`, all at once, each on a thread of scope `s`; joined, they give the exit codes.
+fn spawn_adds<'scope, 'env>(
+    s: &'scope std::thread::Scope<'scope, 'env>,
+    node: &'env AgentNode,
+    pods: &'env mut [FaultPod],
+) -> Vec<std::thread::ScopedJoinHandle<'scope, i32>> {
+    pods.iter_mut()
+        .map(|p| s.spawn(move || add_fault_pod(node, p).code))
+        .collect()
+}
+
+/// The combined faults of an operator's worst night, a few deterministic cycles of one
+/// `order`: an ADD burst over two tenants, the two kills within a second of each other, the
+/// runtime retrying what failed (DEL + ADD, as kubelet does), DELs (one after its netns went,
+/// one repeated);
+/// then, once both daemons are up: every pod reaches what its tenancy allows (the isolation
+/// matrix) within a few seconds, br0's port rows follow the ports as OVS numbers them now (none
+/// on a stale ofport, none owned by nobody), every pod holds its lease and no other lease is
+/// left, and the pool is whole.
+fn faults_that_come_together(order: Order) {
+    use sdn_tests::matrix::{self, Member, NodeSide};
+    // A small pool: a burst empties it, so ports are being added (refills, ADDs that make
+    // their own) when the daemons die, and a restarted ovs-vswitchd numbers ports anew.
+    const POOL: usize = 4;
+    let node = AgentNode::start(NodeOptions {
+        extra: vec!["--port-pool-size".into(), POOL.to_string()],
+        ..NodeOptions::default()
+    });
+    node.set_netnamespace("red", 11);
+    node.set_netnamespace("blue", 12);
+    let tenants: [(&'static str, u32); 2] = [("red", 11), ("blue", 12)];
+    let mut serial = 0;
+    let mut new_pod = |namespace: &'static str| {
+        serial += 1;
+        let ns = sdn_tests::harness::Netns::new("sdncf");
+        FaultPod {
+            id: format!("{}-cf{serial}", ns.name()),
+            ns,
+            namespace,
+            ip: None,
+        }
+    };
+    let mut pods: Vec<FaultPod> = Vec::new();
+    for i in 0..4 {
+        let mut p = new_pod(tenants[i % 2].0);
+        let out = add_fault_pod(&node, &mut p);
+        assert_eq!(out.code, 0, "ADD before the faults: {}", out.stdout);
+        pods.push(p);
+    }
+    let node_side = NodeSide {
+        netns: node.ovs.netns().to_string(),
+        ifname: "tun0".into(),
+    };
+    for cycle in 0..3u64 {
+        // Two bursts of 5 ADDs over both tenants (the pool holds 4: the others add ports of
+        // their own): the first kill 10-50 ms into the first burst (the agent answers an ADD
+        // from its pool in about 15 ms); the second burst starts as soon as that daemon is
+        // back (or, for ovs-vswitchd, while it is down), and the second kill comes 0.05-0.65 s
+        // after it is back.
+        let mut burst: Vec<FaultPod> = (0..10).map(|i| new_pod(tenants[i % 2].0)).collect();
+        let taker = format!("cftaker{cycle}");
+        // The newest pod from before the burst: its port is numbered anew, and it is kept.
+        let victim = pods.last().expect("pods").id.clone();
+        let taken = node.interfaces()[&node.port_of(&victim)].0;
+        let gap = Duration::from_millis(50 + 300 * cycle);
+        let outcomes: Vec<i32> = std::thread::scope(|s| {
+            let (first, second) = burst.split_at_mut(5);
+            let mut adds = spawn_adds(s, &node, first);
+            std::thread::sleep(Duration::from_millis(10 + 20 * cycle));
+            // ovs-vswitchd is down for 0.2 s (a restart takes that long on a node): ADDs
+            // meanwhile add port rows it has not numbered when it comes back, and so does an
+            // operator's port asking for the number a pod's port has (numbers asked for are
+            // given first): whatever the timing, the restarted switch numbers a pod anew.
+            let restart_switch = || {
+                node.ovs.kill_vswitchd();
+                take_number(&node, &taker, taken);
+                std::thread::sleep(Duration::from_millis(200));
+                node.ovs.start_vswitchd();
+            };
+            match order {
+                Order::AgentThenSwitch => {
+                    node.stop_agent(libc::SIGKILL);
+                    node.start_agent_serving();
+                    adds.extend(spawn_adds(s, &node, second));
+                    std::thread::sleep(gap);
+                    restart_switch();
+                }
+                Order::SwitchThenAgent => {
+                    node.ovs.kill_vswitchd();
+                    take_number(&node, &taker, taken);
+                    adds.extend(spawn_adds(s, &node, second));
+                    std::thread::sleep(Duration::from_millis(200));
+                    node.ovs.start_vswitchd();
+                    std::thread::sleep(gap);
+                    node.stop_agent(libc::SIGKILL);
+                    node.start_agent_serving();
+                }
+            }
+            adds.into_iter()
+                .map(|a| a.join().expect("an ADD thread"))
+                .collect()
+        });
+        let failed = outcomes.iter().filter(|c| **c != 0).count();
+        let renumbered_pod = node.interfaces()[&node.port_of(&victim)].0;
+        assert_ne!(
+            renumbered_pod, taken,
+            "the pod's port kept its number {taken}"
+        );
+        // The runtime retries what failed: DEL, then ADD again.
+        for (p, code) in burst.iter_mut().zip(&outcomes) {
+            if *code != 0 {
+                let del = node.del(&p.id, &p.ns.path());
+                assert_eq!(
+                    del.code, 0,
+                    "cycle {cycle}: DEL of a cut ADD: {}",
+                    del.stdout
+                );
+                let out = add_fault_pod(&node, p);
+                assert_eq!(out.code, 0, "cycle {cycle}: ADD again: {}", out.stdout);
+            }
+        }
+        pods.extend(burst);
+        node.ovs.vsctl(&["del-port", "br0", &taker]);
+        // DELs of the 8 oldest (but the renumbered one): the first after its netns went, the second twice (a runtime
+        // repeats a DEL it is unsure of).
+        for k in 0..8 {
+            let oldest = pods
+                .iter()
+                .position(|p| p.id != victim)
+                .expect("a pod to delete");
+            let p = pods.remove(oldest);
+            if k == 0 {
+                sdn_tests::harness::run("ip", &["netns", "delete", p.ns.name()])
+                    .unwrap_or_else(|e| panic!("{e}"));
+            }
+            for _ in 0..if k == 1 { 2 } else { 1 } {
+                let del = node.del(&p.id, &p.ns.path());
+                assert_eq!(del.code, 0, "cycle {cycle}: DEL: {}", del.stdout);
+            }
+        }
+        // Every pod reaches what its tenancy allows, within a few seconds.
+        let members: Vec<Member> = pods
+            .iter()
+            .enumerate()
+            .map(|(i, p)| Member {
+                label: format!("{}{i}", &p.namespace[..1]),
+                netns: p.ns.name().to_string(),
+                ifname: "eth0".into(),
+                ip: p.ip.as_deref().expect("an address").parse().expect("IPv4"),
+                namespace: p.namespace.to_string(),
+                vnid: tenants
+                    .iter()
+                    .find(|t| t.0 == p.namespace)
+                    .expect("tenant")
+                    .1,
+            })
+            .collect();
+        let began = Instant::now();
+        let _servers = matrix::serve(&members);
+        let mut last = None;
+        let settled = wait_until(BOUND, || {
+            let m = matrix::observe(
+                &format!("{order:?}, cycle {cycle}"),
+                &members,
+                &node_side,
+                Duration::from_millis(1000),
+            );
+            let ok = m.mismatches().is_empty();
+            last = Some(m);
+            ok
+        });
+        let m = last.expect("one matrix");
+        assert!(
+            settled,
+            "{order:?}, cycle {cycle}: isolation matrix still wrong {BOUND:?} after both \
+             daemons are up:\n{}\n{}\nports: {:?}\nlog:\n{}",
+            m.render(),
+            m.mismatches().join("\n"),
+            node.interfaces(),
+            node.log()
+        );
+        let renumbered = node
+            .log()
+            .lines()
+            .filter(|l| l.contains("numbered") && l.contains("anew"))
+            .count();
+        eprintln!(
+            "{order:?}, cycle {cycle}: {failed} of 10 ADDs cut off; {renumbered} renumbered \
+             port(s) followed so far; matrix of {} pods right {:.1} s after both were up\n{}",
+            members.len(),
+            began.elapsed().as_secs_f64(),
+            m.render()
+        );
+        // The census: rows on the ports OVS has now, one lease per pod, the pool whole.
+        let mut off = Vec::new();
+        assert!(
+            wait_until(BOUND, || {
+                off = node.rows_off_their_ports();
+                off.is_empty()
+            }),
+            "{order:?}, cycle {cycle}: br0's rows do not follow the ports:\n{}\nflows:\n{}",
+            off.join("\n"),
+            node.flows().join("\n")
+        );
+        let mut want: Vec<String> = pods.iter().filter_map(|p| p.ip.clone()).collect();
+        want.sort();
+        assert_eq!(node.leases(), want, "{order:?}, cycle {cycle}: leases");
+        let mut ports: Vec<String> = node.pod_ports();
+        ports.sort();
+        assert_eq!(
+            ports.len(),
+            pods.len(),
+            "{order:?}, cycle {cycle}: pod ports {ports:?}"
+        );
+        node.assert_pool_sane(POOL);
+        // The pool is whole: every pool row on br0 is one the agent holds (idle or warm), and
+        // the agent holds no port br0 lost; at least half the pool's size (it is refilled when
+        // it falls to half).
+        let held = || {
+            let m = node.metrics();
+            (m.get("sdn_port_pool_free").copied().unwrap_or(-1.0)
+                + m.get("sdn_port_pool_warm").copied().unwrap_or(-1.0)) as usize
+        };
+        assert!(
+            wait_until(BOUND, || {
+                let rows = node.pool_ports().len();
+                rows >= POOL / 2 && rows == held()
+            }),
+            "{order:?}, cycle {cycle}: the pool is not whole: {} pool rows on br0, the agent \
+             holds {}",
+            node.pool_ports().len(),
+            held()
+        );
+    }
+    for p in pods {
+        let del = node.del(&p.id, &p.ns.path());
+        assert_eq!(del.code, 0, "DEL at the end: {}", del.stdout);
+    }
+    node.assert_no_pod_leftovers();
+}
+
+#[test]
+fn agent_kill_then_vswitchd_restart_within_a_second() {
+    faults_that_come_together(Order::AgentThenSwitch);
+}
+
+#[test]
+fn vswitchd_restart_then_agent_kill_within_a_second() {
+    faults_that_come_together(Order::SwitchThenAgent);
 }

@@ -97,6 +97,10 @@ pub trait PortDb: Send + Sync + Debug + 'static {
     /// Interfaces (from the monitored cache) whose `external_ids` hold `key`, whatever its value.
     fn interfaces_with_external_id(&self, key: &str) -> Vec<InterfaceInfo>;
 
+    /// Whether the cache follows the database now (connected): a row missing from it is a row
+    /// missing from OVSDB.
+    fn cache_live(&self) -> bool;
+
     /// Interfaces (from the cache) whose `external_ids:key` is `value`.
     fn find_interfaces_by_external_id(&self, key: &str, value: &str) -> Vec<InterfaceInfo> {
         let mut found = self.interfaces_with_external_id(key);
@@ -298,6 +302,10 @@ impl PortDb for ovsdb::Client {
         counted(ovsdb::Client::delete_qos(self, uuid).await)
     }
 
+    fn cache_live(&self) -> bool {
+        self.state() == ovsdb::ConnectionState::Connected
+    }
+
     fn interfaces_with_external_id(&self, key: &str) -> Vec<InterfaceInfo> {
         self.with_cache(|c| {
             c.table("Interface")
@@ -488,6 +496,10 @@ impl<T: PortDb> PortDb for std::sync::Arc<T> {
 
     fn interfaces_with_external_id(&self, key: &str) -> Vec<InterfaceInfo> {
         (**self).interfaces_with_external_id(key)
+    }
+
+    fn cache_live(&self) -> bool {
+        (**self).cache_live()
     }
 
     fn find_qos_by_external_id(&self, key: &str, value: &str) -> Vec<QosInfo> {

@@ -1,6 +1,7 @@
 //! What keeps the started node true: the main loop (cluster-state changes, flow drift seen by
-//! the flow monitor, OVSDB drift seen by its monitor, OpenFlow reconnects with tun0 and
-//! flow-restore-wait, the periodic reconcile), each repair counted and recorded for operators.
+//! the flow monitor, OVSDB drift seen by its monitor, ports OVS numbered anew, OpenFlow
+//! reconnects with tun0 and flow-restore-wait, the periodic reconcile), each repair counted and
+//! recorded for operators.
 
 use std::time::Duration;
 
@@ -138,6 +139,8 @@ impl Daemon {
         if let Err(e) = configure_tun0(&self.node, self.config.mtu).await {
             tracing::warn!(error = %format!("{e:#}"), "re-configuring tun0 after the switch restarted");
         }
+        // The ports as the new ovs-vswitchd numbered them, before the pipeline is reconciled.
+        self.pods.follow_ofports().await;
         self.repair(
             "switch-restart",
             "OpenFlow connection re-opened (ovs-vswitchd restarted?)",
@@ -242,6 +245,7 @@ impl Daemon {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                     db_changes.mark_unchanged();
                     self.pods.repair_ports().await;
+                    self.pods.follow_ofports().await;
                 }
                 () = self.switch.lost() => {
                     self.reconnect().await;
@@ -250,9 +254,12 @@ impl Daemon {
                 _ = tick.tick() => {
                     self.repair("periodic", "periodic").await;
                     self.pods.repair_ports().await;
+                    self.pods.follow_ofports().await;
                     super::start::return_free_memory();
                 }
                 _ = fast.tick() => {
+                    // Ports an ADD took from the pool while OVS numbered them anew.
+                    self.pods.follow_ofports().await;
                     // Probe the connection; a re-open elsewhere bumps the generation.
                     let _ = self.switch.client().await;
                     let g = self.switch.generation();

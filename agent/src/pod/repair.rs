@@ -12,15 +12,27 @@
 //! ovs-vswitchd cannot give that number back, the pod is re-flowed with the new one. A pod
 //! whose host veth is gone (its netns was deleted without a DEL) is left alone: nothing can be
 //! plugged, and the runtime's DEL cleans up.
+//!
+//! [`Pods::follow_ofports`] keeps the flows on the ports OVS has *now*: an ovs-vswitchd that
+//! restarts re-opens every port and numbers it again, reusing the number the row recorded only
+//! when nothing took it first (a port added while it was down, or whose number it never wrote
+//! back before it died, takes the lowest free one, and the port that had it gets another). The
+//! pod table, the warm pool ports and the idle ones are compared with the `ofport` column of the
+//! OVSDB cache on every OVSDB change and every second, and whatever moved is re-flowed in one
+//! bundle; pool ports whose row is gone or whose device ovs-vswitchd cannot open leave the pool.
+//! A pod whose port ovs-vswitchd cannot open because its veth is gone loses its rows at once
+//! (its number is free for the next port, whose rows must not collide with them) and leaves the
+//! table; its lease, row and records wait for the runtime's DEL as before.
 
 use std::collections::{BTreeMap, HashMap};
 
 use ovs::ovsdb::PortSpec;
 
 use super::limits::ingress_qos;
+use super::pool::{self, warm_lease, Followed, WarmPort};
 use super::record::{keys, MeterRecord, PortRecord};
 use super::{lock, Pod, Pods, BRIDGE};
-use crate::bridge::flowstore::Change;
+use crate::bridge::flowstore::{Change, Owner};
 use crate::bridge::seams::{NodeIo, PodLinks, PortDb};
 
 impl Pod {
@@ -75,6 +87,145 @@ impl<Io: NodeIo> Pods<Io> {
             }
         }
         repaired
+    }
+
+    /// Re-flows every pod and warm pool port whose port OVS numbers differently now, in one
+    /// bundle, and takes broken ports out of the pool (see the module docs). Returns how many
+    /// ports were re-flowed. A failed bundle is logged and retried at the next call.
+    pub async fn follow_ofports(&self) -> usize {
+        let now: HashMap<String, Option<i64>> = [keys::SANDBOX, pool::POOL_KEY]
+            .into_iter()
+            .flat_map(|k| self.db.interfaces_with_external_id(k))
+            .map(|i| (i.name, i.ofport))
+            .collect();
+        let mut table = self.table.lock().await;
+        let mut change = Change::new();
+        let mut moved: Vec<(u32, Pod)> = Vec::new();
+        let mut unplugged: Vec<Pod> = Vec::new();
+        for pod in table.values() {
+            let Some(Some(n)) = now.get(&pod.host_veth) else {
+                continue;
+            };
+            match u32::try_from(*n) {
+                Ok(n) if n > 0 && n != pod.ofport => {
+                    let mut p = pod.clone();
+                    p.ofport = n;
+                    change = change.set_pod(p.host_veth.clone(), p.flows(), self.row_vnid(p.vnid));
+                    moved.push((pod.ofport, p));
+                }
+                // ovs-vswitchd cannot open the port: with its veth gone (the pod's netns was
+                // deleted without a DEL), its number is free and may go to another port, which
+                // the pod's rows must not follow. Its rows go now; the rest is the DEL's.
+                Err(_)
+                    if self
+                        .links
+                        .link_exists(&pod.host_veth)
+                        .await
+                        .is_ok_and(|l| l.is_none()) =>
+                {
+                    change = change.remove(Owner::Port(pod.host_veth.clone()));
+                    unplugged.push(pod.clone());
+                }
+                _ => {}
+            }
+        }
+        let Followed {
+            renumbered,
+            broken_idle,
+            broken_warm,
+            idle_renumbered,
+        } = self.pool.follow(&now, self.db.cache_live());
+        for w in &renumbered {
+            change = change.set_pod(w.port.host.clone(), w.flows(), self.row_vnid(w.vnid));
+        }
+        for w in &broken_warm {
+            change = change.remove(Owner::Port(w.port.host.clone()));
+        }
+        if idle_renumbered > 0 {
+            tracing::warn!(
+                ports = idle_renumbered,
+                "OVS numbered idle pool ports anew (ovs-vswitchd restarted?); the pool follows"
+            );
+        }
+        if let Err(e) = self.store.apply(change).await {
+            tracing::warn!(error = %e, pods = moved.len(), warm_ports = renumbered.len(), "re-flowing ports OVS numbered anew failed; retrying");
+            // Broken warm ports keep their flows and address until the next call (an address is
+            // never leased again while flows for it exist); broken idle ones have neither.
+            self.pool.return_warm(broken_warm);
+            drop(table);
+            self.drop_broken_pool_ports(broken_idle, &[]).await;
+            return 0;
+        }
+        self.pool.renumber_warm(&renumbered);
+        if !renumbered.is_empty() {
+            tracing::warn!(
+                ports = renumbered.len(),
+                "OVS numbered warm pool ports anew (ovs-vswitchd restarted?); re-flowed"
+            );
+        }
+        for (was, p) in &moved {
+            tracing::warn!(
+                sandbox = %p.attachment.container_id, pod = %p.name, namespace = %p.namespace,
+                port = %p.host_veth, from = was, to = p.ofport,
+                "OVS numbered the pod's port anew (ovs-vswitchd restarted?); re-flowed"
+            );
+            crate::telemetry::metrics::metrics().repaired("ofport");
+        }
+        for p in &unplugged {
+            tracing::warn!(
+                sandbox = %p.attachment.container_id, pod = %p.name, namespace = %p.namespace,
+                port = %p.host_veth,
+                "the pod's veth is gone (its network namespace was deleted without a DEL); its flows are removed, the runtime's DEL removes the rest"
+            );
+            table.remove(&p.attachment);
+        }
+        let n = moved.len() + renumbered.len() + unplugged.len();
+        for (_, p) in moved {
+            table.insert(p.attachment.clone(), p);
+        }
+        if n > 0 {
+            self.policy_changed();
+        }
+        drop(table);
+        self.drop_broken_pool_ports(broken_idle, &broken_warm).await;
+        n
+    }
+
+    /// Deletes the pool ports [`pool::PortPool::follow`] took out (row gone, or a device
+    /// ovs-vswitchd cannot open): their pairs now, their rows with the next batch of dead ones,
+    /// the warm ones' addresses once their flows are gone.
+    async fn drop_broken_pool_ports(&self, idle: Vec<pool::PooledPort>, warm: &[WarmPort]) {
+        if idle.is_empty() && warm.is_empty() {
+            return;
+        }
+        tracing::warn!(
+            idle = idle.len(),
+            warm = warm.len(),
+            "pool ports whose row is gone or whose device ovs-vswitchd cannot open; deleting them (the pool is refilled)"
+        );
+        let hosts: Vec<String> = idle
+            .into_iter()
+            .map(|p| p.host)
+            .chain(warm.iter().map(|w| w.port.host.clone()))
+            .collect();
+        for h in &hosts {
+            if let Err(e) = self.links.delete_host_veth(h).await {
+                tracing::warn!(port = %h, error = %e, "deleting a broken pool port's veth");
+            }
+        }
+        let owners: std::collections::BTreeSet<String> =
+            warm.iter().map(|w| warm_lease(&w.port.host)).collect();
+        if !owners.is_empty() {
+            if let Err(e) = self
+                .ipam(move |store| store.retain(|l| !owners.contains(&l.container_id)))
+                .await
+            {
+                tracing::warn!(error = %e, "releasing the addresses of broken warm ports");
+            }
+        }
+        for h in hosts {
+            self.pool.bury(h);
+        }
     }
 
     /// Repairs one pod; `Some(pod)` (possibly with a new ofport) when something was repaired.

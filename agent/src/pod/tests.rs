@@ -1163,3 +1163,105 @@ async fn a_pod_with_an_egress_meter_is_deleted_at_once_not_retired() {
     assert_eq!(rig.port_flows(&pod.host_veth), 0);
     rig.assert_nothing_left("m1");
 }
+
+/// A restarted ovs-vswitchd numbers ports anew: pods and warm pool ports are re-flowed on their
+/// new number in one bundle, idle pool ports take theirs, an idle port that cannot be opened
+/// leaves the pool, and a pod whose veth is gone loses its rows (its number is free) and waits
+/// for the runtime's DEL.
+#[tokio::test]
+async fn ports_numbered_anew_by_a_restarted_switch_are_followed() {
+    let rig = Rig::with_pool(8);
+    rig.pods.refill_pool().await;
+    let mut pods = Vec::new();
+    for i in 0..super::pool::WARM_AFTER {
+        let at = rig.attachment(&format!("n{i}"), "tenant-a");
+        pods.push((at.clone(), rig.pods.add(&at).await.unwrap().pod));
+    }
+    rig.pods.refill_pool().await;
+    rig.pods.warm_ports().await;
+    rig.pods.refill_pool().await;
+    assert_eq!(rig.pods.follow_ofports().await, 0, "nothing moved yet");
+    let warm_port = rig.db.interfaces_with_external_id(super::pool::POOL_KEY);
+    let warm_leases = rig.leases();
+    let (warm_name, warm_ip) = warm_leases
+        .iter()
+        .find_map(|(c, ip)| Some((c.strip_prefix("sdn-warm-")?.to_string(), *ip)))
+        .expect("a warm port");
+    let idle_name = warm_port
+        .iter()
+        .map(|i| i.name.clone())
+        .find(|n| !warm_leases.iter().any(|(c, _)| c.ends_with(n.as_str())))
+        .expect("an idle pool port");
+    let broken_name = warm_port
+        .iter()
+        .map(|i| i.name.clone())
+        .find(|n| *n != idle_name && !warm_leases.iter().any(|(c, _)| c.ends_with(n.as_str())))
+        .expect("another idle pool port");
+
+    let (_, moved) = &pods[0];
+    rig.db.renumber(&moved.host_veth, 200);
+    rig.db.renumber(&warm_name, 201);
+    rig.db.renumber(&idle_name, 202);
+    rig.db.renumber(&broken_name, -1);
+    let bundles = rig.switch.bundles();
+    assert_eq!(rig.pods.follow_ofports().await, 2);
+    assert_eq!(rig.switch.bundles(), bundles + 1, "one bundle");
+    let has_port = |port: &str, n: u32| {
+        let f = rig.switch.flows_with_cookie(flows::pod::port_cookie(port));
+        f.len() == flows::POD_FLOWS
+            && f.iter()
+                .any(|f| f.to_string().contains(&format!("in_port={n},")))
+    };
+    assert!(has_port(&moved.host_veth, 200));
+    assert!(has_port(&warm_name, 201));
+    let listed = rig.pods.list().await;
+    assert_eq!(
+        listed
+            .iter()
+            .find(|p| p.host_veth == moved.host_veth)
+            .unwrap()
+            .ofport,
+        200
+    );
+    // The broken idle port left the pool; the warm port keeps its address.
+    assert!(
+        rig.links.link(&broken_name).is_none(),
+        "its pair is deleted"
+    );
+    assert!(rig.leases().iter().any(|(_, ip)| *ip == warm_ip));
+    assert_eq!(rig.pods.follow_ofports().await, 0, "followed for good");
+
+    // An ADD in that VNID takes a warm port: its flows carry the port's number now.
+    let at = rig.attachment("after", "tenant-a");
+    let pod = rig.pods.add(&at).await.unwrap().pod;
+    assert_eq!(
+        i64::from(pod.ofport),
+        rig.db.ports()[&pod.host_veth].ofport as i64
+    );
+
+    // A pod whose veth went with its netns and whose port ovs-vswitchd cannot open: its rows
+    // go (its number is free for another port), the DEL does the rest.
+    let mut gone_at = rig.attachment("plain", "tenant-a");
+    gone_at.plain_veth_for = Some("a chained plugin".into());
+    let gone = rig.pods.add(&gone_at).await.unwrap().pod;
+    assert!(!super::pool::is_pool_port(&gone.host_veth));
+    let (gone_at, gone) = (&gone_at, &gone);
+    rig.links.remove_netns(gone_at.netns.as_deref().unwrap());
+    rig.db.renumber(&gone.host_veth, -1);
+    assert_eq!(rig.pods.follow_ofports().await, 1);
+    assert!(rig
+        .switch
+        .flows_with_cookie(flows::pod::port_cookie(&gone.host_veth))
+        .is_empty());
+    assert!(!rig
+        .pods
+        .list()
+        .await
+        .iter()
+        .any(|p| p.attachment == gone_at.id));
+    rig.pods.del(&gone_at.id).await.unwrap();
+    rig.pods.retire_ports().await;
+    rig.pods.reap_dead_ports().await;
+    assert!(!rig.db.ports().contains_key(&gone.host_veth));
+    assert!(!rig.leases().iter().any(|(_, ip)| *ip == gone.ip));
+}

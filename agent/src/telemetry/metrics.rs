@@ -58,13 +58,14 @@ const SUMMARY_MAX_AGE: Duration = Duration::from_secs(600);
 const SUMMARY_WINDOW: usize = 2048;
 
 /// The kinds of drift repair (`sdn_drift_repairs_total{kind}`), exported at 0 from the start.
-pub const DRIFT_KINDS: [&str; 6] = [
+pub const DRIFT_KINDS: [&str; 7] = [
     "flows",
     "switch_restart",
     "port",
     "port_record",
     "qos",
     "meter",
+    "ofport",
 ];
 
 /// The CNI error codes `sdn_cni_request_errors_total` exports at 0 from the start for ADD, DEL
@@ -119,8 +120,10 @@ pub struct Metrics {
     pub bandwidth_errors: IntCounter,
     /// Pods on this node (set at scrape).
     pub pods: IntGauge,
-    /// Free warm ports in the port pool (set at scrape).
+    /// Idle ports in the port pool (set at scrape).
     pub pool_ports: IntGauge,
+    /// Warm pool ports (an address and flows ready for one VNID; set at scrape).
+    pub pool_warm_ports: IntGauge,
     /// Agent version.
     pub build_info: IntGaugeVec,
     /// Tenants with an egress firewall, by state (`rules`, `drop_all`) (set at scrape).
@@ -364,7 +367,15 @@ impl Metrics {
                 &r,
                 IntGauge::with_opts(opts(
                     "sdn_port_pool_free",
-                    "Warm OVS ports ready for the next pod ADDs",
+                    "Idle OVS ports ready for the next pod ADDs",
+                ))
+                .expect("constant"),
+            ),
+            pool_warm_ports: reg(
+                &r,
+                IntGauge::with_opts(opts(
+                    "sdn_port_pool_warm",
+                    "Pool ports with an address and a VNID's pod flows ready for the next ADD in that VNID",
                 ))
                 .expect("constant"),
             ),

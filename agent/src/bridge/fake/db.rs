@@ -93,6 +93,14 @@ impl FakeDb {
         );
     }
 
+    /// Gives port `name` another ofport, as a restarted ovs-vswitchd does when another port
+    /// took its number first (-1: it cannot open the device).
+    pub fn renumber(&self, name: &str, ofport: i64) {
+        if let Some(p) = lock(&self.state).ports.get_mut(name) {
+            p.ofport = u32::try_from(ofport).unwrap_or(u32::MAX);
+        }
+    }
+
     /// Deletes a port behind the agent's back.
     pub fn remove_port(&self, name: &str) {
         let mut s = lock(&self.state);
@@ -158,7 +166,12 @@ impl FakeDb {
     fn info(name: &str, p: &FakePort) -> InterfaceInfo {
         InterfaceInfo {
             name: name.into(),
-            ofport: Some(i64::from(p.ofport)),
+            // u32::MAX stands for ovs-vswitchd's -1 (the device cannot be opened).
+            ofport: Some(if p.ofport == u32::MAX {
+                -1
+            } else {
+                i64::from(p.ofport)
+            }),
             external_ids: p.external_ids.clone(),
         }
     }
@@ -349,6 +362,10 @@ impl PortDb for FakeDb {
             }
         }
         Ok(())
+    }
+
+    fn cache_live(&self) -> bool {
+        true
     }
 
     fn interfaces_with_external_id(&self, key: &str) -> Vec<InterfaceInfo> {

@@ -130,6 +130,13 @@ impl Change {
         self
     }
 
+    /// Whether it only removes owners.
+    pub(crate) fn only_removes(&self) -> bool {
+        self.ops
+            .iter()
+            .all(|(_, op)| matches!(op, Op::Replace(None)))
+    }
+
     /// Whether it changes nothing.
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()

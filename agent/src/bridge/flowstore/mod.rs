@@ -11,7 +11,9 @@
 //! - **Changes are "bundle, then record"** ([`FlowStore::apply`]): a [`Change`] sets or removes
 //!   any number of owners; the store turns it into one OpenFlow bundle (per owner: delete by
 //!   cookie, then add its flows) and records the new state only when the switch accepted the
-//!   bundle. A failed bundle changes neither the bridge nor the store.
+//!   bundle. A failed bundle changes neither the bridge nor the store, except a change that
+//!   only removes owners: it is recorded anyway (what nobody wants any more must not come back
+//!   with the reconcile after ovs-vswitchd restarted under a DEL or a failed ADD's undo).
 //! - **VNID rows are reference counted**: a pod owner is set with its VNID, and the table-80 row
 //!   of a VNID is added in the same bundle as its first pod and removed in the same bundle as
 //!   its last (multitenant mode; none for VNID 0 and the unknown-tenant VNID).
@@ -166,7 +168,16 @@ impl<S: FlowSwitch> FlowStore<S> {
         let mut msgs = change.messages_over(state);
         msgs.extend(self.vnid_row_changes(state.vnid_refs(), &change.refs_after(state)));
         msgs.extend(state.multicast_row_changes(&change.members_after(state)));
-        self.switch.bundle(&msgs).await?;
+        if let Err(e) = self.switch.bundle(&msgs).await {
+            // What nobody wants any more stays unwanted: a removal the switch did not take
+            // (ovs-vswitchd restarting under a DEL or a failed ADD's undo) is recorded anyway,
+            // so the reconcile after the reconnect deletes those rows instead of putting them
+            // back for an owner that is gone.
+            if change.only_removes() {
+                change.commit(state);
+            }
+            return Err(e);
+        }
         change.commit(state);
         Ok(())
     }

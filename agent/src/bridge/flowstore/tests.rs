@@ -495,3 +495,39 @@ async fn a_message_that_cannot_be_encoded_is_left_out_and_the_rest_applied() {
     assert_eq!(sw.flows().len(), 3);
     assert!(sw.flows().iter().all(|f| f.table != 111));
 }
+
+/// A removal the switch did not take (ovs-vswitchd restarting under a DEL or a failed ADD's
+/// undo) stays a removal: the reconcile after the reconnect deletes the rows, and so does the
+/// table-80 row of the VNID's last pod. A failed set changes nothing.
+#[tokio::test]
+async fn a_removal_the_switch_missed_is_not_put_back_by_the_reconcile() {
+    let sw = Arc::new(FakeSwitch::new());
+    let store = FlowStore::new(sw.clone(), true);
+    let (a, fa) = pod(2);
+    let (b, fb) = pod(3);
+    store
+        .apply(Change::new().set_pod(a.clone(), fa, vnid(11)))
+        .await
+        .unwrap();
+    sw.faults.fail_next("bundle");
+    assert!(store
+        .apply(Change::new().set_pod(b.clone(), fb, vnid(12)))
+        .await
+        .is_err());
+    sw.faults.fail_next("bundle");
+    assert!(store
+        .apply(Change::new().remove(Owner::Port(a.clone())))
+        .await
+        .is_err());
+    let cookie = flows::pod::port_cookie(&a);
+    assert_eq!(sw.flows_with_cookie(cookie).len(), 1, "still on the switch");
+    let stats = store.reconcile().await.unwrap();
+    assert!(stats.deleted >= 2, "{stats:?}");
+    assert!(
+        sw.flows_with_cookie(cookie).is_empty(),
+        "the reconcile put a's rows back"
+    );
+    assert!(sw.flows_with_cookie(vnid_cookie(vnid(11))).is_empty());
+    assert!(sw.flows_with_cookie(flows::pod::port_cookie(&b)).is_empty());
+    assert!(sw.flows_with_cookie(vnid_cookie(vnid(12))).is_empty());
+}

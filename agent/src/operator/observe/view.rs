@@ -226,6 +226,8 @@ impl NodeView {
             .set(self.egress_ips.held().await.len() as i64);
         m.pods.set(self.pods.list().await.len() as i64);
         m.pool_ports.set(self.pods.pool().idle() as i64);
+        m.pool_warm_ports
+            .set(self.pods.pool().warm().values().sum::<usize>() as i64);
         m.pod_ips.set(self.pods.lease_count() as i64);
         if let Some(free) = arp_cache_free() {
             m.arp_cache_entries.set(free);

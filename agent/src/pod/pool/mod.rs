@@ -348,6 +348,111 @@ impl PortPool {
     }
 }
 
+/// An OVS port's `ofport` column as the OVSDB cache has it now: `None` when the cache has no
+/// row of that name, `Some(None)` while ovs-vswitchd has not numbered it yet, `Some(Some(-1))`
+/// when it cannot open the device.
+pub type OfportNow<'a> = &'a std::collections::HashMap<String, Option<i64>>;
+
+/// What [`PortPool::follow`] found (see [`crate::pod::Pods::follow_ofports`]).
+#[derive(Debug, Default)]
+pub struct Followed {
+    /// Warm ports OVS numbered anew, with their new ofport: their flows must follow before the
+    /// pool takes the number ([`PortPool::renumber_warm`]).
+    pub renumbered: Vec<WarmPort>,
+    /// Idle ports taken out: their row is gone, or ovs-vswitchd cannot open the device.
+    pub broken_idle: Vec<PooledPort>,
+    /// Warm ports taken out likewise (their flows and address must go).
+    pub broken_warm: Vec<WarmPort>,
+    /// Idle and returning ports given their new number (no flows to follow).
+    pub idle_renumbered: usize,
+}
+
+/// `Some(n)`: port `name` has ofport `n` now; `None`: unknown or not numbered yet. `Err`: its
+/// row is gone (when `rows_known`) or ovs-vswitchd cannot open it.
+fn ofport_now(now: OfportNow<'_>, name: &str, rows_known: bool) -> Result<Option<u32>, ()> {
+    match now.get(name) {
+        None if rows_known => Err(()),
+        None | Some(None) => Ok(None),
+        Some(Some(n)) if *n < 0 => Err(()),
+        Some(Some(n)) => Ok(u32::try_from(*n).ok().filter(|n| *n > 0)),
+    }
+}
+
+impl PortPool {
+    /// Brings the pool in line with the ports as OVS numbers them now (`now`, every pool
+    /// port's row; `rows_known`: the cache is live, so a missing row is a deleted port): idle
+    /// and returning ports take their new number at once, warm ports whose number changed are
+    /// returned for re-flowing, and ports whose row is gone or whose device ovs-vswitchd cannot
+    /// open leave the pool.
+    pub fn follow(&self, now: OfportNow<'_>, rows_known: bool) -> Followed {
+        let mut out = Followed::default();
+        {
+            let mut idle = lock(&self.idle);
+            let mut kept = VecDeque::with_capacity(idle.len());
+            for mut p in idle.drain(..) {
+                match ofport_now(now, &p.host, rows_known) {
+                    Err(()) => out.broken_idle.push(p),
+                    Ok(Some(n)) if n != p.ofport => {
+                        p.ofport = n;
+                        out.idle_renumbered += 1;
+                        kept.push_back(p);
+                    }
+                    Ok(_) => kept.push_back(p),
+                }
+            }
+            *idle = kept;
+        }
+        for p in lock(&self.recycled).values_mut() {
+            if let Ok(Some(n)) = ofport_now(now, &p.host, false) {
+                if n != p.ofport {
+                    p.ofport = n;
+                    out.idle_renumbered += 1;
+                }
+            }
+        }
+        let mut warm = lock(&self.warm);
+        for ports in warm.values_mut() {
+            ports.retain(|w| match ofport_now(now, &w.port.host, rows_known) {
+                Err(()) => {
+                    out.broken_warm.push(w.clone());
+                    false
+                }
+                Ok(Some(n)) if n != w.port.ofport => {
+                    let mut moved = w.clone();
+                    moved.port.ofport = n;
+                    out.renumbered.push(moved);
+                    true
+                }
+                Ok(_) => true,
+            });
+        }
+        out
+    }
+
+    /// Puts warm ports back (their flows could not be removed: they are dropped at the next
+    /// [`PortPool::follow`]).
+    pub fn return_warm(&self, ports: Vec<WarmPort>) {
+        let mut warm = lock(&self.warm);
+        for w in ports {
+            warm.entry(w.vnid).or_default().push(w);
+        }
+    }
+
+    /// Gives the warm ports in `moved` their new ofport, once their flows carry it (those an
+    /// ADD took meanwhile are the pod table's to follow).
+    pub fn renumber_warm(&self, moved: &[WarmPort]) {
+        let mut warm = lock(&self.warm);
+        for m in moved {
+            if let Some(w) = warm
+                .get_mut(&m.vnid)
+                .and_then(|ports| ports.iter_mut().find(|w| w.port.host == m.port.host))
+            {
+                w.port.ofport = m.port.ofport;
+            }
+        }
+    }
+}
+
 /// What the start-up took back of the pool.
 #[derive(Debug, Default)]
 pub struct PoolRestored {
