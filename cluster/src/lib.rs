@@ -18,6 +18,8 @@
 //! - [`standalone`]: [`StandaloneSource`], a watched directory of YAML/JSON files, its atomic
 //!   writer and [`seed`] for a node's first start.
 //! - [`kube`]: [`kube::KubeSource`], kube-rs watchers on the API server (Kubernetes mode).
+//! - [`files`]: how every file a node's programs write is written (atomically, fsynced where it
+//!   must survive the machine), and the test hook that kills a writer at each step.
 //! - [`crd`]: the CustomResourceDefinitions of the kinds, generated from the types (the types
 //!   themselves implement `kube::Resource`, so kube-rs clients and watchers take them as they are).
 //!
@@ -29,6 +31,7 @@
 
 pub mod config;
 pub mod crd;
+pub mod files;
 mod kept;
 pub mod kube;
 pub mod netpol;

@@ -82,6 +82,8 @@ pub struct AgentNode {
     dir: PathBuf,
     opts: NodeOptions,
     agent: Mutex<Option<Child>>,
+    /// Extra environment of the agents started from now on ([`AgentNode::set_agent_env`]).
+    agent_env: Mutex<BTreeMap<String, String>>,
 }
 
 impl AgentNode {
@@ -103,6 +105,7 @@ impl AgentNode {
             dir,
             opts,
             agent: Mutex::new(None),
+            agent_env: Mutex::default(),
         }
     }
 
@@ -359,7 +362,32 @@ impl AgentNode {
         self.spawn_agent(false);
     }
 
+    /// Sets (`Some`) or removes (`None`) an environment variable of the agents started from now
+    /// on (e.g. the `SDN_TEST_KILL_AT_WRITE` hook of `cluster::files`).
+    pub fn set_agent_env(&self, key: &str, value: Option<&str>) {
+        let mut env = self.agent_env.lock().unwrap_or_else(|e| e.into_inner());
+        match value {
+            Some(v) => env.insert(key.to_string(), v.to_string()),
+            None => env.remove(key),
+        };
+    }
+
+    /// Starts the agent and waits until it serves; `false` when it exited first (reaped: the
+    /// node has no agent then). For agents expected to die (a kill hook).
+    pub fn start_agent_may_die(&self) -> bool {
+        self.spawn_agent_or_exit(false).is_ok()
+    }
+
     fn spawn_agent(&self, wait_reconciled: bool) {
+        if let Err(status) = self.spawn_agent_or_exit(wait_reconciled) {
+            panic!(
+                "sdn-agent exited with {status} before ready; log:\n{}",
+                self.log()
+            );
+        }
+    }
+
+    fn spawn_agent_or_exit(&self, wait_reconciled: bool) -> Result<(), std::process::ExitStatus> {
         let mut agent = self.agent.lock().unwrap_or_else(|e| e.into_inner());
         assert!(agent.is_none(), "agent already running");
         let log = fs::OpenOptions::new()
@@ -396,6 +424,12 @@ impl AgentNode {
                 "RUST_LOG",
                 std::env::var("SDN_TEST_AGENT_LOG").unwrap_or_else(|_| "info".into()),
             )
+            .envs(
+                self.agent_env
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone(),
+            )
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log fd"))
             .stderr(log)
@@ -426,10 +460,8 @@ impl AgentNode {
         let start = Instant::now();
         while !ready() {
             if let Some(status) = agent.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
-                panic!(
-                    "sdn-agent exited with {status} before ready; log:\n{}",
-                    self.log()
-                );
+                *agent = None;
+                return Err(status);
             }
             // Generous: an agent of a large simulated cluster lists 150,000 pods (debug build).
             assert!(
@@ -439,6 +471,7 @@ impl AgentNode {
             );
             thread::sleep(Duration::from_millis(20));
         }
+        Ok(())
     }
 
     /// Restarts the agent (SIGTERM, start, reconciled) and asserts its start-up reconcile

@@ -44,7 +44,7 @@ pub(super) fn remove_conf(path: &Path) {
     }
 }
 
-/// Writes a CNI network config file `name` (atomically: temp file + rename); with `namespace`,
+/// Writes a CNI network config file `name` (atomically and durably, [`cluster::files`]); with `namespace`,
 /// the plugin puts every container of that network into that namespace (tenant).
 pub(super) fn write_conf(
     path: &Path,
@@ -71,10 +71,11 @@ pub(super) fn write_conf(
     }
     let dir = path.parent().context("CNI conf path has no directory")?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
+    // A runtime reads it at boot: whole, and on disk. (Temporary files of a write cut off by
+    // a kill go first; runtimes ignore them, their names end in neither .conf nor .conflist.)
+    cluster::files::remove_stale_temps(dir);
+    cluster::files::write(path, &bytes, 0o644, cluster::files::Durability::PowerLoss)
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 impl Daemon {

@@ -20,7 +20,6 @@
 //! bridge. Idempotent: a second run finds the work done.
 
 use std::net::Ipv4Addr;
-use std::os::unix::fs::PermissionsExt;
 
 use anyhow::{bail, Context, Result};
 
@@ -105,11 +104,13 @@ pub async fn hand_back(cfg: &Config) -> Result<Vec<String>> {
     std::fs::create_dir_all(&cfg.cni_conf_dir)
         .with_context(|| format!("creating {}", cfg.cni_conf_dir.display()))?;
     let conf = cfg.cni_conf_dir.join(CNI_CONF_FILE);
-    let tmp = cfg.cni_conf_dir.join(format!(".{CNI_CONF_FILE}.tmp"));
-    std::fs::write(&tmp, CNI_CONF_TEXT)
-        .and_then(|()| std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)))
-        .and_then(|()| std::fs::rename(&tmp, &conf))
-        .with_context(|| format!("writing {}", conf.display()))?;
+    cluster::files::write(
+        &conf,
+        CNI_CONF_TEXT.as_bytes(),
+        0o600,
+        cluster::files::Durability::PowerLoss,
+    )
+    .with_context(|| format!("writing {}", conf.display()))?;
     done.push(format!("wrote {}", conf.display()));
     for f in super::remove_cni_configs(&cfg.cni_conf_dir, &cfg.cni_network_name)? {
         done.push(format!("removed {}", f.display()));

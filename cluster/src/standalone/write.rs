@@ -1,48 +1,14 @@
 //! Writing the directory: one object per file, atomically (a temporary file renamed into
 //! place), and the uids of objects made here.
 
-use std::fs;
-use std::io::Write;
-
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::ClusterError;
 
-pub(crate) static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename.
+/// Writes `bytes` to `path` atomically and durably ([`crate::files::write`]).
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ClusterError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(
-        ".{name}.tmp-{}-{}",
-        std::process::id(),
-        TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let result = (|| {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .open(&tmp)
-            .map_err(|e| ClusterError::io(&tmp, "create", e))?;
-        f.write_all(bytes)
-            .and_then(|()| f.sync_all())
-            .map_err(|e| ClusterError::io(&tmp, "write", e))?;
-        fs::rename(&tmp, path).map_err(|e| ClusterError::io(path, "rename into place", e))
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result?;
-    fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| ClusterError::io(dir, "sync", e))
+    crate::files::write(path, bytes, 0o644, crate::files::Durability::PowerLoss)
+        .map_err(|e| ClusterError::io(path, "write", e))
 }
 
 /// A random RFC 4122 version 4 UUID for objects the agent creates.

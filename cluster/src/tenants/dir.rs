@@ -5,7 +5,6 @@ use crate::types::{parse_objects, Format};
 use crate::StandaloneSource;
 use crate::{ClusterError, ClusterObject, ClusterState, Kind};
 use std::fs;
-use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -87,19 +86,16 @@ pub fn last_vnid(dir: &Path) -> Option<u32> {
 
 pub(crate) fn write_last_vnid(dir: &Path, vnid: u32) -> Result<(), TenantError> {
     let path = dir.join(LAST_VNID_FILE);
-    let tmp = dir.join(format!("{LAST_VNID_FILE}.tmp-{}", std::process::id()));
-    let io = |op, source| TenantError::Io {
+    crate::files::write(
+        &path,
+        format!("{vnid}\n").as_bytes(),
+        0o644,
+        crate::files::Durability::PowerLoss,
+    )
+    .map_err(|source| TenantError::Io {
         path: path.clone(),
-        op,
+        op: "write",
         source,
-    };
-    let mut f = fs::File::create(&tmp).map_err(|e| io("create", e))?;
-    f.write_all(format!("{vnid}\n").as_bytes())
-        .and_then(|()| f.sync_all())
-        .map_err(|e| io("write", e))?;
-    fs::rename(&tmp, &path).map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        io("rename into place", e)
     })
 }
 

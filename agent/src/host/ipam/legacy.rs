@@ -18,10 +18,12 @@
 //! The newer [`super::Store`] reads these files as "legacy" leases (empty interface name), which
 //! is how a takeover reads openshift-sdn's leases.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::fs::{self, File};
+use std::io::Read;
 use std::net::Ipv4Addr;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
+
+use cluster::files::{self, Durability};
 use std::path::{Path, PathBuf};
 
 use super::*;
@@ -61,50 +63,38 @@ impl V060Dir {
         super::store::validate_id(id)?;
         let _lock = self.lock()?;
         let path = self.dir.join(ip.to_string());
-        match OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(MODE)
-            .open(&path)
+        if files::create_new(&path, id.trim().as_bytes(), MODE, Durability::PowerLoss)
+            .map_err(io_err("create lease file", &path))?
         {
-            Ok(mut f) => {
-                if let Err(e) = f.write_all(id.trim().as_bytes()) {
-                    let _ = fs::remove_file(&path);
-                    return Err(io_err("write lease file", &path)(e));
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                let mut content = String::new();
-                File::open(&path)
-                    .and_then(|mut f| f.read_to_string(&mut content))
-                    .map_err(io_err("read lease file", &path))?;
-                let held = Lease::parse(ip, &content);
-                if held.container_id != id.trim() {
-                    return Err(IpamError::InUse {
-                        ip,
-                        container_id: held.container_id,
-                        ifname: held.ifname,
-                        path,
-                    });
-                }
-                // Ours. In the newer format (an earlier hand-back's, or a newer host-local's)
-                // it is rewritten in v0.6.0's, which alone that version releases.
-                if !held.ifname.is_empty() {
-                    let tmp = self.dir.join(format!(".{ip}.v060"));
-                    write_0600(&tmp, id.trim())
-                        .and_then(|()| fs::rename(&tmp, &path))
-                        .map_err(|e| {
-                            let _ = fs::remove_file(&tmp);
-                            io_err("rewrite lease file", &path)(e)
-                        })?;
-                }
-                return Ok(());
-            }
-            Err(e) => return Err(io_err("create lease file", &path)(e)),
+            let last = self.dir.join(format!("{LAST_RESERVED_PREFIX}{RANGE_ID}"));
+            return files::write(
+                &last,
+                ip.to_string().as_bytes(),
+                MODE,
+                Durability::PowerLoss,
+            )
+            .map_err(io_err("write the last reserved address", &last));
         }
-        let last = self.dir.join(format!("{LAST_RESERVED_PREFIX}{RANGE_ID}"));
-        write_0600(&last, &ip.to_string()).map_err(io_err("write the last reserved address", &last))
+        let mut content = String::new();
+        File::open(&path)
+            .and_then(|mut f| f.read_to_string(&mut content))
+            .map_err(io_err("read lease file", &path))?;
+        let held = Lease::parse(ip, &content);
+        if held.container_id != id.trim() {
+            return Err(IpamError::InUse {
+                ip,
+                container_id: held.container_id,
+                ifname: held.ifname,
+                path,
+            });
+        }
+        // Ours. In the newer format (an earlier hand-back's, or a newer host-local's) it is
+        // rewritten in v0.6.0's, which alone that version releases.
+        if !held.ifname.is_empty() {
+            files::write(&path, id.trim().as_bytes(), MODE, Durability::PowerLoss)
+                .map_err(io_err("rewrite lease file", &path))?;
+        }
+        Ok(())
     }
 
     /// v0.6.0's lock: `flock(LOCK_EX)` on the directory (blocking, as it blocks).
@@ -114,17 +104,6 @@ impl V060Dir {
             .map_err(io_err("lock lease directory", &self.dir))?;
         Ok(d)
     }
-}
-
-/// Writes `content` to `path` (created or truncated, mode 0600 as v0.6.0's files are).
-fn write_0600(path: &Path, content: &str) -> io::Result<()> {
-    OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(MODE)
-        .open(path)?
-        .write_all(content.as_bytes())
 }
 
 #[cfg(test)]

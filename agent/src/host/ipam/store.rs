@@ -1,13 +1,18 @@
 //! The lease store: host-local's directory format (one file per address holding `id\r\nifname`,
 //! the walk's last reserved address, a lock file), allocation under the lock, release by owner,
-//! and the checks of ids and interface names.
+//! and the checks of ids and interface names. Every file is written whole or not at all
+//! ([`cluster::files`]: a lease is linked into place, the cursor renamed over), so an agent
+//! killed at any moment leaves no empty lease and no empty cursor; no fsync, since leases
+//! describe pods, which do not outlive the machine either.
 
 use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::net::{IpAddr, Ipv4Addr};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+
+use cluster::files::{create_new, Durability};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -61,6 +66,10 @@ impl Store {
             lock_timeout: DEFAULT_LOCK_TIMEOUT,
         };
         store.open_lock_file()?;
+        let stale = cluster::files::remove_stale_temps(&store.dir);
+        if stale > 0 {
+            tracing::info!(dir = %store.dir.display(), files = stale, "removed the temporary files of writes cut off by a kill");
+        }
         Ok(store)
     }
 
@@ -282,20 +291,9 @@ impl Store {
             return Err(self.in_use(ip, holder.as_ref()));
         }
         let path = self.lease_path(ip);
-        let tmp = self.dir.join(format!(".{ip}.transfer"));
         let content = format!("{}{LINE_BREAK}{}", to.0, to.1);
-        let written = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o644)
-            .open(&tmp)
-            .and_then(|mut f| f.write_all(content.as_bytes()))
-            .and_then(|()| fs::rename(&tmp, &path));
-        if let Err(e) = written {
-            let _ = fs::remove_file(&tmp);
-            return Err(io_err("rewrite lease file", &path)(e));
-        }
+        write(&path, content.as_bytes(), Durability::Process)
+            .map_err(io_err("rewrite lease file", &path))?;
         Ok(Lease {
             ip,
             container_id: to.0.to_string(),
@@ -418,7 +416,10 @@ impl Store {
                 warn_junk(&entry.path(), "its name is not UTF-8");
                 continue;
             };
-            if name == LOCK_FILE || name.starts_with(LAST_RESERVED_PREFIX) {
+            if name == LOCK_FILE
+                || name.starts_with(LAST_RESERVED_PREFIX)
+                || cluster::files::is_temp(name)
+            {
                 continue;
             }
             let ip = match name.parse::<IpAddr>() {
@@ -485,33 +486,15 @@ impl Store {
         ifname: &str,
     ) -> Result<bool, IpamError> {
         let path = self.lease_path(ip);
-        let mut file = match OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .open(&path)
-        {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
-            Err(e) => return Err(io_err("create lease file", &path)(e)),
-        };
         let content = format!("{container_id}{LINE_BREAK}{ifname}");
-        if let Err(e) = file.write_all(content.as_bytes()) {
-            drop(file);
-            let _ = fs::remove_file(&path);
-            return Err(io_err("write lease file", &path)(e));
+        // Whole or not at all: a kill never leaves an empty or half lease.
+        if !create_new(&path, content.as_bytes(), 0o644, Durability::Process)
+            .map_err(io_err("create lease file", &path))?
+        {
+            return Ok(false);
         }
-        drop(file);
         let last = self.last_reserved_path();
-        let written = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o644)
-            .open(&last)
-            .and_then(|mut f| f.write_all(ip.to_string().as_bytes()));
-        if let Err(e) = written {
+        if let Err(e) = write(&last, ip.to_string().as_bytes(), Durability::Process) {
             let _ = fs::remove_file(&path);
             return Err(io_err("write last reserved ip file", &last)(e));
         }
@@ -547,6 +530,11 @@ impl Store {
             None => Ok(removed),
         }
     }
+}
+
+/// Writes `bytes` over `path` atomically, mode 0644 ([`cluster::files::write`]).
+fn write(path: &Path, bytes: &[u8], durability: Durability) -> io::Result<()> {
+    cluster::files::write(path, bytes, 0o644, durability)
 }
 
 /// A container id must survive host-local's whitespace trimming and `\r\n` split unchanged.

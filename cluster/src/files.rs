@@ -1,0 +1,222 @@
+//! Every file a node's programs write (leases, the IPAM cursor, the CNI config, the standalone
+//! state, sdnctl's VNID cursor), written so that a kill at any moment leaves the old content or
+//! the new one, never a half: the bytes go to a temporary file in the same directory
+//! (`.<name>.tmp-<pid>-<n>`, a name no reader takes for data), which is then renamed over the
+//! file ([`write`]) or hard-linked to a name that must not exist yet ([`create_new`], the
+//! exclusive create of a lease: the file appears whole or not at all).
+//!
+//! [`Durability::PowerLoss`] also fsyncs the file before it is renamed and the directory after,
+//! for what must survive a crash of the machine (the cluster state, the CNI config a runtime
+//! reads at boot). [`Durability::Process`] does not: leases and the allocation cursor describe
+//! pods, which do not survive the machine either, and an fsync per pod ADD would cost more
+//! than it keeps.
+//!
+//! A killed writer leaves its temporary file behind; [`remove_stale_temps`] deletes those of
+//! processes that are gone (the agent calls it on its lease directory at start-up).
+//!
+//! **Test hook.** With `SDN_TEST_KILL_AT_WRITE=N` in its environment, a process SIGKILLs itself
+//! at the N-th step of its writes (counting from 1, two steps per file: half the bytes in the
+//! temporary file, then all of them before the rename or link), so a test can kill a program at
+//! every write it makes, deterministically (`tests/tests/faults.rs`).
+
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Whether a write must survive a crash of the machine (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Atomic against a killed process; no fsync.
+    Process,
+    /// Atomic, and on disk when the call returns (file and directory fsynced).
+    PowerLoss,
+}
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+static STEPS: AtomicU64 = AtomicU64::new(0);
+
+/// Writes `bytes` to `path` (created with `mode`, or replaced whole).
+pub fn write(path: &Path, bytes: &[u8], mode: u32, durability: Durability) -> io::Result<()> {
+    let tmp = temp_write(path, bytes, mode, durability)?;
+    if let Err(e) = fs::rename(&tmp, path) {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    sync_dir(path, durability)
+}
+
+/// Creates `path` with `bytes` only if it does not exist: `Ok(false)` (and nothing written) when
+/// it does. Readers see the file whole or not at all.
+pub fn create_new(
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+    durability: Durability,
+) -> io::Result<bool> {
+    let tmp = temp_write(path, bytes, mode, durability)?;
+    let linked = fs::hard_link(&tmp, path);
+    let _ = fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => sync_dir(path, durability).map(|()| true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether `name` is a temporary file of [`write`] or [`create_new`].
+pub fn is_temp(name: &str) -> bool {
+    temp_pid(name).is_some()
+}
+
+/// Deletes the temporary files in `dir` of writers that are no longer running (killed in the
+/// middle of a write); returns how many.
+pub fn remove_stale_temps(dir: &Path) -> usize {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(temp_pid) else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() && fs::remove_file(e.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// The writer's pid in a temporary file's name (`.<name>.tmp-<pid>-<n>`).
+fn temp_pid(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix('.')?;
+    let (_, tail) = rest.rsplit_once(".tmp-")?;
+    let (pid, n) = tail.split_once('-')?;
+    n.parse::<u64>().ok()?;
+    pid.parse().ok()
+}
+
+/// The bytes in a new temporary file beside `path`; returns its path.
+fn temp_write(path: &Path, bytes: &[u8], mode: u32, durability: Durability) -> io::Result<PathBuf> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(
+        ".{name}.tmp-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let written = (|| {
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)?;
+        let half = bytes.len() / 2;
+        f.write_all(&bytes[..half])?;
+        test_kill_point();
+        f.write_all(&bytes[half..])?;
+        if durability == Durability::PowerLoss {
+            f.sync_all()?;
+        }
+        test_kill_point();
+        Ok(())
+    })();
+    match written {
+        Ok(()) => Ok(tmp),
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+fn sync_dir(path: &Path, durability: Durability) -> io::Result<()> {
+    if durability == Durability::PowerLoss {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// The test hook of the module docs.
+fn test_kill_point() {
+    static AT: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    let at = AT.get_or_init(|| {
+        std::env::var("SDN_TEST_KILL_AT_WRITE")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    });
+    if let Some(at) = at {
+        if STEPS.fetch_add(1, Ordering::SeqCst) + 1 == *at {
+            // SAFETY: kill on our own pid; nothing after it runs.
+            unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir() -> PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "sdn-files-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn write_replaces_whole_and_leaves_no_temp() {
+        let d = dir();
+        let p = d.join("conf");
+        write(&p, b"one", 0o600, Durability::PowerLoss).unwrap();
+        write(&p, b"two, longer", 0o600, Durability::Process).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"two, longer");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(
+            fs::read_dir(&d).unwrap().count(),
+            1,
+            "a temporary file is left"
+        );
+        fs::remove_dir_all(d).unwrap();
+    }
+
+    #[test]
+    fn create_new_never_replaces() {
+        let d = dir();
+        let p = d.join("10.128.0.2");
+        assert!(create_new(&p, b"a\r\neth0", 0o644, Durability::Process).unwrap());
+        assert!(!create_new(&p, b"b\r\neth0", 0o644, Durability::Process).unwrap());
+        assert_eq!(fs::read(&p).unwrap(), b"a\r\neth0");
+        assert_eq!(fs::read_dir(&d).unwrap().count(), 1);
+        fs::remove_dir_all(d).unwrap();
+    }
+
+    #[test]
+    fn temps_of_gone_writers_are_removed_and_only_those() {
+        let d = dir();
+        // pid 0x7fffffff is never a running process; ours is.
+        let stale = d.join(".10.128.0.9.tmp-2147483647-3");
+        let live = d.join(format!(".10.128.0.8.tmp-{}-4", std::process::id()));
+        fs::write(&stale, "half").unwrap();
+        fs::write(&live, "in flight").unwrap();
+        fs::write(d.join(".hidden"), "x").unwrap();
+        assert!(is_temp(".10.128.0.9.tmp-2147483647-3"));
+        assert!(!is_temp(".hidden") && !is_temp("10.128.0.9"));
+        assert_eq!(remove_stale_temps(&d), 1);
+        assert!(!stale.exists() && live.exists());
+        fs::remove_dir_all(d).unwrap();
+    }
+}
