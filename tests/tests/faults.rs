@@ -349,6 +349,10 @@ enum Order {
     /// ovs-vswitchd is SIGKILLed in the middle of an ADD burst and started again; within a
     /// second the agent is SIGKILLed in the middle of its repair, and started again.
     SwitchThenAgent,
+    /// Open vSwitch as a whole restarts (ovsdb-server stopped, ovs-vswitchd SIGKILLed, both
+    /// started again: a package upgrade) in the middle of an ADD burst; within a second the
+    /// agent is SIGKILLed and started again.
+    OvsThenAgent,
 }
 
 /// A pod of the combined-fault cycles (made through the real `sdn-cni`, deleted by the test).
@@ -478,6 +482,18 @@ fn faults_that_come_together(order: Order) {
                     adds.extend(spawn_adds(s, &node, second));
                     std::thread::sleep(gap);
                     restart_switch();
+                }
+                Order::OvsThenAgent => {
+                    node.ovs.stop_ovsdb();
+                    node.ovs.kill_vswitchd();
+                    adds.extend(spawn_adds(s, &node, second));
+                    std::thread::sleep(Duration::from_millis(200));
+                    node.ovs.start_ovsdb();
+                    take_number(&node, &taker, taken);
+                    node.ovs.start_vswitchd();
+                    std::thread::sleep(gap);
+                    node.stop_agent(libc::SIGKILL);
+                    node.start_agent_serving();
                 }
                 Order::SwitchThenAgent => {
                     node.ovs.kill_vswitchd();
@@ -641,6 +657,11 @@ fn agent_kill_then_vswitchd_restart_within_a_second() {
 #[test]
 fn vswitchd_restart_then_agent_kill_within_a_second() {
     faults_that_come_together(Order::SwitchThenAgent);
+}
+
+#[test]
+fn ovs_restart_then_agent_kill_within_a_second() {
+    faults_that_come_together(Order::OvsThenAgent);
 }
 
 /// Every file in the node's lease directory and its CNI config is whole: each lease holds

@@ -18,8 +18,10 @@
 //! when nothing took it first (a port added while it was down, or whose number it never wrote
 //! back before it died, takes the lowest free one, and the port that had it gets another). The
 //! pod table, the warm pool ports and the idle ones are compared with the `ofport` column of the
-//! OVSDB cache on every OVSDB change and every second, and whatever moved is re-flowed in one
-//! bundle; pool ports whose row is gone or whose device ovs-vswitchd cannot open leave the pool.
+//! OVSDB cache on every OVSDB change and every second: pods that moved are re-flowed in one
+//! bundle, warm ports that moved are cooled (the maintenance warms them again), idle ones take
+//! the new number; pool ports whose row is gone or whose device ovs-vswitchd cannot open leave
+//! the pool.
 //! A pod whose port ovs-vswitchd cannot open because its veth is gone loses its rows at once
 //! (its number is free for the next port, whose rows must not collide with them) and leaves the
 //! table; its lease, row and records wait for the runtime's DEL as before.
@@ -89,9 +91,9 @@ impl<Io: NodeIo> Pods<Io> {
         repaired
     }
 
-    /// Re-flows every pod and warm pool port whose port OVS numbers differently now, in one
-    /// bundle, and takes broken ports out of the pool (see the module docs). Returns how many
-    /// ports were re-flowed. A failed bundle is logged and retried at the next call.
+    /// Re-flows every pod whose port OVS numbers differently now, in one bundle (cooling warm
+    /// pool ports so numbered), and takes broken ports out of the pool (see the module docs).
+    /// Returns how many pods were re-flowed or unplugged. A failed bundle is logged and retried at the next call.
     pub async fn follow_ofports(&self) -> usize {
         let now: HashMap<String, Option<i64>> = [keys::SANDBOX, pool::POOL_KEY]
             .into_iter()
@@ -135,10 +137,9 @@ impl<Io: NodeIo> Pods<Io> {
             broken_warm,
             idle_renumbered,
         } = self.pool.follow(&now, self.db.cache_live());
-        for w in &renumbered {
-            change = change.set_pod(w.port.host.clone(), w.flows(), self.row_vnid(w.vnid));
-        }
-        for w in &broken_warm {
+        // Warm ports OVS numbered anew are cooled (flows, then address) and go back to the
+        // pool with their new number; the maintenance warms ports again.
+        for w in renumbered.iter().map(|(w, _)| w).chain(&broken_warm) {
             change = change.remove(Owner::Port(w.port.host.clone()));
         }
         if idle_renumbered > 0 {
@@ -149,19 +150,34 @@ impl<Io: NodeIo> Pods<Io> {
         }
         if let Err(e) = self.store.apply(change).await {
             tracing::warn!(error = %e, pods = moved.len(), warm_ports = renumbered.len(), "re-flowing ports OVS numbered anew failed; retrying");
-            // Broken warm ports keep their flows and address until the next call (an address is
-            // never leased again while flows for it exist); broken idle ones have neither.
-            self.pool.return_warm(broken_warm);
+            // Warm ports keep their flows and address until the next call (an address is never
+            // leased again while flows for it exist); broken idle ones have neither.
+            self.pool.return_warm(
+                renumbered
+                    .into_iter()
+                    .map(|(w, _)| w)
+                    .chain(broken_warm)
+                    .collect(),
+            );
             drop(table);
             self.drop_broken_pool_ports(broken_idle, &[]).await;
             return 0;
         }
-        self.pool.renumber_warm(&renumbered);
         if !renumbered.is_empty() {
+            self.release_pool_leases(
+                renumbered.iter().map(|(w, _)| warm_lease(&w.port.host)),
+                "warm ports OVS numbered anew",
+            )
+            .await;
             tracing::warn!(
                 ports = renumbered.len(),
-                "OVS numbered warm pool ports anew (ovs-vswitchd restarted?); re-flowed"
+                "OVS numbered warm pool ports anew (ovs-vswitchd restarted?); cooled, back in the pool"
             );
+            self.pool
+                .give_back(renumbered.iter().map(|(w, n)| pool::PooledPort {
+                    ofport: *n,
+                    ..w.port.clone()
+                }));
         }
         for (was, p) in &moved {
             tracing::warn!(
@@ -179,7 +195,7 @@ impl<Io: NodeIo> Pods<Io> {
             );
             table.remove(&p.attachment);
         }
-        let n = moved.len() + renumbered.len() + unplugged.len();
+        let n = moved.len() + unplugged.len();
         for (_, p) in moved {
             table.insert(p.attachment.clone(), p);
         }

@@ -356,9 +356,10 @@ pub type OfportNow<'a> = &'a std::collections::HashMap<String, Option<i64>>;
 /// What [`PortPool::follow`] found (see [`crate::pod::Pods::follow_ofports`]).
 #[derive(Debug, Default)]
 pub struct Followed {
-    /// Warm ports OVS numbered anew, with their new ofport: their flows must follow before the
-    /// pool takes the number ([`PortPool::renumber_warm`]).
-    pub renumbered: Vec<WarmPort>,
+    /// Warm ports OVS numbered anew (as they were), with their new ofport: taken out of the
+    /// warm ports, to be cooled (their flows and address go) and go back to the pool with
+    /// their new number; no ADD can take them meanwhile.
+    pub renumbered: Vec<(WarmPort, u32)>,
     /// Idle ports taken out: their row is gone, or ovs-vswitchd cannot open the device.
     pub broken_idle: Vec<PooledPort>,
     /// Warm ports taken out likewise (their flows and address must go).
@@ -381,9 +382,9 @@ fn ofport_now(now: OfportNow<'_>, name: &str, rows_known: bool) -> Result<Option
 impl PortPool {
     /// Brings the pool in line with the ports as OVS numbers them now (`now`, every pool
     /// port's row; `rows_known`: the cache is live, so a missing row is a deleted port): idle
-    /// and returning ports take their new number at once, warm ports whose number changed are
-    /// returned for re-flowing, and ports whose row is gone or whose device ovs-vswitchd cannot
-    /// open leave the pool.
+    /// and returning ports take their new number at once, warm ports whose number changed leave
+    /// the warm ports (to be cooled), and ports whose row is gone or whose device ovs-vswitchd
+    /// cannot open leave the pool.
     pub fn follow(&self, now: OfportNow<'_>, rows_known: bool) -> Followed {
         let mut out = Followed::default();
         {
@@ -418,10 +419,8 @@ impl PortPool {
                     false
                 }
                 Ok(Some(n)) if n != w.port.ofport => {
-                    let mut moved = w.clone();
-                    moved.port.ofport = n;
-                    out.renumbered.push(moved);
-                    true
+                    out.renumbered.push((w.clone(), n));
+                    false
                 }
                 Ok(_) => true,
             });
@@ -429,26 +428,17 @@ impl PortPool {
         out
     }
 
-    /// Puts warm ports back (their flows could not be removed: they are dropped at the next
-    /// [`PortPool::follow`]).
+    /// Puts ports back in the idle pool.
+    pub fn give_back(&self, ports: impl Iterator<Item = PooledPort>) {
+        lock(&self.idle).extend(ports);
+    }
+
+    /// Puts warm ports back as they were (their flows could not be removed: the next
+    /// [`PortPool::follow`] takes them out again).
     pub fn return_warm(&self, ports: Vec<WarmPort>) {
         let mut warm = lock(&self.warm);
         for w in ports {
             warm.entry(w.vnid).or_default().push(w);
-        }
-    }
-
-    /// Gives the warm ports in `moved` their new ofport, once their flows carry it (those an
-    /// ADD took meanwhile are the pod table's to follow).
-    pub fn renumber_warm(&self, moved: &[WarmPort]) {
-        let mut warm = lock(&self.warm);
-        for m in moved {
-            if let Some(w) = warm
-                .get_mut(&m.vnid)
-                .and_then(|ports| ports.iter_mut().find(|w| w.port.host == m.port.host))
-            {
-                w.port.ofport = m.port.ofport;
-            }
         }
     }
 }

@@ -149,7 +149,11 @@ impl<Io: NodeIo> Pods<Io> {
     /// Releases, in one IPAM pass, the addresses leased to the pool owners `owners` (after
     /// their flows are gone). A failure is logged: an address left leased is only unused until
     /// the next start-up.
-    async fn release_pool_leases(&self, owners: impl Iterator<Item = String>, what: &str) {
+    pub(crate) async fn release_pool_leases(
+        &self,
+        owners: impl Iterator<Item = String>,
+        what: &str,
+    ) {
         let owners: BTreeSet<String> = owners.collect();
         match self
             .ipam(move |store| store.retain(|l| !owners.contains(&l.container_id)))
