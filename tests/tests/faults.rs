@@ -770,3 +770,40 @@ fn a_kill_at_every_write_leaves_every_file_whole() {
     }
     panic!("the agent was still killed at step 40: more writes than the test expects");
 }
+
+/// Open vSwitch and the agent down, the agent back first: it waits for ovsdb-server and
+/// ovs-vswitchd (rather than exiting and leaving the pods cut off while its supervisor backs
+/// off), then restores the pipeline.
+#[test]
+fn an_agent_started_before_ovs_vswitchd_waits_for_it() {
+    let node = AgentNode::start(NodeOptions::default());
+    let a = node.pod("default", "a");
+    let b = node.pod("default", "b");
+    assert!(a.ping(&b.ip, 2));
+    node.stop_agent(libc::SIGKILL);
+    node.ovs.kill_vswitchd();
+    node.ovs.stop_ovsdb();
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_secs(2));
+            node.ovs.start_ovsdb();
+            std::thread::sleep(Duration::from_secs(1));
+            node.ovs.start_vswitchd();
+        });
+        node.start_agent();
+    });
+    eprintln!(
+        "the agent started 2 s before ovsdb-server, 3 s before ovs-vswitchd: ready after {:?}",
+        t.elapsed()
+    );
+    for what in ["waiting for ovsdb-server", "waiting for ovs-vswitchd"] {
+        assert!(
+            node.log().contains(what),
+            "not said: {what}: {}",
+            node.log()
+        );
+    }
+    recovered(&node, "agent before ovs-vswitchd", &a, &b);
+    eprintln!("pods talk {:?} after the agent started", t.elapsed());
+}

@@ -109,13 +109,38 @@ impl Daemon {
 
         // OVS: bridge and the two fixed ports.
         health.phase("connecting to OVSDB and setting up br0");
-        let db = ovsdb::Client::connect(&cfg.ovsdb).await.with_context(|| {
-            format!(
-                "cannot reach ovsdb-server at {}: is Open vSwitch running?",
-                cfg.ovsdb
-            )
-        })?;
+        let db = waiting_for_ovs("ovsdb-server", || ovsdb::Client::connect(&cfg.ovsdb))
+            .await
+            .with_context(|| {
+                format!(
+                    "cannot reach ovsdb-server at {} (waited {}s): is Open vSwitch running?",
+                    cfg.ovsdb,
+                    OVS_WAIT.as_secs()
+                )
+            })?;
         phases.push(("ovsdb", began.elapsed().as_millis()));
+        // An ovs-vswitchd restarting beside the agent (a node upgrade restarts both) is waited
+        // for: exiting would leave the pods cut off (a restarted switch forwards nothing until
+        // the agent restores the pipeline) for as long as the agent's supervisor backs off.
+        // (A node without br0 yet has no socket to wait for: the bridge's creation below waits
+        // for ovs-vswitchd.)
+        if db.with_cache(|c| c.bridge(BRIDGE).is_some()) {
+            health.phase("waiting for ovs-vswitchd (br0's management socket)");
+            let mgmt = cfg.bridge_mgmt.clone();
+            waiting_for_ovs("ovs-vswitchd", || {
+                let mgmt = mgmt.clone();
+                async move { tokio::net::UnixStream::connect(&mgmt).await.map(drop) }
+            })
+            .await
+            .with_context(|| {
+                format!(
+                    "opening OpenFlow to {} (waited {}s); is ovs-vswitchd running, and is that \
+                 br0's management socket (bridgeMgmt)?",
+                    cfg.bridge_mgmt.display(),
+                    OVS_WAIT.as_secs()
+                )
+            })?;
+        }
         // A node openshift-sdn ran is taken over (or refused) before anything on it changes.
         health.phase("looking for openshift-sdn's state on br0");
         let takeover = takeover::inspect(
@@ -163,6 +188,7 @@ impl Daemon {
         }
 
         phases.push(("ovs ports", began.elapsed().as_millis()));
+
         // OpenFlow: connected while the host side is set up (ovs-vswitchd answers between two
         // reconfigurations, which take a while on a node with 1000 ports).
         let switch = Arc::new(Switch::new(&cfg.bridge_mgmt));
@@ -531,6 +557,40 @@ impl Daemon {
             "ready"
         );
         Ok(())
+    }
+}
+
+/// How long the start-up waits for ovsdb-server and ovs-vswitchd (restarting beside the agent)
+/// before it fails.
+const OVS_WAIT: Duration = Duration::from_secs(60);
+
+/// Tries `attempt` every 200 ms until it succeeds or [`OVS_WAIT`] has passed (the last error
+/// then); says once, at WARN, what it waits for.
+async fn waiting_for_ovs<T, E, F, Fut>(what: &str, mut attempt: F) -> Result<T, E>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+    E: std::fmt::Display,
+{
+    let deadline = tokio::time::Instant::now() + OVS_WAIT;
+    let mut said = false;
+    loop {
+        match attempt().await {
+            Ok(v) => {
+                if said {
+                    tracing::info!("{what} is back");
+                }
+                return Ok(v);
+            }
+            Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
+            Err(e) => {
+                if !said {
+                    tracing::warn!(error = %e, "waiting for {what} (up to {}s)", OVS_WAIT.as_secs());
+                    said = true;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
     }
 }
 
