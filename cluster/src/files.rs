@@ -11,8 +11,11 @@
 //! pods, which do not survive the machine either, and an fsync per pod ADD would cost more
 //! than it keeps.
 //!
-//! A killed writer leaves its temporary file behind; [`remove_stale_temps`] deletes those of
-//! processes that are gone (the agent calls it on its lease directory at start-up).
+//! A killed writer leaves its temporary file behind, which readers skip (a dot file with no
+//! data name); [`remove_stale_temps`] deletes those older than a minute whose writer is gone
+//! (or older than an hour: a shared directory, a reused pid). The agent calls it on its lease
+//! directory and state directory at start-up and on the CNI config directory when it writes
+//! there.
 //!
 //! **Test hook.** With `SDN_TEST_KILL_AT_WRITE=N` in its environment, a process SIGKILLs itself
 //! at the N-th step of its writes (counting from 1, two steps per file: half the bytes in the
@@ -24,6 +27,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 /// Whether a write must survive a crash of the machine (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,8 +74,15 @@ pub fn is_temp(name: &str) -> bool {
     temp_pid(name).is_some()
 }
 
-/// Deletes the temporary files in `dir` of writers that are no longer running (killed in the
-/// middle of a write); returns how many.
+/// A temporary file younger than this is a write in progress, whoever made it.
+const TEMP_IN_FLIGHT: Duration = Duration::from_secs(60);
+/// A temporary file older than this is stale even if a process of its writer's pid runs (the
+/// pid was reused, or the writer lives in another pid namespace).
+const TEMP_STALE: Duration = Duration::from_secs(3600);
+
+/// Deletes the temporary files in `dir` of writes cut off by a kill: older than a minute, and
+/// either of a pid that does not run here or older than an hour (a directory shared with other
+/// pid namespaces, a reused pid); returns how many.
 pub fn remove_stale_temps(dir: &Path) -> usize {
     let Ok(entries) = fs::read_dir(dir) else {
         return 0;
@@ -82,7 +93,15 @@ pub fn remove_stale_temps(dir: &Path) -> usize {
         let Some(pid) = name.to_str().and_then(temp_pid) else {
             continue;
         };
-        if !Path::new(&format!("/proc/{pid}")).exists() && fs::remove_file(e.path()).is_ok() {
+        let age = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .unwrap_or_default();
+        let stale = age > TEMP_STALE
+            || (age > TEMP_IN_FLIGHT && !Path::new(&format!("/proc/{pid}")).exists());
+        if stale && fs::remove_file(e.path()).is_ok() {
             removed += 1;
         }
     }
@@ -208,15 +227,28 @@ mod tests {
     fn temps_of_gone_writers_are_removed_and_only_those() {
         let d = dir();
         // pid 0x7fffffff is never a running process; ours is.
-        let stale = d.join(".10.128.0.9.tmp-2147483647-3");
-        let live = d.join(format!(".10.128.0.8.tmp-{}-4", std::process::id()));
-        fs::write(&stale, "half").unwrap();
-        fs::write(&live, "in flight").unwrap();
+        let ago = |secs| std::time::SystemTime::now() - Duration::from_secs(secs);
+        let aged = |name: &str, secs| {
+            let p = d.join(name);
+            fs::write(&p, "half").unwrap();
+            fs::File::options()
+                .write(true)
+                .open(&p)
+                .unwrap()
+                .set_modified(ago(secs))
+                .unwrap();
+            p
+        };
+        let gone_writer = aged(".10.128.0.9.tmp-2147483647-3", 120);
+        let just_now = aged(".10.128.0.7.tmp-2147483647-5", 1);
+        let live_writer = aged(&format!(".10.128.0.8.tmp-{}-4", std::process::id()), 120);
+        let reused_pid = aged(&format!(".10.128.0.6.tmp-{}-6", std::process::id()), 7200);
         fs::write(d.join(".hidden"), "x").unwrap();
         assert!(is_temp(".10.128.0.9.tmp-2147483647-3"));
         assert!(!is_temp(".hidden") && !is_temp("10.128.0.9"));
-        assert_eq!(remove_stale_temps(&d), 1);
-        assert!(!stale.exists() && live.exists());
+        assert_eq!(remove_stale_temps(&d), 2);
+        assert!(!gone_writer.exists() && !reused_pid.exists());
+        assert!(just_now.exists() && live_writer.exists());
         fs::remove_dir_all(d).unwrap();
     }
 }

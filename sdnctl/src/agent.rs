@@ -225,24 +225,17 @@ pub(crate) fn ask_agent(a: &Cli, cmd: &Cmd) -> Result<(), Failure> {
 }
 
 /// Writes `files` as `base/<name>` into a gzipped tar at `path` (mode 0600: it describes the
-/// node), through a temporary file renamed into place.
+/// node), whole or not at all ([`cluster::files`]).
 fn write_bundle(
     path: &Path,
     base: &str,
     files: &std::collections::BTreeMap<String, String>,
 ) -> Result<(), Failure> {
-    use std::os::unix::fs::OpenOptionsExt;
     let fail = |e: std::io::Error| Failure::Error(format!("writing {}: {e}", path.display()));
-    let tmp = path.with_extension("tmp");
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(fail)?;
-    let gz = flate2::write::GzEncoder::new(file, flate2::Compression::default());
-    let mut tar = tar::Builder::new(gz);
+    let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(
+        Vec::new(),
+        flate2::Compression::default(),
+    ));
     let mtime = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -255,8 +248,6 @@ fn write_bundle(
         tar.append_data(&mut h, format!("{base}/{name}"), content.as_bytes())
             .map_err(fail)?;
     }
-    let gz = tar.into_inner().map_err(fail)?;
-    gz.finish().map_err(fail)?;
-    std::fs::rename(&tmp, path).map_err(fail)?;
-    Ok(())
+    let bytes = tar.into_inner().and_then(|gz| gz.finish()).map_err(fail)?;
+    cluster::files::write(path, &bytes, 0o600, cluster::files::Durability::Process).map_err(fail)
 }

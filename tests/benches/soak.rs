@@ -7,8 +7,9 @@
 //! tenant 0's VNID: their residents reach each other) and an isolate back (they do not); 30
 //! DELs (the first after its netns was deleted, the second repeated). Every 5th cycle the agent
 //! is SIGKILLed 30 ms into the burst of 10 and started again as a node would (the runtime
-//! retries each cut ADD with DEL + ADD); every 10th cycle ovs-vswitchd is SIGKILLed and started
-//! again while pods exist (the residents must reach each other again within 10 s).
+//! retries each cut ADD with DEL + ADD); twice in every 10 cycles ovs-vswitchd is SIGKILLed and
+//! started again while pods exist, once alone and once in the cycle whose burst the agent died
+//! in (every pod of the cycle must answer its tenant again within 10 s).
 //!
 //! After every cycle, once deleted pods are retired: the census (exactly the residents' ports,
 //! veths, leases and pod flows; every table-20 row on a port that has that number now; the
@@ -225,7 +226,8 @@ fn main() {
     let mut cycle = 0u64;
     while Instant::now() < deadline {
         let kill_agent = cycle % 5 == 4;
-        let kill_switch = cycle % 10 == 9;
+        // ovs-vswitchd alone, and in the cycle whose burst the agent dies in too.
+        let kill_switch = cycle % 10 == 2 || cycle % 10 == 9;
         let mut s_add = Vec::new();
         let mut s_del = Vec::new();
         let mut pods: Vec<SoakPod> = (0..per_cycle)

@@ -820,7 +820,8 @@ impl AgentNode {
 
     /// The census of br0's port rows against the ports as OVS numbers them now: every pod port
     /// (that ovs-vswitchd can open) has its table-20 rows on its current ofport with its
-    /// recorded address, and every
+    /// recorded address, every table-70 row delivers an address to the port that has it now,
+    /// and every
     /// table-20 row of a port (`in_port` 3 and up) belongs to a port that has that ofport now,
     /// with the address of its pod or, for a warm pool port, of its `sdn-warm-<port>` lease.
     /// Returns the problems found (empty: the rows follow the ports).
@@ -867,7 +868,32 @@ impl AgentNode {
                 Some((port, ip))
             })
             .collect();
+        // Table 70 delivers a pod's address to its port (`load:<port>->reg2`): the same test.
+        let delivery: Vec<(i64, String)> = self
+            .flows()
+            .into_iter()
+            .filter(|l| l.contains("table=70,") && l.contains("->NXM_NX_REG2[]"))
+            .filter_map(|l| {
+                let ip = l
+                    .split("nw_dst=")
+                    .nth(1)?
+                    .split([',', ' '])
+                    .next()?
+                    .to_string();
+                let load = l.split("load:").nth(1)?.split("->").next()?;
+                let port = i64::from_str_radix(load.trim_start_matches("0x"), 16).ok()?;
+                Some((port, ip))
+            })
+            .collect();
         let mut bad = Vec::new();
+        for (ofport, ip) in &delivery {
+            match by_ofport.get(ofport) {
+                Some((_, want)) if want.as_deref() == Some(ip.as_str()) => {}
+                other => bad.push(format!(
+                    "table 70 delivers {ip} to port {ofport}, which is {other:?}"
+                )),
+            }
+        }
         for (ofport, ip) in &rows {
             match by_ofport.get(ofport) {
                 None => bad.push(format!(

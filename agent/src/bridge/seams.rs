@@ -101,6 +101,10 @@ pub trait PortDb: Send + Sync + Debug + 'static {
     /// missing from OVSDB.
     fn cache_live(&self) -> bool;
 
+    /// Interface `name`'s `ofport` column in the cache now (`None`: no row or not numbered
+    /// yet; -1: ovs-vswitchd cannot open it).
+    fn ofport_now(&self, name: &str) -> Option<i64>;
+
     /// Interfaces (from the cache) whose `external_ids:key` is `value`.
     fn find_interfaces_by_external_id(&self, key: &str, value: &str) -> Vec<InterfaceInfo> {
         let mut found = self.interfaces_with_external_id(key);
@@ -306,6 +310,14 @@ impl PortDb for ovsdb::Client {
         self.state() == ovsdb::ConnectionState::Connected
     }
 
+    fn ofport_now(&self, name: &str) -> Option<i64> {
+        self.with_cache(|c| {
+            c.table("Interface")
+                .find(|i| i.name() == name)
+                .and_then(|i| i.integer("ofport"))
+        })
+    }
+
     fn interfaces_with_external_id(&self, key: &str) -> Vec<InterfaceInfo> {
         self.with_cache(|c| {
             c.table("Interface")
@@ -500,6 +512,10 @@ impl<T: PortDb> PortDb for std::sync::Arc<T> {
 
     fn cache_live(&self) -> bool {
         (**self).cache_live()
+    }
+
+    fn ofport_now(&self, name: &str) -> Option<i64> {
+        (**self).ofport_now(name)
     }
 
     fn find_qos_by_external_id(&self, key: &str, value: &str) -> Vec<QosInfo> {

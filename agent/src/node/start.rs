@@ -109,15 +109,29 @@ impl Daemon {
 
         // OVS: bridge and the two fixed ports.
         health.phase("connecting to OVSDB and setting up br0");
-        let db = waiting_for_ovs("ovsdb-server", || ovsdb::Client::connect(&cfg.ovsdb))
-            .await
-            .with_context(|| {
-                format!(
-                    "cannot reach ovsdb-server at {} (waited {}s): is Open vSwitch running?",
-                    cfg.ovsdb,
-                    OVS_WAIT.as_secs()
+        // One bound for both waits below.
+        let ovs_deadline = tokio::time::Instant::now() + OVS_WAIT;
+        let db = waiting_for_ovs(
+            "ovsdb-server",
+            ovs_deadline,
+            || ovsdb::Client::connect(&cfg.ovsdb),
+            |e| {
+                matches!(
+                    e,
+                    ovsdb::Error::Connect { .. }
+                        | ovsdb::Error::Closed { .. }
+                        | ovsdb::Error::NotConnected { .. }
                 )
-            })?;
+            },
+        )
+        .await
+        .with_context(|| {
+            format!(
+                "cannot reach ovsdb-server at {} (waited {}s): is Open vSwitch running?",
+                cfg.ovsdb,
+                OVS_WAIT.as_secs()
+            )
+        })?;
         phases.push(("ovsdb", began.elapsed().as_millis()));
         // An ovs-vswitchd restarting beside the agent (a node upgrade restarts both) is waited
         // for: exiting would leave the pods cut off (a restarted switch forwards nothing until
@@ -127,10 +141,20 @@ impl Daemon {
         if db.with_cache(|c| c.bridge(BRIDGE).is_some()) {
             health.phase("waiting for ovs-vswitchd (br0's management socket)");
             let mgmt = cfg.bridge_mgmt.clone();
-            waiting_for_ovs("ovs-vswitchd", || {
-                let mgmt = mgmt.clone();
-                async move { tokio::net::UnixStream::connect(&mgmt).await.map(drop) }
-            })
+            waiting_for_ovs(
+                "ovs-vswitchd",
+                ovs_deadline,
+                || {
+                    let mgmt = mgmt.clone();
+                    async move { tokio::net::UnixStream::connect(&mgmt).await.map(drop) }
+                },
+                |e: &std::io::Error| {
+                    matches!(
+                        e.kind(),
+                        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+                    )
+                },
+            )
             .await
             .with_context(|| {
                 format!(
@@ -560,19 +584,24 @@ impl Daemon {
     }
 }
 
-/// How long the start-up waits for ovsdb-server and ovs-vswitchd (restarting beside the agent)
-/// before it fails.
+/// How long the start-up waits for ovsdb-server and ovs-vswitchd together (restarting beside
+/// the agent) before it fails.
 const OVS_WAIT: Duration = Duration::from_secs(60);
 
-/// Tries `attempt` every 200 ms until it succeeds or [`OVS_WAIT`] has passed (the last error
-/// then); says once, at WARN, what it waits for.
-async fn waiting_for_ovs<T, E, F, Fut>(what: &str, mut attempt: F) -> Result<T, E>
+/// Tries `attempt` every 200 ms while it fails as a daemon still coming up does (`retry`),
+/// until `deadline` (the last error then); any other error at once. Says once, at WARN, what it
+/// waits for.
+async fn waiting_for_ovs<T, E, F, Fut>(
+    what: &str,
+    deadline: tokio::time::Instant,
+    mut attempt: F,
+    retry: impl Fn(&E) -> bool,
+) -> Result<T, E>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, E>>,
     E: std::fmt::Display,
 {
-    let deadline = tokio::time::Instant::now() + OVS_WAIT;
     let mut said = false;
     loop {
         match attempt().await {
@@ -582,7 +611,7 @@ where
                 }
                 return Ok(v);
             }
-            Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
+            Err(e) if !retry(&e) || tokio::time::Instant::now() >= deadline => return Err(e),
             Err(e) => {
                 if !said {
                     tracing::warn!(error = %e, "waiting for {what} (up to {}s)", OVS_WAIT.as_secs());

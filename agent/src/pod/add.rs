@@ -270,7 +270,14 @@ impl<Io: NodeIo> Pods<Io> {
                     "recording the pod on port {host_veth}"
                 )))?;
                 check_deadline("adding the OVS port")?;
-                (link, p.ofport)
+                // The number OVS gives the port now: a restarted ovs-vswitchd may have numbered
+                // it anew since the pool recorded it.
+                let now = self
+                    .db
+                    .ofport_now(&host_veth)
+                    .and_then(|n| u32::try_from(n).ok())
+                    .filter(|n| *n > 0);
+                (link, now.unwrap_or(p.ofport))
             }
             None => {
                 let link = self.links.create_pod_link(&spec).await?;
@@ -335,8 +342,12 @@ impl<Io: NodeIo> Pods<Io> {
                 change.set(Owner::PolicyTarget(host_veth.clone()), policy_rows.clone())
             })
         };
-        // A warm port of the pod's VNID has the pod's flows already.
-        if warm.as_ref().is_none_or(|w| w.vnid != pod.vnid) {
+        // A warm port of the pod's VNID has the pod's flows already (unless OVS numbered it
+        // anew meanwhile).
+        if warm
+            .as_ref()
+            .is_none_or(|w| w.vnid != pod.vnid || w.port.ofport != ofport)
+        {
             if warm.is_none() {
                 done.push(Undo::Flows(host_veth.clone()));
             }

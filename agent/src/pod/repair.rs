@@ -31,11 +31,12 @@ use std::collections::{BTreeMap, HashMap};
 use ovs::ovsdb::PortSpec;
 
 use super::limits::ingress_qos;
-use super::pool::{self, warm_lease, Followed, WarmPort};
+use super::pool::{self, Followed};
 use super::record::{keys, MeterRecord, PortRecord};
 use super::{lock, Pod, Pods, BRIDGE};
 use crate::bridge::flowstore::{Change, Owner};
 use crate::bridge::seams::{NodeIo, PodLinks, PortDb};
+use crate::features::network_policy::LocalPodRef;
 
 impl Pod {
     /// The port record the pod's port should carry (`meter`: the recorded meter config).
@@ -91,28 +92,67 @@ impl<Io: NodeIo> Pods<Io> {
         repaired
     }
 
-    /// Re-flows every pod whose port OVS numbers differently now, in one bundle (cooling warm
-    /// pool ports so numbered), and takes broken ports out of the pool (see the module docs).
-    /// Returns how many pods were re-flowed or unplugged. A failed bundle is logged and retried at the next call.
+    /// Re-flows every pod whose port OVS numbers differently now, in one bundle (with its
+    /// NetworkPolicy rows, which carry the number too), unplugs pods whose veth is gone, and
+    /// brings the pool in line (see the module docs). Returns how many pods were re-flowed or
+    /// unplugged. A failed bundle is logged and retried at the next call.
     pub async fn follow_ofports(&self) -> usize {
-        let now: HashMap<String, Option<i64>> = [keys::SANDBOX, pool::POOL_KEY]
+        // The pool first, from a snapshot read just before (nothing awaited in between): a
+        // refill puts its ports in the pool only once their rows are in the cache.
+        let pool_now: HashMap<String, Option<i64>> = self
+            .db
+            .interfaces_with_external_id(pool::POOL_KEY)
             .into_iter()
-            .flat_map(|k| self.db.interfaces_with_external_id(k))
             .map(|i| (i.name, i.ofport))
             .collect();
+        let Followed {
+            warm_out,
+            broken_idle,
+            idle_renumbered,
+        } = self.pool.follow(&pool_now, self.db.cache_live());
+        if idle_renumbered + warm_out > 0 {
+            tracing::warn!(
+                idle = idle_renumbered,
+                warm = warm_out,
+                "OVS numbered pool ports anew or cannot open them (ovs-vswitchd restarted?); idle ones take the new number, warm ones are cooled"
+            );
+        }
+        self.drop_broken_pool_ports(broken_idle).await;
+
         let mut table = self.table.lock().await;
+        let now: HashMap<String, i64> = self
+            .db
+            .interfaces_with_external_id(keys::SANDBOX)
+            .into_iter()
+            .filter_map(|i| Some((i.name, i.ofport?)))
+            .collect();
         let mut change = Change::new();
         let mut moved: Vec<(u32, Pod)> = Vec::new();
         let mut unplugged: Vec<Pod> = Vec::new();
         for pod in table.values() {
-            let Some(Some(n)) = now.get(&pod.host_veth) else {
+            let Some(&n) = now.get(&pod.host_veth) else {
                 continue;
             };
-            match u32::try_from(*n) {
+            match u32::try_from(n) {
                 Ok(n) if n > 0 && n != pod.ofport => {
                     let mut p = pod.clone();
                     p.ofport = n;
                     change = change.set_pod(p.host_veth.clone(), p.flows(), self.row_vnid(p.vnid));
+                    if let Some(policy) = self.policy.get() {
+                        let rows = policy.rows(&LocalPodRef {
+                            port: p.host_veth.clone(),
+                            ofport: n,
+                            namespace: p.namespace.clone(),
+                            name: p.name.clone(),
+                            ip: p.ip,
+                        });
+                        let target = Owner::PolicyTarget(p.host_veth.clone());
+                        change = if rows.is_empty() {
+                            change.remove(target)
+                        } else {
+                            change.set(target, rows)
+                        };
+                    }
                     moved.push((pod.ofport, p));
                 }
                 // ovs-vswitchd cannot open the port: with its veth gone (the pod's netns was
@@ -131,53 +171,9 @@ impl<Io: NodeIo> Pods<Io> {
                 _ => {}
             }
         }
-        let Followed {
-            renumbered,
-            broken_idle,
-            broken_warm,
-            idle_renumbered,
-        } = self.pool.follow(&now, self.db.cache_live());
-        // Warm ports OVS numbered anew are cooled (flows, then address) and go back to the
-        // pool with their new number; the maintenance warms ports again.
-        for w in renumbered.iter().map(|(w, _)| w).chain(&broken_warm) {
-            change = change.remove(Owner::Port(w.port.host.clone()));
-        }
-        if idle_renumbered > 0 {
-            tracing::warn!(
-                ports = idle_renumbered,
-                "OVS numbered idle pool ports anew (ovs-vswitchd restarted?); the pool follows"
-            );
-        }
         if let Err(e) = self.store.apply(change).await {
-            tracing::warn!(error = %e, pods = moved.len(), warm_ports = renumbered.len(), "re-flowing ports OVS numbered anew failed; retrying");
-            // Warm ports keep their flows and address until the next call (an address is never
-            // leased again while flows for it exist); broken idle ones have neither.
-            self.pool.return_warm(
-                renumbered
-                    .into_iter()
-                    .map(|(w, _)| w)
-                    .chain(broken_warm)
-                    .collect(),
-            );
-            drop(table);
-            self.drop_broken_pool_ports(broken_idle, &[]).await;
+            tracing::warn!(error = %e, pods = moved.len() + unplugged.len(), "re-flowing pods whose port OVS numbered anew failed; retrying");
             return 0;
-        }
-        if !renumbered.is_empty() {
-            self.release_pool_leases(
-                renumbered.iter().map(|(w, _)| warm_lease(&w.port.host)),
-                "warm ports OVS numbered anew",
-            )
-            .await;
-            tracing::warn!(
-                ports = renumbered.len(),
-                "OVS numbered warm pool ports anew (ovs-vswitchd restarted?); cooled, back in the pool"
-            );
-            self.pool
-                .give_back(renumbered.iter().map(|(w, n)| pool::PooledPort {
-                    ofport: *n,
-                    ..w.port.clone()
-                }));
         }
         for (was, p) in &moved {
             tracing::warn!(
@@ -202,45 +198,25 @@ impl<Io: NodeIo> Pods<Io> {
         if n > 0 {
             self.policy_changed();
         }
-        drop(table);
-        self.drop_broken_pool_ports(broken_idle, &broken_warm).await;
         n
     }
 
-    /// Deletes the pool ports [`pool::PortPool::follow`] took out (row gone, or a device
-    /// ovs-vswitchd cannot open): their pairs now, their rows with the next batch of dead ones,
-    /// the warm ones' addresses once their flows are gone.
-    async fn drop_broken_pool_ports(&self, idle: Vec<pool::PooledPort>, warm: &[WarmPort]) {
-        if idle.is_empty() && warm.is_empty() {
+    /// Deletes the idle pool ports [`pool::PortPool::follow`] took out (row gone, or a device
+    /// ovs-vswitchd cannot open): their pairs now, their rows with the next batch of dead ones.
+    /// The pool is refilled by its maintenance.
+    async fn drop_broken_pool_ports(&self, idle: Vec<pool::PooledPort>) {
+        if idle.is_empty() {
             return;
         }
         tracing::warn!(
-            idle = idle.len(),
-            warm = warm.len(),
-            "pool ports whose row is gone or whose device ovs-vswitchd cannot open; deleting them (the pool is refilled)"
+            ports = idle.len(),
+            "idle pool ports whose row is gone or whose device ovs-vswitchd cannot open; deleting them"
         );
-        let hosts: Vec<String> = idle
-            .into_iter()
-            .map(|p| p.host)
-            .chain(warm.iter().map(|w| w.port.host.clone()))
-            .collect();
-        for h in &hosts {
-            if let Err(e) = self.links.delete_host_veth(h).await {
-                tracing::warn!(port = %h, error = %e, "deleting a broken pool port's veth");
+        for p in idle {
+            if let Err(e) = self.links.delete_host_veth(&p.host).await {
+                tracing::warn!(port = %p.host, error = %e, "deleting a broken pool port's veth");
             }
-        }
-        let owners: std::collections::BTreeSet<String> =
-            warm.iter().map(|w| warm_lease(&w.port.host)).collect();
-        if !owners.is_empty() {
-            if let Err(e) = self
-                .ipam(move |store| store.retain(|l| !owners.contains(&l.container_id)))
-                .await
-            {
-                tracing::warn!(error = %e, "releasing the addresses of broken warm ports");
-            }
-        }
-        for h in hosts {
-            self.pool.bury(h);
+            self.pool.bury(p.host);
         }
     }
 

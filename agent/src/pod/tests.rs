@@ -1213,8 +1213,14 @@ async fn ports_numbered_anew_by_a_restarted_switch_are_followed() {
                 .any(|f| f.to_string().contains(&format!("in_port={n},")))
     };
     assert!(has_port(&moved.host_veth, 200));
-    // The warm port so numbered is cooled (no ADD can take it with its old rows): flows and
-    // address gone, back in the pool with its new number, warmed again by the maintenance.
+    // The warm port so numbered is out of the warm ports at once (no ADD can take it with its
+    // old rows) and cooled by the maintenance: flows and address gone, back in the pool with
+    // its new number, which a later warm-up uses.
+    assert!(
+        !rig.pods.pool().warm().values().any(|n| *n == 8),
+        "still 8 warm"
+    );
+    rig.pods.cool_ports().await;
     assert!(rig
         .switch
         .flows_with_cookie(flows::pod::port_cookie(&warm_name))

@@ -82,6 +82,10 @@ impl StandaloneSource {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| ClusterError::NoRuntime { dir: dir.clone() })?;
         fs::read_dir(&dir).map_err(|e| ClusterError::io(&dir, "list", e))?;
+        let stale = crate::files::remove_stale_temps(&dir);
+        if stale > 0 {
+            tracing::info!(dir = %dir.display(), files = stale, "removed the temporary files of writes cut off by a kill");
+        }
         // Watch before the first scan, so no write falls between the two. The stream needs the
         // runtime's reactor, hence inside it.
         let events = {

@@ -368,6 +368,12 @@ impl PortDb for FakeDb {
         true
     }
 
+    fn ofport_now(&self, name: &str) -> Option<i64> {
+        let s = lock(&self.state);
+        let p = s.ports.get(name)?;
+        FakeDb::info(name, p).ofport
+    }
+
     fn interfaces_with_external_id(&self, key: &str) -> Vec<InterfaceInfo> {
         lock(&self.state)
             .ports

@@ -151,7 +151,7 @@ impl<S: FlowSwitch> FlowStore<S> {
             let joint = batch
                 .iter()
                 .fold(Change::new(), |all, (c, _)| all.and(c.clone()));
-            if self.apply_one(state, joint).await.is_ok() {
+            if self.apply_one(state, joint, false).await.is_ok() {
                 for (_, tx) in batch {
                     let _ = tx.send(Ok(()));
                 }
@@ -159,11 +159,18 @@ impl<S: FlowSwitch> FlowStore<S> {
             }
         }
         for (change, tx) in batch {
-            let _ = tx.send(self.apply_one(state, change).await);
+            let _ = tx.send(self.apply_one(state, change, true).await);
         }
     }
 
-    async fn apply_one(&self, state: &mut State, change: Change) -> Result<(), OfError> {
+    /// One bundle; `last_try`: a failed removal-only change is recorded anyway (not for the
+    /// joint bundle of a batch, whose changes are tried again one by one).
+    async fn apply_one(
+        &self,
+        state: &mut State,
+        change: Change,
+        last_try: bool,
+    ) -> Result<(), OfError> {
         let change = change.tie_policy_targets(state);
         let mut msgs = change.messages_over(state);
         msgs.extend(self.vnid_row_changes(state.vnid_refs(), &change.refs_after(state)));
@@ -173,7 +180,7 @@ impl<S: FlowSwitch> FlowStore<S> {
             // (ovs-vswitchd restarting under a DEL or a failed ADD's undo) is recorded anyway,
             // so the reconcile after the reconnect deletes those rows instead of putting them
             // back for an owner that is gone.
-            if change.only_removes() {
+            if last_try && change.only_removes() {
                 change.commit(state);
             }
             return Err(e);

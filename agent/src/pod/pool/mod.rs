@@ -193,6 +193,8 @@ pub struct PortPool {
     recent: std::sync::Mutex<VecDeque<(Vnid, Instant)>>,
     /// The times of the last [`WARM_AFTER`] ADDs of each VNID not (yet) in `recent`.
     adds: std::sync::Mutex<BTreeMap<Vnid, VecDeque<Instant>>>,
+    /// Warm ports being cooled ([`Cooling`]).
+    cooling: std::sync::Mutex<Vec<Cooling>>,
     /// Ports of deleted pods whose flows are still on the bridge.
     retiring: std::sync::Mutex<Vec<String>>,
     /// The retiring ports that go back to the pool after their flows (their peer is free),
@@ -311,7 +313,9 @@ impl PortPool {
     /// Whether the pool takes back the port of a deleted pod: while it holds fewer than `size`
     /// ports, counting those on their way back (the others are deleted).
     pub fn wants_back(&self, size: usize) -> bool {
-        lock(&self.idle).len() + lock(&self.recycled).len() < size
+        // One lock at a time (the retirement takes `recycled`, then `idle`).
+        let idle = lock(&self.idle).len();
+        idle + lock(&self.recycled).len() < size
     }
 
     /// Queues the port of a deleted pod whose peer is free again: like [`PortPool::retire`],
@@ -356,16 +360,24 @@ pub type OfportNow<'a> = &'a std::collections::HashMap<String, Option<i64>>;
 /// What [`PortPool::follow`] found (see [`crate::pod::Pods::follow_ofports`]).
 #[derive(Debug, Default)]
 pub struct Followed {
-    /// Warm ports OVS numbered anew (as they were), with their new ofport: taken out of the
-    /// warm ports, to be cooled (their flows and address go) and go back to the pool with
-    /// their new number; no ADD can take them meanwhile.
-    pub renumbered: Vec<(WarmPort, u32)>,
+    /// Warm ports taken out of the warm ports to be cooled ([`PortPool::cooling`]): OVS
+    /// numbered them anew, or cannot open them.
+    pub warm_out: usize,
     /// Idle ports taken out: their row is gone, or ovs-vswitchd cannot open the device.
     pub broken_idle: Vec<PooledPort>,
-    /// Warm ports taken out likewise (their flows and address must go).
-    pub broken_warm: Vec<WarmPort>,
     /// Idle and returning ports given their new number (no flows to follow).
     pub idle_renumbered: usize,
+}
+
+/// A warm port being cooled: its flows go, then its address, then it goes back to the pool
+/// (with `back_as`, its number now) or, broken (`None`), is deleted. It stays queued until
+/// each step is done, so no ADD takes it with rows that are going.
+#[derive(Debug, Clone)]
+pub struct Cooling {
+    /// The port, as it was warm.
+    pub warm: WarmPort,
+    /// Its ofport now, or `None` when it is to be deleted.
+    pub back_as: Option<u32>,
 }
 
 /// `Some(n)`: port `name` has ofport `n` now; `None`: unknown or not numbered yet. `Err`: its
@@ -411,19 +423,25 @@ impl PortPool {
                 }
             }
         }
-        let mut warm = lock(&self.warm);
-        for ports in warm.values_mut() {
-            ports.retain(|w| match ofport_now(now, &w.port.host, rows_known) {
-                Err(()) => {
-                    out.broken_warm.push(w.clone());
-                    false
-                }
-                Ok(Some(n)) if n != w.port.ofport => {
-                    out.renumbered.push((w.clone(), n));
-                    false
-                }
-                Ok(_) => true,
+        let mut out_of_warm = Vec::new();
+        for ports in lock(&self.warm).values_mut() {
+            ports.retain(|w| {
+                let back_as = match ofport_now(now, &w.port.host, rows_known) {
+                    Err(()) => None,
+                    Ok(Some(n)) if n != w.port.ofport => Some(n),
+                    Ok(_) => return true,
+                };
+                out_of_warm.push(Cooling {
+                    warm: w.clone(),
+                    back_as,
+                });
+                false
             });
+        }
+        out.warm_out = out_of_warm.len();
+        if !out_of_warm.is_empty() {
+            lock(&self.cooling).extend(out_of_warm);
+            self.wake.notify_one();
         }
         out
     }
@@ -431,15 +449,6 @@ impl PortPool {
     /// Puts ports back in the idle pool.
     pub fn give_back(&self, ports: impl Iterator<Item = PooledPort>) {
         lock(&self.idle).extend(ports);
-    }
-
-    /// Puts warm ports back as they were (their flows could not be removed: the next
-    /// [`PortPool::follow`] takes them out again).
-    pub fn return_warm(&self, ports: Vec<WarmPort>) {
-        let mut warm = lock(&self.warm);
-        for w in ports {
-            warm.entry(w.vnid).or_default().push(w);
-        }
     }
 }
 

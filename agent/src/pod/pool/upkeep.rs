@@ -103,17 +103,23 @@ impl<Io: NodeIo> Pods<Io> {
         self.release_pool_leases(ports.iter().map(|p| retired_lease(p)), "deleted pods")
             .await;
         for p in ports {
-            match lock(&self.pool.recycled).remove(&p) {
+            // One lock at a time (`wants_back` takes `idle`, then `recycled`).
+            let back = lock(&self.pool.recycled).remove(&p);
+            match back {
                 Some(port) => lock(&self.pool.idle).push_back(port),
                 None => self.pool.bury(p),
             }
         }
     }
 
-    /// Cools the warm ports of VNIDs that are no longer recent: their flows go in one bundle,
-    /// then their addresses, and the ports go back to the pool.
+    /// Cools the warm ports of VNIDs that are no longer recent, and those OVS numbered anew or
+    /// cannot open ([`PortPool::follow`]): their flows go in one bundle, then their addresses,
+    /// and the ports go back to the pool (the broken ones are deleted). On a failed bundle they
+    /// stay queued, out of every ADD's reach, and the next round tries again (the removal is by
+    /// cookie, whatever the store recorded).
     pub async fn cool_ports(&self) {
-        let cold: Vec<WarmPort> = {
+        let mut cold: Vec<Cooling> = std::mem::take(&mut *lock(&self.pool.cooling));
+        {
             let recent = self.pool.warm_vnids();
             let mut warm = lock(&self.pool.warm);
             let gone: Vec<Vnid> = warm
@@ -121,29 +127,47 @@ impl<Io: NodeIo> Pods<Io> {
                 .filter(|v| !recent.contains(v))
                 .copied()
                 .collect();
-            gone.iter()
-                .filter_map(|v| warm.remove(v))
-                .flatten()
-                .collect()
-        };
+            cold.extend(
+                gone.iter()
+                    .filter_map(|v| warm.remove(v))
+                    .flatten()
+                    .map(|w| Cooling {
+                        back_as: Some(w.port.ofport),
+                        warm: w,
+                    }),
+            );
+        }
         if cold.is_empty() {
             return;
         }
         if let Err(e) = self
             .store
-            .apply(remove_ports(cold.iter().map(|w| &w.port.host)))
+            .apply(remove_ports(cold.iter().map(|c| &c.warm.port.host)))
             .await
         {
-            tracing::warn!(ports = cold.len(), error = %e, "removing the flows of warm ports; keeping them warm");
-            let mut warm = lock(&self.pool.warm);
-            for w in cold {
-                warm.entry(w.vnid).or_default().push(w);
-            }
+            tracing::warn!(ports = cold.len(), error = %e, "removing the flows of warm ports; retrying");
+            lock(&self.pool.cooling).extend(cold);
             return;
         }
-        self.release_pool_leases(cold.iter().map(|w| warm_lease(&w.port.host)), "warm ports")
-            .await;
-        lock(&self.pool.idle).extend(cold.into_iter().map(|w| w.port));
+        self.release_pool_leases(
+            cold.iter().map(|c| warm_lease(&c.warm.port.host)),
+            "warm ports",
+        )
+        .await;
+        for c in cold {
+            match c.back_as {
+                Some(ofport) => lock(&self.pool.idle).push_back(PooledPort {
+                    ofport,
+                    ..c.warm.port
+                }),
+                None => {
+                    if let Err(e) = self.links.delete_host_veth(&c.warm.port.host).await {
+                        tracing::warn!(port = %c.warm.port.host, error = %e, "deleting a broken warm port's veth");
+                    }
+                    self.pool.bury(c.warm.port.host);
+                }
+            }
+        }
     }
 
     /// Releases, in one IPAM pass, the addresses leased to the pool owners `owners` (after
