@@ -847,42 +847,31 @@ impl AgentNode {
                 by_ofport.insert(*ofport, (name.clone(), ip));
             }
         }
-        let rows: Vec<(i64, String)> = self
-            .flows()
-            .into_iter()
+        // The value of `key` in a dumped flow, up to the next `,` or space.
+        fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+            line.split(key).nth(1)?.split([',', ' ']).next()
+        }
+        let flows = self.flows();
+        let rows: Vec<(i64, String)> = flows
+            .iter()
             .filter(|l| l.contains("table=20,") && l.contains(",ip,"))
             .filter_map(|l| {
-                let port = l
-                    .split("in_port=")
-                    .nth(1)?
-                    .split(',')
-                    .next()?
-                    .parse()
-                    .ok()?;
-                let ip = l
-                    .split("nw_src=")
-                    .nth(1)?
-                    .split([',', ' '])
-                    .next()?
-                    .to_string();
-                Some((port, ip))
+                Some((
+                    field(l, "in_port=")?.parse().ok()?,
+                    field(l, "nw_src=")?.to_string(),
+                ))
             })
             .collect();
         // Table 70 delivers a pod's address to its port (`load:<port>->reg2`): the same test.
-        let delivery: Vec<(i64, String)> = self
-            .flows()
-            .into_iter()
+        let delivery: Vec<(i64, String)> = flows
+            .iter()
             .filter(|l| l.contains("table=70,") && l.contains("->NXM_NX_REG2[]"))
             .filter_map(|l| {
-                let ip = l
-                    .split("nw_dst=")
-                    .nth(1)?
-                    .split([',', ' '])
-                    .next()?
-                    .to_string();
                 let load = l.split("load:").nth(1)?.split("->").next()?;
-                let port = i64::from_str_radix(load.trim_start_matches("0x"), 16).ok()?;
-                Some((port, ip))
+                Some((
+                    i64::from_str_radix(load.trim_start_matches("0x"), 16).ok()?,
+                    field(l, "nw_dst=")?.to_string(),
+                ))
             })
             .collect();
         let mut bad = Vec::new();
