@@ -14,8 +14,8 @@
 //! A killed writer leaves its temporary file behind, which readers skip (a dot file with no
 //! data name); [`remove_stale_temps`] deletes those older than a minute whose writer is gone
 //! (or older than an hour: a shared directory, a reused pid). The agent calls it on its lease
-//! directory and state directory at start-up and on the CNI config directory when it writes
-//! there.
+//! directory at start-up and every 30 s, on the state directory at start-up and on the CNI
+//! config directory when it writes there.
 //!
 //! **Test hook.** With `SDN_TEST_KILL_AT_WRITE=N` in its environment, a process SIGKILLs itself
 //! at the N-th step of its writes (counting from 1, two steps per file: half the bytes in the

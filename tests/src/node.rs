@@ -831,7 +831,9 @@ impl AgentNode {
             .map(|d| {
                 d.filter_map(|e| e.ok())
                     .filter_map(|e| {
+                        // Lease files only: a cut write's temporary file is no lease.
                         let ip = e.file_name().to_string_lossy().into_owned();
+                        ip.parse::<std::net::Ipv4Addr>().ok()?;
                         let owner = fs::read_to_string(e.path()).ok()?;
                         let port = owner.split("\r\n").next()?.strip_prefix("sdn-warm-")?;
                         Some((port.to_string(), ip))

@@ -256,6 +256,7 @@ impl Daemon {
                     self.pods.repair_ports().await;
                     self.pods.follow_ofports().await;
                     super::start::return_free_memory();
+                    self.pods.remove_stale_temps().await;
                 }
                 _ = fast.tick() => {
                     // Ports an ADD took from the pool while OVS numbered them anew.

@@ -313,6 +313,13 @@ impl<Io: NodeIo> Pods<Io> {
         &self.net
     }
 
+    /// Deletes the lease directory's temporary files of writes a kill cut off (off the async
+    /// threads: a directory listing).
+    pub async fn remove_stale_temps(&self) {
+        let store = self.ipam.clone();
+        let _ = tokio::task::spawn_blocking(move || store.remove_stale_temps()).await;
+    }
+
     /// Addresses leased in the lease store (pods, warm ports), 0 when it cannot be read.
     pub fn lease_count(&self) -> usize {
         self.ipam.leases().map_or(0, |l| l.len())

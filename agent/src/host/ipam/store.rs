@@ -66,11 +66,17 @@ impl Store {
             lock_timeout: DEFAULT_LOCK_TIMEOUT,
         };
         store.open_lock_file()?;
-        let stale = cluster::files::remove_stale_temps(&store.dir);
-        if stale > 0 {
-            tracing::info!(dir = %store.dir.display(), files = stale, "removed the temporary files of writes cut off by a kill");
-        }
+        store.remove_stale_temps();
         Ok(store)
+    }
+
+    /// Deletes the temporary files of writes a kill cut off ([`cluster::files::remove_stale_temps`]):
+    /// at start-up and with the periodic repair.
+    pub fn remove_stale_temps(&self) {
+        let stale = cluster::files::remove_stale_temps(&self.dir);
+        if stale > 0 {
+            tracing::info!(dir = %self.dir.display(), files = stale, "removed the temporary files of writes cut off by a kill");
+        }
     }
 
     /// The same store with another bound on the wait for the lock.
