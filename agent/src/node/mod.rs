@@ -51,6 +51,7 @@ mod cni_handler;
 mod conflist;
 mod handback;
 mod loops;
+mod ovs_wait;
 mod start;
 mod takeover;
 
