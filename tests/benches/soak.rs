@@ -224,7 +224,8 @@ fn main() {
         "| cycle | RSS MB | fds | threads | flows | rows | leases | iptables | pool | ADD p50 ms | DEL p50 ms | event |"
     );
     let mut cycle = 0u64;
-    while Instant::now() < deadline {
+    // At least one cycle, however short the run asked for.
+    while cycle == 0 || Instant::now() < deadline {
         let kill_agent = cycle % 5 == 4;
         // ovs-vswitchd alone, and in the cycle whose burst the agent dies in too.
         let kill_switch = cycle % 10 == 2 || cycle % 10 == 9;
@@ -539,6 +540,9 @@ fn main() {
     for p in residents.drain(..) {
         let _ = p.del(&node);
     }
+    // Stopped here, before the exit status: `exit` runs no destructor, and the node's daemons,
+    // namespaces and directory go in the node's.
+    drop(node);
     eprintln!("findings: {}", findings.len());
     for f in &findings {
         eprintln!("  {f}");
