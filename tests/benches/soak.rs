@@ -79,10 +79,7 @@ impl SoakPod {
         let out = node.add(&self.id, &self.ns.path(), &args);
         let took = began.elapsed();
         (out.code == 0).then(|| {
-            self.ip = out.json["ips"][0]["address"]
-                .as_str()
-                .and_then(|a| a.split('/').next())
-                .and_then(|a| a.parse().ok());
+            self.ip = out.ip().and_then(|a| a.parse().ok());
             took
         })
     }
@@ -397,18 +394,13 @@ fn main() {
         }) {
             findings.push(format!("cycle {cycle}: rows off their ports: {off:?}"));
         }
-        let held = || {
-            let m = node.metrics();
-            (m.get("sdn_port_pool_free").copied().unwrap_or(-1.0)
-                + m.get("sdn_port_pool_warm").copied().unwrap_or(-1.0)) as usize
-        };
         if !wait_until(Duration::from_secs(10), || {
-            node.pool_ports().len() == held()
+            node.pool_ports().len() == node.pool_held()
         }) {
             findings.push(format!(
                 "cycle {cycle}: {} pool rows, the agent holds {}",
                 node.pool_ports().len(),
-                held()
+                node.pool_held()
             ));
         }
         if node.veths().len() != resident_ports {

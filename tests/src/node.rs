@@ -68,6 +68,14 @@ pub struct CniOutcome {
 }
 
 impl CniOutcome {
+    /// The first address of an ADD result, without its prefix length.
+    pub fn ip(&self) -> Option<String> {
+        self.json["ips"][0]["address"]
+            .as_str()
+            .and_then(|a| a.split('/').next())
+            .map(str::to_string)
+    }
+
     /// The CNI error code, if the plugin failed.
     pub fn error_code(&self) -> Option<u64> {
         (self.code != 0).then(|| self.json["code"].as_u64().unwrap_or(0))
@@ -593,11 +601,9 @@ impl AgentNode {
             out.stdout,
             self.log()
         );
-        let ip = out.json["ips"][0]["address"]
-            .as_str()
-            .and_then(|a| a.split('/').next())
-            .unwrap_or_else(|| panic!("no IP in result {}", out.stdout))
-            .to_string();
+        let ip = out
+            .ip()
+            .unwrap_or_else(|| panic!("no IP in result {}", out.stdout));
         CniPod {
             node: self,
             ns,
@@ -721,6 +727,13 @@ impl AgentNode {
             .collect();
         v.sort();
         v
+    }
+
+    /// The pool ports the agent holds, idle and warm (its metrics).
+    pub fn pool_held(&self) -> usize {
+        let m = self.metrics();
+        (m.get("sdn_port_pool_free").copied().unwrap_or(-1.0)
+            + m.get("sdn_port_pool_warm").copied().unwrap_or(-1.0)) as usize
     }
 
     /// Ready pool ports on br0 (interfaces with `external_ids:sdn-pool`).

@@ -371,10 +371,7 @@ fn add_fault_pod(node: &AgentNode, p: &mut FaultPod) -> sdn_tests::node::CniOutc
     );
     let out = node.add(&p.id, &p.ns.path(), &args);
     if out.code == 0 {
-        p.ip = out.json["ips"][0]["address"]
-            .as_str()
-            .and_then(|a| a.split('/').next())
-            .map(str::to_string);
+        p.ip = out.ip();
     }
     out
 }
@@ -626,20 +623,15 @@ fn faults_that_come_together(order: Order) {
         // The pool is whole: every pool row on br0 is one the agent holds (idle or warm), and
         // the agent holds no port br0 lost; at least half the pool's size (it is refilled when
         // it falls to half).
-        let held = || {
-            let m = node.metrics();
-            (m.get("sdn_port_pool_free").copied().unwrap_or(-1.0)
-                + m.get("sdn_port_pool_warm").copied().unwrap_or(-1.0)) as usize
-        };
         assert!(
             wait_until(BOUND, || {
                 let rows = node.pool_ports().len();
-                rows >= POOL / 2 && rows == held()
+                rows >= POOL / 2 && rows == node.pool_held()
             }),
             "{order:?}, cycle {cycle}: the pool is not whole: {} pool rows on br0, the agent \
              holds {}",
             node.pool_ports().len(),
-            held()
+            node.pool_held()
         );
     }
     for p in pods {

@@ -13,7 +13,7 @@
 //! fakes keep the same contract. Async methods return `Send` futures so the callers can run on
 //! any tokio worker.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Debug;
 use std::future::Future;
 use std::path::Path;
@@ -100,6 +100,16 @@ pub trait PortDb: Send + Sync + Debug + 'static {
     /// Whether the cache follows the database now (connected): a row missing from it is a row
     /// missing from OVSDB.
     fn cache_live(&self) -> bool;
+
+    /// The `ofport` column of every Interface whose `external_ids` hold `key`, by name (what
+    /// [`Self::interfaces_with_external_id`] gives, without copying the records: it is read
+    /// every second).
+    fn ofports_with_external_id(&self, key: &str) -> HashMap<String, Option<i64>> {
+        self.interfaces_with_external_id(key)
+            .into_iter()
+            .map(|i| (i.name, i.ofport))
+            .collect()
+    }
 
     /// Interface `name`'s `ofport` column in the cache now (`None`: no row or not numbered
     /// yet; -1: ovs-vswitchd cannot open it).
@@ -310,6 +320,18 @@ impl PortDb for ovsdb::Client {
         self.state() == ovsdb::ConnectionState::Connected
     }
 
+    fn ofports_with_external_id(&self, key: &str) -> HashMap<String, Option<i64>> {
+        self.with_cache(|c| {
+            c.table("Interface")
+                .filter(|i| {
+                    i.get("external_ids")
+                        .is_some_and(|d| d.as_map().iter().any(|(k, _)| k.as_str() == Some(key)))
+                })
+                .map(|i| (i.name().to_string(), i.integer("ofport")))
+                .collect()
+        })
+    }
+
     fn ofport_now(&self, name: &str) -> Option<i64> {
         self.with_cache(|c| {
             c.table("Interface")
@@ -512,6 +534,10 @@ impl<T: PortDb> PortDb for std::sync::Arc<T> {
 
     fn cache_live(&self) -> bool {
         (**self).cache_live()
+    }
+
+    fn ofports_with_external_id(&self, key: &str) -> HashMap<String, Option<i64>> {
+        (**self).ofports_with_external_id(key)
     }
 
     fn ofport_now(&self, name: &str) -> Option<i64> {

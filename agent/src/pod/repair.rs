@@ -99,12 +99,7 @@ impl<Io: NodeIo> Pods<Io> {
     pub async fn follow_ofports(&self) -> usize {
         // The pool first, from a snapshot read just before (nothing awaited in between): a
         // refill puts its ports in the pool only once their rows are in the cache.
-        let pool_now: HashMap<String, Option<i64>> = self
-            .db
-            .interfaces_with_external_id(pool::POOL_KEY)
-            .into_iter()
-            .map(|i| (i.name, i.ofport))
-            .collect();
+        let pool_now = self.db.ofports_with_external_id(pool::POOL_KEY);
         let Followed {
             warm_out,
             broken_idle,
@@ -120,17 +115,12 @@ impl<Io: NodeIo> Pods<Io> {
         self.drop_broken_pool_ports(broken_idle).await;
 
         let mut table = self.table.lock().await;
-        let now: HashMap<String, i64> = self
-            .db
-            .interfaces_with_external_id(keys::SANDBOX)
-            .into_iter()
-            .filter_map(|i| Some((i.name, i.ofport?)))
-            .collect();
+        let now = self.db.ofports_with_external_id(keys::SANDBOX);
         let mut change = Change::new();
         let mut moved: Vec<(u32, Pod)> = Vec::new();
         let mut unplugged: Vec<Pod> = Vec::new();
         for pod in table.values() {
-            let Some(&n) = now.get(&pod.host_veth) else {
+            let Some(&Some(n)) = now.get(&pod.host_veth) else {
                 continue;
             };
             match u32::try_from(n) {
@@ -213,10 +203,7 @@ impl<Io: NodeIo> Pods<Io> {
             "idle pool ports whose row is gone or whose device ovs-vswitchd cannot open; deleting them"
         );
         for p in idle {
-            if let Err(e) = self.links.delete_host_veth(&p.host).await {
-                tracing::warn!(port = %p.host, error = %e, "deleting a broken pool port's veth");
-            }
-            self.pool.bury(p.host);
+            self.discard_pool_port(p.host, "a broken pool port").await;
         }
     }
 

@@ -74,11 +74,18 @@ impl<Io: NodeIo> Pods<Io> {
             if let Err(e) = self.db.replace_interface_external_ids(&p.host, &dead).await {
                 tracing::warn!(port = %p.host, error = %e, "marking a pool port beyond the pool's size dead");
             }
-            if let Err(e) = self.links.delete_host_veth(&p.host).await {
-                tracing::warn!(port = %p.host, error = %e, "deleting a pool port beyond the pool's size");
-            }
-            self.pool.bury(p.host);
+            self.discard_pool_port(p.host, "a pool port beyond the pool's size")
+                .await;
         }
+    }
+
+    /// Deletes pool port `host`'s pair now and queues its row for the next batch of dead ones
+    /// (`what` names it in the warning if the pair cannot be deleted).
+    pub(crate) async fn discard_pool_port(&self, host: String, what: &str) {
+        if let Err(e) = self.links.delete_host_veth(&host).await {
+            tracing::warn!(port = %host, error = %e, "deleting {what}");
+        }
+        self.pool.bury(host);
     }
 
     /// How many warm ports a recent VNID keeps: as many as the pool holds. Under a stream of
@@ -161,10 +168,8 @@ impl<Io: NodeIo> Pods<Io> {
                     ..c.warm.port
                 }),
                 None => {
-                    if let Err(e) = self.links.delete_host_veth(&c.warm.port.host).await {
-                        tracing::warn!(port = %c.warm.port.host, error = %e, "deleting a broken warm port's veth");
-                    }
-                    self.pool.bury(c.warm.port.host);
+                    self.discard_pool_port(c.warm.port.host, "a broken warm port")
+                        .await
                 }
             }
         }
