@@ -256,3 +256,40 @@ fn reference_plugins_chain_after_sdn_cni_on_pooled_and_plain_ports() {
     }
     node.assert_no_pod_leftovers();
 }
+
+/// A chain configured outside the agent's `cniConfDir` (cnitool's `NETCONFPATH`, a runtime with
+/// a directory of its own): the agent cannot see what follows `sdn-cni`, so every pod of such a
+/// network gets a plain veth, and a chained `bandwidth` works. The agent's own network (whose
+/// conflist it wrote) keeps the pool.
+#[test]
+fn a_chain_configured_outside_the_cni_conf_dir_gets_a_plain_veth() {
+    let node = AgentNode::start(NodeOptions::default());
+    let ours = json!({"type": "sdn-cni", "socket": node.socket()});
+    let bandwidth = json!({"type": "bandwidth", "ingressRate": 8_000_000, "ingressBurst": 800_000,
+        "egressRate": 8_000_000, "egressBurst": 800_000});
+    let pod = Netns::new("sdnelse");
+    for (name, plugins) in [
+        ("elsewhere-bw", vec![ours.clone(), bandwidth.clone()]),
+        ("elsewhere-alone", vec![ours.clone()]),
+    ] {
+        // Nothing of this network is in the agent's conf dir: only the runtime knows the chain.
+        let net = json!({"cniVersion": "1.0.0", "name": name, "plugins": plugins});
+        run_chain(&node, &net, &pod, &format!("{name}-c"), |result| {
+            assert_eq!(
+                link_kind(&pod),
+                "veth",
+                "{name}: a chain the agent cannot see gets a plain veth: {result:#}"
+            );
+        });
+    }
+    // The agent's own network: its conflist is in the conf dir and chains nothing.
+    let net = json!({"cniVersion": "1.0.0", "name": "sdn", "plugins": [ours]});
+    run_chain(&node, &net, &pod, "own-c", |result| {
+        assert_eq!(
+            link_kind(&pod),
+            "macvlan",
+            "the agent's own network keeps the pool: {result:#}"
+        );
+    });
+    node.assert_no_pod_leftovers();
+}

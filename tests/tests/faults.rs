@@ -819,3 +819,73 @@ fn an_agent_started_before_ovs_vswitchd_waits_for_it() {
     recovered(&node, "agent before ovs-vswitchd", &a, &b);
     eprintln!("pods talk {:?} after the agent started", t.elapsed());
 }
+
+/// ovs-vswitchd stopped (SIGSTOP, as while it reconfigures a huge bridge) with no pool port to
+/// take: an ADD needs a new OVS port, which the switch never numbers. It answers "try again
+/// later" (11) within about a second, naming br0, leaves nothing behind, and the same ADD goes
+/// through once the switch answers again.
+#[test]
+fn an_add_while_ovs_vswitchd_hangs_is_try_again_later_at_once() {
+    let node = AgentNode::start(NodeOptions {
+        extra: vec!["--port-pool-size".into(), "0".into()],
+        ..NodeOptions::default()
+    });
+    let a = node.pod("default", "a");
+    struct Resume(i32);
+    impl Drop for Resume {
+        fn drop(&mut self) {
+            // SAFETY: kill on the pid of the ovs-vswitchd this test's harness started.
+            unsafe { libc::kill(self.0, libc::SIGCONT) };
+        }
+    }
+    let pid = node.ovs.vswitchd_pid().expect("ovs-vswitchd runs");
+    let ns = sdn_tests::harness::Netns::new("sdnhung");
+    // Twice: at once (before the health round has seen the switch stop) and after /readyz
+    // says OpenFlow does not answer.
+    for (round, settle) in [(0, Duration::ZERO), (1, Duration::from_secs(3))] {
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+        let resume = Resume(pid);
+        std::thread::sleep(settle);
+        let began = Instant::now();
+        let add = node.add("hung-pod", &ns.path(), "");
+        let took = began.elapsed();
+        eprintln!(
+            "round {round}: an ADD with ovs-vswitchd stopped answered in {:.3} s: {}",
+            took.as_secs_f64(),
+            add.stdout.trim()
+        );
+        assert_eq!(add.error_code(), Some(11), "round {round}: {}", add.stdout);
+        assert!(add.stdout.contains("br0"), "round {round}: {}", add.stdout);
+        assert!(
+            took < Duration::from_secs(4),
+            "round {round}: the ADD took {took:?}: it waited for the OVSDB timeout"
+        );
+        drop(resume);
+        assert!(
+            wait_until(Duration::from_secs(10), || node
+                .ovs
+                .ofctl(&["dump-flows", "br0", "table=253"])
+                .contains("actions")),
+            "ovs-vswitchd answers again"
+        );
+        // Nothing of the failed ADD is left: no port, no veth, no lease.
+        assert!(
+            wait_until(Duration::from_secs(5), || node.pod_ports().len() == 1
+                && node.veths().len() == 1
+                && node.leases().len() == 1),
+            "round {round}: ports {:?}, veths {:?}, leases {:?}",
+            node.pod_ports(),
+            node.veths(),
+            node.leases()
+        );
+        let add = node.add("hung-pod", &ns.path(), "");
+        assert_eq!(add.code, 0, "round {round}: {}", add.stdout);
+        let ip = add.ip().expect("an address");
+        assert!(a.ping(&ip, 3), "round {round}: a -> the new pod {ip}");
+        let del = node.del("hung-pod", &ns.path());
+        assert_eq!(del.code, 0, "round {round}: {}", del.stdout);
+    }
+    drop(a);
+    node.assert_no_pod_leftovers();
+}

@@ -132,6 +132,18 @@ fn metrics_count_known_actions_and_health_matches_cni_status() {
         !log.contains("Some("),
         "Rust formatting in a log field:\n{log}"
     );
+    // Each of the CNI span's fields once per line, also those recorded after the span began
+    // (netns, k8s_namespace, k8s_pod), in the text log and in the lines sdnctl log keeps.
+    let (_, kept, _) = sdnctl(&node, &["log"]);
+    for (source, text) in [("stderr", &log), ("sdnctl log", &kept)] {
+        let cni: Vec<&str> = text.lines().filter(|l| l.contains("k8s_pod=")).collect();
+        assert!(!cni.is_empty(), "{source}: no CNI line:\n{text}");
+        for l in cni {
+            for field in ["netns=", "k8s_namespace=", "k8s_pod=", "container_id="] {
+                assert_eq!(l.matches(field).count(), 1, "{source}: {field} in {l}");
+            }
+        }
+    }
     let refused = node.add(
         "refused-1",
         &a.netns(),
@@ -528,6 +540,16 @@ fn sdnctl_asks_the_agent_for_pods_flows_status_and_log_level() {
         let v: Value = serde_json::from_str(line)
             .unwrap_or_else(|e| panic!("log line is not JSON ({e}): {line}"));
         assert!(v["level"].is_string() && v["fields"].is_object(), "{line}");
+        // Values are plain: no string carries Rust's Debug quotes ("\"/run/sdn/cni.sock\"").
+        fn quoted(v: &Value) -> Option<String> {
+            match v {
+                Value::String(s) if s.starts_with('"') => Some(s.clone()),
+                Value::Array(a) => a.iter().find_map(quoted),
+                Value::Object(o) => o.values().find_map(quoted),
+                _ => None,
+            }
+        }
+        assert_eq!(quoted(&v), None, "a Debug-quoted value in {line}");
     }
     let (code, text, _) = sdnctl(&node, &["log"]);
     assert_eq!(code, 0);

@@ -1,5 +1,6 @@
-//! Which plugins a network chains after `sdn-cni`, read from the runtime's conflist in the CNI
-//! configuration directory, and whether one of them needs the pod's interface to be a veth.
+//! Which interface a pod may get, decided from the conflist the runtime read: a pool port
+//! only where the agent has seen the whole chain and knows every plugin after `sdn-cni` works
+//! on it, a plain veth everywhere else.
 //!
 //! Why: a pod on a port-pool port gets a passthru macvlan on the port's parked veth peer (no
 //! ovs-vswitchd reconfiguration on the ADD path, see `pod::pool`). Plugins chained after
@@ -7,18 +8,18 @@
 //! `sbr` work on it); the reference `bandwidth` plugin does: it looks for the veth peer of the
 //! container's interface to shape on the host side, and fails every ADD and CHECK without one.
 //! The CNI protocol does not tell a plugin what follows it, so the agent reads the conflist the
-//! runtime reads (the first file of the directory, in name order, with the request's network
-//! name, as libcni picks it) and gives a pod a plain veth, not a pool port, when a plugin after
-//! `sdn-cni` is not known to work on the pooled interface. Pods of networks that chain nothing
-//! such keep the pool's speed.
+//! runtime reads (the first file of its `cniConfDir`, in name order, with the request's network
+//! name, as libcni picks it: `.conflist` files first, then single-plugin `.conf` and `.json`
+//! files) and gives the pod a pool port only when that file chains nothing after `sdn-cni`
+//! that is not known to work on the pooled interface ([`Interface::Pool`]).
 //!
-//! Limits: only the agent's `cniConfDir` is read (where runtimes on a node look, and where the
-//! agent writes its own conflist); a chain configured elsewhere is not seen. Files over 1 MiB
-//! and files that do not parse are skipped. Unknown plugins count as needing a veth: the plain
-//! veth works for every plugin, the pooled interface only for those known.
+//! A network whose config the agent cannot see (a chain configured outside `cniConfDir`:
+//! cnitool's `NETCONFPATH`, a runtime with a directory of its own) gets a plain veth: it works
+//! under every plugin, and the agent cannot know what follows it. Files over 1 MiB and files
+//! that do not parse are skipped. Unknown plugins count as needing a veth.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Plugins known to work on the pooled interface (a macvlan on the parked peer).
 pub const POOL_SAFE: [&str; 5] = ["portmap", "tuning", "firewall", "sbr", "static"];
@@ -26,23 +27,83 @@ pub const POOL_SAFE: [&str; 5] = ["portmap", "tuning", "firewall", "sbr", "stati
 /// This plugin's type in a conflist.
 pub const PLUGIN_TYPE: &str = "sdn-cni";
 
-/// The types of the plugins chained after `sdn-cni` in network `network`'s conflist in `dir`
-/// (empty when there is none, or `sdn-cni` is not in it).
-pub fn chained_after(dir: &Path, network: &str) -> Vec<String> {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut files: Vec<_> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "conflist"))
-        .collect();
+/// The interface a pod may get.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Interface {
+    /// A pool port: the network's config chains nothing after `sdn-cni` that needs a veth.
+    Pool,
+    /// A plain veth, and why.
+    PlainVeth(PlainVeth),
+}
+
+/// Why a pod gets a plain veth, not a pool port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlainVeth {
+    /// A plugin chained after `sdn-cni` is not known to work on the pooled interface.
+    ChainedPlugin {
+        /// Its type.
+        plugin: String,
+        /// The file that chains it.
+        file: PathBuf,
+    },
+    /// No file of `cniConfDir` configures the network with `sdn-cni` in it: the chain is
+    /// configured elsewhere, and the agent cannot know what follows it.
+    ChainNotSeen {
+        /// The request's network name.
+        network: String,
+    },
+}
+
+impl std::fmt::Display for PlainVeth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PlainVeth::ChainedPlugin { plugin, file } => write!(
+                f,
+                "plugin {plugin:?} chained after {PLUGIN_TYPE} in {} needs a veth",
+                file.display()
+            ),
+            PlainVeth::ChainNotSeen { network } => write!(
+                f,
+                "network {network:?} has no config with {PLUGIN_TYPE} in the CNI config directory, so its chain is unknown"
+            ),
+        }
+    }
+}
+
+/// The interface a pod of network `network` may get, from the config files in `dir`.
+pub fn interface_for(dir: &Path, network: &str) -> Interface {
+    match chained_after(dir, network) {
+        None => Interface::PlainVeth(PlainVeth::ChainNotSeen {
+            network: network.to_string(),
+        }),
+        Some((file, after)) => match needs_veth(&after) {
+            Some(plugin) => Interface::PlainVeth(PlainVeth::ChainedPlugin {
+                plugin: plugin.to_string(),
+                file,
+            }),
+            None => Interface::Pool,
+        },
+    }
+}
+
+/// The file configuring network `network` with `sdn-cni` in it, and the types of the plugins
+/// chained after `sdn-cni` there; `None` when no file of `dir` does. The first file with the
+/// network's name decides, as for libcni: `.conflist` files first, then `.conf` and `.json`.
+pub fn chained_after(dir: &Path, network: &str) -> Option<(PathBuf, Vec<String>)> {
+    let entries = fs::read_dir(dir).ok()?;
+    let mut files: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
     files.sort();
-    for f in files {
-        if fs::metadata(&f).map_or(true, |m| m.len() > 1024 * 1024) {
+    let with_ext = |ext: &'static [&'static str]| {
+        files
+            .iter()
+            .filter(move |p| p.extension().is_some_and(|e| ext.iter().any(|x| e == *x)))
+    };
+    let lists = with_ext(&["conflist"]).chain(with_ext(&["conf", "json"]));
+    for f in lists {
+        if fs::metadata(f).map_or(true, |m| m.len() > 1024 * 1024) {
             continue;
         }
-        let Ok(text) = fs::read_to_string(&f) else {
+        let Ok(text) = fs::read_to_string(f) else {
             continue;
         };
         let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
@@ -51,24 +112,23 @@ pub fn chained_after(dir: &Path, network: &str) -> Vec<String> {
         if v["name"].as_str() != Some(network) {
             continue;
         }
-        let types: Vec<String> = v["plugins"]
-            .as_array()
-            .map(|ps| {
-                ps.iter()
-                    .map(|p| p["type"].as_str().unwrap_or_default().to_string())
-                    .collect()
-            })
-            .unwrap_or_default();
-        return match types.iter().position(|t| t == PLUGIN_TYPE) {
-            Some(i) => types[i + 1..].to_vec(),
-            None => Vec::new(),
+        let types: Vec<String> = match v["plugins"].as_array() {
+            Some(ps) => ps
+                .iter()
+                .map(|p| p["type"].as_str().unwrap_or_default().to_string())
+                .collect(),
+            None => vec![v["type"].as_str().unwrap_or_default().to_string()],
         };
+        // The first file of the name is the one the runtime uses, with or without sdn-cni.
+        return types
+            .iter()
+            .position(|t| t == PLUGIN_TYPE)
+            .map(|i| (f.clone(), types[i + 1..].to_vec()));
     }
-    Vec::new()
+    None
 }
 
-/// The first plugin of `chained` not known to work on the pooled interface, if any: the pod
-/// then gets a plain veth.
+/// The first plugin of `chained` not known to work on the pooled interface, if any.
 pub fn needs_veth(chained: &[String]) -> Option<&str> {
     chained
         .iter()
@@ -105,17 +165,45 @@ mod tests {
         );
         write("50-other.conflist", "other", &["bridge", "bandwidth"]);
         fs::write(dir.join("60-broken.conflist"), "{").unwrap();
-        assert!(chained_after(&dir, "sdn").is_empty());
-        let bw = chained_after(&dir, "bw");
+        fs::write(
+            dir.join("70-single.conf"),
+            serde_json::json!({"cniVersion": "1.0.0", "name": "single", "type": "sdn-cni"})
+                .to_string(),
+        )
+        .unwrap();
+        assert_eq!(interface_for(&dir, "sdn"), Interface::Pool);
+        let (file, bw) = chained_after(&dir, "bw").unwrap();
         assert_eq!(bw, ["portmap", "bandwidth"], "20-bw comes first");
-        assert_eq!(needs_veth(&bw), Some("bandwidth"));
-        assert_eq!(needs_veth(&chained_after(&dir, "safe")), None);
-        assert!(
-            chained_after(&dir, "other").is_empty(),
-            "sdn-cni is not in it"
+        assert_eq!(file, dir.join("20-bw.conflist"));
+        assert_eq!(
+            interface_for(&dir, "bw"),
+            Interface::PlainVeth(PlainVeth::ChainedPlugin {
+                plugin: "bandwidth".into(),
+                file
+            })
         );
-        assert!(chained_after(&dir, "missing").is_empty());
+        assert_eq!(interface_for(&dir, "safe"), Interface::Pool);
+        assert_eq!(interface_for(&dir, "single"), Interface::Pool, "a .conf");
+        // sdn-cni is not in the network's first file: the runtime runs another chain.
+        assert!(chained_after(&dir, "other").is_none());
+        // A network configured elsewhere (NETCONFPATH, another runtime's directory).
+        let unseen = interface_for(&dir, "missing");
+        assert_eq!(
+            unseen,
+            Interface::PlainVeth(PlainVeth::ChainNotSeen {
+                network: "missing".into()
+            })
+        );
+        assert!(unseen_text(&unseen).contains("its chain is unknown"));
+        assert!(chained_after(&dir.join("nowhere"), "sdn").is_none());
         assert_eq!(needs_veth(&["cilium-cni".to_string()]), Some("cilium-cni"));
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn unseen_text(i: &Interface) -> String {
+        match i {
+            Interface::PlainVeth(why) => why.to_string(),
+            Interface::Pool => String::new(),
+        }
     }
 }

@@ -155,6 +155,21 @@ pub struct Limit {
     pub burst: Option<u64>,
 }
 
+impl std::fmt::Display for Limit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} bit/s", self.rate)?;
+        match self.burst {
+            Some(b) => write!(f, ", burst {b} bit"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A limit in a log field: its value, or `none`.
+pub fn shown(limit: Option<Limit>) -> String {
+    limit.map_or_else(|| "none".to_string(), |l| l.to_string())
+}
+
 /// A pod's bandwidth limits (`None`: unlimited in that direction).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Bandwidth {

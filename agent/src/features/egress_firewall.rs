@@ -517,7 +517,7 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
                             .with_label_values(&[if new { "changed" } else { "unchanged" }])
                             .inc();
                         if new {
-                            tracing::info!(name = %name, addresses = ?addrs, ttl_s = ttl.as_secs(), "egress dnsName resolved to new addresses");
+                            tracing::info!(name = %name, addresses = %addrs.iter().map(ToString::to_string).collect::<Vec<_>>().join(","), ttl_s = ttl.as_secs(), "egress dnsName resolved to new addresses");
                             changed.push(name.clone());
                         }
                         ttl
@@ -532,7 +532,7 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
             }
             if !changed.is_empty() {
                 if let Err(e) = self.sync(false).await {
-                    tracing::warn!(error = %e, names = ?changed, "applying egress firewall rows for new DNS answers failed; retrying at the next change");
+                    tracing::warn!(error = %e, names = %changed.iter().map(ToString::to_string).collect::<Vec<_>>().join(","), "applying egress firewall rows for new DNS answers failed; retrying at the next change");
                 }
             }
             let wake = due.values().min().map_or(Duration::from_secs(3600), |t| {

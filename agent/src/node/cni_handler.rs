@@ -38,10 +38,10 @@ impl cni::Handler for AgentHandler {
     async fn add(&self, req: Request) -> Result<AddResult, CniError> {
         self.ovs_up().await?;
         let mut at = attach::attachment(&req);
-        let chained = cni::chain::chained_after(&self.view.config.cni_conf_dir, &req.config.name);
-        if let Some(plugin) = cni::chain::needs_veth(&chained) {
-            tracing::debug!(network = %req.config.name, %plugin, "a chained plugin needs a veth: no pool port for this pod");
-            at.plain_veth_for = Some(plugin.to_string());
+        let interface = cni::chain::interface_for(&self.view.config.cni_conf_dir, &req.config.name);
+        if let cni::chain::Interface::PlainVeth(why) = interface {
+            tracing::debug!(network = %req.config.name, %why, "no pool port for this pod: a plain veth");
+            at.plain_veth_for = Some(why);
         }
         let wired = self.pods.add(&at).await?;
         Ok(attach::add_result(&req, self.pods.network(), &wired))

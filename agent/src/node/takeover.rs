@@ -635,7 +635,7 @@ impl Found {
                     .with_context(|| format!("removing {}", leases.display()))?;
                 removed.push(leases.display().to_string());
             } else {
-                tracing::warn!(dir = %leases.display(), files = ?left, "openshift-sdn's lease directory holds files that are not its leases; left in place");
+                tracing::warn!(dir = %leases.display(), files = %left.join(","), "openshift-sdn's lease directory holds files that are not its leases; left in place");
             }
         }
         let ipt = Iptables::host();

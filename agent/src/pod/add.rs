@@ -13,7 +13,7 @@ use super::error::PodError;
 use super::record::{Hardening, MeterRecord, PortRecord};
 use super::{lock, pool, Attachment, Pod, Pods, Wired, BRIDGE};
 use crate::bridge::flowstore::{Change, Owner};
-use crate::bridge::seams::{NodeIo, PodLinks, PortDb};
+use crate::bridge::seams::{FlowSwitch, NodeIo, PodLinks, PortDb};
 use crate::features::bandwidth::Bandwidth;
 use crate::features::hostports;
 use crate::features::network_policy::LocalPodRef;
@@ -32,6 +32,27 @@ pub(super) enum Undo {
     Flows(String),
     HostPorts,
 }
+
+impl std::fmt::Display for Undo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Undo::Lease => f.write_str("releasing the lease"),
+            Undo::Veth(v) => write!(f, "deleting veth {v}"),
+            Undo::Port(p) => write!(f, "deleting port {p}"),
+            Undo::Meter(m) => write!(f, "deleting meter {m}"),
+            Undo::Bandwidth => f.write_str("removing the bandwidth limits"),
+            Undo::Flows(p) => write!(f, "removing the flows of port {p}"),
+            Undo::HostPorts => f.write_str("removing the host port rules"),
+        }
+    }
+}
+
+/// How long an ADD waits for ovs-vswitchd to number its port before it asks whether the
+/// switch answers at all.
+const SWITCH_GRACE: std::time::Duration = std::time::Duration::from_millis(700);
+
+/// How long that question waits for br0's answer.
+const SWITCH_PROBE: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// What the ADD established before its steps ran.
 struct Plan<'a> {
@@ -285,13 +306,22 @@ impl<Io: NodeIo> Pods<Io> {
                 let mut port = PortSpec::new(host_veth.clone(), "");
                 port.external_ids = record.to_external_ids();
                 done.push(Undo::Port(host_veth.clone()));
-                let ofport = self
-                    .db
-                    .add_port(BRIDGE, &port)
-                    .await
-                    .map_err(PodError::ovsdb(format!(
+                // ovs-vswitchd numbers the port; one that does not answer OpenFlow either
+                // (stopped, or busy reconfiguring a huge bridge) is "try again later" within
+                // about a second, not a wait for the OVSDB timeout.
+                let adding = self.db.add_port(BRIDGE, &port);
+                let ofport = tokio::select! {
+                    added = adding => added.map_err(PodError::ovsdb(format!(
                         "adding port {host_veth} to {BRIDGE}"
-                    )))?;
+                    )))?,
+                    waited = self.switch_stops_answering() => {
+                        return Err(PodError::SwitchNotAnswering {
+                            bridge: BRIDGE.to_string(),
+                            port: host_veth.clone(),
+                            waited,
+                        })
+                    }
+                };
                 (link, ofport)
             }
         };
@@ -433,6 +463,28 @@ impl<Io: NodeIo> Pods<Io> {
     }
 
     /// The VNID whose table-80 row the pod needs (none in subnet mode: every pod is global).
+    /// Resolves once br0 has not answered OpenFlow for [`SWITCH_PROBE`] after
+    /// [`SWITCH_GRACE`] (with how long that took); never while it answers. Raced against a
+    /// step that waits for ovs-vswitchd.
+    async fn switch_stops_answering(&self) -> std::time::Duration {
+        let began = Instant::now();
+        tokio::time::sleep(SWITCH_GRACE).await;
+        let probe = flows::Table::Version.id();
+        loop {
+            let asked = tokio::time::timeout(
+                SWITCH_PROBE,
+                self.store
+                    .switch()
+                    .dump_flows(&ovs::openflow::DumpFilter::table(probe)),
+            )
+            .await;
+            if !matches!(asked, Ok(Ok(_))) {
+                return began.elapsed();
+            }
+            tokio::time::sleep(SWITCH_GRACE).await;
+        }
+    }
+
     pub(super) fn row_vnid(&self, vnid: Vnid) -> Vnid {
         if self.net.node.mode.has_vnids() {
             vnid
@@ -452,9 +504,12 @@ impl<Io: NodeIo> Pods<Io> {
                 Undo::Flows(port) => self.remove_flows(a, port).await.map_err(|e| e.to_string()),
                 Undo::Bandwidth => self.remove_bandwidth(a).await.map_err(|e| e.to_string()),
                 Undo::Meter(m) => self.delete_meter(*m).await.map_err(|e| e.to_string()),
+                // Without waiting for ovs-vswitchd: the row is gone on return (a retry may add
+                // the port again at once), and a switch that does not answer does not hold the
+                // undo up.
                 Undo::Port(p) => self
                     .db
-                    .delete_port(BRIDGE, p)
+                    .delete_ports_nowait(BRIDGE, std::slice::from_ref(p))
                     .await
                     .map_err(|e| e.to_string()),
                 Undo::Veth(v) => self
@@ -470,7 +525,7 @@ impl<Io: NodeIo> Pods<Io> {
                     .map_err(|e| e.to_string()),
             };
             if let Err(e) = outcome {
-                tracing::error!(sandbox = %a.container_id, ifname = %a.ifname, step = ?step, error = %e, "undo step failed");
+                tracing::error!(sandbox = %a.container_id, ifname = %a.ifname, step = %step, error = %e, "undo step failed");
             }
         }
     }

@@ -96,6 +96,17 @@ pub enum PodError {
         /// The cause.
         source: Box<IptablesError>,
     },
+    /// ovs-vswitchd did not number the pod's port and does not answer OpenFlow on the bridge
+    /// (stopped, or busy reconfiguring): the ADD was undone.
+    #[error("{bridge} does not answer: ovs-vswitchd has not numbered port {port} after {:.1}s and does not answer OpenFlow; try again later", .waited.as_secs_f64())]
+    SwitchNotAnswering {
+        /// The bridge.
+        bridge: String,
+        /// The pod's port.
+        port: String,
+        /// How long the ADD waited.
+        waited: std::time::Duration,
+    },
     /// Every meter id is in use.
     #[error("no free egress meter for {attachment}")]
     NoFreeMeter {
@@ -130,7 +141,9 @@ impl PodError {
         match self {
             PodError::NoNetns | PodError::RequestedPrefix { .. } => codes::INVALID_ENV,
             PodError::Bandwidth { .. } => codes::INVALID_CONFIG,
-            PodError::Deadline { .. } => codes::TRY_AGAIN_LATER,
+            PodError::Deadline { .. } | PodError::SwitchNotAnswering { .. } => {
+                codes::TRY_AGAIN_LATER
+            }
             PodError::NotAttached { .. } => codes::UNKNOWN_CONTAINER,
             // The address came from CNI_ARGS IP=.
             PodError::Ipam(
@@ -158,6 +171,9 @@ impl PodError {
                 "rates are Kubernetes quantities in bit/s between 1k and 32G".into()
             }
             PodError::Deadline { .. } => "the request was undone; retry".into(),
+            PodError::SwitchNotAnswering { bridge, .. } => format!(
+                "the request was undone; is ovs-vswitchd running (sdnctl status, /readyz)? the agent adds {bridge}'s ports again once it answers"
+            ),
             PodError::IpamTask(e) => e.clone(),
             PodError::Ovsdb { source, .. } => source.to_string(),
             PodError::OpenFlow { source, .. } => source.to_string(),

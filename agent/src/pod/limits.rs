@@ -131,7 +131,7 @@ impl<Io: NodeIo> Pods<Io> {
                     "setting ingress QoS on port {host_veth}"
                 )))?;
         }
-        tracing::info!(sandbox = %a.container_id, ifname = %a.ifname, ingress = ?bw.ingress, egress = ?bw.egress, "bandwidth limits applied");
+        tracing::info!(sandbox = %a.container_id, ifname = %a.ifname, ingress = %crate::features::bandwidth::shown(bw.ingress), egress = %crate::features::bandwidth::shown(bw.egress), "bandwidth limits applied");
         Ok(())
     }
 

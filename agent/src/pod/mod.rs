@@ -110,9 +110,9 @@ pub struct Attachment {
     pub prev_result: Option<AddResult>,
     /// When the server stops waiting: steps not started by then are not started.
     pub deadline: Instant,
-    /// A plugin chained after this one that needs the pod's interface to be a veth
-    /// (`cni::chain`): the pod gets a plain veth, not a pool port.
-    pub plain_veth_for: Option<String>,
+    /// Why the pod must get a plain veth, not a pool port (`cni::chain`): a plugin chained
+    /// after this one needs a veth, or the network's chain is not known.
+    pub plain_veth_for: Option<crate::cni::chain::PlainVeth>,
 }
 
 /// What ADD wired, for the CNI result.

@@ -1261,7 +1261,9 @@ async fn ports_numbered_anew_by_a_restarted_switch_are_followed() {
     // A pod whose veth went with its netns and whose port ovs-vswitchd cannot open: its rows
     // go (its number is free for another port), the DEL does the rest.
     let mut gone_at = rig.attachment("plain", "tenant-a");
-    gone_at.plain_veth_for = Some("a chained plugin".into());
+    gone_at.plain_veth_for = Some(crate::cni::chain::PlainVeth::ChainNotSeen {
+        network: "elsewhere".into(),
+    });
     let gone = rig.pods.add(&gone_at).await.unwrap().pod;
     assert!(!super::pool::is_pool_port(&gone.host_veth));
     let (gone_at, gone) = (&gone_at, &gone);

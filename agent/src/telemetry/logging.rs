@@ -61,7 +61,11 @@ pub fn init(format: LogFormat, level: &str) -> Result<&'static Logging, String> 
             .with_writer(std::io::stderr)
             .boxed(),
     };
+    // Its own field formatter type: layers with the same one share a span's formatted fields,
+    // and each would append a field recorded later (the CNI span's netns and pod), so text
+    // lines printed them twice.
     let memory = tracing_subscriber::fmt::layer()
+        .fmt_fields(KeptFields::default())
         .with_ansi(false)
         .with_writer(KeptWriter(kept.clone()));
     let kept_json: Arc<Mutex<VecDeque<String>>> = Arc::default();
@@ -124,6 +128,21 @@ impl Logging {
         }
         out.push(']');
         out
+    }
+}
+
+/// The text field formatter of the memory copy: the default one under a type of its own (see
+/// [`init`]).
+#[derive(Debug, Default)]
+struct KeptFields(tracing_subscriber::fmt::format::DefaultFields);
+
+impl<'w> tracing_subscriber::fmt::FormatFields<'w> for KeptFields {
+    fn format_fields<R: tracing_subscriber::field::RecordFields>(
+        &self,
+        writer: tracing_subscriber::fmt::format::Writer<'w>,
+        fields: R,
+    ) -> std::fmt::Result {
+        self.0.format_fields(writer, fields)
     }
 }
 

@@ -63,7 +63,8 @@ pub(super) fn check_peer(stream: &UnixStream, allowed: &[u32]) -> Peer {
 pub(super) async fn serve_connection<H: Handler>(stream: UnixStream, ctx: Arc<Ctx<H>>) {
     let peer = check_peer(&stream, &ctx.opts.allowed_uids);
     if let Some(why) = &peer.refusal {
-        warn!(uid = ?peer.uid, pid = ?peer.pid, "refusing CNI connection: {why}");
+        let known = |v: Option<String>| v.unwrap_or_else(|| "unknown".to_string());
+        warn!(uid = %known(peer.uid.map(|u| u.to_string())), pid = %known(peer.pid.map(|p| p.to_string())), "refusing CNI connection: {why}");
     }
     let limit = ctx.opts.read_timeout * 2 + ctx.opts.request_timeout + Duration::from_secs(5);
     let svc_ctx = ctx.clone();
@@ -211,7 +212,13 @@ pub(super) async fn handle_http<H: Handler>(
     match validated {
         Ok(r) => dispatch(ctx, r, received).await,
         Err(e) => {
-            warn!(command = ?cmd, container_id = ?cid, code = e.code, "rejected CNI request: {}", e.msg);
+            warn!(
+                command = cmd.as_deref().unwrap_or("unknown"),
+                container_id = cid.as_deref().unwrap_or(""),
+                code = e.code,
+                "rejected CNI request: {}",
+                e.msg
+            );
             let r = error_response(&e, version);
             observe_request(cmd.as_deref().unwrap_or("unknown"), received.elapsed(), &r);
             r

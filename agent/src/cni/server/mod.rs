@@ -202,7 +202,7 @@ impl ServerHandle {
         match std::fs::symlink_metadata(&self.socket) {
             Ok(m) if (m.dev(), m.ino()) == self.ident => {
                 if let Err(e) = std::fs::remove_file(&self.socket) {
-                    warn!(socket = ?self.socket, error = %e, "cannot remove CNI socket");
+                    warn!(socket = %self.socket.display(), error = %e, "cannot remove CNI socket");
                 }
             }
             _ => {}
@@ -239,7 +239,7 @@ pub async fn serve<H: Handler>(
         locks: locks.clone(),
         inflight: inflight.clone(),
     });
-    info!(socket = ?socket, "CNI server listening");
+    info!(socket = %socket.display(), "CNI server listening");
     let accept = tokio::spawn(accept_loop(listener, ctx));
     Ok(ServerHandle {
         socket: socket.to_path_buf(),
@@ -335,7 +335,7 @@ fn prepare_dir(dir: &Path) -> Result<(), ServerError> {
         });
     }
     if meta.mode() & 0o7777 != 0o700 {
-        warn!(dir = ?dir, mode = format!("{:o}", meta.mode() & 0o7777), "fixing CNI socket directory mode to 0700");
+        warn!(dir = %dir.display(), mode = format!("{:o}", meta.mode() & 0o7777), "fixing CNI socket directory mode to 0700");
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
             .map_err(dir_err("chmod 0700"))?;
     }
@@ -369,7 +369,7 @@ async fn remove_stale_socket(socket: &Path) -> Result<(), ServerError> {
         }
         Ok(Ok(_)) | Err(_) => return Err(ServerError::InUse(socket.to_path_buf())),
     }
-    info!(socket = ?socket, "removing stale CNI socket");
+    info!(socket = %socket.display(), "removing stale CNI socket");
     std::fs::remove_file(socket).map_err(|source| ServerError::Socket {
         path: socket.to_path_buf(),
         op: "remove stale socket",
