@@ -8,7 +8,7 @@
 //!
 //! The command line is clap's: `sdn-agent [run] [FLAGS]`, `sdn-agent controller [FLAGS]`,
 //! `sdn-agent remove-host-rules`, `sdn-agent remove-cni-config`,
-//! `sdn-agent hand-back-to-openshift-sdn`, `sdn-agent crds`; `--help` on each, `--version`, flags as
+//! `sdn-agent hand-back-to-openshift-sdn`, `sdn-agent crds`, `sdn-agent settings`; `--help` on each, `--version`, flags as
 //! `--flag value` or `--flag=value`, every flag also an environment variable (see
 //! [`cluster::config::Flags`]). Logs go to stderr as text or JSON (`--log-format`), at
 //! `--log-level` (or `RUST_LOG`), changeable while running with `sdnctl log-level`.
@@ -41,6 +41,7 @@ fn args() -> Vec<std::ffi::OsString> {
                 | "remove-cni-config"
                 | "hand-back-to-openshift-sdn"
                 | "crds"
+                | "settings"
                 | "help"
                 | "-h"
                 | "--help"
@@ -82,6 +83,8 @@ enum Cmd {
     HandBackToOpenshiftSdn(Flags),
     /// Print the CustomResourceDefinitions of network.openshift.io/v1 as YAML
     Crds,
+    /// Print the settings reference (every key, flag, variable, default) as Markdown
+    Settings,
 }
 
 fn config(flags: &Flags) -> Result<Config> {
@@ -115,6 +118,13 @@ async fn main() -> Result<()> {
     agent::telemetry::logging::init(format, &level).map_err(anyhow::Error::msg)?;
     let flags = match cli.command {
         Cmd::Run(flags) => flags,
+        Cmd::Settings => {
+            let mut out = std::io::stdout().lock();
+            std::io::Write::write_all(&mut out, cluster::config::reference().as_bytes())
+                .and_then(|()| std::io::Write::flush(&mut out))
+                .context("writing the settings reference to stdout")?;
+            return Ok(());
+        }
         Cmd::Crds => {
             let text = cluster::crd::render_yaml()?;
             let mut out = std::io::stdout().lock();

@@ -22,8 +22,9 @@ pub const VXLAN_PORT: u32 = 1;
 /// OpenFlow port of `tun0`.
 pub const TUN_PORT: u32 = 2;
 
-/// How tenants are separated.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+/// How tenants are separated. Spelled `subnet`, `multitenant` or `networkpolicy` in settings.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// Every pod in VNID 0: no isolation.
     Subnet,
@@ -63,7 +64,11 @@ impl Mode {
 
 /// Which Open vSwitch datapath runs the bridge, as far as the pipeline cares: whether OVS and
 /// the node's iptables share one conntrack table (see `pipeline.md`, "Services").
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+/// Spelled as OVS's `datapath_type`: `system` or `netdev`.
+#[derive(
+    Clone, Copy, PartialEq, Eq, Hash, Debug, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Datapath {
     /// The kernel datapath (Open vSwitch's default: an empty `datapath_type`): OVS's `ct()` and iptables use the kernel's conntrack, so a reply
     /// of a connection kube-proxy DNAT'd is un-DNAT'd inside OVS (`ct(nat)`, table 31).
@@ -75,7 +80,45 @@ pub enum Datapath {
     Netdev,
 }
 
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Mode, String> {
+        Mode::parse(s).ok_or_else(|| "expected subnet, multitenant or networkpolicy".to_string())
+    }
+}
+
+impl std::fmt::Display for Datapath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.datapath_type())
+    }
+}
+
+impl std::str::FromStr for Datapath {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Datapath, String> {
+        match s {
+            "system" => Ok(Datapath::System),
+            "netdev" => Ok(Datapath::Netdev),
+            _ => Err("expected system or netdev".to_string()),
+        }
+    }
+}
+
 impl Datapath {
+    /// OVS's `datapath_type` of the bridge.
+    pub fn datapath_type(self) -> &'static str {
+        match self {
+            Datapath::System => "system",
+            Datapath::Netdev => "netdev",
+        }
+    }
+
     /// The datapath of an OVS `datapath_type` (`system`, `netdev`; empty means `system`).
     pub fn of_type(datapath_type: &str) -> Datapath {
         if datapath_type == "netdev" {

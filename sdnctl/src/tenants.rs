@@ -190,8 +190,8 @@ fn locate(a: &Cli) -> Result<Place, Failure> {
                 dir.get_or_insert_with(|| d.clone());
             }
         }
-        ovsdb.get_or_insert_with(|| cfg.ovsdb.clone());
-        if cfg.mode == "subnet" {
+        ovsdb.get_or_insert_with(|| cfg.ovsdb.to_string());
+        if cfg.mode == flows::Mode::Subnet {
             notes.push(format!(
                 "note: the agent runs in subnet mode ({}): VNIDs have no effect until it runs in multitenant mode",
                 file.display()

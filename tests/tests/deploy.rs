@@ -819,12 +819,11 @@ fn agent_daemonset_runs_privileged_in_the_host_network_with_what_its_config_need
     );
 
     // Every path the configuration uses is a host path mounted at the same path, writable.
-    let ovsdb = cfg
-        .ovsdb
-        .strip_prefix("unix:")
-        .expect("the agent reaches the host's OVS over its unix socket");
+    let cluster::config::OvsdbTarget::Unix(ovsdb) = &cfg.ovsdb else {
+        panic!("the agent reaches the host's OVS over its unix socket")
+    };
     let paths: Vec<(&str, PathBuf)> = vec![
-        ("ovsdb", PathBuf::from(ovsdb)),
+        ("ovsdb", ovsdb.clone()),
         ("bridgeMgmt", cfg.bridge_mgmt.clone()),
         ("cniSocket", cfg.cni_socket.clone()),
         ("ipamDir", cfg.ipam_dir.clone()),

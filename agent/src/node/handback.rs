@@ -44,7 +44,7 @@ pub async fn hand_back(cfg: &Config) -> Result<Vec<String>> {
             cfg.cni_socket.display()
         );
     }
-    let db = ovs::ovsdb::Client::connect(&cfg.ovsdb)
+    let db = ovs::ovsdb::Client::connect(&cfg.ovsdb.to_string())
         .await
         .with_context(|| format!("cannot reach ovsdb-server at {}", cfg.ovsdb))?;
     let ports = db

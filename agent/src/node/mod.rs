@@ -145,8 +145,8 @@ fn node_config(cfg: &Config, state: &ClusterState) -> Result<NodeConfig> {
             .with_context(|| format!("HostSubnet {} hostIP {:?}", cfg.node_name, hs.host_ip))?,
     };
     Ok(NodeConfig {
-        datapath: flows::Datapath::of_type(&cfg.datapath_type),
-        mode: cfg.mode(),
+        datapath: cfg.datapath_type,
+        mode: cfg.mode,
         node_ip,
         local_subnet,
         cluster_networks: cfg.cluster_cidrs(),

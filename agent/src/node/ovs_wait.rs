@@ -19,10 +19,11 @@ use crate::pod::BRIDGE;
 pub(super) async fn connect(cfg: &Config, health: &Health) -> Result<ovsdb::Client> {
     // One bound for both waits below.
     let ovs_deadline = tokio::time::Instant::now() + OVS_WAIT;
+    let target = cfg.ovsdb.to_string();
     let db = waiting_for_ovs(
         "ovsdb-server",
         ovs_deadline,
-        || ovsdb::Client::connect(&cfg.ovsdb),
+        || ovsdb::Client::connect(&target),
         |e| {
             matches!(
                 e,

@@ -41,7 +41,7 @@ impl Daemon {
         }
         // NetworkPolicies, namespace labels and pod labels come from the Kubernetes API; a
         // standalone node would run without any policy, isolating nothing, silently.
-        if cfg.mode() == flows::Mode::NetworkPolicy
+        if cfg.mode == flows::Mode::NetworkPolicy
             && matches!(cfg.cluster_state, ClusterStateSource::Standalone(_))
         {
             bail!(
@@ -71,7 +71,7 @@ impl Daemon {
                 let src = cluster::kube::KubeSource::start(
                     client,
                     &cfg.node_name,
-                    cfg.mode() == flows::Mode::NetworkPolicy,
+                    cfg.mode == flows::Mode::NetworkPolicy,
                     Duration::from_secs(60),
                 )
                 .await?;
@@ -124,7 +124,7 @@ impl Daemon {
         .context("taking the node over from openshift-sdn")?;
         node.tun0_mac = takeover::kept_tun0_mac(&db, takeover.as_ref());
         let spec = BridgeSpec {
-            datapath_type: cfg.datapath_type.clone(),
+            datapath_type: cfg.datapath_type.datapath_type().to_string(),
             fail_mode: Some(FailMode::Secure),
             protocols: vec!["OpenFlow13".into()],
             other_config: BTreeMap::new(),
@@ -207,7 +207,7 @@ impl Daemon {
             mtu: cfg.mtu,
             tx_checksum_off: cfg.pod_tx_checksum_off(),
             netnamespace_wait: Duration::from_secs(cfg.netnamespace_wait_seconds),
-            egress_meters: cfg.datapath_type == "netdev",
+            egress_meters: cfg.datapath_type == flows::Datapath::Netdev,
             port_pool_size: pool_size(&cfg, &netlink),
         };
         let flow_store = Arc::new(FlowStore::new(
@@ -320,7 +320,7 @@ impl Daemon {
                 flow_store.clone(),
                 state.clone(),
                 node.local_subnet,
-                flows::Datapath::of_type(&cfg.datapath_type),
+                cfg.datapath_type,
                 local,
                 cfg.bridge_mgmt
                     .parent()

@@ -46,7 +46,7 @@ impl ClusterNetworkSpec {
             service_network: cfg.service_network,
             vxlan_port: cfg.vxlan_port,
             mtu: cfg.mtu,
-            mode: cfg.mode(),
+            mode: cfg.mode,
         }
     }
 

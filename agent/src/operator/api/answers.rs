@@ -325,7 +325,7 @@ pub async fn status(view: &NodeView) -> Status {
         mode: view.node.mode.name().to_string(),
         subnet: view.node.local_subnet.to_string(),
         node_ip: view.node.node_ip.to_string(),
-        datapath: view.config.datapath_type.clone(),
+        datapath: view.config.datapath_type.to_string(),
         version: env!("CARGO_PKG_VERSION").to_string(),
         pipeline_version: view.pipeline_version(),
         ready: readiness.iter().all(|c| c.ok),
