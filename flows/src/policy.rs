@@ -978,4 +978,4 @@ pub fn cross_product_rows(input: PolicyInput<'_>, local_targets: bool) -> usize 
 mod pods;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -75,10 +75,33 @@ impl Reg {
     pub const fn written_by(self) -> &'static [Table] {
         match self {
             Reg::SrcVnid => &[Table::Classifier, Table::SourceVnid],
-            Reg::DstVnid => &[Table::DestinationVnid],
-            Reg::OutPort => &[Table::LocalArp, Table::LocalIp],
+            // Table 31: a reply of a Service connection on the userspace datapath, sent back
+            // through tun0 with its client's VNID from the connection's mark.
+            Reg::DstVnid => &[Table::Routing, Table::DestinationVnid],
+            Reg::OutPort => &[Table::Routing, Table::LocalArp, Table::LocalIp],
             Reg::SrcPort => &[Table::PodEgressSpoofguard, Table::ServiceReturn],
             Reg::ViaHost => &[Table::Classifier],
+        }
+    }
+
+    /// The tables that read it (a match, or a source of `move:` or `output:`).
+    pub const fn read_by(self) -> &'static [Table] {
+        match self {
+            Reg::SrcVnid => &[
+                Table::ConntrackCommit,
+                Table::RemoteArp,
+                Table::IngressIsolation,
+                Table::RemoteIp,
+                Table::EgressFirewall,
+                Table::EgressRouting,
+                Table::MulticastOut,
+                Table::MulticastRemote,
+                Table::MulticastLocal,
+            ],
+            Reg::DstVnid => &[Table::IngressIsolation],
+            Reg::OutPort => &[Table::DestinationVnid, Table::IngressIsolation],
+            Reg::SrcPort => &[Table::SourceVnid, Table::PodEgressPolicy],
+            Reg::ViaHost => &[Table::ConntrackCommit, Table::IngressIsolation],
         }
     }
 
@@ -132,6 +155,7 @@ pub fn src_vnid_to_vni() -> Action {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::{BTreeMap, BTreeSet};
 
     #[test]
     fn registers_are_distinct_and_print_as_ovs_ofctl_does() {
@@ -153,5 +177,175 @@ mod tests {
         }
         assert_eq!(Reg::SrcVnid.bits(), (0, 31));
         assert_eq!(Reg::ViaHost.bits(), (0, 0));
+    }
+
+    /// Every row the builders make, of every kind, in every mode and datapath.
+    fn every_row() -> Vec<ovs::flow::Flow> {
+        use crate::base::{base_flows, Datapath, Mode, NodeConfig};
+        use std::collections::BTreeSet;
+        use std::net::Ipv4Addr;
+        let mut rows = Vec::new();
+        for mode in [Mode::Subnet, Mode::Multitenant, Mode::NetworkPolicy] {
+            for datapath in [Datapath::System, Datapath::Netdev] {
+                rows.extend(base_flows(&NodeConfig {
+                    datapath,
+                    mode,
+                    node_ip: Ipv4Addr::new(172, 17, 0, 2),
+                    local_subnet: "10.128.0.0/23".parse().unwrap(),
+                    cluster_networks: vec!["10.128.0.0/14".parse().unwrap()],
+                    service_cidr: "172.30.0.0/16".parse().unwrap(),
+                    vxlan_port: 4789,
+                    tun0_mac: None,
+                }));
+            }
+        }
+        for meter in [None, Some(7)] {
+            rows.extend(crate::pod::pod_flows(&crate::pod::PodFlows {
+                ofport: 3,
+                ip: Ipv4Addr::new(10, 128, 0, 3),
+                vnid: Vnid::new(10).unwrap(),
+                cookie: crate::pod::port_cookie("veth3"),
+                egress_meter: meter,
+            }));
+        }
+        rows.extend(crate::pod::vnid_flow(Vnid::new(10).unwrap()));
+        rows.extend(crate::remote::remote_node_flows(
+            &crate::remote::RemoteNodeFlows {
+                host_ip: Ipv4Addr::new(172, 17, 0, 3),
+                subnet: "10.128.2.0/23".parse().unwrap(),
+                cookie: crate::remote::node_cookie("uid"),
+            },
+        ));
+        let vteps = BTreeSet::from([Ipv4Addr::new(172, 17, 0, 3)]);
+        rows.push(crate::remote::multicast_remote(&vteps).0);
+        rows.extend(crate::multicast::multicast_tenant_flows(
+            Vnid::new(10).unwrap(),
+            &BTreeSet::from([3, 4]),
+        ));
+        for fw in [
+            crate::egress::EgressFirewall::DropAll,
+            crate::egress::EgressFirewall::Rules(vec![crate::egress::EgressRule {
+                allow: true,
+                to: vec!["192.0.2.0/24".parse().unwrap()],
+            }]),
+        ] {
+            rows.extend(crate::egress::egress_firewall_flows(
+                Vnid::new(10).unwrap(),
+                &fw,
+            ));
+        }
+        for route in [
+            crate::egress_ip::EgressRoute::Dropped,
+            crate::egress_ip::EgressRoute::Local,
+            crate::egress_ip::EgressRoute::Remote(vec![Ipv4Addr::new(172, 17, 0, 3)]),
+        ] {
+            let mac = ovs::flow::MacAddr::from_pod_ip(Ipv4Addr::new(10, 128, 0, 1));
+            rows.extend(crate::egress_ip::egress_ip_flows(Vnid::new(10).unwrap(), &route, mac).0);
+        }
+        rows.extend(crate::policy::tests::sample_rows());
+        rows
+    }
+
+    /// The tables that write and read each register, as the rows say: `regN=` in a match and
+    /// `NXM_NX_REGn` as a source (`move:`, `output:`) read it; `->NXM_NX_REGn` writes it.
+    fn derived() -> BTreeMap<u8, (BTreeSet<u8>, BTreeSet<u8>)> {
+        let mut out: BTreeMap<u8, (BTreeSet<u8>, BTreeSet<u8>)> = BTreeMap::new();
+        for f in every_row() {
+            let text = f.to_string();
+            let (matches, actions) = text.split_once(" actions=").unwrap_or((&text, ""));
+            for (i, _) in matches.match_indices("reg") {
+                let rest = &matches[i + 3..];
+                if let Some(n) = rest.strip_suffix("").and_then(|r| {
+                    let d = r.chars().next()?.to_digit(10)?;
+                    r[1..].starts_with('=').then_some(d as u8)
+                }) {
+                    out.entry(n).or_default().1.insert(f.table);
+                }
+            }
+            for (i, _) in actions.match_indices("NXM_NX_REG") {
+                let n = actions[i + 10..]
+                    .chars()
+                    .next()
+                    .and_then(|c| c.to_digit(10));
+                let Some(n) = n else { continue };
+                let written = actions[..i].ends_with("->");
+                let e = out.entry(n as u8).or_default();
+                if written {
+                    e.0.insert(f.table);
+                } else {
+                    e.1.insert(f.table);
+                }
+            }
+        }
+        out
+    }
+
+    /// The numbers in a cell of pipeline.md's register table, leaving out what is in backticks.
+    fn numbers(cell: &str) -> BTreeSet<u8> {
+        let plain: String = cell
+            .split('`')
+            .enumerate()
+            .filter(|(i, _)| i % 2 == 0)
+            .map(|(_, s)| s)
+            .collect();
+        plain
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|n| n.parse().ok())
+            .collect()
+    }
+
+    #[test]
+    fn the_registry_and_pipeline_md_say_what_the_rows_do_with_each_register() {
+        let derived = derived();
+        let doc = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/pipeline.md"),
+        )
+        .unwrap();
+        let ids = |ts: &[Table]| ts.iter().map(|t| t.id()).collect::<BTreeSet<u8>>();
+        let mut problems = Vec::new();
+        for r in Reg::ALL {
+            let (writes, reads) = derived.get(&r.number()).cloned().unwrap_or_default();
+            let name = format!("reg{}", r.number());
+            if ids(r.written_by()) != writes {
+                problems.push(format!(
+                    "{name}: registry says written by {:?}, the rows by {writes:?}",
+                    ids(r.written_by())
+                ));
+            }
+            if ids(r.read_by()) != reads {
+                problems.push(format!(
+                    "{name}: registry says read by {:?}, the rows by {reads:?}",
+                    ids(r.read_by())
+                ));
+            }
+            let row = doc
+                .lines()
+                .find(|l| l.starts_with(&format!("| `{name}` |")))
+                .unwrap_or_else(|| panic!("pipeline.md has no row for {name}"));
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            // | register | bits | meaning | written by | read by |
+            if numbers(cells[4]) != writes {
+                problems.push(format!(
+                    "{name}: pipeline.md says written by {:?}, the rows by {writes:?}",
+                    numbers(cells[4])
+                ));
+            }
+            if numbers(cells[5]) != reads {
+                problems.push(format!(
+                    "{name}: pipeline.md says read by {:?}, the rows by {reads:?}",
+                    numbers(cells[5])
+                ));
+            }
+        }
+        let unknown: Vec<u8> = derived
+            .keys()
+            .filter(|n| !Reg::ALL.iter().any(|r| r.number() == **n))
+            .copied()
+            .collect();
+        assert!(
+            unknown.is_empty(),
+            "registers no entry declares: {unknown:?}"
+        );
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
     }
 }

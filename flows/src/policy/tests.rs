@@ -618,3 +618,61 @@ fn ids_computed_once_give_the_same_rows() {
     assert_eq!(given, w.rows());
     assert!(!given.rules.is_empty());
 }
+
+/// Rows of every kind the policies make, for the register registry's check
+/// (`registers::tests`): ingress from pods of selected namespaces (by VNID) and an ipBlock on
+/// a port, egress to pods of the policy's namespace and an ipBlock with an exception, and a
+/// default deny, over both datapaths.
+pub(crate) fn sample_rows() -> Vec<Flow> {
+    let mut out = Vec::new();
+    for datapath in [Datapath::System, Datapath::Netdev] {
+        let mut w = world();
+        let mut p = policy("prod", "in", LabelSelector::labels([("app", "web")]));
+        p.ingress = Some(vec![Rule {
+            peers: vec![
+                Peer::Pods {
+                    namespaces: Some(LabelSelector::everything()),
+                    pods: LabelSelector::everything(),
+                },
+                Peer::IpBlock {
+                    cidr: "192.0.2.0/24".parse().unwrap(),
+                    except: vec![],
+                },
+            ],
+            ports: vec![PortSpec::Range {
+                protocol: Protocol::Tcp,
+                first: 80,
+                last: 80,
+            }],
+        }]);
+        p.egress = Some(vec![Rule {
+            peers: vec![
+                Peer::Pods {
+                    namespaces: None,
+                    pods: LabelSelector::labels([("app", "db")]),
+                },
+                Peer::IpBlock {
+                    cidr: "198.51.100.0/24".parse().unwrap(),
+                    except: vec!["198.51.100.0/28".parse().unwrap()],
+                },
+            ],
+            ports: vec![],
+        }]);
+        w.policies.push(p);
+        let mut deny = policy("prod", "deny", LabelSelector::labels([("app", "db")]));
+        deny.ingress = Some(vec![]);
+        w.policies.push(deny);
+        let rows = policy_rows(PolicyInput {
+            policies: &w.policies,
+            ids: None,
+            namespaces: &w.namespaces,
+            pods: &pods_by_namespace(w.pods.clone()),
+            local_subnet: None,
+            local: &w.local,
+            datapath,
+        });
+        out.extend(rows.shared);
+        out.extend(rows.targets.into_values().flatten());
+    }
+    out
+}
