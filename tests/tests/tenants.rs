@@ -325,11 +325,13 @@ fn adds_in_flight_during_vnid_changes_end_with_the_final_vnid() {
     );
 }
 
-/// A deterministic race: the ADD has read its namespace's VNID and is held at the OVS port step
-/// (ovs-vswitchd is paused, so the port gets no ofport yet) when the VNID changes. The agent's
-/// VNID sync finds no such pod in its table; the ADD must take the new VNID when it installs the
-/// flows. Without the port pool, so that the ADD adds its own port (as it does when a burst has
-/// emptied the pool).
+/// A deterministic race: the ADD has read its namespace's VNID and is held at its lease (the
+/// test holds the lease directory's lock, as another host-local user would) when the VNID
+/// changes. The agent's VNID sync finds no such pod in its table; the ADD must take the new
+/// VNID when it installs the flows. Without the port pool, so that the ADD adds its own port
+/// (as it does when a burst has emptied the pool). (Held at the OVS port step by pausing
+/// ovs-vswitchd, the ADD now answers "try again later" within a second instead:
+/// `faults.rs`, `an_add_while_ovs_vswitchd_hangs_is_try_again_later_at_once`.)
 #[test]
 fn an_add_in_flight_when_its_namespace_changes_vnid_takes_the_new_one() {
     let node = AgentNode::start(NodeOptions {
@@ -337,21 +339,28 @@ fn an_add_in_flight_when_its_namespace_changes_vnid_takes_the_new_one() {
         ..NodeOptions::default()
     });
     node.set_netnamespace("moving", 40);
-    let vswitchd = node.ovs.vswitchd_pid().expect("ovs-vswitchd pid");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(node.lease_dir().join("lock"))
+        .expect("the lease directory's lock file");
     let pod = std::thread::scope(|s| {
-        // SAFETY: signals to the ovs-vswitchd this test's harness started (pid from its file).
-        unsafe { libc::kill(vswitchd, libc::SIGSTOP) };
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock on a descriptor this test owns; released by the unlock below or when
+        // the file is dropped (also on a failed assertion).
+        assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
         let add = s.spawn(|| node.pod("moving", "m1"));
         std::thread::sleep(Duration::from_millis(700));
         node.set_netnamespace("moving", 41);
-        // Two agent polls: the change is seen while the ADD still waits for its ofport.
+        // Two agent polls: the change is seen while the ADD still waits for its lease.
         std::thread::sleep(Duration::from_millis(1500));
         let still_waiting = !add.is_finished();
         // SAFETY: as above.
-        unsafe { libc::kill(vswitchd, libc::SIGCONT) };
+        unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_UN) };
         assert!(
             still_waiting,
-            "the ADD finished while ovs-vswitchd was paused"
+            "the ADD finished while the lease directory was locked"
         );
         add.join().unwrap()
     });
