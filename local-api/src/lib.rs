@@ -16,6 +16,7 @@ pub mod wire;
 pub use client::{Client, ClientError};
 pub use trace::{Outcome, Step, TraceRequest, TraceResult, VxlanHop};
 pub use wire::{
-    BandwidthEntry, Check, EgressEntry, EgressIpEntry, EgressIpsView, EgressRuleEntry, FlowEntry,
-    IsolationEntry, NamespaceEntry, NetworkPoliciesView, PodEntry, ReconcileRecord, Status,
+    BandwidthEntry, Check, EgressEntry, EgressIpEntry, EgressIpState, EgressIpUse, EgressIpsView,
+    EgressKind, EgressRuleEntry, FeatureLine, FlowEntry, IsolationEntry, NamespaceEntry,
+    NetworkPoliciesView, NodeReach, PodEntry, ReconcileRecord, Status,
 };

@@ -92,8 +92,95 @@ pub struct EgressIpsView {
     pub tenants: Vec<EgressIpEntry>,
     /// The IPs this node holds, with their VNIDs.
     pub held: BTreeMap<String, u32>,
-    /// The remote nodes hosting IPs this node's tenants use: `online` or `offline`.
-    pub nodes: BTreeMap<String, String>,
+    /// The remote nodes hosting IPs this node's tenants use.
+    pub nodes: BTreeMap<String, NodeReach>,
+}
+
+/// Whether a node hosting egress IPs answers its probes.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeReach {
+    /// It answers.
+    Online,
+    /// Three probes in a row went unanswered: its egress IPs are not used.
+    Offline,
+}
+
+impl std::fmt::Display for NodeReach {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NodeReach::Online => "online",
+            NodeReach::Offline => "offline",
+        })
+    }
+}
+
+/// Where a tenant's external traffic leaves, as one word.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum EgressKind {
+    /// Through this node (one of its egress IPs is held here).
+    Local,
+    /// Over VXLAN to the nodes hosting its egress IPs.
+    Remote,
+    /// Nowhere: none of its egress IPs is usable.
+    Dropped,
+}
+
+impl std::fmt::Display for EgressKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EgressKind::Local => "local",
+            EgressKind::Remote => "remote",
+            EgressKind::Dropped => "dropped",
+        })
+    }
+}
+
+/// One requested egress IP of a tenant and what became of it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct EgressIpUse {
+    /// The IP.
+    pub ip: std::net::Ipv4Addr,
+    /// The node whose HostSubnet claims it, if one does.
+    pub node: Option<String>,
+    /// What became of it.
+    pub state: EgressIpState,
+}
+
+/// What became of a requested egress IP.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", tag = "state")]
+pub enum EgressIpState {
+    /// The tenant's traffic leaves with it.
+    InUse,
+    /// Not used, and why when there is one reason.
+    NotUsed {
+        /// Why.
+        why: Option<String>,
+    },
+    /// This node should hold it and cannot.
+    NotHeld {
+        /// Why.
+        error: String,
+    },
+}
+
+impl std::fmt::Display for EgressIpUse {
+    /// `IP on NODE (in use|not used: why|not held here: error)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.ip)?;
+        if let Some(n) = &self.node {
+            write!(f, " on {n}")?;
+        }
+        match &self.state {
+            EgressIpState::InUse => f.write_str(" (in use)"),
+            EgressIpState::NotUsed { why: Some(w) } => write!(f, " (not used: {w})"),
+            EgressIpState::NotUsed { why: None } => f.write_str(" (not used)"),
+            EgressIpState::NotHeld { error } => write!(f, " (not held here: {error})"),
+        }
+    }
 }
 
 /// NetworkPolicies as this node applies them, for `sdnctl network-policies`.
@@ -201,6 +288,19 @@ pub struct Status {
     pub counts: BTreeMap<String, usize>,
     /// The metrics endpoint, if any.
     pub metrics_address: Option<String>,
+    /// Each node feature's line (remote nodes, egress firewall, multicast, egress IPs, network
+    /// policy), in the agent's order.
+    #[serde(default)]
+    pub features: Vec<FeatureLine>,
+}
+
+/// One node feature in `sdnctl status`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FeatureLine {
+    /// The feature's name (`remote-nodes`, `multicast`...).
+    pub name: String,
+    /// What it does now, in words.
+    pub summary: String,
 }
 
 /// One tenant's egress as `sdnctl egress-ips` shows it.
@@ -213,12 +313,12 @@ pub struct EgressIpEntry {
     pub namespaces: Vec<String>,
     /// Where its traffic leaves, in words: `local (...)`, `over VXLAN to ...` or `dropped`.
     pub route: String,
-    /// The same as one word: `local`, `remote` or `dropped`.
-    pub kind: String,
+    /// The same as one word.
+    pub kind: EgressKind,
     /// Why it is dropped.
     pub problem: Option<String>,
-    /// Each requested IP: `IP on NODE (in use|not used: why)`.
-    pub ips: Vec<String>,
+    /// Each requested IP and what became of it.
+    pub ips: Vec<EgressIpUse>,
 }
 
 /// One named check and what it found.

@@ -103,6 +103,12 @@ pub fn status(st: &Status) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     ));
+    if !st.features.is_empty() {
+        s.push_str("features:\n");
+        for f in &st.features {
+            s.push_str(&format!("  {}: {}\n", f.name, f.summary));
+        }
+    }
     s.push_str(&format!("cluster state: {}", st.cluster_state));
     if st.state_problems.is_empty() {
         s.push_str(", no problems\n");

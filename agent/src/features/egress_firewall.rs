@@ -197,6 +197,8 @@ pub struct EgressFirewalls<S> {
     installed: Mutex<Installed>,
     /// What each `dnsName` resolved to last.
     dns: std::sync::Mutex<BTreeMap<String, Vec<Ipv4Net>>>,
+    /// The resolver of the `dnsName` rules, until its task takes it.
+    resolver: std::sync::Mutex<Option<EgressDns>>,
 }
 
 #[derive(Debug, Default)]
@@ -214,6 +216,7 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
             cluster,
             installed: Mutex::default(),
             dns: std::sync::Mutex::default(),
+            resolver: std::sync::Mutex::default(),
         }
     }
 
@@ -543,6 +546,120 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
                 r = cluster.changed() => if r.is_err() { return },
             }
         }
+    }
+}
+
+impl<S: FlowSwitch + 'static> EgressFirewalls<S> {
+    /// The feature, where namespaces have VNIDs (not in subnet mode), with the resolver of its
+    /// `dnsName` rules (`egressDNSServers`, else the node's `/etc/resolv.conf`). A resolver
+    /// that cannot be set up is logged: those rules then have no rows (they allow nothing).
+    pub fn feature(ctx: &super::Context<S>) -> Option<Arc<Self>> {
+        if !ctx.node.mode.has_vnids() {
+            return None;
+        }
+        let firewalls = EgressFirewalls::new(ctx.store.clone(), ctx.state.clone());
+        match EgressDns::new(&ctx.config.egress_dns_servers) {
+            Ok(dns) => *crate::lock(&firewalls.resolver) = Some(dns),
+            Err(e) => {
+                tracing::error!(error = %format!("{e:#}"), "egress firewall dnsName rules cannot resolve (they have no rows); fix the resolver configuration or set egressDNSServers");
+            }
+        }
+        Some(Arc::new(firewalls))
+    }
+}
+
+/// The tables egress firewalls write.
+pub(crate) const FIREWALL_TABLES: &[flows::Table] = &[flows::Table::EgressFirewall];
+
+/// How long start-up waits for the `dnsName` rules' first answers.
+const SEED_DNS_WITHIN: Duration = Duration::from_secs(2);
+
+impl<S: FlowSwitch + 'static> super::NodeFeature for EgressFirewalls<S> {
+    fn name(&self) -> &'static str {
+        "egress-firewall"
+    }
+
+    fn tables(&self) -> &'static [flows::Table] {
+        FIREWALL_TABLES
+    }
+
+    /// dnsName rules: their names resolved before the first reconcile (at most 2 s), so a
+    /// restart keeps their rows on the bridge.
+    fn stage(&self) -> futures::future::BoxFuture<'_, Result<usize, super::FeatureError>> {
+        Box::pin(async move {
+            let dns = crate::lock(&self.resolver).take();
+            if let Some(dns) = dns {
+                self.seed_dns(&dns, SEED_DNS_WITHIN).await;
+                *crate::lock(&self.resolver) = Some(dns);
+            }
+            Ok(EgressFirewalls::stage(self).await)
+        })
+    }
+
+    /// New and changed VNIDs' rows before pods move to them; rows of VNIDs that lost their
+    /// policy only after the pods left them (see [`EgressFirewalls::sync`]).
+    fn sync(
+        &self,
+        phase: super::Phase,
+        _: super::Reason,
+    ) -> futures::future::BoxFuture<'_, Result<(), super::FeatureError>> {
+        Box::pin(async move {
+            EgressFirewalls::sync(self, phase == super::Phase::Prune).await?;
+            Ok(())
+        })
+    }
+
+    fn background(self: Arc<Self>) -> Vec<futures::future::BoxFuture<'static, ()>> {
+        match crate::lock(&self.resolver).take() {
+            Some(dns) => {
+                tracing::info!(servers = %dns.source(), "egress firewall dnsName rules resolve through these DNS servers");
+                vec![Box::pin(self.clone().follow_dns(dns))]
+            }
+            None => Vec::new(),
+        }
+    }
+
+    fn observe(&self) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let m = crate::telemetry::metrics::metrics();
+            let rows = self
+                .store
+                .rows_owned(|o| matches!(o, Owner::EgressFirewall(_)))
+                .await;
+            m.egress_firewall_rules.set(rows as i64);
+            let plans = self.current().await;
+            let drop_all = plans
+                .values()
+                .filter(|p| p.firewall == flows::EgressFirewall::DropAll)
+                .count();
+            m.egress_firewalls
+                .with_label_values(&["drop_all"])
+                .set(drop_all as i64);
+            m.egress_firewalls
+                .with_label_values(&["rules"])
+                .set((plans.len() - drop_all) as i64);
+        })
+    }
+
+    fn status(&self) -> futures::future::BoxFuture<'_, String> {
+        Box::pin(async move {
+            let plans = self.current().await;
+            let dropped = plans
+                .values()
+                .filter(|p| p.firewall == flows::EgressFirewall::DropAll)
+                .count();
+            match plans.len() {
+                0 => "no tenant has an EgressNetworkPolicy".to_string(),
+                n if dropped > 0 => format!(
+                    "{n} tenant(s) with an egress firewall, {dropped} dropping all egress (a policy could not be applied: see the log)"
+                ),
+                n => format!("{n} tenant(s) with an egress firewall"),
+            }
+        })
+    }
+
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
     }
 }
 

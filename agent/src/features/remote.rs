@@ -177,7 +177,9 @@ impl RemoteSet {
         self.nodes.values().map(|n| n.host_ip).collect()
     }
 
-    /// Every remote-node row: each node's three, then the table-111 row.
+    /// Every remote-node row: each node's three, then the table-111 row (what
+    /// [`RemoteNodes::stage`] and [`RemoteNodes::sync`] install, node by node).
+    #[cfg(test)]
     pub fn flows(&self) -> Vec<Flow> {
         let mut out: Vec<Flow> = self.nodes.values().flat_map(RemoteNode::flows).collect();
         out.push(multicast_remote(&self.vteps()).0);
@@ -511,6 +513,75 @@ fn record(installed: &mut Installed, step: Step, done: &mut Vec<NodeChange>) {
             "table 111 rewritten for the remote VTEPs"
         );
         installed.vteps = Some(v);
+    }
+}
+
+impl<S: FlowSwitch + 'static> RemoteNodes<S> {
+    /// The feature: every node has remote nodes (in every mode).
+    pub fn feature(ctx: &super::Context<S>) -> Option<Arc<Self>> {
+        Some(Arc::new(RemoteNodes::new(
+            LocalNode {
+                name: ctx.config.node_name.clone(),
+                node_ip: ctx.node.node_ip,
+                subnet: ctx.node.local_subnet,
+            },
+            ctx.store.clone(),
+            ctx.state.clone(),
+        )))
+    }
+}
+
+/// The tables remote nodes write.
+pub(crate) const REMOTE_TABLES: &[flows::Table] = &[
+    flows::Table::VxlanIngress,
+    flows::Table::RemoteArp,
+    flows::Table::RemoteIp,
+    flows::Table::MulticastRemote,
+];
+
+impl<S: FlowSwitch + 'static> super::NodeFeature for RemoteNodes<S> {
+    fn name(&self) -> &'static str {
+        "remote-nodes"
+    }
+
+    fn tables(&self) -> &'static [flows::Table] {
+        REMOTE_TABLES
+    }
+
+    fn stage(&self) -> futures::future::BoxFuture<'_, Result<usize, super::FeatureError>> {
+        Box::pin(async move { Ok(RemoteNodes::stage(self).await) })
+    }
+
+    fn sync(
+        &self,
+        phase: super::Phase,
+        _: super::Reason,
+    ) -> futures::future::BoxFuture<'_, Result<(), super::FeatureError>> {
+        Box::pin(async move {
+            if phase == super::Phase::Apply {
+                RemoteNodes::sync(self).await?;
+            }
+            Ok(())
+        })
+    }
+
+    fn status(&self) -> futures::future::BoxFuture<'_, String> {
+        Box::pin(async move {
+            let tracked = self.state.lock().await;
+            let skipped = tracked.warned.len();
+            let mut line = format!(
+                "{} remote node(s) over VXLAN",
+                tracked.installed.nodes.len()
+            );
+            if skipped > 0 {
+                line.push_str(&format!(", {skipped} HostSubnet(s) ignored (see the log)"));
+            }
+            line
+        })
+    }
+
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
     }
 }
 

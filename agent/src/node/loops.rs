@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use ovs::ovsdb::{self};
 
 use crate::bridge::flowstore::ReconcileStats;
+use crate::features::{Phase, Reason};
 
 use super::start::{configure_tun0, release_switch};
 use super::*;
@@ -26,95 +27,42 @@ impl Daemon {
     }
 
     /// [`Self::reconcile`], timed and recorded for `sdnctl status` and the metrics as done
-    /// for `reason` (`start`, `periodic`, `flow-drift`, `switch-restart`).
-    pub(super) async fn reconcile_for(&self, reason: &str) -> Result<ReconcileStats> {
+    /// for `reason`.
+    pub(super) async fn reconcile_for(&self, reason: Reason) -> Result<ReconcileStats> {
         let began = std::time::Instant::now();
         let r = self.reconcile().await;
         let shown = r.as_ref().map(Clone::clone).map_err(|e| format!("{e:#}"));
         self.observer
             .health
-            .reconciled(reason, began.elapsed(), &shown);
+            .reconciled(reason.label(), began.elapsed(), &shown);
         r
     }
 
-    /// Applies a new cluster state: re-flows pods whose namespace changed VNID (one bundle),
-    /// replaces the rows of remote nodes that changed (node by node, in shared bundles) and keeps the tenant
-    /// networks' CNI config files in step.
-    async fn apply_state(&self) {
-        if let Err(e) = self.nodes.sync().await {
-            tracing::warn!(error = %e, "applying remote node changes failed; retrying at the next change or repair");
-        }
-        let multitenant = self.node.mode.has_vnids();
-        // Egress firewalls of new or changed VNIDs before pods move to them; rows of VNIDs that
-        // lost their policy go only after the pods left them (see `EgressFirewalls::sync`).
-        if multitenant {
-            if let Err(e) = self.egress.sync(false).await {
-                tracing::warn!(error = %e, "applying egress firewall changes failed; retrying at the next change or repair");
-            }
-        }
-        if multitenant {
-            self.sync_multicast().await;
-        }
-        // Egress IPs: new or changed tenants before pods move, as the firewall's.
-        if let Err(e) = self.egress_ips.sync(false, false).await {
-            tracing::warn!(error = %format!("{e:#}"), "applying egress IP changes failed; retrying at the next change or repair");
-        }
+    /// Brings the features in line with the cluster state for `reason`: every feature's new
+    /// and changed rows, then the pods whose namespace changed VNID (one bundle), then what
+    /// nothing needs any more (only once the pods moved, see [`Phase`]); and the tenant
+    /// networks' CNI config files. Failures are logged by the feature list and retried at the
+    /// next change or repair.
+    async fn apply_state(&self, reason: Reason) {
+        self.features.sync(Phase::Apply, reason).await;
         // sync_vnids logs each namespace's change as soon as its bundle is in.
-        let moved = self.pods.sync_vnids().await;
-        if let Err(e) = &moved {
-            tracing::warn!(error = %e, "applying VNID changes failed; retrying at the next repair")
-        }
-        if multitenant && moved.is_ok() {
-            if let Err(e) = self.egress.sync(true).await {
-                tracing::warn!(error = %e, "removing egress firewall rows failed; retrying at the next change or repair");
+        match self.pods.sync_vnids().await {
+            Ok(_) => {
+                self.features.sync(Phase::Prune, reason).await;
             }
-        }
-        if moved.is_ok() {
-            if let Err(e) = self.egress_ips.sync(false, true).await {
-                tracing::warn!(error = %format!("{e:#}"), "removing egress IP rows failed; retrying at the next change or repair");
+            Err(e) => {
+                tracing::warn!(error = %e, "applying VNID changes failed; retrying at the next repair")
             }
         }
         self.sync_tenant_networks();
     }
 
-    /// Multicast per tenant: the VNIDs whose every namespace carries the multicast annotation
-    /// get their table-110/120 rows (the flow store keeps them in step with the pods).
-    async fn sync_multicast(&self) {
-        let want = self.state.borrow().multicast_vnids();
-        let had = self.store.multicast().await;
-        if want == had {
-            return;
-        }
-        match self.store.set_multicast(want.clone()).await {
-            Ok(()) => {
-                let state = self.state.borrow().clone();
-                for v in want.symmetric_difference(&had) {
-                    tracing::info!(
-                        vnid = v.id(),
-                        namespaces = %state.namespaces_of(v.id()).join(","),
-                        enabled = want.contains(v),
-                        "multicast {}", if want.contains(v) { "enabled" } else { "disabled" }
-                    );
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "applying multicast changes failed; retrying at the next change or repair")
-            }
-        }
-    }
-
-    async fn repair(&self, reason: &str, why: &str) {
-        // Egress IP addresses and host rules are checked on every repair, not only on change.
-        self.egress_ips.recheck_host().await;
-        self.apply_state().await;
-        if let Some(np) = &self.policies {
-            if let Err(e) = np.sync().await {
-                tracing::warn!(error = %e, "applying network policy rows failed; retrying at the next change or repair");
-            }
-        }
+    async fn repair(&self, reason: Reason, why: &str) {
+        self.features.repair().await;
+        self.apply_state(reason).await;
         match self.reconcile_for(reason).await {
             Ok(s) if s.added + s.deleted + s.groups > 0 => {
-                crate::telemetry::metrics::metrics().repaired(if reason == "switch-restart" {
+                crate::telemetry::metrics::metrics().repaired(if reason == Reason::SwitchRestart {
                     "switch_restart"
                 } else {
                     "flows"
@@ -123,12 +71,13 @@ impl Daemon {
                     added = s.added,
                     deleted = s.deleted,
                     why,
+                    %reason,
                     changes = %s.changes.join("; "),
                     "br0 drifted; repaired"
                 )
             }
             Ok(_) => {}
-            Err(e) => tracing::warn!(error = %format!("{e:#}"), why, "reconcile failed"),
+            Err(e) => tracing::warn!(error = %format!("{e:#}"), why, %reason, "reconcile failed"),
         }
     }
 
@@ -142,7 +91,7 @@ impl Daemon {
         // The ports as the new ovs-vswitchd numbered them, before the pipeline is reconciled.
         self.pods.follow_ofports().await;
         self.repair(
-            "switch-restart",
+            Reason::SwitchRestart,
             "OpenFlow connection re-opened (ovs-vswitchd restarted?)",
         )
         .await;
@@ -224,7 +173,7 @@ impl Daemon {
                         continue;
                     }
                     applied = now;
-                    self.apply_state().await;
+                    self.apply_state(Reason::StateChange).await;
                 }
                 updates = self.switch.drifted() => {
                     // A del-flows comes in several batches: take the burst as one repair.
@@ -232,7 +181,7 @@ impl Daemon {
                     let mut all = updates;
                     all.extend(self.switch.take_drift());
                     let shown: Vec<String> = all.iter().take(5).map(ToString::to_string).collect();
-                    self.repair("flow-drift", &format!(
+                    self.repair(Reason::FlowDrift, &format!(
                         "{} flow change(s) behind the agent's back: {}{}",
                         all.len(),
                         shown.join(", "),
@@ -252,7 +201,7 @@ impl Daemon {
                     seen = self.switch.generation();
                 }
                 _ = tick.tick() => {
-                    self.repair("periodic", "periodic").await;
+                    self.repair(Reason::Periodic, "periodic").await;
                     self.pods.repair_ports().await;
                     self.pods.follow_ofports().await;
                     super::start::return_free_memory();

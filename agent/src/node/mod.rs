@@ -16,10 +16,10 @@
 //! Start-up runs in the order the node needs and every step is idempotent, so a second start on
 //! a configured node changes nothing and never deletes the bridge: cluster state (this node's
 //! HostSubnet), `br0`, `vxlan0` at ofport 1 and `tun0` at ofport 2, tun0's gateway address, MTU
-//! and routes, `net.ipv4.ip_forward`, the host iptables rules with the egress IPs this node holds
-//! ([`EgressIps`]), the flow table names; then the pod
-//! table is rebuilt from the pod ports' `external_ids`, and the port pool and the leases are
-//! taken back. Then the node is ready: the CNI server listens and the CNI network config file is
+//! and routes, `net.ipv4.ip_forward`, the flow table names; then the pod table is rebuilt from
+//! the pod ports' `external_ids`, and the port pool and the leases are taken back; then every
+//! node feature ([`Features`]) stages its rows (the egress IPs feature also the host iptables
+//! rules with the egress IPs this node holds). Then the node is ready: the CNI server listens and the CNI network config file is
 //! written into the CNI conf dir (that file is how runtimes learn that the node is ready). The
 //! file stays when the agent stops: during a restart the shim answers "try again later". Right
 //! after, the whole desired flow set (base + pods + VNID rows + remote nodes) is diffed against
@@ -31,14 +31,16 @@
 //! After start-up a loop keeps the bridge right: when the OpenFlow connection had to be re-opened
 //! (ovs-vswitchd restarted, flows possibly lost) or periodically, it reconciles again. It also
 //! follows the cluster state: when a NetNamespace's netid changes, the namespace's local pods are
-//! re-flowed with the new VNID in one bundle ([`Pods::sync_vnids`]), with the tenants' egress
-//! firewalls, egress IPs and multicast rows kept in step around it; every other node's
-//! HostSubnet that was added, moved or deleted gets its rows replaced, node by node, up to 250
-//! nodes to a bundle ([`RemoteNodes::sync`]); in standalone mode every tenant namespace gets its own CNI network
+//! re-flowed with the new VNID in one bundle ([`Pods::sync_vnids`]), with every feature synced
+//! around it in two phases (`features::Phase`: new rows before the pods move, old ones after);
+//! every other node's HostSubnet that was added, moved or deleted gets its rows replaced, node
+//! by node, up to 250 nodes to a bundle (the remote nodes feature); in standalone mode every tenant namespace gets its own CNI network
 //! (`<network>-<namespace>`), so podman users pick a tenant by picking a network.
 //!
-//! Every flow goes through one [`FlowStore`]: the base pipeline, the pods and the remote nodes
-//! hand it their flows, and the full reconcile is the store's one diff against the bridge.
+//! Every flow goes through one [`FlowStore`]: the base pipeline, the pods and the features
+//! hand it their flows, and the full reconcile is the store's one diff against the bridge. The
+//! daemon knows the features only as a list: start-up stages and settles them, the loops sync
+//! and repair them, the node view asks them for gauges and status lines.
 //!
 //! What an operator sees is started around this: the metrics and health endpoint
 //! (`metricsAddress`, [`crate::operator::observe`]) first of all, so `/livez` and `/readyz` answer while
@@ -72,19 +74,12 @@ use ovs::ovsdb::{self};
 use crate::bridge::flowstore::FlowStore;
 use crate::bridge::switch::Switch;
 use crate::cni::{self};
-use crate::features::egress_firewall::EgressFirewalls;
-use crate::features::egress_ip::EgressIps;
-use crate::features::network_policy::NetworkPolicies;
-use crate::features::remote::RemoteNodes;
+use crate::features::Features;
 use crate::operator::observe::Observer;
 use crate::pod::Pods;
 
 use cluster::config::{ClusterStateSource, Config};
 use cluster::{self, ClusterSource, ClusterState};
-
-/// kube-proxy's masquerade mark bit (`--iptables-masquerade-bit`, 14 by default): egress IP
-/// marks avoid it.
-const KUBE_PROXY_MASQUERADE_BIT: u8 = 14;
 
 /// A running node agent.
 #[derive(Debug)]
@@ -99,14 +94,9 @@ pub struct Daemon {
     pub switch: Arc<Switch>,
     /// Every flow the agent wants on br0.
     pub store: Arc<FlowStore<Switch>>,
-    /// The rows of the other nodes (VXLAN).
-    pub nodes: Arc<RemoteNodes>,
-    /// The tenants' egress firewalls (table 100).
-    pub egress: Arc<EgressFirewalls<Switch>>,
-    /// The tenants' egress IPs (table 101, host addresses and rules).
-    pub egress_ips: Arc<EgressIps<Switch>>,
-    /// Networkpolicy mode: the NetworkPolicy rows (tables 27 and 80).
-    pub policies: Option<Arc<NetworkPolicies<Switch>>>,
+    /// The node features (remote nodes, egress firewall, multicast, egress IPs, network
+    /// policy), in the order they stage and sync (`features::register`).
+    pub features: Features,
     db: ovsdb::Client,
     base: Vec<Flow>,
     server: Option<cni::ServerHandle>,

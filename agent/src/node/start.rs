@@ -11,13 +11,10 @@ use flows::{base_flows, NodeConfig, Table};
 use ipnet::Ipv4Net;
 use ovs::ovsdb::{BridgeSpec, FailMode, PortSpec};
 
-use crate::bridge::flowstore::{Change, FlowStore, Owner};
+use crate::bridge::flowstore::{Change, FlowStore, Owner, ReconcileStats};
 use crate::bridge::switch::Switch;
 use crate::cni::{self};
-use crate::features::egress_firewall::EgressFirewalls;
-use crate::features::egress_ip::EgressIps;
-use crate::features::network_policy::NetworkPolicies;
-use crate::features::remote::{LocalNode, RemoteNodes};
+use crate::features::{self, Reason};
 use crate::host::ipam;
 use crate::host::iptables::Iptables;
 use crate::host::netlink::Netlink;
@@ -29,7 +26,9 @@ use super::conflist::write_conf;
 use super::*;
 
 impl Daemon {
-    /// Runs the start-up sequence and starts serving. Returns when the node is ready.
+    /// Runs the start-up sequence and starts serving. Returns when the node is ready. Each
+    /// step is a function below, in the order the node needs (see the module docs of
+    /// [`super`]); every one is idempotent, so a second start changes nothing.
     pub async fn start(cfg: Config) -> Result<Daemon> {
         // Health first: /livez answers and /readyz says which step start-up is in, however
         // long the steps below wait (for the HostSubnet, for OVS).
@@ -39,78 +38,19 @@ impl Daemon {
         if let Some(addr) = cfg.metrics_address() {
             endpoints.push(observer.serve(addr).await?);
         }
-        // NetworkPolicies, namespace labels and pod labels come from the Kubernetes API; a
-        // standalone node would run without any policy, isolating nothing, silently.
-        if cfg.mode == flows::Mode::NetworkPolicy
-            && matches!(cfg.cluster_state, ClusterStateSource::Standalone(_))
-        {
-            bail!(
-                "mode networkpolicy needs clusterState: kubernetes (NetworkPolicies, namespace and \
-                 pod labels come from the API server; a standalone state directory holds none, so \
-                 no pod would be isolated): use multitenant for a standalone node"
-            );
-        }
+        refuse_policies_without_kubernetes(&cfg)?;
         health.phase("loading the cluster state");
-        // Cluster state.
-        let (source, state) = match &cfg.cluster_state {
-            ClusterStateSource::Standalone(dir) => {
-                cluster::seed(
-                    dir,
-                    &cfg.node_name,
-                    cfg.node_ip,
-                    &cluster::ClusterNetworkSpec::from_config(&cfg),
-                )
-                .with_context(|| format!("preparing the cluster state in {}", dir.display()))?;
-                let src = cluster::StandaloneSource::start(dir, cluster::DEFAULT_POLL_INTERVAL)
-                    .with_context(|| format!("watching the cluster state in {}", dir.display()))?;
-                let rx = src.subscribe();
-                (Arc::new(src) as Arc<dyn ClusterSource>, rx)
-            }
-            ClusterStateSource::Kubernetes => {
-                let client = cluster::kube::client(cfg.kubeconfig.as_deref()).await?;
-                let src = cluster::kube::KubeSource::start(
-                    client,
-                    &cfg.node_name,
-                    cfg.mode == flows::Mode::NetworkPolicy,
-                    Duration::from_secs(60),
-                )
-                .await?;
-                health.phase("waiting for this node's HostSubnet (the controller creates it)");
-                src.wait_for_host_subnet(
-                    &cfg.node_name,
-                    Duration::from_secs(cfg.host_subnet_wait_seconds),
-                )
-                .await?;
-                // The agent and the controller must agree on the network (same ConfigMap).
-                if let Some(cn) = &src.current().cluster_network {
-                    let spec = cluster::ClusterNetworkSpec::from_config(&cfg);
-                    if let Some((field, in_cluster, in_config)) = spec.difference(cn) {
-                        bail!(
-                            "the cluster's ClusterNetwork default has {field} {in_cluster}, this \
-                             agent's configuration says {in_config}; give the agent the \
-                             controller's settings (a live cluster network is never changed)"
-                        );
-                    }
-                }
-                let rx = src.subscribe();
-                (Arc::new(src) as Arc<dyn ClusterSource>, rx)
-            }
-        };
-        let snapshot = state.borrow().clone();
-        let mut node = node_config(&cfg, &snapshot)?;
-        // Where start-up time goes, for the "br0 reconciled" line: (phase, ms at its end).
-        let began = std::time::Instant::now();
-        let mut phases: Vec<(&'static str, u128)> = Vec::new();
-        let gw = node.gateway();
+        let (source, state) = load_cluster_state(&cfg, &health).await?;
+        let mut node = node_config(&cfg, &state.borrow().clone())?;
+        let mut clock = Phases::started();
         tracing::info!(
-            node = %cfg.node_name, subnet = %node.local_subnet, gateway = %gw,
+            node = %cfg.node_name, subnet = %node.local_subnet, gateway = %node.gateway(),
             node_ip = %node.node_ip, mode = node.mode.name(), "starting"
         );
 
-        // OVS: bridge and the two fixed ports.
         health.phase("connecting to OVSDB and setting up br0");
         let db = super::ovs_wait::connect(&cfg, &health).await?;
-        phases.push(("ovsdb", began.elapsed().as_millis()));
+        clock.mark("ovsdb");
         // A node openshift-sdn ran is taken over (or refused) before anything on it changes.
         health.phase("looking for openshift-sdn's state on br0");
         let takeover = takeover::inspect(
@@ -123,41 +63,8 @@ impl Daemon {
         .await
         .context("taking the node over from openshift-sdn")?;
         node.tun0_mac = takeover::kept_tun0_mac(&db, takeover.as_ref());
-        let spec = BridgeSpec {
-            datapath_type: cfg.datapath_type.datapath_type().to_string(),
-            fail_mode: Some(FailMode::Secure),
-            protocols: vec!["OpenFlow13".into()],
-            other_config: BTreeMap::new(),
-        };
-        db.ensure_bridge(BRIDGE, &spec).await?;
-        let mut vxlan = PortSpec::new("vxlan0", "vxlan");
-        vxlan.options = BTreeMap::from([
-            ("remote_ip".to_string(), "flow".to_string()),
-            ("key".to_string(), "flow".to_string()),
-            ("dst_port".to_string(), cfg.vxlan_port.to_string()),
-        ]);
-        vxlan.ofport_request = Some(1);
-        let mut tun = PortSpec::new("tun0", "internal");
-        tun.ofport_request = Some(2);
-        tun.mtu_request = Some(cfg.mtu);
-        tun.mac = Some(node.tun0_mac().to_string());
-        if node.tun0_mac.is_some() {
-            tun.external_ids =
-                BTreeMap::from([(takeover::KEPT_MAC_KEY.to_string(), "openshift-sdn".into())]);
-        }
-        for port in [vxlan, tun] {
-            let ofport = db.add_port(BRIDGE, &port).await?;
-            if ofport != u32::from(port.ofport_request.unwrap_or(0)) {
-                bail!(
-                    "{} has ofport {ofport} on {BRIDGE}, the pipeline needs {}; another port \
-                     took it: remove that port or the bridge and start again",
-                    port.name,
-                    port.ofport_request.unwrap_or(0)
-                );
-            }
-        }
-
-        phases.push(("ovs ports", began.elapsed().as_millis()));
+        set_up_bridge(&db, &cfg, &node).await?;
+        clock.mark("ovs ports");
 
         // OpenFlow: connected while the host side is set up (ovs-vswitchd answers between two
         // reconfigurations, which take a while on a node with 1000 ports).
@@ -166,182 +73,37 @@ impl Daemon {
             let switch = switch.clone();
             async move { switch.client().await.map(drop) }
         });
-        // Host side: tun0 address, MTU, routes; forwarding; iptables.
         health.phase("configuring tun0 and the host rules");
-        configure_tun0(&node, cfg.mtu).await?;
-        crate::host::netlink::enable_ip_forward().context("enabling net.ipv4.ip_forward")?;
-        // Host ports on 127.0.0.1: DNAT to a pod and route out of tun0 needs route_localnet.
-        crate::host::netlink::set_sysctl("net/ipv4/conf/all/route_localnet", "1")
-            .context("enabling net.ipv4.conf.all.route_localnet (host ports on 127.0.0.1)")?;
-        let netlink = Netlink::new().context("opening rtnetlink")?;
-
-        phases.push(("host", began.elapsed().as_millis()));
-        // Flows: table names, then everything in one diff.
-        let names: Vec<(u8, &str)> = Table::names().collect();
-        db.set_flow_table_names(BRIDGE, &names).await?;
-        // The management socket is there (ovs-vswitchd made it with the bridge); the connection
-        // itself is awaited after the node serves (see below).
-        if let Err(e) = std::os::unix::net::UnixStream::connect(&cfg.bridge_mgmt) {
+        let netlink = set_up_host(&node, cfg.mtu).await?;
+        clock.mark("host");
+        if let Err(e) = name_tables(&db, &cfg).await {
             connecting.abort();
-            bail!(
-                "opening OpenFlow to {}: {e}; is ovs-vswitchd running, and is that br0's \
-                 management socket (bridgeMgmt)?",
-                cfg.bridge_mgmt.display()
-            );
+            return Err(e);
         }
-        phases.push(("openflow", began.elapsed().as_millis()));
-        let store = ipam::Store::new(&cfg.ipam_dir, &cfg.cni_network_name)
-            .with_context(|| format!("lease directory {}", cfg.ipam_dir.display()))?;
-        // openshift-sdn's pods become ours before the pod table is rebuilt from the records.
-        let adopted = match &takeover {
-            Some(found) => Some(
-                found
-                    .adopt(&db, &state.borrow().clone(), &store, &cfg.ipam_dir, &node)
-                    .await
-                    .context("adopting openshift-sdn's pods")?,
-            ),
-            None => None,
-        };
-        let net = PodNetwork {
-            node: node.clone(),
-            mtu: cfg.mtu,
-            tx_checksum_off: cfg.pod_tx_checksum_off(),
-            netnamespace_wait: Duration::from_secs(cfg.netnamespace_wait_seconds),
-            egress_meters: cfg.datapath_type == flows::Datapath::Netdev,
-            port_pool_size: pool_size(&cfg, &netlink),
-        };
+        clock.mark("openflow");
+
         let flow_store = Arc::new(FlowStore::new(
             switch.clone(),
             node.mode == flows::Mode::Multitenant,
         ));
-        // The host iptables rules, with the egress IPs this node holds (their flows are staged
-        // for the first reconcile).
-        let egress_ips = Arc::new(EgressIps::new(
-            flow_store.clone(),
-            state.clone(),
-            &cfg.node_name,
-            node.clone(),
-            KUBE_PROXY_MASQUERADE_BIT,
-            netlink.clone(),
-        ));
-        let egress_ip_tenants = egress_ips
-            .sync(true, true)
-            .await
-            .context("installing the host iptables rules and egress IPs")?;
-        let pods = Arc::new(Pods::new(
-            net,
-            PodIo {
-                db: db.clone(),
-                store: flow_store.clone(),
-                links: netlink,
-                nat: Iptables::host(),
-            },
-            Arc::new(store),
-            state.clone(),
-        ));
-        phases.push(("setup", began.elapsed().as_millis()));
-        health.phase("rebuilding the pod table from OVS");
-        let (kept, removed) = pods.rebuild_from_ovs().await.map_err(|e| {
-            anyhow::anyhow!("rebuilding the pod table from OVS: {e} {}", e.details())
-        })?;
-        phases.push(("pods", began.elapsed().as_millis()));
-        let restored = pods
-            .restore_pool()
-            .await
-            .map_err(|e| anyhow::anyhow!("restoring the port pool: {e} {}", e.details()))?;
-        let (pool_kept, pool_deleted) = (restored.kept, restored.queued);
-        if takeover.is_some() || (pool_kept == 0 && kept > 0) {
-            // Pods run here and no pool was kept (a takeover, or the first start of the agent
-            // on a node with pods): no new link on the node until the runtime asks for a pod
-            // (see the pool's docs). Held before the CNI server serves, so the first ADD's
-            // demand is never overwritten.
-            pods.pool().hold_until_demand();
-        }
-        let orphans = pods
-            .release_orphan_leases(&restored.warm_leases, true)
-            .await
-            .map_err(|e| anyhow::anyhow!("releasing orphan leases: {e} {}", e.details()))?;
-
-        let nodes = Arc::new(RemoteNodes::new(
-            LocalNode {
-                name: cfg.node_name.clone(),
-                node_ip: node.node_ip,
-                subnet: node.local_subnet,
-            },
-            flow_store.clone(),
-            state.clone(),
-        ));
-        let remote_nodes = nodes.stage().await;
-        let egress = Arc::new(EgressFirewalls::new(flow_store.clone(), state.clone()));
-        // dnsName rules: their names resolved before the first reconcile (at most 2 s), so a
-        // restart keeps their rows on the bridge.
-        let egress_dns = if node.mode.has_vnids() {
-            match crate::features::egress_firewall::EgressDns::new(&cfg.egress_dns_servers) {
-                Ok(dns) => {
-                    egress.seed_dns(&dns, Duration::from_secs(2)).await;
-                    Some(dns)
-                }
-                Err(e) => {
-                    tracing::error!(error = %format!("{e:#}"), "egress firewall dnsName rules cannot resolve (they have no rows); fix the resolver configuration or set egressDNSServers");
-                    None
-                }
-            }
-        } else {
-            None
-        };
-        let egress_firewalls = if node.mode.has_vnids() {
-            egress.stage().await
-        } else {
-            0
-        };
-
-        // Networkpolicy mode: the policy rows of the pods found, staged for the first
-        // reconcile (a restart keeps them in place), and every later ADD asks for its own.
-        let policies = if node.mode == flows::Mode::NetworkPolicy {
-            let table = pods.clone();
-            let local: crate::features::network_policy::LocalPods = Arc::new(move || {
-                let table = table.clone();
-                Box::pin(async move {
-                    table
-                        .list()
-                        .await
-                        .into_iter()
-                        .map(|p| crate::features::network_policy::LocalPodRef {
-                            port: p.host_veth,
-                            ofport: p.ofport,
-                            namespace: p.namespace,
-                            name: p.name,
-                            ip: p.ip,
-                        })
-                        .collect()
-                })
-            });
-            let np = Arc::new(NetworkPolicies::new(
-                flow_store.clone(),
-                state.clone(),
-                node.local_subnet,
-                cfg.datapath_type,
-                local,
-                cfg.bridge_mgmt
-                    .parent()
-                    .unwrap_or(Path::new("/run/openvswitch"))
-                    .to_path_buf(),
-            ));
-            np.stage().await;
-            pods.set_policy(np.clone());
-            Some(np)
-        } else {
-            None
-        };
+        let (pods, found) = take_pods_back(
+            &cfg,
+            &node,
+            &db,
+            &flow_store,
+            &netlink,
+            &state,
+            takeover.as_ref(),
+            &health,
+            &mut clock,
+        )
+        .await?;
+        let (features, staged) =
+            stage_features(&cfg, &node, &flow_store, &netlink, &state, &pods).await?;
         let base = base_flows(&node);
         flow_store
             .stage(Change::new().set(Owner::Base, base.clone()))
             .await;
-        if node.mode.has_vnids() {
-            flow_store
-                .stage_multicast(state.borrow().multicast_vnids())
-                .await;
-        }
         let mut n = Daemon {
             conf_file: cfg
                 .cni_conf_dir
@@ -351,38 +113,54 @@ impl Daemon {
             pods,
             switch,
             store: flow_store,
-            nodes,
-            egress,
-            egress_ips,
-            policies,
+            features,
             db,
             base,
             server: None,
             tenant_confs: std::sync::Mutex::default(),
             maintenance: None,
-            state: state.clone(),
+            state,
             cluster: source,
             observer,
             endpoints,
         };
-        phases.push(("pool and leases", began.elapsed().as_millis()));
+        clock.mark("pool and leases");
         // Ready before the whole-bridge reconcile: the pod table, the pool and the leases are
         // known, and the bridge still holds the flows of every running pod (ovs-vswitchd kept
-        // them; a switch that restarted does not forward until `release_switch` below). A
-        // request that changes flows meanwhile waits for the reconcile in the flow store (it
-        // holds the store from dump to bundle), and a warm ADD needs no flow change at all.
+        // them; a switch that restarted does not forward until `release_switch`). A request
+        // that changes flows meanwhile waits for the reconcile in the flow store (it holds the
+        // store from dump to bundle), and a warm ADD needs no flow change at all.
         n.serve().await?;
-        phases.push(("serving", began.elapsed().as_millis()));
+        clock.mark("serving");
         // Our CNI config and host rules are in place: openshift-sdn's go.
-        let cleaned = if takeover.is_some() {
-            takeover::Found::clean_up(&n.config.cni_conf_dir, &n.config.ipam_dir)
+        let cleaned = match &takeover {
+            Some(_) => takeover::Found::clean_up(&n.config.cni_conf_dir, &n.config.ipam_dir)
                 .await
-                .context("removing what openshift-sdn left")?
-        } else {
-            Vec::new()
+                .context("removing what openshift-sdn left")?,
+            None => Vec::new(),
         };
-        // The node serves already: an ovs-vswitchd that is slow to answer (a long
-        // reconfiguration) gets a minute before the agent gives up.
+        n.await_openflow(connecting).await?;
+        // What the features' rows need before the first reconcile (the list of every pod of
+        // the cluster, for network policies' peers).
+        n.features.settle().await;
+        clock.mark("settled");
+        let stats = n.first_reconcile().await?;
+        clock.mark("flows");
+        found.log(&stats, &staged, &clock);
+        if let (Some(t), Some(adopted)) = (&takeover, &found.adopted) {
+            t.log_adopted(adopted, &cleaned, clock.began.elapsed());
+        }
+        return_free_memory();
+        n.start_background();
+        Ok(n)
+    }
+
+    /// The node serves already: an ovs-vswitchd that is slow to answer (a long
+    /// reconfiguration) gets a minute before the agent gives up.
+    async fn await_openflow(
+        &self,
+        connecting: tokio::task::JoinHandle<Result<(), ovs::openflow::OfError>>,
+    ) -> Result<()> {
         let mut connected = connecting
             .await
             .context("the OpenFlow connect task failed")?;
@@ -390,90 +168,47 @@ impl Daemon {
         while let Err(e) = connected {
             if tokio::time::Instant::now() >= give_up {
                 return Err(e).with_context(|| {
-                    format!("opening OpenFlow to {}", n.config.bridge_mgmt.display())
+                    format!("opening OpenFlow to {}", self.config.bridge_mgmt.display())
                 });
             }
-            tracing::warn!(bridge = %n.config.bridge_mgmt.display(), error = %e, "ovs-vswitchd has not answered OpenFlow yet; retrying");
+            tracing::warn!(bridge = %self.config.bridge_mgmt.display(), error = %e, "ovs-vswitchd has not answered OpenFlow yet; retrying");
             tokio::time::sleep(Duration::from_millis(200)).await;
-            connected = n.switch.client().await.map(drop);
+            connected = self.switch.client().await.map(drop);
         }
-        // Networkpolicy mode: the start-up reconcile waits for the list of every pod of the
-        // cluster (the peers of the policies), which completes in the background: rows staged
-        // before it allow less than the ones on the bridge, and the reconcile would cut the
-        // running pods' allowed traffic until the list came in.
-        if let Some(np) = &n.policies {
-            if wait_for_peer_pods(&n.state, PEER_POD_WAIT).await {
-                np.stage().await;
-            }
-            phases.push(("peer pods", began.elapsed().as_millis()));
-        }
-        n.pods
+        Ok(())
+    }
+
+    /// Meters no pod uses go, then the whole desired flow set is diffed against br0 in one
+    /// bundle; a switch that restarted while the agent was away waits for the pipeline (see
+    /// [`release_switch`]): it is complete now.
+    async fn first_reconcile(&self) -> Result<ReconcileStats> {
+        self.pods
             .remove_stray_meters()
             .await
             .map_err(|e| anyhow::anyhow!("removing stray egress meters: {e} {}", e.details()))?;
-        let stats = n
-            .reconcile_for("start")
+        let stats = self
+            .reconcile_for(Reason::Start)
             .await
             .context("reconciling the flows of br0")?;
-        phases.push(("flows", began.elapsed().as_millis()));
-        let phases: Vec<String> = phases.iter().map(|(p, ms)| format!("{p}:{ms}")).collect();
-        // A switch that restarted while the agent was away waits for the pipeline (see
-        // `release_switch`): it is complete now.
-        release_switch(&n.db).await;
-        tracing::info!(
-            pods = kept,
-            stale_pods_removed = removed,
-            orphan_leases_released = orphans,
-            pool_ports = pool_kept,
-            stale_ports_queued_for_deletion = pool_deleted,
-            remote_nodes,
-            egress_firewalls,
-            egress_ip_tenants,
-            flows = stats.desired,
-            added = stats.added,
-            groups = stats.groups,
-            deleted = stats.deleted,
-            refused = stats.refused.len(),
-            ms_at_end_of = %phases.join(","),
-            "br0 reconciled"
-        );
-        if let (Some(found), Some(adopted)) = (&takeover, adopted) {
-            tracing::info!(
-                pods = adopted.pods,
-                adopted_before = found.adopted_before,
-                namespace_unknown = adopted.unnamed,
-                leases = adopted.leases,
-                stale_leases = adopted.stale_leases,
-                removed = %cleaned.join(", "),
-                ms = began.elapsed().as_millis() as u64,
-                "took the node over from openshift-sdn: its pods are ours, its rows replaced in one bundle"
-            );
-        }
-        return_free_memory();
-        // The port pool: filled and kept full in the background (ADDs meanwhile add their own
-        // ports), so readiness does not wait for ovs-vswitchd to take a batch of ports.
-        let pods = n.pods.clone();
+        release_switch(&self.db).await;
+        Ok(stats)
+    }
+
+    /// The tasks that run while the node does: the port pool, filled and kept full (ADDs
+    /// meanwhile add their own ports, so readiness does not wait for ovs-vswitchd to take a
+    /// batch of ports), and the features' (egress IP node probes, dnsName lookups, the policy
+    /// rebuilds).
+    fn start_background(&mut self) {
+        let pods = self.pods.clone();
         let task = tokio::spawn(async move {
             pods.reap_dead_ports().await;
             pods.refill_pool().await;
             pods.maintain_ports().await
         });
-        n.observer.health.maintenance(task.abort_handle());
-        n.maintenance = Some(task);
-        // Nodes hosting egress IPs this node's tenants use: watched in the background.
-        n.endpoints
-            .push(tokio::spawn(n.egress_ips.clone().monitor()));
-        // NetworkPolicies: rebuilt on every change that matters, in the background.
-        if let Some(np) = &n.policies {
-            n.endpoints.push(tokio::spawn(np.clone().run()));
-        }
-        // dnsName rules of egress firewalls: kept current in the background.
-        if let Some(dns) = egress_dns {
-            tracing::info!(servers = %dns.source(), "egress firewall dnsName rules resolve through these DNS servers");
-            n.endpoints
-                .push(tokio::spawn(n.egress.clone().follow_dns(dns)));
-        }
-        Ok(n)
+        self.observer.health.maintenance(task.abort_handle());
+        self.maintenance = Some(task);
+        let tasks = self.features.start_background();
+        self.endpoints.extend(tasks);
     }
 
     async fn serve(&mut self) -> Result<()> {
@@ -488,9 +223,7 @@ impl Daemon {
             source: self.cluster.clone(),
             health: self.observer.health.clone(),
             version_note: self.base.last().cloned(),
-            egress: self.egress.clone(),
-            egress_ips: self.egress_ips.clone(),
-            policies: self.policies.clone(),
+            features: self.features.clone(),
         });
         self.observer.set_view(view.clone());
         self.endpoints
@@ -530,40 +263,330 @@ impl Daemon {
     }
 }
 
-/// How long the start-up reconcile waits for the list of every pod (networkpolicy mode).
-const PEER_POD_WAIT: Duration = Duration::from_secs(120);
+/// Where start-up time goes, for the "br0 reconciled" line: each phase and the milliseconds
+/// since the start at its end.
+#[derive(Debug)]
+pub(super) struct Phases {
+    began: std::time::Instant,
+    marks: Vec<(&'static str, u128)>,
+}
 
-/// Waits until the cluster state holds every pod of the cluster (networkpolicy mode), at most
-/// `wait`; returns whether it had to wait (the policy rows are then staged again). Past `wait`
-/// the agent goes on failing closed: its rows allow only the peers it knows, and the policy
-/// task rebuilds them when the list completes.
-async fn wait_for_peer_pods(
-    state: &tokio::sync::watch::Receiver<Arc<cluster::ClusterState>>,
-    wait: Duration,
-) -> bool {
-    let mut rx = state.clone();
-    if rx.borrow_and_update().peer_pods_listed {
-        return false;
-    }
-    tracing::info!("serving; the start-up reconcile waits for the list of every pod of the cluster (NetworkPolicy peers)");
-    let listed = tokio::time::timeout(wait, async {
-        loop {
-            if rx.changed().await.is_err() {
-                return false;
-            }
-            if rx.borrow_and_update().peer_pods_listed {
-                return true;
-            }
+impl Phases {
+    fn started() -> Phases {
+        Phases {
+            began: std::time::Instant::now(),
+            marks: Vec::new(),
         }
-    })
-    .await;
-    if !matches!(listed, Ok(true)) {
-        tracing::error!(
-            seconds = wait.as_secs(),
-            "the pods of the cluster are not listed yet: reconciling br0 with the NetworkPolicy peers known so far (connections policies allow from unlisted pods are dropped until the list completes); check the API server's load and the Pod watch's errors in sdnctl status"
+    }
+
+    fn mark(&mut self, phase: &'static str) {
+        self.marks.push((phase, self.began.elapsed().as_millis()));
+    }
+
+    fn shown(&self) -> String {
+        let marks: Vec<String> = self
+            .marks
+            .iter()
+            .map(|(p, ms)| format!("{p}:{ms}"))
+            .collect();
+        marks.join(",")
+    }
+}
+
+/// NetworkPolicies, namespace labels and pod labels come from the Kubernetes API; a standalone
+/// node would run without any policy, isolating nothing, silently.
+fn refuse_policies_without_kubernetes(cfg: &Config) -> Result<()> {
+    if cfg.mode == flows::Mode::NetworkPolicy
+        && matches!(cfg.cluster_state, ClusterStateSource::Standalone(_))
+    {
+        bail!(
+            "mode networkpolicy needs clusterState: kubernetes (NetworkPolicies, namespace and \
+             pod labels come from the API server; a standalone state directory holds none, so \
+             no pod would be isolated): use multitenant for a standalone node"
         );
     }
-    true
+    Ok(())
+}
+
+/// The cluster state: a standalone directory (seeded with this node's HostSubnet), or the
+/// Kubernetes API, whose ClusterNetwork must say what this agent's settings say.
+async fn load_cluster_state(
+    cfg: &Config,
+    health: &crate::operator::observe::Health,
+) -> Result<(
+    Arc<dyn ClusterSource>,
+    tokio::sync::watch::Receiver<Arc<ClusterState>>,
+)> {
+    match &cfg.cluster_state {
+        ClusterStateSource::Standalone(dir) => {
+            cluster::seed(
+                dir,
+                &cfg.node_name,
+                cfg.node_ip,
+                &cluster::ClusterNetworkSpec::from_config(cfg),
+            )
+            .with_context(|| format!("preparing the cluster state in {}", dir.display()))?;
+            let src = cluster::StandaloneSource::start(dir, cluster::DEFAULT_POLL_INTERVAL)
+                .with_context(|| format!("watching the cluster state in {}", dir.display()))?;
+            let rx = src.subscribe();
+            Ok((Arc::new(src), rx))
+        }
+        ClusterStateSource::Kubernetes => {
+            let client = cluster::kube::client(cfg.kubeconfig.as_deref()).await?;
+            let src = cluster::kube::KubeSource::start(
+                client,
+                &cfg.node_name,
+                cfg.mode == flows::Mode::NetworkPolicy,
+                Duration::from_secs(60),
+            )
+            .await?;
+            health.phase("waiting for this node's HostSubnet (the controller creates it)");
+            src.wait_for_host_subnet(
+                &cfg.node_name,
+                Duration::from_secs(cfg.host_subnet_wait_seconds),
+            )
+            .await?;
+            // The agent and the controller must agree on the network (same ConfigMap).
+            if let Some(cn) = &src.current().cluster_network {
+                let spec = cluster::ClusterNetworkSpec::from_config(cfg);
+                if let Some((field, in_cluster, in_config)) = spec.difference(cn) {
+                    bail!(
+                        "the cluster's ClusterNetwork default has {field} {in_cluster}, this \
+                         agent's configuration says {in_config}; give the agent the \
+                         controller's settings (a live cluster network is never changed)"
+                    );
+                }
+            }
+            let rx = src.subscribe();
+            Ok((Arc::new(src), rx))
+        }
+    }
+}
+
+/// br0 (secure fail mode, OpenFlow 1.3) and its two fixed ports: `vxlan0` at ofport 1, `tun0`
+/// at ofport 2 (with the MAC openshift-sdn gave it when the node was taken over).
+async fn set_up_bridge(db: &ovs::ovsdb::Client, cfg: &Config, node: &NodeConfig) -> Result<()> {
+    let spec = BridgeSpec {
+        datapath_type: cfg.datapath_type.datapath_type().to_string(),
+        fail_mode: Some(FailMode::Secure),
+        protocols: vec!["OpenFlow13".into()],
+        other_config: BTreeMap::new(),
+    };
+    db.ensure_bridge(BRIDGE, &spec).await?;
+    let mut vxlan = PortSpec::new("vxlan0", "vxlan");
+    vxlan.options = BTreeMap::from([
+        ("remote_ip".to_string(), "flow".to_string()),
+        ("key".to_string(), "flow".to_string()),
+        ("dst_port".to_string(), cfg.vxlan_port.to_string()),
+    ]);
+    vxlan.ofport_request = Some(1);
+    let mut tun = PortSpec::new("tun0", "internal");
+    tun.ofport_request = Some(2);
+    tun.mtu_request = Some(cfg.mtu);
+    tun.mac = Some(node.tun0_mac().to_string());
+    if node.tun0_mac.is_some() {
+        tun.external_ids =
+            BTreeMap::from([(takeover::KEPT_MAC_KEY.to_string(), "openshift-sdn".into())]);
+    }
+    for port in [vxlan, tun] {
+        let ofport = db.add_port(BRIDGE, &port).await?;
+        if ofport != u32::from(port.ofport_request.unwrap_or(0)) {
+            bail!(
+                "{} has ofport {ofport} on {BRIDGE}, the pipeline needs {}; another port took \
+                 it: remove that port or the bridge and start again",
+                port.name,
+                port.ofport_request.unwrap_or(0)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The host side: tun0's address, MTU and routes; forwarding; `route_localnet` (host ports on
+/// 127.0.0.1: DNAT to a pod and route out of tun0 needs it). Returns the netlink handle.
+async fn set_up_host(node: &NodeConfig, mtu: u32) -> Result<Netlink> {
+    configure_tun0(node, mtu).await?;
+    crate::host::netlink::enable_ip_forward().context("enabling net.ipv4.ip_forward")?;
+    crate::host::netlink::set_sysctl("net/ipv4/conf/all/route_localnet", "1")
+        .context("enabling net.ipv4.conf.all.route_localnet (host ports on 127.0.0.1)")?;
+    Netlink::new().context("opening rtnetlink")
+}
+
+/// The flow tables' names, and a check that br0's management socket is there (ovs-vswitchd
+/// made it with the bridge); the OpenFlow connection itself is awaited after the node serves.
+async fn name_tables(db: &ovs::ovsdb::Client, cfg: &Config) -> Result<()> {
+    let names: Vec<(u8, &str)> = Table::names().collect();
+    db.set_flow_table_names(BRIDGE, &names).await?;
+    if let Err(e) = std::os::unix::net::UnixStream::connect(&cfg.bridge_mgmt) {
+        bail!(
+            "opening OpenFlow to {}: {e}; is ovs-vswitchd running, and is that br0's \
+             management socket (bridgeMgmt)?",
+            cfg.bridge_mgmt.display()
+        );
+    }
+    Ok(())
+}
+
+/// What start-up found of the pods, the pool and the leases, for the "br0 reconciled" line.
+#[derive(Debug)]
+struct Found {
+    /// Pods rebuilt from their ports' records.
+    kept: usize,
+    /// Pods whose netns or veth was gone.
+    removed: usize,
+    /// Pool ports kept.
+    pool_kept: usize,
+    /// Stale pool ports queued for deletion.
+    pool_deleted: usize,
+    /// Leases no pod holds, released.
+    orphans: usize,
+    /// openshift-sdn's pods, when the node was taken over.
+    adopted: Option<takeover::Adopted>,
+}
+
+impl Found {
+    fn log(&self, stats: &ReconcileStats, staged: &[(&'static str, usize)], clock: &Phases) {
+        tracing::info!(
+            pods = self.kept,
+            stale_pods_removed = self.removed,
+            orphan_leases_released = self.orphans,
+            pool_ports = self.pool_kept,
+            stale_ports_queued_for_deletion = self.pool_deleted,
+            staged = %staged.iter().map(|(f, n)| format!("{f}:{n}")).collect::<Vec<_>>().join(","),
+            flows = stats.desired,
+            added = stats.added,
+            groups = stats.groups,
+            deleted = stats.deleted,
+            refused = stats.refused.len(),
+            ms_at_end_of = %clock.shown(),
+            "br0 reconciled"
+        );
+    }
+}
+
+/// The pods: openshift-sdn's adopted first (a takeover), then the pod table rebuilt from the
+/// pod ports' records, the port pool and the leases taken back.
+#[allow(clippy::too_many_arguments)]
+async fn take_pods_back(
+    cfg: &Config,
+    node: &NodeConfig,
+    db: &ovs::ovsdb::Client,
+    flow_store: &Arc<FlowStore<Switch>>,
+    netlink: &Netlink,
+    state: &tokio::sync::watch::Receiver<Arc<ClusterState>>,
+    takeover: Option<&takeover::Found>,
+    health: &crate::operator::observe::Health,
+    clock: &mut Phases,
+) -> Result<(Arc<Pods>, Found)> {
+    let store = ipam::Store::new(&cfg.ipam_dir, &cfg.cni_network_name)
+        .with_context(|| format!("lease directory {}", cfg.ipam_dir.display()))?;
+    // openshift-sdn's pods become ours before the pod table is rebuilt from the records.
+    let adopted = match takeover {
+        Some(found) => Some(
+            found
+                .adopt(db, &state.borrow().clone(), &store, &cfg.ipam_dir, node)
+                .await
+                .context("adopting openshift-sdn's pods")?,
+        ),
+        None => None,
+    };
+    let net = PodNetwork {
+        node: node.clone(),
+        mtu: cfg.mtu,
+        tx_checksum_off: cfg.pod_tx_checksum_off(),
+        netnamespace_wait: Duration::from_secs(cfg.netnamespace_wait_seconds),
+        egress_meters: cfg.datapath_type == flows::Datapath::Netdev,
+        port_pool_size: pool_size(cfg, netlink),
+    };
+    let io = PodIo {
+        db: db.clone(),
+        store: flow_store.clone(),
+        links: netlink.clone(),
+        nat: Iptables::host(),
+    };
+    let pods = Arc::new(Pods::new(net, io, Arc::new(store), state.clone()));
+    clock.mark("setup");
+    health.phase("rebuilding the pod table from OVS");
+    let (kept, removed) = pods
+        .rebuild_from_ovs()
+        .await
+        .map_err(|e| anyhow::anyhow!("rebuilding the pod table from OVS: {e} {}", e.details()))?;
+    clock.mark("pods");
+    let restored = pods
+        .restore_pool()
+        .await
+        .map_err(|e| anyhow::anyhow!("restoring the port pool: {e} {}", e.details()))?;
+    if takeover.is_some() || (restored.kept == 0 && kept > 0) {
+        // Pods run here and no pool was kept (a takeover, or the first start of the agent on
+        // a node with pods): no new link on the node until the runtime asks for a pod (see the
+        // pool's docs). Held before the CNI server serves, so the first ADD's demand is never
+        // overwritten.
+        pods.pool().hold_until_demand();
+    }
+    let orphans = pods
+        .release_orphan_leases(&restored.warm_leases, true)
+        .await
+        .map_err(|e| anyhow::anyhow!("releasing orphan leases: {e} {}", e.details()))?;
+    let found = Found {
+        kept,
+        removed,
+        pool_kept: restored.kept,
+        pool_deleted: restored.queued,
+        orphans,
+        adopted,
+    };
+    Ok((pods, found))
+}
+
+/// The node's features (`features::register`), each with its rows staged for the first
+/// reconcile (and its host rules in place); the pod logic gets their pod hooks.
+async fn stage_features(
+    cfg: &Config,
+    node: &NodeConfig,
+    flow_store: &Arc<FlowStore<Switch>>,
+    netlink: &Netlink,
+    state: &tokio::sync::watch::Receiver<Arc<ClusterState>>,
+    pods: &Arc<Pods>,
+) -> Result<(features::Features, Vec<(&'static str, usize)>)> {
+    let table = pods.clone();
+    let local_pods: crate::features::network_policy::LocalPods = Arc::new(move || {
+        let table = table.clone();
+        Box::pin(async move {
+            table
+                .list()
+                .await
+                .into_iter()
+                .map(|p| crate::features::network_policy::LocalPodRef {
+                    port: p.host_veth,
+                    ofport: p.ofport,
+                    namespace: p.namespace,
+                    name: p.name,
+                    ip: p.ip,
+                })
+                .collect()
+        })
+    });
+    let all = features::register(&features::Context {
+        store: flow_store.clone(),
+        state: state.clone(),
+        node: node.clone(),
+        config: cfg.clone(),
+        netlink: netlink.clone(),
+        local_pods,
+        ovs_run_dir: cfg
+            .bridge_mgmt
+            .parent()
+            .unwrap_or(Path::new("/run/openvswitch"))
+            .to_path_buf(),
+    });
+    let staged = all.stage().await.map_err(|(name, e)| {
+        anyhow::anyhow!("staging {name}: {}", features::contract::chain(e.as_ref()))
+    })?;
+    // Every later ADD asks the features' pod hooks (network policies) for its own rows.
+    for policy in all.pod_policies() {
+        pods.set_policy(policy);
+    }
+    Ok((all, staged))
 }
 
 /// Where the port pool's parking namespace is pinned: next to the CNI socket (the agent's run

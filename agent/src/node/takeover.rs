@@ -501,6 +501,25 @@ pub struct Adopted {
 }
 
 impl Found {
+    /// Logs what the takeover did, once the first reconcile replaced openshift-sdn's rows.
+    pub(super) fn log_adopted(
+        &self,
+        adopted: &Adopted,
+        removed: &[String],
+        took: std::time::Duration,
+    ) {
+        tracing::info!(
+            pods = adopted.pods,
+            adopted_before = self.adopted_before,
+            namespace_unknown = adopted.unnamed,
+            leases = adopted.leases,
+            stale_leases = adopted.stale_leases,
+            removed = %removed.join(", "),
+            ms = took.as_millis() as u64,
+            "took the node over from openshift-sdn: its pods are ours, its rows replaced in one bundle"
+        );
+    }
+
     /// Gives each pod port our record (next to openshift-sdn's keys, which stay), tags its QoS
     /// row with the attachment, and moves the pods' leases into `store` (see the module docs).
     pub async fn adopt(

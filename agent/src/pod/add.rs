@@ -54,6 +54,50 @@ const SWITCH_GRACE: std::time::Duration = std::time::Duration::from_millis(700);
 /// How long that question waits for br0's answer.
 const SWITCH_PROBE: std::time::Duration = std::time::Duration::from_millis(500);
 
+/// Where an ADD's time went, for the "pod wired" line, and its deadline.
+struct StepClock {
+    started: Instant,
+    deadline: Instant,
+    /// Each step and the milliseconds since the start when it began.
+    marks: std::sync::Mutex<Vec<(&'static str, u128)>>,
+}
+
+impl StepClock {
+    fn started(deadline: Instant) -> StepClock {
+        StepClock {
+            started: Instant::now(),
+            deadline,
+            marks: std::sync::Mutex::default(),
+        }
+    }
+
+    /// Notes that `step` begins; refuses it once the deadline passed.
+    fn check(&self, step: &'static str) -> Result<(), PodError> {
+        lock(&self.marks).push((step, self.started.elapsed().as_millis()));
+        if Instant::now() >= self.deadline {
+            return Err(PodError::Deadline { step });
+        }
+        Ok(())
+    }
+
+    fn shown(&self) -> String {
+        let marks: Vec<String> = lock(&self.marks)
+            .iter()
+            .map(|(s, ms)| format!("{s}:{ms}"))
+            .collect();
+        marks.join(",")
+    }
+}
+
+/// What steps 2 and 3 made: the pod's interface and port, its record and host ports.
+struct Plugged {
+    host_veth: String,
+    link: netlink::PodLink,
+    ofport: u32,
+    record: PortRecord,
+    mappings: Vec<hostports::PortMapping>,
+}
+
 /// What the ADD established before its steps ran.
 struct Plan<'a> {
     at: &'a Attachment,
@@ -144,28 +188,75 @@ impl<Io: NodeIo> Pods<Io> {
         }
     }
 
+    /// ADD's steps, in order (see the module docs of [`super`]): each pushes its undo before
+    /// it runs, and none starts after the request's deadline.
     async fn add_steps(&self, plan: &Plan<'_>, done: &mut Vec<Undo>) -> Result<Wired, PodError> {
-        let at = plan.at;
-        let a = &at.id;
-        let deadline = at.deadline;
-        // Where the time went, for the "pod wired" line: (step, ms) at each step's end.
-        let started = Instant::now();
-        let marks = std::sync::Mutex::new(Vec::<(&'static str, u128)>::new());
-        let check_deadline = |step: &'static str| {
-            lock(&marks).push((step, started.elapsed().as_millis()));
-            if Instant::now() >= deadline {
-                Err(PodError::Deadline { step })
-            } else {
-                Ok(())
+        let a = &plan.at.id;
+        let clock = StepClock::started(plan.at.deadline);
+        // 1. Lease: a warm port's address, or a new lease (and a plain pool port, if one is
+        // ready).
+        let (ip, warm) = self.take_address(plan, done).await?;
+        let pooled = match &warm {
+            Some(w) => {
+                self.hand_over_warm_port(a, w, done).await?;
+                Some(w.port.clone())
             }
+            None if plan.at.plain_veth_for.is_some() => None,
+            None => self.pool.take(self.net.port_pool_size),
         };
+        clock.check("creating the veth")?;
+        // 2 and 3. The veth and the OVS port, with the pod's record.
+        let plugged = self
+            .plug(plan, ip, warm.is_some(), pooled.as_ref(), done, &clock)
+            .await?;
+        clock.check("applying bandwidth limits")?;
+        // 3b. Bandwidth limits.
+        let egress_meter = plugged.record.meter.map(|m| m.id);
+        if !plan.bandwidth.is_empty() {
+            done.push(Undo::Bandwidth);
+            self.apply_bandwidth(a, &plugged.host_veth, &plan.bandwidth, egress_meter)
+                .await?;
+        }
+        clock.check("installing the pod's flows")?;
+        // 4. Flows, and the pod in the table.
+        let pod = self
+            .install_pod(plan, ip, &plugged, egress_meter, warm.as_ref(), done)
+            .await?;
+        // 5. Host ports: the pod's nat chain (one sync of all host port rules).
+        if !plugged.mappings.is_empty() {
+            clock.check("installing the host port rules")?;
+            done.push(Undo::HostPorts);
+            self.hostports.set_ip(&a.container_id, &a.ifname, ip);
+            self.hostports
+                .sync()
+                .await
+                .map_err(PodError::iptables(format!(
+                    "installing the host port rules of {a}"
+                )))?;
+        }
+        tracing::info!(
+            sandbox = %a.container_id, ifname = %a.ifname, namespace = %pod.namespace,
+            pod = %pod.name, %ip, ofport = pod.ofport, vnid = %pod.vnid,
+            pooled_port = pooled.is_some(), warm_port = warm.is_some(),
+            ms_before = %clock.shown(), ms = clock.started.elapsed().as_millis(), "pod wired"
+        );
+        Ok(Wired {
+            pod,
+            host_mac: plugged.link.host_mac,
+        })
+    }
 
-        // 1. Lease: a warm port of the pod's VNID brings its own address (and its flows are on
-        // the bridge already, see `pool`); else a new lease, and a plain pool port if one is
-        // ready. Requested addresses and bandwidth limits take the plain way.
-        // A pod a network policy selects needs its own rows before its first packet: it takes
-        // the plain way, whose flows go in with them.
-        // So does a pod whose network chains a plugin that needs a veth (`cni::chain`).
+    /// Step 1: a warm port of the pod's VNID brings its own address (and its flows are on the
+    /// bridge already, see `pool`); else a new lease. Requested addresses and bandwidth limits
+    /// take the plain way; so does a pod a network policy selects (it needs its own rows before
+    /// its first packet, and the plain way's flows go in with them), and a pod whose network
+    /// chains a plugin that needs a veth or whose chain the agent cannot see (`cni::chain`).
+    async fn take_address(
+        &self,
+        plan: &Plan<'_>,
+        done: &mut Vec<Undo>,
+    ) -> Result<(std::net::Ipv4Addr, Option<pool::WarmPort>), PodError> {
+        let at = plan.at;
         let eligible = plan.requested.is_none()
             && plan.bandwidth.is_empty()
             && at.plain_veth_for.is_none()
@@ -173,48 +264,52 @@ impl<Io: NodeIo> Pods<Io> {
                 .policy
                 .get()
                 .is_none_or(|p| !p.selects(&at.namespace, &at.pod));
-        let taken = if eligible {
-            self.pool.take_warm(plan.vnid, self.warm_target())
-        } else {
-            None
-        };
-        let (ip, warm) = match taken {
-            Some(w) => (w.ip, Some(w)),
-            None => {
-                let range = self.net.range();
-                let (cid, ifn) = (a.container_id.clone(), a.ifname.clone());
-                let requested = plan.requested;
-                match self
-                    .ipam(move |store| store.allocate(&range, &cid, &ifn, requested))
-                    .await
-                {
-                    Ok(lease) => {
-                        done.push(Undo::Lease);
-                        (lease.ip, None)
-                    }
-                    // Every address is taken, some by warm ports: take one of any VNID.
-                    Err(PodError::Ipam(e @ crate::host::ipam::IpamError::Exhausted { .. })) => {
-                        match eligible.then(|| self.pool.take_any_warm()).flatten() {
-                            Some(w) => (w.ip, Some(w)),
-                            None => return Err(PodError::Ipam(e)),
-                        }
-                    }
-                    Err(e) => return Err(e),
+        if let Some(w) = eligible
+            .then(|| self.pool.take_warm(plan.vnid, self.warm_target()))
+            .flatten()
+        {
+            return Ok((w.ip, Some(w)));
+        }
+        let range = self.net.range();
+        let (cid, ifn) = (at.id.container_id.clone(), at.id.ifname.clone());
+        let requested = plan.requested;
+        match self
+            .ipam(move |store| store.allocate(&range, &cid, &ifn, requested))
+            .await
+        {
+            Ok(lease) => {
+                done.push(Undo::Lease);
+                Ok((lease.ip, None))
+            }
+            // Every address is taken, some by warm ports: take one of any VNID.
+            Err(PodError::Ipam(e @ crate::host::ipam::IpamError::Exhausted { .. })) => {
+                match eligible.then(|| self.pool.take_any_warm()).flatten() {
+                    Some(w) => Ok((w.ip, Some(w))),
+                    None => Err(PodError::Ipam(e)),
                 }
             }
-        };
-        let pooled = match &warm {
-            Some(w) => {
-                self.hand_over_warm_port(a, w, done).await?;
-                Some(w.port.clone())
-            }
-            None if at.plain_veth_for.is_some() => None,
-            None => self.pool.take(self.net.port_pool_size),
-        };
-        check_deadline("creating the veth")?;
+            Err(e) => Err(e),
+        }
+    }
 
-        // 2. Veth: a pooled pair when one is ready (its port exists already), else a new one.
-        let host_veth = pooled.as_ref().map_or_else(
+    /// Steps 2 and 3: the pod's interface (on a pooled pair's parked peer when one was taken,
+    /// else a new veth) and its OVS port with the pod's record. A pooled port exists already:
+    /// its record is written while the pod interface is made (two round trips at once, to the
+    /// kernel and to ovsdb-server, whose transactions slow as the database grows: 0 ms at 100
+    /// pods, 2 ms at 1000). Either failing undoes both (the pooled pair's Veth and Port undos
+    /// are in `done` already), and a crash in between leaves a pod record on a free pool peer,
+    /// which a restart removes like a pod whose interface is gone.
+    async fn plug(
+        &self,
+        plan: &Plan<'_>,
+        ip: std::net::Ipv4Addr,
+        warm: bool,
+        pooled: Option<&pool::PooledPort>,
+        done: &mut Vec<Undo>,
+        clock: &StepClock,
+    ) -> Result<Plugged, PodError> {
+        let a = &plan.at.id;
+        let host_veth = pooled.map_or_else(
             || netlink::host_veth_name(&a.container_id, &a.ifname),
             |p| p.host.clone(),
         );
@@ -234,22 +329,68 @@ impl<Io: NodeIo> Pods<Io> {
                 .collect(),
             mtu: self.net.mtu,
             tx_checksum_off: self.net.tx_checksum_off,
-            pool_peer: pooled.as_ref().map(|p| p.peer.clone()),
+            pool_peer: pooled.map(|p| p.peer.clone()),
         };
-        if warm.is_none() {
+        if !warm {
             done.push(Undo::Veth(host_veth.clone()));
             if pooled.is_some() {
                 // A taken pool port is the ADD's own from now on: undone with it.
                 done.push(Undo::Port(host_veth.clone()));
             }
         }
-        // 3. OVS port, with the pod's record. A pooled port exists already: its record is
-        // written while the pod interface is made (two round trips at once, to the kernel and
-        // to ovsdb-server, whose transactions slow as the database grows: 0 ms at 100 pods, 2 ms
-        // at 1000). Either failing undoes both (the pooled pair's Veth and Port undos are in
-        // `done` already), and a crash in between leaves a pod record on a free pool peer,
-        // which a restart removes like a pod whose interface is gone.
-        let egress_meter = if self.net.egress_meters && plan.bandwidth.policing().is_some() {
+        let record = self.port_record(plan, ip, done)?;
+        let mappings = self.hostports.mappings(&a.container_id, &a.ifname);
+        let (link, ofport) = match pooled {
+            // The port exists: its record replaces the pool marker (ovs-vswitchd does not read
+            // external ids, so nothing waits for it).
+            Some(p) => {
+                let ids = record.to_external_ids();
+                let (link, recorded) = tokio::join!(
+                    self.links.create_pod_link(&spec),
+                    self.db.replace_interface_external_ids(&host_veth, &ids)
+                );
+                let link = link?;
+                recorded.map_err(PodError::ovsdb(format!(
+                    "recording the pod on port {host_veth}"
+                )))?;
+                clock.check("adding the OVS port")?;
+                // The number OVS gives the port now: a restarted ovs-vswitchd may have numbered
+                // it anew since the pool recorded it.
+                let now = self
+                    .db
+                    .ofport_now(&host_veth)
+                    .and_then(|n| u32::try_from(n).ok())
+                    .filter(|n| *n > 0);
+                (link, now.unwrap_or(p.ofport))
+            }
+            None => {
+                let link = self.links.create_pod_link(&spec).await?;
+                clock.check("adding the OVS port")?;
+                let mut port = PortSpec::new(host_veth.clone(), "");
+                port.external_ids = record.to_external_ids();
+                done.push(Undo::Port(host_veth.clone()));
+                (link, self.add_port_while_switch_answers(&port).await?)
+            }
+        };
+        Ok(Plugged {
+            host_veth,
+            link,
+            ofport,
+            record,
+            mappings,
+        })
+    }
+
+    /// The pod's port record, with its egress meter reserved when its egress is limited on
+    /// the userspace datapath.
+    fn port_record(
+        &self,
+        plan: &Plan<'_>,
+        ip: std::net::Ipv4Addr,
+        done: &mut Vec<Undo>,
+    ) -> Result<PortRecord, PodError> {
+        let (at, a) = (plan.at, &plan.at.id);
+        let meter = if self.net.egress_meters && plan.bandwidth.policing().is_some() {
             let m = self.reserve_meter(a)?;
             done.push(Undo::Meter(m));
             Some(MeterRecord {
@@ -263,7 +404,7 @@ impl<Io: NodeIo> Pods<Io> {
             None
         };
         let mappings = self.hostports.mappings(&a.container_id, &a.ifname);
-        let record = PortRecord {
+        Ok(PortRecord {
             attachment: a.clone(),
             ip: Some(ip),
             namespace: at.namespace.clone(),
@@ -271,74 +412,46 @@ impl<Io: NodeIo> Pods<Io> {
             netns: plan.netns.display().to_string(),
             vnid: Some(plan.vnid),
             hostports: (!mappings.is_empty()).then(|| hostports::to_json(&mappings)),
-            meter: egress_meter,
+            meter,
             bandwidth: plan.bandwidth,
             // create_pod_link hardens a new host end; a pool port's was hardened when the pool
             // made it.
             hardened: Hardening::Full,
-        };
-        let (link, ofport) = match &pooled {
-            // The port exists: its record replaces the pool marker (ovs-vswitchd does not read
-            // external ids, so nothing waits for it).
-            Some(p) => {
-                let ids = record.to_external_ids();
-                let (link, recorded) = tokio::join!(
-                    self.links.create_pod_link(&spec),
-                    self.db.replace_interface_external_ids(&host_veth, &ids)
-                );
-                let link = link?;
-                recorded.map_err(PodError::ovsdb(format!(
-                    "recording the pod on port {host_veth}"
-                )))?;
-                check_deadline("adding the OVS port")?;
-                // The number OVS gives the port now: a restarted ovs-vswitchd may have numbered
-                // it anew since the pool recorded it.
-                let now = self
-                    .db
-                    .ofport_now(&host_veth)
-                    .and_then(|n| u32::try_from(n).ok())
-                    .filter(|n| *n > 0);
-                (link, now.unwrap_or(p.ofport))
-            }
-            None => {
-                let link = self.links.create_pod_link(&spec).await?;
-                check_deadline("adding the OVS port")?;
-                let mut port = PortSpec::new(host_veth.clone(), "");
-                port.external_ids = record.to_external_ids();
-                done.push(Undo::Port(host_veth.clone()));
-                // ovs-vswitchd numbers the port; one that does not answer OpenFlow either
-                // (stopped, or busy reconfiguring a huge bridge) is "try again later" within
-                // about a second, not a wait for the OVSDB timeout.
-                let adding = self.db.add_port(BRIDGE, &port);
-                let ofport = tokio::select! {
-                    added = adding => added.map_err(PodError::ovsdb(format!(
-                        "adding port {host_veth} to {BRIDGE}"
-                    )))?,
-                    waited = self.switch_stops_answering() => {
-                        return Err(PodError::SwitchNotAnswering {
-                            bridge: BRIDGE.to_string(),
-                            port: host_veth.clone(),
-                            waited,
-                        })
-                    }
-                };
-                (link, ofport)
-            }
-        };
-        check_deadline("applying bandwidth limits")?;
+        })
+    }
 
-        // 3b. Bandwidth limits.
-        let egress_meter = egress_meter.map(|m| m.id);
-        if !plan.bandwidth.is_empty() {
-            done.push(Undo::Bandwidth);
-            self.apply_bandwidth(a, &host_veth, &plan.bandwidth, egress_meter)
-                .await?;
+    /// Adds `port` to br0 and waits for ovs-vswitchd to number it; one that does not answer
+    /// OpenFlow either (stopped, or busy reconfiguring a huge bridge) is "try again later"
+    /// within about a second, not a wait for the OVSDB timeout.
+    async fn add_port_while_switch_answers(&self, port: &PortSpec) -> Result<u32, PodError> {
+        let adding = self.db.add_port(BRIDGE, port);
+        tokio::select! {
+            added = adding => added.map_err(PodError::ovsdb(format!(
+                "adding port {} to {BRIDGE}", port.name
+            ))),
+            waited = self.switch_stops_answering() => Err(PodError::SwitchNotAnswering {
+                bridge: BRIDGE.to_string(),
+                port: port.name.clone(),
+                waited,
+            }),
         }
-        check_deadline("installing the pod's flows")?;
+    }
 
-        // 4. Flows: installed outside the table lock (a bundle can wait for ovs-vswitchd for a
-        // while, and warm ADDs must not queue behind it); the VNID is checked again under the
-        // lock, where the pod enters the table, so a VNID re-flow never misses the pod.
+    /// Step 4: the pod's flows (and, in networkpolicy mode, its policy rows in the same
+    /// bundle), installed outside the table lock (a bundle can wait for ovs-vswitchd for a
+    /// while, and warm ADDs must not queue behind it); the VNID is checked again under the
+    /// lock, where the pod enters the table, so a VNID re-flow never misses the pod.
+    async fn install_pod(
+        &self,
+        plan: &Plan<'_>,
+        ip: std::net::Ipv4Addr,
+        plugged: &Plugged,
+        egress_meter: Option<u32>,
+        warm: Option<&pool::WarmPort>,
+        done: &mut Vec<Undo>,
+    ) -> Result<Pod, PodError> {
+        let (at, a) = (plan.at, &plan.at.id);
+        let (host_veth, ofport) = (&plugged.host_veth, plugged.ofport);
         let mut pod = Pod {
             attachment: a.clone(),
             namespace: at.namespace.clone(),
@@ -349,11 +462,10 @@ impl<Io: NodeIo> Pods<Io> {
             ofport,
             vnid: plan.vnid,
             egress_meter,
-            hostports: record.hostports.clone(),
+            hostports: plugged.record.hostports.clone(),
             limits: plan.bandwidth,
             hardened: Hardening::Full,
         };
-        // Networkpolicy mode: the pod's own policy rows, in the same bundle as its flows.
         let policy_rows = self.policy.get().map_or_else(Vec::new, |p| {
             p.rows(&LocalPodRef {
                 port: host_veth.clone(),
@@ -374,10 +486,7 @@ impl<Io: NodeIo> Pods<Io> {
         };
         // A warm port of the pod's VNID has the pod's flows already (unless OVS numbered it
         // anew meanwhile).
-        if warm
-            .as_ref()
-            .is_none_or(|w| w.vnid != pod.vnid || w.port.ofport != ofport)
-        {
+        if warm.is_none_or(|w| w.vnid != pod.vnid || w.port.ofport != ofport) {
             if warm.is_none() {
                 done.push(Undo::Flows(host_veth.clone()));
             }
@@ -414,29 +523,7 @@ impl<Io: NodeIo> Pods<Io> {
             }
         }
         self.policy_changed();
-        // 5. Host ports: the pod's nat chain (one sync of all host port rules).
-        if !mappings.is_empty() {
-            check_deadline("installing the host port rules")?;
-            done.push(Undo::HostPorts);
-            self.hostports.set_ip(&a.container_id, &a.ifname, ip);
-            self.hostports
-                .sync()
-                .await
-                .map_err(PodError::iptables(format!(
-                    "installing the host port rules of {a}"
-                )))?;
-        }
-        tracing::info!(
-            sandbox = %a.container_id, ifname = %a.ifname, namespace = %pod.namespace,
-            pod = %pod.name, %ip, ofport, vnid = %pod.vnid, pooled_port = pooled.is_some(),
-            warm_port = warm.is_some(),
-            ms_before = %lock(&marks).iter().map(|(s, ms)| format!("{s}:{ms}")).collect::<Vec<_>>().join(","),
-            ms = started.elapsed().as_millis(), "pod wired"
-        );
-        Ok(Wired {
-            pod,
-            host_mac: link.host_mac,
-        })
+        Ok(pod)
     }
 
     /// Makes warm port `w` attachment `a`'s: its address's lease is handed over in place, and

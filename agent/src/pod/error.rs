@@ -14,6 +14,58 @@ use crate::host::ipam::IpamError;
 use crate::host::iptables::IptablesError;
 use crate::host::netlink::NetlinkError;
 
+/// Why a pod's namespace has no VNID.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoVnid {
+    /// Standalone mode: its NetNamespace file in the state directory is unusable.
+    UnusableFile {
+        /// What is wrong with the file.
+        problem: String,
+    },
+    /// Kubernetes mode: the namespace does not exist.
+    NoSuchNamespace {
+        /// How long the ADD waited.
+        waited: std::time::Duration,
+    },
+    /// Kubernetes mode: the namespace exists and the controller has not given it a
+    /// NetNamespace.
+    NotCreatedByController {
+        /// How long the ADD waited.
+        waited: std::time::Duration,
+    },
+    /// Standalone mode: nobody created its NetNamespace.
+    NotCreated {
+        /// How long the ADD waited.
+        waited: std::time::Duration,
+    },
+}
+
+impl NoVnid {
+    /// What to do about it, for the error's `details`.
+    pub fn hint(&self, namespace: &str) -> String {
+        match self {
+            NoVnid::UnusableFile { problem } => format!(
+                "its NetNamespace file is unusable: {problem}; fix or remove that file (sdnctl \
+                 namespaces lists it), then retry"
+            ),
+            NoVnid::NoSuchNamespace { waited } => format!(
+                "waited {}s; the namespace does not exist in the cluster",
+                waited.as_secs()
+            ),
+            NoVnid::NotCreatedByController { waited } => format!(
+                "waited {}s; the controller (sdn-agent controller) creates a NetNamespace for \
+                 every namespace: is it running?",
+                waited.as_secs()
+            ),
+            NoVnid::NotCreated { waited } => format!(
+                "waited {}s; create it (sdnctl create {namespace}) or use an existing namespace, \
+                 then retry",
+                waited.as_secs()
+            ),
+        }
+    }
+}
+
 /// A failed pod operation.
 #[derive(Debug, thiserror::Error)]
 pub enum PodError {
@@ -28,14 +80,13 @@ pub enum PodError {
     /// ADD without `CNI_NETNS`.
     #[error("CNI_NETNS is required for ADD")]
     NoNetns,
-    /// The pod's namespace has no NetNamespace (no VNID) within the wait; `hint` says why when
-    /// its file in the state directory is unusable.
-    #[error("namespace {namespace:?} has no NetNamespace (no VNID){}", if .hint.starts_with("its NetNamespace file is unusable") { ": its NetNamespace file is unusable" } else { "" })]
+    /// The pod's namespace has no NetNamespace (no VNID) within the wait.
+    #[error("namespace {namespace:?} has no NetNamespace (no VNID){}", if matches!(.why, NoVnid::UnusableFile { .. }) { ": its NetNamespace file is unusable" } else { "" })]
     NoNetNamespace {
         /// The namespace.
         namespace: String,
-        /// How long was waited and what to do.
-        hint: String,
+        /// Why, and so what to do.
+        why: NoVnid,
     },
     /// `CNI_ARGS IP=` with a prefix length other than the node subnet's.
     #[error("CNI_ARGS IP={addr}/{prefix_len} does not match the node subnet {subnet}")]
@@ -163,7 +214,7 @@ impl PodError {
     pub fn details(&self) -> String {
         match self {
             PodError::AlreadyAttached { .. } => "DEL the attachment before adding it again".into(),
-            PodError::NoNetNamespace { hint, .. } => hint.clone(),
+            PodError::NoNetNamespace { namespace, why } => why.hint(namespace),
             PodError::RequestedPrefix { subnet, .. } => {
                 format!("ask for an address of {subnet} (or leave IP out)")
             }

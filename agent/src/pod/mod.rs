@@ -361,33 +361,21 @@ impl<Io: NodeIo> Pods<Io> {
                     .broken_namespaces
                     .get(namespace)
                     .cloned();
-                let hint = match &self.cluster.borrow().namespaces {
-                    _ if broken.is_some() => format!(
-                        "its NetNamespace file is unusable: {}; fix or remove that file \
-                         (sdnctl namespaces lists it), then retry",
-                        broken.unwrap_or_default()
-                    ),
-                    Some(nss) if !nss.contains(namespace) => format!(
-                        "waited {}s; the namespace does not exist in the cluster",
-                        wait.as_secs()
-                    ),
-                    Some(_) => format!(
-                        "waited {}s; the controller (sdn-agent controller) creates a \
-                         NetNamespace for every namespace: is it running?",
-                        wait.as_secs()
-                    ),
-                    None => format!(
-                        "waited {}s; create it (sdnctl create {namespace}) or use an existing \
-                         namespace, then retry",
-                        wait.as_secs()
-                    ),
+                use error::NoVnid;
+                let why = match (broken, &self.cluster.borrow().namespaces) {
+                    (Some(problem), _) => NoVnid::UnusableFile { problem },
+                    (None, Some(nss)) if !nss.contains(namespace) => {
+                        NoVnid::NoSuchNamespace { waited: wait }
+                    }
+                    (None, Some(_)) => NoVnid::NotCreatedByController { waited: wait },
+                    (None, None) => NoVnid::NotCreated { waited: wait },
                 };
                 crate::telemetry::metrics::metrics()
                     .vnid_not_found_errors
                     .inc();
                 Err(PodError::NoNetNamespace {
                     namespace: namespace.to_string(),
-                    hint,
+                    why,
                 })
             }
         }

@@ -344,6 +344,17 @@ impl<S: FlowSwitch> FlowStore<S> {
         state.owners.get(owner).map(|e| e.flows.clone())
     }
 
+    /// How many desired rows owners matching `which` hold (without copying them).
+    pub async fn rows_owned(&self, which: impl Fn(&Owner) -> bool) -> usize {
+        let state = self.state.lock().await;
+        state
+            .owners
+            .iter()
+            .filter(|(o, _)| which(o))
+            .map(|(_, e)| e.flows.len())
+            .sum()
+    }
+
     /// Every desired flow with its owner, VNID rows included (what `sdnctl flows` names and
     /// the metrics count).
     pub async fn desired(&self) -> Vec<(Owner, Flow)> {

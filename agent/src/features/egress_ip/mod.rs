@@ -45,7 +45,7 @@ use crate::bridge::seams::FlowSwitch;
 use crate::host::iptables::{EgressIpRule, HostRules};
 use crate::host::netlink::Netlink;
 use cluster::ClusterState;
-use local_api::EgressIpEntry;
+use local_api::{EgressIpEntry, EgressIpState, EgressIpUse, EgressKind, NodeReach};
 
 mod plan;
 pub use plan::*;
@@ -327,7 +327,7 @@ impl<S: FlowSwitch> EgressIps<S> {
     }
 
     /// Every tenant's egress, for `sdnctl egress-ips`.
-    pub async fn entries(&self) -> (Vec<EgressIpEntry>, BTreeMap<String, String>) {
+    pub async fn entries(&self) -> (Vec<EgressIpEntry>, BTreeMap<String, NodeReach>) {
         let a = self.applied.lock().await;
         let state = self.cluster.borrow().clone();
         let entries = a
@@ -339,27 +339,22 @@ impl<S: FlowSwitch> EgressIps<S> {
                 namespaces: t.namespaces.clone(),
                 route: route_text(&t.route, &state),
                 kind: match t.route {
-                    EgressRoute::Local => "local",
-                    EgressRoute::Remote(_) => "remote",
-                    EgressRoute::Dropped => "dropped",
-                }
-                .into(),
+                    EgressRoute::Local => EgressKind::Local,
+                    EgressRoute::Remote(_) => EgressKind::Remote,
+                    EgressRoute::Dropped => EgressKind::Dropped,
+                },
                 problem: t.problem.clone(),
                 ips: t
                     .ips
                     .iter()
-                    .map(|s| {
-                        let on = s
-                            .node
-                            .as_deref()
-                            .map_or(String::new(), |n| format!(" on {n}"));
-                        let how = match (&s.why_not, a.errors.get(&s.ip)) {
-                            (_, Some(e)) => format!("not held here: {e}"),
-                            (None, _) if s.in_use => "in use".to_string(),
-                            (Some(w), _) => format!("not used: {w}"),
-                            (None, _) => "not used".to_string(),
-                        };
-                        format!("{}{on} ({how})", s.ip)
+                    .map(|s| EgressIpUse {
+                        ip: s.ip,
+                        node: s.node.clone(),
+                        state: match (&s.why_not, a.errors.get(&s.ip)) {
+                            (_, Some(e)) => EgressIpState::NotHeld { error: e.clone() },
+                            (None, _) if s.in_use => EgressIpState::InUse,
+                            (why, _) => EgressIpState::NotUsed { why: why.clone() },
+                        },
                     })
                     .collect(),
             })
@@ -373,11 +368,10 @@ impl<S: FlowSwitch> EgressIps<S> {
                 (
                     m.node.clone(),
                     if offline.contains(&m.node) {
-                        "offline"
+                        NodeReach::Offline
                     } else {
-                        "online"
-                    }
-                    .to_string(),
+                        NodeReach::Online
+                    },
                 )
             })
             .collect();
@@ -448,6 +442,102 @@ impl<S: FlowSwitch> EgressIps<S> {
                 }
             }
         }
+    }
+}
+
+impl<S: FlowSwitch + 'static> EgressIps<S> {
+    /// The feature: on every node (in subnet mode it writes only the host rules).
+    pub fn feature(ctx: &super::Context<S>) -> Option<Arc<Self>> {
+        Some(Arc::new(EgressIps::new(
+            ctx.store.clone(),
+            ctx.state.clone(),
+            &ctx.config.node_name,
+            ctx.node.clone(),
+            super::KUBE_PROXY_MASQUERADE_BIT,
+            ctx.netlink.clone(),
+        )))
+    }
+}
+
+/// The tables egress IPs write.
+pub(crate) const EGRESS_IP_TABLES: &[flows::Table] = &[flows::Table::EgressRouting];
+
+impl<S: FlowSwitch + 'static> super::NodeFeature for EgressIps<S> {
+    fn name(&self) -> &'static str {
+        "egress-ips"
+    }
+
+    fn tables(&self) -> &'static [flows::Table] {
+        EGRESS_IP_TABLES
+    }
+
+    /// The host iptables rules, with the egress IPs this node holds; their flows are staged
+    /// for the first reconcile.
+    fn stage(&self) -> futures::future::BoxFuture<'_, Result<usize, super::FeatureError>> {
+        Box::pin(async move {
+            EgressIps::sync(self, true, true)
+                .await
+                .map_err(super::FeatureError::from)
+        })
+    }
+
+    /// New and changed tenants before pods move, as the firewall's; the rest after.
+    fn sync(
+        &self,
+        phase: super::Phase,
+        _: super::Reason,
+    ) -> futures::future::BoxFuture<'_, Result<(), super::FeatureError>> {
+        Box::pin(async move {
+            EgressIps::sync(self, false, phase == super::Phase::Prune)
+                .await
+                .map(drop)
+                .map_err(super::FeatureError::from)
+        })
+    }
+
+    /// Addresses and host rules are checked on every repair, not only on change.
+    fn repair(&self) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(self.recheck_host())
+    }
+
+    /// The nodes hosting egress IPs this node's tenants use, probed.
+    fn background(self: Arc<Self>) -> Vec<futures::future::BoxFuture<'static, ()>> {
+        vec![Box::pin(self.monitor())]
+    }
+
+    fn observe(&self) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let m = crate::telemetry::metrics::metrics();
+            let (eips, _) = self.entries().await;
+            for kind in [EgressKind::Local, EgressKind::Remote, EgressKind::Dropped] {
+                let n = eips.iter().filter(|e| e.kind == kind).count();
+                m.egress_ip_tenants
+                    .with_label_values(&[&kind.to_string()])
+                    .set(n as i64);
+            }
+            m.egress_ips_held.set(self.held().await.len() as i64);
+        })
+    }
+
+    fn status(&self) -> futures::future::BoxFuture<'_, String> {
+        Box::pin(async move {
+            let (tenants, nodes) = self.entries().await;
+            let dropped = tenants
+                .iter()
+                .filter(|e| e.kind == EgressKind::Dropped)
+                .count();
+            let offline = nodes.values().filter(|s| **s == NodeReach::Offline).count();
+            format!(
+                "{} tenant(s) with egress IPs ({dropped} dropped), {} held here, {offline} of {} hosting node(s) offline",
+                tenants.len(),
+                self.held().await.len(),
+                nodes.len()
+            )
+        })
+    }
+
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
     }
 }
 

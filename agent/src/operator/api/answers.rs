@@ -15,12 +15,19 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 use super::*;
+use crate::operator::observe::{EgressFirewalls, EgressIps, NetworkPolicies};
 
 /// Egress IPs as this node applies them.
 pub async fn egress_ips(view: &NodeView) -> EgressIpsView {
-    let (tenants, nodes) = view.egress_ips.entries().await;
-    let held = view
-        .egress_ips
+    let Some(eips) = view.features.get::<EgressIps>() else {
+        return EgressIpsView {
+            tenants: Vec::new(),
+            held: BTreeMap::new(),
+            nodes: BTreeMap::new(),
+        };
+    };
+    let (tenants, nodes) = eips.entries().await;
+    let held = eips
         .held()
         .await
         .into_iter()
@@ -35,7 +42,7 @@ pub async fn egress_ips(view: &NodeView) -> EgressIpsView {
 
 /// NetworkPolicies as this node applies them.
 pub fn network_policies(view: &NodeView) -> NetworkPoliciesView {
-    let Some(np) = &view.policies else {
+    let Some(np) = view.features.get::<NetworkPolicies>() else {
         return NetworkPoliciesView::default();
     };
     let v = np.view();
@@ -73,7 +80,10 @@ pub fn network_policies(view: &NodeView) -> NetworkPoliciesView {
 /// Every tenant's egress firewall in effect.
 pub async fn egress_entries(view: &NodeView) -> Vec<EgressEntry> {
     let state = view.state.borrow().clone();
-    view.egress
+    let Some(firewalls) = view.features.get::<EgressFirewalls>() else {
+        return Vec::new();
+    };
+    firewalls
         .current()
         .await
         .into_iter()
@@ -340,5 +350,15 @@ pub async fn status(view: &NodeView) -> Status {
         cluster_state: view.config.cluster_state.to_string(),
         counts,
         metrics_address: view.config.metrics_address().map(|a| a.to_string()),
+        features: view
+            .features
+            .status()
+            .await
+            .into_iter()
+            .map(|(name, summary)| local_api::FeatureLine {
+                name: name.to_string(),
+                summary,
+            })
+            .collect(),
     }
 }

@@ -5,6 +5,7 @@
 use crate::bridge::flowstore::FlowStore;
 use crate::bridge::flowstore::Owner;
 use crate::bridge::switch::Switch;
+use crate::features::Features;
 use crate::lock;
 use crate::pod::Pods;
 use crate::telemetry::metrics::metrics;
@@ -44,13 +45,17 @@ pub struct NodeView {
     pub health: Arc<Health>,
     /// The version marker flow of the base pipeline (table 253).
     pub version_note: Option<Flow>,
-    /// The tenants' egress firewalls.
-    pub egress: Arc<crate::features::egress_firewall::EgressFirewalls<Switch>>,
-    /// The tenants' egress IPs.
-    pub egress_ips: Arc<crate::features::egress_ip::EgressIps<Switch>>,
-    /// Networkpolicy mode: the NetworkPolicy rows.
-    pub policies: Option<Arc<crate::features::network_policy::NetworkPolicies<Switch>>>,
+    /// The node features; a part that needs a feature's own answers asks for it by type
+    /// ([`Features::get`]).
+    pub features: Features,
 }
+
+/// The node's egress firewalls.
+pub type EgressFirewalls = crate::features::egress_firewall::EgressFirewalls<Switch>;
+/// The node's egress IPs.
+pub type EgressIps = crate::features::egress_ip::EgressIps<Switch>;
+/// The node's network policies.
+pub type NetworkPolicies = crate::features::network_policy::NetworkPolicies<Switch>;
 
 impl NodeView {
     /// The pipeline version this agent installs (the version marker's note, as text).
@@ -196,34 +201,8 @@ impl NodeView {
         for (table, n) in per_table {
             m.flows.with_label_values(&[table]).set(n);
         }
-        m.egress_firewall_rules.set(
-            desired
-                .iter()
-                .filter(|(o, _)| matches!(o, crate::bridge::flowstore::Owner::EgressFirewall(_)))
-                .count() as i64,
-        );
-        let plans = self.egress.current().await;
-        let drop_all = plans
-            .values()
-            .filter(|p| p.firewall == flows::EgressFirewall::DropAll)
-            .count();
-        m.egress_firewalls
-            .with_label_values(&["drop_all"])
-            .set(drop_all as i64);
-        m.egress_firewalls
-            .with_label_values(&["rules"])
-            .set((plans.len() - drop_all) as i64);
-        m.multicast_tenants
-            .set(self.state.borrow().multicast_vnids().len() as i64);
-        let (eips, _) = self.egress_ips.entries().await;
-        for route in ["local", "remote", "dropped"] {
-            let n = eips.iter().filter(|e| e.kind == route).count();
-            m.egress_ip_tenants
-                .with_label_values(&[route])
-                .set(n as i64);
-        }
-        m.egress_ips_held
-            .set(self.egress_ips.held().await.len() as i64);
+        // Each feature's own gauges.
+        self.features.observe().await;
         m.pods.set(self.pods.list().await.len() as i64);
         m.pool_ports.set(self.pods.pool().idle() as i64);
         m.pool_warm_ports

@@ -146,20 +146,33 @@ pub async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceResult, T
         })
     };
     // Egress IPs as this node applies them: VNID -> (held here / used, problem).
-    let (egress_ips, _) = view.egress_ips.entries().await;
-    let policy_view = view.policies.as_ref().map(|p| p.view());
-    let egress_ip = |v: u32| -> Option<(String, String, String)> {
+    let (egress_ips, _) = match view.features.get::<crate::operator::observe::EgressIps>() {
+        Some(e) => e.entries().await,
+        None => Default::default(),
+    };
+    let policy_view = view
+        .features
+        .get::<crate::operator::observe::NetworkPolicies>()
+        .map(|p| p.view());
+    let egress_ip = |v: u32| -> Option<verdict::EgressOf> {
         egress_ips.iter().find(|e| e.vnid == v).map(|e| {
             let words = e.problem.clone().unwrap_or_else(|| {
-                let used: Vec<&str> = e
+                let used: Vec<String> = e
                     .ips
                     .iter()
-                    .filter(|i| i.contains("(in use)"))
-                    .map(|i| i.split(" (").next().unwrap_or(i))
+                    .filter(|i| i.state == local_api::EgressIpState::InUse)
+                    .map(|i| match &i.node {
+                        Some(n) => format!("{} on {n}", i.ip),
+                        None => i.ip.to_string(),
+                    })
                     .collect();
                 format!("its egress IP {}", used.join(" or "))
             });
-            (e.kind.clone(), e.route.clone(), words)
+            verdict::EgressOf {
+                kind: e.kind,
+                route: e.route.clone(),
+                words,
+            }
         })
     };
     let resolve = |s: &str, role: &str| -> Result<End, TraceError> {

@@ -80,7 +80,7 @@ pub(super) struct Judge<'a> {
     pub(super) remote_of: &'a dyn Fn(Ipv4Addr) -> Option<(String, Ipv4Addr)>,
     /// A VNID's egress route (kind, in words) and its IPs in words (`its egress IP X`, or why
     /// none is usable), if it has egress IPs.
-    pub(super) egress_ip: &'a dyn Fn(u32) -> Option<(String, String, String)>,
+    pub(super) egress_ip: &'a dyn Fn(u32) -> Option<EgressOf>,
     /// Networkpolicy mode: the policies' rows.
     pub(super) policy: Option<&'a crate::features::network_policy::PolicyView>,
 }
@@ -101,7 +101,7 @@ impl Judge<'_> {
         let vnid = p.regs.get("reg0").copied().unwrap_or(0) as u32;
         let ips = || {
             (self.egress_ip)(vnid)
-                .map(|e| e.2)
+                .map(|e| e.words)
                 .unwrap_or_else(|| "its egress IP".into())
         };
         // A select group picks its bucket by a hash the datapath computes after the trace
@@ -112,9 +112,9 @@ impl Judge<'_> {
                 .is_some_and(|s| s.4.iter().any(|a| a.starts_with("group:")));
         if to_group {
             let (kind, route) = (self.egress_ip)(vnid)
-                .map(|e| (e.0, e.1))
+                .map(|e| (Some(e.kind), e.route))
                 .unwrap_or_default();
-            return if kind == "local" {
+            return if kind == Some(local_api::EgressKind::Local) {
                 (
                     Outcome::ToHost,
                     format!(
@@ -288,7 +288,7 @@ impl Judge<'_> {
                 format!(
                     "VNID {s} {} has egress IPs and none is usable, so its external traffic is dropped, not sent with the node's address: {}",
                     (self.tenants)(s),
-                    (self.egress_ip)(s).map_or_else(|| "(no detail)".into(), |e| e.2)
+                    (self.egress_ip)(s).map_or_else(|| "(no detail)".into(), |e| e.words)
                 )
             }
             Some(Table::EgressFirewall) => {
@@ -308,4 +308,15 @@ impl Judge<'_> {
         };
         format!("dropped in {name}: {why}")
     }
+}
+
+/// A tenant's egress as trace words it: where its traffic leaves and with which IPs.
+#[derive(Debug, Clone)]
+pub(super) struct EgressOf {
+    /// Where, as one word.
+    pub(super) kind: local_api::EgressKind,
+    /// Where, in words.
+    pub(super) route: String,
+    /// Its egress IPs in use, or why it is dropped.
+    pub(super) words: String,
 }
