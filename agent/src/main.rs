@@ -134,7 +134,8 @@ async fn main() -> Result<()> {
             return Ok(());
         }
         Cmd::Controller(flags) => {
-            return controller::run(config(&flags)?, controller::until_signal()).await;
+            controller::run(config(&flags)?, controller::until_signal()).await?;
+            return Ok(());
         }
         Cmd::HandBackToOpenshiftSdn(flags) => {
             let done = agent::node::hand_back(&config(&flags)?).await?;

@@ -52,7 +52,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
 use futures::stream::{self, BoxStream, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
@@ -83,21 +82,49 @@ pub fn api_resource(kind: &str, plural: &str) -> ApiResource {
 
 /// A kube client from a kubeconfig file, or (`None`) the usual inference: `$KUBECONFIG`,
 /// `~/.kube/config`, then the in-cluster service account.
-pub async fn client(kubeconfig: Option<&Path>) -> Result<Client> {
+pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, KubeError> {
+    let step = |what: String| {
+        move |e: kube::config::KubeconfigError| KubeError::Config {
+            what,
+            source: e.into(),
+        }
+    };
     let config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+                .map_err(step(format!("reading kubeconfig {}", path.display())))?;
             kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
                 .await
-                .with_context(|| format!("kubeconfig {}", path.display()))?
+                .map_err(step(format!("kubeconfig {}", path.display())))?
         }
-        None => kube::Config::infer().await.context(
-            "no Kubernetes configuration: pass --kubeconfig, set KUBECONFIG, or run in a pod \
-             with a service account",
-        )?,
+        None => kube::Config::infer().await.map_err(|e| KubeError::Config {
+            what: "no Kubernetes configuration: pass --kubeconfig, set KUBECONFIG, or run in \
+                       a pod with a service account"
+                .into(),
+            source: e.into(),
+        })?,
     };
-    Client::try_from(config).context("building the Kubernetes client")
+    Client::try_from(config).map_err(|e| KubeError::Config {
+        what: "building the Kubernetes client".into(),
+        source: e.into(),
+    })
+}
+
+/// Why the Kubernetes source cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeError {
+    /// No usable client configuration.
+    #[error("{what}")]
+    Config {
+        /// What was tried, and what to do.
+        what: String,
+        /// The cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The API did not answer as the agent needs it, and what to check.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 /// The Kubernetes source; its watchers stop when it is dropped.
@@ -382,7 +409,7 @@ impl KubeSource {
         node: &str,
         policies: bool,
         list_timeout: Duration,
-    ) -> Result<KubeSource> {
+    ) -> Result<KubeSource, KubeError> {
         let cfg = watcher::Config::default();
         let dyn_stream = |kind: &str, plural: &str, cfg: watcher::Config| {
             let ar = api_resource(kind, plural);
@@ -464,13 +491,13 @@ impl KubeSource {
                 None => (*k).to_string(),
             })
             .collect();
-            anyhow::bail!(
+            return Err(KubeError::Unavailable(format!(
                 "could not list {} from the Kubernetes API within {}s; check the API server \
                  address, that the network.openshift.io CRDs are installed (deploy/crds.yaml) \
                  and the agent's RBAC",
                 pending.join(", "),
                 list_timeout.as_secs()
-            );
+            )));
         }
         if policies {
             // Every pod: the cluster's largest list, started once the rest is listed (so it
@@ -537,7 +564,7 @@ impl KubeSource {
     }
 
     /// Waits (bounded) until the state has a HostSubnet for `node`.
-    pub async fn wait_for_host_subnet(&self, node: &str, wait: Duration) -> Result<()> {
+    pub async fn wait_for_host_subnet(&self, node: &str, wait: Duration) -> Result<(), KubeError> {
         let mut rx = self.rx.clone();
         let found = tokio::time::timeout(wait, async {
             let mut logged = false;
@@ -560,11 +587,11 @@ impl KubeSource {
         .await;
         match found {
             Ok(true) => Ok(()),
-            _ => anyhow::bail!(
+            _ => Err(KubeError::Unavailable(format!(
                 "no HostSubnet for node {node:?} after {}s; the controller (sdn-agent controller) \
                  creates one per Node: is it running, and does a Node named {node:?} exist?",
                 wait.as_secs()
-            ),
+            ))),
         }
     }
 }

@@ -32,7 +32,7 @@ use crate::http::{self, HttpError, Response};
 
 /// The agent's answer to print.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
+pub(crate) struct Answer {
     /// Whether the agent succeeded (HTTP 200): exit 0, else exit 1.
     pub ok: bool,
     /// The body to print: the CNI result (maybe empty) or the agent's CNI error object.
@@ -43,7 +43,7 @@ pub struct Answer {
 const QUOTE_MAX: usize = 512;
 
 /// Sends `body` to the agent named by `conf` and interprets its response.
-pub fn forward(conf: &NetConf, command: Command, body: String) -> Result<Answer, CniError> {
+pub(crate) fn forward(conf: &NetConf, command: Command, body: String) -> Result<Answer, CniError> {
     let timeout = conf.timeout;
     let body = Arc::new(body);
     let (tx, rx) = mpsc::channel();

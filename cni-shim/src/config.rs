@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 use crate::error::{CniError, DECODE_FAILURE, INCOMPATIBLE_VERSION, INVALID_CONFIG};
 
 /// The CNI versions the shim and the agent speak (`cni-proto`'s list).
-pub const SUPPORTED_VERSIONS: [&str; 5] = {
+pub(crate) const SUPPORTED_VERSIONS: [&str; 5] = {
     let v = cni_proto::SUPPORTED_VERSIONS;
     [
         v[0].as_str(),
@@ -28,24 +28,24 @@ pub const SUPPORTED_VERSIONS: [&str; 5] = {
     ]
 };
 /// The version the VERSION answer carries when the runtime asked for none we support.
-pub const LATEST_VERSION: &str = cni_proto::CniVersion::LATEST.as_str();
+pub(crate) const LATEST_VERSION: &str = cni_proto::CniVersion::LATEST.as_str();
 /// The agent socket when the config has no `socket` key.
-pub use cni_proto::DEFAULT_SOCKET;
+pub(crate) use cni_proto::DEFAULT_SOCKET;
 /// The request deadline when the config has no `timeoutSeconds` key.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(cni_proto::DEFAULT_TIMEOUT_SECS);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(cni_proto::DEFAULT_TIMEOUT_SECS);
 /// The largest accepted `timeoutSeconds`.
-pub const MAX_TIMEOUT_SECONDS: f64 = 86_400.0;
+pub(crate) const MAX_TIMEOUT_SECONDS: f64 = 86_400.0;
 /// `sun_path` holds 108 bytes including the terminating NUL.
 const MAX_SOCKET_PATH: usize = 107;
 
 /// Whether `v` is one of [`SUPPORTED_VERSIONS`].
-pub fn is_supported(v: &str) -> bool {
+pub(crate) fn is_supported(v: &str) -> bool {
     SUPPORTED_VERSIONS.contains(&v)
 }
 
 /// The VERSION answer: `stdin` holds `{"cniVersion":"x"}` (or nothing, or garbage). The result
 /// carries the asked version when supported, else [`LATEST_VERSION`].
-pub fn version_reply(stdin: &[u8]) -> String {
+pub(crate) fn version_reply(stdin: &[u8]) -> String {
     let asked = serde_json::from_slice::<Value>(stdin)
         .ok()
         .and_then(|v| v.as_object().and_then(supported_version));
@@ -61,7 +61,7 @@ pub fn version_reply(stdin: &[u8]) -> String {
 }
 
 /// The config's `cniVersion` if it is a supported version (used to tag the shim's errors).
-pub fn supported_version(config: &Map<String, Value>) -> Option<String> {
+pub(crate) fn supported_version(config: &Map<String, Value>) -> Option<String> {
     config
         .get("cniVersion")
         .and_then(Value::as_str)
@@ -70,7 +70,7 @@ pub fn supported_version(config: &Map<String, Value>) -> Option<String> {
 }
 
 /// Parses stdin as a JSON object (code 6 otherwise).
-pub fn decode(stdin: &[u8]) -> Result<Map<String, Value>, CniError> {
+pub(crate) fn decode(stdin: &[u8]) -> Result<Map<String, Value>, CniError> {
     match serde_json::from_slice::<Value>(stdin) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(other) => Err(CniError::new(
@@ -93,7 +93,7 @@ pub fn decode(stdin: &[u8]) -> Result<Map<String, Value>, CniError> {
 
 /// What the shim takes from the network config.
 #[derive(Debug, Clone, PartialEq)]
-pub struct NetConf {
+pub(crate) struct NetConf {
     /// `cniVersion` (supported).
     pub cni_version: String,
     /// `name`.
@@ -106,7 +106,7 @@ pub struct NetConf {
 
 /// Validates the decoded config: code 7 for a missing or malformed key, code 1 for an
 /// unsupported `cniVersion`.
-pub fn validate(config: &Map<String, Value>) -> Result<NetConf, CniError> {
+pub(crate) fn validate(config: &Map<String, Value>) -> Result<NetConf, CniError> {
     let invalid = |what: String| {
         CniError::new(
             INVALID_CONFIG,

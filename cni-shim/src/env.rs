@@ -11,11 +11,11 @@
 
 use crate::error::{CniError, INVALID_ENV};
 
-pub use cni_proto::Command;
+pub(crate) use cni_proto::Command;
 
 /// The CNI variables forwarded to the agent; `None` when unset.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CniEnv {
+pub(crate) struct CniEnv {
     /// `CNI_CONTAINERID`.
     pub container_id: Option<String>,
     /// `CNI_NETNS` (may be empty on DEL).
@@ -29,10 +29,10 @@ pub struct CniEnv {
 }
 
 /// Looks up one variable: `Ok(None)` when unset, an error when it is not UTF-8.
-pub type Lookup<'a> = &'a dyn Fn(&str) -> Result<Option<String>, CniError>;
+pub(crate) type Lookup<'a> = &'a dyn Fn(&str) -> Result<Option<String>, CniError>;
 
 /// Looks `name` up in the process environment.
-pub fn process_var(name: &str) -> Result<Option<String>, CniError> {
+pub(crate) fn process_var(name: &str) -> Result<Option<String>, CniError> {
     match std::env::var_os(name) {
         None => Ok(None),
         Some(v) => v.into_string().map(Some).map_err(|v| {
@@ -46,7 +46,7 @@ pub fn process_var(name: &str) -> Result<Option<String>, CniError> {
 }
 
 /// Reads and parses `CNI_COMMAND`.
-pub fn command(var: Lookup<'_>) -> Result<Command, CniError> {
+pub(crate) fn command(var: Lookup<'_>) -> Result<Command, CniError> {
     let supported = Command::list(false);
     match var("CNI_COMMAND")? {
         None => Err(CniError::new(
@@ -69,7 +69,7 @@ pub fn command(var: Lookup<'_>) -> Result<Command, CniError> {
 
 /// Reads the variables `command` forwards, failing on the first required one that is unset or
 /// empty.
-pub fn read(command: Command, var: Lookup<'_>) -> Result<CniEnv, CniError> {
+pub(crate) fn read(command: Command, var: Lookup<'_>) -> Result<CniEnv, CniError> {
     for name in command.required_env() {
         if !matches!(var(name)?, Some(v) if !v.is_empty()) {
             return Err(CniError::new(

@@ -10,17 +10,17 @@
 //! not checked against the command (the spec reserves 50 and 51 for STATUS, and the shim only
 //! uses them there).
 
-pub use cni_proto::codes::{
+pub(crate) use cni_proto::codes::{
     DECODE_FAILURE, INCOMPATIBLE_VERSION, INVALID_CONFIG, INVALID_ENV, IO_FAILURE,
     PLUGIN_NOT_AVAILABLE, TRY_AGAIN_LATER,
 };
-pub use cni_proto::CniError;
+pub(crate) use cni_proto::CniError;
 
 /// The version used for errors when the config's version is unknown or unsupported.
-pub const FALLBACK_VERSION: &str = "1.0.0";
+pub(crate) const FALLBACK_VERSION: &str = "1.0.0";
 
 /// `s` as a JSON string literal (quoted and escaped).
-pub fn json_str(s: &str) -> String {
+pub(crate) fn json_str(s: &str) -> String {
     // Serialising a &str cannot fail; the fallback only keeps this panic-free.
     serde_json::to_string(s).unwrap_or_else(|_| String::from("\"\""))
 }

@@ -14,7 +14,7 @@ use std::fmt;
 use std::io::{self, ErrorKind, Read, Write};
 
 /// The largest response body accepted.
-pub const MAX_BODY: usize = 16 << 20;
+pub(crate) const MAX_BODY: usize = 16 << 20;
 /// The longest status, header or chunk-size line accepted.
 const MAX_LINE: usize = 16 << 10;
 /// The most header lines accepted in one response.
@@ -22,7 +22,7 @@ const MAX_HEADERS: usize = 128;
 
 /// A response: its status code and its (de-chunked) body.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Response {
+pub(crate) struct Response {
     /// The status code, e.g. 200.
     pub status: u16,
     /// The body bytes.
@@ -31,7 +31,7 @@ pub struct Response {
 
 /// Why reading a response failed.
 #[derive(Debug)]
-pub enum HttpError {
+pub(crate) enum HttpError {
     /// The transport failed (including read timeouts: `WouldBlock`/`TimedOut`).
     Io(io::Error),
     /// The peer closed the connection before the response was complete.
@@ -42,13 +42,13 @@ pub enum HttpError {
 
 impl HttpError {
     /// Whether this is a read or write timeout.
-    pub fn is_timeout(&self) -> bool {
+    pub(crate) fn is_timeout(&self) -> bool {
         matches!(self, HttpError::Io(e) if is_timeout(e))
     }
 }
 
 /// Whether an I/O error is a socket timeout (`SO_RCVTIMEO`/`SO_SNDTIMEO` report `EAGAIN`).
-pub fn is_timeout(e: &io::Error) -> bool {
+pub(crate) fn is_timeout(e: &io::Error) -> bool {
     matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
 }
 
@@ -69,7 +69,7 @@ impl From<io::Error> for HttpError {
 }
 
 /// Writes `POST <path>` with a JSON `body` and `Connection: close`, then flushes.
-pub fn write_request(w: &mut impl Write, path: &str, body: &str) -> io::Result<()> {
+pub(crate) fn write_request(w: &mut impl Write, path: &str, body: &str) -> io::Result<()> {
     let head = format!(
         "POST {path} HTTP/1.1\r\nHost: sdn-agent\r\nContent-Type: application/json\r\n\
          Content-Length: {}\r\nConnection: close\r\n\r\n",
@@ -84,7 +84,7 @@ pub fn write_request(w: &mut impl Write, path: &str, body: &str) -> io::Result<(
 }
 
 /// Reads one final response from `r`, skipping interim 1xx responses.
-pub fn read_response(r: &mut impl Read) -> Result<Response, HttpError> {
+pub(crate) fn read_response(r: &mut impl Read) -> Result<Response, HttpError> {
     let mut rd = Reader::new(r);
     loop {
         let (status, framing) = read_head(&mut rd)?;

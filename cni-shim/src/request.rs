@@ -15,7 +15,7 @@ use crate::env::{CniEnv, Command};
 /// The request body for `command` with the forwarded variables and the raw config text (one
 /// JSON object; surrounding whitespace is dropped). `None` only if `raw_config` is not JSON,
 /// which the caller has ruled out.
-pub fn body(command: Command, env: &CniEnv, raw_config: &str) -> Option<String> {
+pub(crate) fn body(command: Command, env: &CniEnv, raw_config: &str) -> Option<String> {
     let config = RawValue::from_string(raw_config.trim().to_owned()).ok()?;
     let body = RequestBody {
         protocol: Some(cni_proto::PROTOCOL),

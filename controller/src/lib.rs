@@ -28,7 +28,41 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+/// Why the controller stopped, or a write failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// No Kubernetes client.
+    #[error(transparent)]
+    Client(#[from] cluster::kube::KubeError),
+    /// A Lease could not be read or written.
+    #[error("{what}")]
+    Lease {
+        /// What was done to which Lease.
+        what: String,
+        /// The API's answer.
+        #[source]
+        source: kube::Error,
+    },
+    /// A write of a network object failed.
+    #[error(transparent)]
+    Write(#[from] kube::Error),
+    /// An object could not be put in the API's form.
+    #[error("encoding an object for the API")]
+    Encode(#[from] serde_json::Error),
+    /// Leadership ended, or the watches did: why, and what happens next.
+    #[error("{0}")]
+    Stopped(String),
+}
+
+/// The controller's results.
+pub type Result<T, E = ControllerError> = std::result::Result<T, E>;
+
+/// Returns a [`ControllerError::Stopped`] with a formatted message.
+macro_rules! bail {
+    ($($t:tt)*) => {
+        return Err(ControllerError::Stopped(format!($($t)*)))
+    };
+}
 use futures::stream::{self, BoxStream, StreamExt};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{Namespace, Node};
@@ -98,11 +132,12 @@ async fn fence_openshift_sdn(
             Ok(false)
         }
         Err(e) => {
-            let forbidden = e.chain().any(|c| {
-                matches!(c.downcast_ref::<kube::Error>(), Some(kube::Error::Api(a)) if a.code == 403)
-            });
+            let forbidden = matches!(
+                &e,
+                ControllerError::Lease { source: kube::Error::Api(a), .. } if a.code == 403
+            );
             if forbidden {
-                tracing::error!(%lease, error = %format!("{e:#}"), "namespace openshift-sdn exists, and this controller may not hold openshift-sdn's controller Lease, so it cannot be sure openshift-sdn's controller is stopped: it allocates nothing; apply deploy/migration/rbac-openshift-sdn.yaml");
+                tracing::error!(%lease, error = %chain(&e), "namespace openshift-sdn exists, and this controller may not hold openshift-sdn's controller Lease, so it cannot be sure openshift-sdn's controller is stopped: it allocates nothing; apply deploy/migration/rbac-openshift-sdn.yaml");
                 *fenced = false;
                 return Ok(false);
             }
@@ -166,7 +201,7 @@ pub async fn run(cfg: Config, shutdown: impl std::future::Future<Output = ()>) -
                         // A failed renewal of the fence while leading: retried next time
                         // (openshift-sdn's controller cannot take it for LEASE_DURATION).
                         Err(e) if leading => {
-                            tracing::warn!(error = %format!("{e:#}"), "renewing openshift-sdn's controller Lease");
+                            tracing::warn!(error = %chain(&e), "renewing openshift-sdn's controller Lease");
                             Ok(true)
                         }
                         other => other,
@@ -188,7 +223,7 @@ pub async fn run(cfg: Config, shutdown: impl std::future::Future<Output = ()>) -
                         }
                     }
                     Err(e) => {
-                        tracing::warn!(error = %format!("{e:#}"), "renewing the controller Lease");
+                        tracing::warn!(error = %chain(&e), "renewing the controller Lease");
                         if leading && last_renewed.elapsed() >= LEASE_DURATION {
                             bail!("could not renew the controller Lease for {}s; exiting so a follower takes over", LEASE_DURATION.as_secs());
                         }
@@ -233,7 +268,7 @@ pub async fn run(cfg: Config, shutdown: impl std::future::Future<Output = ()>) -
                             view.record(a, stored.as_ref());
                         }
                         Err(e) => {
-                            tracing::warn!(action = %a, error = %format!("{e:#}"), "write failed; planning again on the next change")
+                            tracing::warn!(action = %a, error = %chain(&e), "write failed; planning again on the next change")
                         }
                     }
                 }
@@ -518,11 +553,14 @@ impl LeaseLock {
     /// Takes the Lease if it is free, expired or ours, and renews it; whether we hold it now.
     async fn try_acquire_or_renew(&mut self) -> Result<bool> {
         let duration = i32::try_from(LEASE_DURATION.as_secs()).unwrap_or(15);
-        let current = self
-            .api
-            .get_opt(&self.name)
-            .await
-            .with_context(|| format!("reading Lease {}", self.name))?;
+        let current =
+            self.api
+                .get_opt(&self.name)
+                .await
+                .map_err(|source| ControllerError::Lease {
+                    what: format!("reading Lease {}", self.name),
+                    source,
+                })?;
         let Some(mut lease) = current else {
             let lease = Lease {
                 metadata: ObjectMeta {
@@ -544,7 +582,10 @@ impl LeaseLock {
                     Ok(true)
                 }
                 Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
-                Err(e) => Err(e).with_context(|| format!("creating Lease {}", self.name)),
+                Err(source) => Err(ControllerError::Lease {
+                    what: format!("creating Lease {}", self.name),
+                    source,
+                }),
             };
         };
         let spec = lease.spec.clone().unwrap_or_default();
@@ -580,7 +621,10 @@ impl LeaseLock {
                 Ok(true)
             }
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
-            Err(e) => Err(e).with_context(|| format!("renewing Lease {}", self.name)),
+            Err(source) => Err(ControllerError::Lease {
+                what: format!("renewing Lease {}", self.name),
+                source,
+            }),
         }
     }
 
@@ -616,4 +660,19 @@ pub async fn until_signal() {
         _ = term.recv() => {}
         _ = int.recv() => {}
     }
+}
+
+/// An error and its causes, `outer: inner: root`.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let s = c.to_string();
+        if !text.contains(&s) {
+            text.push_str(": ");
+            text.push_str(&s);
+        }
+        cause = c.source();
+    }
+    text
 }

@@ -31,7 +31,7 @@ async fn main() -> Result<()> {
     let cfg =
         Config::from_flags(&cli.flags).context("bad configuration (see sdn-controller --help)")?;
     init_logging(cfg.log_format, &cfg.log_level)?;
-    controller::run(cfg, controller::until_signal()).await
+    Ok(controller::run(cfg, controller::until_signal()).await?)
 }
 
 /// Logs to stderr in the configured format and level (`RUST_LOG` wins when set).

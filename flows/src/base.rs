@@ -252,10 +252,20 @@ fn version_flow(mode: Mode, base: &[Flow]) -> Flow {
 }
 
 fn base_flows_without_version(cfg: &NodeConfig) -> Vec<Flow> {
+    let mut f = Vec::new();
+    classifier(cfg, &mut f);
+    pod_entry(cfg, &mut f);
+    routing(cfg, &mut f);
+    delivery(cfg, &mut f);
+    egress(cfg, &mut f);
+    f
+}
+
+/// Table 0: the classifier: untracked IP to conntrack, then sort by in_port.
+fn classifier(cfg: &NodeConfig, f: &mut Vec<Flow>) {
     use Table::*;
     let gw = cfg.gateway();
     let local = net(&cfg.local_subnet);
-    let mut f = Vec::new();
 
     // Table 0: classifier.
     f.push(
@@ -332,6 +342,11 @@ fn base_flows_without_version(cfg: &NodeConfig) -> Vec<Flow> {
             .goto(PodEgressSpoofguard.id()),
     );
     f.push(flow(Classifier, 0));
+}
+
+/// Tables 10, 20, 25 and 26 (per-node and per-pod rows come later), 27 and 30.
+fn pod_entry(cfg: &NodeConfig, f: &mut Vec<Flow>) {
+    use Table::*;
 
     // Tables 10, 20, 25, 26: per-node and per-pod rows come later; pods may not inject VXLAN.
     f.push(flow(VxlanIngress, 0));
@@ -342,7 +357,7 @@ fn base_flows_without_version(cfg: &NodeConfig) -> Vec<Flow> {
 
     // Tables 27, 30: networkpolicy only; pass through in the other modes.
     if cfg.mode == Mode::NetworkPolicy {
-        network_policy_egress_and_commit(cfg, &mut f);
+        network_policy_egress_and_commit(cfg, f);
     } else if cfg.datapath == Datapath::Netdev {
         // A pod's connection to a Service, back from the node's DNAT: recorded with the
         // client's VNID, which table 80 checks its replies against.
@@ -355,6 +370,13 @@ fn base_flows_without_version(cfg: &NodeConfig) -> Vec<Flow> {
     }
     f.push(flow(PodEgressPolicy, 0).goto(ConntrackCommit.id()));
     f.push(flow(ConntrackCommit, 0).goto(Routing.id()));
+}
+
+/// Table 31: routing by destination.
+fn routing(cfg: &NodeConfig, f: &mut Vec<Flow>) {
+    use Table::*;
+    let gw = cfg.gateway();
+    let local = net(&cfg.local_subnet);
 
     // Table 31: routing.
     let tun0 = Action::Output(TUN_PORT);
@@ -455,6 +477,13 @@ fn base_flows_without_version(cfg: &NodeConfig) -> Vec<Flow> {
             .goto(EgressPrelude.id()),
     );
     f.push(flow(Routing, 0).matching(Match::any().arp()));
+}
+
+/// Tables 40, 50, 60, 70 and 75, and 80: the tenancy decision.
+fn delivery(cfg: &NodeConfig, f: &mut Vec<Flow>) {
+    use Table::*;
+    let gw = cfg.gateway();
+    let tun0 = Action::Output(TUN_PORT);
 
     // Tables 40, 50, 60, 70, 75.
     f.push(flow(LocalArp, 0));
@@ -520,6 +549,12 @@ fn base_flows_without_version(cfg: &NodeConfig) -> Vec<Flow> {
         }
     }
     f.push(flow(IngressIsolation, 0));
+}
+
+/// Tables 90 to 120: remote subnets, the egress prelude, firewall and routing, multicast.
+fn egress(cfg: &NodeConfig, f: &mut Vec<Flow>) {
+    use Table::*;
+    let tun0 = Action::Output(TUN_PORT);
 
     // Tables 90..120.
     f.push(flow(RemoteIp, 0));
@@ -545,7 +580,6 @@ fn base_flows_without_version(cfg: &NodeConfig) -> Vec<Flow> {
     f.push(flow(EgressRouting, 0).action(tun0));
     f.push(flow(MulticastOut, 0));
     f.push(flow(MulticastLocal, 0));
-    f
 }
 
 /// Networkpolicy mode's fixed rows of tables 27 and 30 (docs/pipeline.md, "NetworkPolicy").

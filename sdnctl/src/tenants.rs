@@ -241,7 +241,7 @@ fn mode_note(dir: &Path, state: &cluster::ClusterState) -> Option<String> {
 }
 
 /// Reads the local pods from OVSDB at `target`, giving up after `timeout`.
-pub async fn local_pods(target: &str, timeout: Duration) -> Result<LocalPods, TenantError> {
+pub(crate) async fn local_pods(target: &str, timeout: Duration) -> Result<LocalPods, TenantError> {
     let options = ovs::ovsdb::ClientOptions {
         request_timeout: timeout,
         probe_interval: None,

@@ -4,7 +4,7 @@
 use local_api::{FlowEntry, NamespaceEntry, PodEntry, Status};
 
 /// Percent-encodes a query value.
-pub fn encode(s: &str) -> String {
+pub(crate) fn encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
@@ -39,7 +39,7 @@ fn columns(rows: &[Vec<String>]) -> String {
     s
 }
 
-pub fn status(st: &Status) -> String {
+pub(crate) fn status(st: &Status) -> String {
     let mut s = format!(
         "node {} ({} mode, subnet {}, node IP {}, {} datapath), agent {}, pipeline {}\n",
         st.node, st.mode, st.subnet, st.node_ip, st.datapath, st.version, st.pipeline_version
@@ -126,7 +126,7 @@ pub fn status(st: &Status) -> String {
     s
 }
 
-pub fn pods(pods: &[PodEntry]) -> String {
+pub(crate) fn pods(pods: &[PodEntry]) -> String {
     let mut rows = vec![[
         "NAMESPACE",
         "POD",
@@ -180,7 +180,7 @@ pub fn pods(pods: &[PodEntry]) -> String {
     columns(&rows)
 }
 
-pub fn flows(flows: &[FlowEntry]) -> String {
+pub(crate) fn flows(flows: &[FlowEntry]) -> String {
     let mut s = String::new();
     let mut table = None;
     for f in flows {
@@ -196,7 +196,7 @@ pub fn flows(flows: &[FlowEntry]) -> String {
     s
 }
 
-pub fn trace(t: &local_api::TraceResult, raw: bool) -> String {
+pub(crate) fn trace(t: &local_api::TraceResult, raw: bool) -> String {
     let mut s = format!("from {}\nto   {}\npacket {}\n", t.src, t.dst, t.packet);
     for step in &t.steps {
         let m = if step.matched.is_empty() {
@@ -232,7 +232,7 @@ pub fn trace(t: &local_api::TraceResult, raw: bool) -> String {
     s
 }
 
-pub fn egress(entries: &[local_api::EgressEntry]) -> String {
+pub(crate) fn egress(entries: &[local_api::EgressEntry]) -> String {
     if entries.is_empty() {
         return "no tenant has an egress firewall (EgressNetworkPolicy)\n".into();
     }
@@ -262,7 +262,7 @@ pub fn egress(entries: &[local_api::EgressEntry]) -> String {
     s
 }
 
-pub fn network_policies(v: &local_api::NetworkPoliciesView) -> String {
+pub(crate) fn network_policies(v: &local_api::NetworkPoliciesView) -> String {
     if !v.enabled {
         return "this node does not run in networkpolicy mode (mode: networkpolicy in its configuration)\n".into();
     }
@@ -317,7 +317,7 @@ pub fn network_policies(v: &local_api::NetworkPoliciesView) -> String {
     s
 }
 
-pub fn egress_ips(v: &local_api::EgressIpsView) -> String {
+pub(crate) fn egress_ips(v: &local_api::EgressIpsView) -> String {
     if v.tenants.is_empty() && v.held.is_empty() {
         return "no tenant has egress IPs (NetNamespace egressIPs)\n".into();
     }
@@ -350,7 +350,7 @@ pub fn egress_ips(v: &local_api::EgressIpsView) -> String {
     s
 }
 
-pub fn namespaces(ns: &[NamespaceEntry]) -> String {
+pub(crate) fn namespaces(ns: &[NamespaceEntry]) -> String {
     let mut rows = vec![["NAME", "NETID", "LOCAL PODS", "MULTICAST"]
         .map(String::from)
         .to_vec()];

@@ -6,7 +6,10 @@
 //! - `sdnctl` and the controller stand on their own: neither links the agent, and sdnctl links
 //!   none of the agent's datapath crates (netlink, Prometheus, the DNS resolver...);
 //! - no source file (tests aside) is longer than 700 lines unless its `//!` says why it must
-//!   be one piece.
+//!   be one piece;
+//! - `anyhow` is used only by the binaries' `main.rs` (libraries return typed errors), and no
+//!   module glues its parts back together with `pub use part::*` (what a module exports is
+//!   listed where it is exported).
 //!
 //! Imports are read from the source text (`crate::` paths and `super::` paths outside comments
 //! and test modules); the dependency graph from `cargo tree` (offline, from Cargo.lock).
@@ -358,8 +361,8 @@ fn sdnctl_and_the_controller_link_no_agent_and_sdnctl_no_datapath() {
     }
 }
 
-#[test]
-fn no_source_file_is_longer_than_700_lines_without_saying_why() {
+/// Every source file of the workspace's crates (tests/ aside).
+fn source_files() -> Vec<PathBuf> {
     let root = workspace();
     let mut files = Vec::new();
     for member in [
@@ -377,8 +380,14 @@ fn no_source_file_is_longer_than_700_lines_without_saying_why() {
         rust_files(&root.join(member).join("src"), &mut files);
     }
     assert!(files.len() > 100, "found only {} files", files.len());
+    files
+}
+
+#[test]
+fn no_source_file_is_longer_than_700_lines_without_saying_why() {
+    let root = workspace();
     let mut long = Vec::new();
-    for f in files {
+    for f in source_files() {
         // A file of tests is one piece by nature.
         if f.file_name().is_some_and(|n| n == "tests.rs") {
             continue;
@@ -402,4 +411,28 @@ fn no_source_file_is_longer_than_700_lines_without_saying_why() {
         "split these, or say in their //! why each must be one piece (\"//! Why one piece: ...\"):\n{}",
         long.join("\n")
     );
+}
+
+#[test]
+fn anyhow_only_in_main_and_no_glob_re_exports() {
+    let root = workspace();
+    let mut found = Vec::new();
+    for f in source_files() {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let name = f.strip_prefix(&root).unwrap().display().to_string();
+        let is_main = f.file_name().is_some_and(|n| n == "main.rs");
+        for (i, l) in code_lines(&text).iter().enumerate() {
+            let code = l.trim_start();
+            if code.starts_with("//") {
+                continue;
+            }
+            if !is_main && code.contains("anyhow") {
+                found.push(format!("{name}:{}: anyhow outside main.rs: {code}", i + 1));
+            }
+            if code.starts_with("pub use") && code.ends_with("::*;") {
+                found.push(format!("{name}:{}: a glob re-export: {code}", i + 1));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
 }

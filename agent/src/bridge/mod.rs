@@ -13,6 +13,6 @@
 
 #[cfg(test)]
 pub(crate) mod fake;
-pub mod flowstore;
-pub mod seams;
-pub mod switch;
+pub(crate) mod flowstore;
+pub(crate) mod seams;
+pub(crate) mod switch;

@@ -35,7 +35,7 @@ use cluster::{ClusterState, EgressNetworkPolicy, EgressRuleType};
 
 /// One VNID's planned rows and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct VnidPlan {
+pub(crate) struct VnidPlan {
     /// The rows' meaning.
     pub firewall: EgressFirewall,
     /// The policies behind it (`namespace/name`).
@@ -48,7 +48,7 @@ pub struct VnidPlan {
 
 /// What every VNID's table-100 rows should say; also the problems that leave a policy without
 /// rows (global VNID, no NetNamespace), by policy.
-pub fn plan(
+pub(crate) fn plan(
     state: &ClusterState,
     resolved: &dyn Fn(&str) -> Vec<Ipv4Net>,
 ) -> (BTreeMap<Vnid, VnidPlan>, BTreeMap<String, String>) {
@@ -191,7 +191,7 @@ pub fn plan(
 
 /// The egress firewalls of the node (see the module docs).
 #[derive(Debug)]
-pub struct EgressFirewalls<S> {
+pub(crate) struct EgressFirewalls<S> {
     store: Arc<FlowStore<S>>,
     cluster: watch::Receiver<Arc<ClusterState>>,
     installed: Mutex<Installed>,
@@ -210,7 +210,10 @@ struct Installed {
 
 impl<S: FlowSwitch> EgressFirewalls<S> {
     /// The firewalls of `cluster`'s policies, applied through `store`.
-    pub fn new(store: Arc<FlowStore<S>>, cluster: watch::Receiver<Arc<ClusterState>>) -> Self {
+    pub(crate) fn new(
+        store: Arc<FlowStore<S>>,
+        cluster: watch::Receiver<Arc<ClusterState>>,
+    ) -> Self {
         EgressFirewalls {
             store,
             cluster,
@@ -229,7 +232,7 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
     }
 
     /// Every `dnsName` the policies use now.
-    pub fn dns_names(&self) -> BTreeSet<String> {
+    pub(crate) fn dns_names(&self) -> BTreeSet<String> {
         self.cluster
             .borrow()
             .egress_policies
@@ -240,7 +243,7 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
     }
 
     /// Records what `name` resolves to; whether that changed anything.
-    pub fn set_resolved(&self, name: &str, addrs: &BTreeSet<Ipv4Addr>) -> bool {
+    pub(crate) fn set_resolved(&self, name: &str, addrs: &BTreeSet<Ipv4Addr>) -> bool {
         let nets: Vec<Ipv4Net> = addrs.iter().map(|a| Ipv4Net::from(*a)).collect();
         let mut dns = crate::lock(&self.dns);
         if dns.get(name) == Some(&nets) {
@@ -251,12 +254,12 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
     }
 
     /// Forgets names no policy uses any more.
-    pub fn retain_names(&self, names: &BTreeSet<String>) {
+    pub(crate) fn retain_names(&self, names: &BTreeSet<String>) {
         crate::lock(&self.dns).retain(|n, _| names.contains(n));
     }
 
     /// The plans in effect.
-    pub async fn current(&self) -> BTreeMap<Vnid, VnidPlan> {
+    pub(crate) async fn current(&self) -> BTreeMap<Vnid, VnidPlan> {
         self.installed.lock().await.plans.clone()
     }
 
@@ -286,7 +289,7 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
 
     /// Stages the current plans without applying (start-up: the store's first reconcile
     /// applies them with everything else).
-    pub async fn stage(&self) -> usize {
+    pub(crate) async fn stage(&self) -> usize {
         let mut installed = self.installed.lock().await;
         let (plans, ignored) = plan(&self.cluster.borrow().clone(), &|n| self.resolved(n));
         let change = Self::change(&installed.plans, &plans, true);
@@ -302,7 +305,7 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
     /// a namespace moves to another VNID, its pods keep the old VNID until they are re-flowed,
     /// and removing the old VNID's rows before that would let them reach what their policy
     /// denies. The daemon syncs without pruning, re-flows the pods, then prunes.
-    pub async fn sync(&self, prune: bool) -> Result<usize, ovs::openflow::OfError> {
+    pub(crate) async fn sync(&self, prune: bool) -> Result<usize, ovs::openflow::OfError> {
         let mut installed = self.installed.lock().await;
         let (plans, ignored) = plan(&self.cluster.borrow().clone(), &|n| self.resolved(n));
         let change = Self::change(&installed.plans, &plans, prune);
@@ -377,7 +380,7 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
 
 /// How long an answer counts, as openshift-sdn bounded it: a TTL under 30 s as given (at least
 /// 1 s), up to 30 minutes → 30 s, longer → 30 minutes.
-pub fn normalize_ttl(ttl: Duration) -> Duration {
+pub(crate) fn normalize_ttl(ttl: Duration) -> Duration {
     if ttl < Duration::from_secs(30) {
         ttl.max(Duration::from_secs(1))
     } else if ttl >= Duration::from_secs(30 * 60) {
@@ -388,24 +391,31 @@ pub fn normalize_ttl(ttl: Duration) -> Duration {
 }
 
 /// How soon a failed lookup is tried again (openshift-sdn's default TTL).
-pub const RETRY_AFTER: Duration = Duration::from_secs(30);
+pub(crate) const RETRY_AFTER: Duration = Duration::from_secs(30);
 
 /// The resolver of `dnsName` rules (see the module docs).
 #[derive(Debug)]
-pub struct EgressDns {
+pub(crate) struct EgressDns {
     resolver: hickory_resolver::TokioResolver,
     source: String,
 }
 
+/// Why the `dnsName` rules' resolver cannot be set up.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct DnsConfigError(String);
+
 impl EgressDns {
     /// A resolver asking `servers` (`IP` or `IP:PORT`, UDP then TCP), or the node's
     /// `/etc/resolv.conf` when empty. Answers are not cached: each lookup asks.
-    pub fn new(servers: &[String]) -> anyhow::Result<EgressDns> {
+    pub(crate) fn new(servers: &[String]) -> Result<EgressDns, DnsConfigError> {
         use hickory_resolver::config::{NameServerConfigGroup, ResolverConfig, ResolverOpts};
         use hickory_resolver::name_server::TokioConnectionProvider;
         let (config, mut opts, source) = if servers.is_empty() {
             let (c, o) = hickory_resolver::system_conf::read_system_conf().map_err(|e| {
-                anyhow::anyhow!("reading /etc/resolv.conf for dnsName egress rules: {e}")
+                DnsConfigError(format!(
+                    "reading /etc/resolv.conf for dnsName egress rules: {e}"
+                ))
             })?;
             (c, o, "/etc/resolv.conf".to_string())
         } else {
@@ -415,7 +425,7 @@ impl EgressDns {
                     .parse()
                     .or_else(|_| s.parse::<std::net::IpAddr>().map(|ip| (ip, 53).into()))
                     .map_err(|_| {
-                        anyhow::anyhow!("egressDNSServers {s:?}: expected IP or IP:PORT")
+                        DnsConfigError(format!("egressDNSServers {s:?}: expected IP or IP:PORT"))
                     })?;
                 addrs.push(a);
             }
@@ -446,12 +456,15 @@ impl EgressDns {
     }
 
     /// Where it asks.
-    pub fn source(&self) -> &str {
+    pub(crate) fn source(&self) -> &str {
         &self.source
     }
 
     /// The IPv4 addresses of `name` and how long they count (normalized), or why not.
-    pub async fn resolve(&self, name: &str) -> Result<(BTreeSet<Ipv4Addr>, Duration), String> {
+    pub(crate) async fn resolve(
+        &self,
+        name: &str,
+    ) -> Result<(BTreeSet<Ipv4Addr>, Duration), String> {
         let fqdn = if name.ends_with('.') {
             name.to_string()
         } else {
@@ -472,7 +485,7 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
     /// Resolves every name the policies use once, all at once, giving up after `within`: at
     /// start, before the first reconcile, so a restart does not take a dnsName rule's rows off
     /// the bridge while its name is looked up again. Returns how many names resolved.
-    pub async fn seed_dns(&self, dns: &EgressDns, within: Duration) -> usize {
+    pub(crate) async fn seed_dns(&self, dns: &EgressDns, within: Duration) -> usize {
         let names: Vec<String> = self.dns_names().into_iter().collect();
         let lookups = futures::future::join_all(names.iter().map(|n| dns.resolve(n)));
         let Ok(answers) = tokio::time::timeout(within, lookups).await else {
@@ -499,7 +512,7 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
     /// Keeps the `dnsName` rules' addresses current until the task is dropped: resolves every
     /// name the policies use when it appears and again when its answer expires, and re-syncs
     /// the firewalls (without pruning, see [`Self::sync`]) when an address set changed.
-    pub async fn follow_dns(self: Arc<Self>, dns: EgressDns) {
+    pub(crate) async fn follow_dns(self: Arc<Self>, dns: EgressDns) {
         let mut due: BTreeMap<String, Instant> = BTreeMap::new();
         let mut cluster = self.cluster.clone();
         loop {
@@ -553,7 +566,7 @@ impl<S: FlowSwitch + 'static> EgressFirewalls<S> {
     /// The feature, where namespaces have VNIDs (not in subnet mode), with the resolver of its
     /// `dnsName` rules (`egressDNSServers`, else the node's `/etc/resolv.conf`). A resolver
     /// that cannot be set up is logged: those rules then have no rows (they allow nothing).
-    pub fn feature(ctx: &super::Context<S>) -> Option<Arc<Self>> {
+    pub(crate) fn feature(ctx: &super::Context<S>) -> Option<Arc<Self>> {
         if !ctx.node.mode.has_vnids() {
             return None;
         }
@@ -561,7 +574,7 @@ impl<S: FlowSwitch + 'static> EgressFirewalls<S> {
         match EgressDns::new(&ctx.config.egress_dns_servers) {
             Ok(dns) => *crate::lock(&firewalls.resolver) = Some(dns),
             Err(e) => {
-                tracing::error!(error = %format!("{e:#}"), "egress firewall dnsName rules cannot resolve (they have no rows); fix the resolver configuration or set egressDNSServers");
+                tracing::error!(error = %e, "egress firewall dnsName rules cannot resolve (they have no rows); fix the resolver configuration or set egressDNSServers");
             }
         }
         Some(Arc::new(firewalls))

@@ -28,14 +28,14 @@ pub(crate) const MULTICAST_TABLES: &[Table] = &[Table::MulticastOut, Table::Mult
 
 /// The multicast-enabled tenants (see the module docs).
 #[derive(Debug)]
-pub struct Multicast<S> {
+pub(crate) struct Multicast<S> {
     store: Arc<FlowStore<S>>,
     state: watch::Receiver<Arc<ClusterState>>,
 }
 
 impl<S: FlowSwitch + 'static> Multicast<S> {
     /// The feature, where namespaces have VNIDs (not in subnet mode).
-    pub fn feature(ctx: &Context<S>) -> Option<Arc<Self>> {
+    pub(crate) fn feature(ctx: &Context<S>) -> Option<Arc<Self>> {
         ctx.node.mode.has_vnids().then(|| {
             Arc::new(Multicast {
                 store: ctx.store.clone(),

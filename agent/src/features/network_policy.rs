@@ -78,7 +78,7 @@ pub trait PodPolicy: Send + Sync + fmt::Debug {
 }
 
 /// Lists the local pods (the pod table).
-pub type LocalPods = Arc<dyn Fn() -> BoxFuture<'static, Vec<LocalPodRef>> + Send + Sync>;
+pub(crate) type LocalPods = Arc<dyn Fn() -> BoxFuture<'static, Vec<LocalPodRef>> + Send + Sync>;
 
 /// What the rows are built from (compared to skip rebuilds that would change nothing).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -158,7 +158,7 @@ impl Inputs {
 
 /// What the last rebuild did, for `sdnctl`, the metrics and `sdnctl trace`.
 #[derive(Clone, Debug, Default)]
-pub struct PolicyView {
+pub(crate) struct PolicyView {
     /// Policies in the cluster state.
     pub policies: usize,
     /// Policies that select a pod of this node.
@@ -187,13 +187,13 @@ pub struct PolicyView {
 impl PolicyView {
     /// What openshift-sdn's cross product would have installed for the same policies and pods
     /// (`local_targets`: had it counted only this node's pods as targets).
-    pub fn cross_product_rows(&self, local_targets: bool) -> usize {
+    pub(crate) fn cross_product_rows(&self, local_targets: bool) -> usize {
         flows::policy::cross_product_rows(self.inputs.input(), local_targets)
     }
 }
 
 /// The NetworkPolicy rows of this node (see the module docs).
-pub struct NetworkPolicies<S> {
+pub(crate) struct NetworkPolicies<S> {
     store: Arc<FlowStore<S>>,
     cluster: watch::Receiver<Arc<ClusterState>>,
     local_subnet: Ipv4Net,
@@ -223,7 +223,7 @@ impl<S> fmt::Debug for NetworkPolicies<S> {
 impl<S: FlowSwitch> NetworkPolicies<S> {
     /// The policies of a node whose pods are in `local_subnet`, listed by `local_pods`, on the
     /// ovs-vswitchd whose control socket is in `ovs_rundir`, with its `datapath`.
-    pub fn new(
+    pub(crate) fn new(
         store: Arc<FlowStore<S>>,
         cluster: watch::Receiver<Arc<ClusterState>>,
         local_subnet: Ipv4Net,
@@ -247,7 +247,7 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
     }
 
     /// What the last rebuild did.
-    pub fn view(&self) -> Arc<PolicyView> {
+    pub(crate) fn view(&self) -> Arc<PolicyView> {
         crate::lock(&self.view).clone()
     }
 
@@ -342,7 +342,7 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
 
     /// Rebuilds the rows if their inputs changed, and applies the difference in one bundle.
     /// Returns whether the bridge changed.
-    pub async fn sync(&self) -> Result<bool, OfError> {
+    pub(crate) async fn sync(&self) -> Result<bool, OfError> {
         let local = (self.local_pods)().await;
         let mut last = self.last.lock().await;
         let state = self.cluster.borrow().clone();
@@ -387,7 +387,7 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
 
     /// Computes the rows and records them without touching the switch (start-up, before the
     /// first reconcile).
-    pub async fn stage(&self) {
+    pub(crate) async fn stage(&self) {
         let local = (self.local_pods)().await;
         let mut last = self.last.lock().await;
         let state = self.cluster.borrow().clone();
@@ -473,7 +473,7 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
     /// correct it; a connection the policy had just refused kept passing, or an allowed one
     /// stayed dropped, for as long as packets kept the flow alive. The cost is one upcall per
     /// active flow after each policy change, not per packet.
-    pub async fn run(self: Arc<Self>) {
+    pub(crate) async fn run(self: Arc<Self>) {
         let settler = self.clone();
         let settle = tokio::spawn(async move {
             loop {
@@ -568,7 +568,7 @@ impl<S: FlowSwitch> PodPolicy for NetworkPolicies<S> {
 
 impl<S: FlowSwitch + 'static> NetworkPolicies<S> {
     /// The feature, in networkpolicy mode.
-    pub fn feature(ctx: &super::Context<S>) -> Option<Arc<Self>> {
+    pub(crate) fn feature(ctx: &super::Context<S>) -> Option<Arc<Self>> {
         (ctx.node.mode == flows::Mode::NetworkPolicy).then(|| {
             Arc::new(NetworkPolicies::new(
                 ctx.store.clone(),

@@ -48,7 +48,7 @@ use cluster::{ClusterState, HostSubnet};
 
 /// This node, as far as remote nodes are concerned.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LocalNode {
+pub(crate) struct LocalNode {
     /// Node name (its own HostSubnet's name).
     pub name: String,
     /// Its underlay address (VTEP).
@@ -59,7 +59,7 @@ pub struct LocalNode {
 
 /// One remote node as the pipeline sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RemoteNode {
+pub(crate) struct RemoteNode {
     /// Node name (the HostSubnet's name).
     pub name: String,
     /// The HostSubnet's uid (its name when it has none): what the cookie is derived from.
@@ -101,7 +101,7 @@ impl RemoteNode {
     }
 
     /// The flow store's owner of its rows.
-    pub fn owner(&self) -> Owner {
+    pub(crate) fn owner(&self) -> Owner {
         Owner::RemoteNode {
             name: self.name.clone(),
             cookie: self.cookie,
@@ -109,7 +109,7 @@ impl RemoteNode {
     }
 
     /// Its three rows (tables 10, 50, 90).
-    pub fn flows(&self) -> Vec<Flow> {
+    pub(crate) fn flows(&self) -> Vec<Flow> {
         remote_node_flows(&RemoteNodeFlows {
             host_ip: self.host_ip,
             subnet: self.subnet,
@@ -120,7 +120,7 @@ impl RemoteNode {
 
 /// The remote nodes a cluster state gives this node.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RemoteSet {
+pub(crate) struct RemoteSet {
     /// Remote nodes by name.
     pub nodes: BTreeMap<String, RemoteNode>,
     /// HostSubnets left out, by name, with the reason.
@@ -130,7 +130,7 @@ pub struct RemoteSet {
 impl RemoteSet {
     /// Every HostSubnet of `state` but `local`'s own, minus those it cannot use (see the module
     /// docs). Of two HostSubnets with one hostIP the one whose name sorts first is kept.
-    pub fn from_state(state: &ClusterState, local: &LocalNode) -> RemoteSet {
+    pub(crate) fn from_state(state: &ClusterState, local: &LocalNode) -> RemoteSet {
         let mut set = RemoteSet::default();
         let mut by_ip: BTreeMap<Ipv4Addr, String> = BTreeMap::new();
         for (name, hs) in state.host_subnets.iter() {
@@ -173,14 +173,14 @@ impl RemoteSet {
     }
 
     /// The remote VTEPs.
-    pub fn vteps(&self) -> BTreeSet<Ipv4Addr> {
+    pub(crate) fn vteps(&self) -> BTreeSet<Ipv4Addr> {
         self.nodes.values().map(|n| n.host_ip).collect()
     }
 
     /// Every remote-node row: each node's three, then the table-111 row (what
     /// [`RemoteNodes::stage`] and [`RemoteNodes::sync`] install, node by node).
     #[cfg(test)]
-    pub fn flows(&self) -> Vec<Flow> {
+    pub(crate) fn flows(&self) -> Vec<Flow> {
         let mut out: Vec<Flow> = self.nodes.values().flat_map(RemoteNode::flows).collect();
         out.push(multicast_remote(&self.vteps()).0);
         out
@@ -206,7 +206,7 @@ fn overlaps(a: &Ipv4Net, b: &Ipv4Net) -> bool {
 
 /// What is on `br0` as far as this module knows.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Installed {
+pub(crate) struct Installed {
     /// Remote nodes whose rows are installed, by name.
     pub nodes: BTreeMap<String, RemoteNode>,
     /// The VTEPs of the installed table-111 row (`None`: unknown, write it).
@@ -215,7 +215,7 @@ pub struct Installed {
 
 /// How one remote node changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NodeChange {
+pub(crate) enum NodeChange {
     /// A new remote node.
     Added(RemoteNode),
     /// Its hostIP, subnet or uid changed.
@@ -231,7 +231,7 @@ pub enum NodeChange {
 
 impl NodeChange {
     /// The node's name.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         match self {
             NodeChange::Added(n) | NodeChange::Removed(n) | NodeChange::Changed { to: n, .. } => {
                 &n.name
@@ -273,7 +273,7 @@ impl NodeChange {
 
 /// One bundle of an incremental update.
 #[derive(Debug)]
-pub struct Step {
+pub(crate) struct Step {
     /// The node it changes (`None`: only the table-111 row).
     pub change: Option<NodeChange>,
     /// The VTEPs of the table-111 row it writes, if it writes one.
@@ -285,7 +285,7 @@ pub struct Step {
 #[cfg(test)]
 impl Step {
     /// Its messages, in order (what the store sends for it).
-    pub fn msgs(&self) -> Vec<ovs::openflow::BundleMsg> {
+    pub(crate) fn msgs(&self) -> Vec<ovs::openflow::BundleMsg> {
         self.store.messages()
     }
 }
@@ -293,7 +293,7 @@ impl Step {
 /// The bundles that take `br0` from `installed` to `desired`: one per changed node (by name),
 /// the table-111 row in the last of them when the VTEP set differs from the installed row's (in a
 /// bundle of its own when no node changed). Empty when nothing differs.
-pub fn plan_updates(installed: &Installed, desired: &RemoteSet) -> Vec<Step> {
+pub(crate) fn plan_updates(installed: &Installed, desired: &RemoteSet) -> Vec<Step> {
     let mut changes = Vec::new();
     for (name, old) in &installed.nodes {
         match desired.nodes.get(name) {
@@ -342,7 +342,7 @@ pub fn plan_updates(installed: &Installed, desired: &RemoteSet) -> Vec<Step> {
 
 /// Why an incremental update failed.
 #[derive(Debug, thiserror::Error)]
-pub enum NodesError {
+pub(crate) enum NodesError {
     /// A node's bundle was refused or the switch is unreachable.
     #[error("applying the rows of remote node {node:?} on br0: {source}")]
     Node {
@@ -365,7 +365,7 @@ pub enum NodesError {
 
 /// The remote-node rows of `br0`, following the cluster state.
 #[derive(Debug)]
-pub struct RemoteNodes<S = Switch> {
+pub(crate) struct RemoteNodes<S = Switch> {
     local: LocalNode,
     store: Arc<FlowStore<S>>,
     cluster: watch::Receiver<Arc<ClusterState>>,
@@ -393,7 +393,7 @@ impl Tracked {
 impl<S: FlowSwitch> RemoteNodes<S> {
     /// The remote-node rows of `local` in `store`, from `cluster`. Nothing is read or changed
     /// until a method is called.
-    pub fn new(
+    pub(crate) fn new(
         local: LocalNode,
         store: Arc<FlowStore<S>>,
         cluster: watch::Receiver<Arc<ClusterState>>,
@@ -407,14 +407,14 @@ impl<S: FlowSwitch> RemoteNodes<S> {
     }
 
     /// The remote nodes the current cluster state gives.
-    pub fn desired(&self) -> RemoteSet {
+    pub(crate) fn desired(&self) -> RemoteSet {
         let state = self.cluster.borrow().clone();
         RemoteSet::from_state(&state, &self.local)
     }
 
     /// Start-up: stages every remote node's rows and the table-111 row in the store (the
     /// caller's full reconcile installs them) and remembers them as installed.
-    pub async fn stage(&self) -> usize {
+    pub(crate) async fn stage(&self) -> usize {
         let mut tracked = self.state.lock().await;
         let desired = self.desired();
         tracked.warn_skipped(&desired);
@@ -436,7 +436,7 @@ impl<S: FlowSwitch> RemoteNodes<S> {
     /// changed node (see [`plan_updates`]), [`NODES_PER_BUNDLE`] steps to a bundle. Returns the
     /// changes applied; a refused bundle is retried step by step, which stops at the first
     /// step that fails (the steps before it stay applied and remembered).
-    pub async fn sync(&self) -> Result<Vec<NodeChange>, NodesError> {
+    pub(crate) async fn sync(&self) -> Result<Vec<NodeChange>, NodesError> {
         let mut tracked = self.state.lock().await;
         let desired = self.desired();
         tracked.warn_skipped(&desired);
@@ -484,7 +484,7 @@ impl<S: FlowSwitch> RemoteNodes<S> {
 
 /// Node changes applied in one bundle: a cluster of 5,000 nodes arriving at once takes 20
 /// bundles, not 5,000 round trips to the switch.
-pub const NODES_PER_BUNDLE: usize = 250;
+pub(crate) const NODES_PER_BUNDLE: usize = 250;
 
 /// Remembers what a step applied (after its bundle succeeded).
 fn record(installed: &mut Installed, step: Step, done: &mut Vec<NodeChange>) {
@@ -518,7 +518,7 @@ fn record(installed: &mut Installed, step: Step, done: &mut Vec<NodeChange>) {
 
 impl<S: FlowSwitch + 'static> RemoteNodes<S> {
     /// The feature: every node has remote nodes (in every mode).
-    pub fn feature(ctx: &super::Context<S>) -> Option<Arc<Self>> {
+    pub(crate) fn feature(ctx: &super::Context<S>) -> Option<Arc<Self>> {
         Some(Arc::new(RemoteNodes::new(
             LocalNode {
                 name: ctx.config.node_name.clone(),

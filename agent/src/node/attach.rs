@@ -16,7 +16,7 @@ use crate::cni::{AddResult, Interface, IpConfig, Request, Route};
 use crate::pod::{Attachment, PodNetwork, Wired};
 
 /// The attachment `req` asks for.
-pub fn attachment(req: &Request) -> Attachment {
+pub(super) fn attachment(req: &Request) -> Attachment {
     Attachment {
         id: AttachmentId::new(req.container_id.clone(), req.ifname.clone()),
         netns: req.netns.clone(),
@@ -41,7 +41,7 @@ pub fn attachment(req: &Request) -> Attachment {
 
 /// The CNI result of a wired pod: the previous result (chained plugins) plus the host veth, the
 /// pod interface, its address and the pod's routes.
-pub fn add_result(req: &Request, net: &PodNetwork, wired: &Wired) -> AddResult {
+pub(super) fn add_result(req: &Request, net: &PodNetwork, wired: &Wired) -> AddResult {
     let pod = &wired.pod;
     let mut r = req.config.prev_result.clone().unwrap_or_default();
     let host_index = r.interfaces.len();

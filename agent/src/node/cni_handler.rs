@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use anyhow::Result;
+use super::error::Result;
 
 use crate::cni::{self, AddResult, CniError, Request};
 use crate::operator::observe::NodeView;

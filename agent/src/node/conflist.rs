@@ -7,7 +7,7 @@ use crate::lock;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use super::error::{Result, Step};
 
 use super::*;
 
@@ -18,7 +18,7 @@ pub fn remove_cni_configs(dir: &Path, name: &str) -> Result<Vec<PathBuf>> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e).with_context(|| format!("listing {}", dir.display())),
+        Err(e) => return Err(e).with_step(|| format!("listing {}", dir.display())),
     };
     let main = format!("10-{name}.conflist");
     let tenant = format!("20-{name}-");
@@ -27,7 +27,7 @@ pub fn remove_cni_configs(dir: &Path, name: &str) -> Result<Vec<PathBuf>> {
         let file = entry.file_name().to_string_lossy().into_owned();
         if file == main || (file.starts_with(&tenant) && file.ends_with(".conflist")) {
             let path = entry.path();
-            std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+            std::fs::remove_file(&path).with_step(|| format!("removing {}", path.display()))?;
             removed.push(path);
         }
     }
@@ -65,17 +65,17 @@ pub(super) fn write_conf(
         "name": name,
         "plugins": [plugin],
     });
-    let bytes = serde_json::to_vec_pretty(&conf)?;
+    let bytes = serde_json::to_vec_pretty(&conf).step("encoding the CNI config")?;
     if std::fs::read(path).is_ok_and(|old| old == bytes) {
         return Ok(());
     }
-    let dir = path.parent().context("CNI conf path has no directory")?;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let dir = path.parent().step("CNI conf path has no directory")?;
+    std::fs::create_dir_all(dir).with_step(|| format!("creating {}", dir.display()))?;
     // A runtime reads it at boot: whole, and on disk. (Temporary files of a write cut off by
     // a kill go first; runtimes ignore them, their names end in neither .conf nor .conflist.)
     cluster::files::remove_stale_temps(dir);
     cluster::files::write(path, &bytes, 0o644, cluster::files::Durability::PowerLoss)
-        .with_context(|| format!("writing {}", path.display()))
+        .with_step(|| format!("writing {}", path.display()))
 }
 
 impl Daemon {

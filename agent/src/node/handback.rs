@@ -21,7 +21,7 @@
 
 use std::net::Ipv4Addr;
 
-use anyhow::{bail, Context, Result};
+use super::error::{bail, Result, Step};
 
 use super::takeover::{CNI_CONF_FILE, CNI_NETWORK};
 use crate::host::ipam;
@@ -32,7 +32,7 @@ use cluster::config::Config;
 
 /// openshift-sdn's CNI config file, byte for byte (`openshift-sdn-node/sdn.go`
 /// `writeConfigFile`), mode 0600.
-pub const CNI_CONF_TEXT: &str =
+pub(super) const CNI_CONF_TEXT: &str =
     "\n{\n  \"cniVersion\": \"0.3.1\",\n  \"name\": \"openshift-sdn\",\n  \"type\": \"openshift-sdn\"\n}\n";
 
 /// Hands the node back (see the module docs). Returns what was done, one line each.
@@ -46,12 +46,12 @@ pub async fn hand_back(cfg: &Config) -> Result<Vec<String>> {
     }
     let db = ovs::ovsdb::Client::connect(&cfg.ovsdb.to_string())
         .await
-        .with_context(|| format!("cannot reach ovsdb-server at {}", cfg.ovsdb))?;
+        .with_step(|| format!("cannot reach ovsdb-server at {}", cfg.ovsdb))?;
     let ports = db
         .with_cache(super::takeover::bridge_ports)
         .unwrap_or_default();
     let mut done = Vec::new();
-    let theirs = ipam::V060Dir::open(&cfg.ipam_dir, CNI_NETWORK).with_context(|| {
+    let theirs = ipam::V060Dir::open(&cfg.ipam_dir, CNI_NETWORK).with_step(|| {
         format!(
             "openshift-sdn's lease directory in {}",
             cfg.ipam_dir.display()
@@ -74,10 +74,10 @@ pub async fn hand_back(cfg: &Config) -> Result<Vec<String>> {
                 }
                 let ip: Ipv4Addr = ip
                     .parse()
-                    .with_context(|| format!("pod port {name} records ip {ip:?}"))?;
+                    .with_step(|| format!("pod port {name} records ip {ip:?}"))?;
                 theirs
                     .reserve(ip, sandbox)
-                    .with_context(|| format!("writing openshift-sdn's lease of {ip}"))?;
+                    .with_step(|| format!("writing openshift-sdn's lease of {ip}"))?;
                 pods += 1;
             }
             _ if crate::pod::pool::is_pool_port(name) => idle.push(name.clone()),
@@ -91,18 +91,18 @@ pub async fn hand_back(cfg: &Config) -> Result<Vec<String>> {
     if !idle.is_empty() {
         db.delete_ports_nowait(BRIDGE, &idle)
             .await
-            .context("deleting the idle ports of the agent's pool")?;
-        let netlink = crate::host::netlink::Netlink::new().context("opening rtnetlink")?;
+            .step("deleting the idle ports of the agent's pool")?;
+        let netlink = crate::host::netlink::Netlink::new().step("opening rtnetlink")?;
         for p in &idle {
             netlink
                 .delete_host_veth(p)
                 .await
-                .with_context(|| format!("deleting pool veth {p}"))?;
+                .with_step(|| format!("deleting pool veth {p}"))?;
         }
         done.push(format!("{} idle pool ports deleted", idle.len()));
     }
     std::fs::create_dir_all(&cfg.cni_conf_dir)
-        .with_context(|| format!("creating {}", cfg.cni_conf_dir.display()))?;
+        .with_step(|| format!("creating {}", cfg.cni_conf_dir.display()))?;
     let conf = cfg.cni_conf_dir.join(CNI_CONF_FILE);
     cluster::files::write(
         &conf,
@@ -110,22 +110,22 @@ pub async fn hand_back(cfg: &Config) -> Result<Vec<String>> {
         0o600,
         cluster::files::Durability::PowerLoss,
     )
-    .with_context(|| format!("writing {}", conf.display()))?;
+    .with_step(|| format!("writing {}", conf.display()))?;
     done.push(format!("wrote {}", conf.display()));
     for f in super::remove_cni_configs(&cfg.cni_conf_dir, &cfg.cni_network_name)? {
         done.push(format!("removed {}", f.display()));
     }
     let ours = cfg.ipam_dir.join(&cfg.cni_network_name);
     if ours.is_dir() {
-        std::fs::remove_dir_all(&ours).with_context(|| format!("removing {}", ours.display()))?;
+        std::fs::remove_dir_all(&ours).with_step(|| format!("removing {}", ours.display()))?;
         done.push(format!("removed {}", ours.display()));
     }
     crate::features::hostports::remove_all(&Iptables::host())
         .await
-        .context("removing the agent's host port rules")?;
+        .step("removing the agent's host port rules")?;
     crate::host::iptables::remove()
         .await
-        .context("removing the agent's iptables chains")?;
+        .step("removing the agent's iptables chains")?;
     done.push("removed the agent's iptables chains (SDN-*) and host port rules".into());
     Ok(done)
 }

@@ -5,13 +5,13 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use super::error::{Result, Step};
 use ovs::ovsdb::{self};
 
 use crate::bridge::flowstore::ReconcileStats;
 use crate::features::{Phase, Reason};
 
-use super::start::{configure_tun0, release_switch};
+use super::bridge_setup::{configure_tun0, release_switch};
 use super::*;
 
 impl Daemon {
@@ -22,8 +22,8 @@ impl Daemon {
         self.pods
             .restore_meters()
             .await
-            .context("re-adding lost egress meters")?;
-        Ok(self.store.reconcile().await?)
+            .step("re-adding lost egress meters")?;
+        self.store.reconcile().await.step("reconciling br0")
     }
 
     /// [`Self::reconcile`], timed and recorded for `sdnctl status` and the metrics as done

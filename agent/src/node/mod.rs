@@ -49,8 +49,10 @@
 //! record and the metrics.
 
 mod attach;
+mod bridge_setup;
 mod cni_handler;
 mod conflist;
+pub mod error;
 mod handback;
 mod loops;
 mod ovs_wait;
@@ -65,7 +67,7 @@ use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use error::{Result, Step};
 use flows::NodeConfig;
 use ipnet::Ipv4Net;
 use ovs::flow::Flow;
@@ -115,7 +117,7 @@ pub struct Daemon {
 
 /// Resolves the node's NodeConfig from the cluster state.
 fn node_config(cfg: &Config, state: &ClusterState) -> Result<NodeConfig> {
-    let hs = state.host_subnet_of(&cfg.node_name).with_context(|| {
+    let hs = state.host_subnet_of(&cfg.node_name).with_step(|| {
         format!(
             "no HostSubnet for node {:?} in the cluster state; create one (host: {}, subnet: a \
              free /{} of the cluster network)",
@@ -127,12 +129,12 @@ fn node_config(cfg: &Config, state: &ClusterState) -> Result<NodeConfig> {
     let local_subnet: Ipv4Net = hs
         .subnet
         .parse()
-        .with_context(|| format!("HostSubnet {} subnet {:?}", cfg.node_name, hs.subnet))?;
+        .with_step(|| format!("HostSubnet {} subnet {:?}", cfg.node_name, hs.subnet))?;
     let node_ip: Ipv4Addr = match cfg.node_ip {
         Some(ip) => ip,
         None => state
             .host_ip_of(&cfg.node_name)
-            .with_context(|| format!("HostSubnet {} hostIP {:?}", cfg.node_name, hs.host_ip))?,
+            .with_step(|| format!("HostSubnet {} hostIP {:?}", cfg.node_name, hs.host_ip))?,
     };
     Ok(NodeConfig {
         datapath: cfg.datapath_type,

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use super::error::{Result, Step};
 use cluster::config::Config;
 use ovs::ovsdb;
 
@@ -34,7 +34,7 @@ pub(super) async fn connect(cfg: &Config, health: &Health) -> Result<ovsdb::Clie
         },
     )
     .await
-    .with_context(|| {
+    .with_step(|| {
         format!(
             "cannot reach ovsdb-server at {} (waited {}s): is Open vSwitch running?",
             cfg.ovsdb,
@@ -64,7 +64,7 @@ pub(super) async fn connect(cfg: &Config, health: &Health) -> Result<ovsdb::Clie
             },
         )
         .await
-        .with_context(|| {
+        .with_step(|| {
             format!(
                 "opening OpenFlow to {} (waited {}s); is ovs-vswitchd running, and is that \
              br0's management socket (bridgeMgmt)?",

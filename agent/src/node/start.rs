@@ -1,15 +1,12 @@
 //! The start-up sequence, in the order the node needs (see the node module's docs), up to
 //! serving: the CNI server, the CNI config file that announces readiness, the local API.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
-use flows::{base_flows, NodeConfig, Table};
-use ipnet::Ipv4Net;
-use ovs::ovsdb::{BridgeSpec, FailMode, PortSpec};
+use super::error::{bail, Result, Step};
+use flows::{base_flows, NodeConfig};
 
 use crate::bridge::flowstore::{Change, FlowStore, Owner, ReconcileStats};
 use crate::bridge::switch::Switch;
@@ -19,8 +16,9 @@ use crate::host::ipam;
 use crate::host::iptables::Iptables;
 use crate::host::netlink::Netlink;
 use crate::operator::observe::{NodeView, Observer};
-use crate::pod::{PodIo, PodNetwork, Pods, BRIDGE};
+use crate::pod::{PodIo, PodNetwork, Pods};
 
+use super::bridge_setup::{name_tables, release_switch, set_up_bridge, set_up_host};
 use super::cni_handler::AgentHandler;
 use super::conflist::write_conf;
 use super::*;
@@ -36,7 +34,12 @@ impl Daemon {
         let health = observer.health.clone();
         let mut endpoints = Vec::new();
         if let Some(addr) = cfg.metrics_address() {
-            endpoints.push(observer.serve(addr).await?);
+            endpoints.push(
+                observer
+                    .serve(addr)
+                    .await
+                    .step("serving metrics and health")?,
+            );
         }
         refuse_policies_without_kubernetes(&cfg)?;
         health.phase("loading the cluster state");
@@ -61,7 +64,7 @@ impl Daemon {
             cfg.force_takeover,
         )
         .await
-        .context("taking the node over from openshift-sdn")?;
+        .step("taking the node over from openshift-sdn")?;
         node.tun0_mac = takeover::kept_tun0_mac(&db, takeover.as_ref());
         set_up_bridge(&db, &cfg, &node).await?;
         clock.mark("ovs ports");
@@ -136,7 +139,7 @@ impl Daemon {
         let cleaned = match &takeover {
             Some(_) => takeover::Found::clean_up(&n.config.cni_conf_dir, &n.config.ipam_dir)
                 .await
-                .context("removing what openshift-sdn left")?,
+                .step("removing what openshift-sdn left")?,
             None => Vec::new(),
         };
         n.await_openflow(connecting).await?;
@@ -161,13 +164,11 @@ impl Daemon {
         &self,
         connecting: tokio::task::JoinHandle<Result<(), ovs::openflow::OfError>>,
     ) -> Result<()> {
-        let mut connected = connecting
-            .await
-            .context("the OpenFlow connect task failed")?;
+        let mut connected = connecting.await.step("the OpenFlow connect task failed")?;
         let give_up = tokio::time::Instant::now() + Duration::from_secs(60);
         while let Err(e) = connected {
             if tokio::time::Instant::now() >= give_up {
-                return Err(e).with_context(|| {
+                return Err(e).with_step(|| {
                     format!("opening OpenFlow to {}", self.config.bridge_mgmt.display())
                 });
             }
@@ -182,14 +183,16 @@ impl Daemon {
     /// bundle; a switch that restarted while the agent was away waits for the pipeline (see
     /// [`release_switch`]): it is complete now.
     async fn first_reconcile(&self) -> Result<ReconcileStats> {
-        self.pods
-            .remove_stray_meters()
-            .await
-            .map_err(|e| anyhow::anyhow!("removing stray egress meters: {e} {}", e.details()))?;
+        self.pods.remove_stray_meters().await.map_err(|e| {
+            super::error::NodeError::Refused(format!(
+                "removing stray egress meters: {e} {}",
+                e.details()
+            ))
+        })?;
         let stats = self
             .reconcile_for(Reason::Start)
             .await
-            .context("reconciling the flows of br0")?;
+            .step("reconciling the flows of br0")?;
         release_switch(&self.db).await;
         Ok(stats)
     }
@@ -228,8 +231,11 @@ impl Daemon {
         self.observer.set_view(view.clone());
         self.endpoints
             .push(tokio::spawn(view.clone().watch_health()));
-        self.endpoints
-            .push(crate::operator::api::serve(&self.config.api_socket(), view.clone()).await?);
+        self.endpoints.push(
+            crate::operator::api::serve(&self.config.api_socket(), view.clone())
+                .await
+                .step("serving the local API")?,
+        );
         let handler = Arc::new(AgentHandler {
             pods: self.pods.clone(),
             view,
@@ -240,7 +246,7 @@ impl Daemon {
         };
         let server = cni::serve(&self.config.cni_socket, handler, opts)
             .await
-            .with_context(|| {
+            .with_step(|| {
                 format!(
                     "starting the CNI server on {}",
                     self.config.cni_socket.display()
@@ -325,27 +331,31 @@ async fn load_cluster_state(
                 cfg.node_ip,
                 &cluster::ClusterNetworkSpec::from_config(cfg),
             )
-            .with_context(|| format!("preparing the cluster state in {}", dir.display()))?;
+            .with_step(|| format!("preparing the cluster state in {}", dir.display()))?;
             let src = cluster::StandaloneSource::start(dir, cluster::DEFAULT_POLL_INTERVAL)
-                .with_context(|| format!("watching the cluster state in {}", dir.display()))?;
+                .with_step(|| format!("watching the cluster state in {}", dir.display()))?;
             let rx = src.subscribe();
             Ok((Arc::new(src), rx))
         }
         ClusterStateSource::Kubernetes => {
-            let client = cluster::kube::client(cfg.kubeconfig.as_deref()).await?;
+            let client = cluster::kube::client(cfg.kubeconfig.as_deref())
+                .await
+                .step("connecting to the Kubernetes API")?;
             let src = cluster::kube::KubeSource::start(
                 client,
                 &cfg.node_name,
                 cfg.mode == flows::Mode::NetworkPolicy,
                 Duration::from_secs(60),
             )
-            .await?;
+            .await
+            .step("watching the cluster state in the Kubernetes API")?;
             health.phase("waiting for this node's HostSubnet (the controller creates it)");
             src.wait_for_host_subnet(
                 &cfg.node_name,
                 Duration::from_secs(cfg.host_subnet_wait_seconds),
             )
-            .await?;
+            .await
+            .step("waiting for this node's HostSubnet")?;
             // The agent and the controller must agree on the network (same ConfigMap).
             if let Some(cn) = &src.current().cluster_network {
                 let spec = cluster::ClusterNetworkSpec::from_config(cfg);
@@ -361,70 +371,6 @@ async fn load_cluster_state(
             Ok((Arc::new(src), rx))
         }
     }
-}
-
-/// br0 (secure fail mode, OpenFlow 1.3) and its two fixed ports: `vxlan0` at ofport 1, `tun0`
-/// at ofport 2 (with the MAC openshift-sdn gave it when the node was taken over).
-async fn set_up_bridge(db: &ovs::ovsdb::Client, cfg: &Config, node: &NodeConfig) -> Result<()> {
-    let spec = BridgeSpec {
-        datapath_type: cfg.datapath_type.datapath_type().to_string(),
-        fail_mode: Some(FailMode::Secure),
-        protocols: vec!["OpenFlow13".into()],
-        other_config: BTreeMap::new(),
-    };
-    db.ensure_bridge(BRIDGE, &spec).await?;
-    let mut vxlan = PortSpec::new("vxlan0", "vxlan");
-    vxlan.options = BTreeMap::from([
-        ("remote_ip".to_string(), "flow".to_string()),
-        ("key".to_string(), "flow".to_string()),
-        ("dst_port".to_string(), cfg.vxlan_port.to_string()),
-    ]);
-    vxlan.ofport_request = Some(1);
-    let mut tun = PortSpec::new("tun0", "internal");
-    tun.ofport_request = Some(2);
-    tun.mtu_request = Some(cfg.mtu);
-    tun.mac = Some(node.tun0_mac().to_string());
-    if node.tun0_mac.is_some() {
-        tun.external_ids =
-            BTreeMap::from([(takeover::KEPT_MAC_KEY.to_string(), "openshift-sdn".into())]);
-    }
-    for port in [vxlan, tun] {
-        let ofport = db.add_port(BRIDGE, &port).await?;
-        if ofport != u32::from(port.ofport_request.unwrap_or(0)) {
-            bail!(
-                "{} has ofport {ofport} on {BRIDGE}, the pipeline needs {}; another port took \
-                 it: remove that port or the bridge and start again",
-                port.name,
-                port.ofport_request.unwrap_or(0)
-            );
-        }
-    }
-    Ok(())
-}
-
-/// The host side: tun0's address, MTU and routes; forwarding; `route_localnet` (host ports on
-/// 127.0.0.1: DNAT to a pod and route out of tun0 needs it). Returns the netlink handle.
-async fn set_up_host(node: &NodeConfig, mtu: u32) -> Result<Netlink> {
-    configure_tun0(node, mtu).await?;
-    crate::host::netlink::enable_ip_forward().context("enabling net.ipv4.ip_forward")?;
-    crate::host::netlink::set_sysctl("net/ipv4/conf/all/route_localnet", "1")
-        .context("enabling net.ipv4.conf.all.route_localnet (host ports on 127.0.0.1)")?;
-    Netlink::new().context("opening rtnetlink")
-}
-
-/// The flow tables' names, and a check that br0's management socket is there (ovs-vswitchd
-/// made it with the bridge); the OpenFlow connection itself is awaited after the node serves.
-async fn name_tables(db: &ovs::ovsdb::Client, cfg: &Config) -> Result<()> {
-    let names: Vec<(u8, &str)> = Table::names().collect();
-    db.set_flow_table_names(BRIDGE, &names).await?;
-    if let Err(e) = std::os::unix::net::UnixStream::connect(&cfg.bridge_mgmt) {
-        bail!(
-            "opening OpenFlow to {}: {e}; is ovs-vswitchd running, and is that br0's \
-             management socket (bridgeMgmt)?",
-            cfg.bridge_mgmt.display()
-        );
-    }
-    Ok(())
 }
 
 /// What start-up found of the pods, the pool and the leases, for the "br0 reconciled" line.
@@ -479,14 +425,14 @@ async fn take_pods_back(
     clock: &mut Phases,
 ) -> Result<(Arc<Pods>, Found)> {
     let store = ipam::Store::new(&cfg.ipam_dir, &cfg.cni_network_name)
-        .with_context(|| format!("lease directory {}", cfg.ipam_dir.display()))?;
+        .with_step(|| format!("lease directory {}", cfg.ipam_dir.display()))?;
     // openshift-sdn's pods become ours before the pod table is rebuilt from the records.
     let adopted = match takeover {
         Some(found) => Some(
             found
                 .adopt(db, &state.borrow().clone(), &store, &cfg.ipam_dir, node)
                 .await
-                .context("adopting openshift-sdn's pods")?,
+                .step("adopting openshift-sdn's pods")?,
         ),
         None => None,
     };
@@ -507,15 +453,16 @@ async fn take_pods_back(
     let pods = Arc::new(Pods::new(net, io, Arc::new(store), state.clone()));
     clock.mark("setup");
     health.phase("rebuilding the pod table from OVS");
-    let (kept, removed) = pods
-        .rebuild_from_ovs()
-        .await
-        .map_err(|e| anyhow::anyhow!("rebuilding the pod table from OVS: {e} {}", e.details()))?;
+    let (kept, removed) = pods.rebuild_from_ovs().await.map_err(|e| {
+        super::error::NodeError::Refused(format!(
+            "rebuilding the pod table from OVS: {e} {}",
+            e.details()
+        ))
+    })?;
     clock.mark("pods");
-    let restored = pods
-        .restore_pool()
-        .await
-        .map_err(|e| anyhow::anyhow!("restoring the port pool: {e} {}", e.details()))?;
+    let restored = pods.restore_pool().await.map_err(|e| {
+        super::error::NodeError::Refused(format!("restoring the port pool: {e} {}", e.details()))
+    })?;
     if takeover.is_some() || (restored.kept == 0 && kept > 0) {
         // Pods run here and no pool was kept (a takeover, or the first start of the agent on
         // a node with pods): no new link on the node until the runtime asks for a pod (see the
@@ -526,7 +473,12 @@ async fn take_pods_back(
     let orphans = pods
         .release_orphan_leases(&restored.warm_leases, true)
         .await
-        .map_err(|e| anyhow::anyhow!("releasing orphan leases: {e} {}", e.details()))?;
+        .map_err(|e| {
+            super::error::NodeError::Refused(format!(
+                "releasing orphan leases: {e} {}",
+                e.details()
+            ))
+        })?;
     let found = Found {
         kept,
         removed,
@@ -580,7 +532,10 @@ async fn stage_features(
             .to_path_buf(),
     });
     let staged = all.stage().await.map_err(|(name, e)| {
-        anyhow::anyhow!("staging {name}: {}", features::contract::chain(e.as_ref()))
+        super::error::NodeError::Refused(format!(
+            "staging {name}: {}",
+            features::contract::chain(e.as_ref())
+        ))
     })?;
     // Every later ADD asks the features' pod hooks (network policies) for its own rows.
     for policy in all.pod_policies() {
@@ -618,54 +573,6 @@ pub(super) fn pool_size(cfg: &Config, netlink: &Netlink) -> usize {
             0
         }
     }
-}
-
-/// tun0's address (the gateway), MTU and routes (cluster networks and the service network), and
-/// ARP on tun0 always from the gateway address: a connection from the node to one of its own
-/// addresses (a host port on the underlay IP) keeps that source after DNAT, and the kernel
-/// would otherwise ask for the pod's MAC with it as sender, which table 0 drops as spoofed.
-/// Idempotent; run at start and after ovs-vswitchd re-created tun0.
-pub(super) async fn configure_tun0(node: &NodeConfig, mtu: u32) -> Result<()> {
-    let netlink = Netlink::new().context("opening rtnetlink")?;
-    let mut routes: Vec<Ipv4Net> = node.cluster_networks.clone();
-    routes.push(node.service_cidr);
-    let gw_addr = Ipv4Net::new(node.gateway(), node.local_subnet.prefix_len())?;
-    netlink
-        .configure_gateway("tun0", gw_addr, mtu, &routes)
-        .await
-        .context("configuring tun0")?;
-    crate::host::netlink::set_sysctl("net/ipv4/conf/tun0/arp_announce", "2")
-        .context("setting net.ipv4.conf.tun0.arp_announce=2 (ARP from the gateway address)")?;
-    Ok(())
-}
-
-/// `flow-restore-wait`: the agent keeps it `true` in OVSDB, so an ovs-vswitchd that (re)starts
-/// forwards nothing until the agent has put the whole pipeline back. This clears it (a waiting
-/// ovs-vswitchd starts forwarding with the pipeline the agent just completed; applied before
-/// this returns) and sets it again for the next ovs-vswitchd start, a second later, in the
-/// background. Failures are logged: the periodic repair calls this again. Why the second: ovs-vswitchd reads the flag in its main loop only while it
-/// still waits, and its `cur_cfg` can reach the clearing transaction's `next_cfg` before that
-/// loop has looked (seen after a restart with a pool of ports to re-add); a flag set again at
-/// once was then never seen cleared, and the switch waited for good. Setting it again later
-/// costs nothing: with `fail_mode=secure`, an ovs-vswitchd that starts meanwhile without the
-/// flag forwards nothing until the agent's flows are in either. One release (and its re-arm)
-/// at a time.
-pub(super) async fn release_switch(db: &ovs::ovsdb::Client) {
-    static RELEASING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-    let one = RELEASING.lock().await;
-    if let Err(e) = db.set_flow_restore_wait(false).await {
-        tracing::warn!(error = %e, "clearing flow-restore-wait");
-        return;
-    }
-    drop(one);
-    let db = db.clone();
-    tokio::spawn(async move {
-        let _one = RELEASING.lock().await;
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        if let Err(e) = db.set_flow_restore_wait(true).await {
-            tracing::warn!(error = %e, "setting flow-restore-wait for the next ovs-vswitchd start");
-        }
-    });
 }
 
 /// Hands the allocator's free pages back to the kernel. The first list of a large cluster

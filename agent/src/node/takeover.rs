@@ -40,7 +40,7 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use super::error::{Result, Step};
 use flows::{Mode, NodeConfig, Vnid};
 use ovs::flow::{Action, Field, Flow, MacAddr};
 use ovs::openflow::{DumpFilter, OfClient};
@@ -52,14 +52,14 @@ use crate::pod::BRIDGE;
 
 /// The openshift-sdn rule version whose rows this agent knows (`ovscontroller.go`
 /// `ruleVersion` at openshift/sdn 18a57d7).
-pub const RULE_VERSION: u8 = 13;
+pub(super) const RULE_VERSION: u8 = 13;
 /// openshift-sdn's CNI config file in the CNI config directory.
-pub const CNI_CONF_FILE: &str = "80-openshift-network.conf";
+pub(super) const CNI_CONF_FILE: &str = "80-openshift-network.conf";
 /// openshift-sdn's CNI network: its host-local lease directory's name.
-pub const CNI_NETWORK: &str = "openshift-sdn";
+pub(super) const CNI_NETWORK: &str = "openshift-sdn";
 /// openshift-sdn's chains that the agent's own replace (`iptables.go`
 /// `getNodeIPTablesChains`): removed at the takeover.
-pub const REPLACED_CHAINS: [(&str, &str); 5] = [
+pub(super) const REPLACED_CHAINS: [(&str, &str); 5] = [
     ("filter", "OPENSHIFT-FIREWALL-ALLOW"),
     ("filter", "OPENSHIFT-FIREWALL-FORWARD"),
     ("nat", "OPENSHIFT-MASQUERADE"),
@@ -67,16 +67,16 @@ pub const REPLACED_CHAINS: [(&str, &str); 5] = [
     ("raw", "OPENSHIFT-NOTRACK"),
 ];
 /// openshift-sdn's chain for administrators' rules: removed only when empty.
-pub const ADMIN_CHAIN: (&str, &str) = ("filter", "OPENSHIFT-ADMIN-OUTPUT-RULES");
+pub(super) const ADMIN_CHAIN: (&str, &str) = ("filter", "OPENSHIFT-ADMIN-OUTPUT-RULES");
 /// The interface name openshift-sdn's pods have (kubelet's `CNI_IFNAME`).
 const POD_IFNAME: &str = "eth0";
 /// tun0's `external_ids` key saying its MAC is kept from the network agent before ours (the
 /// value names it), so later starts keep it too.
-pub const KEPT_MAC_KEY: &str = "mac-kept-from";
+pub(super) const KEPT_MAC_KEY: &str = "mac-kept-from";
 
 /// The MAC tun0 keeps: openshift-sdn's at a takeover (`found`), else the one an earlier
 /// takeover kept (tun0 says so in [`KEPT_MAC_KEY`]); `None`: the derived one.
-pub fn kept_tun0_mac(db: &ovs::ovsdb::Client, found: Option<&Found>) -> Option<MacAddr> {
+pub(super) fn kept_tun0_mac(db: &ovs::ovsdb::Client, found: Option<&Found>) -> Option<MacAddr> {
     if let Some(f) = found {
         return f.tun0_mac;
     }
@@ -89,7 +89,7 @@ pub fn kept_tun0_mac(db: &ovs::ovsdb::Client, found: Option<&Found>) -> Option<M
 
 /// Who set br0 up, by its table-253 row.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Marker {
+pub(super) enum Marker {
     /// No row (no bridge, or one no pipeline was ever installed on).
     None,
     /// This agent's (`<mode>.<hash>`).
@@ -106,7 +106,7 @@ pub enum Marker {
 }
 
 /// The marker of `flows` (a dump of br0).
-pub fn marker(flows: &[Flow]) -> Marker {
+pub(super) fn marker(flows: &[Flow]) -> Marker {
     let rows: Vec<&Flow> = flows.iter().filter(|f| f.table == 253).collect();
     let note = match rows.as_slice() {
         [] => return Marker::None,
@@ -142,7 +142,7 @@ pub fn marker(flows: &[Flow]) -> Marker {
 }
 
 /// The mode of openshift-sdn's plugin id (`node.go` `New`).
-pub fn plugin_mode(plugin: u8) -> Option<Mode> {
+pub(super) fn plugin_mode(plugin: u8) -> Option<Mode> {
     match plugin {
         0 => Some(Mode::Subnet),
         1 => Some(Mode::Multitenant),
@@ -153,7 +153,7 @@ pub fn plugin_mode(plugin: u8) -> Option<Mode> {
 
 /// Each pod port's VNID by ofport, from openshift-sdn's table-70 rows (`setupPodFlows`:
 /// `load:VNID->NXM_NX_REG1[], load:OFPORT->NXM_NX_REG2[]`).
-pub fn vnids_by_ofport(flows: &[Flow]) -> BTreeMap<u32, u32> {
+pub(super) fn vnids_by_ofport(flows: &[Flow]) -> BTreeMap<u32, u32> {
     let mut out = BTreeMap::new();
     for f in flows.iter().filter(|f| f.table == 70) {
         let load = |reg: u8| {
@@ -173,7 +173,7 @@ pub fn vnids_by_ofport(flows: &[Flow]) -> BTreeMap<u32, u32> {
 
 /// A pod port openshift-sdn wired.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FoundPod {
+pub(super) struct FoundPod {
     /// The host veth (the port's name).
     pub port: String,
     /// Its ofport.
@@ -192,7 +192,7 @@ pub struct FoundPod {
 
 /// A port on br0, as [`inspect`] reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Port {
+pub(super) struct Port {
     /// Its name.
     pub name: String,
     /// Its ofport (`None` when ovs-vswitchd gave it none).
@@ -263,7 +263,7 @@ fn named_by_us(c: &ovs::ovsdb::Cache) -> bool {
 
 /// A node openshift-sdn ran, as found: what the agent takes over.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Found {
+pub(super) struct Found {
     /// Its plugin id.
     pub plugin: u8,
     /// Its rule version.
@@ -280,7 +280,7 @@ pub struct Found {
 
 /// Reads what openshift-sdn left on br0 (the pure half of [`inspect`]): `None` when br0's
 /// marker is not openshift-sdn's and no port is shaped as its pods'.
-pub fn judge(
+pub(super) fn judge(
     marker: &Marker,
     flows: &[Flow],
     ports: &[Port],
@@ -407,7 +407,7 @@ pub fn judge(
 /// Looks at br0 before anything is changed: `Ok(None)` when openshift-sdn did not run here
 /// (or the agent took the node over already), `Ok(Some)` when it did and its state matches
 /// (or `force`), an error naming every mismatch otherwise.
-pub async fn inspect(
+pub(super) async fn inspect(
     db: &ovs::ovsdb::Client,
     bridge_mgmt: &Path,
     cni_conf_dir: &Path,
@@ -439,10 +439,10 @@ pub async fn inspect(
     let tun0_mac = match tun0_mac {
         Some(m) => Some(m),
         None => crate::host::netlink::Netlink::new()
-            .context("opening rtnetlink")?
+            .step("opening rtnetlink")?
             .interface_mac("tun0")
             .await
-            .context("reading tun0's MAC")?
+            .step("reading tun0's MAC")?
             .map(MacAddr),
     };
     let target = format!("unix:{}", bridge_mgmt.display());
@@ -450,13 +450,13 @@ pub async fn inspect(
         Ok(of) => of
             .dump_flows(&DumpFilter::all())
             .await
-            .with_context(|| format!("reading br0's flows at {target}"))?,
+            .with_step(|| format!("reading br0's flows at {target}"))?,
         // A bridge ovs-vswitchd has not made yet has no flows to read.
         Err(e) if !bridge_mgmt.exists() => {
             tracing::debug!(error = %e, "br0 has no management socket yet");
             Vec::new()
         }
-        Err(e) => return Err(e).with_context(|| format!("reading br0's flows at {target}")),
+        Err(e) => return Err(e).with_step(|| format!("reading br0's flows at {target}")),
     };
     let marker = marker(&flows);
     let Some(found) = judge(&marker, &flows, &ports, tun0_mac, node) else {
@@ -464,7 +464,7 @@ pub async fn inspect(
     };
     if !found.mismatches.is_empty() {
         if !force {
-            anyhow::bail!(
+            super::error::bail!(
                 "br0 was set up by openshift-sdn, but not as it leaves a node, so it is not taken \
                  over (nothing was changed):\n  - {}\nfix what is named, or start with \
                  --force-takeover (forceTakeover: true) to adopt the pods anyway (a pod whose \
@@ -489,7 +489,7 @@ pub async fn inspect(
 
 /// What [`Found::adopt`] did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Adopted {
+pub(super) struct Adopted {
     /// Pod ports given our records.
     pub pods: usize,
     /// Of those, pods whose namespace is not known (their recorded VNID stands).
@@ -522,7 +522,7 @@ impl Found {
 
     /// Gives each pod port our record (next to openshift-sdn's keys, which stay), tags its QoS
     /// row with the attachment, and moves the pods' leases into `store` (see the module docs).
-    pub async fn adopt(
+    pub(super) async fn adopt(
         &self,
         db: &ovs::ovsdb::Client,
         state: &cluster::ClusterState,
@@ -592,14 +592,12 @@ impl Found {
             }
             db.set_interface_external_ids(&p.port, &ids)
                 .await
-                .with_context(|| format!("recording adopted pod port {}", p.port))?;
+                .with_step(|| format!("recording adopted pod port {}", p.port))?;
             for q in db.find_qos_by_external_id(keys::SANDBOX, &p.sandbox) {
                 let ids = BTreeMap::from([(keys::IFNAME.to_string(), POD_IFNAME.to_string())]);
-                db.set_qos_external_ids(&q.uuid, &ids)
-                    .await
-                    .with_context(|| {
-                        format!("recording the QoS row of adopted pod port {}", p.port)
-                    })?;
+                db.set_qos_external_ids(&q.uuid, &ids).await.with_step(|| {
+                    format!("recording the QoS row of adopted pod port {}", p.port)
+                })?;
             }
             tracing::info!(port = %p.port, sandbox = %p.sandbox, ip = %p.ip, %namespace, %pod, vnid, "pod adopted from openshift-sdn");
             done.pods += 1;
@@ -609,14 +607,14 @@ impl Found {
         let theirs_dir = ipam_dir.join(CNI_NETWORK);
         if theirs_dir.is_dir() {
             let theirs = ipam::Store::new(ipam_dir, CNI_NETWORK)
-                .with_context(|| format!("openshift-sdn's leases in {}", theirs_dir.display()))?;
+                .with_step(|| format!("openshift-sdn's leases in {}", theirs_dir.display()))?;
             let pods: BTreeMap<Ipv4Addr, &FoundPod> = self.pods.iter().map(|p| (p.ip, p)).collect();
-            for lease in theirs.leases()? {
+            for lease in theirs.leases().step("reading openshift-sdn's leases")? {
                 match pods.get(&lease.ip) {
                     Some(p) => {
                         store
                             .record(p.ip, &p.sandbox, POD_IFNAME)
-                            .with_context(|| format!("carrying over the lease of {}", p.ip))?;
+                            .with_step(|| format!("carrying over the lease of {}", p.ip))?;
                         done.leases += 1;
                     }
                     None => {
@@ -624,7 +622,9 @@ impl Found {
                         done.stale_leases += 1;
                     }
                 }
-                theirs.release_ip(lease.ip)?;
+                theirs
+                    .release_ip(lease.ip)
+                    .with_step(|| format!("releasing openshift-sdn's lease of {}", lease.ip))?;
             }
         }
         Ok(done)
@@ -633,25 +633,25 @@ impl Found {
     /// Removes what openshift-sdn's node left that nothing uses once ours is in place: its CNI
     /// config file, its lease directory (emptied by [`Found::adopt`]), the chains ours replace
     /// and its administrators' chain when empty. Returns what was removed, for the log.
-    pub async fn clean_up(cni_conf_dir: &Path, ipam_dir: &Path) -> Result<Vec<String>> {
+    pub(super) async fn clean_up(cni_conf_dir: &Path, ipam_dir: &Path) -> Result<Vec<String>> {
         let mut removed = Vec::new();
         let conf = cni_conf_dir.join(CNI_CONF_FILE);
         match std::fs::remove_file(&conf) {
             Ok(()) => removed.push(conf.display().to_string()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e).with_context(|| format!("removing {}", conf.display())),
+            Err(e) => return Err(e).with_step(|| format!("removing {}", conf.display())),
         }
         let leases = ipam_dir.join(CNI_NETWORK);
         if leases.is_dir() {
             let left: Vec<String> = std::fs::read_dir(&leases)
-                .with_context(|| format!("reading {}", leases.display()))?
+                .with_step(|| format!("reading {}", leases.display()))?
                 .filter_map(|e| e.ok())
                 .map(|e| e.file_name().to_string_lossy().into_owned())
                 .filter(|n| n != "lock" && !n.starts_with("last_reserved_ip"))
                 .collect();
             if left.is_empty() {
                 std::fs::remove_dir_all(&leases)
-                    .with_context(|| format!("removing {}", leases.display()))?;
+                    .with_step(|| format!("removing {}", leases.display()))?;
                 removed.push(leases.display().to_string());
             } else {
                 tracing::warn!(dir = %leases.display(), files = %left.join(","), "openshift-sdn's lease directory holds files that are not its leases; left in place");
@@ -662,7 +662,7 @@ impl Found {
         let admin = ipt
             .list(ADMIN_CHAIN.0)
             .await
-            .context("listing the filter table")?;
+            .step("listing the filter table")?;
         let admin_rules = admin
             .iter()
             .filter(|l| l.starts_with(&format!("-A {} ", ADMIN_CHAIN.1)))
@@ -675,7 +675,7 @@ impl Found {
         for (table, chain) in ipt
             .remove_chains(&chains)
             .await
-            .context("removing openshift-sdn's iptables chains")?
+            .step("removing openshift-sdn's iptables chains")?
         {
             removed.push(format!("iptables {table} {chain}"));
         }

@@ -10,6 +10,6 @@
 //! - [`trace`]: one packet through br0's real tables (`ofproto/trace`), each step named by its
 //!   table and owner, the verdict in words.
 
-pub mod api;
-pub mod observe;
-pub mod trace;
+pub(crate) mod api;
+pub(crate) mod observe;
+pub(crate) mod trace;

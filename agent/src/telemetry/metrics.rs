@@ -58,7 +58,7 @@ const SUMMARY_MAX_AGE: Duration = Duration::from_secs(600);
 const SUMMARY_WINDOW: usize = 2048;
 
 /// The kinds of drift repair (`sdn_drift_repairs_total{kind}`), exported at 0 from the start.
-pub const DRIFT_KINDS: [&str; 7] = [
+pub(crate) const DRIFT_KINDS: [&str; 7] = [
     "flows",
     "switch_restart",
     "port",
@@ -71,11 +71,11 @@ pub const DRIFT_KINDS: [&str; 7] = [
 /// The CNI error codes `sdn_cni_request_errors_total` exports at 0 from the start for ADD, DEL
 /// and CHECK: try again later (11) and the agent's generic failure (100); other codes appear
 /// with their first error.
-pub const ERROR_CODES_AT_ZERO: [&str; 2] = ["11", "100"];
+pub(crate) const ERROR_CODES_AT_ZERO: [&str; 2] = ["11", "100"];
 
 /// Every series the agent exports.
 #[derive(Debug)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     registry: Registry,
     /// openshift-sdn: pod operation latency in microseconds, by `operation_type`.
     pub pod_operations_latency: LatencySummary,
@@ -156,7 +156,7 @@ pub struct Metrics {
 }
 
 /// The process-wide metrics.
-pub fn metrics() -> &'static Metrics {
+pub(crate) fn metrics() -> &'static Metrics {
     static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
     &METRICS
 }
@@ -169,349 +169,105 @@ fn hist(name: &str, help: &str) -> HistogramOpts {
     HistogramOpts::new(name, help).buckets(SECONDS_BUCKETS.to_vec())
 }
 
+/// Registers each series as it is made. Every name and label set is a constant: registration
+/// cannot fail but on a typo, which the unit test renders.
+struct Registrar(Registry);
+
+impl Registrar {
+    fn add<C: Collector + Clone + 'static>(&self, c: C) -> C {
+        self.0
+            .register(Box::new(c.clone()))
+            .expect("metric names are constants");
+        c
+    }
+
+    fn counter(&self, name: &str, help: &str) -> IntCounter {
+        self.add(IntCounter::with_opts(opts(name, help)).expect("constant"))
+    }
+
+    fn counters(&self, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+        self.add(IntCounterVec::new(opts(name, help), labels).expect("constant"))
+    }
+
+    fn gauge(&self, name: &str, help: &str) -> IntGauge {
+        self.add(IntGauge::with_opts(opts(name, help)).expect("constant"))
+    }
+
+    fn float_gauge(&self, name: &str, help: &str) -> Gauge {
+        self.add(Gauge::with_opts(opts(name, help)).expect("constant"))
+    }
+
+    fn gauges(&self, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+        self.add(IntGaugeVec::new(opts(name, help), labels).expect("constant"))
+    }
+
+    fn histogram(&self, name: &str, help: &str) -> Histogram {
+        self.add(Histogram::with_opts(hist(name, help)).expect("constant"))
+    }
+
+    fn histograms(&self, name: &str, help: &str, labels: &[&str]) -> HistogramVec {
+        self.add(HistogramVec::new(hist(name, help), labels).expect("constant"))
+    }
+}
+
 impl Metrics {
     fn new() -> Metrics {
-        // Every name and label set is a constant: registration cannot fail but on a typo,
-        // which the unit test renders.
-        fn reg<C: Collector + Clone + 'static>(r: &Registry, c: C) -> C {
-            r.register(Box::new(c.clone()))
-                .expect("metric names are constants");
-            c
-        }
-        let r = Registry::new();
-        let latency = LatencySummary::new(
+        let r = Registrar(Registry::new());
+        let latency = r.add(LatencySummary::new(
             "openshift_sdn_pod_operations_latency",
             "Latency in microseconds of SDN operations by operation type",
             "operation_type",
-        );
-        r.register(Box::new(latency.clone()))
-            .expect("metric names are constants");
+        ));
         let m = Metrics {
             pod_operations_latency: latency,
-            pod_operations_errors: reg(
-                &r,
-                IntCounterVec::new(
-                    opts(
-                        "openshift_sdn_pod_operations_errors",
-                        "Cumulative number of SDN operation errors by operation type",
-                    ),
-                    &["operation_type"],
-                )
-                .expect("constant"),
-            ),
-            ovs_operations: reg(
-                &r,
-                IntCounterVec::new(
-                    opts(
-                        "openshift_sdn_ovs_operations",
-                        "Cumulative number of OVS operations by result type",
-                    ),
-                    &["result_type"],
-                )
-                .expect("constant"),
-            ),
-            vnid_not_found_errors: reg(
-                &r,
-                IntCounter::with_opts(opts(
-                    "openshift_sdn_vnid_not_found_errors",
-                    "Number of VNID-not-found errors",
-                ))
-                .expect("constant"),
-            ),
-            ovs_flows: reg(
-                &r,
-                IntGauge::with_opts(opts(
-                    "openshift_sdn_ovs_flows",
-                    "Number of Open vSwitch flows",
-                ))
-                .expect("constant"),
-            ),
-            pod_ips: reg(
-                &r,
-                IntGauge::with_opts(opts("openshift_sdn_pod_ips", "Number of allocated pod IPs"))
-                    .expect("constant"),
-            ),
-            arp_cache_entries: reg(
-                &r,
-                IntGauge::with_opts(opts(
-                    "openshift_sdn_arp_cache_entries",
-                    "Number of available entries in the ARP cache",
-                ))
-                .expect("constant"),
-            ),
-            cni_request_duration: reg(
-                &r,
-                HistogramVec::new(
-                    hist(
-                        "sdn_cni_request_duration_seconds",
-                        "CNI requests by command and result, seconds from receipt to answer",
-                    ),
-                    &["command", "result"],
-                )
-                .expect("constant"),
-            ),
-            cni_request_errors: reg(
-                &r,
-                IntCounterVec::new(
-                    opts(
-                        "sdn_cni_request_errors_total",
-                        "Failed CNI requests by command and CNI error code",
-                    ),
-                    &["command", "code"],
-                )
-                .expect("constant"),
-            ),
-            flows: reg(
-                &r,
-                IntGaugeVec::new(
-                    opts("sdn_flows", "Flows the agent keeps on br0, by table name"),
-                    &["table"],
-                )
-                .expect("constant"),
-            ),
-            reconnects: reg(
-                &r,
-                IntCounterVec::new(
-                    opts(
-                        "sdn_ovs_reconnects_total",
-                        "Connections to Open vSwitch re-opened, by connection (ovsdb, openflow)",
-                    ),
-                    &["connection"],
-                )
-                .expect("constant"),
-            ),
-            drift_repairs: reg(
-                &r,
-                IntCounterVec::new(
-                    opts(
-                        "sdn_drift_repairs_total",
-                        "Things the agent owns put back after they changed behind its back, by kind",
-                    ),
-                    &["kind"],
-                )
-                .expect("constant"),
-            ),
-            reconcile_duration: reg(
-                &r,
-                HistogramVec::new(
-                    hist(
-                        "sdn_reconcile_duration_seconds",
-                        "Whole-bridge reconciles (desired flows against br0) by reason, seconds",
-                    ),
-                    &["reason"],
-                )
-                .expect("constant"),
-            ),
-            ready_seconds: reg(
-                &r,
-                Gauge::with_opts(opts(
-                    "sdn_ready_seconds",
-                    "Seconds from the agent's start to serving CNI requests",
-                ))
-                .expect("constant"),
-            ),
-            ready: reg(
-                &r,
-                IntGauge::with_opts(opts(
-                    "sdn_ready",
-                    "1 when the agent is ready (as /readyz and CNI STATUS), else 0",
-                ))
-                .expect("constant"),
-            ),
-            state_problems: reg(
-                &r,
-                IntGauge::with_opts(opts(
-                    "sdn_cluster_state_problems",
-                    "Cluster-state problems in effect (unparsable files, conflicting objects)",
-                ))
-                .expect("constant"),
-            ),
-            vnid_changes: reg(
-                &r,
-                IntCounter::with_opts(opts(
-                    "sdn_vnid_changes_total",
-                    "NetNamespace VNID changes applied to this node's pods",
-                ))
-                .expect("constant"),
-            ),
-            vnid_change_duration: reg(
-                &r,
-                Histogram::with_opts(hist(
-                    "sdn_vnid_change_duration_seconds",
-                    "Seconds to re-flow a namespace's pods for a VNID change",
-                ))
-                .expect("constant"),
-            ),
-            hostport_errors: reg(
-                &r,
-                IntCounter::with_opts(opts(
-                    "sdn_hostport_errors_total",
-                    "Host-port failures (port taken, bad mapping, iptables)",
-                ))
-                .expect("constant"),
-            ),
-            bandwidth_errors: reg(
-                &r,
-                IntCounter::with_opts(opts(
-                    "sdn_bandwidth_errors_total",
-                    "Bandwidth failures (bad value, no free meter, QoS)",
-                ))
-                .expect("constant"),
-            ),
-            pods: reg(
-                &r,
-                IntGauge::with_opts(opts("sdn_pods", "Pods attached on this node"))
-                    .expect("constant"),
-            ),
-            pool_ports: reg(
-                &r,
-                IntGauge::with_opts(opts(
-                    "sdn_port_pool_free",
-                    "Idle OVS ports ready for the next pod ADDs",
-                ))
-                .expect("constant"),
-            ),
-            pool_warm_ports: reg(
-                &r,
-                IntGauge::with_opts(opts(
-                    "sdn_port_pool_warm",
-                    "Pool ports with an address and a VNID's pod flows ready for the next ADD in that VNID",
-                ))
-                .expect("constant"),
-            ),
-            build_info: reg(
-                &r,
-                IntGaugeVec::new(
-                    opts("sdn_build_info", "The agent's version, as a label; always 1"),
-                    &["version"],
-                )
-                .expect("constant"),
-            ),
-            egress_firewalls: reg(
-                &r,
-                IntGaugeVec::new(
-                    opts(
-                        "sdn_egress_firewall_tenants",
-                        "Tenants (VNIDs) with an EgressNetworkPolicy in effect, by state: rules, or drop_all (a second policy, a shared VNID)",
-                    ),
-                    &["state"],
-                )
-                .expect("constant"),
-            ),
-            egress_firewall_rules: reg(
-                &r,
-                IntGauge::with_opts(opts(
-                    "sdn_egress_firewall_flows",
-                    "Egress firewall rows on br0 (table 100, one per CIDR or resolved address)",
-                ))
-                .expect("constant"),
-            ),
-            egress_dns_lookups: reg(
-                &r,
-                IntCounterVec::new(
-                    opts(
-                        "sdn_egress_dns_lookups_total",
-                        "DNS lookups of egress firewall dnsName rules, by result: changed (new addresses), unchanged, failed (last addresses kept)",
-                    ),
-                    &["result"],
-                )
-                .expect("constant"),
-            ),
-            multicast_tenants: reg(
-                &r,
-                IntGauge::with_opts(opts(
-                    "sdn_multicast_tenants",
-                    "VNIDs with multicast in effect (every namespace of the VNID annotated)",
-                ))
-                .expect("constant"),
-            ),
-            egress_ip_tenants: reg(
-                &r,
-                IntGaugeVec::new(
-                    opts(
-                        "sdn_egress_ip_tenants",
-                        "Tenants (VNIDs) with egress IPs, by route: local (held here), remote (over VXLAN to their nodes), dropped (none usable)",
-                    ),
-                    &["route"],
-                )
-                .expect("constant"),
-            ),
-            egress_ips_held: reg(
-                &r,
-                IntGauge::with_opts(opts(
-                    "sdn_egress_ips_held",
-                    "Egress IPs held on this node (address, mark and SNAT rules)",
-                ))
-                .expect("constant"),
-            ),
-            egress_node_changes: reg(
-                &r,
-                IntCounterVec::new(
-                    opts(
-                        "sdn_egress_node_changes_total",
-                        "Nodes hosting egress IPs found offline (3 probes of 1 s without answer) or back online",
-                    ),
-                    &["change"],
-                )
-                .expect("constant"),
-            ),
-            policies: reg(
-                &r,
-                IntGauge::with_opts(opts(
-                    "sdn_network_policies",
-                    "NetworkPolicies in the cluster state (networkpolicy mode)",
-                ))
-                .expect("constant"),
-            ),
-            policies_active: reg(
-                &r,
-                IntGauge::with_opts(opts(
-                    "sdn_network_policies_active",
-                    "NetworkPolicies that select a pod of this node (networkpolicy mode)",
-                ))
-                .expect("constant"),
-            ),
-            policy_flows: reg(
-                &r,
-                IntGaugeVec::new(
-                    opts(
-                        "sdn_network_policy_flows",
-                        "NetworkPolicy rows on br0, by kind: target (per pod: its rules and isolation), shared (peers, ports, conjunction rows)",
-                    ),
-                    &["kind"],
-                )
-                .expect("constant"),
-            ),
-            policy_isolated_pods: reg(
-                &r,
-                IntGauge::with_opts(opts(
-                    "sdn_network_policy_isolated_pods",
-                    "Local pods some NetworkPolicy isolates (ingress or egress)",
-                ))
-                .expect("constant"),
-            ),
-            policy_rebuild_seconds: reg(
-                &r,
-                Histogram::with_opts(hist(
-                    "sdn_network_policy_rebuild_seconds",
-                    "Seconds from a NetworkPolicy rebuild's inputs to its bundle accepted by br0",
-                ))
-                .expect("constant"),
-            ),
-            policy_datapath_purges: reg(
-                &r,
-                IntCounter::with_opts(opts(
-                    "sdn_network_policy_datapath_purges_total",
-                    "Datapath flow purges after NetworkPolicy changes (one per burst of rebuilds)",
-                ))
-                .expect("constant"),
-            ),
-            registry: r,
+            pod_operations_errors: r.counters("openshift_sdn_pod_operations_errors", "Cumulative number of SDN operation errors by operation type", &["operation_type"]),
+            ovs_operations: r.counters("openshift_sdn_ovs_operations", "Cumulative number of OVS operations by result type", &["result_type"]),
+            vnid_not_found_errors: r.counter("openshift_sdn_vnid_not_found_errors", "Number of VNID-not-found errors"),
+            ovs_flows: r.gauge("openshift_sdn_ovs_flows", "Number of Open vSwitch flows"),
+            pod_ips: r.gauge("openshift_sdn_pod_ips", "Number of allocated pod IPs"),
+            arp_cache_entries: r.gauge("openshift_sdn_arp_cache_entries", "Number of available entries in the ARP cache"),
+            cni_request_duration: r.histograms("sdn_cni_request_duration_seconds", "CNI requests by command and result, seconds from receipt to answer", &["command", "result"]),
+            cni_request_errors: r.counters("sdn_cni_request_errors_total", "Failed CNI requests by command and CNI error code", &["command", "code"]),
+            flows: r.gauges("sdn_flows", "Flows the agent keeps on br0, by table name", &["table"]),
+            reconnects: r.counters("sdn_ovs_reconnects_total", "Connections to Open vSwitch re-opened, by connection (ovsdb, openflow)", &["connection"]),
+            drift_repairs: r.counters("sdn_drift_repairs_total", "Things the agent owns put back after they changed behind its back, by kind", &["kind"]),
+            reconcile_duration: r.histograms("sdn_reconcile_duration_seconds", "Whole-bridge reconciles (desired flows against br0) by reason, seconds", &["reason"]),
+            ready_seconds: r.float_gauge("sdn_ready_seconds", "Seconds from the agent's start to serving CNI requests"),
+            ready: r.gauge("sdn_ready", "1 when the agent is ready (as /readyz and CNI STATUS), else 0"),
+            state_problems: r.gauge("sdn_cluster_state_problems", "Cluster-state problems in effect (unparsable files, conflicting objects)"),
+            vnid_changes: r.counter("sdn_vnid_changes_total", "NetNamespace VNID changes applied to this node's pods"),
+            vnid_change_duration: r.histogram("sdn_vnid_change_duration_seconds", "Seconds to re-flow a namespace's pods for a VNID change"),
+            hostport_errors: r.counter("sdn_hostport_errors_total", "Host-port failures (port taken, bad mapping, iptables)"),
+            bandwidth_errors: r.counter("sdn_bandwidth_errors_total", "Bandwidth failures (bad value, no free meter, QoS)"),
+            pods: r.gauge("sdn_pods", "Pods attached on this node"),
+            pool_ports: r.gauge("sdn_port_pool_free", "Idle OVS ports ready for the next pod ADDs"),
+            pool_warm_ports: r.gauge("sdn_port_pool_warm", "Pool ports with an address and a VNID's pod flows ready for the next ADD in that VNID"),
+            build_info: r.gauges("sdn_build_info", "The agent's version, as a label; always 1", &["version"]),
+            egress_firewalls: r.gauges("sdn_egress_firewall_tenants", "Tenants (VNIDs) with an EgressNetworkPolicy in effect, by state: rules, or drop_all (a second policy, a shared VNID)", &["state"]),
+            egress_firewall_rules: r.gauge("sdn_egress_firewall_flows", "Egress firewall rows on br0 (table 100, one per CIDR or resolved address)"),
+            egress_dns_lookups: r.counters("sdn_egress_dns_lookups_total", "DNS lookups of egress firewall dnsName rules, by result: changed (new addresses), unchanged, failed (last addresses kept)", &["result"]),
+            multicast_tenants: r.gauge("sdn_multicast_tenants", "VNIDs with multicast in effect (every namespace of the VNID annotated)"),
+            egress_ip_tenants: r.gauges("sdn_egress_ip_tenants", "Tenants (VNIDs) with egress IPs, by route: local (held here), remote (over VXLAN to their nodes), dropped (none usable)", &["route"]),
+            egress_ips_held: r.gauge("sdn_egress_ips_held", "Egress IPs held on this node (address, mark and SNAT rules)"),
+            egress_node_changes: r.counters("sdn_egress_node_changes_total", "Nodes hosting egress IPs found offline (3 probes of 1 s without answer) or back online", &["change"]),
+            policies: r.gauge("sdn_network_policies", "NetworkPolicies in the cluster state (networkpolicy mode)"),
+            policies_active: r.gauge("sdn_network_policies_active", "NetworkPolicies that select a pod of this node (networkpolicy mode)"),
+            policy_flows: r.gauges("sdn_network_policy_flows", "NetworkPolicy rows on br0, by kind: target (per pod: its rules and isolation), shared (peers, ports, conjunction rows)", &["kind"]),
+            policy_isolated_pods: r.gauge("sdn_network_policy_isolated_pods", "Local pods some NetworkPolicy isolates (ingress or egress)"),
+            policy_rebuild_seconds: r.histogram("sdn_network_policy_rebuild_seconds", "Seconds from a NetworkPolicy rebuild's inputs to its bundle accepted by br0"),
+            policy_datapath_purges: r.counter("sdn_network_policy_datapath_purges_total", "Datapath flow purges after NetworkPolicy changes (one per burst of rebuilds)"),
+            registry: r.0,
         };
         m.build_info
             .with_label_values(&[env!("CARGO_PKG_VERSION")])
             .set(1);
-        // Counters an alert reads exist at 0 from the start (an absent series reads "no data").
+        m.exported_at_zero();
+        m
+    }
+
+    /// Counters an alert reads exist at 0 from the start (an absent series reads "no data").
+    fn exported_at_zero(&self) {
+        let m = self;
         for op in ["setup", "teardown"] {
             m.pod_operations_errors.with_label_values(&[op]);
         }
@@ -529,11 +285,10 @@ impl Metrics {
         for connection in ["ovsdb", "openflow"] {
             m.reconnects.with_label_values(&[connection]);
         }
-        m
     }
 
     /// Every series in the Prometheus text format (version 0.0.4).
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut out = Vec::new();
         // Encoding our own families into a Vec cannot fail.
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
@@ -541,13 +296,13 @@ impl Metrics {
     }
 
     /// Counts one OVS operation's result.
-    pub fn ovs_result<T, E>(&self, r: &Result<T, E>) {
+    pub(crate) fn ovs_result<T, E>(&self, r: &Result<T, E>) {
         let kind = if r.is_ok() { "success" } else { "failure" };
         self.ovs_operations.with_label_values(&[kind]).inc();
     }
 
     /// Counts one drift repair of `kind` (one of [`DRIFT_KINDS`]).
-    pub fn repaired(&self, kind: &str) {
+    pub(crate) fn repaired(&self, kind: &str) {
         self.drift_repairs.with_label_values(&[kind]).inc();
     }
 }
@@ -555,7 +310,7 @@ impl Metrics {
 /// openshift-sdn's latency summary: sum and count of every observation, and quantiles over the
 /// observations of the last ten minutes (at most [`SUMMARY_WINDOW`] per label value).
 #[derive(Clone, Debug)]
-pub struct LatencySummary {
+pub(crate) struct LatencySummary {
     desc: Desc,
     label: &'static str,
     series: std::sync::Arc<Mutex<BTreeMap<String, Series>>>,
@@ -584,7 +339,7 @@ impl LatencySummary {
     }
 
     /// Records one operation of `operation_type` that took `took`.
-    pub fn observe(&self, operation_type: &str, took: Duration) {
+    pub(crate) fn observe(&self, operation_type: &str, took: Duration) {
         let micros = (took.as_secs_f64() * 1e6).round();
         let mut all = lock(&self.series);
         let s = all.entry(operation_type.to_string()).or_default();

@@ -127,7 +127,7 @@ impl Setting {
 }
 
 /// A type a setting can hold: how its flag takes values and parses them.
-pub trait SettingValue: Sized {
+pub(super) trait SettingValue: Sized {
     /// How the flag takes values.
     const ARITY: Arity = Arity::One;
     /// Parses one value as the flag gives it.

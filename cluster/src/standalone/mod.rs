@@ -49,11 +49,13 @@ use super::types::{to_yaml, ClusterObject, Kind};
 use super::{ClusterError, ClusterSource, ClusterState};
 
 mod load;
-pub use load::*;
+pub use load::{broken_net_namespace, MAX_STATE_FILE_BYTES};
+pub(crate) use load::{load_dir, log_changes, Loader};
 mod write;
-pub use write::*;
+pub use write::new_uid;
+pub(crate) use write::write_atomic;
 mod seed;
-pub use seed::*;
+pub use seed::{seed, ClusterNetworkSpec};
 
 /// How often the directory is scanned besides inotify's wake-ups (the safety net).
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(2);

@@ -1,5 +1,6 @@
 //! Unit tests of the standalone directory: uids, seeding, mismatches, exhaustion, the loader's rules.
 
+use super::load::Stamp;
 use super::*;
 use crate::config::ClusterNetworkSetting as CidrEntry;
 use crate::config::Config;

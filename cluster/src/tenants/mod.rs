@@ -45,11 +45,12 @@ use crate::StandaloneSource;
 use crate::{ClusterError, ClusterObject, Kind};
 
 mod plan;
-pub use plan::*;
+pub use plan::{check_name, hides_net_namespaces, plan_change, Change, Plan};
 mod dir;
-pub use dir::*;
+pub(crate) use dir::{check_own_file, open_locked, write_last_vnid};
+pub use dir::{last_vnid, load, lock, Lock, Snapshot};
 mod listing;
-pub use listing::*;
+pub use listing::{rows, table, NamespaceRow};
 
 /// The lock file that serialises sdnctl runs on one state directory.
 pub const LOCK_FILE: &str = ".sdnctl.lock";

@@ -1,5 +1,6 @@
 //! Unit tests of tenant administration: planning, the directory, the lock, the walk's memory, listings.
 
+use super::dir::lock_within;
 use super::*;
 use crate::{ClusterState, NetNamespace};
 use multitenant::Vnid;

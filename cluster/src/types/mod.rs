@@ -36,7 +36,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 
 mod parse;
-pub use parse::*;
+pub use parse::{parse_objects, to_yaml, Format, ParseError};
 
 /// The API group of every object here.
 pub const GROUP: &str = "network.openshift.io";

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::PodView;
 
 /// Shards of a [`PodsByNamespace`].
-pub const SHARDS: usize = 64;
+pub(super) const SHARDS: usize = 64;
 
 /// One namespace's pods, by name.
 pub type NamespacePods = BTreeMap<String, PodView>;

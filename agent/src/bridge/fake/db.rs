@@ -10,7 +10,7 @@ use crate::bridge::seams::PortDb;
 
 /// One fake port (with its one interface).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FakePort {
+pub(crate) struct FakePort {
     /// Its bridge.
     pub bridge: String,
     /// Its ofport.
@@ -35,7 +35,7 @@ struct DbState {
 
 /// Fake OVSDB (see the module docs).
 #[derive(Debug)]
-pub struct FakeDb {
+pub(crate) struct FakeDb {
     bridges: BTreeSet<String>,
     links: FakeLinks,
     state: Mutex<DbState>,
@@ -54,7 +54,7 @@ fn db_injected(op: &str) -> ovsdb::Error {
 
 impl FakeDb {
     /// A database with bridge `br0`, whose system ports must be devices of `links`.
-    pub fn new(links: FakeLinks) -> FakeDb {
+    pub(crate) fn new(links: FakeLinks) -> FakeDb {
         FakeDb {
             bridges: BTreeSet::from(["br0".to_string()]),
             links,
@@ -68,17 +68,17 @@ impl FakeDb {
     }
 
     /// Every port.
-    pub fn ports(&self) -> BTreeMap<String, FakePort> {
+    pub(crate) fn ports(&self) -> BTreeMap<String, FakePort> {
         lock(&self.state).ports.clone()
     }
 
     /// Every QoS row.
-    pub fn qos(&self) -> BTreeMap<String, QosInfo> {
+    pub(crate) fn qos(&self) -> BTreeMap<String, QosInfo> {
         lock(&self.state).qos.clone()
     }
 
     /// Adds a port with a given ofport behind the agent's back (one that took a number).
-    pub fn put_port_at(&self, name: &str, ofport: u32) {
+    pub(crate) fn put_port_at(&self, name: &str, ofport: u32) {
         let mut s = lock(&self.state);
         s.ports.insert(
             name.into(),
@@ -95,14 +95,14 @@ impl FakeDb {
 
     /// Gives port `name` another ofport, as a restarted ovs-vswitchd does when another port
     /// took its number first (-1: it cannot open the device).
-    pub fn renumber(&self, name: &str, ofport: i64) {
+    pub(crate) fn renumber(&self, name: &str, ofport: i64) {
         if let Some(p) = lock(&self.state).ports.get_mut(name) {
             p.ofport = u32::try_from(ofport).unwrap_or(u32::MAX);
         }
     }
 
     /// Deletes a port behind the agent's back.
-    pub fn remove_port(&self, name: &str) {
+    pub(crate) fn remove_port(&self, name: &str) {
         let mut s = lock(&self.state);
         s.ports.remove(name);
         for q in s.qos.values_mut() {
@@ -127,7 +127,7 @@ impl FakeDb {
 
     /// Destroys a QoS row behind the agent's back (`ovs-vsctl destroy qos`, with the ports'
     /// references cleared).
-    pub fn destroy_qos(&self, uuid: &str) {
+    pub(crate) fn destroy_qos(&self, uuid: &str) {
         let mut s = lock(&self.state);
         s.qos.remove(uuid);
         for p in s.ports.values_mut() {
@@ -138,14 +138,14 @@ impl FakeDb {
     }
 
     /// Sets one `external_ids` key of a port's interface behind the agent's back.
-    pub fn edit_external_id(&self, port: &str, key: &str, value: &str) {
+    pub(crate) fn edit_external_id(&self, port: &str, key: &str, value: &str) {
         if let Some(p) = lock(&self.state).ports.get_mut(port) {
             p.external_ids.insert(key.into(), value.into());
         }
     }
 
     /// Adds a QoS row behind the agent's back.
-    pub fn put_qos(&self, external_ids: BTreeMap<String, String>) -> String {
+    pub(crate) fn put_qos(&self, external_ids: BTreeMap<String, String>) -> String {
         let mut s = lock(&self.state);
         s.next_uuid += 1;
         let uuid = format!("qos-{}", s.next_uuid);

@@ -12,7 +12,7 @@ use super::{lock, Faults};
 
 /// One fake veth pair (for a pool pair, with the pod interface on top of its peer, if any).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FakeLink {
+pub(crate) struct FakeLink {
     /// The pod's netns (empty: a free pool pair, its peer parked).
     pub netns: PathBuf,
     /// The pod interface's name (a free pool pair's: its peer's).
@@ -35,7 +35,7 @@ struct LinksState {
 
 /// Fake netlink: network namespaces and veth pairs (see the module docs). Clones share state.
 #[derive(Debug, Clone, Default)]
-pub struct FakeLinks {
+pub(crate) struct FakeLinks {
     state: Arc<Mutex<LinksState>>,
     /// Failure injection.
     pub faults: Arc<Faults>,
@@ -43,12 +43,12 @@ pub struct FakeLinks {
 
 impl FakeLinks {
     /// No namespaces, no links.
-    pub fn new() -> FakeLinks {
+    pub(crate) fn new() -> FakeLinks {
         FakeLinks::default()
     }
 
     /// Creates a network namespace (as `ip netns add` does), returning its path.
-    pub fn add_netns(&self, name: &str) -> PathBuf {
+    pub(crate) fn add_netns(&self, name: &str) -> PathBuf {
         let p = PathBuf::from(format!("/run/netns/{name}"));
         lock(&self.state).netns.insert(p.clone());
         p
@@ -56,7 +56,7 @@ impl FakeLinks {
 
     /// Deletes a namespace; its veths go with it, and the pod interfaces on pool pairs (the
     /// pairs stay, free).
-    pub fn remove_netns(&self, path: &Path) {
+    pub(crate) fn remove_netns(&self, path: &Path) {
         let mut s = lock(&self.state);
         s.netns.remove(path);
         s.links.retain(|_, l| l.netns != path || l.peer.is_some());
@@ -66,32 +66,32 @@ impl FakeLinks {
     }
 
     /// The veth whose host end is `name`.
-    pub fn link(&self, name: &str) -> Option<FakeLink> {
+    pub(crate) fn link(&self, name: &str) -> Option<FakeLink> {
         lock(&self.state).links.get(name).cloned()
     }
 
     /// Host ends of every veth.
-    pub fn host_ends(&self) -> Vec<String> {
+    pub(crate) fn host_ends(&self) -> Vec<String> {
         lock(&self.state).links.keys().cloned().collect()
     }
 
     /// Removes a parked pool peer (and so its pair) behind the agent's back, as when an ADD
     /// was cut off after moving it into a namespace that is gone since.
-    pub fn remove_parked_peer(&self, peer: &str) {
+    pub(crate) fn remove_parked_peer(&self, peer: &str) {
         lock(&self.state)
             .links
             .retain(|_, l| !(l.netns.as_os_str().is_empty() && l.ifname == peer));
     }
 
     /// Sets whether a host veth is hardened (an older agent's veth is not).
-    pub fn set_isolated(&self, host: &str, isolated: bool) {
+    pub(crate) fn set_isolated(&self, host: &str, isolated: bool) {
         if let Some(l) = lock(&self.state).links.get_mut(host) {
             l.isolated = isolated;
         }
     }
 
     /// Changes a pod interface behind the agent's back (drift).
-    pub fn edit(&self, host: &str, f: impl FnOnce(&mut PodLinkState)) {
+    pub(crate) fn edit(&self, host: &str, f: impl FnOnce(&mut PodLinkState)) {
         if let Some(l) = lock(&self.state).links.get_mut(host) {
             f(&mut l.state);
         }

@@ -29,20 +29,20 @@ use std::sync::{Arc, Mutex};
 
 use crate::bridge::seams::NodeIo;
 
-pub use db::FakeDb;
-pub use links::FakeLinks;
-pub use nat::FakeNat;
-pub use switch::FakeSwitch;
+pub(crate) use db::FakeDb;
+pub(crate) use links::FakeLinks;
+pub(crate) use nat::FakeNat;
+pub(crate) use switch::FakeSwitch;
 
 pub(crate) use crate::lock;
 
 /// Operations to fail once, by name (`"bundle"`, `"add_port"`, `"create_pod_link"`...).
 #[derive(Debug, Default)]
-pub struct Faults(Mutex<BTreeSet<&'static str>>);
+pub(crate) struct Faults(Mutex<BTreeSet<&'static str>>);
 
 impl Faults {
     /// Makes the next call of `op` fail.
-    pub fn fail_next(&self, op: &'static str) {
+    pub(crate) fn fail_next(&self, op: &'static str) {
         lock(&self.0).insert(op);
     }
 
@@ -54,7 +54,7 @@ impl Faults {
 
 /// The fakes as a [`NodeIo`].
 #[derive(Debug, Clone, Copy, Default)]
-pub struct FakeIo;
+pub(crate) struct FakeIo;
 
 impl NodeIo for FakeIo {
     type Db = Arc<FakeDb>;
@@ -64,7 +64,7 @@ impl NodeIo for FakeIo {
 }
 
 /// Unused-address helper for tests: the n-th address of 10.128.0.0/23.
-pub fn pod_ip(n: u8) -> Ipv4Addr {
+pub(crate) fn pod_ip(n: u8) -> Ipv4Addr {
     Ipv4Addr::new(10, 128, 0, n)
 }
 

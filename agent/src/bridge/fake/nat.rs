@@ -37,7 +37,7 @@ impl Table {
 
 /// Fake iptables with a nat table (see the module docs).
 #[derive(Debug)]
-pub struct FakeNat {
+pub(crate) struct FakeNat {
     nat: Mutex<Table>,
     /// Restores applied so far.
     restores: Mutex<usize>,
@@ -57,17 +57,17 @@ impl Default for FakeNat {
 
 impl FakeNat {
     /// A nat table with the built-in chains only.
-    pub fn new() -> FakeNat {
+    pub(crate) fn new() -> FakeNat {
         FakeNat::default()
     }
 
     /// The rules of `chain` (`None`: no such chain).
-    pub fn rules(&self, chain: &str) -> Option<Vec<String>> {
+    pub(crate) fn rules(&self, chain: &str) -> Option<Vec<String>> {
         lock(&self.nat).chains.get(chain).cloned()
     }
 
     /// The user-defined chains.
-    pub fn user_chains(&self) -> Vec<String> {
+    pub(crate) fn user_chains(&self) -> Vec<String> {
         lock(&self.nat)
             .chains
             .keys()
@@ -77,7 +77,7 @@ impl FakeNat {
     }
 
     /// Flushes a chain behind the agent's back (drift).
-    pub fn flush(&self, chain: &str) {
+    pub(crate) fn flush(&self, chain: &str) {
         if let Some(r) = lock(&self.nat).chains.get_mut(chain) {
             r.clear();
         }

@@ -26,7 +26,7 @@ struct SwitchState {
 
 /// A fake `br0` over OpenFlow (see the module docs).
 #[derive(Debug, Default)]
-pub struct FakeSwitch {
+pub(crate) struct FakeSwitch {
     state: Mutex<SwitchState>,
     /// Failure injection.
     pub faults: Faults,
@@ -55,12 +55,12 @@ fn same_key(a: &Flow, b: &Flow) -> bool {
 
 impl FakeSwitch {
     /// An empty switch.
-    pub fn new() -> FakeSwitch {
+    pub(crate) fn new() -> FakeSwitch {
         FakeSwitch::default()
     }
 
     /// Every flow, in table and priority order.
-    pub fn flows(&self) -> Vec<Flow> {
+    pub(crate) fn flows(&self) -> Vec<Flow> {
         let mut v = lock(&self.state).flows.clone();
         v.sort_by(|a, b| {
             (a.table, b.priority, a.to_string()).cmp(&(b.table, a.priority, b.to_string()))
@@ -69,51 +69,51 @@ impl FakeSwitch {
     }
 
     /// The flows with cookie `c`.
-    pub fn flows_with_cookie(&self, c: u64) -> Vec<Flow> {
+    pub(crate) fn flows_with_cookie(&self, c: u64) -> Vec<Flow> {
         self.flows().into_iter().filter(|f| f.cookie == c).collect()
     }
 
     /// Adds a flow behind the agent's back (drift).
-    pub fn put_flow(&self, f: Flow) {
+    pub(crate) fn put_flow(&self, f: Flow) {
         let mut s = lock(&self.state);
         s.flows.retain(|o| !same_key(o, &f));
         s.flows.push(f);
     }
 
     /// Deletes flows behind the agent's back (drift).
-    pub fn remove_flows_with_cookie(&self, c: u64) {
+    pub(crate) fn remove_flows_with_cookie(&self, c: u64) {
         lock(&self.state).flows.retain(|f| f.cookie != c);
     }
 
     /// The meters.
-    pub fn meters(&self) -> BTreeMap<u32, Meter> {
+    pub(crate) fn meters(&self) -> BTreeMap<u32, Meter> {
         lock(&self.state).meters.clone()
     }
 
     /// The groups.
-    pub fn groups(&self) -> BTreeMap<u32, Group> {
+    pub(crate) fn groups(&self) -> BTreeMap<u32, Group> {
         lock(&self.state).groups.clone()
     }
 
     /// Deletes a group behind the agent's back (drift): the flows using it go too.
-    pub fn remove_group(&self, id: u32) {
+    pub(crate) fn remove_group(&self, id: u32) {
         let mut s = lock(&self.state);
         s.groups.remove(&id);
         s.flows.retain(|f| !f.actions.contains(&Action::Group(id)));
     }
 
     /// Bundles committed so far.
-    pub fn bundles(&self) -> usize {
+    pub(crate) fn bundles(&self) -> usize {
         lock(&self.state).bundles
     }
 
     /// How many messages the last committed bundle had.
-    pub fn last_bundle_len(&self) -> usize {
+    pub(crate) fn last_bundle_len(&self) -> usize {
         lock(&self.state).last_bundle
     }
 
     /// ovs-vswitchd restarted: every flow and meter is gone and the connection is new.
-    pub fn restart(&self) {
+    pub(crate) fn restart(&self) {
         let mut s = lock(&self.state);
         s.flows.clear();
         s.meters.clear();

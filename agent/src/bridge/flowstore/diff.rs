@@ -14,7 +14,7 @@ pub(crate) fn key(f: &Flow) -> Key {
 
 /// The bundle messages that turn `existing` into `desired`: strict deletes first, then adds.
 /// An empty result means the bridge already has exactly the desired flows.
-pub fn diff(desired: &[Flow], existing: &[Flow]) -> Vec<BundleMsg> {
+pub(crate) fn diff(desired: &[Flow], existing: &[Flow]) -> Vec<BundleMsg> {
     let want: HashMap<Key, &Flow> = desired.iter().map(|f| (key(f), f)).collect();
     let have: HashMap<Key, &Flow> = existing.iter().map(|f| (key(f), f)).collect();
     let mut msgs = Vec::new();

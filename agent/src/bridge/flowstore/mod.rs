@@ -49,13 +49,14 @@ use tokio::sync::Mutex;
 use crate::bridge::seams::FlowSwitch;
 
 mod owner;
-pub use owner::*;
+pub(crate) use owner::Owner;
 mod change;
-pub use change::*;
+pub(crate) use change::Change;
+pub(crate) use change::{group_delete, Entry};
 mod state;
 use state::*;
 mod diff;
-pub use diff::*;
+pub(crate) use diff::diff;
 
 /// What [`FlowStore::reconcile`] changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

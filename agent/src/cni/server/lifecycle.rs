@@ -103,7 +103,7 @@ pub(super) fn response(status: StatusCode, body: String) -> Response {
 }
 
 /// The HTTP status for a CNI error code (see the module docs).
-pub fn http_status(code: u32) -> StatusCode {
+pub(super) fn http_status(code: u32) -> StatusCode {
     match code {
         1..=7 => StatusCode::BAD_REQUEST,
         codes::TRY_AGAIN_LATER | codes::PLUGIN_NOT_AVAILABLE | codes::LIMITED_CONNECTIVITY => {

@@ -48,9 +48,28 @@ use cluster::ClusterState;
 use local_api::{EgressIpEntry, EgressIpState, EgressIpUse, EgressKind, NodeReach};
 
 mod plan;
-pub use plan::*;
+pub(crate) use plan::route_text;
+pub(crate) use plan::{plan, EgressPlan, Monitored};
 mod probe;
-pub use probe::*;
+pub(crate) use probe::{probe, probe_before_holding};
+pub(crate) use probe::{OFFLINE_AFTER, PROBE_INTERVAL};
+
+/// Why applying the egress IPs failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum EgressIpError {
+    /// The interface that carries the node IP could not be found.
+    #[error("finding the node IP's interface for egress IPs")]
+    NodeInterface(#[source] crate::host::netlink::NetlinkError),
+    /// The host rules for the IPs held could not be written.
+    #[error("installing the egress IP rules")]
+    InstallRules(#[source] crate::host::iptables::IptablesError),
+    /// The switch refused the flows.
+    #[error("applying the egress IP flows")]
+    Flows(#[source] ovs::openflow::OfError),
+    /// The host rules of IPs no longer held could not be removed.
+    #[error("removing egress IP rules")]
+    RemoveRules(#[source] crate::host::iptables::IptablesError),
+}
 
 /// What was last applied.
 #[derive(Debug, Default)]
@@ -68,7 +87,7 @@ struct Applied {
 
 /// This node's egress IPs (see the module docs).
 #[derive(Debug)]
-pub struct EgressIps<S> {
+pub(crate) struct EgressIps<S> {
     store: Arc<FlowStore<S>>,
     cluster: watch::Receiver<Arc<ClusterState>>,
     local_node: String,
@@ -84,7 +103,7 @@ pub struct EgressIps<S> {
 impl<S: FlowSwitch> EgressIps<S> {
     /// An idle component; nothing happens until [`Self::sync`]. Egress IPs are per tenant: in
     /// subnet mode it only writes the host rules.
-    pub fn new(
+    pub(crate) fn new(
         store: Arc<FlowStore<S>>,
         cluster: watch::Receiver<Arc<ClusterState>>,
         local_node: &str,
@@ -132,8 +151,7 @@ impl<S: FlowSwitch> EgressIps<S> {
     /// VNID gets its rows on the new VNID before its pods move, and the old VNID's go after, so
     /// its traffic never leaves with the node's address in between. Returns how many tenants
     /// have egress IPs. Also writes the node's host rules (`iptables`) as a whole.
-    pub async fn sync(&self, stage: bool, prune: bool) -> anyhow::Result<usize> {
-        use anyhow::Context as _;
+    pub(crate) async fn sync(&self, stage: bool, prune: bool) -> Result<usize, EgressIpError> {
         let mut applied = self.applied.lock().await;
         let state = self.cluster.borrow().clone();
         let offline = crate::lock(&self.offline).clone();
@@ -164,7 +182,7 @@ impl<S: FlowSwitch> EgressIps<S> {
             self.netlink
                 .egress_link(self.node.node_ip)
                 .await
-                .context("finding the node IP's interface for egress IPs")?
+                .map_err(EgressIpError::NodeInterface)?
         };
         let (mut errors, mut hold) = (BTreeMap::new(), BTreeMap::new());
         if !host_changed {
@@ -237,7 +255,7 @@ impl<S: FlowSwitch> EgressIps<S> {
         if applied.rules.as_ref() != Some(&both_rules) {
             crate::host::iptables::sync(&both_rules)
                 .await
-                .context("installing the egress IP rules")?;
+                .map_err(EgressIpError::InstallRules)?;
             applied.rules = Some(both_rules);
         }
         // The flows: one owner per tenant whose route changed, in one bundle.
@@ -260,14 +278,14 @@ impl<S: FlowSwitch> EgressIps<S> {
             self.store
                 .apply(change)
                 .await
-                .context("applying the egress IP flows")?;
+                .map_err(EgressIpError::Flows)?;
         }
         // Now the rules and addresses of IPs no longer held go.
         if both.len() != hold.len() {
             let rules = self.rules(&hold);
             crate::host::iptables::sync(&rules)
                 .await
-                .context("removing egress IP rules")?;
+                .map_err(EgressIpError::RemoveRules)?;
             applied.rules = Some(rules);
         }
         if let Some(l) = &link {
@@ -320,14 +338,14 @@ impl<S: FlowSwitch> EgressIps<S> {
 
     /// Makes the next [`Self::sync`] look at the host whatever changed: addresses put back
     /// (or removed) and rules rewritten (the daemon's repairs, every 30 s and after drift).
-    pub async fn recheck_host(&self) {
+    pub(crate) async fn recheck_host(&self) {
         let mut a = self.applied.lock().await;
         a.started = false;
         a.rules = None;
     }
 
     /// Every tenant's egress, for `sdnctl egress-ips`.
-    pub async fn entries(&self) -> (Vec<EgressIpEntry>, BTreeMap<String, NodeReach>) {
+    pub(crate) async fn entries(&self) -> (Vec<EgressIpEntry>, BTreeMap<String, NodeReach>) {
         let a = self.applied.lock().await;
         let state = self.cluster.borrow().clone();
         let entries = a
@@ -379,13 +397,13 @@ impl<S: FlowSwitch> EgressIps<S> {
     }
 
     /// The egress IPs held on this node.
-    pub async fn held(&self) -> BTreeMap<Ipv4Addr, Vnid> {
+    pub(crate) async fn held(&self) -> BTreeMap<Ipv4Addr, Vnid> {
         self.applied.lock().await.held.clone()
     }
 
     /// Watches the nodes hosting egress IPs this node's tenants use (see the module docs) and
     /// re-syncs when one goes offline or comes back. Runs until dropped.
-    pub async fn monitor(self: Arc<Self>) {
+    pub(crate) async fn monitor(self: Arc<Self>) {
         let mut targets = self.watched.subscribe();
         let mut misses: BTreeMap<String, u32> = BTreeMap::new();
         let mut tick = tokio::time::interval(PROBE_INTERVAL);
@@ -438,7 +456,7 @@ impl<S: FlowSwitch> EgressIps<S> {
             }
             if changed {
                 if let Err(e) = self.sync(false, true).await {
-                    tracing::warn!(error = %format!("{e:#}"), "applying an egress IP node's change failed; retrying at the next change");
+                    tracing::warn!(error = %super::contract::chain(&e), "applying an egress IP node's change failed; retrying at the next change");
                 }
             }
         }
@@ -447,7 +465,7 @@ impl<S: FlowSwitch> EgressIps<S> {
 
 impl<S: FlowSwitch + 'static> EgressIps<S> {
     /// The feature: on every node (in subnet mode it writes only the host rules).
-    pub fn feature(ctx: &super::Context<S>) -> Option<Arc<Self>> {
+    pub(crate) fn feature(ctx: &super::Context<S>) -> Option<Arc<Self>> {
         Some(Arc::new(EgressIps::new(
             ctx.store.clone(),
             ctx.state.clone(),

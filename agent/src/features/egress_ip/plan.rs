@@ -10,7 +10,7 @@ use std::net::Ipv4Addr;
 
 /// How a tenant's egress IPs stand.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TenantEgress {
+pub(crate) struct TenantEgress {
     /// The namespaces of the VNID (by name).
     pub namespaces: Vec<String>,
     /// The IPs they ask for, each with where it is and whether it is used.
@@ -23,7 +23,7 @@ pub struct TenantEgress {
 
 /// One requested egress IP.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct IpState {
+pub(crate) struct IpState {
     /// The address.
     pub ip: Ipv4Addr,
     /// The node hosting it, when exactly one does.
@@ -39,7 +39,7 @@ pub struct IpState {
 
 /// A remote node hosting egress IPs that this node's tenants use.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Monitored {
+pub(crate) struct Monitored {
     /// Its HostSubnet's name.
     pub node: String,
     /// Its VTEP (`hostIP`).
@@ -50,7 +50,7 @@ pub struct Monitored {
 
 /// What the cluster state asks of this node (see the module docs).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct EgressPlan {
+pub(crate) struct EgressPlan {
     /// Per VNID with egress IPs.
     pub tenants: BTreeMap<Vnid, TenantEgress>,
     /// The egress IPs this node must hold, with the VNID each is for.
@@ -63,7 +63,7 @@ pub struct EgressPlan {
 /// `hostIP`), a pod gateway or any address of a node's pod subnet, the cluster networks, the
 /// service network. Holding such an address would take it from its owner (a node's underlay
 /// address: the node drops off the network) or shadow cluster traffic.
-pub fn reserved(state: &ClusterState, ip: Ipv4Addr) -> Option<String> {
+pub(crate) fn reserved(state: &ClusterState, ip: Ipv4Addr) -> Option<String> {
     for (name, hs) in state.host_subnets.iter() {
         if hs.host_ip_addr().ok() == Some(ip) {
             return Some(format!(
@@ -116,7 +116,11 @@ pub(crate) fn parse_ips(ips: &[String]) -> Vec<Ipv4Addr> {
 
 /// Decides every tenant's egress (pure). `local_node` is this node's HostSubnet name,
 /// `offline` the nodes found offline.
-pub fn plan(state: &ClusterState, local_node: &str, offline: &BTreeSet<String>) -> EgressPlan {
+pub(crate) fn plan(
+    state: &ClusterState,
+    local_node: &str,
+    offline: &BTreeSet<String>,
+) -> EgressPlan {
     // Who claims each IP: nodes (HostSubnets) and tenants (VNIDs).
     let mut nodes_of: BTreeMap<Ipv4Addr, Vec<&str>> = BTreeMap::new();
     for (name, hs) in state.host_subnets.iter() {

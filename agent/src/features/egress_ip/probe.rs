@@ -53,11 +53,11 @@ pub(crate) async fn probe_before_holding(
 }
 
 /// How often a watched node is probed, and how long a probe waits.
-pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 /// Probes in a row without an answer before a node counts as offline.
-pub const OFFLINE_AFTER: u32 = 3;
+pub(crate) const OFFLINE_AFTER: u32 = 3;
 /// The port probed (TCP "discard", as openshift-sdn probed): closed, so an online node refuses.
-pub const PROBE_PORT: u16 = 9;
+pub(crate) const PROBE_PORT: u16 = 9;
 
 /// Whether the node whose gateway is `gw` answers a TCP connection to port 9 within
 /// [`PROBE_INTERVAL`]: connected or refused is online; no answer, or no route, is not.

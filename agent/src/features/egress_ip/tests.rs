@@ -1,5 +1,6 @@
 //! Unit tests of the egress IP plan: placement, balance and fail-over, refused addresses, conflicts.
 
+use super::plan::reserved;
 use super::*;
 use cluster::{HostSubnet, NetNamespace};
 

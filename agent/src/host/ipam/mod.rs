@@ -56,13 +56,15 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 mod error;
-pub use error::*;
+pub(crate) use error::io_err;
+pub use error::IpamError;
 mod legacy;
 pub use legacy::V060Dir;
 mod range;
-pub use range::*;
+pub(crate) use range::check_requested;
+pub use range::Range;
 mod store;
-pub use store::*;
+pub use store::Store;
 
 /// Name of the lock file inside a network's lease directory.
 pub const LOCK_FILE: &str = "lock";

@@ -324,11 +324,11 @@ pub fn gratuitous_arp(link: &EgressLink, ip: Ipv4Addr) -> io::Result<()> {
 }
 
 /// How many RFC 5227 probes [`arp_probe`] sends, and how far apart.
-pub const ARP_PROBES: u32 = 3;
+pub(super) const ARP_PROBES: u32 = 3;
 /// The spacing of the probes.
-pub const ARP_PROBE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
+pub(super) const ARP_PROBE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
 /// How long [`arp_probe`] listens in all.
-pub const ARP_PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+pub(super) const ARP_PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Probes `ip` on `link` as RFC 5227 describes (ARP requests from 0.0.0.0 for it) and returns
 /// the MAC of a host that answers for it or probes for it too, or `None` when nobody did within

@@ -3,7 +3,6 @@
 
 use crate::operator::observe::pod_mac;
 use crate::operator::observe::{HttpAnswer, NodeView};
-use anyhow::Result;
 use flows::Table;
 use hyper::StatusCode;
 use local_api::{
@@ -18,7 +17,7 @@ use super::*;
 use crate::operator::observe::{EgressFirewalls, EgressIps, NetworkPolicies};
 
 /// Egress IPs as this node applies them.
-pub async fn egress_ips(view: &NodeView) -> EgressIpsView {
+pub(crate) async fn egress_ips(view: &NodeView) -> EgressIpsView {
     let Some(eips) = view.features.get::<EgressIps>() else {
         return EgressIpsView {
             tenants: Vec::new(),
@@ -41,7 +40,7 @@ pub async fn egress_ips(view: &NodeView) -> EgressIpsView {
 }
 
 /// NetworkPolicies as this node applies them.
-pub fn network_policies(view: &NodeView) -> NetworkPoliciesView {
+pub(crate) fn network_policies(view: &NodeView) -> NetworkPoliciesView {
     let Some(np) = view.features.get::<NetworkPolicies>() else {
         return NetworkPoliciesView::default();
     };
@@ -78,7 +77,7 @@ pub fn network_policies(view: &NodeView) -> NetworkPoliciesView {
 }
 
 /// Every tenant's egress firewall in effect.
-pub async fn egress_entries(view: &NodeView) -> Vec<EgressEntry> {
+pub(crate) async fn egress_entries(view: &NodeView) -> Vec<EgressEntry> {
     let state = view.state.borrow().clone();
     let Some(firewalls) = view.features.get::<EgressFirewalls>() else {
         return Vec::new();
@@ -111,7 +110,7 @@ pub async fn egress_entries(view: &NodeView) -> Vec<EgressEntry> {
 }
 
 /// The pods of the node as entries.
-pub async fn pod_entries(view: &NodeView) -> Vec<PodEntry> {
+pub(crate) async fn pod_entries(view: &NodeView) -> Vec<PodEntry> {
     view.pods
         .list()
         .await
@@ -142,7 +141,7 @@ pub async fn pod_entries(view: &NodeView) -> Vec<PodEntry> {
 }
 
 /// The namespaces with their VNIDs and local pod counts.
-pub async fn namespace_entries(view: &NodeView) -> Vec<NamespaceEntry> {
+pub(crate) async fn namespace_entries(view: &NodeView) -> Vec<NamespaceEntry> {
     let state = view.state.borrow().clone();
     let pods = view.pods.list().await;
     let multicast = state.multicast_vnids();
@@ -173,7 +172,7 @@ pub async fn namespace_entries(view: &NodeView) -> Vec<NamespaceEntry> {
 
 /// br0's flows selected by the query (`pod=NS/NAME`, `table=NAME|NUMBER`, `tenant=NS`), each
 /// named.
-pub async fn flow_entries(
+pub(crate) async fn flow_entries(
     view: &NodeView,
     q: &BTreeMap<String, String>,
 ) -> Result<Vec<FlowEntry>, HttpAnswer> {
@@ -282,12 +281,12 @@ pub async fn flow_entries(
 }
 
 /// Table names for flow text.
-pub fn table_names() -> ovs::flow::Names {
+pub(crate) fn table_names() -> ovs::flow::Names {
     ovs::flow::Names::new().tables(Table::names())
 }
 
 /// `sdnctl status`.
-pub async fn status(view: &NodeView) -> Status {
+pub(crate) async fn status(view: &NodeView) -> Status {
     let m = crate::telemetry::metrics::metrics();
     let family = |name: &str, label: &str| -> BTreeMap<String, u64> {
         let v = match name {

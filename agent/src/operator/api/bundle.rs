@@ -21,7 +21,7 @@ pub(crate) const BUNDLE_TABLES: [&str; 6] = [
 /// Everything `sdnctl bundle` archives, as file name → content. What is left out on purpose:
 /// the contents of a kubeconfig or service-account token (the config holds a path at most),
 /// pods' annotations (they can hold anything), the environment.
-pub async fn bundle(view: &NodeView) -> BTreeMap<String, String> {
+pub(crate) async fn bundle(view: &NodeView) -> BTreeMap<String, String> {
     let pretty = |v: &dyn erased::Json| v.json();
     let mut files = BTreeMap::new();
     let st = status(view).await;

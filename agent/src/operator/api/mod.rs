@@ -38,7 +38,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
 use hyper::body::Bytes;
 use hyper::{Method, StatusCode};
 use serde_json::json;
@@ -47,9 +46,12 @@ use crate::operator::observe::{HttpAnswer, NodeView};
 use local_api::{Check, TraceRequest};
 
 mod answers;
-pub use answers::*;
+pub(crate) use answers::{
+    egress_entries, egress_ips, flow_entries, namespace_entries, network_policies, pod_entries,
+    status,
+};
 mod bundle;
-pub use bundle::*;
+pub(crate) use bundle::bundle;
 
 fn err(status: StatusCode, msg: impl Into<String>) -> HttpAnswer {
     HttpAnswer::json(status, &json!({ "error": msg.into() }))
@@ -94,7 +96,7 @@ fn percent_decode(s: &str) -> String {
 /// Pretty JSON of any serializable value, for the bundle's files.
 mod erased {
     /// A value the bundle writes as JSON.
-    pub trait Json {
+    pub(super) trait Json {
         /// Pretty JSON with a final newline.
         fn json(&self) -> String;
     }
@@ -106,7 +108,7 @@ mod erased {
 }
 
 /// Answers one API request.
-pub async fn answer(
+pub(crate) async fn answer(
     view: &NodeView,
     method: &Method,
     path: &str,
@@ -235,10 +237,16 @@ fn checks_json(checks: &[Check]) -> HttpAnswer {
 }
 
 /// Starts the API on `socket` (see the module docs for the socket's hygiene).
-pub async fn serve(socket: &Path, view: Arc<NodeView>) -> Result<tokio::task::JoinHandle<()>> {
+pub(crate) async fn serve(
+    socket: &Path,
+    view: Arc<NodeView>,
+) -> Result<tokio::task::JoinHandle<()>, crate::operator::observe::ListenError> {
     let listener = crate::cni::server::bind_private_socket(socket)
         .await
-        .with_context(|| format!("starting the local API on {} (apiSocket)", socket.display()))?;
+        .map_err(|e| crate::operator::observe::ListenError {
+            what: format!("starting the local API on {} (apiSocket)", socket.display()),
+            source: e.into(),
+        })?;
     tracing::info!(socket = %socket.display(), "local API listening (sdnctl)");
     let socket = socket.to_path_buf();
     Ok(tokio::spawn(async move {

@@ -4,18 +4,17 @@
 
 use crate::lock;
 use crate::telemetry::metrics::metrics;
-use anyhow::Result;
 use local_api::{Check, ReconcileRecord};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The main loop counts as stuck when it has not turned for this long.
-pub const LOOP_STALL: Duration = Duration::from_secs(60);
+pub(crate) const LOOP_STALL: Duration = Duration::from_secs(60);
 
 /// The agent's own health facts, written by the daemon as it runs.
 #[derive(Debug)]
-pub struct Health {
+pub(crate) struct Health {
     pub(crate) started: Instant,
     pub(crate) phase: Mutex<String>,
     /// ms after `started` of the main loop's last turn; 0 before it runs.
@@ -52,28 +51,28 @@ pub(crate) fn unix_now() -> u64 {
 
 impl Health {
     /// The readiness checks of the last background round, if one ran.
-    pub fn latest_readiness(&self) -> Option<Vec<Check>> {
+    pub(crate) fn latest_readiness(&self) -> Option<Vec<Check>> {
         lock(&self.latest).as_ref().map(|(c, _)| c.clone())
     }
 
     /// Why br0 was unreachable over OpenFlow at the last background round, if it was.
-    pub fn openflow_unreachable(&self) -> Option<String> {
+    pub(crate) fn openflow_unreachable(&self) -> Option<String> {
         lock(&self.latest).as_ref().and_then(|(_, u)| u.clone())
     }
 
     /// Notes the start-up step the agent is in (shown by `/readyz` until it serves).
-    pub fn phase(&self, what: &str) {
+    pub(crate) fn phase(&self, what: &str) {
         *lock(&self.phase) = what.to_string();
     }
 
     /// The main loop turned.
-    pub fn beat(&self) {
+    pub(crate) fn beat(&self) {
         let ms = self.started.elapsed().as_millis() as u64;
         self.heartbeat_ms.store(ms.max(1), Ordering::SeqCst);
     }
 
     /// The agent serves CNI requests on `socket` from now on.
-    pub fn serving(&self, socket: &std::path::Path) {
+    pub(crate) fn serving(&self, socket: &std::path::Path) {
         let took = self.started.elapsed();
         self.ready_ms
             .store(took.as_millis() as u64, Ordering::SeqCst);
@@ -83,18 +82,18 @@ impl Health {
     }
 
     /// The CNI server stopped.
-    pub fn stopped_serving(&self) {
+    pub(crate) fn stopped_serving(&self) {
         *lock(&self.cni_socket) = None;
         self.phase("stopping");
     }
 
     /// The port pool's maintenance task, whose end means the agent is not alive.
-    pub fn maintenance(&self, task: tokio::task::AbortHandle) {
+    pub(crate) fn maintenance(&self, task: tokio::task::AbortHandle) {
         *lock(&self.maintenance) = Some(task);
     }
 
     /// Records a reconcile (and counts it in the metrics).
-    pub fn reconciled(
+    pub(crate) fn reconciled(
         &self,
         reason: &str,
         took: Duration,
@@ -130,17 +129,17 @@ impl Health {
     }
 
     /// The last reconcile.
-    pub fn last_reconcile(&self) -> Option<ReconcileRecord> {
+    pub(crate) fn last_reconcile(&self) -> Option<ReconcileRecord> {
         lock(&self.last_reconcile).clone()
     }
 
     /// Seconds the process has run.
-    pub fn uptime(&self) -> Duration {
+    pub(crate) fn uptime(&self) -> Duration {
         self.started.elapsed()
     }
 
     /// Seconds from start to serving (0 while starting).
-    pub fn ready_after(&self) -> Option<Duration> {
+    pub(crate) fn ready_after(&self) -> Option<Duration> {
         match self.ready_ms.load(Ordering::SeqCst) {
             0 => None,
             ms => Some(Duration::from_millis(ms)),

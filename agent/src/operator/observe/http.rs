@@ -36,7 +36,7 @@ pub(crate) fn checks_answer(what: &str, checks: &[Check], verbose: bool) -> Http
 
 /// One answer of the agent's small HTTP endpoints.
 #[derive(Debug)]
-pub struct HttpAnswer {
+pub(crate) struct HttpAnswer {
     /// HTTP status.
     pub status: StatusCode,
     /// `Content-Type`.
@@ -47,7 +47,7 @@ pub struct HttpAnswer {
 
 impl HttpAnswer {
     /// A plain-text answer.
-    pub fn text(status: StatusCode, body: impl Into<String>) -> HttpAnswer {
+    pub(crate) fn text(status: StatusCode, body: impl Into<String>) -> HttpAnswer {
         HttpAnswer {
             status,
             content_type: "text/plain; charset=utf-8",
@@ -56,7 +56,7 @@ impl HttpAnswer {
     }
 
     /// A JSON answer.
-    pub fn json(status: StatusCode, value: &impl Serialize) -> HttpAnswer {
+    pub(crate) fn json(status: StatusCode, value: &impl Serialize) -> HttpAnswer {
         HttpAnswer {
             status,
             content_type: "application/json",
@@ -70,7 +70,7 @@ pub(crate) const MAX_BODY: usize = 64 << 10;
 
 /// Serves one HTTP/1.1 connection with `answer(method, path, query, body)`: request headers
 /// within 10 s, the body (at most 64 KiB) within 10 s, no keep-alive.
-pub async fn serve_http<IO, F, Fut>(io: IO, answer: F)
+pub(crate) async fn serve_http<IO, F, Fut>(io: IO, answer: F)
 where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     F: Fn(Method, String, String, Bytes) -> Fut + Send + Sync + Clone + 'static,

@@ -28,24 +28,38 @@ use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
-
 use hyper::{Method, StatusCode};
 use local_api::Check;
 
 use crate::telemetry::metrics::metrics;
 
 mod health;
-pub use health::*;
+pub(crate) use health::Health;
+pub(crate) use health::{arp_cache_free, liveness};
 mod view;
-pub use view::*;
+pub(crate) use view::{
+    pod_mac, EgressFirewalls, EgressIps, NetworkPolicies, NodeView, SCRAPE_GAUGES_WAIT,
+};
 mod http;
-pub use http::*;
+pub(crate) use http::checks_answer;
+pub(crate) use http::{serve_http, HttpAnswer};
+
+/// Why an endpoint (metrics and health, the local API) cannot listen: the setting and what to
+/// do, with the cause.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}")]
+pub(crate) struct ListenError {
+    /// The setting, the address and what to do.
+    pub what: String,
+    /// The cause.
+    #[source]
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
 
 /// The metrics and health endpoint: `/metrics`, `/livez`, `/readyz` (`?verbose` lists every
 /// check even when all pass).
 #[derive(Debug, Clone, Default)]
-pub struct Observer {
+pub(crate) struct Observer {
     /// The agent's health facts.
     pub health: Arc<Health>,
     view: Arc<OnceLock<Arc<NodeView>>>,
@@ -53,17 +67,17 @@ pub struct Observer {
 
 impl Observer {
     /// The node, once its parts exist.
-    pub fn set_view(&self, view: Arc<NodeView>) {
+    pub(crate) fn set_view(&self, view: Arc<NodeView>) {
         let _ = self.view.set(view);
     }
 
     /// The node, once its parts exist.
-    pub fn view(&self) -> Option<Arc<NodeView>> {
+    pub(crate) fn view(&self) -> Option<Arc<NodeView>> {
         self.view.get().cloned()
     }
 
     /// The readiness checks, or the start-up step while the node is not built yet.
-    pub async fn readiness(&self) -> Vec<Check> {
+    pub(crate) async fn readiness(&self) -> Vec<Check> {
         match self.view() {
             Some(v) => v.readiness(true).await,
             None => vec![Check::new(
@@ -75,12 +89,12 @@ impl Observer {
     }
 
     /// The liveness checks.
-    pub fn liveness(&self) -> Vec<Check> {
+    pub(crate) fn liveness(&self) -> Vec<Check> {
         liveness(&self.health)
     }
 
     /// Every series, with the node's gauges set now.
-    pub async fn render_metrics(&self) -> String {
+    pub(crate) async fn render_metrics(&self) -> String {
         match self.view() {
             // Never longer than a moment: gauges behind a busy lock keep their last values.
             Some(v) => {
@@ -93,7 +107,7 @@ impl Observer {
     }
 
     /// Answers one request of the endpoint.
-    pub async fn answer(&self, method: &Method, path: &str, query: &str) -> HttpAnswer {
+    pub(crate) async fn answer(&self, method: &Method, path: &str, query: &str) -> HttpAnswer {
         if method != Method::GET && method != Method::HEAD {
             return HttpAnswer::text(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -119,7 +133,10 @@ impl Observer {
     }
 
     /// Starts serving on `addr`. Fails naming the setting when the address cannot be bound.
-    pub async fn serve(&self, addr: SocketAddr) -> Result<tokio::task::JoinHandle<()>> {
+    pub(crate) async fn serve(
+        &self,
+        addr: SocketAddr,
+    ) -> Result<tokio::task::JoinHandle<()>, ListenError> {
         // An address in use is retried for a few seconds: right after the previous agent was
         // killed, a helper it had started (iptables-restore waiting for the xtables lock) may
         // still hold its socket for a moment.
@@ -133,12 +150,13 @@ impl Observer {
                     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                 }
                 r => {
-                    break r.with_context(|| {
-                        format!(
+                    break r.map_err(|e| ListenError {
+                        what: format!(
                             "metricsAddress {addr}: cannot listen there (another agent or program \
                              uses it?); set metricsAddress to a free IP:PORT, or \"\" for no \
                              metrics endpoint"
-                        )
+                        ),
+                        source: e.into(),
                     })?
                 }
             }

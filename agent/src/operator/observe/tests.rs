@@ -1,5 +1,6 @@
 //! Unit tests of health, the node view's helpers and the small HTTP server.
 
+use super::health::{liveness_at, LOOP_STALL};
 use super::*;
 use std::sync::atomic::Ordering;
 

@@ -24,7 +24,7 @@ use super::*;
 /// Everything the observability side reads of a running node. Built once the node's parts
 /// exist (just before it serves); shared by the metrics endpoint, the local API and CNI STATUS.
 #[derive(Debug)]
-pub struct NodeView {
+pub(crate) struct NodeView {
     /// The configuration in force.
     pub config: Config,
     /// The node's pipeline inputs.
@@ -51,15 +51,15 @@ pub struct NodeView {
 }
 
 /// The node's egress firewalls.
-pub type EgressFirewalls = crate::features::egress_firewall::EgressFirewalls<Switch>;
+pub(crate) type EgressFirewalls = crate::features::egress_firewall::EgressFirewalls<Switch>;
 /// The node's egress IPs.
-pub type EgressIps = crate::features::egress_ip::EgressIps<Switch>;
+pub(crate) type EgressIps = crate::features::egress_ip::EgressIps<Switch>;
 /// The node's network policies.
-pub type NetworkPolicies = crate::features::network_policy::NetworkPolicies<Switch>;
+pub(crate) type NetworkPolicies = crate::features::network_policy::NetworkPolicies<Switch>;
 
 impl NodeView {
     /// The pipeline version this agent installs (the version marker's note, as text).
-    pub fn pipeline_version(&self) -> String {
+    pub(crate) fn pipeline_version(&self) -> String {
         self.version_note
             .as_ref()
             .map(note_text)
@@ -68,7 +68,7 @@ impl NodeView {
 
     /// The readiness checks (see the module docs); `cni_server` false when asked over the CNI
     /// socket itself (STATUS), which is listening by definition.
-    pub async fn readiness(&self, cni_server: bool) -> Vec<Check> {
+    pub(crate) async fn readiness(&self, cni_server: bool) -> Vec<Check> {
         let mut out = Vec::new();
         out.push(match self.db.state() {
             ovs::ovsdb::ConnectionState::Connected => {
@@ -183,12 +183,12 @@ impl NodeView {
     }
 
     /// The liveness checks (see the module docs).
-    pub fn liveness(&self) -> Vec<Check> {
+    pub(crate) fn liveness(&self) -> Vec<Check> {
         liveness(&self.health)
     }
 
     /// Sets the gauges that describe the node now.
-    pub async fn fill_gauges(&self) {
+    pub(crate) async fn fill_gauges(&self) {
         let m = metrics();
         let desired = self.store.desired().await;
         m.ovs_flows.set(desired.len() as i64);
@@ -219,7 +219,7 @@ impl NodeView {
     /// `sdn_ready` for a scrape: the checks run now when they answer within
     /// [`SCRAPE_READY_WAIT`] (a healthy node), else what the background round found last
     /// ([`Self::watch_health`]): a scrape never waits for a hung OVS.
-    pub async fn fill_ready(&self) {
+    pub(crate) async fn fill_ready(&self) {
         let ready = match tokio::time::timeout(SCRAPE_READY_WAIT, self.readiness(true)).await {
             Ok(checks) => checks.iter().all(|c| c.ok),
             Err(_) => self
@@ -233,7 +233,7 @@ impl NodeView {
     /// Runs the readiness checks every [`HEALTH_INTERVAL`] for ever, keeping the result for
     /// `/metrics` (`sdn_ready`) and for the CNI server's "Open vSwitch is down" answer. A check
     /// of OpenFlow can take 5 s while ovs-vswitchd hangs: a scrape never waits for it.
-    pub async fn watch_health(self: Arc<Self>) {
+    pub(crate) async fn watch_health(self: Arc<Self>) {
         loop {
             let checks = self.readiness(true).await;
             let unreachable = checks
@@ -247,7 +247,7 @@ impl NodeView {
     }
 
     /// Who owns each cookie the agent uses, in words.
-    pub async fn cookie_owners(&self) -> std::collections::BTreeMap<u64, String> {
+    pub(crate) async fn cookie_owners(&self) -> std::collections::BTreeMap<u64, String> {
         let pods = self.pods.list().await;
         let by_port: std::collections::BTreeMap<&str, String> = pods
             .iter()
@@ -313,7 +313,7 @@ impl NodeView {
     /// known to be down: OVSDB reconnecting, or br0 unreachable at the last health round and
     /// still not answering within [`OVS_RECHECK`] (so a switch that just came back is not
     /// refused for the rest of the round).
-    pub async fn ovs_known_down(&self) -> Option<String> {
+    pub(crate) async fn ovs_known_down(&self) -> Option<String> {
         if let ovs::ovsdb::ConnectionState::Reconnecting { last_error, .. } = self.db.state() {
             return Some(format!(
                 "the Open vSwitch database is unreachable ({}: {last_error}); is ovsdb-server running?",
@@ -334,25 +334,25 @@ impl NodeView {
 }
 
 /// A pod interface's MAC as text: `0a:58:` and its address (as openshift-sdn derives it).
-pub fn pod_mac(ip: std::net::Ipv4Addr) -> String {
+pub(crate) fn pod_mac(ip: std::net::Ipv4Addr) -> String {
     ovs::flow::MacAddr::from_pod_ip(ip).to_string()
 }
 
 /// How long a request waits for br0 to answer when the last health round found it unreachable.
-pub const OVS_RECHECK: Duration = Duration::from_millis(500);
+pub(crate) const OVS_RECHECK: Duration = Duration::from_millis(500);
 
 /// How long a scrape waits for the readiness checks before it takes the background round's.
-pub const SCRAPE_READY_WAIT: Duration = Duration::from_millis(500);
+pub(crate) const SCRAPE_READY_WAIT: Duration = Duration::from_millis(500);
 
 /// How often the background health round runs.
-pub const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How long a scrape waits for the node's gauges (locks held by work that waits for OVS)
 /// before it answers with the values it has.
-pub const SCRAPE_GAUGES_WAIT: Duration = Duration::from_millis(300);
+pub(crate) const SCRAPE_GAUGES_WAIT: Duration = Duration::from_millis(300);
 
 /// The text of a version marker flow's note (`multitenant.6c727750`).
-pub fn note_text(f: &Flow) -> String {
+pub(crate) fn note_text(f: &Flow) -> String {
     f.actions
         .iter()
         .find_map(|a| match a {

@@ -23,13 +23,14 @@ use crate::operator::observe::NodeView;
 use local_api::{Step, TraceRequest, TraceResult};
 
 mod parse;
-pub use parse::*;
+pub(crate) use parse::table_name;
+pub(crate) use parse::{parse, Parsed};
 mod verdict;
 use verdict::*;
 
 /// A bad trace request (the caller's fault), said plainly.
 #[derive(Debug, thiserror::Error)]
-pub enum TraceError {
+pub(crate) enum TraceError {
     /// SRC, DST or PROTO cannot be understood.
     #[error("{0}")]
     BadRequest(String),
@@ -122,7 +123,7 @@ fn parse_proto(s: &str) -> Result<Proto, TraceError> {
 }
 
 /// Runs the trace (see the module docs).
-pub async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceResult, TraceError> {
+pub(crate) async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceResult, TraceError> {
     let state = view.state.borrow().clone();
     let pods = view.pods.list().await;
     let node = &view.node;

@@ -8,7 +8,7 @@ use std::net::Ipv4Addr;
 /// The parsed `ofproto/trace` answer: the steps of the last pipeline pass (after the last
 /// conntrack recirculation), the final flow's registers and the outputs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Parsed {
+pub(crate) struct Parsed {
     /// (table, match, priority, cookie, actions) of each step.
     pub steps: Vec<(u8, String, u16, u64, Vec<String>)>,
     /// OpenFlow ports the packet was output to.
@@ -20,7 +20,7 @@ pub struct Parsed {
 }
 
 /// Parses `ofproto/trace` output (see [`Parsed`]).
-pub fn parse(text: &str) -> Parsed {
+pub(crate) fn parse(text: &str) -> Parsed {
     // The last pass: after the last recirculation header, or the whole text.
     let last = text
         .rfind("\n=====")

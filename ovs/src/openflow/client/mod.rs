@@ -58,11 +58,11 @@ use super::wire::{
 use crate::flow::{Flow, Group};
 
 mod options;
-pub use options::*;
+pub use options::{OfConfig, Target};
 mod error;
-pub use error::*;
+pub use error::{BundleStage, OfError};
 mod requests;
-pub use requests::*;
+pub use requests::{describe_flow_mod, describe_group_mod, BundleMsg, DumpFilter};
 mod connection;
 use connection::*;
 mod tasks;
