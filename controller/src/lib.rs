@@ -241,36 +241,36 @@ pub async fn run(cfg: Config, shutdown: impl std::future::Future<Output = ()>) -
         }
         if dirty && leading && view.ready() {
             let p = plan::plan(&view.view(), &wanted, &cfg.global_namespaces);
-            for w in &p.warnings {
-                tracing::warn!("{w}");
-            }
-            // The writes of one plan touch distinct objects: they go WRITES_IN_FLIGHT at a
-            // time (5,000 new nodes are not 5,000 round trips in a row), in three phases: the
-            // ClusterNetwork, then deletions (a subnet or VNID a deletion frees may be handed
-            // out in the same plan), then creations and updates.
-            for phase in phases(&p.actions) {
-                let results: Vec<(&plan::Action, Result<Option<DynamicObject>>)> =
-                    stream::iter(phase)
-                        .map(|a| {
-                            let client = &client;
-                            async move { (a, execute(client, a).await) }
-                        })
-                        .buffered(WRITES_IN_FLIGHT)
-                        .collect()
-                        .await;
-                for (a, r) in results {
-                    match r {
-                        Ok(stored) => {
-                            tracing::info!("{a}");
-                            // The watch reports the write later; until then the next plan
-                            // must already see it (or it would allocate the same subnet
-                            // twice).
-                            view.record(a, stored.as_ref());
-                        }
-                        Err(e) => {
-                            tracing::warn!(action = %a, error = %chain(&e), "write failed; planning again on the next change")
-                        }
-                    }
+            write_plan(&client, &mut view, &p).await;
+        }
+    }
+}
+
+/// Writes a plan's actions. The writes of one plan touch distinct objects: they go
+/// [`WRITES_IN_FLIGHT`] at a time (5,000 new nodes are not 5,000 round trips in a row), in
+/// three phases: the ClusterNetwork, then deletions (a subnet or VNID a deletion frees may be
+/// handed out in the same plan), then creations and updates. A failed write is planned again
+/// on the next change.
+async fn write_plan(client: &Client, view: &mut Views, p: &plan::Plan) {
+    for w in &p.warnings {
+        tracing::warn!("{w}");
+    }
+    for phase in phases(&p.actions) {
+        let results: Vec<(&plan::Action, Result<Option<DynamicObject>>)> = stream::iter(phase)
+            .map(|a| async move { (a, execute(client, a).await) })
+            .buffered(WRITES_IN_FLIGHT)
+            .collect()
+            .await;
+        for (a, r) in results {
+            match r {
+                Ok(stored) => {
+                    tracing::info!("{a}");
+                    // The watch reports the write later; until then the next plan must already
+                    // see it (or it would allocate the same subnet twice).
+                    view.record(a, stored.as_ref());
+                }
+                Err(e) => {
+                    tracing::warn!(action = %a, error = %chain(&e), "write failed; planning again on the next change")
                 }
             }
         }

@@ -136,57 +136,16 @@ pub fn decide(
 ) -> Result<Decision, Refusal> {
     let name = cmd.name();
     let current = tenancy.vnid(name);
-    let refusal = |e: Error| match e {
-        Error::UnknownNamespace(n) => Refusal::Unknown(n),
-        Error::CannotIsolateDefault => Refusal::CannotIsolateDefault,
-        Error::JoinSelf(_) => Refusal::JoinSelf,
-        other => Refusal::Exhausted(other.to_string()),
-    };
-    let unknown = || Refusal::Unknown(name.to_string());
-    Ok(match cmd {
+    match cmd {
         Command::Create {
             vnid: Some(asked), ..
-        } => {
-            if let Some(v) = current {
-                return Err(Refusal::Exists(v));
-            }
-            let holders: Vec<String> = if asked.is_tenant() {
-                tenancy
-                    .members(*asked)
-                    .into_iter()
-                    .map(str::to_string)
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            if !holders.is_empty() || !asked.is_tenant() {
-                return Err(Refusal::VnidTaken {
-                    vnid: asked.id(),
-                    holders,
-                });
-            }
-            let held = tenancy.in_use().contains(asked);
-            tenancy.assign(name, *asked);
-            Decision {
-                from: None,
-                to: Some(*asked),
-                reason: if held {
-                    "the VNID asked for, which local pods of no namespace have: they share its \
-                     network now, but keep this VNID if the namespace's changes later"
-                        .into()
-                } else {
-                    "the VNID asked for".into()
-                },
-                changed: true,
-                allocated: None,
-            }
-        }
+        } => create_with(tenancy, name, current, *asked),
         Command::Create { global, .. } => {
             if let Some(v) = current {
                 return Err(Refusal::Exists(v));
             }
             let v = tenancy.add(name).map_err(refusal)?;
-            Decision {
+            Ok(Decision {
                 from: None,
                 to: Some(v),
                 reason: if v.is_global() {
@@ -196,87 +155,166 @@ pub fn decide(
                 },
                 changed: true,
                 allocated: (!global).then_some(v),
-            }
+            })
         }
-        Command::Delete { force, .. } => {
-            if name == "default" {
-                return Err(Refusal::CannotDeleteDefault);
-            }
-            let vnid = current.ok_or_else(unknown)?;
-            let reason = match pods {
-                PodsOfNamespace::Known(0) => "no local pods".to_string(),
-                PodsOfNamespace::Known(n) if !force => {
-                    return Err(Refusal::HasPods { pods: n, vnid })
-                }
-                PodsOfNamespace::Known(n) => {
-                    format!("forced: its {n} local pod(s) keep VNID {vnid} until deleted")
-                }
-                PodsOfNamespace::Unknown(why) if !force => {
-                    return Err(Refusal::PodsUnknown(why.to_string()))
-                }
-                PodsOfNamespace::Unknown(_) => {
-                    format!("forced: any local pods keep VNID {vnid} until deleted")
-                }
-            };
-            tenancy.remove(name);
-            Decision {
-                from: Some(vnid),
-                to: None,
-                reason,
-                changed: true,
-                allocated: None,
-            }
+        Command::Delete { force, .. } => delete(tenancy, name, current, *force, pods),
+        Command::Join { other, .. } => join(tenancy, name, current, other),
+        Command::Isolate { .. } | Command::MakeGlobal { .. } => isolate_or_make_global(
+            tenancy,
+            name,
+            current,
+            matches!(cmd, Command::Isolate { .. }),
+        ),
+    }
+}
+
+/// A tenancy error as the refusal an operator reads.
+fn refusal(e: Error) -> Refusal {
+    match e {
+        Error::UnknownNamespace(n) => Refusal::Unknown(n),
+        Error::CannotIsolateDefault => Refusal::CannotIsolateDefault,
+        Error::JoinSelf(_) => Refusal::JoinSelf,
+        other => Refusal::Exhausted(other.to_string()),
+    }
+}
+
+/// `create --vnid`: a new namespace with the VNID asked for, when no namespace holds it.
+fn create_with(
+    tenancy: &mut Tenancy,
+    name: &str,
+    current: Option<Vnid>,
+    asked: Vnid,
+) -> Result<Decision, Refusal> {
+    if let Some(v) = current {
+        return Err(Refusal::Exists(v));
+    }
+    let holders: Vec<String> = if asked.is_tenant() {
+        tenancy
+            .members(asked)
+            .into_iter()
+            .map(str::to_string)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if !holders.is_empty() || !asked.is_tenant() {
+        return Err(Refusal::VnidTaken {
+            vnid: asked.id(),
+            holders,
+        });
+    }
+    let held = tenancy.in_use().contains(&asked);
+    tenancy.assign(name, asked);
+    Ok(Decision {
+        from: None,
+        to: Some(asked),
+        reason: if held {
+            "the VNID asked for, which local pods of no namespace have: they share its network \
+             now, but keep this VNID if the namespace's changes later"
+                .into()
+        } else {
+            "the VNID asked for".into()
+        },
+        changed: true,
+        allocated: None,
+    })
+}
+
+/// `delete`: refused for `default`, and while local pods run in it unless forced.
+fn delete(
+    tenancy: &mut Tenancy,
+    name: &str,
+    current: Option<Vnid>,
+    force: bool,
+    pods: PodsOfNamespace<'_>,
+) -> Result<Decision, Refusal> {
+    if name == "default" {
+        return Err(Refusal::CannotDeleteDefault);
+    }
+    let vnid = current.ok_or_else(|| Refusal::Unknown(name.to_string()))?;
+    let reason = match pods {
+        PodsOfNamespace::Known(0) => "no local pods".to_string(),
+        PodsOfNamespace::Known(n) if !force => return Err(Refusal::HasPods { pods: n, vnid }),
+        PodsOfNamespace::Known(n) => {
+            format!("forced: its {n} local pod(s) keep VNID {vnid} until deleted")
         }
-        Command::Join { other, .. } => {
-            let from = current.ok_or_else(unknown)?;
-            if other == name {
-                return Err(Refusal::JoinSelf);
-            }
-            let to = tenancy
-                .apply(name, &Change::Join(other.clone()))
-                .map_err(refusal)?;
-            let global = if to.is_global() {
-                ", which is global"
-            } else {
-                ""
-            };
-            Decision {
-                from: Some(from),
-                to: Some(to),
-                reason: if from == to {
-                    format!("already shares {other}'s VNID{global}")
-                } else {
-                    format!("joined {other}{global}")
-                },
-                changed: from != to,
-                allocated: None,
-            }
+        PodsOfNamespace::Unknown(why) if !force => {
+            return Err(Refusal::PodsUnknown(why.to_string()))
         }
-        Command::Isolate { .. } | Command::MakeGlobal { .. } => {
-            let isolate = matches!(cmd, Command::Isolate { .. });
-            if isolate && name == "default" {
-                return Err(Refusal::CannotIsolateDefault);
-            }
-            let from = current.ok_or_else(unknown)?;
-            let (op, done) = if isolate {
-                (Change::Isolate, "isolated")
-            } else {
-                (Change::Global, "made global")
-            };
-            let to = tenancy.apply(name, &op).map_err(refusal)?;
-            Decision {
-                from: Some(from),
-                to: Some(to),
-                reason: match (from == to, isolate) {
-                    (true, true) => "already isolated".into(),
-                    (true, false) => "already global".into(),
-                    (false, _) => done.into(),
-                },
-                changed: from != to,
-                // Only isolate hands out a fresh VNID (make-global takes 0).
-                allocated: (isolate && from != to).then_some(to),
-            }
+        PodsOfNamespace::Unknown(_) => {
+            format!("forced: any local pods keep VNID {vnid} until deleted")
         }
+    };
+    tenancy.remove(name);
+    Ok(Decision {
+        from: Some(vnid),
+        to: None,
+        reason,
+        changed: true,
+        allocated: None,
+    })
+}
+
+/// `join`: the namespace takes `other`'s VNID.
+fn join(
+    tenancy: &mut Tenancy,
+    name: &str,
+    current: Option<Vnid>,
+    other: &str,
+) -> Result<Decision, Refusal> {
+    let from = current.ok_or_else(|| Refusal::Unknown(name.to_string()))?;
+    if other == name {
+        return Err(Refusal::JoinSelf);
+    }
+    let to = tenancy
+        .apply(name, &Change::Join(other.to_string()))
+        .map_err(refusal)?;
+    let global = if to.is_global() {
+        ", which is global"
+    } else {
+        ""
+    };
+    Ok(Decision {
+        from: Some(from),
+        to: Some(to),
+        reason: if from == to {
+            format!("already shares {other}'s VNID{global}")
+        } else {
+            format!("joined {other}{global}")
+        },
+        changed: from != to,
+        allocated: None,
+    })
+}
+
+/// `isolate` (a fresh VNID of its own; refused for `default`) or `make-global` (VNID 0).
+fn isolate_or_make_global(
+    tenancy: &mut Tenancy,
+    name: &str,
+    current: Option<Vnid>,
+    isolate: bool,
+) -> Result<Decision, Refusal> {
+    if isolate && name == "default" {
+        return Err(Refusal::CannotIsolateDefault);
+    }
+    let from = current.ok_or_else(|| Refusal::Unknown(name.to_string()))?;
+    let (op, done) = if isolate {
+        (Change::Isolate, "isolated")
+    } else {
+        (Change::Global, "made global")
+    };
+    let to = tenancy.apply(name, &op).map_err(refusal)?;
+    Ok(Decision {
+        from: Some(from),
+        to: Some(to),
+        reason: match (from == to, isolate) {
+            (true, true) => "already isolated".into(),
+            (true, false) => "already global".into(),
+            (false, _) => done.into(),
+        },
+        changed: from != to,
+        // Only isolate hands out a fresh VNID (make-global takes 0).
+        allocated: (isolate && from != to).then_some(to),
     })
 }
 

@@ -37,164 +37,63 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .map_err(|e| Failure::Error(format!("cannot start a runtime: {e}")))
 }
 
+/// The agent's answer `v`: as it is with `--json`, else read as a `T` and shown by `render`.
+fn show<T: serde::de::DeserializeOwned>(
+    a: &Cli,
+    v: serde_json::Value,
+    render: impl FnOnce(&T) -> String,
+) -> Result<(), Failure> {
+    if a.json {
+        return out(&format!("{v:#}\n"));
+    }
+    let typed: T = serde_json::from_value(v).map_err(|e| Failure::Error(e.to_string()))?;
+    out(&render(&typed))
+}
+
 /// The commands answered by the running agent.
 pub(crate) fn ask_agent(a: &Cli, cmd: &Cmd) -> Result<(), Failure> {
     let client = local_api::Client::new(&api_socket(a)?);
     let rt = runtime()?;
-    let get = |path: String| -> Result<serde_json::Value, Failure> {
-        rt.block_on(client.get_json::<serde_json::Value>(&path))
+    let get = |path: &str| -> Result<serde_json::Value, Failure> {
+        rt.block_on(client.get_json::<serde_json::Value>(path))
             .map_err(|e| Failure::Error(e.to_string()))
     };
-    let pretty = |v: &serde_json::Value| out(&format!("{v:#}\n"));
     match cmd {
-        Cmd::Status => {
-            let v = get("/v1/status".into())?;
-            if a.json {
-                return pretty(&v);
-            }
-            let st: local_api::Status =
-                serde_json::from_value(v).map_err(|e| Failure::Error(e.to_string()))?;
-            out(&view::status(&st))
-        }
+        Cmd::Status => show(a, get("/v1/status")?, view::status),
         Cmd::Pods { namespace } => {
             let path = match namespace {
                 Some(ns) => format!("/v1/pods?namespace={}", view::encode(ns)),
                 None => "/v1/pods".into(),
             };
-            let v = get(path)?;
-            if a.json {
-                return pretty(&v);
-            }
-            let pods: Vec<local_api::PodEntry> =
-                serde_json::from_value(v).map_err(|e| Failure::Error(e.to_string()))?;
-            out(&view::pods(&pods))
+            show(a, get(&path)?, |p: &Vec<local_api::PodEntry>| view::pods(p))
         }
         Cmd::Flows { pod, table, tenant } => {
-            let mut q = Vec::new();
-            if let Some(p) = pod {
-                q.push(format!("pod={}", view::encode(p)));
-            }
-            if let Some(t) = table {
-                q.push(format!("table={}", view::encode(t)));
-            }
-            if let Some(t) = tenant {
-                q.push(format!("tenant={}", view::encode(t)));
-            }
-            let v = get(format!("/v1/flows?{}", q.join("&")))?;
-            if a.json {
-                return pretty(&v);
-            }
-            let flows: Vec<local_api::FlowEntry> =
-                serde_json::from_value(v).map_err(|e| Failure::Error(e.to_string()))?;
-            out(&view::flows(&flows))
+            let q: Vec<String> = [("pod", pod), ("table", table), ("tenant", tenant)]
+                .into_iter()
+                .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={}", view::encode(v))))
+                .collect();
+            let v = get(&format!("/v1/flows?{}", q.join("&")))?;
+            show(a, v, |f: &Vec<local_api::FlowEntry>| view::flows(f))
         }
-        Cmd::Trace {
-            src,
-            dst,
-            proto,
-            vni,
-            spoof_ip,
-            spoof_mac,
-            raw,
-        } => {
-            let req = local_api::TraceRequest {
-                src: src.clone(),
-                dst: dst.clone(),
-                proto: proto.clone().unwrap_or_default(),
-                vni: *vni,
-                spoof_ip: *spoof_ip,
-                spoof_mac: spoof_mac.clone(),
-            };
-            let body = serde_json::to_string(&req).map_err(|e| Failure::Error(e.to_string()))?;
-            let v: serde_json::Value = rt
-                .block_on(client.post_json("/v1/trace", &body))
-                .map_err(|e| Failure::Error(e.to_string()))?;
-            if a.json {
-                return pretty(&v);
-            }
-            let t: local_api::TraceResult =
-                serde_json::from_value(v).map_err(|e| Failure::Error(e.to_string()))?;
-            out(&view::trace(&t, *raw))
-        }
-        Cmd::EgressFirewall => {
-            let v = get("/v1/egress-firewall".into())?;
-            if a.json {
-                return pretty(&v);
-            }
-            let e: Vec<local_api::EgressEntry> =
-                serde_json::from_value(v).map_err(|e| Failure::Error(e.to_string()))?;
-            out(&view::egress(&e))
-        }
-        Cmd::EgressIps => {
-            let v = get("/v1/egress-ips".into())?;
-            if a.json {
-                return pretty(&v);
-            }
-            let e: local_api::EgressIpsView =
-                serde_json::from_value(v).map_err(|e| Failure::Error(e.to_string()))?;
-            out(&view::egress_ips(&e))
-        }
-        Cmd::NetworkPolicies => {
-            let v = get("/v1/network-policies".into())?;
-            if a.json {
-                return pretty(&v);
-            }
-            let e: local_api::NetworkPoliciesView =
-                serde_json::from_value(v).map_err(|e| Failure::Error(e.to_string()))?;
-            out(&view::network_policies(&e))
-        }
-        Cmd::Bundle { output } => {
-            let files: std::collections::BTreeMap<String, String> = rt
-                .block_on(client.get_json("/v1/bundle"))
-                .map_err(|e| Failure::Error(e.to_string()))?;
-            let node = files
-                .get("status.json")
-                .and_then(|s| serde_json::from_str::<local_api::Status>(s).ok());
-            let mut files = files;
-            if let Some(st) = &node {
-                files.insert("status.txt".into(), view::status(st));
-            }
-            let name = node.as_ref().map_or("node", |s| s.node.as_str());
-            let stamp = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs());
-            let base = format!("sdn-bundle-{name}-{stamp}");
-            let path = output
-                .clone()
-                .unwrap_or_else(|| PathBuf::from(format!("{base}.tar.gz")));
-            write_bundle(&path, &base, &files)?;
-            if a.json {
-                return pretty(&serde_json::json!({
-                    "file": path,
-                    "files": files.keys().collect::<Vec<_>>(),
-                }));
-            }
-            out(&format!(
-                "wrote {} ({} files: {})\n",
-                path.display(),
-                files.len(),
-                files.keys().cloned().collect::<Vec<_>>().join(", ")
-            ))
-        }
+        Cmd::Trace { .. } => trace(a, cmd, &client, &rt),
+        Cmd::EgressFirewall => show(a, get("/v1/egress-firewall")?, |e: &Vec<_>| view::egress(e)),
+        Cmd::EgressIps => show(a, get("/v1/egress-ips")?, view::egress_ips),
+        Cmd::NetworkPolicies => show(a, get("/v1/network-policies")?, view::network_policies),
+        Cmd::Bundle { output } => bundle(a, output.as_deref(), &client, &rt),
         Cmd::LogLevel { level } => {
             let v: serde_json::Value = match level {
-                None => get("/v1/log-level".into())?,
+                None => get("/v1/log-level")?,
                 Some(l) => rt
                     .block_on(client.put_json::<serde_json::Value>("/v1/log-level", l))
                     .map_err(|e| Failure::Error(e.to_string()))?,
             };
             if a.json {
-                return pretty(&v);
+                return out(&format!("{v:#}\n"));
             }
+            let level = v["level"].as_str().unwrap_or("");
             match v["previous"].as_str() {
-                Some(p) => out(&format!(
-                    "log level {} (was {p})\n",
-                    v["level"].as_str().unwrap_or("")
-                )),
-                None => out(&format!(
-                    "log level {}\n",
-                    v["level"].as_str().unwrap_or("")
-                )),
+                Some(p) => out(&format!("log level {level} (was {p})\n")),
+                None => out(&format!("log level {level}\n")),
             }
         }
         Cmd::Log => {
@@ -212,16 +111,92 @@ pub(crate) fn ask_agent(a: &Cli, cmd: &Cmd) -> Result<(), Failure> {
             out(&body)
         }
         Cmd::Namespaces => {
-            let v = get("/v1/namespaces".into())?;
+            let v = get("/v1/namespaces")?;
             if a.json {
-                return pretty(&serde_json::json!({ "namespaces": v, "source": "agent" }));
+                let v = serde_json::json!({ "namespaces": v, "source": "agent" });
+                return out(&format!("{v:#}\n"));
             }
-            let ns: Vec<local_api::NamespaceEntry> =
-                serde_json::from_value(v).map_err(|e| Failure::Error(e.to_string()))?;
-            out(&view::namespaces(&ns))
+            show(a, v, |n: &Vec<local_api::NamespaceEntry>| {
+                view::namespaces(n)
+            })
         }
         _ => Err(Failure::Error("not an agent command".into())),
     }
+}
+
+/// `sdnctl trace`: the request from the flags, the agent's answer in words.
+fn trace(
+    a: &Cli,
+    cmd: &Cmd,
+    client: &local_api::Client,
+    rt: &tokio::runtime::Runtime,
+) -> Result<(), Failure> {
+    let Cmd::Trace {
+        src,
+        dst,
+        proto,
+        vni,
+        spoof_ip,
+        spoof_mac,
+        raw,
+    } = cmd
+    else {
+        return Err(Failure::Error("not a trace".into()));
+    };
+    let req = local_api::TraceRequest {
+        src: src.clone(),
+        dst: dst.clone(),
+        proto: proto.clone().unwrap_or_default(),
+        vni: *vni,
+        spoof_ip: *spoof_ip,
+        spoof_mac: spoof_mac.clone(),
+    };
+    let body = serde_json::to_string(&req).map_err(|e| Failure::Error(e.to_string()))?;
+    let v: serde_json::Value = rt
+        .block_on(client.post_json("/v1/trace", &body))
+        .map_err(|e| Failure::Error(e.to_string()))?;
+    show(a, v, |t: &local_api::TraceResult| view::trace(t, *raw))
+}
+
+/// `sdnctl bundle`: the agent's files, with the status in words, into one tarball.
+fn bundle(
+    a: &Cli,
+    output: Option<&Path>,
+    client: &local_api::Client,
+    rt: &tokio::runtime::Runtime,
+) -> Result<(), Failure> {
+    let mut files: std::collections::BTreeMap<String, String> = rt
+        .block_on(client.get_json("/v1/bundle"))
+        .map_err(|e| Failure::Error(e.to_string()))?;
+    let node = files
+        .get("status.json")
+        .and_then(|s| serde_json::from_str::<local_api::Status>(s).ok());
+    if let Some(st) = &node {
+        files.insert("status.txt".into(), view::status(st));
+    }
+    let name = node.as_ref().map_or("node", |s| s.node.as_str());
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let base = format!("sdn-bundle-{name}-{stamp}");
+    let path = output.map_or_else(
+        || PathBuf::from(format!("{base}.tar.gz")),
+        Path::to_path_buf,
+    );
+    write_bundle(&path, &base, &files)?;
+    if a.json {
+        let v = serde_json::json!({
+            "file": path,
+            "files": files.keys().collect::<Vec<_>>(),
+        });
+        return out(&format!("{v:#}\n"));
+    }
+    out(&format!(
+        "wrote {} ({} files: {})\n",
+        path.display(),
+        files.len(),
+        files.keys().cloned().collect::<Vec<_>>().join(", ")
+    ))
 }
 
 /// Writes `files` as `base/<name>` into a gzipped tar at `path` (mode 0600: it describes the

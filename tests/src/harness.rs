@@ -126,6 +126,18 @@ pub fn unique_name(prefix: &str) -> String {
     )
 }
 
+/// Held by a test that simulates a cluster of thousands of nodes (a fake API server with
+/// 5,000 HostSubnets, NetNamespaces and their watches), for as long as it runs: such tests take
+/// both cores for minutes, and two at once starved each other's controllers and agents past
+/// their bounds once the integration tests became one binary (tests of different files run at
+/// the same time). One at a time, as when each file was a binary of its own.
+pub fn one_large_cluster_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LARGE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LARGE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Polls `cond` every 10 ms until it holds or `timeout` passes.
 pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;

@@ -7,7 +7,8 @@
 //! (docs/testing.md, "Build time and size"). One binary links them once. Tests of different
 //! files may now run at the same time: every test names what it creates uniquely
 //! (`harness::unique_name`), keeps its OVS, agents and namespaces to itself, and no file sets
-//! process-wide state other files read.
+//! process-wide state other files read. The tests that simulate a cluster of 5,000 nodes take
+//! `harness::one_large_cluster_at_a_time` (two at once starved each other past their bounds).
 
 mod bandwidth;
 mod chains;

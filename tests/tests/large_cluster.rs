@@ -111,6 +111,7 @@ fn groups(node: &AgentNode) -> BTreeMap<u32, usize> {
 
 #[test]
 fn a_node_of_a_5000_node_cluster_starts_and_its_multicast_row_fits() {
+    let _large = sdn_tests::harness::one_large_cluster_at_a_time();
     let node = AgentNode::new(NodeOptions {
         cluster_network: "10.0.0.0/8,8".into(),
         ..NodeOptions::default()
@@ -219,6 +220,7 @@ fn tail(log: &str) -> String {
 
 #[test]
 fn the_isolation_matrix_holds_in_a_cluster_of_5000_nodes() {
+    let _large = sdn_tests::harness::one_large_cluster_at_a_time();
     use sdn_tests::cluster::{node_name, Cluster};
     use sdn_tests::matrix::{self, Member, NodeSide};
     use sdn_tests::simulated::{self, Size};

@@ -966,6 +966,7 @@ fn peer_rows(c: &Cluster, node: usize, ip: Ipv4Addr) -> usize {
 /// restart changes no flow.
 #[test]
 fn truth_tables_in_a_cluster_of_5000_nodes() {
+    let _large = sdn_tests::harness::one_large_cluster_at_a_time();
     use sdn_tests::simulated::{self, Size};
     let size = Size {
         nodes: 5000,

@@ -32,15 +32,7 @@ impl Daemon {
         // long the steps below wait (for the HostSubnet, for OVS).
         let observer = Observer::default();
         let health = observer.health.clone();
-        let mut endpoints = Vec::new();
-        if let Some(addr) = cfg.metrics_address() {
-            endpoints.push(
-                observer
-                    .serve(addr)
-                    .await
-                    .step("serving metrics and health")?,
-            );
-        }
+        let endpoints = serve_health(&cfg, &observer).await?;
         refuse_policies_without_kubernetes(&cfg)?;
         health.phase("loading the cluster state");
         let (source, state) = load_cluster_state(&cfg, &health).await?;
@@ -56,16 +48,7 @@ impl Daemon {
         clock.mark("ovsdb");
         // A node openshift-sdn ran is taken over (or refused) before anything on it changes.
         health.phase("looking for openshift-sdn's state on br0");
-        let takeover = takeover::inspect(
-            &db,
-            &cfg.bridge_mgmt,
-            &cfg.cni_conf_dir,
-            &node,
-            cfg.force_takeover,
-        )
-        .await
-        .step("taking the node over from openshift-sdn")?;
-        node.tun0_mac = takeover::kept_tun0_mac(&db, takeover.as_ref());
+        let takeover = look_for_openshift_sdn(&db, &cfg, &mut node).await?;
         set_up_bridge(&db, &cfg, &node).await?;
         clock.mark("ovs ports");
 
@@ -297,6 +280,39 @@ impl Phases {
             .collect();
         marks.join(",")
     }
+}
+
+/// The metrics and health endpoint, when `metricsAddress` names one.
+async fn serve_health(
+    cfg: &Config,
+    observer: &Observer,
+) -> Result<Vec<tokio::task::JoinHandle<()>>> {
+    let mut endpoints = Vec::new();
+    if let Some(addr) = cfg.metrics_address() {
+        let task = observer.serve(addr).await;
+        endpoints.push(task.step("serving metrics and health")?);
+    }
+    Ok(endpoints)
+}
+
+/// openshift-sdn's state on the node, if it ran it: taken over (or refused) before anything
+/// changes; tun0 keeps the MAC openshift-sdn gave it.
+async fn look_for_openshift_sdn(
+    db: &ovs::ovsdb::Client,
+    cfg: &Config,
+    node: &mut NodeConfig,
+) -> Result<Option<takeover::Found>> {
+    let found = takeover::inspect(
+        db,
+        &cfg.bridge_mgmt,
+        &cfg.cni_conf_dir,
+        node,
+        cfg.force_takeover,
+    )
+    .await
+    .step("taking the node over from openshift-sdn")?;
+    node.tun0_mac = takeover::kept_tun0_mac(db, found.as_ref());
+    Ok(found)
 }
 
 /// NetworkPolicies, namespace labels and pod labels come from the Kubernetes API; a standalone

@@ -336,6 +336,26 @@ pub(super) fn judge(
                 .to_string(),
         );
     }
+    let (pods, adopted_before) = found_pods(flows, ports, node, &mut mismatches);
+    Some(Found {
+        plugin,
+        version,
+        pods,
+        adopted_before,
+        tun0_mac,
+        mismatches,
+    })
+}
+
+/// openshift-sdn's pod ports, with their VNIDs from table 70, and how many pod ports carry
+/// this agent's records already (a takeover cut short); every port that is not what
+/// openshift-sdn leaves is a mismatch.
+fn found_pods(
+    flows: &[Flow],
+    ports: &[Port],
+    node: &NodeConfig,
+    mismatches: &mut Vec<String>,
+) -> (Vec<FoundPod>, usize) {
     let vnids = vnids_by_ofport(flows);
     let mut pods = Vec::new();
     let mut adopted_before = 0;
@@ -394,14 +414,7 @@ pub(super) fn judge(
             egress_kbps: p.policing_kbps,
         });
     }
-    Some(Found {
-        plugin,
-        version,
-        pods,
-        adopted_before,
-        tun0_mac,
-        mismatches,
-    })
+    (pods, adopted_before)
 }
 
 /// Looks at br0 before anything is changed: `Ok(None)` when openshift-sdn did not run here

@@ -72,101 +72,119 @@ impl<Io: NodeIo> Pods<Io> {
                 _ => None,
             }
         };
-        let mut released = Vec::new();
-        let mut recycled = false;
-        match &retired {
-            None => self.remove_flows(a, &veth).await?,
-            Some((ip, netns, ofport)) => {
-                let ip = *ip;
-                // The address stays leased (to the port) until the port's flows are gone; the
-                // port is queued at once, so whatever fails below, its flows still go.
-                let (cid, ifn, owner) = (
-                    a.container_id.clone(),
-                    a.ifname.clone(),
-                    pool::retired_lease(&veth),
-                );
-                let moved = self
-                    .ipam(move |store| {
-                        store.transfer(ip, (&cid, &ifn), (&owner, pool::LEASE_IFNAME))
-                    })
-                    .await;
-                // The pod's interface comes off the port's peer; a free peer keeps its pair
-                // and the port goes back to the pool after its flows, else the pair goes.
-                let peer = pool::peer_of(&veth);
-                let netns = Some(PathBuf::from(netns)).filter(|n| !n.as_os_str().is_empty());
-                let free = if self.pool.wants_back(self.net.port_pool_size) {
-                    match self
-                        .links
-                        .release_pool_link(&peer, netns.as_deref(), &a.ifname)
-                        .await
-                    {
-                        Ok(free) => free,
-                        Err(e) => {
-                            tracing::warn!(sandbox = %a.container_id, port = %veth, error = %e, "freeing the pool port of a deleted pod; deleting it");
-                            false
-                        }
-                    }
-                } else {
-                    false
-                };
-                if free {
-                    self.pool.recycle(pool::PooledPort {
-                        host: veth.clone(),
-                        peer,
-                        ofport: *ofport,
-                    });
-                    recycled = true;
-                } else {
-                    self.pool.retire(veth.clone());
-                }
-                if let Err(e) = moved {
-                    // Same-match adds replace these flows and deletes go by cookie, so even a
-                    // reuse of the address before they go is safe.
-                    tracing::warn!(sandbox = %a.container_id, %ip, error = %e, "handing the deleted pod's address to its port; releasing it now");
-                    released = self.release_lease(a).await?;
-                }
+        let (recycled, mut released) = match &retired {
+            None => {
+                self.remove_flows(a, &veth).await?;
+                (false, Vec::new())
             }
-        }
+            Some((ip, netns, ofport)) => {
+                self.retire_pool_port(a, &veth, *ip, netns, *ofport).await?
+            }
+        };
         self.remove_bandwidth(a).await?;
         if !recycled {
             self.links.delete_host_veth(&veth).await?;
         }
-        // The row: no longer a pod's from now on; a pool port's again, or deleted in a later
-        // batch (see `pool`).
-        if port.is_some() {
+        self.release_row(&veth, port.is_some(), recycled, retired.is_some())
+            .await?;
+        if retired.is_none() {
+            released = self.release_lease(a).await?;
+        }
+        tracing::info!(sandbox = %a.container_id, ifname = %a.ifname, ?released, retired = retired.is_some(), port_back_in_pool = recycled, "pod removed");
+        Ok(())
+    }
+
+    /// A deleted pod's pool port: its address stays leased (to the port) until the port's
+    /// flows are gone, and the port is queued at once, so whatever fails, its flows still go.
+    /// The pod's interface comes off the port's peer; a free peer keeps its pair and the port
+    /// goes back to the pool after its flows, else the pair goes. Returns whether the port
+    /// went back to the pool, and the leases released now (when the address could not be
+    /// handed to the port).
+    async fn retire_pool_port(
+        &self,
+        a: &AttachmentId,
+        veth: &str,
+        ip: std::net::Ipv4Addr,
+        netns: &str,
+        ofport: u32,
+    ) -> Result<(bool, Vec<std::net::Ipv4Addr>), PodError> {
+        let (cid, ifn, owner) = (
+            a.container_id.clone(),
+            a.ifname.clone(),
+            pool::retired_lease(veth),
+        );
+        let moved = self
+            .ipam(move |store| store.transfer(ip, (&cid, &ifn), (&owner, pool::LEASE_IFNAME)))
+            .await;
+        let peer = pool::peer_of(veth);
+        let netns = Some(PathBuf::from(netns)).filter(|n| !n.as_os_str().is_empty());
+        let free = if self.pool.wants_back(self.net.port_pool_size) {
+            match self
+                .links
+                .release_pool_link(&peer, netns.as_deref(), &a.ifname)
+                .await
+            {
+                Ok(free) => free,
+                Err(e) => {
+                    tracing::warn!(sandbox = %a.container_id, port = %veth, error = %e, "freeing the pool port of a deleted pod; deleting it");
+                    false
+                }
+            }
+        } else {
+            false
+        };
+        if free {
+            self.pool.recycle(pool::PooledPort {
+                host: veth.to_string(),
+                peer,
+                ofport,
+            });
+        } else {
+            self.pool.retire(veth.to_string());
+        }
+        let mut released = Vec::new();
+        if let Err(e) = moved {
+            // Same-match adds replace these flows and deletes go by cookie, so even a reuse of
+            // the address before they go is safe.
+            tracing::warn!(sandbox = %a.container_id, %ip, error = %e, "handing the deleted pod's address to its port; releasing it now");
+            released = self.release_lease(a).await?;
+        }
+        Ok((free, released))
+    }
+
+    /// The row of a deleted pod's port: no longer a pod's from now on; a pool port's again,
+    /// or deleted in a later batch (see `pool`). A port with no record (an ADD cut off before
+    /// writing it) is deleted now, when it was not retired to the pool.
+    async fn release_row(
+        &self,
+        veth: &str,
+        recorded: bool,
+        recycled: bool,
+        retired: bool,
+    ) -> Result<(), PodError> {
+        if recorded {
             let marker = if recycled {
-                (pool::POOL_KEY.to_string(), pool::peer_of(&veth))
+                (pool::POOL_KEY.to_string(), pool::peer_of(veth))
             } else {
                 (pool::DEAD_KEY.to_string(), "1".to_string())
             };
             match self
                 .db
-                .replace_interface_external_ids(&veth, &BTreeMap::from([marker]))
+                .replace_interface_external_ids(veth, &BTreeMap::from([marker]))
                 .await
             {
-                Ok(()) => {
-                    if retired.is_none() {
-                        self.pool.bury(veth.clone());
-                    }
-                }
-                Err(ovs::ovsdb::Error::InterfaceNotFound(_)) => {}
-                Err(e) => {
-                    return Err(PodError::ovsdb(format!("retiring port {veth}"))(e));
-                }
+                Ok(()) if !retired => self.pool.bury(veth.to_string()),
+                Ok(()) | Err(ovs::ovsdb::Error::InterfaceNotFound(_)) => {}
+                Err(e) => return Err(PodError::ovsdb(format!("retiring port {veth}"))(e)),
             }
-        } else if retired.is_none() {
-            // No record (an ADD cut off before writing it): delete the row, if any, now.
+        } else if !retired {
             self.db
-                .delete_port(BRIDGE, &veth)
+                .delete_port(BRIDGE, veth)
                 .await
                 .map_err(PodError::ovsdb(format!(
                     "deleting port {veth} from {BRIDGE}"
                 )))?;
         }
-        if retired.is_none() {
-            released = self.release_lease(a).await?;
-        }
-        tracing::info!(sandbox = %a.container_id, ifname = %a.ifname, ?released, retired = retired.is_some(), port_back_in_pool = recycled, "pod removed");
         Ok(())
     }
 

@@ -200,50 +200,7 @@ pub fn seed(
         }
     }
 
-    let own = dir.join(StandaloneSource::file_name(Kind::HostSubnet, node_name));
-    match state.host_subnet_of(node_name) {
-        Some(hs) => {
-            if let Some(ip) = node_ip.filter(|ip| hs.host_ip_addr().ok() != Some(*ip)) {
-                let file = loaded
-                    .origins
-                    .get(&(Kind::HostSubnet, node_name.to_string()))
-                    .cloned()
-                    .unwrap_or_else(|| own.clone());
-                if file != own {
-                    return Err(ClusterError::HostIpMismatch {
-                        file,
-                        node: node_name.into(),
-                        in_file: hs.host_ip.clone(),
-                        in_config: ip.to_string(),
-                        own,
-                    });
-                }
-                let mut updated = hs.clone();
-                tracing::info!(node = node_name, from = %hs.host_ip, to = %ip, "updating this node's HostSubnet hostIP");
-                updated.host_ip = ip.to_string();
-                StandaloneSource::write_object(dir, &updated.into())?;
-                wrote = true;
-            }
-        }
-        None => {
-            let subnet = state
-                .allocate_subnet()
-                .ok_or_else(|| ClusterError::SubnetsExhausted {
-                    node: node_name.into(),
-                    networks: state
-                        .cluster_entries()
-                        .iter()
-                        .map(|e| format!("{} with /{} node subnets", e.cidr, e.node_prefix()))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                })?;
-            let ip = node_ip.unwrap_or(FALLBACK_NODE_IP);
-            let hs = HostSubnet::new(node_name, &ip.to_string(), &subnet.to_string());
-            let path = StandaloneSource::write_object(dir, &with_uid(hs.into()))?;
-            tracing::info!(file = %path.display(), node = node_name, %subnet, "allocated this node's subnet");
-            wrote = true;
-        }
-    }
+    wrote |= seed_host_subnet(dir, &state, &loaded.origins, node_name, node_ip)?;
 
     if !state.net_namespaces.contains_key(DEFAULT_NAMESPACE) && !loaded.errors.is_empty() {
         tracing::error!(
@@ -261,5 +218,65 @@ pub fn seed(
         Ok(load_dir(dir).state)
     } else {
         Ok(state)
+    }
+}
+
+/// This node's HostSubnet: a new one with the first free subnet, or the existing one's hostIP
+/// brought to the configured node IP (only in its own file). Returns whether it wrote.
+fn seed_host_subnet(
+    dir: &Path,
+    state: &ClusterState,
+    origins: &std::collections::BTreeMap<(Kind, String), std::path::PathBuf>,
+    node_name: &str,
+    node_ip: Option<Ipv4Addr>,
+) -> Result<bool, ClusterError> {
+    let with_uid = |obj: ClusterObject| {
+        let mut obj = obj;
+        obj.metadata_mut().uid = Some(new_uid());
+        obj
+    };
+    let own = dir.join(StandaloneSource::file_name(Kind::HostSubnet, node_name));
+    match state.host_subnet_of(node_name) {
+        Some(hs) => {
+            if let Some(ip) = node_ip.filter(|ip| hs.host_ip_addr().ok() != Some(*ip)) {
+                let file = origins
+                    .get(&(Kind::HostSubnet, node_name.to_string()))
+                    .cloned()
+                    .unwrap_or_else(|| own.clone());
+                if file != own {
+                    return Err(ClusterError::HostIpMismatch {
+                        file,
+                        node: node_name.into(),
+                        in_file: hs.host_ip.clone(),
+                        in_config: ip.to_string(),
+                        own,
+                    });
+                }
+                let mut updated = hs.clone();
+                tracing::info!(node = node_name, from = %hs.host_ip, to = %ip, "updating this node's HostSubnet hostIP");
+                updated.host_ip = ip.to_string();
+                StandaloneSource::write_object(dir, &updated.into())?;
+                return Ok(true);
+            }
+            Ok(false)
+        }
+        None => {
+            let subnet = state
+                .allocate_subnet()
+                .ok_or_else(|| ClusterError::SubnetsExhausted {
+                    node: node_name.into(),
+                    networks: state
+                        .cluster_entries()
+                        .iter()
+                        .map(|e| format!("{} with /{} node subnets", e.cidr, e.node_prefix()))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })?;
+            let ip = node_ip.unwrap_or(FALLBACK_NODE_IP);
+            let hs = HostSubnet::new(node_name, &ip.to_string(), &subnet.to_string());
+            let path = StandaloneSource::write_object(dir, &with_uid(hs.into()))?;
+            tracing::info!(file = %path.display(), node = node_name, %subnet, "allocated this node's subnet");
+            Ok(true)
+        }
     }
 }

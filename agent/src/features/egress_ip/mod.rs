@@ -154,20 +154,7 @@ impl<S: FlowSwitch> EgressIps<S> {
     pub(crate) async fn sync(&self, stage: bool, prune: bool) -> Result<usize, EgressIpError> {
         let mut applied = self.applied.lock().await;
         let state = self.cluster.borrow().clone();
-        let offline = crate::lock(&self.offline).clone();
-        let mut plan = if self.node.mode.has_vnids() {
-            plan(&state, &self.local_node, &offline)
-        } else {
-            EgressPlan::default()
-        };
-        if !prune {
-            for (v, t) in &applied.plan.tenants {
-                plan.tenants.entry(*v).or_insert_with(|| t.clone());
-            }
-            for (ip, v) in &applied.held {
-                plan.local.entry(*ip).or_insert(*v);
-            }
-        }
+        let mut plan = self.planned(&state, &applied, prune);
         // The host side is looked at only when what this node must hold changed, and at every
         // repair ([`Self::recheck_host`], which also retries what failed): most cluster-state
         // changes (pods, other tenants) leave it alone.
@@ -184,22 +171,100 @@ impl<S: FlowSwitch> EgressIps<S> {
                 .await
                 .map_err(EgressIpError::NodeInterface)?
         };
-        let (mut errors, mut hold) = (BTreeMap::new(), BTreeMap::new());
-        if !host_changed {
-            errors.clone_from(&applied.errors);
-            hold.clone_from(&applied.held);
+        let (hold, errors) = if host_changed {
+            self.hold_addresses(&plan, link.as_ref()).await
+        } else {
+            (applied.held.clone(), applied.errors.clone())
+        };
+        self.drop_tenants_not_held(&mut plan, &hold, &errors);
+        // Rules for the old and the new IPs while the flows change.
+        let mut both = applied.held.clone();
+        both.extend(hold.iter().map(|(k, v)| (*k, *v)));
+        let both_rules = self.rules(&both);
+        if applied.rules.as_ref() != Some(&both_rules) {
+            crate::host::iptables::sync(&both_rules)
+                .await
+                .map_err(EgressIpError::InstallRules)?;
+            applied.rules = Some(both_rules);
         }
+        // The flows: one owner per tenant whose route changed, in one bundle.
+        let change = self.flow_change(&plan, &applied.plan, stage);
+        if stage {
+            self.store.stage(change).await;
+        } else {
+            self.store
+                .apply(change)
+                .await
+                .map_err(EgressIpError::Flows)?;
+        }
+        // Now the rules and addresses of IPs no longer held go.
+        if both.len() != hold.len() {
+            let rules = self.rules(&hold);
+            crate::host::iptables::sync(&rules)
+                .await
+                .map_err(EgressIpError::RemoveRules)?;
+            applied.rules = Some(rules);
+        }
+        if let Some(l) = &link {
+            self.tidy_addresses(l, &hold, &applied.held).await;
+        }
+        log_tenant_changes(&plan, &applied.plan, &state);
+        self.watched.send_if_modified(|w| {
+            let changed = *w != plan.monitor;
+            w.clone_from(&plan.monitor);
+            changed
+        });
+        let n = plan.tenants.len();
+        let rules = applied.rules.take();
+        *applied = Applied {
+            plan,
+            held: hold,
+            errors,
+            rules,
+            started: true,
+        };
+        Ok(n)
+    }
+
+    /// The plan for the cluster state now; without `prune`, what was applied stays in it.
+    fn planned(&self, state: &ClusterState, applied: &Applied, prune: bool) -> EgressPlan {
+        let offline = crate::lock(&self.offline).clone();
+        let mut plan = if self.node.mode.has_vnids() {
+            plan(state, &self.local_node, &offline)
+        } else {
+            EgressPlan::default()
+        };
+        if !prune {
+            for (v, t) in &applied.plan.tenants {
+                plan.tenants.entry(*v).or_insert_with(|| t.clone());
+            }
+            for (ip, v) in &applied.held {
+                plan.local.entry(*ip).or_insert(*v);
+            }
+        }
+        plan
+    }
+
+    /// Holds each IP this node must hold on `link`, or says why it cannot: not on the node
+    /// IP's network, the node IP itself, a default gateway, or another host answers for it.
+    /// Returns what is held and what is not, with why.
+    async fn hold_addresses(
+        &self,
+        plan: &EgressPlan,
+        link: Option<&crate::host::netlink::EgressLink>,
+    ) -> (BTreeMap<Ipv4Addr, Vnid>, BTreeMap<Ipv4Addr, String>) {
+        let (mut hold, mut errors) = (BTreeMap::new(), BTreeMap::new());
         // What the host already has: labelled addresses are ours (not probed again), default
         // gateways are never taken.
-        let (present, gateways) = match &link {
-            Some(l) if host_changed && !plan.local.is_empty() => (
+        let (present, gateways) = match link {
+            Some(l) if !plan.local.is_empty() => (
                 self.netlink.egress_addresses(l).await.unwrap_or_default(),
                 self.netlink.default_gateways().await.unwrap_or_default(),
             ),
             _ => Default::default(),
         };
-        for (ip, v) in plan.local.iter().filter(|_| host_changed) {
-            let why = match &link {
+        for (ip, v) in &plan.local {
+            let why = match link {
                 None => Some(format!(
                     "the node IP {} is on no interface of this host",
                     self.node.node_ip
@@ -228,7 +293,16 @@ impl<S: FlowSwitch> EgressIps<S> {
                 }
             }
         }
-        // A tenant that would leave through an IP this node cannot hold is dropped instead.
+        (hold, errors)
+    }
+
+    /// A tenant that would leave through an IP this node cannot hold is dropped instead.
+    fn drop_tenants_not_held(
+        &self,
+        plan: &mut EgressPlan,
+        hold: &BTreeMap<Ipv4Addr, Vnid>,
+        errors: &BTreeMap<Ipv4Addr, String>,
+    ) {
         for t in plan.tenants.values_mut() {
             if t.route != EgressRoute::Local {
                 continue;
@@ -248,92 +322,49 @@ impl<S: FlowSwitch> EgressIps<S> {
                 ));
             }
         }
-        // Rules for the old and the new IPs while the flows change.
-        let mut both = applied.held.clone();
-        both.extend(hold.iter().map(|(k, v)| (*k, *v)));
-        let both_rules = self.rules(&both);
-        if applied.rules.as_ref() != Some(&both_rules) {
-            crate::host::iptables::sync(&both_rules)
-                .await
-                .map_err(EgressIpError::InstallRules)?;
-            applied.rules = Some(both_rules);
-        }
-        // The flows: one owner per tenant whose route changed, in one bundle.
+    }
+
+    /// The flow change from `before` to `plan`: one owner per tenant whose route changed
+    /// (every tenant when staging), and the rows of tenants gone.
+    fn flow_change(&self, plan: &EgressPlan, before: &EgressPlan, stage: bool) -> Change {
         let mut change = Change::new();
         for (v, t) in &plan.tenants {
-            if !stage && applied.plan.tenants.get(v).map(|o| &o.route) == Some(&t.route) {
+            if !stage && before.tenants.get(v).map(|o| &o.route) == Some(&t.route) {
                 continue;
             }
             let (f, g) = flows::egress_ip_flows(*v, &t.route, self.node.tun0_mac());
             change = change.set_with_groups(Owner::EgressIp(*v), f, g.into_iter().collect());
         }
-        for v in applied.plan.tenants.keys() {
+        for v in before.tenants.keys() {
             if !plan.tenants.contains_key(v) {
                 change = change.remove(Owner::EgressIp(*v));
             }
         }
-        if stage {
-            self.store.stage(change).await;
-        } else {
-            self.store
-                .apply(change)
-                .await
-                .map_err(EgressIpError::Flows)?;
-        }
-        // Now the rules and addresses of IPs no longer held go.
-        if both.len() != hold.len() {
-            let rules = self.rules(&hold);
-            crate::host::iptables::sync(&rules)
-                .await
-                .map_err(EgressIpError::RemoveRules)?;
-            applied.rules = Some(rules);
-        }
-        if let Some(l) = &link {
-            // Stale labelled addresses too (held before a restart, or by an older state).
-            let present = self.netlink.egress_addresses(l).await.unwrap_or_default();
-            for ip in present.iter().filter(|ip| !hold.contains_key(ip)) {
-                if let Err(e) = self.netlink.del_egress_address(l, *ip).await {
-                    tracing::warn!(egress_ip = %ip, error = %e, "removing a stale egress IP");
-                } else {
-                    tracing::info!(egress_ip = %ip, interface = %l.name, "egress IP released");
-                }
-            }
-            for (ip, v) in hold.iter().filter(|(ip, _)| !applied.held.contains_key(ip)) {
-                tracing::info!(egress_ip = %ip, vnid = v.id(), interface = %l.name, "egress IP held on this node");
-                if let Err(e) = crate::host::netlink::gratuitous_arp(l, *ip) {
-                    tracing::warn!(egress_ip = %ip, error = %e, "sending a gratuitous ARP");
-                }
+        change
+    }
+
+    /// Removes labelled addresses this node no longer holds (also those held before a
+    /// restart, or by an older state), and announces the new ones with a gratuitous ARP.
+    async fn tidy_addresses(
+        &self,
+        l: &crate::host::netlink::EgressLink,
+        hold: &BTreeMap<Ipv4Addr, Vnid>,
+        held_before: &BTreeMap<Ipv4Addr, Vnid>,
+    ) {
+        let present = self.netlink.egress_addresses(l).await.unwrap_or_default();
+        for ip in present.iter().filter(|ip| !hold.contains_key(ip)) {
+            if let Err(e) = self.netlink.del_egress_address(l, *ip).await {
+                tracing::warn!(egress_ip = %ip, error = %e, "removing a stale egress IP");
+            } else {
+                tracing::info!(egress_ip = %ip, interface = %l.name, "egress IP released");
             }
         }
-        for (v, t) in &plan.tenants {
-            if applied.plan.tenants.get(v).map(|o| (&o.route, &o.problem))
-                != Some((&t.route, &t.problem))
-            {
-                match &t.problem {
-                    Some(p) => {
-                        tracing::error!(vnid = v.id(), namespaces = %t.namespaces.join(","), problem = %p, "egress IPs: tenant's external traffic dropped")
-                    }
-                    None => {
-                        tracing::info!(vnid = v.id(), namespaces = %t.namespaces.join(","), route = %route_text(&t.route, &state), "egress IPs in effect")
-                    }
-                }
+        for (ip, v) in hold.iter().filter(|(ip, _)| !held_before.contains_key(ip)) {
+            tracing::info!(egress_ip = %ip, vnid = v.id(), interface = %l.name, "egress IP held on this node");
+            if let Err(e) = crate::host::netlink::gratuitous_arp(l, *ip) {
+                tracing::warn!(egress_ip = %ip, error = %e, "sending a gratuitous ARP");
             }
         }
-        self.watched.send_if_modified(|w| {
-            let changed = *w != plan.monitor;
-            w.clone_from(&plan.monitor);
-            changed
-        });
-        let n = plan.tenants.len();
-        let rules = applied.rules.take();
-        *applied = Applied {
-            plan,
-            held: hold,
-            errors,
-            rules,
-            started: true,
-        };
-        Ok(n)
     }
 
     /// Makes the next [`Self::sync`] look at the host whatever changed: addresses put back
@@ -458,6 +489,23 @@ impl<S: FlowSwitch> EgressIps<S> {
                 if let Err(e) = self.sync(false, true).await {
                     tracing::warn!(error = %super::contract::chain(&e), "applying an egress IP node's change failed; retrying at the next change");
                 }
+            }
+        }
+    }
+}
+
+/// Logs each tenant whose route or problem changed.
+fn log_tenant_changes(plan: &EgressPlan, before: &EgressPlan, state: &ClusterState) {
+    for (v, t) in &plan.tenants {
+        if before.tenants.get(v).map(|o| (&o.route, &o.problem)) == Some((&t.route, &t.problem)) {
+            continue;
+        }
+        match &t.problem {
+            Some(p) => {
+                tracing::error!(vnid = v.id(), namespaces = %t.namespaces.join(","), problem = %p, "egress IPs: tenant's external traffic dropped")
+            }
+            None => {
+                tracing::info!(vnid = v.id(), namespaces = %t.namespaces.join(","), route = %route_text(&t.route, state), "egress IPs in effect")
             }
         }
     }

@@ -121,93 +121,21 @@ pub(crate) fn plan(
     local_node: &str,
     offline: &BTreeSet<String>,
 ) -> EgressPlan {
-    // Who claims each IP: nodes (HostSubnets) and tenants (VNIDs).
-    let mut nodes_of: BTreeMap<Ipv4Addr, Vec<&str>> = BTreeMap::new();
-    for (name, hs) in state.host_subnets.iter() {
-        for ip in parse_ips(&hs.egress_ips) {
-            nodes_of.entry(ip).or_default().push(name);
-        }
-    }
-    let mut vnids_of: BTreeMap<Ipv4Addr, BTreeSet<u32>> = BTreeMap::new();
-    let mut wanted: BTreeMap<u32, BTreeSet<Ipv4Addr>> = BTreeMap::new();
-    for nn in state.net_namespaces.values() {
-        for ip in parse_ips(&nn.egress_ips) {
-            vnids_of.entry(ip).or_default().insert(nn.net_id);
-            wanted.entry(nn.net_id).or_default().insert(ip);
-        }
-    }
-    let node_of = |ip: &Ipv4Addr| -> Result<&str, String> {
-        match nodes_of.get(ip).map(Vec::as_slice) {
-            None | Some([]) => Err("no node hosts it (no HostSubnet lists it in egressIPs)".into()),
-            Some([one]) => Ok(one),
-            Some(many) => Err(format!(
-                "several nodes claim it ({}); it is used by nobody",
-                many.join(", ")
-            )),
-        }
-    };
+    let claims = Claims::of(state);
     let mut out = EgressPlan::default();
-    for (v, ips) in &wanted {
+    for (v, ips) in &claims.wanted {
         let Some(vnid) = Vnid::new(*v) else { continue };
-        let mut states = Vec::new();
-        let mut problem = None;
-        let mut local = false;
+        let (mut states, mut problem, mut local) = (Vec::new(), None, false);
         let mut remote: Vec<Ipv4Addr> = Vec::new();
         for ip in ips {
-            let mut st = IpState {
-                ip: *ip,
-                node: None,
-                active: false,
-                in_use: false,
-                why_not: None,
-            };
-            if let Some(why) = reserved(state, *ip) {
-                let what =
-                    format!("egress IP {ip} is refused: {why}; dropping its external traffic");
-                st.why_not = Some(format!("refused: {why}"));
-                problem.get_or_insert(what);
-                states.push(st);
-                continue;
+            let (st, refused, via) = ip_state(state, &claims, ips, *ip, local_node, offline);
+            if let Some(p) = refused {
+                problem.get_or_insert(p);
             }
-            let claimants = &vnids_of[ip];
-            if claimants.len() > 1 {
-                let what = format!(
-                    "egress IP {ip} is claimed by several tenants (VNIDs {}); dropping their external traffic",
-                    claimants.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
-                );
-                st.why_not = Some(what.clone());
-                problem.get_or_insert(what);
-                states.push(st);
-                continue;
-            }
-            match node_of(ip) {
-                Err(why) => st.why_not = Some(why),
-                Ok(node) => {
-                    st.node = Some(node.to_string());
-                    // Another IP of this tenant on the same node: openshift-sdn refuses both.
-                    let twin = ips
-                        .iter()
-                        .filter(|o| *o != ip)
-                        .find(|o| node_of(o).is_ok_and(|n| n == node));
-                    if let Some(twin) = twin {
-                        st.why_not = Some(format!(
-                            "{twin}, another egress IP of this tenant, is on the same node {node}"
-                        ));
-                    } else if node != local_node && offline.contains(node) {
-                        st.active = true;
-                        st.why_not = Some(format!("node {node} is offline"));
-                    } else if node == local_node {
-                        st.active = true;
-                        st.in_use = true;
-                        local = true;
-                    } else if let Some(vtep) = state.host_ip_of(node) {
-                        st.active = true;
-                        st.in_use = true;
-                        remote.push(vtep);
-                    } else {
-                        st.why_not = Some(format!("node {node} has no valid hostIP"));
-                    }
-                }
+            match via {
+                Via::Local => local = true,
+                Via::Remote(vtep) => remote.push(vtep),
+                Via::Nowhere => {}
             }
             states.push(st);
         }
@@ -218,18 +146,7 @@ pub(crate) fn plan(
         } else if !remote.is_empty() {
             EgressRoute::Remote(remote)
         } else {
-            problem = Some(format!(
-                "none of its egress IPs ({}) is usable: {}; dropping its external traffic",
-                ips.iter()
-                    .map(Ipv4Addr::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                states
-                    .iter()
-                    .filter_map(|s| s.why_not.as_ref().map(|w| format!("{}: {w}", s.ip)))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            ));
+            problem = Some(none_usable(ips, &states));
             EgressRoute::Dropped
         };
         // With a local IP only that one carries traffic (the others stay assigned).
@@ -243,22 +160,7 @@ pub(crate) fn plan(
                 }
             }
         }
-        for s in states.iter().filter(|s| s.active) {
-            let Some(node) = &s.node else { continue };
-            if node == local_node {
-                // Held here whenever it is active: other nodes send the tenant's traffic here.
-                out.local.insert(s.ip, vnid);
-            } else if let (Some(vtep), Some(subnet)) =
-                (state.host_ip_of(node), state.subnet_of(node))
-            {
-                // Watched while active, offline or not, so it can come back.
-                out.monitor.insert(Monitored {
-                    node: node.clone(),
-                    vtep,
-                    gateway: Ipv4Addr::from(u32::from(subnet.network()) + 1),
-                });
-            }
-        }
+        record_active(&mut out, state, &states, vnid, local_node);
         out.tenants.insert(
             vnid,
             TenantEgress {
@@ -274,6 +176,161 @@ pub(crate) fn plan(
         );
     }
     out
+}
+
+/// Who claims each IP: nodes (HostSubnets) and tenants (VNIDs); and what each tenant wants.
+struct Claims<'a> {
+    nodes_of: BTreeMap<Ipv4Addr, Vec<&'a str>>,
+    vnids_of: BTreeMap<Ipv4Addr, BTreeSet<u32>>,
+    wanted: BTreeMap<u32, BTreeSet<Ipv4Addr>>,
+}
+
+impl Claims<'_> {
+    fn of(state: &ClusterState) -> Claims<'_> {
+        let mut c = Claims {
+            nodes_of: BTreeMap::new(),
+            vnids_of: BTreeMap::new(),
+            wanted: BTreeMap::new(),
+        };
+        for (name, hs) in state.host_subnets.iter() {
+            for ip in parse_ips(&hs.egress_ips) {
+                c.nodes_of.entry(ip).or_default().push(name);
+            }
+        }
+        for nn in state.net_namespaces.values() {
+            for ip in parse_ips(&nn.egress_ips) {
+                c.vnids_of.entry(ip).or_default().insert(nn.net_id);
+                c.wanted.entry(nn.net_id).or_default().insert(ip);
+            }
+        }
+        c
+    }
+
+    /// The one node hosting `ip`, or why there is none.
+    fn node_of(&self, ip: &Ipv4Addr) -> Result<&str, String> {
+        match self.nodes_of.get(ip).map(Vec::as_slice) {
+            None | Some([]) => Err("no node hosts it (no HostSubnet lists it in egressIPs)".into()),
+            Some([one]) => Ok(one),
+            Some(many) => Err(format!(
+                "several nodes claim it ({}); it is used by nobody",
+                many.join(", ")
+            )),
+        }
+    }
+}
+
+/// Where a tenant's traffic goes through one of its IPs.
+enum Via {
+    Nowhere,
+    Local,
+    Remote(Ipv4Addr),
+}
+
+/// One requested IP `ip` of a tenant that wants `ips`: its state, the problem that drops the
+/// tenant (refused, or claimed by several tenants), and where it leads.
+fn ip_state(
+    state: &ClusterState,
+    claims: &Claims<'_>,
+    ips: &BTreeSet<Ipv4Addr>,
+    ip: Ipv4Addr,
+    local_node: &str,
+    offline: &BTreeSet<String>,
+) -> (IpState, Option<String>, Via) {
+    let mut st = IpState {
+        ip,
+        node: None,
+        active: false,
+        in_use: false,
+        why_not: None,
+    };
+    if let Some(why) = reserved(state, ip) {
+        st.why_not = Some(format!("refused: {why}"));
+        let what = format!("egress IP {ip} is refused: {why}; dropping its external traffic");
+        return (st, Some(what), Via::Nowhere);
+    }
+    let claimants = &claims.vnids_of[&ip];
+    if claimants.len() > 1 {
+        let what = format!(
+            "egress IP {ip} is claimed by several tenants (VNIDs {}); dropping their external traffic",
+            claimants.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+        );
+        st.why_not = Some(what.clone());
+        return (st, Some(what), Via::Nowhere);
+    }
+    let node = match claims.node_of(&ip) {
+        Err(why) => {
+            st.why_not = Some(why);
+            return (st, None, Via::Nowhere);
+        }
+        Ok(node) => node,
+    };
+    st.node = Some(node.to_string());
+    // Another IP of this tenant on the same node: openshift-sdn refuses both.
+    let twin = ips
+        .iter()
+        .filter(|o| **o != ip)
+        .find(|o| claims.node_of(o).is_ok_and(|n| n == node));
+    let via = if let Some(twin) = twin {
+        st.why_not = Some(format!(
+            "{twin}, another egress IP of this tenant, is on the same node {node}"
+        ));
+        Via::Nowhere
+    } else if node != local_node && offline.contains(node) {
+        st.active = true;
+        st.why_not = Some(format!("node {node} is offline"));
+        Via::Nowhere
+    } else if node == local_node {
+        st.active = true;
+        st.in_use = true;
+        Via::Local
+    } else if let Some(vtep) = state.host_ip_of(node) {
+        st.active = true;
+        st.in_use = true;
+        Via::Remote(vtep)
+    } else {
+        st.why_not = Some(format!("node {node} has no valid hostIP"));
+        Via::Nowhere
+    };
+    (st, None, via)
+}
+
+/// Why a tenant none of whose IPs is usable is dropped, IP by IP.
+fn none_usable(ips: &BTreeSet<Ipv4Addr>, states: &[IpState]) -> String {
+    format!(
+        "none of its egress IPs ({}) is usable: {}; dropping its external traffic",
+        ips.iter()
+            .map(Ipv4Addr::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+        states
+            .iter()
+            .filter_map(|s| s.why_not.as_ref().map(|w| format!("{}: {w}", s.ip)))
+            .collect::<Vec<_>>()
+            .join("; ")
+    )
+}
+
+/// The active IPs: held here when this node hosts them (other nodes send the tenant's traffic
+/// here), else their node watched (offline or not, so it can come back).
+fn record_active(
+    out: &mut EgressPlan,
+    state: &ClusterState,
+    states: &[IpState],
+    vnid: Vnid,
+    local_node: &str,
+) {
+    for s in states.iter().filter(|s| s.active) {
+        let Some(node) = &s.node else { continue };
+        if node == local_node {
+            out.local.insert(s.ip, vnid);
+        } else if let (Some(vtep), Some(subnet)) = (state.host_ip_of(node), state.subnet_of(node)) {
+            out.monitor.insert(Monitored {
+                node: node.clone(),
+                vtep,
+                gateway: Ipv4Addr::from(u32::from(subnet.network()) + 1),
+            });
+        }
+    }
 }
 
 /// A route in words: `local`, `remote node-2 (192.168.77.12), ...`, `dropped`.

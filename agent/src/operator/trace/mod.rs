@@ -122,12 +122,12 @@ fn parse_proto(s: &str) -> Result<Proto, TraceError> {
     }
 }
 
-/// Runs the trace (see the module docs).
+/// Runs the trace (see the module docs): the two ends resolved, the packet built, traced by
+/// ovs-vswitchd through br0's real tables, each step named by its owner, and judged.
 pub(crate) async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceResult, TraceError> {
     let state = view.state.borrow().clone();
     let pods = view.pods.list().await;
     let node = &view.node;
-    let gw = node.gateway();
     let tenants = |v: u32| -> String {
         let names = state.namespaces_of(v);
         if v == 0 {
@@ -146,7 +146,7 @@ pub(crate) async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceRe
                 .flatten()
         })
     };
-    // Egress IPs as this node applies them: VNID -> (held here / used, problem).
+    // Egress IPs as this node applies them, and the network policies' view.
     let (egress_ips, _) = match view.features.get::<crate::operator::observe::EgressIps>() {
         Some(e) => e.entries().await,
         None => Default::default(),
@@ -155,43 +155,107 @@ pub(crate) async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceRe
         .features
         .get::<crate::operator::observe::NetworkPolicies>()
         .map(|p| p.view());
-    let egress_ip = |v: u32| -> Option<verdict::EgressOf> {
-        egress_ips.iter().find(|e| e.vnid == v).map(|e| {
-            let words = e.problem.clone().unwrap_or_else(|| {
-                let used: Vec<String> = e
-                    .ips
-                    .iter()
-                    .filter(|i| i.state == local_api::EgressIpState::InUse)
-                    .map(|i| match &i.node {
-                        Some(n) => format!("{} on {n}", i.ip),
-                        None => i.ip.to_string(),
-                    })
-                    .collect();
-                format!("its egress IP {}", used.join(" or "))
-            });
-            verdict::EgressOf {
-                kind: e.kind,
-                route: e.route.clone(),
-                words,
-            }
-        })
+    let egress_ip = |v: u32| egress_of(&egress_ips, v);
+    let ends = Ends {
+        pods: &pods,
+        node,
+        remote_of: &remote_of,
     };
-    let resolve = |s: &str, role: &str| -> Result<End, TraceError> {
+    let src = ends.resolve(&req.src, "source")?;
+    let dst = ends.resolve(&req.dst, "destination")?;
+    let proto = parse_proto(&req.proto)?;
+    refuse_impossible(req, &src, &dst, proto)?;
+    let p = Packet::build(req, &src, &dst, proto, node)?;
+    let raw = ofproto_trace(view, &p.text).await?;
+    let parsed = parse(&raw);
+    let owners = view.cookie_owners().await;
+    let judged = Judge {
+        src: &src,
+        dst: &dst,
+        proto,
+        nw_src: p.nw_src,
+        dl_src: &p.dl_src,
+        in_port: p.in_port,
+        pods: &pods,
+        tenants: &tenants,
+        remote_of: &remote_of,
+        egress_ip: &egress_ip,
+        policy: policy_view.as_deref(),
+    }
+    .verdict(&parsed);
+    let policy = policy_view
+        .as_deref()
+        .map(|v| policy_words(&parsed, v))
+        .unwrap_or_default();
+    Ok(TraceResult {
+        src: src.words(&tenants),
+        dst: dst.words(&tenants),
+        packet: p.text,
+        decided_in: parsed
+            .steps
+            .last()
+            .map(|s| table_name(s.0).to_string())
+            .unwrap_or_default(),
+        steps: named_steps(&parsed, &owners),
+        outcome: judged.0,
+        verdict: judged.1,
+        vxlan: judged.2,
+        policy,
+        raw,
+    })
+}
+
+/// A tenant's egress IPs in trace's words: where its traffic leaves, and with which IPs in
+/// use (or why it is dropped).
+fn egress_of(entries: &[local_api::EgressIpEntry], vnid: u32) -> Option<verdict::EgressOf> {
+    entries.iter().find(|e| e.vnid == vnid).map(|e| {
+        let words = e.problem.clone().unwrap_or_else(|| {
+            let used: Vec<String> = e
+                .ips
+                .iter()
+                .filter(|i| i.state == local_api::EgressIpState::InUse)
+                .map(|i| match &i.node {
+                    Some(n) => format!("{} on {n}", i.ip),
+                    None => i.ip.to_string(),
+                })
+                .collect();
+            format!("its egress IP {}", used.join(" or "))
+        });
+        verdict::EgressOf {
+            kind: e.kind,
+            route: e.route.clone(),
+            words,
+        }
+    })
+}
+
+/// What a trace's ends are resolved against: this node's pods, the node, the other nodes.
+struct Ends<'a> {
+    pods: &'a [crate::pod::Pod],
+    node: &'a flows::NodeConfig,
+    remote_of: &'a (dyn Fn(Ipv4Addr) -> Option<(String, Ipv4Addr)> + Sync),
+}
+
+impl Ends<'_> {
+    /// `NAMESPACE/POD`, `node`, or an address, as the end `role` (source, destination).
+    fn resolve(&self, s: &str, role: &str) -> Result<End, TraceError> {
         let s = s.trim();
         if s == "node" {
             return Ok(End::Node);
         }
+        let pod_end = |p: &crate::pod::Pod| End::Pod {
+            ns: p.namespace.clone(),
+            name: p.name.clone(),
+            ip: p.ip,
+            ofport: p.ofport,
+            vnid: p.vnid.id(),
+        };
         if let Some((ns, name)) = s.split_once('/') {
-            return pods
+            return self
+                .pods
                 .iter()
                 .find(|p| p.namespace == ns && p.name == name)
-                .map(|p| End::Pod {
-                    ns: p.namespace.clone(),
-                    name: p.name.clone(),
-                    ip: p.ip,
-                    ofport: p.ofport,
-                    vnid: p.vnid.id(),
-                })
+                .map(pod_end)
                 .ok_or_else(|| {
                     TraceError::BadRequest(format!(
                         "{role} {s}: no pod {ns}/{name} on this node (sdnctl pods lists them; a pod of another node is given by its address)"
@@ -203,37 +267,36 @@ pub(crate) async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceRe
                 "{role} {s:?}: expected NAMESPACE/POD, node, or an IPv4 address"
             ))
         })?;
-        if let Some(p) = pods.iter().find(|p| p.ip == ip) {
-            return Ok(End::Pod {
-                ns: p.namespace.clone(),
-                name: p.name.clone(),
-                ip: p.ip,
-                ofport: p.ofport,
-                vnid: p.vnid.id(),
-            });
-        }
-        if ip == gw || ip == node.node_ip {
-            return Ok(End::Node);
-        }
-        if node.local_subnet.contains(&ip) {
-            return Ok(End::Unused(ip));
-        }
-        if node.cluster_networks.iter().any(|n| n.contains(&ip)) {
-            let r = remote_of(ip);
-            return Ok(End::Remote {
+        let node = self.node;
+        Ok(if let Some(p) = self.pods.iter().find(|p| p.ip == ip) {
+            pod_end(p)
+        } else if ip == node.gateway() || ip == node.node_ip {
+            End::Node
+        } else if node.local_subnet.contains(&ip) {
+            End::Unused(ip)
+        } else if node.cluster_networks.iter().any(|n| n.contains(&ip)) {
+            let r = (self.remote_of)(ip);
+            End::Remote {
                 ip,
                 node: r.as_ref().map(|r| r.0.clone()),
                 vtep: r.map(|r| r.1),
-            });
-        }
-        if node.service_cidr.contains(&ip) {
-            return Ok(End::Service(ip));
-        }
-        Ok(End::External(ip))
-    };
-    let src = resolve(&req.src, "source")?;
-    let dst = resolve(&req.dst, "destination")?;
-    let proto = parse_proto(&req.proto)?;
+            }
+        } else if node.service_cidr.contains(&ip) {
+            End::Service(ip)
+        } else {
+            End::External(ip)
+        })
+    }
+}
+
+/// Refuses ends no packet can have: a Service as the source, an unused address without a pod
+/// to spoof it, ARP off the link.
+fn refuse_impossible(
+    req: &TraceRequest,
+    src: &End,
+    dst: &End,
+    proto: Proto,
+) -> Result<(), TraceError> {
     if matches!(src, End::Service(_)) {
         return Err(TraceError::BadRequest(format!(
             "source {}: a service address sends nothing itself; trace from the pod behind it",
@@ -256,76 +319,109 @@ pub(crate) async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceRe
             "arp: the destination must be an address of the cluster network or the node (ARP stays on the link)".into(),
         ));
     }
-    let tun0_mac = node.tun0_mac().to_string();
-    // The packet's ingress and source.
-    let (in_port, mut dl_src, mut nw_src, tunnel) = match &src {
-        End::Pod { ip, ofport, .. } => (*ofport, pod_mac(*ip), *ip, String::new()),
-        End::Node | End::External(_) => (2, tun0_mac.clone(), src.ip(gw), String::new()),
-        End::Remote { ip, vtep, .. } => {
-            let Some(vtep) = vtep else {
+    Ok(())
+}
+
+/// The packet traced, and its ingress and source.
+struct Packet {
+    /// In `ofproto/trace`'s flow syntax.
+    text: String,
+    in_port: u32,
+    dl_src: String,
+    nw_src: Ipv4Addr,
+}
+
+impl Packet {
+    fn build(
+        req: &TraceRequest,
+        src: &End,
+        dst: &End,
+        proto: Proto,
+        node: &flows::NodeConfig,
+    ) -> Result<Packet, TraceError> {
+        let gw = node.gateway();
+        let tun0_mac = node.tun0_mac().to_string();
+        let (in_port, mut dl_src, mut nw_src, tunnel) = match src {
+            End::Pod { ip, ofport, .. } => (*ofport, pod_mac(*ip), *ip, String::new()),
+            End::Node | End::External(_) => (2, tun0_mac.clone(), src.ip(gw), String::new()),
+            End::Remote { ip, vtep, .. } => {
+                let Some(vtep) = vtep else {
+                    return Err(TraceError::BadRequest(format!(
+                        "source {ip}: no node's subnet holds it, so it cannot arrive over VXLAN"
+                    )));
+                };
+                let vni = req.vni.ok_or_else(|| {
+                    TraceError::BadRequest(format!(
+                        "source {ip} is a pod of another node: give the VNI its packets arrive with (--vni, the VNID of its namespace; the source node's trace names it)"
+                    ))
+                })?;
+                (
+                    1,
+                    pod_mac(*ip),
+                    *ip,
+                    format!("tun_id={vni:#x},tun_src={vtep},tun_dst={},", node.node_ip),
+                )
+            }
+            End::Unused(ip) => (0, pod_mac(*ip), *ip, String::new()),
+            End::Service(_) => unreachable!("refused by refuse_impossible"),
+        };
+        if let Some(ip) = req.spoof_ip {
+            spoofing_needs_a_pod(src, "--spoof-ip")?;
+            nw_src = ip;
+        }
+        if let Some(mac) = &req.spoof_mac {
+            spoofing_needs_a_pod(src, "--spoof-mac")?;
+            let ok = mac.split(':').count() == 6
+                && mac
+                    .split(':')
+                    .all(|b| b.len() == 2 && u8::from_str_radix(b, 16).is_ok());
+            if !ok {
                 return Err(TraceError::BadRequest(format!(
-                    "source {ip}: no node's subnet holds it, so it cannot arrive over VXLAN"
+                    "--spoof-mac {mac:?}: expected a MAC such as 0a:58:0a:80:00:09"
                 )));
-            };
-            let vni = req.vni.ok_or_else(|| {
-                TraceError::BadRequest(format!(
-                    "source {ip} is a pod of another node: give the VNI its packets arrive with (--vni, the VNID of its namespace; the source node's trace names it)"
-                ))
-            })?;
-            (
-                1,
-                pod_mac(*ip),
-                *ip,
-                format!("tun_id={vni:#x},tun_src={vtep},tun_dst={},", node.node_ip),
-            )
+            }
+            dl_src = mac.to_ascii_lowercase();
         }
-        End::Unused(ip) => (0, pod_mac(*ip), *ip, String::new()),
-        End::Service(_) => unreachable!("refused above"),
-    };
-    if let Some(ip) = req.spoof_ip {
-        if !matches!(src, End::Pod { .. }) {
-            return Err(TraceError::BadRequest(
-                "--spoof-ip needs a pod as the source (NAMESPACE/POD)".into(),
-            ));
-        }
-        nw_src = ip;
+        let dst_ip = dst.ip(gw);
+        let dl_dst = match dst {
+            End::Pod { ip, .. } | End::Unused(ip) | End::Remote { ip, .. } => pod_mac(*ip),
+            _ => tun0_mac,
+        };
+        let text = match proto {
+            Proto::Arp => format!(
+                "arp,{tunnel}in_port={in_port},dl_src={dl_src},dl_dst=ff:ff:ff:ff:ff:ff,arp_op=1,arp_spa={nw_src},arp_tpa={dst_ip},arp_sha={dl_src}"
+            ),
+            Proto::Icmp => format!(
+                "icmp,{tunnel}in_port={in_port},dl_src={dl_src},dl_dst={dl_dst},nw_src={nw_src},nw_dst={dst_ip},nw_ttl=64,icmp_type=8,icmp_code=0"
+            ),
+            Proto::Tcp(p) => format!(
+                "tcp,{tunnel}in_port={in_port},dl_src={dl_src},dl_dst={dl_dst},nw_src={nw_src},nw_dst={dst_ip},nw_ttl=64,tp_src=40000,tp_dst={p},tcp_flags=0x002"
+            ),
+            Proto::Udp(p) => format!(
+                "udp,{tunnel}in_port={in_port},dl_src={dl_src},dl_dst={dl_dst},nw_src={nw_src},nw_dst={dst_ip},nw_ttl=64,udp_src=40000,udp_dst={p}"
+            ),
+        };
+        Ok(Packet {
+            text,
+            in_port,
+            dl_src,
+            nw_src,
+        })
     }
-    if let Some(mac) = &req.spoof_mac {
-        if !matches!(src, End::Pod { .. }) {
-            return Err(TraceError::BadRequest(
-                "--spoof-mac needs a pod as the source (NAMESPACE/POD)".into(),
-            ));
-        }
-        let ok = mac.split(':').count() == 6
-            && mac
-                .split(':')
-                .all(|b| b.len() == 2 && u8::from_str_radix(b, 16).is_ok());
-        if !ok {
-            return Err(TraceError::BadRequest(format!(
-                "--spoof-mac {mac:?}: expected a MAC such as 0a:58:0a:80:00:09"
-            )));
-        }
-        dl_src = mac.to_ascii_lowercase();
+}
+
+fn spoofing_needs_a_pod(src: &End, flag: &str) -> Result<(), TraceError> {
+    if matches!(src, End::Pod { .. }) {
+        return Ok(());
     }
-    let dst_ip = dst.ip(gw);
-    let dl_dst = match &dst {
-        End::Pod { ip, .. } | End::Unused(ip) | End::Remote { ip, .. } => pod_mac(*ip),
-        _ => tun0_mac.clone(),
-    };
-    let packet = match proto {
-        Proto::Arp => format!(
-            "arp,{tunnel}in_port={in_port},dl_src={dl_src},dl_dst=ff:ff:ff:ff:ff:ff,arp_op=1,arp_spa={nw_src},arp_tpa={dst_ip},arp_sha={dl_src}"
-        ),
-        Proto::Icmp => format!(
-            "icmp,{tunnel}in_port={in_port},dl_src={dl_src},dl_dst={dl_dst},nw_src={nw_src},nw_dst={dst_ip},nw_ttl=64,icmp_type=8,icmp_code=0"
-        ),
-        Proto::Tcp(p) => format!(
-            "tcp,{tunnel}in_port={in_port},dl_src={dl_src},dl_dst={dl_dst},nw_src={nw_src},nw_dst={dst_ip},nw_ttl=64,tp_src=40000,tp_dst={p},tcp_flags=0x002"
-        ),
-        Proto::Udp(p) => format!(
-            "udp,{tunnel}in_port={in_port},dl_src={dl_src},dl_dst={dl_dst},nw_src={nw_src},nw_dst={dst_ip},nw_ttl=64,udp_src=40000,udp_dst={p}"
-        ),
-    };
+    Err(TraceError::BadRequest(format!(
+        "{flag} needs a pod as the source (NAMESPACE/POD)"
+    )))
+}
+
+/// `ofproto/trace` of `packet` on br0, asked of ovs-vswitchd's control socket (next to
+/// bridgeMgmt).
+async fn ofproto_trace(view: &NodeView, packet: &str) -> Result<String, TraceError> {
     let rundir = view
         .config
         .bridge_mgmt
@@ -333,17 +429,19 @@ pub(crate) async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceRe
         .unwrap_or(std::path::Path::new("/run/openvswitch"));
     let ctl = ovs::unixctl::control_socket(rundir, "ovs-vswitchd")
         .map_err(|e| TraceError::Switch(format!("{e}; the agent looks next to bridgeMgmt")))?;
-    let raw = ovs::unixctl::call(
+    ovs::unixctl::call(
         &ctl,
         "ofproto/trace",
-        &[crate::pod::BRIDGE, &packet],
+        &[crate::pod::BRIDGE, packet],
         Duration::from_secs(10),
     )
     .await
-    .map_err(|e| TraceError::Switch(format!("ofproto/trace on {}: {e}", ctl.display())))?;
-    let parsed = parse(&raw);
-    let owners = view.cookie_owners().await;
-    let steps: Vec<Step> = parsed
+    .map_err(|e| TraceError::Switch(format!("ofproto/trace on {}: {e}", ctl.display())))
+}
+
+/// Each step of the trace with its table's name and the owner of its row's cookie.
+fn named_steps(parsed: &Parsed, owners: &std::collections::BTreeMap<u64, String>) -> Vec<Step> {
+    parsed
         .steps
         .iter()
         .map(|(t, m, prio, cookie, actions)| Step {
@@ -358,41 +456,7 @@ pub(crate) async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceRe
                 .unwrap_or_else(|| "unknown (not the agent's)".into()),
             actions: actions.clone(),
         })
-        .collect();
-    let judged = Judge {
-        src: &src,
-        dst: &dst,
-        proto,
-        nw_src,
-        dl_src: &dl_src,
-        in_port,
-        pods: &pods,
-        tenants: &tenants,
-        remote_of: &remote_of,
-        egress_ip: &egress_ip,
-        policy: policy_view.as_deref(),
-    }
-    .verdict(&parsed);
-    let policy = policy_view
-        .as_deref()
-        .map(|v| policy_words(&parsed, v))
-        .unwrap_or_default();
-    Ok(TraceResult {
-        src: src.words(&tenants),
-        dst: dst.words(&tenants),
-        packet,
-        decided_in: parsed
-            .steps
-            .last()
-            .map(|s| table_name(s.0).to_string())
-            .unwrap_or_default(),
-        steps,
-        outcome: judged.0,
-        verdict: judged.1,
-        vxlan: judged.2,
-        policy,
-        raw,
-    })
+        .collect()
 }
 
 fn proto_text(p: Proto) -> String {

@@ -23,7 +23,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use flows::{egress_cidr, egress_firewall_flows, EgressFirewall, EgressRule, Vnid};
 use ipnet::Ipv4Net;
@@ -32,6 +32,11 @@ use tokio::sync::{watch, Mutex};
 use crate::bridge::flowstore::{Change, FlowStore, Owner};
 use crate::bridge::seams::FlowSwitch;
 use cluster::{ClusterState, EgressNetworkPolicy, EgressRuleType};
+
+mod dns;
+#[cfg(test)]
+use dns::normalize_ttl;
+pub(crate) use dns::EgressDns;
 
 /// One VNID's planned rows and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,49 +57,11 @@ pub(crate) fn plan(
     state: &ClusterState,
     resolved: &dyn Fn(&str) -> Vec<Ipv4Net>,
 ) -> (BTreeMap<Vnid, VnidPlan>, BTreeMap<String, String>) {
-    let mut by_vnid: BTreeMap<u32, Vec<&EgressNetworkPolicy>> = BTreeMap::new();
-    let mut ignored = BTreeMap::new();
-    // A policy that cannot be read fails closed: its namespace's VNID drops all external
-    // traffic until the policy is fixed or deleted.
-    let mut refused_by_vnid: BTreeMap<u32, Vec<String>> = BTreeMap::new();
-    for (key, why) in &state.refused_egress_policies {
-        let namespace = key.split_once('/').map_or(key.as_str(), |(ns, _)| ns);
-        match state.net_namespaces.get(namespace) {
-            Some(nn) => refused_by_vnid
-                .entry(nn.net_id)
-                .or_default()
-                .push(format!("{key} ({why})")),
-            None => {
-                ignored.insert(
-                    key.clone(),
-                    format!(
-                        "it cannot be applied ({why}) and namespace {namespace} has no \
-                         NetNamespace yet; its external traffic is dropped once it has one"
-                    ),
-                );
-            }
-        }
-    }
-    for v in refused_by_vnid.keys() {
-        by_vnid.entry(*v).or_default();
-    }
-    for (key, p) in state.egress_policies.iter() {
-        if p.spec.egress.is_empty() {
-            continue;
-        }
-        match state.net_namespaces.get(p.namespace()) {
-            Some(nn) => by_vnid.entry(nn.net_id).or_default().push(p),
-            None => {
-                ignored.insert(
-                    key.clone(),
-                    format!(
-                        "namespace {} has no NetNamespace (no VNID) yet; the policy applies once it has one",
-                        p.namespace()
-                    ),
-                );
-            }
-        }
-    }
+    let Grouped {
+        by_vnid,
+        refused_by_vnid,
+        mut ignored,
+    } = group_by_vnid(state);
     let mut out = BTreeMap::new();
     for (v, policies) in by_vnid {
         let mut names: Vec<String> = policies
@@ -120,61 +87,10 @@ pub(crate) fn plan(
             }
             continue;
         }
-        let sharing = state.namespaces_of(v);
-        let problem = if let Some(refused) = refused_by_vnid.get(&v) {
-            Some(format!(
-                "EgressNetworkPolicy cannot be applied: {}; dropping all external traffic of {} \
-                 until it is fixed or deleted",
-                refused.join(", "),
-                sharing.join(", ")
-            ))
-        } else if sharing.len() > 1 {
-            Some(format!(
-                "EgressNetworkPolicy not allowed in a shared NetNamespace ({}); dropping all their external traffic",
-                sharing.join(", ")
-            ))
-        } else if policies.len() > 1 {
-            Some(format!(
-                "multiple EgressNetworkPolicies in the same network namespace ({}) are not allowed; dropping all its external traffic",
-                names.join(", ")
-            ))
-        } else {
-            None
-        };
-        let masked: Vec<String> = match &problem {
-            Some(_) => Vec::new(),
-            None => policies[0]
-                .spec
-                .egress
-                .iter()
-                .filter_map(|r| r.to.cidr_selector.as_deref())
-                .filter(|c| c.parse::<Ipv4Net>().is_ok_and(|n| n.addr() != n.network()))
-                .map(|c| {
-                    let n = c.parse::<Ipv4Net>().map(|n| n.trunc().to_string());
-                    format!("{c} is read as {}", n.unwrap_or_default())
-                })
-                .collect(),
-        };
-        let firewall = match &problem {
-            Some(_) => EgressFirewall::DropAll,
-            None => EgressFirewall::Rules(
-                policies[0]
-                    .spec
-                    .egress
-                    .iter()
-                    .map(|r| EgressRule {
-                        allow: r.rule_type == EgressRuleType::Allow,
-                        to: match (&r.to.cidr_selector, &r.to.dns_name) {
-                            (Some(c), _) => c
-                                .parse::<Ipv4Net>()
-                                .map(|n| vec![egress_cidr(n)])
-                                .unwrap_or_default(),
-                            (None, Some(d)) => resolved(d),
-                            (None, None) => Vec::new(),
-                        },
-                    })
-                    .collect(),
-            ),
+        let problem = vnid_problem(state, v, &policies, &names, refused_by_vnid.get(&v));
+        let (firewall, masked) = match &problem {
+            Some(_) => (EgressFirewall::DropAll, Vec::new()),
+            None => rules_of(policies[0], resolved),
         };
         out.insert(
             vnid,
@@ -187,6 +103,133 @@ pub(crate) fn plan(
         );
     }
     (out, ignored)
+}
+
+/// The policies by their namespace's VNID.
+struct Grouped<'a> {
+    by_vnid: BTreeMap<u32, Vec<&'a EgressNetworkPolicy>>,
+    /// Policies that cannot be read, by VNID.
+    refused_by_vnid: BTreeMap<u32, Vec<String>>,
+    /// Policies without rows, and why.
+    ignored: BTreeMap<String, String>,
+}
+
+/// Groups the policies by their namespace's VNID. A policy that cannot be read fails closed:
+/// its namespace's VNID drops all external traffic until the policy is fixed or deleted.
+fn group_by_vnid(state: &ClusterState) -> Grouped<'_> {
+    let mut g = Grouped {
+        by_vnid: BTreeMap::new(),
+        refused_by_vnid: BTreeMap::new(),
+        ignored: BTreeMap::new(),
+    };
+    for (key, why) in &state.refused_egress_policies {
+        let namespace = key.split_once('/').map_or(key.as_str(), |(ns, _)| ns);
+        match state.net_namespaces.get(namespace) {
+            Some(nn) => g
+                .refused_by_vnid
+                .entry(nn.net_id)
+                .or_default()
+                .push(format!("{key} ({why})")),
+            None => {
+                g.ignored.insert(
+                    key.clone(),
+                    format!(
+                        "it cannot be applied ({why}) and namespace {namespace} has no \
+                         NetNamespace yet; its external traffic is dropped once it has one"
+                    ),
+                );
+            }
+        }
+    }
+    for v in g.refused_by_vnid.keys() {
+        g.by_vnid.entry(*v).or_default();
+    }
+    for (key, p) in state.egress_policies.iter() {
+        if p.spec.egress.is_empty() {
+            continue;
+        }
+        match state.net_namespaces.get(p.namespace()) {
+            Some(nn) => g.by_vnid.entry(nn.net_id).or_default().push(p),
+            None => {
+                g.ignored.insert(
+                    key.clone(),
+                    format!(
+                        "namespace {} has no NetNamespace (no VNID) yet; the policy applies once it has one",
+                        p.namespace()
+                    ),
+                );
+            }
+        }
+    }
+    g
+}
+
+/// Why VNID `v` drops all its external traffic, if it does: a policy that cannot be read, a
+/// shared NetNamespace, or more than one policy.
+fn vnid_problem(
+    state: &ClusterState,
+    v: u32,
+    policies: &[&EgressNetworkPolicy],
+    names: &[String],
+    refused: Option<&Vec<String>>,
+) -> Option<String> {
+    let sharing = state.namespaces_of(v);
+    if let Some(refused) = refused {
+        Some(format!(
+            "EgressNetworkPolicy cannot be applied: {}; dropping all external traffic of {} \
+             until it is fixed or deleted",
+            refused.join(", "),
+            sharing.join(", ")
+        ))
+    } else if sharing.len() > 1 {
+        Some(format!(
+            "EgressNetworkPolicy not allowed in a shared NetNamespace ({}); dropping all their external traffic",
+            sharing.join(", ")
+        ))
+    } else if policies.len() > 1 {
+        Some(format!(
+            "multiple EgressNetworkPolicies in the same network namespace ({}) are not allowed; dropping all its external traffic",
+            names.join(", ")
+        ))
+    } else {
+        None
+    }
+}
+
+/// The one policy's rules (a dnsName rule with the addresses it resolved to), and the CIDRs
+/// with host bits it has, as Open vSwitch reads them.
+fn rules_of(
+    policy: &EgressNetworkPolicy,
+    resolved: &dyn Fn(&str) -> Vec<Ipv4Net>,
+) -> (EgressFirewall, Vec<String>) {
+    let masked = policy
+        .spec
+        .egress
+        .iter()
+        .filter_map(|r| r.to.cidr_selector.as_deref())
+        .filter(|c| c.parse::<Ipv4Net>().is_ok_and(|n| n.addr() != n.network()))
+        .map(|c| {
+            let n = c.parse::<Ipv4Net>().map(|n| n.trunc().to_string());
+            format!("{c} is read as {}", n.unwrap_or_default())
+        })
+        .collect();
+    let rules = policy
+        .spec
+        .egress
+        .iter()
+        .map(|r| EgressRule {
+            allow: r.rule_type == EgressRuleType::Allow,
+            to: match (&r.to.cidr_selector, &r.to.dns_name) {
+                (Some(c), _) => c
+                    .parse::<Ipv4Net>()
+                    .map(|n| vec![egress_cidr(n)])
+                    .unwrap_or_default(),
+                (None, Some(d)) => resolved(d),
+                (None, None) => Vec::new(),
+            },
+        })
+        .collect();
+    (EgressFirewall::Rules(rules), masked)
 }
 
 /// The egress firewalls of the node (see the module docs).
@@ -375,190 +418,6 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
             now.insert(key);
         }
         *said = now;
-    }
-}
-
-/// How long an answer counts, as openshift-sdn bounded it: a TTL under 30 s as given (at least
-/// 1 s), up to 30 minutes → 30 s, longer → 30 minutes.
-pub(crate) fn normalize_ttl(ttl: Duration) -> Duration {
-    if ttl < Duration::from_secs(30) {
-        ttl.max(Duration::from_secs(1))
-    } else if ttl >= Duration::from_secs(30 * 60) {
-        Duration::from_secs(30 * 60)
-    } else {
-        Duration::from_secs(30)
-    }
-}
-
-/// How soon a failed lookup is tried again (openshift-sdn's default TTL).
-pub(crate) const RETRY_AFTER: Duration = Duration::from_secs(30);
-
-/// The resolver of `dnsName` rules (see the module docs).
-#[derive(Debug)]
-pub(crate) struct EgressDns {
-    resolver: hickory_resolver::TokioResolver,
-    source: String,
-}
-
-/// Why the `dnsName` rules' resolver cannot be set up.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub(crate) struct DnsConfigError(String);
-
-impl EgressDns {
-    /// A resolver asking `servers` (`IP` or `IP:PORT`, UDP then TCP), or the node's
-    /// `/etc/resolv.conf` when empty. Answers are not cached: each lookup asks.
-    pub(crate) fn new(servers: &[String]) -> Result<EgressDns, DnsConfigError> {
-        use hickory_resolver::config::{NameServerConfigGroup, ResolverConfig, ResolverOpts};
-        use hickory_resolver::name_server::TokioConnectionProvider;
-        let (config, mut opts, source) = if servers.is_empty() {
-            let (c, o) = hickory_resolver::system_conf::read_system_conf().map_err(|e| {
-                DnsConfigError(format!(
-                    "reading /etc/resolv.conf for dnsName egress rules: {e}"
-                ))
-            })?;
-            (c, o, "/etc/resolv.conf".to_string())
-        } else {
-            let mut addrs = Vec::new();
-            for s in servers {
-                let a: std::net::SocketAddr = s
-                    .parse()
-                    .or_else(|_| s.parse::<std::net::IpAddr>().map(|ip| (ip, 53).into()))
-                    .map_err(|_| {
-                        DnsConfigError(format!("egressDNSServers {s:?}: expected IP or IP:PORT"))
-                    })?;
-                addrs.push(a);
-            }
-            let mut group = NameServerConfigGroup::new();
-            for a in &addrs {
-                group.merge(NameServerConfigGroup::from_ips_clear(
-                    &[a.ip()],
-                    a.port(),
-                    true,
-                ));
-            }
-            (
-                ResolverConfig::from_parts(None, Vec::new(), group),
-                ResolverOpts::default(),
-                servers.join(", "),
-            )
-        };
-        opts.cache_size = 0;
-        opts.timeout = Duration::from_secs(2);
-        opts.attempts = 2;
-        let resolver = hickory_resolver::Resolver::builder_with_config(
-            config,
-            TokioConnectionProvider::default(),
-        )
-        .with_options(opts)
-        .build();
-        Ok(EgressDns { resolver, source })
-    }
-
-    /// Where it asks.
-    pub(crate) fn source(&self) -> &str {
-        &self.source
-    }
-
-    /// The IPv4 addresses of `name` and how long they count (normalized), or why not.
-    pub(crate) async fn resolve(
-        &self,
-        name: &str,
-    ) -> Result<(BTreeSet<Ipv4Addr>, Duration), String> {
-        let fqdn = if name.ends_with('.') {
-            name.to_string()
-        } else {
-            format!("{name}.")
-        };
-        match self.resolver.ipv4_lookup(fqdn.as_str()).await {
-            Ok(l) => {
-                let ttl = l.valid_until().saturating_duration_since(Instant::now());
-                Ok((l.iter().map(|a| a.0).collect(), normalize_ttl(ttl)))
-            }
-            Err(e) if e.is_no_records_found() => Ok((BTreeSet::new(), RETRY_AFTER)),
-            Err(e) => Err(e.to_string()),
-        }
-    }
-}
-
-impl<S: FlowSwitch> EgressFirewalls<S> {
-    /// Resolves every name the policies use once, all at once, giving up after `within`: at
-    /// start, before the first reconcile, so a restart does not take a dnsName rule's rows off
-    /// the bridge while its name is looked up again. Returns how many names resolved.
-    pub(crate) async fn seed_dns(&self, dns: &EgressDns, within: Duration) -> usize {
-        let names: Vec<String> = self.dns_names().into_iter().collect();
-        let lookups = futures::future::join_all(names.iter().map(|n| dns.resolve(n)));
-        let Ok(answers) = tokio::time::timeout(within, lookups).await else {
-            tracing::warn!(names = names.len(), "egress dnsName lookups at start took longer than {} s; their rules fill in as the answers come", within.as_secs());
-            return 0;
-        };
-        let mut ok = 0;
-        let lookups = &crate::telemetry::metrics::metrics().egress_dns_lookups;
-        for (name, answer) in names.iter().zip(answers) {
-            match answer {
-                Ok((addrs, _)) => {
-                    let new = self.set_resolved(name, &addrs);
-                    lookups
-                        .with_label_values(&[if new { "changed" } else { "unchanged" }])
-                        .inc();
-                    ok += 1;
-                }
-                Err(_) => lookups.with_label_values(&["failed"]).inc(),
-            }
-        }
-        ok
-    }
-
-    /// Keeps the `dnsName` rules' addresses current until the task is dropped: resolves every
-    /// name the policies use when it appears and again when its answer expires, and re-syncs
-    /// the firewalls (without pruning, see [`Self::sync`]) when an address set changed.
-    pub(crate) async fn follow_dns(self: Arc<Self>, dns: EgressDns) {
-        let mut due: BTreeMap<String, Instant> = BTreeMap::new();
-        let mut cluster = self.cluster.clone();
-        loop {
-            let names = self.dns_names();
-            due.retain(|n, _| names.contains(n));
-            self.retain_names(&names);
-            let now = Instant::now();
-            let mut changed = Vec::new();
-            for name in &names {
-                if due.get(name).is_some_and(|t| *t > now) {
-                    continue;
-                }
-                let lookups = &crate::telemetry::metrics::metrics().egress_dns_lookups;
-                let next = match dns.resolve(name).await {
-                    Ok((addrs, ttl)) => {
-                        let new = self.set_resolved(name, &addrs);
-                        lookups
-                            .with_label_values(&[if new { "changed" } else { "unchanged" }])
-                            .inc();
-                        if new {
-                            tracing::info!(name = %name, addresses = %addrs.iter().map(ToString::to_string).collect::<Vec<_>>().join(","), ttl_s = ttl.as_secs(), "egress dnsName resolved to new addresses");
-                            changed.push(name.clone());
-                        }
-                        ttl
-                    }
-                    Err(e) => {
-                        lookups.with_label_values(&["failed"]).inc();
-                        tracing::warn!(name = %name, server = %dns.source(), error = %e, "resolving an egress dnsName failed; keeping its last addresses, retrying in 30 s");
-                        RETRY_AFTER
-                    }
-                };
-                due.insert(name.clone(), Instant::now() + next);
-            }
-            if !changed.is_empty() {
-                if let Err(e) = self.sync(false).await {
-                    tracing::warn!(error = %e, names = %changed.iter().map(ToString::to_string).collect::<Vec<_>>().join(","), "applying egress firewall rows for new DNS answers failed; retrying at the next change");
-                }
-            }
-            let wake = due.values().min().map_or(Duration::from_secs(3600), |t| {
-                t.saturating_duration_since(Instant::now())
-            });
-            tokio::select! {
-                () = tokio::time::sleep(wake) => {}
-                r = cluster.changed() => if r.is_err() { return },
-            }
-        }
     }
 }
 
