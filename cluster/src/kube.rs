@@ -400,6 +400,90 @@ fn dynamic_key(o: &DynamicObject) -> Option<(String, serde_json::Value)> {
     Some((name, v))
 }
 
+/// The watches of a node's agent (see the module docs): the cluster's network objects, the
+/// namespaces, this node's pods, and in networkpolicy mode the NetworkPolicies (every pod of
+/// the cluster is watched later, once the rest is listed).
+fn watches(client: &Client, node: &str, policies: bool) -> Vec<BoxStream<'static, Ev>> {
+    let cfg = watcher::Config::default();
+    let dyn_stream = |kind: &str, plural: &str, cfg: watcher::Config| {
+        let ar = api_resource(kind, plural);
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        watcher::watcher(api, cfg).default_backoff()
+    };
+    let streams: Vec<BoxStream<'static, Ev>> = vec![
+        dyn_stream(
+            "ClusterNetwork",
+            "clusternetworks",
+            cfg.clone().fields("metadata.name=default"),
+        )
+        .map(Ev::ClusterNetwork)
+        .boxed(),
+        dyn_stream("HostSubnet", "hostsubnets", cfg.clone())
+            .map(Ev::HostSubnet)
+            .boxed(),
+        dyn_stream("NetNamespace", "netnamespaces", cfg.clone())
+            .map(Ev::NetNamespace)
+            .boxed(),
+        dyn_stream("EgressNetworkPolicy", "egressnetworkpolicies", cfg.clone())
+            .map(Ev::EgressNetworkPolicy)
+            .boxed(),
+        watcher::watcher(Api::<Namespace>::all(client.clone()), cfg.clone())
+            .default_backoff()
+            .map(Ev::Namespace)
+            .boxed(),
+        watcher::watcher(
+            Api::<SlimPod>::all(client.clone()),
+            cfg.clone().fields(&format!("spec.nodeName={node}")),
+        )
+        .default_backoff()
+        .map(Ev::Pod)
+        .boxed(),
+    ];
+    let mut streams = streams;
+    if policies {
+        streams.push(
+            watcher::watcher(Api::<NetworkPolicy>::all(client.clone()), cfg)
+                .default_backoff()
+                .map(Ev::NetworkPolicy)
+                .boxed(),
+        );
+    }
+    streams
+}
+
+/// Why the first list did not complete: the kinds still not listed, each with its last error.
+fn not_listed(
+    caches: &Caches,
+    last_error: &BTreeMap<&'static str, String>,
+    list_timeout: Duration,
+) -> KubeError {
+    let pending: Vec<String> = [
+        ("ClusterNetwork", caches.cluster_network.ready),
+        ("HostSubnet", caches.host_subnets.ready),
+        ("NetNamespace", caches.net_namespaces.ready),
+        ("Namespace", caches.namespaces.ready),
+        ("Pod", caches.pods.local.ready),
+        (
+            "NetworkPolicy",
+            caches.network_policies.as_ref().is_none_or(|r| r.ready),
+        ),
+    ]
+    .iter()
+    .filter(|(_, r)| !r)
+    .map(|(k, _)| match last_error.get(k) {
+        Some(e) => format!("{k} ({e})"),
+        None => (*k).to_string(),
+    })
+    .collect();
+    KubeError::Unavailable(format!(
+        "could not list {} from the Kubernetes API within {}s; check the API server address, \
+         that the network.openshift.io CRDs are installed (deploy/crds.yaml) and the agent's \
+         RBAC",
+        pending.join(", "),
+        list_timeout.as_secs()
+    ))
+}
+
 impl KubeSource {
     /// Starts the watchers for node `node` and returns once every kind has been listed, or
     /// fails after `list_timeout` naming what could not be listed (API server unreachable, a
@@ -410,50 +494,7 @@ impl KubeSource {
         policies: bool,
         list_timeout: Duration,
     ) -> Result<KubeSource, KubeError> {
-        let cfg = watcher::Config::default();
-        let dyn_stream = |kind: &str, plural: &str, cfg: watcher::Config| {
-            let ar = api_resource(kind, plural);
-            let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-            watcher::watcher(api, cfg).default_backoff()
-        };
-        let streams: Vec<BoxStream<'static, Ev>> = vec![
-            dyn_stream(
-                "ClusterNetwork",
-                "clusternetworks",
-                cfg.clone().fields("metadata.name=default"),
-            )
-            .map(Ev::ClusterNetwork)
-            .boxed(),
-            dyn_stream("HostSubnet", "hostsubnets", cfg.clone())
-                .map(Ev::HostSubnet)
-                .boxed(),
-            dyn_stream("NetNamespace", "netnamespaces", cfg.clone())
-                .map(Ev::NetNamespace)
-                .boxed(),
-            dyn_stream("EgressNetworkPolicy", "egressnetworkpolicies", cfg.clone())
-                .map(Ev::EgressNetworkPolicy)
-                .boxed(),
-            watcher::watcher(Api::<Namespace>::all(client.clone()), cfg.clone())
-                .default_backoff()
-                .map(Ev::Namespace)
-                .boxed(),
-            watcher::watcher(
-                Api::<SlimPod>::all(client.clone()),
-                cfg.clone().fields(&format!("spec.nodeName={node}")),
-            )
-            .default_backoff()
-            .map(Ev::Pod)
-            .boxed(),
-        ];
-        let mut streams = streams;
-        if policies {
-            streams.push(
-                watcher::watcher(Api::<NetworkPolicy>::all(client.clone()), cfg)
-                    .default_backoff()
-                    .map(Ev::NetworkPolicy)
-                    .boxed(),
-            );
-        }
+        let streams = watches(&client, node, policies);
         let mut events = stream::select_all(streams);
         let mut caches = Caches::new(node, policies);
         let mut last_error: BTreeMap<&'static str, String> = BTreeMap::new();
@@ -473,31 +514,7 @@ impl KubeSource {
         })
         .await;
         if !matches!(listed, Ok(true)) {
-            let pending: Vec<String> = [
-                ("ClusterNetwork", caches.cluster_network.ready),
-                ("HostSubnet", caches.host_subnets.ready),
-                ("NetNamespace", caches.net_namespaces.ready),
-                ("Namespace", caches.namespaces.ready),
-                ("Pod", caches.pods.local.ready),
-                (
-                    "NetworkPolicy",
-                    caches.network_policies.as_ref().is_none_or(|r| r.ready),
-                ),
-            ]
-            .iter()
-            .filter(|(_, r)| !r)
-            .map(|(k, _)| match last_error.get(k) {
-                Some(e) => format!("{k} ({e})"),
-                None => (*k).to_string(),
-            })
-            .collect();
-            return Err(KubeError::Unavailable(format!(
-                "could not list {} from the Kubernetes API within {}s; check the API server \
-                 address, that the network.openshift.io CRDs are installed (deploy/crds.yaml) \
-                 and the agent's RBAC",
-                pending.join(", "),
-                list_timeout.as_secs()
-            )));
+            return Err(not_listed(&caches, &last_error, list_timeout));
         }
         if policies {
             // Every pod: the cluster's largest list, started once the rest is listed (so it

@@ -94,6 +94,15 @@ impl ClusterState {
         self.host_subnet_of(node)?.subnet_net().ok()
     }
 
+    /// The node whose subnet holds `ip`, with its underlay address (valid HostSubnets only).
+    pub fn node_holding(&self, ip: Ipv4Addr) -> Option<(&str, Ipv4Addr)> {
+        self.host_subnets.values().find_map(|hs| {
+            let held = hs.subnet_net().is_ok_and(|n| n.contains(&ip));
+            held.then(|| Some((hs.host.as_str(), hs.host_ip_addr().ok()?)))
+                .flatten()
+        })
+    }
+
     /// The underlay address of `node`, when it has a valid HostSubnet.
     pub fn host_ip_of(&self, node: &str) -> Option<Ipv4Addr> {
         self.host_subnet_of(node)?.host_ip_addr().ok()

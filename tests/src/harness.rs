@@ -128,9 +128,8 @@ pub fn unique_name(prefix: &str) -> String {
 
 /// Held by a test that simulates a cluster of thousands of nodes (a fake API server with
 /// 5,000 HostSubnets, NetNamespaces and their watches), for as long as it runs: such tests take
-/// both cores for minutes, and two at once starved each other's controllers and agents past
-/// their bounds once the integration tests became one binary (tests of different files run at
-/// the same time). One at a time, as when each file was a binary of its own.
+/// both cores for minutes, and two at once starve each other's controllers and agents past
+/// their bounds (they share the `large` test binary). One at a time.
 pub fn one_large_cluster_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static LARGE: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LARGE

@@ -1,5 +1,5 @@
-//! Every integration test of the workspace, as one test binary: each file of this directory is
-//! a module (`cargo test -p sdn-tests --test integration -- chains::` runs one file,
+//! The integration tests of the workspace, as one test binary (the 5,000-node simulations
+//! aside, in `large`): each file of this directory is a module (`cargo test -p sdn-tests --test integration -- chains::` runs one file,
 //! `-- chains::a_chain_configured_outside` one test).
 //!
 //! Why one binary: each of the 46 files was a binary of its own, and each linked tokio, kube,
@@ -7,8 +7,9 @@
 //! (docs/testing.md, "Build time and size"). One binary links them once. Tests of different
 //! files may now run at the same time: every test names what it creates uniquely
 //! (`harness::unique_name`), keeps its OVS, agents and namespaces to itself, and no file sets
-//! process-wide state other files read. The tests that simulate a cluster of 5,000 nodes take
-//! `harness::one_large_cluster_at_a_time` (two at once starved each other past their bounds).
+//! process-wide state other files read. The files whose tests simulate a cluster of 5,000 nodes
+//! (`large_cluster`, `network_policy`) are a second binary, `large` (tests/tests/large.rs),
+//! which runs after this one: next to the other tests they starved past their bounds.
 
 mod bandwidth;
 mod chains;
@@ -29,7 +30,6 @@ mod iptables;
 mod kube_cluster;
 mod kube_mode;
 mod kubectl;
-mod large_cluster;
 mod layers;
 mod meters;
 mod migration;
@@ -37,7 +37,6 @@ mod mixed_cluster;
 mod multicast;
 mod multinode;
 mod netlink;
-mod network_policy;
 mod node;
 mod observe;
 mod openflow;

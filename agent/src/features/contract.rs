@@ -81,15 +81,26 @@ impl fmt::Display for Reason {
 pub enum Phase {
     /// Before the pods move: add and change rows, remove nothing a pod may still use.
     Apply,
-    /// After the pods moved (skipped when moving them failed): remove what nothing needs.
-    Prune,
+    /// After the pods' VNID moves: with `moved`, every pod moved and what nothing needs may
+    /// go; without, some did not (retried at the next repair) and nothing may go yet.
+    After {
+        /// Whether every pod moved.
+        moved: bool,
+    },
+}
+
+impl Phase {
+    /// Whether rows nothing needs may be removed now.
+    pub fn prunes(self) -> bool {
+        self == Phase::After { moved: true }
+    }
 }
 
 impl fmt::Display for Phase {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Phase::Apply => "applying",
-            Phase::Prune => "pruning",
+            Phase::After { .. } => "finishing",
         })
     }
 }
@@ -105,9 +116,15 @@ pub trait NodeFeature: Any + Send + Sync + fmt::Debug {
     /// The tables it writes rows into.
     fn tables(&self) -> &'static [Table];
 
-    /// Start-up, before serving: its rows for the first reconcile, staged in the flow store
-    /// (and what it needs on the host, before the flows that use it). Returns how many objects
-    /// it staged, for the start-up log.
+    /// Start-up, before the pod table is rebuilt and anything else on the node changes: what
+    /// the feature keeps on the host (the egress IPs' rules and addresses), so a node that
+    /// cannot have it is refused before it is touched.
+    fn prepare_host(&self) -> BoxFuture<'_, Result<(), FeatureError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Start-up, before serving: its rows for the first reconcile, staged in the flow store.
+    /// Returns how many objects it staged, for the start-up log.
     fn stage(&self) -> BoxFuture<'_, Result<usize, FeatureError>>;
 
     /// Start-up, after serving and before the first reconcile: waits for what its rows need
@@ -172,6 +189,14 @@ impl Features {
         self.0
             .iter()
             .find_map(|f| f.clone().as_any().downcast::<F>().ok())
+    }
+
+    /// Prepares the host for every feature (see [`NodeFeature::prepare_host`]).
+    pub async fn prepare_host(&self) -> Result<(), (&'static str, FeatureError)> {
+        for f in &self.0 {
+            f.prepare_host().await.map_err(|e| (f.name(), e))?;
+        }
+        Ok(())
     }
 
     /// Stages every feature; returns each one's count, by name. The first failure stops

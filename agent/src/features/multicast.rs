@@ -70,7 +70,7 @@ impl<S: FlowSwitch + 'static> NodeFeature for Multicast<S> {
     fn sync(&self, phase: Phase, _: Reason) -> BoxFuture<'_, Result<(), FeatureError>> {
         Box::pin(async move {
             // The store keeps the rows in step with the pods: only the enabled set changes.
-            if phase == Phase::Prune {
+            if phase != Phase::Apply {
                 return Ok(());
             }
             let want = self.wanted();

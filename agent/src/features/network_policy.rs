@@ -643,14 +643,14 @@ impl<S: FlowSwitch + 'static> super::NodeFeature for NetworkPolicies<S> {
     }
 
     /// Its own task follows the cluster state ([`Self::run`]); a repair rebuilds what drifted,
-    /// after the pods moved.
+    /// after the pods' VNID moves (whether or not they all moved).
     fn sync(
         &self,
         phase: super::Phase,
         reason: super::Reason,
     ) -> BoxFuture<'_, Result<(), super::FeatureError>> {
         Box::pin(async move {
-            if phase == super::Phase::Prune && reason.is_repair() {
+            if phase != super::Phase::Apply && reason.is_repair() {
                 NetworkPolicies::sync(self).await?;
             }
             Ok(())

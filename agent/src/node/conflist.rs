@@ -95,7 +95,7 @@ impl Daemon {
             let name = format!("{net}-{ns}");
             let path = self.config.cni_conf_dir.join(format!("20-{name}.conflist"));
             if let Err(e) = write_conf(&path, &self.config, &name, Some(ns)) {
-                tracing::warn!(namespace = %ns, error = %format!("{e:#}"), "writing the tenant network config");
+                tracing::warn!(namespace = %ns, error = %crate::features::contract::chain(&e), "writing the tenant network config");
             }
             want.insert(path);
         }

@@ -31,7 +31,10 @@ impl Daemon {
     pub(super) async fn reconcile_for(&self, reason: Reason) -> Result<ReconcileStats> {
         let began = std::time::Instant::now();
         let r = self.reconcile().await;
-        let shown = r.as_ref().map(Clone::clone).map_err(|e| format!("{e:#}"));
+        let shown = r
+            .as_ref()
+            .map(Clone::clone)
+            .map_err(|e| crate::features::contract::chain(e));
         self.observer
             .health
             .reconciled(reason.label(), began.elapsed(), &shown);
@@ -46,14 +49,12 @@ impl Daemon {
     async fn apply_state(&self, reason: Reason) {
         self.features.sync(Phase::Apply, reason).await;
         // sync_vnids logs each namespace's change as soon as its bundle is in.
-        match self.pods.sync_vnids().await {
-            Ok(_) => {
-                self.features.sync(Phase::Prune, reason).await;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "applying VNID changes failed; retrying at the next repair")
-            }
+        let moved = self.pods.sync_vnids().await;
+        if let Err(e) = &moved {
+            tracing::warn!(error = %e, "applying VNID changes failed; retrying at the next repair")
         }
+        let moved = moved.is_ok();
+        self.features.sync(Phase::After { moved }, reason).await;
         self.sync_tenant_networks();
     }
 
@@ -77,7 +78,9 @@ impl Daemon {
                 )
             }
             Ok(_) => {}
-            Err(e) => tracing::warn!(error = %format!("{e:#}"), why, %reason, "reconcile failed"),
+            Err(e) => {
+                tracing::warn!(error = %crate::features::contract::chain(&e), why, %reason, "reconcile failed")
+            }
         }
     }
 
@@ -86,7 +89,7 @@ impl Daemon {
     /// whole pipeline in one reconcile, then the switch may forward.
     async fn repair_switch(&self) {
         if let Err(e) = configure_tun0(&self.node, self.config.mtu).await {
-            tracing::warn!(error = %format!("{e:#}"), "re-configuring tun0 after the switch restarted");
+            tracing::warn!(error = %crate::features::contract::chain(&e), "re-configuring tun0 after the switch restarted");
         }
         // The ports as the new ovs-vswitchd numbered them, before the pipeline is reconciled.
         self.pods.follow_ofports().await;

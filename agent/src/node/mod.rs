@@ -126,9 +126,8 @@ fn node_config(cfg: &Config, state: &ClusterState) -> Result<NodeConfig> {
             cfg.cluster_networks[0].node_prefix()
         )
     })?;
-    let local_subnet: Ipv4Net = hs
-        .subnet
-        .parse()
+    let local_subnet: Ipv4Net = state
+        .subnet_of(&cfg.node_name)
         .with_step(|| format!("HostSubnet {} subnet {:?}", cfg.node_name, hs.subnet))?;
     let node_ip: Ipv4Addr = match cfg.node_ip {
         Some(ip) => ip,

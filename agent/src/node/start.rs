@@ -72,6 +72,16 @@ impl Daemon {
             switch.clone(),
             node.mode == flows::Mode::Multitenant,
         ));
+        // The features, with the host rules some keep (egress IPs) in place before the pod
+        // table is rebuilt; their rows are staged once the pods are known.
+        let table: Arc<std::sync::OnceLock<Arc<Pods>>> = Arc::default();
+        let features = register_features(&cfg, &node, &flow_store, &netlink, &state, &table);
+        features.prepare_host().await.map_err(|(name, e)| {
+            super::error::NodeError::Refused(format!(
+                "installing the host rules of {name}: {}",
+                features::contract::chain(e.as_ref())
+            ))
+        })?;
         let (pods, found) = take_pods_back(
             &cfg,
             &node,
@@ -84,8 +94,8 @@ impl Daemon {
             &mut clock,
         )
         .await?;
-        let (features, staged) =
-            stage_features(&cfg, &node, &flow_store, &netlink, &state, &pods).await?;
+        let _ = table.set(pods.clone());
+        let staged = stage_features(&features, &pods).await?;
         let base = base_flows(&node);
         flow_store
             .stage(Change::new().set(Owner::Base, base.clone()))
@@ -506,22 +516,24 @@ async fn take_pods_back(
     Ok((pods, found))
 }
 
-/// The node's features (`features::register`), each with its rows staged for the first
-/// reconcile (and its host rules in place); the pod logic gets their pod hooks.
-async fn stage_features(
+/// The node's features (`features::register`). Those that build rows per local pod read the
+/// pod table through `table`, set once the pods are taken back.
+fn register_features(
     cfg: &Config,
     node: &NodeConfig,
     flow_store: &Arc<FlowStore<Switch>>,
     netlink: &Netlink,
     state: &tokio::sync::watch::Receiver<Arc<ClusterState>>,
-    pods: &Arc<Pods>,
-) -> Result<(features::Features, Vec<(&'static str, usize)>)> {
-    let table = pods.clone();
+    table: &Arc<std::sync::OnceLock<Arc<Pods>>>,
+) -> features::Features {
+    let table = table.clone();
     let local_pods: crate::features::network_policy::LocalPods = Arc::new(move || {
         let table = table.clone();
         Box::pin(async move {
-            table
-                .list()
+            let Some(pods) = table.get() else {
+                return Vec::new();
+            };
+            pods.list()
                 .await
                 .into_iter()
                 .map(|p| crate::features::network_policy::LocalPodRef {
@@ -534,7 +546,7 @@ async fn stage_features(
                 .collect()
         })
     });
-    let all = features::register(&features::Context {
+    features::register(&features::Context {
         store: flow_store.clone(),
         state: state.clone(),
         node: node.clone(),
@@ -546,7 +558,15 @@ async fn stage_features(
             .parent()
             .unwrap_or(Path::new("/run/openvswitch"))
             .to_path_buf(),
-    });
+    })
+}
+
+/// Every feature's rows staged for the first reconcile; the pod logic gets the features' pod
+/// hooks. Returns each feature's count, by name.
+async fn stage_features(
+    all: &features::Features,
+    pods: &Arc<Pods>,
+) -> Result<Vec<(&'static str, usize)>> {
     let staged = all.stage().await.map_err(|(name, e)| {
         super::error::NodeError::Refused(format!(
             "staging {name}: {}",
@@ -557,7 +577,7 @@ async fn stage_features(
     for policy in all.pod_policies() {
         pods.set_policy(policy);
     }
-    Ok((all, staged))
+    Ok(staged)
 }
 
 /// Where the port pool's parking namespace is pinned: next to the CNI socket (the agent's run

@@ -285,6 +285,10 @@ impl Metrics {
         for connection in ["ovsdb", "openflow"] {
             m.reconnects.with_label_values(&[connection]);
         }
+        // Set by the egress firewall feature, which subnet mode does not run: 0 there.
+        for state in ["drop_all", "rules"] {
+            m.egress_firewalls.with_label_values(&[state]);
+        }
     }
 
     /// Every series in the Prometheus text format (version 0.0.4).

@@ -568,7 +568,11 @@ mod tests {
             ),
             (
                 "--node-name n --ovsdb /run/db.sock",
-                "--ovsdb \"/run/db.sock\": expected unix:<absolute path> or tcp:<ip>:<port>",
+                "--ovsdb \"/run/db.sock\": neither unix: nor tcp:: expected unix:<path> or tcp:<host>[:<port>]",
+            ),
+            (
+                "--node-name n --ovsdb tcp:host:x",
+                "an invalid port",
             ),
             (
                 "--node-name n --port-pool-size 300",
@@ -658,6 +662,24 @@ mod tests {
     }
 
     #[test]
+    fn ovsdb_takes_what_the_client_takes() {
+        for ok in [
+            "unix:/run/openvswitch/db.sock",
+            "unix:db.sock",
+            "tcp:10.0.0.1",
+            "tcp:10.0.0.1:6640",
+            "tcp:ovsdb.example:6641",
+            "tcp:[2001:db8::1]:6640",
+        ] {
+            let t: OvsdbTarget = ok.parse().unwrap_or_else(|e| panic!("{ok}: {e}"));
+            assert_eq!(t.to_string(), ok);
+        }
+        for bad in ["db.sock", "tcp:", "unix:", "tcp:[::1", "ssl:1.2.3.4:6640"] {
+            assert!(bad.parse::<OvsdbTarget>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn enumerated_settings_refuse_unknown_values_from_a_file_too() {
         let dir = std::env::temp_dir().join(format!("sdn-config-enum-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -665,7 +687,7 @@ mod tests {
         for (text, want) in [
             ("mode: flat\n", "networkpolicy"),
             ("datapathType: dpdk\n", "netdev"),
-            ("ovsdb: db.sock\n", "unix:<absolute path>"),
+            ("ovsdb: db.sock\n", "unix:<path>"),
             ("metricsAddress: localhost\n", "expected IP:PORT"),
             ("logFormat: yaml\n", "json"),
         ] {

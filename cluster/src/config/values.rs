@@ -82,14 +82,15 @@ impl std::str::FromStr for ClusterStateSource {
     }
 }
 
-/// Where the OVSDB server listens: `unix:<absolute path>` or `tcp:<ip>:<port>`.
+/// Where the OVSDB server listens: `unix:<path>` or `tcp:<host>[:<port>]` (port 6640 when
+/// left out), as the OVSDB client reads it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub enum OvsdbTarget {
     /// A Unix socket.
     Unix(PathBuf),
-    /// A TCP address.
-    Tcp(SocketAddr),
+    /// A TCP address: `HOST`, `HOST:PORT`, `[V6]` or `[V6]:PORT`.
+    Tcp(String),
 }
 
 impl std::fmt::Display for OvsdbTarget {
@@ -104,17 +105,37 @@ impl std::fmt::Display for OvsdbTarget {
 impl std::str::FromStr for OvsdbTarget {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("expected unix:<absolute path> or tcp:<ip>:<port>, got {s:?}");
+        let bad = |why: &str| format!("{why}: expected unix:<path> or tcp:<host>[:<port>]");
         if let Some(p) = s.strip_prefix("unix:") {
-            return Path::new(p)
-                .is_absolute()
-                .then(|| OvsdbTarget::Unix(p.into()))
-                .ok_or_else(bad);
+            if p.is_empty() {
+                return Err(bad("an empty socket path"));
+            }
+            return Ok(OvsdbTarget::Unix(p.into()));
         }
-        match s.strip_prefix("tcp:").map(str::parse) {
-            Some(Ok(a)) => Ok(OvsdbTarget::Tcp(a)),
-            _ => Err(bad()),
+        let Some(addr) = s.strip_prefix("tcp:") else {
+            return Err(bad("neither unix: nor tcp:"));
+        };
+        if addr.is_empty() {
+            return Err(bad("an empty address"));
         }
+        if addr.starts_with('[') != addr.contains(']') {
+            return Err(bad("unbalanced brackets"));
+        }
+        let has_port = match addr.rfind(']') {
+            Some(close) => addr[close..].contains(':'),
+            None => addr.contains(':'),
+        };
+        if has_port
+            && addr
+                .rsplit(':')
+                .next()
+                .unwrap_or_default()
+                .parse::<u16>()
+                .is_err()
+        {
+            return Err(bad("an invalid port"));
+        }
+        Ok(OvsdbTarget::Tcp(addr.to_string()))
     }
 }
 

@@ -84,76 +84,12 @@ pub fn plan_change(
     if let TenantCommand::Join { other, .. } = cmd {
         check_name(other)?;
     }
-    let unknown = |n: &str| TenantError::Unknown {
-        name: n.to_string(),
-        dir: dir.to_path_buf(),
-    };
-    let globals: Vec<&str> = match cmd {
-        TenantCommand::Create { global: true, .. } => vec![name],
-        _ => Vec::new(),
-    };
-    let mut tenancy = Tenancy::new(globals);
-    let assignments: Vec<(String, u32)> = state
-        .net_namespaces
-        .values()
-        .map(|n| (n.name().to_string(), n.net_id))
-        .collect();
-    // Validated NetNamespaces have 24-bit netids, so this only fails on a hand-built state.
-    let load = |t: &mut Tenancy, a: Vec<(String, u32)>| {
-        t.load(a)
-            .map_err(|e| TenantError::InvalidState(e.to_string()))
-    };
-    // Only tenant VNIDs matter to the walk (loading 2^24-1, the VNID of pods of an unknown
-    // tenant, would restart it from 10).
-    let tenant_range = multitenant::FIRST_TENANT_VNID..=Vnid::LAST_TENANT;
-    load(&mut tenancy, assignments)?;
-    // Resume the walk after the last VNID handed out.
-    if let Some(last) = last.filter(|v| tenant_range.contains(v)) {
-        tenancy.resume_after(last);
-    }
-    // VNIDs on local pod ports stay in use. Only the allocating commands read pods; holding also
-    // moves the walk past the largest, which is harmless.
-    if let PodCounts::Known(p) = pods {
-        if cmd.needs_pods() {
-            tenancy.hold(
-                p.vnids
-                    .iter()
-                    .filter(|v| tenant_range.contains(*v))
-                    .filter_map(|v| Vnid::new(*v)),
-            );
-        }
-    }
+    let mut tenancy = tenancy_of(state, cmd, pods, last)?;
     let local = match pods {
         PodCounts::Known(p) => PodsOfNamespace::Known(p.count(name)),
         PodCounts::Unknown(reason) => PodsOfNamespace::Unknown(reason),
     };
-    let d = admin::decide(&mut tenancy, cmd, local).map_err(|r| match r {
-        Refusal::Exists(v) => TenantError::Exists {
-            name: name.to_string(),
-            vnid: v.id(),
-        },
-        Refusal::VnidTaken { vnid, holders } => TenantError::VnidTaken {
-            name: name.to_string(),
-            vnid,
-            holders: holders.join(", "),
-        },
-        Refusal::Unknown(n) => unknown(&n),
-        Refusal::CannotIsolateDefault => TenantError::CannotIsolateDefault,
-        Refusal::CannotDeleteDefault => TenantError::CannotDeleteDefault,
-        Refusal::JoinSelf => TenantError::JoinSelf {
-            name: name.to_string(),
-        },
-        Refusal::HasPods { pods, vnid } => TenantError::HasPods {
-            name: name.to_string(),
-            pods,
-            vnid: vnid.id(),
-        },
-        Refusal::PodsUnknown(reason) => TenantError::PodsUnknown {
-            name: name.to_string(),
-            reason,
-        },
-        Refusal::Exhausted(e) => TenantError::Exhausted(e),
-    })?;
+    let d = admin::decide(&mut tenancy, cmd, local).map_err(|r| refused(r, name, dir))?;
     let change = Change {
         namespace: name.to_string(),
         from: d.from.map(Vnid::id),
@@ -202,6 +138,7 @@ pub fn plan_change(
             }
         }
     };
+    let tenant_range = multitenant::FIRST_TENANT_VNID..=Vnid::LAST_TENANT;
     let high = state
         .net_namespaces
         .values()
@@ -213,6 +150,87 @@ pub fn plan_change(
         .or_else(|| high.max(last))
         .filter(|v| Some(*v) != last);
     Ok(planned)
+}
+
+/// The tenancy of `state` as `cmd` sees it: its global namespaces, the VNIDs in use (those of
+/// local pods too, for the commands that allocate), the allocation walk resumed after `last`.
+fn tenancy_of(
+    state: &ClusterState,
+    cmd: &TenantCommand,
+    pods: &PodCounts,
+    last: Option<u32>,
+) -> Result<Tenancy, TenantError> {
+    let name = cmd.name();
+    let globals: Vec<&str> = match cmd {
+        TenantCommand::Create { global: true, .. } => vec![name],
+        _ => Vec::new(),
+    };
+    let mut tenancy = Tenancy::new(globals);
+    let assignments: Vec<(String, u32)> = state
+        .net_namespaces
+        .values()
+        .map(|n| (n.name().to_string(), n.net_id))
+        .collect();
+    // Validated NetNamespaces have 24-bit netids, so this only fails on a hand-built state.
+    let load = |t: &mut Tenancy, a: Vec<(String, u32)>| {
+        t.load(a)
+            .map_err(|e| TenantError::InvalidState(e.to_string()))
+    };
+    // Only tenant VNIDs matter to the walk (loading 2^24-1, the VNID of pods of an unknown
+    // tenant, would restart it from 10).
+    let tenant_range = multitenant::FIRST_TENANT_VNID..=Vnid::LAST_TENANT;
+    load(&mut tenancy, assignments)?;
+    // Resume the walk after the last VNID handed out.
+    if let Some(last) = last.filter(|v| tenant_range.contains(v)) {
+        tenancy.resume_after(last);
+    }
+    // VNIDs on local pod ports stay in use. Only the allocating commands read pods; holding also
+    // moves the walk past the largest, which is harmless.
+    if let PodCounts::Known(p) = pods {
+        if cmd.needs_pods() {
+            tenancy.hold(
+                p.vnids
+                    .iter()
+                    .filter(|v| tenant_range.contains(*v))
+                    .filter_map(|v| Vnid::new(*v)),
+            );
+        }
+    }
+    Ok(tenancy)
+}
+
+/// A refusal of the tenancy rules as this crate's error, naming the namespace and directory.
+fn refused(r: Refusal, name: &str, dir: &Path) -> TenantError {
+    match r {
+        Refusal::Exists(v) => TenantError::Exists {
+            name: name.to_string(),
+            vnid: v.id(),
+        },
+        Refusal::VnidTaken { vnid, holders } => TenantError::VnidTaken {
+            name: name.to_string(),
+            vnid,
+            holders: holders.join(", "),
+        },
+        Refusal::Unknown(n) => TenantError::Unknown {
+            name: n,
+            dir: dir.to_path_buf(),
+        },
+        Refusal::CannotIsolateDefault => TenantError::CannotIsolateDefault,
+        Refusal::CannotDeleteDefault => TenantError::CannotDeleteDefault,
+        Refusal::JoinSelf => TenantError::JoinSelf {
+            name: name.to_string(),
+        },
+        Refusal::HasPods { pods, vnid } => TenantError::HasPods {
+            name: name.to_string(),
+            pods,
+            vnid: vnid.id(),
+        },
+        Refusal::PodsUnknown(reason) => TenantError::PodsUnknown {
+            name: name.to_string(),
+            reason,
+        },
+        Refusal::Exhausted(e) => TenantError::Exhausted(e),
+    }
 }
 
 /// Whether a problem of the state directory could hide NetNamespaces (so the VNIDs in use are

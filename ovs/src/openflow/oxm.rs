@@ -471,6 +471,32 @@ fn port16_to_32(p: u16) -> u32 {
 /// Decodes an `ofp_match` at the start of `buf`; returns the match and the bytes consumed
 /// (including padding).
 pub fn decode_match(buf: &[u8]) -> Result<(Match, usize), CodecError> {
+    let (len, padded) = match_header(buf)?;
+    let mut fields = Reader::new(&buf[4..len], "OXM field");
+    let mut m = Match::any();
+    let mut seen: Vec<Id> = Vec::new();
+    // The L4 protocol named by the tp_src/tp_dst headers, checked against ip_proto at the end.
+    let mut l4_proto: Option<u8> = None;
+    while fields.remaining() > 0 {
+        let (id, value, mask) = next_field(&mut fields, &mut seen)?;
+        set_field(&mut m, id, value, mask, &mut l4_proto)?;
+    }
+    if let Some(p) = l4_proto {
+        if m.ip_proto != Some(p) {
+            return Err(CodecError::Malformed {
+                what: "ofp_match",
+                detail: format!(
+                    "L4 port fields of protocol {p} with nw_proto {:?}",
+                    m.ip_proto
+                ),
+            });
+        }
+    }
+    Ok((m, padded))
+}
+
+/// The `ofp_match` header: its length and its length padded to 8 bytes, checked against `buf`.
+fn match_header(buf: &[u8]) -> Result<(usize, usize), CodecError> {
     let mut r = Reader::new(buf, "ofp_match");
     let ty = r.u16()?;
     let len = r.u16()? as usize;
@@ -494,157 +520,159 @@ pub fn decode_match(buf: &[u8]) -> Result<(Match, usize), CodecError> {
             have: buf.len(),
         });
     }
-    let mut fields = Reader::new(&buf[4..len], "OXM field");
-    let mut m = Match::any();
-    let mut seen: Vec<Id> = Vec::new();
-    // The L4 protocol named by the tp_src/tp_dst headers, checked against ip_proto at the end.
-    let mut l4_proto: Option<u8> = None;
-    while fields.remaining() > 0 {
-        let hdr = fields.u32()?;
-        let class = (hdr >> 16) as u16;
-        let field = ((hdr >> 9) & 0x7f) as u8;
-        let hasmask = hdr & 0x100 != 0;
-        let plen = (hdr & 0xff) as usize;
-        let id = Id::lookup(class, field).ok_or_else(|| CodecError::Unsupported {
+    Ok((len, padded))
+}
+
+/// An OXM field: its id, value and mask.
+type Field<'a> = (Id, &'a [u8], Option<&'a [u8]>);
+
+/// The next OXM field: its id, value and mask. Refuses a field the model does not know, a
+/// payload of the wrong length, and a field `seen` already (the switch refuses duplicates,
+/// OFPBMC_DUP_FIELD; tp_src of any protocol is the same model field).
+fn next_field<'a>(fields: &mut Reader<'a>, seen: &mut Vec<Id>) -> Result<Field<'a>, CodecError> {
+    let hdr = fields.u32()?;
+    let class = (hdr >> 16) as u16;
+    let field = ((hdr >> 9) & 0x7f) as u8;
+    let hasmask = hdr & 0x100 != 0;
+    let plen = (hdr & 0xff) as usize;
+    let id = Id::lookup(class, field).ok_or_else(|| CodecError::Unsupported {
+        what: "OXM field",
+        detail: format!("class {class:#06x} field {field} (header {hdr:#010x})"),
+    })?;
+    let w = id.width();
+    let want = if hasmask { 2 * w } else { w };
+    if plen != want {
+        return Err(CodecError::Malformed {
             what: "OXM field",
-            detail: format!("class {class:#06x} field {field} (header {hdr:#010x})"),
-        })?;
-        let w = id.width();
-        let want = if hasmask { 2 * w } else { w };
-        if plen != want {
-            return Err(CodecError::Malformed {
+            detail: format!(
+                "class {class:#06x} field {field}: payload length {plen}, expected {want}"
+            ),
+        });
+    }
+    let payload = fields.take(plen)?;
+    let (value, mask) = payload.split_at(w);
+    let mask = if hasmask { Some(mask) } else { None };
+    let key = match id {
+        Id::TpSrc(_) => Id::TpSrc(0),
+        Id::TpDst(_) => Id::TpDst(0),
+        Id::InPort16 => Id::InPort,
+        other => other,
+    };
+    if seen.contains(&key) {
+        return Err(CodecError::Malformed {
+            what: "ofp_match",
+            detail: format!("class {class:#06x} field {field} appears twice"),
+        });
+    }
+    seen.push(key);
+    Ok((id, value, mask))
+}
+
+/// Sets field `id` of `m` from its value and mask; `l4_proto` is the L4 protocol the port
+/// fields named so far.
+fn set_field(
+    m: &mut Match,
+    id: Id,
+    value: &[u8],
+    mask: Option<&[u8]>,
+    l4_proto: &mut Option<u8>,
+) -> Result<(), CodecError> {
+    // Fields the model holds without a mask accept only an all-ones mask.
+    let exact_only = |name: &str| -> Result<(), CodecError> {
+        match mask {
+            Some(mb) if mb.iter().any(|b| *b != 0xff) => Err(CodecError::Unsupported {
                 what: "OXM field",
-                detail: format!(
-                    "class {class:#06x} field {field}: payload length {plen}, expected {want}"
-                ),
-            });
+                detail: format!("masked {name} (mask {mb:02x?})"),
+            }),
+            _ => Ok(()),
         }
-        let payload = fields.take(plen)?;
-        let (value, mask) = payload.split_at(w);
-        let mask = if hasmask { Some(mask) } else { None };
-        // Duplicates are refused by the switch (OFPBMC_DUP_FIELD); TpSrc(_) of any protocol is
-        // the same model field.
-        let key = match id {
-            Id::TpSrc(_) => Id::TpSrc(0),
-            Id::TpDst(_) => Id::TpDst(0),
-            Id::InPort16 => Id::InPort,
-            other => other,
-        };
-        if seen.contains(&key) {
-            return Err(CodecError::Malformed {
-                what: "ofp_match",
-                detail: format!("class {class:#06x} field {field} appears twice"),
-            });
+    };
+    match id {
+        Id::InPort => {
+            exact_only("in_port")?;
+            m.in_port = Some(be_uint(value) as u32);
         }
-        seen.push(key);
-        // Fields the model holds without a mask accept only an all-ones mask.
-        let exact_only = |name: &str| -> Result<(), CodecError> {
-            match mask {
-                Some(mb) if mb.iter().any(|b| *b != 0xff) => Err(CodecError::Unsupported {
-                    what: "OXM field",
-                    detail: format!("masked {name} (mask {mb:02x?})"),
-                }),
-                _ => Ok(()),
+        Id::InPort16 => {
+            exact_only("in_port")?;
+            m.in_port = Some(port16_to_32(be_uint(value) as u16));
+        }
+        Id::EthDst => m.eth_dst = Some(masked(mac(value), mask.map(mac), "eth_dst")?),
+        Id::EthSrc => m.eth_src = Some(masked(mac(value), mask.map(mac), "eth_src")?),
+        Id::EthType => {
+            exact_only("eth_type")?;
+            m.eth_type = Some(be_uint(value) as u16);
+        }
+        Id::IpProto => {
+            exact_only("ip_proto")?;
+            m.ip_proto = Some(value[0]);
+        }
+        Id::Ipv4Src => m.ipv4_src = Some(masked(ipv4(value), mask.map(ipv4), "nw_src")?),
+        Id::Ipv4Dst => m.ipv4_dst = Some(masked(ipv4(value), mask.map(ipv4), "nw_dst")?),
+        Id::TpSrc(p) | Id::TpDst(p) => {
+            if l4_proto.is_some_and(|q| q != p) {
+                return Err(CodecError::Malformed {
+                    what: "ofp_match",
+                    detail: "L4 port fields of different protocols".into(),
+                });
             }
-        };
-        match id {
-            Id::InPort => {
-                exact_only("in_port")?;
-                m.in_port = Some(be_uint(value) as u32);
+            *l4_proto = Some(p);
+            let v = masked(be_uint(value) as u16, mask.map(|b| be_uint(b) as u16), "tp")?;
+            if matches!(id, Id::TpSrc(_)) {
+                m.tp_src = Some(v);
+            } else {
+                m.tp_dst = Some(v);
             }
-            Id::InPort16 => {
-                exact_only("in_port")?;
-                m.in_port = Some(port16_to_32(be_uint(value) as u16));
-            }
-            Id::EthDst => m.eth_dst = Some(masked(mac(value), mask.map(mac), "eth_dst")?),
-            Id::EthSrc => m.eth_src = Some(masked(mac(value), mask.map(mac), "eth_src")?),
-            Id::EthType => {
-                exact_only("eth_type")?;
-                m.eth_type = Some(be_uint(value) as u16);
-            }
-            Id::IpProto => {
-                exact_only("ip_proto")?;
-                m.ip_proto = Some(value[0]);
-            }
-            Id::Ipv4Src => m.ipv4_src = Some(masked(ipv4(value), mask.map(ipv4), "nw_src")?),
-            Id::Ipv4Dst => m.ipv4_dst = Some(masked(ipv4(value), mask.map(ipv4), "nw_dst")?),
-            Id::TpSrc(p) | Id::TpDst(p) => {
-                if l4_proto.is_some_and(|q| q != p) {
-                    return Err(CodecError::Malformed {
-                        what: "ofp_match",
-                        detail: "L4 port fields of different protocols".into(),
-                    });
-                }
-                l4_proto = Some(p);
-                let v = masked(be_uint(value) as u16, mask.map(|b| be_uint(b) as u16), "tp")?;
-                if matches!(id, Id::TpSrc(_)) {
-                    m.tp_src = Some(v);
-                } else {
-                    m.tp_dst = Some(v);
-                }
-            }
-            Id::ArpOp => {
-                exact_only("arp_op")?;
-                m.arp_op = Some(be_uint(value) as u16);
-            }
-            Id::ArpSpa => m.arp_spa = Some(masked(ipv4(value), mask.map(ipv4), "arp_spa")?),
-            Id::ArpTpa => m.arp_tpa = Some(masked(ipv4(value), mask.map(ipv4), "arp_tpa")?),
-            Id::ArpSha => m.arp_sha = Some(masked(mac(value), mask.map(mac), "arp_sha")?),
-            Id::ArpTha => m.arp_tha = Some(masked(mac(value), mask.map(mac), "arp_tha")?),
-            Id::TunKey => m.tun_id = Some(masked(be_uint(value), mask.map(be_uint), "tun_id")?),
-            Id::Reg(n) => {
-                let v = masked(
-                    be_uint(value) as u32,
-                    mask.map(|b| be_uint(b) as u32),
-                    "reg",
-                )?;
-                m.regs[n as usize] = Some(v);
-            }
-            Id::TunSrc => m.tun_src = Some(masked(ipv4(value), mask.map(ipv4), "tun_src")?),
-            Id::TunDst => m.tun_dst = Some(masked(ipv4(value), mask.map(ipv4), "tun_dst")?),
-            Id::CtState => {
-                let v = be_uint(value) as u32;
-                let mk = mask.map_or(u32::MAX, |b| be_uint(b) as u32);
-                m.ct_state = Some(CtState::from_value_mask(v, mk));
-            }
-            Id::CtZone => {
-                exact_only("ct_zone")?;
-                m.ct_zone = Some(be_uint(value) as u16);
-            }
-            Id::Conjunction => {
-                exact_only("conj_id")?;
-                m.conj_id = Some(be_uint(value) as u32);
-            }
-            Id::CtMark => {
-                let v = masked(
-                    be_uint(value) as u32,
-                    mask.map(|b| be_uint(b) as u32),
-                    "ct_mark",
-                )?;
-                m.ct_mark = Some(v);
-            }
-            Id::PktMark => {
-                let v = masked(
-                    be_uint(value) as u32,
-                    mask.map(|b| be_uint(b) as u32),
-                    "pkt_mark",
-                )?;
-                m.pkt_mark = Some(v);
-            }
+        }
+        Id::ArpOp => {
+            exact_only("arp_op")?;
+            m.arp_op = Some(be_uint(value) as u16);
+        }
+        Id::ArpSpa => m.arp_spa = Some(masked(ipv4(value), mask.map(ipv4), "arp_spa")?),
+        Id::ArpTpa => m.arp_tpa = Some(masked(ipv4(value), mask.map(ipv4), "arp_tpa")?),
+        Id::ArpSha => m.arp_sha = Some(masked(mac(value), mask.map(mac), "arp_sha")?),
+        Id::ArpTha => m.arp_tha = Some(masked(mac(value), mask.map(mac), "arp_tha")?),
+        Id::TunKey => m.tun_id = Some(masked(be_uint(value), mask.map(be_uint), "tun_id")?),
+        Id::Reg(n) => {
+            let v = masked(
+                be_uint(value) as u32,
+                mask.map(|b| be_uint(b) as u32),
+                "reg",
+            )?;
+            m.regs[n as usize] = Some(v);
+        }
+        Id::TunSrc => m.tun_src = Some(masked(ipv4(value), mask.map(ipv4), "tun_src")?),
+        Id::TunDst => m.tun_dst = Some(masked(ipv4(value), mask.map(ipv4), "tun_dst")?),
+        Id::CtState => {
+            let v = be_uint(value) as u32;
+            let mk = mask.map_or(u32::MAX, |b| be_uint(b) as u32);
+            m.ct_state = Some(CtState::from_value_mask(v, mk));
+        }
+        Id::CtZone => {
+            exact_only("ct_zone")?;
+            m.ct_zone = Some(be_uint(value) as u16);
+        }
+        Id::Conjunction => {
+            exact_only("conj_id")?;
+            m.conj_id = Some(be_uint(value) as u32);
+        }
+        Id::CtMark => {
+            let v = masked(
+                be_uint(value) as u32,
+                mask.map(|b| be_uint(b) as u32),
+                "ct_mark",
+            )?;
+            m.ct_mark = Some(v);
+        }
+        Id::PktMark => {
+            let v = masked(
+                be_uint(value) as u32,
+                mask.map(|b| be_uint(b) as u32),
+                "pkt_mark",
+            )?;
+            m.pkt_mark = Some(v);
         }
     }
-    if let Some(p) = l4_proto {
-        if m.ip_proto != Some(p) {
-            return Err(CodecError::Malformed {
-                what: "ofp_match",
-                detail: format!(
-                    "L4 port fields of protocol {p} with nw_proto {:?}",
-                    m.ip_proto
-                ),
-            });
-        }
-    }
-    Ok((m, padded))
+    Ok(())
 }
 
 #[cfg(test)]

@@ -476,7 +476,10 @@ impl<S: FlowSwitch + 'static> super::NodeFeature for EgressFirewalls<S> {
         _: super::Reason,
     ) -> futures::future::BoxFuture<'_, Result<(), super::FeatureError>> {
         Box::pin(async move {
-            EgressFirewalls::sync(self, phase == super::Phase::Prune).await?;
+            if phase == (super::Phase::After { moved: false }) {
+                return Ok(());
+            }
+            EgressFirewalls::sync(self, phase.prunes()).await?;
             Ok(())
         })
     }

@@ -98,6 +98,8 @@ pub(crate) struct EgressIps<S> {
     offline: std::sync::Mutex<BTreeSet<String>>,
     applied: tokio::sync::Mutex<Applied>,
     watched: watch::Sender<BTreeSet<Monitored>>,
+    /// Tenants with egress IPs when start-up staged their rows.
+    staged: std::sync::atomic::AtomicUsize,
 }
 
 impl<S: FlowSwitch> EgressIps<S> {
@@ -121,6 +123,7 @@ impl<S: FlowSwitch> EgressIps<S> {
             offline: std::sync::Mutex::default(),
             applied: tokio::sync::Mutex::default(),
             watched: watch::channel(BTreeSet::new()).0,
+            staged: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -538,13 +541,19 @@ impl<S: FlowSwitch + 'static> super::NodeFeature for EgressIps<S> {
     }
 
     /// The host iptables rules, with the egress IPs this node holds; their flows are staged
-    /// for the first reconcile.
-    fn stage(&self) -> futures::future::BoxFuture<'_, Result<usize, super::FeatureError>> {
+    /// for the first reconcile at once.
+    fn prepare_host(&self) -> futures::future::BoxFuture<'_, Result<(), super::FeatureError>> {
         Box::pin(async move {
-            EgressIps::sync(self, true, true)
-                .await
-                .map_err(super::FeatureError::from)
+            let tenants = EgressIps::sync(self, true, true).await?;
+            self.staged
+                .store(tenants, std::sync::atomic::Ordering::Relaxed);
+            Ok(())
         })
+    }
+
+    /// Staged with the host rules ([`Self::prepare_host`]): how many tenants have egress IPs.
+    fn stage(&self) -> futures::future::BoxFuture<'_, Result<usize, super::FeatureError>> {
+        Box::pin(async move { Ok(self.staged.load(std::sync::atomic::Ordering::Relaxed)) })
     }
 
     /// New and changed tenants before pods move, as the firewall's; the rest after.
@@ -554,7 +563,10 @@ impl<S: FlowSwitch + 'static> super::NodeFeature for EgressIps<S> {
         _: super::Reason,
     ) -> futures::future::BoxFuture<'_, Result<(), super::FeatureError>> {
         Box::pin(async move {
-            EgressIps::sync(self, false, phase == super::Phase::Prune)
+            if phase == (super::Phase::After { moved: false }) {
+                return Ok(());
+            }
+            EgressIps::sync(self, false, phase.prunes())
                 .await
                 .map(drop)
                 .map_err(super::FeatureError::from)

@@ -133,49 +133,9 @@ impl Netlink {
         // the removal of a stale host veth then the creation of the pair.
         let host_side = async {
             if let Some(peer) = &spec.pool_peer {
-                // A pooled pair: the pod interface is a passthru macvlan on its parked peer,
-                // created directly in the pod netns (no device moves between namespaces: a
-                // move waits for an RCU grace period, tens of ms here). Passthru: the macvlan
-                // takes the peer's MAC (so the peer gets the pod's first), owns the peer alone
-                // (a second one is refused), and makes it promiscuous while it exists.
-                guard.armed = true;
-                let parking = self.parking().await?;
-                let index = get_link(&parking.handle, peer)
-                    .await
-                    .map_err(|e| NetlinkError::nl(format!("looking up pool veth {peer}"), e))?
-                    .ok_or_else(|| NetlinkError::LinkNotFound {
-                        ifname: peer.clone(),
-                        netns: "the port pool's namespace".into(),
-                    })?
-                    .header
-                    .index;
-                parking
-                    .handle
-                    .link()
-                    .set(
-                        LinkUnspec::new_with_index(index)
-                            .address(spec.mac.to_vec())
-                            .build(),
-                    )
-                    .execute()
-                    .await
-                    .map_err(|e| {
-                        NetlinkError::nl(format!("setting the pod's MAC on pool veth {peer}"), e)
-                    })?;
-                let created = parking
-                    .handle
-                    .link()
-                    .add(
-                        LinkMessageBuilder::<LinkMacVlan>::new(&spec.ifname)
-                            .link(index)
-                            .mode(MacVlanMode::Passthrough)
-                            .setns_by_fd(file.as_raw_fd())
-                            .mtu(spec.mtu)
-                            .build(),
-                    )
-                    .execute()
+                return self
+                    .macvlan_on_pool_peer(spec, peer, file.as_raw_fd(), guard)
                     .await;
-                return Ok::<_, NetlinkError>(created);
             }
             let stale = del_link(&node, &spec.host_ifname).await.map_err(|e| {
                 NetlinkError::nl(format!("deleting stale host veth {}", spec.host_ifname), e)
@@ -224,122 +184,9 @@ impl Netlink {
 
         // Pod side: the interface and lo up and the index, then the address, then the routes.
         let pod = session.handle();
-        let pod_side = async {
-            // Sent together, processed by the kernel in this order: the pod end up (it cannot
-            // be brought up at creation: the kernel opens the peer before the pair is linked,
-            // ENOTCONN), lo up, and the lookup for the index.
-            let up = |ifname: &str| {
-                let req = pod
-                    .link()
-                    .set(LinkUnspec::new_with_name(ifname).up().build())
-                    .execute();
-                let ifname = ifname.to_string();
-                async move {
-                    req.await.map_err(|e| {
-                        NetlinkError::nl(
-                            format!("bringing {ifname} up in netns {}", netns.display()),
-                            e,
-                        )
-                    })
-                }
-            };
-            // First of all, while it is down: no automatic IPv6 address on the pod interface
-            // (`ip link set IFNAME addrgenmode none`). The pod network is IPv4 (table 0 drops
-            // a pod's IPv6), and a link-local address would make the pod's kernel send DAD,
-            // router solicitations and MLD reports into br0 for seconds after every ADD; on
-            // the userspace datapath each such packet wakes ovs-vswitchd's main loop, which
-            // polls every port (milliseconds at 1000 pods): a node creating pods kept it busy.
-            // A kernel without IPv6 refuses the attribute; that is fine (nothing to quiet).
-            let quiet = pod
-                .link()
-                .set(
-                    LinkUnspec::new_with_name(&spec.ifname)
-                        .append_extra_attribute(LinkAttribute::AfSpecUnspec(vec![
-                            AfSpecUnspec::Inet6(vec![AfSpecInet6::AddrGenMode(
-                                In6AddrGenMode::None,
-                            )]),
-                        ]))
-                        .build(),
-                )
-                .execute();
-            let (quiet, pod_up, lo_up, link) = tokio::join!(
-                quiet,
-                up(&spec.ifname),
-                up("lo"),
-                get_link(&pod, &spec.ifname)
-            );
-            if let Err(e) = quiet {
-                tracing::debug!(ifname = %spec.ifname, netns = %netns.display(), error = %e, "not setting addrgenmode none (no IPv6 in this kernel?)");
-            }
-            let link = link
-                .map_err(|e| NetlinkError::nl(in_pod(spec, "looking up interface"), e))?
-                .ok_or_else(|| NetlinkError::LinkNotFound {
-                    ifname: spec.ifname.clone(),
-                    netns: format!("netns {} right after creating it", netns.display()),
-                })?;
-            pod_up?;
-            lo_up?;
-            let index = link.header.index;
-            pod.address()
-                .add(
-                    index,
-                    IpAddr::V4(spec.address.addr()),
-                    spec.address.prefix_len(),
-                )
-                .execute()
-                .await
-                .map_err(|e| {
-                    NetlinkError::nl(
-                        in_pod(spec, &format!("adding address {} to", spec.address)),
-                        e,
-                    )
-                })?;
-            let default = RouteSpec {
-                dst: Ipv4Net::default(),
-                via: Some(spec.gateway),
-            };
-            let routes: Vec<RouteSpec> = std::iter::once(default)
-                .chain(spec.routes.iter().copied())
-                .collect();
-            let added = join_all(routes.iter().map(|r| {
-                pod.route()
-                    .add(route_message(r, index, RouteProtocol::Static))
-                    .execute()
-            }))
-            .await;
-            for (route, result) in routes.iter().zip(added) {
-                result.map_err(|e| {
-                    NetlinkError::nl(in_pod(spec, &format!("adding route {route} dev")), e)
-                })?;
-            }
-            Ok::<_, NetlinkError>(())
-        };
+        let pod_side = configure_pod_side(&pod, spec);
         // Node side meanwhile: the host end's index and MAC, its checksum offload.
-        let host_side = async {
-            let link = get_link(&node, &spec.host_ifname)
-                .await
-                .map_err(|e| {
-                    NetlinkError::nl(format!("looking up host veth {}", spec.host_ifname), e)
-                })?
-                .ok_or_else(|| NetlinkError::LinkNotFound {
-                    ifname: spec.host_ifname.clone(),
-                    netns: "the node netns right after creating it".into(),
-                })?;
-            // A pool pair's host end was configured when the pool made it.
-            if spec.pool_peer.is_none() {
-                if spec.tx_checksum_off {
-                    self.set_tx_checksum(&spec.host_ifname, false)?;
-                }
-                super::isolate_host_veth(&spec.host_ifname)?;
-            }
-            let mac = link_mac(&link).ok_or_else(|| {
-                NetlinkError::os(
-                    format!("reading the MAC of host veth {}", spec.host_ifname),
-                    std::io::Error::other("the kernel reported no 6-byte address"),
-                )
-            })?;
-            Ok::<_, NetlinkError>((link.header.index, mac))
-        };
+        let host_side = self.host_end(&node, spec);
         let (pod_result, host_result) = tokio::join!(session.drive(pod_side), host_side);
         pod_result??;
         let (host_index, host_mac) = host_result?;
@@ -354,6 +201,89 @@ impl Netlink {
             pod_mac: spec.mac,
             host_mac,
         })
+    }
+
+    /// A pooled pair: the pod interface is a passthru macvlan on its parked peer `peer`,
+    /// created directly in the pod netns (`fd`; no device moves between namespaces: a move
+    /// waits for an RCU grace period, tens of ms here). Passthru: the macvlan takes the peer's
+    /// MAC (so the peer gets the pod's first), owns the peer alone (a second one is refused),
+    /// and makes it promiscuous while it exists. The outer error is a step before the
+    /// creation; the inner one the creation's, which the caller explains.
+    async fn macvlan_on_pool_peer(
+        &self,
+        spec: &PodLinkSpec,
+        peer: &str,
+        fd: RawFd,
+        guard: &mut VethGuard,
+    ) -> Result<Result<(), rtnetlink::Error>, NetlinkError> {
+        guard.armed = true;
+        let parking = self.parking().await?;
+        let index = get_link(&parking.handle, peer)
+            .await
+            .map_err(|e| NetlinkError::nl(format!("looking up pool veth {peer}"), e))?
+            .ok_or_else(|| NetlinkError::LinkNotFound {
+                ifname: peer.to_string(),
+                netns: "the port pool's namespace".into(),
+            })?
+            .header
+            .index;
+        parking
+            .handle
+            .link()
+            .set(
+                LinkUnspec::new_with_index(index)
+                    .address(spec.mac.to_vec())
+                    .build(),
+            )
+            .execute()
+            .await
+            .map_err(|e| {
+                NetlinkError::nl(format!("setting the pod's MAC on pool veth {peer}"), e)
+            })?;
+        let created = parking
+            .handle
+            .link()
+            .add(
+                LinkMessageBuilder::<LinkMacVlan>::new(&spec.ifname)
+                    .link(index)
+                    .mode(MacVlanMode::Passthrough)
+                    .setns_by_fd(fd)
+                    .mtu(spec.mtu)
+                    .build(),
+            )
+            .execute()
+            .await;
+        Ok(created)
+    }
+
+    /// The host end of a new interface: its index and MAC, and (a new veth's) checksum
+    /// offload and hardening; a pool pair's host end was configured when the pool made it.
+    async fn host_end(
+        &self,
+        node: &Handle,
+        spec: &PodLinkSpec,
+    ) -> Result<(u32, [u8; 6]), NetlinkError> {
+        let link = get_link(node, &spec.host_ifname)
+            .await
+            .map_err(|e| NetlinkError::nl(format!("looking up host veth {}", spec.host_ifname), e))?
+            .ok_or_else(|| NetlinkError::LinkNotFound {
+                ifname: spec.host_ifname.clone(),
+                netns: "the node netns right after creating it".into(),
+            })?;
+        // A pool pair's host end was configured when the pool made it.
+        if spec.pool_peer.is_none() {
+            if spec.tx_checksum_off {
+                self.set_tx_checksum(&spec.host_ifname, false)?;
+            }
+            super::isolate_host_veth(&spec.host_ifname)?;
+        }
+        let mac = link_mac(&link).ok_or_else(|| {
+            NetlinkError::os(
+                format!("reading the MAC of host veth {}", spec.host_ifname),
+                std::io::Error::other("the kernel reported no 6-byte address"),
+            )
+        })?;
+        Ok((link.header.index, mac))
     }
 
     /// Creates a veth pair for the port pool: the host end in the node netns, the peer in the
@@ -715,6 +645,97 @@ pub(crate) fn route_table(msg: &RouteMessage) -> u32 {
             _ => None,
         })
         .unwrap_or(u32::from(msg.header.table))
+}
+
+/// The pod side of a new interface: the interface and lo up and the index, then the address,
+/// then the routes (the default one through the gateway first).
+async fn configure_pod_side(pod: &Handle, spec: &PodLinkSpec) -> Result<(), NetlinkError> {
+    let netns = spec.netns.as_path();
+    // Sent together, processed by the kernel in this order: the pod end up (it cannot
+    // be brought up at creation: the kernel opens the peer before the pair is linked,
+    // ENOTCONN), lo up, and the lookup for the index.
+    let up = |ifname: &str| {
+        let req = pod
+            .link()
+            .set(LinkUnspec::new_with_name(ifname).up().build())
+            .execute();
+        let ifname = ifname.to_string();
+        async move {
+            req.await.map_err(|e| {
+                NetlinkError::nl(
+                    format!("bringing {ifname} up in netns {}", netns.display()),
+                    e,
+                )
+            })
+        }
+    };
+    // First of all, while it is down: no automatic IPv6 address on the pod interface
+    // (`ip link set IFNAME addrgenmode none`). The pod network is IPv4 (table 0 drops
+    // a pod's IPv6), and a link-local address would make the pod's kernel send DAD,
+    // router solicitations and MLD reports into br0 for seconds after every ADD; on
+    // the userspace datapath each such packet wakes ovs-vswitchd's main loop, which
+    // polls every port (milliseconds at 1000 pods): a node creating pods kept it busy.
+    // A kernel without IPv6 refuses the attribute; that is fine (nothing to quiet).
+    let quiet = pod
+        .link()
+        .set(
+            LinkUnspec::new_with_name(&spec.ifname)
+                .append_extra_attribute(LinkAttribute::AfSpecUnspec(vec![AfSpecUnspec::Inet6(
+                    vec![AfSpecInet6::AddrGenMode(In6AddrGenMode::None)],
+                )]))
+                .build(),
+        )
+        .execute();
+    let (quiet, pod_up, lo_up, link) = tokio::join!(
+        quiet,
+        up(&spec.ifname),
+        up("lo"),
+        get_link(pod, &spec.ifname)
+    );
+    if let Err(e) = quiet {
+        tracing::debug!(ifname = %spec.ifname, netns = %netns.display(), error = %e, "not setting addrgenmode none (no IPv6 in this kernel?)");
+    }
+    let link = link
+        .map_err(|e| NetlinkError::nl(in_pod(spec, "looking up interface"), e))?
+        .ok_or_else(|| NetlinkError::LinkNotFound {
+            ifname: spec.ifname.clone(),
+            netns: format!("netns {} right after creating it", netns.display()),
+        })?;
+    pod_up?;
+    lo_up?;
+    let index = link.header.index;
+    pod.address()
+        .add(
+            index,
+            IpAddr::V4(spec.address.addr()),
+            spec.address.prefix_len(),
+        )
+        .execute()
+        .await
+        .map_err(|e| {
+            NetlinkError::nl(
+                in_pod(spec, &format!("adding address {} to", spec.address)),
+                e,
+            )
+        })?;
+    let default = RouteSpec {
+        dst: Ipv4Net::default(),
+        via: Some(spec.gateway),
+    };
+    let routes: Vec<RouteSpec> = std::iter::once(default)
+        .chain(spec.routes.iter().copied())
+        .collect();
+    let added = join_all(routes.iter().map(|r| {
+        pod.route()
+            .add(route_message(r, index, RouteProtocol::Static))
+            .execute()
+    }))
+    .await;
+    for (route, result) in routes.iter().zip(added) {
+        result
+            .map_err(|e| NetlinkError::nl(in_pod(spec, &format!("adding route {route} dev")), e))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

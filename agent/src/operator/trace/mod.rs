@@ -16,8 +16,6 @@
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use ipnet::Ipv4Net;
-
 use crate::operator::observe::pod_mac;
 use crate::operator::observe::NodeView;
 use local_api::{Step, TraceRequest, TraceResult};
@@ -139,12 +137,10 @@ pub(crate) async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceRe
         }
     };
     let remote_of = |ip: Ipv4Addr| -> Option<(String, Ipv4Addr)> {
-        state.host_subnets.values().find_map(|hs| {
-            let net: Ipv4Net = hs.subnet.parse().ok()?;
-            (net.contains(&ip) && hs.host != view.config.node_name)
-                .then(|| Some((hs.host.clone(), hs.host_ip.parse().ok()?)))
-                .flatten()
-        })
+        state
+            .node_holding(ip)
+            .filter(|(node, _)| *node != view.config.node_name)
+            .map(|(node, vtep)| (node.to_string(), vtep))
     };
     // Egress IPs as this node applies them, and the network policies' view.
     let (egress_ips, _) = match view.features.get::<crate::operator::observe::EgressIps>() {
