@@ -363,8 +363,14 @@ fn the_controller_allocates_subnets_and_vnids_and_one_leads() {
     let _c2 = Controller::start(&kc, "c2", &globals);
     let hs = |n: &str| fake.get("network.openshift.io", "hostsubnets", None, n);
     let nn = |n: &str| fake.get("network.openshift.io", "netnamespaces", None, n);
+    // Every object the assertions below read: one plan's creates run concurrently, so one
+    // being there says nothing of the others.
     wait("HostSubnets and NetNamespaces", || {
-        hs("n1").is_some() && hs("n2").is_some() && nn("tenant-b").is_some()
+        hs("n1").is_some()
+            && hs("n2").is_some()
+            && ["default", "kube-system", "tenant-a", "tenant-b"]
+                .iter()
+                .all(|n| nn(n).is_some())
     });
     assert!(fake
         .get("network.openshift.io", "clusternetworks", None, "default")
