@@ -137,7 +137,7 @@ async fn fence_openshift_sdn(
                 ControllerError::Lease { source: kube::Error::Api(a), .. } if a.code == 403
             );
             if forbidden {
-                tracing::error!(%lease, error = %chain(&e), "namespace openshift-sdn exists, and this controller may not hold openshift-sdn's controller Lease, so it cannot be sure openshift-sdn's controller is stopped: it allocates nothing; apply deploy/migration/rbac-openshift-sdn.yaml");
+                tracing::error!(%lease, error = %cluster::error_chain(&e), "namespace openshift-sdn exists, and this controller may not hold openshift-sdn's controller Lease, so it cannot be sure openshift-sdn's controller is stopped: it allocates nothing; apply deploy/migration/rbac-openshift-sdn.yaml");
                 *fenced = false;
                 return Ok(false);
             }
@@ -201,7 +201,7 @@ pub async fn run(cfg: Config, shutdown: impl std::future::Future<Output = ()>) -
                         // A failed renewal of the fence while leading: retried next time
                         // (openshift-sdn's controller cannot take it for LEASE_DURATION).
                         Err(e) if leading => {
-                            tracing::warn!(error = %chain(&e), "renewing openshift-sdn's controller Lease");
+                            tracing::warn!(error = %cluster::error_chain(&e), "renewing openshift-sdn's controller Lease");
                             Ok(true)
                         }
                         other => other,
@@ -223,7 +223,7 @@ pub async fn run(cfg: Config, shutdown: impl std::future::Future<Output = ()>) -
                         }
                     }
                     Err(e) => {
-                        tracing::warn!(error = %chain(&e), "renewing the controller Lease");
+                        tracing::warn!(error = %cluster::error_chain(&e), "renewing the controller Lease");
                         if leading && last_renewed.elapsed() >= LEASE_DURATION {
                             bail!("could not renew the controller Lease for {}s; exiting so a follower takes over", LEASE_DURATION.as_secs());
                         }
@@ -270,7 +270,7 @@ async fn write_plan(client: &Client, view: &mut Views, p: &plan::Plan) {
                     view.record(a, stored.as_ref());
                 }
                 Err(e) => {
-                    tracing::warn!(action = %a, error = %chain(&e), "write failed; planning again on the next change")
+                    tracing::warn!(action = %a, error = %cluster::error_chain(&e), "write failed; planning again on the next change")
                 }
             }
         }
@@ -660,19 +660,4 @@ pub async fn until_signal() {
         _ = term.recv() => {}
         _ = int.recv() => {}
     }
-}
-
-/// An error and its causes, `outer: inner: root`.
-fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let s = c.to_string();
-        if !text.contains(&s) {
-            text.push_str(": ");
-            text.push_str(&s);
-        }
-        cause = c.source();
-    }
-    text
 }

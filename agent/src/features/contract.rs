@@ -274,20 +274,7 @@ impl Features {
     }
 }
 
-/// An error and its causes, `outer: inner: root`.
-pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let s = c.to_string();
-        if !text.contains(&s) {
-            text.push_str(": ");
-            text.push_str(&s);
-        }
-        cause = c.source();
-    }
-    text
-}
+pub use cluster::error_chain as chain;
 
 #[cfg(test)]
 mod tests {
