@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
+use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -242,9 +243,28 @@ pub struct EgressEntry {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct EgressRuleEntry {
     /// `Allow` or `Deny`.
-    pub action: String,
+    pub action: EgressAction,
     /// The destinations (CIDRs; the addresses a DNS name resolved to).
-    pub to: Vec<String>,
+    pub to: Vec<Ipv4Net>,
+}
+
+/// What an egress firewall rule does to the destinations it covers; on the wire `"Allow"` or
+/// `"Deny"`, as EgressNetworkPolicy spells it.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub enum EgressAction {
+    /// Let the traffic out.
+    Allow,
+    /// Drop it.
+    Deny,
+}
+
+impl std::fmt::Display for EgressAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EgressAction::Allow => "Allow",
+            EgressAction::Deny => "Deny",
+        })
+    }
 }
 
 /// `sdnctl status`.
@@ -255,9 +275,9 @@ pub struct Status {
     /// Isolation mode.
     pub mode: String,
     /// The node's pod subnet.
-    pub subnet: String,
+    pub subnet: Ipv4Net,
     /// The underlay address.
-    pub node_ip: String,
+    pub node_ip: Ipv4Addr,
     /// Datapath type.
     pub datapath: String,
     /// The agent's version.
@@ -362,4 +382,33 @@ pub struct ReconcileRecord {
     pub changes: Vec<String>,
     /// The error, when it failed.
     pub error: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{EgressAction, EgressRuleEntry};
+
+    #[test]
+    fn an_egress_rule_is_typed_but_keeps_its_wire_form() {
+        let rule = EgressRuleEntry {
+            action: EgressAction::Deny,
+            to: vec!["10.0.0.0/8".parse().unwrap()],
+        };
+        let json = serde_json::to_string(&rule).unwrap();
+        assert_eq!(json, r#"{"action":"Deny","to":["10.0.0.0/8"]}"#);
+        assert_eq!(
+            serde_json::from_str::<EgressRuleEntry>(&json).unwrap(),
+            rule
+        );
+        // A client reading an answer it does not understand says so instead of guessing.
+        for bad in [
+            r#"{"action":"Drop","to":["10.0.0.0/8"]}"#,
+            r#"{"action":"Allow","to":["10.0.0.0/33"]}"#,
+        ] {
+            assert!(
+                serde_json::from_str::<EgressRuleEntry>(bad).is_err(),
+                "{bad}"
+            );
+        }
+    }
 }

@@ -251,7 +251,8 @@ pub(crate) fn egress(entries: &[local_api::EgressEntry]) -> String {
                     let to = if r.to.is_empty() {
                         "(nothing yet: its name has not resolved)".to_string()
                     } else {
-                        r.to.join(", ")
+                        let to: Vec<String> = r.to.iter().map(ToString::to_string).collect();
+                        to.join(", ")
                     };
                     s.push_str(&format!("  {}. {} {to}\n", i + 1, r.action));
                 }

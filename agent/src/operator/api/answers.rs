@@ -6,8 +6,8 @@ use crate::operator::observe::{HttpAnswer, NodeView};
 use flows::Table;
 use hyper::StatusCode;
 use local_api::{
-    BandwidthEntry, EgressEntry, EgressIpsView, EgressRuleEntry, FlowEntry, IsolationEntry,
-    NamespaceEntry, NetworkPoliciesView, PodEntry, Status,
+    BandwidthEntry, EgressAction, EgressEntry, EgressIpsView, EgressRuleEntry, FlowEntry,
+    IsolationEntry, NamespaceEntry, NetworkPoliciesView, PodEntry, Status,
 };
 use ovs::openflow::DumpFilter;
 use serde_json::Value;
@@ -100,8 +100,12 @@ pub(crate) async fn egress_entries(view: &NodeView) -> Vec<EgressEntry> {
                 flows::EgressFirewall::Rules(r) => r
                     .iter()
                     .map(|r| EgressRuleEntry {
-                        action: if r.allow { "Allow" } else { "Deny" }.into(),
-                        to: r.to.iter().map(ToString::to_string).collect(),
+                        action: if r.allow {
+                            EgressAction::Allow
+                        } else {
+                            EgressAction::Deny
+                        },
+                        to: r.to.clone(),
                     })
                     .collect(),
             },
@@ -332,8 +336,8 @@ pub(crate) async fn status(view: &NodeView) -> Status {
     Status {
         node: view.config.node_name.clone(),
         mode: view.node.mode.name().to_string(),
-        subnet: view.node.local_subnet.to_string(),
-        node_ip: view.node.node_ip.to_string(),
+        subnet: view.node.local_subnet,
+        node_ip: view.node.node_ip,
         datapath: view.config.datapath_type.to_string(),
         version: env!("CARGO_PKG_VERSION").to_string(),
         pipeline_version: view.pipeline_version(),
