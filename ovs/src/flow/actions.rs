@@ -6,7 +6,7 @@
 //! writes something other than `ct_mark` cannot be built: nothing here encodes silently to
 //! something else or to nothing. "Drop" is the empty action list, as in OpenFlow.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::fields::{Field, Subfield};
 use super::types::MacAddr;
@@ -70,6 +70,12 @@ pub struct Load {
 impl Load {
     /// Refuses a value wider than the destination range.
     pub fn new(dst: Subfield, value: u64) -> Result<Self, FlowError> {
+        if dst.n_bits() > 64 {
+            return Err(FlowError::Invalid(format!(
+                "load writes at most 64 bits, not {} into {dst}: use set_field for the whole field",
+                dst.n_bits()
+            )));
+        }
         if dst.n_bits() < 64 && value >> dst.n_bits() != 0 {
             return Err(FlowError::Invalid(format!(
                 "load value {value:#x} does not fit {dst} ({} bits)",
@@ -97,13 +103,13 @@ impl Load {
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub struct SetField {
     field: Field,
-    value: u64,
+    value: u128,
 }
 
 impl SetField {
     /// Refuses a value wider than the field.
-    pub fn new(field: Field, value: u64) -> Result<Self, FlowError> {
-        if field.bits() < 64 && value >> field.bits() != 0 {
+    pub fn new(field: Field, value: u128) -> Result<Self, FlowError> {
+        if field.bits() < 128 && value >> field.bits() != 0 {
             return Err(FlowError::Invalid(format!(
                 "set_field value {value:#x} does not fit {} ({} bits)",
                 field.name(),
@@ -119,7 +125,7 @@ impl SetField {
     }
 
     /// The value, right-aligned (a MAC in the low 48 bits, an IPv4 address in the low 32).
-    pub fn value(&self) -> u64 {
+    pub fn value(&self) -> u128 {
         self.value
     }
 }
@@ -531,15 +537,31 @@ impl Action {
 
     /// `set_field:V->FIELD`.
     pub fn set_field(field: Field, value: u64) -> Result<Action, FlowError> {
-        SetField::new(field, value).map(Action::SetField)
+        SetField::new(field, u128::from(value)).map(Action::SetField)
     }
 
     /// `set_field:A->tun_dst`.
     pub fn set_tun_dst(addr: Ipv4Addr) -> Action {
         Action::SetField(SetField {
             field: Field::TunDst,
-            value: u32::from(addr) as u64,
+            value: u128::from(u32::from(addr)),
         })
+    }
+
+    /// `set_field:A->tun_ipv6_dst`: the outer IPv6 destination of a tunnel.
+    pub fn set_tun_ipv6_dst(addr: Ipv6Addr) -> Action {
+        Action::SetField(SetField {
+            field: Field::TunIpv6Dst,
+            value: u128::from(addr),
+        })
+    }
+
+    /// The tunnel's outer destination of either family: `tun_dst` or `tun_ipv6_dst`.
+    pub fn set_tunnel_dst(addr: IpAddr) -> Action {
+        match addr {
+            IpAddr::V4(a) => Action::set_tun_dst(a),
+            IpAddr::V6(a) => Action::set_tun_ipv6_dst(a),
+        }
     }
 
     /// `set_field:M->eth_dst`.
@@ -548,7 +570,7 @@ impl Action {
         b[2..].copy_from_slice(&mac.0);
         Action::SetField(SetField {
             field: Field::EthDst,
-            value: u64::from_be_bytes(b),
+            value: u128::from(u64::from_be_bytes(b)),
         })
     }
 

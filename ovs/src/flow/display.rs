@@ -9,11 +9,13 @@
 
 use std::collections::BTreeMap;
 use std::fmt::{self, Write};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::actions::{ports, Action, Ct, CtZone, NatKind};
 use super::fields::Field;
-use super::matches::{CtFlag, CtState, Match, ETH_TYPE_ARP, ETH_TYPE_IP};
+use super::matches::{
+    CtFlag, CtState, Match, ETH_TYPE_ARP, ETH_TYPE_IP, ETH_TYPE_IPV6, IPPROTO_ICMPV6,
+};
 use super::types::{MacAddr, Masked};
 use super::{Flow, DEFAULT_PRIORITY};
 
@@ -266,6 +268,22 @@ fn masked_ip(s: &mut String, name: &str, m: &Option<Masked<Ipv4Addr>>) {
     }
 }
 
+fn masked_ip6(s: &mut String, name: &str, m: &Option<Masked<Ipv6Addr>>) {
+    if let Some(m) = m {
+        let _ = write!(s, "{name}={}", m.value());
+        match (m.mask(), m.prefix_len()) {
+            (None, _) => {}
+            (Some(_), Some(len)) => {
+                let _ = write!(s, "/{len}");
+            }
+            (Some(mask), None) => {
+                let _ = write!(s, "/{mask}");
+            }
+        }
+        s.push(',');
+    }
+}
+
 fn masked_mac(s: &mut String, name: &str, m: &Option<Masked<MacAddr>>) {
     if let Some(m) = m {
         let _ = write!(s, "{name}={}", m.value());
@@ -305,7 +323,7 @@ fn ct_state(s: &mut String, st: &CtState) {
 pub(crate) fn eth_type_name(t: u16) -> Option<&'static str> {
     Some(match t {
         ETH_TYPE_ARP => "arp",
-        0x86dd => "ipv6",
+        ETH_TYPE_IPV6 => "ipv6",
         0x8035 => "rarp",
         0x8847 => "mpls",
         0x8848 => "mplsm",
@@ -347,6 +365,19 @@ fn write_match(s: &mut String, m: &Match, priority: u16, names: Option<&Names>) 
             s.push_str(name.unwrap_or("ip"));
             s.push(',');
         }
+        Some(ETH_TYPE_IPV6) => {
+            skip_type = true;
+            let name = match m.ip_proto {
+                Some(IPPROTO_ICMPV6) => Some("icmp6"),
+                Some(6) => Some("tcp6"),
+                Some(17) => Some("udp6"),
+                Some(132) => Some("sctp6"),
+                _ => None,
+            };
+            skip_proto = name.is_some();
+            s.push_str(name.unwrap_or("ipv6"));
+            s.push(',');
+        }
         Some(t) => {
             if let Some(name) = eth_type_name(t) {
                 skip_type = true;
@@ -362,6 +393,8 @@ fn write_match(s: &mut String, m: &Match, priority: u16, names: Option<&Names>) 
     masked_hex(s, "tun_id", &m.tun_id);
     masked_ip(s, "tun_src", &m.tun_src);
     masked_ip(s, "tun_dst", &m.tun_dst);
+    masked_ip6(s, "tun_ipv6_src", &m.tun_ipv6_src);
+    masked_ip6(s, "tun_ipv6_dst", &m.tun_ipv6_dst);
     if let Some(p) = m.in_port {
         s.push_str("in_port=");
         put_port(s, p, names);
@@ -374,7 +407,15 @@ fn write_match(s: &mut String, m: &Match, priority: u16, names: Option<&Names>) 
             let _ = write!(s, "dl_type={t:#06x},");
         }
     }
-    if m.eth_type == Some(ETH_TYPE_ARP) {
+    if m.eth_type == Some(ETH_TYPE_IPV6) {
+        masked_ip6(s, "ipv6_src", &m.ipv6_src);
+        masked_ip6(s, "ipv6_dst", &m.ipv6_dst);
+        if !skip_proto {
+            if let Some(p) = m.ip_proto {
+                let _ = write!(s, "nw_proto={p},");
+            }
+        }
+    } else if m.eth_type == Some(ETH_TYPE_ARP) {
         masked_ip(s, "arp_spa", &m.arp_spa);
         masked_ip(s, "arp_tpa", &m.arp_tpa);
         if let Some(op) = m.arp_op {
@@ -391,6 +432,16 @@ fn write_match(s: &mut String, m: &Match, priority: u16, names: Option<&Names>) 
             }
         }
     }
+    // OVS prints ICMP type and code, and the ND fields after them, where the ports would be.
+    if let Some(t) = m.icmp_type {
+        let _ = write!(s, "icmp_type={t},");
+    }
+    if let Some(c) = m.icmp_code {
+        let _ = write!(s, "icmp_code={c},");
+    }
+    masked_ip6(s, "nd_target", &m.nd_target);
+    masked_mac(s, "nd_sll", &m.nd_sll);
+    masked_mac(s, "nd_tll", &m.nd_tll);
     masked_u16(s, "tp_src", &m.tp_src);
     masked_u16(s, "tp_dst", &m.tp_dst);
     if s.len() > start && s.ends_with(',') {
@@ -419,16 +470,19 @@ fn write_actions(s: &mut String, actions: &[Action], goto: Option<u8>, names: Op
 }
 
 /// A `set_field` value as OVS prints it for that field.
-fn field_value(s: &mut String, field: Field, value: u64) {
+fn field_value(s: &mut String, field: Field, value: u128) {
     match field {
         Field::TunSrc | Field::TunDst | Field::IpSrc | Field::IpDst => {
             let _ = write!(s, "{}", Ipv4Addr::from(value as u32));
         }
+        Field::Ipv6Src | Field::Ipv6Dst | Field::TunIpv6Src | Field::TunIpv6Dst => {
+            let _ = write!(s, "{}", Ipv6Addr::from(value));
+        }
         Field::EthSrc | Field::EthDst => {
-            let b = value.to_be_bytes();
+            let b = (value as u64).to_be_bytes();
             let _ = write!(s, "{}", MacAddr([b[2], b[3], b[4], b[5], b[6], b[7]]));
         }
-        _ => put_hex(s, value),
+        _ => put_hex(s, value as u64),
     }
 }
 

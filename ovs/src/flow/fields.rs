@@ -30,6 +30,14 @@ pub enum Field {
     IpSrc,
     /// `ip_dst`.
     IpDst,
+    /// `ipv6_src` (128 bits).
+    Ipv6Src,
+    /// `ipv6_dst` (128 bits).
+    Ipv6Dst,
+    /// `tun_ipv6_src`, outer IPv6 source of a tunnel (128 bits).
+    TunIpv6Src,
+    /// `tun_ipv6_dst`, outer IPv6 destination of a tunnel (128 bits).
+    TunIpv6Dst,
     /// `pkt_mark` (32 bits, shared with the kernel skb mark).
     PktMark,
     /// `ct_mark` (32 bits), writable only inside `ct(commit, exec(...))`.
@@ -81,6 +89,24 @@ pub mod oxm_of {
     pub const ARP_SHA: u8 = 24;
     /// `OXM_OF_ARP_THA`.
     pub const ARP_THA: u8 = 25;
+    /// `OXM_OF_ICMPV4_TYPE`.
+    pub const ICMPV4_TYPE: u8 = 19;
+    /// `OXM_OF_ICMPV4_CODE`.
+    pub const ICMPV4_CODE: u8 = 20;
+    /// `OXM_OF_IPV6_SRC` (128 bits).
+    pub const IPV6_SRC: u8 = 26;
+    /// `OXM_OF_IPV6_DST` (128 bits).
+    pub const IPV6_DST: u8 = 27;
+    /// `OXM_OF_ICMPV6_TYPE`.
+    pub const ICMPV6_TYPE: u8 = 29;
+    /// `OXM_OF_ICMPV6_CODE`.
+    pub const ICMPV6_CODE: u8 = 30;
+    /// `OXM_OF_IPV6_ND_TARGET` (128 bits).
+    pub const IPV6_ND_TARGET: u8 = 31;
+    /// `OXM_OF_IPV6_ND_SLL`.
+    pub const IPV6_ND_SLL: u8 = 32;
+    /// `OXM_OF_IPV6_ND_TLL`.
+    pub const IPV6_ND_TLL: u8 = 33;
     /// `OXM_OF_TUNNEL_ID` (64 bits).
     pub const TUNNEL_ID: u8 = 38;
 }
@@ -95,6 +121,20 @@ pub mod nxm_nx {
     pub const ARP_SHA: u8 = 17;
     /// `NXM_NX_ARP_THA`.
     pub const ARP_THA: u8 = 18;
+    /// `NXM_NX_IPV6_SRC`.
+    pub const IPV6_SRC: u8 = 19;
+    /// `NXM_NX_IPV6_DST`.
+    pub const IPV6_DST: u8 = 20;
+    /// `NXM_NX_ICMPV6_TYPE`.
+    pub const ICMPV6_TYPE: u8 = 21;
+    /// `NXM_NX_ICMPV6_CODE`.
+    pub const ICMPV6_CODE: u8 = 22;
+    /// `NXM_NX_ND_TARGET`.
+    pub const ND_TARGET: u8 = 23;
+    /// `NXM_NX_ND_SLL`.
+    pub const ND_SLL: u8 = 24;
+    /// `NXM_NX_ND_TLL`.
+    pub const ND_TLL: u8 = 25;
     /// `NXM_NX_TUN_IPV4_SRC`.
     pub const TUN_IPV4_SRC: u8 = 31;
     /// `NXM_NX_TUN_IPV4_DST`.
@@ -109,6 +149,10 @@ pub mod nxm_nx {
     pub const CT_MARK: u8 = 107;
     /// `NXM_NX_CONJ_ID` (32 bits, exact; match only).
     pub const CONJ_ID: u8 = 37;
+    /// `NXM_NX_TUN_IPV6_SRC` (128 bits).
+    pub const TUN_IPV6_SRC: u8 = 109;
+    /// `NXM_NX_TUN_IPV6_DST` (128 bits).
+    pub const TUN_IPV6_DST: u8 = 110;
 }
 
 /// Nicira NXM0 field numbers (class `0x0000`, the OpenFlow 1.0 fields) accepted when decoding.
@@ -135,6 +179,10 @@ pub mod nxm_of {
     pub const UDP_SRC: u8 = 11;
     /// `NXM_OF_UDP_DST`.
     pub const UDP_DST: u8 = 12;
+    /// `NXM_OF_ICMP_TYPE`.
+    pub const ICMP_TYPE: u8 = 13;
+    /// `NXM_OF_ICMP_CODE`.
+    pub const ICMP_CODE: u8 = 14;
     /// `NXM_OF_ARP_OP`.
     pub const ARP_OP: u8 = 15;
     /// `NXM_OF_ARP_SPA`.
@@ -150,7 +198,7 @@ pub const fn header(class: u16, field: u8, hasmask: bool, len: u8) -> u32 {
 
 impl Field {
     /// Every field, for tables and tests.
-    pub const ALL: [Field; 17] = [
+    pub const ALL: [Field; 21] = [
         Field::Reg(0),
         Field::Reg(1),
         Field::Reg(2),
@@ -166,6 +214,10 @@ impl Field {
         Field::EthDst,
         Field::IpSrc,
         Field::IpDst,
+        Field::Ipv6Src,
+        Field::Ipv6Dst,
+        Field::TunIpv6Src,
+        Field::TunIpv6Dst,
         Field::PktMark,
         Field::CtMark,
     ];
@@ -177,6 +229,7 @@ impl Field {
             Field::PktMark | Field::CtMark => 32,
             Field::TunId => 64,
             Field::EthSrc | Field::EthDst => 48,
+            Field::Ipv6Src | Field::Ipv6Dst | Field::TunIpv6Src | Field::TunIpv6Dst => 128,
         }
     }
 
@@ -205,6 +258,10 @@ impl Field {
             Field::EthDst => "NXM_OF_ETH_DST",
             Field::IpSrc => "NXM_OF_IP_SRC",
             Field::IpDst => "NXM_OF_IP_DST",
+            Field::Ipv6Src => "NXM_NX_IPV6_SRC",
+            Field::Ipv6Dst => "NXM_NX_IPV6_DST",
+            Field::TunIpv6Src => "NXM_NX_TUN_IPV6_SRC",
+            Field::TunIpv6Dst => "NXM_NX_TUN_IPV6_DST",
             Field::PktMark => "NXM_NX_PKT_MARK",
             Field::CtMark => "NXM_NX_CT_MARK",
         }
@@ -223,6 +280,10 @@ impl Field {
             Field::EthDst => "eth_dst",
             Field::IpSrc => "ip_src",
             Field::IpDst => "ip_dst",
+            Field::Ipv6Src => "ipv6_src",
+            Field::Ipv6Dst => "ipv6_dst",
+            Field::TunIpv6Src => "tun_ipv6_src",
+            Field::TunIpv6Dst => "tun_ipv6_dst",
             Field::PktMark => "pkt_mark",
             Field::CtMark => "ct_mark",
         }
@@ -240,6 +301,10 @@ impl Field {
             Field::EthSrc => (NXM_OF_CLASS, nxm_of::ETH_SRC),
             Field::IpSrc => (NXM_OF_CLASS, nxm_of::IP_SRC),
             Field::IpDst => (NXM_OF_CLASS, nxm_of::IP_DST),
+            Field::Ipv6Src => (NXM_NX_CLASS, nxm_nx::IPV6_SRC),
+            Field::Ipv6Dst => (NXM_NX_CLASS, nxm_nx::IPV6_DST),
+            Field::TunIpv6Src => (NXM_NX_CLASS, nxm_nx::TUN_IPV6_SRC),
+            Field::TunIpv6Dst => (NXM_NX_CLASS, nxm_nx::TUN_IPV6_DST),
             Field::PktMark => (NXM_NX_CLASS, nxm_nx::PKT_MARK),
             Field::CtMark => (NXM_NX_CLASS, nxm_nx::CT_MARK),
         }
@@ -253,6 +318,8 @@ impl Field {
             Field::EthSrc => (OXM_OF_CLASS, oxm_of::ETH_SRC),
             Field::IpSrc => (OXM_OF_CLASS, oxm_of::IPV4_SRC),
             Field::IpDst => (OXM_OF_CLASS, oxm_of::IPV4_DST),
+            Field::Ipv6Src => (OXM_OF_CLASS, oxm_of::IPV6_SRC),
+            Field::Ipv6Dst => (OXM_OF_CLASS, oxm_of::IPV6_DST),
             other => other.nxm(),
         }
     }

@@ -5,7 +5,7 @@
 //! `nw_src` needing `ip`) so a flow is refused here, with the field named, before the switch
 //! would refuse it.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::types::{MacAddr, Masked};
 use super::FlowError;
@@ -14,6 +14,14 @@ use super::FlowError;
 pub const ETH_TYPE_IP: u16 = 0x0800;
 /// EtherType of ARP.
 pub const ETH_TYPE_ARP: u16 = 0x0806;
+/// EtherType of IPv6.
+pub const ETH_TYPE_IPV6: u16 = 0x86dd;
+/// IP protocol number of ICMPv6.
+pub const IPPROTO_ICMPV6: u8 = 58;
+/// ICMPv6 type of a neighbour solicitation.
+pub const ICMPV6_NEIGHBOR_SOLICIT: u8 = 135;
+/// ICMPv6 type of a neighbour advertisement.
+pub const ICMPV6_NEIGHBOR_ADVERT: u8 = 136;
 /// IP protocol number of TCP.
 pub const IPPROTO_TCP: u8 = 6;
 /// IP protocol number of UDP.
@@ -134,14 +142,28 @@ pub struct Match {
     pub eth_src: Option<Masked<MacAddr>>,
     /// Ethernet destination (`dl_dst`).
     pub eth_dst: Option<Masked<MacAddr>>,
-    /// EtherType; set by [`Match::ip`], [`Match::arp`] and the L4 shorthands.
+    /// EtherType; set by [`Match::ip`], [`Match::ipv6`], [`Match::arp`] and the L4 shorthands.
     pub eth_type: Option<u16>,
-    /// IP protocol (`nw_proto`); needs `ip`.
+    /// IP protocol (`nw_proto`); needs `ip` or `ipv6`.
     pub ip_proto: Option<u8>,
     /// IPv4 source (`nw_src`); needs `ip`.
     pub ipv4_src: Option<Masked<Ipv4Addr>>,
     /// IPv4 destination (`nw_dst`); needs `ip`.
     pub ipv4_dst: Option<Masked<Ipv4Addr>>,
+    /// IPv6 source (`ipv6_src`); needs `ipv6`.
+    pub ipv6_src: Option<Masked<Ipv6Addr>>,
+    /// IPv6 destination (`ipv6_dst`); needs `ipv6`.
+    pub ipv6_dst: Option<Masked<Ipv6Addr>>,
+    /// ICMP type (`icmp_type`): of ICMPv4 under `icmp`, of ICMPv6 under `icmp6`.
+    pub icmp_type: Option<u8>,
+    /// ICMP code (`icmp_code`), under `icmp` or `icmp6`.
+    pub icmp_code: Option<u8>,
+    /// Neighbour discovery target (`nd_target`); needs `icmp6` with `icmp_type` 135 or 136.
+    pub nd_target: Option<Masked<Ipv6Addr>>,
+    /// Source link-layer address option of a solicitation (`nd_sll`); needs `icmp_type=135`.
+    pub nd_sll: Option<Masked<MacAddr>>,
+    /// Target link-layer address option of an advertisement (`nd_tll`); needs `icmp_type=136`.
+    pub nd_tll: Option<Masked<MacAddr>>,
     /// ARP opcode; needs `arp`.
     pub arp_op: Option<u16>,
     /// ARP sender protocol address; needs `arp`.
@@ -164,6 +186,10 @@ pub struct Match {
     pub tun_src: Option<Masked<Ipv4Addr>>,
     /// Outer IPv4 destination of the tunnel.
     pub tun_dst: Option<Masked<Ipv4Addr>>,
+    /// Outer IPv6 source of the tunnel.
+    pub tun_ipv6_src: Option<Masked<Ipv6Addr>>,
+    /// Outer IPv6 destination of the tunnel.
+    pub tun_ipv6_dst: Option<Masked<Ipv6Addr>>,
     /// Connection-tracking state.
     pub ct_state: Option<CtState>,
     /// Connection-tracking mark.
@@ -197,16 +223,59 @@ impl Match {
             }
         };
         let ip = self.eth_type == Some(ETH_TYPE_IP);
+        let ip6 = self.eth_type == Some(ETH_TYPE_IPV6);
         let arp = self.eth_type == Some(ETH_TYPE_ARP);
-        need(self.ip_proto.is_none() || ip, "nw_proto", "ip")?;
+        need(
+            self.ip_proto.is_none() || ip || ip6,
+            "nw_proto",
+            "ip or ipv6",
+        )?;
         need(self.ipv4_src.is_none() || ip, "nw_src", "ip")?;
         need(self.ipv4_dst.is_none() || ip, "nw_dst", "ip")?;
+        need(self.ipv6_src.is_none() || ip6, "ipv6_src", "ipv6")?;
+        need(self.ipv6_dst.is_none() || ip6, "ipv6_dst", "ipv6")?;
+        let icmp = (ip && self.ip_proto == Some(IPPROTO_ICMP))
+            || (ip6 && self.ip_proto == Some(IPPROTO_ICMPV6));
+        need(
+            self.icmp_type.is_none() || icmp,
+            "icmp_type",
+            "icmp or icmp6",
+        )?;
+        need(
+            self.icmp_code.is_none() || icmp,
+            "icmp_code",
+            "icmp or icmp6",
+        )?;
+        let nd_type =
+            |t: u8| ip6 && self.ip_proto == Some(IPPROTO_ICMPV6) && self.icmp_type == Some(t);
+        let nd = nd_type(ICMPV6_NEIGHBOR_SOLICIT) || nd_type(ICMPV6_NEIGHBOR_ADVERT);
+        let nd_what = "icmp6 with icmp_type=135 or 136";
+        need(self.nd_target.is_none() || nd, "nd_target", nd_what)?;
+        let ns_what = "icmp6 with icmp_type=135";
+        need(
+            self.nd_sll.is_none() || nd_type(ICMPV6_NEIGHBOR_SOLICIT),
+            "nd_sll",
+            ns_what,
+        )?;
+        let na_what = "icmp6 with icmp_type=136";
+        need(
+            self.nd_tll.is_none() || nd_type(ICMPV6_NEIGHBOR_ADVERT),
+            "nd_tll",
+            na_what,
+        )?;
+        if (self.nd_target.is_some() || self.nd_sll.is_some() || self.nd_tll.is_some())
+            && self.icmp_code.is_some_and(|c| c != 0)
+        {
+            return Err(FlowError::Invalid(
+                "match on nd_target, nd_sll or nd_tll needs icmp_code=0 (or no icmp_code)".into(),
+            ));
+        }
         need(self.arp_op.is_none() || arp, "arp_op", "arp")?;
         need(self.arp_spa.is_none() || arp, "arp_spa", "arp")?;
         need(self.arp_tpa.is_none() || arp, "arp_tpa", "arp")?;
         need(self.arp_sha.is_none() || arp, "arp_sha", "arp")?;
         need(self.arp_tha.is_none() || arp, "arp_tha", "arp")?;
-        let l4 = ip
+        let l4 = (ip || ip6)
             && matches!(
                 self.ip_proto,
                 Some(IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP)
@@ -241,6 +310,91 @@ impl Match {
     /// `ip` (EtherType 0x0800).
     pub fn ip(mut self) -> Self {
         self.eth_type = Some(ETH_TYPE_IP);
+        self
+    }
+
+    /// `ipv6` (EtherType 0x86dd).
+    pub fn ipv6(mut self) -> Self {
+        self.eth_type = Some(ETH_TYPE_IPV6);
+        self
+    }
+
+    /// `tcp6` (ipv6, nw_proto=6).
+    pub fn tcp6(self) -> Self {
+        self.ipv6().nw_proto(IPPROTO_TCP)
+    }
+
+    /// `udp6` (ipv6, nw_proto=17).
+    pub fn udp6(self) -> Self {
+        self.ipv6().nw_proto(IPPROTO_UDP)
+    }
+
+    /// `sctp6` (ipv6, nw_proto=132).
+    pub fn sctp6(self) -> Self {
+        self.ipv6().nw_proto(IPPROTO_SCTP)
+    }
+
+    /// `icmp6` (ipv6, nw_proto=58).
+    pub fn icmp6(self) -> Self {
+        self.ipv6().nw_proto(IPPROTO_ICMPV6)
+    }
+
+    /// `icmp` (ip, nw_proto=1).
+    pub fn icmp(self) -> Self {
+        self.ip().nw_proto(IPPROTO_ICMP)
+    }
+
+    /// `ipv6_src=A[/mask]`.
+    pub fn ipv6_src(mut self, addr: impl Into<Masked<Ipv6Addr>>) -> Self {
+        self.ipv6_src = Some(addr.into());
+        self
+    }
+
+    /// `ipv6_dst=A[/mask]`.
+    pub fn ipv6_dst(mut self, addr: impl Into<Masked<Ipv6Addr>>) -> Self {
+        self.ipv6_dst = Some(addr.into());
+        self
+    }
+
+    /// `icmp_type=T`.
+    pub fn icmp_type(mut self, t: u8) -> Self {
+        self.icmp_type = Some(t);
+        self
+    }
+
+    /// `icmp_code=C`.
+    pub fn icmp_code(mut self, c: u8) -> Self {
+        self.icmp_code = Some(c);
+        self
+    }
+
+    /// `nd_target=A[/mask]`.
+    pub fn nd_target(mut self, addr: impl Into<Masked<Ipv6Addr>>) -> Self {
+        self.nd_target = Some(addr.into());
+        self
+    }
+
+    /// `nd_sll=M[/mask]`.
+    pub fn nd_sll(mut self, mac: impl Into<Masked<MacAddr>>) -> Self {
+        self.nd_sll = Some(mac.into());
+        self
+    }
+
+    /// `nd_tll=M[/mask]`.
+    pub fn nd_tll(mut self, mac: impl Into<Masked<MacAddr>>) -> Self {
+        self.nd_tll = Some(mac.into());
+        self
+    }
+
+    /// `tun_ipv6_src=A[/mask]`.
+    pub fn tun_ipv6_src(mut self, addr: impl Into<Masked<Ipv6Addr>>) -> Self {
+        self.tun_ipv6_src = Some(addr.into());
+        self
+    }
+
+    /// `tun_ipv6_dst=A[/mask]`.
+    pub fn tun_ipv6_dst(mut self, addr: impl Into<Masked<Ipv6Addr>>) -> Self {
+        self.tun_ipv6_dst = Some(addr.into());
         self
     }
 
@@ -414,6 +568,48 @@ mod tests {
             .arp_tpa(Ipv4Addr::new(1, 2, 3, 4))
             .validate()
             .is_err());
+    }
+
+    #[test]
+    fn ipv6_and_nd_prerequisites_are_checked() {
+        let a: Ipv6Addr = "fd01::5".parse().unwrap();
+        let mac: MacAddr = "0a:58:0a:80:00:05".parse().unwrap();
+        let ok = |m: Match| m.validate().unwrap();
+        let bad = |m: Match, want: &str| {
+            let e = m.validate().unwrap_err().to_string();
+            assert!(e.contains(want), "{e} should say {want}");
+        };
+        ok(Match::any().ipv6().ipv6_src(a));
+        ok(Match::any().tcp6().ipv6_dst(a).tp_dst(80));
+        ok(Match::any().icmp6().icmp_type(135).nd_target(a).nd_sll(mac));
+        ok(Match::any().icmp6().icmp_type(136).nd_target(a).nd_tll(mac));
+        ok(Match::any().icmp().icmp_type(8).icmp_code(0));
+        bad(Match::any().ip().ipv6_src(a), "ipv6_src needs ipv6");
+        bad(
+            Match::any().ipv6().nw_src(Ipv4Addr::new(10, 0, 0, 1)),
+            "nw_src needs ip",
+        );
+        bad(
+            Match::any().ipv6().icmp_type(135),
+            "icmp_type needs icmp or icmp6",
+        );
+        bad(Match::any().icmp6().nd_target(a), "nd_target needs icmp6");
+        bad(
+            Match::any().icmp6().icmp_type(136).nd_sll(mac),
+            "nd_sll needs",
+        );
+        bad(
+            Match::any().icmp6().icmp_type(135).nd_tll(mac),
+            "nd_tll needs",
+        );
+        bad(
+            Match::any()
+                .icmp6()
+                .icmp_type(135)
+                .icmp_code(1)
+                .nd_target(a),
+            "icmp_code=0",
+        );
     }
 
     #[test]

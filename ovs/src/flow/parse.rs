@@ -7,12 +7,14 @@
 //! through [`Names`]. Anything else is an error that quotes the offending piece; nothing is
 //! skipped silently.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 
-use super::actions::{ports, Action, Ct, Nat, NatKind, Note};
+use super::actions::{ports, Action, Ct, Nat, NatKind, Note, SetField};
 use super::fields::{Field, Subfield};
-use super::matches::{CtFlag, CtState, Match, ETH_TYPE_ARP, ETH_TYPE_IP};
+use super::matches::{
+    CtFlag, CtState, Match, ETH_TYPE_ARP, ETH_TYPE_IP, ETH_TYPE_IPV6, IPPROTO_ICMPV6,
+};
 use super::types::{MacAddr, Masked};
 use super::{Flow, FlowError, Names, DEFAULT_PRIORITY};
 
@@ -226,7 +228,7 @@ fn parse_match_field(
         match key {
             "ip" => m.eth_type = Some(ETH_TYPE_IP),
             "arp" => m.eth_type = Some(ETH_TYPE_ARP),
-            "ipv6" => m.eth_type = Some(0x86dd),
+            "ipv6" => m.eth_type = Some(ETH_TYPE_IPV6),
             "rarp" => m.eth_type = Some(0x8035),
             "mpls" => m.eth_type = Some(0x8847),
             "mplsm" => m.eth_type = Some(0x8848),
@@ -240,12 +242,22 @@ fn parse_match_field(
                     _ => 2,
                 });
             }
+            "tcp6" | "udp6" | "sctp6" | "icmp6" => {
+                m.eth_type = Some(ETH_TYPE_IPV6);
+                m.ip_proto = Some(match key {
+                    "tcp6" => 6,
+                    "udp6" => 17,
+                    "sctp6" => 132,
+                    _ => IPPROTO_ICMPV6,
+                });
+            }
             other => return Err(err(format!("unknown match keyword {other:?}"))),
         }
         return Ok(());
     };
     let ip = |v: &str| v.parse::<Masked<Ipv4Addr>>();
     let mac = |v: &str| v.parse::<Masked<MacAddr>>();
+    let ip6 = |v: &str| v.parse::<Masked<Ipv6Addr>>();
     match key {
         "in_port" => m.in_port = Some(parse_port(v, names)?),
         "dl_src" | "eth_src" => m.eth_src = Some(mac(v)?),
@@ -254,6 +266,15 @@ fn parse_match_field(
         "nw_proto" | "ip_proto" => m.ip_proto = Some(parse_num(v, key)?),
         "nw_src" | "ip_src" => m.ipv4_src = Some(ip(v)?),
         "nw_dst" | "ip_dst" => m.ipv4_dst = Some(ip(v)?),
+        "ipv6_src" => m.ipv6_src = Some(ip6(v)?),
+        "ipv6_dst" => m.ipv6_dst = Some(ip6(v)?),
+        "icmp_type" | "icmpv6_type" => m.icmp_type = Some(parse_num(v, key)?),
+        "icmp_code" | "icmpv6_code" => m.icmp_code = Some(parse_num(v, key)?),
+        "nd_target" => m.nd_target = Some(ip6(v)?),
+        "nd_sll" => m.nd_sll = Some(mac(v)?),
+        "nd_tll" => m.nd_tll = Some(mac(v)?),
+        "tun_ipv6_src" => m.tun_ipv6_src = Some(ip6(v)?),
+        "tun_ipv6_dst" => m.tun_ipv6_dst = Some(ip6(v)?),
         "arp_op" => m.arp_op = Some(parse_num(v, key)?),
         "arp_spa" => m.arp_spa = Some(ip(v)?),
         "arp_tpa" => m.arp_tpa = Some(ip(v)?),
@@ -315,21 +336,27 @@ pub fn parse_actions(s: &str, names: &Names) -> Result<(Vec<Action>, Option<u8>)
     Ok((actions, goto))
 }
 
-fn parse_field_value(field: Field, v: &str) -> Result<u64, FlowError> {
+fn parse_field_value(field: Field, v: &str) -> Result<u128, FlowError> {
     match field {
         Field::TunSrc | Field::TunDst | Field::IpSrc | Field::IpDst => {
             let a: Ipv4Addr = v
                 .parse()
                 .map_err(|_| err(format!("invalid IPv4 address {v:?}")))?;
-            Ok(u32::from(a) as u64)
+            Ok(u128::from(u32::from(a)))
+        }
+        Field::Ipv6Src | Field::Ipv6Dst | Field::TunIpv6Src | Field::TunIpv6Dst => {
+            let a: Ipv6Addr = v
+                .parse()
+                .map_err(|_| err(format!("invalid IPv6 address {v:?}")))?;
+            Ok(u128::from(a))
         }
         Field::EthSrc | Field::EthDst => {
             let m: MacAddr = v.parse()?;
             let mut b = [0u8; 8];
             b[2..].copy_from_slice(&m.0);
-            Ok(u64::from_be_bytes(b))
+            Ok(u128::from(u64::from_be_bytes(b)))
         }
-        _ => parse_u64(v),
+        _ => parse_u64(v).map(u128::from),
     }
 }
 
@@ -360,7 +387,9 @@ fn parse_action(a: &str, names: &Names) -> Result<Action, FlowError> {
             )));
         }
         let field = Field::from_name(f).ok_or_else(|| err(format!("unknown field {f:?}")))?;
-        return Action::set_field(field, parse_field_value(field, v)?).map_err(inv);
+        return SetField::new(field, parse_field_value(field, v)?)
+            .map(Action::SetField)
+            .map_err(inv);
     }
     if let Some(rest) = a.strip_prefix("move:") {
         let (src, dst) = rest

@@ -6,7 +6,7 @@
 //! what make a flow read back from the switch compare equal to the flow that was installed.
 
 use std::fmt;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 
 use super::FlowError;
@@ -85,7 +85,7 @@ macro_rules! maskable_int {
         }
     )*};
 }
-maskable_int!(u8, u16, u32, u64);
+maskable_int!(u8, u16, u32, u64, u128);
 
 impl Maskable for Ipv4Addr {
     fn and(self, mask: Self) -> Self {
@@ -112,6 +112,18 @@ impl Maskable for MacAddr {
     }
     fn zero() -> Self {
         MacAddr([0; 6])
+    }
+}
+
+impl Maskable for Ipv6Addr {
+    fn and(self, mask: Self) -> Self {
+        Ipv6Addr::from(u128::from(self) & u128::from(mask))
+    }
+    fn all_ones() -> Self {
+        Ipv6Addr::from(u128::MAX)
+    }
+    fn zero() -> Self {
+        Ipv6Addr::UNSPECIFIED
     }
 }
 
@@ -211,6 +223,51 @@ impl FromStr for Masked<Ipv4Addr> {
     }
 }
 
+impl Masked<Ipv6Addr> {
+    /// A CIDR match such as `fd01::/48`; `/128` is an exact match, `/0` is refused. (Named
+    /// apart from the IPv4 [`Masked::cidr`] so that a call needs no type annotation.)
+    pub fn cidr6(addr: Ipv6Addr, prefix_len: u8) -> Result<Self, FlowError> {
+        if prefix_len > 128 {
+            return Err(FlowError::Invalid(format!(
+                "prefix length /{prefix_len} is longer than 128"
+            )));
+        }
+        let mask = if prefix_len == 0 {
+            0
+        } else {
+            u128::MAX << (128 - prefix_len)
+        };
+        Masked::new(addr, Ipv6Addr::from(mask))
+    }
+
+    /// The prefix length when the mask is a CIDR mask (exact = 128).
+    pub fn prefix_len(&self) -> Option<u8> {
+        let m = u128::from(self.full_mask());
+        let len = m.leading_ones();
+        (m.checked_shl(len).unwrap_or(0) == 0).then_some(len as u8)
+    }
+}
+
+impl FromStr for Masked<Ipv6Addr> {
+    type Err = FlowError;
+
+    /// `fd01::1`, `fd01::/48` or `fd01::/ffff:ffff::ffff` (a mask that is not a prefix).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || FlowError::Parse(format!("invalid IPv6 address or prefix {s:?}"));
+        match s.split_once('/') {
+            None => Ok(Masked::exact(s.parse().map_err(|_| bad())?)),
+            Some((a, m)) => {
+                let addr: Ipv6Addr = a.parse().map_err(|_| bad())?;
+                if m.contains(':') {
+                    Masked::new(addr, m.parse().map_err(|_| bad())?)
+                } else {
+                    Masked::cidr6(addr, m.parse().map_err(|_| bad())?)
+                }
+            }
+        }
+    }
+}
+
 impl FromStr for Masked<MacAddr> {
     type Err = FlowError;
 
@@ -247,6 +304,23 @@ mod tests {
         );
         assert!("10.0.0.0/33".parse::<Masked<Ipv4Addr>>().is_err());
         assert!("10.0.0.0/0".parse::<Masked<Ipv4Addr>>().is_err());
+    }
+
+    #[test]
+    fn ipv6_cidr_and_prefix_len() {
+        let m: Masked<Ipv6Addr> = "fd01:0:0:5::7/48".parse().unwrap();
+        assert_eq!(m.value(), "fd01::".parse::<Ipv6Addr>().unwrap());
+        assert_eq!(m.prefix_len(), Some(48));
+        assert_eq!(
+            "fd01::7/128".parse::<Masked<Ipv6Addr>>().unwrap().mask(),
+            None
+        );
+        let odd: Masked<Ipv6Addr> = "fd01::ff/ffff::ff".parse().unwrap();
+        assert_eq!(odd.prefix_len(), None);
+        assert_eq!(odd.value(), "fd01::ff".parse::<Ipv6Addr>().unwrap());
+        for bad in ["fd01::/129", "fd01::/0", "10.0.0.1", "fd01::/x", "fd01:::1"] {
+            assert!(bad.parse::<Masked<Ipv6Addr>>().is_err(), "{bad}");
+        }
     }
 
     #[test]

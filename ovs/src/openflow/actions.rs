@@ -36,7 +36,7 @@
 
 use std::net::Ipv4Addr;
 
-use super::oxm::{be_uint, len_u16, pad_to_8, patch_u16, Reader};
+use super::oxm::{be_u128, len_u16, pad_to_8, patch_u16, Reader};
 use super::CodecError;
 use crate::flow::{
     ports, Action, Ct, CtZone, Field, FlowError, Load, Move, Nat, NatKind, Note, SetField, Subfield,
@@ -234,7 +234,7 @@ fn encode_set_field(out: &mut Vec<u8>, sf: &SetField) -> Result<(), CodecError> 
     let field = sf.field();
     put32(out, field.oxm_header());
     let bytes = field.bytes() as usize;
-    out.extend_from_slice(&sf.value().to_be_bytes()[8 - bytes..]);
+    out.extend_from_slice(&sf.value().to_be_bytes()[16 - bytes..]);
     finish(out, start, "OFPAT_SET_FIELD")
 }
 
@@ -422,7 +422,7 @@ fn decode_one(ty: u16, len: usize, body: &[u8], in_ct: bool) -> Result<Item, Cod
             r.set_what("OFPAT_SET_FIELD");
             let hdr = r.u32()?;
             let field = field_from_header(hdr, "OFPAT_SET_FIELD")?;
-            let value = be_uint(r.take(field.bytes() as usize)?);
+            let value = be_u128(r.take(field.bytes() as usize)?);
             Action::SetField(SetField::new(field, value).map_err(malformed("OFPAT_SET_FIELD"))?)
         }
         OFPAT_EXPERIMENTER => {

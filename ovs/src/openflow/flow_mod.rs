@@ -580,7 +580,7 @@ pub fn decode_group_desc_body(body: &[u8]) -> Result<Vec<Group>, CodecError> {
 
 #[cfg(test)]
 mod tests {
-    use std::net::Ipv4Addr;
+    use std::net::{Ipv4Addr, Ipv6Addr};
 
     use super::*;
     use crate::flow::{Ct, CtFlag, CtState, MacAddr, Masked, Nat, NatKind, Subfield};
@@ -835,6 +835,10 @@ mod tests {
             let a = Ipv4Addr::from(self.u32());
             Masked::cidr(a, 1 + self.below(32) as u8).unwrap()
         }
+        fn ip6(&mut self) -> Masked<Ipv6Addr> {
+            let a = Ipv6Addr::from((u128::from(self.next()) << 64) | u128::from(self.next()));
+            Masked::cidr6(a, 1 + self.below(128) as u8).unwrap()
+        }
         fn mac(&mut self) -> Masked<MacAddr> {
             let b = self.next().to_be_bytes();
             let v = MacAddr([b[0], b[1], b[2], b[3], b[4], b[5]]);
@@ -856,8 +860,28 @@ mod tests {
 
     fn random_flow(rng: &mut Rng) -> Flow {
         let mut m = Match::any();
-        match rng.below(5) {
+        match rng.below(7) {
             0 => {}
+            5 => {
+                m = m.ipv6();
+                if rng.coin() {
+                    m = m.ipv6_src(rng.ip6());
+                }
+                if rng.coin() {
+                    m = m.ipv6_dst(rng.ip6());
+                }
+                if rng.coin() {
+                    m = m.tcp6().tp_dst(rng.below(65536) as u16);
+                }
+            }
+            6 => {
+                m = m.icmp6();
+                if rng.coin() {
+                    m = m.icmp_type(133 + rng.below(5) as u8);
+                } else {
+                    m = m.icmp_type(135).nd_target(rng.ip6()).nd_sll(rng.mac());
+                }
+            }
             1 => {
                 m = m.arp();
                 if rng.coin() {
@@ -910,6 +934,8 @@ mod tests {
         }
         if rng.coin() {
             m = m.tun_src(rng.ip()).tun_dst(rng.ip());
+        } else if rng.coin() {
+            m = m.tun_ipv6_src(rng.ip6()).tun_ipv6_dst(rng.ip6());
         }
         if rng.coin() {
             m = m.ct_state(CtState::new().plus(CtFlag::Trk).minus(CtFlag::Inv));
@@ -936,7 +962,8 @@ mod tests {
                     let v = rng.next() & ((1u64 << sub.n_bits()) - 1);
                     Action::load(sub, v).unwrap()
                 }
-                3 => Action::set_field(Field::TunId, rng.next()).unwrap(),
+                3 if rng.coin() => Action::set_field(Field::TunId, rng.next()).unwrap(),
+                3 => Action::set_tun_ipv6_dst(rng.ip6().value()),
                 4 => Action::resubmit(rng.below(255) as u8).unwrap(),
                 5 => Action::note(&rng.next().to_be_bytes()[..rng.below(8) as usize]),
                 6 => Action::group(rng.below(1000) as u32).unwrap(),

@@ -14,18 +14,23 @@
 //! [`Masked`] values, so that `decode(encode(m)) == m`. The L4 port headers (TCP/UDP/SCTP) are
 //! checked against `ip_proto` because the model keeps one `tp_src`/`tp_dst` pair.
 //!
-//! Limits: only the fields the `Match` model has; anything else (VLANs, IPv6, ICMP, metadata,
-//! experimenter OXMs...) is refused with [`CodecError::Unsupported`] naming class and field.
+//! The ICMP type and code headers are per family (`OXM_OF_ICMPV4_TYPE`, `OXM_OF_ICMPV6_TYPE`)
+//! while the model keeps one `icmp_type`/`icmp_code` pair, so the encoder picks the header from
+//! `eth_type` and the decoder checks the header's family against it.
+//!
+//! Limits: only the fields the `Match` model has; anything else (VLANs, the IPv6 flow label,
+//! metadata, experimenter OXMs...) is refused with [`CodecError::Unsupported`] naming class
+//! and field.
 //!
 //! This module also holds the small big-endian [`Reader`] that the other codec modules use, so
 //! that every read is bounds-checked and a short buffer is a [`CodecError::Truncated`], never a
 //! panic.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::CodecError;
 use crate::flow::fields::{header, NXM_NX_CLASS, NXM_OF_CLASS, OXM_OF_CLASS};
-use crate::flow::matches::{IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP};
+use crate::flow::matches::{ETH_TYPE_IP, ETH_TYPE_IPV6, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP};
 use crate::flow::{CtState, FlowError, MacAddr, Masked, Match};
 
 /// `ofp_match.type` of an OXM match.
@@ -136,6 +141,13 @@ impl<'a> Reader<'a> {
 }
 
 /// Big-endian unsigned integer of up to 8 bytes.
+pub(crate) fn be_u128(bytes: &[u8]) -> u128 {
+    bytes
+        .iter()
+        .fold(0u128, |acc, b| (acc << 8) | u128::from(*b))
+}
+
+/// A big-endian unsigned integer of at most 8 bytes.
 pub(crate) fn be_uint(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b))
 }
@@ -162,7 +174,7 @@ pub(crate) fn len_u16(out: &[u8], start: usize, what: &'static str) -> Result<u1
 
 /// Appends one OXM TLV.
 fn put_tlv(out: &mut Vec<u8>, class: u16, field: u8, value: &[u8], mask: Option<&[u8]>) {
-    // Field widths here are at most 8 bytes, so the payload length always fits a u8.
+    // Field widths here are at most 16 bytes, so the payload length always fits a u8.
     let len = (value.len() + mask.map_or(0, <[u8]>::len)) as u8;
     out.extend_from_slice(&header(class, field, mask.is_some(), len).to_be_bytes());
     out.extend_from_slice(value);
@@ -191,6 +203,11 @@ impl Wire for Ipv4Addr {
         out.extend_from_slice(&self.octets());
     }
 }
+impl Wire for Ipv6Addr {
+    fn put(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.octets());
+    }
+}
 impl Wire for MacAddr {
     fn put(self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.0);
@@ -209,12 +226,12 @@ fn put_masked<T: Wire + crate::flow::types::Maskable>(
     field: u8,
     m: Masked<T>,
 ) {
-    let mut value = Vec::with_capacity(8);
+    let mut value = Vec::with_capacity(16);
     m.value().put(&mut value);
     match m.mask() {
         None => put_tlv(out, class, field, &value, None),
         Some(mask) => {
-            let mut mb = Vec::with_capacity(8);
+            let mut mb = Vec::with_capacity(16);
             mask.put(&mut mb);
             put_tlv(out, class, field, &value, Some(&mb));
         }
@@ -253,6 +270,32 @@ pub fn encode_match(m: &Match, out: &mut Vec<u8>) -> Result<(), CodecError> {
     }
     if let Some(v) = m.ipv4_dst {
         put_masked(out, of, oxm_of::IPV4_DST, v);
+    }
+    if let Some(v) = m.ipv6_src {
+        put_masked(out, of, oxm_of::IPV6_SRC, v);
+    }
+    if let Some(v) = m.ipv6_dst {
+        put_masked(out, of, oxm_of::IPV6_DST, v);
+    }
+    let (icmp_type, icmp_code) = if m.eth_type == Some(ETH_TYPE_IPV6) {
+        (oxm_of::ICMPV6_TYPE, oxm_of::ICMPV6_CODE)
+    } else {
+        (oxm_of::ICMPV4_TYPE, oxm_of::ICMPV4_CODE)
+    };
+    if let Some(t) = m.icmp_type {
+        put_tlv(out, of, icmp_type, &[t], None);
+    }
+    if let Some(c) = m.icmp_code {
+        put_tlv(out, of, icmp_code, &[c], None);
+    }
+    if let Some(v) = m.nd_target {
+        put_masked(out, of, oxm_of::IPV6_ND_TARGET, v);
+    }
+    if let Some(v) = m.nd_sll {
+        put_masked(out, of, oxm_of::IPV6_ND_SLL, v);
+    }
+    if let Some(v) = m.nd_tll {
+        put_masked(out, of, oxm_of::IPV6_ND_TLL, v);
     }
     if m.tp_src.is_some() || m.tp_dst.is_some() {
         let (src, dst) = match m.ip_proto {
@@ -301,6 +344,12 @@ pub fn encode_match(m: &Match, out: &mut Vec<u8>) -> Result<(), CodecError> {
     }
     if let Some(v) = m.tun_dst {
         put_masked(out, nx, nxm_nx::TUN_IPV4_DST, v);
+    }
+    if let Some(v) = m.tun_ipv6_src {
+        put_masked(out, nx, nxm_nx::TUN_IPV6_SRC, v);
+    }
+    if let Some(v) = m.tun_ipv6_dst {
+        put_masked(out, nx, nxm_nx::TUN_IPV6_DST, v);
     }
     if let Some(s) = m.ct_state {
         let (value, mask) = s.value_mask();
@@ -352,6 +401,17 @@ enum Id {
     IpProto,
     Ipv4Src,
     Ipv4Dst,
+    Ipv6Src,
+    Ipv6Dst,
+    /// ICMP type; the EtherType of the family the header named.
+    IcmpType(u16),
+    /// ICMP code; the EtherType of the family the header named.
+    IcmpCode(u16),
+    NdTarget,
+    NdSll,
+    NdTll,
+    TunIpv6Src,
+    TunIpv6Dst,
     /// L4 source port; the protocol the header named.
     TpSrc(u8),
     /// L4 destination port; the protocol the header named.
@@ -394,6 +454,27 @@ impl Id {
             (OXM_OF_CLASS, oxm_of::UDP_DST) | (NXM_OF_CLASS, nxm_of::UDP_DST) => {
                 Id::TpDst(IPPROTO_UDP)
             }
+            (OXM_OF_CLASS, oxm_of::IPV6_SRC) | (NXM_NX_CLASS, nxm_nx::IPV6_SRC) => Id::Ipv6Src,
+            (OXM_OF_CLASS, oxm_of::IPV6_DST) | (NXM_NX_CLASS, nxm_nx::IPV6_DST) => Id::Ipv6Dst,
+            (OXM_OF_CLASS, oxm_of::ICMPV4_TYPE) | (NXM_OF_CLASS, nxm_of::ICMP_TYPE) => {
+                Id::IcmpType(ETH_TYPE_IP)
+            }
+            (OXM_OF_CLASS, oxm_of::ICMPV4_CODE) | (NXM_OF_CLASS, nxm_of::ICMP_CODE) => {
+                Id::IcmpCode(ETH_TYPE_IP)
+            }
+            (OXM_OF_CLASS, oxm_of::ICMPV6_TYPE) | (NXM_NX_CLASS, nxm_nx::ICMPV6_TYPE) => {
+                Id::IcmpType(ETH_TYPE_IPV6)
+            }
+            (OXM_OF_CLASS, oxm_of::ICMPV6_CODE) | (NXM_NX_CLASS, nxm_nx::ICMPV6_CODE) => {
+                Id::IcmpCode(ETH_TYPE_IPV6)
+            }
+            (OXM_OF_CLASS, oxm_of::IPV6_ND_TARGET) | (NXM_NX_CLASS, nxm_nx::ND_TARGET) => {
+                Id::NdTarget
+            }
+            (OXM_OF_CLASS, oxm_of::IPV6_ND_SLL) | (NXM_NX_CLASS, nxm_nx::ND_SLL) => Id::NdSll,
+            (OXM_OF_CLASS, oxm_of::IPV6_ND_TLL) | (NXM_NX_CLASS, nxm_nx::ND_TLL) => Id::NdTll,
+            (NXM_NX_CLASS, nxm_nx::TUN_IPV6_SRC) => Id::TunIpv6Src,
+            (NXM_NX_CLASS, nxm_nx::TUN_IPV6_DST) => Id::TunIpv6Dst,
             (OXM_OF_CLASS, oxm_of::SCTP_SRC) => Id::TpSrc(IPPROTO_SCTP),
             (OXM_OF_CLASS, oxm_of::SCTP_DST) => Id::TpDst(IPPROTO_SCTP),
             (OXM_OF_CLASS, oxm_of::ARP_OP) | (NXM_OF_CLASS, nxm_of::ARP_OP) => Id::ArpOp,
@@ -418,7 +499,8 @@ impl Id {
     /// Width of the value in bytes.
     fn width(self) -> usize {
         match self {
-            Id::IpProto => 1,
+            Id::IpProto | Id::IcmpType(_) | Id::IcmpCode(_) => 1,
+            Id::Ipv6Src | Id::Ipv6Dst | Id::NdTarget | Id::TunIpv6Src | Id::TunIpv6Dst => 16,
             Id::InPort16 | Id::EthType | Id::TpSrc(_) | Id::TpDst(_) | Id::ArpOp | Id::CtZone => 2,
             Id::InPort | Id::Ipv4Src | Id::Ipv4Dst | Id::ArpSpa | Id::ArpTpa => 4,
             Id::Reg(_)
@@ -428,7 +510,7 @@ impl Id {
             | Id::CtMark
             | Id::PktMark
             | Id::Conjunction => 4,
-            Id::EthDst | Id::EthSrc | Id::ArpSha | Id::ArpTha => 6,
+            Id::EthDst | Id::EthSrc | Id::ArpSha | Id::ArpTha | Id::NdSll | Id::NdTll => 6,
             Id::TunKey => 8,
         }
     }
@@ -442,6 +524,10 @@ fn mac(b: &[u8]) -> MacAddr {
 
 fn ipv4(b: &[u8]) -> Ipv4Addr {
     Ipv4Addr::from(be_uint(b) as u32)
+}
+
+fn ipv6(b: &[u8]) -> Ipv6Addr {
+    Ipv6Addr::from(be_u128(b))
 }
 
 /// Builds a canonical `Masked` from wire value and optional mask.
@@ -475,11 +561,33 @@ pub fn decode_match(buf: &[u8]) -> Result<(Match, usize), CodecError> {
     let mut fields = Reader::new(&buf[4..len], "OXM field");
     let mut m = Match::any();
     let mut seen: Vec<Id> = Vec::new();
-    // The L4 protocol named by the tp_src/tp_dst headers, checked against ip_proto at the end.
+    // The L4 protocol named by the tp_src/tp_dst headers, checked against ip_proto at the end;
+    // likewise the family the ICMP headers named, against eth_type.
     let mut l4_proto: Option<u8> = None;
+    let mut icmp_family: Option<u16> = None;
     while fields.remaining() > 0 {
         let (id, value, mask) = next_field(&mut fields, &mut seen)?;
+        if let Id::IcmpType(f) | Id::IcmpCode(f) = id {
+            if icmp_family.is_some_and(|g| g != f) {
+                return Err(CodecError::Malformed {
+                    what: "ofp_match",
+                    detail: "ICMPv4 and ICMPv6 fields in one match".into(),
+                });
+            }
+            icmp_family = Some(f);
+        }
         set_field(&mut m, id, value, mask, &mut l4_proto)?;
+    }
+    if let Some(f) = icmp_family {
+        if m.eth_type != Some(f) {
+            return Err(CodecError::Malformed {
+                what: "ofp_match",
+                detail: format!(
+                    "ICMP fields of EtherType {f:#06x} with eth_type {:?}",
+                    m.eth_type
+                ),
+            });
+        }
     }
     if let Some(p) = l4_proto {
         if m.ip_proto != Some(p) {
@@ -608,6 +716,27 @@ fn set_field(
         }
         Id::Ipv4Src => m.ipv4_src = Some(masked(ipv4(value), mask.map(ipv4), "nw_src")?),
         Id::Ipv4Dst => m.ipv4_dst = Some(masked(ipv4(value), mask.map(ipv4), "nw_dst")?),
+        Id::Ipv6Src => m.ipv6_src = Some(masked(ipv6(value), mask.map(ipv6), "ipv6_src")?),
+        Id::Ipv6Dst => m.ipv6_dst = Some(masked(ipv6(value), mask.map(ipv6), "ipv6_dst")?),
+        Id::IcmpType(_) => {
+            exact_only("icmp_type")?;
+            m.icmp_type = Some(value[0]);
+        }
+        Id::IcmpCode(_) => {
+            exact_only("icmp_code")?;
+            m.icmp_code = Some(value[0]);
+        }
+        Id::NdTarget => {
+            m.nd_target = Some(masked(ipv6(value), mask.map(ipv6), "nd_target")?);
+        }
+        Id::NdSll => m.nd_sll = Some(masked(mac(value), mask.map(mac), "nd_sll")?),
+        Id::NdTll => m.nd_tll = Some(masked(mac(value), mask.map(mac), "nd_tll")?),
+        Id::TunIpv6Src => {
+            m.tun_ipv6_src = Some(masked(ipv6(value), mask.map(ipv6), "tun_ipv6_src")?);
+        }
+        Id::TunIpv6Dst => {
+            m.tun_ipv6_dst = Some(masked(ipv6(value), mask.map(ipv6), "tun_ipv6_dst")?);
+        }
         Id::TpSrc(p) | Id::TpDst(p) => {
             if l4_proto.is_some_and(|q| q != p) {
                 return Err(CodecError::Malformed {
@@ -703,6 +832,7 @@ mod tests {
     #[test]
     fn every_field_round_trips() {
         let ip = |s: &str| s.parse::<Masked<Ipv4Addr>>().unwrap();
+        let ip6 = |s: &str| s.parse::<Masked<Ipv6Addr>>().unwrap();
         let cases = vec![
             Match::any().in_port(3),
             Match::any().in_port(0xffff_fffe),
@@ -746,6 +876,29 @@ mod tests {
                 .ct_mark(Masked::new(1u32, 1).unwrap()),
             Match::any().ct_mark(0xdead_beef),
             Match::any().pkt_mark(Masked::new(0x100u32, 0x100).unwrap()),
+            Match::any().ipv6(),
+            Match::any()
+                .ipv6()
+                .ipv6_src(ip6("fd01::/48"))
+                .ipv6_dst(ip6("fd01:0:0:5::7")),
+            Match::any().tcp6().ipv6_dst(ip6("fd01::1")).tp_dst(443),
+            Match::any().udp6().tp_src(53),
+            Match::any().icmp().icmp_type(8).icmp_code(0),
+            Match::any().icmp6().icmp_type(134),
+            Match::any()
+                .icmp6()
+                .icmp_type(135)
+                .icmp_code(0)
+                .nd_target(ip6("fd01::5"))
+                .nd_sll(mac("0a:58:0a:80:00:05")),
+            Match::any()
+                .icmp6()
+                .icmp_type(136)
+                .nd_target(ip6("fe80::/64"))
+                .nd_tll(Masked::new(mac("0a:58:00:00:00:00"), mac("ff:ff:00:00:00:00")).unwrap()),
+            Match::any()
+                .tun_ipv6_src(ip6("fd00::1"))
+                .tun_ipv6_dst(ip6("fd00::/64")),
         ];
         for m in &cases {
             round_trip(m);
@@ -879,6 +1032,35 @@ mod tests {
         let mut out = vec![0, 1, 0, 0];
         put_tlv(&mut out, OXM_OF_CLASS, oxm_of::IN_PORT, &[0, 0, 0, 1], None);
         put_tlv(&mut out, NXM_OF_CLASS, nxm_of::IN_PORT, &[0, 1], None);
+        let len = out.len() as u16;
+        patch_u16(&mut out, 2, len);
+        pad_to_8(&mut out, 0);
+        assert!(matches!(
+            decode_match(&out),
+            Err(CodecError::Malformed { .. })
+        ));
+        // An ICMPv4 type under ipv6 (the family the header names must be eth_type's).
+        let mut out = vec![0, 1, 0, 0];
+        put_tlv(
+            &mut out,
+            OXM_OF_CLASS,
+            oxm_of::ETH_TYPE,
+            &[0x86, 0xdd],
+            None,
+        );
+        put_tlv(&mut out, OXM_OF_CLASS, oxm_of::IP_PROTO, &[58], None);
+        put_tlv(&mut out, OXM_OF_CLASS, oxm_of::ICMPV4_TYPE, &[135], None);
+        let len = out.len() as u16;
+        patch_u16(&mut out, 2, len);
+        pad_to_8(&mut out, 0);
+        let err = decode_match(&out).unwrap_err();
+        assert!(
+            err.to_string().contains("ICMP fields of EtherType 0x0800"),
+            "{err}"
+        );
+        // An IPv6 address of the wrong length.
+        let mut out = vec![0, 1, 0, 0];
+        put_tlv(&mut out, OXM_OF_CLASS, oxm_of::IPV6_SRC, &[0xfd; 4], None);
         let len = out.len() as u16;
         patch_u16(&mut out, 2, len);
         pad_to_8(&mut out, 0);
