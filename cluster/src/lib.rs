@@ -31,6 +31,7 @@
 
 pub mod config;
 pub mod crd;
+pub mod dual_stack;
 pub mod files;
 mod kept;
 pub mod kube;
@@ -101,6 +102,9 @@ pub enum ClusterError {
         #[source]
         source: Arc<std::io::Error>,
     },
+    /// The configuration asks for something this version does not do.
+    #[error("{0}")]
+    Unsupported(String),
     /// A file is larger than any cluster object file can be; it is not read.
     #[error("{file}: {size} bytes, over the {max} bytes a state file may have; it is not read (a stray file? remove it)", file = file.display())]
     TooLarge {
@@ -183,6 +187,17 @@ pub enum ClusterError {
         in_file: String,
         /// The configured node IP.
         in_config: String,
+        /// The file the agent would rewrite.
+        own: PathBuf,
+    },
+    /// An object must change to match the configuration, but it lives in a file the agent does
+    /// not rewrite (a file an operator wrote, maybe holding other objects).
+    #[error("{file}: {what}; the agent rewrites only {own}: make the change there yourself, or move the object to {own}", file = file.display(), own = own.display())]
+    NotOwnFile {
+        /// The file holding the object.
+        file: PathBuf,
+        /// What must change.
+        what: String,
         /// The file the agent would rewrite.
         own: PathBuf,
     },

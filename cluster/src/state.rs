@@ -21,7 +21,7 @@ use super::types::{
     ClusterNetwork, ClusterObject, EgressNetworkPolicy, HostSubnet, Kind, NetNamespace,
 };
 use super::validate::ValidationError;
-use crate::config::ClusterNetworkSetting as CidrEntry;
+use crate::config::Ipv4ClusterNetwork as CidrEntry;
 
 /// The cluster objects known to this node.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -14,13 +14,13 @@ use std::fmt;
 use std::net::Ipv4Addr;
 
 use flows::Mode;
-use ipnet::Ipv4Net;
+use ipnet::{Ipv4Net, Ipv6Net};
 
 use super::types::{
-    ClusterNetwork, ClusterObject, EgressNetworkPolicy, HostSubnet, NetNamespace,
-    CLUSTER_NETWORK_NAME,
+    annotations, ClusterNetwork, ClusterObject, EgressNetworkPolicy, HostSubnet, NetNamespace,
+    ObjectMeta, CLUSTER_NETWORK_NAME,
 };
-use crate::config::ClusterNetworkSetting as CidrEntry;
+use crate::config::{Ipv4ClusterNetwork as CidrEntry, Ipv6ClusterNetwork};
 
 /// The largest VNID (24 bits, the VXLAN VNI).
 pub const MAX_VNID: u32 = (1 << 24) - 1;
@@ -83,6 +83,33 @@ pub fn parse_cidr(field: &str, value: &str) -> Result<Ipv4Net, ValidationError> 
         ));
     }
     Ok(net)
+}
+
+/// Parses an IPv6 CIDR that must be a network address (no host bits set).
+pub fn parse_cidr6(field: &str, value: &str) -> Result<Ipv6Net, ValidationError> {
+    let net: Ipv6Net = value.parse().map_err(|_| {
+        ValidationError::new(field, value, "expected an IPv6 CIDR such as fd01::/48")
+    })?;
+    if net.network() != net.addr() {
+        return Err(ValidationError::new(
+            field,
+            value,
+            format!(
+                "host bits are set: expected the network address {}",
+                net.trunc()
+            ),
+        ));
+    }
+    Ok(net)
+}
+
+/// The value of annotation `key`, if set; its field path in errors is
+/// `metadata.annotations[KEY]`.
+fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<(String, &'a str)> {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(|v| (format!("metadata.annotations[{key}]"), v.as_str()))
 }
 
 /// Parses a unicast IPv4 address.
@@ -191,6 +218,41 @@ impl ClusterNetwork {
         parse_cidr("serviceNetwork", &self.service_network)
     }
 
+    /// The IPv6 cluster network of a dual-stack cluster (annotation
+    /// [`annotations::IPV6_CLUSTER_NETWORK`]), if set.
+    pub fn ipv6_entry(&self) -> Result<Option<Ipv6ClusterNetwork>, ValidationError> {
+        let Some((field, value)) = annotation(&self.metadata, annotations::IPV6_CLUSTER_NETWORK)
+        else {
+            return Ok(None);
+        };
+        let bad = |why: String| ValidationError::new(&field, value, why);
+        let (cidr, len) = value
+            .split_once(',')
+            .ok_or_else(|| bad("expected CIDR,hostSubnetLength such as fd01::/48,64".into()))?;
+        let cidr = parse_cidr6(&field, cidr).map_err(|e| bad(e.reason))?;
+        let host_subnet_length: u8 = len
+            .parse()
+            .map_err(|_| bad("hostSubnetLength: expected a number such as 64".into()))?;
+        let entry = Ipv6ClusterNetwork {
+            cidr,
+            host_subnet_length,
+        };
+        if host_subnet_length < 2 || entry.node_prefix() <= cidr.prefix_len() {
+            return Err(bad(format!(
+                "hostSubnetLength {host_subnet_length} leaves no room for node subnets in /{}",
+                cidr.prefix_len()
+            )));
+        }
+        Ok(Some(entry))
+    }
+
+    /// The IPv6 service network (annotation [`annotations::IPV6_SERVICE_NETWORK`]), if set.
+    pub fn ipv6_service_net(&self) -> Result<Option<Ipv6Net>, ValidationError> {
+        annotation(&self.metadata, annotations::IPV6_SERVICE_NETWORK)
+            .map(|(field, value)| parse_cidr6(&field, value))
+            .transpose()
+    }
+
     /// The VXLAN port (4789 when unset).
     pub fn vxlan_port(&self) -> Result<u16, ValidationError> {
         match self.vxlan_port {
@@ -261,6 +323,32 @@ impl ClusterNetwork {
                 format!("overlaps cluster network {}", e.cidr),
             ));
         }
+        let v6 = self.ipv6_entry()?;
+        if let Some(svc) = self.ipv6_service_net()? {
+            let Some(v6) = v6 else {
+                return Err(ValidationError::new(
+                    format!(
+                        "metadata.annotations[{}]",
+                        annotations::IPV6_SERVICE_NETWORK
+                    ),
+                    svc.to_string(),
+                    format!(
+                        "an IPv6 service network without an IPv6 cluster network ({})",
+                        annotations::IPV6_CLUSTER_NETWORK
+                    ),
+                ));
+            };
+            if v6.cidr.contains(&svc.network()) || svc.contains(&v6.cidr.network()) {
+                return Err(ValidationError::new(
+                    format!(
+                        "metadata.annotations[{}]",
+                        annotations::IPV6_SERVICE_NETWORK
+                    ),
+                    svc.to_string(),
+                    format!("overlaps the IPv6 cluster network {}", v6.cidr),
+                ));
+            }
+        }
         self.mode()?;
         self.vxlan_port()?;
         if let Some(mtu) = self.mtu {
@@ -287,6 +375,14 @@ impl HostSubnet {
         parse_ipv4("hostIP", &self.host_ip)
     }
 
+    /// The node's IPv6 pod subnet in a dual-stack cluster (annotation
+    /// [`annotations::IPV6_SUBNET`]), if set.
+    pub fn ipv6_subnet(&self) -> Result<Option<Ipv6Net>, ValidationError> {
+        annotation(&self.metadata, annotations::IPV6_SUBNET)
+            .map(|(field, value)| parse_cidr6(&field, value))
+            .transpose()
+    }
+
     /// Checks every field.
     pub fn validate(&self) -> Result<(), ValidationError> {
         let name = self.name();
@@ -306,6 +402,15 @@ impl HostSubnet {
                 &self.subnet,
                 "expected a prefix of at most /30 (a gateway and at least one pod)",
             ));
+        }
+        if let Some(v6) = self.ipv6_subnet()? {
+            if v6.prefix_len() > 126 {
+                return Err(ValidationError::new(
+                    format!("metadata.annotations[{}]", annotations::IPV6_SUBNET),
+                    v6.to_string(),
+                    "expected a prefix of at most /126 (a gateway and at least one pod)",
+                ));
+            }
         }
         for (i, ip) in self.egress_ips.iter().enumerate() {
             parse_ipv4(&format!("egressIPs[{i}]"), ip)?;
@@ -495,6 +600,88 @@ mod tests {
         NetNamespace::new("tenant-a", MAX_VNID - 1)
             .validate()
             .unwrap();
+    }
+
+    #[test]
+    fn ipv6_annotations_are_typed_and_checked() {
+        use crate::types::annotations::{IPV6_CLUSTER_NETWORK, IPV6_SERVICE_NETWORK, IPV6_SUBNET};
+        let with = |c: &mut ClusterNetwork, k: &str, v: &str| {
+            c.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(k.into(), v.into());
+        };
+        let mut c = cn(&[("10.128.0.0/14", 9)]);
+        assert_eq!(c.ipv6_entry(), Ok(None));
+        with(&mut c, IPV6_CLUSTER_NETWORK, "fd01::/48,64");
+        with(&mut c, IPV6_SERVICE_NETWORK, "fd02::/112");
+        c.validate().unwrap();
+        let e = c.ipv6_entry().unwrap().unwrap();
+        assert_eq!(
+            (e.cidr.to_string(), e.node_prefix()),
+            ("fd01::/48".into(), 64)
+        );
+        assert_eq!(
+            c.ipv6_service_net().unwrap().unwrap().to_string(),
+            "fd02::/112"
+        );
+        for (key, value, want) in [
+            (
+                IPV6_CLUSTER_NETWORK,
+                "fd01::/48",
+                "expected CIDR,hostSubnetLength",
+            ),
+            (IPV6_CLUSTER_NETWORK, "fd01::1/48,64", "host bits are set"),
+            (
+                IPV6_CLUSTER_NETWORK,
+                "10.0.0.0/8,64",
+                "expected an IPv6 CIDR",
+            ),
+            (IPV6_CLUSTER_NETWORK, "fd01::/64,64", "leaves no room"),
+            (
+                IPV6_SERVICE_NETWORK,
+                "fd01::/112",
+                "overlaps the IPv6 cluster network",
+            ),
+            (IPV6_SERVICE_NETWORK, "fd02:::/112", "expected an IPv6 CIDR"),
+        ] {
+            let mut c = cn(&[("10.128.0.0/14", 9)]);
+            with(&mut c, IPV6_CLUSTER_NETWORK, "fd01::/48,64");
+            with(&mut c, key, value);
+            let e = err(c.validate());
+            assert!(
+                e.starts_with(&format!("field metadata.annotations[{key}] {value:?}: ")),
+                "{e}"
+            );
+            assert!(e.contains(want), "{e}");
+        }
+        let mut c = cn(&[("10.128.0.0/14", 9)]);
+        with(&mut c, IPV6_SERVICE_NETWORK, "fd02::/112");
+        assert!(err(c.validate()).contains("without an IPv6 cluster network"));
+
+        let mut h = HostSubnet::new("n1", "192.168.1.1", "10.128.2.0/23");
+        assert_eq!(h.ipv6_subnet(), Ok(None));
+        let set = |h: &mut HostSubnet, v: &str| {
+            h.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(IPV6_SUBNET.into(), v.into());
+        };
+        set(&mut h, "fd01:0:0:5::/64");
+        h.validate().unwrap();
+        assert_eq!(
+            h.ipv6_subnet().unwrap().unwrap().to_string(),
+            "fd01:0:0:5::/64"
+        );
+        for (v, want) in [
+            ("fd01:0:0:5::1/64", "host bits are set"),
+            ("fd01::/127", "at most /126"),
+            ("10.0.0.0/24", "expected an IPv6 CIDR"),
+        ] {
+            set(&mut h, v);
+            let e = err(h.validate());
+            assert!(e.contains(want), "{v}: {e}");
+        }
     }
 
     #[test]

@@ -49,6 +49,9 @@ pub enum ControllerError {
     /// An object could not be put in the API's form.
     #[error("encoding an object for the API")]
     Encode(#[from] serde_json::Error),
+    /// The settings ask for what the controller cannot write.
+    #[error(transparent)]
+    Settings(#[from] cluster::ClusterError),
     /// Leadership ended, or the watches did: why, and what happens next.
     #[error("{0}")]
     Stopped(String),
@@ -152,7 +155,7 @@ pub async fn run(cfg: Config, shutdown: impl std::future::Future<Output = ()>) -
     // Unique per process even when two replicas share a host name and pid (host network,
     // pid 1): the name for people, a random suffix for uniqueness.
     let identity = format!("{}-{}", cfg.node_name, &cluster::standalone::new_uid()[..8]);
-    let wanted = ClusterNetworkSpec::from_config(&cfg).to_object();
+    let wanted = ClusterNetworkSpec::from_config(&cfg)?.to_object();
     let mut lease = LeaseLock::new(
         client.clone(),
         &cfg.controller_namespace,
@@ -285,7 +288,7 @@ fn phases(actions: &[plan::Action]) -> [Vec<&plan::Action>; 3] {
     let mut out: [Vec<&plan::Action>; 3] = Default::default();
     for a in actions {
         let i = match a {
-            plan::Action::CreateClusterNetwork(_) => 0,
+            plan::Action::CreateClusterNetwork(_) | plan::Action::UpdateClusterNetwork(_) => 0,
             plan::Action::DeleteHostSubnet(_) | plan::Action::DeleteNetNamespace(_) => 1,
             _ => 2,
         };
@@ -417,7 +420,7 @@ impl Views {
             Event::Delete(DynamicObject::new(name, &api_resource(kind, plural)))
         };
         match (a, stored) {
-            (Action::CreateClusterNetwork(_), Some(o)) => {
+            (Action::CreateClusterNetwork(_) | Action::UpdateClusterNetwork(_), Some(o)) => {
                 self.cluster_network.apply(&Event::Apply(o.clone()));
             }
             (Action::CreateHostSubnet(_) | Action::UpdateHostSubnet(_), Some(o)) => {
@@ -509,6 +512,7 @@ async fn execute(client: &Client, a: &Action) -> Result<Option<DynamicObject>> {
     );
     Ok(match a {
         Action::CreateClusterNetwork(c) => Some(cn.create(&pp, &dynamic(c)?).await?),
+        Action::UpdateClusterNetwork(c) => Some(cn.replace(c.name(), &pp, &dynamic(c)?).await?),
         Action::CreateHostSubnet(h) => Some(hs.create(&pp, &dynamic(h)?).await?),
         Action::UpdateHostSubnet(h) => Some(hs.replace(h.name(), &pp, &dynamic(h)?).await?),
         Action::DeleteHostSubnet(n) => {

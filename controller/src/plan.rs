@@ -6,9 +6,13 @@
 //! - **ClusterNetwork** `default`: created from the controller's settings when missing; an
 //!   existing one that differs is reported and never changed (re-addressing a live cluster is not
 //!   something a controller should do on its own).
+//! - **ClusterNetwork** IPv6: a cluster without an IPv6 network whose settings have one gets it
+//!   added (annotations, see `cluster::types::annotations`); that is the one change ever made to
+//!   an existing ClusterNetwork, so a running IPv4 cluster can turn dual stack.
 //! - **HostSubnets**: one per Node, a free subnet of the cluster network, `hostIP` the node's
-//!   InternalIP (followed when it changes). Stable across restarts because existing HostSubnets
-//!   are read back, never re-allocated; removed when the Node goes.
+//!   InternalIP (followed when it changes), and in a dual-stack cluster a free IPv6 subnet
+//!   (also given to existing HostSubnets that have none). Stable across restarts because
+//!   existing HostSubnets are read back, never re-allocated; removed when the Node goes.
 //! - **NetNamespaces**: one per Namespace, VNID 0 for `default` and the configured global
 //!   namespaces, otherwise a fresh VNID from the `multitenant` crate (from 10 up, never one in
 //!   use); removed when the Namespace goes. The change-network annotation
@@ -27,11 +31,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
-use ipnet::Ipv4Net;
+use ipnet::{Ipv4Net, Ipv6Net};
 use multitenant::{Change, Tenancy, CHANGE_NETWORK_ANNOTATION};
 
-use cluster::config::ClusterNetworkSetting as ClusterNetworkEntry;
+use cluster::config::Ipv4ClusterNetwork as ClusterNetworkEntry;
+use cluster::dual_stack::Subnet6Allocator;
 use cluster::state::SubnetAllocator;
+use cluster::types::annotations;
 use cluster::{ClusterNetwork, HostSubnet, NetNamespace};
 
 /// What the controller sees.
@@ -56,6 +62,9 @@ pub struct View {
 pub enum Action {
     /// Create the ClusterNetwork.
     CreateClusterNetwork(ClusterNetwork),
+    /// Replace the ClusterNetwork: only ever to add the IPv6 networks of the settings to a
+    /// cluster that has none yet (a running IPv4 cluster turning dual stack).
+    UpdateClusterNetwork(ClusterNetwork),
     /// Create a HostSubnet.
     CreateHostSubnet(HostSubnet),
     /// Replace a HostSubnet (its `hostIP` changed).
@@ -83,19 +92,33 @@ impl std::fmt::Display for Action {
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
+            Action::UpdateClusterNetwork(c) => write!(
+                f,
+                "add the IPv6 cluster network to ClusterNetwork {} ({})",
+                c.name(),
+                c.ipv6_entry()
+                    .ok()
+                    .flatten()
+                    .map_or("none".into(), |e| format!(
+                        "{}/{}",
+                        e.cidr, e.host_subnet_length
+                    ))
+            ),
             Action::CreateHostSubnet(h) => write!(
                 f,
-                "create HostSubnet {} (hostIP {}, subnet {})",
-                h.name(),
-                h.host_ip,
-                h.subnet
-            ),
-            Action::UpdateHostSubnet(h) => write!(
-                f,
-                "update HostSubnet {} (hostIP {}, subnet {}, egressIPs [{}])",
+                "create HostSubnet {} (hostIP {}, subnet {}{})",
                 h.name(),
                 h.host_ip,
                 h.subnet,
+                ipv6_text(h)
+            ),
+            Action::UpdateHostSubnet(h) => write!(
+                f,
+                "update HostSubnet {} (hostIP {}, subnet {}{}, egressIPs [{}])",
+                h.name(),
+                h.host_ip,
+                h.subnet,
+                ipv6_text(h),
                 h.egress_ips.join(", ")
             ),
             Action::DeleteHostSubnet(n) => write!(f, "delete HostSubnet {n} (its Node is gone)"),
@@ -110,6 +133,14 @@ impl std::fmt::Display for Action {
             }
         }
     }
+}
+
+/// `, IPv6 subnet S` when the HostSubnet has one.
+fn ipv6_text(h: &HostSubnet) -> String {
+    h.ipv6_subnet()
+        .ok()
+        .flatten()
+        .map_or(String::new(), |s| format!(", IPv6 subnet {s}"))
 }
 
 /// A plan: the writes, and what could not be done (to log; planned again next time).
@@ -129,8 +160,13 @@ pub fn plan(view: &View, wanted: &ClusterNetwork, globals: &[String]) -> Plan {
     // ClusterNetwork.
     let cn = match &view.cluster_network {
         Some(cn) => {
+            let v6_absent =
+                matches!(cn.ipv6_entry(), Ok(None)) && matches!(cn.ipv6_service_net(), Ok(None));
+            let ipv6 = |c: &ClusterNetwork| (c.ipv6_entry().ok(), c.ipv6_service_net().ok());
+            let add_ipv6 = v6_absent && ipv6(wanted) != (Some(None), Some(None));
             if cn.cluster_networks != wanted.cluster_networks
                 || cn.service_network != wanted.service_network
+                || (!add_ipv6 && ipv6(cn) != ipv6(wanted))
             {
                 p.warnings.push(format!(
                     "ClusterNetwork default differs from the controller's settings (it has {}; \
@@ -138,8 +174,19 @@ pub fn plan(view: &View, wanted: &ClusterNetwork, globals: &[String]) -> Plan {
                     entries_text(cn),
                     entries_text(wanted)
                 ));
+                cn.clone()
+            } else if add_ipv6 {
+                // A running IPv4 cluster turning dual stack: IPv6 is added, nothing changed.
+                let mut with = cn.clone();
+                with.metadata
+                    .annotations
+                    .get_or_insert_with(Default::default)
+                    .extend(wanted.metadata.annotations.clone().unwrap_or_default());
+                p.actions.push(Action::UpdateClusterNetwork(with.clone()));
+                with
+            } else {
+                cn.clone()
             }
-            cn.clone()
         }
         None => {
             p.actions.push(Action::CreateClusterNetwork(wanted.clone()));
@@ -277,6 +324,18 @@ fn entries_text(cn: &ClusterNetwork) -> String {
         .collect::<Vec<_>>()
         .join(", ");
     s.push_str(&format!(", service network {}", cn.service_network));
+    match (cn.ipv6_entry(), cn.ipv6_service_net()) {
+        (Ok(None), Ok(None)) => {}
+        (Ok(e), Ok(svc)) => s.push_str(&format!(
+            ", IPv6 {} service network {}",
+            e.map_or("none".into(), |e| format!(
+                "{}/{}",
+                e.cidr, e.host_subnet_length
+            )),
+            svc.map_or("none".into(), |n| n.to_string())
+        )),
+        (Err(e), _) | (_, Err(e)) => s.push_str(&format!(", invalid IPv6 ({e})")),
+    }
     s
 }
 
@@ -309,6 +368,15 @@ fn plan_host_subnets(view: &View, cn: &ClusterNetwork, p: &mut Plan) {
         }
     }
     let mut allocator = SubnetAllocator::new(&entries, &used);
+    let mut v6 = cn
+        .ipv6_entry()
+        .ok()
+        .flatten()
+        .map(|e| Subnet6Allocator::new(e, &ipv6_used(view)));
+    // Existing HostSubnets without an IPv6 subnet get one (the cluster turned dual stack).
+    if let Some(alloc) = v6.as_mut() {
+        plan_ipv6_subnets(view, alloc, p);
+    }
     for (name, ip) in &view.nodes {
         if view.host_subnets.contains_key(name) {
             continue;
@@ -321,16 +389,75 @@ fn plan_host_subnets(view: &View, cn: &ClusterNetwork, p: &mut Plan) {
         };
         match allocator.next() {
             Some(s) => {
-                p.actions.push(Action::CreateHostSubnet(HostSubnet::new(
-                    name,
-                    &ip.to_string(),
-                    &s.to_string(),
-                )));
+                let mut hs = HostSubnet::new(name, &ip.to_string(), &s.to_string());
+                match v6.as_mut().map(Subnet6Allocator::next) {
+                    None => {}
+                    Some(Some(s6)) => set_ipv6_subnet(&mut hs, s6),
+                    Some(None) => p.warnings.push(format!(
+                        "no free IPv6 node subnet left for Node {name}; its pods get IPv4 only \
+                         until one is free"
+                    )),
+                }
+                p.actions.push(Action::CreateHostSubnet(hs));
             }
             None => p.warnings.push(format!(
                 "no free node subnet left in the cluster network for Node {name}; widen \
                  clusterNetworks or lower hostSubnetLength"
             )),
+        }
+    }
+}
+
+/// Every valid IPv6 node subnet in use.
+fn ipv6_used(view: &View) -> Vec<Ipv6Net> {
+    view.host_subnets
+        .values()
+        .filter_map(|h| h.ipv6_subnet().ok().flatten())
+        .collect()
+}
+
+fn set_ipv6_subnet(hs: &mut HostSubnet, subnet: Ipv6Net) {
+    hs.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(annotations::IPV6_SUBNET.into(), subnet.to_string());
+}
+
+/// An IPv6 subnet for every HostSubnet of a present Node that has none, merged into a hostIP
+/// update already planned for it. One with an invalid value is reported, never overwritten
+/// (its node's pods may hold addresses of it).
+fn plan_ipv6_subnets(view: &View, alloc: &mut Subnet6Allocator, p: &mut Plan) {
+    for (name, hs) in &view.host_subnets {
+        if !view.nodes.contains_key(name) {
+            continue;
+        }
+        match hs.ipv6_subnet() {
+            Ok(Some(_)) => continue,
+            Err(e) => {
+                p.warnings.push(format!(
+                    "HostSubnet {name} has an invalid IPv6 subnet ({e}); left as it is"
+                ));
+                continue;
+            }
+            Ok(None) => {}
+        }
+        let Some(s6) = alloc.next() else {
+            p.warnings.push(format!(
+                "no free IPv6 node subnet left for Node {name}; its pods get IPv4 only until one \
+                 is free"
+            ));
+            continue;
+        };
+        if let Some(Action::UpdateHostSubnet(h)) = p
+            .actions
+            .iter_mut()
+            .find(|a| matches!(a, Action::UpdateHostSubnet(h) if h.name() == name.as_str()))
+        {
+            set_ipv6_subnet(h, s6);
+        } else {
+            let mut h = hs.clone();
+            set_ipv6_subnet(&mut h, s6);
+            p.actions.push(Action::UpdateHostSubnet(h));
         }
     }
 }
@@ -427,7 +554,9 @@ mod tests {
     fn apply(v: &mut View, actions: &[Action]) {
         for a in actions {
             match a {
-                Action::CreateClusterNetwork(c) => v.cluster_network = Some(c.clone()),
+                Action::CreateClusterNetwork(c) | Action::UpdateClusterNetwork(c) => {
+                    v.cluster_network = Some(c.clone())
+                }
                 Action::CreateHostSubnet(h) | Action::UpdateHostSubnet(h) => {
                     v.host_subnets.insert(h.name().to_string(), h.clone());
                 }
@@ -456,6 +585,95 @@ mod tests {
         let p = plan(&v, &other, &[]);
         assert!(p.actions.is_empty());
         assert!(p.warnings[0].contains("keeping the cluster's"), "{p:?}");
+    }
+
+    fn dual_stack_cn() -> ClusterNetwork {
+        let mut c = cn();
+        c.metadata.annotations = Some(
+            [
+                (
+                    annotations::IPV6_CLUSTER_NETWORK.into(),
+                    "fd01::/48,64".into(),
+                ),
+                (
+                    annotations::IPV6_SERVICE_NETWORK.into(),
+                    "fd02::/112".into(),
+                ),
+            ]
+            .into(),
+        );
+        c
+    }
+
+    #[test]
+    fn a_running_ipv4_cluster_turns_dual_stack_without_changing_ipv4() {
+        let mut v = view();
+        v.nodes.insert("n1".into(), ip("192.168.1.1"));
+        v.nodes.insert("n2".into(), ip("192.168.1.2"));
+        let p = plan(&v, &cn(), &[]);
+        apply(&mut v, &p.actions);
+        let before: Vec<String> = v.host_subnets.values().map(|h| h.subnet.clone()).collect();
+
+        // The settings gain IPv6: the ClusterNetwork gets it added, every node an IPv6 subnet.
+        let p = plan(&v, &dual_stack_cn(), &[]);
+        assert!(p.warnings.is_empty(), "{p:?}");
+        assert!(
+            matches!(p.actions[0], Action::UpdateClusterNetwork(_)),
+            "{p:?}"
+        );
+        apply(&mut v, &p.actions);
+        let after: Vec<String> = v.host_subnets.values().map(|h| h.subnet.clone()).collect();
+        assert_eq!(before, after, "IPv4 subnets kept");
+        let v6: Vec<String> = v
+            .host_subnets
+            .values()
+            .map(|h| h.ipv6_subnet().unwrap().unwrap().to_string())
+            .collect();
+        assert_eq!(v6, ["fd01::/64", "fd01:0:0:1::/64"]);
+        assert_eq!(plan(&v, &dual_stack_cn(), &[]), Plan::default(), "stable");
+
+        // A new node gets both at once.
+        v.nodes.insert("n3".into(), ip("192.168.1.3"));
+        let p = plan(&v, &dual_stack_cn(), &[]);
+        assert_eq!(p.actions.len(), 1, "{p:?}");
+        assert!(p.actions[0]
+            .to_string()
+            .contains("subnet 10.128.4.0/23, IPv6 subnet fd01:0:0:2::/64"));
+
+        // Changing or removing the IPv6 network afterwards is never done, only reported.
+        let mut moved = dual_stack_cn();
+        moved.metadata.annotations.as_mut().unwrap().insert(
+            annotations::IPV6_CLUSTER_NETWORK.into(),
+            "fd09::/48,64".into(),
+        );
+        let p = plan(&v, &moved, &[]);
+        assert!(!p
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::UpdateClusterNetwork(_))));
+        assert!(p.warnings[0].contains("keeping the cluster's"), "{p:?}");
+        let p = plan(&v, &cn(), &[]);
+        assert!(p.warnings[0].contains("IPv6 fd01::/48/64"), "{p:?}");
+    }
+
+    #[test]
+    fn a_bad_ipv6_subnet_is_reported_and_kept() {
+        let mut v = View {
+            cluster_network: Some(dual_stack_cn()),
+            ..View::default()
+        };
+        v.nodes.insert("n1".into(), ip("192.168.1.1"));
+        let mut hs = HostSubnet::new("n1", "192.168.1.1", "10.128.0.0/23");
+        set_ipv6_subnet(&mut hs, "fd01::/64".parse().unwrap());
+        hs.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(annotations::IPV6_SUBNET.into(), "fd01::1/64".into());
+        v.host_subnets.insert("n1".into(), hs);
+        let p = plan(&v, &dual_stack_cn(), &[]);
+        assert!(p.actions.is_empty(), "{p:?}");
+        assert!(p.warnings[0].contains("invalid IPv6 subnet"), "{p:?}");
     }
 
     #[test]

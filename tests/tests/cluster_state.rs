@@ -106,7 +106,7 @@ impl Logs {
 }
 
 fn spec() -> ClusterNetworkSpec {
-    ClusterNetworkSpec::from_config(&Config::default())
+    ClusterNetworkSpec::from_config(&Config::default()).unwrap()
 }
 
 /// Waits (bounded) until the state satisfies `pred`; returns it or panics with `what`.

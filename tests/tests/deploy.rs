@@ -979,8 +979,8 @@ fn controller_is_two_replicas_leader_elected_and_unprivileged() {
     );
     let agent = agent_config(&docs);
     assert_eq!(
-        ClusterNetworkSpec::from_config(&cfg),
-        ClusterNetworkSpec::from_config(&agent),
+        ClusterNetworkSpec::from_config(&cfg).unwrap(),
+        ClusterNetworkSpec::from_config(&agent).unwrap(),
         "the controller and the agents read the same networks"
     );
 }
@@ -1064,7 +1064,7 @@ fn schema_errors(s: &JSONSchemaProps, v: &Value, path: &str, out: &mut Vec<Strin
 fn the_cluster_network_the_controller_creates_passes_its_crd() {
     let docs = docs();
     let (_, cfg) = started_config(&docs, "Deployment", "sdn-controller", "sdn-controller");
-    let cn = ClusterNetworkSpec::from_config(&cfg).to_object();
+    let cn = ClusterNetworkSpec::from_config(&cfg).unwrap().to_object();
     cn.validate().unwrap();
     let value = serde_json::to_value(&cn).unwrap();
     // The API server's view: the CRD it holds.

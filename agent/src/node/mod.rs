@@ -123,7 +123,9 @@ fn node_config(cfg: &Config, state: &ClusterState) -> Result<NodeConfig> {
              free /{} of the cluster network)",
             cfg.node_name,
             cfg.node_name,
-            cfg.cluster_networks[0].node_prefix()
+            cfg.ipv4_cluster_networks()
+                .first()
+                .map_or(23, |c| c.node_prefix())
         )
     })?;
     let local_subnet: Ipv4Net = state
@@ -141,7 +143,10 @@ fn node_config(cfg: &Config, state: &ClusterState) -> Result<NodeConfig> {
         node_ip,
         local_subnet,
         cluster_networks: cfg.cluster_cidrs(),
-        service_cidr: cfg.service_network,
+        service_cidr: cfg
+            .service_network
+            .v4()
+            .with_step(|| format!("serviceNetwork {} has no IPv4 network", cfg.service_network))?,
         vxlan_port: cfg.vxlan_port,
         tun0_mac: None,
     })

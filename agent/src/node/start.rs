@@ -355,7 +355,8 @@ async fn load_cluster_state(
                 dir,
                 &cfg.node_name,
                 cfg.node_ip,
-                &cluster::ClusterNetworkSpec::from_config(cfg),
+                &cluster::ClusterNetworkSpec::from_config(cfg)
+                    .step("reading the cluster network settings")?,
             )
             .with_step(|| format!("preparing the cluster state in {}", dir.display()))?;
             let src = cluster::StandaloneSource::start(dir, cluster::DEFAULT_POLL_INTERVAL)
@@ -384,7 +385,8 @@ async fn load_cluster_state(
             .step("waiting for this node's HostSubnet")?;
             // The agent and the controller must agree on the network (same ConfigMap).
             if let Some(cn) = &src.current().cluster_network {
-                let spec = cluster::ClusterNetworkSpec::from_config(cfg);
+                let spec = cluster::ClusterNetworkSpec::from_config(cfg)
+                    .step("reading the cluster network settings")?;
                 if let Some((field, in_cluster, in_config)) = spec.difference(cn) {
                     bail!(
                         "the cluster's ClusterNetwork default has {field} {in_cluster}, this \

@@ -21,12 +21,18 @@ use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 use flows::{Datapath, Mode};
-use ipnet::Ipv4Net;
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 
 use setting::{any, settings, Env, Shown};
 pub use setting::{flag_error, Arity, Env as SettingEnv, Flags, Setting, Shown as SettingDefault};
+/// An IPv4 cluster network, as the ClusterNetwork object's `clusterNetworks` holds it.
+pub type Ipv4ClusterNetwork = ClusterNetworkEntry<Ipv4Net>;
+/// The IPv6 cluster network of a dual-stack or IPv6-only cluster.
+pub type Ipv6ClusterNetwork = ClusterNetworkEntry<Ipv6Net>;
+
 pub use values::{
-    parse_filter, ClusterNetworkSetting, ClusterStateSource, Listen, LogFormat, OvsdbTarget,
+    parse_filter, ClusterNetworkEntry, ClusterNetworkSetting, ClusterStateSource, Listen,
+    LogFormat, OvsdbTarget, ServiceNetworks,
 };
 
 /// Why a configuration was refused.
@@ -62,7 +68,7 @@ pub enum ConfigError {
 /// The default cluster network: 10.128.0.0/14, a /23 per node.
 fn default_cluster_network() -> ClusterNetworkSetting {
     ClusterNetworkSetting {
-        cidr: Ipv4Net::new(Ipv4Addr::new(10, 128, 0, 0), 14).expect("constant"),
+        cidr: IpNet::V4(Ipv4Net::new(Ipv4Addr::new(10, 128, 0, 0), 14).expect("constant")),
         host_subnet_length: 9,
     }
 }
@@ -86,12 +92,15 @@ settings! {
     cluster_networks: Vec<ClusterNetworkSetting> = vec![default_cluster_network()],
         key "clusterNetworks", flag "cluster-network", env REPEATABLE, value "CIDR[,LEN]",
         shown Shown::Value("10.128.0.0/14,9"), check |v| check_cluster_networks(v),
-        doc "Cluster network and the host bits of a node's subnet (9: one /23 per node)";
-    service_network: Ipv4Net = Ipv4Net::new(Ipv4Addr::new(172, 30, 0, 0), 16).expect("constant"),
-        key "serviceNetwork", flag "service-cidr", env Env::Var("SDN_SERVICE_CIDR"), value "CIDR",
-        shown Shown::Value("172.30.0.0/16"),
-        check |v| network_address("serviceNetwork", v),
-        doc "Service network";
+        doc "Cluster network and the host bits of a node's subnet (9: one /23 per node); \
+             repeat for more, at most one IPv6 (fd01::/48,64: one /64 per node) for dual stack";
+    service_network: ServiceNetworks = ServiceNetworks::new(vec![IpNet::V4(
+            Ipv4Net::new(Ipv4Addr::new(172, 30, 0, 0), 16).expect("constant"),
+        )]),
+        key "serviceNetwork", flag "service-cidr", env Env::Var("SDN_SERVICE_CIDR"),
+        value "CIDR[,CIDR]", shown Shown::Value("172.30.0.0/16"),
+        check |v| check_service_networks(v),
+        doc "Service network, one CIDR per family (172.30.0.0/16,fd02::/112 for dual stack)";
     vxlan_port: u16 = 4789,
         key "vxlanPort", flag "vxlan-port", env Env::Var("SDN_VXLAN_PORT"), value "PORT",
         shown Shown::Value("4789"),
@@ -288,9 +297,25 @@ impl Config {
         self.metrics_address.addr()
     }
 
-    /// The cluster network CIDRs.
+    /// The IPv4 cluster network CIDRs.
     pub fn cluster_cidrs(&self) -> Vec<Ipv4Net> {
-        self.cluster_networks.iter().map(|c| c.cidr).collect()
+        self.ipv4_cluster_networks()
+            .iter()
+            .map(|c| c.cidr)
+            .collect()
+    }
+
+    /// The IPv4 cluster networks, in the order given.
+    pub fn ipv4_cluster_networks(&self) -> Vec<ClusterNetworkEntry<Ipv4Net>> {
+        self.cluster_networks
+            .iter()
+            .filter_map(|c| c.v4())
+            .collect()
+    }
+
+    /// The IPv6 cluster network, if the cluster has one (dual stack or IPv6 only).
+    pub fn ipv6_cluster_network(&self) -> Option<ClusterNetworkEntry<Ipv6Net>> {
+        self.cluster_networks.iter().find_map(|c| c.v6())
     }
 
     /// Checks every setting, then their relations; the error names the setting.
@@ -304,10 +329,40 @@ impl Config {
     /// What no setting can check alone.
     fn check_relations(&self) -> Result<(), String> {
         for (i, cn) in self.cluster_networks.iter().enumerate() {
-            if overlaps(&cn.cidr, &self.service_network) {
+            for svc in self.service_network.all() {
+                if overlaps(&cn.cidr, svc) {
+                    return Err(format!(
+                        "clusterNetworks[{i}] {} overlaps the service network {svc}",
+                        cn.cidr
+                    ));
+                }
+            }
+        }
+        if self.ipv4_cluster_networks().is_empty() {
+            return Err(
+                "clusterNetworks: no IPv4 network; an IPv6-only cluster is not supported yet \
+                 (give an IPv4 network beside the IPv6 one for dual stack)"
+                    .into(),
+            );
+        }
+        if self.service_network.v4().is_none() {
+            return Err(format!(
+                "serviceNetwork {}: no IPv4 network; the cluster's Services need one while its \
+                 pods have IPv4 addresses (give 172.30.0.0/16,{} for dual stack)",
+                self.service_network, self.service_network
+            ));
+        }
+        for svc in self.service_network.all() {
+            let family = |n: &IpNet| n.max_prefix_len();
+            if !self
+                .cluster_networks
+                .iter()
+                .any(|cn| family(&cn.cidr) == family(svc))
+            {
                 return Err(format!(
-                    "clusterNetworks[{i}] {} overlaps the service network {}",
-                    cn.cidr, self.service_network
+                    "serviceNetwork {svc}: no cluster network of its family (IPv{}); add one to \
+                     clusterNetworks or leave this service network out",
+                    if family(svc) == 32 { 4 } else { 6 }
                 ));
             }
         }
@@ -380,15 +435,32 @@ fn check_cluster_networks(networks: &[ClusterNetworkSetting]) -> Result<(), Stri
                 cn.cidr.trunc()
             ));
         }
-        let node = u32::from(cn.node_prefix());
-        if cn.host_subnet_length < 2 || node <= u32::from(cn.cidr.prefix_len()) {
+        let bits = cn.cidr.max_prefix_len();
+        let prefix = cn.cidr.prefix_len();
+        if cn.host_subnet_length < 2 || cn.host_subnet_length >= bits || cn.node_prefix() <= prefix
+        {
             return Err(format!(
                 "{what}: hostSubnetLength {} must be at least 2 and leave room for more than one \
-                 node subnet (prefix /{} would not fit inside /{})",
+                 node subnet (a node's /{} does not fit inside /{prefix} more than once{})",
                 cn.host_subnet_length,
-                32u32.saturating_sub(u32::from(cn.host_subnet_length)),
-                cn.cidr.prefix_len()
+                bits.saturating_sub(cn.host_subnet_length),
+                if bits == 128 {
+                    "; 64 gives each node a /64"
+                } else {
+                    ""
+                }
             ));
+        }
+        if bits == 128 {
+            if let Some(j) = networks[..i]
+                .iter()
+                .position(|o| o.cidr.max_prefix_len() == 128)
+            {
+                return Err(format!(
+                    "{what}: a second IPv6 cluster network (clusterNetworks[{j}] is one); a \
+                     cluster has at most one"
+                ));
+            }
         }
         for other in &networks[..i] {
             if overlaps(&cn.cidr, &other.cidr) {
@@ -399,9 +471,25 @@ fn check_cluster_networks(networks: &[ClusterNetworkSetting]) -> Result<(), Stri
     Ok(())
 }
 
-fn network_address(key: &str, net: &Ipv4Net) -> Result<(), String> {
-    if net.network() != net.addr() {
-        return Err(format!("{key} {net}: not a network address"));
+fn check_service_networks(nets: &ServiceNetworks) -> Result<(), String> {
+    if nets.all().is_empty() {
+        return Err("serviceNetwork: expected one CIDR per family (172.30.0.0/16)".into());
+    }
+    for (i, net) in nets.all().iter().enumerate() {
+        if net.network() != net.addr() {
+            return Err(format!(
+                "serviceNetwork {net}: not a network address (did you mean {}?)",
+                net.trunc()
+            ));
+        }
+        if nets.all()[..i]
+            .iter()
+            .any(|o| o.max_prefix_len() == net.max_prefix_len())
+        {
+            return Err(format!(
+                "serviceNetwork {nets}: two networks of one family; give one per family"
+            ));
+        }
     }
     Ok(())
 }
@@ -438,7 +526,7 @@ fn dns_server(i: usize, s: &str) -> Result<(), String> {
     ))
 }
 
-fn overlaps(a: &Ipv4Net, b: &Ipv4Net) -> bool {
+fn overlaps(a: &IpNet, b: &IpNet) -> bool {
     a.contains(&b.network()) || b.contains(&a.network())
 }
 
@@ -512,6 +600,109 @@ mod tests {
         let e = format!("{:#}", Config::from_file(&f).unwrap_err());
         assert!(e.contains("standalone:<absolute directory>"), "{e}");
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn dual_stack_in_flags_and_in_a_file() {
+        let c = Config::from_args(&args(
+            "--node-name n --cluster-network 10.128.0.0/14,9 --cluster-network fd01::/48 \
+             --service-cidr 172.30.0.0/16,fd02::/112",
+        ))
+        .unwrap();
+        assert_eq!(
+            c.cluster_cidrs(),
+            ["10.128.0.0/14".parse::<Ipv4Net>().unwrap()]
+        );
+        let v6 = c.ipv6_cluster_network().unwrap();
+        assert_eq!(
+            (v6.cidr.to_string(), v6.node_prefix()),
+            ("fd01::/48".into(), 64)
+        );
+        assert_eq!(c.service_network.v6().unwrap().to_string(), "fd02::/112");
+        assert_eq!(c.service_network.v4().unwrap().to_string(), "172.30.0.0/16");
+
+        let dir = std::env::temp_dir().join(format!("sdn-config-6-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("agent.yaml");
+        for (service, v6_service) in [
+            ("serviceNetwork: 172.30.0.0/16,fd02::/112", true),
+            ("serviceNetwork: [172.30.0.0/16, \"fd02::/112\"]", true),
+            ("serviceNetwork: 172.30.0.0/16", false),
+        ] {
+            std::fs::write(
+                &f,
+                format!(
+                    "nodeName: a\nclusterNetworks: [{{cidr: 10.128.0.0/14, hostSubnetLength: 9}}, \
+                     {{cidr: \"fd01::/48\", hostSubnetLength: 64}}]\n{service}\n"
+                ),
+            )
+            .unwrap();
+            let c = Config::from_args(&args(&format!("--config {}", f.display()))).unwrap();
+            assert_eq!(
+                c.ipv6_cluster_network().unwrap().node_prefix(),
+                64,
+                "{service}"
+            );
+            assert_eq!(c.service_network.v6().is_some(), v6_service, "{service}");
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn bad_dual_stack_settings_name_the_setting() {
+        let base = "--node-name n --cluster-network 10.128.0.0/14";
+        for (a, want) in [
+            (
+                format!("{base} --cluster-network fd01::/48 --cluster-network fd03::/48"),
+                "clusterNetworks[2] fd03::/48: a second IPv6 cluster network",
+            ),
+            (
+                format!("{base} --cluster-network fd01::/64,64"),
+                "clusterNetworks[1] fd01::/64: hostSubnetLength 64 must be at least 2 and leave \
+                 room",
+            ),
+            (
+                format!("{base} --cluster-network fd01::/48,200"),
+                "hostSubnetLength 200",
+            ),
+            (
+                format!("{base} --cluster-network fd01::1/48"),
+                "not a network address (did you mean fd01::/48?)",
+            ),
+            (
+                format!("{base} --service-cidr 172.30.0.0/16,fd02::/112"),
+                "serviceNetwork fd02::/112: no cluster network of its family (IPv6)",
+            ),
+            (
+                format!(
+                    "{base} --cluster-network fd01::/48 --service-cidr 172.30.0.0/16,172.31.0.0/16"
+                ),
+                "two networks of one family",
+            ),
+            (
+                format!("{base} --cluster-network fd01::/48 --service-cidr fd01::/112"),
+                "clusterNetworks[1] fd01::/48 overlaps the service network fd01::/112",
+            ),
+            (
+                format!("{base} --service-cidr 172.30.0.0/16,fd02::/x"),
+                "\"fd02::/x\" is not a CIDR",
+            ),
+            (
+                format!("{base} --cluster-network fd01::/48 --service-cidr fd02::/112"),
+                "serviceNetwork fd02::/112: no IPv4 network",
+            ),
+            (
+                "--node-name n --cluster-network fd01::/48 --service-cidr fd02::/112".into(),
+                "clusterNetworks: no IPv4 network",
+            ),
+            (
+                format!("{base} --cluster-network fd01::/48,x"),
+                "expected CIDR[,hostSubnetLength]",
+            ),
+        ] {
+            let e = format!("{:#}", Config::from_args(&args(&a)).unwrap_err());
+            assert!(e.contains(want), "{a}: {e}");
+        }
     }
 
     #[test]

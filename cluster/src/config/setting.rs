@@ -13,7 +13,9 @@ use std::path::PathBuf;
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use ipnet::Ipv4Net;
 
-use super::values::{ClusterNetworkSetting, ClusterStateSource, Listen, LogFormat, OvsdbTarget};
+use super::values::{
+    ClusterNetworkSetting, ClusterStateSource, Listen, LogFormat, OvsdbTarget, ServiceNetworks,
+};
 use super::Config;
 
 /// How a setting's flag takes values.
@@ -163,6 +165,7 @@ parsed_from_str!(
     Ipv4Net,
     SocketAddr,
     ClusterNetworkSetting,
+    ServiceNetworks,
     ClusterStateSource,
     OvsdbTarget,
     Listen,

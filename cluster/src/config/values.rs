@@ -5,36 +5,68 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use ipnet::Ipv4Net;
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use serde::{Deserialize, Serialize};
 
-/// One cluster network: a CIDR and how many host bits each node's subnet has (OpenShift's
-/// `hostSubnetLength`: 9 gives every node a /23 out of a /14). On the command line
-/// `CIDR[,LEN]` (LEN 9 when left out).
+/// One cluster network of either family: a CIDR and how many host bits each node's subnet has
+/// (OpenShift's `hostSubnetLength`: 9 gives every node a /23 out of a /14; 64 a /64 out of an
+/// IPv6 /48). On the command line `CIDR[,LEN]` (LEN 9 for IPv4 and 64 for IPv6 when left out).
+/// A dual-stack cluster has IPv4 networks and one IPv6 network; [`ClusterNetworkSetting::v4`]
+/// and [`ClusterNetworkSetting::v6`] give an entry typed by its family.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClusterNetworkSetting {
-    /// The network, e.g. `10.128.0.0/14`.
-    pub cidr: Ipv4Net,
-    /// Host bits of a node subnet, e.g. 9 for /23.
+    /// The network, e.g. `10.128.0.0/14` or `fd01::/48`.
+    pub cidr: IpNet,
+    /// Host bits of a node subnet, e.g. 9 for /23, 64 for an IPv6 /64.
     pub host_subnet_length: u8,
 }
 
 impl ClusterNetworkSetting {
-    /// Prefix length of one node's subnet.
+    /// Prefix length of one node's subnet (0 when the host bits do not fit the family, which
+    /// validation refuses).
     pub fn node_prefix(&self) -> u8 {
-        32 - self.host_subnet_length
+        self.cidr
+            .max_prefix_len()
+            .saturating_sub(self.host_subnet_length)
+    }
+
+    /// The entry when it is an IPv4 network.
+    pub fn v4(&self) -> Option<ClusterNetworkEntry<Ipv4Net>> {
+        match self.cidr {
+            IpNet::V4(cidr) => Some(ClusterNetworkEntry {
+                cidr,
+                host_subnet_length: self.host_subnet_length,
+            }),
+            IpNet::V6(_) => None,
+        }
+    }
+
+    /// The entry when it is an IPv6 network.
+    pub fn v6(&self) -> Option<ClusterNetworkEntry<Ipv6Net>> {
+        match self.cidr {
+            IpNet::V6(cidr) => Some(ClusterNetworkEntry {
+                cidr,
+                host_subnet_length: self.host_subnet_length,
+            }),
+            IpNet::V4(_) => None,
+        }
     }
 }
 
 impl std::str::FromStr for ClusterNetworkSetting {
     type Err = String;
     fn from_str(value: &str) -> Result<Self, String> {
-        let (cidr, len) = value.split_once(',').unwrap_or((value, "9"));
-        let bad = || "expected CIDR[,hostSubnetLength] (10.128.0.0/14,9)".to_string();
+        let bad =
+            || "expected CIDR[,hostSubnetLength] (10.128.0.0/14,9 or fd01::/48,64)".to_string();
+        let (cidr, len) = match value.split_once(',') {
+            Some((cidr, len)) => (cidr.parse::<IpNet>().map_err(|_| bad())?, Some(len)),
+            None => (value.parse::<IpNet>().map_err(|_| bad())?, None),
+        };
+        let default = if cidr.max_prefix_len() == 32 { 9 } else { 64 };
         Ok(ClusterNetworkSetting {
-            cidr: cidr.parse().map_err(|_| bad())?,
-            host_subnet_length: len.parse().map_err(|_| bad())?,
+            cidr,
+            host_subnet_length: len.map_or(Ok(default), str::parse).map_err(|_| bad())?,
         })
     }
 }
@@ -42,6 +74,111 @@ impl std::str::FromStr for ClusterNetworkSetting {
 impl std::fmt::Display for ClusterNetworkSetting {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{},{}", self.cidr, self.host_subnet_length)
+    }
+}
+
+/// One cluster network of one family (`Ipv4Net` or `Ipv6Net`): what the subnet allocator, the
+/// ClusterNetwork object and the flows read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClusterNetworkEntry<N> {
+    /// The network.
+    pub cidr: N,
+    /// Host bits of a node subnet.
+    pub host_subnet_length: u8,
+}
+
+impl ClusterNetworkEntry<Ipv4Net> {
+    /// Prefix length of one node's subnet.
+    pub fn node_prefix(&self) -> u8 {
+        32u8.saturating_sub(self.host_subnet_length)
+    }
+}
+
+impl ClusterNetworkEntry<Ipv6Net> {
+    /// Prefix length of one node's subnet.
+    pub fn node_prefix(&self) -> u8 {
+        128u8.saturating_sub(self.host_subnet_length)
+    }
+}
+
+/// The service network: one CIDR per family, e.g. `172.30.0.0/16` or, dual stack,
+/// `172.30.0.0/16,fd02::/112`. In a file a string (comma-separated) or a list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "ServiceNetworksText", into = "String")]
+pub struct ServiceNetworks(Vec<IpNet>);
+
+/// How a file may spell the service network.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ServiceNetworksText {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl TryFrom<ServiceNetworksText> for ServiceNetworks {
+    type Error = String;
+    fn try_from(t: ServiceNetworksText) -> Result<Self, String> {
+        match t {
+            ServiceNetworksText::One(s) => s.parse(),
+            ServiceNetworksText::Many(v) => v.join(",").parse(),
+        }
+    }
+}
+
+impl ServiceNetworks {
+    /// The given networks, as they are (validation checks them).
+    pub fn new(nets: Vec<IpNet>) -> Self {
+        ServiceNetworks(nets)
+    }
+
+    /// Every network, in the order given.
+    pub fn all(&self) -> &[IpNet] {
+        &self.0
+    }
+
+    /// The IPv4 service network, if any.
+    pub fn v4(&self) -> Option<Ipv4Net> {
+        self.0.iter().find_map(|n| match n {
+            IpNet::V4(n) => Some(*n),
+            IpNet::V6(_) => None,
+        })
+    }
+
+    /// The IPv6 service network, if any.
+    pub fn v6(&self) -> Option<Ipv6Net> {
+        self.0.iter().find_map(|n| match n {
+            IpNet::V6(n) => Some(*n),
+            IpNet::V4(_) => None,
+        })
+    }
+}
+
+impl std::str::FromStr for ServiceNetworks {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        s.split(',')
+            .map(|n| {
+                n.trim().parse::<IpNet>().map_err(|_| {
+                    format!(
+                        "{n:?} is not a CIDR: expected CIDR[,CIDR], one per family                          (172.30.0.0/16 or 172.30.0.0/16,fd02::/112)"
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(ServiceNetworks)
+    }
+}
+
+impl std::fmt::Display for ServiceNetworks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text: Vec<String> = self.0.iter().map(ToString::to_string).collect();
+        f.write_str(&text.join(","))
+    }
+}
+
+impl From<ServiceNetworks> for String {
+    fn from(s: ServiceNetworks) -> String {
+        s.to_string()
     }
 }
 

@@ -10,9 +10,10 @@ use std::path::Path;
 
 use flows::Mode;
 
-use ipnet::Ipv4Net;
+use ipnet::{Ipv4Net, Ipv6Net};
 
-use crate::config::{ClusterNetworkSetting as CidrEntry, Config};
+use crate::config::{Config, Ipv4ClusterNetwork as CidrEntry, Ipv6ClusterNetwork};
+use crate::types::annotations;
 use crate::types::{
     ClusterNetwork, ClusterNetworkEntry, ClusterObject, HostSubnet, Kind, NetNamespace,
     DEFAULT_NAMESPACE,
@@ -28,8 +29,12 @@ use super::*;
 pub struct ClusterNetworkSpec {
     /// Cluster networks with their host subnet lengths.
     pub cluster_networks: Vec<CidrEntry>,
-    /// The service network.
+    /// The IPv4 service network.
     pub service_network: Ipv4Net,
+    /// The IPv6 cluster network of a dual-stack cluster.
+    pub ipv6_network: Option<Ipv6ClusterNetwork>,
+    /// The IPv6 service network.
+    pub ipv6_service_network: Option<Ipv6Net>,
     /// VXLAN UDP port.
     pub vxlan_port: u16,
     /// Overlay MTU.
@@ -39,15 +44,30 @@ pub struct ClusterNetworkSpec {
 }
 
 impl ClusterNetworkSpec {
-    /// The spec of an agent configuration.
-    pub fn from_config(cfg: &Config) -> ClusterNetworkSpec {
-        ClusterNetworkSpec {
-            cluster_networks: cfg.cluster_networks.clone(),
-            service_network: cfg.service_network,
+    /// The spec of an agent configuration, or why this version cannot write one: a
+    /// configuration without an IPv4 cluster and service network (IPv6 only).
+    pub fn from_config(cfg: &Config) -> Result<ClusterNetworkSpec, ClusterError> {
+        let service_network = cfg.service_network.v4().ok_or_else(|| {
+            ClusterError::Unsupported(format!(
+                "serviceNetwork {} has no IPv4 network: an IPv6-only cluster is not supported yet",
+                cfg.service_network
+            ))
+        })?;
+        if cfg.ipv4_cluster_networks().is_empty() {
+            return Err(ClusterError::Unsupported(
+                "clusterNetworks has no IPv4 network: an IPv6-only cluster is not supported yet"
+                    .into(),
+            ));
+        }
+        Ok(ClusterNetworkSpec {
+            cluster_networks: cfg.ipv4_cluster_networks(),
+            service_network,
+            ipv6_network: cfg.ipv6_cluster_network(),
+            ipv6_service_network: cfg.service_network.v6(),
             vxlan_port: cfg.vxlan_port,
             mtu: cfg.mtu,
             mode: cfg.mode,
-        }
+        })
     }
 
     /// The `pluginName` of a mode.
@@ -61,7 +81,7 @@ impl ClusterNetworkSpec {
 
     /// The `default` ClusterNetwork this spec describes.
     pub fn to_object(&self) -> ClusterNetwork {
-        ClusterNetwork::new(
+        let mut cn = ClusterNetwork::new(
             self.cluster_networks
                 .iter()
                 .map(|e| ClusterNetworkEntry {
@@ -73,7 +93,41 @@ impl ClusterNetworkSpec {
             Some(Self::plugin_name(self.mode)),
             Some(u32::from(self.vxlan_port)),
             Some(self.mtu),
-        )
+        );
+        let mut notes = std::collections::BTreeMap::new();
+        if let Some(v6) = &self.ipv6_network {
+            notes.insert(
+                annotations::IPV6_CLUSTER_NETWORK.to_string(),
+                format!("{},{}", v6.cidr, v6.host_subnet_length),
+            );
+        }
+        if let Some(svc) = &self.ipv6_service_network {
+            notes.insert(
+                annotations::IPV6_SERVICE_NETWORK.to_string(),
+                svc.to_string(),
+            );
+        }
+        if !notes.is_empty() {
+            cn.metadata.annotations = Some(notes);
+        }
+        cn
+    }
+
+    /// `cn` with this spec's IPv6 networks added, when that is all it lacks (a running IPv4
+    /// cluster turning dual stack); `None` when it has them already or differs otherwise.
+    pub fn with_ipv6_added(&self, cn: &ClusterNetwork) -> Option<ClusterNetwork> {
+        let absent =
+            matches!(cn.ipv6_entry(), Ok(None)) && matches!(cn.ipv6_service_net(), Ok(None));
+        if !absent || self.ipv6_network.is_none() {
+            return None;
+        }
+        let mut with = cn.clone();
+        let notes = with
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
+        notes.extend(self.to_object().metadata.annotations.unwrap_or_default());
+        self.difference(&with).is_none().then_some(with)
     }
 
     /// The first field on which `cn` disagrees with this spec: (field, value in the object,
@@ -93,6 +147,27 @@ impl ClusterNetworkSpec {
         let wanted = show(&self.cluster_networks);
         if entries != wanted {
             return Some(("clusterNetworks", entries, wanted));
+        }
+        let v6 = match cn.ipv6_entry() {
+            Ok(Some(e)) => format!("{},{}", e.cidr, e.host_subnet_length),
+            Ok(None) => "none".into(),
+            Err(e) => format!("an invalid value ({e})"),
+        };
+        let wanted = self.ipv6_network.map_or("none".into(), |e| {
+            format!("{},{}", e.cidr, e.host_subnet_length)
+        });
+        if v6 != wanted {
+            return Some(("the IPv6 cluster network", v6, wanted));
+        }
+        let svc6 = match cn.ipv6_service_net() {
+            Ok(n) => n.map_or("none".into(), |n| n.to_string()),
+            Err(e) => format!("an invalid value ({e})"),
+        };
+        let wanted = self
+            .ipv6_service_network
+            .map_or("none".into(), |n| n.to_string());
+        if svc6 != wanted {
+            return Some(("the IPv6 service network", svc6, wanted));
         }
         if cn.service_net().ok() != Some(self.service_network) {
             return Some((
@@ -184,12 +259,28 @@ pub fn seed(
             wrote = true;
         }
         Some(cn) => {
-            if let Some((field, in_file, in_config)) = spec.difference(cn) {
-                let file = loaded
-                    .origins
-                    .get(&(Kind::ClusterNetwork, cn.name().to_string()))
-                    .cloned()
-                    .unwrap_or_else(|| dir.to_path_buf());
+            let file = loaded
+                .origins
+                .get(&(Kind::ClusterNetwork, cn.name().to_string()))
+                .cloned()
+                .unwrap_or_else(|| dir.to_path_buf());
+            // A running IPv4 cluster gains its IPv6 network: an addition, never a change.
+            if let Some(with_v6) = spec.with_ipv6_added(cn) {
+                let own = dir.join(StandaloneSource::file_name(Kind::ClusterNetwork, cn.name()));
+                if file != own {
+                    return Err(ClusterError::NotOwnFile {
+                        file,
+                        what: "the ClusterNetwork \"default\" needs the IPv6 cluster network of \
+                               the configuration"
+                            .into(),
+                        own,
+                    });
+                }
+                let path = StandaloneSource::write_object(dir, &with_v6.clone().into())?;
+                tracing::info!(file = %path.display(), "added the IPv6 cluster network to the ClusterNetwork");
+                state.cluster_network = Some(with_v6);
+                wrote = true;
+            } else if let Some((field, in_file, in_config)) = spec.difference(cn) {
                 return Err(ClusterError::ConfigMismatch {
                     file,
                     field,
@@ -201,6 +292,7 @@ pub fn seed(
     }
 
     wrote |= seed_host_subnet(dir, &state, &loaded.origins, node_name, node_ip)?;
+    wrote |= seed_ipv6_subnet(dir, &state, &loaded.origins, node_name)?;
 
     if !state.net_namespaces.contains_key(DEFAULT_NAMESPACE) && !loaded.errors.is_empty() {
         tracing::error!(
@@ -219,6 +311,66 @@ pub fn seed(
     } else {
         Ok(state)
     }
+}
+
+/// This node's IPv6 subnet when the cluster has an IPv6 network and the node has none yet:
+/// the first free one, written into its HostSubnet (only in its own file). Returns whether it
+/// wrote.
+fn seed_ipv6_subnet(
+    dir: &Path,
+    state: &ClusterState,
+    origins: &std::collections::BTreeMap<(Kind, String), std::path::PathBuf>,
+    node_name: &str,
+) -> Result<bool, ClusterError> {
+    // The HostSubnet written just before is not in `state`: read it back.
+    let fresh;
+    let state = if state.host_subnet_of(node_name).is_none() {
+        fresh = load_dir(dir).state;
+        &fresh
+    } else {
+        state
+    };
+    let (Some(v6), Some(hs)) = (
+        state.ipv6_cluster_network(),
+        state.host_subnet_of(node_name),
+    ) else {
+        return Ok(false);
+    };
+    if hs.ipv6_subnet().map_or(true, |s| s.is_some()) {
+        // Set already, or set to something invalid: the loader reports that.
+        return Ok(false);
+    }
+    let own = dir.join(StandaloneSource::file_name(Kind::HostSubnet, node_name));
+    let file = origins
+        .get(&(Kind::HostSubnet, node_name.to_string()))
+        .cloned()
+        .unwrap_or_else(|| own.clone());
+    if file != own {
+        return Err(ClusterError::NotOwnFile {
+            file,
+            what: format!(
+                "HostSubnet {node_name:?} needs an IPv6 subnet of {} (annotation {})",
+                v6.cidr,
+                annotations::IPV6_SUBNET
+            ),
+            own,
+        });
+    }
+    let subnet = state
+        .allocate_ipv6_subnet()
+        .ok_or_else(|| ClusterError::SubnetsExhausted {
+            node: node_name.into(),
+            networks: format!("{} with /{} node subnets", v6.cidr, v6.node_prefix()),
+        })?;
+    let mut updated = hs.clone();
+    updated
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(annotations::IPV6_SUBNET.into(), subnet.to_string());
+    let path = StandaloneSource::write_object(dir, &updated.into())?;
+    tracing::info!(file = %path.display(), node = node_name, %subnet, "allocated this node's IPv6 subnet");
+    Ok(true)
 }
 
 /// This node's HostSubnet: a new one with the first free subnet, or the existing one's hostIP

@@ -2,8 +2,8 @@
 
 use super::load::Stamp;
 use super::*;
-use crate::config::ClusterNetworkSetting as CidrEntry;
 use crate::config::Config;
+use crate::config::Ipv4ClusterNetwork as CidrEntry;
 use crate::validate::PLUGIN_MULTITENANT;
 use flows::Mode;
 use std::sync::atomic::AtomicU64;
@@ -30,7 +30,7 @@ impl Drop for TempDir {
 }
 
 fn spec() -> ClusterNetworkSpec {
-    ClusterNetworkSpec::from_config(&Config::default())
+    ClusterNetworkSpec::from_config(&Config::default()).unwrap()
 }
 
 #[test]
@@ -94,6 +94,112 @@ fn seed_writes_defaults_once() {
         "10.128.2.0/23"
     );
     assert_eq!(st2.host_ip_of("node-2"), Some(FALLBACK_NODE_IP));
+}
+
+fn dual_stack_spec() -> ClusterNetworkSpec {
+    let cfg = Config::from_args(
+        &"--node-name n --cluster-network 10.128.0.0/14,9 --cluster-network fd01::/48,64 \
+          --service-cidr 172.30.0.0/16,fd02::/112"
+            .split_whitespace()
+            .map(String::from)
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    ClusterNetworkSpec::from_config(&cfg).unwrap()
+}
+
+#[test]
+fn seed_dual_stack_from_the_start_and_once() {
+    let d = TempDir::new("seed6");
+    let st = seed(&d.0, "node-1", None, &dual_stack_spec()).unwrap();
+    assert_eq!(st.subnet_of("node-1").unwrap().to_string(), "10.128.0.0/23");
+    assert_eq!(
+        st.ipv6_subnet_of("node-1").unwrap().to_string(),
+        "fd01::/64"
+    );
+    let cn = st.cluster_network.as_ref().unwrap();
+    assert_eq!(
+        cn.ipv6_service_net().unwrap().unwrap().to_string(),
+        "fd02::/112"
+    );
+    let again = seed(&d.0, "node-1", None, &dual_stack_spec()).unwrap();
+    assert_eq!(again, st, "a second start writes nothing");
+    let st2 = seed(&d.0, "node-2", None, &dual_stack_spec()).unwrap();
+    assert_eq!(
+        st2.subnet_of("node-2").unwrap().to_string(),
+        "10.128.2.0/23"
+    );
+    assert_eq!(
+        st2.ipv6_subnet_of("node-2").unwrap().to_string(),
+        "fd01:0:0:1::/64"
+    );
+    assert_eq!(
+        st2.ipv6_subnet_of("node-1").unwrap().to_string(),
+        "fd01::/64"
+    );
+}
+
+#[test]
+fn seed_adds_ipv6_to_a_running_ipv4_node_and_refuses_to_change_it() {
+    let d = TempDir::new("add6");
+    let v4 = seed(&d.0, "node-1", None, &spec()).unwrap();
+    assert_eq!(v4.ipv6_subnet_of("node-1"), None);
+    let uid = v4.host_subnet_of("node-1").unwrap().metadata.uid.clone();
+    let st = seed(&d.0, "node-1", None, &dual_stack_spec()).unwrap();
+    assert_eq!(
+        st.subnet_of("node-1").unwrap().to_string(),
+        "10.128.0.0/23",
+        "IPv4 kept"
+    );
+    assert_eq!(
+        st.ipv6_subnet_of("node-1").unwrap().to_string(),
+        "fd01::/64"
+    );
+    assert_eq!(
+        st.host_subnet_of("node-1").unwrap().metadata.uid,
+        uid,
+        "same object"
+    );
+    assert_eq!(
+        st.ipv6_cluster_network().unwrap().cidr.to_string(),
+        "fd01::/48"
+    );
+
+    let mut moved = dual_stack_spec();
+    moved.ipv6_network = Some(crate::config::Ipv6ClusterNetwork {
+        cidr: "fd09::/48".parse().unwrap(),
+        host_subnet_length: 64,
+    });
+    let e = seed(&d.0, "node-1", None, &moved).unwrap_err().to_string();
+    assert!(
+        e.contains("has the IPv6 cluster network fd01::/48,64 but the agent is configured with fd09::/48,64"),
+        "{e}"
+    );
+    // Taking IPv6 away again is a change too: the pods hold IPv6 addresses.
+    let e = seed(&d.0, "node-1", None, &spec()).unwrap_err().to_string();
+    assert!(
+        e.contains(
+            "has the IPv6 cluster network fd01::/48,64 but the agent is configured with none"
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn seed_does_not_rewrite_an_operators_file_for_ipv6() {
+    let d = TempDir::new("own6");
+    seed(&d.0, "node-1", None, &spec()).unwrap();
+    let own = d.0.join("hostsubnet-node-1.yaml");
+    let moved = d.0.join("nodes.yaml");
+    fs::rename(&own, &moved).unwrap();
+    let e = seed(&d.0, "node-1", None, &dual_stack_spec())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("nodes.yaml: HostSubnet \"node-1\" needs an IPv6 subnet of fd01::/48"),
+        "{e}"
+    );
+    assert!(e.contains("hostsubnet-node-1.yaml"), "{e}");
 }
 
 #[test]

@@ -46,6 +46,22 @@ pub const VERSION: &str = "v1";
 pub const API_VERSION: &str = "network.openshift.io/v1";
 /// The apiVersion OpenShift 3.x printed for these kinds; accepted on input, never written.
 pub const LEGACY_API_VERSION: &str = "v1";
+/// Annotations this project writes on the `network.openshift.io/v1` objects for what their
+/// fields cannot hold: IPv6. OpenShift's schemas for those fields accept IPv4 only, and an
+/// openshift-sdn master or node that found an IPv6 entry in `clusterNetworks` would stop, so a
+/// dual-stack cluster keeps its IPv4 networks in the fields (what openshift-sdn reads) and its
+/// IPv6 network here (openshift-sdn reads no annotation of this prefix, and keeps annotations
+/// when it updates an object). Values are written as the agent's flags spell them.
+pub mod annotations {
+    /// On the `default` ClusterNetwork: the IPv6 cluster network, `CIDR,hostSubnetLength`
+    /// (`fd01::/48,64`).
+    pub const IPV6_CLUSTER_NETWORK: &str = "sdn.dev/ipv6-cluster-network";
+    /// On the `default` ClusterNetwork: the IPv6 service network (`fd02::/112`).
+    pub const IPV6_SERVICE_NETWORK: &str = "sdn.dev/ipv6-service-network";
+    /// On a HostSubnet: the node's IPv6 pod subnet (`fd01:0:0:5::/64`).
+    pub const IPV6_SUBNET: &str = "sdn.dev/ipv6-subnet";
+}
+
 /// The only valid ClusterNetwork name.
 pub const CLUSTER_NETWORK_NAME: &str = "default";
 /// The namespace every node needs (VNID 0).
