@@ -158,6 +158,8 @@ pub struct NodeConfig {
     /// tun0's MAC when it is not the derived one: a node taken over from openshift-sdn keeps
     /// the random MAC its tun0 had (the pods' ARP caches hold it). `None`: derived.
     pub tun0_mac: Option<MacAddr>,
+    /// The node's IPv6 side in a dual-stack cluster (`None`: IPv4 only).
+    pub ipv6: Option<crate::ipv6::NodeIpv6>,
 }
 
 impl NodeConfig {
@@ -186,7 +188,7 @@ fn multicast() -> Masked<Ipv4Addr> {
         .unwrap_or_else(|_| Masked::exact(Ipv4Addr::UNSPECIFIED))
 }
 
-fn ct_mark_bits(first: u8, last: u8) -> Subfield {
+pub(crate) fn ct_mark_bits(first: u8, last: u8) -> Subfield {
     Subfield::range(Field::CtMark, first, last).expect("ct_mark has 32 bits")
 }
 
@@ -198,7 +200,7 @@ fn via_host_bit() -> Subfield {
 /// `ct(commit,exec(set_field:0x1->ct_mark,move:NXM_NX_REG0[0..23]->NXM_NX_CT_MARK[8..31]))`:
 /// table 30 records a via-host connection with the client's VNID (subnet and multitenant mode,
 /// userspace datapath).
-fn via_host_commit() -> Ct {
+pub(crate) fn via_host_commit() -> Ct {
     let (first, last) = CT_MARK_CLIENT_VNID;
     let vnid = Subfield::range(Reg::SrcVnid.field(), 0, last - first).expect("24 bits of reg0");
     Action::set_field(Field::CtMark, u64::from(CT_MARK_VIA_HOST))
@@ -222,7 +224,7 @@ pub fn allow_commit(datapath: Datapath) -> Ct {
     }
 }
 
-fn flow(table: Table, priority: u16) -> Flow {
+pub(crate) fn flow(table: Table, priority: u16) -> Flow {
     Flow::new(table.id(), priority).cookie(cookie::BASE)
 }
 
@@ -258,6 +260,7 @@ fn base_flows_without_version(cfg: &NodeConfig) -> Vec<Flow> {
     routing(cfg, &mut f);
     delivery(cfg, &mut f);
     egress(cfg, &mut f);
+    crate::ipv6::base_rows(cfg, &mut f);
     f
 }
 
@@ -647,7 +650,7 @@ fn network_policy_egress_and_commit(cfg: &NodeConfig, f: &mut Vec<Flow>) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn config(mode: Mode) -> NodeConfig {
@@ -660,6 +663,7 @@ mod tests {
             service_cidr: "172.30.0.0/16".parse().unwrap(),
             vxlan_port: 4789,
             tun0_mac: None,
+            ipv6: None,
         }
     }
 

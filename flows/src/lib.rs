@@ -16,6 +16,7 @@ pub mod base;
 pub mod cookie;
 pub mod egress;
 pub mod egress_ip;
+pub mod ipv6;
 pub mod multicast;
 pub mod pod;
 pub mod policy;
@@ -27,10 +28,12 @@ pub use attachment::AttachmentId;
 pub use base::{base_flows, Datapath, Mode, NodeConfig, CT_MARK_VIA_HOST};
 pub use egress::{egress_cidr, egress_cookie, egress_firewall_flows, EgressFirewall, EgressRule};
 pub use egress_ip::{egress_ip_cookie, egress_ip_flows, egress_mark, egress_mark_mac, EgressRoute};
+pub use ipv6::{link_local, NodeIpv6};
 pub use multicast::{multicast_cookie, multicast_tenant_flows, MULTICAST_ANNOTATION};
 pub use multitenant::Vnid;
 pub use pod::{
-    ofport_of, pod_flows, port_cookie, vnid_cookie, vnid_flow, PodFlows, POD_FLOWS, UNASSIGNED_VNID,
+    ofport_of, pod_flows, port_cookie, vnid_cookie, vnid_flow, PodFlows, POD_FLOWS,
+    POD_FLOWS_DUAL_STACK, UNASSIGNED_VNID,
 };
 pub use policy::{
     conjunction_ids, policy_rows, policy_target_cookie, ConjunctionIds, LocalPod, NamespaceView,

@@ -19,7 +19,7 @@
 //! before it knows which pod will take the port (the port, its ofport and its address are known),
 //! so the flows a pod starts with must already carry the cookie it keeps.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use multitenant::Vnid;
 use ovs::flow::{Action, Flow, MacAddr, Match};
@@ -36,6 +36,8 @@ pub struct PodFlows {
     pub ofport: u32,
     /// The pod's IPv4 address.
     pub ip: Ipv4Addr,
+    /// The pod's IPv6 address in a dual-stack cluster (its rows: [`crate::ipv6`]).
+    pub ipv6: Option<Ipv6Addr>,
     /// The pod's VNID (0 in subnet mode and for global namespaces).
     pub vnid: Vnid,
     /// The pod's cookie, from [`port_cookie`].
@@ -53,8 +55,11 @@ pub fn port_cookie(port: &str) -> u64 {
     cookie(Feature::Pod, fnv1a(port.as_bytes()))
 }
 
-/// How many flows a pod has ([`pod_flows`]).
+/// How many flows a pod has ([`pod_flows`]) with an IPv4 address only.
 pub const POD_FLOWS: usize = 7;
+
+/// How many flows a dual-stack pod has: its IPv4 rows and seven IPv6 rows.
+pub const POD_FLOWS_DUAL_STACK: usize = 14;
 
 /// The OVS port a pod's flows (from [`pod_flows`]) belong to: the `reg3=P` of their table-26
 /// row (`None` for flows without one). The flow store reads it to keep each multicast tenant's
@@ -68,11 +73,11 @@ pub fn ofport_of(flows: &[Flow]) -> Option<u32> {
         .map(|m| m.value())
 }
 
-/// The pod's seven flows, in table order.
+/// The pod's seven flows, in table order, then its seven IPv6 rows if it has an IPv6 address.
 pub fn pod_flows(p: &PodFlows) -> Vec<Flow> {
     let mac = MacAddr::from_pod_ip(p.ip);
     let f = |table: Table| Flow::new(table.id(), 100).cookie(p.cookie);
-    vec![
+    let mut rows = vec![
         f(Table::PodEgressSpoofguard)
             .matching(
                 Match::any()
@@ -109,7 +114,17 @@ pub fn pod_flows(p: &PodFlows) -> Vec<Flow> {
             .matching(Reg::OutPort.matching(Match::any(), p.ofport))
             .action(Reg::DstVnid.load_vnid(p.vnid))
             .goto(Table::IngressIsolation.id()),
-    ]
+    ];
+    if let Some(ip6) = p.ipv6 {
+        rows.extend(crate::ipv6::pod_rows(
+            p.ofport,
+            mac,
+            ip6,
+            p.cookie,
+            p.egress_meter,
+        ));
+    }
+    rows
 }
 
 /// The cookie of VNID `vnid`'s table-80 row.
@@ -143,6 +158,7 @@ mod tests {
         let p = PodFlows {
             ofport: 3,
             ip: Ipv4Addr::new(10, 128, 0, 2),
+            ipv6: None,
             vnid: Vnid::new(5).unwrap(),
             cookie: 0x1000_0000_0000_0003,
             egress_meter: None,

@@ -185,6 +185,11 @@ mod tests {
         use std::collections::BTreeSet;
         use std::net::Ipv4Addr;
         let mut rows = Vec::new();
+        let ipv6 = Some(crate::ipv6::NodeIpv6 {
+            local_subnet: "fd01:0:0:5::/64".parse().unwrap(),
+            cluster_network: "fd01::/48".parse().unwrap(),
+            service_cidr: Some("fd02::/112".parse().unwrap()),
+        });
         for mode in [Mode::Subnet, Mode::Multitenant, Mode::NetworkPolicy] {
             for datapath in [Datapath::System, Datapath::Netdev] {
                 rows.extend(base_flows(&NodeConfig {
@@ -196,6 +201,7 @@ mod tests {
                     service_cidr: "172.30.0.0/16".parse().unwrap(),
                     vxlan_port: 4789,
                     tun0_mac: None,
+                    ipv6,
                 }));
             }
         }
@@ -203,6 +209,7 @@ mod tests {
             rows.extend(crate::pod::pod_flows(&crate::pod::PodFlows {
                 ofport: 3,
                 ip: Ipv4Addr::new(10, 128, 0, 3),
+                ipv6: Some("fd01:0:0:5::3".parse().unwrap()),
                 vnid: Vnid::new(10).unwrap(),
                 cookie: crate::pod::port_cookie("veth3"),
                 egress_meter: meter,

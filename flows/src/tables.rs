@@ -57,8 +57,8 @@ tables! {
     ConntrackCommit = 30, "conntrack_commit", "networkpolicy conntrack commit; other modes pass";
     /// 31: routing by destination.
     Routing = 31, "routing", "routing by destination";
-    /// 40: ARP for local pods.
-    LocalArp = 40, "local_arp", "ARP for local pods: the destination port";
+    /// 40: ARP (and IPv6 neighbour solicitations) for local pods.
+    LocalArp = 40, "local_arp", "ARP and IPv6 neighbour solicitations for local pods: the destination port";
     /// 50: ARP for remote node subnets, over VXLAN.
     RemoteArp = 50, "remote_arp", "ARP for remote node subnets, over VXLAN";
     /// 60: services, to tun0.

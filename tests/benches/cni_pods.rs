@@ -220,6 +220,7 @@ fn main() {
         let flows = flows::pod_flows(&flows::PodFlows {
             ofport,
             ip: ip.parse().unwrap(),
+            ipv6: None,
             vnid: flows::Vnid::GLOBAL,
             cookie: flows::port_cookie(&format!("vsctl-{i}")),
             egress_meter: None,

@@ -102,5 +102,6 @@ pub fn node_config() -> flows::NodeConfig {
         service_cidr: "172.30.0.0/16".parse().expect("valid"),
         vxlan_port: 4789,
         tun0_mac: None,
+        ipv6: None,
     }
 }

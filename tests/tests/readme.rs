@@ -104,6 +104,7 @@ fn the_readme_sample_session_matches_the_node() {
         service_cidr: "172.30.0.0/16".parse().unwrap(),
         vxlan_port: 4789,
         tun0_mac: None,
+        ipv6: None,
     };
     let version = flows::base::version(flows::Mode::Multitenant, &flows::base_flows(&cfg));
     assert!(

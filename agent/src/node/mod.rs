@@ -149,5 +149,6 @@ fn node_config(cfg: &Config, state: &ClusterState) -> Result<NodeConfig> {
             .with_step(|| format!("serviceNetwork {} has no IPv4 network", cfg.service_network))?,
         vxlan_port: cfg.vxlan_port,
         tun0_mac: None,
+        ipv6: None,
     })
 }

@@ -710,6 +710,7 @@ mod tests {
             service_cidr: "172.30.0.0/16".parse().unwrap(),
             vxlan_port: 4789,
             tun0_mac: None,
+            ipv6: None,
         }
     }
 

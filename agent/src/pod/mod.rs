@@ -164,6 +164,7 @@ impl Pod {
         pod_flows(&PodFlows {
             ofport: self.ofport,
             ip: self.ip,
+            ipv6: None,
             vnid: self.vnid,
             cookie: self.cookie(),
             egress_meter: self.egress_meter,

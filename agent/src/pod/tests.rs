@@ -71,6 +71,7 @@ fn network(egress_meters: bool) -> PodNetwork {
             service_cidr: "172.30.0.0/16".parse().unwrap(),
             vxlan_port: 4789,
             tun0_mac: None,
+            ipv6: None,
         },
         mtu: 1450,
         tx_checksum_off: true,

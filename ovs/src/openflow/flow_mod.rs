@@ -18,7 +18,7 @@
 use super::actions::{decode_actions, decode_instructions, encode_actions, encode_instructions};
 use super::oxm::{decode_match, encode_match, len_u16, patch_u16, Reader};
 use super::CodecError;
-use crate::flow::matches::ETH_TYPE_IP;
+use crate::flow::matches::{ETH_TYPE_IP, ETH_TYPE_IPV6};
 use crate::flow::{
     ports, Action, Bucket, Field, Flow, FlowError, Group, GroupType, Match, DEFAULT_PRIORITY,
 };
@@ -216,22 +216,34 @@ fn finish_message(out: &mut [u8], start: usize, what: &'static str) -> Result<()
 }
 
 /// Checks what Open vSwitch checks between a flow's actions and its match and that
-/// [`Flow::validate`] does not: `ct` needs an `ip` match (`check_CT`), and writing `ip_src` or
-/// `ip_dst` needs one too (set-field prerequisites).
+/// [`Flow::validate`] does not: `ct` needs an `ip` or `ipv6` match (`check_CT`), a `nat` with
+/// IPv4 addresses an `ip` match, and writing or reading `ip_src`/`ip_dst` needs `ip`,
+/// `ipv6_src`/`ipv6_dst` `ipv6` (set-field and move prerequisites).
 pub fn check_consistency(flow: &Flow) -> Result<(), FlowError> {
     let ip = flow.matches.eth_type == Some(ETH_TYPE_IP);
-    let needs_ip = |f: Field| matches!(f, Field::IpSrc | Field::IpDst);
+    let ip6 = flow.matches.eth_type == Some(ETH_TYPE_IPV6);
+    let family_ok = |f: Field| match f {
+        Field::IpSrc | Field::IpDst => ip,
+        Field::Ipv6Src | Field::Ipv6Dst => ip6,
+        _ => true,
+    };
     for a in &flow.actions {
-        let bad = match a {
-            Action::Ct(_) => !ip,
-            Action::Load(l) => needs_ip(l.dst().field()) && !ip,
-            Action::SetField(s) => needs_ip(s.field()) && !ip,
-            Action::Move(m) => (needs_ip(m.src().field()) || needs_ip(m.dst().field())) && !ip,
-            _ => false,
+        let (ok, what) = match a {
+            Action::Ct(ct) if ct.nat_spec().is_some_and(|n| n.addrs().is_some()) => {
+                (ip, "ip (a nat with IPv4 addresses)")
+            }
+            Action::Ct(_) => (ip || ip6, "ip or ipv6"),
+            Action::Load(l) => (family_ok(l.dst().field()), "the field's family"),
+            Action::SetField(s) => (family_ok(s.field()), "the field's family"),
+            Action::Move(m) => (
+                family_ok(m.src().field()) && family_ok(m.dst().field()),
+                "the fields' family",
+            ),
+            _ => (true, ""),
         };
-        if bad {
+        if !ok {
             return Err(FlowError::Invalid(format!(
-                "action {a:?} needs a match on ip (in flow {flow})"
+                "action {a:?} needs a match on {what} (in flow {flow})"
             )));
         }
     }
@@ -662,7 +674,39 @@ mod tests {
         let err = encode_flow_mod(&FlowMod::add(bad), 1)
             .unwrap_err()
             .to_string();
-        assert!(err.contains("needs a match on ip"), "{err}");
+        assert!(err.contains("needs a match on ip or ipv6"), "{err}");
+        let v6 = || Match::any().ipv6();
+        assert!(encode_flow_mod(
+            &FlowMod::add(Flow::new(0, 1).matching(v6()).action(Action::Ct(Ct::new()))),
+            1
+        )
+        .is_ok());
+        let nat = Nat::new(
+            NatKind::Src,
+            Ipv4Addr::new(10, 0, 0, 1),
+            Ipv4Addr::new(10, 0, 0, 1),
+        )
+        .unwrap();
+        let bad = Flow::new(0, 1)
+            .matching(v6())
+            .action(Action::Ct(Ct::new().commit().nat(nat)));
+        let err = encode_flow_mod(&FlowMod::add(bad), 1)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("nat with IPv4 addresses"), "{err}");
+        let write6 = Action::SetField(crate::flow::SetField::new(Field::Ipv6Dst, 1).unwrap());
+        let bad = Flow::new(0, 1)
+            .matching(Match::any().ip())
+            .action(write6.clone());
+        let err = encode_flow_mod(&FlowMod::add(bad), 1)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("the field's family"), "{err}");
+        assert!(encode_flow_mod(
+            &FlowMod::add(Flow::new(0, 1).matching(v6()).action(write6)),
+            1
+        )
+        .is_ok());
         // Deletes still check match prerequisites.
         let err = encode_flow_mod(
             &FlowMod::delete(0, Match::any().nw_dst(Ipv4Addr::LOCALHOST)),

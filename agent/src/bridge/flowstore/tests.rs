@@ -317,6 +317,7 @@ fn real_pod(ofport: u32, v: u32) -> (String, Vec<Flow>) {
     let flows = flows::pod_flows(&flows::PodFlows {
         ofport,
         ip: std::net::Ipv4Addr::new(10, 128, 0, ofport as u8),
+        ipv6: None,
         vnid: vnid(v),
         cookie: flows::pod::port_cookie(&port),
         egress_meter: None,

@@ -175,6 +175,7 @@ impl WarmPort {
         pod_flows(&PodFlows {
             ofport: self.port.ofport,
             ip: self.ip,
+            ipv6: None,
             vnid: self.vnid,
             cookie: flows::port_cookie(&self.port.host),
             egress_meter: None,
