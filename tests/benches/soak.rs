@@ -70,7 +70,8 @@ impl SoakPod {
     }
 
     /// ADD as a runtime calls it; `Some(latency)` on success.
-    fn add(&mut self, node: &AgentNode) -> Option<Duration> {
+    /// The ADD's time, or the plugin's answer when it failed.
+    fn add(&mut self, node: &AgentNode) -> Result<Duration, String> {
         let args = format!(
             "IgnoreUnknown=1;K8S_POD_NAMESPACE={};K8S_POD_NAME={}",
             TENANTS[self.tenant].0, self.id
@@ -78,10 +79,11 @@ impl SoakPod {
         let began = Instant::now();
         let out = node.add(&self.id, &self.ns.path(), &args);
         let took = began.elapsed();
-        (out.code == 0).then(|| {
-            self.ip = out.ip().and_then(|a| a.parse().ok());
-            took
-        })
+        if out.code != 0 {
+            return Err(format!("code {}: {}", out.code, out.stdout.trim()));
+        }
+        self.ip = out.ip().and_then(|a| a.parse().ok());
+        Ok(took)
     }
 
     fn del(&self, node: &AgentNode) -> Result<Duration, String> {
@@ -202,7 +204,8 @@ fn main() {
     let mut residents: Vec<SoakPod> = (0..TENANTS.len())
         .map(|t| {
             let mut p = SoakPod::new(&mut serial, t);
-            p.add(&node).expect("a resident pod");
+            p.add(&node)
+                .unwrap_or_else(|e| panic!("a resident pod: {e}"));
             p
         })
         .collect();
@@ -235,12 +238,15 @@ fn main() {
         for p in pods.iter_mut().take(serial_n) {
             calls += 1;
             match p.add(&node) {
-                Some(t) => s_add.push(t.as_secs_f64() * 1000.0),
-                None => findings.push(format!("cycle {cycle}: ADD {} failed outside a kill", p.id)),
+                Ok(t) => s_add.push(t.as_secs_f64() * 1000.0),
+                Err(e) => findings.push(format!(
+                    "cycle {cycle}: ADD {} failed outside a kill: {e}",
+                    p.id
+                )),
             }
         }
         // The burst, at once; the agent killed 30 ms into it on a kill cycle.
-        let outcomes: Vec<Option<Duration>> = std::thread::scope(|s| {
+        let outcomes: Vec<Result<Duration, String>> = std::thread::scope(|s| {
             let node = &node;
             let handles: Vec<_> = pods[serial_n..]
                 .iter_mut()
@@ -262,19 +268,25 @@ fn main() {
         }
         for (p, o) in pods[serial_n..].iter_mut().zip(outcomes) {
             match o {
-                Some(t) if !kill_agent => s_add.push(t.as_secs_f64() * 1000.0),
-                Some(_) => {}
-                None if kill_agent => {
+                Ok(t) if !kill_agent => s_add.push(t.as_secs_f64() * 1000.0),
+                Ok(_) => {}
+                Err(_) if kill_agent => {
                     cut_adds += 1;
                     calls += 2;
                     if let Err(e) = p.del(&node) {
                         findings.push(format!("cycle {cycle}: DEL of a cut ADD failed: {e}"));
                     }
-                    if p.add(&node).is_none() {
-                        findings.push(format!("cycle {cycle}: DEL + ADD of a cut ADD failed"));
+                    if let Err(e) = p.add(&node) {
+                        findings.push(format!(
+                            "cycle {cycle}: DEL + ADD of a cut ADD ({}) failed: {e}",
+                            p.id
+                        ));
                     }
                 }
-                None => findings.push(format!("cycle {cycle}: ADD {} failed outside a kill", p.id)),
+                Err(e) => findings.push(format!(
+                    "cycle {cycle}: ADD {} failed outside a kill: {e}",
+                    p.id
+                )),
             }
         }
         // Reachability and isolation of every new pod, from the residents.

@@ -51,8 +51,11 @@ impl std::fmt::Display for Undo {
 /// switch answers at all.
 const SWITCH_GRACE: std::time::Duration = std::time::Duration::from_millis(700);
 
-/// How long that question waits for br0's answer.
-const SWITCH_PROBE: std::time::Duration = std::time::Duration::from_millis(500);
+/// How long that question waits for br0's answer. A switch reconfiguring a bridge of 1000
+/// ports for the link events of a burst of new veths answers OpenFlow only every second or two
+/// (the `scale` benchmark: 0.5 s here turned such ADDs into "try again later" at 900 pods), so
+/// only a longer silence is a switch that does not answer.
+const SWITCH_PROBE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Where an ADD's time went, for the "pod wired" line, and its deadline.
 struct StepClock {
@@ -421,8 +424,8 @@ impl<Io: NodeIo> Pods<Io> {
     }
 
     /// Adds `port` to br0 and waits for ovs-vswitchd to number it; one that does not answer
-    /// OpenFlow either (stopped, or busy reconfiguring a huge bridge) is "try again later"
-    /// within about a second, not a wait for the OVSDB timeout.
+    /// OpenFlow either for [`SWITCH_PROBE`] (stopped, or reconfiguring a huge bridge) is "try
+    /// again later" within about three seconds, not a wait for the OVSDB timeout.
     async fn add_port_while_switch_answers(&self, port: &PortSpec) -> Result<u32, PodError> {
         let adding = self.db.add_port(BRIDGE, port);
         tokio::select! {
