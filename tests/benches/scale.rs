@@ -40,6 +40,36 @@ fn pct(v: &[Duration], p: f64) -> f64 {
     v[i].as_secs_f64() * 1000.0
 }
 
+/// The cleanup's DELs: as a runtime makes them, retried while the answer is code 11 ("try
+/// again later": ovs-vswitchd deleting a thousand ports at once can leave OpenFlow unanswered
+/// for more than the agent's 5 s health probe), for at most a minute. Not measured.
+fn exec_retried(bin: &Path, cmd: &str, cid: &str, netns: &str, ns: &str, conf: &str) {
+    let args = format!("IgnoreUnknown=1;K8S_POD_NAMESPACE={ns};K8S_POD_NAME={cid}");
+    let env = [
+        ("CNI_COMMAND", cmd),
+        ("CNI_CONTAINERID", cid),
+        ("CNI_NETNS", netns),
+        ("CNI_IFNAME", "eth0"),
+        ("CNI_ARGS", args.as_str()),
+        ("CNI_PATH", "/usr/lib/cni"),
+    ];
+    let began = Instant::now();
+    loop {
+        let out = plugin_exec(bin, &env, conf);
+        if out.code == 0 {
+            return;
+        }
+        let again = out.stdout.contains("\"code\":11") && began.elapsed() < Duration::from_secs(60);
+        assert!(
+            again,
+            "{} {cmd} {cid} failed: {}",
+            bin.display(),
+            out.stdout
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
 /// One plugin exec as a runtime makes it; its wall time, panicking unless it succeeded.
 fn exec_timed(bin: &Path, cmd: &str, cid: &str, netns: &str, ns: &str, conf: &str) -> Duration {
     let args = format!("IgnoreUnknown=1;K8S_POD_NAMESPACE={ns};K8S_POD_NAME={cid}");
@@ -374,7 +404,19 @@ fn main() {
         }
     }
     eprintln!("\ncleaning up...");
-    drive(0..n, c, &ours_del);
+    let ours_cleanup = |i: usize| {
+        let began = Instant::now();
+        exec_retried(
+            &shim,
+            "DEL",
+            &format!("so-{i}"),
+            &ours_paths[i],
+            namespace(i),
+            &conf,
+        );
+        began.elapsed()
+    };
+    drive(0..n, c, &ours_cleanup);
     if !alone {
         drive(0..n, c, &br_del);
     }
