@@ -650,7 +650,7 @@ fn network_policy_egress_and_commit(cfg: &NodeConfig, f: &mut Vec<Flow>) {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
 
     pub(crate) fn config(mode: Mode) -> NodeConfig {

@@ -465,7 +465,20 @@ pub(crate) fn pod_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::base::tests::config;
+
+    fn config(mode: Mode) -> NodeConfig {
+        NodeConfig {
+            datapath: Datapath::Netdev,
+            mode,
+            node_ip: std::net::Ipv4Addr::new(172, 17, 0, 2),
+            local_subnet: "10.128.0.0/23".parse().unwrap(),
+            cluster_networks: vec!["10.128.0.0/14".parse().unwrap()],
+            service_cidr: "172.30.0.0/16".parse().unwrap(),
+            vxlan_port: 4789,
+            tun0_mac: None,
+            ipv6: None,
+        }
+    }
 
     fn dual(mode: Mode, datapath: Datapath) -> NodeConfig {
         NodeConfig {

@@ -220,6 +220,7 @@ mod tests {
             &crate::remote::RemoteNodeFlows {
                 host_ip: Ipv4Addr::new(172, 17, 0, 3),
                 subnet: "10.128.2.0/23".parse().unwrap(),
+                subnet6: Some("fd01:0:0:2::/64".parse().unwrap()),
                 cookie: crate::remote::node_cookie("uid"),
             },
         ));

@@ -28,14 +28,17 @@
 //! ids from [`MULTICAST_GROUP_BASE`] up, which no VNID (the egress IP groups' ids) reaches. At
 //! 5,000 nodes that is one row and five groups, each well inside the limit.
 //!
-//! Limits: IPv4 only; the VTEP list of table 111 is in address order, one pair per distinct
+//! A node with an IPv6 subnet `S6` (dual stack) has two more rows, to the same (IPv4) VTEP:
+//! `icmp6,icmp_type=135,icmp_code=0,nd_target=S6` in table 50 and `ipv6,ipv6_dst=S6` in table 90.
+//!
+//! Limits: an IPv4 underlay only (the VTEP is `hostIP`); the VTEP list of table 111 is in address order, one pair per distinct
 //! address (two HostSubnets with one hostIP would otherwise receive every multicast packet
 //! twice; the agent refuses such a pair anyway).
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 
-use ipnet::Ipv4Net;
+use ipnet::{Ipv4Net, Ipv6Net};
 use ovs::flow::{Action, Bucket, Flow, Group, GroupType, Masked, Match};
 
 use crate::attachment::fnv1a;
@@ -51,6 +54,9 @@ pub struct RemoteNodeFlows {
     pub host_ip: Ipv4Addr,
     /// The node's pod subnet.
     pub subnet: Ipv4Net,
+    /// The node's IPv6 pod subnet in a dual-stack cluster: its rows are the IPv6 twins of the
+    /// tables 50 and 90 rows (solicitations by target, IPv6 by destination), to the same VTEP.
+    pub subnet6: Option<Ipv6Net>,
     /// The node's cookie, from [`node_cookie`].
     pub cookie: u64,
 }
@@ -71,7 +77,8 @@ fn subnet(n: &Ipv4Net) -> Masked<Ipv4Addr> {
     Masked::cidr(n.network(), n.prefix_len()).unwrap_or_else(|_| Masked::exact(n.network()))
 }
 
-/// The three rows of one remote node (tables 10, 50, 90), in table order.
+/// The three rows of one remote node (tables 10, 50, 90), in table order, then its two IPv6 rows
+/// (tables 50 and 90) if it has an IPv6 subnet.
 pub fn remote_node_flows(n: &RemoteNodeFlows) -> Vec<Flow> {
     let f = |table: Table| Flow::new(table.id(), 100).cookie(n.cookie);
     let to_vtep = [
@@ -79,7 +86,7 @@ pub fn remote_node_flows(n: &RemoteNodeFlows) -> Vec<Flow> {
         Action::set_tun_dst(n.host_ip),
         Action::Output(VXLAN_PORT),
     ];
-    vec![
+    let mut rows = vec![
         f(Table::VxlanIngress)
             .matching(Match::any().tun_src(n.host_ip))
             .goto(Table::ConntrackCommit.id()),
@@ -88,8 +95,28 @@ pub fn remote_node_flows(n: &RemoteNodeFlows) -> Vec<Flow> {
             .actions(to_vtep.clone()),
         f(Table::RemoteIp)
             .matching(Match::any().ip().nw_dst(subnet(&n.subnet)))
-            .actions(to_vtep),
-    ]
+            .actions(to_vtep.clone()),
+    ];
+    if let Some(s6) = &n.subnet6 {
+        let s6 = crate::ipv6::net6(s6);
+        rows.push(
+            f(Table::RemoteArp)
+                .matching(
+                    Match::any()
+                        .icmp6()
+                        .icmp_type(crate::ipv6::icmp6::NEIGHBOR_SOLICIT)
+                        .icmp_code(0)
+                        .nd_target(s6),
+                )
+                .actions(to_vtep.clone()),
+        );
+        rows.push(
+            f(Table::RemoteIp)
+                .matching(Match::any().ipv6().ipv6_dst(s6))
+                .actions(to_vtep),
+        );
+    }
+    rows
 }
 
 /// The most VTEPs the table-111 row lists itself (a row of about 2,000 would not fit an
@@ -153,8 +180,36 @@ mod tests {
         RemoteNodeFlows {
             host_ip: Ipv4Addr::new(172, 17, 0, 3),
             subnet: "10.129.0.0/23".parse().unwrap(),
+            subnet6: None,
             cookie: cookie(Feature::Node, 3),
         }
+    }
+
+    #[test]
+    fn a_dual_stack_node_adds_its_ipv6_twins_to_the_same_vtep() {
+        let n = RemoteNodeFlows {
+            subnet6: Some("fd01:0:0:7::/64".parse().unwrap()),
+            ..corpus_node()
+        };
+        let text: Vec<String> = remote_node_flows(&n)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(text.len(), 5);
+        assert_eq!(
+            text[3..],
+            [
+                "cookie=0x2000000000000003, table=50, priority=100,icmp6,icmp_type=135,icmp_code=0,nd_target=fd01:0:0:7::/64 actions=move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31],set_field:172.17.0.3->tun_dst,output:1",
+                "cookie=0x2000000000000003, table=90, priority=100,ipv6,ipv6_dst=fd01:0:0:7::/64 actions=move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31],set_field:172.17.0.3->tun_dst,output:1",
+            ]
+        );
+        assert_eq!(
+            text[..3],
+            remote_node_flows(&corpus_node())
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()[..]
+        );
     }
 
     #[test]

@@ -129,7 +129,7 @@ async fn ovs_ofctl_flows_are_decoded_by_our_dump() {
 }
 
 /// Every row a dual-stack node builds (base rows of each mode and datapath, a pod with both
-/// addresses) goes onto a real switch through our client and comes back as installed, and
+/// addresses, a remote node with both subnets) goes onto a real switch through our client and comes back as installed, and
 /// `ovs-ofctl` prints each exactly as we do: the IPv6 and neighbour-discovery matches are ones
 /// Open vSwitch accepts as written, prerequisites included.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -160,6 +160,12 @@ async fn dual_stack_rows_install_and_read_back_identically() {
                 vnid: flows::Vnid::new(10).unwrap(),
                 cookie: flows::port_cookie("pod3"),
                 egress_meter: None,
+            }));
+            rows.extend(flows::remote_node_flows(&flows::RemoteNodeFlows {
+                host_ip: "172.17.0.3".parse().unwrap(),
+                subnet: "10.128.2.0/23".parse().unwrap(),
+                subnet6: Some("fd01:0:0:2::/64".parse().unwrap()),
+                cookie: flows::node_cookie("node-2"),
             }));
             assert!(rows.iter().any(|f| f.matches.nd_target.is_some()));
             of.delete_by_cookie(0, 0).await.unwrap();

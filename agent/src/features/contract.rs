@@ -300,6 +300,7 @@ mod tests {
         let mut remote = flows::remote_node_flows(&flows::RemoteNodeFlows {
             host_ip: vtep,
             subnet: "10.128.2.0/23".parse().unwrap(),
+            subnet6: Some("fd01:0:0:2::/64".parse().unwrap()),
             cookie: 1,
         });
         remote.push(flows::multicast_remote(&BTreeSet::from([vtep])).0);

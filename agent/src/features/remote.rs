@@ -113,6 +113,7 @@ impl RemoteNode {
         remote_node_flows(&RemoteNodeFlows {
             host_ip: self.host_ip,
             subnet: self.subnet,
+            subnet6: None,
             cookie: self.cookie,
         })
     }

@@ -36,7 +36,7 @@
 
 use std::net::Ipv4Addr;
 
-use super::oxm::{be_u128, len_u16, pad_to_8, patch_u16, Reader};
+use super::reader::{be_u128, len_u16, pad_to_8, patch_u16, Reader};
 use super::CodecError;
 use crate::flow::{
     ports, Action, Ct, CtZone, Field, FlowError, Load, Move, Nat, NatKind, Note, SetField, Subfield,

@@ -16,7 +16,8 @@
 //! is an error naming that entry rather than a partial flow.
 
 use super::actions::{decode_actions, decode_instructions, encode_actions, encode_instructions};
-use super::oxm::{decode_match, encode_match, len_u16, patch_u16, Reader};
+use super::oxm::{decode_match, encode_match};
+use super::reader::{len_u16, patch_u16, Reader};
 use super::CodecError;
 use crate::flow::matches::{ETH_TYPE_IP, ETH_TYPE_IPV6};
 use crate::flow::{

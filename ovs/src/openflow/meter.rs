@@ -10,7 +10,7 @@
 //! Limits: Open vSwitch bundles do not carry meter mods, so a meter is installed with its own
 //! message (and a barrier) before the flows that use it, and deleted after them.
 
-use super::oxm::{len_u16, patch_u16, Reader};
+use super::reader::{len_u16, patch_u16, Reader};
 use super::CodecError;
 use crate::flow::FlowError;
 

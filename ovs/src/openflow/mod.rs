@@ -18,6 +18,7 @@ pub mod flow_mod;
 pub mod meter;
 pub mod monitor;
 pub mod oxm;
+mod reader;
 pub mod wire;
 
 pub use client::{BundleMsg, BundleStage, DumpFilter, OfClient, OfConfig, OfError, Target};

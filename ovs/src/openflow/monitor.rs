@@ -16,7 +16,7 @@
 //! each update; the match and actions are skipped (the owner diffs against the switch anyway).
 //! Checked against Open vSwitch 3.1 in `tests/tests/openflow.rs`.
 
-use super::oxm::Reader;
+use super::reader::Reader;
 use super::wire::{msg_type, OFP13_VERSION};
 use super::CodecError;
 
