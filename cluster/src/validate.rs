@@ -246,6 +246,12 @@ impl ClusterNetwork {
         Ok(Some(entry))
     }
 
+    /// Whether it records no IPv6 network at all (neither annotation set): a cluster that may
+    /// still turn dual stack.
+    pub fn has_no_ipv6(&self) -> bool {
+        matches!(self.ipv6_entry(), Ok(None)) && matches!(self.ipv6_service_net(), Ok(None))
+    }
+
     /// The IPv6 service network (annotation [`annotations::IPV6_SERVICE_NETWORK`]), if set.
     pub fn ipv6_service_net(&self) -> Result<Option<Ipv6Net>, ValidationError> {
         annotation(&self.metadata, annotations::IPV6_SERVICE_NETWORK)

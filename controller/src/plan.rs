@@ -160,10 +160,8 @@ pub fn plan(view: &View, wanted: &ClusterNetwork, globals: &[String]) -> Plan {
     // ClusterNetwork.
     let cn = match &view.cluster_network {
         Some(cn) => {
-            let v6_absent =
-                matches!(cn.ipv6_entry(), Ok(None)) && matches!(cn.ipv6_service_net(), Ok(None));
             let ipv6 = |c: &ClusterNetwork| (c.ipv6_entry().ok(), c.ipv6_service_net().ok());
-            let add_ipv6 = v6_absent && ipv6(wanted) != (Some(None), Some(None));
+            let add_ipv6 = cn.has_no_ipv6() && !wanted.has_no_ipv6();
             if cn.cluster_networks != wanted.cluster_networks
                 || cn.service_network != wanted.service_network
                 || (!add_ipv6 && ipv6(cn) != ipv6(wanted))
@@ -301,18 +299,7 @@ fn plan_egress_ips(view: &View, p: &mut Plan) {
         if hs.egress_ips == want {
             continue;
         }
-        // Merge with a hostIP update planned for the same HostSubnet.
-        if let Some(Action::UpdateHostSubnet(h)) = p
-            .actions
-            .iter_mut()
-            .find(|a| matches!(a, Action::UpdateHostSubnet(h) if h.name() == node.as_str()))
-        {
-            h.egress_ips = want;
-        } else {
-            let mut h = hs.clone();
-            h.egress_ips = want;
-            p.actions.push(Action::UpdateHostSubnet(h));
-        }
+        update_host_subnet(p, hs, |h| h.egress_ips = want);
     }
 }
 
@@ -408,6 +395,23 @@ fn plan_host_subnets(view: &View, cn: &ClusterNetwork, p: &mut Plan) {
     }
 }
 
+/// Changes `hs` with `change`, in the update already planned for it (a hostIP, an IPv6 subnet,
+/// egress IPs: one write) or in a new one.
+fn update_host_subnet(p: &mut Plan, hs: &HostSubnet, change: impl FnOnce(&mut HostSubnet)) {
+    let planned = p.actions.iter_mut().find_map(|a| match a {
+        Action::UpdateHostSubnet(h) if h.name() == hs.name() => Some(h),
+        _ => None,
+    });
+    match planned {
+        Some(h) => change(h),
+        None => {
+            let mut h = hs.clone();
+            change(&mut h);
+            p.actions.push(Action::UpdateHostSubnet(h));
+        }
+    }
+}
+
 /// Every valid IPv6 node subnet in use.
 fn ipv6_used(view: &View) -> Vec<Ipv6Net> {
     view.host_subnets
@@ -448,17 +452,7 @@ fn plan_ipv6_subnets(view: &View, alloc: &mut Subnet6Allocator, p: &mut Plan) {
             ));
             continue;
         };
-        if let Some(Action::UpdateHostSubnet(h)) = p
-            .actions
-            .iter_mut()
-            .find(|a| matches!(a, Action::UpdateHostSubnet(h) if h.name() == name.as_str()))
-        {
-            set_ipv6_subnet(h, s6);
-        } else {
-            let mut h = hs.clone();
-            set_ipv6_subnet(&mut h, s6);
-            p.actions.push(Action::UpdateHostSubnet(h));
-        }
+        update_host_subnet(p, hs, |h| set_ipv6_subnet(h, s6));
     }
 }
 

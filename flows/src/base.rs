@@ -188,7 +188,7 @@ fn multicast() -> Masked<Ipv4Addr> {
         .unwrap_or_else(|_| Masked::exact(Ipv4Addr::UNSPECIFIED))
 }
 
-pub(crate) fn ct_mark_bits(first: u8, last: u8) -> Subfield {
+fn ct_mark_bits(first: u8, last: u8) -> Subfield {
     Subfield::range(Field::CtMark, first, last).expect("ct_mark has 32 bits")
 }
 
@@ -393,50 +393,11 @@ fn routing(cfg: &NodeConfig, f: &mut Vec<Flow>) {
             .matching(Match::any().ip().nw_dst(gw))
             .action(tun0.clone()),
     );
-    match cfg.datapath {
-        // Shared conntrack: the reply of a DNAT'd connection is un-DNAT'd right here.
-        Datapath::System => f.push(
-            flow(Routing, 250)
-                .matching(
-                    Match::any()
-                        .ip()
-                        .nw_dst(local)
-                        .ct_state(CtState::new().plus(CtFlag::Rpl)),
-                )
-                .action(Action::Ct(
-                    Ct::new().table(LocalIp.id()).nat(Nat::reverse()),
-                )),
-        ),
-        // Separate conntrack: replies of marked connections go to the kernel through tun0,
-        // from wherever they came (a local pod, or VXLAN from a pod on another node), but only
-        // through table 80: the replier's VNID (reg0) against the client's, kept in the mark
-        // (reg1), so a pod of another tenant cannot answer in an endpoint's name. They are
-        // addressed to tun0's MAC: the kernel takes only frames for it.
-        Datapath::Netdev => {
-            let (first, last) = CT_MARK_CLIENT_VNID;
-            let client_vnid = Move::new(
-                ct_mark_bits(first, last),
-                Subfield::range(Reg::DstVnid.field(), 0, last - first).expect("24 bits of reg1"),
-            )
-            .expect("24 bits on both sides");
-            f.push(
-                flow(Routing, 260)
-                    .matching(
-                        Match::any()
-                            .ip()
-                            .ct_state(CtState::new().plus(CtFlag::Trk).plus(CtFlag::Rpl))
-                            .ct_mark(
-                                Masked::new(CT_MARK_VIA_HOST, CT_MARK_VIA_HOST)
-                                    .expect("a one-bit mask"),
-                            ),
-                    )
-                    .action(Action::set_eth_dst(cfg.tun0_mac()))
-                    .action(Reg::OutPort.load(TUN_PORT))
-                    .action(Action::Move(client_vnid))
-                    .goto(IngressIsolation.id()),
-            )
-        }
-    }
+    f.push(service_reply_row(
+        cfg,
+        Match::any().ip(),
+        Match::any().ip().nw_dst(local),
+    ));
     f.push(
         flow(Routing, 200)
             .matching(Match::any().arp().arp_tpa(local))
@@ -480,6 +441,46 @@ fn routing(cfg: &NodeConfig, f: &mut Vec<Flow>) {
             .goto(EgressPrelude.id()),
     );
     f.push(flow(Routing, 0).matching(Match::any().arp()));
+}
+
+/// Table 31's Service reply row of one family: `family` is `ip` or `ipv6`, `to_local` that with
+/// the local subnet as destination (pipeline.md, "Services").
+pub(crate) fn service_reply_row(cfg: &NodeConfig, family: Match, to_local: Match) -> Flow {
+    use Table::*;
+    match cfg.datapath {
+        // Shared conntrack: the reply of a DNAT'd connection is un-DNAT'd right here.
+        Datapath::System => flow(Routing, 250)
+            .matching(to_local.ct_state(CtState::new().plus(CtFlag::Rpl)))
+            .action(Action::Ct(
+                Ct::new().table(LocalIp.id()).nat(Nat::reverse()),
+            )),
+        // Separate conntrack: replies of marked connections go to the kernel through tun0,
+        // from wherever they came (a local pod, or VXLAN from a pod on another node), but only
+        // through table 80: the replier's VNID (reg0) against the client's, kept in the mark
+        // (reg1), so a pod of another tenant cannot answer in an endpoint's name. They are
+        // addressed to tun0's MAC: the kernel takes only frames for it.
+        Datapath::Netdev => {
+            let (first, last) = CT_MARK_CLIENT_VNID;
+            let client_vnid = Move::new(
+                ct_mark_bits(first, last),
+                Subfield::range(Reg::DstVnid.field(), 0, last - first).expect("24 bits of reg1"),
+            )
+            .expect("24 bits on both sides");
+            flow(Routing, 260)
+                .matching(
+                    family
+                        .ct_state(CtState::new().plus(CtFlag::Trk).plus(CtFlag::Rpl))
+                        .ct_mark(
+                            Masked::new(CT_MARK_VIA_HOST, CT_MARK_VIA_HOST)
+                                .expect("a one-bit mask"),
+                        ),
+                )
+                .action(Action::set_eth_dst(cfg.tun0_mac()))
+                .action(Reg::OutPort.load(TUN_PORT))
+                .action(Action::Move(client_vnid))
+                .goto(IngressIsolation.id())
+        }
+    }
 }
 
 /// Tables 40, 50, 60, 70 and 75, and 80: the tenancy decision.
@@ -649,27 +650,29 @@ fn network_policy_egress_and_commit(cfg: &NodeConfig, f: &mut Vec<Flow>) {
     }
 }
 
+/// The node configuration of the unit tests: netdev, the default networks, no IPv6.
+#[cfg(test)]
+pub(crate) fn test_config(mode: Mode) -> NodeConfig {
+    NodeConfig {
+        datapath: Datapath::Netdev,
+        mode,
+        node_ip: Ipv4Addr::new(172, 17, 0, 2),
+        local_subnet: "10.128.0.0/23".parse().unwrap(),
+        cluster_networks: vec!["10.128.0.0/14".parse().unwrap()],
+        service_cidr: "172.30.0.0/16".parse().unwrap(),
+        vxlan_port: 4789,
+        tun0_mac: None,
+        ipv6: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    pub(crate) fn config(mode: Mode) -> NodeConfig {
-        NodeConfig {
-            datapath: Datapath::Netdev,
-            mode,
-            node_ip: Ipv4Addr::new(172, 17, 0, 2),
-            local_subnet: "10.128.0.0/23".parse().unwrap(),
-            cluster_networks: vec!["10.128.0.0/14".parse().unwrap()],
-            service_cidr: "172.30.0.0/16".parse().unwrap(),
-            vxlan_port: 4789,
-            tun0_mac: None,
-            ipv6: None,
-        }
-    }
-
     #[test]
     fn every_flow_is_valid_and_every_table_has_a_row_but_111() {
-        let flows = base_flows(&config(Mode::Multitenant));
+        let flows = base_flows(&test_config(Mode::Multitenant));
         for f in &flows {
             f.validate().unwrap_or_else(|e| panic!("{f}: {e}"));
             assert_eq!(f.cookie, cookie::BASE);
@@ -682,18 +685,22 @@ mod tests {
 
     #[test]
     fn version_follows_the_base_set() {
-        let mt = base_flows(&config(Mode::Multitenant));
-        let st = base_flows(&config(Mode::Subnet));
+        let mt = base_flows(&test_config(Mode::Multitenant));
+        let st = base_flows(&test_config(Mode::Subnet));
         let note = |fs: &[Flow]| fs.last().unwrap().actions_text(None);
         assert_ne!(note(&mt), note(&st));
         assert!(version(Mode::Multitenant, &mt).starts_with("multitenant."));
-        let mut other = config(Mode::Multitenant);
+        let mut other = test_config(Mode::Multitenant);
         other.vxlan_port = 4790;
         assert_ne!(
             version(Mode::Multitenant, &base_flows(&other)),
             version(Mode::Multitenant, &mt)
         );
-        assert_eq!(base_flows(&config(Mode::Multitenant)), mt, "deterministic");
+        assert_eq!(
+            base_flows(&test_config(Mode::Multitenant)),
+            mt,
+            "deterministic"
+        );
     }
 
     fn texts(fs: &[Flow], table: u8) -> Vec<String> {
@@ -705,7 +712,7 @@ mod tests {
 
     #[test]
     fn networkpolicy_mode_has_its_rows_in_27_30_and_80_on_both_datapaths() {
-        let np = base_flows(&config(Mode::NetworkPolicy));
+        let np = base_flows(&test_config(Mode::NetworkPolicy));
         for f in &np {
             f.validate().unwrap_or_else(|e| panic!("{f}: {e}"));
         }
@@ -753,7 +760,7 @@ mod tests {
         }
         assert_eq!(t80.len(), 5, "{t80:#?}");
         // The kernel datapath commits cluster-internal connections only.
-        let mut sys = config(Mode::NetworkPolicy);
+        let mut sys = test_config(Mode::NetworkPolicy);
         sys.datapath = Datapath::System;
         let sys_flows = base_flows(&sys);
         let t30 = texts(&sys_flows, 30);
@@ -766,7 +773,7 @@ mod tests {
             .iter()
             .any(|t| t.contains("priority=100,ct_state=-rpl+trk,ip actions")));
         // The other modes pass 27 and 30 straight through.
-        let mt = base_flows(&config(Mode::Multitenant));
+        let mt = base_flows(&test_config(Mode::Multitenant));
         assert_eq!(
             texts(&mt, 27),
             vec!["table=27, priority=0 actions=goto_table:30"]
@@ -786,7 +793,7 @@ mod tests {
     fn service_replies_are_decided_by_table_80_with_the_clients_vnid() {
         // Netdev: table 0 flags the packet back from the node's DNAT (no commit there), table
         // 31 hands a marked reply to table 80 with tun0 as its port and the client's VNID.
-        let mt = base_flows(&config(Mode::Multitenant));
+        let mt = base_flows(&test_config(Mode::Multitenant));
         assert!(texts(&mt, 0).contains(
             &"priority=300,ip,in_port=2,nw_src=10.128.0.0/23,nw_dst=10.128.0.0/14 \
               actions=load:0x1->NXM_NX_REG4[],goto_table:25"
@@ -805,7 +812,7 @@ mod tests {
             "multitenant commits only in table 30"
         );
         // System: no flag, no mark; the reply is un-DNAT'd in OVS and meets table 80 anyway.
-        let mut sys = config(Mode::Multitenant);
+        let mut sys = test_config(Mode::Multitenant);
         sys.datapath = Datapath::System;
         let sys = base_flows(&sys);
         assert!(!sys.iter().any(|f| f.to_string().contains("REG4")));

@@ -25,11 +25,11 @@
 use std::net::Ipv6Addr;
 
 use ipnet::Ipv6Net;
-use ovs::flow::{Action, Ct, CtFlag, CtState, Flow, MacAddr, Masked, Match, Move, Nat, Subfield};
+use ovs::flow::{Action, Ct, CtFlag, CtState, Flow, MacAddr, Masked, Match};
 
 use crate::base::{
-    allow_commit, ct_mark_bits, flow, via_host_commit, Datapath, Mode, NodeConfig,
-    CT_MARK_CLIENT_VNID, CT_MARK_VIA_HOST, TUN_PORT, VXLAN_PORT,
+    allow_commit, flow, service_reply_row, via_host_commit, Datapath, Mode, NodeConfig, TUN_PORT,
+    VXLAN_PORT,
 };
 use crate::registers::{vni_to_src_vnid, Reg};
 use crate::tables::Table;
@@ -280,44 +280,11 @@ fn routing(cfg: &NodeConfig, v6: &NodeIpv6, f: &mut Vec<Flow>) {
                 .action(tun0.clone()),
         );
     }
-    match cfg.datapath {
-        Datapath::System => f.push(
-            flow(Routing, 250)
-                .matching(
-                    Match::any()
-                        .ipv6()
-                        .ipv6_dst(local)
-                        .ct_state(CtState::new().plus(CtFlag::Rpl)),
-                )
-                .action(Action::Ct(
-                    Ct::new().table(LocalIp.id()).nat(Nat::reverse()),
-                )),
-        ),
-        Datapath::Netdev => {
-            let (first, last) = CT_MARK_CLIENT_VNID;
-            let client_vnid = Move::new(
-                ct_mark_bits(first, last),
-                Subfield::range(Reg::DstVnid.field(), 0, last - first).expect("24 bits of reg1"),
-            )
-            .expect("24 bits on both sides");
-            f.push(
-                flow(Routing, 260)
-                    .matching(
-                        Match::any()
-                            .ipv6()
-                            .ct_state(CtState::new().plus(CtFlag::Trk).plus(CtFlag::Rpl))
-                            .ct_mark(
-                                Masked::new(CT_MARK_VIA_HOST, CT_MARK_VIA_HOST)
-                                    .expect("a one-bit mask"),
-                            ),
-                    )
-                    .action(Action::set_eth_dst(cfg.tun0_mac()))
-                    .action(Reg::OutPort.load(TUN_PORT))
-                    .action(Action::Move(client_vnid))
-                    .goto(IngressIsolation.id()),
-            )
-        }
-    }
+    f.push(service_reply_row(
+        cfg,
+        Match::any().ipv6(),
+        Match::any().ipv6().ipv6_dst(local),
+    ));
     f.push(
         flow(Routing, 200)
             .matching(solicitation().nd_target(local))
@@ -465,20 +432,7 @@ pub(crate) fn pod_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn config(mode: Mode) -> NodeConfig {
-        NodeConfig {
-            datapath: Datapath::Netdev,
-            mode,
-            node_ip: std::net::Ipv4Addr::new(172, 17, 0, 2),
-            local_subnet: "10.128.0.0/23".parse().unwrap(),
-            cluster_networks: vec!["10.128.0.0/14".parse().unwrap()],
-            service_cidr: "172.30.0.0/16".parse().unwrap(),
-            vxlan_port: 4789,
-            tun0_mac: None,
-            ipv6: None,
-        }
-    }
+    use crate::base::test_config as config;
 
     fn dual(mode: Mode, datapath: Datapath) -> NodeConfig {
         NodeConfig {

@@ -194,14 +194,8 @@ mod tests {
             for datapath in [Datapath::System, Datapath::Netdev] {
                 rows.extend(base_flows(&NodeConfig {
                     datapath,
-                    mode,
-                    node_ip: Ipv4Addr::new(172, 17, 0, 2),
-                    local_subnet: "10.128.0.0/23".parse().unwrap(),
-                    cluster_networks: vec!["10.128.0.0/14".parse().unwrap()],
-                    service_cidr: "172.30.0.0/16".parse().unwrap(),
-                    vxlan_port: 4789,
-                    tun0_mac: None,
                     ipv6,
+                    ..crate::base::test_config(mode)
                 }));
             }
         }

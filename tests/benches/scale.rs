@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use sdn_tests::harness::Netns;
-use sdn_tests::node::{plugin_exec, workspace_bin, AgentNode, NodeOptions};
+use sdn_tests::node::{plugin_exec, workspace_bin, AgentNode, CniOutcome, NodeOptions};
 use serde_json::json;
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -40,10 +40,15 @@ fn pct(v: &[Duration], p: f64) -> f64 {
     v[i].as_secs_f64() * 1000.0
 }
 
-/// The cleanup's DELs: as a runtime makes them, retried while the answer is code 11 ("try
-/// again later": ovs-vswitchd deleting a thousand ports at once can leave OpenFlow unanswered
-/// for more than the agent's 5 s health probe), for at most a minute. Not measured.
-fn exec_retried(bin: &Path, cmd: &str, cid: &str, netns: &str, ns: &str, conf: &str) {
+/// One plugin exec as a runtime makes it: its outcome and wall time.
+fn exec(
+    bin: &Path,
+    cmd: &str,
+    cid: &str,
+    netns: &str,
+    ns: &str,
+    conf: &str,
+) -> (CniOutcome, Duration) {
     let args = format!("IgnoreUnknown=1;K8S_POD_NAMESPACE={ns};K8S_POD_NAME={cid}");
     let env = [
         ("CNI_COMMAND", cmd),
@@ -53,9 +58,18 @@ fn exec_retried(bin: &Path, cmd: &str, cid: &str, netns: &str, ns: &str, conf: &
         ("CNI_ARGS", args.as_str()),
         ("CNI_PATH", "/usr/lib/cni"),
     ];
+    let t = Instant::now();
+    let out = plugin_exec(bin, &env, conf);
+    (out, t.elapsed())
+}
+
+/// The cleanup's DELs: retried while the answer is code 11 ("try again later": ovs-vswitchd
+/// deleting a thousand ports at once can leave OpenFlow unanswered for more than the agent's
+/// 5 s health probe), as a runtime retries, for at most a minute. Not measured.
+fn exec_retried(bin: &Path, cmd: &str, cid: &str, netns: &str, ns: &str, conf: &str) {
     let began = Instant::now();
     loop {
-        let out = plugin_exec(bin, &env, conf);
+        let (out, _) = exec(bin, cmd, cid, netns, ns, conf);
         if out.code == 0 {
             return;
         }
@@ -72,18 +86,7 @@ fn exec_retried(bin: &Path, cmd: &str, cid: &str, netns: &str, ns: &str, conf: &
 
 /// One plugin exec as a runtime makes it; its wall time, panicking unless it succeeded.
 fn exec_timed(bin: &Path, cmd: &str, cid: &str, netns: &str, ns: &str, conf: &str) -> Duration {
-    let args = format!("IgnoreUnknown=1;K8S_POD_NAMESPACE={ns};K8S_POD_NAME={cid}");
-    let env = [
-        ("CNI_COMMAND", cmd),
-        ("CNI_CONTAINERID", cid),
-        ("CNI_NETNS", netns),
-        ("CNI_IFNAME", "eth0"),
-        ("CNI_ARGS", args.as_str()),
-        ("CNI_PATH", "/usr/lib/cni"),
-    ];
-    let t = Instant::now();
-    let out = plugin_exec(bin, &env, conf);
-    let d = t.elapsed();
+    let (out, d) = exec(bin, cmd, cid, netns, ns, conf);
     assert_eq!(
         out.code,
         0,

@@ -116,9 +116,7 @@ impl ClusterNetworkSpec {
     /// `cn` with this spec's IPv6 networks added, when that is all it lacks (a running IPv4
     /// cluster turning dual stack); `None` when it has them already or differs otherwise.
     pub fn with_ipv6_added(&self, cn: &ClusterNetwork) -> Option<ClusterNetwork> {
-        let absent =
-            matches!(cn.ipv6_entry(), Ok(None)) && matches!(cn.ipv6_service_net(), Ok(None));
-        if !absent || self.ipv6_network.is_none() {
+        if !cn.has_no_ipv6() || self.ipv6_network.is_none() {
             return None;
         }
         let mut with = cn.clone();
@@ -322,14 +320,7 @@ fn seed_ipv6_subnet(
     origins: &std::collections::BTreeMap<(Kind, String), std::path::PathBuf>,
     node_name: &str,
 ) -> Result<bool, ClusterError> {
-    // The HostSubnet written just before is not in `state`: read it back.
-    let fresh;
-    let state = if state.host_subnet_of(node_name).is_none() {
-        fresh = load_dir(dir).state;
-        &fresh
-    } else {
-        state
-    };
+    // A HostSubnet written by this start got its IPv6 subnet when it was made.
     let (Some(v6), Some(hs)) = (
         state.ipv6_cluster_network(),
         state.host_subnet_of(node_name),
@@ -356,21 +347,34 @@ fn seed_ipv6_subnet(
             own,
         });
     }
+    let mut updated = hs.clone();
+    let subnet = give_ipv6_subnet(state, node_name, &mut updated)?.unwrap_or(v6.cidr);
+    let path = StandaloneSource::write_object(dir, &updated.into())?;
+    tracing::info!(file = %path.display(), node = node_name, %subnet, "allocated this node's IPv6 subnet");
+    Ok(true)
+}
+
+/// Gives `hs` the first free IPv6 subnet when the cluster has an IPv6 network (the subnet, or
+/// `None` without one).
+fn give_ipv6_subnet(
+    state: &ClusterState,
+    node_name: &str,
+    hs: &mut HostSubnet,
+) -> Result<Option<Ipv6Net>, ClusterError> {
+    let Some(v6) = state.ipv6_cluster_network() else {
+        return Ok(None);
+    };
     let subnet = state
         .allocate_ipv6_subnet()
         .ok_or_else(|| ClusterError::SubnetsExhausted {
             node: node_name.into(),
             networks: format!("{} with /{} node subnets", v6.cidr, v6.node_prefix()),
         })?;
-    let mut updated = hs.clone();
-    updated
-        .metadata
+    hs.metadata
         .annotations
         .get_or_insert_with(Default::default)
         .insert(annotations::IPV6_SUBNET.into(), subnet.to_string());
-    let path = StandaloneSource::write_object(dir, &updated.into())?;
-    tracing::info!(file = %path.display(), node = node_name, %subnet, "allocated this node's IPv6 subnet");
-    Ok(true)
+    Ok(Some(subnet))
 }
 
 /// This node's HostSubnet: a new one with the first free subnet, or the existing one's hostIP
@@ -425,7 +429,8 @@ fn seed_host_subnet(
                         .join(", "),
                 })?;
             let ip = node_ip.unwrap_or(FALLBACK_NODE_IP);
-            let hs = HostSubnet::new(node_name, &ip.to_string(), &subnet.to_string());
+            let mut hs = HostSubnet::new(node_name, &ip.to_string(), &subnet.to_string());
+            give_ipv6_subnet(state, node_name, &mut hs)?;
             let path = StandaloneSource::write_object(dir, &with_uid(hs.into()))?;
             tracing::info!(file = %path.display(), node = node_name, %subnet, "allocated this node's subnet");
             Ok(true)
