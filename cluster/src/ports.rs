@@ -17,6 +17,8 @@ pub mod keys {
     pub const SANDBOX: &str = "sandbox";
     /// Pod IPv4 address.
     pub const IP: &str = "ip";
+    /// Pod IPv6 address (dual stack; absent on a pod with IPv4 only).
+    pub const IP6: &str = "ip6";
     /// Kubernetes namespace (the tenant).
     pub const NAMESPACE: &str = "namespace";
     /// Pod name.

@@ -10,6 +10,9 @@
 //!   priority 1, drop: the tenant's external traffic is dropped rather than filtered by a policy
 //!   that may not be its own.
 //! - a global VNID (0): no rows (openshift-sdn refuses and ignores the policy).
+//! - on a dual-stack node, a VNID with rules also gets `ipv6,reg0=V`, priority 1, drop: the
+//!   rules name IPv4 destinations only, so the tenant's IPv6 traffic leaving the cluster is
+//!   dropped rather than let out unfiltered (fail closed; IPv6 destinations are not rules yet).
 //!
 //! Every row of a VNID carries that VNID's egress cookie, so the flow store replaces a tenant's
 //! whole rule set in one bundle: the old and the new rules swap atomically, and no packet sees a
@@ -46,8 +49,9 @@ pub fn egress_cookie(vnid: Vnid) -> u64 {
     cookie(Feature::EgressFirewall, u64::from(vnid.id()))
 }
 
-/// The table-100 rows of `vnid` (none for the global VNID).
-pub fn egress_firewall_flows(vnid: Vnid, fw: &EgressFirewall) -> Vec<Flow> {
+/// The table-100 rows of `vnid` (none for the global VNID); `dual_stack` on a node with IPv6
+/// pods (their external IPv6 traffic is dropped: the rules are IPv4).
+pub fn egress_firewall_flows(vnid: Vnid, fw: &EgressFirewall, dual_stack: bool) -> Vec<Flow> {
     if vnid.is_global() {
         return Vec::new();
     }
@@ -79,6 +83,13 @@ pub fn egress_firewall_flows(vnid: Vnid, fw: &EgressFirewall) -> Vec<Flow> {
                         f
                     });
                 }
+            }
+            if dual_stack {
+                out.push(
+                    Flow::new(Table::EgressFirewall.id(), 1)
+                        .cookie(egress_cookie(vnid))
+                        .matching(Reg::SrcVnid.matching(Match::any().ipv6(), vnid.id())),
+                );
             }
             out
         }
@@ -128,7 +139,7 @@ mod tests {
             },
         ]);
         assert_eq!(
-            text(&egress_firewall_flows(v, &fw)),
+            text(&egress_firewall_flows(v, &fw, false)),
             [
                 "cookie=0x400000000000000a, table=100, priority=4,ip,reg0=0xa,nw_dst=192.168.10.0/24 actions=goto_table:101",
                 "cookie=0x400000000000000a, table=100, priority=3,ip,reg0=0xa,nw_dst=192.168.0.0/16 actions=drop",
@@ -143,9 +154,30 @@ mod tests {
     fn drop_all_and_global() {
         let v = Vnid::new(11).unwrap();
         assert_eq!(
-            text(&egress_firewall_flows(v, &EgressFirewall::DropAll)),
+            text(&egress_firewall_flows(v, &EgressFirewall::DropAll, false)),
             ["cookie=0x400000000000000b, table=100, priority=1,reg0=0xb actions=drop"]
         );
-        assert!(egress_firewall_flows(Vnid::GLOBAL, &EgressFirewall::DropAll).is_empty());
+        assert!(egress_firewall_flows(Vnid::GLOBAL, &EgressFirewall::DropAll, true).is_empty());
+        // Dual stack: dropping all drops both families already.
+        assert_eq!(
+            egress_firewall_flows(v, &EgressFirewall::DropAll, true),
+            egress_firewall_flows(v, &EgressFirewall::DropAll, false)
+        );
+    }
+
+    #[test]
+    fn a_dual_stack_node_drops_the_ipv6_traffic_rules_do_not_name() {
+        let v = Vnid::new(12).unwrap();
+        let fw = EgressFirewall::Rules(vec![EgressRule {
+            allow: true,
+            to: vec![egress_cidr("0.0.0.0/32".parse().unwrap())],
+        }]);
+        assert_eq!(
+            text(&egress_firewall_flows(v, &fw, true)),
+            [
+                "cookie=0x400000000000000c, table=100, priority=1,ip,reg0=0xc actions=goto_table:101",
+                "cookie=0x400000000000000c, table=100, priority=1,ipv6,reg0=0xc actions=drop",
+            ]
+        );
     }
 }

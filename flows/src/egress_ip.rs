@@ -82,12 +82,28 @@ pub fn egress_mark(vnid: Vnid, masquerade_bit: u8) -> u32 {
     m
 }
 
-/// The table-101 row and the group of VNID `vnid` taking `route`; `tun0_mac` is this node's.
+/// The table-101 rows and the group of VNID `vnid` taking `route`; `tun0_mac` is this node's.
+/// On a `dual_stack` node a VNID that leaves through egress IPs (which are IPv4) also gets
+/// `ipv6,reg0=V` drop: its IPv6 traffic must not leave with the node's own address instead
+/// (fail closed; IPv6 egress IPs are not served yet).
 pub fn egress_ip_flows(
     vnid: Vnid,
     route: &EgressRoute,
     tun0_mac: MacAddr,
+    dual_stack: bool,
 ) -> (Vec<Flow>, Option<Group>) {
+    let (mut rows, group) = ipv4_rows(vnid, route, tun0_mac);
+    if dual_stack && *route != EgressRoute::Dropped {
+        rows.push(
+            Flow::new(Table::EgressRouting.id(), 100)
+                .cookie(egress_ip_cookie(vnid))
+                .matching(Reg::SrcVnid.matching(Match::any().ipv6(), vnid.id())),
+        );
+    }
+    (rows, group)
+}
+
+fn ipv4_rows(vnid: Vnid, route: &EgressRoute, tun0_mac: MacAddr) -> (Vec<Flow>, Option<Group>) {
     let row = Flow::new(Table::EgressRouting.id(), 100).cookie(egress_ip_cookie(vnid));
     let buckets = |actions: Vec<Vec<Action>>| Group {
         id: vnid.id(),
@@ -153,13 +169,13 @@ mod tests {
     fn rows_and_groups_print_as_pipeline_md_says() {
         let v = Vnid::new(20).unwrap();
         let tun = MacAddr::from_pod_ip(Ipv4Addr::new(10, 128, 0, 1));
-        let (f, g) = egress_ip_flows(v, &EgressRoute::Dropped, tun);
+        let (f, g) = egress_ip_flows(v, &EgressRoute::Dropped, tun, false);
         assert_eq!(
             f[0].to_string(),
             "cookie=0x6000000000000014, table=101, priority=100,reg0=0x14 actions=drop"
         );
         assert!(g.is_none());
-        let (f, g) = egress_ip_flows(v, &EgressRoute::Local, tun);
+        let (f, g) = egress_ip_flows(v, &EgressRoute::Local, tun, false);
         assert_eq!(
             f[0].to_string(),
             "cookie=0x6000000000000014, table=101, priority=100,ip,reg0=0x14 actions=group:20"
@@ -176,7 +192,7 @@ mod tests {
             Ipv4Addr::new(192, 168, 77, 13),
             Ipv4Addr::new(192, 168, 77, 12),
         ];
-        let (f, g) = egress_ip_flows(v, &EgressRoute::Remote(nodes), tun);
+        let (f, g) = egress_ip_flows(v, &EgressRoute::Remote(nodes.clone()), tun, false);
         assert_eq!(
             f[0].to_string(),
             "cookie=0x6000000000000014, table=101, priority=100,ip,reg0=0x14 actions=ct(commit),group:20"
@@ -201,6 +217,19 @@ mod tests {
         for f in &f {
             f.validate().unwrap();
         }
+        // Dual stack: the IPv4 rows and group, and IPv6 dropped (not when all is dropped).
+        let (both, g6) = egress_ip_flows(v, &EgressRoute::Remote(nodes), tun, true);
+        assert_eq!(both[..1], f[..]);
+        assert!(g6.is_some());
+        assert_eq!(
+            both[1].to_string(),
+            "cookie=0x6000000000000014, table=101, priority=100,ipv6,reg0=0x14 actions=drop"
+        );
+        let dropped = egress_ip_flows(v, &EgressRoute::Dropped, tun, true).0;
+        assert_eq!(
+            dropped,
+            egress_ip_flows(v, &EgressRoute::Dropped, tun, false).0
+        );
     }
 
     #[test]

@@ -17,10 +17,12 @@
 //! - a solicitation is routed by its target as ARP is by `arp_tpa` (local pod, remote subnet over
 //!   VXLAN, the gateway on tun0) and then meets table 80 like ARP: no ND between tenants.
 //!
-//! Pods use their global address for ND (their routes lead only to global addresses, and Linux
-//! solicits from the source of the packet waiting); their link-local addresses carry nothing
-//! through br0. The node's tun0 may solicit from its link-local address (when it forwards a packet
-//! from elsewhere), so that address is the node's as the gateway's is.
+//! Pods have no link-local address (their interfaces are made with `addrgenmode none`) and use
+//! their global address for ND (their routes lead only to global addresses, and Linux solicits
+//! from the source of the packet waiting). The node's tun0 may solicit from a link-local address
+//! (when it forwards a packet from elsewhere), and which one the kernel gave tun0 depends on its
+//! `addr_gen_mode`, so every link-local address (`fe80::/10`) counts as the node's, as the
+//! gateway's does: only the node sends from tun0, and no pod has one.
 
 use std::net::Ipv6Addr;
 
@@ -98,6 +100,12 @@ pub(crate) fn net6(n: &Ipv6Net) -> Masked<Ipv6Addr> {
     Masked::cidr6(n.network(), n.prefix_len()).unwrap_or_else(|_| Masked::exact(n.network()))
 }
 
+/// `fe80::/10`: link-local addresses, which only the node has (see the module docs).
+fn link_local_net() -> Masked<Ipv6Addr> {
+    Masked::cidr6(Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0), 10)
+        .unwrap_or_else(|_| Masked::exact(Ipv6Addr::UNSPECIFIED))
+}
+
 fn multicast6() -> Masked<Ipv6Addr> {
     Masked::cidr6(Ipv6Addr::new(0xff00, 0, 0, 0, 0, 0, 0, 0), 8)
         .unwrap_or_else(|_| Masked::exact(Ipv6Addr::UNSPECIFIED))
@@ -108,6 +116,14 @@ fn solicitation() -> Match {
         .icmp6()
         .icmp_type(icmp6::NEIGHBOR_SOLICIT)
         .icmp_code(0)
+}
+
+/// A solicitation sent to a solicited-node group (`ff02::1:ff00:0/104`): address resolution,
+/// routed by its target as ARP is by `arp_tpa`.
+fn multicast_solicitation() -> Match {
+    let group = Masked::cidr6(Ipv6Addr::new(0xff02, 0, 0, 0, 0, 1, 0xff00, 0), 104)
+        .unwrap_or_else(|_| Masked::exact(Ipv6Addr::UNSPECIFIED));
+    solicitation().ipv6_dst(group)
 }
 
 fn advertisement() -> Match {
@@ -159,7 +175,7 @@ fn classifier(cfg: &NodeConfig, v6: &NodeIpv6, f: &mut Vec<Flow>) {
         );
     }
     let from_tun = Match::any().in_port(TUN_PORT).ipv6();
-    for node in [v6.gateway(), link_local(cfg.tun0_mac())] {
+    for node in [Masked::exact(v6.gateway()), link_local_net()] {
         f.push(
             flow(Classifier, 400)
                 .matching(from_tun.clone().ipv6_src(node))
@@ -226,6 +242,15 @@ fn network_policy(cfg: &NodeConfig, v6: &NodeIpv6, f: &mut Vec<Flow>) {
                 .goto(ConntrackCommit.id()),
         );
     }
+    // Neighbour discovery is not policy (the pod's ND rows of table 20 checked it), as ARP is
+    // not: an isolated pod still resolves its neighbours.
+    for nd in [solicitation(), advertisement()] {
+        f.push(
+            flow(PodEgressPolicy, 300)
+                .matching(nd)
+                .goto(ConntrackCommit.id()),
+        );
+    }
     f.push(
         flow(PodEgressPolicy, 200)
             .matching(Match::any().ipv6().ct_state(reply))
@@ -268,10 +293,10 @@ fn routing(cfg: &NodeConfig, v6: &NodeIpv6, f: &mut Vec<Flow>) {
     let tun0 = Action::Output(TUN_PORT);
     let local = net6(&v6.local_subnet);
     let cn = net6(&v6.cluster_network);
-    for node in [v6.gateway(), link_local(cfg.tun0_mac())] {
+    for node in [Masked::exact(v6.gateway()), link_local_net()] {
         f.push(
             flow(Routing, 300)
-                .matching(solicitation().nd_target(node))
+                .matching(multicast_solicitation().nd_target(node))
                 .action(tun0.clone()),
         );
         f.push(
@@ -287,7 +312,7 @@ fn routing(cfg: &NodeConfig, v6: &NodeIpv6, f: &mut Vec<Flow>) {
     ));
     f.push(
         flow(Routing, 200)
-            .matching(solicitation().nd_target(local))
+            .matching(multicast_solicitation().nd_target(local))
             .goto(LocalArp.id()),
     );
     f.push(
@@ -297,7 +322,7 @@ fn routing(cfg: &NodeConfig, v6: &NodeIpv6, f: &mut Vec<Flow>) {
     );
     f.push(
         flow(Routing, 100)
-            .matching(solicitation().nd_target(cn))
+            .matching(multicast_solicitation().nd_target(cn))
             .goto(RemoteArp.id()),
     );
     f.push(
@@ -312,9 +337,11 @@ fn routing(cfg: &NodeConfig, v6: &NodeIpv6, f: &mut Vec<Flow>) {
                 .goto(Service.id()),
         );
     }
-    // A solicitation for anything else, and advertisements to a group (unsolicited ones), go
-    // nowhere: no pod owns such an address, and a pod's neighbours learn it when they ask.
-    f.push(flow(Routing, 60).matching(solicitation()));
+    // A solicitation to a group for anything else, and advertisements to a group (unsolicited
+    // ones), go nowhere: no pod owns such an address, and a pod's neighbours learn it when they
+    // ask. A unicast solicitation (neighbour unreachability detection) follows its destination
+    // like any packet, below.
+    f.push(flow(Routing, 60).matching(solicitation().ipv6_dst(multicast6())));
     f.push(flow(Routing, 60).matching(advertisement().ipv6_dst(multicast6())));
     f.push(
         flow(Routing, 50)
@@ -344,7 +371,8 @@ fn routing(cfg: &NodeConfig, v6: &NodeIpv6, f: &mut Vec<Flow>) {
 fn delivery(cfg: &NodeConfig, v6: &NodeIpv6, f: &mut Vec<Flow>) {
     use Table::*;
     let commit = Action::Ct(allow_commit(cfg.datapath));
-    let node_row = flow(IngressIsolation, 300).matching(Match::any().ipv6().ipv6_src(v6.gateway()));
+    let from_node = Match::any().in_port(TUN_PORT).ipv6();
+    let node_row = flow(IngressIsolation, 300).matching(from_node.clone().ipv6_src(v6.gateway()));
     f.push(
         match cfg.mode {
             Mode::NetworkPolicy => node_row.action(commit.clone()),
@@ -354,7 +382,7 @@ fn delivery(cfg: &NodeConfig, v6: &NodeIpv6, f: &mut Vec<Flow>) {
     );
     f.push(
         flow(IngressIsolation, 300)
-            .matching(Match::any().ipv6().ipv6_src(link_local(cfg.tun0_mac())))
+            .matching(from_node.ipv6_src(link_local_net()))
             .action(Reg::OutPort.output()),
     );
     if cfg.mode == Mode::NetworkPolicy {

@@ -118,6 +118,9 @@ pub struct LocalPod {
     pub ofport: u32,
     /// The cookie of its policy rows ([`policy_target_cookie`] of its port's name).
     pub cookie: u64,
+    /// Its IPv6 address on a dual-stack node: its isolation then drops IPv6 too (the rules'
+    /// peers and ports are IPv4, so a policy allows no IPv6 yet: fail closed).
+    pub ip6: Option<std::net::Ipv6Addr>,
 }
 
 /// What the rows are built from.
@@ -502,11 +505,19 @@ pub fn policy_rows(input: PolicyInput<'_>) -> PolicyRows {
                     Direction::Ingress => iso.ingress.push(p.key()),
                     Direction::Egress => iso.egress.push(p.key()),
                 }
-                target_rows.entry(t.ofport).or_default().put(
+                let rows = target_rows.entry(t.ofport).or_default();
+                rows.put(
                     Flow::new(table.id(), PRIO_ISOLATION)
                         .cookie(t.cookie)
                         .matching(reg.matching(Match::any().ip(), t.ofport)),
                 );
+                if t.ip6.is_some() {
+                    rows.put(
+                        Flow::new(table.id(), PRIO_ISOLATION)
+                            .cookie(t.cookie)
+                            .matching(reg.matching(Match::any().ipv6(), t.ofport)),
+                    );
+                }
             }
             for (i, rule) in rules.iter().enumerate() {
                 let peers = resolve_peers(p, d, rule, input, &own_vnid, &mut out.pods_read);

@@ -234,6 +234,7 @@ mod tests {
             rows.extend(crate::egress::egress_firewall_flows(
                 Vnid::new(10).unwrap(),
                 &fw,
+                true,
             ));
         }
         for route in [
@@ -242,7 +243,9 @@ mod tests {
             crate::egress_ip::EgressRoute::Remote(vec![Ipv4Addr::new(172, 17, 0, 3)]),
         ] {
             let mac = ovs::flow::MacAddr::from_pod_ip(Ipv4Addr::new(10, 128, 0, 1));
-            rows.extend(crate::egress_ip::egress_ip_flows(Vnid::new(10).unwrap(), &route, mac).0);
+            rows.extend(
+                crate::egress_ip::egress_ip_flows(Vnid::new(10).unwrap(), &route, mac, true).0,
+            );
         }
         rows.extend(crate::policy::tests::sample_rows());
         rows

@@ -76,6 +76,17 @@ impl CniOutcome {
             .map(str::to_string)
     }
 
+    /// The IPv6 address of an ADD result (a dual-stack pod's), without its prefix length.
+    pub fn ip6(&self) -> Option<String> {
+        self.json["ips"]
+            .as_array()?
+            .iter()
+            .filter_map(|i| i["address"].as_str())
+            .find(|a| a.contains(':'))
+            .and_then(|a| a.split('/').next())
+            .map(str::to_string)
+    }
+
     /// The CNI error code, if the plugin failed.
     pub fn error_code(&self) -> Option<u64> {
         (self.code != 0).then(|| self.json["code"].as_u64().unwrap_or(0))
@@ -604,11 +615,13 @@ impl AgentNode {
         let ip = out
             .ip()
             .unwrap_or_else(|| panic!("no IP in result {}", out.stdout));
+        let ip6 = out.ip6();
         CniPod {
             node: self,
             ns,
             id,
             ip,
+            ip6,
             result: out.json,
             deleted: false,
         }
@@ -965,6 +978,8 @@ pub struct CniPod<'a> {
     pub id: String,
     /// The pod's IPv4 address.
     pub ip: String,
+    /// The pod's IPv6 address (a dual-stack node's pods).
+    pub ip6: Option<String>,
     /// The ADD result.
     pub result: Value,
     deleted: bool,

@@ -17,6 +17,7 @@ mod cluster_state;
 mod cni_server;
 mod corpus;
 mod deploy;
+mod dual_stack;
 mod egress_firewall;
 mod egress_ip;
 mod fakeapi;

@@ -13,8 +13,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use agent::host::netlink::{
-    enable_ip_forward, get_sysctl, host_veth_name, set_sysctl, Netlink, NetlinkError, PodLink,
-    PodLinkSpec, PodLinkState, RouteSpec,
+    enable_ip_forward, get_sysctl, host_veth_name, set_sysctl, Netlink, NetlinkError, PodIpv6Spec,
+    PodLink, PodLinkSpec, PodLinkState, Route6Spec, RouteSpec,
 };
 use ipnet::Ipv4Net;
 use sdn_tests::harness::{run, unique_name, which, Netns};
@@ -193,6 +193,7 @@ fn spec(pod: &Netns, container: &str, tx_checksum_off: bool) -> PodLinkSpec {
         mtu: 1450,
         tx_checksum_off,
         pool_peer: None,
+        ipv6: None,
     }
 }
 
@@ -303,6 +304,8 @@ fn pod_link_is_configured_as_specified_and_carries_traffic() {
             up: true,
             addresses: vec![net("10.128.0.5/23")],
             routes: vec![],
+            addresses6: vec![],
+            routes6: vec![],
             tx_checksum: false,
         }
     );
@@ -344,6 +347,91 @@ fn pod_link_is_configured_as_specified_and_carries_traffic() {
     assert!(!second, "second delete must report nothing to delete");
     assert_only_lo(&node, "after delete_host_veth");
     assert_only_lo(&pod, "after delete_host_veth");
+}
+
+#[test]
+fn a_dual_stack_pod_link_has_its_ipv6_address_without_dad_and_its_ipv6_routes() {
+    require_root();
+    let node = Netns::new("nln");
+    let pod = Netns::new("nlp");
+    let gw6: std::net::Ipv6Addr = "fd01:0:0:5::1".parse().unwrap();
+    let mut spec = spec(&pod, &unique_name("ctr"), true);
+    spec.ipv6 = Some(PodIpv6Spec {
+        address: "fd01:0:0:5::5/64".parse().unwrap(),
+        gateway: gw6,
+        routes: vec![
+            Route6Spec {
+                dst: "fd02::/112".parse().unwrap(),
+                via: Some(gw6),
+            },
+            Route6Spec {
+                dst: "fd01::/48".parse().unwrap(),
+                via: None,
+            },
+        ],
+    });
+    let s = spec.clone();
+    let state = in_node(&node, move |nl| async move {
+        nl.create_pod_link(&s).await.unwrap();
+        nl.inspect_pod_interface(&s.netns, "eth0").await.unwrap()
+    });
+    // The address is usable at once: not tentative (no DAD), and no link-local address was
+    // made (addrgenmode none).
+    let v6 = pod
+        .exec(&["ip", "-6", "addr", "show", "dev", "eth0"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(v6.contains("inet6 fd01:0:0:5::5/64"), "{v6}");
+    assert!(!v6.contains("tentative"), "{v6}");
+    assert!(!v6.contains("fe80::"), "{v6}");
+    let routes6 = pod
+        .exec(&["ip", "-6", "route", "show", "dev", "eth0"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    for want in [
+        "fd01::/48 proto static",
+        "fd02::/112 via fd01:0:0:5::1 proto static",
+        "default via fd01:0:0:5::1 proto static",
+    ] {
+        assert!(routes6.contains(want), "{want} in {routes6}");
+    }
+    assert_eq!(state.addresses6, vec!["fd01:0:0:5::5/64".parse().unwrap()]);
+    let mut got = state.routes6.clone();
+    got.sort_by_key(|r| (r.dst, r.via));
+    let mut want = spec.ipv6.clone().unwrap().routes;
+    want.push(Route6Spec {
+        dst: "::/0".parse().unwrap(),
+        via: Some(gw6),
+    });
+    want.sort_by_key(|r| (r.dst, r.via));
+    assert_eq!(got, want);
+    // IPv4 is as for any pod.
+    assert_eq!(state.addresses, vec![net("10.128.0.5/23")]);
+}
+
+#[test]
+fn a_pod_netns_without_ipv6_fails_a_dual_stack_link_naming_the_setting_and_leaves_nothing() {
+    require_root();
+    let node = Netns::new("nln");
+    let pod = Netns::new("nlp");
+    pod.exec(&[
+        "sysctl",
+        "-qw",
+        "net.ipv6.conf.all.disable_ipv6=1",
+        "net.ipv6.conf.default.disable_ipv6=1",
+    ])
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut spec = spec(&pod, &unique_name("ctr"), true);
+    spec.ipv6 = Some(PodIpv6Spec {
+        address: "fd01:0:0:5::5/64".parse().unwrap(),
+        gateway: "fd01:0:0:5::1".parse().unwrap(),
+        routes: vec![],
+    });
+    let host = spec.host_ifname.clone();
+    let err = in_node(&node, move |nl| async move {
+        nl.create_pod_link(&spec).await.unwrap_err().to_string()
+    });
+    assert!(err.contains("disable_ipv6=1"), "{err}");
+    assert_only_lo(&pod, "after a refused dual-stack link");
+    assert!(!link_names(&node).contains(&host), "{host} left behind");
 }
 
 #[test]

@@ -410,7 +410,7 @@ mod tests {
             ),
             (
                 with("prevResult", json!({"ips": [{"address": "x"}]})),
-                "prevResult.ips[0].address \"x\" is not an IPv4 address with prefix length (IPv4 only)".into(),
+                "prevResult.ips[0].address \"x\" is not an IP address with prefix length".into(),
             ),
         ];
         for (conf, msg) in cases {

@@ -3,7 +3,7 @@
 //!
 //! Why one type: handlers build a result once and the version only matters at the edge, so the
 //! per-version differences live in [`AddResult::to_json`] alone:
-//! - 0.3.0, 0.3.1, 0.4.0: `ips[]` carry `"version": "4"`;
+//! - 0.3.0, 0.3.1, 0.4.0: `ips[]` carry `"version": "4"` or `"6"`;
 //! - 1.0.0: no `version` in `ips[]`;
 //! - 1.1.0: interfaces may carry `mtu` (omitted for older versions: never a newer shape than
 //!   asked).
@@ -12,14 +12,15 @@
 //! absent optionals omitted, `dns` always present, possibly `{}`), so our output matches what the
 //! reference plugins print.
 //!
-//! Limits: IPv4 only (the SDN is IPv4). A `prevResult` with IPv6 addresses or routes is refused
-//! with a precise error rather than silently dropped; 1.1.0 extras we do not model
+//! Both families: a dual-stack pod's result has one entry per family in `ips` (IPv4 first, as
+//! OVN-Kubernetes and the reference plugins order them) and the routes of both. Limits: 1.1.0
+//! extras we do not model
 //! (`socketPath`, `pciID`, route `mtu`/`advmss`/`priority`/`table`/`scope`) are not carried
 //! through chaining.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
-use ipnet::Ipv4Net;
+use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -42,10 +43,10 @@ pub struct Interface {
 /// An address assigned by the plugin.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IpConfig {
-    /// Address with prefix length (`10.128.0.5/23`).
-    pub address: Ipv4Net,
-    /// The default gateway for this subnet, if any.
-    pub gateway: Option<Ipv4Addr>,
+    /// Address with prefix length (`10.128.0.5/23`, `fd01:0:0:5::5/64`).
+    pub address: IpNet,
+    /// The default gateway for this subnet, if any (of the address's family).
+    pub gateway: Option<IpAddr>,
     /// Index into [`AddResult::interfaces`] of the interface holding the address.
     pub interface: Option<usize>,
 }
@@ -54,9 +55,9 @@ pub struct IpConfig {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Route {
     /// Destination.
-    pub dst: Ipv4Net,
+    pub dst: IpNet,
     /// Next hop; `None` means the default gateway (or on-link).
-    pub gw: Option<Ipv4Addr>,
+    pub gw: Option<IpAddr>,
 }
 
 /// DNS settings of a result (all optional).
@@ -166,7 +167,10 @@ impl AddResult {
                 .ips
                 .iter()
                 .map(|ip| IpOut {
-                    version: version.ips_have_version().then_some("4"),
+                    version: version.ips_have_version().then_some(match ip.address {
+                        IpNet::V4(_) => "4",
+                        IpNet::V6(_) => "6",
+                    }),
                     interface: ip.interface,
                     address: ip.address.to_string(),
                     gateway: ip.gateway.map(|g| g.to_string()),
@@ -220,26 +224,32 @@ impl AddResult {
             .collect::<Result<_, _>>()?;
         let mut ips = Vec::new();
         for (i, x) in wire.ips.unwrap_or_default().into_iter().enumerate() {
-            if let Some(v) = x.version.as_deref() {
-                if v != "4" {
-                    return Err(bad(format!(
-                        "prevResult.ips[{i}].version is {v:?}; this plugin handles IPv4 only"
-                    )));
-                }
-            }
-            let address: Ipv4Net = x.address.parse().map_err(|_| {
+            let address: IpNet = x.address.parse().map_err(|_| {
                 bad(format!(
-                    "prevResult.ips[{i}].address {:?} is not an IPv4 address with prefix length (IPv4 only)",
+                    "prevResult.ips[{i}].address {:?} is not an IP address with prefix length",
                     x.address
                 ))
             })?;
+            let family = if address.addr().is_ipv4() { "4" } else { "6" };
+            if let Some(v) = x.version.as_deref() {
+                if v != family {
+                    return Err(bad(format!(
+                        "prevResult.ips[{i}].version is {v:?} but its address {address} is IPv{family}"
+                    )));
+                }
+            }
             let gateway = match x.gateway.as_deref() {
                 None | Some("") => None,
-                Some(g) => Some(g.parse::<Ipv4Addr>().map_err(|_| {
-                    bad(format!(
-                        "prevResult.ips[{i}].gateway {g:?} is not an IPv4 address"
-                    ))
-                })?),
+                Some(g) => Some(
+                    g.parse::<IpAddr>()
+                        .ok()
+                        .filter(|g| g.is_ipv4() == address.addr().is_ipv4())
+                        .ok_or_else(|| {
+                            bad(format!(
+                                "prevResult.ips[{i}].gateway {g:?} is not an IPv{family} address"
+                            ))
+                        })?,
+                ),
             };
             if let Some(idx) = x.interface {
                 if idx >= interfaces.len() {
@@ -257,19 +267,25 @@ impl AddResult {
         }
         let mut routes = Vec::new();
         for (i, x) in wire.routes.unwrap_or_default().into_iter().enumerate() {
-            let dst: Ipv4Net = x.dst.parse().map_err(|_| {
+            let dst: IpNet = x.dst.parse().map_err(|_| {
                 bad(format!(
-                    "prevResult.routes[{i}].dst {:?} is not an IPv4 prefix (IPv4 only)",
+                    "prevResult.routes[{i}].dst {:?} is not an IP prefix",
                     x.dst
                 ))
             })?;
+            let family = if dst.addr().is_ipv4() { "4" } else { "6" };
             let gw = match x.gw.as_deref() {
                 None | Some("") => None,
-                Some(g) => Some(g.parse::<Ipv4Addr>().map_err(|_| {
-                    bad(format!(
-                        "prevResult.routes[{i}].gw {g:?} is not an IPv4 address"
-                    ))
-                })?),
+                Some(g) => Some(
+                    g.parse::<IpAddr>()
+                        .ok()
+                        .filter(|g| g.is_ipv4() == dst.addr().is_ipv4())
+                        .ok_or_else(|| {
+                            bad(format!(
+                                "prevResult.routes[{i}].gw {g:?} is not an IPv{family} address"
+                            ))
+                        })?,
+                ),
             };
             routes.push(Route { dst, gw });
         }
@@ -351,12 +367,12 @@ mod tests {
         });
         r.ips.push(IpConfig {
             address: "10.128.0.5/23".parse().unwrap(),
-            gateway: Some(Ipv4Addr::new(10, 128, 0, 1)),
+            gateway: Some("10.128.0.1".parse().unwrap()),
             interface: Some(pod),
         });
         r.routes.push(Route {
             dst: "0.0.0.0/0".parse().unwrap(),
-            gw: Some(Ipv4Addr::new(10, 128, 0, 1)),
+            gw: Some("10.128.0.1".parse().unwrap()),
         });
         r.routes.push(Route {
             dst: "10.128.0.0/14".parse().unwrap(),
@@ -482,19 +498,56 @@ mod tests {
     }
 
     #[test]
+    fn a_dual_stack_result_has_one_address_per_family() {
+        let mut r = pod_result();
+        r.ips.push(IpConfig {
+            address: "fd01:0:0:5::5/64".parse().unwrap(),
+            gateway: Some("fd01:0:0:5::1".parse().unwrap()),
+            interface: Some(1),
+        });
+        r.routes.push(Route {
+            dst: "::/0".parse().unwrap(),
+            gw: Some("fd01:0:0:5::1".parse().unwrap()),
+        });
+        let old = r.to_json("0.4.0".parse().unwrap());
+        assert!(
+            old.contains(r#"{"version":"6","interface":1,"address":"fd01:0:0:5::5/64","gateway":"fd01:0:0:5::1"}"#),
+            "{old}"
+        );
+        assert!(
+            old.contains(r#"{"dst":"::/0","gw":"fd01:0:0:5::1"}"#),
+            "{old}"
+        );
+        for v in SUPPORTED_VERSIONS {
+            let text = r.to_json(v);
+            let back = AddResult::from_value(&serde_json::from_str(&text).unwrap()).unwrap();
+            assert_eq!(back.ips, r.ips, "{v}");
+            assert_eq!(back.routes, r.routes, "{v}");
+        }
+    }
+
+    #[test]
     fn prev_result_errors_name_the_path() {
         let cases = [
             (
-                r#"{"ips":[{"version":"6","address":"fd00::2/64"}]}"#,
-                "prevResult.ips[0].version is \"6\"; this plugin handles IPv4 only",
+                r#"{"ips":[{"version":"4","address":"fd00::2/64"}]}"#,
+                "prevResult.ips[0].version is \"4\" but its address fd00::2/64 is IPv6",
             ),
             (
-                r#"{"ips":[{"address":"fd00::2/64"}]}"#,
-                "prevResult.ips[0].address \"fd00::2/64\" is not an IPv4 address with prefix length (IPv4 only)",
+                r#"{"ips":[{"address":"fd00::2"}]}"#,
+                "prevResult.ips[0].address \"fd00::2\" is not an IP address with prefix length",
             ),
             (
                 r#"{"ips":[{"address":"10.0.0.2/24","gateway":"x"}]}"#,
                 "prevResult.ips[0].gateway \"x\" is not an IPv4 address",
+            ),
+            (
+                r#"{"ips":[{"address":"fd00::2/64","gateway":"10.0.0.1"}]}"#,
+                "prevResult.ips[0].gateway \"10.0.0.1\" is not an IPv6 address",
+            ),
+            (
+                r#"{"routes":[{"dst":"::/0","gw":"10.0.0.1"}]}"#,
+                "prevResult.routes[0].gw \"10.0.0.1\" is not an IPv6 address",
             ),
             (
                 r#"{"interfaces":[{"name":"a"}],"ips":[{"address":"10.0.0.2/24","interface":1}]}"#,
@@ -502,7 +555,7 @@ mod tests {
             ),
             (
                 r#"{"routes":[{"dst":"10.0.0.0/33"}]}"#,
-                "prevResult.routes[0].dst \"10.0.0.0/33\" is not an IPv4 prefix (IPv4 only)",
+                "prevResult.routes[0].dst \"10.0.0.0/33\" is not an IP prefix",
             ),
             (
                 r#"{"cniVersion":"0.2.0"}"#,

@@ -314,6 +314,7 @@ mod tests {
                 allow: true,
                 to: vec!["192.0.2.0/24".parse().unwrap()],
             }]),
+            true,
         );
         assert_eq!(
             tables(&firewall),
@@ -325,7 +326,8 @@ mod tests {
             claimed(super::super::multicast::MULTICAST_TABLES)
         );
         let mac = ovs::flow::MacAddr::from_pod_ip(Ipv4Addr::new(10, 128, 0, 1));
-        let egress_ip = flows::egress_ip_flows(v, &flows::EgressRoute::Remote(vec![vtep]), mac).0;
+        let egress_ip =
+            flows::egress_ip_flows(v, &flows::EgressRoute::Remote(vec![vtep]), mac, true).0;
         assert_eq!(
             tables(&egress_ip),
             claimed(super::super::egress_ip::EGRESS_IP_TABLES)

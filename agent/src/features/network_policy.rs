@@ -65,6 +65,8 @@ pub struct LocalPodRef {
     pub name: String,
     /// Its address.
     pub ip: Ipv4Addr,
+    /// Its IPv6 address (dual stack).
+    pub ip6: Option<std::net::Ipv6Addr>,
 }
 
 /// What the pod logic asks of the policies.
@@ -284,6 +286,7 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
                 pod: view,
                 ofport: l.ofport,
                 cookie: policy_target_cookie(&l.port),
+                ip6: l.ip6,
             });
             ports.insert(l.ofport, l.port.clone());
         }

@@ -68,6 +68,8 @@ pub(crate) struct RemoteNode {
     pub host_ip: Ipv4Addr,
     /// Pod subnet.
     pub subnet: Ipv4Net,
+    /// IPv6 pod subnet (dual stack: its HostSubnet's `sdn.dev/ipv6-subnet`).
+    pub subnet6: Option<ipnet::Ipv6Net>,
     /// The cookie of its rows.
     pub cookie: u64,
 }
@@ -90,12 +92,13 @@ impl RemoteNode {
             uid,
             host_ip,
             subnet,
+            subnet6: hs.ipv6_subnet().map_err(|e| e.to_string())?,
         })
     }
 
     fn log_staged(&self) {
         tracing::info!(
-            node = %self.name, host_ip = %self.host_ip, subnet = %self.subnet,
+            node = %self.name, host_ip = %self.host_ip, subnet = %self.subnet, subnet6 = ?self.subnet6,
             cookie = %format!("{:#x}", self.cookie), "remote node"
         );
     }
@@ -113,7 +116,7 @@ impl RemoteNode {
         remote_node_flows(&RemoteNodeFlows {
             host_ip: self.host_ip,
             subnet: self.subnet,
-            subnet6: None,
+            subnet6: self.subnet6,
             cookie: self.cookie,
         })
     }

@@ -58,15 +58,35 @@ pub(super) fn add_result(req: &Request, net: &PodNetwork, wired: &Wired) -> AddR
         mtu: Some(net.mtu),
     });
     r.ips.push(IpConfig {
-        address: net.address(pod.ip),
-        gateway: Some(net.node.gateway()),
+        address: net.address(pod.ip).into(),
+        gateway: Some(net.node.gateway().into()),
         interface: Some(host_index + 1),
     });
+    let v6 = pod.ip6.and_then(|ip6| net.ipv6_spec(ip6));
+    if let Some(v6) = &v6 {
+        r.ips.push(IpConfig {
+            address: v6.address.into(),
+            gateway: Some(v6.gateway.into()),
+            interface: Some(host_index + 1),
+        });
+    }
     for route in net.routes() {
         r.routes.push(Route {
-            dst: route.dst,
-            gw: route.via,
+            dst: route.dst.into(),
+            gw: route.via.map(Into::into),
         });
+    }
+    if let Some(v6) = &v6 {
+        r.routes.push(Route {
+            dst: "::/0".parse().expect("constant"),
+            gw: Some(v6.gateway.into()),
+        });
+        for route in &v6.routes {
+            r.routes.push(Route {
+                dst: route.dst.into(),
+                gw: route.via.map(Into::into),
+            });
+        }
     }
     r
 }

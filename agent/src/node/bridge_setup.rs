@@ -108,6 +108,38 @@ pub(super) async fn configure_tun0(node: &NodeConfig, mtu: u32) -> Result<()> {
         .step("configuring tun0")?;
     crate::host::netlink::set_sysctl("net/ipv4/conf/tun0/arp_announce", "2")
         .step("setting net.ipv4.conf.tun0.arp_announce=2 (ARP from the gateway address)")?;
+    if let Some(v6) = &node.ipv6 {
+        configure_tun0_ipv6(&netlink, v6).await?;
+    }
+    Ok(())
+}
+
+/// A dual-stack node's tun0: IPv6 on (a node whose default disables it would leave tun0
+/// without), the IPv6 gateway address and the routes of the cluster's IPv6 network and the
+/// IPv6 service network, and IPv6 forwarding (the node routes pods' IPv6 as it does their
+/// IPv4; with forwarding on, the kernel ignores router advertisements on interfaces whose
+/// `accept_ra` is 1: a node configured by SLAAC needs `accept_ra=2` on its uplink, see
+/// operating.md).
+async fn configure_tun0_ipv6(netlink: &Netlink, v6: &flows::NodeIpv6) -> Result<()> {
+    use crate::host::netlink::set_sysctl;
+    if !std::path::Path::new("/proc/sys/net/ipv6").exists() {
+        bail!(
+            "the node's kernel has no IPv6 (booted with ipv6.disable=1?): a dual-stack node \
+             needs it; remove the cluster's IPv6 network or enable IPv6 in the kernel"
+        );
+    }
+    set_sysctl("net/ipv6/conf/tun0/disable_ipv6", "0")
+        .step("turning IPv6 on for tun0 (net.ipv6.conf.tun0.disable_ipv6=0)")?;
+    let gw = ipnet::Ipv6Net::new(v6.gateway(), v6.local_subnet.prefix_len())
+        .step("the IPv6 gateway's address")?;
+    let mut routes = vec![v6.cluster_network];
+    routes.extend(v6.service_cidr);
+    netlink
+        .configure_gateway6("tun0", gw, &routes)
+        .await
+        .step("configuring tun0's IPv6 side")?;
+    set_sysctl("net/ipv6/conf/all/forwarding", "1")
+        .step("enabling IPv6 forwarding (net.ipv6.conf.all.forwarding=1)")?;
     Ok(())
 }
 

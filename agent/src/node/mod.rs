@@ -149,6 +149,32 @@ fn node_config(cfg: &Config, state: &ClusterState) -> Result<NodeConfig> {
             .with_step(|| format!("serviceNetwork {} has no IPv4 network", cfg.service_network))?,
         vxlan_port: cfg.vxlan_port,
         tun0_mac: None,
-        ipv6: None,
+        ipv6: node_ipv6(cfg, state),
+    })
+}
+
+/// The node's IPv6 side in a dual-stack cluster: the cluster's IPv6 network (the
+/// ClusterNetwork's, else the configuration's), this node's IPv6 subnet (its HostSubnet's
+/// `sdn.dev/ipv6-subnet`) and the IPv6 service network. `None` on an IPv4 cluster, and on a
+/// node whose HostSubnet has no IPv6 subnet yet (said once: its pods get IPv4 only until the
+/// agent restarts with one).
+fn node_ipv6(cfg: &Config, state: &ClusterState) -> Option<flows::NodeIpv6> {
+    let cluster_network = state
+        .ipv6_cluster_network()
+        .or_else(|| cfg.ipv6_cluster_network())?
+        .cidr;
+    let Some(local_subnet) = state.ipv6_subnet_of(&cfg.node_name) else {
+        tracing::warn!(node = %cfg.node_name, %cluster_network, "the cluster has an IPv6 network but this node's HostSubnet has no IPv6 subnet (annotation sdn.dev/ipv6-subnet) yet: pods get IPv4 only until the agent restarts with one");
+        return None;
+    };
+    let service_cidr = state
+        .cluster_network
+        .as_ref()
+        .and_then(|c| c.ipv6_service_net().ok().flatten())
+        .or_else(|| cfg.service_network.v6());
+    Some(flows::NodeIpv6 {
+        local_subnet,
+        cluster_network,
+        service_cidr,
     })
 }

@@ -544,6 +544,7 @@ fn register_features(
                     namespace: p.namespace,
                     name: p.name,
                     ip: p.ip,
+                    ip6: p.ip6,
                 })
                 .collect()
         })

@@ -197,8 +197,9 @@ impl<Io: NodeIo> Pods<Io> {
         let a = &plan.at.id;
         let clock = StepClock::started(plan.at.deadline);
         // 1. Lease: a warm port's address, or a new lease (and a plain pool port, if one is
-        // ready).
+        // ready); on a dual-stack node an IPv6 lease too.
         let (ip, warm) = self.take_address(plan, done).await?;
+        let ip6 = self.take_ipv6_address(plan, done).await?;
         let pooled = match &warm {
             Some(w) => {
                 self.hand_over_warm_port(a, w, done).await?;
@@ -210,7 +211,14 @@ impl<Io: NodeIo> Pods<Io> {
         clock.check("creating the veth")?;
         // 2 and 3. The veth and the OVS port, with the pod's record.
         let plugged = self
-            .plug(plan, ip, warm.is_some(), pooled.as_ref(), done, &clock)
+            .plug(
+                plan,
+                (ip, ip6),
+                warm.is_some(),
+                pooled.as_ref(),
+                done,
+                &clock,
+            )
             .await?;
         clock.check("applying bandwidth limits")?;
         // 3b. Bandwidth limits.
@@ -223,7 +231,7 @@ impl<Io: NodeIo> Pods<Io> {
         clock.check("installing the pod's flows")?;
         // 4. Flows, and the pod in the table.
         let pod = self
-            .install_pod(plan, ip, &plugged, egress_meter, warm.as_ref(), done)
+            .install_pod(plan, (ip, ip6), &plugged, egress_meter, warm.as_ref(), done)
             .await?;
         // 5. Host ports: the pod's nat chain (one sync of all host port rules).
         if !plugged.mappings.is_empty() {
@@ -239,7 +247,7 @@ impl<Io: NodeIo> Pods<Io> {
         }
         tracing::info!(
             sandbox = %a.container_id, ifname = %a.ifname, namespace = %pod.namespace,
-            pod = %pod.name, %ip, ofport = pod.ofport, vnid = %pod.vnid,
+            pod = %pod.name, %ip, ip6 = ?ip6, ofport = pod.ofport, vnid = %pod.vnid,
             pooled_port = pooled.is_some(), warm_port = warm.is_some(),
             ms_before = %clock.shown(), ms = clock.started.elapsed().as_millis(), "pod wired"
         );
@@ -295,6 +303,26 @@ impl<Io: NodeIo> Pods<Io> {
         }
     }
 
+    /// Step 1 on a dual-stack node: the attachment's IPv6 lease, beside its IPv4 one (a warm
+    /// port holds an IPv4 address only). Releasing the attachment's lease releases both.
+    async fn take_ipv6_address(
+        &self,
+        plan: &Plan<'_>,
+        done: &mut Vec<Undo>,
+    ) -> Result<Option<std::net::Ipv6Addr>, PodError> {
+        let Some(range) = self.net.range6() else {
+            return Ok(None);
+        };
+        let (cid, ifn) = (plan.at.id.container_id.clone(), plan.at.id.ifname.clone());
+        if !done.iter().any(|u| matches!(u, Undo::Lease)) {
+            done.push(Undo::Lease);
+        }
+        let lease = self
+            .ipam(move |store| store.allocate(&range, &cid, &ifn, None))
+            .await?;
+        Ok(Some(lease.ip))
+    }
+
     /// Steps 2 and 3: the pod's interface (on a pooled pair's parked peer when one was taken,
     /// else a new veth) and its OVS port with the pod's record. A pooled port exists already:
     /// its record is written while the pod interface is made (two round trips at once, to the
@@ -305,7 +333,7 @@ impl<Io: NodeIo> Pods<Io> {
     async fn plug(
         &self,
         plan: &Plan<'_>,
-        ip: std::net::Ipv4Addr,
+        (ip, ip6): (std::net::Ipv4Addr, Option<std::net::Ipv6Addr>),
         warm: bool,
         pooled: Option<&pool::PooledPort>,
         done: &mut Vec<Undo>,
@@ -333,6 +361,7 @@ impl<Io: NodeIo> Pods<Io> {
             mtu: self.net.mtu,
             tx_checksum_off: self.net.tx_checksum_off,
             pool_peer: pooled.map(|p| p.peer.clone()),
+            ipv6: ip6.and_then(|a| self.net.ipv6_spec(a)),
         };
         if !warm {
             done.push(Undo::Veth(host_veth.clone()));
@@ -341,7 +370,7 @@ impl<Io: NodeIo> Pods<Io> {
                 done.push(Undo::Port(host_veth.clone()));
             }
         }
-        let record = self.port_record(plan, ip, done)?;
+        let record = self.port_record(plan, (ip, ip6), done)?;
         let mappings = self.hostports.mappings(&a.container_id, &a.ifname);
         let (link, ofport) = match pooled {
             // The port exists: its record replaces the pool marker (ovs-vswitchd does not read
@@ -389,7 +418,7 @@ impl<Io: NodeIo> Pods<Io> {
     fn port_record(
         &self,
         plan: &Plan<'_>,
-        ip: std::net::Ipv4Addr,
+        (ip, ip6): (std::net::Ipv4Addr, Option<std::net::Ipv6Addr>),
         done: &mut Vec<Undo>,
     ) -> Result<PortRecord, PodError> {
         let (at, a) = (plan.at, &plan.at.id);
@@ -410,6 +439,7 @@ impl<Io: NodeIo> Pods<Io> {
         Ok(PortRecord {
             attachment: a.clone(),
             ip: Some(ip),
+            ip6,
             namespace: at.namespace.clone(),
             pod: at.pod.clone(),
             netns: plan.netns.display().to_string(),
@@ -447,7 +477,7 @@ impl<Io: NodeIo> Pods<Io> {
     async fn install_pod(
         &self,
         plan: &Plan<'_>,
-        ip: std::net::Ipv4Addr,
+        (ip, ip6): (std::net::Ipv4Addr, Option<std::net::Ipv6Addr>),
         plugged: &Plugged,
         egress_meter: Option<u32>,
         warm: Option<&pool::WarmPort>,
@@ -461,6 +491,7 @@ impl<Io: NodeIo> Pods<Io> {
             name: at.pod.clone(),
             netns: plan.netns.display().to_string(),
             ip,
+            ip6,
             host_veth: host_veth.clone(),
             ofport,
             vnid: plan.vnid,
@@ -476,6 +507,7 @@ impl<Io: NodeIo> Pods<Io> {
                 namespace: pod.namespace.clone(),
                 name: pod.name.clone(),
                 ip,
+                ip6,
             })
         });
         let install = |pod: &Pod| {
@@ -488,8 +520,8 @@ impl<Io: NodeIo> Pods<Io> {
             })
         };
         // A warm port of the pod's VNID has the pod's flows already (unless OVS numbered it
-        // anew meanwhile).
-        if warm.is_none_or(|w| w.vnid != pod.vnid || w.port.ofport != ofport) {
+        // anew meanwhile, or the pod has an IPv6 address, whose rows only the pod's can be).
+        if warm.is_none_or(|w| w.vnid != pod.vnid || w.port.ofport != ofport || ip6.is_some()) {
             if warm.is_none() {
                 done.push(Undo::Flows(host_veth.clone()));
             }

@@ -49,7 +49,7 @@ mod tests;
 
 use crate::lock;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -137,6 +137,8 @@ pub struct Pod {
     pub netns: String,
     /// Address.
     pub ip: Ipv4Addr,
+    /// IPv6 address (dual stack: pods created before the cluster had IPv6 keep IPv4 only).
+    pub ip6: Option<Ipv6Addr>,
     /// Host end of the veth (the OVS port name).
     pub host_veth: String,
     /// OpenFlow port.
@@ -159,12 +161,12 @@ impl Pod {
         flows::pod::port_cookie(&self.host_veth)
     }
 
-    /// The pod's seven flows.
+    /// The pod's flows: seven per address family.
     pub fn flows(&self) -> Vec<Flow> {
         pod_flows(&PodFlows {
             ofport: self.ofport,
             ip: self.ip,
-            ipv6: None,
+            ipv6: self.ip6,
             vnid: self.vnid,
             cookie: self.cookie(),
             egress_meter: self.egress_meter,
@@ -217,6 +219,44 @@ impl PodNetwork {
             via: None,
         });
         r
+    }
+
+    /// A dual-stack pod's IPv6 routes besides the default one: the IPv6 service network via
+    /// the IPv6 gateway, the cluster's IPv6 network on-link (as [`Self::routes`] for IPv4;
+    /// the kernel's own `ff00::/8` route carries multicast).
+    pub fn routes6(&self) -> Vec<crate::host::netlink::Route6Spec> {
+        use crate::host::netlink::Route6Spec;
+        let Some(v6) = &self.node.ipv6 else {
+            return Vec::new();
+        };
+        let mut r = Vec::new();
+        if let Some(svc) = v6.service_cidr {
+            r.push(Route6Spec {
+                dst: svc,
+                via: Some(v6.gateway()),
+            });
+        }
+        r.push(Route6Spec {
+            dst: v6.cluster_network,
+            via: None,
+        });
+        r
+    }
+
+    /// A dual-stack pod's IPv6 interface settings for address `ip6`.
+    pub fn ipv6_spec(&self, ip6: Ipv6Addr) -> Option<crate::host::netlink::PodIpv6Spec> {
+        let v6 = self.node.ipv6.as_ref()?;
+        Some(crate::host::netlink::PodIpv6Spec {
+            address: ipnet::Ipv6Net::new(ip6, v6.local_subnet.prefix_len())
+                .expect("prefix of a valid subnet"),
+            gateway: v6.gateway(),
+            routes: self.routes6(),
+        })
+    }
+
+    fn range6(&self) -> Option<ipam::Range<Ipv6Addr>> {
+        let v6 = self.node.ipv6.as_ref()?;
+        Some(ipam::Range::new(v6.local_subnet, v6.gateway()))
     }
 
     /// The pod's address with the node subnet's prefix length.
@@ -403,7 +443,7 @@ impl<Io: NodeIo> Pods<Io> {
             .map_err(|e| PodError::IpamTask(e.to_string()))??)
     }
 
-    async fn release_lease(&self, a: &AttachmentId) -> Result<Vec<Ipv4Addr>, PodError> {
+    async fn release_lease(&self, a: &AttachmentId) -> Result<Vec<IpAddr>, PodError> {
         let (cid, ifn) = (a.container_id.clone(), a.ifname.clone());
         self.ipam(move |store| store.release(&cid, &ifn)).await
     }

@@ -64,7 +64,7 @@ impl<Io: NodeIo> Pods<Io> {
                         && pool::is_pool_port(&veth)
                         && p.egress_meter.is_none() =>
                 {
-                    let gone = (p.ip, p.netns.clone(), p.ofport);
+                    let gone = ((p.ip, p.ip6), p.netns.clone(), p.ofport);
                     table.remove(a);
                     self.policy_changed();
                     Some(gone)
@@ -104,17 +104,25 @@ impl<Io: NodeIo> Pods<Io> {
         &self,
         a: &AttachmentId,
         veth: &str,
-        ip: std::net::Ipv4Addr,
+        (ip, ip6): (std::net::Ipv4Addr, Option<std::net::Ipv6Addr>),
         netns: &str,
         ofport: u32,
-    ) -> Result<(bool, Vec<std::net::Ipv4Addr>), PodError> {
+    ) -> Result<(bool, Vec<std::net::IpAddr>), PodError> {
         let (cid, ifn, owner) = (
             a.container_id.clone(),
             a.ifname.clone(),
             pool::retired_lease(veth),
         );
+        // Both families' addresses go to the port (its batch releases whatever it holds).
         let moved = self
-            .ipam(move |store| store.transfer(ip, (&cid, &ifn), (&owner, pool::LEASE_IFNAME)))
+            .ipam(move |store| {
+                let to = (owner.as_str(), pool::LEASE_IFNAME);
+                store.transfer(ip, (&cid, &ifn), to)?;
+                if let Some(ip6) = ip6 {
+                    store.transfer(ip6, (&cid, &ifn), to)?;
+                }
+                Ok(())
+            })
             .await;
         let peer = pool::peer_of(veth);
         let netns = Some(PathBuf::from(netns)).filter(|n| !n.as_os_str().is_empty());
@@ -205,11 +213,14 @@ impl<Io: NodeIo> Pods<Io> {
             what,
         };
         if let Some(prev) = &at.prev_result {
-            if !prev.ips.iter().any(|c| c.address.addr() == pod.ip) {
-                return Err(drift(format!(
-                    "prevResult does not hold the pod's address {}",
-                    pod.ip
-                )));
+            let addrs = std::iter::once(std::net::IpAddr::from(pod.ip))
+                .chain(pod.ip6.map(std::net::IpAddr::from));
+            for ip in addrs {
+                if !prev.ips.iter().any(|c| c.address.addr() == ip) {
+                    return Err(drift(format!(
+                        "prevResult does not hold the pod's address {ip}"
+                    )));
+                }
             }
         }
         let netns = at
@@ -247,6 +258,23 @@ impl<Io: NodeIo> Pods<Io> {
         for want in self.net.routes() {
             if !state.routes.contains(&want) {
                 return Err(drift(format!("route {want} missing")));
+            }
+        }
+        if let Some(v6) = pod.ip6.and_then(|ip6| self.net.ipv6_spec(ip6)) {
+            if !state.addresses6.contains(&v6.address) {
+                return Err(drift(format!(
+                    "IPv6 address {} missing (has {:?})",
+                    v6.address, state.addresses6
+                )));
+            }
+            let default = crate::host::netlink::Route6Spec {
+                dst: ipnet::Ipv6Net::default(),
+                via: Some(v6.gateway),
+            };
+            for want in std::iter::once(default).chain(v6.routes) {
+                if !state.routes6.contains(&want) {
+                    return Err(drift(format!("route {want} missing")));
+                }
             }
         }
         let port = self

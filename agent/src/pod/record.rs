@@ -3,7 +3,7 @@
 //! use) and by the tests. One codec, [`PortRecord`], so the keys are written in one place and
 //! read in one place.
 //!
-//! Keys: `sandbox`, `ifname` (the attachment), `ip`, `namespace`, `pod`, `netns`, `vnid` (the
+//! Keys: `sandbox`, `ifname` (the attachment), `ip`, `ip6` (dual stack), `namespace`, `pod`, `netns`, `vnid` (the
 //! VNID its flows were installed with: a pod whose NetNamespace vanished keeps its tenant),
 //! `hostports` (JSON of its port mappings), and on the netdev datapath with an egress limit
 //! `meter`, `meter_rate_kbps`, `meter_burst_kbit` (to re-create a meter ovs-vswitchd lost), and
@@ -14,7 +14,7 @@
 //! agent's records read fine.
 
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use flows::{AttachmentId, Vnid};
 
@@ -38,6 +38,8 @@ pub struct PortRecord {
     pub attachment: AttachmentId,
     /// The pod's address (`None` when the record lacks a valid one).
     pub ip: Option<Ipv4Addr>,
+    /// The pod's IPv6 address (dual stack; `None` when the record has no valid one).
+    pub ip6: Option<Ipv6Addr>,
     /// Namespace.
     pub namespace: String,
     /// Pod name.
@@ -105,6 +107,9 @@ impl PortRecord {
         if let Some(ip) = self.ip {
             m.insert(keys::IP.into(), ip.to_string());
         }
+        if let Some(ip6) = self.ip6 {
+            m.insert(keys::IP6.into(), ip6.to_string());
+        }
         if let Some(v) = self.vnid {
             m.insert(keys::VNID.into(), v.to_string());
         }
@@ -148,6 +153,7 @@ impl PortRecord {
         Some(PortRecord {
             attachment: AttachmentId::new(tenancy.sandbox, get(keys::IFNAME)),
             ip: ids.get(keys::IP).and_then(|v| v.parse().ok()),
+            ip6: ids.get(keys::IP6).and_then(|v| v.parse().ok()),
             namespace: tenancy.namespace,
             pod: get(keys::POD),
             netns: get(keys::NETNS),
@@ -193,6 +199,7 @@ mod tests {
         let r = PortRecord {
             attachment: AttachmentId::new("c0ffee", "eth0"),
             ip: Some(Ipv4Addr::new(10, 128, 0, 5)),
+            ip6: Some("fd01:0:0:5::5".parse().unwrap()),
             namespace: "tenant-a".into(),
             pod: "web".into(),
             netns: "/run/netns/p".into(),
@@ -217,6 +224,7 @@ mod tests {
         let ids = r.to_external_ids();
         assert_eq!(ids["sandbox"], "c0ffee");
         assert_eq!(ids["vnid"], "11");
+        assert_eq!(ids["ip6"], "fd01:0:0:5::5");
         assert_eq!(ids["meter_rate_kbps"], "20000");
         assert_eq!(ids["ingress_rate_bps"], "10000000");
         assert!(!ids.contains_key("egress_burst_bits"));
@@ -228,7 +236,7 @@ mod tests {
             ("future_key".to_string(), "1".to_string()),
         ]);
         let r = PortRecord::from_external_ids(&old).unwrap();
-        assert_eq!((r.ip, r.vnid, r.meter), (None, None, None));
+        assert_eq!((r.ip, r.ip6, r.vnid, r.meter), (None, None, None, None));
         assert!(r.bandwidth.is_empty());
         assert_eq!(
             r.hardened,

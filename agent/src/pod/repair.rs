@@ -44,6 +44,7 @@ impl Pod {
         PortRecord {
             attachment: self.attachment.clone(),
             ip: Some(self.ip),
+            ip6: self.ip6,
             namespace: self.namespace.clone(),
             pod: self.name.clone(),
             netns: self.netns.clone(),
@@ -135,6 +136,7 @@ impl<Io: NodeIo> Pods<Io> {
                             namespace: p.namespace.clone(),
                             name: p.name.clone(),
                             ip: p.ip,
+                            ip6: p.ip6,
                         });
                         let target = Owner::PolicyTarget(p.host_veth.clone());
                         change = if rows.is_empty() {

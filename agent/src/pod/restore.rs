@@ -90,6 +90,7 @@ impl<Io: NodeIo> Pods<Io> {
                         name: record.pod.clone(),
                         netns: record.netns.clone(),
                         ip,
+                        ip6: record.ip6,
                         host_veth: name.clone(),
                         ofport,
                         vnid,

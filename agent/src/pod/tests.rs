@@ -192,6 +192,7 @@ impl Rig {
                 mtu: 1450,
                 tx_checksum_off: false,
                 pool_peer: None,
+                ipv6: None,
             },
         )
         .await

@@ -29,6 +29,7 @@ fn local(p: &PodView, ofport: u32) -> LocalPod {
         pod: p.clone(),
         ofport,
         cookie: policy_target_cookie(&format!("veth{ofport}")),
+        ip6: None,
     }
 }
 
@@ -109,6 +110,34 @@ fn world() -> World {
 fn no_policy_no_rows() {
     let rows = world().rows();
     assert_eq!(rows, PolicyRows::default());
+}
+
+#[test]
+fn a_dual_stack_pod_is_isolated_in_ipv6_too_and_allowed_nothing_in_ipv6() {
+    let mut w = world();
+    w.local[0].ip6 = Some("fd01::3".parse().unwrap());
+    let mut p = policy("prod", "allow-all", LabelSelector::everything());
+    // Allow from everywhere, both directions: the IPv4 rows allow all, IPv6 stays closed.
+    p.ingress = Some(vec![Rule::default()]);
+    p.egress = Some(vec![Rule::default()]);
+    w.policies.push(p);
+    let rows = w.rows();
+    let web = texts(&rows.targets[&3]);
+    for want in [
+        "table=80, priority=100,ipv6,reg2=0x3 actions=drop",
+        "table=27, priority=100,ipv6,reg3=0x3 actions=drop",
+        "table=80, priority=100,ip,reg2=0x3 actions=drop",
+    ] {
+        assert!(web.iter().any(|r| r == want), "{want} in {web:#?}");
+    }
+    assert!(
+        web.iter()
+            .chain(texts(&rows.shared).iter())
+            .all(|r| !r.contains("ipv6") || r.ends_with("actions=drop")),
+        "no IPv6 allow row: {web:#?}"
+    );
+    // The IPv4-only pod keeps exactly its IPv4 rows.
+    assert!(texts(&rows.targets[&4]).iter().all(|r| !r.contains("ipv6")));
 }
 
 #[test]

@@ -191,6 +191,18 @@ impl PodLinks for FakeLinks {
                     up: true,
                     addresses: vec![spec.address],
                     routes,
+                    addresses6: spec.ipv6.iter().map(|v6| v6.address).collect(),
+                    routes6: spec
+                        .ipv6
+                        .iter()
+                        .flat_map(|v6| {
+                            std::iter::once(crate::host::netlink::Route6Spec {
+                                dst: ipnet::Ipv6Net::default(),
+                                via: Some(v6.gateway),
+                            })
+                            .chain(v6.routes.iter().copied())
+                        })
+                        .collect(),
                     tx_checksum: !spec.tx_checksum_off,
                 },
                 peer: spec.pool_peer.clone(),
@@ -307,6 +319,8 @@ impl PodLinks for FakeLinks {
                     up: false,
                     addresses: Vec::new(),
                     routes: Vec::new(),
+                    addresses6: Vec::new(),
+                    routes6: Vec::new(),
                     tx_checksum: !tx_checksum_off,
                 },
                 peer: Some(peer.into()),

@@ -242,6 +242,8 @@ pub(crate) struct EgressFirewalls<S> {
     dns: std::sync::Mutex<BTreeMap<String, Vec<Ipv4Net>>>,
     /// The resolver of the `dnsName` rules, until its task takes it.
     resolver: std::sync::Mutex<Option<EgressDns>>,
+    /// The node has IPv6 pods: a tenant with rules has its IPv6 traffic dropped.
+    dual_stack: bool,
 }
 
 #[derive(Debug, Default)]
@@ -256,8 +258,10 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
     pub(crate) fn new(
         store: Arc<FlowStore<S>>,
         cluster: watch::Receiver<Arc<ClusterState>>,
+        dual_stack: bool,
     ) -> Self {
         EgressFirewalls {
+            dual_stack,
             store,
             cluster,
             installed: Mutex::default(),
@@ -309,6 +313,7 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
     /// The change that brings the store from what is installed to `plans`; with `prune`
     /// false, VNIDs no longer planned keep their rows (see [`Self::sync`]).
     fn change(
+        &self,
         installed: &BTreeMap<Vnid, VnidPlan>,
         plans: &BTreeMap<Vnid, VnidPlan>,
         prune: bool,
@@ -318,7 +323,7 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
             if installed.get(v) != Some(p) {
                 c = c.set(
                     Owner::EgressFirewall(*v),
-                    egress_firewall_flows(*v, &p.firewall),
+                    egress_firewall_flows(*v, &p.firewall, self.dual_stack),
                 );
             }
         }
@@ -335,7 +340,7 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
     pub(crate) async fn stage(&self) -> usize {
         let mut installed = self.installed.lock().await;
         let (plans, ignored) = plan(&self.cluster.borrow().clone(), &|n| self.resolved(n));
-        let change = Self::change(&installed.plans, &plans, true);
+        let change = self.change(&installed.plans, &plans, true);
         self.store.stage(change).await;
         Self::say(&mut installed.said, &plans, &ignored);
         let n = plans.len();
@@ -351,7 +356,7 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
     pub(crate) async fn sync(&self, prune: bool) -> Result<usize, ovs::openflow::OfError> {
         let mut installed = self.installed.lock().await;
         let (plans, ignored) = plan(&self.cluster.borrow().clone(), &|n| self.resolved(n));
-        let change = Self::change(&installed.plans, &plans, prune);
+        let change = self.change(&installed.plans, &plans, prune);
         if change.is_empty() {
             Self::say(&mut installed.said, &plans, &ignored);
             return Ok(0);
@@ -368,7 +373,7 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
                 .count();
         for (v, p) in &plans {
             if installed.plans.get(v) != Some(p) {
-                tracing::info!(vnid = %v, policies = %p.policies.join(","), rows = egress_firewall_flows(*v, &p.firewall).len(), "egress firewall applied");
+                tracing::info!(vnid = %v, policies = %p.policies.join(","), rows = egress_firewall_flows(*v, &p.firewall, self.dual_stack).len(), "egress firewall applied");
             }
         }
         let mut kept = BTreeMap::new();
@@ -429,7 +434,11 @@ impl<S: FlowSwitch + 'static> EgressFirewalls<S> {
         if !ctx.node.mode.has_vnids() {
             return None;
         }
-        let firewalls = EgressFirewalls::new(ctx.store.clone(), ctx.state.clone());
+        let firewalls = EgressFirewalls::new(
+            ctx.store.clone(),
+            ctx.state.clone(),
+            ctx.node.ipv6.is_some(),
+        );
         match EgressDns::new(&ctx.config.egress_dns_servers) {
             Ok(dns) => *crate::lock(&firewalls.resolver) = Some(dns),
             Err(e) => {

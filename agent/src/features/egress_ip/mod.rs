@@ -335,7 +335,12 @@ impl<S: FlowSwitch> EgressIps<S> {
             if !stage && before.tenants.get(v).map(|o| &o.route) == Some(&t.route) {
                 continue;
             }
-            let (f, g) = flows::egress_ip_flows(*v, &t.route, self.node.tun0_mac());
+            let (f, g) = flows::egress_ip_flows(
+                *v,
+                &t.route,
+                self.node.tun0_mac(),
+                self.node.ipv6.is_some(),
+            );
             change = change.set_with_groups(Owner::EgressIp(*v), f, g.into_iter().collect());
         }
         for v in before.tenants.keys() {

@@ -1,8 +1,8 @@
 //! What can go wrong with a lease, each error naming the file, the address or the request.
 
-use ipnet::Ipv4Net;
+use ipnet::IpNet;
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -37,7 +37,7 @@ pub enum IpamError {
     #[error("invalid address range for subnet {subnet}: {reason}")]
     InvalidRange {
         /// The subnet of the range.
-        subnet: Ipv4Net,
+        subnet: IpNet,
         /// What is wrong with it.
         reason: String,
     },
@@ -45,17 +45,17 @@ pub enum IpamError {
     #[error("requested ip {ip} is not in subnet {subnet}")]
     NotInSubnet {
         /// The requested address.
-        ip: Ipv4Addr,
+        ip: IpAddr,
         /// The subnet it should be in.
-        subnet: Ipv4Net,
+        subnet: IpNet,
     },
     /// A requested address is in the subnet but outside the allocation bounds.
     #[error("requested ip {ip} is in subnet {subnet} but outside its allocation range {range}")]
     OutsideRange {
         /// The requested address.
-        ip: Ipv4Addr,
+        ip: IpAddr,
         /// The subnet.
-        subnet: Ipv4Net,
+        subnet: IpNet,
         /// The allocation range, `first-last`.
         range: String,
     },
@@ -63,9 +63,9 @@ pub enum IpamError {
     #[error("requested ip {ip} is the {what} of subnet {subnet} and cannot be leased")]
     Reserved {
         /// The requested address.
-        ip: Ipv4Addr,
+        ip: IpAddr,
         /// The subnet.
-        subnet: Ipv4Net,
+        subnet: IpNet,
         /// `network address`, `broadcast address` or `gateway`.
         what: &'static str,
     },
@@ -77,7 +77,7 @@ pub enum IpamError {
     )]
     InUse {
         /// The requested address.
-        ip: Ipv4Addr,
+        ip: IpAddr,
         /// The container holding it (may be empty for a damaged lease file).
         container_id: String,
         /// Its interface (empty for a legacy lease).
@@ -97,9 +97,9 @@ pub enum IpamError {
         /// The interface.
         ifname: String,
         /// The address it holds.
-        held: Ipv4Addr,
+        held: IpAddr,
         /// The address it asked for.
-        requested: Ipv4Addr,
+        requested: IpAddr,
         /// The lease directory.
         dir: PathBuf,
     },
@@ -113,7 +113,7 @@ pub enum IpamError {
         /// The allocation range, `first-last`.
         range: String,
         /// The subnet.
-        subnet: Ipv4Net,
+        subnet: IpNet,
         /// How many addresses the range can lease at all.
         leasable: u32,
         /// The lease directory.

@@ -30,8 +30,6 @@ use super::*;
 
 /// v0.6.0's lease and last-reserved files' mode (`backend.go` `Reserve`).
 const MODE: u32 = 0o600;
-/// The range id of openshift-sdn's IPAM config: one subnet, one range.
-const RANGE_ID: &str = "0";
 
 /// A lease directory written as host-local v0.6.0 writes it.
 #[derive(Debug, Clone)]
@@ -66,7 +64,9 @@ impl V060Dir {
         if files::create_new(&path, id.trim().as_bytes(), MODE, Durability::PowerLoss)
             .map_err(io_err("create lease file", &path))?
         {
-            let last = self.dir.join(format!("{LAST_RESERVED_PREFIX}{RANGE_ID}"));
+            let last = self
+                .dir
+                .join(format!("{LAST_RESERVED_PREFIX}{}", Ipv4Addr::RANGE_SET));
             return files::write(
                 &last,
                 ip.to_string().as_bytes(),
@@ -82,7 +82,7 @@ impl V060Dir {
         let held = Lease::parse(ip, &content);
         if held.container_id != id.trim() {
             return Err(IpamError::InUse {
-                ip,
+                ip: ip.into(),
                 container_id: held.container_id,
                 ifname: held.ifname,
                 path,

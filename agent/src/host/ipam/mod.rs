@@ -36,10 +36,16 @@
 //! - `lock` is created `0644` (host-local creates it `0750`; either works, it is only opened
 //!   read-only to be locked).
 //!
+//! # Families
+//!
+//! A dual-stack network has two range sets, as host-local's `ranges: [[v4], [v6]]`: set 0 the
+//! IPv4 range (`last_reserved_ip.0`), set 1 the IPv6 one (`last_reserved_ip.1`), one range
+//! each, lease files of both in the one directory ([`family`]). An attachment leases one
+//! address per family; releasing it releases both, as host-local does.
+//!
 //! # Limits
 //!
-//! - IPv4 and one range set with one range (`last_reserved_ip.0`); files named by IPv6
-//!   addresses (a dual-stack host-local network) are ignored, not released.
+//! - One range per range set.
 //! - Like host-local, writes are not fsynced and `last_reserved_ip.0` is rewritten in place: a
 //!   crash between creating a lease file and writing its content leaves an empty lease that
 //!   blocks the address until removed ([`Store::release_ip`] or [`Store::retain`]); a torn
@@ -56,8 +62,10 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 mod error;
+mod family;
 pub(crate) use error::io_err;
 pub use error::IpamError;
+pub use family::{Addr, Family};
 mod legacy;
 pub use legacy::V060Dir;
 mod range;
@@ -70,26 +78,24 @@ pub use store::Store;
 pub const LOCK_FILE: &str = "lock";
 /// Prefix of the files recording the last reserved address of each range set.
 pub const LAST_RESERVED_PREFIX: &str = "last_reserved_ip.";
-/// The range set index we allocate from (we support exactly one).
-const RANGE_ID: &str = "0";
 /// Separator between container id and interface name in a lease file (host-local's `LineBreak`).
 const LINE_BREAK: &str = "\r\n";
 /// How long an operation waits for the lock by default.
 pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// One leased address, as read from its file.
+/// One leased address, as read from its file (IPv4 unless said otherwise).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Lease {
+pub struct Lease<A: Addr = Ipv4Addr> {
     /// The leased address (the file's name).
-    pub ip: Ipv4Addr,
+    pub ip: A,
     /// The container id (first line of the file, trimmed).
     pub container_id: String,
     /// The interface name; empty for a legacy file that holds only the container id.
     pub ifname: String,
 }
 
-impl Lease {
-    fn parse(ip: Ipv4Addr, content: &str) -> Lease {
+impl<A: Addr> Lease<A> {
+    fn parse(ip: A, content: &str) -> Lease<A> {
         // host-local compares the whitespace-trimmed content with "<id>\r\n<ifname>", else
         // with "<id>" alone; splitting at the first "\r\n" gives the same matches.
         let content = content.trim();

@@ -1,31 +1,31 @@
-//! One address range (`subnet`, `rangeStart`, `rangeEnd`, `gateway`): parsing, checks, and
-//! whether a requested address may be handed out.
+//! One address range (`subnet`, `rangeStart`, `rangeEnd`, `gateway`) of either family:
+//! checks, and whether a requested address may be handed out.
 
-use ipnet::Ipv4Net;
 use std::fmt;
 use std::net::Ipv4Addr;
 
 use super::*;
 
 /// An allocation range: a subnet with its gateway and optional inclusive bounds, as in
-/// host-local's `ranges` entries.
+/// host-local's `ranges` entries. IPv4 unless said otherwise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Range {
+pub struct Range<A: Family = Ipv4Addr> {
     /// The subnet (host bits are ignored).
-    pub subnet: Ipv4Net,
+    pub subnet: A::Net,
     /// The gateway, never leased.
-    pub gateway: Ipv4Addr,
+    pub gateway: A,
     /// First address to lease (inclusive); default: the network address + 1.
-    pub start: Option<Ipv4Addr>,
-    /// Last address to lease (inclusive); default: the broadcast address - 1.
-    pub end: Option<Ipv4Addr>,
+    pub start: Option<A>,
+    /// Last address to lease (inclusive); default: IPv4's broadcast address - 1, IPv6's last
+    /// address (host-local's defaults).
+    pub end: Option<A>,
 }
 
-impl Range {
+impl<A: Family> Range<A> {
     /// The whole subnet with the given gateway.
-    pub fn new(subnet: Ipv4Net, gateway: Ipv4Addr) -> Range {
+    pub fn new(subnet: A::Net, gateway: A) -> Range<A> {
         Range {
-            subnet: subnet.trunc(),
+            subnet: A::trunc(&subnet),
             gateway,
             start: None,
             end: None,
@@ -33,36 +33,36 @@ impl Range {
     }
 
     /// First address of the allocation range (inclusive).
-    pub fn first(&self) -> Ipv4Addr {
+    pub fn first(&self) -> A {
         self.start
-            .unwrap_or_else(|| Ipv4Addr::from(u32::from(self.subnet.network()).wrapping_add(1)))
+            .unwrap_or_else(|| A::from_bits(A::network(&self.subnet).bits().wrapping_add(1)))
     }
 
     /// Last address of the allocation range (inclusive).
-    pub fn last(&self) -> Ipv4Addr {
-        self.end
-            .unwrap_or_else(|| Ipv4Addr::from(u32::from(self.subnet.broadcast()).wrapping_sub(1)))
+    pub fn last(&self) -> A {
+        self.end.unwrap_or_else(|| A::default_last(&self.subnet))
     }
 
     /// Whether `ip` lies within `first()..=last()`.
-    pub fn contains(&self, ip: Ipv4Addr) -> bool {
+    pub fn contains(&self, ip: A) -> bool {
         self.first() <= ip && ip <= self.last()
     }
 
-    /// Checks the range is usable: at most a /30, gateway and bounds inside the subnet,
-    /// `start <= end`.
+    /// Checks the range is usable: at most a /30 (IPv6: a /126), gateway and bounds inside the
+    /// subnet, `start <= end`.
     pub fn validate(&self) -> Result<(), IpamError> {
         let invalid = |reason: String| IpamError::InvalidRange {
-            subnet: self.subnet,
+            subnet: A::any_net(&self.subnet),
             reason,
         };
-        if self.subnet.prefix_len() > 30 {
+        let longest = A::BITS - 2;
+        if A::prefix_len(&self.subnet) > longest {
             return Err(invalid(format!(
-                "a /{} has no address to lease (use at most a /30)",
-                self.subnet.prefix_len()
+                "a /{} has no address to lease (use at most a /{longest})",
+                A::prefix_len(&self.subnet)
             )));
         }
-        if !self.subnet.contains(&self.gateway) {
+        if !A::holds(&self.subnet, self.gateway) {
             return Err(invalid(format!(
                 "gateway {} is outside the subnet",
                 self.gateway
@@ -70,7 +70,7 @@ impl Range {
         }
         for (what, bound) in [("start", self.start), ("end", self.end)] {
             if let Some(ip) = bound {
-                if !self.subnet.contains(&ip) {
+                if !A::holds(&self.subnet, ip) {
                     return Err(invalid(format!("range {what} {ip} is outside the subnet")));
                 }
             }
@@ -85,11 +85,12 @@ impl Range {
         Ok(())
     }
 
-    /// What `ip` is if it may never be leased: the network address, broadcast or gateway.
-    pub(crate) fn reserved_kind(&self, ip: Ipv4Addr) -> Option<&'static str> {
-        if ip == self.subnet.network() {
+    /// What `ip` is if it may never be leased: the network address, broadcast (IPv4) or
+    /// gateway.
+    pub(crate) fn reserved_kind(&self, ip: A) -> Option<&'static str> {
+        if ip == A::network(&self.subnet) {
             Some("network address")
-        } else if ip == self.subnet.broadcast() {
+        } else if Some(ip) == A::broadcast(&self.subnet) {
             Some("broadcast address")
         } else if ip == self.gateway {
             Some("gateway")
@@ -98,34 +99,32 @@ impl Range {
         }
     }
 
-    /// How many addresses of the range can be leased at all.
+    /// How many addresses of the range can be leased at all (at most `u32::MAX`).
     pub(crate) fn leasable(&self) -> u32 {
-        let mut reserved = vec![self.subnet.network(), self.subnet.broadcast(), self.gateway];
+        let mut reserved = vec![A::network(&self.subnet), self.gateway];
+        reserved.extend(A::broadcast(&self.subnet));
         reserved.sort();
         reserved.dedup();
-        let inside = reserved.iter().filter(|ip| self.contains(**ip)).count() as u64;
-        let span = u64::from(u32::from(self.last())) - u64::from(u32::from(self.first())) + 1;
+        let inside = reserved.iter().filter(|ip| self.contains(**ip)).count() as u128;
+        let span = (self.last().bits().saturating_sub(self.first().bits())).saturating_add(1);
         u32::try_from(span.saturating_sub(inside)).unwrap_or(u32::MAX)
     }
 
     /// Candidate addresses in host-local order: after `last_reserved` if it is in the range
     /// (wrapping round to the start, `last_reserved` itself last), else from the start.
-    pub(crate) fn candidates(
-        &self,
-        last_reserved: Option<Ipv4Addr>,
-    ) -> impl Iterator<Item = Ipv4Addr> {
-        let (first, last) = (u32::from(self.first()), u32::from(self.last()));
+    pub(crate) fn candidates(&self, last_reserved: Option<A>) -> impl Iterator<Item = A> {
+        let (first, last) = (self.first().bits(), self.last().bits());
         // Where the pass begins: just after the last reserved address if that is in the range
         // and not its end, else at the start (then the wrapped part below is empty).
         let split = match last_reserved.filter(|ip| self.contains(*ip)) {
-            Some(ip) if u32::from(ip) < last => u32::from(ip) + 1,
+            Some(ip) if ip.bits() < last => ip.bits() + 1,
             _ => first,
         };
-        (split..=last).chain(first..split).map(Ipv4Addr::from)
+        (split..=last).chain(first..split).map(A::from_bits)
     }
 }
 
-impl fmt::Display for Range {
+impl<A: Family> fmt::Display for Range<A> {
     /// `first-last`, as host-local prints a range.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}-{}", self.first(), self.last())
@@ -133,24 +132,25 @@ impl fmt::Display for Range {
 }
 
 /// The checks on a requested address that need no directory access.
-pub(crate) fn check_requested(range: &Range, ip: Ipv4Addr) -> Result<(), IpamError> {
-    if !range.subnet.contains(&ip) {
+pub(crate) fn check_requested<A: Family>(range: &Range<A>, ip: A) -> Result<(), IpamError> {
+    let subnet = A::any_net(&range.subnet);
+    if !A::holds(&range.subnet, ip) {
         return Err(IpamError::NotInSubnet {
-            ip,
-            subnet: range.subnet,
+            ip: ip.ip(),
+            subnet,
         });
     }
     if let Some(what) = range.reserved_kind(ip) {
         return Err(IpamError::Reserved {
-            ip,
-            subnet: range.subnet,
+            ip: ip.ip(),
+            subnet,
             what,
         });
     }
     if !range.contains(ip) {
         return Err(IpamError::OutsideRange {
-            ip,
-            subnet: range.subnet,
+            ip: ip.ip(),
+            subnet,
             range: range.to_string(),
         });
     }

@@ -100,13 +100,13 @@ impl Store {
     /// Idempotent: when the attachment already holds an address in the range (also a legacy
     /// id-only lease, as host-local's duplicate check counts those), that lease is returned
     /// unchanged (an error if `requested` names another address).
-    pub fn allocate(
+    pub fn allocate<A: Family>(
         &self,
-        range: &Range,
+        range: &Range<A>,
         container_id: &str,
         ifname: &str,
-        requested: Option<Ipv4Addr>,
-    ) -> Result<Lease, IpamError> {
+        requested: Option<A>,
+    ) -> Result<Lease<A>, IpamError> {
         validate_id(container_id)?;
         validate_ifname(ifname)?;
         range.validate()?;
@@ -114,7 +114,7 @@ impl Store {
             check_requested(range, ip)?;
         }
         let _lock = self.lock()?;
-        let leases = self.scan()?;
+        let leases = self.scan::<A>()?;
 
         let held = leases
             .iter()
@@ -131,8 +131,8 @@ impl Store {
                 Some(ip) if ip != held.ip => Err(IpamError::AlreadyAllocated {
                     container_id: container_id.to_string(),
                     ifname: ifname.to_string(),
-                    held: held.ip,
-                    requested: ip,
+                    held: held.ip.ip(),
+                    requested: ip.ip(),
                     dir: self.dir.clone(),
                 }),
                 _ => Ok(held.clone()),
@@ -155,8 +155,8 @@ impl Store {
             });
         }
 
-        let taken: HashSet<Ipv4Addr> = leases.iter().map(|l| l.ip).collect();
-        let last = self.last_reserved();
+        let taken: HashSet<A> = leases.iter().map(|l| l.ip).collect();
+        let last = self.last_reserved::<A>();
         for ip in range.candidates(last) {
             if range.reserved_kind(ip).is_some() || taken.contains(&ip) {
                 continue;
@@ -171,7 +171,7 @@ impl Store {
         }
         Err(IpamError::Exhausted {
             range: range.to_string(),
-            subnet: range.subnet,
+            subnet: A::any_net(&range.subnet),
             leasable: range.leasable(),
             dir: self.dir.clone(),
         })
@@ -181,12 +181,12 @@ impl Store {
     /// network agent's leases (a takeover from openshift-sdn, or the hand-back to it): no
     /// range check, since the address is in use already. Idempotent when that attachment holds
     /// it; [`IpamError::InUse`] (naming the holder) when someone else does.
-    pub fn record(
+    pub fn record<A: Addr>(
         &self,
-        ip: Ipv4Addr,
+        ip: A,
         container_id: &str,
         ifname: &str,
-    ) -> Result<Lease, IpamError> {
+    ) -> Result<Lease<A>, IpamError> {
         validate_id(container_id)?;
         validate_ifname(ifname)?;
         let _lock = self.lock()?;
@@ -204,17 +204,17 @@ impl Store {
         }
     }
 
-    /// Releases what `container_id` + `ifname` holds, with host-local's matching: every lease
-    /// written for exactly this attachment; if there is none, every legacy id-only lease of
-    /// the container. Returns the released addresses; idempotent (`Ok` and empty when nothing
-    /// is held). On a removal failure the others are still attempted and the first error is
-    /// returned.
-    pub fn release(&self, container_id: &str, ifname: &str) -> Result<Vec<Ipv4Addr>, IpamError> {
+    /// Releases what `container_id` + `ifname` holds, in both families, with host-local's
+    /// matching: every lease written for exactly this attachment; if there is none, every
+    /// legacy id-only lease of the container. Returns the released addresses; idempotent (`Ok`
+    /// and empty when nothing is held). On a removal failure the others are still attempted
+    /// and the first error is returned.
+    pub fn release(&self, container_id: &str, ifname: &str) -> Result<Vec<IpAddr>, IpamError> {
         validate_id(container_id)?;
         validate_ifname(ifname)?;
         let _lock = self.lock()?;
-        let leases = self.scan()?;
-        let mut mine: Vec<&Lease> = leases
+        let leases = self.scan::<IpAddr>()?;
+        let mut mine: Vec<&Lease<IpAddr>> = leases
             .iter()
             .filter(|l| l.is_exactly(container_id, ifname))
             .collect();
@@ -231,20 +231,20 @@ impl Store {
     /// one scan of the directory (the warm pool takes a batch of addresses at once). Stops early
     /// when the range has no more: fewer leases than ids is not an error, none is
     /// [`IpamError::Exhausted`].
-    pub fn allocate_many(
+    pub fn allocate_many<A: Family>(
         &self,
-        range: &Range,
+        range: &Range<A>,
         ids: &[String],
         ifname: &str,
-    ) -> Result<Vec<Lease>, IpamError> {
+    ) -> Result<Vec<Lease<A>>, IpamError> {
         for id in ids {
             validate_id(id)?;
         }
         validate_ifname(ifname)?;
         range.validate()?;
         let _lock = self.lock()?;
-        let mut taken: HashSet<Ipv4Addr> = self.scan()?.into_iter().map(|l| l.ip).collect();
-        let mut candidates = range.candidates(self.last_reserved());
+        let mut taken: HashSet<A> = self.scan::<A>()?.into_iter().map(|l| l.ip).collect();
+        let mut candidates = range.candidates(self.last_reserved::<A>());
         let mut out = Vec::new();
         'ids: for id in ids {
             for ip in candidates.by_ref() {
@@ -266,7 +266,7 @@ impl Store {
         if out.is_empty() && !ids.is_empty() {
             return Err(IpamError::Exhausted {
                 range: range.to_string(),
-                subnet: range.subnet,
+                subnet: A::any_net(&range.subnet),
                 leasable: range.leasable(),
                 dir: self.dir.clone(),
             });
@@ -280,12 +280,12 @@ impl Store {
     /// name until its flows are gone). Fails with [`IpamError::InUse`] when `from` does not
     /// hold `ip` (naming whoever does), and leaves the lease untouched then. One file read and
     /// one rename, no scan of the directory.
-    pub fn transfer(
+    pub fn transfer<A: Addr>(
         &self,
-        ip: Ipv4Addr,
+        ip: A,
         from: (&str, &str),
         to: (&str, &str),
-    ) -> Result<Lease, IpamError> {
+    ) -> Result<Lease<A>, IpamError> {
         validate_id(to.0)?;
         validate_ifname(to.1)?;
         let _lock = self.lock()?;
@@ -308,17 +308,24 @@ impl Store {
     }
 
     /// Removes the lease of `ip` whoever holds it. `Ok(false)` when it was not leased.
-    pub fn release_ip(&self, ip: Ipv4Addr) -> Result<bool, IpamError> {
+    pub fn release_ip<A: Addr>(&self, ip: A) -> Result<bool, IpamError> {
         let _lock = self.lock()?;
         self.remove_lease(ip)
     }
 
-    /// Removes, in one locked pass, every lease for which `keep` is false (garbage collection
-    /// of attachments that no longer exist). Returns the removed leases; on a removal failure
-    /// the others are still attempted and the first error is returned.
-    pub fn retain(&self, mut keep: impl FnMut(&Lease) -> bool) -> Result<Vec<Lease>, IpamError> {
+    /// Removes, in one locked pass, every lease of either family for which `keep` is false
+    /// (garbage collection of attachments that no longer exist). Returns the removed leases; on
+    /// a removal failure the others are still attempted and the first error is returned.
+    pub fn retain(
+        &self,
+        mut keep: impl FnMut(&Lease<IpAddr>) -> bool,
+    ) -> Result<Vec<Lease<IpAddr>>, IpamError> {
         let _lock = self.lock()?;
-        let gone: Vec<Lease> = self.scan()?.into_iter().filter(|l| !keep(l)).collect();
+        let gone: Vec<Lease<IpAddr>> = self
+            .scan::<IpAddr>()?
+            .into_iter()
+            .filter(|l| !keep(l))
+            .collect();
         self.remove_all(gone.iter().map(|l| l.ip))?;
         Ok(gone)
     }
@@ -327,8 +334,13 @@ impl Store {
     /// are skipped, so are files named by IPv6 addresses; other files are skipped with a
     /// warning (once per path per process).
     pub fn leases(&self) -> Result<Vec<Lease>, IpamError> {
+        self.leases_of_family::<Ipv4Addr>()
+    }
+
+    /// All leases of family `A` (`IpAddr`: both), sorted by address.
+    pub fn leases_of_family<A: Addr>(&self) -> Result<Vec<Lease<A>>, IpamError> {
         let _lock = self.lock()?;
-        self.scan()
+        self.scan::<A>()
     }
 
     /// The lease of `container_id` + `ifname` (the lowest address if, unusually, it holds
@@ -345,16 +357,16 @@ impl Store {
 
     /// [`IpamError::InUse`]: `ip` is `holder`'s (unknown when `None`: a file written by
     /// someone not taking the lock, gone again or unreadable).
-    fn in_use(&self, ip: Ipv4Addr, holder: Option<&Lease>) -> IpamError {
+    fn in_use<A: Addr>(&self, ip: A, holder: Option<&Lease<A>>) -> IpamError {
         IpamError::InUse {
-            ip,
+            ip: ip.ip(),
             container_id: holder.map(|l| l.container_id.clone()).unwrap_or_default(),
             ifname: holder.map(|l| l.ifname.clone()).unwrap_or_default(),
             path: self.lease_path(ip),
         }
     }
 
-    pub(crate) fn lease_path(&self, ip: Ipv4Addr) -> PathBuf {
+    pub(crate) fn lease_path<A: Addr>(&self, ip: A) -> PathBuf {
         self.dir.join(ip.to_string())
     }
 
@@ -362,8 +374,9 @@ impl Store {
         self.dir.join(LOCK_FILE)
     }
 
-    pub(crate) fn last_reserved_path(&self) -> PathBuf {
-        self.dir.join(format!("{LAST_RESERVED_PREFIX}{RANGE_ID}"))
+    /// `last_reserved_ip.N` of range set `set` (`Addr::range_set`).
+    pub(crate) fn last_reserved_path(&self, set: &str) -> PathBuf {
+        self.dir.join(format!("{LAST_RESERVED_PREFIX}{set}"))
     }
 
     pub(crate) fn open_lock_file(&self) -> Result<File, IpamError> {
@@ -411,8 +424,8 @@ impl Store {
         }
     }
 
-    /// Reads every IPv4 lease file. Caller holds the lock.
-    pub(crate) fn scan(&self) -> Result<Vec<Lease>, IpamError> {
+    /// Reads every lease file of family `A`. Caller holds the lock.
+    pub(crate) fn scan<A: Addr>(&self) -> Result<Vec<Lease<A>>, IpamError> {
         let mut leases = Vec::new();
         let entries = fs::read_dir(&self.dir).map_err(io_err("read lease directory", &self.dir))?;
         for entry in entries {
@@ -429,8 +442,10 @@ impl Store {
                 continue;
             }
             let ip = match name.parse::<IpAddr>() {
-                Ok(IpAddr::V4(ip)) => ip,
-                Ok(IpAddr::V6(_)) => continue,
+                Ok(ip) => match A::of(ip) {
+                    Some(ip) => ip,
+                    None => continue,
+                },
                 Err(_) => {
                     warn_junk(&entry.path(), "its name is not an ip address");
                     continue;
@@ -452,7 +467,7 @@ impl Store {
     }
 
     /// Reads one lease file; `None` if it does not exist.
-    pub(crate) fn read_lease(&self, ip: Ipv4Addr) -> Result<Option<Lease>, IpamError> {
+    pub(crate) fn read_lease<A: Addr>(&self, ip: A) -> Result<Option<Lease<A>>, IpamError> {
         let path = self.lease_path(ip);
         match fs::read(&path) {
             Ok(bytes) => Ok(Some(Lease::parse(ip, &String::from_utf8_lossy(&bytes)))),
@@ -461,12 +476,12 @@ impl Store {
         }
     }
 
-    /// The last reserved address, if the file exists and holds one.
-    pub(crate) fn last_reserved(&self) -> Option<Ipv4Addr> {
-        let path = self.last_reserved_path();
+    /// The last reserved address of family `A`'s range set, if the file exists and holds one.
+    pub(crate) fn last_reserved<A: Family>(&self) -> Option<A> {
+        let path = self.last_reserved_path(A::RANGE_SET);
         match fs::read_to_string(&path) {
             Ok(s) => {
-                let ip = s.trim().parse().ok();
+                let ip = s.trim().parse::<IpAddr>().ok().and_then(A::of);
                 if ip.is_none() {
                     tracing::warn!(path = %path.display(), content = %s.trim(),
                         "ignoring unparsable last reserved ip, allocating from the range start");
@@ -485,9 +500,9 @@ impl Store {
 
     /// Creates the lease file of `ip` exclusively and records `ip` as the last reserved.
     /// `Ok(false)` if the file already exists. On any failure nothing is left behind.
-    pub(crate) fn reserve(
+    pub(crate) fn reserve<A: Addr>(
         &self,
-        ip: Ipv4Addr,
+        ip: A,
         container_id: &str,
         ifname: &str,
     ) -> Result<bool, IpamError> {
@@ -499,7 +514,7 @@ impl Store {
         {
             return Ok(false);
         }
-        let last = self.last_reserved_path();
+        let last = self.last_reserved_path(ip.range_set());
         if let Err(e) = write(&last, ip.to_string().as_bytes(), Durability::Process) {
             let _ = fs::remove_file(&path);
             return Err(io_err("write last reserved ip file", &last)(e));
@@ -507,7 +522,7 @@ impl Store {
         Ok(true)
     }
 
-    pub(crate) fn remove_lease(&self, ip: Ipv4Addr) -> Result<bool, IpamError> {
+    pub(crate) fn remove_lease<A: Addr>(&self, ip: A) -> Result<bool, IpamError> {
         let path = self.lease_path(ip);
         match fs::remove_file(&path) {
             Ok(()) => Ok(true),
@@ -516,10 +531,10 @@ impl Store {
         }
     }
 
-    pub(crate) fn remove_all(
+    pub(crate) fn remove_all<A: Addr>(
         &self,
-        ips: impl Iterator<Item = Ipv4Addr>,
-    ) -> Result<Vec<Ipv4Addr>, IpamError> {
+        ips: impl Iterator<Item = A>,
+    ) -> Result<Vec<A>, IpamError> {
         let mut removed = Vec::new();
         let mut first_err = None;
         for ip in ips {

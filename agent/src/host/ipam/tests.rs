@@ -566,3 +566,100 @@ fn concurrent_allocations_get_distinct_addresses_until_exhausted() {
         );
     }
 }
+
+fn range6(subnet: &str, gw: &str) -> Range<std::net::Ipv6Addr> {
+    Range::new(subnet.parse().unwrap(), gw.parse().unwrap())
+}
+
+#[test]
+fn dual_stack_leases_one_address_per_family_as_host_local_range_sets_0_and_1() {
+    let t = TempDir::new();
+    let s = store(&t);
+    let r4 = range("10.128.0.0/23", "10.128.0.1");
+    let r6 = range6("fd01:0:0:5::/64", "fd01:0:0:5::1");
+    let a4 = s.allocate(&r4, "c1", "eth0", None).unwrap();
+    let a6 = s.allocate(&r6, "c1", "eth0", None).unwrap();
+    assert_eq!(a4.ip, ip("10.128.0.2"));
+    // The network (subnet-router anycast) and gateway addresses are skipped in IPv6 too.
+    assert_eq!(a6.ip.to_string(), "fd01:0:0:5::2");
+    // Idempotent per family.
+    assert_eq!(s.allocate(&r6, "c1", "eth0", None).unwrap(), a6);
+    let b6 = s.allocate(&r6, "c2", "eth0", None).unwrap();
+    assert_eq!(b6.ip.to_string(), "fd01:0:0:5::3");
+    // host-local's files: one per address, each family's cursor in its own range set.
+    assert_eq!(
+        files(&s),
+        [
+            "10.128.0.2",
+            "fd01:0:0:5::2",
+            "fd01:0:0:5::3",
+            "last_reserved_ip.0",
+            "last_reserved_ip.1",
+            "lock"
+        ]
+    );
+    assert_eq!(
+        fs::read_to_string(s.dir().join("last_reserved_ip.1")).unwrap(),
+        "fd01:0:0:5::3"
+    );
+    assert_eq!(
+        fs::read_to_string(s.dir().join("fd01:0:0:5::2")).unwrap(),
+        "c1\r\neth0"
+    );
+    // IPv4 views see IPv4 only.
+    assert_eq!(s.leases().unwrap(), vec![a4]);
+    assert_eq!(s.leases_of_family::<std::net::IpAddr>().unwrap().len(), 3);
+    // Releasing the attachment releases both families, as host-local does.
+    let mut gone = s.release("c1", "eth0").unwrap();
+    gone.sort();
+    assert_eq!(
+        gone,
+        vec![
+            std::net::IpAddr::from(ip("10.128.0.2")),
+            "fd01:0:0:5::2".parse().unwrap()
+        ]
+    );
+    // Round robin continues after the cursor.
+    assert_eq!(
+        s.allocate(&r6, "c3", "eth0", None).unwrap().ip.to_string(),
+        "fd01:0:0:5::4"
+    );
+    // Garbage collection sees both families.
+    let removed = s.retain(|l| l.container_id == "c3").unwrap();
+    assert_eq!(removed.len(), 1);
+    assert_eq!(removed[0].container_id, "c2");
+}
+
+#[test]
+fn ipv6_requested_addresses_and_ranges_are_checked_like_ipv4() {
+    let t = TempDir::new();
+    let s = store(&t);
+    let r6 = range6("fd01:0:0:5::/64", "fd01:0:0:5::1");
+    let req = |a: &str| s.allocate(&r6, "c1", "eth0", Some(a.parse().unwrap()));
+    assert_eq!(
+        req("fd01:0:0:6::5").unwrap_err().to_string(),
+        "requested ip fd01:0:0:6::5 is not in subnet fd01:0:0:5::/64"
+    );
+    assert_eq!(
+        req("fd01:0:0:5::").unwrap_err().to_string(),
+        "requested ip fd01:0:0:5:: is the network address of subnet fd01:0:0:5::/64 and cannot be leased"
+    );
+    assert_eq!(
+        req("fd01:0:0:5::1").unwrap_err().to_string(),
+        "requested ip fd01:0:0:5::1 is the gateway of subnet fd01:0:0:5::/64 and cannot be leased"
+    );
+    // The last address of an IPv6 subnet is an address like any other (no broadcast).
+    assert_eq!(
+        req("fd01:0:0:5:ffff:ffff:ffff:ffff")
+            .unwrap()
+            .ip
+            .to_string(),
+        "fd01::5:ffff:ffff:ffff:ffff"
+    );
+    let tiny = range6("fd01::/127", "fd01::1");
+    assert_eq!(
+        tiny.validate().unwrap_err().to_string(),
+        "invalid address range for subnet fd01::/127: a /127 has no address to lease (use at most a /126)"
+    );
+    assert_eq!(r6.leasable(), u32::MAX);
+}

@@ -9,20 +9,22 @@
 //! The cluster CIDR route (`10.128.0.0/14 dev tun0`) coexists with the connected route of the
 //! node subnet (`10.128.0.0/23 dev tun0 proto kernel`) that the address creates.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use futures::TryStreamExt;
-use ipnet::Ipv4Net;
+use ipnet::{Ipv4Net, Ipv6Net};
+use netlink_packet_route::address::{AddressAttribute, AddressFlags};
 use netlink_packet_route::link::LinkMessage;
 use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteHeader, RouteProtocol};
 use rtnetlink::LinkUnspec;
 
 use super::error::errno;
-use super::pod::{ipv4_address, route_message};
+use super::pod::{ipv4_address, ipv6_address, route6_message, route_message};
 use super::{
-    bounded, get_link, link_mtu, link_up, validate_ifname, Netlink, NetlinkError, RouteSpec,
+    bounded, get_link, link_mtu, link_up, validate_ifname, Netlink, NetlinkError, Route6Spec,
+    RouteSpec,
 };
 
 /// How long [`Netlink::configure_gateway`] waits for the gateway link to appear.
@@ -150,6 +152,119 @@ impl Netlink {
         let replaced = join_all(specs.iter().map(|r| {
             h.route()
                 .add(route_message(r, index, RouteProtocol::Static))
+                .replace()
+                .execute()
+        }))
+        .await;
+        for (route, result) in specs.iter().zip(replaced) {
+            result.map_err(|e| {
+                NetlinkError::nl(format!("replacing route {} dev {ifname}", route.dst), e)
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The IPv6 side of the gateway interface on a dual-stack node (after
+    /// [`Self::configure_gateway`], which waited for the link and brought it up):
+    ///
+    /// ```text
+    /// ip -6 addr add ADDRESS dev IFNAME nodad            # unless already there
+    /// ip -6 route replace CIDR dev IFNAME proto static   # each of `routes` not already through IFNAME
+    /// ```
+    ///
+    /// `address` is the IPv6 gateway with the node's IPv6 subnet's prefix length; `routes` the
+    /// cluster's IPv6 network and the IPv6 service network. No duplicate address detection:
+    /// the address is the node's by allocation, and DAD would keep it unusable for a second.
+    /// Idempotent; removes nothing.
+    pub async fn configure_gateway6(
+        &self,
+        ifname: &str,
+        address: Ipv6Net,
+        routes: &[Ipv6Net],
+    ) -> Result<(), NetlinkError> {
+        validate_ifname(ifname)?;
+        let link = self.wait_link(ifname, GATEWAY_LINK_WAIT, "").await?;
+        let step = format!("configuring the IPv6 side of gateway interface {ifname}");
+        bounded(
+            step,
+            self.configure_gateway6_steps(ifname, &link, address, routes),
+        )
+        .await?
+    }
+
+    async fn configure_gateway6_steps(
+        &self,
+        ifname: &str,
+        link: &LinkMessage,
+        address: Ipv6Net,
+        routes: &[Ipv6Net],
+    ) -> Result<(), NetlinkError> {
+        let h = self.handle();
+        let index = link.header.index;
+        let present: Vec<Ipv6Net> = h
+            .address()
+            .get()
+            .set_link_index_filter(index)
+            .execute()
+            .try_collect::<Vec<_>>()
+            .await
+            .map_err(|e| NetlinkError::nl(format!("listing the addresses of {ifname}"), e))?
+            .iter()
+            .filter_map(ipv6_address)
+            .collect();
+        if !present.contains(&address) {
+            let mut add = h
+                .address()
+                .add(index, IpAddr::V6(address.addr()), address.prefix_len());
+            add.message_mut()
+                .attributes
+                .push(AddressAttribute::Flags(AddressFlags::Nodad));
+            match add.execute().await {
+                Ok(()) => {}
+                Err(e) if errno(&e) == Some(libc::EEXIST) => {}
+                Err(e) => {
+                    let hint = if errno(&e) == Some(libc::EACCES) {
+                        format!(" (IPv6 is disabled on {ifname}: net.ipv6.conf.{ifname}.disable_ipv6=1 or net.ipv6.conf.default.disable_ipv6=1; a dual-stack node needs IPv6)")
+                    } else {
+                        String::new()
+                    };
+                    return Err(NetlinkError::nl(
+                        format!("adding address {address} to {ifname}{hint}"),
+                        e,
+                    ));
+                }
+            }
+        }
+        let existing: Vec<_> = h
+            .route()
+            .get(rtnetlink::RouteMessageBuilder::<Ipv6Addr>::new().build())
+            .execute()
+            .try_collect::<Vec<_>>()
+            .await
+            .map_err(|e| NetlinkError::nl("listing the node's IPv6 routes".to_string(), e))?;
+        let through_link = |dst: &Ipv6Net| {
+            existing.iter().any(|r| {
+                r.header.destination_prefix_length == dst.prefix_len()
+                    && r.header.table == RouteHeader::RT_TABLE_MAIN
+                    && r.attributes
+                        .iter()
+                        .any(|a| matches!(a, RouteAttribute::Oif(i) if *i == index))
+                    && r.attributes.iter().any(|a| {
+                        matches!(a, RouteAttribute::Destination(RouteAddress::Inet6(ip)) if *ip == dst.trunc().addr())
+                    })
+            })
+        };
+        let specs: Vec<Route6Spec> = routes
+            .iter()
+            .filter(|dst| !through_link(dst))
+            .map(|dst| Route6Spec {
+                dst: *dst,
+                via: None,
+            })
+            .collect();
+        let replaced = join_all(specs.iter().map(|r| {
+            h.route()
+                .add(route6_message(r, index, RouteProtocol::Static))
                 .replace()
                 .execute()
         }))

@@ -62,14 +62,14 @@ mod sysctl;
 use std::fmt;
 use std::future::Future;
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::TryStreamExt;
-use ipnet::Ipv4Net;
+use ipnet::{Ipv4Net, Ipv6Net};
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
 use netlink_packet_route::RouteNetlinkMessage;
 use rtnetlink::{Handle, LinkUnspec};
@@ -112,6 +112,40 @@ pub struct PodLinkSpec {
     /// parking namespace (see [`Netlink::create_pool_veth`]); the pod interface `ifname` is a
     /// passthru macvlan made on top of it directly in the pod netns, with `mac` and `mtu`.
     pub pool_peer: Option<String>,
+    /// The pod's IPv6 side on a dual-stack node.
+    pub ipv6: Option<PodIpv6Spec>,
+}
+
+/// A dual-stack pod's IPv6 address and routes: the address is added without duplicate
+/// address detection (`nodad`: the lease makes it unique, and DAD would hold it back for a
+/// second), the default route goes via `gateway`, and the kernel's own routes (the address's
+/// prefix, `fe80::/64` when there is a link-local address) are left as they are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodIpv6Spec {
+    /// The address with the node's IPv6 subnet's prefix length, e.g. `fd01:0:0:5::5/64`.
+    pub address: Ipv6Net,
+    /// The gateway (tun0's IPv6 address) for the default route; inside `address`'s subnet.
+    pub gateway: Ipv6Addr,
+    /// Routes besides the default route (which is always added, via `gateway`).
+    pub routes: Vec<Route6Spec>,
+}
+
+/// One IPv6 route of a pod interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Route6Spec {
+    /// The destination.
+    pub dst: Ipv6Net,
+    /// The next hop; `None` means on-link.
+    pub via: Option<Ipv6Addr>,
+}
+
+impl fmt::Display for Route6Spec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.via {
+            Some(gw) => write!(f, "{} via {gw}", self.dst),
+            None => write!(f, "{} on-link", self.dst),
+        }
+    }
 }
 
 /// One IPv4 route of a pod interface.
@@ -162,6 +196,10 @@ pub struct PodLinkState {
     /// kernel derives from the addresses (`proto kernel`). The default route is
     /// `0.0.0.0/0 via <gateway>`.
     pub routes: Vec<RouteSpec>,
+    /// Its global IPv6 addresses with prefix lengths (link-local ones left out).
+    pub addresses6: Vec<Ipv6Net>,
+    /// Its IPv6 routes as `routes` (not the kernel's own, not `fe80::/64`, not multicast).
+    pub routes6: Vec<Route6Spec>,
     /// Whether tx checksum offload is on.
     pub tx_checksum: bool,
 }

@@ -10,14 +10,14 @@
 //! Why one piece: creating (or adopting from the pool), deleting and inspecting a
 //! pod interface share the veth guard, the pod-netns session and the message builders.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::path::Path;
 
 use futures::future::join_all;
 use futures::TryStreamExt;
-use ipnet::Ipv4Net;
-use netlink_packet_route::address::AddressAttribute;
+use ipnet::{Ipv4Net, Ipv6Net};
+use netlink_packet_route::address::{AddressAttribute, AddressFlags};
 use netlink_packet_route::link::{AfSpecInet6, AfSpecUnspec, In6AddrGenMode, MacVlanMode};
 use netlink_packet_route::link::{InfoData, InfoKind, InfoVeth, LinkAttribute, LinkMessage};
 use netlink_packet_route::route::{
@@ -32,8 +32,8 @@ use super::error::errno;
 use super::netns::{open_netns, NetnsSession};
 use super::{
     bounded, del_link, ethtool, fmt_mac, get_link, link_mac, link_mtu, link_up, on_off,
-    validate_ifname, Netlink, NetlinkError, PodLink, PodLinkSpec, PodLinkState, RouteSpec,
-    OP_TIMEOUT,
+    validate_ifname, Netlink, NetlinkError, PodIpv6Spec, PodLink, PodLinkSpec, PodLinkState,
+    Route6Spec, RouteSpec, OP_TIMEOUT,
 };
 
 /// Deletes the host veth on drop while armed (see the module docs).
@@ -440,10 +440,18 @@ impl Netlink {
                         .execute()
                         .try_collect::<Vec<_>>()
                         .await;
+                    let routes6 = h
+                        .route()
+                        .get(RouteMessageBuilder::<Ipv6Addr>::new().build())
+                        .execute()
+                        .try_collect::<Vec<_>>()
+                        .await;
                     let addresses = addresses
                         .map_err(|e| NetlinkError::nl(in_netns("listing the addresses"), e))?;
-                    let routes =
+                    let mut routes =
                         routes.map_err(|e| NetlinkError::nl(in_netns("listing the routes"), e))?;
+                    // A kernel without IPv6 has no IPv6 routes to list.
+                    routes.extend(routes6.unwrap_or_default());
                     Ok::<_, NetlinkError>((link, addresses, routes))
                 })
                 .await??;
@@ -460,6 +468,8 @@ impl Netlink {
                 up: link_up(&link),
                 addresses: addresses.iter().filter_map(ipv4_address).collect(),
                 routes: routes.iter().filter_map(|r| pod_route(r, index)).collect(),
+                addresses6: addresses.iter().filter_map(ipv6_address).collect(),
+                routes6: routes.iter().filter_map(|r| pod_route6(r, index)).collect(),
                 tx_checksum,
             })
         })
@@ -550,6 +560,23 @@ fn validate_spec(spec: &PodLinkSpec) -> Result<(), NetlinkError> {
             net.trunc()
         ));
     }
+    if let Some(v6) = &spec.ipv6 {
+        let (addr, net) = (v6.address.addr(), v6.address);
+        if !net.contains(&v6.gateway) || v6.gateway == addr {
+            return invalid(format!(
+                "IPv6 gateway {} is not another address of the pod's IPv6 subnet {}",
+                v6.gateway,
+                net.trunc()
+            ));
+        }
+        if net.prefix_len() > 126 || addr == net.network() || addr.is_multicast() {
+            return invalid(format!(
+                "IPv6 address {addr} is the subnet-router anycast address of {}, a multicast \
+                 address, or in a subnet too small for a pod",
+                net.trunc()
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -584,6 +611,68 @@ pub(crate) fn route_message(
         Some(gw) => builder.gateway(gw).scope(RouteScope::Universe).build(),
         None => builder.scope(RouteScope::Link).build(),
     }
+}
+
+/// An IPv6 route out of interface `index`, as [`route_message`].
+pub(crate) fn route6_message(
+    route: &Route6Spec,
+    index: u32,
+    protocol: RouteProtocol,
+) -> RouteMessage {
+    let dst = route.dst.trunc();
+    let builder = RouteMessageBuilder::<Ipv6Addr>::new()
+        .destination_prefix(dst.addr(), dst.prefix_len())
+        .output_interface(index)
+        .protocol(protocol);
+    match route.via {
+        Some(gw) => builder.gateway(gw).scope(RouteScope::Universe).build(),
+        None => builder.scope(RouteScope::Link).build(),
+    }
+}
+
+/// A global IPv6 address of an `RTM_NEWADDR` dump entry (link-local ones are `None`).
+pub(crate) fn ipv6_address(msg: &netlink_packet_route::address::AddressMessage) -> Option<Ipv6Net> {
+    if msg.header.family != AddressFamily::Inet6 {
+        return None;
+    }
+    let ip = msg.attributes.iter().find_map(|a| match a {
+        AddressAttribute::Address(IpAddr::V6(ip)) => Some(*ip),
+        _ => None,
+    })?;
+    if ip.is_unicast_link_local() {
+        return None;
+    }
+    Ipv6Net::new(ip, msg.header.prefix_len).ok()
+}
+
+/// An IPv6 unicast route out of interface `index`, as [`pod_route`]: not the kernel's own
+/// (`proto kernel`: the address's prefix, `fe80::/64`), not multicast.
+fn pod_route6(msg: &RouteMessage, index: u32) -> Option<Route6Spec> {
+    let h = &msg.header;
+    if h.address_family != AddressFamily::Inet6
+        || h.kind != RouteType::Unicast
+        || h.protocol == RouteProtocol::Kernel
+        || route_table(msg) == RT_TABLE_LOCAL
+    {
+        return None;
+    }
+    let mut dst = Ipv6Addr::UNSPECIFIED;
+    let (mut via, mut oif) = (None, None);
+    for attr in &msg.attributes {
+        match attr {
+            RouteAttribute::Destination(RouteAddress::Inet6(ip)) => dst = *ip,
+            RouteAttribute::Gateway(RouteAddress::Inet6(ip)) => via = Some(*ip),
+            RouteAttribute::Oif(i) => oif = Some(*i),
+            _ => {}
+        }
+    }
+    if oif != Some(index) {
+        return None;
+    }
+    Some(Route6Spec {
+        dst: Ipv6Net::new(dst, h.destination_prefix_length).ok()?,
+        via,
+    })
 }
 
 /// An IPv4 address of an `RTM_NEWADDR` dump entry.
@@ -735,6 +824,56 @@ async fn configure_pod_side(pod: &Handle, spec: &PodLinkSpec) -> Result<(), Netl
         result
             .map_err(|e| NetlinkError::nl(in_pod(spec, &format!("adding route {route} dev")), e))?;
     }
+    if let Some(v6) = &spec.ipv6 {
+        configure_pod_ipv6(pod, spec, v6, index).await?;
+    }
+    Ok(())
+}
+
+/// A dual-stack pod's IPv6 address (`nodad`) and routes, the default one first.
+async fn configure_pod_ipv6(
+    pod: &Handle,
+    spec: &PodLinkSpec,
+    v6: &PodIpv6Spec,
+    index: u32,
+) -> Result<(), NetlinkError> {
+    let mut add = pod.address().add(
+        index,
+        IpAddr::V6(v6.address.addr()),
+        v6.address.prefix_len(),
+    );
+    add.message_mut()
+        .attributes
+        .push(AddressAttribute::Flags(AddressFlags::Nodad));
+    add.execute().await.map_err(|e| {
+        let what = if errno(&e) == Some(libc::EACCES) {
+            format!(
+                "adding IPv6 address {} (IPv6 is disabled in the pod's network namespace: \
+                 net.ipv6.conf.{}.disable_ipv6=1; a dual-stack pod needs it on) to",
+                v6.address, spec.ifname
+            )
+        } else {
+            format!("adding IPv6 address {} to", v6.address)
+        };
+        NetlinkError::nl(in_pod(spec, &what), e)
+    })?;
+    let default = Route6Spec {
+        dst: Ipv6Net::default(),
+        via: Some(v6.gateway),
+    };
+    let routes: Vec<Route6Spec> = std::iter::once(default)
+        .chain(v6.routes.iter().copied())
+        .collect();
+    let added = join_all(routes.iter().map(|r| {
+        pod.route()
+            .add(route6_message(r, index, RouteProtocol::Static))
+            .execute()
+    }))
+    .await;
+    for (route, result) in routes.iter().zip(added) {
+        result
+            .map_err(|e| NetlinkError::nl(in_pod(spec, &format!("adding route {route} dev")), e))?;
+    }
     Ok(())
 }
 
@@ -755,6 +894,7 @@ mod tests {
             mtu: 1450,
             tx_checksum_off: true,
             pool_peer: None,
+            ipv6: None,
         }
     }
 
@@ -799,6 +939,26 @@ mod tests {
                 ..spec()
             },
             "invalid interface name \"eth0/1\": contains '/' at byte 4",
+        );
+        let v6 = |address: &str, gateway: &str| PodLinkSpec {
+            ipv6: Some(PodIpv6Spec {
+                address: address.parse().unwrap(),
+                gateway: gateway.parse().unwrap(),
+                routes: vec![],
+            }),
+            ..spec()
+        };
+        validate_spec(&v6("fd01:0:0:5::5/64", "fd01:0:0:5::1")).unwrap();
+        check(
+            v6("fd01:0:0:5::5/64", "fd01:0:0:6::1"),
+            "invalid pod link spec for eth0 in netns /run/netns/x: IPv6 gateway fd01:0:0:6::1 is \
+             not another address of the pod's IPv6 subnet fd01:0:0:5::/64",
+        );
+        check(
+            v6("fd01:0:0:5::/64", "fd01:0:0:5::1"),
+            "invalid pod link spec for eth0 in netns /run/netns/x: IPv6 address fd01:0:0:5:: is \
+             the subnet-router anycast address of fd01:0:0:5::/64, a multicast address, or in a \
+             subnet too small for a pod",
         );
     }
 
