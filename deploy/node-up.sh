@@ -10,6 +10,10 @@
 #   4. creates $SDN_DEMO_PODS (default 3) pods as network namespaces sdn-demo-N through the real
 #      sdn-cni plugin (in namespace default, which is global), pings every pair and the gateway,
 #      and prints `ovs-ofctl --names dump-flows br0`.
+# SDN_DUAL_STACK=1 makes the cluster dual stack: an IPv6 cluster network fd01::/48 (a /64 per
+# node) beside 10.128.0.0/14 and the service networks 172.30.0.0/16 and fd02::/112; the demo pods
+# get both families and ping each other and the gateway over IPv6 too. Switching a running node
+# to it restarts the agent and re-creates the demo pods (pods made before keep IPv4 only).
 # Everything stays running until deploy/node-down.sh. Idempotent: a second run starts nothing
 # twice and re-uses the pods that exist. Tenants: `sdnctl` reads the same agent.yaml
 # (export SDN_CONFIG=$SDN_RUNDIR/agent.yaml; sdnctl namespaces).
@@ -17,6 +21,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNDIR=${SDN_RUNDIR:-/run/sdn-node}
 PODS=${SDN_DEMO_PODS:-3}
+DUAL=${SDN_DUAL_STACK:-0}
+case "$DUAL" in 0|1) ;; *) echo "SDN_DUAL_STACK must be 0 or 1, not '$DUAL'" >&2; exit 2 ;; esac
 CNI_BIN=$RUNDIR/cni/bin
 CNI_CONF=$RUNDIR/cni/net.d
 
@@ -63,6 +69,20 @@ ipamDir: "$RUNDIR/ipam"
 cniConfDir: "$CNI_CONF"
 clusterState: "standalone:$RUNDIR/state"
 CONFIG
+if [ "$DUAL" = 1 ]; then
+  cat >>"$CONFIG.new" <<CONFIG
+clusterNetworks:
+  - {cidr: "10.128.0.0/14", hostSubnetLength: 9}
+  - {cidr: "fd01::/48", hostSubnetLength: 64}
+serviceNetwork: ["172.30.0.0/16", "fd02::/112"]
+CONFIG
+fi
+# A changed configuration (dual stack turned on) takes a restart of a running agent.
+if alive "$RUNDIR/sdn-agent.pid" && ! cmp -s "$CONFIG.new" "$CONFIG"; then
+  pid=$(cat "$RUNDIR/sdn-agent.pid")
+  kill "$pid"
+  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+fi
 mv -f "$CONFIG.new" "$CONFIG"
 if ! alive "$RUNDIR/sdn-agent.pid"; then
   rm -f "$CNI_CONF/10-sdn.conflist"
@@ -82,20 +102,36 @@ echo "sdn-agent ready (log: $RUNDIR/sdn-agent.log)"
 # Pods: network namespaces wired by the real plugin, exactly as a runtime would call it.
 NETCONF="{\"cniVersion\":\"1.0.0\",\"name\":\"sdn\",\"type\":\"sdn-cni\",\"socket\":\"$RUNDIR/cni.sock\"}"
 ips=()
+ip6s=()
 for i in $(seq "$PODS"); do
   ns=sdn-demo-$i
   if ! ip netns list | grep -qw "$ns"; then
     ip netns add "$ns"
   fi
   ip=$(ip -n "$ns" -4 -o addr show dev eth0 2>/dev/null | awk '{print $4}' | cut -d/ -f1 || true)
+  ip6=$(ip -n "$ns" -6 -o addr show dev eth0 scope global 2>/dev/null | awk '{print $4}' | cut -d/ -f1 || true)
+  if [ -n "$ip" ] && [ "$DUAL" = 1 ] && [ -z "$ip6" ]; then
+    # Made before the cluster had IPv6: re-created to get both families.
+    echo "$NETCONF" | env -i CNI_COMMAND=DEL CNI_CONTAINERID="$ns" CNI_NETNS="/run/netns/$ns" \
+      CNI_IFNAME=eth0 CNI_ARGS="K8S_POD_NAMESPACE=default;K8S_POD_NAME=demo-$i" CNI_PATH="$CNI_BIN" \
+      "$CNI_BIN/sdn-cni" >/dev/null || { echo "DEL $ns failed" >&2; exit 1; }
+    ip=
+  fi
   if [ -z "$ip" ]; then
     out=$(echo "$NETCONF" | env -i CNI_COMMAND=ADD CNI_CONTAINERID="$ns" CNI_NETNS="/run/netns/$ns" \
       CNI_IFNAME=eth0 CNI_ARGS="K8S_POD_NAMESPACE=default;K8S_POD_NAME=demo-$i" CNI_PATH="$CNI_BIN" \
       "$CNI_BIN/sdn-cni") || { echo "ADD $ns failed: $out" >&2; exit 1; }
     ip=$(ip -n "$ns" -4 -o addr show dev eth0 | awk '{print $4}' | cut -d/ -f1)
+    ip6=$(ip -n "$ns" -6 -o addr show dev eth0 scope global | awk '{print $4}' | cut -d/ -f1)
   fi
-  echo "pod $ns: $ip"
+  if [ "$DUAL" = 1 ]; then
+    [ -n "$ip6" ] || { echo "pod $ns has no IPv6 address" >&2; exit 1; }
+    echo "pod $ns: $ip $ip6"
+  else
+    echo "pod $ns: $ip"
+  fi
   ips+=("$ip")
+  ip6s+=("$ip6")
 done
 
 echo
@@ -109,6 +145,17 @@ for i in $(seq "$PODS"); do
     fi
   done
   ip netns exec "sdn-demo-$i" ping -c 1 -W 2 10.128.0.1 >/dev/null && echo "sdn-demo-$i -> gateway: ok"
+  [ "$DUAL" = 1 ] || continue
+  for j in $(seq "$PODS"); do
+    [ "$i" = "$j" ] && continue
+    if ip netns exec "sdn-demo-$i" ping -6 -c 1 -W 2 "${ip6s[$((j-1))]}" >/dev/null; then
+      echo "sdn-demo-$i -> sdn-demo-$j (${ip6s[$((j-1))]}): ok"
+    else
+      echo "sdn-demo-$i -> sdn-demo-$j (${ip6s[$((j-1))]}): FAILED" >&2; exit 1
+    fi
+  done
+  gw6=$(ip -n "sdn-demo-$i" -6 route show default | awk '{print $3}')
+  ip netns exec "sdn-demo-$i" ping -6 -c 1 -W 2 "$gw6" >/dev/null && echo "sdn-demo-$i -> gateway $gw6: ok"
 done
 
 echo

@@ -22,6 +22,9 @@ pub struct PodEntry {
     pub ifname: String,
     /// Address.
     pub ip: Ipv4Addr,
+    /// IPv6 address (a dual-stack pod's; absent for a pod with IPv4 only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip6: Option<std::net::Ipv6Addr>,
     /// The pod interface's MAC.
     pub mac: String,
     /// The OVS port (host end of the veth).

@@ -167,7 +167,10 @@ pub(crate) fn pods(pods: &[PodEntry]) -> String {
             p.namespace.clone(),
             p.pod.clone(),
             p.sandbox.chars().take(12).collect(),
-            p.ip.to_string(),
+            match p.ip6 {
+                Some(ip6) => format!("{},{ip6}", p.ip),
+                None => p.ip.to_string(),
+            },
             p.mac.clone(),
             p.port.clone(),
             p.ofport.to_string(),

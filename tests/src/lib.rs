@@ -18,4 +18,5 @@ pub mod node;
 pub mod openshift_sdn;
 pub mod podman;
 pub mod probe;
+pub mod probe6;
 pub mod simulated;

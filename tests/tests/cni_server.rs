@@ -837,13 +837,18 @@ async fn prev_result_reaches_the_handler_and_chains() {
     assert_eq!(got.interfaces.len(), 3);
     assert_eq!(got.ips[1].address.to_string(), "10.128.0.5/23");
 
-    // A prevResult we cannot represent is refused precisely.
+    // A prevResult we cannot represent is refused precisely (IPv6 addresses are results of
+    // dual-stack plugins, and fine; a gateway of the other family is not).
     let mut b = body("ADD", "c2", test_netns(), "1.0.0");
-    b["config"]["prevResult"] = json!({"cniVersion": "1.0.0", "ips": [{"address": "fd00::2/64"}]});
+    b["config"]["prevResult"] =
+        json!({"cniVersion": "1.0.0", "ips": [{"address": "fd00::2/64", "gateway": "10.0.0.1"}]});
     let (code, msg) = post(&sock, &b).await.cni_error(400, "1.0.0");
     assert_eq!(
         (code, msg.as_str()),
-        (7, "prevResult.ips[0].address \"fd00::2/64\" is not an IPv4 address with prefix length (IPv4 only)")
+        (
+            7,
+            "prevResult.ips[0].gateway \"10.0.0.1\" is not an IPv6 address"
+        )
     );
 }
 

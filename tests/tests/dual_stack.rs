@@ -6,12 +6,21 @@
 //! - the IPv6 isolation matrix (ICMPv6 between every ordered pair of pods of two tenants and a
 //!   global namespace, and the node's gateway to every pod) matches the VNID rule, as IPv4's;
 //! - CHECK passes on a dual-stack pod and DEL releases both leases and removes both families'
-//!   rows.
+//!   rows;
+//! - forged neighbour discovery (advertisements of another's address or with another's MAC,
+//!   unsolicited ones, solicitations with another's MAC, duplicate address detection, router
+//!   advertisements, redirects), spoofed IPv6 sources, and ND and UDP across tenants reach no
+//!   pod, while their truthful versions do, and no neighbour table learns a lie.
 
 use std::collections::BTreeMap;
+use std::net::Ipv6Addr;
+use std::time::Duration;
 
+use sdn_tests::harness::wait_until;
 use sdn_tests::matrix;
 use sdn_tests::node::{AgentNode, CniPod, NodeOptions};
+use sdn_tests::probe::{self, Capture, Mac};
+use sdn_tests::probe6;
 
 /// A node of a dual-stack cluster: `10.128.0.0/14` and `fd01::/48` (a /64 per node), services
 /// `172.30.0.0/16` and `fd02::/112`.
@@ -124,6 +133,12 @@ fn a_dual_stack_pod_gets_both_families_and_ipv6_isolation_follows_the_vnids() {
         node.flows().join("\n")
     );
 
+    // sdnctl shows both addresses.
+    let out = node.sdnctl_api(&["pods"]);
+    let pods = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(pods.contains(&format!("{},{a1_6}", a1.ip)), "{pods}");
+
     // CHECK passes; DEL releases both leases and the pod's IPv6 rows.
     let check = node.cni(
         &[
@@ -148,4 +163,210 @@ fn a_dual_stack_pod_gets_both_families_and_ipv6_isolation_follows_the_vnids() {
         !node.flows().iter().any(|f| f.contains(&a1_6)),
         "rows of {a1_6} left"
     );
+
+    // Handing the node back to openshift-sdn (IPv4 only) is refused while pods hold IPv6
+    // addresses, naming them, before anything is changed.
+    node.stop_agent(libc::SIGTERM);
+    let (status, text) = node.agent_command("hand-back-to-openshift-sdn");
+    assert!(!status.success(), "{text}");
+    assert!(
+        text.contains("hold IPv6 addresses")
+            && text.contains(&format!("tenant-b/b1 ({})", b1.ip6.clone().unwrap())),
+        "{text}"
+    );
+    assert!(
+        node.conf_file().exists() && dir.exists(),
+        "the refused hand-back changed the node"
+    );
+}
+
+fn mac_of(p: &CniPod<'_>) -> Mac {
+    probe::pod_mac(p.ip.parse().unwrap())
+}
+
+fn ip6_of(p: &CniPod<'_>) -> Ipv6Addr {
+    p.ip6
+        .as_deref()
+        .unwrap_or_else(|| panic!("{} has no IPv6 address", p.id))
+        .parse()
+        .unwrap()
+}
+
+/// How long a forged frame is given to arrive where it must not.
+const GRACE: Duration = Duration::from_millis(700);
+
+#[test]
+fn forged_neighbour_discovery_and_ipv6_sources_reach_no_pod() {
+    let node = dual_stack_node();
+    node.set_netnamespace("tenant-a", 11);
+    node.set_netnamespace("tenant-b", 12);
+    let a1 = node.pod("tenant-a", "a1");
+    let a2 = node.pod("tenant-a", "a2");
+    let b1 = node.pod("tenant-b", "b1");
+    let b2 = node.pod("tenant-b", "b2");
+    let token = probe::unique_token("nd6");
+    let (bad, good) = (format!("{token}-forged"), format!("{token}-control"));
+    let (me, my_mac) = (ip6_of(&a1), mac_of(&a1));
+    let all_nodes: Ipv6Addr = "ff02::1".parse().unwrap();
+    let forged: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "an advertisement claiming a2's address",
+            probe6::advertisement(
+                (my_mac, me),
+                (mac_of(&a2), ip6_of(&a2)),
+                ip6_of(&a2),
+                Some(my_mac),
+                bad.as_bytes(),
+            ),
+        ),
+        (
+            "an unsolicited advertisement to all nodes",
+            probe6::advertisement(
+                (my_mac, me),
+                (probe6::multicast_mac(all_nodes), all_nodes),
+                me,
+                Some(my_mac),
+                bad.as_bytes(),
+            ),
+        ),
+        (
+            "an advertisement of its own address with b1's MAC",
+            probe6::advertisement(
+                (my_mac, me),
+                (mac_of(&a2), ip6_of(&a2)),
+                me,
+                Some(mac_of(&b1)),
+                bad.as_bytes(),
+            ),
+        ),
+        (
+            "a solicitation with a2's MAC as source link-layer address",
+            probe6::solicitation(my_mac, me, ip6_of(&a2), Some(mac_of(&a2)), bad.as_bytes()),
+        ),
+        (
+            "duplicate address detection for a2's address",
+            probe6::solicitation(
+                my_mac,
+                Ipv6Addr::UNSPECIFIED,
+                ip6_of(&a2),
+                None,
+                bad.as_bytes(),
+            ),
+        ),
+        (
+            "a router advertisement",
+            probe6::router_advertisement(my_mac, "fe80::1".parse().unwrap(), bad.as_bytes()),
+        ),
+        (
+            "a redirect",
+            probe6::redirect(
+                (my_mac, me),
+                (mac_of(&a2), ip6_of(&a2)),
+                me,
+                ip6_of(&b1),
+                bad.as_bytes(),
+            ),
+        ),
+        (
+            "UDP from b1's address",
+            probe6::udp6_frame(
+                (my_mac, ip6_of(&b1), 40000),
+                (mac_of(&a2), ip6_of(&a2), 9),
+                bad.as_bytes(),
+            ),
+        ),
+        (
+            "a solicitation for another tenant's pod",
+            probe6::solicitation(my_mac, me, ip6_of(&b1), Some(my_mac), bad.as_bytes()),
+        ),
+        (
+            "UDP to another tenant's pod",
+            probe6::udp6_frame(
+                (my_mac, me, 40000),
+                (mac_of(&b1), ip6_of(&b1), 9),
+                bad.as_bytes(),
+            ),
+        ),
+    ];
+    let victims = [&a2, &b1];
+    let caps: Vec<Capture> = victims
+        .iter()
+        .map(|v| Capture::start(v.ns.name(), "eth0", token.as_bytes()))
+        .collect();
+    for (_, f) in &forged {
+        probe::send_frame(a1.ns.name(), "eth0", f);
+    }
+    // Controls: the truthful versions reach a2 (same tenant) and b1 (from its own tenant).
+    let controls_a2 = [
+        probe6::solicitation(my_mac, me, ip6_of(&a2), Some(my_mac), good.as_bytes()),
+        probe6::udp6_frame(
+            (my_mac, me, 40000),
+            (mac_of(&a2), ip6_of(&a2), 9),
+            good.as_bytes(),
+        ),
+    ];
+    for f in &controls_a2 {
+        probe::send_frame(a1.ns.name(), "eth0", f);
+    }
+    probe::send_frame(
+        b2.ns.name(),
+        "eth0",
+        &probe6::udp6_frame(
+            (mac_of(&b2), ip6_of(&b2), 40000),
+            (mac_of(&b1), ip6_of(&b1), 9),
+            good.as_bytes(),
+        ),
+    );
+    let arrived = |c: &Capture, marker: &str| {
+        c.frames()
+            .iter()
+            .filter(|f| probe::contains(f, marker.as_bytes()))
+            .count()
+    };
+    wait_until(Duration::from_secs(5), || {
+        arrived(&caps[0], &good) >= 2 && arrived(&caps[1], &good) >= 1
+    });
+    std::thread::sleep(GRACE);
+    let mut failures = Vec::new();
+    for ((v, c), want) in victims.iter().zip(caps).zip([2, 1]) {
+        let frames = c.stop();
+        let ok = frames
+            .iter()
+            .filter(|f| probe::contains(f, good.as_bytes()))
+            .count();
+        if ok < want {
+            failures.push(format!(
+                "control: {} received {ok} of {want} truthful frames",
+                v.id
+            ));
+        }
+        for f in frames.iter().filter(|f| probe::contains(f, bad.as_bytes())) {
+            // Frames arrive as sent (padding aside).
+            let what = forged
+                .iter()
+                .find(|(_, sent)| f.starts_with(sent))
+                .map_or("a forged frame", |(w, _)| w);
+            failures.push(format!("LEAK to {}: {what}", v.id));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // No neighbour entry of a2 maps an address to a MAC that is not its owner's.
+    let neigh = a2
+        .ns
+        .exec(&["ip", "-6", "neigh", "show", "dev", "eth0"])
+        .unwrap();
+    for line in neigh.lines().filter(|l| l.contains("lladdr")) {
+        let (addr, mac) = (
+            line.split_whitespace().next().unwrap_or(""),
+            line.split("lladdr ")
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next())
+                .unwrap_or(""),
+        );
+        if addr == me.to_string() {
+            assert_eq!(mac, probe::mac_to_string(&my_mac), "{neigh}");
+        } else {
+            panic!("a2 learnt a neighbour it never asked for: {line}");
+        }
+    }
 }

@@ -35,6 +35,34 @@ use cluster::config::Config;
 pub(super) const CNI_CONF_TEXT: &str =
     "\n{\n  \"cniVersion\": \"0.3.1\",\n  \"name\": \"openshift-sdn\",\n  \"type\": \"openshift-sdn\"\n}\n";
 
+/// openshift-sdn serves IPv4 only: a pod with an IPv6 address (a dual-stack pod) would lose
+/// it, and with it whatever its peers reach it by. Refused before anything is changed, naming
+/// the pods.
+fn refuse_ipv6_pods(ports: &[super::takeover::Port]) -> Result<()> {
+    let dual: Vec<String> = ports
+        .iter()
+        .filter_map(|p| {
+            let ip6 = p.external_ids.get(keys::IP6)?;
+            let ns = p
+                .external_ids
+                .get(keys::NAMESPACE)
+                .map_or("", String::as_str);
+            let pod = p.external_ids.get(keys::POD).map_or("", String::as_str);
+            Some(format!("{ns}/{pod} ({ip6})"))
+        })
+        .collect();
+    if !dual.is_empty() {
+        bail!(
+            "{} pods hold IPv6 addresses, which openshift-sdn cannot serve: {}; delete them \
+             (or remove the cluster's IPv6 network and re-create them with IPv4 only), then hand \
+             the node back",
+            dual.len(),
+            dual.join(", ")
+        );
+    }
+    Ok(())
+}
+
 /// Hands the node back (see the module docs). Returns what was done, one line each.
 pub async fn hand_back(cfg: &Config) -> Result<Vec<String>> {
     if std::os::unix::net::UnixStream::connect(&cfg.cni_socket).is_ok() {
@@ -50,6 +78,7 @@ pub async fn hand_back(cfg: &Config) -> Result<Vec<String>> {
     let ports = db
         .with_cache(super::takeover::bridge_ports)
         .unwrap_or_default();
+    refuse_ipv6_pods(&ports)?;
     let mut done = Vec::new();
     let theirs = ipam::V060Dir::open(&cfg.ipam_dir, CNI_NETWORK).with_step(|| {
         format!(

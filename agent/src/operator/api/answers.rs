@@ -125,6 +125,7 @@ pub(crate) async fn pod_entries(view: &NodeView) -> Vec<PodEntry> {
             sandbox: p.attachment.container_id.clone(),
             ifname: p.attachment.ifname.clone(),
             ip: p.ip,
+            ip6: p.ip6,
             mac: pod_mac(p.ip),
             port: p.host_veth.clone(),
             ofport: p.ofport,
