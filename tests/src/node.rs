@@ -103,6 +103,8 @@ pub struct AgentNode {
     agent: Mutex<Option<Child>>,
     /// Extra environment of the agents started from now on ([`AgentNode::set_agent_env`]).
     agent_env: Mutex<BTreeMap<String, String>>,
+    /// Flags added to the agents started from now on ([`AgentNode::add_agent_args`]).
+    more_args: Mutex<Vec<String>>,
 }
 
 impl AgentNode {
@@ -125,6 +127,7 @@ impl AgentNode {
             opts,
             agent: Mutex::new(None),
             agent_env: Mutex::default(),
+            more_args: Mutex::default(),
         }
     }
 
@@ -348,7 +351,23 @@ impl AgentNode {
         .map(|s| s.to_string())
         .collect();
         a.extend(self.opts.extra.iter().cloned());
+        a.extend(
+            self.more_args
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .cloned(),
+        );
         a
+    }
+
+    /// Adds flags to the agents started from now on (a configuration changed between
+    /// restarts, such as a cluster gaining an IPv6 network).
+    pub fn add_agent_args(&self, args: &[&str]) {
+        self.more_args
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(args.iter().map(|s| s.to_string()));
     }
 
     /// Runs `sdn-agent <command>` with this node's agent flags in the node's namespace (a

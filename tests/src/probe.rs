@@ -26,7 +26,7 @@
 
 use std::ffi::CString;
 use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -739,14 +739,24 @@ impl EchoServer {
 /// port, see [`EchoServer::port`]). Each connection gets a thread that echoes until EOF or 5 s of
 /// silence. Panics if it cannot listen.
 pub fn tcp_echo_server(netns: &str, port: u16) -> EchoServer {
-    tcp_server(netns, port, echo)
+    tcp_server(netns, IpAddr::V4(Ipv4Addr::UNSPECIFIED), port, echo)
+}
+
+/// An echo server on `[::]:port` (IPv6 only) in namespace `netns`, for the dual-stack tests.
+pub fn tcp6_echo_server(netns: &str, port: u16) -> EchoServer {
+    tcp_server(
+        netns,
+        IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+        port,
+        echo,
+    )
 }
 
 /// A "who am I" server on `0.0.0.0:port` in namespace `netns`: each connection is answered with
 /// the source address the server sees (as text) and closed. With [`tcp_whoami`] it shows which
 /// address a client's traffic leaves the cluster with (egress IPs, masquerade).
 pub fn tcp_whoami_server(netns: &str, port: u16) -> EchoServer {
-    tcp_server(netns, port, |mut s| {
+    tcp_server(netns, IpAddr::V4(Ipv4Addr::UNSPECIFIED), port, |mut s| {
         if let Ok(peer) = s.peer_addr() {
             let _ = s.set_nonblocking(false);
             let _ = s.write_all(format!("{}\n", peer.ip()).as_bytes());
@@ -766,12 +776,12 @@ pub fn tcp_whoami(netns: &str, dst: SocketAddrV4, timeout: Duration) -> Option<I
     })
 }
 
-fn tcp_server(netns: &str, port: u16, handle: fn(TcpStream)) -> EchoServer {
+fn tcp_server(netns: &str, ip: IpAddr, port: u16, handle: fn(TcpStream)) -> EchoServer {
     let ns = netns.to_string();
     let listener = in_netns(netns, move || {
-        TcpListener::bind((Ipv4Addr::UNSPECIFIED, port))
+        TcpListener::bind((ip, port))
             .and_then(|l| l.set_nonblocking(true).map(|()| l))
-            .unwrap_or_else(|e| panic!("netns {ns}: listen on 0.0.0.0:{port}: {e}"))
+            .unwrap_or_else(|e| panic!("netns {ns}: listen on {ip} port {port}: {e}"))
     });
     let addr = listener
         .local_addr()
@@ -831,10 +841,15 @@ impl Drop for EchoServer {
 /// `timeout`. True iff the token came back whole (an echo server such as [`tcp_echo_server`]
 /// listens there and the path works both ways).
 pub fn tcp_probe(netns: &str, dst: SocketAddrV4, timeout: Duration) -> bool {
+    tcp_probe_to(netns, SocketAddr::V4(dst), timeout)
+}
+
+/// [`tcp_probe`] to an address of either family.
+pub fn tcp_probe_to(netns: &str, dst: SocketAddr, timeout: Duration) -> bool {
     in_netns(netns, move || {
         let deadline = Instant::now() + timeout;
         let token = unique_token("tcp-probe");
-        let Ok(mut s) = TcpStream::connect_timeout(&SocketAddr::V4(dst), timeout) else {
+        let Ok(mut s) = TcpStream::connect_timeout(&dst, timeout) else {
             return false;
         };
         if s.write_all(token.as_bytes()).is_err() {

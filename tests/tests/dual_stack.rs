@@ -7,6 +7,12 @@
 //!   global namespace, and the node's gateway to every pod) matches the VNID rule, as IPv4's;
 //! - CHECK passes on a dual-stack pod and DEL releases both leases and removes both families'
 //!   rows;
+//! - adding the IPv6 network to a running IPv4 node: its pods keep IPv4 only and work, new
+//!   pods get both families; `CNI_ARGS IP=` asks for one address per family, and every bad
+//!   one is refused with what is wrong and nothing left;
+//! - three nodes of a dual-stack cluster: ICMPv6 and TCP over IPv6 cross nodes over VXLAN on
+//!   the IPv4 underlay within a tenant (and to and from the global namespace) only, and the
+//!   node reaches every pod;
 //! - forged neighbour discovery (advertisements of another's address or with another's MAC,
 //!   unsolicited ones, solicitations with another's MAC, duplicate address detection, router
 //!   advertisements, redirects), spoofed IPv6 sources, and ND and UDP across tenants reach no
@@ -369,4 +375,234 @@ fn forged_neighbour_discovery_and_ipv6_sources_reach_no_pod() {
             panic!("a2 learnt a neighbour it never asked for: {line}");
         }
     }
+}
+
+const DUAL_STACK_FLAGS: [&str; 4] = [
+    "--cluster-network",
+    "fd01::/48,64",
+    "--service-cidr",
+    "172.30.0.0/16,fd02::/112",
+];
+
+#[test]
+fn a_running_ipv4_node_turns_dual_stack_and_keeps_its_pods() {
+    let node = AgentNode::start(NodeOptions::default());
+    node.set_netnamespace("tenant-a", 11);
+    let old = node.pod("tenant-a", "old");
+    assert_eq!(old.ip6, None, "an IPv4 node gave IPv6: {}", old.result);
+    let hs = std::fs::read_to_string(node.state_dir().join("hostsubnet-node-a.yaml")).unwrap();
+    assert!(!hs.contains("ipv6"), "{hs}");
+
+    // The IPv6 network is added to the configuration and the agent restarted.
+    node.stop_agent(libc::SIGTERM);
+    node.add_agent_args(&DUAL_STACK_FLAGS);
+    node.start_agent();
+    let hs = std::fs::read_to_string(node.state_dir().join("hostsubnet-node-a.yaml")).unwrap();
+    assert!(hs.contains("sdn.dev/ipv6-subnet"), "{hs}");
+    // The old pod keeps IPv4 only, and works; a new one gets both.
+    let new = node.pod("tenant-a", "new");
+    let new6 = new
+        .ip6
+        .clone()
+        .expect("a pod made after the change has IPv6");
+    assert!(old.ping(&new.ip, 2) && new.ping(&old.ip, 2));
+    let old_v6 = old
+        .ns
+        .exec(&["ip", "-6", "addr", "show", "dev", "eth0", "scope", "global"])
+        .unwrap();
+    assert!(!old_v6.contains("inet6"), "{old_v6}");
+    assert!(node
+        .ovs
+        .exec_in_netns(&["ping", "-6", "-c", "1", "-W", "2", &new6])
+        .is_ok());
+    let check = |p: &CniPod<'_>| {
+        let mut c = node.netconf("1.0.0");
+        c["prevResult"] = p.result.clone();
+        node.cni(
+            &[
+                ("CNI_COMMAND", "CHECK"),
+                ("CNI_CONTAINERID", &p.id),
+                ("CNI_NETNS", &p.netns()),
+                ("CNI_IFNAME", "eth0"),
+                ("CNI_PATH", "/opt/cni/bin"),
+            ],
+            &c,
+        )
+    };
+    for p in [&old, &new] {
+        let out = check(p);
+        assert_eq!(out.code, 0, "CHECK {}: {}", p.id, out.stdout);
+    }
+}
+
+#[test]
+fn cni_args_ip_asks_for_an_address_of_each_family() {
+    let node = dual_stack_node();
+    node.set_netnamespace("tenant-a", 11);
+    let add = |id: &str, ns: &sdn_tests::harness::Netns, ip: &str| {
+        node.add(
+            id,
+            &ns.path(),
+            &format!("IgnoreUnknown=1;K8S_POD_NAMESPACE=tenant-a;K8S_POD_NAME={id};IP={ip}"),
+        )
+    };
+    let ns = sdn_tests::harness::Netns::new("ip6req");
+    let out = add("req1", &ns, "10.128.0.77,fd01::77/64");
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    assert_eq!(out.ip().as_deref(), Some("10.128.0.77"));
+    assert_eq!(out.ip6().as_deref(), Some("fd01::77"));
+    let leases = node.lease_dir();
+    assert!(leases.join("fd01::77").exists());
+
+    // Refused with what is wrong, nothing left: a taken IPv6 address, another subnet's, a
+    // wrong prefix, a malformed one.
+    let before_ports = node.pod_ports().len();
+    for (i, (ip, code, words)) in [
+        ("fd01::77", 4, "in use"),
+        ("fd01:0:0:9::7", 4, "not in subnet"),
+        ("fd01::78/80", 4, "does not match the node subnet"),
+        ("fd01::7::8", 4, "is not an IP address"),
+        ("fe80::8", 4, "is not a unicast address a pod can use"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let ns = sdn_tests::harness::Netns::new("ip6bad");
+        let id = format!("bad{i}");
+        let out = add(&id, &ns, ip);
+        assert_eq!(out.error_code(), Some(code), "IP={ip}: {}", out.stdout);
+        assert!(out.stdout.contains(words), "IP={ip}: {}", out.stdout);
+        let files: Vec<String> = std::fs::read_dir(&leases)
+            .unwrap()
+            .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap_or_default())
+            .collect();
+        assert!(
+            !files.iter().any(|f| f.starts_with(&id)),
+            "IP={ip} left a lease"
+        );
+    }
+    assert_eq!(
+        node.pod_ports().len(),
+        before_ports,
+        "a refused ADD left a port"
+    );
+}
+
+#[test]
+fn an_ipv6_address_asked_of_an_ipv4_node_is_refused() {
+    let node = AgentNode::start(NodeOptions::default());
+    node.set_netnamespace("tenant-a", 11);
+    let ns = sdn_tests::harness::Netns::new("ip6req");
+    let out = node.add(
+        "v6on4",
+        &ns.path(),
+        "IgnoreUnknown=1;K8S_POD_NAMESPACE=tenant-a;K8S_POD_NAME=p;IP=fd01::5",
+    );
+    assert_eq!(out.error_code(), Some(4), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("asks for IPv6 address fd01::5, but this node has no IPv6 subnet"),
+        "{}",
+        out.stdout
+    );
+    node.assert_no_pod_leftovers();
+}
+
+/// Whether `from` reaches `to` over IPv6: ICMPv6 echo and a TCP echo through `to`'s server.
+fn reach6(from_netns: &str, to: Ipv6Addr, timeout: Duration) -> (bool, bool) {
+    let icmp = sdn_tests::harness::run(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            from_netns,
+            "ping",
+            "-6",
+            "-c",
+            "1",
+            "-W",
+            &timeout.as_secs().max(1).to_string(),
+            &to.to_string(),
+        ],
+    )
+    .is_ok();
+    let tcp = probe::tcp_probe_to(
+        from_netns,
+        std::net::SocketAddr::from((to, ECHO6_PORT)),
+        timeout,
+    );
+    (icmp, tcp)
+}
+
+const ECHO6_PORT: u16 = 7607;
+
+#[test]
+fn ipv6_crosses_nodes_over_the_ipv4_underlay_within_a_tenant_only() {
+    use sdn_tests::cluster::Cluster;
+    let c = Cluster::start(
+        3,
+        &NodeOptions {
+            extra: DUAL_STACK_FLAGS.iter().map(|s| s.to_string()).collect(),
+            ..NodeOptions::default()
+        },
+    );
+    let (n1, n2, n3) = (c.node(1), c.node(2), c.node(3));
+    n1.set_netnamespace("tenant-a", 11);
+    n1.set_netnamespace("tenant-b", 12);
+    let pods = vec![
+        ("a1@1", "tenant-a", n1.pod("tenant-a", "a1")),
+        ("b1@1", "tenant-b", n1.pod("tenant-b", "b1")),
+        ("a2@2", "tenant-a", n2.pod("tenant-a", "a2")),
+        ("b2@2", "tenant-b", n2.pod("tenant-b", "b2")),
+        ("g3@3", "default", n3.pod("default", "g3")),
+    ];
+    let vnid = |ns: &str| match ns {
+        "tenant-a" => 11,
+        "tenant-b" => 12,
+        _ => 0,
+    };
+    // Each node's IPv6 subnet is its own /64 of fd01::/48.
+    let subnets: std::collections::BTreeSet<String> = pods
+        .iter()
+        .map(|(_, _, p)| {
+            let a = ip6_of(p).segments();
+            format!("{:x}:{:x}:{:x}:{:x}", a[0], a[1], a[2], a[3])
+        })
+        .collect();
+    assert_eq!(subnets.len(), 3, "{subnets:?}");
+    let _servers: Vec<_> = pods
+        .iter()
+        .map(|(_, _, p)| probe::tcp6_echo_server(p.ns.name(), ECHO6_PORT))
+        .collect();
+    let timeout = Duration::from_secs(2);
+    let results: Vec<(String, (bool, bool), bool)> = std::thread::scope(|s| {
+        let mut jobs = Vec::new();
+        for (fl, fns, from) in &pods {
+            for (tl, tns, to) in &pods {
+                if fl == tl {
+                    continue;
+                }
+                let (netns, dst) = (from.ns.name().to_string(), ip6_of(to));
+                let want = matrix::allowed(vnid(fns), vnid(tns));
+                let label = format!("{fl} -> {tl}");
+                jobs.push(s.spawn(move || (label, reach6(&netns, dst, timeout), want)));
+            }
+            // node-1's tun0 reaches every pod (its traffic is VNID 0).
+            let (netns, dst) = (n1.ovs.netns().to_string(), ip6_of(from));
+            let label = format!("node-1 -> {fl}");
+            jobs.push(s.spawn(move || (label, (reach6(&netns, dst, timeout).0, true), true)));
+        }
+        jobs.into_iter().map(|j| j.join().unwrap()).collect()
+    });
+    let wrong: Vec<String> = results
+        .iter()
+        .filter(|(_, (icmp, tcp), want)| icmp != want || tcp != want)
+        .map(|(l, (icmp, tcp), want)| format!("{l}: icmp6 {icmp}, tcp6 {tcp}, expected {want}"))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "IPv6 across nodes:\n{}\nnode-1 flows:\n{}",
+        wrong.join("\n"),
+        n1.flows().join("\n")
+    );
 }

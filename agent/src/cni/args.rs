@@ -17,7 +17,7 @@
 //! before any handler runs. Empty values of the `K8S_*` keys count as absent (some runtimes send
 //! the key with no value when they have none); empty `IP`, `MAC` or `IgnoreUnknown` are errors.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ovs::flow::MacAddr;
 
@@ -35,11 +35,12 @@ pub const KNOWN_KEYS: [&str; 7] = [
     "MAC",
 ];
 
-/// A static address asked for with `IP=`: `a.b.c.d` or `a.b.c.d/len`.
+/// A static address asked for with `IP=`: `a.b.c.d` or `a.b.c.d/len` (IPv4 unless said
+/// otherwise; a dual-stack pod may ask for one of each family, `IP=a.b.c.d,fd01::7`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RequestedIp {
+pub struct RequestedIp<A = Ipv4Addr> {
     /// The address.
-    pub addr: Ipv4Addr,
+    pub addr: A,
     /// The prefix length when the runtime wrote `a.b.c.d/len` (the IPAM checks it against the
     /// node subnet); `None` for a bare address.
     pub prefix_len: Option<u8>,
@@ -55,6 +56,7 @@ pub struct CniArgs {
     pod_uid: Option<String>,
     infra_container_id: Option<String>,
     ip: Option<RequestedIp>,
+    ip6: Option<RequestedIp<Ipv6Addr>>,
     mac: Option<MacAddr>,
 }
 
@@ -151,7 +153,7 @@ impl CniArgs {
                         })
                         .transpose()?;
                 }
-                "IP" => args.ip = Some(parse_ip(value)?),
+                "IP" => (args.ip, args.ip6) = parse_ips(value)?,
                 "MAC" => args.mac = Some(parse_mac(value)?),
                 _ => unknown.push(key.as_str()),
             }
@@ -223,6 +225,11 @@ impl CniArgs {
         self.ip
     }
 
+    /// `IP`'s IPv6 address, for a dual-stack pod.
+    pub fn ip6(&self) -> Option<RequestedIp<Ipv6Addr>> {
+        self.ip6
+    }
+
     /// `MAC`: a static unicast MAC the runtime asks for.
     pub fn mac(&self) -> Option<MacAddr> {
         self.mac
@@ -256,33 +263,69 @@ fn check_object_name(key: &str, v: &str, max: usize) -> Result<String, CniError>
     }
 }
 
-fn parse_ip(value: &str) -> Result<RequestedIp, CniError> {
+/// `IP=`: one address, or one of each family separated by a comma.
+#[allow(clippy::type_complexity)]
+fn parse_ips(
+    value: &str,
+) -> Result<(Option<RequestedIp>, Option<RequestedIp<Ipv6Addr>>), CniError> {
+    let (mut v4, mut v6) = (None, None);
+    for part in value.split(',') {
+        match parse_ip(value, part)? {
+            (IpAddr::V4(addr), prefix_len) if v4.is_none() => {
+                v4 = Some(RequestedIp { addr, prefix_len })
+            }
+            (IpAddr::V6(addr), prefix_len) if v6.is_none() => {
+                v6 = Some(RequestedIp { addr, prefix_len })
+            }
+            _ => {
+                return Err(CniError::invalid_env(format!(
+                    "CNI_ARGS IP={value:?} asks for two addresses of one family (at most one \
+                     IPv4 and one IPv6 address)"
+                )))
+            }
+        }
+    }
+    Ok((v4, v6))
+}
+
+fn parse_ip(value: &str, part: &str) -> Result<(IpAddr, Option<u8>), CniError> {
     let bad = || {
         CniError::invalid_env(format!(
-            "CNI_ARGS IP={value:?} is not an IPv4 address (a.b.c.d or a.b.c.d/len)"
+            "CNI_ARGS IP={value:?} is not an IP address (a.b.c.d or a.b.c.d/len, an IPv6 \
+             address with or without /len, or one of each separated by a comma)"
         ))
     };
-    let (addr, prefix_len) = match value.split_once('/') {
+    let (addr, prefix_len) = match part.split_once('/') {
         Some((a, len)) => {
             let len: u8 = if !len.is_empty() && len.bytes().all(|b| b.is_ascii_digit()) {
                 len.parse().map_err(|_| bad())?
             } else {
                 return Err(bad());
             };
-            if len > 32 {
-                return Err(bad());
-            }
             (a, Some(len))
         }
-        None => (value, None),
+        None => (part, None),
     };
-    let addr: Ipv4Addr = addr.parse().map_err(|_| bad())?;
-    if addr.is_unspecified() || addr.is_broadcast() || addr.is_multicast() || addr.is_loopback() {
+    let addr: IpAddr = addr.parse().map_err(|_| bad())?;
+    let (max, unusable) = match addr {
+        IpAddr::V4(a) => (
+            32,
+            a.is_unspecified() || a.is_broadcast() || a.is_multicast() || a.is_loopback(),
+        ),
+        IpAddr::V6(a) => (
+            128,
+            a.is_unspecified() || a.is_multicast() || a.is_loopback() || a.is_unicast_link_local(),
+        ),
+    };
+    if prefix_len.is_some_and(|l| l > max) {
+        return Err(bad());
+    }
+    if unusable {
         return Err(CniError::invalid_env(format!(
-            "CNI_ARGS IP={value:?} is not a unicast address a pod can use"
+            "CNI_ARGS IP={value:?}: {addr} is not a unicast address a pod can use"
         )));
     }
-    Ok(RequestedIp { addr, prefix_len })
+    Ok((addr, prefix_len))
 }
 
 fn parse_mac(value: &str) -> Result<MacAddr, CniError> {
@@ -429,28 +472,60 @@ mod tests {
                 prefix_len: None
             })
         );
+        assert_eq!(a.ip6(), None);
         let a = CniArgs::parse("IP=10.128.0.7/23").unwrap();
         assert_eq!(a.ip().unwrap().prefix_len, Some(23));
+        // Dual stack: one of each family, in either order; IPv6 alone.
+        for v in ["10.128.0.7,fd01::7/64", "fd01::7/64,10.128.0.7"] {
+            let a = CniArgs::parse(&format!("IP={v}")).unwrap();
+            assert_eq!(a.ip().unwrap().addr, Ipv4Addr::new(10, 128, 0, 7));
+            let six = a.ip6().unwrap();
+            assert_eq!(
+                (six.addr.to_string(), six.prefix_len),
+                ("fd01::7".into(), Some(64))
+            );
+        }
+        let a = CniArgs::parse("IP=fd01::7").unwrap();
+        assert_eq!((a.ip(), a.ip6().unwrap().prefix_len), (None, None));
         for bad in [
             "10.128.0.300",
             "10.128.0.7/33",
             "10.128.0.7/",
             "x",
             "",
-            "::1",
+            "fd01::7/129",
+            "fd01:::7",
             "10.0.0.1/+2",
+            "10.0.0.1,",
         ] {
             assert_eq!(
                 err(&format!("IP={bad}")),
-                format!("CNI_ARGS IP={bad:?} is not an IPv4 address (a.b.c.d or a.b.c.d/len)")
+                format!(
+                    "CNI_ARGS IP={bad:?} is not an IP address (a.b.c.d or a.b.c.d/len, an IPv6 \
+                     address with or without /len, or one of each separated by a comma)"
+                )
             );
         }
-        for bad in ["0.0.0.0", "255.255.255.255", "224.0.0.1", "127.0.0.1"] {
+        for (bad, addr) in [
+            ("0.0.0.0", "0.0.0.0"),
+            ("255.255.255.255", "255.255.255.255"),
+            ("224.0.0.1", "224.0.0.1"),
+            ("127.0.0.1", "127.0.0.1"),
+            ("10.0.0.1,::1", "::1"),
+            ("fe80::1", "fe80::1"),
+            ("ff02::1", "ff02::1"),
+            ("::", "::"),
+        ] {
             assert_eq!(
                 err(&format!("IP={bad}")),
-                format!("CNI_ARGS IP={bad:?} is not a unicast address a pod can use")
+                format!("CNI_ARGS IP={bad:?}: {addr} is not a unicast address a pod can use")
             );
         }
+        assert_eq!(
+            err("IP=10.0.0.1,10.0.0.2"),
+            "CNI_ARGS IP=\"10.0.0.1,10.0.0.2\" asks for two addresses of one family (at most \
+             one IPv4 and one IPv6 address)"
+        );
     }
 
     #[test]

@@ -32,6 +32,7 @@ pub(super) fn attachment(req: &Request) -> Attachment {
             .map(str::to_string)
             .unwrap_or_else(|| req.container_id.chars().take(12).collect()),
         requested_ip: req.args.ip().map(|r| (r.addr, r.prefix_len)),
+        requested_ip6: req.args.ip6().map(|r| (r.addr, r.prefix_len)),
         runtime_config: req.config.runtime_config.clone(),
         prev_result: req.config.prev_result.clone(),
         deadline: req.deadline,

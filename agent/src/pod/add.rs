@@ -107,6 +107,7 @@ struct Plan<'a> {
     netns: &'a Path,
     vnid: Vnid,
     requested: Option<std::net::Ipv4Addr>,
+    requested6: Option<std::net::Ipv6Addr>,
     bandwidth: Bandwidth,
 }
 
@@ -128,9 +129,26 @@ impl<Io: NodeIo> Pods<Io> {
                 let subnet = self.net.node.local_subnet;
                 if len.is_some_and(|l| l != subnet.prefix_len()) {
                     return Err(PodError::RequestedPrefix {
-                        addr,
+                        addr: addr.into(),
                         prefix_len: len.unwrap_or(0),
-                        subnet,
+                        subnet: subnet.into(),
+                    });
+                }
+                Some(addr)
+            }
+        };
+        let requested6 = match at.requested_ip6 {
+            None => None,
+            Some((addr, len)) => {
+                let Some(v6) = &self.net.node.ipv6 else {
+                    return Err(PodError::NoIpv6 { addr });
+                };
+                let subnet = v6.local_subnet;
+                if len.is_some_and(|l| l != subnet.prefix_len()) {
+                    return Err(PodError::RequestedPrefix {
+                        addr: addr.into(),
+                        prefix_len: len.unwrap_or(0),
+                        subnet: subnet.into(),
                     });
                 }
                 Some(addr)
@@ -163,6 +181,7 @@ impl<Io: NodeIo> Pods<Io> {
             netns,
             vnid,
             requested,
+            requested6,
             bandwidth,
         };
         let mut done = Vec::new();
@@ -269,6 +288,7 @@ impl<Io: NodeIo> Pods<Io> {
     ) -> Result<(std::net::Ipv4Addr, Option<pool::WarmPort>), PodError> {
         let at = plan.at;
         let eligible = plan.requested.is_none()
+            && plan.requested6.is_none()
             && plan.bandwidth.is_empty()
             && at.plain_veth_for.is_none()
             && self
@@ -317,8 +337,9 @@ impl<Io: NodeIo> Pods<Io> {
         if !done.iter().any(|u| matches!(u, Undo::Lease)) {
             done.push(Undo::Lease);
         }
+        let requested = plan.requested6;
         let lease = self
-            .ipam(move |store| store.allocate(&range, &cid, &ifn, None))
+            .ipam(move |store| store.allocate(&range, &cid, &ifn, requested))
             .await?;
         Ok(Some(lease.ip))
     }

@@ -92,11 +92,17 @@ pub enum PodError {
     #[error("CNI_ARGS IP={addr}/{prefix_len} does not match the node subnet {subnet}")]
     RequestedPrefix {
         /// The address asked for.
-        addr: std::net::Ipv4Addr,
+        addr: std::net::IpAddr,
         /// The prefix length asked for.
         prefix_len: u8,
-        /// The node subnet.
-        subnet: ipnet::Ipv4Net,
+        /// The node subnet of the address's family.
+        subnet: ipnet::IpNet,
+    },
+    /// `CNI_ARGS IP=` asks for an IPv6 address on a node without an IPv6 subnet.
+    #[error("CNI_ARGS IP= asks for IPv6 address {addr}, but this node has no IPv6 subnet")]
+    NoIpv6 {
+        /// The address asked for.
+        addr: std::net::Ipv6Addr,
     },
     /// A bandwidth annotation or `runtimeConfig.bandwidth` value is unusable.
     #[error("bandwidth of pod {namespace}/{pod}: {reason}")]
@@ -190,7 +196,9 @@ impl PodError {
     pub fn code(&self) -> u32 {
         use crate::host::ipam::IpamError as E;
         match self {
-            PodError::NoNetns | PodError::RequestedPrefix { .. } => codes::INVALID_ENV,
+            PodError::NoNetns | PodError::RequestedPrefix { .. } | PodError::NoIpv6 { .. } => {
+                codes::INVALID_ENV
+            }
             PodError::Bandwidth { .. } => codes::INVALID_CONFIG,
             PodError::Deadline { .. } | PodError::SwitchNotAnswering { .. } => {
                 codes::TRY_AGAIN_LATER
@@ -218,6 +226,10 @@ impl PodError {
             PodError::RequestedPrefix { subnet, .. } => {
                 format!("ask for an address of {subnet} (or leave IP out)")
             }
+            PodError::NoIpv6 { .. } => "the cluster has no IPv6 network, or this node's \
+                HostSubnet has no IPv6 subnet (sdn.dev/ipv6-subnet) yet; ask for an IPv4 address \
+                only"
+                .into(),
             PodError::Bandwidth { .. } => {
                 "rates are Kubernetes quantities in bit/s between 1k and 32G".into()
             }

@@ -104,6 +104,8 @@ pub struct Attachment {
     pub pod: String,
     /// `CNI_ARGS IP=`: an address, and a prefix length if one was given.
     pub requested_ip: Option<(Ipv4Addr, Option<u8>)>,
+    /// `CNI_ARGS IP=`'s IPv6 address (dual stack), and its prefix length if given.
+    pub requested_ip6: Option<(Ipv6Addr, Option<u8>)>,
     /// `runtimeConfig` of the network config.
     pub runtime_config: Option<Value>,
     /// The previous plugin's result (chained plugins), for CHECK.

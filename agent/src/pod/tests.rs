@@ -169,6 +169,7 @@ impl Rig {
             namespace: namespace.into(),
             pod: format!("pod-{cid}"),
             requested_ip: None,
+            requested_ip6: None,
             runtime_config: None,
             prev_result: None,
             deadline: Instant::now() + Duration::from_secs(10),
