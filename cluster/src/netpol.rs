@@ -8,12 +8,10 @@
 //! fails closed ([`fail_closed`]): what it selects is isolated in the directions it names and
 //! nothing is allowed, until it is fixed or deleted.
 //!
-//! IPv6 `ipBlock`s match nothing on this IPv4-only network: they are left out of the rule (a
-//! rule of only IPv6 blocks then allows nothing), as a dual-stack implementation's IPv4 half does.
+//! IPv6 `ipBlock`s are [`Peer::IpBlock6`]: they match the IPv6 traffic of a dual-stack node's
+//! pods (on an IPv4 node, nothing).
 
-use std::net::Ipv4Addr;
-
-use ipnet::Ipv4Net;
+use ipnet::IpNet;
 use k8s_openapi::api::networking::v1::{NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as KubeSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -148,21 +146,9 @@ fn rule(
     peers_field: &str,
 ) -> Result<Rule, FieldError> {
     let mut out = Rule::default();
-    let mut only_v6 = false;
     for (j, p) in peers.unwrap_or_default().iter().enumerate() {
         let at = format!("{at}.{peers_field}[{j}]");
-        match peer(p, &at)? {
-            Some(peer) => out.peers.push(peer),
-            None => only_v6 = true,
-        }
-    }
-    if only_v6 && out.peers.is_empty() {
-        // Peers were named, all IPv6: nothing here matches them. A peer that matches no
-        // address keeps the rule from allowing everything.
-        out.peers.push(Peer::IpBlock {
-            cidr: Ipv4Net::new(Ipv4Addr::UNSPECIFIED, 0).unwrap_or_default(),
-            except: vec![Ipv4Net::new(Ipv4Addr::UNSPECIFIED, 0).unwrap_or_default()],
-        });
+        out.peers.push(peer(p, &at)?);
     }
     for (j, p) in ports.unwrap_or_default().iter().enumerate() {
         out.ports.push(port(p, &format!("{at}.ports[{j}]"))?);
@@ -170,14 +156,11 @@ fn rule(
     Ok(out)
 }
 
-/// One peer; `None` for an IPv6 block.
-fn peer(p: &NetworkPolicyPeer, at: &str) -> Result<Option<Peer>, FieldError> {
+/// One peer.
+fn peer(p: &NetworkPolicyPeer, at: &str) -> Result<Peer, FieldError> {
     match (&p.ip_block, &p.namespace_selector, &p.pod_selector) {
         (Some(b), None, None) => {
-            if b.cidr.contains(':') {
-                return Ok(None);
-            }
-            let cidr: Ipv4Net = b.cidr.parse().map_err(|_| {
+            let cidr: IpNet = b.cidr.parse().map_err(|_| {
                 (
                     format!("{at}.ipBlock.cidr"),
                     format!("{:?} is not a CIDR", b.cidr),
@@ -186,18 +169,41 @@ fn peer(p: &NetworkPolicyPeer, at: &str) -> Result<Option<Peer>, FieldError> {
             let mut except = Vec::new();
             for (k, e) in b.except.iter().flatten().enumerate() {
                 let f = format!("{at}.ipBlock.except[{k}]");
-                if e.contains(':') {
-                    continue;
-                }
-                let n: Ipv4Net = e
+                let n: IpNet = e
                     .parse()
                     .map_err(|_| (f.clone(), format!("{e:?} is not a CIDR")))?;
+                // An exception of the other family (a dual-stack policy's habit) takes
+                // nothing out of this block.
+                if n.addr().is_ipv4() != cidr.addr().is_ipv4() {
+                    continue;
+                }
                 if !cidr.trunc().contains(&n) {
                     return Err((f, format!("{e} is not inside the block {cidr}")));
                 }
                 except.push(n);
             }
-            Ok(Some(Peer::IpBlock { cidr, except }))
+            Ok(match cidr {
+                IpNet::V4(cidr) => Peer::IpBlock {
+                    cidr,
+                    except: except
+                        .into_iter()
+                        .filter_map(|e| match e {
+                            IpNet::V4(e) => Some(e),
+                            IpNet::V6(_) => None,
+                        })
+                        .collect(),
+                },
+                IpNet::V6(cidr) => Peer::IpBlock6 {
+                    cidr,
+                    except: except
+                        .into_iter()
+                        .filter_map(|e| match e {
+                            IpNet::V6(e) => Some(e),
+                            IpNet::V4(_) => None,
+                        })
+                        .collect(),
+                },
+            })
         }
         (Some(_), _, _) => Err((
             at.to_string(),
@@ -207,13 +213,13 @@ fn peer(p: &NetworkPolicyPeer, at: &str) -> Result<Option<Peer>, FieldError> {
             at.to_string(),
             "a peer needs ipBlock, namespaceSelector or podSelector".into(),
         )),
-        (None, ns, pods) => Ok(Some(Peer::Pods {
+        (None, ns, pods) => Ok(Peer::Pods {
             namespaces: ns
                 .as_ref()
                 .map(|s| selector(Some(s), &format!("{at}.namespaceSelector")))
                 .transpose()?,
             pods: selector(pods.as_ref(), &format!("{at}.podSelector"))?,
-        })),
+        }),
     }
 }
 
@@ -441,12 +447,8 @@ mod tests {
                           {"port": "http"}, {"protocol": "SCTP"}, {"port": "53", "protocol": "UDP"}]
             }]})).unwrap();
         let r = &p.ingress.as_ref().unwrap()[0];
-        assert_eq!(
-            r.peers.len(),
-            3,
-            "the IPv6 block matches nothing here: {:?}",
-            r.peers
-        );
+        assert_eq!(r.peers.len(), 4, "{:?}", r.peers);
+        assert!(matches!(&r.peers[3], Peer::IpBlock6 { .. }));
         assert!(matches!(
             &r.peers[0],
             Peer::Pods {
@@ -482,14 +484,15 @@ mod tests {
                 },
             ]
         );
-        // Only IPv6 peers: allows nothing (not everything).
-        let p = read(serde_json::json!({"podSelector": {}, "ingress": [{"from": [{"ipBlock": {"cidr": "::/0"}}]}]})).unwrap();
+        // IPv6 blocks are IPv6 peers; an exception of the other family takes nothing out.
+        let p = read(serde_json::json!({"podSelector": {}, "ingress": [{"from": [{"ipBlock": {"cidr": "fd00::/8", "except": ["fd01::/16", "10.0.0.0/8"]}}]}]})).unwrap();
         let r = &p.ingress.unwrap()[0];
         assert_eq!(r.peers.len(), 1);
-        let Peer::IpBlock { cidr, except } = &r.peers[0] else {
-            panic!()
+        let Peer::IpBlock6 { cidr, except } = &r.peers[0] else {
+            panic!("{:?}", r.peers[0])
         };
-        assert_eq!(multitenant::policy::subtract(*cidr, except), vec![]);
+        assert_eq!(cidr.to_string(), "fd00::/8");
+        assert_eq!(except, &vec!["fd01::/16".parse().unwrap()]);
     }
 
     #[test]

@@ -87,6 +87,17 @@ pub struct SlimPodStatus {
     /// Its address.
     #[serde(rename = "podIP", default)]
     pub pod_ip: Option<String>,
+    /// Its addresses, one per family (a dual-stack pod's; `podIP` is the first).
+    #[serde(rename = "podIPs", default)]
+    pub pod_ips: Option<Vec<SlimPodIp>>,
+}
+
+/// One entry of `status.podIPs`.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct SlimPodIp {
+    /// The address.
+    #[serde(default)]
+    pub ip: String,
 }
 
 /// The metadata fields the agent reads; the rest is skipped while parsing.
@@ -159,6 +170,18 @@ impl SlimPod {
             return None;
         }
         status.pod_ip.as_deref()?.parse().ok()
+    }
+
+    /// Its IPv6 address (a dual-stack pod's, from `status.podIPs`), under the same conditions
+    /// as [`Self::address`].
+    pub fn address6(&self) -> Option<std::net::Ipv6Addr> {
+        self.address()?;
+        self.status
+            .as_ref()?
+            .pod_ips
+            .as_ref()?
+            .iter()
+            .find_map(|p| p.ip.parse().ok())
     }
 
     /// Its named container ports (init containers' too).
@@ -290,6 +313,7 @@ impl PodCache {
             name: name.clone(),
             labels: self.labels.intern(p.labels()),
             ip,
+            ip6: p.address6(),
             ports: self.ports.intern(p.named_ports()),
         });
         Some((ns, name, view))

@@ -47,13 +47,13 @@
 //! allocation and the merge must agree line by line, so they are read together.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
-use ipnet::Ipv4Net;
+use ipnet::{Ipv4Net, Ipv6Net};
 use multitenant::policy::{
-    port_masks, resolve_named_port, subtract, ContainerPort, Direction, Labels, Peer, Policy,
-    PortSpec, Protocol, Rule,
+    port_masks, resolve_named_port, subtract, subtract6, ContainerPort, Direction, Labels, Peer,
+    Policy, PortSpec, Protocol, Rule,
 };
 use ovs::flow::{Action, Flow, Masked, Match};
 
@@ -104,6 +104,8 @@ pub struct PodView {
     pub labels: Arc<Labels>,
     /// Its address.
     pub ip: Ipv4Addr,
+    /// Its IPv6 address (a dual-stack pod's).
+    pub ip6: Option<Ipv6Addr>,
     /// Its container ports (for named ports; shared like the labels: a workload's pods
     /// declare the same ones).
     pub ports: Arc<[ContainerPort]>,
@@ -118,9 +120,9 @@ pub struct LocalPod {
     pub ofport: u32,
     /// The cookie of its policy rows ([`policy_target_cookie`] of its port's name).
     pub cookie: u64,
-    /// Its IPv6 address on a dual-stack node: its isolation then drops IPv6 too (the rules'
-    /// peers and ports are IPv4, so a policy allows no IPv6 yet: fail closed).
-    pub ip6: Option<std::net::Ipv6Addr>,
+    /// Its IPv6 address on a dual-stack node: its isolation and its rules' rows then cover
+    /// IPv6 too.
+    pub ip6: Option<Ipv6Addr>,
 }
 
 /// What the rows are built from.
@@ -142,6 +144,9 @@ pub struct PolicyInput<'a> {
     pub local: &'a [LocalPod],
     /// The datapath (what an allowed connection's commit records).
     pub datapath: Datapath,
+    /// The node is dual stack: the shared rows (peers, ports, `conj_id`) get IPv6 twins. An
+    /// IPv4 node's rows are exactly those of an IPv4 cluster.
+    pub ipv6: bool,
 }
 
 impl<'a> PolicyInput<'a> {
@@ -314,6 +319,27 @@ fn l4(proto: Protocol) -> Match {
     }
 }
 
+/// [`l4`] in IPv6.
+fn l4_6(proto: Protocol) -> Match {
+    match proto {
+        Protocol::Tcp => Match::any().tcp6(),
+        Protocol::Udp => Match::any().udp6(),
+        Protocol::Sctp => Match::any().sctp6(),
+    }
+}
+
+/// The match `m` of one family (`ip`) and its IPv6 twin when `twin` (the same fields on an
+/// IPv6 packet: `ip` → `ipv6`, `tcp` → `tcp6`...). Only for matches without addresses.
+fn families(m: Match, twin: bool) -> Vec<Match> {
+    let mut out = vec![m.clone()];
+    if twin {
+        let mut six = m;
+        six.eth_type = Some(0x86dd);
+        out.push(six);
+    }
+    out
+}
+
 /// FNV-1a, 32 bits: the starting point of a rule's conjunction id.
 fn fnv32(s: &str) -> u32 {
     let mut h: u32 = 0x811c_9dc5;
@@ -383,13 +409,15 @@ struct Peers<'a> {
     vnids: BTreeSet<Vnid>,
     /// Addresses and blocks.
     nets: BTreeSet<Ipv4Net>,
+    /// IPv6 addresses and blocks (dual stack).
+    nets6: BTreeSet<Ipv6Net>,
     /// The pods among the peers (for named egress ports), by address.
     pods: BTreeMap<Ipv4Addr, &'a PodView>,
 }
 
 impl Peers<'_> {
     fn is_empty(&self) -> bool {
-        !self.all && self.vnids.is_empty() && self.nets.is_empty()
+        !self.all && self.vnids.is_empty() && self.nets.is_empty() && self.nets6.is_empty()
     }
 }
 
@@ -523,6 +551,7 @@ pub fn policy_rows(input: PolicyInput<'_>) -> PolicyRows {
                 let peers = resolve_peers(p, d, rule, input, &own_vnid, &mut out.pods_read);
                 let ctx = RuleCtx {
                     datapath: input.datapath,
+                    ipv6: input.ipv6,
                     d,
                     table,
                     reg,
@@ -596,6 +625,10 @@ fn resolve_peers<'a>(
     for peer in &rule.peers {
         match peer {
             Peer::IpBlock { cidr, except } => peers.nets.extend(subtract(*cidr, except)),
+            Peer::IpBlock6 { cidr, except } if input.ipv6 => {
+                peers.nets6.extend(subtract6(*cidr, except))
+            }
+            Peer::IpBlock6 { .. } => {}
             Peer::Pods { namespaces, pods } => {
                 // A whole namespace on ingress: its VNID when it holds one alone.
                 let mut by_vnid = BTreeSet::new();
@@ -631,6 +664,9 @@ fn resolve_peers<'a>(
                         }
                         if peer.selects_pod(&p.namespace, name, &ns.labels, &pod.labels) {
                             peers.nets.insert(Ipv4Net::from(pod.ip));
+                            if let Some(ip6) = pod.ip6.filter(|_| input.ipv6) {
+                                peers.nets6.insert(Ipv6Net::from(ip6));
+                            }
                             peers.pods.insert(pod.ip, pod);
                         }
                     }
@@ -643,6 +679,8 @@ fn resolve_peers<'a>(
 
 struct RuleCtx<'a, 'b> {
     datapath: Datapath,
+    /// Dual stack: IPv6 twins of the shared rows.
+    ipv6: bool,
     d: Direction,
     table: Table,
     reg: Reg,
@@ -650,6 +688,17 @@ struct RuleCtx<'a, 'b> {
 }
 
 /// The match of a peer address or block in direction `d`.
+fn peer_net6(d: Direction, n: &Ipv6Net) -> Match {
+    let m = Match::any().ipv6();
+    if n.prefix_len() == 0 {
+        return m;
+    }
+    match d {
+        Direction::Ingress => m.ipv6_src(crate::ipv6::net6(n)),
+        Direction::Egress => m.ipv6_dst(crate::ipv6::net6(n)),
+    }
+}
+
 fn peer_net(d: Direction, n: &Ipv4Net) -> Match {
     let m = Match::any().ip();
     if n.prefix_len() == 0 {
@@ -691,12 +740,14 @@ fn numbered_part(
     let table = ctx.table;
     if n == 1 {
         for t in ctx.targets {
-            target_rows.entry(t.ofport).or_default().put(allow(
-                Flow::new(table.id(), PRIO_PLAIN)
-                    .cookie(t.cookie)
-                    .matching(ctx.reg.matching(Match::any().ip(), t.ofport)),
-                ctx,
-            ));
+            for m in families(Match::any().ip(), t.ip6.is_some()) {
+                target_rows.entry(t.ofport).or_default().put(allow(
+                    Flow::new(table.id(), PRIO_PLAIN)
+                        .cookie(t.cookie)
+                        .matching(ctx.reg.matching(m, t.ofport)),
+                    ctx,
+                ));
+            }
             out.plain
                 .entry((ctx.d, t.ofport))
                 .or_default()
@@ -705,19 +756,21 @@ fn numbered_part(
         return;
     }
     for t in ctx.targets {
-        target_rows.entry(t.ofport).or_default().conj(
-            table,
-            ctx.reg.matching(Match::any().ip(), t.ofport),
-            t.cookie,
-            id,
-            1,
-            n,
-        );
+        for m in families(Match::any().ip(), t.ip6.is_some()) {
+            target_rows.entry(t.ofport).or_default().conj(
+                table,
+                ctx.reg.matching(m, t.ofport),
+                t.cookie,
+                id,
+                1,
+                n,
+            );
+        }
     }
     let mut clause = 1;
     if with_peers {
         clause += 1;
-        add_peer_rows(ctx.d, table, peers, id, clause, n, shared);
+        add_peer_rows(ctx, peers, id, clause, n, shared);
     }
     if with_ports {
         clause += 1;
@@ -725,6 +778,9 @@ fn numbered_part(
             match spec {
                 PortSpec::Any(proto) => {
                     shared.conj(table, l4(*proto), POLICY_COOKIE, id, clause, n);
+                    if ctx.ipv6 {
+                        shared.conj(table, l4_6(*proto), POLICY_COOKIE, id, clause, n);
+                    }
                 }
                 PortSpec::Range {
                     protocol,
@@ -733,12 +789,11 @@ fn numbered_part(
                 } => {
                     for (v, m) in port_masks(*first, *last) {
                         let mask = Masked::new(v, m).unwrap_or(Masked::exact(v));
-                        let m = if m == 0 {
-                            l4(*protocol)
-                        } else {
-                            l4(*protocol).tp_dst(mask)
-                        };
-                        shared.conj(table, m, POLICY_COOKIE, id, clause, n);
+                        let l4s = [Some(l4(*protocol)), ctx.ipv6.then(|| l4_6(*protocol))];
+                        for l4 in l4s.into_iter().flatten() {
+                            let m = if m == 0 { l4 } else { l4.tp_dst(mask) };
+                            shared.conj(table, m, POLICY_COOKIE, id, clause, n);
+                        }
                     }
                 }
                 PortSpec::Named { .. } => {}
@@ -749,26 +804,31 @@ fn numbered_part(
 }
 
 fn add_peer_rows(
-    d: Direction,
-    table: Table,
+    ctx: &RuleCtx<'_, '_>,
     peers: &Peers<'_>,
     id: u32,
     clause: u8,
     n: u8,
     shared: &mut Rows,
 ) {
+    let (d, table) = (ctx.d, ctx.table);
     for v in &peers.vnids {
-        shared.conj(
-            table,
-            Reg::SrcVnid.matching(Match::any().ip(), v.id()),
-            POLICY_COOKIE,
-            id,
-            clause,
-            n,
-        );
+        for m in families(Match::any().ip(), ctx.ipv6) {
+            shared.conj(
+                table,
+                Reg::SrcVnid.matching(m, v.id()),
+                POLICY_COOKIE,
+                id,
+                clause,
+                n,
+            );
+        }
     }
     for net in &peers.nets {
         shared.conj(table, peer_net(d, net), POLICY_COOKIE, id, clause, n);
+    }
+    for net in &peers.nets6 {
+        shared.conj(table, peer_net6(d, net), POLICY_COOKIE, id, clause, n);
     }
 }
 
@@ -806,30 +866,32 @@ fn named_part(
                     let Some(port) = resolve_named_port(&t.pod.ports, *proto, name) else {
                         continue;
                     };
-                    let m = ctx
-                        .reg
-                        .matching(l4(*proto), t.ofport)
-                        .tp_dst(Masked::exact(port));
-                    let rows = target_rows.entry(t.ofport).or_default();
+                    let l4s = [Some(l4(*proto)), t.ip6.map(|_| l4_6(*proto))];
+                    for l4 in l4s.into_iter().flatten() {
+                        let m = ctx.reg.matching(l4, t.ofport).tp_dst(Masked::exact(port));
+                        let rows = target_rows.entry(t.ofport).or_default();
+                        if n == 1 {
+                            rows.put(allow(
+                                Flow::new(table.id(), PRIO_PLAIN)
+                                    .cookie(t.cookie)
+                                    .matching(m),
+                                ctx,
+                            ));
+                        } else {
+                            rows.conj(table, m, t.cookie, id, 1, 2);
+                            any = true;
+                        }
+                    }
                     if n == 1 {
-                        rows.put(allow(
-                            Flow::new(table.id(), PRIO_PLAIN)
-                                .cookie(t.cookie)
-                                .matching(m),
-                            ctx,
-                        ));
                         out.plain
                             .entry((ctx.d, t.ofport))
                             .or_default()
                             .push(rref.clone());
-                    } else {
-                        rows.conj(table, m, t.cookie, id, 1, 2);
-                        any = true;
                     }
                 }
             }
             if any {
-                add_peer_rows(ctx.d, table, peers, id, 2, 2, shared);
+                add_peer_rows(ctx, peers, id, 2, 2, shared);
             }
         }
         Direction::Egress => {
@@ -853,20 +915,34 @@ fn named_part(
                             2,
                             2,
                         );
+                        if let Some(ip6) = pod.ip6.filter(|_| ctx.ipv6) {
+                            shared.conj(
+                                table,
+                                l4_6(*proto)
+                                    .ipv6_dst(Masked::exact(ip6))
+                                    .tp_dst(Masked::exact(port)),
+                                POLICY_COOKIE,
+                                id,
+                                2,
+                                2,
+                            );
+                        }
                         any = true;
                     }
                 }
             }
             if any {
                 for t in ctx.targets {
-                    target_rows.entry(t.ofport).or_default().conj(
-                        table,
-                        ctx.reg.matching(Match::any().ip(), t.ofport),
-                        t.cookie,
-                        id,
-                        1,
-                        2,
-                    );
+                    for m in families(Match::any().ip(), t.ip6.is_some()) {
+                        target_rows.entry(t.ofport).or_default().conj(
+                            table,
+                            ctx.reg.matching(m, t.ofport),
+                            t.cookie,
+                            id,
+                            1,
+                            2,
+                        );
+                    }
                 }
             }
         }
@@ -884,12 +960,14 @@ fn finish_rule(
     shared: &mut Rows,
     out: &mut PolicyRows,
 ) {
-    shared.put(allow(
-        Flow::new(ctx.table.id(), PRIO_CONJUNCTION)
-            .cookie(POLICY_COOKIE)
-            .matching(Match::any().ip().conj_id(id)),
-        ctx,
-    ));
+    for m in families(Match::any().ip(), ctx.ipv6) {
+        shared.put(allow(
+            Flow::new(ctx.table.id(), PRIO_CONJUNCTION)
+                .cookie(POLICY_COOKIE)
+                .matching(m.conj_id(id)),
+            ctx,
+        ));
+    }
     out.rules.insert(id, rref);
 }
 
@@ -955,6 +1033,7 @@ pub fn cross_product_rows(input: PolicyInput<'_>, local_targets: bool) -> usize 
                         .iter()
                         .map(|peer| match peer {
                             Peer::IpBlock { cidr, except } => subtract(*cidr, except).len(),
+                            Peer::IpBlock6 { cidr, except } => subtract6(*cidr, except).len(),
                             Peer::Pods {
                                 namespaces: None,
                                 pods,

@@ -26,9 +26,9 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
-use ipnet::Ipv4Net;
+use ipnet::{Ipv4Net, Ipv6Net};
 
 /// Labels of an object.
 pub type Labels = BTreeMap<String, String>;
@@ -260,6 +260,13 @@ pub enum Peer {
         /// Addresses taken out of it (each inside `cidr`).
         except: Vec<Ipv4Net>,
     },
+    /// An IPv6 `ipBlock` (dual stack): as [`Peer::IpBlock`].
+    IpBlock6 {
+        /// The block.
+        cidr: Ipv6Net,
+        /// Addresses taken out of it (each inside `cidr`).
+        except: Vec<Ipv6Net>,
+    },
 }
 
 impl Peer {
@@ -281,7 +288,7 @@ impl Peer {
                 };
                 ns_ok && pods.matches(labels)
             }
-            Peer::IpBlock { .. } => false,
+            Peer::IpBlock { .. } | Peer::IpBlock6 { .. } => false,
         }
     }
 }
@@ -303,6 +310,11 @@ impl fmt::Display for Peer {
             } => write!(f, "pods {pods} in namespaces {ns}"),
             Peer::IpBlock { cidr, except } if except.is_empty() => write!(f, "ipBlock {cidr}"),
             Peer::IpBlock { cidr, except } => {
+                let ex: Vec<String> = except.iter().map(|e| e.to_string()).collect();
+                write!(f, "ipBlock {cidr} except {}", ex.join(","))
+            }
+            Peer::IpBlock6 { cidr, except } if except.is_empty() => write!(f, "ipBlock {cidr}"),
+            Peer::IpBlock6 { cidr, except } => {
                 let ex: Vec<String> = except.iter().map(|e| e.to_string()).collect();
                 write!(f, "ipBlock {cidr} except {}", ex.join(","))
             }
@@ -425,6 +437,32 @@ fn split(net: Ipv4Net, except: &[Ipv4Net], out: &mut Vec<Ipv4Net>) {
     for start in [base, base | half] {
         if let Ok(n) = Ipv4Net::new(Ipv4Addr::from(start), len) {
             split(n, except, out);
+        }
+    }
+}
+
+/// [`subtract`] for an IPv6 block.
+pub fn subtract6(cidr: Ipv6Net, except: &[Ipv6Net]) -> Vec<Ipv6Net> {
+    let mut out = Vec::new();
+    split6(cidr.trunc(), except, &mut out);
+    out
+}
+
+fn split6(net: Ipv6Net, except: &[Ipv6Net], out: &mut Vec<Ipv6Net>) {
+    if except.iter().any(|e| e.contains(&net)) {
+        return;
+    }
+    if !except.iter().any(|e| net.contains(e)) {
+        out.push(net);
+        return;
+    }
+    // An exception lies strictly inside, so the net is shorter than /128: halve it.
+    let len = net.prefix_len() + 1;
+    let base = u128::from(net.network());
+    let half = 1u128 << (128 - u32::from(len));
+    for start in [base, base | half] {
+        if let Ok(n) = Ipv6Net::new(Ipv6Addr::from(start), len) {
+            split6(n, except, out);
         }
     }
 }
@@ -558,6 +596,29 @@ mod tests {
             assert_eq!(got, usize::from(want), "{ip}");
         }
         assert_eq!(subtract(n("0.0.0.0/0"), &[]), vec![n("0.0.0.0/0")]);
+    }
+
+    #[test]
+    fn ipv6_blocks_subtract_their_exceptions_too() {
+        let n = |s: &str| s.parse::<Ipv6Net>().unwrap();
+        assert_eq!(
+            subtract6(n("fd00::/8"), &[n("fd01::/16")]),
+            vec![
+                n("fd00::/16"),
+                n("fd02::/15"),
+                n("fd04::/14"),
+                n("fd08::/13"),
+                n("fd10::/12"),
+                n("fd20::/11"),
+                n("fd40::/10"),
+                n("fd80::/9")
+            ]
+        );
+        assert_eq!(subtract6(n("::/0"), &[n("::/0")]), vec![]);
+        assert_eq!(
+            subtract6(n("fd01::/126"), &[n("fd01::2/128")]),
+            vec![n("fd01::/127"), n("fd01::3/128")]
+        );
     }
 
     #[test]

@@ -742,7 +742,8 @@ pub fn tcp_echo_server(netns: &str, port: u16) -> EchoServer {
     tcp_server(netns, IpAddr::V4(Ipv4Addr::UNSPECIFIED), port, echo)
 }
 
-/// An echo server on `[::]:port` (IPv6 only) in namespace `netns`, for the dual-stack tests.
+/// An echo server on `[::]:port` in namespace `netns`, for the dual-stack tests: IPv6, and IPv4
+/// too as long as `net.ipv6.bindv6only` is 0 (a new namespace's default).
 pub fn tcp6_echo_server(netns: &str, port: u16) -> EchoServer {
     tcp_server(
         netns,

@@ -13,6 +13,9 @@
 //! - three nodes of a dual-stack cluster: ICMPv6 and TCP over IPv6 cross nodes over VXLAN on
 //!   the IPv4 underlay within a tenant (and to and from the global namespace) only, and the
 //!   node reaches every pod;
+//! - NetworkPolicies on two nodes in networkpolicy mode: default deny, pod-selector peers on a
+//!   named port, IPv6 `ipBlock`s with an exception, egress to an IPv6 address, each holding in
+//!   IPv6 as in IPv4 (TCP over both, every ordered pair);
 //! - forged neighbour discovery (advertisements of another's address or with another's MAC,
 //!   unsolicited ones, solicitations with another's MAC, duplicate address detection, router
 //!   advertisements, redirects), spoofed IPv6 sources, and ND and UDP across tenants reach no
@@ -137,6 +140,14 @@ fn a_dual_stack_pod_gets_both_families_and_ipv6_isolation_follows_the_vnids() {
         wrong.is_empty(),
         "IPv6 isolation differs: {wrong:#?}\nflows:\n{}",
         node.flows().join("\n")
+    );
+
+    // A restart rebuilds the pods from their records, IPv6 included: no flow changes, and
+    // IPv6 still flows.
+    node.restart_unchanged();
+    assert!(
+        ping6(&a1, a2.ip6.as_deref().unwrap()),
+        "a1 -> a2 after a restart"
     );
 
     // sdnctl shows both addresses.
@@ -604,5 +615,199 @@ fn ipv6_crosses_nodes_over_the_ipv4_underlay_within_a_tenant_only() {
         "IPv6 across nodes:\n{}\nnode-1 flows:\n{}",
         wrong.join("\n"),
         n1.flows().join("\n")
+    );
+}
+
+/// A Pod object as the scheduler writes it and, with `ips`, as the kubelet reports a
+/// dual-stack pod's addresses (`podIP` the first, `podIPs` one per family).
+fn pod_object(ns: &str, name: &str, node: &str, ips: Option<(&str, &str)>) -> serde_json::Value {
+    let mut v = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": {"pod": name}},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "agnhost",
+            "ports": [{"name": "echo6", "containerPort": ECHO6_PORT, "protocol": "TCP"}]}]}});
+    if let Some((ip, ip6)) = ips {
+        v["status"] = serde_json::json!({"phase": "Running", "podIP": ip,
+            "podIPs": [{"ip": ip}, {"ip": ip6}]});
+    }
+    v
+}
+
+#[test]
+fn network_policies_hold_in_ipv6_as_in_ipv4_across_two_nodes() {
+    use sdn_tests::cluster::{node_name, Cluster};
+    let (c, plane) = Cluster::start_kubernetes(
+        2,
+        &NodeOptions {
+            mode: "networkpolicy",
+            extra: DUAL_STACK_FLAGS.iter().map(|s| s.to_string()).collect(),
+            ..NodeOptions::default()
+        },
+    );
+    let fake = &plane.fake;
+    for ns in ["x", "y"] {
+        fake.put(serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": ns, "labels": {"ns": ns}}}))
+            .unwrap();
+    }
+    let layout = [("x", "a", 1), ("x", "b", 2), ("y", "c", 1)];
+    for (ns, name, node) in layout {
+        fake.put(pod_object(ns, name, &node_name(node), None))
+            .unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let pods: Vec<(String, CniPod<'_>)> = layout
+        .iter()
+        .map(|(ns, name, node)| {
+            let p = c.node(*node).pod(ns, name);
+            let ip6 = p.ip6.clone().expect("a dual-stack pod");
+            fake.put(pod_object(ns, name, &node_name(*node), Some((&p.ip, &ip6))))
+                .unwrap();
+            (format!("{ns}/{name}"), p)
+        })
+        .collect();
+    let _servers: Vec<_> = pods
+        .iter()
+        // `[::]` serves both families (net.ipv6.bindv6only is 0 in a new namespace).
+        .map(|(_, p)| probe::tcp6_echo_server(p.ns.name(), ECHO6_PORT))
+        .collect();
+    // Every ordered pair, TCP over each family: (from, to) -> (v4, v6).
+    let observe = || -> BTreeMap<(String, String), (bool, bool)> {
+        std::thread::scope(|s| {
+            let mut jobs = Vec::new();
+            for (f, from) in &pods {
+                for (t, to) in &pods {
+                    if f == t {
+                        continue;
+                    }
+                    let netns = from.ns.name().to_string();
+                    let (v4, v6): (std::net::IpAddr, std::net::IpAddr) =
+                        (to.ip.parse().unwrap(), ip6_of(to).into());
+                    let key = (f.clone(), t.clone());
+                    jobs.push(s.spawn(move || {
+                        let t = Duration::from_millis(1500);
+                        let a = probe::tcp_probe_to(&netns, (v4, ECHO6_PORT).into(), t);
+                        let b = probe::tcp_probe_to(&netns, (v6, ECHO6_PORT).into(), t);
+                        (key, (a, b))
+                    }));
+                }
+            }
+            jobs.into_iter().map(|j| j.join().unwrap()).collect()
+        })
+    };
+    let c_ip6 = pods[2].1.ip6.clone().unwrap();
+    let x_b6 = pods[1].1.ip6.clone().unwrap();
+    let netpol = |ns: &str, name: &str, spec: serde_json::Value| {
+        serde_json::json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": name, "namespace": ns}, "spec": spec})
+    };
+    // (case, policies, the ordered pairs denied in IPv6)
+    type Case<'a> = (&'a str, Vec<serde_json::Value>, Vec<(&'a str, &'a str)>);
+    let cases: Vec<Case<'_>> = vec![
+        ("no policy", vec![], vec![]),
+        (
+            "default deny ingress in x",
+            vec![netpol(
+                "x",
+                "deny",
+                serde_json::json!({"podSelector": {}, "policyTypes": ["Ingress"]}),
+            )],
+            vec![
+                ("x/b", "x/a"),
+                ("y/c", "x/a"),
+                ("x/a", "x/b"),
+                ("y/c", "x/b"),
+            ],
+        ),
+        (
+            "x/a from x/b by pod selector on the named port",
+            vec![netpol(
+                "x",
+                "a-from-b",
+                serde_json::json!({"podSelector": {"matchLabels": {"pod": "a"}},
+                "ingress": [{"from": [{"podSelector": {"matchLabels": {"pod": "b"}}}],
+                             "ports": [{"port": "echo6"}]}]}),
+            )],
+            vec![("y/c", "x/a")],
+        ),
+        (
+            "x/a from the cluster's IPv6 network except y/c, and from all of IPv4",
+            vec![netpol(
+                "x",
+                "a-from-block",
+                serde_json::json!({"podSelector": {"matchLabels": {"pod": "a"}},
+                "ingress": [{"from": [
+                    {"ipBlock": {"cidr": "fd01::/48", "except": [format!("{c_ip6}/128")]}},
+                    {"ipBlock": {"cidr": "0.0.0.0/0"}}]}]}),
+            )],
+            vec![("y/c", "x/a")],
+        ),
+        (
+            "egress of x/a only to x/b's IPv6 address and to IPv4",
+            vec![netpol(
+                "x",
+                "a-egress",
+                serde_json::json!({"podSelector": {"matchLabels": {"pod": "a"}},
+                "policyTypes": ["Egress"],
+                "egress": [{"to": [
+                    {"ipBlock": {"cidr": format!("{x_b6}/128")}},
+                    {"ipBlock": {"cidr": "0.0.0.0/0"}}]}]}),
+            )],
+            vec![("x/a", "y/c")],
+        ),
+    ];
+    let mut current: Vec<serde_json::Value> = Vec::new();
+    let mut failures = Vec::new();
+    for (case, policies, ipv6_denied) in cases {
+        for p in &current {
+            fake.delete(
+                "networking.k8s.io",
+                "networkpolicies",
+                p["metadata"]["namespace"].as_str(),
+                p["metadata"]["name"].as_str().unwrap(),
+            );
+        }
+        for p in &policies {
+            fake.put(p.clone()).unwrap();
+        }
+        current = policies;
+        // IPv4 answers as in the policies' IPv4 reading: every denied IPv6 pair of the first
+        // two cases is denied in IPv4 too; the block cases allow all of IPv4.
+        let v4_denied: Vec<(&str, &str)> = if case.contains("IPv4") {
+            vec![]
+        } else {
+            ipv6_denied.clone()
+        };
+        let want =
+            |f: &str, t: &str| (!v4_denied.contains(&(f, t)), !ipv6_denied.contains(&(f, t)));
+        let mut got = observe();
+        let settled = wait_until(Duration::from_secs(20), || {
+            got = observe();
+            got.iter().all(|((f, t), r)| *r == want(f, t))
+        });
+        if !settled {
+            for ((f, t), r) in &got {
+                if *r != want(f, t) {
+                    failures.push(format!(
+                        "{case}: {f} -> {t}: (tcp4, tcp6) = {r:?}, expected {:?}",
+                        want(f, t)
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{}\nnode-1 policy rows:\n{}",
+        failures.join("\n"),
+        c.node(1)
+            .flows()
+            .iter()
+            .filter(|f| f.contains("table=27")
+                || f.contains("table=80")
+                || f.contains("pod_egress_policy")
+                || f.contains("ingress_isolation"))
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 }

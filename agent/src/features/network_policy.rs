@@ -100,6 +100,8 @@ struct Inputs {
     ports: BTreeMap<u32, String>,
     /// The datapath (what an allowed connection's commit records).
     datapath: Datapath,
+    /// A local pod has an IPv6 address: the shared rows get their IPv6 twins.
+    ipv6: bool,
 }
 
 /// What inputs take from the cluster state's policies and namespaces, kept while those maps
@@ -139,6 +141,7 @@ impl Inputs {
             && self.local == new.local
             && self.ports == new.ports
             && self.datapath == new.datapath
+            && self.ipv6 == new.ipv6
             && self.local_subnet == new.local_subnet
             && new.pods.changed_namespaces(&self.pods).iter().all(|ns| {
                 !read.reads(ns) && self.pods.get(ns).is_some() == new.pods.get(ns).is_some()
@@ -154,6 +157,7 @@ impl Inputs {
             local_subnet: Some(self.local_subnet),
             local: &self.local,
             datapath: self.datapath,
+            ipv6: self.ipv6,
         }
     }
 }
@@ -278,6 +282,7 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
                 name: l.name.clone(),
                 labels: Arc::new(info.map(|i| i.labels.clone()).unwrap_or_default()),
                 ip: l.ip,
+                ip6: l.ip6,
                 ports: info
                     .map(|i| i.ports.as_slice().into())
                     .unwrap_or_else(|| Arc::from([])),
@@ -297,6 +302,7 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
             namespaces,
             pods: state.peer_pods.clone(),
             local_subnet: self.local_subnet,
+            ipv6: local_out.iter().any(|l| l.ip6.is_some()),
             local: local_out,
             ports,
             datapath: self.datapath,

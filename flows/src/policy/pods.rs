@@ -185,6 +185,7 @@ mod tests {
             name: name.into(),
             labels: Arc::default(),
             ip: Ipv4Addr::new(10, 0, 0, last),
+            ip6: None,
             ports: Arc::from([]),
         }
     }

@@ -20,6 +20,7 @@ fn pod(ns: &str, name: &str, app: &str, ip: [u8; 4]) -> PodView {
         name: name.into(),
         labels: Arc::new(labels(&[("app", app)])),
         ip: Ipv4Addr::from(ip),
+        ip6: None,
         ports: Vec::new().into(),
     }
 }
@@ -88,6 +89,7 @@ impl World {
             local_subnet: None,
             local: &self.local,
             datapath: Datapath::System,
+            ipv6: self.local.iter().any(|l| l.ip6.is_some()),
         })
     }
 }
@@ -113,31 +115,89 @@ fn no_policy_no_rows() {
 }
 
 #[test]
-fn a_dual_stack_pod_is_isolated_in_ipv6_too_and_allowed_nothing_in_ipv6() {
+fn a_dual_stack_pod_is_isolated_and_allowed_in_ipv6_as_in_ipv4() {
     let mut w = world();
     w.local[0].ip6 = Some("fd01::3".parse().unwrap());
+    w.pods[2].ip6 = Some("fd01:0:0:1::5".parse().unwrap());
+    // Allow from everywhere: a plain row per family for the dual-stack pod.
     let mut p = policy("prod", "allow-all", LabelSelector::everything());
-    // Allow from everywhere, both directions: the IPv4 rows allow all, IPv6 stays closed.
     p.ingress = Some(vec![Rule::default()]);
-    p.egress = Some(vec![Rule::default()]);
     w.policies.push(p);
     let rows = w.rows();
     let web = texts(&rows.targets[&3]);
-    for want in [
-        "table=80, priority=100,ipv6,reg2=0x3 actions=drop",
-        "table=27, priority=100,ipv6,reg3=0x3 actions=drop",
-        "table=80, priority=100,ip,reg2=0x3 actions=drop",
-    ] {
-        assert!(web.iter().any(|r| r == want), "{want} in {web:#?}");
-    }
-    assert!(
-        web.iter()
-            .chain(texts(&rows.shared).iter())
-            .all(|r| !r.contains("ipv6") || r.ends_with("actions=drop")),
-        "no IPv6 allow row: {web:#?}"
+    assert_eq!(
+        web,
+        [
+            "table=80, priority=140,ip,reg2=0x3 actions=ct(commit),output:NXM_NX_REG2[]",
+            "table=80, priority=140,ipv6,reg2=0x3 actions=ct(commit),output:NXM_NX_REG2[]",
+            "table=80, priority=100,ip,reg2=0x3 actions=drop",
+            "table=80, priority=100,ipv6,reg2=0x3 actions=drop",
+        ]
     );
     // The IPv4-only pod keeps exactly its IPv4 rows.
     assert!(texts(&rows.targets[&4]).iter().all(|r| !r.contains("ipv6")));
+
+    // Peers by pod selector and IPv6 blocks, with a port: every clause in both families.
+    let mut w2 = world();
+    w2.local[0].ip6 = Some("fd01::3".parse().unwrap());
+    w2.pods[2].ip6 = Some("fd01:0:0:1::5".parse().unwrap());
+    let mut p = policy(
+        "prod",
+        "from-client",
+        LabelSelector::labels([("app", "web")]),
+    );
+    p.ingress = Some(vec![Rule {
+        peers: vec![
+            Peer::Pods {
+                namespaces: Some(LabelSelector::everything()),
+                pods: LabelSelector::labels([("app", "client")]),
+            },
+            Peer::IpBlock6 {
+                cidr: "fd99::/64".parse().unwrap(),
+                except: vec!["fd99::/65".parse().unwrap()],
+            },
+        ],
+        ports: vec![PortSpec::Range {
+            protocol: Protocol::Tcp,
+            first: 80,
+            last: 80,
+        }],
+    }]);
+    w2.policies.push(p);
+    let rows = w2.rows();
+    let shared = texts(&rows.shared);
+    for want in [
+        "ip,nw_src=10.129.0.5 actions=conjunction(",
+        "ipv6,ipv6_src=fd01:0:0:1::5 actions=conjunction(",
+        "ipv6,ipv6_src=fd99::8000:0:0:0/65 actions=conjunction(",
+        "tcp,tp_dst=80 actions=conjunction(",
+        "tcp6,tp_dst=80 actions=conjunction(",
+        ",ip actions=ct(commit)",
+        ",ipv6 actions=ct(commit)",
+    ] {
+        assert!(
+            shared.iter().any(|r| r.contains(want)),
+            "{want} in {shared:#?}"
+        );
+    }
+    let web = texts(&rows.targets[&3]);
+    assert!(
+        web.iter()
+            .any(|r| r.starts_with("table=80, priority=150,ipv6,reg2=0x3 actions=conjunction(")),
+        "{web:#?}"
+    );
+    // An IPv4 node: no IPv6 row at all, the IPv6 block included.
+    let mut w4 = w2;
+    w4.local[0].ip6 = None;
+    let rows = w4.rows();
+    assert!(
+        texts(&rows.shared)
+            .iter()
+            .chain(texts(&rows.targets[&3]).iter())
+            .all(|r| !r.contains("ipv6") && !r.contains("tcp6")),
+        "{:#?}",
+        texts(&rows.shared)
+    );
 }
 
 #[test]
@@ -274,6 +334,7 @@ fn rows_grow_with_the_sum_not_the_product() {
         local_subnet: None,
         local: &w.local,
         datapath: Datapath::System,
+        ipv6: false,
     };
     assert_eq!(cross_product_rows(input, false), 50 * 200 * 5 + 50);
     assert_eq!(cross_product_rows(input, true), 50 * 200 * 5 + 50);
@@ -615,6 +676,7 @@ fn a_stale_address_of_the_local_subnet_is_not_a_peer() {
         local_subnet: Some("10.128.0.0/23".parse().unwrap()),
         local: &w.local,
         datapath: Datapath::System,
+        ipv6: false,
     });
     let shared = texts(&rows.shared).join("\n");
     assert!(!shared.contains("nw_src=10.128.0.77"), "{shared}");
@@ -643,6 +705,7 @@ fn ids_computed_once_give_the_same_rows() {
         local_subnet: None,
         local: &w.local,
         datapath: Datapath::System,
+        ipv6: false,
     });
     assert_eq!(given, w.rows());
     assert!(!given.rules.is_empty());
@@ -699,6 +762,7 @@ pub(crate) fn sample_rows() -> Vec<Flow> {
             local_subnet: None,
             local: &w.local,
             datapath,
+            ipv6: false,
         });
         out.extend(rows.shared);
         out.extend(rows.targets.into_values().flatten());
