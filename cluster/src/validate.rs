@@ -521,11 +521,12 @@ impl EgressNetworkPolicy {
                     // Host bits are allowed here: OpenShift's CRD accepts them and Open vSwitch
                     // masks them (203.0.113.17/28 is 203.0.113.16/28); the firewall does too
                     // and warns.
-                    cidr.parse::<Ipv4Net>().map_err(|_| {
+                    cidr.parse::<ipnet::IpNet>().map_err(|_| {
                         ValidationError::new(
                             format!("{to}.cidrSelector"),
                             cidr,
-                            "expected an IPv4 CIDR such as 10.128.0.0/14",
+                            "expected an IPv4 CIDR such as 10.128.0.0/14 or an IPv6 CIDR such \
+                             as 2001:db8::/32",
                         )
                     })?;
                 }
@@ -544,7 +545,7 @@ impl EgressNetworkPolicy {
                     return Err(ValidationError::new(
                         to,
                         "",
-                        "a destination is needed: cidrSelector (an IPv4 CIDR) or dnsName",
+                        "a destination is needed: cidrSelector (a CIDR) or dnsName",
                     ))
                 }
             }
@@ -812,11 +813,21 @@ mod tests {
         enp(vec![Rule::cidr(Deny, "203.0.113.17/28")])
             .validate()
             .unwrap();
-        assert!(
-            err(enp(vec![Rule::cidr(Deny, "fd00::/8")]).validate()).starts_with(
-                "field spec.egress[0].to.cidrSelector \"fd00::/8\": expected an IPv4 CIDR"
-            )
-        );
+        // Dual stack: IPv6 destinations; a malformed one is refused naming the field.
+        enp(vec![
+            Rule::cidr(Deny, "fd00::/8"),
+            Rule::cidr(Allow, "::/0"),
+        ])
+        .validate()
+        .unwrap();
+        for bad in ["fd00:::/8", "fd00::/129", "fd00::"] {
+            assert!(
+                err(enp(vec![Rule::cidr(Deny, bad)]).validate()).starts_with(&format!(
+                    "field spec.egress[0].to.cidrSelector \"{bad}\": expected an IPv4 CIDR"
+                )),
+                "{bad}"
+            );
+        }
         for bad in ["*.example.com", "-a.example.com", "a..b", ""] {
             let e =
                 err(enp(vec![Rule::cidr(Allow, "10.0.0.0/8"), Rule::dns(Allow, bad)]).validate());

@@ -10,15 +10,18 @@
 //!   priority 1, drop: the tenant's external traffic is dropped rather than filtered by a policy
 //!   that may not be its own.
 //! - a global VNID (0): no rows (openshift-sdn refuses and ignores the policy).
-//! - on a dual-stack node, a VNID with rules also gets `ipv6,reg0=V`, priority 1, drop: the
-//!   rules name IPv4 destinations only, so the tenant's IPv6 traffic leaving the cluster is
-//!   dropped rather than let out unfiltered (fail closed; IPv6 destinations are not rules yet).
+//! - dual stack **[ours]**: a rule's IPv6 destinations (`cidrSelector` `2001:db8::/32`, `::/0`,
+//!   a name's AAAA addresses) are rows `ipv6,reg0=V,ipv6_dst=NET` at the rule's priority, so
+//!   IPv6 meets the rules in their order as IPv4 does. A policy that names no IPv6 destination
+//!   was written for IPv4: on a dual-stack node its VNID also gets `ipv6,reg0=V`, priority 1,
+//!   drop, so the tenant's external IPv6 is not let out unfiltered (fail closed; a rule
+//!   `Allow ::/0` opens it). An IPv4 node writes no IPv6 row.
 //!
 //! Every row of a VNID carries that VNID's egress cookie, so the flow store replaces a tenant's
 //! whole rule set in one bundle: the old and the new rules swap atomically, and no packet sees a
 //! mix (or a window where a denied destination is reachable).
 
-use ipnet::Ipv4Net;
+use ipnet::{IpNet, Ipv4Net};
 use ovs::{Flow, Match};
 
 use crate::cookie::{cookie, Feature};
@@ -32,7 +35,7 @@ pub struct EgressRule {
     /// Allow (→ 101) or deny (drop).
     pub allow: bool,
     /// The destinations: a CIDR, or the addresses a DNS name resolved to (none yet: no rows).
-    pub to: Vec<Ipv4Net>,
+    pub to: Vec<IpNet>,
 }
 
 /// What a VNID's table-100 rows say.
@@ -50,7 +53,7 @@ pub fn egress_cookie(vnid: Vnid) -> u64 {
 }
 
 /// The table-100 rows of `vnid` (none for the global VNID); `dual_stack` on a node with IPv6
-/// pods (their external IPv6 traffic is dropped: the rules are IPv4).
+/// pods (the rules' IPv6 destinations get rows; a policy naming none drops IPv6).
 pub fn egress_firewall_flows(vnid: Vnid, fw: &EgressFirewall, dual_stack: bool) -> Vec<Flow> {
     if vnid.is_global() {
         return Vec::new();
@@ -68,11 +71,24 @@ pub fn egress_firewall_flows(vnid: Vnid, fw: &EgressFirewall, dual_stack: bool) 
             for (i, rule) in rules.iter().enumerate() {
                 let prio = u16::try_from(n - i).unwrap_or(u16::MAX);
                 for net in &rule.to {
-                    let m = Reg::SrcVnid.matching(Match::any().ip(), vnid.id());
-                    let m = if net.prefix_len() == 0 {
-                        m
-                    } else {
-                        m.nw_dst(crate::base::net(net))
+                    let m = match net {
+                        IpNet::V4(net) => {
+                            let m = Reg::SrcVnid.matching(Match::any().ip(), vnid.id());
+                            if net.prefix_len() == 0 {
+                                m
+                            } else {
+                                m.nw_dst(crate::base::net(net))
+                            }
+                        }
+                        IpNet::V6(_) if !dual_stack => continue,
+                        IpNet::V6(net) => {
+                            let m = Reg::SrcVnid.matching(Match::any().ipv6(), vnid.id());
+                            if net.prefix_len() == 0 {
+                                m
+                            } else {
+                                m.ipv6_dst(crate::ipv6::net6(net))
+                            }
+                        }
                     };
                     let f = Flow::new(Table::EgressFirewall.id(), prio)
                         .cookie(egress_cookie(vnid))
@@ -84,7 +100,8 @@ pub fn egress_firewall_flows(vnid: Vnid, fw: &EgressFirewall, dual_stack: bool) 
                     });
                 }
             }
-            if dual_stack {
+            let names_ipv6 = rules.iter().flat_map(|r| &r.to).any(|n| n.addr().is_ipv6());
+            if dual_stack && !names_ipv6 {
                 out.push(
                     Flow::new(Table::EgressFirewall.id(), 1)
                         .cookie(egress_cookie(vnid))
@@ -135,7 +152,7 @@ mod tests {
             },
             EgressRule {
                 allow: false,
-                to: vec![egress_cidr("0.0.0.0/32".parse().unwrap())],
+                to: vec![egress_cidr("0.0.0.0/32".parse().unwrap()).into()],
             },
         ]);
         assert_eq!(
@@ -166,11 +183,43 @@ mod tests {
     }
 
     #[test]
+    fn ipv6_destinations_are_rules_in_order_with_the_ipv4_ones() {
+        let v = Vnid::new(13).unwrap();
+        let fw = EgressFirewall::Rules(vec![
+            EgressRule {
+                allow: true,
+                to: vec!["2001:db8::/32".parse().unwrap()],
+            },
+            EgressRule {
+                allow: false,
+                to: vec!["::/0".parse().unwrap()],
+            },
+            EgressRule {
+                allow: true,
+                to: vec!["0.0.0.0/0".parse().unwrap()],
+            },
+        ]);
+        assert_eq!(
+            text(&egress_firewall_flows(v, &fw, true)),
+            [
+                "cookie=0x400000000000000d, table=100, priority=3,ipv6,reg0=0xd,ipv6_dst=2001:db8::/32 actions=goto_table:101",
+                "cookie=0x400000000000000d, table=100, priority=2,ipv6,reg0=0xd actions=drop",
+                "cookie=0x400000000000000d, table=100, priority=1,ip,reg0=0xd actions=goto_table:101",
+            ]
+        );
+        // An IPv4 node: the IPv6 destinations have no row.
+        assert_eq!(
+            text(&egress_firewall_flows(v, &fw, false)),
+            ["cookie=0x400000000000000d, table=100, priority=1,ip,reg0=0xd actions=goto_table:101"]
+        );
+    }
+
+    #[test]
     fn a_dual_stack_node_drops_the_ipv6_traffic_rules_do_not_name() {
         let v = Vnid::new(12).unwrap();
         let fw = EgressFirewall::Rules(vec![EgressRule {
             allow: true,
-            to: vec![egress_cidr("0.0.0.0/32".parse().unwrap())],
+            to: vec![egress_cidr("0.0.0.0/32".parse().unwrap()).into()],
         }]);
         assert_eq!(
             text(&egress_firewall_flows(v, &fw, true)),

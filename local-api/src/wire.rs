@@ -248,7 +248,7 @@ pub struct EgressRuleEntry {
     /// `Allow` or `Deny`.
     pub action: EgressAction,
     /// The destinations (CIDRs; the addresses a DNS name resolved to).
-    pub to: Vec<Ipv4Net>,
+    pub to: Vec<ipnet::IpNet>,
 }
 
 /// What an egress firewall rule does to the destinations it covers; on the wire `"Allow"` or

@@ -649,7 +649,7 @@ async fn validation_errors_name_the_field_and_value() {
         (
             with(&|b| b["args"] = json!("IP=10.128.0.999")),
             400, "0.3.1", 4,
-            "CNI_ARGS IP=\"10.128.0.999\" is not an IPv4 address (a.b.c.d or a.b.c.d/len)".into(),
+            "CNI_ARGS IP=\"10.128.0.999\" is not an IP address (a.b.c.d or a.b.c.d/len, an IPv6 address with or without /len, or one of each separated by a comma)".into(),
         ),
         (
             with(&|b| b["command"] = json!("VERSION")),

@@ -16,6 +16,9 @@
 //! - NetworkPolicies on two nodes in networkpolicy mode: default deny, pod-selector peers on a
 //!   named port, IPv6 `ipBlock`s with an exception, egress to an IPv6 address, each holding in
 //!   IPv6 as in IPv4 (TCP over both, every ordered pair);
+//! - pod IPv6 leaving the cluster is masqueraded (the outside has no route back), and an
+//!   EgressNetworkPolicy filters it with IPv6 rules in order; a policy naming no IPv6
+//!   destination closes the tenant's external IPv6; other tenants untouched;
 //! - forged neighbour discovery (advertisements of another's address or with another's MAC,
 //!   unsolicited ones, solicitations with another's MAC, duplicate address detection, router
 //!   advertisements, redirects), spoofed IPv6 sources, and ND and UDP across tenants reach no
@@ -810,4 +813,133 @@ fn network_policies_hold_in_ipv6_as_in_ipv4_across_two_nodes() {
             .collect::<Vec<_>>()
             .join("\n")
     );
+}
+
+/// An IPv6 "outside" beyond the node: a namespace on a veth to the node's namespace, routed as
+/// `2001:db8::/32`, holding `2001:db8:1::10` and `2001:db8:2::20` with an echo server; it has
+/// no route to the pods' network, so only masqueraded traffic gets answers.
+fn external6(node: &AgentNode) -> (sdn_tests::harness::Netns, probe::EchoServer) {
+    let ext = sdn_tests::harness::Netns::new("sdneg6x");
+    let run = |cmd: &[&str]| {
+        node.ovs
+            .exec_in_netns(cmd)
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    run(&[
+        "ip", "link", "add", "sdneg6x0", "type", "veth", "peer", "name", "sdneg6x1",
+    ]);
+    run(&["ip", "link", "set", "sdneg6x1", "netns", ext.name()]);
+    run(&[
+        "ip",
+        "-6",
+        "addr",
+        "add",
+        "2001:db8:ff::1/64",
+        "dev",
+        "sdneg6x0",
+        "nodad",
+    ]);
+    run(&["ip", "link", "set", "sdneg6x0", "up"]);
+    run(&[
+        "ip",
+        "-6",
+        "route",
+        "add",
+        "2001:db8::/32",
+        "via",
+        "2001:db8:ff::2",
+    ]);
+    for cmd in [
+        vec![
+            "ip",
+            "-6",
+            "addr",
+            "add",
+            "2001:db8:ff::2/64",
+            "dev",
+            "sdneg6x1",
+            "nodad",
+        ],
+        vec!["ip", "link", "set", "sdneg6x1", "up"],
+        vec!["ip", "-6", "addr", "add", "2001:db8:1::10/128", "dev", "lo"],
+        vec!["ip", "-6", "addr", "add", "2001:db8:2::20/128", "dev", "lo"],
+    ] {
+        ext.exec(&cmd).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let server = probe::tcp6_echo_server(ext.name(), ECHO6_PORT);
+    (ext, server)
+}
+
+/// Which of the two external IPv6 addresses `pod` reaches: "YY", "Y.", ...
+fn reach_outside6(pod: &CniPod<'_>) -> String {
+    ["2001:db8:1::10", "2001:db8:2::20"]
+        .iter()
+        .map(|ip| {
+            let to: Ipv6Addr = ip.parse().unwrap();
+            let ok = probe::tcp_probe_to(
+                pod.ns.name(),
+                (to, ECHO6_PORT).into(),
+                Duration::from_millis(1500),
+            );
+            if ok {
+                'Y'
+            } else {
+                '.'
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn ipv6_leaves_masqueraded_and_egress_firewalls_filter_it_in_rule_order() {
+    use cluster::{
+        ClusterObject, EgressNetworkPolicy, EgressNetworkPolicyRule as Rule, EgressRuleType::*,
+        StandaloneSource,
+    };
+    let node = dual_stack_node();
+    node.set_netnamespace("tenant-a", 11);
+    node.set_netnamespace("tenant-b", 12);
+    let a1 = node.pod("tenant-a", "a1");
+    let b1 = node.pod("tenant-b", "b1");
+    let (_ext, _server) = external6(&node);
+    let put = |rules: Vec<Rule>| {
+        StandaloneSource::write_object(
+            &node.state_dir(),
+            &ClusterObject::EgressNetworkPolicy(EgressNetworkPolicy::new(
+                "tenant-a", "default", rules,
+            )),
+        )
+        .unwrap_or_else(|e| panic!("writing the policy: {e}"));
+    };
+    // No policy: both tenants reach the outside over IPv6 (masqueraded: the outside has no
+    // route back to fd01::/48).
+    assert_eq!(
+        (reach_outside6(&a1), reach_outside6(&b1)),
+        ("YY".into(), "YY".into())
+    );
+    // IPv6 rules in order: one /48 allowed, the rest of IPv6 denied; tenant-b untouched.
+    put(vec![
+        Rule::cidr(Allow, "2001:db8:1::/48"),
+        Rule::cidr(Deny, "::/0"),
+    ]);
+    let ok = wait_until(Duration::from_secs(10), || reach_outside6(&a1) == "Y.");
+    assert!(
+        ok,
+        "tenant-a: {}\n{}",
+        reach_outside6(&a1),
+        node.flows().join("\n")
+    );
+    assert_eq!(reach_outside6(&b1), "YY");
+    // A policy written for IPv4 only (no IPv6 destination) closes the tenant's IPv6.
+    put(vec![Rule::cidr(Allow, "0.0.0.0/0")]);
+    let ok = wait_until(Duration::from_secs(10), || reach_outside6(&a1) == "..");
+    assert!(ok, "tenant-a: {}", reach_outside6(&a1));
+    assert_eq!(reach_outside6(&b1), "YY");
+    // Opened again by an IPv6 rule.
+    put(vec![
+        Rule::cidr(Allow, "0.0.0.0/0"),
+        Rule::cidr(Allow, "::/0"),
+    ]);
+    let ok = wait_until(Duration::from_secs(10), || reach_outside6(&a1) == "YY");
+    assert!(ok, "tenant-a: {}", reach_outside6(&a1));
 }

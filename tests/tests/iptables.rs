@@ -26,6 +26,7 @@ fn rules(cns: &[&str]) -> HostRules {
         service_cidr: "172.30.0.0/16".parse().unwrap(),
         vxlan_port: 4789,
         egress_ips: Vec::new(),
+        ipv6: None,
     }
 }
 
@@ -165,6 +166,54 @@ async fn sync_twice_is_identical_one_jump_each_and_unrelated_rules_survive() {
         listed.contains(&"-N SDN-POSTROUTING".to_string()),
         "{listed:?}"
     );
+}
+
+#[tokio::test]
+async fn a_dual_stack_node_gets_ip6tables_twins_as_ip6tables_save_prints_them() {
+    require_root_and_iptables();
+    let ns = Netns::new("sdnipt6");
+    let mut r = rules(&["10.128.0.0/14"]);
+    let v6 = agent::host::iptables::HostRules6 {
+        cluster_network: "fd01::/48".parse().unwrap(),
+        service_cidr: Some("fd02::/112".parse().unwrap()),
+    };
+    r.ipv6 = Some(v6);
+    let ipt = Iptables::in_netns(ns.name());
+    ipt.sync(&r).await.unwrap();
+    let save6 = |ns: &Netns| {
+        let text = ns.exec(&["ip6tables-save"]).unwrap();
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| match (l.starts_with(':'), l.rfind(" [")) {
+                (true, Some(i)) => l[..i].to_string(),
+                _ => l.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let first = save6(&ns);
+    ipt.sync(&r).await.unwrap();
+    assert_eq!(save6(&ns), first, "a second sync changed the IPv6 ruleset");
+    let rendered = agent::host::iptables::render6(&v6);
+    for chain in ["SDN-POSTROUTING", "SDN-INPUT", "SDN-FORWARD"] {
+        assert_eq!(
+            chain_rules(&first, chain),
+            chain_rules(&rendered, chain),
+            "chain {chain}; ip6tables-save:\n{first}"
+        );
+    }
+    assert_eq!(
+        jumps(&first, "POSTROUTING", "SDN-POSTROUTING"),
+        1,
+        "{first}"
+    );
+    assert_eq!(jumps(&first, "FORWARD", "SDN-FORWARD"), 1, "{first}");
+    // The IPv4 rules are those of an IPv4 node.
+    assert_ours_match(&save(&ns), &rules(&["10.128.0.0/14"]));
+    // Teardown removes both families' chains.
+    ipt.remove().await.unwrap();
+    let after = save6(&ns);
+    assert!(!after.contains("SDN-"), "{after}");
 }
 
 #[tokio::test]

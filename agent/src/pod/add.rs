@@ -123,37 +123,7 @@ impl<Io: NodeIo> Pods<Io> {
         }
         let netns = at.netns.as_deref().ok_or(PodError::NoNetns)?;
         let vnid = self.vnid_of(&at.namespace).await?;
-        let requested = match at.requested_ip {
-            None => None,
-            Some((addr, len)) => {
-                let subnet = self.net.node.local_subnet;
-                if len.is_some_and(|l| l != subnet.prefix_len()) {
-                    return Err(PodError::RequestedPrefix {
-                        addr: addr.into(),
-                        prefix_len: len.unwrap_or(0),
-                        subnet: subnet.into(),
-                    });
-                }
-                Some(addr)
-            }
-        };
-        let requested6 = match at.requested_ip6 {
-            None => None,
-            Some((addr, len)) => {
-                let Some(v6) = &self.net.node.ipv6 else {
-                    return Err(PodError::NoIpv6 { addr });
-                };
-                let subnet = v6.local_subnet;
-                if len.is_some_and(|l| l != subnet.prefix_len()) {
-                    return Err(PodError::RequestedPrefix {
-                        addr: addr.into(),
-                        prefix_len: len.unwrap_or(0),
-                        subnet: subnet.into(),
-                    });
-                }
-                Some(addr)
-            }
-        };
+        let (requested, requested6) = self.net.requested(at)?;
 
         let m = crate::telemetry::metrics::metrics();
         // Bandwidth limits: checked first (pure), so a bad value fails with nothing reserved.

@@ -261,6 +261,35 @@ impl PodNetwork {
         Some(ipam::Range::new(v6.local_subnet, v6.gateway()))
     }
 
+    /// `CNI_ARGS IP=`'s addresses, checked against the node's subnets: a prefix length must be
+    /// the subnet's, and an IPv6 address needs a node with an IPv6 subnet.
+    fn requested(&self, at: &Attachment) -> Result<(Option<Ipv4Addr>, Option<Ipv6Addr>), PodError> {
+        let prefix = |addr: IpAddr, len: Option<u8>, subnet: ipnet::IpNet| match len {
+            Some(l) if l != subnet.prefix_len() => Err(PodError::RequestedPrefix {
+                addr,
+                prefix_len: l,
+                subnet,
+            }),
+            _ => Ok(()),
+        };
+        let v4 = match at.requested_ip {
+            None => None,
+            Some((addr, len)) => {
+                prefix(addr.into(), len, self.node.local_subnet.into())?;
+                Some(addr)
+            }
+        };
+        let v6 = match at.requested_ip6 {
+            None => None,
+            Some((addr, len)) => {
+                let v6 = self.node.ipv6.as_ref().ok_or(PodError::NoIpv6 { addr })?;
+                prefix(addr.into(), len, v6.local_subnet.into())?;
+                Some(addr)
+            }
+        };
+        Ok((v4, v6))
+    }
+
     /// The pod's address with the node subnet's prefix length.
     pub fn address(&self, ip: Ipv4Addr) -> Ipv4Net {
         Ipv4Net::new(ip, self.node.local_subnet.prefix_len()).expect("prefix of a valid subnet")

@@ -103,6 +103,10 @@ fn metadata_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 pub const IPV4_PATTERN: &str = r"^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$";
 /// An IPv4 CIDR (address as [`IPV4_PATTERN`], prefix 0..=32).
 pub const CIDR_PATTERN: &str = r"^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])/(3[0-2]|[12]?[0-9])$";
+/// An IPv4 CIDR as [`CIDR_PATTERN`], or the shape of an IPv6 one (hex digits, colons, a prefix
+/// 0..=128; the agent parses it strictly): an egress rule's destination in a dual-stack
+/// cluster.
+pub const CIDR_EITHER_PATTERN: &str = r"^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])/(3[0-2]|[12]?[0-9])$|^[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*/(12[0-8]|1[01][0-9]|[1-9]?[0-9])$";
 
 /// One entry of `ClusterNetwork.clusterNetworks`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -308,13 +312,13 @@ pub enum EgressRuleType {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EgressNetworkPolicyPeer {
-    /// An IPv4 CIDR, e.g. `0.0.0.0/0` or `192.168.10.0/24`.
+    /// An IPv4 or (dual stack) IPv6 CIDR, e.g. `0.0.0.0/0`, `192.168.10.0/24`, `2001:db8::/32`.
     #[serde(
         rename = "cidrSelector",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    #[schemars(regex(pattern = CIDR_PATTERN))]
+    #[schemars(regex(pattern = CIDR_EITHER_PATTERN))]
     pub cidr_selector: Option<String>,
     /// A DNS name whose addresses the rule covers, e.g. `www.example.com`.
     #[serde(rename = "dnsName", default, skip_serializing_if = "Option::is_none")]

@@ -4,7 +4,7 @@
 //! bounded as openshift-sdn bounded it ([`normalize_ttl`]).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,6 +31,8 @@ pub(crate) const RETRY_AFTER: Duration = Duration::from_secs(30);
 pub(crate) struct EgressDns {
     resolver: hickory_resolver::TokioResolver,
     source: String,
+    /// Ask for AAAA records too (a dual-stack node: IPv6 rows of the rule).
+    ipv6: bool,
 }
 
 /// Why the `dnsName` rules' resolver cannot be set up.
@@ -40,8 +42,9 @@ pub(crate) struct DnsConfigError(String);
 
 impl EgressDns {
     /// A resolver asking `servers` (`IP` or `IP:PORT`, UDP then TCP), or the node's
-    /// `/etc/resolv.conf` when empty. Answers are not cached: each lookup asks.
-    pub(crate) fn new(servers: &[String]) -> Result<EgressDns, DnsConfigError> {
+    /// `/etc/resolv.conf` when empty; for AAAA records as well as A records when `ipv6` (a
+    /// dual-stack node). Answers are not cached: each lookup asks.
+    pub(crate) fn new(servers: &[String], ipv6: bool) -> Result<EgressDns, DnsConfigError> {
         use hickory_resolver::config::{NameServerConfigGroup, ResolverConfig, ResolverOpts};
         use hickory_resolver::name_server::TokioConnectionProvider;
         let (config, mut opts, source) = if servers.is_empty() {
@@ -85,7 +88,11 @@ impl EgressDns {
         )
         .with_options(opts)
         .build();
-        Ok(EgressDns { resolver, source })
+        Ok(EgressDns {
+            resolver,
+            source,
+            ipv6,
+        })
     }
 
     /// Where it asks.
@@ -93,24 +100,35 @@ impl EgressDns {
         &self.source
     }
 
-    /// The IPv4 addresses of `name` and how long they count (normalized), or why not.
-    pub(crate) async fn resolve(
-        &self,
-        name: &str,
-    ) -> Result<(BTreeSet<Ipv4Addr>, Duration), String> {
+    /// The addresses of `name` (IPv4; and IPv6 on a dual-stack node) and how long they count
+    /// (normalized, the shorter of the two answers'), or why not.
+    pub(crate) async fn resolve(&self, name: &str) -> Result<(BTreeSet<IpAddr>, Duration), String> {
         let fqdn = if name.ends_with('.') {
             name.to_string()
         } else {
             format!("{name}.")
         };
-        match self.resolver.ipv4_lookup(fqdn.as_str()).await {
+        let mut found = match self.resolver.ipv4_lookup(fqdn.as_str()).await {
             Ok(l) => {
                 let ttl = l.valid_until().saturating_duration_since(Instant::now());
-                Ok((l.iter().map(|a| a.0).collect(), normalize_ttl(ttl)))
+                let addrs: BTreeSet<IpAddr> = l.iter().map(|a| IpAddr::V4(a.0)).collect();
+                (addrs, normalize_ttl(ttl))
             }
-            Err(e) if e.is_no_records_found() => Ok((BTreeSet::new(), RETRY_AFTER)),
-            Err(e) => Err(e.to_string()),
+            Err(e) if e.is_no_records_found() => (BTreeSet::new(), RETRY_AFTER),
+            Err(e) => return Err(e.to_string()),
+        };
+        if self.ipv6 {
+            match self.resolver.ipv6_lookup(fqdn.as_str()).await {
+                Ok(l) => {
+                    let ttl = l.valid_until().saturating_duration_since(Instant::now());
+                    found.0.extend(l.iter().map(|a| IpAddr::V6(a.0)));
+                    found.1 = found.1.min(normalize_ttl(ttl));
+                }
+                Err(e) if e.is_no_records_found() => {}
+                Err(e) => return Err(e.to_string()),
+            }
         }
+        Ok(found)
     }
 }
 

@@ -12,7 +12,8 @@
 //! bundle with all the other changes of a sync, so a tenant's old and new rule sets swap
 //! atomically.
 //!
-//! `dnsName` rules cover the IPv4 addresses their name resolves to ([`EgressDns`]): the agent
+//! `dnsName` rules cover the addresses their name resolves to ([`EgressDns`]; on a dual-stack
+//! node its AAAA addresses too, as IPv6 rows of the rule): the agent
 //! asks the node's resolvers (`/etc/resolv.conf`, or `egressDNSServers`) and asks again when the
 //! answer's TTL ends, bounded as openshift-sdn bounded it (a TTL under 30 s as given, up to 30
 //! minutes → 30 s, longer → 30 minutes; a failed lookup keeps the last addresses and retries in
@@ -21,12 +22,12 @@
 //! rows.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use flows::{egress_cidr, egress_firewall_flows, EgressFirewall, EgressRule, Vnid};
-use ipnet::Ipv4Net;
+use ipnet::IpNet;
 use tokio::sync::{watch, Mutex};
 
 use crate::bridge::flowstore::{Change, FlowStore, Owner};
@@ -55,7 +56,7 @@ pub(crate) struct VnidPlan {
 /// rows (global VNID, no NetNamespace), by policy.
 pub(crate) fn plan(
     state: &ClusterState,
-    resolved: &dyn Fn(&str) -> Vec<Ipv4Net>,
+    resolved: &dyn Fn(&str) -> Vec<IpNet>,
 ) -> (BTreeMap<Vnid, VnidPlan>, BTreeMap<String, String>) {
     let Grouped {
         by_vnid,
@@ -200,16 +201,16 @@ fn vnid_problem(
 /// with host bits it has, as Open vSwitch reads them.
 fn rules_of(
     policy: &EgressNetworkPolicy,
-    resolved: &dyn Fn(&str) -> Vec<Ipv4Net>,
+    resolved: &dyn Fn(&str) -> Vec<IpNet>,
 ) -> (EgressFirewall, Vec<String>) {
     let masked = policy
         .spec
         .egress
         .iter()
         .filter_map(|r| r.to.cidr_selector.as_deref())
-        .filter(|c| c.parse::<Ipv4Net>().is_ok_and(|n| n.addr() != n.network()))
+        .filter(|c| c.parse::<IpNet>().is_ok_and(|n| n.addr() != n.network()))
         .map(|c| {
-            let n = c.parse::<Ipv4Net>().map(|n| n.trunc().to_string());
+            let n = c.parse::<IpNet>().map(|n| n.trunc().to_string());
             format!("{c} is read as {}", n.unwrap_or_default())
         })
         .collect();
@@ -220,10 +221,11 @@ fn rules_of(
         .map(|r| EgressRule {
             allow: r.rule_type == EgressRuleType::Allow,
             to: match (&r.to.cidr_selector, &r.to.dns_name) {
-                (Some(c), _) => c
-                    .parse::<Ipv4Net>()
-                    .map(|n| vec![egress_cidr(n)])
-                    .unwrap_or_default(),
+                (Some(c), _) => match c.parse::<IpNet>() {
+                    Ok(IpNet::V4(n)) => vec![egress_cidr(n).into()],
+                    Ok(IpNet::V6(n)) => vec![n.trunc().into()],
+                    Err(_) => Vec::new(),
+                },
                 (None, Some(d)) => resolved(d),
                 (None, None) => Vec::new(),
             },
@@ -239,7 +241,7 @@ pub(crate) struct EgressFirewalls<S> {
     cluster: watch::Receiver<Arc<ClusterState>>,
     installed: Mutex<Installed>,
     /// What each `dnsName` resolved to last.
-    dns: std::sync::Mutex<BTreeMap<String, Vec<Ipv4Net>>>,
+    dns: std::sync::Mutex<BTreeMap<String, Vec<IpNet>>>,
     /// The resolver of the `dnsName` rules, until its task takes it.
     resolver: std::sync::Mutex<Option<EgressDns>>,
     /// The node has IPv6 pods: a tenant with rules has its IPv6 traffic dropped.
@@ -271,7 +273,7 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
     }
 
     /// The addresses `name` resolved to last (none before its first answer).
-    fn resolved(&self, name: &str) -> Vec<Ipv4Net> {
+    fn resolved(&self, name: &str) -> Vec<IpNet> {
         crate::lock(&self.dns)
             .get(name)
             .cloned()
@@ -290,8 +292,8 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
     }
 
     /// Records what `name` resolves to; whether that changed anything.
-    pub(crate) fn set_resolved(&self, name: &str, addrs: &BTreeSet<Ipv4Addr>) -> bool {
-        let nets: Vec<Ipv4Net> = addrs.iter().map(|a| Ipv4Net::from(*a)).collect();
+    pub(crate) fn set_resolved(&self, name: &str, addrs: &BTreeSet<IpAddr>) -> bool {
+        let nets: Vec<IpNet> = addrs.iter().map(|a| IpNet::from(*a)).collect();
         let mut dns = crate::lock(&self.dns);
         if dns.get(name) == Some(&nets) {
             return false;
@@ -439,7 +441,7 @@ impl<S: FlowSwitch + 'static> EgressFirewalls<S> {
             ctx.state.clone(),
             ctx.node.ipv6.is_some(),
         );
-        match EgressDns::new(&ctx.config.egress_dns_servers) {
+        match EgressDns::new(&ctx.config.egress_dns_servers, ctx.node.ipv6.is_some()) {
             Ok(dns) => *crate::lock(&firewalls.resolver) = Some(dns),
             Err(e) => {
                 tracing::error!(error = %e, "egress firewall dnsName rules cannot resolve (they have no rows); fix the resolver configuration or set egressDNSServers");

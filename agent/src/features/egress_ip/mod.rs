@@ -134,6 +134,10 @@ impl<S: FlowSwitch> EgressIps<S> {
             service_cidr: self.node.service_cidr,
             vxlan_port: self.node.vxlan_port,
             egress_ips: Vec::new(),
+            ipv6: self.node.ipv6.map(|v6| crate::host::iptables::HostRules6 {
+                cluster_network: v6.cluster_network,
+                service_cidr: v6.service_cidr,
+            }),
         };
         r.egress_ips = held
             .iter()

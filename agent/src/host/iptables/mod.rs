@@ -22,9 +22,19 @@
 //! there is exactly one of each. The input is first checked with `iptables-restore --test`, so a
 //! bad input changes nothing.
 //!
+//! Dual stack: a node with an IPv6 subnet gets the IPv6 twins of these chains through
+//! `ip6tables-restore` ([`render6`]): the cluster's IPv6 network and the IPv6 service network
+//! keep their source, pod IPv6 leaving the cluster is masqueraded, and forwarded or delivered
+//! IPv6 from the cluster network is accepted only from tun0 (IPv6 has no `rp_filter`: a pod
+//! veth whose IPv6 is on, as an adopted openshift-sdn pod's is, must not be a way in with a
+//! forged cluster source). Egress IPs are IPv4, so the IPv6 `mangle` chain stays empty.
+//!
+//! The parts: `rules` (the chains, what the rules depend on, their exact text per family:
+//! pure) and here running `iptables`/`ip6tables` to apply, list and remove them.
+//!
 //! Limits: iptables-restore commits table by table (`COMMIT`), in both the nft and the legacy
 //! backend; a kernel-level failure in the second table (after the test pass) leaves the first
-//! updated and is returned as an error; the next sync converges. Only IPv4. The binaries are
+//! updated and is returned as an error; the next sync converges. The binaries are
 //! `iptables` and `iptables-restore` from PATH (on Debian 12 the nft backend); both must be of the
 //! same backend. Syncs within this process are serialised; other programs editing the same
 //! built-in chains concurrently are not coordinated with (the nft backend has no lock).
@@ -33,89 +43,18 @@ use std::fmt::Write as _;
 use std::process::Stdio;
 use std::time::Duration;
 
-use ipnet::Ipv4Net;
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
-/// The nat chain for masquerading, jumped to from `POSTROUTING`.
-pub const POSTROUTING_CHAIN: &str = "SDN-POSTROUTING";
-/// The filter chain for traffic to this node, jumped to from `INPUT`.
-pub const INPUT_CHAIN: &str = "SDN-INPUT";
-/// The filter chain for forwarded pod traffic, jumped to from `FORWARD`.
-pub const FORWARD_CHAIN: &str = "SDN-FORWARD";
-/// The mangle chain marking egress IP traffic, jumped to from `PREROUTING`.
-pub const PREROUTING_CHAIN: &str = "SDN-PREROUTING";
+mod rules;
+use rules::{is_rule_to, jump_spec, render6_with, render_with, JUMPS, TABLES};
+pub use rules::{
+    render, render6, EgressIpRule, HostRules, HostRules6, FORWARD_CHAIN, INPUT_CHAIN,
+    POSTROUTING_CHAIN, PREROUTING_CHAIN,
+};
 
 /// How long one iptables command may take.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// A jump from a built-in chain into one of ours.
-#[derive(Debug, Clone, Copy)]
-struct Jump {
-    table: &'static str,
-    from: &'static str,
-    to: &'static str,
-    comment: &'static str,
-}
-
-/// Our chains, by table, with the jumps into them; tables in the order they are restored.
-const JUMPS: [Jump; 4] = [
-    Jump {
-        table: "mangle",
-        from: "PREROUTING",
-        to: PREROUTING_CHAIN,
-        comment: "sdn: mark egress IP traffic from tun0",
-    },
-    Jump {
-        table: "nat",
-        from: "POSTROUTING",
-        to: POSTROUTING_CHAIN,
-        comment: "sdn: masquerade pod traffic leaving the cluster",
-    },
-    Jump {
-        table: "filter",
-        from: "INPUT",
-        to: INPUT_CHAIN,
-        comment: "sdn: vxlan and pod traffic to this node",
-    },
-    Jump {
-        table: "filter",
-        from: "FORWARD",
-        to: FORWARD_CHAIN,
-        comment: "sdn: forward pod traffic",
-    },
-];
-
-const TABLES: [&str; 3] = ["mangle", "nat", "filter"];
-
-/// What the host rules depend on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HostRules {
-    /// The cluster networks (pod addresses of every node).
-    pub cluster_networks: Vec<Ipv4Net>,
-    /// The service network.
-    pub service_cidr: Ipv4Net,
-    /// The VXLAN UDP port other nodes send to.
-    pub vxlan_port: u16,
-    /// The egress IPs this node holds (see [`EgressIpRule`]).
-    pub egress_ips: Vec<EgressIpRule>,
-}
-
-/// One egress IP held by this node: traffic of its tenant arrives from tun0 with the tenant's
-/// mark MAC as source (`flows::egress_mark_mac`); `mangle` marks it, `nat` SNATs the mark to the
-/// IP (before the masquerade of other pod traffic), and `filter` rejects new connections *to*
-/// the IP (it is a source address only, as in openshift-sdn).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EgressIpRule {
-    /// The egress IP.
-    pub ip: std::net::Ipv4Addr,
-    /// The tenant's packet mark (`flows::egress_mark`).
-    pub mark: u32,
-    /// The tenant's mark MAC (`flows::egress_mark_mac`).
-    pub mac: [u8; 6],
-    /// The tenant's VNID (for the rules' comments).
-    pub vnid: u32,
-}
 
 /// Errors of applying or reading the rules; each names the command and, with `netns`, where.
 #[derive(Debug, thiserror::Error)]
@@ -179,133 +118,6 @@ fn at(netns: &Option<String>) -> String {
         .unwrap_or_default()
 }
 
-/// Renders the complete content of our chains as `iptables-restore` input: per table, the chain
-/// declarations (which flush them under `--noflush`) and the rules, in the exact form
-/// `iptables-save` prints them back. Pure; the jumps from the built-in chains are not included
-/// ([`Iptables::sync`] adds them only when missing).
-pub fn render(rules: &HostRules) -> String {
-    render_with(rules, &[])
-}
-
-/// [`render`] plus extra lines appended to a table's block before its `COMMIT`.
-fn render_with(rules: &HostRules, extra: &[(&str, String)]) -> String {
-    let comment = |c: &str| format!("-m comment --comment \"sdn: {c}\"");
-    let mut out = String::new();
-    for table in TABLES {
-        out.push_str(&format!("*{table}\n"));
-        for j in JUMPS.iter().filter(|j| j.table == table) {
-            out.push_str(&format!(":{} - [0:0]\n", j.to));
-        }
-        let mut line = |s: String| {
-            out.push_str(&s);
-            out.push('\n');
-        };
-        match table {
-            "mangle" => {
-                for e in &rules.egress_ips {
-                    let m = e.mac;
-                    line(format!(
-                        "-A {PREROUTING_CHAIN} -i tun0 -m mac --mac-source {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} {} -j MARK --set-xmark {:#x}/0xffffffff",
-                        m[0], m[1], m[2], m[3], m[4], m[5],
-                        comment(&format!("egress IP {} of VNID {}", e.ip, e.vnid)),
-                        e.mark
-                    ));
-                }
-            }
-            "nat" => {
-                let chain = POSTROUTING_CHAIN;
-                for cn in &rules.cluster_networks {
-                    line(format!(
-                        "-A {chain} -d {cn} {} -j RETURN",
-                        comment("traffic to the cluster network keeps its source")
-                    ));
-                }
-                line(format!(
-                    "-A {chain} -d {} {} -j RETURN",
-                    rules.service_cidr,
-                    comment("traffic to services keeps its source")
-                ));
-                for e in &rules.egress_ips {
-                    for cn in &rules.cluster_networks {
-                        line(format!(
-                            "-A {chain} -s {cn} -m mark --mark {:#x} {} -j SNAT --to-source {}",
-                            e.mark,
-                            comment(&format!("egress IP {} of VNID {}", e.ip, e.vnid)),
-                            e.ip
-                        ));
-                    }
-                }
-                for cn in &rules.cluster_networks {
-                    line(format!(
-                        "-A {chain} -s {cn} ! -d {cn} {} -j MASQUERADE",
-                        comment("masquerade pod traffic leaving the cluster network")
-                    ));
-                }
-            }
-            _ => {
-                for e in &rules.egress_ips {
-                    line(format!(
-                        "-A {INPUT_CHAIN} -d {}/32 -m conntrack --ctstate NEW {} -j REJECT --reject-with icmp-port-unreachable",
-                        e.ip,
-                        comment("egress IPs are source addresses only")
-                    ));
-                }
-                line(format!(
-                    "-A {INPUT_CHAIN} -p udp -m udp --dport {} {} -j ACCEPT",
-                    rules.vxlan_port,
-                    comment("vxlan from other nodes")
-                ));
-                for cn in &rules.cluster_networks {
-                    line(format!(
-                        "-A {INPUT_CHAIN} -s {cn} {} -j ACCEPT",
-                        comment("pods reach this node")
-                    ));
-                }
-                for cn in &rules.cluster_networks {
-                    line(format!(
-                        "-A {FORWARD_CHAIN} -s {cn} -m conntrack --ctstate INVALID {} -j DROP",
-                        comment("invalid packets from pods")
-                    ));
-                }
-                for cn in &rules.cluster_networks {
-                    line(format!(
-                        "-A {FORWARD_CHAIN} -s {cn} {} -j ACCEPT",
-                        comment("forward traffic from pods")
-                    ));
-                    line(format!(
-                        "-A {FORWARD_CHAIN} -d {cn} {} -j ACCEPT",
-                        comment("forward traffic to pods")
-                    ));
-                }
-            }
-        }
-        for (t, l) in extra {
-            if *t == table {
-                line(l.clone());
-            }
-        }
-        out.push_str("COMMIT\n");
-    }
-    out
-}
-
-/// The jump rule text (without `-A`/`-I`/`-D` and chain).
-fn jump_spec(j: &Jump) -> String {
-    format!("-m comment --comment \"{}\" -j {}", j.comment, j.to)
-}
-
-/// Whether an `iptables -S` line is a rule in `chain` whose target is `target`.
-fn is_rule_to(line: &str, chain: &str, target: &str) -> bool {
-    let mut tokens = line.split_whitespace();
-    if tokens.next() != Some("-A") || tokens.next() != Some(chain) {
-        return false;
-    }
-    let tokens: Vec<&str> = tokens.collect();
-    tokens
-        .windows(2)
-        .any(|w| (w[0] == "-j" || w[0] == "-g") && w[1] == target)
-}
-
 /// Finds the input line number in iptables-restore's stderr: "Error occurred at line: 8"
 /// (nft), "line 3 failed" (legacy and `-D`).
 fn error_line(stderr: &str) -> Option<usize> {
@@ -334,18 +146,41 @@ static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Iptables {
     netns: Option<String>,
+    /// IPv6: `ip6tables`, `ip6tables-restore`, `ip6tables-save`.
+    v6: bool,
 }
 
 impl Iptables {
     /// The agent's own network namespace.
     pub fn host() -> Iptables {
-        Iptables { netns: None }
+        Iptables {
+            netns: None,
+            v6: false,
+        }
     }
 
     /// The named network namespace (under `/var/run/netns`).
     pub fn in_netns(name: &str) -> Iptables {
         Iptables {
             netns: Some(name.to_string()),
+            v6: false,
+        }
+    }
+
+    /// The same place's IPv6 rules (`ip6tables`).
+    pub fn six(&self) -> Iptables {
+        Iptables {
+            netns: self.netns.clone(),
+            v6: true,
+        }
+    }
+
+    /// `iptables`, `iptables-restore`... or their IPv6 twins.
+    fn program(&self, base: &str) -> String {
+        if self.v6 {
+            base.replacen("iptables", "ip6tables", 1)
+        } else {
+            base.to_string()
         }
     }
 
@@ -371,6 +206,7 @@ impl Iptables {
         args: &[&str],
         stdin: Option<&str>,
     ) -> Result<(std::process::ExitStatus, String, String), IptablesError> {
+        let program = &self.program(program);
         let line = format!("{program} {}", args.join(" "));
         let mut cmd = self.command(program);
         cmd.args(args).stdin(if stdin.is_some() {
@@ -414,7 +250,7 @@ impl Iptables {
         let (status, stdout, stderr) = self.run("iptables", &args, None).await?;
         if !status.success() {
             return Err(IptablesError::Command {
-                cmd: format!("iptables {}", args.join(" ")),
+                cmd: format!("{} {}", self.program("iptables"), args.join(" ")),
                 netns: self.netns.clone(),
                 status: status.to_string(),
                 stderr: clean_stderr(&stderr),
@@ -428,7 +264,7 @@ impl Iptables {
         let (status, stdout, stderr) = self.run("iptables-save", &[], None).await?;
         if !status.success() {
             return Err(IptablesError::Command {
-                cmd: "iptables-save".into(),
+                cmd: self.program("iptables-save"),
                 netns: self.netns.clone(),
                 status: status.to_string(),
                 stderr: clean_stderr(&stderr),
@@ -468,6 +304,21 @@ impl Iptables {
     /// `iptables-save` unchanged.
     pub async fn sync(&self, rules: &HostRules) -> Result<(), IptablesError> {
         let _serial = LOCK.lock().await;
+        self.sync_family(|extra| render_with(rules, extra)).await?;
+        if let Some(v6) = &rules.ipv6 {
+            self.six()
+                .sync_family(|extra| render6_with(v6, extra))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// One family's sync (the lock held): the jumps that are missing or doubled, and the
+    /// chains' content `render` gives with them.
+    async fn sync_family(
+        &self,
+        render: impl Fn(&[(&str, String)]) -> String,
+    ) -> Result<(), IptablesError> {
         let mut extra: Vec<(&str, String)> = Vec::new();
         for table in TABLES {
             let lines = self.list(table).await?;
@@ -486,10 +337,11 @@ impl Iptables {
                 }
             }
         }
-        let input = render_with(rules, &extra);
+        let input = render(&extra);
         self.restore(&input).await?;
         tracing::debug!(
             netns = self.netns.as_deref().unwrap_or(""),
+            ipv6 = self.v6,
             jumps_added = extra.len(),
             "host iptables rules synced"
         );
@@ -500,7 +352,12 @@ impl Iptables {
     /// without our chains it runs nothing.
     pub async fn remove(&self) -> Result<(), IptablesError> {
         let ours: Vec<(&str, &str)> = JUMPS.iter().map(|j| (j.table, j.to)).collect();
-        self.remove_chains(&ours).await.map(drop)
+        self.remove_chains(&ours).await?;
+        if !self.v6 {
+            // A dual-stack node's IPv6 twins (none on an IPv4 node: nothing runs then).
+            self.six().remove_chains(&ours).await?;
+        }
+        Ok(())
     }
 
     /// Removes the chains `(table, chain)` that exist, with every jump into them from chains
@@ -581,7 +438,37 @@ mod tests {
             service_cidr: "172.30.0.0/16".parse().unwrap(),
             vxlan_port: 4789,
             egress_ips: Vec::new(),
+            ipv6: None,
         }
+    }
+
+    #[test]
+    fn a_dual_stack_node_s_ipv6_rules_take_pod_addresses_only_from_tun0() {
+        let v6 = HostRules6 {
+            cluster_network: "fd01::/48".parse().unwrap(),
+            service_cidr: Some("fd02::/112".parse().unwrap()),
+        };
+        let want = r#"*mangle
+:SDN-PREROUTING - [0:0]
+COMMIT
+*nat
+:SDN-POSTROUTING - [0:0]
+-A SDN-POSTROUTING -d fd01::/48 -m comment --comment "sdn: traffic to the cluster network keeps its source" -j RETURN
+-A SDN-POSTROUTING -d fd02::/112 -m comment --comment "sdn: traffic to services keeps its source" -j RETURN
+-A SDN-POSTROUTING -s fd01::/48 ! -d fd01::/48 -m comment --comment "sdn: masquerade pod traffic leaving the cluster network" -j MASQUERADE
+COMMIT
+*filter
+:SDN-INPUT - [0:0]
+:SDN-FORWARD - [0:0]
+-A SDN-INPUT -s fd01::/48 -i tun0 -m comment --comment "sdn: pods reach this node" -j ACCEPT
+-A SDN-INPUT -s fd01::/48 -m comment --comment "sdn: pod addresses come only from tun0" -j DROP
+-A SDN-FORWARD -s fd01::/48 ! -i tun0 -m comment --comment "sdn: pod addresses come only from tun0" -j DROP
+-A SDN-FORWARD -s fd01::/48 -m conntrack --ctstate INVALID -m comment --comment "sdn: invalid packets from pods" -j DROP
+-A SDN-FORWARD -s fd01::/48 -m comment --comment "sdn: forward traffic from pods" -j ACCEPT
+-A SDN-FORWARD -d fd01::/48 -m comment --comment "sdn: forward traffic to pods" -j ACCEPT
+COMMIT
+"#;
+        assert_eq!(render6(&v6), want);
     }
 
     #[test]
