@@ -4,9 +4,14 @@
 //! `ovs-ofctl` commands, serially). Prints p50/p90/p99 latency, pods/s and the ratios, and the
 //! agent's RSS with many pods.
 //!
+//! Then dual stack against IPv4 only: two nodes, one of each, the same serial ADDs in
+//! alternating rounds (so both see the same noise), their p50/p99, the ratio, and the flow rows
+//! per pod on each.
+//!
 //! Run: `cargo build --release --workspace && cargo bench -p sdn-tests --bench cni_pods`
 //! Settings: `SDN_BENCH_PODS` (default 100), `SDN_BENCH_CONCURRENCY` (10),
-//! `SDN_BENCH_RSS_PODS` (500; 0 skips the RSS step).
+//! `SDN_BENCH_RSS_PODS` (500; 0 skips the RSS step), `SDN_BENCH_DUAL` (1; 0 skips the dual-stack
+//! comparison).
 //!
 //! Every plugin is executed as a fresh process with a cleared environment plus the CNI
 //! variables and the network config on stdin, as a runtime does. The bridge plugin is executed
@@ -277,6 +282,10 @@ fn main() {
     );
     drop(pods);
 
+    if env_usize("SDN_BENCH_DUAL", 1) > 0 {
+        dual_stack_against_ipv4(n, &shim);
+    }
+
     if rss_pods > 0 {
         let many: Vec<Netns> = (0..rss_pods).map(|_| Netns::new("sdnr")).collect();
         let rss_before = rss_kb(node.agent_pid().expect("agent runs"));
@@ -302,6 +311,86 @@ fn main() {
         drop(many);
     }
     node.assert_no_pod_leftovers();
+}
+
+/// Serial ADDs of `n` pods on an IPv4 node and on a dual-stack node, in alternating rounds;
+/// prints both and the ratios the dual-stack issue targets (ADD p50 <= 1.15x, rows per pod
+/// <= 2x), then deletes them all.
+fn dual_stack_against_ipv4(n: usize, shim: &Path) {
+    let base = NodeOptions {
+        cluster_network: "10.128.0.0/14,12".into(),
+        ..NodeOptions::default()
+    };
+    let v4 = AgentNode::start(base.clone());
+    let dual = AgentNode::start(NodeOptions {
+        extra: [
+            "--cluster-network",
+            "fd01::/48,64",
+            "--service-cidr",
+            "172.30.0.0/16,fd02::/112",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+        ..base
+    });
+    let nodes = [&v4, &dual];
+    let confs: Vec<String> = nodes
+        .iter()
+        .map(|n| n.netconf("1.0.0").to_string())
+        .collect();
+    let nss: Vec<Vec<Netns>> = nodes
+        .iter()
+        .map(|_| (0..n).map(|_| Netns::new("sdnd")).collect())
+        .collect();
+    let id = |k: usize, i: usize| format!("fam{k}-{i}");
+    for (k, conf) in confs.iter().enumerate() {
+        let warm = Netns::new("sdnw");
+        exec_timed(shim, "ADD", &format!("warm{k}"), &warm.path(), conf);
+        exec_timed(shim, "DEL", &format!("warm{k}"), &warm.path(), conf);
+    }
+    let rounds = 4;
+    let per = n.div_ceil(rounds);
+    let mut lat: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
+    for r in 0..rounds {
+        for k in 0..2 {
+            for i in (r * per)..((r + 1) * per).min(n) {
+                let path = nss[k][i].path();
+                lat[k].push(exec_timed(shim, "ADD", &id(k, i), &path, &confs[k]));
+            }
+        }
+    }
+    let rows: Vec<f64> = nodes
+        .iter()
+        .map(|node| node.pod_flows().len() as f64 / n as f64)
+        .collect();
+    let stats: Vec<Stats> = lat
+        .into_iter()
+        .map(|lat| Stats {
+            wall: lat.iter().sum(),
+            lat,
+        })
+        .collect();
+    eprintln!("\ndual stack against IPv4 only, {n} serial ADDs each, alternating rounds of {per}:");
+    stats[0].row("IPv4-only node ADD, serial");
+    stats[1].row("dual-stack node ADD, serial");
+    eprintln!(
+        "ADD p50 dual/IPv4: {:.2}x (target <= 1.15x); p99 dual/IPv4: {:.2}x; flow rows per pod: \
+         IPv4 {:.1}, dual {:.1} ({:.2}x, target <= 2x)",
+        stats[1].pct(0.5) / stats[0].pct(0.5),
+        stats[1].pct(0.99) / stats[0].pct(0.99),
+        rows[0],
+        rows[1],
+        rows[1] / rows[0]
+    );
+    for (k, conf) in confs.iter().enumerate() {
+        for i in 0..n {
+            exec_timed(shim, "DEL", &id(k, i), &nss[k][i].path(), conf);
+        }
+    }
+    for node in nodes {
+        node.assert_no_pod_leftovers();
+    }
 }
 
 fn rss_kb(pid: u32) -> u64 {
