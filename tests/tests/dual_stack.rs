@@ -19,6 +19,8 @@
 //! - pod IPv6 leaving the cluster is masqueraded (the outside has no route back), and an
 //!   EgressNetworkPolicy filters it with IPv6 rules in order; a policy naming no IPv6
 //!   destination closes the tenant's external IPv6; other tenants untouched;
+//! - IPv6 multicast (`ff05::1:3`, receivers joined) reaches the sender's tenant only, and
+//!   nobody once the tenant's multicast is off;
 //! - forged neighbour discovery (advertisements of another's address or with another's MAC,
 //!   unsolicited ones, solicitations with another's MAC, duplicate address detection, router
 //!   advertisements, redirects), spoofed IPv6 sources, and ND and UDP across tenants reach no
@@ -942,4 +944,75 @@ fn ipv6_leaves_masqueraded_and_egress_firewalls_filter_it_in_rule_order() {
     ]);
     let ok = wait_until(Duration::from_secs(10), || reach_outside6(&a1) == "YY");
     assert!(ok, "tenant-a: {}", reach_outside6(&a1));
+}
+
+/// From `pod`: `count` UDP datagrams to IPv6 group `group` port `port` carrying `payload`,
+/// through an ordinary socket (the kernel's route for `ff00::/8` picks eth0).
+fn multicast6_send(pod: &CniPod<'_>, group: Ipv6Addr, port: u16, payload: &[u8], count: usize) {
+    let payload = payload.to_vec();
+    pod.ns.run_inside(move || {
+        let s = std::net::UdpSocket::bind("[::]:0").expect("bind [::]:0");
+        for _ in 0..count {
+            s.send_to(&payload, (group, port))
+                .expect("send to the group");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+}
+
+#[test]
+fn ipv6_multicast_reaches_the_tenant_only() {
+    let node = dual_stack_node();
+    node.set_netnamespace("tenant-a", 11);
+    node.set_netnamespace("tenant-b", 12);
+    let a1 = node.pod("tenant-a", "a1");
+    let a2 = node.pod("tenant-a", "a2");
+    let b1 = node.pod("tenant-b", "b1");
+    for ns in ["tenant-a", "tenant-b"] {
+        node.sdnctl(&["multicast", ns, "on"]);
+    }
+    let group: Ipv6Addr = "ff05::1:3".parse().unwrap();
+    // The receivers join the group as an application does (the pod interface then takes the
+    // group's MAC; its MLD report goes nowhere, table 20 drops it).
+    let _joined: Vec<std::net::UdpSocket> = [&a2, &b1]
+        .iter()
+        .map(|p| {
+            p.ns.run_inside(move || {
+                let s = std::net::UdpSocket::bind("[::]:6464").expect("bind [::]:6464");
+                // SAFETY: a NUL-terminated name; if_nametoindex only reads it.
+                let index = unsafe { libc::if_nametoindex(c"eth0".as_ptr()) };
+                s.join_multicast_v6(&group, index).expect("join the group");
+                s
+            })
+        })
+        .collect();
+    let heard = |marker: &str| {
+        let caps: Vec<Capture> = [&a2, &b1]
+            .iter()
+            .map(|p| Capture::start(p.ns.name(), "eth0", marker.as_bytes()))
+            .collect();
+        multicast6_send(&a1, group, 6464, marker.as_bytes(), 3);
+        std::thread::sleep(GRACE);
+        caps.into_iter()
+            .map(|c| c.stop().len())
+            .collect::<Vec<usize>>()
+    };
+    // Once the VNID's multicast rows are in, a2 (same tenant) hears a1 and b1 does not.
+    let mut got = Vec::new();
+    let ok = wait_until(Duration::from_secs(10), || {
+        got = heard(&probe::unique_token("mc6"));
+        got[0] > 0
+    });
+    assert!(
+        ok && got[1] == 0,
+        "(a2, b1) heard {got:?}\n{}",
+        node.flows().join("\n")
+    );
+    // Off for tenant-a: nobody hears it.
+    node.sdnctl(&["multicast", "tenant-a", "off"]);
+    let ok = wait_until(Duration::from_secs(10), || {
+        got = heard(&probe::unique_token("mc6off"));
+        got == [0, 0]
+    });
+    assert!(ok, "(a2, b1) heard {got:?} with multicast off");
 }

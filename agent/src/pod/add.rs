@@ -101,6 +101,14 @@ struct Plugged {
     mappings: Vec<hostports::PortMapping>,
 }
 
+/// Step 1's addresses: IPv4, IPv6 when allocated with it, and the warm port that brought the
+/// IPv4 one.
+type Taken = (
+    std::net::Ipv4Addr,
+    Option<std::net::Ipv6Addr>,
+    Option<pool::WarmPort>,
+);
+
 /// What the ADD established before its steps ran.
 struct Plan<'a> {
     at: &'a Attachment,
@@ -187,8 +195,11 @@ impl<Io: NodeIo> Pods<Io> {
         let clock = StepClock::started(plan.at.deadline);
         // 1. Lease: a warm port's address, or a new lease (and a plain pool port, if one is
         // ready); on a dual-stack node an IPv6 lease too.
-        let (ip, warm) = self.take_address(plan, done).await?;
-        let ip6 = self.take_ipv6_address(plan, done).await?;
+        let (ip, ip6, warm) = self.take_address(plan, done).await?;
+        let ip6 = match ip6 {
+            Some(ip6) => Some(ip6),
+            None => self.take_ipv6_address(plan, done).await?,
+        };
         let pooled = match &warm {
             Some(w) => {
                 self.hand_over_warm_port(a, w, done).await?;
@@ -251,11 +262,7 @@ impl<Io: NodeIo> Pods<Io> {
     /// take the plain way; so does a pod a network policy selects (it needs its own rows before
     /// its first packet, and the plain way's flows go in with them), and a pod whose network
     /// chains a plugin that needs a veth or whose chain the agent cannot see (`cni::chain`).
-    async fn take_address(
-        &self,
-        plan: &Plan<'_>,
-        done: &mut Vec<Undo>,
-    ) -> Result<(std::net::Ipv4Addr, Option<pool::WarmPort>), PodError> {
+    async fn take_address(&self, plan: &Plan<'_>, done: &mut Vec<Undo>) -> Result<Taken, PodError> {
         let at = plan.at;
         let eligible = plan.requested.is_none()
             && plan.requested6.is_none()
@@ -269,23 +276,38 @@ impl<Io: NodeIo> Pods<Io> {
             .then(|| self.pool.take_warm(plan.vnid, self.warm_target()))
             .flatten()
         {
-            return Ok((w.ip, Some(w)));
+            return Ok((w.ip, None, Some(w)));
         }
         let range = self.net.range();
         let (cid, ifn) = (at.id.container_id.clone(), at.id.ifname.clone());
-        let requested = plan.requested;
-        match self
-            .ipam(move |store| store.allocate(&range, &cid, &ifn, requested))
-            .await
-        {
-            Ok(lease) => {
+        let requested = (plan.requested, plan.requested6);
+        // A dual-stack pod's two leases under one lock and one read of the directory.
+        let allocated = match self.net.range6() {
+            Some(range6) => {
                 done.push(Undo::Lease);
-                Ok((lease.ip, None))
+                self.ipam(move |store| {
+                    store
+                        .allocate_dual((&range, &range6), &cid, &ifn, requested)
+                        .map(|(l4, l6)| (l4.ip, Some(l6.ip)))
+                })
+                .await
+            }
+            None => self
+                .ipam(move |store| store.allocate(&range, &cid, &ifn, requested.0))
+                .await
+                .map(|l| (l.ip, None)),
+        };
+        match allocated {
+            Ok((ip, ip6)) => {
+                if !done.iter().any(|u| matches!(u, Undo::Lease)) {
+                    done.push(Undo::Lease);
+                }
+                Ok((ip, ip6, None))
             }
             // Every address is taken, some by warm ports: take one of any VNID.
             Err(PodError::Ipam(e @ crate::host::ipam::IpamError::Exhausted { .. })) => {
                 match eligible.then(|| self.pool.take_any_warm()).flatten() {
-                    Some(w) => Ok((w.ip, Some(w))),
+                    Some(w) => Ok((w.ip, None, Some(w))),
                     None => Err(PodError::Ipam(e)),
                 }
             }

@@ -115,7 +115,62 @@ impl Store {
         }
         let _lock = self.lock()?;
         let leases = self.scan::<A>()?;
+        self.allocate_locked(range, container_id, ifname, requested, &leases)
+    }
 
+    /// [`Self::allocate`] of both families for a dual-stack attachment, under one lock and one
+    /// read of the directory. On an error the IPv4 lease may be taken: the caller releases the
+    /// attachment (both families) as it does after any failed step.
+    #[allow(clippy::type_complexity)]
+    pub fn allocate_dual(
+        &self,
+        (r4, r6): (&Range, &Range<std::net::Ipv6Addr>),
+        container_id: &str,
+        ifname: &str,
+        (req4, req6): (Option<Ipv4Addr>, Option<std::net::Ipv6Addr>),
+    ) -> Result<(Lease, Lease<std::net::Ipv6Addr>), IpamError> {
+        validate_id(container_id)?;
+        validate_ifname(ifname)?;
+        r4.validate()?;
+        r6.validate()?;
+        if let Some(ip) = req4 {
+            check_requested(r4, ip)?;
+        }
+        if let Some(ip) = req6 {
+            check_requested(r6, ip)?;
+        }
+        let _lock = self.lock()?;
+        let (mut v4, mut v6) = (Vec::new(), Vec::new());
+        for l in self.scan::<IpAddr>()? {
+            let (container_id, ifname) = (l.container_id, l.ifname);
+            match l.ip {
+                IpAddr::V4(ip) => v4.push(Lease {
+                    ip,
+                    container_id,
+                    ifname,
+                }),
+                IpAddr::V6(ip) => v6.push(Lease {
+                    ip,
+                    container_id,
+                    ifname,
+                }),
+            }
+        }
+        Ok((
+            self.allocate_locked(r4, container_id, ifname, req4, &v4)?,
+            self.allocate_locked(r6, container_id, ifname, req6, &v6)?,
+        ))
+    }
+
+    /// The allocation walk, the lock held and the family's `leases` read.
+    fn allocate_locked<A: Family>(
+        &self,
+        range: &Range<A>,
+        container_id: &str,
+        ifname: &str,
+        requested: Option<A>,
+        leases: &[Lease<A>],
+    ) -> Result<Lease<A>, IpamError> {
         let held = leases
             .iter()
             .filter(|l| range.contains(l.ip))

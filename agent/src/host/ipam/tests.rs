@@ -663,3 +663,53 @@ fn ipv6_requested_addresses_and_ranges_are_checked_like_ipv4() {
     );
     assert_eq!(r6.leasable(), u32::MAX);
 }
+
+#[test]
+fn a_dual_stack_attachment_takes_both_leases_in_one_pass() {
+    let t = TempDir::new();
+    let s = store(&t);
+    let r4 = range("10.128.0.0/23", "10.128.0.1");
+    let r6 = range6("fd01:0:0:5::/64", "fd01:0:0:5::1");
+    let (a4, a6) = s
+        .allocate_dual((&r4, &r6), "c1", "eth0", (None, None))
+        .unwrap();
+    assert_eq!(
+        (a4.ip.to_string(), a6.ip.to_string()),
+        ("10.128.0.2".into(), "fd01:0:0:5::2".into())
+    );
+    // Idempotent, and the same leases as one family at a time would give.
+    assert_eq!(
+        s.allocate_dual((&r4, &r6), "c1", "eth0", (None, None))
+            .unwrap(),
+        (a4.clone(), a6.clone())
+    );
+    assert_eq!(s.allocate(&r6, "c1", "eth0", None).unwrap(), a6);
+    // Requested addresses of both families, checked like single ones.
+    let (b4, b6) = s
+        .allocate_dual(
+            (&r4, &r6),
+            "c2",
+            "eth0",
+            (
+                Some(ip("10.128.0.9")),
+                Some("fd01:0:0:5::9".parse().unwrap()),
+            ),
+        )
+        .unwrap();
+    assert_eq!(
+        (b4.ip.to_string(), b6.ip.to_string()),
+        ("10.128.0.9".into(), "fd01:0:0:5::9".into())
+    );
+    let taken = s.allocate_dual(
+        (&r4, &r6),
+        "c3",
+        "eth0",
+        (None, Some("fd01:0:0:5::9".parse().unwrap())),
+    );
+    assert!(matches!(taken, Err(IpamError::InUse { .. })), "{taken:?}");
+    assert_eq!(
+        s.release("c3", "eth0").unwrap().len(),
+        1,
+        "the IPv4 lease of the refused pair"
+    );
+}

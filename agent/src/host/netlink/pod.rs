@@ -793,20 +793,30 @@ async fn configure_pod_side(pod: &Handle, spec: &PodLinkSpec) -> Result<(), Netl
     pod_up?;
     lo_up?;
     let index = link.header.index;
-    pod.address()
+    // Both families' addresses at once, then every route at once (a route needs its family's
+    // address for its gateway to be on-link): two round trips to the kernel, dual stack or not.
+    let add4 = pod
+        .address()
         .add(
             index,
             IpAddr::V4(spec.address.addr()),
             spec.address.prefix_len(),
         )
-        .execute()
-        .await
-        .map_err(|e| {
-            NetlinkError::nl(
-                in_pod(spec, &format!("adding address {} to", spec.address)),
-                e,
-            )
-        })?;
+        .execute();
+    let add6 = async {
+        match &spec.ipv6 {
+            Some(v6) => add_ipv6_address(pod, spec, v6, index).await,
+            None => Ok(()),
+        }
+    };
+    let (added4, added6) = tokio::join!(add4, add6);
+    added4.map_err(|e| {
+        NetlinkError::nl(
+            in_pod(spec, &format!("adding address {} to", spec.address)),
+            e,
+        )
+    })?;
+    added6?;
     let default = RouteSpec {
         dst: Ipv4Net::default(),
         via: Some(spec.gateway),
@@ -814,24 +824,42 @@ async fn configure_pod_side(pod: &Handle, spec: &PodLinkSpec) -> Result<(), Netl
     let routes: Vec<RouteSpec> = std::iter::once(default)
         .chain(spec.routes.iter().copied())
         .collect();
-    let added = join_all(routes.iter().map(|r| {
-        pod.route()
-            .add(route_message(r, index, RouteProtocol::Static))
-            .execute()
-    }))
-    .await;
+    let routes6: Vec<Route6Spec> = spec
+        .ipv6
+        .iter()
+        .flat_map(|v6| {
+            std::iter::once(Route6Spec {
+                dst: Ipv6Net::default(),
+                via: Some(v6.gateway),
+            })
+            .chain(v6.routes.iter().copied())
+        })
+        .collect();
+    let (added, added6) = tokio::join!(
+        join_all(routes.iter().map(|r| {
+            pod.route()
+                .add(route_message(r, index, RouteProtocol::Static))
+                .execute()
+        })),
+        join_all(routes6.iter().map(|r| {
+            pod.route()
+                .add(route6_message(r, index, RouteProtocol::Static))
+                .execute()
+        }))
+    );
     for (route, result) in routes.iter().zip(added) {
         result
             .map_err(|e| NetlinkError::nl(in_pod(spec, &format!("adding route {route} dev")), e))?;
     }
-    if let Some(v6) = &spec.ipv6 {
-        configure_pod_ipv6(pod, spec, v6, index).await?;
+    for (route, result) in routes6.iter().zip(added6) {
+        result
+            .map_err(|e| NetlinkError::nl(in_pod(spec, &format!("adding route {route} dev")), e))?;
     }
     Ok(())
 }
 
-/// A dual-stack pod's IPv6 address (`nodad`) and routes, the default one first.
-async fn configure_pod_ipv6(
+/// A dual-stack pod's IPv6 address, without duplicate address detection (`nodad`).
+async fn add_ipv6_address(
     pod: &Handle,
     spec: &PodLinkSpec,
     v6: &PodIpv6Spec,
@@ -856,25 +884,7 @@ async fn configure_pod_ipv6(
             format!("adding IPv6 address {} to", v6.address)
         };
         NetlinkError::nl(in_pod(spec, &what), e)
-    })?;
-    let default = Route6Spec {
-        dst: Ipv6Net::default(),
-        via: Some(v6.gateway),
-    };
-    let routes: Vec<Route6Spec> = std::iter::once(default)
-        .chain(v6.routes.iter().copied())
-        .collect();
-    let added = join_all(routes.iter().map(|r| {
-        pod.route()
-            .add(route6_message(r, index, RouteProtocol::Static))
-            .execute()
-    }))
-    .await;
-    for (route, result) in routes.iter().zip(added) {
-        result
-            .map_err(|e| NetlinkError::nl(in_pod(spec, &format!("adding route {route} dev")), e))?;
-    }
-    Ok(())
+    })
 }
 
 #[cfg(test)]
