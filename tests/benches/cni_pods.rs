@@ -353,10 +353,10 @@ fn dual_stack_against_ipv4(n: usize, shim: &Path) {
     let per = n.div_ceil(rounds);
     let mut lat: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
     for r in 0..rounds {
-        for k in 0..2 {
-            for i in (r * per)..((r + 1) * per).min(n) {
-                let path = nss[k][i].path();
-                lat[k].push(exec_timed(shim, "ADD", &id(k, i), &path, &confs[k]));
+        for (k, (nss, conf)) in nss.iter().zip(&confs).enumerate() {
+            let round = (r * per)..((r + 1) * per).min(n);
+            for (i, ns) in nss.iter().enumerate().take(round.end).skip(round.start) {
+                lat[k].push(exec_timed(shim, "ADD", &id(k, i), &ns.path(), conf));
             }
         }
     }
@@ -383,9 +383,9 @@ fn dual_stack_against_ipv4(n: usize, shim: &Path) {
         rows[1],
         rows[1] / rows[0]
     );
-    for (k, conf) in confs.iter().enumerate() {
-        for i in 0..n {
-            exec_timed(shim, "DEL", &id(k, i), &nss[k][i].path(), conf);
+    for (k, (nss, conf)) in nss.iter().zip(&confs).enumerate() {
+        for (i, ns) in nss.iter().enumerate() {
+            exec_timed(shim, "DEL", &id(k, i), &ns.path(), conf);
         }
     }
     for node in nodes {

@@ -5,11 +5,12 @@
 //! traffic (unless the service keeps the client address, `externalTrafficPolicy: Local`) are
 //! marked 0x4000 and masqueraded in `KUBE-POSTROUTING`, as kube-proxy does.
 //!
-//! The rules go into a node's network namespace with `iptables-restore --noflush`; they vanish
-//! with the namespace.
+//! The rules go into a node's network namespace with `iptables-restore --noflush` (an IPv6
+//! service's with `ip6tables-restore`, as kube-proxy's IPv6 proxier writes them: `/128`
+//! matches, `[address]:port` DNAT targets); they vanish with the namespace.
 
-use std::fmt::Write as _;
-use std::net::Ipv4Addr;
+use std::fmt::{Display, Write as _};
+use std::net::{IpAddr, Ipv4Addr};
 
 use crate::harness::Netns;
 
@@ -31,19 +32,19 @@ impl Proto {
     }
 }
 
-/// One Service port.
+/// One Service port (IPv4 unless `A` is `Ipv6Addr`).
 #[derive(Clone, Debug)]
-pub struct Service {
+pub struct Service<A = Ipv4Addr> {
     /// A short name, used in chain names (`KUBE-SVC-<NAME>`).
     pub name: String,
     /// The ClusterIP.
-    pub cluster_ip: Ipv4Addr,
+    pub cluster_ip: A,
     /// The service port.
     pub port: u16,
     /// The protocol.
     pub proto: Proto,
     /// Endpoints: pod address and target port.
-    pub endpoints: Vec<(Ipv4Addr, u16)>,
+    pub endpoints: Vec<(A, u16)>,
     /// A NodePort, if any.
     pub node_port: Option<u16>,
     /// `externalTrafficPolicy: Local`: NodePort traffic keeps its client address.
@@ -52,7 +53,19 @@ pub struct Service {
 
 /// The `iptables-restore --noflush` input (table nat) for `services`, given the cluster network
 /// (sources outside it are masqueraded, as kube-proxy's `--cluster-cidr` does).
-pub fn rules(services: &[Service], cluster_cidr: &str) -> String {
+pub fn rules<A: Copy + Display + Into<IpAddr>>(
+    services: &[Service<A>],
+    cluster_cidr: &str,
+) -> String {
+    // A host's prefix, and a DNAT target, in the family of the services.
+    let host = |a: A| match a.into() {
+        IpAddr::V4(a) => format!("{a}/32"),
+        IpAddr::V6(a) => format!("{a}/128"),
+    };
+    let target = |a: A, port: u16| match a.into() {
+        IpAddr::V4(a) => format!("{a}:{port}"),
+        IpAddr::V6(a) => format!("[{a}]:{port}"),
+    };
     let mut chains = vec![
         "KUBE-SERVICES".to_string(),
         "KUBE-NODEPORTS".to_string(),
@@ -77,13 +90,15 @@ pub fn rules(services: &[Service], cluster_cidr: &str) -> String {
         chains.push(svc.clone());
         let _ = writeln!(
             body,
-            "-A KUBE-SERVICES -d {}/32 -p {proto} -m {proto} --dport {} -j {svc}",
-            s.cluster_ip, s.port
+            "-A KUBE-SERVICES -d {} -p {proto} -m {proto} --dport {} -j {svc}",
+            host(s.cluster_ip),
+            s.port
         );
         let _ = writeln!(
             body,
-            "-A {svc} ! -s {cluster_cidr} -d {}/32 -p {proto} -m {proto} --dport {} -j KUBE-MARK-MASQ",
-            s.cluster_ip, s.port
+            "-A {svc} ! -s {cluster_cidr} -d {} -p {proto} -m {proto} --dport {} -j KUBE-MARK-MASQ",
+            host(s.cluster_ip),
+            s.port
         );
         let n = s.endpoints.len();
         for (i, (ip, port)) in s.endpoints.iter().enumerate() {
@@ -98,10 +113,11 @@ pub fn rules(services: &[Service], cluster_cidr: &str) -> String {
             } else {
                 let _ = writeln!(body, "-A {svc} -j {sep}");
             }
-            let _ = writeln!(body, "-A {sep} -s {ip}/32 -j KUBE-MARK-MASQ");
+            let _ = writeln!(body, "-A {sep} -s {} -j KUBE-MARK-MASQ", host(*ip));
             let _ = writeln!(
                 body,
-                "-A {sep} -p {proto} -m {proto} -j DNAT --to-destination {ip}:{port}"
+                "-A {sep} -p {proto} -m {proto} -j DNAT --to-destination {}",
+                target(*ip, *port)
             );
         }
         if let Some(np) = s.node_port {
@@ -131,18 +147,20 @@ pub fn rules(services: &[Service], cluster_cidr: &str) -> String {
 }
 
 /// Installs `services` into namespace `netns` (a node's) with `iptables-restore --noflush`.
-pub fn install(netns: &Netns, services: &[Service], cluster_cidr: &str) {
+pub fn install<A: Copy + Display + Into<IpAddr>>(
+    netns: &Netns,
+    services: &[Service<A>],
+    cluster_cidr: &str,
+) {
     use std::io::Write;
     use std::process::{Command, Stdio};
     let text = rules(services, cluster_cidr);
+    let restore = match services.first().map(|s| s.cluster_ip.into()) {
+        Some(IpAddr::V6(_)) => "ip6tables-restore",
+        _ => "iptables-restore",
+    };
     let mut child = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            netns.name(),
-            "iptables-restore",
-            "--noflush",
-        ])
+        .args(["netns", "exec", netns.name(), restore, "--noflush"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

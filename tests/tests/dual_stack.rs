@@ -21,6 +21,8 @@
 //!   destination closes the tenant's external IPv6; other tenants untouched;
 //! - IPv6 multicast (`ff05::1:3`, receivers joined) reaches the sender's tenant only, and
 //!   nobody once the tenant's multicast is off;
+//! - an IPv6 Service through kube-proxy-shaped `ip6tables` rules: reached within the tenant,
+//!   refused across tenants, the endpoint reaching itself (hairpin);
 //! - forged neighbour discovery (advertisements of another's address or with another's MAC,
 //!   unsolicited ones, solicitations with another's MAC, duplicate address detection, router
 //!   advertisements, redirects), spoofed IPv6 sources, and ND and UDP across tenants reach no
@@ -51,6 +53,17 @@ fn dual_stack_node() -> AgentNode {
         .collect(),
         ..NodeOptions::default()
     })
+}
+
+/// tenant-a (VNID 11) with pods a1 and a2, tenant-b (VNID 12) with b1.
+fn two_tenants(node: &AgentNode) -> [CniPod<'_>; 3] {
+    node.set_netnamespace("tenant-a", 11);
+    node.set_netnamespace("tenant-b", 12);
+    [
+        node.pod("tenant-a", "a1"),
+        node.pod("tenant-a", "a2"),
+        node.pod("tenant-b", "b1"),
+    ]
 }
 
 fn ping6(from: &CniPod<'_>, to: &str) -> bool {
@@ -220,11 +233,7 @@ const GRACE: Duration = Duration::from_millis(700);
 #[test]
 fn forged_neighbour_discovery_and_ipv6_sources_reach_no_pod() {
     let node = dual_stack_node();
-    node.set_netnamespace("tenant-a", 11);
-    node.set_netnamespace("tenant-b", 12);
-    let a1 = node.pod("tenant-a", "a1");
-    let a2 = node.pod("tenant-a", "a2");
-    let b1 = node.pod("tenant-b", "b1");
+    let [a1, a2, b1] = two_tenants(&node);
     let b2 = node.pod("tenant-b", "b2");
     let token = probe::unique_token("nd6");
     let (bad, good) = (format!("{token}-forged"), format!("{token}-control"));
@@ -963,11 +972,7 @@ fn multicast6_send(pod: &CniPod<'_>, group: Ipv6Addr, port: u16, payload: &[u8],
 #[test]
 fn ipv6_multicast_reaches_the_tenant_only() {
     let node = dual_stack_node();
-    node.set_netnamespace("tenant-a", 11);
-    node.set_netnamespace("tenant-b", 12);
-    let a1 = node.pod("tenant-a", "a1");
-    let a2 = node.pod("tenant-a", "a2");
-    let b1 = node.pod("tenant-b", "b1");
+    let [a1, a2, b1] = two_tenants(&node);
     for ns in ["tenant-a", "tenant-b"] {
         node.sdnctl(&["multicast", ns, "on"]);
     }
@@ -1015,4 +1020,45 @@ fn ipv6_multicast_reaches_the_tenant_only() {
         got == [0, 0]
     });
     assert!(ok, "(a2, b1) heard {got:?} with multicast off");
+}
+
+#[test]
+fn ipv6_services_through_kube_proxy_rules_within_a_tenant_and_hairpin() {
+    use sdn_tests::kubeproxy::{self, Proto, Service};
+    let node = dual_stack_node();
+    let [a1, a2, b1] = two_tenants(&node);
+    let _server = probe::tcp6_echo_server(a2.ns.name(), ECHO6_PORT);
+    let cluster_ip: Ipv6Addr = "fd02::10".parse().unwrap();
+    kubeproxy::install(
+        node.ovs.ns(),
+        &[Service {
+            name: "web6".into(),
+            cluster_ip,
+            port: 80,
+            proto: Proto::Tcp,
+            endpoints: vec![(ip6_of(&a2), ECHO6_PORT)],
+            node_port: None,
+            external_local: false,
+        }],
+        "fd01::/48",
+    );
+    let via_service = |p: &CniPod<'_>| {
+        probe::tcp_probe_to(
+            p.ns.name(),
+            (cluster_ip, 80).into(),
+            Duration::from_millis(1500),
+        )
+    };
+    // The same tenant reaches the endpoint through the Service; another tenant does not; the
+    // endpoint reaches itself through its Service (hairpin, masqueraded by kube-proxy's rules).
+    assert!(
+        via_service(&a1),
+        "a1 -> [fd02::10]:80\n{}",
+        node.flows().join("\n")
+    );
+    assert!(
+        !via_service(&b1),
+        "b1 (another tenant) reached tenant-a's endpoint"
+    );
+    assert!(via_service(&a2), "a2 -> its own Service (hairpin)");
 }
