@@ -12,10 +12,11 @@
 //! - a global VNID (0): no rows (openshift-sdn refuses and ignores the policy).
 //! - dual stack **[ours]**: a rule's IPv6 destinations (`cidrSelector` `2001:db8::/32`, `::/0`,
 //!   a name's AAAA addresses) are rows `ipv6,reg0=V,ipv6_dst=NET` at the rule's priority, so
-//!   IPv6 meets the rules in their order as IPv4 does. A policy that names no IPv6 destination
-//!   was written for IPv4: on a dual-stack node its VNID also gets `ipv6,reg0=V`, priority 1,
-//!   drop, so the tenant's external IPv6 is not let out unfiltered (fail closed; a rule
-//!   `Allow ::/0` opens it). An IPv4 node writes no IPv6 row.
+//!   IPv6 meets the rules in their order as IPv4 does. A policy whose `cidrSelector`s name no
+//!   IPv6 destination was written for IPv4: on a dual-stack node its VNID also gets
+//!   `ipv6,reg0=V`, priority 1, drop, so the tenant's external IPv6 is not let out unfiltered
+//!   beyond its names' AAAA addresses (fail closed; a rule `Allow ::/0` opens it). An IPv4 node
+//!   writes no IPv6 row.
 //!
 //! Every row of a VNID carries that VNID's egress cookie, so the flow store replaces a tenant's
 //! whole rule set in one bundle: the old and the new rules swap atomically, and no packet sees a
@@ -36,6 +37,9 @@ pub struct EgressRule {
     pub allow: bool,
     /// The destinations: a CIDR, or the addresses a DNS name resolved to (none yet: no rows).
     pub to: Vec<IpNet>,
+    /// The destinations are a DNS name's addresses (its AAAA ones do not make the policy one
+    /// that names IPv6: what the policy's author wrote decides that).
+    pub dns: bool,
 }
 
 /// What a VNID's table-100 rows say.
@@ -100,7 +104,13 @@ pub fn egress_firewall_flows(vnid: Vnid, fw: &EgressFirewall, dual_stack: bool) 
                     });
                 }
             }
-            let names_ipv6 = rules.iter().flat_map(|r| &r.to).any(|n| n.addr().is_ipv6());
+            // Whether the policy's author wrote an IPv6 destination (a name's AAAA answers do
+            // not count: a policy written for IPv4 stays closed in IPv6 beyond them).
+            let names_ipv6 = rules
+                .iter()
+                .filter(|r| !r.dns)
+                .flat_map(|r| &r.to)
+                .any(|n| n.addr().is_ipv6());
             if dual_stack && !names_ipv6 {
                 out.push(
                     Flow::new(Table::EgressFirewall.id(), 1)
@@ -137,14 +147,17 @@ mod tests {
         let fw = EgressFirewall::Rules(vec![
             EgressRule {
                 allow: true,
+                dns: false,
                 to: vec!["192.168.10.0/24".parse().unwrap()],
             },
             EgressRule {
                 allow: false,
+                dns: false,
                 to: vec!["192.168.0.0/16".parse().unwrap()],
             },
             EgressRule {
                 allow: true,
+                dns: false,
                 to: vec![
                     "198.51.100.7/32".parse().unwrap(),
                     "198.51.100.8/32".parse().unwrap(),
@@ -152,6 +165,7 @@ mod tests {
             },
             EgressRule {
                 allow: false,
+                dns: false,
                 to: vec![egress_cidr("0.0.0.0/32".parse().unwrap()).into()],
             },
         ]);
@@ -188,14 +202,17 @@ mod tests {
         let fw = EgressFirewall::Rules(vec![
             EgressRule {
                 allow: true,
+                dns: false,
                 to: vec!["2001:db8::/32".parse().unwrap()],
             },
             EgressRule {
                 allow: false,
+                dns: false,
                 to: vec!["::/0".parse().unwrap()],
             },
             EgressRule {
                 allow: true,
+                dns: false,
                 to: vec!["0.0.0.0/0".parse().unwrap()],
             },
         ]);
@@ -215,10 +232,40 @@ mod tests {
     }
 
     #[test]
+    fn a_names_aaaa_answers_do_not_open_an_ipv4_policy_in_ipv6() {
+        let v = Vnid::new(14).unwrap();
+        let fw = EgressFirewall::Rules(vec![
+            EgressRule {
+                allow: true,
+                dns: true,
+                to: vec![
+                    "192.0.2.7/32".parse().unwrap(),
+                    "2001:db8::7/128".parse().unwrap(),
+                ],
+            },
+            EgressRule {
+                allow: false,
+                dns: false,
+                to: vec!["0.0.0.0/0".parse().unwrap()],
+            },
+        ]);
+        assert_eq!(
+            text(&egress_firewall_flows(v, &fw, true)),
+            [
+                "cookie=0x400000000000000e, table=100, priority=2,ip,reg0=0xe,nw_dst=192.0.2.7 actions=goto_table:101",
+                "cookie=0x400000000000000e, table=100, priority=2,ipv6,reg0=0xe,ipv6_dst=2001:db8::7 actions=goto_table:101",
+                "cookie=0x400000000000000e, table=100, priority=1,ip,reg0=0xe actions=drop",
+                "cookie=0x400000000000000e, table=100, priority=1,ipv6,reg0=0xe actions=drop",
+            ]
+        );
+    }
+
+    #[test]
     fn a_dual_stack_node_drops_the_ipv6_traffic_rules_do_not_name() {
         let v = Vnid::new(12).unwrap();
         let fw = EgressFirewall::Rules(vec![EgressRule {
             allow: true,
+            dns: false,
             to: vec![egress_cidr("0.0.0.0/32".parse().unwrap()).into()],
         }]);
         assert_eq!(

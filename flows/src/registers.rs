@@ -228,6 +228,7 @@ mod tests {
             crate::egress::EgressFirewall::DropAll,
             crate::egress::EgressFirewall::Rules(vec![crate::egress::EgressRule {
                 allow: true,
+                dns: false,
                 to: vec!["192.0.2.0/24".parse().unwrap()],
             }]),
         ] {

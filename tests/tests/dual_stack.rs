@@ -55,6 +55,18 @@ fn dual_stack_node() -> AgentNode {
     })
 }
 
+/// The IPv6 gateway of a dual-stack pod's CNI result.
+fn ips_gateway6(p: &CniPod<'_>) -> String {
+    p.result["ips"]
+        .as_array()
+        .and_then(|ips| {
+            ips.iter()
+                .find_map(|i| i["gateway"].as_str().filter(|g| g.contains(':')))
+        })
+        .unwrap_or_else(|| panic!("no IPv6 gateway in {}", p.result))
+        .to_string()
+}
+
 /// tenant-a (VNID 11) with pods a1 and a2, tenant-b (VNID 12) with b1.
 fn two_tenants(node: &AgentNode) -> [CniPod<'_>; 3] {
     node.set_netnamespace("tenant-a", 11);
@@ -1051,14 +1063,21 @@ fn ipv6_services_through_kube_proxy_rules_within_a_tenant_and_hairpin() {
     };
     // The same tenant reaches the endpoint through the Service; another tenant does not; the
     // endpoint reaches itself through its Service (hairpin, masqueraded by kube-proxy's rules).
+    // (The first connection also resolves the gateway: retried for a while, as a client would.)
+    let soon = |p: &CniPod<'_>| wait_until(Duration::from_secs(10), || via_service(p));
     assert!(
-        via_service(&a1),
+        soon(&a1),
         "a1 -> [fd02::10]:80\n{}",
         node.flows().join("\n")
+    );
+    assert!(soon(&a2), "a2 -> its own Service (hairpin)");
+    // b1 has resolved the gateway too: refused only by the tenancy check.
+    assert!(
+        ping6(&b1, &ips_gateway6(&b1)),
+        "b1 cannot reach its gateway"
     );
     assert!(
         !via_service(&b1),
         "b1 (another tenant) reached tenant-a's endpoint"
     );
-    assert!(via_service(&a2), "a2 -> its own Service (hairpin)");
 }

@@ -536,7 +536,7 @@ fn a_policy_that_cannot_be_applied_drops_and_host_bits_are_masked() {
     let b1 = node.pod("tenant-b", "b1");
     assert_eq!(reach(a1.ns.name()), "YYYY", "before any policy");
 
-    // An IPv6 destination: this agent cannot apply it, so nothing of tenant-a leaves.
+    // A malformed destination: this agent cannot apply it, so nothing of tenant-a leaves.
     let file = node
         .state_dir()
         .join("egressnetworkpolicy-tenant-a.default.yaml");
@@ -544,7 +544,7 @@ fn a_policy_that_cannot_be_applied_drops_and_host_bits_are_masked() {
         &file,
         "apiVersion: network.openshift.io/v1\nkind: EgressNetworkPolicy\nmetadata:\n  \
          name: default\n  namespace: tenant-a\nspec:\n  egress:\n  - type: Deny\n    to:\n      \
-         cidrSelector: 2001:db8::/32\n  - type: Allow\n    to:\n      cidrSelector: 0.0.0.0/0\n",
+         cidrSelector: 2001:db8:::/32\n  - type: Allow\n    to:\n      cidrSelector: 0.0.0.0/0\n",
     )
     .unwrap();
     assert!(
@@ -557,7 +557,7 @@ fn a_policy_that_cannot_be_applied_drops_and_host_bits_are_masked() {
     let out = node.sdnctl_api(&["egress-firewall"]);
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
-        said.contains("EgressNetworkPolicy cannot be applied: tenant-a/default (invalid: field spec.egress[0].to.cidrSelector \"2001:db8::/32\": expected an IPv4 CIDR"),
+        said.contains("EgressNetworkPolicy cannot be applied: tenant-a/default (invalid: field spec.egress[0].to.cidrSelector \"2001:db8:::/32\": expected an IPv4 CIDR"),
         "{said}"
     );
     assert!(node.log().lines().any(|l| l.contains("ERROR")

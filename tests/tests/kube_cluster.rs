@@ -208,15 +208,15 @@ fn kubernetes_mode_on_three_nodes() {
         "tenant-a's egress firewall not on every node: {:#?}",
         c.nodes.iter().map(egress_rows).collect::<Vec<_>>()
     );
-    // One the agent cannot apply (an IPv6 destination; the fake does not validate, nor does
-    // OpenShift's CRD schema) fails closed: tenant-a's external traffic is dropped on every node
-    // (the drop-all row alone), never left unfiltered.
+    // One the agent cannot apply (a malformed destination; the fake does not validate) fails
+    // closed: tenant-a's external traffic is dropped on every node (the drop-all row alone),
+    // never left unfiltered.
     fake.put(json!({
         "apiVersion": "network.openshift.io/v1",
         "kind": "EgressNetworkPolicy",
         "metadata": {"name": "default", "namespace": "tenant-a"},
         "spec": {"egress": [
-            {"type": "Deny", "to": {"cidrSelector": "2001:db8::/32"}},
+            {"type": "Deny", "to": {"cidrSelector": "2001:db8:::/32"}},
             {"type": "Allow", "to": {"cidrSelector": "0.0.0.0/0"}},
         ]},
     }))

@@ -312,6 +312,7 @@ mod tests {
             v,
             &flows::EgressFirewall::Rules(vec![flows::EgressRule {
                 allow: true,
+                dns: false,
                 to: vec!["192.0.2.0/24".parse().unwrap()],
             }]),
             true,

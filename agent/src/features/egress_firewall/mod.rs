@@ -220,6 +220,7 @@ fn rules_of(
         .iter()
         .map(|r| EgressRule {
             allow: r.rule_type == EgressRuleType::Allow,
+            dns: r.to.cidr_selector.is_none(),
             to: match (&r.to.cidr_selector, &r.to.dns_name) {
                 (Some(c), _) => match c.parse::<IpNet>() {
                     Ok(IpNet::V4(n)) => vec![egress_cidr(n).into()],
@@ -632,6 +633,7 @@ mod tests {
             p[&v10].firewall,
             EgressFirewall::Rules(vec![EgressRule {
                 allow: true,
+                dns: true,
                 to: vec!["198.51.100.7/32".parse().unwrap()]
             }])
         );

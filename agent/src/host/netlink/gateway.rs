@@ -175,7 +175,8 @@ impl Netlink {
     /// `address` is the IPv6 gateway with the node's IPv6 subnet's prefix length; `routes` the
     /// cluster's IPv6 network and the IPv6 service network. No duplicate address detection:
     /// the address is the node's by allocation, and DAD would keep it unusable for a second.
-    /// Idempotent; removes nothing.
+    /// Also `fe80::1/64 nodad`: a link-local address usable at once (see the steps). Idempotent;
+    /// removes nothing.
     pub async fn configure_gateway6(
         &self,
         ifname: &str,
@@ -212,7 +213,16 @@ impl Netlink {
             .iter()
             .filter_map(ipv6_address)
             .collect();
-        if !present.contains(&address) {
+        // A link-local address that is usable at once, beside whatever one the kernel gave
+        // tun0 (it stays tentative for duplicate address detection a second or more after tun0
+        // comes up, and the kernel solicits a pod's address for forwarded traffic only from a
+        // usable link-local one: without this, a Service's first packets after a start found
+        // no neighbour). Per link, so the same on every node; the flows take any link-local
+        // address from tun0 as the node's.
+        let usable_ll =
+            Ipv6Net::new(Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 1), 64).expect("constant");
+        let wanted = [address, usable_ll];
+        for address in wanted.into_iter().filter(|a| !present.contains(a)) {
             let mut add = h
                 .address()
                 .add(index, IpAddr::V6(address.addr()), address.prefix_len());
