@@ -56,7 +56,8 @@
 //! lock and the allocation walk: one contract with `host-local`, kept in one file so each part
 //! is read with the others it must agree with), `error` (every error names the file, address or
 //! request), `legacy` (the older format openshift-sdn's vendored host-local v0.6.0 writes and
-//! releases, for the hand-back), and here the lease itself.
+//! releases, for the hand-back), `family` (the two address families as types), and here the
+//! lease itself.
 
 use std::net::Ipv4Addr;
 use std::time::Duration;
