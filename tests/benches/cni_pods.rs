@@ -11,7 +11,8 @@
 //! Run: `cargo build --release --workspace && cargo bench -p sdn-tests --bench cni_pods`
 //! Settings: `SDN_BENCH_PODS` (default 100), `SDN_BENCH_CONCURRENCY` (10),
 //! `SDN_BENCH_RSS_PODS` (500; 0 skips the RSS step), `SDN_BENCH_DUAL` (1; 0 skips the dual-stack
-//! comparison).
+//! comparison), `SDN_BENCH_DUAL_FLAGS` (agent flags for both nodes of the comparison, e.g.
+//! `--port-pool-size 0`).
 //!
 //! Every plugin is executed as a fresh process with a cleared environment plus the CNI
 //! variables and the network config on stdin, as a runtime does. The bridge plugin is executed
@@ -319,21 +320,24 @@ fn main() {
 fn dual_stack_against_ipv4(n: usize, shim: &Path) {
     let base = NodeOptions {
         cluster_network: "10.128.0.0/14,12".into(),
+        extra: std::env::var("SDN_BENCH_DUAL_FLAGS")
+            .map(|v| v.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_default(),
         ..NodeOptions::default()
     };
     let v4 = AgentNode::start(base.clone());
-    let dual = AgentNode::start(NodeOptions {
-        extra: [
+    let mut extra = base.extra.clone();
+    extra.extend(
+        [
             "--cluster-network",
             "fd01::/48,64",
             "--service-cidr",
             "172.30.0.0/16,fd02::/112",
         ]
         .iter()
-        .map(|s| s.to_string())
-        .collect(),
-        ..base
-    });
+        .map(|s| s.to_string()),
+    );
+    let dual = AgentNode::start(NodeOptions { extra, ..base });
     let nodes = [&v4, &dual];
     let confs: Vec<String> = nodes
         .iter()
