@@ -26,9 +26,8 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::net::{Ipv4Addr, Ipv6Addr};
 
-use ipnet::{Ipv4Net, Ipv6Net};
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 
 /// Labels of an object.
 pub type Labels = BTreeMap<String, String>;
@@ -414,57 +413,40 @@ pub fn resolve_named_port(ports: &[ContainerPort], protocol: Protocol, name: &st
 /// `cidr` minus every net of `except`, as the fewest disjoint prefixes, in address order.
 /// Exceptions outside `cidr` take nothing out; the result is empty when they cover it.
 pub fn subtract(cidr: Ipv4Net, except: &[Ipv4Net]) -> Vec<Ipv4Net> {
-    let cidr = cidr.trunc();
-    let mut out = Vec::new();
-    split(cidr, except, &mut out);
-    out
-}
-
-fn split(net: Ipv4Net, except: &[Ipv4Net], out: &mut Vec<Ipv4Net>) {
-    // Entirely excluded?
-    if except.iter().any(|e| e.contains(&net)) {
-        return;
-    }
-    // Untouched?
-    if !except.iter().any(|e| net.contains(e)) {
-        out.push(net);
-        return;
-    }
-    // An exception lies strictly inside: halve (a /32 is either excluded or untouched).
-    let len = net.prefix_len() + 1;
-    let base = u32::from(net.network());
-    let half = 1u32 << (32 - u32::from(len));
-    for start in [base, base | half] {
-        if let Ok(n) = Ipv4Net::new(Ipv4Addr::from(start), len) {
-            split(n, except, out);
-        }
-    }
+    let except: Vec<IpNet> = except.iter().map(|e| IpNet::V4(*e)).collect();
+    split_out(IpNet::V4(cidr.trunc()), &except)
+        .into_iter()
+        .filter_map(|n| match n {
+            IpNet::V4(n) => Some(n),
+            IpNet::V6(_) => None,
+        })
+        .collect()
 }
 
 /// [`subtract`] for an IPv6 block.
 pub fn subtract6(cidr: Ipv6Net, except: &[Ipv6Net]) -> Vec<Ipv6Net> {
-    let mut out = Vec::new();
-    split6(cidr.trunc(), except, &mut out);
-    out
+    let except: Vec<IpNet> = except.iter().map(|e| IpNet::V6(*e)).collect();
+    split_out(IpNet::V6(cidr.trunc()), &except)
+        .into_iter()
+        .filter_map(|n| match n {
+            IpNet::V6(n) => Some(n),
+            IpNet::V4(_) => None,
+        })
+        .collect()
 }
 
-fn split6(net: Ipv6Net, except: &[Ipv6Net], out: &mut Vec<Ipv6Net>) {
+/// `net` less `except`: whole when no exception touches it, nothing when one covers it, else
+/// its two halves, each split the same way (a single address is either excluded or untouched).
+fn split_out(net: IpNet, except: &[IpNet]) -> Vec<IpNet> {
     if except.iter().any(|e| e.contains(&net)) {
-        return;
+        return Vec::new();
     }
     if !except.iter().any(|e| net.contains(e)) {
-        out.push(net);
-        return;
+        return vec![net];
     }
-    // An exception lies strictly inside, so the net is shorter than /128: halve it.
-    let len = net.prefix_len() + 1;
-    let base = u128::from(net.network());
-    let half = 1u128 << (128 - u32::from(len));
-    for start in [base, base | half] {
-        if let Ok(n) = Ipv6Net::new(Ipv6Addr::from(start), len) {
-            split6(n, except, out);
-        }
-    }
+    net.subnets(net.prefix_len() + 1)
+        .map(|halves| halves.flat_map(|h| split_out(h, except)).collect())
+        .unwrap_or_default()
 }
 
 /// Ports `first..=last` as the fewest `(value, mask)` pairs that match exactly them (how a range
@@ -590,7 +572,7 @@ mod tests {
         let ex = [n("10.1.0.16/28"), n("10.1.0.200/31")];
         let parts = subtract(n("10.1.0.0/24"), &ex);
         for a in 0u32..256 {
-            let ip = Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 1, 0, 0)) + a);
+            let ip = std::net::Ipv4Addr::from(0x0a01_0000 + a);
             let want = !ex.iter().any(|e| e.contains(&ip));
             let got = parts.iter().filter(|p| p.contains(&ip)).count();
             assert_eq!(got, usize::from(want), "{ip}");

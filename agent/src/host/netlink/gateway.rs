@@ -14,10 +14,12 @@ use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use futures::TryStreamExt;
-use ipnet::{Ipv4Net, Ipv6Net};
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use netlink_packet_route::address::{AddressAttribute, AddressFlags};
 use netlink_packet_route::link::LinkMessage;
-use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteHeader, RouteProtocol};
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol,
+};
 use rtnetlink::LinkUnspec;
 
 use super::error::errno;
@@ -125,25 +127,9 @@ impl Netlink {
         // change makes ovs-vswitchd's userspace datapath rebuild its tunnel routes, which can
         // drop a tunnelled packet in flight.
         let existing = self.ipv4_routes().await?;
-        let through_link = |dst: &Ipv4Net| {
-            existing.iter().any(|r| {
-                r.header.destination_prefix_length == dst.prefix_len()
-                    && r.header.table == RouteHeader::RT_TABLE_MAIN
-                    && r.attributes
-                        .iter()
-                        .any(|a| matches!(a, RouteAttribute::Oif(i) if *i == index))
-                    && r.attributes.iter().any(|a| {
-                        matches!(a, RouteAttribute::Destination(RouteAddress::Inet(ip)) if *ip == dst.trunc().addr())
-                    })
-                    && !r
-                        .attributes
-                        .iter()
-                        .any(|a| matches!(a, RouteAttribute::Gateway(_)))
-            })
-        };
         let specs: Vec<RouteSpec> = routes
             .iter()
-            .filter(|dst| !through_link(dst))
+            .filter(|dst| !on_link_through(&existing, index, IpNet::V4(**dst)))
             .map(|dst| RouteSpec {
                 dst: *dst,
                 via: None,
@@ -252,21 +238,9 @@ impl Netlink {
             .try_collect::<Vec<_>>()
             .await
             .map_err(|e| NetlinkError::nl("listing the node's IPv6 routes".to_string(), e))?;
-        let through_link = |dst: &Ipv6Net| {
-            existing.iter().any(|r| {
-                r.header.destination_prefix_length == dst.prefix_len()
-                    && r.header.table == RouteHeader::RT_TABLE_MAIN
-                    && r.attributes
-                        .iter()
-                        .any(|a| matches!(a, RouteAttribute::Oif(i) if *i == index))
-                    && r.attributes.iter().any(|a| {
-                        matches!(a, RouteAttribute::Destination(RouteAddress::Inet6(ip)) if *ip == dst.trunc().addr())
-                    })
-            })
-        };
         let specs: Vec<Route6Spec> = routes
             .iter()
-            .filter(|dst| !through_link(dst))
+            .filter(|dst| !on_link_through(&existing, index, IpNet::V6(**dst)))
             .map(|dst| Route6Spec {
                 dst: *dst,
                 via: None,
@@ -322,4 +296,27 @@ impl Netlink {
             pause = (pause * 2).min(POLL_MAX);
         }
     }
+}
+
+/// Whether `existing` (a route dump of the main table's family) holds an on-link route to `dst`
+/// out of interface `index`, whatever its protocol or scope: such a route is left alone (see
+/// [`Netlink::configure_gateway`]).
+fn on_link_through(existing: &[RouteMessage], index: u32, dst: IpNet) -> bool {
+    let want = dst.trunc().addr();
+    existing.iter().any(|r| {
+        r.header.destination_prefix_length == dst.prefix_len()
+            && r.header.table == RouteHeader::RT_TABLE_MAIN
+            && r.attributes
+                .iter()
+                .any(|a| matches!(a, RouteAttribute::Oif(i) if *i == index))
+            && r.attributes.iter().any(|a| match a {
+                RouteAttribute::Destination(RouteAddress::Inet(ip)) => IpAddr::V4(*ip) == want,
+                RouteAttribute::Destination(RouteAddress::Inet6(ip)) => IpAddr::V6(*ip) == want,
+                _ => false,
+            })
+            && !r
+                .attributes
+                .iter()
+                .any(|a| matches!(a, RouteAttribute::Gateway(_)))
+    })
 }

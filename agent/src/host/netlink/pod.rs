@@ -645,33 +645,20 @@ pub(crate) fn ipv6_address(msg: &netlink_packet_route::address::AddressMessage) 
     Ipv6Net::new(ip, msg.header.prefix_len).ok()
 }
 
-/// An IPv6 unicast route out of interface `index`, as [`pod_route`]: not the kernel's own
-/// (`proto kernel`: the address's prefix, `fe80::/64`), not multicast.
+/// An IPv6 unicast route out of interface `index`, as [`pod_route`] (`fe80::/64` and the
+/// address's prefix are the kernel's own).
 fn pod_route6(msg: &RouteMessage, index: u32) -> Option<Route6Spec> {
-    let h = &msg.header;
-    if h.address_family != AddressFamily::Inet6
-        || h.kind != RouteType::Unicast
-        || h.protocol == RouteProtocol::Kernel
-        || route_table(msg) == RT_TABLE_LOCAL
-    {
-        return None;
-    }
-    let mut dst = Ipv6Addr::UNSPECIFIED;
-    let (mut via, mut oif) = (None, None);
-    for attr in &msg.attributes {
-        match attr {
-            RouteAttribute::Destination(RouteAddress::Inet6(ip)) => dst = *ip,
-            RouteAttribute::Gateway(RouteAddress::Inet6(ip)) => via = Some(*ip),
-            RouteAttribute::Oif(i) => oif = Some(*i),
-            _ => {}
-        }
-    }
-    if oif != Some(index) {
-        return None;
-    }
+    let (dst, via) = pod_route_parts(msg, AddressFamily::Inet6, index)?;
+    let dst = match dst {
+        Some(RouteAddress::Inet6(ip)) => *ip,
+        _ => Ipv6Addr::UNSPECIFIED,
+    };
     Some(Route6Spec {
-        dst: Ipv6Net::new(dst, h.destination_prefix_length).ok()?,
-        via,
+        dst: Ipv6Net::new(dst, msg.header.destination_prefix_length).ok()?,
+        via: match via {
+            Some(RouteAddress::Inet6(ip)) => Some(*ip),
+            _ => None,
+        },
     })
 }
 
@@ -698,31 +685,45 @@ const RT_TABLE_LOCAL: u32 = 255;
 /// route, in any routing table but the local one: a chained `sbr` plugin moves the pod's routes
 /// from the main table to a table of its own, and they are still the pod's routes.
 fn pod_route(msg: &RouteMessage, index: u32) -> Option<RouteSpec> {
+    let (dst, via) = pod_route_parts(msg, AddressFamily::Inet, index)?;
+    let dst = match dst {
+        Some(RouteAddress::Inet(ip)) => *ip,
+        _ => Ipv4Addr::UNSPECIFIED,
+    };
+    Some(RouteSpec {
+        dst: Ipv4Net::new(dst, msg.header.destination_prefix_length).ok()?,
+        via: match via {
+            Some(RouteAddress::Inet(ip)) => Some(*ip),
+            _ => None,
+        },
+    })
+}
+
+/// The destination and gateway of a `family` unicast route out of interface `index` that is
+/// not the kernel's own (`proto kernel`), in any table but the local one (see [`pod_route`]).
+fn pod_route_parts(
+    msg: &RouteMessage,
+    family: AddressFamily,
+    index: u32,
+) -> Option<(Option<&RouteAddress>, Option<&RouteAddress>)> {
     let h = &msg.header;
-    if h.address_family != AddressFamily::Inet
+    if h.address_family != family
         || h.kind != RouteType::Unicast
         || h.protocol == RouteProtocol::Kernel
         || route_table(msg) == RT_TABLE_LOCAL
     {
         return None;
     }
-    let mut dst = Ipv4Addr::UNSPECIFIED;
-    let (mut via, mut oif) = (None, None);
+    let (mut dst, mut via, mut oif) = (None, None, None);
     for attr in &msg.attributes {
         match attr {
-            RouteAttribute::Destination(RouteAddress::Inet(ip)) => dst = *ip,
-            RouteAttribute::Gateway(RouteAddress::Inet(ip)) => via = Some(*ip),
+            RouteAttribute::Destination(a) => dst = Some(a),
+            RouteAttribute::Gateway(a) => via = Some(a),
             RouteAttribute::Oif(i) => oif = Some(*i),
             _ => {}
         }
     }
-    if oif != Some(index) {
-        return None;
-    }
-    Some(RouteSpec {
-        dst: Ipv4Net::new(dst, h.destination_prefix_length).ok()?,
-        via,
-    })
+    (oif == Some(index)).then_some((dst, via))
 }
 
 /// A route's table: the `RTA_TABLE` attribute if present, else the header's.
