@@ -1081,3 +1081,91 @@ fn ipv6_services_through_kube_proxy_rules_within_a_tenant_and_hairpin() {
         "b1 (another tenant) reached tenant-a's endpoint"
     );
 }
+
+/// The agent's "pod wired" line for sandbox `id`.
+fn wired_line(node: &AgentNode, id: &str) -> String {
+    node.log()
+        .lines()
+        .find(|l| l.contains("pod wired") && l.contains(&format!("sandbox={id}")))
+        .unwrap_or_else(|| panic!("no 'pod wired' line for {id} in:\n{}", node.log()))
+        .to_string()
+}
+
+#[test]
+fn warm_pool_ports_carry_both_families_to_the_pods_that_take_them() {
+    let node = dual_stack_node();
+    node.set_netnamespace("tenant-a", 11);
+    node.set_netnamespace("tenant-b", 12);
+    let b1 = node.pod("tenant-b", "b1");
+    // A burst of ADDs in tenant-a warms pool ports for it: each holds one lease per family
+    // under its own name, and its dual-stack rows are on br0 before any pod takes it.
+    let burst: Vec<CniPod<'_>> = (0..8)
+        .map(|i| node.pod("tenant-a", &format!("a{i}")))
+        .collect();
+    let dir = node.lease_dir();
+    let warm_leases = || {
+        let mut v4 = 0;
+        let mut v6 = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let e = e.unwrap();
+            let content = std::fs::read_to_string(e.path()).unwrap_or_default();
+            if content.starts_with("sdn-warm-") {
+                if e.file_name().to_string_lossy().contains(':') {
+                    v6 += 1;
+                } else {
+                    v4 += 1;
+                }
+            }
+        }
+        (v4, v6)
+    };
+    let warmed = wait_until(Duration::from_secs(30), || {
+        node.metrics()
+            .get("sdn_port_pool_warm")
+            .is_some_and(|n| *n >= 4.0)
+    });
+    assert!(warmed, "no warm ports for tenant-a: {:?}", node.metrics());
+    let (v4, v6) = warm_leases();
+    assert!(v4 >= 4 && v4 == v6, "warm leases: {v4} IPv4, {v6} IPv6");
+
+    // The next pods of tenant-a take warm ports: both addresses come with the port, both
+    // families work at once, and IPv6 isolation holds for them as for any pod.
+    let hot: Vec<CniPod<'_>> = (0..3)
+        .map(|i| node.pod("tenant-a", &format!("hot{i}")))
+        .collect();
+    for p in &hot {
+        let line = wired_line(&node, &p.id);
+        assert!(line.contains("warm_port=true"), "{line}");
+        let ip6 = p.ip6.clone().expect("an IPv6 address from the warm port");
+        let lease = std::fs::read_to_string(dir.join(&ip6)).unwrap();
+        assert_eq!(
+            lease,
+            format!("{}\r\neth0", p.id),
+            "the IPv6 lease is the pod's"
+        );
+        assert!(ping6(p, burst[0].ip6.as_deref().unwrap()), "{} -> a0", p.id);
+        assert!(ping6(&burst[1], &ip6), "a1 -> {}", p.id);
+        assert!(!ping6(p, b1.ip6.as_deref().unwrap()), "{} -> b1", p.id);
+        assert!(!ping6(&b1, &ip6), "b1 -> {}", p.id);
+        assert!(
+            p.ns.exec(&["ping", "-c", "1", "-W", "2", &burst[0].ip])
+                .is_ok(),
+            "{} -> a0 over IPv4",
+            p.id
+        );
+    }
+
+    // DEL releases both of a warm-born pod's leases (after its flows are gone) and the pool
+    // stays sane.
+    let gone = &hot[0];
+    let ip6 = gone.ip6.clone().unwrap();
+    let out = node.del(&gone.id, &gone.netns());
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    let released = wait_until(Duration::from_secs(10), || {
+        [&ip6, &gone.ip].iter().all(|ip| {
+            std::fs::read_to_string(dir.join(ip)).map_or(true, |c| !c.starts_with(&gone.id))
+        })
+    });
+    assert!(released, "{} or {ip6} still leased to {}", gone.ip, gone.id);
+    node.assert_pool_sane(64); // the agent's default pool size
+}

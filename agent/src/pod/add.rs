@@ -101,8 +101,8 @@ struct Plugged {
     mappings: Vec<hostports::PortMapping>,
 }
 
-/// Step 1's addresses: IPv4, IPv6 when allocated with it, and the warm port that brought the
-/// IPv4 one.
+/// Step 1's addresses: IPv4, IPv6 when allocated with it or brought by the warm port, and that
+/// warm port.
 type Taken = (
     std::net::Ipv4Addr,
     Option<std::net::Ipv6Addr>,
@@ -276,7 +276,7 @@ impl<Io: NodeIo> Pods<Io> {
             .then(|| self.pool.take_warm(plan.vnid, self.warm_target()))
             .flatten()
         {
-            return Ok((w.ip, None, Some(w)));
+            return Ok((w.ip, w.ip6, Some(w)));
         }
         let range = self.net.range();
         let (cid, ifn) = (at.id.container_id.clone(), at.id.ifname.clone());
@@ -307,7 +307,7 @@ impl<Io: NodeIo> Pods<Io> {
             // Every address is taken, some by warm ports: take one of any VNID.
             Err(PodError::Ipam(e @ crate::host::ipam::IpamError::Exhausted { .. })) => {
                 match eligible.then(|| self.pool.take_any_warm()).flatten() {
-                    Some(w) => Ok((w.ip, None, Some(w))),
+                    Some(w) => Ok((w.ip, w.ip6, Some(w))),
                     None => Err(PodError::Ipam(e)),
                 }
             }
@@ -316,7 +316,7 @@ impl<Io: NodeIo> Pods<Io> {
     }
 
     /// Step 1 on a dual-stack node: the attachment's IPv6 lease, beside its IPv4 one (a warm
-    /// port holds an IPv4 address only). Releasing the attachment's lease releases both.
+    /// port from before the node had IPv6 holds IPv4 only). Releasing the lease releases both.
     async fn take_ipv6_address(
         &self,
         plan: &Plan<'_>,
@@ -533,8 +533,8 @@ impl<Io: NodeIo> Pods<Io> {
             })
         };
         // A warm port of the pod's VNID has the pod's flows already (unless OVS numbered it
-        // anew meanwhile, or the pod has an IPv6 address, whose rows only the pod's can be).
-        if warm.is_none_or(|w| w.vnid != pod.vnid || w.port.ofport != ofport || ip6.is_some()) {
+        // anew meanwhile, or it had no IPv6 address and the pod got one).
+        if warm.is_none_or(|w| w.vnid != pod.vnid || w.port.ofport != ofport || w.ip6 != ip6) {
             if warm.is_none() {
                 done.push(Undo::Flows(host_veth.clone()));
             }
@@ -583,12 +583,10 @@ impl<Io: NodeIo> Pods<Io> {
         w: &pool::WarmPort,
         done: &mut Vec<Undo>,
     ) -> Result<(), PodError> {
-        let host = w.port.host.clone();
+        let (host, warm) = (w.port.host.clone(), w.clone());
         let (cid, ifn) = (a.container_id.clone(), a.ifname.clone());
-        let (ip, owner) = (w.ip, pool::warm_lease(&host));
-        let from_ifname = pool::warm_lease_ifname(w.vnid);
         let moved = self
-            .ipam(move |store| store.transfer(ip, (&owner, &from_ifname), (&cid, &ifn)))
+            .ipam(move |store| warm.hand_over(store, (&cid, &ifn)))
             .await;
         done.push(Undo::Lease);
         done.push(Undo::Veth(host.clone()));

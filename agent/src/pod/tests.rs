@@ -40,6 +40,7 @@ struct Rig {
     dir: PathBuf,
     egress_meters: bool,
     pool: usize,
+    ipv6: Option<flows::ipv6::NodeIpv6>,
 }
 
 impl Drop for Rig {
@@ -81,6 +82,27 @@ fn network(egress_meters: bool) -> PodNetwork {
     }
 }
 
+/// [`network`] with a pool of `pool` ports and, when given, the node's IPv6 network.
+fn rig_network(
+    egress_meters: bool,
+    pool: usize,
+    ipv6: Option<flows::ipv6::NodeIpv6>,
+) -> PodNetwork {
+    let mut net = network(egress_meters);
+    net.port_pool_size = pool;
+    net.node.ipv6 = ipv6;
+    net
+}
+
+/// The IPv6 network of a dual-stack rig.
+fn dual_stack() -> flows::ipv6::NodeIpv6 {
+    flows::ipv6::NodeIpv6 {
+        local_subnet: "fd01:0:0:5::/64".parse().unwrap(),
+        cluster_network: "fd01::/48".parse().unwrap(),
+        service_cidr: None,
+    }
+}
+
 impl Rig {
     fn new(egress_meters: bool) -> Rig {
         Rig::build(egress_meters, 0)
@@ -91,7 +113,16 @@ impl Rig {
         Rig::build(false, pool)
     }
 
+    /// A dual-stack rig whose pods keep `pool` ports ready.
+    fn dual_with_pool(pool: usize) -> Rig {
+        Rig::build_with(false, pool, Some(dual_stack()))
+    }
+
     fn build(egress_meters: bool, pool: usize) -> Rig {
+        Rig::build_with(egress_meters, pool, None)
+    }
+
+    fn build_with(egress_meters: bool, pool: usize, ipv6: Option<flows::ipv6::NodeIpv6>) -> Rig {
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let dir = std::env::temp_dir().join(format!(
             "sdn-pod-tests-{}-{}",
@@ -110,10 +141,7 @@ impl Rig {
             ("tenant-b", 12),
         ])));
         let pods = Pods::new(
-            PodNetwork {
-                port_pool_size: pool,
-                ..network(egress_meters)
-            },
+            rig_network(egress_meters, pool, ipv6),
             PodIo {
                 db: db.clone(),
                 store: store.clone(),
@@ -135,6 +163,7 @@ impl Rig {
             dir,
             egress_meters,
             pool,
+            ipv6,
         }
     }
 
@@ -142,10 +171,7 @@ impl Rig {
     /// leases and iptables).
     fn restarted(&self) -> Pods<FakeIo> {
         Pods::new(
-            PodNetwork {
-                port_pool_size: self.pool,
-                ..network(self.egress_meters)
-            },
+            rig_network(self.egress_meters, self.pool, self.ipv6),
             PodIo {
                 db: self.db.clone(),
                 store: self.store_after_restart(),
@@ -1288,4 +1314,110 @@ async fn ports_numbered_anew_by_a_restarted_switch_are_followed() {
     rig.pods.reap_dead_ports().await;
     assert!(!rig.db.ports().contains_key(&gone.host_veth));
     assert!(!rig.leases().iter().any(|(_, ip)| *ip == gone.ip));
+}
+
+#[tokio::test]
+async fn dual_stack_warm_ports_hold_both_addresses_and_hand_both_over() {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::net::IpAddr;
+    let rig = Rig::dual_with_pool(8);
+    rig.pods.refill_pool().await;
+    for i in 0..super::pool::WARM_AFTER {
+        let at = rig.attachment(&format!("w{i}"), "tenant-a");
+        assert!(rig.pods.add(&at).await.unwrap().pod.ip6.is_some());
+    }
+    rig.pods.refill_pool().await;
+    let bundles = rig.switch.bundles();
+    rig.pods.warm_ports().await;
+    // Chunks of fewer ports: each port has twice the rows, and a chunk still fits one
+    // ovs-vswitchd main-loop iteration.
+    let chunk = super::pool::WARM_CHUNK_DUAL_STACK;
+    assert_eq!(rig.switch.bundles(), bundles + 8_usize.div_ceil(chunk));
+    assert_eq!(
+        rig.switch.last_bundle_len(),
+        (8 % chunk) * (flows::POD_FLOWS_DUAL_STACK + 1)
+    );
+    assert_eq!(rig.pods.pool().warm(), [(vnid(11), 8)].into());
+    // One lease per family under each warm port's name.
+    let warm_leases = |rig: &Rig| {
+        let mut by_owner: BTreeMap<String, Vec<IpAddr>> = BTreeMap::new();
+        for l in rig.ipam.leases_of_family::<IpAddr>().unwrap() {
+            if l.container_id.starts_with("sdn-warm-") {
+                by_owner.entry(l.container_id).or_default().push(l.ip);
+            }
+        }
+        by_owner
+    };
+    let before = warm_leases(&rig);
+    assert_eq!(before.len(), 8);
+    assert!(before
+        .values()
+        .all(|ips| ips.len() == 2 && ips[0].is_ipv4() != ips[1].is_ipv4()));
+
+    // An ADD takes one: no bundle, both addresses handed over, the port's dual-stack rows.
+    let at = rig.attachment("hot", "tenant-a");
+    let bundles = rig.switch.bundles();
+    let pod = rig.pods.add(&at).await.unwrap().pod;
+    assert_eq!(
+        rig.switch.bundles(),
+        bundles,
+        "the warm ADD waited for a bundle"
+    );
+    let ip6 = pod.ip6.expect("the warm port's IPv6 address");
+    assert_eq!(
+        before[&format!("sdn-warm-{}", pod.host_veth)]
+            .iter()
+            .copied()
+            .collect::<BTreeSet<_>>(),
+        BTreeSet::from([IpAddr::V4(pod.ip), IpAddr::V6(ip6)])
+    );
+    let hot: Vec<IpAddr> = rig
+        .ipam
+        .leases_of_family::<IpAddr>()
+        .unwrap()
+        .into_iter()
+        .filter(|l| l.container_id == "hot")
+        .map(|l| l.ip)
+        .collect();
+    assert_eq!(hot.len(), 2, "both leases are the pod's: {hot:?}");
+    assert_eq!(rig.port_flows(&pod.host_veth), flows::POD_FLOWS_DUAL_STACK);
+    rig.pods.check(&at).await.unwrap();
+    assert_eq!(warm_leases(&rig).len(), 7);
+
+    // A restart keeps both addresses of each warm port, and its flows.
+    let fresh = rig.restarted();
+    fresh.rebuild_from_ovs().await.unwrap();
+    let restored = fresh.restore_pool().await.unwrap();
+    fresh
+        .release_orphan_leases(&restored.warm_leases, true)
+        .await
+        .unwrap();
+    assert_eq!(warm_leases(&rig), {
+        let mut b = before.clone();
+        b.remove(&format!("sdn-warm-{}", pod.host_veth));
+        b
+    });
+    let w = fresh.pool().take_warm(vnid(11), 8).unwrap();
+    assert!(
+        w.ip6.is_some(),
+        "a restored warm port keeps its IPv6 address"
+    );
+
+    // Warm ports from before the node had IPv6 (their IPv6 leases gone here): an ADD that
+    // takes one leases its IPv6 address then and installs the dual-stack rows.
+    rig.ipam
+        .retain(|l| !(l.container_id.starts_with("sdn-warm-") && l.ip.is_ipv6()))
+        .unwrap();
+    let again = rig.restarted();
+    again.rebuild_from_ovs().await.unwrap();
+    again.restore_pool().await.unwrap();
+    assert_eq!(again.pool().warm()[&vnid(11)], 7);
+    let at = rig.attachment("late", "tenant-a");
+    let pod = again.add(&at).await.unwrap().pod;
+    assert!(
+        pod.ip6.is_some(),
+        "an IPv6 lease for a pod on an IPv4 warm port"
+    );
+    assert_eq!(rig.port_flows(&pod.host_veth), flows::POD_FLOWS_DUAL_STACK);
+    again.check(&at).await.unwrap();
 }

@@ -36,11 +36,12 @@
 //! installs flows *before* the ADD: for each VNID that recently had a burst of ADDs
 //! ([`WARM_AFTER`] within [`WARM_WINDOW`]; at most [`WARM_VNIDS`], most recent first; cooled
 //! after [`WARM_IDLE`] without an ADD), it keeps up to the pool's size of *warm* ports: pool
-//! ports with an address leased under the port's name (`sdn-warm-<port>`) and the pod flows of
-//! that address, that ofport and that VNID already on the bridge (their cookie is the port's:
+//! ports with an address leased under the port's name (`sdn-warm-<port>`; on a dual-stack node
+//! one per family, under the same name) and the pod flows of that address, that ofport and that
+//! VNID already on the bridge (their cookie is the port's:
 //! [`flows::port_cookie`]). Nothing is behind a warm port (no pod interface on its peer), so
 //! its flows let nothing through. An ADD in a VNID with a warm port (and without a requested
-//! address or bandwidth limits) takes it: the lease is handed over in place
+//! address or bandwidth limits) takes it: the lease (both, on a dual-stack node) is handed over in place
 //! ([`crate::host::ipam::Store::transfer`]), the pod interface is made on the peer, the record is
 //! written, and the flows are already right; nothing waits for ovs-vswitchd. Warm ports are
 //! made in batches in the background, one bundle per [`WARM_CHUNK`] ports; a VNID that falls out
@@ -71,7 +72,7 @@
 //! reconcile (before the agent serves any ADD).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
 use flows::{pod_flows, PodFlows, Vnid};
@@ -97,9 +98,13 @@ pub const REAP_EVERY: Duration = Duration::from_millis(250);
 /// cookie) and a table-80 row fit in one, so an ADD that needs a bundle of its own waits for
 /// at most one chunk (a whole batch of 34 ports once held such ADDs 0.4 s at 1000 pods).
 pub const WARM_CHUNK: usize = 5;
+/// [`WARM_CHUNK`] on a dual-stack node, whose ports carry twice the rows
+/// ([`flows::POD_FLOWS_DUAL_STACK`]).
+pub const WARM_CHUNK_DUAL_STACK: usize = 3;
 // A chunk's flows, their deletes by cookie, a table-80 row and the bundle's open and commit
 // stay within one iteration's 50 messages.
 const _: () = assert!(WARM_CHUNK * (flows::POD_FLOWS + 1) + 1 + 2 <= 50);
+const _: () = assert!(WARM_CHUNK_DUAL_STACK * (flows::POD_FLOWS_DUAL_STACK + 1) + 1 + 2 <= 50);
 
 /// How many VNIDs keep warm ports (the most recent ones to have a burst of ADDs).
 pub const WARM_VNIDS: usize = 2;
@@ -157,13 +162,16 @@ pub struct PooledPort {
     pub ofport: u32,
 }
 
-/// A warm port: a pool port with an address and that address's pod flows for one VNID.
+/// A warm port: a pool port with an address (one per family on a dual-stack node) and that
+/// address's pod flows for one VNID.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WarmPort {
     /// The port.
     pub port: PooledPort,
     /// The address leased to it (`sdn-warm-<port>`).
     pub ip: Ipv4Addr,
+    /// Its IPv6 address on a dual-stack node (leased the same way).
+    pub ip6: Option<Ipv6Addr>,
     /// The VNID its flows carry.
     pub vnid: Vnid,
 }
@@ -175,11 +183,26 @@ impl WarmPort {
         pod_flows(&PodFlows {
             ofport: self.port.ofport,
             ip: self.ip,
-            ipv6: None,
+            ipv6: self.ip6,
             vnid: self.vnid,
             cookie: flows::port_cookie(&self.port.host),
             egress_meter: None,
         })
+    }
+
+    /// Hands its leases (both families') to attachment `to` (container id, ifname) in place:
+    /// the addresses are never free in between.
+    pub fn hand_over(
+        &self,
+        store: &crate::host::ipam::Store,
+        to: (&str, &str),
+    ) -> Result<(), crate::host::ipam::IpamError> {
+        let (owner, ifname) = (warm_lease(&self.port.host), warm_lease_ifname(self.vnid));
+        store.transfer(self.ip, (&owner, &ifname), to)?;
+        if let Some(ip6) = self.ip6 {
+            store.transfer(ip6, (&owner, &ifname), to)?;
+        }
+        Ok(())
     }
 }
 

@@ -219,10 +219,10 @@ impl<Io: NodeIo> Pods<Io> {
                 return;
             }
             let ids: Vec<String> = ports.iter().map(|p| warm_lease(&p.host)).collect();
-            let range = self.net.range();
+            let (range, range6) = (self.net.range(), self.net.range6());
             let ifname = warm_lease_ifname(vnid);
             let leases = match self
-                .ipam(move |store| store.allocate_many(&range, &ids, &ifname))
+                .ipam(move |store| warm_leases(store, (&range, range6.as_ref()), &ids, &ifname))
                 .await
             {
                 Ok(l) => l,
@@ -236,17 +236,23 @@ impl<Io: NodeIo> Pods<Io> {
             let warm: Vec<WarmPort> = ports
                 .by_ref()
                 .zip(leases)
-                .map(|(port, l)| WarmPort {
+                .map(|(port, (ip, ip6))| WarmPort {
                     port,
-                    ip: l.ip,
+                    ip,
+                    ip6,
                     vnid,
                 })
                 .collect();
             lock(&self.pool.idle).extend(ports);
+            let chunk = if self.net.range6().is_some() {
+                WARM_CHUNK_DUAL_STACK
+            } else {
+                WARM_CHUNK
+            };
             // In chunks, each one bundle that ovs-vswitchd takes in one main-loop iteration: an
             // ADD that needs a bundle of its own (no warm port left) waits for one chunk, not
             // for the whole batch, and each chunk's ports can be taken as soon as it is in.
-            let mut chunks = warm.chunks(WARM_CHUNK);
+            let mut chunks = warm.chunks(chunk);
             while let Some(chunk) = chunks.next() {
                 let change = chunk.iter().fold(Change::new(), |c, w| {
                     c.set_pod(w.port.host.clone(), w.flows(), self.row_vnid(vnid))
@@ -401,21 +407,52 @@ impl<Io: NodeIo> Pods<Io> {
         let n = kept.len();
         // Warm ports stay warm: their leases name their VNID, and their flows are staged so
         // the start-up reconcile keeps them (nothing to delete, nothing to make again).
-        let leases = self.ipam(|store| store.leases()).await?;
+        let leases = self
+            .ipam(|store| store.leases_of_family::<std::net::IpAddr>())
+            .await?;
+        let dual = self.net.range6().is_some();
         let mut warm: Vec<WarmPort> = Vec::new();
         let mut kept_leases = BTreeSet::new();
+        let (mut ip6s, mut stray6) = (BTreeMap::new(), Vec::new());
         for l in leases {
             let Some((port, vnid)) = parse_warm_lease(&l.container_id, &l.ifname) else {
                 continue;
+            };
+            let ip = match l.ip {
+                std::net::IpAddr::V4(ip) => ip,
+                // Kept only where the node still serves IPv6 (else released here, and the
+                // port's IPv6 rows go with the reconcile).
+                std::net::IpAddr::V6(ip) => {
+                    if dual {
+                        ip6s.insert(port, ip);
+                    } else {
+                        stray6.push(ip);
+                    }
+                    continue;
+                }
             };
             if let Some(i) = kept.iter().position(|p| p.host == port) {
                 kept_leases.insert(flows::AttachmentId::new(l.container_id, l.ifname));
                 warm.push(WarmPort {
                     port: kept.remove(i),
-                    ip: l.ip,
+                    ip,
+                    ip6: None,
                     vnid,
                 });
             }
+        }
+        // A warm port of a node that has turned IPv6 on since keeps IPv4 only: an ADD that
+        // takes it leases the IPv6 address then.
+        for w in &mut warm {
+            w.ip6 = ip6s.remove(&w.port.host);
+        }
+        if !stray6.is_empty() {
+            self.ipam(move |store| {
+                stray6
+                    .into_iter()
+                    .try_for_each(|ip| store.release_ip(ip).map(drop))
+            })
+            .await?;
         }
         if !warm.is_empty() {
             let change = warm.iter().fold(Change::new(), |c, w| {
@@ -442,4 +479,45 @@ impl<Io: NodeIo> Pods<Io> {
             warm_leases: kept_leases,
         })
     }
+}
+
+/// A warm port's leases for each of `ids` (as far as the subnets go): IPv4, and IPv6 with the
+/// same owner on a dual-stack node, each family in one pass. Fewer IPv6 than IPv4 addresses
+/// (an exhausted IPv6 range) release the IPv4 ones left without a partner.
+#[allow(clippy::type_complexity)]
+fn warm_leases(
+    store: &crate::host::ipam::Store,
+    (range, range6): (
+        &crate::host::ipam::Range,
+        Option<&crate::host::ipam::Range<std::net::Ipv6Addr>>,
+    ),
+    ids: &[String],
+    ifname: &str,
+) -> Result<Vec<(std::net::Ipv4Addr, Option<std::net::Ipv6Addr>)>, crate::host::ipam::IpamError> {
+    let v4 = store.allocate_many(range, ids, ifname)?;
+    let Some(range6) = range6 else {
+        return Ok(v4.into_iter().map(|l| (l.ip, None)).collect());
+    };
+    let owners: Vec<String> = v4.iter().map(|l| l.container_id.clone()).collect();
+    let v6 = match store.allocate_many(range6, &owners, ifname) {
+        Ok(v6) => v6,
+        Err(e) => {
+            store.retain(|l| !owners.contains(&l.container_id))?;
+            return Err(e);
+        }
+    };
+    let paired: BTreeSet<&str> = v6.iter().map(|l| l.container_id.as_str()).collect();
+    let unpaired: BTreeSet<String> = owners
+        .iter()
+        .filter(|o| !paired.contains(o.as_str()))
+        .cloned()
+        .collect();
+    if !unpaired.is_empty() {
+        store.retain(|l| !unpaired.contains(&l.container_id))?;
+    }
+    Ok(v4
+        .into_iter()
+        .zip(v6)
+        .map(|(l4, l6)| (l4.ip, Some(l6.ip)))
+        .collect())
 }
