@@ -12,8 +12,9 @@
 //!   link-layer address, and an advertisement only for its own address with its own MAC (or none)
 //!   as target link-layer address (Open vSwitch reads a missing or duplicated option as zero and
 //!   then zeroes the target too, so a forged second option cannot pass as "none");
-//! - router solicitations, advertisements and redirects and MLD from pods are dropped, as are
+//! - router solicitations, advertisements and redirects from pods are dropped, as are
 //!   solicitations from `::` (duplicate address detection: pods' addresses are added without it);
+//!   MLD is dropped from anyone in table 0, before conntrack;
 //! - a solicitation is routed by its target as ARP is by `arp_tpa` (local pod, remote subnet over
 //!   VXLAN, the gateway on tun0) and then meets table 80 like ARP: no ND between tenants.
 //!
@@ -156,6 +157,13 @@ fn classifier(cfg: &NodeConfig, v6: &NodeIpv6, f: &mut Vec<Flow>) {
     use Table::*;
     let cn = net6(&v6.cluster_network);
     let local = net6(&v6.local_subnet);
+    // MLD, from anyone, before conntrack: nothing on br0 listens to it (multicast is flooded
+    // within the tenant, not snooped), and every dual-stack pod's kernel sends two reports for
+    // its solicited-node group when it gets its address. Matched on the ICMPv6 type alone, these
+    // rows take one datapath flow for every port, not a conntrack pass and an upcall per pod.
+    for t in icmp6::MLD {
+        f.push(flow(Classifier, 1010).matching(Match::any().icmp6().icmp_type(t)));
+    }
     f.push(
         flow(Classifier, 1000)
             .matching(
@@ -201,19 +209,18 @@ fn classifier(cfg: &NodeConfig, v6: &NodeIpv6, f: &mut Vec<Flow>) {
     );
 }
 
-/// Table 20's guard rows (pods may not inject VXLAN, nor send router or MLD messages, nor ND
+/// Table 20's guard rows (pods may not inject VXLAN, nor send router messages, nor ND
 /// their per-pod rows do not allow) and tables 27 and 30.
 fn pod_entry(cfg: &NodeConfig, v6: &NodeIpv6, f: &mut Vec<Flow>) {
     use Table::*;
     f.push(flow(PodEgressSpoofguard, 300).matching(Match::any().udp6().tp_dst(cfg.vxlan_port)));
-    let mut dropped = vec![
+    let dropped = [
         icmp6::ROUTER_SOLICIT,
         icmp6::ROUTER_ADVERT,
         icmp6::NEIGHBOR_SOLICIT,
         icmp6::NEIGHBOR_ADVERT,
         icmp6::REDIRECT,
     ];
-    dropped.extend(icmp6::MLD);
     for t in dropped {
         f.push(flow(PodEgressSpoofguard, 105).matching(Match::any().icmp6().icmp_type(t)));
     }
@@ -537,9 +544,17 @@ mod tests {
             .filter(|f| f.table == 20 && f.priority == 105)
             .map(|f| f.matches.icmp_type.unwrap().to_string())
             .collect();
+        assert_eq!(guard, ["133", "134", "135", "136", "137"]);
+        // MLD goes in table 0, before conntrack, whoever sends it.
+        let mld: Vec<String> = base
+            .iter()
+            .filter(|f| f.table == 0 && f.priority == 1010)
+            .map(|f| f.to_string())
+            .collect();
         assert_eq!(
-            guard,
-            ["133", "134", "135", "136", "137", "130", "131", "132", "143"]
+            mld,
+            [130, 131, 132, 143]
+                .map(|t| format!("cookie=0x1, priority=1010,icmp6,icmp_type={t} actions=drop"))
         );
         // The pod's own ND rows outrank the guard; its general row does not.
         let pod = pod_rows(

@@ -11,7 +11,8 @@
 //! Run: `cargo build --release --workspace && cargo bench -p sdn-tests --bench cni_pods`
 //! Settings: `SDN_BENCH_PODS` (default 100), `SDN_BENCH_CONCURRENCY` (10),
 //! `SDN_BENCH_RSS_PODS` (500; 0 skips the RSS step), `SDN_BENCH_DUAL` (1; 0 skips the dual-stack
-//! comparison), `SDN_BENCH_DUAL_FLAGS` (agent flags for both nodes of the comparison, e.g.
+//! comparison), `SDN_BENCH_DUAL_PODS` (the comparison's pod counts, `100,1000`, each on a fresh
+//! pair of nodes), `SDN_BENCH_DUAL_FLAGS` (agent flags for both nodes of the comparison, e.g.
 //! `--port-pool-size 0`).
 //!
 //! Every plugin is executed as a fresh process with a cleared environment plus the CNI
@@ -103,7 +104,22 @@ fn exec_timed(bin: &Path, cmd: &str, cid: &str, netns: &str, conf: &str) -> Dura
     d
 }
 
+/// The dual-stack comparison at each of `SDN_BENCH_DUAL_PODS`' pod counts.
+fn dual_stack_comparisons(shim: &Path) {
+    let counts = std::env::var("SDN_BENCH_DUAL_PODS").unwrap_or_else(|_| "100,1000".into());
+    for count in counts.split(',') {
+        let count: usize = count.trim().parse().unwrap_or_else(|_| {
+            panic!("SDN_BENCH_DUAL_PODS: {count:?} is not a number of pods (e.g. 100,1000)")
+        });
+        dual_stack_against_ipv4(count, shim);
+    }
+}
+
 fn main() {
+    if env_usize("SDN_BENCH_DUAL_ONLY", 0) > 0 {
+        dual_stack_comparisons(&workspace_bin("sdn-cni"));
+        return;
+    }
     let n = env_usize("SDN_BENCH_PODS", 100);
     let c = env_usize("SDN_BENCH_CONCURRENCY", 10);
     let rss_pods = env_usize("SDN_BENCH_RSS_PODS", 500);
@@ -284,7 +300,7 @@ fn main() {
     drop(pods);
 
     if env_usize("SDN_BENCH_DUAL", 1) > 0 {
-        dual_stack_against_ipv4(n, &shim);
+        dual_stack_comparisons(&shim);
     }
 
     if rss_pods > 0 {
@@ -353,6 +369,12 @@ fn dual_stack_against_ipv4(n: usize, shim: &Path) {
         exec_timed(shim, "ADD", &format!("warm{k}"), &warm.path(), conf);
         exec_timed(shim, "DEL", &format!("warm{k}"), &warm.path(), conf);
     }
+    // CPU time (user + system, ms) of a node's agent and ovs-vswitchd so far.
+    let cpu = |node: &AgentNode| {
+        let pids = [node.agent_pid().map(|p| p as i32), node.ovs.vswitchd_pid()];
+        pids.map(|p| p.map_or(0.0, cpu_ms))
+    };
+    let cpu_before: Vec<[f64; 2]> = nodes.iter().map(|n| cpu(n)).collect();
     let rounds = 4;
     let per = n.div_ceil(rounds);
     let mut lat: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
@@ -364,6 +386,14 @@ fn dual_stack_against_ipv4(n: usize, shim: &Path) {
             }
         }
     }
+    let cpu_used: Vec<[f64; 2]> = nodes
+        .iter()
+        .zip(&cpu_before)
+        .map(|(node, before)| {
+            let now = cpu(node);
+            [now[0] - before[0], now[1] - before[1]]
+        })
+        .collect();
     let rows: Vec<f64> = nodes
         .iter()
         .map(|node| node.pod_flows().len() as f64 / n as f64)
@@ -387,6 +417,70 @@ fn dual_stack_against_ipv4(n: usize, shim: &Path) {
         rows[1],
         rows[1] / rows[0]
     );
+    // Where the time went: the agent's own time per ADD (its "pod wired" line's `ms`), and how
+    // many ADDs found a warm port.
+    for (k, node) in nodes.iter().enumerate() {
+        let log = node.log();
+        let wired: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("pod wired") && l.contains(&format!("sandbox=fam{k}-")))
+            .collect();
+        let mut ms: Vec<f64> = wired
+            .iter()
+            .filter_map(|l| {
+                l.split(" ms=")
+                    .nth(1)?
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        ms.sort_by(f64::total_cmp);
+        let warm = wired
+            .iter()
+            .filter(|l| l.contains("warm_port=true"))
+            .count();
+        // When each step began (its `ms_before` mark), p50 over the ADDs.
+        let mut marks: Vec<(String, Vec<f64>)> = Vec::new();
+        for l in &wired {
+            let Some(before) = l.split("ms_before=").nth(1) else {
+                continue;
+            };
+            let before = before.split(" ms=").next().unwrap_or_default();
+            for mark in before.split(',') {
+                let Some((step, at)) = mark.rsplit_once(':') else {
+                    continue;
+                };
+                let Ok(at) = at.parse::<f64>() else { continue };
+                match marks.iter_mut().find(|(s, _)| s == step) {
+                    Some((_, v)) => v.push(at),
+                    None => marks.push((step.to_string(), vec![at])),
+                }
+            }
+        }
+        let steps: Vec<String> = marks
+            .iter_mut()
+            .map(|(step, v)| {
+                v.sort_by(f64::total_cmp);
+                format!("{step} at {:.1}", v[v.len() / 2])
+            })
+            .collect();
+        eprintln!(
+            "  {}: agent time per ADD p50 {:.1} ms, p90 {:.1} ms; {warm} of {} ADDs took a warm port",
+            ["IPv4-only", "dual-stack"][k],
+            ms.get(ms.len() / 2).copied().unwrap_or_default(),
+            ms.get(ms.len() * 9 / 10).copied().unwrap_or_default(),
+            wired.len()
+        );
+        eprintln!("    steps began (p50, ms): {}", steps.join("; "));
+        eprintln!(
+            "    CPU per ADD (the ADD and the background work it brings): agent {:.2} ms, \
+             ovs-vswitchd {:.2} ms",
+            cpu_used[k][0] / n as f64,
+            cpu_used[k][1] / n as f64
+        );
+    }
     for (k, (nss, conf)) in nss.iter().zip(&confs).enumerate() {
         for (i, ns) in nss.iter().enumerate() {
             exec_timed(shim, "DEL", &id(k, i), &ns.path(), conf);
@@ -395,6 +489,23 @@ fn dual_stack_against_ipv4(n: usize, shim: &Path) {
     for node in nodes {
         node.assert_no_pod_leftovers();
     }
+}
+
+/// CPU time (user + system) process `pid` has used, in milliseconds (0 when it is gone).
+fn cpu_ms(pid: i32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // After the command's closing parenthesis: state is field 3, utime 14 and stime 15.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|i| f.get(*i)?.parse::<f64>().ok())
+        .sum();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    ticks * 1000.0 / hz
 }
 
 fn rss_kb(pid: u32) -> u64 {

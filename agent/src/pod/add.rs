@@ -62,7 +62,7 @@ struct StepClock {
     started: Instant,
     deadline: Instant,
     /// Each step and the milliseconds since the start when it began.
-    marks: std::sync::Mutex<Vec<(&'static str, u128)>>,
+    marks: std::sync::Mutex<Vec<(&'static str, f64)>>,
 }
 
 impl StepClock {
@@ -76,7 +76,7 @@ impl StepClock {
 
     /// Notes that `step` begins; refuses it once the deadline passed.
     fn check(&self, step: &'static str) -> Result<(), PodError> {
-        lock(&self.marks).push((step, self.started.elapsed().as_millis()));
+        lock(&self.marks).push((step, self.started.elapsed().as_secs_f64() * 1e3));
         if Instant::now() >= self.deadline {
             return Err(PodError::Deadline { step });
         }
@@ -86,7 +86,7 @@ impl StepClock {
     fn shown(&self) -> String {
         let marks: Vec<String> = lock(&self.marks)
             .iter()
-            .map(|(s, ms)| format!("{s}:{ms}"))
+            .map(|(s, ms)| format!("{s}:{ms:.1}"))
             .collect();
         marks.join(",")
     }
@@ -249,7 +249,7 @@ impl<Io: NodeIo> Pods<Io> {
             sandbox = %a.container_id, ifname = %a.ifname, namespace = %pod.namespace,
             pod = %pod.name, %ip, ip6 = ?ip6, ofport = pod.ofport, vnid = %pod.vnid,
             pooled_port = pooled.is_some(), warm_port = warm.is_some(),
-            ms_before = %clock.shown(), ms = clock.started.elapsed().as_millis(), "pod wired"
+            ms_before = %clock.shown(), ms = %format_args!("{:.1}", clock.started.elapsed().as_secs_f64() * 1e3), "pod wired"
         );
         Ok(Wired {
             pod,

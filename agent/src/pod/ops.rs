@@ -116,12 +116,10 @@ impl<Io: NodeIo> Pods<Io> {
         // Both families' addresses go to the port (its batch releases whatever it holds).
         let moved = self
             .ipam(move |store| {
-                let to = (owner.as_str(), pool::LEASE_IFNAME);
-                store.transfer(ip, (&cid, &ifn), to)?;
-                if let Some(ip6) = ip6 {
-                    store.transfer(ip6, (&cid, &ifn), to)?;
-                }
-                Ok(())
+                let ips: Vec<std::net::IpAddr> = std::iter::once(ip.into())
+                    .chain(ip6.map(Into::into))
+                    .collect();
+                store.transfer_all(&ips, (&cid, &ifn), (&owner, pool::LEASE_IFNAME))
             })
             .await;
         let peer = pool::peer_of(veth);

@@ -283,8 +283,8 @@ impl Store {
     }
 
     /// Leases one address to each of `ids` (container ids, all with `ifname`) under one lock and
-    /// one scan of the directory (the warm pool takes a batch of addresses at once). Stops early
-    /// when the range has no more: fewer leases than ids is not an error, none is
+    /// one listing of the directory (the warm pool takes a batch of addresses at once). Stops
+    /// early when the range has no more: fewer leases than ids is not an error, none is
     /// [`IpamError::Exhausted`].
     pub fn allocate_many<A: Family>(
         &self,
@@ -298,7 +298,56 @@ impl Store {
         validate_ifname(ifname)?;
         range.validate()?;
         let _lock = self.lock()?;
-        let mut taken: HashSet<A> = self.scan::<A>()?.into_iter().map(|l| l.ip).collect();
+        let mut taken: HashSet<A> = self.leased()?.into_iter().filter_map(A::of).collect();
+        self.allocate_many_locked(range, ids, ifname, &mut taken)
+    }
+
+    /// [`Self::allocate_many`] of both families for dual-stack attachments, under one lock and
+    /// one listing: each of `ids` gets an IPv4 and an IPv6 address, as far as both ranges go
+    /// (an IPv4 lease left without an IPv6 partner is released again).
+    #[allow(clippy::type_complexity)]
+    pub fn allocate_many_dual(
+        &self,
+        (r4, r6): (&Range, &Range<std::net::Ipv6Addr>),
+        ids: &[String],
+        ifname: &str,
+    ) -> Result<Vec<(Lease, Lease<std::net::Ipv6Addr>)>, IpamError> {
+        for id in ids {
+            validate_id(id)?;
+        }
+        validate_ifname(ifname)?;
+        r4.validate()?;
+        r6.validate()?;
+        let _lock = self.lock()?;
+        let leased = self.leased()?;
+        let mut taken4: HashSet<Ipv4Addr> =
+            leased.iter().copied().filter_map(Ipv4Addr::of).collect();
+        let mut taken6: HashSet<std::net::Ipv6Addr> = leased
+            .into_iter()
+            .filter_map(std::net::Ipv6Addr::of)
+            .collect();
+        let v4 = self.allocate_many_locked(r4, ids, ifname, &mut taken4)?;
+        let owners: Vec<String> = v4.iter().map(|l| l.container_id.clone()).collect();
+        let v6 = match self.allocate_many_locked(r6, &owners, ifname, &mut taken6) {
+            Ok(v6) => v6,
+            Err(e) => {
+                self.remove_all(v4.iter().map(|l| l.ip))?;
+                return Err(e);
+            }
+        };
+        // `v6` leases a prefix of `owners`, in order.
+        self.remove_all(v4.iter().skip(v6.len()).map(|l| l.ip))?;
+        Ok(v4.into_iter().zip(v6).collect())
+    }
+
+    /// The allocation walk of [`Self::allocate_many`], the lock held and `taken` listed.
+    fn allocate_many_locked<A: Family>(
+        &self,
+        range: &Range<A>,
+        ids: &[String],
+        ifname: &str,
+        taken: &mut HashSet<A>,
+    ) -> Result<Vec<Lease<A>>, IpamError> {
         let mut candidates = range.candidates(self.last_reserved::<A>());
         let mut out = Vec::new();
         'ids: for id in ids {
@@ -341,25 +390,41 @@ impl Store {
         from: (&str, &str),
         to: (&str, &str),
     ) -> Result<Lease<A>, IpamError> {
-        validate_id(to.0)?;
-        validate_ifname(to.1)?;
-        let _lock = self.lock()?;
-        let holder = self.read_lease(ip)?;
-        if !holder
-            .as_ref()
-            .is_some_and(|l| l.is_exactly(from.0, from.1))
-        {
-            return Err(self.in_use(ip, holder.as_ref()));
-        }
-        let path = self.lease_path(ip);
-        let content = format!("{}{LINE_BREAK}{}", to.0, to.1);
-        write(&path, content.as_bytes(), Durability::Process)
-            .map_err(io_err("rewrite lease file", &path))?;
+        self.transfer_all(&[ip.ip()], from, to)?;
         Ok(Lease {
             ip,
             container_id: to.0.to_string(),
             ifname: to.1.to_string(),
         })
+    }
+
+    /// [`Self::transfer`] of several addresses (a dual-stack attachment's two) under one lock:
+    /// all are checked to be `from`'s before any is rewritten.
+    pub fn transfer_all(
+        &self,
+        ips: &[IpAddr],
+        from: (&str, &str),
+        to: (&str, &str),
+    ) -> Result<(), IpamError> {
+        validate_id(to.0)?;
+        validate_ifname(to.1)?;
+        let _lock = self.lock()?;
+        for ip in ips {
+            let holder = self.read_lease(*ip)?;
+            if !holder
+                .as_ref()
+                .is_some_and(|l| l.is_exactly(from.0, from.1))
+            {
+                return Err(self.in_use(*ip, holder.as_ref()));
+            }
+        }
+        let content = format!("{}{LINE_BREAK}{}", to.0, to.1);
+        for ip in ips {
+            let path = self.lease_path(*ip);
+            write(&path, content.as_bytes(), Durability::Process)
+                .map_err(io_err("rewrite lease file", &path))?;
+        }
+        Ok(())
     }
 
     /// Removes the lease of `ip` whoever holds it. `Ok(false)` when it was not leased.
@@ -479,9 +544,12 @@ impl Store {
         }
     }
 
-    /// Reads every lease file of family `A`. Caller holds the lock.
-    pub(crate) fn scan<A: Addr>(&self) -> Result<Vec<Lease<A>>, IpamError> {
-        let mut leases = Vec::new();
+    /// The addresses the directory's lease files are named by, both families, without reading
+    /// the files (an allocation needs only which addresses are taken: at 1000 pods reading
+    /// every holder cost the warm pool's top-ups milliseconds under the lock). Caller holds
+    /// the lock.
+    pub(crate) fn leased(&self) -> Result<Vec<IpAddr>, IpamError> {
+        let mut ips = Vec::new();
         let entries = fs::read_dir(&self.dir).map_err(io_err("read lease directory", &self.dir))?;
         for entry in entries {
             let entry = entry.map_err(io_err("read lease directory", &self.dir))?;
@@ -496,23 +564,25 @@ impl Store {
             {
                 continue;
             }
-            let ip = match name.parse::<IpAddr>() {
-                Ok(ip) => match A::of(ip) {
-                    Some(ip) => ip,
-                    None => continue,
-                },
-                Err(_) => {
-                    warn_junk(&entry.path(), "its name is not an ip address");
-                    continue;
-                }
-            };
+            match name.parse::<IpAddr>() {
+                Ok(ip) => ips.push(ip),
+                Err(_) => warn_junk(&entry.path(), "its name is not an ip address"),
+            }
+        }
+        Ok(ips)
+    }
+
+    /// Reads every lease file of family `A`. Caller holds the lock.
+    pub(crate) fn scan<A: Addr>(&self) -> Result<Vec<Lease<A>>, IpamError> {
+        let mut leases = Vec::new();
+        for ip in self.leased()?.into_iter().filter_map(A::of) {
             match self.read_lease(ip) {
                 Ok(Some(lease)) => leases.push(lease),
                 Ok(None) => {}
                 Err(IpamError::Io { source, .. })
                     if source.raw_os_error() == Some(libc::EISDIR) =>
                 {
-                    warn_junk(&entry.path(), "it is a directory");
+                    warn_junk(&self.lease_path(ip), "it is a directory");
                 }
                 Err(e) => return Err(e),
             }

@@ -713,3 +713,31 @@ fn a_dual_stack_attachment_takes_both_leases_in_one_pass() {
         "the IPv4 lease of the refused pair"
     );
 }
+
+#[test]
+fn allocate_many_dual_pairs_the_families_and_releases_an_ipv4_lease_left_alone() {
+    let t = TempDir::new();
+    let s = store(&t);
+    let r4 = range("10.0.0.0/28", "10.0.0.1");
+    // fd01::2 and fd01::3 leasable (::0 the network, ::1 the gateway).
+    let r6 = range6("fd01::/126", "fd01::1");
+    let ids: Vec<String> = (0..3).map(|i| format!("sdn-warm-p{i}")).collect();
+    let got = s.allocate_many_dual((&r4, &r6), &ids, "vnid-5").unwrap();
+    assert_eq!(got.len(), 2, "as far as the IPv6 range goes: {got:?}");
+    for (l4, l6) in &got {
+        assert_eq!(l4.container_id, l6.container_id);
+        assert_eq!(
+            (l4.ifname.as_str(), l6.ifname.as_str()),
+            ("vnid-5", "vnid-5")
+        );
+    }
+    // The third id's IPv4 lease went again: every IPv4 lease has its IPv6 partner.
+    assert_eq!(s.leases().unwrap().len(), 2);
+    assert_eq!(s.leases_of_family::<std::net::Ipv6Addr>().unwrap().len(), 2);
+    // Nothing left in IPv6: exhausted, and no IPv4 lease taken.
+    assert!(matches!(
+        s.allocate_many_dual((&r4, &r6), &ids[2..], "vnid-5"),
+        Err(IpamError::Exhausted { .. })
+    ));
+    assert_eq!(s.leases().unwrap().len(), 2);
+}

@@ -198,10 +198,10 @@ impl WarmPort {
         to: (&str, &str),
     ) -> Result<(), crate::host::ipam::IpamError> {
         let (owner, ifname) = (warm_lease(&self.port.host), warm_lease_ifname(self.vnid));
-        store.transfer(self.ip, (&owner, &ifname), to)?;
-        if let Some(ip6) = self.ip6 {
-            store.transfer(ip6, (&owner, &ifname), to)?;
-        }
+        let ips: Vec<std::net::IpAddr> = std::iter::once(self.ip.into())
+            .chain(self.ip6.map(Into::into))
+            .collect();
+        store.transfer_all(&ips, (&owner, &ifname), to)?;
         Ok(())
     }
 }

@@ -482,8 +482,7 @@ impl<Io: NodeIo> Pods<Io> {
 }
 
 /// A warm port's leases for each of `ids` (as far as the subnets go): IPv4, and IPv6 with the
-/// same owner on a dual-stack node, each family in one pass. Fewer IPv6 than IPv4 addresses
-/// (an exhausted IPv6 range) release the IPv4 ones left without a partner.
+/// same owner on a dual-stack node, under one lock and one listing of the directory.
 #[allow(clippy::type_complexity)]
 fn warm_leases(
     store: &crate::host::ipam::Store,
@@ -494,30 +493,16 @@ fn warm_leases(
     ids: &[String],
     ifname: &str,
 ) -> Result<Vec<(std::net::Ipv4Addr, Option<std::net::Ipv6Addr>)>, crate::host::ipam::IpamError> {
-    let v4 = store.allocate_many(range, ids, ifname)?;
-    let Some(range6) = range6 else {
-        return Ok(v4.into_iter().map(|l| (l.ip, None)).collect());
-    };
-    let owners: Vec<String> = v4.iter().map(|l| l.container_id.clone()).collect();
-    let v6 = match store.allocate_many(range6, &owners, ifname) {
-        Ok(v6) => v6,
-        Err(e) => {
-            store.retain(|l| !owners.contains(&l.container_id))?;
-            return Err(e);
-        }
-    };
-    let paired: BTreeSet<&str> = v6.iter().map(|l| l.container_id.as_str()).collect();
-    let unpaired: BTreeSet<String> = owners
-        .iter()
-        .filter(|o| !paired.contains(o.as_str()))
-        .cloned()
-        .collect();
-    if !unpaired.is_empty() {
-        store.retain(|l| !unpaired.contains(&l.container_id))?;
-    }
-    Ok(v4
-        .into_iter()
-        .zip(v6)
-        .map(|(l4, l6)| (l4.ip, Some(l6.ip)))
-        .collect())
+    Ok(match range6 {
+        None => store
+            .allocate_many(range, ids, ifname)?
+            .into_iter()
+            .map(|l| (l.ip, None))
+            .collect(),
+        Some(range6) => store
+            .allocate_many_dual((range, range6), ids, ifname)?
+            .into_iter()
+            .map(|(l4, l6)| (l4.ip, Some(l6.ip)))
+            .collect(),
+    })
 }
