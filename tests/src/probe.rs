@@ -892,6 +892,19 @@ pub fn udp_echo_server(netns: &str, port: u16) -> UdpEchoServer {
 /// leave from that address whatever the route back prefers (as a real server behind a Service
 /// answers from the endpoint address, so the node's conntrack un-DNATs them).
 pub fn udp_echo_server_at(netns: &str, addr: SocketAddrV4) -> UdpEchoServer {
+    udp_echo_server_on(netns, SocketAddr::V4(addr))
+}
+
+/// A UDP echo server on every IPv6 address of namespace `netns`, port `port`.
+pub fn udp6_echo_server(netns: &str, port: u16) -> UdpEchoServer {
+    udp_echo_server_on(
+        netns,
+        SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port)),
+    )
+}
+
+/// [`udp_echo_server_at`] on an address of either family.
+pub fn udp_echo_server_on(netns: &str, addr: SocketAddr) -> UdpEchoServer {
     let ns = netns.to_string();
     let socket = in_netns(netns, move || {
         UdpSocket::bind(addr)
@@ -927,10 +940,19 @@ impl Drop for UdpEchoServer {
 /// 200 ms) and waits up to `timeout` for it to come back. A connected socket only takes replies
 /// whose source is `dst`, so behind a DNAT this also proves the reply was un-DNAT'd.
 pub fn udp_probe(netns: &str, dst: SocketAddrV4, timeout: Duration) -> bool {
+    udp_probe_to(netns, SocketAddr::V4(dst), timeout)
+}
+
+/// [`udp_probe`] to an address of either family.
+pub fn udp_probe_to(netns: &str, dst: SocketAddr, timeout: Duration) -> bool {
     in_netns(netns, move || {
         let deadline = Instant::now() + timeout;
         let token = unique_token("udp-probe");
-        let Ok(s) = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)) else {
+        let any: SocketAddr = match dst {
+            SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+            SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
+        };
+        let Ok(s) = UdpSocket::bind(any) else {
             return false;
         };
         if s.connect(dst).is_err()

@@ -1,14 +1,18 @@
 //! Host ports end to end: a network config carrying `runtimeConfig.portMappings` (as a runtime
 //! passes it) through the real shim and agent; TCP to the node's addresses reaches the pod's
-//! listener through tun0, conflicts fail the ADD, DEL and restarts keep the rules exact.
+//! listener through tun0, conflicts fail the ADD, DEL and restarts keep the rules exact. On a
+//! dual-stack node the same in IPv6: `ip6tables` DNATs to the pod's IPv6 address for the node's
+//! IPv6 addresses, the agent's relay for `[::1]`, `hostIP` limiting a mapping to its family.
 
-use std::net::SocketAddrV4;
+use std::net::{SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
 use sdn_tests::harness::{wait_until, Netns};
 use sdn_tests::node::{workspace_bin, AgentNode, CniOutcome, NodeOptions};
 use sdn_tests::podman::Podman;
-use sdn_tests::probe::{tcp_echo_server, tcp_probe};
+use sdn_tests::probe::{
+    tcp6_echo_server, tcp_echo_server, tcp_probe, tcp_probe_to, udp6_echo_server, udp_probe_to,
+};
 use serde_json::{json, Value};
 
 const TIMEOUT: Duration = Duration::from_secs(3);
@@ -204,6 +208,18 @@ fn hostports_reach_the_pod_and_follow_its_lifecycle() {
     );
     assert_ne!(out.code, 0);
     assert!(out.stdout.contains("portMappings[0]"), "{}", out.stdout);
+    // An IPv6 hostIP on this IPv4-only node can never be served: refused, nothing left.
+    let out = add(
+        &node,
+        &dup_id,
+        &dup_ns,
+        "dup",
+        &json!([{"hostPort": 18090, "containerPort": 80, "hostIP": "::"}]),
+    );
+    assert_ne!(out.code, 0, "{}", out.stdout);
+    assert!(out.stdout.contains("no IPv6 network"), "{}", out.stdout);
+    assert_eq!(node.pod_ports(), ports_before);
+    assert_eq!(node.leases(), leases_before);
 
     // CHECK sees the rules; a flushed pod chain is drift (the restart below repairs it).
     let check = || {
@@ -394,4 +410,220 @@ fn podman_publishes_a_port() {
         .pod_ports()
         .is_empty()));
     node.assert_no_pod_leftovers();
+}
+
+/// A node address besides the gateway, IPv6.
+const NODE_ADDR6: &str = "fd00:111::10";
+
+fn nat6(node: &AgentNode) -> String {
+    let text = node
+        .ovs
+        .exec_in_netns(&["ip6tables-save", "-t", "nat"])
+        .unwrap_or_else(|e| panic!("ip6tables-save: {e}"));
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+fn sock(ip: &str, port: u16) -> SocketAddr {
+    SocketAddr::new(ip.parse().unwrap(), port)
+}
+
+#[test]
+fn ipv6_hostports_on_a_dual_stack_node_node_addresses_loopback_and_families() {
+    let node = AgentNode::start(NodeOptions {
+        extra: [
+            "--cluster-network",
+            "fd01::/48,64",
+            "--service-cidr",
+            "172.30.0.0/16,fd02::/112",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+        ..NodeOptions::default()
+    });
+    let ovs_ns = node.ovs.netns().to_string();
+    node.ovs
+        .exec_in_netns(&["ip", "addr", "add", &format!("{NODE_ADDR}/32"), "dev", "lo"])
+        .unwrap();
+    node.ovs
+        .exec_in_netns(&[
+            "ip",
+            "addr",
+            "add",
+            &format!("{NODE_ADDR6}/128"),
+            "dev",
+            "lo",
+            "nodad",
+        ])
+        .unwrap();
+
+    // 18080: every address, both families; 18081: the node's IPv6 address only; 18082: every
+    // IPv4 address only (0.0.0.0); 18053/udp: every address.
+    let web_ns = Netns::new("hp6web");
+    let web_id = format!("{}-web", web_ns.name());
+    let out = add(
+        &node,
+        &web_id,
+        &web_ns,
+        "web",
+        &json!([
+            {"hostPort": 18080, "containerPort": 8080},
+            {"hostPort": 18081, "containerPort": 8080, "hostIP": NODE_ADDR6},
+            {"hostPort": 18082, "containerPort": 8080, "hostIP": "0.0.0.0"},
+            {"hostPort": 18053, "containerPort": 53, "protocol": "udp"},
+        ]),
+    );
+    assert_eq!(out.code, 0, "ADD web: {}\n{}", out.stdout, node.log());
+    let web_ip6 = out.json["ips"][1]["address"]
+        .as_str()
+        .and_then(|a| a.split('/').next())
+        .unwrap_or_else(|| panic!("no IPv6 address in {}", out.stdout))
+        .to_string();
+    let web_result = out.json.clone();
+    // An IPv6 socket on `::` takes IPv4 too: one server per protocol serves both families.
+    let _tcp = tcp6_echo_server(web_ns.name(), 8080);
+    let _udp = udp6_echo_server(web_ns.name(), 53);
+    let client_ns = Netns::new("hp6cli");
+    let client_id = format!("{}-client", client_ns.name());
+    let out = add(&node, &client_id, &client_ns, "client", &json!([]));
+    assert_eq!(out.code, 0, "ADD client: {}", out.stdout);
+
+    let rules6 = nat6(&node);
+    assert!(
+        rules6.contains(&format!("--to-destination [{web_ip6}]:8080")),
+        "{rules6}"
+    );
+    assert!(
+        rules6.contains(&format!("-d {NODE_ADDR6}/128 -p tcp")),
+        "{rules6}"
+    );
+    assert!(
+        !rules6.contains("--dport 18082"),
+        "an IPv4-only mapping in ip6tables: {rules6}"
+    );
+    assert!(rules6.contains("! -d ::1/128"), "{rules6}");
+    assert!(
+        !nat(&node).contains("--dport 18081"),
+        "an IPv6-only mapping in iptables"
+    );
+
+    let reach = |from: &str, ip: &str, port: u16| tcp_probe_to(from, sock(ip, port), TIMEOUT);
+    let udp = |from: &str, ip: &str, port: u16| udp_probe_to(from, sock(ip, port), TIMEOUT);
+    let check_all = |when: &str| {
+        let truth: [(&str, &str, u16, bool); 12] = [
+            ("node", NODE_ADDR6, 18080, true),
+            ("node", "fd01:0:0:0::1", 18080, true),
+            ("node", "::1", 18080, true),
+            ("node", NODE_ADDR, 18080, true),
+            ("node", "127.0.0.1", 18080, true),
+            ("node", NODE_ADDR6, 18081, true),
+            ("node", "::1", 18081, false),
+            ("node", NODE_ADDR, 18081, false),
+            ("node", NODE_ADDR6, 18082, false),
+            ("node", NODE_ADDR, 18082, true),
+            ("client", NODE_ADDR6, 18080, true),
+            ("web", NODE_ADDR6, 18080, true),
+        ];
+        let mut wrong = Vec::new();
+        for (from, ip, port, want) in truth {
+            let ns = match from {
+                "node" => ovs_ns.as_str(),
+                "client" => client_ns.name(),
+                _ => web_ns.name(),
+            };
+            if reach(ns, ip, port) != want {
+                wrong.push(format!("{from} -> [{ip}]:{port}: expected {want}"));
+            }
+        }
+        for (ip, want) in [(NODE_ADDR6, true), ("::1", true), (NODE_ADDR, true)] {
+            if udp(&ovs_ns, ip, 18053) != want {
+                wrong.push(format!("node -> [{ip}]:18053/udp: expected {want}"));
+            }
+        }
+        assert!(
+            wrong.is_empty(),
+            "{when}: {wrong:#?}\nip6tables:\n{}\nlog:\n{}",
+            nat6(&node),
+            node.log()
+        );
+    };
+    check_all("after ADD");
+
+    // CHECK covers the IPv6 rules: a flushed IPv6 pod chain is drift, named as ip6tables'.
+    let check = || {
+        let mut c = conf(&node, &json!([]));
+        c["prevResult"] = web_result.clone();
+        node.cni(
+            &[
+                ("CNI_COMMAND", "CHECK"),
+                ("CNI_CONTAINERID", &web_id),
+                ("CNI_NETNS", &web_ns.path()),
+                ("CNI_IFNAME", "eth0"),
+                ("CNI_PATH", "/opt/cni/bin"),
+            ],
+            &c,
+        )
+    };
+    let out = check();
+    assert_eq!(out.code, 0, "CHECK: {}", out.stdout);
+    let chain = rules6
+        .lines()
+        .find(|l| l.starts_with("-A SDN-HOSTPORTS") && l.contains(&web_id))
+        .and_then(|l| l.rsplit(' ').next())
+        .unwrap_or_else(|| panic!("no jump to web's chain in {rules6}"))
+        .to_string();
+    node.ovs
+        .exec_in_netns(&["ip6tables", "-t", "nat", "-F", &chain])
+        .unwrap();
+    let out = check();
+    assert!(
+        out.code != 0 && out.stdout.contains("ip6tables"),
+        "{}",
+        out.stdout
+    );
+
+    // A restart puts the IPv6 rules back and serves [::1] again.
+    node.stop_agent(libc::SIGTERM);
+    assert!(
+        !reach(&ovs_ns, "::1", 18080),
+        "[::1] served with the agent down"
+    );
+    node.start_agent();
+    assert_eq!(nat6(&node), rules6, "IPv6 rules after a restart");
+    check_all("after restart");
+
+    // DEL: the IPv6 rules and the [::1] relay go; the port is free for the next pod.
+    let out = del(&node, &web_id, &web_ns);
+    assert_eq!(out.code, 0, "DEL web: {}", out.stdout);
+    assert!(!nat6(&node).contains(&web_id));
+    assert!(!reach(&ovs_ns, "::1", 18080), "[::1] open after DEL");
+    let out = add(
+        &node,
+        &format!("{}-again", web_ns.name()),
+        &web_ns,
+        "again",
+        &json!([{"hostPort": 18080, "containerPort": 8080, "hostIP": "::1"}]),
+    );
+    assert_eq!(out.code, 0, "ADD again: {}", out.stdout);
+    assert!(reach(&ovs_ns, "::1", 18080), "[::1] relay of the next pod");
+    assert!(
+        !reach(&ovs_ns, NODE_ADDR6, 18080),
+        "hostIP ::1 published elsewhere"
+    );
+    let out = del(&node, &format!("{}-again", web_ns.name()), &web_ns);
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    let out = del(&node, &client_id, &client_ns);
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    node.assert_no_pod_leftovers();
+
+    // Teardown removes the IPv6 rules too.
+    node.stop_agent(libc::SIGTERM);
+    let agent = workspace_bin("sdn-agent");
+    node.ovs
+        .exec_in_netns(&[agent.to_str().unwrap(), "remove-host-rules"])
+        .unwrap_or_else(|e| panic!("remove-host-rules: {e}"));
+    assert!(!nat6(&node).contains("SDN-"), "{}", nat6(&node));
 }

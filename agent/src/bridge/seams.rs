@@ -229,6 +229,17 @@ pub trait NatRules: Send + Sync + Debug + 'static {
 
     /// Applies an `iptables-restore --noflush` input atomically: a bad line changes nothing.
     fn restore(&self, input: &str) -> impl Future<Output = Result<(), IptablesError>> + Send;
+
+    /// The same place's IPv6 rules (`ip6tables`).
+    fn six(&self) -> Self
+    where
+        Self: Sized;
+
+    /// Whether this is the node's real NAT, where the agent serves `[::1]` host ports with
+    /// sockets of its own (`features::hostports::loopback6`); a fake's are not served.
+    fn proxies_loopback6(&self) -> bool {
+        false
+    }
 }
 
 /// One implementation of every seam.
@@ -455,6 +466,14 @@ impl NatRules for Iptables {
     async fn restore(&self, input: &str) -> Result<(), IptablesError> {
         Iptables::restore(self, input).await
     }
+
+    fn six(&self) -> Iptables {
+        Iptables::six(self)
+    }
+
+    fn proxies_loopback6(&self) -> bool {
+        true
+    }
 }
 
 /// A shared handle is the thing itself (so tests keep a handle on the fakes they hand over).
@@ -560,5 +579,13 @@ impl<T: NatRules> NatRules for std::sync::Arc<T> {
 
     fn restore(&self, input: &str) -> impl Future<Output = Result<(), IptablesError>> + Send {
         (**self).restore(input)
+    }
+
+    fn six(&self) -> Self {
+        std::sync::Arc::new((**self).six())
+    }
+
+    fn proxies_loopback6(&self) -> bool {
+        (**self).proxies_loopback6()
     }
 }

@@ -149,6 +149,7 @@ impl<Io: NodeIo> Pods<Io> {
                     sandbox: at.id.container_id.clone(),
                     ifname: at.id.ifname.clone(),
                     ip: None,
+                    ip6: None,
                     mappings,
                 })
             })
@@ -237,7 +238,7 @@ impl<Io: NodeIo> Pods<Io> {
         if !plugged.mappings.is_empty() {
             clock.check("installing the host port rules")?;
             done.push(Undo::HostPorts);
-            self.hostports.set_ip(&a.container_id, &a.ifname, ip);
+            self.hostports.set_ip(&a.container_id, &a.ifname, ip, ip6);
             self.hostports
                 .sync()
                 .await

@@ -361,7 +361,15 @@ impl<Io: NodeIo> Pods<Io> {
             in_flight: Arc::default(),
             meters: std::sync::Mutex::default(),
             pool: pool::PortPool::default(),
-            hostports: HostPorts::new(io.nat, net.node.cluster_networks.clone()),
+            hostports: HostPorts::new(
+                io.nat,
+                &net.node.cluster_networks,
+                net.node
+                    .ipv6
+                    .as_ref()
+                    .map(|v6| v6.cluster_network)
+                    .as_slice(),
+            ),
             policy: std::sync::OnceLock::new(),
             net,
         }

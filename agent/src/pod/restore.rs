@@ -174,6 +174,7 @@ impl<Io: NodeIo> Pods<Io> {
                 sandbox: pod.attachment.container_id.clone(),
                 ifname: pod.attachment.ifname.clone(),
                 ip: Some(pod.ip),
+                ip6: pod.ip6,
                 mappings,
             })
         });

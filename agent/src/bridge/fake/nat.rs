@@ -228,6 +228,11 @@ impl NatRules for FakeNat {
         Ok(out)
     }
 
+    /// A table of its own, empty: the fake's IPv6 rules are not seen through this one.
+    fn six(&self) -> FakeNat {
+        FakeNat::default()
+    }
+
     async fn restore(&self, input: &str) -> Result<(), IptablesError> {
         if self.faults.hit("restore") {
             return Err(IptablesError::Restore {

@@ -20,8 +20,14 @@
 //! `SDN-HP-*` chains. The registry of taken (hostPort, protocol, hostIP) is node-wide: a second
 //! pod asking for a taken one fails its ADD with an error naming the holder.
 //!
-//! Limits: IPv4 only; hostIP must be an IPv4 address (empty or 0.0.0.0 = every node address);
-//! a sync is O(pods with host ports) lines; the rules do not check that hostIP is actually an
+//! Dual stack: a pod with an IPv6 address gets the same rules in `ip6tables` ([`rules`] renders
+//! either family), and `[::1]:hostPort` is served by the agent's proxy ([`loopback6`]: IPv6 has
+//! no `route_localnet`, a DNAT of `::1` is dropped). A mapping without `hostIP` is published in
+//! both families; `hostIP` `0.0.0.0` means every IPv4 address of the node, `::` every IPv6
+//! one, and any other address that address only (as the CNI `portmap` plugin reads them). An
+//! IPv6 `hostIP` on a node without an IPv6 network is refused.
+//!
+//! Limits: a sync is O(pods with host ports) lines; the rules do not check that hostIP is actually an
 //! address of the node, nor that a node process already listens on hostPort (the DNAT wins);
 //! conntrack entries of a previous holder of a UDP host port are not flushed (a client that
 //! keeps sending keeps reaching the old address until its entry expires). A kube-proxy Service
@@ -29,12 +35,16 @@
 //! (harmless: that pod port is published on the node anyway).
 
 use crate::lock;
-use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
-use std::net::Ipv4Addr;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddrV6};
 
-use ipnet::Ipv4Net;
+use ipnet::IpNet;
 use serde_json::Value;
+
+pub mod loopback6;
+pub mod rules;
+
+use rules::Family;
 
 use crate::bridge::seams::NatRules;
 use crate::cni::config::runtime_key;
@@ -87,26 +97,37 @@ pub struct PortMapping {
     pub container_port: u16,
     /// The protocol.
     pub protocol: Protocol,
-    /// Only this node address (`None`: every node address).
-    pub host_ip: Option<Ipv4Addr>,
+    /// Only this node address (`None`: every node address of both families; `0.0.0.0` or
+    /// `::`: every one of that family).
+    pub host_ip: Option<IpAddr>,
 }
 
 impl PortMapping {
-    /// Whether two mappings want the same node socket: same port and protocol, and the same
-    /// address or either on every address.
+    /// Whether two mappings want the same node socket: same port and protocol, and either on
+    /// every address, or in the same family the same address or either on all of them.
     pub fn conflicts_with(&self, other: &PortMapping) -> bool {
         self.host_port == other.host_port
             && self.protocol == other.protocol
-            && (self.host_ip.is_none() || other.host_ip.is_none() || self.host_ip == other.host_ip)
+            && match (self.host_ip, other.host_ip) {
+                (None, _) | (_, None) => true,
+                (Some(a), Some(b)) => {
+                    Family::of(a) == Family::of(b)
+                        && (a.is_unspecified() || b.is_unspecified() || a == b)
+                }
+            }
     }
 }
 
 impl std::fmt::Display for PortMapping {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let ip = self.host_ip.unwrap_or(Ipv4Addr::UNSPECIFIED);
+        match self.host_ip {
+            None => write!(f, "*:"),
+            Some(IpAddr::V6(ip)) => write!(f, "[{ip}]:"),
+            Some(IpAddr::V4(ip)) => write!(f, "{ip}:"),
+        }?;
         write!(
             f,
-            "{ip}:{}/{} -> {}",
+            "{}/{} -> {}",
             self.host_port, self.protocol, self.container_port
         )
     }
@@ -117,8 +138,8 @@ fn bad(msg: String, details: &str) -> CniError {
 }
 
 const SHAPE: &str = "each entry needs hostPort and containerPort (1..=65535), optional protocol \
-                     (tcp, udp, sctp; default tcp) and hostIP (an IPv4 address, empty or 0.0.0.0 \
-                     for every node address); camelCase (podman) or capitalised (containerd) keys";
+                     (tcp, udp, sctp; default tcp) and hostIP (a node address; empty for every \
+                     address, 0.0.0.0 or :: for every one of that family); camelCase (podman) or capitalised (containerd) keys";
 
 /// The mappings of `runtimeConfig` (`None` or no `portMappings`: none). Accepts podman's
 /// camelCase keys, containerd's capitalised ones and any other case ([`runtime_key`]). Duplicates within the list (two entries
@@ -189,12 +210,11 @@ fn parse_entry(entry: &Value) -> Result<PortMapping, String> {
         None => None,
         Some(v) => match v.as_str() {
             Some("") => None,
-            Some(s) => match s.parse::<Ipv4Addr>() {
-                Ok(ip) if ip.is_unspecified() => None,
+            Some(s) => match s.parse::<IpAddr>() {
                 Ok(ip) => Some(ip),
-                Err(_) => return Err(format!("hostIP {v} is not an IPv4 address")),
+                Err(_) => return Err(format!("hostIP {v} is not an IP address")),
             },
-            None => return Err(format!("hostIP {v} is not an IPv4 address")),
+            None => return Err(format!("hostIP {v} is not an IP address")),
         },
     };
     Ok(PortMapping {
@@ -251,6 +271,8 @@ pub struct PodPorts {
     pub ifname: String,
     /// The pod's address (`None` while its ADD has not leased one yet: no rules).
     pub ip: Option<Ipv4Addr>,
+    /// Its IPv6 address on a dual-stack node (its `ip6tables` rules and `[::1]` relays).
+    pub ip6: Option<Ipv6Addr>,
     /// The mappings.
     pub mappings: Vec<PortMapping>,
 }
@@ -265,222 +287,93 @@ impl PodPorts {
     }
 }
 
-/// A jump from a built-in nat chain into ours.
-const JUMPS: [(&str, &str, &str); 3] = [
-    (
-        "PREROUTING",
-        "-m addrtype --dst-type LOCAL -m comment --comment \"sdn: hostports\"",
-        HOSTPORTS_CHAIN,
-    ),
-    (
-        "OUTPUT",
-        "-m addrtype --dst-type LOCAL -m comment --comment \"sdn: hostports\"",
-        HOSTPORTS_CHAIN,
-    ),
-    (
-        "POSTROUTING",
-        "-m comment --comment \"sdn: hostports masquerade\"",
-        MASQ_CHAIN,
-    ),
-];
-
-/// Renders the nat-table `iptables-restore --noflush` input making our chains hold exactly the
-/// rules of `pods` (those with an address): `existing` is `iptables -t nat -S` (to add missing
-/// jumps from the built-in chains and delete stale `SDN-HP-*` chains). Pure.
-pub fn render(pods: &[PodPorts], cluster_networks: &[Ipv4Net], existing: &[String]) -> String {
-    let mut pods: Vec<&PodPorts> = pods
-        .iter()
-        .filter(|p| p.ip.is_some() && !p.mappings.is_empty())
-        .collect();
-    pods.sort_by(|a, b| (&a.sandbox, &a.ifname).cmp(&(&b.sandbox, &b.ifname)));
-    let wanted: BTreeSet<String> = pods
-        .iter()
-        .map(|p| chain_name(&p.sandbox, &p.ifname))
-        .collect();
-    let mut out = String::from("*nat\n");
-    let _ = writeln!(out, ":{HOSTPORTS_CHAIN} - [0:0]");
-    let _ = writeln!(out, ":{MASQ_CHAIN} - [0:0]");
-    for c in &wanted {
-        let _ = writeln!(out, ":{c} - [0:0]");
-    }
-    // Stale per-pod chains: declared (flushed) and deleted; their jumps went with the flush of
-    // SDN-HOSTPORTS above.
-    let stale: BTreeSet<&str> = existing
-        .iter()
-        .filter_map(|l| l.strip_prefix("-N "))
-        .map(str::trim)
-        .filter(|c| c.starts_with(POD_CHAIN_PREFIX) && *c != MASQ_CHAIN && !wanted.contains(*c))
-        .collect();
-    for c in &stale {
-        let _ = writeln!(out, ":{c} - [0:0]");
-    }
-    for p in &pods {
-        let chain = chain_name(&p.sandbox, &p.ifname);
-        let comment = p.comment();
-        let _ = writeln!(
-            out,
-            "-A {HOSTPORTS_CHAIN} -m comment --comment \"{comment}\" -j {chain}"
-        );
-        let ip = p.ip.unwrap_or(Ipv4Addr::UNSPECIFIED);
-        for m in &p.mappings {
-            let dst = m.host_ip.map(|h| format!(" -d {h}/32")).unwrap_or_default();
-            let proto = m.protocol;
-            let _ = writeln!(
-                out,
-                "-A {chain}{dst} -p {proto} -m comment --comment \"{comment}\" -m {proto} --dport {} -j DNAT --to-destination {ip}:{}",
-                m.host_port, m.container_port
-            );
-        }
-    }
-    // Masquerade only connections DNATed by a host port (matched by the pod's address and port
-    // and the original destination port): pod to Service traffic DNATed by kube-proxy keeps its
-    // source, which table 25 needs for the source pod's VNID.
-    let sources: Vec<String> = std::iter::once("127.0.0.0/8".to_string())
-        .chain(cluster_networks.iter().map(ToString::to_string))
-        .collect();
-    for p in &pods {
-        let comment = p.comment();
-        let ip = p.ip.unwrap_or(Ipv4Addr::UNSPECIFIED);
-        for m in &p.mappings {
-            let proto = m.protocol;
-            for src in &sources {
-                let _ = writeln!(
-                    out,
-                    "-A {MASQ_CHAIN} -s {src} -d {ip}/32 -p {proto} -m comment --comment \"{comment}\" -m {proto} --dport {} -m conntrack --ctstate DNAT --ctorigdstport {} -j MASQUERADE",
-                    m.container_port, m.host_port
-                );
-            }
-        }
-    }
-    for (from, spec, to) in JUMPS {
-        let has = existing.iter().any(|l| {
-            let t: Vec<&str> = l.split_whitespace().collect();
-            t.len() > 2
-                && t[0] == "-A"
-                && t[1] == from
-                && t.windows(2).any(|w| w[0] == "-j" && w[1] == to)
-        });
-        if !has {
-            let _ = writeln!(out, "-I {from} 1 {spec} -j {to}");
-        }
-    }
-    for c in &stale {
-        let _ = writeln!(out, "-X {c}");
-    }
-    out.push_str("COMMIT\n");
-    out
-}
-
-/// Renders the removal of every host port rule of ours (teardown): the jumps from the built-in
-/// chains, then `SDN-HOSTPORTS`, `SDN-HP-MASQ` and every `SDN-HP-*` chain; `existing` is
-/// `iptables -t nat -S`. `None` when none of ours exists. Pure.
-pub fn render_removal(existing: &[String]) -> Option<String> {
-    let ours = |c: &str| c == HOSTPORTS_CHAIN || c.starts_with(POD_CHAIN_PREFIX);
-    let chains: Vec<&str> = existing
-        .iter()
-        .filter_map(|l| l.strip_prefix("-N "))
-        .map(str::trim)
-        .filter(|c| ours(c))
-        .collect();
-    if chains.is_empty() {
-        return None;
-    }
-    let mut out = String::from("*nat\n");
-    for l in existing {
-        let t: Vec<&str> = l.split_whitespace().collect();
-        let jumps_to_ours = t.windows(2).any(|w| w[0] == "-j" && ours(w[1]));
-        if t.len() > 2 && t[0] == "-A" && !ours(t[1]) && jumps_to_ours {
-            let _ = writeln!(out, "{}", l.replacen("-A ", "-D ", 1));
-        }
-    }
-    for c in &chains {
-        let _ = writeln!(out, ":{c} - [0:0]");
-    }
-    for c in &chains {
-        let _ = writeln!(out, "-X {c}");
-    }
-    out.push_str("COMMIT\n");
-    Some(out)
-}
-
-/// Removes every host port rule of ours (node teardown, `sdn-agent remove-host-rules`).
-/// Idempotent: without our chains it runs nothing.
+/// Removes every host port rule of ours, both families (node teardown, `sdn-agent
+/// remove-host-rules`). Idempotent: without our chains it runs nothing; a node without
+/// `ip6tables` has no IPv6 rules to remove.
 pub async fn remove_all(iptables: &impl NatRules) -> Result<(), IptablesError> {
-    match render_removal(&iptables.list("nat").await?) {
+    remove_family(iptables).await?;
+    let six = iptables.six();
+    match six.list("nat").await {
+        Ok(_) => remove_family(&six).await,
+        Err(e) => {
+            tracing::debug!(error = %e, "no IPv6 host port rules to remove");
+            Ok(())
+        }
+    }
+}
+
+async fn remove_family(iptables: &impl NatRules) -> Result<(), IptablesError> {
+    match rules::render_removal(&iptables.list("nat").await?) {
         Some(input) => iptables.restore(&input).await,
         None => Ok(()),
     }
 }
 
-/// The nat rules `pod` needs that `existing` (`iptables -t nat -S`) lacks, as readable
-/// descriptions (empty: all there). Pure; for CNI CHECK.
-pub fn missing_rules(pod: &PodPorts, existing: &[String]) -> Vec<String> {
-    let Some(ip) = pod.ip else { return Vec::new() };
-    let chain = chain_name(&pod.sandbox, &pod.ifname);
-    let has = |pred: &dyn Fn(&[&str]) -> bool| {
-        existing.iter().any(|l| {
-            let t: Vec<&str> = l.split_whitespace().collect();
-            pred(&t)
-        })
-    };
-    let pair = |t: &[&str], a: &str, b: &str| t.windows(2).any(|w| w[0] == a && w[1] == b);
-    let mut missing = Vec::new();
-    if pod.mappings.is_empty() {
-        return missing;
-    }
-    if !has(&|t| t.len() > 1 && t[0] == "-A" && t[1] == HOSTPORTS_CHAIN && pair(t, "-j", &chain)) {
-        missing.push(format!("the jump from {HOSTPORTS_CHAIN} to {chain}"));
-    }
-    for (from, _, to) in JUMPS {
-        if !has(&|t| t.len() > 1 && t[0] == "-A" && t[1] == from && pair(t, "-j", to)) {
-            missing.push(format!("the jump from {from} to {to}"));
-        }
-    }
-    for m in &pod.mappings {
-        let dst = format!("{ip}:{}", m.container_port);
-        let port = m.host_port.to_string();
-        if !has(&|t| {
-            t.len() > 1
-                && t[0] == "-A"
-                && t[1] == chain
-                && pair(t, "-p", m.protocol.as_str())
-                && pair(t, "--dport", &port)
-                && pair(t, "--to-destination", &dst)
-                && m.host_ip.is_none_or(|h| pair(t, "-d", &format!("{h}/32")))
-        }) {
-            missing.push(format!("the DNAT of {m} to {dst} in {chain}"));
-        }
-    }
-    missing
-}
-
 type Key = (String, String);
 
+/// The IPv6 side of a dual-stack node's host ports.
+#[derive(Debug)]
+struct Ipv6Side<N> {
+    ip6tables: N,
+    cluster_networks: Vec<IpNet>,
+    /// The `[::1]` relays (`None` with a fake NAT: unit tests bind no real sockets).
+    loopback: Option<loopback6::Loopback6>,
+}
+
 /// The node's host ports: who holds which, and the rules made from that (applied through any
-/// [`NatRules`], the real iptables or the fake).
+/// [`NatRules`], the real iptables or the fake; on a dual-stack node also through its IPv6
+/// twin, with the `[::1]` relays).
 #[derive(Debug)]
 pub struct HostPorts<N: NatRules = Iptables> {
     iptables: N,
-    cluster_networks: Vec<Ipv4Net>,
+    cluster_networks: Vec<IpNet>,
+    ipv6: Option<Ipv6Side<N>>,
     taken: std::sync::Mutex<BTreeMap<Key, PodPorts>>,
     /// Serialises syncs (a sync reads the registry and writes the whole rule set).
     sync_lock: tokio::sync::Mutex<()>,
 }
 
 impl<N: NatRules> HostPorts<N> {
-    /// An empty registry applying rules through `iptables`.
-    pub fn new(iptables: N, cluster_networks: Vec<Ipv4Net>) -> HostPorts<N> {
+    /// An empty registry applying rules through `iptables`; on a dual-stack node
+    /// (`cluster_networks6` not empty) also through its IPv6 twin.
+    pub fn new(
+        iptables: N,
+        cluster_networks: &[ipnet::Ipv4Net],
+        cluster_networks6: &[ipnet::Ipv6Net],
+    ) -> HostPorts<N> {
+        let ipv6 = (!cluster_networks6.is_empty()).then(|| Ipv6Side {
+            ip6tables: iptables.six(),
+            cluster_networks: cluster_networks6.iter().map(|n| IpNet::V6(*n)).collect(),
+            loopback: iptables
+                .proxies_loopback6()
+                .then(loopback6::Loopback6::default),
+        });
         HostPorts {
+            cluster_networks: cluster_networks.iter().map(|n| IpNet::V4(*n)).collect(),
             iptables,
-            cluster_networks,
+            ipv6,
             taken: std::sync::Mutex::default(),
             sync_lock: tokio::sync::Mutex::const_new(()),
         }
     }
 
     /// Reserves `pod`'s mappings (with or without its address yet). Fails, reserving nothing,
-    /// when one is taken by another attachment; the error names the holder.
+    /// when one is taken by another attachment (the error names the holder), or asks for an
+    /// IPv6 `hostIP` on a node without IPv6.
     pub fn reserve(&self, pod: PodPorts) -> Result<(), CniError> {
+        if self.ipv6.is_none() {
+            if let Some(m) = pod
+                .mappings
+                .iter()
+                .find(|m| m.host_ip.is_some_and(|h| h.is_ipv6()))
+            {
+                return Err(CniError::new(
+                    codes::INVALID_ENV,
+                    format!("host port {m}: hostIP is IPv6 and this node has no IPv6 network"),
+                    "give an IPv4 hostIP (or none), or add an IPv6 entry to clusterNetworks",
+                ));
+            }
+        }
         let key = (pod.sandbox.clone(), pod.ifname.clone());
         let mut taken = lock(&self.taken);
         for (k, other) in taken.iter() {
@@ -507,10 +400,11 @@ impl<N: NatRules> HostPorts<N> {
         Ok(())
     }
 
-    /// Sets the address of a reserved attachment (after its lease).
-    pub fn set_ip(&self, sandbox: &str, ifname: &str, ip: Ipv4Addr) {
+    /// Sets the addresses of a reserved attachment (after its leases).
+    pub fn set_ip(&self, sandbox: &str, ifname: &str, ip: Ipv4Addr, ip6: Option<Ipv6Addr>) {
         if let Some(p) = lock(&self.taken).get_mut(&(sandbox.to_string(), ifname.to_string())) {
             p.ip = Some(ip);
+            p.ip6 = ip6;
         }
     }
 
@@ -522,14 +416,26 @@ impl<N: NatRules> HostPorts<N> {
             .unwrap_or_default()
     }
 
-    /// CNI CHECK: the attachment's rules are all in place; the error lists what is missing.
+    /// CNI CHECK: the attachment's rules (both families') and `[::1]` relays are all in place;
+    /// the error lists what is missing.
     pub async fn check(&self, sandbox: &str, ifname: &str) -> Result<(), String> {
         let pod = lock(&self.taken)
             .get(&(sandbox.to_string(), ifname.to_string()))
             .cloned();
         let Some(pod) = pod else { return Ok(()) };
         let existing = self.iptables.list("nat").await.map_err(|e| e.to_string())?;
-        let missing = missing_rules(&pod, &existing);
+        let mut missing = rules::missing_rules(&pod, Family::V4, &existing);
+        if let Some(v6) = &self.ipv6 {
+            let existing = v6.ip6tables.list("nat").await.map_err(|e| e.to_string())?;
+            missing.extend(rules::missing_rules(&pod, Family::V6, &existing));
+            if let Some(lo) = &v6.loopback {
+                missing.extend(
+                    loopback_wanted(std::slice::from_ref(&pod))
+                        .into_iter()
+                        .filter_map(|((port, proto), to)| lo.problem(port, proto, to)),
+                );
+            }
+        }
         if missing.is_empty() {
             Ok(())
         } else {
@@ -544,14 +450,22 @@ impl<N: NatRules> HostPorts<N> {
             .is_some()
     }
 
-    /// Makes the nat rules exactly the registry's, in one restore (dry run first). Removes stale
-    /// `SDN-HP-*` chains.
+    /// Makes the nat rules exactly the registry's, one restore per family (dry run first), and
+    /// the `[::1]` relays with them. Removes stale `SDN-HP-*` chains.
     pub async fn sync(&self) -> Result<(), IptablesError> {
         let _serial = self.sync_lock.lock().await;
-        let existing = self.iptables.list("nat").await?;
         let pods: Vec<PodPorts> = lock(&self.taken).values().cloned().collect();
-        let input = render(&pods, &self.cluster_networks, &existing);
+        let existing = self.iptables.list("nat").await?;
+        let input = rules::render(&pods, Family::V4, &self.cluster_networks, &existing);
         self.iptables.restore(&input).await?;
+        if let Some(v6) = &self.ipv6 {
+            let existing = v6.ip6tables.list("nat").await?;
+            let input = rules::render(&pods, Family::V6, &v6.cluster_networks, &existing);
+            v6.ip6tables.restore(&input).await?;
+            if let Some(lo) = &v6.loopback {
+                lo.sync(&loopback_wanted(&pods));
+            }
+        }
         tracing::debug!(pods = pods.len(), "hostport rules synced");
         Ok(())
     }
@@ -573,9 +487,34 @@ impl<N: NatRules> HostPorts<N> {
     }
 }
 
+/// The `[::1]` relays `pods` need: each mapping published on `::1` (no `hostIP`, `::` or `::1`)
+/// of a pod with an IPv6 address, to its IPv6 address and container port.
+fn loopback_wanted(pods: &[PodPorts]) -> BTreeMap<(u16, Protocol), SocketAddrV6> {
+    let mut wanted = BTreeMap::new();
+    for p in pods {
+        let Some(ip6) = p.ip6 else { continue };
+        for m in &p.mappings {
+            let on_loopback = match m.host_ip {
+                None => true,
+                Some(IpAddr::V6(h)) => h.is_unspecified() || h == Ipv6Addr::LOCALHOST,
+                Some(IpAddr::V4(_)) => false,
+            };
+            if on_loopback {
+                wanted.insert(
+                    (m.host_port, m.protocol),
+                    SocketAddrV6::new(ip6, m.container_port, 0, 0),
+                );
+            }
+        }
+    }
+    wanted
+}
+
 #[cfg(test)]
 mod tests {
+    use super::rules::{missing_rules, render, render_removal};
     use super::*;
+    use ipnet::Ipv4Net;
     use serde_json::json;
 
     fn m(hp: u16, cp: u16, p: Protocol, ip: Option<&str>) -> PortMapping {
@@ -600,7 +539,7 @@ mod tests {
             vec![
                 m(8080, 80, Protocol::Tcp, None),
                 m(53, 5353, Protocol::Udp, Some("10.0.0.5")),
-                m(9000, 9000, Protocol::Sctp, None),
+                m(9000, 9000, Protocol::Sctp, Some("0.0.0.0")),
                 m(8081, 81, Protocol::Tcp, None),
             ]
         );
@@ -626,8 +565,8 @@ mod tests {
                 "protocol \"icmp\"",
             ),
             (
-                json!({"hostPort": 80, "containerPort": 80, "hostIP": "::1"}),
-                "hostIP \"::1\"",
+                json!({"hostPort": 80, "containerPort": 80, "hostIP": "::1x"}),
+                "hostIP \"::1x\" is not an IP address",
             ),
             (json!(5), "not an object"),
         ] {
@@ -685,13 +624,14 @@ mod tests {
             sandbox: sandbox.into(),
             ifname: "eth0".into(),
             ip: ip.map(|i| i.parse().unwrap()),
+            ip6: None,
             mappings: maps,
         }
     }
 
     #[test]
     fn registry_refuses_taken_ports_naming_the_holder() {
-        let hp = HostPorts::new(Iptables::host(), vec![]);
+        let hp = HostPorts::new(Iptables::host(), &[], &[]);
         hp.reserve(pod(
             "s1",
             "web",
@@ -737,7 +677,7 @@ mod tests {
             vec![m(8080, 80, Protocol::Tcp, None)],
         ))
         .unwrap();
-        hp.set_ip("s2", "eth0", "10.128.0.9".parse().unwrap());
+        hp.set_ip("s2", "eth0", "10.128.0.9".parse().unwrap(), None);
         assert_eq!(
             hp.mappings("s2", "eth0"),
             vec![m(8080, 80, Protocol::Tcp, None)]
@@ -755,9 +695,9 @@ mod tests {
                 m(5353, 53, Protocol::Udp, Some("192.168.1.2")),
             ],
         );
-        let cn: Vec<Ipv4Net> = vec!["10.128.0.0/14".parse().unwrap()];
+        let cn: Vec<IpNet> = vec![IpNet::V4("10.128.0.0/14".parse::<Ipv4Net>().unwrap())];
         // What iptables -S prints back for the rendered input.
-        let all: Vec<String> = render(std::slice::from_ref(&web), &cn, &[])
+        let all: Vec<String> = render(std::slice::from_ref(&web), Family::V4, &cn, &[])
             .lines()
             .filter(|l| l.starts_with("-A ") || l.starts_with("-I "))
             .map(|l| {
@@ -765,16 +705,16 @@ mod tests {
                 l.replacen("-I ", "-A ", 1)
             })
             .collect();
-        assert_eq!(missing_rules(&web, &all), Vec::<String>::new());
+        assert_eq!(missing_rules(&web, Family::V4, &all), Vec::<String>::new());
         let without_udp: Vec<String> = all
             .iter()
             .filter(|l| !l.contains("-p udp"))
             .cloned()
             .collect();
-        let missing = missing_rules(&web, &without_udp);
+        let missing = missing_rules(&web, Family::V4, &without_udp);
         assert_eq!(missing.len(), 1, "{missing:?}");
         assert!(missing[0].contains("5353/udp") && missing[0].contains("10.128.0.5:53"));
-        assert_eq!(missing_rules(&web, &[]).len(), 6);
+        assert_eq!(missing_rules(&web, Family::V4, &[]).len(), 6);
     }
 
     #[test]
@@ -833,8 +773,8 @@ COMMIT
             "-A POSTROUTING -m comment --comment \"sdn: hostports masquerade\" -j SDN-HP-MASQ"
                 .to_string(),
         ];
-        let cn: Vec<Ipv4Net> = vec!["10.128.0.0/14".parse().unwrap()];
-        let text = render(&[pending, web], &cn, &existing);
+        let cn: Vec<IpNet> = vec![IpNet::V4("10.128.0.0/14".parse::<Ipv4Net>().unwrap())];
+        let text = render(&[pending, web], Family::V4, &cn, &existing);
         let want = format!(
             r#"*nat
 :SDN-HOSTPORTS - [0:0]
@@ -856,9 +796,117 @@ COMMIT
         );
         assert_eq!(text, want);
         // Nothing wanted: the chains stay (empty), the pod chain goes.
-        let empty = render(&[], &cn, &existing);
+        let empty = render(&[], Family::V4, &cn, &existing);
         assert!(empty.contains(&format!("-X {c}")), "{empty}");
         assert!(!empty.contains("DNAT --to"), "{empty}");
         assert!(!empty.contains("MASQUERADE"), "{empty}");
+    }
+
+    #[test]
+    fn families_conflict_only_where_they_share_an_address() {
+        let any = m(80, 1, Protocol::Tcp, None);
+        let all4 = m(80, 2, Protocol::Tcp, Some("0.0.0.0"));
+        let all6 = m(80, 3, Protocol::Tcp, Some("::"));
+        let one6 = m(80, 4, Protocol::Tcp, Some("fd00::5"));
+        assert!(any.conflicts_with(&all6) && all6.conflicts_with(&any));
+        assert!(
+            !all4.conflicts_with(&all6),
+            "IPv4 and IPv6 wildcards are different sockets"
+        );
+        assert!(all6.conflicts_with(&one6) && !all4.conflicts_with(&one6));
+        assert!(!one6.conflicts_with(&m(80, 5, Protocol::Tcp, Some("fd00::6"))));
+        assert_eq!(one6.to_string(), "[fd00::5]:80/tcp -> 4");
+        assert_eq!(any.to_string(), "*:80/tcp -> 1");
+    }
+
+    #[test]
+    fn an_ipv6_host_ip_needs_an_ipv6_network() {
+        let v4 = HostPorts::new(Iptables::host(), &[], &[]);
+        let e = v4
+            .reserve(pod(
+                "s1",
+                "w",
+                None,
+                vec![m(80, 80, Protocol::Tcp, Some("::"))],
+            ))
+            .unwrap_err();
+        assert!(e.msg.contains("no IPv6 network"), "{}", e.msg);
+        let dual = HostPorts::new(Iptables::host(), &[], &["fd01::/48".parse().unwrap()]);
+        dual.reserve(pod(
+            "s1",
+            "w",
+            None,
+            vec![m(80, 80, Protocol::Tcp, Some("::"))],
+        ))
+        .unwrap();
+    }
+
+    #[test]
+    fn renders_ipv6_rules_leaving_loopback_to_the_proxy() {
+        let mut web = pod(
+            "s1",
+            "web",
+            Some("10.128.0.5"),
+            vec![
+                m(8080, 80, Protocol::Tcp, None),
+                m(5353, 53, Protocol::Udp, Some("fd00::9")),
+                m(7070, 70, Protocol::Tcp, Some("10.0.0.1")),
+                m(6060, 60, Protocol::Tcp, Some("::1")),
+            ],
+        );
+        web.ip6 = Some("fd01:0:0:5::5".parse().unwrap());
+        let c = chain_name("s1", "eth0");
+        let cn6 = vec![IpNet::V6("fd01::/48".parse().unwrap())];
+        let text = render(std::slice::from_ref(&web), Family::V6, &cn6, &[]);
+        let want = format!(
+            r#"*nat
+:SDN-HOSTPORTS - [0:0]
+:SDN-HP-MASQ - [0:0]
+:{c} - [0:0]
+-A SDN-HOSTPORTS -m comment --comment "ns/web s1" -j {c}
+-A {c} -p tcp -m comment --comment "ns/web s1" -m tcp --dport 8080 -j DNAT --to-destination [fd01:0:0:5::5]:80
+-A {c} -d fd00::9/128 -p udp -m comment --comment "ns/web s1" -m udp --dport 5353 -j DNAT --to-destination [fd01:0:0:5::5]:53
+-A SDN-HP-MASQ -s fd01::/48 -d fd01:0:0:5::5/128 -p tcp -m comment --comment "ns/web s1" -m tcp --dport 80 -m conntrack --ctstate DNAT --ctorigdstport 8080 -j MASQUERADE
+-A SDN-HP-MASQ -s fd01::/48 -d fd01:0:0:5::5/128 -p udp -m comment --comment "ns/web s1" -m udp --dport 53 -m conntrack --ctstate DNAT --ctorigdstport 5353 -j MASQUERADE
+-I PREROUTING 1 -m addrtype --dst-type LOCAL -m comment --comment "sdn: hostports" -j SDN-HOSTPORTS
+-I OUTPUT 1 ! -d ::1/128 -m addrtype --dst-type LOCAL -m comment --comment "sdn: hostports" -j SDN-HOSTPORTS
+-I POSTROUTING 1 -m comment --comment "sdn: hostports masquerade" -j SDN-HP-MASQ
+COMMIT
+"#
+        );
+        assert_eq!(text, want);
+        // The IPv4 rules leave the IPv6 hostIPs out, and keep the IPv4 one.
+        let cn = vec![IpNet::V4("10.128.0.0/14".parse::<Ipv4Net>().unwrap())];
+        let v4 = render(std::slice::from_ref(&web), Family::V4, &cn, &[]);
+        assert!(
+            v4.contains("--dport 7070") && v4.contains("--dport 8080"),
+            "{v4}"
+        );
+        assert!(!v4.contains("5353") && !v4.contains("6060"), "{v4}");
+        // CHECK's view of each family.
+        let listed = |text: &str| -> Vec<String> {
+            text.lines()
+                .filter(|l| l.starts_with("-A ") || l.starts_with("-I "))
+                .map(|l| l.replacen(" 1 ", " ", 1).replacen("-I ", "-A ", 1))
+                .collect()
+        };
+        assert!(missing_rules(&web, Family::V6, &listed(&text)).is_empty());
+        let missing = missing_rules(&web, Family::V6, &listed(&v4));
+        assert!(
+            missing
+                .iter()
+                .any(|m| m.contains("[fd01:0:0:5::5]:53") && m.contains("ip6tables")),
+            "{missing:?}"
+        );
+        // [::1] relays: no hostIP, `::` and `::1`, to the pod's IPv6 address.
+        let relays = loopback_wanted(std::slice::from_ref(&web));
+        assert_eq!(
+            relays.keys().copied().collect::<Vec<_>>(),
+            [(6060, Protocol::Tcp), (8080, Protocol::Tcp)]
+        );
+        assert_eq!(
+            relays[&(8080, Protocol::Tcp)].to_string(),
+            "[fd01:0:0:5::5]:80"
+        );
     }
 }
