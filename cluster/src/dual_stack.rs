@@ -26,6 +26,16 @@ impl ClusterState {
         self.host_subnet_of(node)?.ipv6_subnet().ok().flatten()
     }
 
+    /// The node whose IPv6 subnet holds `ip`, and its underlay address (as
+    /// [`ClusterState::node_holding`] for IPv4).
+    pub fn node_holding6(&self, ip: Ipv6Addr) -> Option<(&str, std::net::Ipv4Addr)> {
+        self.host_subnets.values().find_map(|hs| {
+            let held = hs.ipv6_subnet().ok().flatten()?.contains(&ip);
+            held.then(|| Some((hs.host.as_str(), hs.host_ip_addr().ok()?)))
+                .flatten()
+        })
+    }
+
     /// Every node's IPv6 subnet that is set and valid.
     pub fn ipv6_subnets(&self) -> Vec<Ipv6Net> {
         self.host_subnets

@@ -8,11 +8,13 @@ use serde::{Deserialize, Serialize};
 /// What to trace (the body of `POST /v1/trace`).
 #[derive(Clone, Debug, Serialize, Deserialize, Default, PartialEq, Eq)]
 pub struct TraceRequest {
-    /// `NAMESPACE/POD` (a local pod), `node`, or an IPv4 address.
+    /// `NAMESPACE/POD` (a local pod), `node`, or an address of either family.
     pub src: String,
-    /// `NAMESPACE/POD`, `node`, or an IPv4 address (pod, remote pod, service, external).
+    /// `NAMESPACE/POD`, `node`, or an address of either family (pod, remote pod, service,
+    /// external).
     pub dst: String,
-    /// `icmp` (default), `arp`, `tcp/PORT`, `udp/PORT`.
+    /// `icmp` (default), `arp`, `tcp/PORT`, `udp/PORT`; in IPv6 `icmp6`, `nd` (a neighbour
+    /// solicitation for DST), or any of the others with an IPv6 address as SRC or DST.
     #[serde(default)]
     pub proto: String,
     /// The VXLAN VNI a packet from a remote pod arrives with (its tenant's VNID).
@@ -20,7 +22,7 @@ pub struct TraceRequest {
     pub vni: Option<u32>,
     /// Send from SRC's port with this source address instead of SRC's own (spoofing).
     #[serde(default)]
-    pub spoof_ip: Option<Ipv4Addr>,
+    pub spoof_ip: Option<std::net::IpAddr>,
     /// Send from SRC's port with this source MAC instead of SRC's own (spoofing).
     #[serde(default)]
     pub spoof_mac: Option<String>,

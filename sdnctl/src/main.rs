@@ -89,21 +89,22 @@ enum Cmd {
         tenant: Option<String>,
     },
     /// What br0 does with one packet from SRC to DST, table by table, and why, in words. SRC and
-    /// DST: NAMESPACE/POD (a pod of this node), node, or an IPv4 address (a pod here or on
-    /// another node, a service, an external address)
+    /// DST: NAMESPACE/POD (a pod of this node), node, or an address (a pod here or on another
+    /// node, a service, an external address). IPv6 when either is an IPv6 address or PROTO is
+    /// icmp6 or nd (then pods are taken on their IPv6 addresses)
     Trace {
         /// The source
         src: String,
         /// The destination
         dst: String,
-        /// icmp (default), arp, tcp/PORT or udp/PORT
+        /// icmp (default), arp, tcp/PORT or udp/PORT; icmp6 or nd (neighbour solicitation)
         proto: Option<String>,
         /// The VNI a packet from a pod of another node arrives with (its namespace's VNID)
         #[arg(long, value_name = "VNID")]
         vni: Option<u32>,
         /// Send from SRC's port with this source address (what the spoof guard does)
         #[arg(long, value_name = "IP")]
-        spoof_ip: Option<std::net::Ipv4Addr>,
+        spoof_ip: Option<std::net::IpAddr>,
         /// Send from SRC's port with this source MAC
         #[arg(long, value_name = "MAC")]
         spoof_mac: Option<String>,
@@ -218,7 +219,7 @@ const SHAPES: [(&str, &str); 18] = [
     ("status", ""),
     (
         "trace",
-        "SRC DST [icmp|arp|tcp/PORT|udp/PORT] [--vni N] [--spoof-ip IP] [--spoof-mac MAC]",
+        "SRC DST [icmp|arp|tcp/PORT|udp/PORT|icmp6|nd] [--vni N] [--spoof-ip IP] [--spoof-mac MAC]",
     ),
     ("pods", "[-n NAMESPACE]"),
     (

@@ -366,8 +366,11 @@ pub fn traced(
             let src_ip = t["packet"]
                 .as_str()
                 .and_then(|p| {
-                    p.split(',')
-                        .find_map(|kv| kv.strip_prefix("nw_src=").or(kv.strip_prefix("arp_spa=")))
+                    p.split(',').find_map(|kv| {
+                        ["nw_src=", "arp_spa=", "ipv6_src="]
+                            .iter()
+                            .find_map(|k| kv.strip_prefix(k))
+                    })
                 })
                 .unwrap_or(src)
                 .to_string();

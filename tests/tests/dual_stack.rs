@@ -172,6 +172,60 @@ fn a_dual_stack_pod_gets_both_families_and_ipv6_isolation_follows_the_vnids() {
         node.flows().join("\n")
     );
 
+    // `sdnctl trace` agrees with every ICMPv6 probe, by address and by pod name, and judges
+    // neighbour discovery as the ND guard does: a solicitation reaches a pod of the same
+    // tenant (or the global namespace) only. A spoofed IPv6 source is the spoof guard's.
+    let mut disagree = Vec::new();
+    for (from, vf) in [(&a1, 11u32), (&a2, 11), (&b1, 12), (&g1, 0)] {
+        for (to, vt) in [(&a1, 11u32), (&a2, 11), (&b1, 12), (&g1, 0)] {
+            if std::ptr::eq(from, to) {
+                continue;
+            }
+            let (src, dst) = (from.ip6.clone().unwrap(), to.ip6.clone().unwrap());
+            let pinged = seen[&format!("{} -> {}", from.id, to.id)].0;
+            let (said, words) = matrix::traced(&node, &node, &src, &dst, "icmp");
+            if said != pinged {
+                disagree.push(format!(
+                    "{src} -> {dst} icmp: pinged {pinged}, trace: {words}"
+                ));
+            }
+            let (said, words) = matrix::traced(&node, &node, &src, &dst, "nd");
+            if said != matrix::allowed(vf, vt) {
+                disagree.push(format!("{src} -> {dst} nd: trace: {words}"));
+            }
+        }
+    }
+    let by_name = node.trace("tenant-a/a1", "tenant-b/b1", "icmp6", None);
+    assert_eq!(by_name["outcome"], "dropped", "{by_name}");
+    let words = by_name["verdict"].as_str().unwrap_or_default();
+    assert!(
+        words.contains("VNID 11") && words.contains("VNID 12"),
+        "{words}"
+    );
+    assert!(
+        by_name["packet"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&format!("ipv6_dst={}", b1.ip6.clone().unwrap())),
+        "{by_name}"
+    );
+    let to_pod = node.trace("node", &a1_6, "tcp/80", None);
+    assert_eq!(to_pod["outcome"], "delivered", "{to_pod}");
+    assert!(disagree.is_empty(), "trace disagrees: {disagree:#?}");
+    let out = node.sdnctl_api(&[
+        "trace",
+        "tenant-a/a1",
+        &a2.ip6.clone().unwrap(),
+        "--spoof-ip",
+        "fd01::99",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("fd01::99 is not this pod's address"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
     // A restart rebuilds the pods from their records, IPv6 included: no flow changes, and
     // IPv6 still flows.
     node.restart_unchanged();
@@ -642,6 +696,34 @@ fn ipv6_crosses_nodes_over_the_ipv4_underlay_within_a_tenant_only() {
         wrong.join("\n"),
         n1.flows().join("\n")
     );
+
+    // `sdnctl trace` agrees with every probe: on the sender's node, and for a packet that
+    // leaves over VXLAN again on the receiver's with the VNI the first trace names (TCP and
+    // the solicitation for the destination, which crosses nodes as ARP does).
+    let node_of = |label: &str| match label.rsplit('@').next() {
+        Some("1") => n1,
+        Some("2") => n2,
+        _ => n3,
+    };
+    let mut disagree = Vec::new();
+    for (fl, fns, from) in &pods {
+        for (tl, tns, to) in &pods {
+            if fl == tl {
+                continue;
+            }
+            let want = matrix::allowed(vnid(fns), vnid(tns));
+            let (src, dst) = (ip6_of(from).to_string(), ip6_of(to).to_string());
+            for proto in ["tcp/7777", "nd"] {
+                let (said, words) = matrix::traced(node_of(fl), node_of(tl), &src, &dst, proto);
+                if said != want {
+                    disagree.push(format!(
+                        "{fl} -> {tl} {proto}: expected {want}, trace: {words}"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(disagree.is_empty(), "trace disagrees: {disagree:#?}");
 }
 
 /// A Pod object as the scheduler writes it and, with `ips`, as the kubelet reports a

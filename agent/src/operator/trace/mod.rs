@@ -8,12 +8,16 @@
 //! spoof guard, the VXLAN VNI and the remote VTEP. The verdict comes from the tables the packet
 //! actually took, never from a model of them: if the flows are wrong, the trace shows it.
 //!
+//! IPv6: when SRC or DST is an IPv6 address, or the protocol is `icmp6` or `nd`, the packet is
+//! IPv6 and pods are taken on their IPv6 addresses (a pod without one is refused); `nd` is a
+//! neighbour solicitation for DST sent to its solicited-node group, the IPv6 `arp`.
+//!
 //! Conntrack: the pipeline sends every IP packet through `ct` first; the trace continues with
 //! `ct_state=trk|new` (a new connection), which is what the isolation matrix probes open.
 //! Traffic that leaves the node (VXLAN) is judged again by the destination node's tables: the
 //! verdict names the command to run there.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
 use crate::operator::observe::pod_mac;
@@ -43,25 +47,28 @@ enum End {
     Pod {
         ns: String,
         name: String,
-        ip: Ipv4Addr,
+        /// The address traced (IPv6 in an IPv6 trace).
+        ip: IpAddr,
+        /// Its MAC (derived from its IPv4 address).
+        mac: String,
         ofport: u32,
         vnid: u32,
     },
     Node,
     /// An address of this node's subnet no pod has.
-    Unused(Ipv4Addr),
+    Unused(IpAddr),
     /// A pod of another node's subnet.
     Remote {
-        ip: Ipv4Addr,
+        ip: IpAddr,
         node: Option<String>,
         vtep: Option<Ipv4Addr>,
     },
-    Service(Ipv4Addr),
-    External(Ipv4Addr),
+    Service(IpAddr),
+    External(IpAddr),
 }
 
 impl End {
-    fn ip(&self, node_gw: Ipv4Addr) -> Ipv4Addr {
+    fn ip(&self, node_gw: IpAddr) -> IpAddr {
         match self {
             End::Pod { ip, .. } | End::Unused(ip) | End::Service(ip) | End::External(ip) => *ip,
             End::Remote { ip, .. } => *ip,
@@ -77,6 +84,7 @@ impl End {
                 ip,
                 ofport,
                 vnid,
+                ..
             } => format!(
                 "pod {ns}/{name} ({ip}, port {ofport}, VNID {vnid} {})",
                 tenants(*vnid)
@@ -96,20 +104,38 @@ impl End {
 /// The protocol to trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Proto {
+    /// An echo request (ICMPv6 in an IPv6 trace).
     Icmp,
     Arp,
+    /// A neighbour solicitation (IPv6).
+    Nd,
     Tcp(u16),
     Udp(u16),
 }
 
-fn parse_proto(s: &str) -> Result<Proto, TraceError> {
+/// The protocol, and whether it is IPv6's alone (`icmp6`, `nd`).
+fn parse_proto(s: &str) -> Result<(Proto, bool), TraceError> {
     let bad = || {
         TraceError::BadRequest(format!(
-            "protocol {s:?}: expected icmp, arp, tcp/PORT or udp/PORT (PORT 1-65535)"
+            "protocol {s:?}: expected icmp, arp, tcp/PORT or udp/PORT (PORT 1-65535), or in IPv6 icmp6 or nd"
         ))
     };
     let port = |p: &str| p.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(bad);
-    match s.to_ascii_lowercase().as_str() {
+    let lower = s.to_ascii_lowercase();
+    match lower.as_str() {
+        "icmp6" | "icmpv6" => return Ok((Proto::Icmp, true)),
+        "nd" => return Ok((Proto::Nd, true)),
+        _ => {}
+    }
+    parse_proto4(&lower, bad, port).map(|p| (p, false))
+}
+
+fn parse_proto4(
+    s: &str,
+    bad: impl Fn() -> TraceError,
+    port: impl Fn(&str) -> Result<u16, TraceError>,
+) -> Result<Proto, TraceError> {
+    match s {
         "" | "icmp" => Ok(Proto::Icmp),
         "arp" => Ok(Proto::Arp),
         other => match other.split_once('/') {
@@ -136,11 +162,13 @@ pub(crate) async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceRe
             format!("({})", names.join(", "))
         }
     };
-    let remote_of = |ip: Ipv4Addr| -> Option<(String, Ipv4Addr)> {
-        state
-            .node_holding(ip)
-            .filter(|(node, _)| *node != view.config.node_name)
-            .map(|(node, vtep)| (node.to_string(), vtep))
+    let remote_of = |ip: IpAddr| -> Option<(String, Ipv4Addr)> {
+        match ip {
+            IpAddr::V4(ip) => state.node_holding(ip),
+            IpAddr::V6(ip) => state.node_holding6(ip),
+        }
+        .filter(|(node, _)| *node != view.config.node_name)
+        .map(|(node, vtep)| (node.to_string(), vtep))
     };
     // Egress IPs as this node applies them, and the network policies' view.
     let (egress_ips, _) = match view.features.get::<crate::operator::observe::EgressIps>() {
@@ -152,16 +180,17 @@ pub(crate) async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceRe
         .get::<crate::operator::observe::NetworkPolicies>()
         .map(|p| p.view());
     let egress_ip = |v: u32| egress_of(&egress_ips, v);
+    let (proto, v6_only) = parse_proto(&req.proto)?;
     let ends = Ends {
         pods: &pods,
         node,
         remote_of: &remote_of,
+        v6: family_is_v6(req, v6_only)?,
     };
     let src = ends.resolve(&req.src, "source")?;
     let dst = ends.resolve(&req.dst, "destination")?;
-    let proto = parse_proto(&req.proto)?;
-    refuse_impossible(req, &src, &dst, proto)?;
-    let p = Packet::build(req, &src, &dst, proto, node)?;
+    refuse_impossible(req, &src, &dst, proto, ends.v6)?;
+    let p = Packet::build(req, &src, &dst, proto, node, ends.v6)?;
     let raw = ofproto_trace(view, &p.text).await?;
     let parsed = parse(&raw);
     let owners = view.cookie_owners().await;
@@ -225,11 +254,35 @@ fn egress_of(entries: &[local_api::EgressIpEntry], vnid: u32) -> Option<verdict:
     })
 }
 
-/// What a trace's ends are resolved against: this node's pods, the node, the other nodes.
+/// Whether the trace is IPv6: an end or `--spoof-ip` given as an IPv6 address, or an IPv6-only
+/// protocol; an IPv4 address beside one of those is refused.
+fn family_is_v6(req: &TraceRequest, v6_only: bool) -> Result<bool, TraceError> {
+    let given: Vec<(&str, IpAddr)> = [("source", req.src.as_str()), ("destination", &req.dst)]
+        .into_iter()
+        .filter_map(|(role, s)| Some((role, s.trim().parse::<IpAddr>().ok()?)))
+        .chain(req.spoof_ip.map(|ip| ("--spoof-ip", ip)))
+        .collect();
+    let v6 = v6_only || given.iter().any(|(_, ip)| ip.is_ipv6());
+    match given.iter().find(|(_, ip)| ip.is_ipv6() != v6) {
+        Some((role, ip)) => Err(TraceError::BadRequest(format!(
+            "{role} {ip} is IPv4 in an IPv6 trace{}: give both ends in one family",
+            if v6_only {
+                format!(" ({})", req.proto)
+            } else {
+                String::new()
+            }
+        ))),
+        None => Ok(v6),
+    }
+}
+
+/// What a trace's ends are resolved against: this node's pods, the node, the other nodes, in
+/// the trace's family.
 struct Ends<'a> {
     pods: &'a [crate::pod::Pod],
     node: &'a flows::NodeConfig,
-    remote_of: &'a (dyn Fn(Ipv4Addr) -> Option<(String, Ipv4Addr)> + Sync),
+    remote_of: &'a (dyn Fn(IpAddr) -> Option<(String, Ipv4Addr)> + Sync),
+    v6: bool,
 }
 
 impl Ends<'_> {
@@ -239,45 +292,85 @@ impl Ends<'_> {
         if s == "node" {
             return Ok(End::Node);
         }
-        let pod_end = |p: &crate::pod::Pod| End::Pod {
-            ns: p.namespace.clone(),
-            name: p.name.clone(),
-            ip: p.ip,
-            ofport: p.ofport,
-            vnid: p.vnid.id(),
+        let v6 = self.v6;
+        let pod_end = |p: &crate::pod::Pod| -> Result<End, TraceError> {
+            let ip = if v6 {
+                IpAddr::V6(p.ip6.ok_or_else(|| {
+                    TraceError::BadRequest(format!(
+                        "{role} {}/{}: the pod has no IPv6 address (it was made before this node had IPv6, or the node has none)",
+                        p.namespace, p.name
+                    ))
+                })?)
+            } else {
+                IpAddr::V4(p.ip)
+            };
+            Ok(End::Pod {
+                ns: p.namespace.clone(),
+                name: p.name.clone(),
+                ip,
+                mac: pod_mac(p.ip),
+                ofport: p.ofport,
+                vnid: p.vnid.id(),
+            })
         };
         if let Some((ns, name)) = s.split_once('/') {
-            return self
+            let p = self
                 .pods
                 .iter()
                 .find(|p| p.namespace == ns && p.name == name)
-                .map(pod_end)
                 .ok_or_else(|| {
                     TraceError::BadRequest(format!(
                         "{role} {s}: no pod {ns}/{name} on this node (sdnctl pods lists them; a pod of another node is given by its address)"
                     ))
-                });
+                })?;
+            return pod_end(p);
         }
-        let ip: Ipv4Addr = s.parse().map_err(|_| {
+        let ip: IpAddr = s.parse().map_err(|_| {
             TraceError::BadRequest(format!(
-                "{role} {s:?}: expected NAMESPACE/POD, node, or an IPv4 address"
+                "{role} {s:?}: expected NAMESPACE/POD, node, or an IPv4 or IPv6 address"
             ))
         })?;
+        if let Some(p) = self
+            .pods
+            .iter()
+            .find(|p| IpAddr::V4(p.ip) == ip || p.ip6.map(IpAddr::V6) == Some(ip))
+        {
+            return pod_end(p);
+        }
         let node = self.node;
-        Ok(if let Some(p) = self.pods.iter().find(|p| p.ip == ip) {
-            pod_end(p)
-        } else if ip == node.gateway() || ip == node.node_ip {
+        let (local, cluster, service, is_node) = match ip {
+            IpAddr::V4(a) => (
+                node.local_subnet.contains(&a),
+                node.cluster_networks.iter().any(|n| n.contains(&a)),
+                node.service_cidr.contains(&a),
+                a == node.gateway() || a == node.node_ip,
+            ),
+            IpAddr::V6(a) => match &node.ipv6 {
+                Some(v6) => (
+                    v6.local_subnet.contains(&a),
+                    v6.cluster_network.contains(&a),
+                    v6.service_cidr.is_some_and(|n| n.contains(&a)),
+                    a == v6.gateway(),
+                ),
+                None => {
+                    return Err(TraceError::BadRequest(format!(
+                        "{role} {ip}: this node has no IPv6 network"
+                    )))
+                }
+            },
+        };
+        Ok(if is_node {
             End::Node
-        } else if node.local_subnet.contains(&ip) {
+        } else if local {
             End::Unused(ip)
-        } else if node.cluster_networks.iter().any(|n| n.contains(&ip)) {
+        } else if cluster {
             let r = (self.remote_of)(ip);
             End::Remote {
                 ip,
                 node: r.as_ref().map(|r| r.0.clone()),
                 vtep: r.map(|r| r.1),
             }
-        } else if node.service_cidr.contains(&ip) {
+        } else if service {
             End::Service(ip)
         } else {
             End::External(ip)
@@ -292,7 +385,13 @@ fn refuse_impossible(
     src: &End,
     dst: &End,
     proto: Proto,
+    v6: bool,
 ) -> Result<(), TraceError> {
+    if v6 && proto == Proto::Arp {
+        return Err(TraceError::BadRequest(
+            "arp in an IPv6 trace: IPv6 has no ARP; nd traces its neighbour solicitation".into(),
+        ));
+    }
     if matches!(src, End::Service(_)) {
         return Err(TraceError::BadRequest(format!(
             "source {}: a service address sends nothing itself; trace from the pod behind it",
@@ -305,14 +404,14 @@ fn refuse_impossible(
             req.src, req.src
         )));
     }
-    if proto == Proto::Arp
+    if matches!(proto, Proto::Arp | Proto::Nd)
         && !matches!(
             dst,
             End::Pod { .. } | End::Unused(_) | End::Remote { .. } | End::Node
         )
     {
         return Err(TraceError::BadRequest(
-            "arp: the destination must be an address of the cluster network or the node (ARP stays on the link)".into(),
+            "arp, nd: the destination must be an address of the cluster network or the node (ARP and neighbour discovery stay on the link)".into(),
         ));
     }
     Ok(())
@@ -324,7 +423,20 @@ struct Packet {
     text: String,
     in_port: u32,
     dl_src: String,
-    nw_src: Ipv4Addr,
+    nw_src: IpAddr,
+}
+
+/// The MAC a pod with address `ip` has: its IPv4 address's (`0a:58:` and the address); for an
+/// IPv6 address, whose pod's IPv4 address the trace does not know (a remote pod), the low 32
+/// bits (only table 20 checks a MAC, and only a local pod's).
+fn mac_of(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(ip) => pod_mac(ip),
+        IpAddr::V6(ip) => {
+            let o = ip.octets();
+            pod_mac(Ipv4Addr::new(o[12], o[13], o[14], o[15]))
+        }
+    }
 }
 
 impl Packet {
@@ -334,11 +446,17 @@ impl Packet {
         dst: &End,
         proto: Proto,
         node: &flows::NodeConfig,
+        v6: bool,
     ) -> Result<Packet, TraceError> {
-        let gw = node.gateway();
+        let gw = match (v6, &node.ipv6) {
+            (true, Some(n6)) => IpAddr::V6(n6.gateway()),
+            _ => IpAddr::V4(node.gateway()),
+        };
         let tun0_mac = node.tun0_mac().to_string();
         let (in_port, mut dl_src, mut nw_src, tunnel) = match src {
-            End::Pod { ip, ofport, .. } => (*ofport, pod_mac(*ip), *ip, String::new()),
+            End::Pod {
+                ip, ofport, mac, ..
+            } => (*ofport, mac.clone(), *ip, String::new()),
             End::Node | End::External(_) => (2, tun0_mac.clone(), src.ip(gw), String::new()),
             End::Remote { ip, vtep, .. } => {
                 let Some(vtep) = vtep else {
@@ -353,12 +471,12 @@ impl Packet {
                 })?;
                 (
                     1,
-                    pod_mac(*ip),
+                    mac_of(*ip),
                     *ip,
                     format!("tun_id={vni:#x},tun_src={vtep},tun_dst={},", node.node_ip),
                 )
             }
-            End::Unused(ip) => (0, pod_mac(*ip), *ip, String::new()),
+            End::Unused(ip) => (0, mac_of(*ip), *ip, String::new()),
             End::Service(_) => unreachable!("refused by refuse_impossible"),
         };
         if let Some(ip) = req.spoof_ip {
@@ -380,22 +498,28 @@ impl Packet {
         }
         let dst_ip = dst.ip(gw);
         let dl_dst = match dst {
-            End::Pod { ip, .. } | End::Unused(ip) | End::Remote { ip, .. } => pod_mac(*ip),
+            End::Pod { mac, .. } => mac.clone(),
+            End::Unused(ip) | End::Remote { ip, .. } => mac_of(*ip),
             _ => tun0_mac,
         };
-        let text = match proto {
-            Proto::Arp => format!(
-                "arp,{tunnel}in_port={in_port},dl_src={dl_src},dl_dst=ff:ff:ff:ff:ff:ff,arp_op=1,arp_spa={nw_src},arp_tpa={dst_ip},arp_sha={dl_src}"
-            ),
-            Proto::Icmp => format!(
-                "icmp,{tunnel}in_port={in_port},dl_src={dl_src},dl_dst={dl_dst},nw_src={nw_src},nw_dst={dst_ip},nw_ttl=64,icmp_type=8,icmp_code=0"
-            ),
-            Proto::Tcp(p) => format!(
-                "tcp,{tunnel}in_port={in_port},dl_src={dl_src},dl_dst={dl_dst},nw_src={nw_src},nw_dst={dst_ip},nw_ttl=64,tp_src=40000,tp_dst={p},tcp_flags=0x002"
-            ),
-            Proto::Udp(p) => format!(
-                "udp,{tunnel}in_port={in_port},dl_src={dl_src},dl_dst={dl_dst},nw_src={nw_src},nw_dst={dst_ip},nw_ttl=64,udp_src=40000,udp_dst={p}"
-            ),
+        let text = match (nw_src, dst_ip) {
+            (IpAddr::V6(src6), IpAddr::V6(dst6)) => {
+                ipv6_packet(proto, &tunnel, in_port, (&dl_src, &dl_dst), (src6, dst6))
+            }
+            _ => match proto {
+                Proto::Arp => format!(
+                    "arp,{tunnel}in_port={in_port},dl_src={dl_src},dl_dst=ff:ff:ff:ff:ff:ff,arp_op=1,arp_spa={nw_src},arp_tpa={dst_ip},arp_sha={dl_src}"
+                ),
+                Proto::Icmp | Proto::Nd => format!(
+                    "icmp,{tunnel}in_port={in_port},dl_src={dl_src},dl_dst={dl_dst},nw_src={nw_src},nw_dst={dst_ip},nw_ttl=64,icmp_type=8,icmp_code=0"
+                ),
+                Proto::Tcp(p) => format!(
+                    "tcp,{tunnel}in_port={in_port},dl_src={dl_src},dl_dst={dl_dst},nw_src={nw_src},nw_dst={dst_ip},nw_ttl=64,tp_src=40000,tp_dst={p},tcp_flags=0x002"
+                ),
+                Proto::Udp(p) => format!(
+                    "udp,{tunnel}in_port={in_port},dl_src={dl_src},dl_dst={dl_dst},nw_src={nw_src},nw_dst={dst_ip},nw_ttl=64,udp_src=40000,udp_dst={p}"
+                ),
+            },
         };
         Ok(Packet {
             text,
@@ -403,6 +527,55 @@ impl Packet {
             dl_src,
             nw_src,
         })
+    }
+}
+
+/// An IPv6 packet in `ofproto/trace`'s syntax: an echo request, a neighbour solicitation for
+/// `dst` (to its solicited-node group, the source's MAC as source link-layer address, hop limit
+/// 255 as ND requires), or a TCP SYN or UDP datagram.
+fn ipv6_packet(
+    proto: Proto,
+    tunnel: &str,
+    in_port: u32,
+    (dl_src, dl_dst): (&str, &str),
+    (src, dst): (Ipv6Addr, Ipv6Addr),
+) -> String {
+    let head = |kind: &str, dl_dst: &str, ipv6_dst: Ipv6Addr, ttl: u8| {
+        format!(
+            "{kind},{tunnel}in_port={in_port},dl_src={dl_src},dl_dst={dl_dst},ipv6_src={src},ipv6_dst={ipv6_dst},nw_ttl={ttl}"
+        )
+    };
+    match proto {
+        Proto::Nd => {
+            let o = dst.octets();
+            let group = Ipv6Addr::new(
+                0xff02,
+                0,
+                0,
+                0,
+                0,
+                1,
+                0xff00 | u16::from(o[13]),
+                u16::from_be_bytes([o[14], o[15]]),
+            );
+            let group_mac = format!("33:33:ff:{:02x}:{:02x}:{:02x}", o[13], o[14], o[15]);
+            format!(
+                "{},icmpv6_type=135,icmpv6_code=0,nd_target={dst},nd_sll={dl_src}",
+                head("icmp6", &group_mac, group, 255)
+            )
+        }
+        Proto::Icmp | Proto::Arp => format!(
+            "{},icmpv6_type=128,icmpv6_code=0",
+            head("icmp6", dl_dst, dst, 64)
+        ),
+        Proto::Tcp(p) => format!(
+            "{},tp_src=40000,tp_dst={p},tcp_flags=0x002",
+            head("tcp6", dl_dst, dst, 64)
+        ),
+        Proto::Udp(p) => format!(
+            "{},udp_src=40000,udp_dst={p}",
+            head("udp6", dl_dst, dst, 64)
+        ),
     }
 }
 
@@ -459,6 +632,7 @@ fn proto_text(p: Proto) -> String {
     match p {
         Proto::Icmp => "icmp".into(),
         Proto::Arp => "arp".into(),
+        Proto::Nd => "nd".into(),
         Proto::Tcp(n) => format!("tcp/{n}"),
         Proto::Udp(n) => format!("udp/{n}"),
     }

@@ -76,15 +76,69 @@ fn outputs_and_tunnels() {
 
 #[test]
 fn protocols() {
-    assert_eq!(parse_proto("").unwrap(), Proto::Icmp);
-    assert_eq!(parse_proto("TCP/80").unwrap(), Proto::Tcp(80));
-    assert_eq!(parse_proto("udp/53").unwrap(), Proto::Udp(53));
-    assert_eq!(parse_proto("arp").unwrap(), Proto::Arp);
-    for bad in ["tcp", "tcp/0", "udp/70000", "sctp/1", "icmp6"] {
+    assert_eq!(parse_proto("").unwrap(), (Proto::Icmp, false));
+    assert_eq!(parse_proto("TCP/80").unwrap(), (Proto::Tcp(80), false));
+    assert_eq!(parse_proto("udp/53").unwrap(), (Proto::Udp(53), false));
+    assert_eq!(parse_proto("arp").unwrap(), (Proto::Arp, false));
+    assert_eq!(parse_proto("icmp6").unwrap(), (Proto::Icmp, true));
+    assert_eq!(parse_proto("ND").unwrap(), (Proto::Nd, true));
+    for bad in ["tcp", "tcp/0", "udp/70000", "sctp/1", "icmp4"] {
         let e = parse_proto(bad).unwrap_err().to_string();
         assert!(
-            e.contains("expected icmp, arp, tcp/PORT or udp/PORT"),
+            e.contains("expected icmp, arp, tcp/PORT or udp/PORT") && e.contains("icmp6 or nd"),
             "{bad}: {e}"
         );
     }
+}
+
+fn request(src: &str, dst: &str, proto: &str) -> TraceRequest {
+    TraceRequest {
+        src: src.into(),
+        dst: dst.into(),
+        proto: proto.into(),
+        vni: None,
+        spoof_ip: None,
+        spoof_mac: None,
+    }
+}
+
+#[test]
+fn the_family_follows_the_addresses_and_the_protocol() {
+    let v6 = |src: &str, dst: &str, proto: &str| {
+        let (_, only6) = parse_proto(proto).unwrap();
+        family_is_v6(&request(src, dst, proto), only6)
+    };
+    assert!(!v6("a/p", "b/q", "tcp/80").unwrap());
+    assert!(!v6("a/p", "10.128.0.5", "").unwrap());
+    assert!(v6("a/p", "fd01::5", "tcp/80").unwrap());
+    assert!(v6("a/p", "b/q", "icmp6").unwrap());
+    assert!(v6("node", "b/q", "nd").unwrap());
+    let e = v6("10.128.0.5", "fd01::5", "").unwrap_err().to_string();
+    assert!(
+        e.contains("source 10.128.0.5 is IPv4 in an IPv6 trace"),
+        "{e}"
+    );
+    let e = v6("a/p", "10.128.0.5", "nd").unwrap_err().to_string();
+    assert!(e.contains("IPv4 in an IPv6 trace (nd)"), "{e}");
+}
+
+#[test]
+fn ipv6_packets_in_ofproto_trace_syntax() {
+    let src: Ipv6Addr = "fd01:0:0:5::5".parse().unwrap();
+    let dst: Ipv6Addr = "fd01:0:0:5::a0b".parse().unwrap();
+    let macs = ("0a:58:0a:80:00:05", "0a:58:0a:80:00:06");
+    assert_eq!(
+        ipv6_packet(Proto::Nd, "", 3, macs, (src, dst)),
+        "icmp6,in_port=3,dl_src=0a:58:0a:80:00:05,dl_dst=33:33:ff:00:0a:0b,ipv6_src=fd01:0:0:5::5,\
+         ipv6_dst=ff02::1:ff00:a0b,nw_ttl=255,icmpv6_type=135,icmpv6_code=0,nd_target=fd01:0:0:5::a0b,\
+         nd_sll=0a:58:0a:80:00:05"
+    );
+    assert_eq!(
+        ipv6_packet(Proto::Tcp(80), "", 3, macs, (src, dst)),
+        "tcp6,in_port=3,dl_src=0a:58:0a:80:00:05,dl_dst=0a:58:0a:80:00:06,ipv6_src=fd01:0:0:5::5,\
+         ipv6_dst=fd01:0:0:5::a0b,nw_ttl=64,tp_src=40000,tp_dst=80,tcp_flags=0x002"
+    );
+    assert!(ipv6_packet(Proto::Icmp, "", 3, macs, (src, dst)).starts_with("icmp6,"));
+    // A remote pod's MAC from its IPv6 address's low 32 bits.
+    assert_eq!(mac_of("fd01::a80:5".parse().unwrap()), "0a:58:0a:80:00:05");
 }

@@ -2,10 +2,9 @@
 //! (delivered, to the node, to another node over VXLAN, dropped) and why, naming the table, the
 //! tenants and the policy that decided.
 
-use crate::operator::observe::pod_mac;
 use flows::Table;
 use local_api::{Outcome, VxlanHop};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
 use super::*;
 
@@ -72,12 +71,12 @@ pub(super) struct Judge<'a> {
     pub(super) src: &'a End,
     pub(super) dst: &'a End,
     pub(super) proto: Proto,
-    pub(super) nw_src: Ipv4Addr,
+    pub(super) nw_src: IpAddr,
     pub(super) dl_src: &'a str,
     pub(super) in_port: u32,
     pub(super) pods: &'a [crate::pod::Pod],
     pub(super) tenants: &'a dyn Fn(u32) -> String,
-    pub(super) remote_of: &'a dyn Fn(Ipv4Addr) -> Option<(String, Ipv4Addr)>,
+    pub(super) remote_of: &'a dyn Fn(IpAddr) -> Option<(String, Ipv4Addr)>,
     /// A VNID's egress route (kind, in words) and its IPs in words (`its egress IP X`, or why
     /// none is usable), if it has egress IPs.
     pub(super) egress_ip: &'a dyn Fn(u32) -> Option<EgressOf>,
@@ -141,7 +140,8 @@ impl Judge<'_> {
             if port == 1 {
                 let vni = p.regs.get("reg0").copied().unwrap_or(0) as u32;
                 let vtep = p.tun_dst.unwrap_or(Ipv4Addr::UNSPECIFIED);
-                let node = (self.remote_of)(dst_ip.unwrap_or(Ipv4Addr::UNSPECIFIED))
+                let node = dst_ip
+                    .and_then(|ip| (self.remote_of)(ip))
                     .filter(|(_, v)| *v == vtep)
                     .map(|(n, _)| n);
                 let words = format!(
@@ -241,12 +241,13 @@ impl Judge<'_> {
             ),
             Some(Table::VxlanIngress) => "VXLAN from an address that is no known node's VTEP".into(),
             Some(Table::PodEgressSpoofguard) => match self.src {
-                End::Pod { ip, ns, name, .. } => {
-                    let own_mac = pod_mac(*ip);
+                End::Pod { ip, ns, name, mac, .. } => {
                     if self.nw_src != *ip {
                         format!("{} is not this pod's address ({ns}/{name} has {ip})", self.nw_src)
-                    } else if self.dl_src != own_mac {
-                        format!("{} is not this pod's MAC ({ns}/{name} has {own_mac})", self.dl_src)
+                    } else if self.dl_src != mac {
+                        format!("{} is not this pod's MAC ({ns}/{name} has {mac})", self.dl_src)
+                    } else if self.proto == Proto::Nd {
+                        format!("neighbour discovery from {ns}/{name} must solicit from its own address with its own MAC as source link-layer address (and router messages, redirects and duplicate address detection are dropped)")
                     } else {
                         format!("the packet does not match {ns}/{name}'s port, MAC and address rows")
                     }
