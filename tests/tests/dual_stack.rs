@@ -234,6 +234,16 @@ fn a_dual_stack_pod_gets_both_families_and_ipv6_isolation_follows_the_vnids() {
         "a1 -> a2 after a restart"
     );
 
+    // Metrics count leases per family: at least the four pods' in each.
+    let m = node.metrics();
+    for family in ["ipv4", "ipv6"] {
+        let n = m
+            .get(&format!("sdn_pod_ips{{family=\"{family}\"}}"))
+            .copied()
+            .unwrap_or_default();
+        assert!(n >= 4.0, "sdn_pod_ips {family}: {n}");
+    }
+
     // sdnctl shows both addresses.
     let out = node.sdnctl_api(&["pods"]);
     let pods = String::from_utf8_lossy(&out.stdout);

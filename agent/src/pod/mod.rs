@@ -400,9 +400,14 @@ impl<Io: NodeIo> Pods<Io> {
         let _ = tokio::task::spawn_blocking(move || store.remove_stale_temps()).await;
     }
 
-    /// Addresses leased in the lease store (pods, warm ports), 0 when it cannot be read.
+    /// IPv4 addresses leased in the lease store (pods, warm ports), 0 when it cannot be read.
     pub fn lease_count(&self) -> usize {
-        self.ipam.leases().map_or(0, |l| l.len())
+        self.lease_counts().0
+    }
+
+    /// Addresses leased in the lease store, (IPv4, IPv6); (0, 0) when it cannot be read.
+    pub fn lease_counts(&self) -> (usize, usize) {
+        self.ipam.count_by_family().unwrap_or_default()
     }
 
     /// A snapshot of the pod table.

@@ -87,8 +87,11 @@ pub(crate) struct Metrics {
     pub vnid_not_found_errors: IntCounter,
     /// openshift-sdn: flows on br0 (set at scrape from the flow store).
     pub ovs_flows: IntGauge,
-    /// openshift-sdn: allocated pod addresses (set at scrape from the lease store).
+    /// openshift-sdn: allocated pod addresses (set at scrape from the lease store; IPv4, as
+    /// openshift-sdn counted them).
     pub pod_ips: IntGauge,
+    /// Allocated pod addresses by `family` (`ipv4`, `ipv6`; set at scrape).
+    pub pod_ips_by_family: IntGaugeVec,
     /// openshift-sdn: free entries of the kernel's ARP cache (`gc_thresh3` minus entries).
     pub arp_cache_entries: IntGauge,
     /// CNI requests by `command` and `result` (`success` or `error`), seconds from receipt to
@@ -225,6 +228,7 @@ impl Metrics {
             vnid_not_found_errors: r.counter("openshift_sdn_vnid_not_found_errors", "Number of VNID-not-found errors"),
             ovs_flows: r.gauge("openshift_sdn_ovs_flows", "Number of Open vSwitch flows"),
             pod_ips: r.gauge("openshift_sdn_pod_ips", "Number of allocated pod IPs"),
+            pod_ips_by_family: r.gauges("sdn_pod_ips", "Allocated pod addresses (pods, warm pool ports, deleted pods' until their flows go), by family", &["family"]),
             arp_cache_entries: r.gauge("openshift_sdn_arp_cache_entries", "Number of available entries in the ARP cache"),
             cni_request_duration: r.histograms("sdn_cni_request_duration_seconds", "CNI requests by command and result, seconds from receipt to answer", &["command", "result"]),
             cni_request_errors: r.counters("sdn_cni_request_errors_total", "Failed CNI requests by command and CNI error code", &["command", "code"]),

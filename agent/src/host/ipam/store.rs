@@ -307,6 +307,14 @@ impl Store {
         Ok(gone)
     }
 
+    /// How many addresses are leased, (IPv4, IPv6), from the file names alone.
+    pub fn count_by_family(&self) -> Result<(usize, usize), IpamError> {
+        let _lock = self.lock()?;
+        let ips = self.leased()?;
+        let v6 = ips.iter().filter(|ip| ip.is_ipv6()).count();
+        Ok((ips.len() - v6, v6))
+    }
+
     /// All IPv4 leases of the directory, sorted by address. `lock` and `last_reserved_ip.*`
     /// are skipped, so are files named by IPv6 addresses; other files are skipped with a
     /// warning (once per path per process).

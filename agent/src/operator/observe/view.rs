@@ -207,7 +207,14 @@ impl NodeView {
         m.pool_ports.set(self.pods.pool().idle() as i64);
         m.pool_warm_ports
             .set(self.pods.pool().warm().values().sum::<usize>() as i64);
-        m.pod_ips.set(self.pods.lease_count() as i64);
+        let (v4, v6) = self.pods.lease_counts();
+        m.pod_ips.set(v4 as i64);
+        m.pod_ips_by_family
+            .with_label_values(&["ipv4"])
+            .set(v4 as i64);
+        m.pod_ips_by_family
+            .with_label_values(&["ipv6"])
+            .set(v6 as i64);
         if let Some(free) = arp_cache_free() {
             m.arp_cache_entries.set(free);
         }
