@@ -22,11 +22,15 @@
 //! from a remote pod's label change to its address joining a rule, and from a local pod's label
 //! change to its target row; and the agent's own rebuild times (its histogram).
 //!
+//! Then the same cluster dual stack (`fd01::/48` beside the IPv4 network, every pod with an
+//! address of each family in `status.podIPs`): the same measurements, and the rows for the same
+//! policies against the IPv4-only run's (the dual-stack issue's target: at most 2x).
+//!
 //! Run: `cargo build --release --workspace && cargo bench -p sdn-tests --bench network_policy`
-//! (`SDN_NP_LOCAL` local pods, default 100). Wall clock on a shared machine: the figures are
+//! (`SDN_NP_LOCAL` local pods, default 100; `SDN_NP_FAMILIES`, default `ipv4,dual`). Wall clock on a shared machine: the figures are
 //! what this machine did in this run.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
 use ipnet::Ipv4Net;
@@ -43,14 +47,20 @@ fn ns_name(i: usize) -> String {
     format!("ns-{i:02}")
 }
 
-fn pod_json(ns: &str, name: &str, j: usize, node: usize, ip: Option<Ipv4Addr>) -> Value {
+/// A pod's addresses: IPv4, and IPv6 on a dual-stack cluster.
+type Ips = (Ipv4Addr, Option<Ipv6Addr>);
+
+fn pod_json(ns: &str, name: &str, j: usize, node: usize, ips: Option<Ips>) -> Value {
     let mut v = json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": ns,
                      "labels": {"role": ROLES[j % 3], "app": format!("app-{}", j % 10)}},
         "spec": {"nodeName": node_name(node), "containers": [{"name": "c", "image": "app",
             "ports": [{"name": "http", "containerPort": 8080}, {"name": "metrics", "containerPort": 9090}]}]}});
-    if let Some(ip) = ip {
+    if let Some((ip, ip6)) = ips {
         v["status"] = json!({"phase": "Running", "podIP": ip.to_string()});
+        if let Some(ip6) = ip6 {
+            v["status"]["podIPs"] = json!([{"ip": ip.to_string()}, {"ip": ip6.to_string()}]);
+        }
     }
     v
 }
@@ -175,6 +185,31 @@ fn summary(v: &[Duration]) -> String {
 }
 
 fn main() {
+    let families = std::env::var("SDN_NP_FAMILIES").unwrap_or_else(|_| "ipv4,dual".into());
+    let mut rows = Vec::new();
+    for family in families.split(',') {
+        let dual = match family.trim() {
+            "ipv4" => false,
+            "dual" => true,
+            other => panic!("SDN_NP_FAMILIES: {other:?} is neither ipv4 nor dual"),
+        };
+        eprintln!(
+            "\n=== {} ===",
+            if dual { "dual stack" } else { "IPv4 only" }
+        );
+        rows.push((family.trim().to_string(), run(dual)));
+    }
+    if let [(_, v4), (_, dual)] = rows.as_slice() {
+        eprintln!(
+            "\nrows on br0 for the same policies: IPv4 only {v4}, dual stack {dual} ({:.2}x, target <= 2x)",
+            *dual as f64 / *v4 as f64
+        );
+    }
+}
+
+/// The whole benchmark on one cluster, IPv4 only or dual stack; returns the policy rows on br0
+/// (tables 27 and 80) once all 100 policies are in.
+fn run(dual: bool) -> u64 {
     let local_pods: usize = std::env::var("SDN_NP_LOCAL")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -184,6 +219,19 @@ fn main() {
         1,
         &NodeOptions {
             mode: "networkpolicy",
+            extra: if dual {
+                [
+                    "--cluster-network",
+                    "fd01::/48,64",
+                    "--service-cidr",
+                    "172.30.0.0/16,fd02::/112",
+                ]
+                .iter()
+                .map(|s| s.to_string())
+                .collect()
+            } else {
+                Vec::new()
+            },
             ..NodeOptions::default()
         },
     );
@@ -209,6 +257,28 @@ fn main() {
         }
     };
     let remote_subnets = [subnet_of(2), subnet_of(3)];
+    // On a dual-stack cluster each HostSubnet also carries its IPv6 subnet (an annotation).
+    let subnet6_of = |i: usize| -> Option<ipnet::Ipv6Net> {
+        if !dual {
+            return None;
+        }
+        let began = Instant::now();
+        loop {
+            let hs = fake.get("network.openshift.io", "hostsubnets", None, &node_name(i));
+            if let Some(s) = hs
+                .as_ref()
+                .and_then(|h| h["metadata"]["annotations"]["sdn.dev/ipv6-subnet"].as_str())
+            {
+                return Some(s.parse().unwrap());
+            }
+            assert!(
+                began.elapsed() < Duration::from_secs(30),
+                "no IPv6 subnet on node-{i}'s HostSubnet"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let remote_subnets6 = [subnet6_of(2), subnet6_of(3)];
     for i in 0..NAMESPACES {
         fake.put(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns_name(i),
             "labels": {"team": format!("t{}", i % 4), "env": if i % 2 == 0 { "prod" } else { "dev" }}}}))
@@ -216,7 +286,7 @@ fn main() {
     }
     // Pods: the remote ones with their addresses, the local ones through the runtime.
     let mut next = [2u32, 2u32];
-    let mut remote: Vec<(String, String, usize, Ipv4Addr)> = Vec::new();
+    let mut remote: Vec<(String, String, usize, Ips)> = Vec::new();
     let mut local_plan = Vec::new();
     for i in 0..NAMESPACES {
         let ns = ns_name(i);
@@ -228,9 +298,12 @@ fn main() {
             } else {
                 let k = (i * PODS_PER_NS + j) % 2;
                 let ip = Ipv4Addr::from(u32::from(remote_subnets[k].network()) + next[k]);
+                let ip6 = remote_subnets6[k]
+                    .map(|n| Ipv6Addr::from(u128::from(n.network()) + u128::from(next[k])));
                 next[k] += 1;
-                fake.put(pod_json(&ns, &name, j, k + 2, Some(ip))).unwrap();
-                remote.push((ns.clone(), name, j, ip));
+                fake.put(pod_json(&ns, &name, j, k + 2, Some((ip, ip6))))
+                    .unwrap();
+                remote.push((ns.clone(), name, j, (ip, ip6)));
             }
         }
     }
@@ -240,7 +313,7 @@ fn main() {
         .iter()
         .map(|(ns, name, j)| {
             let p = node.pod(ns, name);
-            fake.put(pod_json(ns, name, *j, 1, Some(p.ip.parse().unwrap())))
+            fake.put(pod_json(ns, name, *j, 1, Some(ips_of(&p))))
                 .unwrap();
             (p, ns.clone(), name.clone(), *j)
         })
@@ -353,21 +426,22 @@ fn main() {
                      "ports": [{"port": 31000}]}]})))
         .unwrap();
     // The rule has rows (and an id) once one peer exists: the first label change is not timed.
-    let label = |(ns, name, j, ip): &(String, String, usize, Ipv4Addr)| {
-        let mut obj = pod_json(ns, name, *j, 2, Some(*ip));
+    let label = |(ns, name, j, ips): &(String, String, usize, Ips)| {
+        let mut obj = pod_json(ns, name, *j, 2, Some(*ips));
         obj["metadata"]["labels"]["probe"] = json!("yes");
         obj
     };
     fake.put(label(&remote[1])).unwrap();
     let id = conj_id_of(node, "NetworkPolicy ns-05/from-probe ingress rule 0");
     let mut peer_changes = Vec::new();
-    for (ns, name, j, ip) in remote
+    for (ns, name, j, ips) in remote
         .iter()
         .skip(2)
         .step_by(remote.len() / REPS)
         .take(REPS)
     {
-        let mut obj = pod_json(ns, name, *j, 2, Some(*ip));
+        let ip = ips.0;
+        let mut obj = pod_json(ns, name, *j, 2, Some(*ips));
         obj["metadata"]["labels"]["probe"] = json!("yes");
         let t = Instant::now();
         fake.put(obj).unwrap();
@@ -405,7 +479,7 @@ fn main() {
                 .trim()
                 .parse()
                 .unwrap();
-            let mut obj = pod_json(ns, name, *j, 1, Some(p.ip.parse().unwrap()));
+            let mut obj = pod_json(ns, name, *j, 1, Some(ips_of(p)));
             obj["metadata"]["labels"]["probe-target"] = json!("yes");
             let t = Instant::now();
             fake.put(obj).unwrap();
@@ -448,4 +522,13 @@ fn main() {
         v["sharedRows"],
         v["crossProductRows"]
     );
+    target + shared
+}
+
+/// A pod's addresses from its CNI result.
+fn ips_of(p: &CniPod<'_>) -> Ips {
+    (
+        p.ip.parse().unwrap(),
+        p.ip6.as_ref().map(|a| a.parse().unwrap()),
+    )
 }

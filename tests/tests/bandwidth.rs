@@ -1,7 +1,7 @@
 //! Pod bandwidth limits end to end: netns pods through the real shim with
 //! `runtimeConfig.bandwidth`, a real TCP transfer measured in both directions, the OVS rows
-//! shown, and DEL and GC leaving no QoS row behind; and in Kubernetes mode (fake API server) the
-//! pod annotations setting the rows.
+//! shown, and DEL and GC leaving no QoS row behind; in Kubernetes mode (fake API server) the
+//! pod annotations setting the rows; and on a dual-stack node the same limits on IPv6 transfers.
 //!
 //! Tolerance: a shaped direction must measure within ±30% of its limit, and below half of an
 //! unshaped control transfer between the same kind of pods.
@@ -13,7 +13,7 @@
 //! the meter is shown with `ovs-ofctl dump-meters` and DEL, GC and restarts remove it.
 
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use sdn_tests::harness::{spawn_in_netns, Netns};
@@ -25,7 +25,9 @@ const MB: usize = 1 << 20;
 struct BwPod {
     ns: Netns,
     id: String,
-    ip: Ipv4Addr,
+    ip: IpAddr,
+    /// Its IPv6 address on a dual-stack node.
+    ip6: Option<Ipv6Addr>,
 }
 
 fn conf(node: &AgentNode, bandwidth: Option<Value>) -> Value {
@@ -59,7 +61,11 @@ fn add(node: &AgentNode, name: &str, bandwidth: Option<Value>) -> BwPod {
         .and_then(|a| a.split('/').next())
         .and_then(|a| a.parse().ok())
         .unwrap_or_else(|| panic!("no IP in {}", out.stdout));
-    BwPod { ns, id, ip }
+    let ip6 = out.json["ips"][1]["address"]
+        .as_str()
+        .and_then(|a| a.split('/').next())
+        .and_then(|a| a.parse().ok());
+    BwPod { ns, id, ip, ip6 }
 }
 
 fn del(node: &AgentNode, p: &BwPod) {
@@ -78,10 +84,14 @@ fn del(node: &AgentNode, p: &BwPod) {
 /// Sends `bytes` from `from` to `to` over TCP; returns the receiver's rate in Mbit/s (first to
 /// last byte, so connection set-up is not counted).
 fn transfer(from: &BwPod, to: &BwPod, bytes: usize) -> f64 {
-    let ip = to.ip;
+    transfer_to(from, to, to.ip, bytes)
+}
+
+/// [`transfer`] to `to`'s address `ip` (its IPv6 one, on a dual-stack node).
+fn transfer_to(from: &BwPod, to: &BwPod, ip: IpAddr, bytes: usize) -> f64 {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let receiver = spawn_in_netns(&to.ns.path(), move || {
-        let l = TcpListener::bind(SocketAddrV4::new(ip, 0)).expect("bind");
+        let l = TcpListener::bind(SocketAddr::new(ip, 0)).expect("bind");
         ready_tx
             .send(l.local_addr().expect("addr").port())
             .expect("send port");
@@ -105,9 +115,8 @@ fn transfer(from: &BwPod, to: &BwPod, bytes: usize) -> f64 {
         .recv_timeout(Duration::from_secs(5))
         .expect("receiver ready");
     spawn_in_netns(&from.ns.path(), move || {
-        let mut s =
-            TcpStream::connect_timeout(&SocketAddrV4::new(ip, port).into(), Duration::from_secs(5))
-                .expect("connect");
+        let mut s = TcpStream::connect_timeout(&SocketAddr::new(ip, port), Duration::from_secs(5))
+            .expect("connect");
         let chunk = vec![0x5au8; 64 * 1024];
         let mut sent = 0;
         while sent < bytes {
@@ -466,4 +475,82 @@ fn kubernetes_annotations_set_the_limits() {
         qos_rows(node)
     );
     assert!(meter_lines(node).is_empty(), "meters after DEL");
+}
+
+#[test]
+fn bandwidth_limits_hold_for_ipv6_on_a_dual_stack_node() {
+    let node = AgentNode::start(NodeOptions {
+        extra: [
+            "--cluster-network",
+            "fd01::/48,64",
+            "--service-cidr",
+            "172.30.0.0/16,fd02::/112",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+        ..Default::default()
+    });
+    let a = add(
+        &node,
+        "a",
+        Some(json!({"ingressRate": 10_000_000, "ingressBurst": 100_000,
+                    "egressRate": 20_000_000, "egressBurst": 200_000})),
+    );
+    let b = add(&node, "b", None);
+    let c = add(&node, "c", None);
+    let v6 = |p: &BwPod| {
+        IpAddr::V6(
+            p.ip6
+                .unwrap_or_else(|| panic!("{} has no IPv6 address", p.id)),
+        )
+    };
+    // The meter applies to the pod's IPv6 row as to its IPv4 one.
+    let meter: u32 = node
+        .ovs
+        .vsctl(&[
+            "get",
+            "interface",
+            node.port_of(&a.id).as_str(),
+            "external_ids:meter",
+        ])
+        .trim()
+        .trim_matches('"')
+        .parse()
+        .expect("external_ids:meter is a meter id");
+    let flows = node.ovs.ofctl(&["dump-flows", "br0", "table=20"]);
+    let metered: Vec<&str> = flows
+        .lines()
+        .filter(|l| l.contains(&format!("actions=meter:{meter},")))
+        .collect();
+    assert!(
+        metered.iter().any(|l| l.contains("ipv6"))
+            && metered
+                .iter()
+                .any(|l| l.contains(" ip,") || l.contains(",ip,")),
+        "a's IPv4 and IPv6 rows apply its meter: {flows}"
+    );
+
+    let control = transfer_to(&b, &c, v6(&c), 8 * MB);
+    let ingress = transfer_to(&b, &a, v6(&a), 5 * MB / 2);
+    let egress = transfer_to(&a, &b, v6(&b), 5 * MB);
+    eprintln!("IPv6: control b->c {control:.1} Mbit/s; a ingress (limit 10) {ingress:.1} Mbit/s; a egress (limit 20) {egress:.1} Mbit/s");
+    assert!(
+        within(ingress, 10.0),
+        "IPv6 ingress {ingress:.1} Mbit/s not within 30% of 10"
+    );
+    assert!(
+        within(egress, 20.0),
+        "IPv6 egress {egress:.1} Mbit/s not within 30% of 20"
+    );
+    assert!(
+        ingress < control / 2.0 && egress < control / 2.0,
+        "IPv6 shaped transfers not clearly below control {control:.1}"
+    );
+    del(&node, &a);
+    assert!(meter_lines(&node).is_empty(), "meters after DEL");
+    assert!(qos_rows(&node).is_empty(), "QoS rows after DEL");
+    del(&node, &b);
+    del(&node, &c);
+    node.assert_no_pod_leftovers();
 }
