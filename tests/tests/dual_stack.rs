@@ -734,6 +734,62 @@ fn ipv6_crosses_nodes_over_the_ipv4_underlay_within_a_tenant_only() {
         }
     }
     assert!(disagree.is_empty(), "trace disagrees: {disagree:#?}");
+
+    // A HostSubnet whose IPv6 subnet is malformed is refused whole (fail closed: no rows for
+    // its IPv4 subnet either), named in the state problems; corrected, it gets both families'
+    // rows.
+    let mut hs = cluster::HostSubnet::new("node-9", "192.168.111.99", "10.128.40.0/23");
+    hs.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert("sdn.dev/ipv6-subnet".into(), "fd01:0:0:9::/64".into());
+    let scratch = tempfile_dir("hs9");
+    let good = cluster::StandaloneSource::write_object(
+        &scratch,
+        &cluster::ClusterObject::HostSubnet(hs.clone()),
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(&good).unwrap();
+    let bad = text.replace("fd01:0:0:9::/64", "fd01:0:0:9zz::/64");
+    assert_ne!(bad, text);
+    let file = c.state_dir().join(good.file_name().unwrap());
+    std::fs::write(&file, &bad).unwrap();
+    let rows = |n: &AgentNode| {
+        n.flows()
+            .into_iter()
+            .filter(|f| f.contains("10.128.40.0") || f.contains("fd01:0:0:9::"))
+            .count()
+    };
+    let noticed = wait_until(Duration::from_secs(10), || {
+        n1.metrics()
+            .get("sdn_cluster_state_problems")
+            .is_some_and(|p| *p >= 1.0)
+    });
+    assert!(noticed, "no state problem for the malformed HostSubnet");
+    assert!(
+        n1.log().contains("fd01:0:0:9zz::/64"),
+        "the log names the bad value:\n{}",
+        n1.log()
+    );
+    assert_eq!(rows(n1), 0, "rows for a refused HostSubnet");
+    std::fs::write(&file, &text).unwrap();
+    let applied = wait_until(Duration::from_secs(10), || rows(n1) > 0);
+    assert!(applied, "no rows for the corrected HostSubnet");
+    let flows = n1.flows();
+    assert!(
+        flows.iter().any(|f| f.contains("fd01:0:0:9::/64"))
+            && flows.iter().any(|f| f.contains("10.128.40.0/23")),
+        "both families' rows for node-9"
+    );
+    std::fs::remove_file(&file).unwrap();
+    let _ = std::fs::remove_dir_all(&scratch);
+}
+
+/// A fresh scratch directory under the system's temporary directory.
+fn tempfile_dir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("sdn-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
 }
 
 /// A Pod object as the scheduler writes it and, with `ips`, as the kubelet reports a
