@@ -607,6 +607,15 @@ fn an_ipv6_address_asked_of_an_ipv4_node_is_refused() {
         out.stdout
     );
     node.assert_no_pod_leftovers();
+    // An IPv6 trace on this node is refused, not traced in IPv4 under an IPv6 name.
+    for args in [["node", "node", "icmp6"], ["node", "fd01::5", "icmp"]] {
+        let out = node.sdnctl_api(&[&["trace"][..], &args[..]].concat());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("IPv6 network"),
+            "sdnctl trace {args:?}: {err}"
+        );
+    }
 }
 
 /// Whether `from` reaches `to` over IPv6: ICMPv6 echo and a TCP echo through `to`'s server.
@@ -1138,7 +1147,7 @@ fn ipv6_multicast_reaches_the_tenant_only() {
     }
     let group: Ipv6Addr = "ff05::1:3".parse().unwrap();
     // The receivers join the group as an application does (the pod interface then takes the
-    // group's MAC; its MLD report goes nowhere, table 20 drops it).
+    // group's MAC; its MLD report goes nowhere, table 0 drops it).
     let _joined: Vec<std::net::UdpSocket> = [&a2, &b1]
         .iter()
         .map(|p| {

@@ -195,12 +195,9 @@ impl<Io: NodeIo> Pods<Io> {
         let a = &plan.at.id;
         let clock = StepClock::started(plan.at.deadline);
         // 1. Lease: a warm port's address, or a new lease (and a plain pool port, if one is
-        // ready); on a dual-stack node an IPv6 lease too.
+        // ready); on a dual-stack node an IPv6 lease too (after a warm port is the pod's, so
+        // a failure undoes the port with the ADD).
         let (ip, ip6, warm) = self.take_address(plan, done).await?;
-        let ip6 = match ip6 {
-            Some(ip6) => Some(ip6),
-            None => self.take_ipv6_address(plan, done).await?,
-        };
         let pooled = match &warm {
             Some(w) => {
                 self.hand_over_warm_port(a, w, done).await?;
@@ -208,6 +205,10 @@ impl<Io: NodeIo> Pods<Io> {
             }
             None if plan.at.plain_veth_for.is_some() => None,
             None => self.pool.take(self.net.port_pool_size),
+        };
+        let ip6 = match ip6 {
+            Some(ip6) => Some(ip6),
+            None => self.take_ipv6_address(plan, done).await?,
         };
         clock.check("creating the veth")?;
         // 2 and 3. The veth and the OVS port, with the pod's record.
@@ -305,9 +306,14 @@ impl<Io: NodeIo> Pods<Io> {
                 }
                 Ok((ip, ip6, None))
             }
-            // Every address is taken, some by warm ports: take one of any VNID.
+            // Every address is taken, some by warm ports: take one of any VNID (after letting
+            // go of an IPv4 lease taken before the IPv6 range said no).
             Err(PodError::Ipam(e @ crate::host::ipam::IpamError::Exhausted { .. })) => {
-                match eligible.then(|| self.pool.take_any_warm()).flatten() {
+                let w = eligible.then(|| self.pool.take_any_warm()).flatten();
+                if w.is_some() && self.net.range6().is_some() {
+                    self.release_lease(&at.id).await?;
+                }
+                match w {
                     Some(w) => Ok((w.ip, w.ip6, Some(w))),
                     None => Err(PodError::Ipam(e)),
                 }
@@ -326,15 +332,16 @@ impl<Io: NodeIo> Pods<Io> {
         let Some(range) = self.net.range6() else {
             return Ok(None);
         };
-        let (cid, ifn) = (plan.at.id.container_id.clone(), plan.at.id.ifname.clone());
+        let (cid, ifn, req) = (
+            plan.at.id.container_id.clone(),
+            plan.at.id.ifname.clone(),
+            plan.requested6,
+        );
         if !done.iter().any(|u| matches!(u, Undo::Lease)) {
             done.push(Undo::Lease);
         }
-        let requested = plan.requested6;
-        let lease = self
-            .ipam(move |store| store.allocate(&range, &cid, &ifn, requested))
-            .await?;
-        Ok(Some(lease.ip))
+        let lease = self.ipam(move |store| store.allocate(&range, &cid, &ifn, req));
+        Ok(Some(lease.await?.ip))
     }
 
     /// Steps 2 and 3: the pod's interface (on a pooled pair's parked peer when one was taken,
@@ -573,27 +580,6 @@ impl<Io: NodeIo> Pods<Io> {
         }
         self.policy_changed();
         Ok(pod)
-    }
-
-    /// Makes warm port `w` attachment `a`'s: its address's lease is handed over in place, and
-    /// from now on its flows, row and veth are undone with the ADD (flows first, the address
-    /// last).
-    async fn hand_over_warm_port(
-        &self,
-        a: &AttachmentId,
-        w: &pool::WarmPort,
-        done: &mut Vec<Undo>,
-    ) -> Result<(), PodError> {
-        let (host, warm) = (w.port.host.clone(), w.clone());
-        let (cid, ifn) = (a.container_id.clone(), a.ifname.clone());
-        let moved = self
-            .ipam(move |store| warm.hand_over(store, (&cid, &ifn)))
-            .await;
-        done.push(Undo::Lease);
-        done.push(Undo::Veth(host.clone()));
-        done.push(Undo::Port(host.clone()));
-        done.push(Undo::Flows(host));
-        moved.map(drop)
     }
 
     /// The VNID whose table-80 row the pod needs (none in subnet mode: every pod is global).

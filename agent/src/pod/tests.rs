@@ -1384,6 +1384,15 @@ async fn dual_stack_warm_ports_hold_both_addresses_and_hand_both_over() {
     rig.pods.check(&at).await.unwrap();
     assert_eq!(warm_leases(&rig).len(), 7);
 
+    // A lease pair left by a failed cooling in another VNID does not pair with the port's
+    // own IPv4 lease: the restart keeps the port's own pair and frees the stray.
+    let some_warm = before
+        .keys()
+        .find(|o| **o != format!("sdn-warm-{}", pod.host_veth))
+        .unwrap()
+        .clone();
+    let stray: std::net::Ipv6Addr = "fd01:0:0:5::ffff".parse().unwrap();
+    rig.ipam.record(stray, &some_warm, "vnid-99").unwrap();
     // A restart keeps both addresses of each warm port, and its flows.
     let fresh = rig.restarted();
     fresh.rebuild_from_ovs().await.unwrap();
@@ -1401,6 +1410,24 @@ async fn dual_stack_warm_ports_hold_both_addresses_and_hand_both_over() {
     assert!(
         w.ip6.is_some(),
         "a restored warm port keeps its IPv6 address"
+    );
+    assert!(
+        !rig.ipam
+            .leases_of_family::<std::net::Ipv6Addr>()
+            .unwrap()
+            .iter()
+            .any(|l| l.ip == stray),
+        "the stray IPv6 lease of another VNID is released"
+    );
+    let own6 = before[&some_warm].iter().find(|ip| ip.is_ipv6()).copied();
+    let restored = std::iter::once(w)
+        .chain(std::iter::from_fn(|| fresh.pool().take_warm(vnid(11), 8)))
+        .find(|w| format!("sdn-warm-{}", w.port.host) == some_warm)
+        .expect("the port with the stray lease is warm again");
+    assert_eq!(
+        restored.ip6.map(IpAddr::V6),
+        own6,
+        "the port's own IPv6 address, not the stray"
     );
 
     // Warm ports from before the node had IPv6 (their IPv6 leases gone here): an ADD that

@@ -44,6 +44,22 @@ impl Drop for Listener {
     }
 }
 
+impl Listener {
+    /// Stops it and waits until its socket is closed (an aborted task drops its future, and
+    /// with it the socket, before its handle resolves).
+    async fn close(mut self) {
+        let serving = std::mem::replace(&mut self.serving, Err(String::new()));
+        if let Ok(task) = serving {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+}
+
+/// How often a bind that found the port taken is tried again within one sync (a UDP
+/// listener's client relays, aborted with it, let go of its socket a moment later).
+const BIND_TRIES: u32 = 10;
+
 /// The `[::1]` listeners, by (hostPort, protocol).
 #[derive(Debug, Default)]
 pub struct Loopback6 {
@@ -52,16 +68,44 @@ pub struct Loopback6 {
 
 impl Loopback6 {
     /// Makes the listeners exactly `wanted` ((hostPort, protocol) to the pod's socket): those
-    /// no longer wanted, or relaying elsewhere now, close; new ones bind now (a bind that fails,
-    /// a node process on that port, is logged and kept as the reason, see [`Loopback6::problem`]).
-    pub fn sync(&self, wanted: &BTreeMap<(u16, Protocol), SocketAddrV6>) {
-        let mut listeners = lock(&self.listeners);
-        listeners.retain(|k, l| wanted.get(k) == Some(&l.target));
+    /// no longer wanted, or relaying elsewhere now, close first; new ones bind then, and so
+    /// does every one whose bind failed before (a bind that fails, a node process on that port,
+    /// is logged and kept as the reason, see [`Loopback6::problem`], and tried again at the
+    /// next sync). Callers serialise syncs.
+    pub async fn sync(&self, wanted: &BTreeMap<(u16, Protocol), SocketAddrV6>) {
+        let stale: Vec<((u16, Protocol), Listener)> = {
+            let mut listeners = lock(&self.listeners);
+            let gone: Vec<(u16, Protocol)> = listeners
+                .iter()
+                .filter(|(k, l)| wanted.get(*k) != Some(&l.target) || l.serving.is_err())
+                .map(|(k, _)| *k)
+                .collect();
+            gone.iter()
+                .filter_map(|k| Some((*k, listeners.remove(k)?)))
+                .collect()
+        };
+        // The ports this sync closed itself: a bind of one may find it still taken for a moment.
+        let mut closed = std::collections::BTreeSet::new();
+        for ((port, protocol), l) in stale {
+            if l.serving.is_ok() {
+                closed.insert((port, protocol));
+            }
+            l.close().await;
+        }
         for (&(port, protocol), &target) in wanted {
-            if listeners.contains_key(&(port, protocol)) {
+            if lock(&self.listeners).contains_key(&(port, protocol)) {
                 continue;
             }
-            let serving = listen(port, protocol, target);
+            let mut serving = listen(port, protocol, target);
+            for _ in 1..BIND_TRIES {
+                match &serving {
+                    Err(e) if e.contains("in use") && closed.contains(&(port, protocol)) => {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        serving = listen(port, protocol, target);
+                    }
+                    _ => break,
+                }
+            }
             match &serving {
                 Ok(_) => {
                     tracing::debug!(port, %protocol, %target, "serving a host port on [::1]");
@@ -70,7 +114,7 @@ impl Loopback6 {
                     tracing::warn!(port, %protocol, %target, error = %e, "cannot serve a host port on [::1]");
                 }
             }
-            listeners.insert((port, protocol), Listener { target, serving });
+            lock(&self.listeners).insert((port, protocol), Listener { target, serving });
         }
     }
 
@@ -239,7 +283,7 @@ mod tests {
             ((hp_udp, Protocol::Udp), udp_target),
             ((hp_tcp, Protocol::Sctp), tcp_target),
         ]);
-        proxy.sync(&wanted);
+        proxy.sync(&wanted).await;
         assert_eq!(proxy.problem(hp_tcp, Protocol::Tcp, tcp_target), None);
         assert!(proxy
             .problem(hp_tcp, Protocol::Sctp, tcp_target)
@@ -265,7 +309,9 @@ mod tests {
         // Taken elsewhere: the reason is kept. Unwanted: closed.
         let squat = std::net::TcpListener::bind("[::1]:0").unwrap();
         let taken = squat.local_addr().unwrap().port();
-        proxy.sync(&BTreeMap::from([((taken, Protocol::Tcp), tcp_target)]));
+        proxy
+            .sync(&BTreeMap::from([((taken, Protocol::Tcp), tcp_target)]))
+            .await;
         let why = proxy.problem(taken, Protocol::Tcp, tcp_target).unwrap();
         assert!(why.contains("bind"), "{why}");
         assert!(proxy
@@ -276,5 +322,11 @@ mod tests {
         assert!(TcpStream::connect(("::1", hp_tcp)).await.is_err());
         // The UDP port is free again at once, though its client's relay was young.
         std::net::UdpSocket::bind(("::1", hp_udp)).expect("the UDP host port released");
+        // The squatter leaves: the next sync binds the port it could not before.
+        drop(squat);
+        proxy
+            .sync(&BTreeMap::from([((taken, Protocol::Tcp), tcp_target)]))
+            .await;
+        assert_eq!(proxy.problem(taken, Protocol::Tcp, tcp_target), None);
     }
 }

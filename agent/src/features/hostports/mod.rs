@@ -463,7 +463,7 @@ impl<N: NatRules> HostPorts<N> {
             let input = rules::render(&pods, Family::V6, &v6.cluster_networks, &existing);
             v6.ip6tables.restore(&input).await?;
             if let Some(lo) = &v6.loopback {
-                lo.sync(&loopback_wanted(&pods));
+                lo.sync(&loopback_wanted(&pods)).await;
             }
         }
         tracing::debug!(pods = pods.len(), "hostport rules synced");

@@ -187,6 +187,12 @@ pub(crate) async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceRe
         remote_of: &remote_of,
         v6: family_is_v6(req, v6_only)?,
     };
+    if ends.v6 && node.ipv6.is_none() {
+        return Err(TraceError::BadRequest(format!(
+            "an IPv6 trace ({} {} {}) on a node without an IPv6 network",
+            req.src, req.dst, req.proto
+        )));
+    }
     let src = ends.resolve(&req.src, "source")?;
     let dst = ends.resolve(&req.dst, "destination")?;
     refuse_impossible(req, &src, &dst, proto, ends.v6)?;

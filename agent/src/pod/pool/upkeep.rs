@@ -19,6 +19,27 @@ impl<Io: NodeIo> Pods<Io> {
         &self.pool
     }
 
+    /// Makes warm port `w` attachment `a`'s: its address's lease is handed over in place, and
+    /// from now on its flows, row and veth are undone with the ADD (flows first, the address
+    /// last).
+    pub(in crate::pod) async fn hand_over_warm_port(
+        &self,
+        a: &flows::AttachmentId,
+        w: &WarmPort,
+        done: &mut Vec<crate::pod::add::Undo>,
+    ) -> Result<(), PodError> {
+        let (host, warm) = (w.port.host.clone(), w.clone());
+        let (cid, ifn) = (a.container_id.clone(), a.ifname.clone());
+        let moved = self
+            .ipam(move |store| warm.hand_over(store, (&cid, &ifn)))
+            .await;
+        done.push(crate::pod::add::Undo::Lease);
+        done.push(crate::pod::add::Undo::Veth(host.clone()));
+        done.push(crate::pod::add::Undo::Port(host.clone()));
+        done.push(crate::pod::add::Undo::Flows(host));
+        moved.map(drop)
+    }
+
     /// Runs forever (the daemon spawns it and aborts it at stop): every [`REAP_EVERY`], and
     /// when woken (a warm port was taken, or a batch of deleted pods is waiting), removes the
     /// flows of deleted pods and then their addresses, deletes the dead ports in one
@@ -424,7 +445,9 @@ impl<Io: NodeIo> Pods<Io> {
                 // port's IPv6 rows go with the reconcile).
                 std::net::IpAddr::V6(ip) => {
                     if dual {
-                        ip6s.insert(port, ip);
+                        // By port and VNID: a lease pair left by a failed cooling names
+                        // another VNID, and the orphan release frees it.
+                        ip6s.insert((port, l.ifname.clone()), ip);
                     } else {
                         stray6.push(ip);
                     }
@@ -444,7 +467,7 @@ impl<Io: NodeIo> Pods<Io> {
         // A warm port of a node that has turned IPv6 on since keeps IPv4 only: an ADD that
         // takes it leases the IPv6 address then.
         for w in &mut warm {
-            w.ip6 = ip6s.remove(&w.port.host);
+            w.ip6 = ip6s.remove(&(w.port.host.clone(), warm_lease_ifname(w.vnid)));
         }
         if !stray6.is_empty() {
             self.ipam(move |store| {

@@ -28,7 +28,15 @@ impl Store {
         range.validate()?;
         let _lock = self.lock()?;
         let mut taken: HashSet<A> = self.leased()?.into_iter().filter_map(A::of).collect();
-        self.allocate_many_locked(range, ids, ifname, &mut taken)
+        let mut out = Vec::new();
+        match self.allocate_many_locked(range, ids, ifname, &mut taken, &mut out) {
+            Ok(()) => Ok(out),
+            Err(e) => {
+                // Nothing half-done: what this call leased goes again.
+                let _ = self.remove_all(out.iter().map(|l| l.ip));
+                Err(e)
+            }
+        }
     }
 
     /// [`Self::allocate_many`] of both families for dual-stack attachments, under one lock and
@@ -55,30 +63,35 @@ impl Store {
             .into_iter()
             .filter_map(std::net::Ipv6Addr::of)
             .collect();
-        let v4 = self.allocate_many_locked(r4, ids, ifname, &mut taken4)?;
-        let owners: Vec<String> = v4.iter().map(|l| l.container_id.clone()).collect();
-        let v6 = match self.allocate_many_locked(r6, &owners, ifname, &mut taken6) {
-            Ok(v6) => v6,
-            Err(e) => {
-                self.remove_all(v4.iter().map(|l| l.ip))?;
-                return Err(e);
-            }
-        };
+        let (mut v4, mut v6) = (Vec::new(), Vec::new());
+        let made = self
+            .allocate_many_locked(r4, ids, ifname, &mut taken4, &mut v4)
+            .and_then(|()| {
+                let owners: Vec<String> = v4.iter().map(|l| l.container_id.clone()).collect();
+                self.allocate_many_locked(r6, &owners, ifname, &mut taken6, &mut v6)
+            });
+        if let Err(e) = made {
+            // Nothing half-done: every lease of this call goes again, the first error stays.
+            let _ = self.remove_all(v4.iter().map(|l| l.ip));
+            let _ = self.remove_all(v6.iter().map(|l| l.ip));
+            return Err(e);
+        }
         // `v6` leases a prefix of `owners`, in order.
         self.remove_all(v4.iter().skip(v6.len()).map(|l| l.ip))?;
         Ok(v4.into_iter().zip(v6).collect())
     }
 
-    /// The allocation walk of [`Self::allocate_many`], the lock held and `taken` listed.
+    /// The allocation walk of [`Self::allocate_many`], the lock held and `taken` listed; the
+    /// leases made go to `out` (also those made before an error, for the caller to undo).
     fn allocate_many_locked<A: Family>(
         &self,
         range: &Range<A>,
         ids: &[String],
         ifname: &str,
         taken: &mut HashSet<A>,
-    ) -> Result<Vec<Lease<A>>, IpamError> {
+        out: &mut Vec<Lease<A>>,
+    ) -> Result<(), IpamError> {
         let mut candidates = range.candidates(self.last_reserved::<A>());
-        let mut out = Vec::new();
         'ids: for id in ids {
             for ip in candidates.by_ref() {
                 if range.reserved_kind(ip).is_some() || taken.contains(&ip) {
@@ -104,7 +117,7 @@ impl Store {
                 dir: self.dir.clone(),
             });
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Hands the lease of `ip` from `from` (container id, ifname) to `to`, in place: the address
