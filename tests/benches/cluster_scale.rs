@@ -31,7 +31,9 @@
 //!
 //! Run: `cargo build --release --workspace --bins && cargo bench -p sdn-tests --bench
 //! cluster_scale`. Settings: `SDN_CLUSTER_SIZES` (`100,1000,2000,5000`), `SDN_CLUSTER_MODES`
-//! (`multitenant,networkpolicy`), `SDN_CLUSTER_SETTLE` (30). Wall clock and CPU on a shared
+//! (`multitenant,networkpolicy`), `SDN_CLUSTER_SETTLE` (30), `SDN_CLUSTER_FAMILIES` (`ipv4`;
+//! `ipv4,dual` runs each mode again dual stack: `fd01::/48` beside the IPv4 network, every
+//! HostSubnet with its IPv6 subnet, every pod with an address of each family). Wall clock and CPU on a shared
 //! machine: the figures are what this machine did in this run.
 
 use std::collections::BTreeMap;
@@ -281,15 +283,24 @@ fn namespace_obj(i: usize) -> Value {
            "labels": {"team": format!("t{}", i % 4), "env": if i.is_multiple_of(2) { "prod" } else { "dev" }}}})
 }
 
-fn pod_obj(ns: &str, name: &str, j: usize, node: usize, ip: Option<Ipv4Addr>) -> Value {
+fn pod_obj(
+    ns: &str,
+    name: &str,
+    j: usize,
+    node: usize,
+    ips: Option<(Ipv4Addr, Option<std::net::Ipv6Addr>)>,
+) -> Value {
     let role = ["web", "db", "cache"][j % 3];
     let mut v = json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": ns,
                      "labels": {"role": role, "app": format!("app-{}", j % 10)}},
         "spec": {"nodeName": node_name(node), "containers": [{"name": "c", "image": "app",
             "ports": [{"name": "http", "containerPort": 8080}]}]}});
-    if let Some(ip) = ip {
+    if let Some((ip, ip6)) = ips {
         v["status"] = json!({"phase": "Running", "podIP": ip.to_string()});
+        if let Some(ip6) = ip6 {
+            v["status"]["podIPs"] = json!([{"ip": ip.to_string()}, {"ip": ip6.to_string()}]);
+        }
     }
     v
 }
@@ -363,19 +374,35 @@ struct Sim {
     nodes: usize,
     namespaces: usize,
     pods: usize,
-    subnets: BTreeMap<usize, (Ipv4Net, u32)>,
+    /// Each simulated node's subnets and its next host number.
+    subnets: NodeSubnets,
+    dual: bool,
     /// Remote pods created, (namespace, name), in creation order.
     remote: Vec<(String, String)>,
     next_join: usize,
 }
 
 impl Sim {
-    fn start(mode: &'static str) -> Sim {
+    fn start(mode: &'static str, dual: bool) -> Sim {
+        let extra = if dual {
+            [
+                "--cluster-network",
+                "fd01::/48,64",
+                "--service-cidr",
+                "172.30.0.0/16,fd02::/112",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+        } else {
+            Vec::new()
+        };
         let (cluster, plane) = Cluster::start_kubernetes(
             1,
             &NodeOptions {
                 mode,
                 cluster_network: CLUSTER_NETWORK.into(),
+                extra,
                 ..NodeOptions::default()
             },
         );
@@ -389,6 +416,7 @@ impl Sim {
             namespaces: 0,
             pods: 0,
             subnets: BTreeMap::new(),
+            dual,
             remote: Vec::new(),
             next_join: 100_000,
         }
@@ -433,7 +461,14 @@ impl Sim {
                 continue;
             };
             let net: Ipv4Net = v["subnet"].as_str().unwrap().parse().unwrap();
-            self.subnets.entry(i).or_insert((net, 2));
+            let net6 = v["metadata"]["annotations"]["sdn.dev/ipv6-subnet"]
+                .as_str()
+                .and_then(|s| s.parse().ok());
+            assert!(
+                !self.dual || net6.is_some(),
+                "HostSubnet {name} has no IPv6 subnet on a dual-stack cluster"
+            );
+            self.subnets.entry(i).or_insert((net, net6, 2));
         }
         self.nodes = nodes;
         // Namespaces (and their policies), then pods.
@@ -456,10 +491,8 @@ impl Sim {
             let name = format!("p{i}");
             // Over the simulated nodes (2..=nodes), never this one.
             let n = 2 + i % (nodes - 1).max(1);
-            let (net, next) = self.subnets.get_mut(&n).expect("subnet");
-            let ip = Ipv4Addr::from(u32::from(net.network()) + *next);
-            *next += 1;
-            objs.push(pod_obj(&ns, &name, i, n, Some(ip)));
+            let ips = next_ips(&mut self.subnets, n);
+            objs.push(pod_obj(&ns, &name, i, n, Some(ips)));
             self.remote.push((ns, name));
         }
         created += objs.len();
@@ -559,18 +592,19 @@ impl Sim {
             let out = node.add(&id, &netns.path(), &args);
             adds.push(t.elapsed());
             assert_eq!(out.code, 0, "ADD {ns}/{name}: {}", out.stdout);
-            let ip: Ipv4Addr = serde_json::from_str::<Value>(&out.stdout).unwrap()["ips"][0]
-                ["address"]
-                .as_str()
-                .unwrap()
-                .split('/')
-                .next()
-                .unwrap()
-                .parse()
-                .unwrap();
-            // The kubelet reports the address.
+            let result = serde_json::from_str::<Value>(&out.stdout).unwrap();
+            let addr = |k: usize| {
+                result["ips"][k]["address"]
+                    .as_str()
+                    .and_then(|a| a.split('/').next())
+                    .map(str::to_string)
+            };
+            let ip: Ipv4Addr = addr(0).unwrap().parse().unwrap();
+            let ip6 = addr(1).and_then(|a| a.parse().ok());
+            // The kubelet reports the addresses.
             self.rest.delete("", "Pod", "pods", Some(&ns), &name);
-            self.rest.create(vec![pod_obj(&ns, &name, k, 1, Some(ip))]);
+            self.rest
+                .create(vec![pod_obj(&ns, &name, k, 1, Some((ip, ip6)))]);
             locals.push((netns, id, ns, name));
         }
         row.add_p50 = pct(&adds, 0.5);
@@ -599,13 +633,12 @@ impl Sim {
             let mut peers = Vec::new();
             for k in 0..REPS {
                 let n = 2 + k;
-                let (net, next) = self.subnets.get_mut(&n).expect("subnet");
-                let ip = Ipv4Addr::from(u32::from(net.network()) + *next);
-                *next += 1;
+                let ips = next_ips(&mut self.subnets, n);
+                let ip = ips.0;
                 let name = format!("peer-{}-{k}", self.nodes);
                 let t = Instant::now();
                 self.rest
-                    .create(vec![pod_obj(&ns_name(0), &name, k, n, Some(ip))]);
+                    .create(vec![pod_obj(&ns_name(0), &name, k, n, Some(ips))]);
                 peers.push(until_row(node, &format!("table=80,ip,nw_src={ip}"), t));
                 self.remote.push((ns_name(0), name));
             }
@@ -710,9 +743,26 @@ fn main() {
     eprintln!(
         "controller alone: {biggest} HostSubnets allocated in {ctl_s:.2} s (RSS {ctl_rss:.0} MB)"
     );
-    let mut table: Vec<(&'static str, Row)> = Vec::new();
-    for mode in modes {
-        let mut sim = Sim::start(mode);
+    let families: Vec<bool> = env_or("SDN_CLUSTER_FAMILIES", "ipv4")
+        .split(',')
+        .map(|f| match f.trim() {
+            "ipv4" => false,
+            "dual" => true,
+            other => panic!("SDN_CLUSTER_FAMILIES: {other:?} is neither ipv4 nor dual"),
+        })
+        .collect();
+    let mut table: Vec<(String, Row)> = Vec::new();
+    for (mode, dual) in modes
+        .iter()
+        .flat_map(|m| families.iter().map(move |d| (*m, *d)))
+    {
+        let label = if dual {
+            format!("{mode} dual")
+        } else {
+            mode.to_string()
+        };
+        let mode = label.as_str();
+        let mut sim = Sim::start(sim_mode(mode), dual);
         for &size in &sizes {
             let t = Instant::now();
             let (rate, controller) = sim.grow(size);
@@ -747,7 +797,7 @@ fn main() {
                 row.start_requests,
                 rss_mb(std::process::id()),
             );
-            table.push((mode, row));
+            table.push((label.clone(), row));
         }
         drop(sim);
     }
@@ -775,4 +825,25 @@ fn main() {
         );
     }
     eprintln!("controller alone: {biggest} HostSubnets in {ctl_s:.2} s, RSS {ctl_rss:.0} MB");
+}
+
+/// The agent mode of a table label (`networkpolicy dual` -> `networkpolicy`).
+fn sim_mode(label: &str) -> &'static str {
+    if label.starts_with("networkpolicy") {
+        "networkpolicy"
+    } else {
+        "multitenant"
+    }
+}
+
+/// Simulated node `n`'s subnets (IPv6 on a dual-stack cluster) and next host number.
+type NodeSubnets = BTreeMap<usize, (Ipv4Net, Option<ipnet::Ipv6Net>, u32)>;
+
+/// The next pod addresses of simulated node `n`'s subnets.
+fn next_ips(subnets: &mut NodeSubnets, n: usize) -> (Ipv4Addr, Option<std::net::Ipv6Addr>) {
+    let (net, net6, next) = subnets.get_mut(&n).expect("subnet");
+    let ip = Ipv4Addr::from(u32::from(net.network()) + *next);
+    let ip6 = net6.map(|n6| std::net::Ipv6Addr::from(u128::from(n6.network()) + u128::from(*next)));
+    *next += 1;
+    (ip, ip6)
 }
