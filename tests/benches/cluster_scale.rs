@@ -384,28 +384,13 @@ struct Sim {
 
 impl Sim {
     fn start(mode: &'static str, dual: bool) -> Sim {
-        let extra = if dual {
-            [
-                "--cluster-network",
-                "fd01::/48,64",
-                "--service-cidr",
-                "172.30.0.0/16,fd02::/112",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
-        } else {
-            Vec::new()
+        let options = NodeOptions {
+            mode,
+            cluster_network: CLUSTER_NETWORK.into(),
+            ..NodeOptions::default()
         };
-        let (cluster, plane) = Cluster::start_kubernetes(
-            1,
-            &NodeOptions {
-                mode,
-                cluster_network: CLUSTER_NETWORK.into(),
-                extra,
-                ..NodeOptions::default()
-            },
-        );
+        let (cluster, plane) =
+            Cluster::start_kubernetes(1, &if dual { options.dual_stack() } else { options });
         let rest = Rest::new(cluster.hub_name());
         Sim {
             mode,
@@ -761,14 +746,13 @@ fn main() {
         } else {
             mode.to_string()
         };
-        let mode = label.as_str();
-        let mut sim = Sim::start(sim_mode(mode), dual);
+        let mut sim = Sim::start(mode, dual);
         for &size in &sizes {
             let t = Instant::now();
             let (rate, controller) = sim.grow(size);
             sim.settle();
             eprintln!(
-                "{mode}: cluster at {size} nodes, {} pods ({} namespaces) after {:.0} s: {rate:.0} objects/s created, the controller's HostSubnets {controller:.1} s",
+                "{label}: cluster at {size} nodes, {} pods ({} namespaces) after {:.0} s: {rate:.0} objects/s created, the controller's HostSubnets {controller:.1} s",
                 sim.pods,
                 sim.namespaces,
                 t.elapsed().as_secs_f64()
@@ -782,7 +766,7 @@ fn main() {
             };
             sim.measure(&mut row);
             eprintln!(
-                "{mode} {size}: serving {:.2} s, reconciled {:.2} s ({}; the fake API server alone lists every pod in {:.2} s), RSS {:.0} MB, ADD p50 {:.0} / max {:.0} ms, join p50 {:.0} ms, peer p50 {}, 1000 label changes {:.2} CPU-s, 100 near {:.2} CPU-s, start: {}; bench process (fake API server) RSS {:.0} MB",
+                "{label} {size}: serving {:.2} s, reconciled {:.2} s ({}; the fake API server alone lists every pod in {:.2} s), RSS {:.0} MB, ADD p50 {:.0} / max {:.0} ms, join p50 {:.0} ms, peer p50 {}, 1000 label changes {:.2} CPU-s, 100 near {:.2} CPU-s, start: {}; bench process (fake API server) RSS {:.0} MB",
                 row.serving_s,
                 row.reconciled_s,
                 row.restart_changes,
@@ -825,15 +809,6 @@ fn main() {
         );
     }
     eprintln!("controller alone: {biggest} HostSubnets in {ctl_s:.2} s, RSS {ctl_rss:.0} MB");
-}
-
-/// The agent mode of a table label (`networkpolicy dual` -> `networkpolicy`).
-fn sim_mode(label: &str) -> &'static str {
-    if label.starts_with("networkpolicy") {
-        "networkpolicy"
-    } else {
-        "multitenant"
-    }
 }
 
 /// Simulated node `n`'s subnets (IPv6 on a dual-stack cluster) and next host number.

@@ -342,18 +342,7 @@ fn dual_stack_against_ipv4(n: usize, shim: &Path) {
         ..NodeOptions::default()
     };
     let v4 = AgentNode::start(base.clone());
-    let mut extra = base.extra.clone();
-    extra.extend(
-        [
-            "--cluster-network",
-            "fd01::/48,64",
-            "--service-cidr",
-            "172.30.0.0/16,fd02::/112",
-        ]
-        .iter()
-        .map(|s| s.to_string()),
-    );
-    let dual = AgentNode::start(NodeOptions { extra, ..base });
+    let dual = AgentNode::start(base.dual_stack());
     let nodes = [&v4, &dual];
     let confs: Vec<String> = nodes
         .iter()

@@ -215,26 +215,12 @@ fn run(dual: bool) -> u64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(100);
     let per_ns_local = local_pods.div_ceil(NAMESPACES);
-    let (c, plane) = Cluster::start_kubernetes(
-        1,
-        &NodeOptions {
-            mode: "networkpolicy",
-            extra: if dual {
-                [
-                    "--cluster-network",
-                    "fd01::/48,64",
-                    "--service-cidr",
-                    "172.30.0.0/16,fd02::/112",
-                ]
-                .iter()
-                .map(|s| s.to_string())
-                .collect()
-            } else {
-                Vec::new()
-            },
-            ..NodeOptions::default()
-        },
-    );
+    let options = NodeOptions {
+        mode: "networkpolicy",
+        ..NodeOptions::default()
+    };
+    let (c, plane) =
+        Cluster::start_kubernetes(1, &if dual { options.dual_stack() } else { options });
     let fake = &plane.fake;
     let node = c.node(1);
     // Two more nodes, objects only: the controller gives them subnets for the remote pods.

@@ -56,6 +56,24 @@ impl Default for NodeOptions {
     }
 }
 
+/// The agent flags of a node of a dual-stack cluster: `fd01::/48` (a /64 per node) beside the
+/// IPv4 cluster network, services `172.30.0.0/16` and `fd02::/112`.
+pub const DUAL_STACK_FLAGS: [&str; 4] = [
+    "--cluster-network",
+    "fd01::/48,64",
+    "--service-cidr",
+    "172.30.0.0/16,fd02::/112",
+];
+
+impl NodeOptions {
+    /// These options on a node of a dual-stack cluster ([`DUAL_STACK_FLAGS`] added).
+    pub fn dual_stack(mut self) -> NodeOptions {
+        self.extra
+            .extend(DUAL_STACK_FLAGS.iter().map(|s| s.to_string()));
+        self
+    }
+}
+
 /// What a CNI plugin run printed and returned.
 #[derive(Debug, Clone)]
 pub struct CniOutcome {

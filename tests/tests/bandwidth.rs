@@ -479,18 +479,7 @@ fn kubernetes_annotations_set_the_limits() {
 
 #[test]
 fn bandwidth_limits_hold_for_ipv6_on_a_dual_stack_node() {
-    let node = AgentNode::start(NodeOptions {
-        extra: [
-            "--cluster-network",
-            "fd01::/48,64",
-            "--service-cidr",
-            "172.30.0.0/16,fd02::/112",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
-        ..Default::default()
-    });
+    let node = AgentNode::start(NodeOptions::default().dual_stack());
     let a = add(
         &node,
         "a",

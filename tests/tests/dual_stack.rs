@@ -34,25 +34,14 @@ use std::time::Duration;
 
 use sdn_tests::harness::wait_until;
 use sdn_tests::matrix;
-use sdn_tests::node::{AgentNode, CniPod, NodeOptions};
+use sdn_tests::node::{AgentNode, CniPod, NodeOptions, DUAL_STACK_FLAGS};
 use sdn_tests::probe::{self, Capture, Mac};
 use sdn_tests::probe6;
 
 /// A node of a dual-stack cluster: `10.128.0.0/14` and `fd01::/48` (a /64 per node), services
 /// `172.30.0.0/16` and `fd02::/112`.
 fn dual_stack_node() -> AgentNode {
-    AgentNode::start(NodeOptions {
-        extra: [
-            "--cluster-network",
-            "fd01::/48,64",
-            "--service-cidr",
-            "172.30.0.0/16,fd02::/112",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
-        ..NodeOptions::default()
-    })
+    AgentNode::start(NodeOptions::default().dual_stack())
 }
 
 /// The IPv6 gateway of a dual-stack pod's CNI result.
@@ -478,13 +467,6 @@ fn forged_neighbour_discovery_and_ipv6_sources_reach_no_pod() {
     }
 }
 
-const DUAL_STACK_FLAGS: [&str; 4] = [
-    "--cluster-network",
-    "fd01::/48,64",
-    "--service-cidr",
-    "172.30.0.0/16,fd02::/112",
-];
-
 #[test]
 fn a_running_ipv4_node_turns_dual_stack_and_keeps_its_pods() {
     let node = AgentNode::start(NodeOptions::default());
@@ -649,13 +631,7 @@ const ECHO6_PORT: u16 = 7607;
 #[test]
 fn ipv6_crosses_nodes_over_the_ipv4_underlay_within_a_tenant_only() {
     use sdn_tests::cluster::Cluster;
-    let c = Cluster::start(
-        3,
-        &NodeOptions {
-            extra: DUAL_STACK_FLAGS.iter().map(|s| s.to_string()).collect(),
-            ..NodeOptions::default()
-        },
-    );
+    let c = Cluster::start(3, &NodeOptions::default().dual_stack());
     let (n1, n2, n3) = (c.node(1), c.node(2), c.node(3));
     n1.set_netnamespace("tenant-a", 11);
     n1.set_netnamespace("tenant-b", 12);
@@ -822,9 +798,9 @@ fn network_policies_hold_in_ipv6_as_in_ipv4_across_two_nodes() {
         2,
         &NodeOptions {
             mode: "networkpolicy",
-            extra: DUAL_STACK_FLAGS.iter().map(|s| s.to_string()).collect(),
             ..NodeOptions::default()
-        },
+        }
+        .dual_stack(),
     );
     let fake = &plane.fake;
     for ns in ["x", "y"] {

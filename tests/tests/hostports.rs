@@ -62,15 +62,50 @@ fn ip_of(out: &CniOutcome) -> String {
 }
 
 fn nat(node: &AgentNode) -> String {
+    nat_saved(node, "iptables-save")
+}
+
+fn nat6(node: &AgentNode) -> String {
+    nat_saved(node, "ip6tables-save")
+}
+
+/// `save -t nat` in the node namespace (`iptables-save` or `ip6tables-save`).
+fn nat_saved(node: &AgentNode, save: &str) -> String {
     let text = node
         .ovs
-        .exec_in_netns(&["iptables-save", "-t", "nat"])
-        .unwrap_or_else(|e| panic!("iptables-save: {e}"));
+        .exec_in_netns(&[save, "-t", "nat"])
+        .unwrap_or_else(|e| panic!("{save}: {e}"));
     // Without the "# Generated ... on <time>" lines, to compare two saves.
     text.lines()
         .filter(|l| !l.starts_with('#'))
         .map(|l| format!("{l}\n"))
         .collect()
+}
+
+/// CNI CHECK of attachment `id` in `ns` with its ADD result `prev`.
+fn check(node: &AgentNode, id: &str, ns: &Netns, prev: &Value) -> CniOutcome {
+    let mut c = conf(node, &json!([]));
+    c["prevResult"] = prev.clone();
+    node.cni(
+        &[
+            ("CNI_COMMAND", "CHECK"),
+            ("CNI_CONTAINERID", id),
+            ("CNI_NETNS", &ns.path()),
+            ("CNI_IFNAME", "eth0"),
+            ("CNI_PATH", "/opt/cni/bin"),
+        ],
+        &c,
+    )
+}
+
+/// The per-pod chain `SDN-HOSTPORTS` jumps to for sandbox `id`, in a nat save.
+fn pod_chain(rules: &str, id: &str) -> String {
+    rules
+        .lines()
+        .find(|l| l.starts_with("-A SDN-HOSTPORTS") && l.contains(id))
+        .and_then(|l| l.rsplit(' ').next())
+        .unwrap_or_else(|| panic!("no jump to {id}'s chain in {rules}"))
+        .to_string()
 }
 
 fn addr(ip: &str, port: u16) -> SocketAddrV4 {
@@ -222,28 +257,10 @@ fn hostports_reach_the_pod_and_follow_its_lifecycle() {
     assert_eq!(node.leases(), leases_before);
 
     // CHECK sees the rules; a flushed pod chain is drift (the restart below repairs it).
-    let check = || {
-        let mut c = conf(&node, &json!([]));
-        c["prevResult"] = web_result.clone();
-        node.cni(
-            &[
-                ("CNI_COMMAND", "CHECK"),
-                ("CNI_CONTAINERID", &web_id),
-                ("CNI_NETNS", &web_ns.path()),
-                ("CNI_IFNAME", "eth0"),
-                ("CNI_PATH", "/opt/cni/bin"),
-            ],
-            &c,
-        )
-    };
+    let check = || check(&node, &web_id, &web_ns, &web_result);
     let out = check();
     assert_eq!(out.code, 0, "CHECK: {}", out.stdout);
-    let web_chain = rules
-        .lines()
-        .find(|l| l.starts_with("-A SDN-HOSTPORTS") && l.contains(&web_id))
-        .and_then(|l| l.rsplit(' ').next())
-        .unwrap_or_else(|| panic!("no jump to web's chain in {rules}"))
-        .to_string();
+    let web_chain = pod_chain(&rules, &web_id);
     node.ovs
         .exec_in_netns(&["iptables", "-t", "nat", "-F", &web_chain])
         .unwrap();
@@ -415,35 +432,13 @@ fn podman_publishes_a_port() {
 /// A node address besides the gateway, IPv6.
 const NODE_ADDR6: &str = "fd00:111::10";
 
-fn nat6(node: &AgentNode) -> String {
-    let text = node
-        .ovs
-        .exec_in_netns(&["ip6tables-save", "-t", "nat"])
-        .unwrap_or_else(|e| panic!("ip6tables-save: {e}"));
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .map(|l| format!("{l}\n"))
-        .collect()
-}
-
 fn sock(ip: &str, port: u16) -> SocketAddr {
     SocketAddr::new(ip.parse().unwrap(), port)
 }
 
 #[test]
 fn ipv6_hostports_on_a_dual_stack_node_node_addresses_loopback_and_families() {
-    let node = AgentNode::start(NodeOptions {
-        extra: [
-            "--cluster-network",
-            "fd01::/48,64",
-            "--service-cidr",
-            "172.30.0.0/16,fd02::/112",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
-        ..NodeOptions::default()
-    });
+    let node = AgentNode::start(NodeOptions::default().dual_stack());
     let ovs_ns = node.ovs.netns().to_string();
     node.ovs
         .exec_in_netns(&["ip", "addr", "add", &format!("{NODE_ADDR}/32"), "dev", "lo"])
@@ -553,28 +548,10 @@ fn ipv6_hostports_on_a_dual_stack_node_node_addresses_loopback_and_families() {
     check_all("after ADD");
 
     // CHECK covers the IPv6 rules: a flushed IPv6 pod chain is drift, named as ip6tables'.
-    let check = || {
-        let mut c = conf(&node, &json!([]));
-        c["prevResult"] = web_result.clone();
-        node.cni(
-            &[
-                ("CNI_COMMAND", "CHECK"),
-                ("CNI_CONTAINERID", &web_id),
-                ("CNI_NETNS", &web_ns.path()),
-                ("CNI_IFNAME", "eth0"),
-                ("CNI_PATH", "/opt/cni/bin"),
-            ],
-            &c,
-        )
-    };
+    let check = || check(&node, &web_id, &web_ns, &web_result);
     let out = check();
     assert_eq!(out.code, 0, "CHECK: {}", out.stdout);
-    let chain = rules6
-        .lines()
-        .find(|l| l.starts_with("-A SDN-HOSTPORTS") && l.contains(&web_id))
-        .and_then(|l| l.rsplit(' ').next())
-        .unwrap_or_else(|| panic!("no jump to web's chain in {rules6}"))
-        .to_string();
+    let chain = pod_chain(&rules6, &web_id);
     node.ovs
         .exec_in_netns(&["ip6tables", "-t", "nat", "-F", &chain])
         .unwrap();

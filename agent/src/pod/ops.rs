@@ -116,9 +116,7 @@ impl<Io: NodeIo> Pods<Io> {
         // Both families' addresses go to the port (its batch releases whatever it holds).
         let moved = self
             .ipam(move |store| {
-                let ips: Vec<std::net::IpAddr> = std::iter::once(ip.into())
-                    .chain(ip6.map(Into::into))
-                    .collect();
+                let ips = crate::host::ipam::addresses(ip, ip6);
                 store.transfer_all(&ips, (&cid, &ifn), (&owner, pool::LEASE_IFNAME))
             })
             .await;
@@ -211,9 +209,7 @@ impl<Io: NodeIo> Pods<Io> {
             what,
         };
         if let Some(prev) = &at.prev_result {
-            let addrs = std::iter::once(std::net::IpAddr::from(pod.ip))
-                .chain(pod.ip6.map(std::net::IpAddr::from));
-            for ip in addrs {
+            for ip in crate::host::ipam::addresses(pod.ip, pod.ip6) {
                 if !prev.ips.iter().any(|c| c.address.addr() == ip) {
                     return Err(drift(format!(
                         "prevResult does not hold the pod's address {ip}"

@@ -59,7 +59,7 @@
 //! releases, for the hand-back), `family` (the two address families as types), and here the
 //! lease itself.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
 mod error;
@@ -74,6 +74,14 @@ pub(crate) use range::check_requested;
 pub use range::Range;
 mod store;
 pub use store::Store;
+
+/// An attachment's addresses, IPv4 first: its IPv4 one and, on a dual-stack node, its IPv6 one
+/// (what [`Store::transfer_all`] hands over together).
+pub fn addresses(ip: Ipv4Addr, ip6: Option<Ipv6Addr>) -> Vec<IpAddr> {
+    std::iter::once(IpAddr::V4(ip))
+        .chain(ip6.map(IpAddr::V6))
+        .collect()
+}
 
 /// Name of the lock file inside a network's lease directory.
 pub const LOCK_FILE: &str = "lock";

@@ -198,11 +198,8 @@ impl WarmPort {
         to: (&str, &str),
     ) -> Result<(), crate::host::ipam::IpamError> {
         let (owner, ifname) = (warm_lease(&self.port.host), warm_lease_ifname(self.vnid));
-        let ips: Vec<std::net::IpAddr> = std::iter::once(self.ip.into())
-            .chain(self.ip6.map(Into::into))
-            .collect();
-        store.transfer_all(&ips, (&owner, &ifname), to)?;
-        Ok(())
+        let ips = crate::host::ipam::addresses(self.ip, self.ip6);
+        store.transfer_all(&ips, (&owner, &ifname), to)
     }
 }
 
