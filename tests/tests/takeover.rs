@@ -370,8 +370,11 @@ fn a_running_openshift_sdn_node_is_taken_over_with_no_packet_lost() {
     for (ns, _) in TENANTS {
         let p = first(ns);
         for dst in [GATEWAY, EXTERNAL, far_of(ns).spec.ip, second(ns).spec.ip] {
+            // The first packet to a destination waits for ARP (across VXLAN for the far pod)
+            // on a shared machine: a warm-up may take a second try; the losses counted
+            // below start only after it.
             assert!(
-                ping_once(p.netns.name(), dst),
+                (0..3).any(|_| ping_once(p.netns.name(), dst)),
                 "{} -> {dst} before the takeover",
                 p.spec.name
             );
@@ -382,7 +385,7 @@ fn a_running_openshift_sdn_node_is_taken_over_with_no_packet_lost() {
             p.spec.name
         );
         assert!(
-            ping_once(node.ovs.netns(), p.spec.ip),
+            (0..3).any(|_| ping_once(node.ovs.netns(), p.spec.ip)),
             "the node -> {} before the takeover",
             p.spec.name
         );
