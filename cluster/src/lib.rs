@@ -32,6 +32,7 @@
 pub mod config;
 pub mod crd;
 pub mod dual_stack;
+pub mod egress6;
 pub mod files;
 mod kept;
 pub mod kube;

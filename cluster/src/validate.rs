@@ -418,13 +418,7 @@ impl HostSubnet {
                 ));
             }
         }
-        for (i, ip) in self.egress_ips.iter().enumerate() {
-            parse_ipv4(&format!("egressIPs[{i}]"), ip)?;
-        }
-        for (i, c) in self.egress_cidrs.iter().enumerate() {
-            parse_cidr(&format!("egressCIDRs[{i}]"), c)?;
-        }
-        Ok(())
+        self.validate_egress()
     }
 }
 
@@ -467,10 +461,7 @@ impl NetNamespace {
                  below it (sdnctl allocates one)",
             ));
         }
-        for (i, ip) in self.egress_ips.iter().enumerate() {
-            parse_ipv4(&format!("egressIPs[{i}]"), ip)?;
-        }
-        Ok(())
+        self.validate_egress()
     }
 }
 

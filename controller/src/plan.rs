@@ -29,9 +29,9 @@
 //!   and never touched.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
-use ipnet::{Ipv4Net, Ipv6Net};
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use multitenant::{Change, Tenancy, CHANGE_NETWORK_ANNOTATION};
 
 use cluster::config::Ipv4ClusterNetwork as ClusterNetworkEntry;
@@ -119,7 +119,11 @@ impl std::fmt::Display for Action {
                 h.host_ip,
                 h.subnet,
                 ipv6_text(h),
-                h.egress_ips.join(", ")
+                h.egress_addrs()
+                    .iter()
+                    .map(IpAddr::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             Action::DeleteHostSubnet(n) => write!(f, "delete HostSubnet {n} (its Node is gone)"),
             Action::CreateNetNamespace(n) => {
@@ -198,24 +202,27 @@ pub fn plan(view: &View, wanted: &ClusterNetwork, globals: &[String]) -> Plan {
     p
 }
 
-/// The automatic egress IP assignment (see the module docs).
+/// The automatic egress IP assignment (see the module docs), both families: IPv4 IPs from
+/// `egressCIDRs` into `egressIPs`, IPv6 ones from the `sdn.dev/ipv6-egress-cidrs` annotation
+/// into `sdn.dev/ipv6-egress-ips` (cluster::egress6). A node takes at most one IP of a tenant
+/// per family.
 fn plan_egress_ips(view: &View, p: &mut Plan) {
-    let parse =
-        |v: &[String]| -> Vec<Ipv4Addr> { v.iter().filter_map(|s| s.parse().ok()).collect() };
     // IP -> the VNIDs asking for it.
-    let mut asked: BTreeMap<Ipv4Addr, BTreeSet<u32>> = BTreeMap::new();
+    let mut asked: BTreeMap<IpAddr, BTreeSet<u32>> = BTreeMap::new();
     let mut per_vnid: BTreeMap<u32, usize> = BTreeMap::new();
     for nn in view.net_namespaces.values() {
-        for ip in parse(&nn.egress_ips) {
+        for ip in nn.egress_addrs() {
             if asked.entry(ip).or_default().insert(nn.net_id) {
                 *per_vnid.entry(nn.net_id).or_default() += 1;
             }
         }
     }
-    let vnid_of = |ip: &Ipv4Addr| -> Option<u32> {
+    let vnid_of = |ip: &IpAddr| -> Option<u32> {
         let v = asked.get(ip)?;
         (v.len() == 1).then(|| *v.iter().next().expect("one"))
     };
+    // Another IP of the same tenant and family.
+    let twin_of = |a: &IpAddr, b: &IpAddr| a.is_ipv6() == b.is_ipv6() && vnid_of(a) == vnid_of(b);
     for (ip, v) in &asked {
         if v.len() > 1 {
             p.warnings.push(format!(
@@ -224,44 +231,37 @@ fn plan_egress_ips(view: &View, p: &mut Plan) {
             ));
         }
     }
-    // Nodes with egressCIDRs are the controller's to fill.
-    let auto: BTreeMap<&String, Vec<Ipv4Net>> = view
+    // Nodes with egress ranges are the controller's to fill.
+    let auto: BTreeMap<&String, Vec<IpNet>> = view
         .host_subnets
         .iter()
-        .filter(|(_, hs)| !hs.egress_cidrs.is_empty())
-        .map(|(n, hs)| {
-            (
-                n,
-                hs.egress_cidrs
-                    .iter()
-                    .filter_map(|c| c.parse().ok())
-                    .collect(),
-            )
-        })
+        .map(|(n, hs)| (n, hs.egress_nets()))
+        .filter(|(_, nets)| !nets.is_empty())
         .collect();
     if auto.is_empty() {
         return;
     }
     let ready = |n: &str| !view.not_ready.contains(n) && view.nodes.contains_key(n);
     // IPs the administrator placed on other nodes stay there.
-    let manual: BTreeSet<Ipv4Addr> = view
+    let manual: BTreeSet<IpAddr> = view
         .host_subnets
         .iter()
         .filter(|(n, _)| !auto.contains_key(n))
-        .flat_map(|(_, hs)| parse(&hs.egress_ips))
+        .flat_map(|(_, hs)| hs.egress_addrs())
         .collect();
-    let mut alloc: BTreeMap<&String, Vec<Ipv4Addr>> =
-        auto.keys().map(|n| (*n, Vec::new())).collect();
-    let mut placed: BTreeSet<Ipv4Addr> = BTreeSet::new();
+    let mut alloc: BTreeMap<&String, Vec<IpAddr>> = auto.keys().map(|n| (*n, Vec::new())).collect();
+    let mut placed: BTreeSet<IpAddr> = BTreeSet::new();
     // Keep what is still right.
     for (node, cidrs) in &auto {
         if !ready(node) {
             continue;
         }
-        for ip in parse(&view.host_subnets[*node].egress_ips) {
-            let Some(v) = vnid_of(&ip) else { continue };
+        for ip in view.host_subnets[*node].egress_addrs() {
+            if vnid_of(&ip).is_none() {
+                continue;
+            }
             let fits = cidrs.iter().any(|c| c.contains(&ip));
-            let twin = alloc[node].iter().any(|o| vnid_of(o) == Some(v));
+            let twin = alloc[node].iter().any(|o| twin_of(o, &ip));
             if fits && !twin && !placed.contains(&ip) && !manual.contains(&ip) {
                 alloc.get_mut(node).expect("auto node").push(ip);
                 placed.insert(ip);
@@ -269,7 +269,7 @@ fn plan_egress_ips(view: &View, p: &mut Plan) {
         }
     }
     // Place the rest: tenants with fewer IPs first, then by address.
-    let mut pending: Vec<(usize, Ipv4Addr, u32)> = asked
+    let mut pending: Vec<(usize, IpAddr, u32)> = asked
         .keys()
         .filter(|ip| !placed.contains(ip) && !manual.contains(ip))
         .filter_map(|ip| vnid_of(ip).map(|v| (per_vnid[&v], *ip, v)))
@@ -281,25 +281,26 @@ fn plan_egress_ips(view: &View, p: &mut Plan) {
             .filter(|(n, cidrs)| {
                 ready(n)
                     && cidrs.iter().any(|c| c.contains(&ip))
-                    && !alloc[*n].iter().any(|o| vnid_of(o) == Some(v))
+                    && !alloc[*n].iter().any(|o| twin_of(o, &ip))
             })
             .min_by_key(|(n, _)| alloc[*n].len())
             .map(|(n, _)| *n);
         match best {
             Some(n) => alloc.get_mut(n).expect("auto node").push(ip),
             None => p.warnings.push(format!(
-                "egress IP {ip} (VNID {v}) fits no Ready node's egressCIDRs without a second IP of the same tenant there; it is unassigned"
+                "egress IP {ip} (VNID {v}) fits no Ready node's egress ranges without a second IP of the same tenant and family there; it is unassigned"
             )),
         }
     }
     for (node, mut ips) in alloc {
         ips.sort();
-        let want: Vec<String> = ips.iter().map(Ipv4Addr::to_string).collect();
         let hs = &view.host_subnets[node];
-        if hs.egress_ips == want {
+        let mut have = hs.egress_addrs();
+        have.sort();
+        if have == ips {
             continue;
         }
-        update_host_subnet(p, hs, |h| h.egress_ips = want);
+        update_host_subnet(p, hs, |h| h.set_egress_addrs(&ips));
     }
 }
 
@@ -854,6 +855,61 @@ mod tests {
         apply(&mut v, &p.actions);
         assert!(ips(&v, "n3").is_empty(), "{:?}", ips(&v, "n3"));
         assert_eq!(ips(&v, "n2"), ["192.168.77.101"]);
+    }
+
+    #[test]
+    fn ipv6_egress_ips_are_placed_from_ipv6_ranges_one_per_tenant_and_family() {
+        let mut v = view();
+        for (i, n) in ["n1", "n2"].iter().enumerate() {
+            v.nodes
+                .insert(n.to_string(), ip(&format!("192.168.77.{}", 11 + i)));
+            let mut hs = HostSubnet::new(
+                n,
+                &format!("192.168.77.{}", 11 + i),
+                &format!("10.128.{}.0/23", 2 * i),
+            );
+            let nets: Vec<IpNet> = ["192.168.77.96/28", "fd00:77::/112"]
+                .iter()
+                .map(|s| s.parse().unwrap())
+                .collect();
+            hs.set_egress_nets(&nets);
+            v.host_subnets.insert(n.to_string(), hs);
+        }
+        let mut a = NetNamespace::new("a", 10);
+        let want: Vec<IpAddr> = ["192.168.77.100", "fd00:77::100", "fd00:77::101"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        a.set_egress_addrs(&want);
+        let mut c = NetNamespace::new("c", 12);
+        c.set_egress_addrs(&["fd00:99::1".parse().unwrap()]);
+        for nn in [a, c] {
+            v.net_namespaces.insert(nn.name().to_string(), nn);
+        }
+        let p = plan_egress_ips_only(&v);
+        apply(&mut v, &p.actions);
+        let ips = |v: &View, n: &str| v.host_subnets[n].egress_addrs();
+        let (n1, n2) = (ips(&v, "n1"), ips(&v, "n2"));
+        // a's two IPv6 IPs on different nodes; its IPv4 beside one of them.
+        assert_eq!(n1.len() + n2.len(), 3, "{n1:?} {n2:?} {:?}", p.warnings);
+        for n in [&n1, &n2] {
+            assert_eq!(n.iter().filter(|i| i.is_ipv6()).count(), 1, "{n:?}");
+        }
+        // IPv6 ones are written to the annotation, never to egressIPs.
+        for n in ["n1", "n2"] {
+            let hs = &v.host_subnets[n];
+            assert!(
+                hs.egress_ips.iter().all(|s| !s.contains(':')),
+                "{:?}",
+                hs.egress_ips
+            );
+        }
+        assert!(
+            p.warnings.iter().any(|w| w.contains("fd00:99::1")),
+            "outside every range: {:?}",
+            p.warnings
+        );
+        assert!(plan_egress_ips_only(&v).actions.is_empty(), "stable");
     }
 
     fn plan_egress_ips_only(v: &View) -> Plan {

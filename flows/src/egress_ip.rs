@@ -20,6 +20,12 @@
 //!
 //! The base row `ip,ct_state=+rpl+trk → output:2` (priority 150) keeps replies off egress IPs.
 //!
+//! On a dual-stack node each family has its own row and group (IPv6: `ipv6,reg0=V`, group
+//! [`EGRESS_IP6_GROUP_BASE`] + V), with the same buckets: the IPv6 egress IPs may sit on other
+//! nodes than the IPv4 ones, and a family the tenant has no usable egress IP of is dropped on its
+//! own (`ip,reg0=V` or `ipv6,reg0=V` → drop). IPv6 rides VXLAN over the IPv4 underlay, so the
+//! remote buckets' `tun_dst` is the node's IPv4 VTEP in both.
+//!
 //! Why a MAC and not `pkt_mark`: openshift-sdn set `pkt_mark` in the bucket and matched it in
 //! iptables. On the userspace (netdev) datapath tun0 is a tap device and a packet written to it
 //! carries no skb mark, so the mark would be lost. The source MAC survives on both datapaths:
@@ -82,31 +88,65 @@ pub fn egress_mark(vnid: Vnid, masquerade_bit: u8) -> u32 {
     m
 }
 
-/// The table-101 rows and the group of VNID `vnid` taking `route`; `tun0_mac` is this node's.
-/// On a `dual_stack` node a VNID that leaves through egress IPs (which are IPv4) also gets
-/// `ipv6,reg0=V` drop: its IPv6 traffic must not leave with the node's own address instead
-/// (fail closed; IPv6 egress IPs are not served yet).
+/// The id of VNID V's IPv6 egress group is `EGRESS_IP6_GROUP_BASE + V`: above every VNID (the
+/// IPv4 groups' ids) and every multicast VTEP group (`MULTICAST_GROUP_BASE` up).
+pub const EGRESS_IP6_GROUP_BASE: u32 = 1 << 25;
+
+/// The table-101 rows and groups of VNID `vnid` whose IPv4 traffic takes `route` and, on a
+/// dual-stack node, whose IPv6 traffic takes `route6`; `tun0_mac` is this node's. Both dropped
+/// (or IPv4 dropped on an IPv4 node) is the one row `reg0=V → drop`; otherwise each family has
+/// its row (`ip,reg0=V` / `ipv6,reg0=V`): a drop, or its own group (id V for IPv4,
+/// [`EGRESS_IP6_GROUP_BASE`] + V for IPv6), since the families' IPs may sit on different nodes.
 pub fn egress_ip_flows(
     vnid: Vnid,
     route: &EgressRoute,
+    route6: Option<&EgressRoute>,
     tun0_mac: MacAddr,
-    dual_stack: bool,
-) -> (Vec<Flow>, Option<Group>) {
-    let (mut rows, group) = ipv4_rows(vnid, route, tun0_mac);
-    if dual_stack && *route != EgressRoute::Dropped {
-        rows.push(
-            Flow::new(Table::EgressRouting.id(), 100)
-                .cookie(egress_ip_cookie(vnid))
-                .matching(Reg::SrcVnid.matching(Match::any().ipv6(), vnid.id())),
+) -> (Vec<Flow>, Vec<Group>) {
+    let row = Flow::new(Table::EgressRouting.id(), 100).cookie(egress_ip_cookie(vnid));
+    if *route == EgressRoute::Dropped && route6.is_none_or(|r| *r == EgressRoute::Dropped) {
+        return (
+            vec![row.matching(Reg::SrcVnid.matching(Match::any(), vnid.id()))],
+            Vec::new(),
         );
     }
-    (rows, group)
+    let (mut rows, mut groups) = (Vec::new(), Vec::new());
+    let families = [
+        (Some(route), Match::any().ip(), vnid.id()),
+        (
+            route6,
+            Match::any().ipv6(),
+            EGRESS_IP6_GROUP_BASE + vnid.id(),
+        ),
+    ];
+    for (r, m, group) in families {
+        let Some(r) = r else { continue };
+        let (f, g) = family_rows(
+            vnid,
+            r,
+            Reg::SrcVnid.matching(m, vnid.id()),
+            group,
+            tun0_mac,
+        );
+        rows.push(f);
+        groups.extend(g);
+    }
+    (rows, groups)
 }
 
-fn ipv4_rows(vnid: Vnid, route: &EgressRoute, tun0_mac: MacAddr) -> (Vec<Flow>, Option<Group>) {
-    let row = Flow::new(Table::EgressRouting.id(), 100).cookie(egress_ip_cookie(vnid));
+/// One family's row (matching `m`) and group (id `group`) for `route`.
+fn family_rows(
+    vnid: Vnid,
+    route: &EgressRoute,
+    m: Match,
+    group: u32,
+    tun0_mac: MacAddr,
+) -> (Flow, Option<Group>) {
+    let row = Flow::new(Table::EgressRouting.id(), 100)
+        .cookie(egress_ip_cookie(vnid))
+        .matching(m);
     let buckets = |actions: Vec<Vec<Action>>| Group {
-        id: vnid.id(),
+        id: group,
         kind: GroupType::Select,
         buckets: actions
             .into_iter()
@@ -116,12 +156,8 @@ fn ipv4_rows(vnid: Vnid, route: &EgressRoute, tun0_mac: MacAddr) -> (Vec<Flow>, 
             })
             .collect(),
     };
-    let m = Reg::SrcVnid.matching(Match::any().ip(), vnid.id());
     match route {
-        EgressRoute::Dropped => (
-            vec![row.matching(Reg::SrcVnid.matching(Match::any(), vnid.id()))],
-            None,
-        ),
+        EgressRoute::Dropped => (row, None),
         EgressRoute::Local => {
             let mut mac = [0u8; 8];
             mac[2..].copy_from_slice(&egress_mark_mac(vnid).0);
@@ -131,10 +167,7 @@ fn ipv4_rows(vnid: Vnid, route: &EgressRoute, tun0_mac: MacAddr) -> (Vec<Flow>, 
                 Action::set_eth_dst(tun0_mac),
                 Action::Output(TUN_PORT),
             ];
-            (
-                vec![row.matching(m).action(Action::Group(vnid.id()))],
-                Some(buckets(vec![local])),
-            )
+            (row.action(Action::Group(group)), Some(buckets(vec![local])))
         }
         EgressRoute::Remote(nodes) => {
             let mut nodes = nodes.clone();
@@ -151,10 +184,8 @@ fn ipv4_rows(vnid: Vnid, route: &EgressRoute, tun0_mac: MacAddr) -> (Vec<Flow>, 
                 })
                 .collect();
             (
-                vec![row
-                    .matching(m)
-                    .action(Action::Ct(Ct::new().commit()))
-                    .action(Action::Group(vnid.id()))],
+                row.action(Action::Ct(Ct::new().commit()))
+                    .action(Action::Group(group)),
                 Some(buckets(remote)),
             )
         }
@@ -169,18 +200,18 @@ mod tests {
     fn rows_and_groups_print_as_pipeline_md_says() {
         let v = Vnid::new(20).unwrap();
         let tun = MacAddr::from_pod_ip(Ipv4Addr::new(10, 128, 0, 1));
-        let (f, g) = egress_ip_flows(v, &EgressRoute::Dropped, tun, false);
+        let (f, g) = egress_ip_flows(v, &EgressRoute::Dropped, None, tun);
         assert_eq!(
             f[0].to_string(),
             "cookie=0x6000000000000014, table=101, priority=100,reg0=0x14 actions=drop"
         );
-        assert!(g.is_none());
-        let (f, g) = egress_ip_flows(v, &EgressRoute::Local, tun, false);
+        assert!(g.is_empty());
+        let (f, g) = egress_ip_flows(v, &EgressRoute::Local, None, tun);
         assert_eq!(
             f[0].to_string(),
             "cookie=0x6000000000000014, table=101, priority=100,ip,reg0=0x14 actions=group:20"
         );
-        let g = g.unwrap();
+        let g = &g[0];
         assert_eq!((g.id, g.kind, g.buckets.len()), (20, GroupType::Select, 1));
         assert_eq!(
             ovs::flow::Flow::new(0, 0)
@@ -192,13 +223,12 @@ mod tests {
             Ipv4Addr::new(192, 168, 77, 13),
             Ipv4Addr::new(192, 168, 77, 12),
         ];
-        let (f, g) = egress_ip_flows(v, &EgressRoute::Remote(nodes.clone()), tun, false);
+        let (f, g) = egress_ip_flows(v, &EgressRoute::Remote(nodes.clone()), None, tun);
         assert_eq!(
             f[0].to_string(),
             "cookie=0x6000000000000014, table=101, priority=100,ip,reg0=0x14 actions=ct(commit),group:20"
         );
-        let texts: Vec<String> = g
-            .unwrap()
+        let texts: Vec<String> = g[0]
             .buckets
             .iter()
             .map(|b| {
@@ -217,19 +247,45 @@ mod tests {
         for f in &f {
             f.validate().unwrap();
         }
-        // Dual stack: the IPv4 rows and group, and IPv6 dropped (not when all is dropped).
-        let (both, g6) = egress_ip_flows(v, &EgressRoute::Remote(nodes), tun, true);
+        // Dual stack: each family its row and group; IPv6 through node-2 only, or dropped.
+        let remote = EgressRoute::Remote(nodes.clone());
+        let to_2 = EgressRoute::Remote(vec![nodes[1]]);
+        let (both, g) = egress_ip_flows(v, &remote, Some(&to_2), tun);
         assert_eq!(both[..1], f[..]);
-        assert!(g6.is_some());
         assert_eq!(
             both[1].to_string(),
+            "cookie=0x6000000000000014, table=101, priority=100,ipv6,reg0=0x14 actions=ct(commit),group:33554452"
+        );
+        assert_eq!(
+            g.iter()
+                .map(|g| (g.id, g.buckets.len()))
+                .collect::<Vec<_>>(),
+            [(20, 2), (EGRESS_IP6_GROUP_BASE + 20, 1)]
+        );
+        let (v6_dropped, g) = egress_ip_flows(v, &remote, Some(&EgressRoute::Dropped), tun);
+        assert_eq!(
+            v6_dropped[1].to_string(),
             "cookie=0x6000000000000014, table=101, priority=100,ipv6,reg0=0x14 actions=drop"
         );
-        let dropped = egress_ip_flows(v, &EgressRoute::Dropped, tun, true).0;
+        assert_eq!(g.len(), 1);
+        let (v4_dropped, g) =
+            egress_ip_flows(v, &EgressRoute::Dropped, Some(&EgressRoute::Local), tun);
+        assert_eq!(
+            v4_dropped.iter().map(Flow::to_string).collect::<Vec<_>>(),
+            [
+                "cookie=0x6000000000000014, table=101, priority=100,ip,reg0=0x14 actions=drop",
+                "cookie=0x6000000000000014, table=101, priority=100,ipv6,reg0=0x14 actions=group:33554452",
+            ]
+        );
+        assert_eq!(g[0].id, EGRESS_IP6_GROUP_BASE + 20);
+        let dropped = egress_ip_flows(v, &EgressRoute::Dropped, Some(&EgressRoute::Dropped), tun).0;
         assert_eq!(
             dropped,
-            egress_ip_flows(v, &EgressRoute::Dropped, tun, false).0
+            egress_ip_flows(v, &EgressRoute::Dropped, None, tun).0
         );
+        for f in both.iter().chain(&v4_dropped) {
+            f.validate().unwrap();
+        }
     }
 
     #[test]

@@ -327,6 +327,28 @@ fn routing(cfg: &NodeConfig, v6: &NodeIpv6, f: &mut Vec<Flow>) {
             .matching(Match::any().ipv6().ipv6_dst(local))
             .goto(LocalIp.id()),
     );
+    // The node's own solicitations for a pod on another node (its kernel forwarding to one: a
+    // reply de-SNATed from an egress IP, a Service's remote endpoint) leave tun0 from a
+    // link-local source, which the other node takes from VXLAN only from the cluster network
+    // and which the pod could not answer across nodes. They leave with tun0's global address
+    // instead (OVS fixes the ICMPv6 checksum), so the pod's advertisement comes back to it
+    // through table 90 like any reply; by target, so unreachability probes (unicast) too.
+    let from_gateway =
+        ovs::flow::SetField::new(ovs::flow::Field::Ipv6Src, u128::from(v6.gateway()))
+            .map(Action::SetField);
+    if let Ok(set_src) = from_gateway {
+        f.push(
+            flow(Routing, 150)
+                .matching(
+                    solicitation()
+                        .in_port(TUN_PORT)
+                        .ipv6_src(link_local_net())
+                        .nd_target(cn),
+                )
+                .action(set_src)
+                .goto(RemoteArp.id()),
+        );
+    }
     f.push(
         flow(Routing, 100)
             .matching(multicast_solicitation().nd_target(cn))

@@ -27,7 +27,10 @@ pub mod tables;
 pub use attachment::AttachmentId;
 pub use base::{base_flows, Datapath, Mode, NodeConfig, CT_MARK_VIA_HOST};
 pub use egress::{egress_cidr, egress_cookie, egress_firewall_flows, EgressFirewall, EgressRule};
-pub use egress_ip::{egress_ip_cookie, egress_ip_flows, egress_mark, egress_mark_mac, EgressRoute};
+pub use egress_ip::{
+    egress_ip_cookie, egress_ip_flows, egress_mark, egress_mark_mac, EgressRoute,
+    EGRESS_IP6_GROUP_BASE,
+};
 pub use ipv6::{link_local, NodeIpv6};
 pub use multicast::{multicast_cookie, multicast_tenant_flows, MULTICAST_ANNOTATION};
 pub use multitenant::Vnid;

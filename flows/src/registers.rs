@@ -245,7 +245,13 @@ mod tests {
         ] {
             let mac = ovs::flow::MacAddr::from_pod_ip(Ipv4Addr::new(10, 128, 0, 1));
             rows.extend(
-                crate::egress_ip::egress_ip_flows(Vnid::new(10).unwrap(), &route, mac, true).0,
+                crate::egress_ip::egress_ip_flows(
+                    Vnid::new(10).unwrap(),
+                    &route,
+                    Some(&route),
+                    mac,
+                )
+                .0,
             );
         }
         rows.extend(crate::policy::tests::sample_rows());

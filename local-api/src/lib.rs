@@ -16,7 +16,8 @@ pub mod wire;
 pub use client::{Client, ClientError};
 pub use trace::{Outcome, Step, TraceRequest, TraceResult, VxlanHop};
 pub use wire::{
-    BandwidthEntry, Check, EgressAction, EgressEntry, EgressIpEntry, EgressIpState, EgressIpUse,
-    EgressIpsView, EgressKind, EgressRuleEntry, FeatureLine, FlowEntry, IsolationEntry,
-    NamespaceEntry, NetworkPoliciesView, NodeReach, PodEntry, ReconcileRecord, Status,
+    BandwidthEntry, Check, EgressAction, EgressEntry, EgressFamily, EgressIpEntry, EgressIpState,
+    EgressIpUse, EgressIpsView, EgressKind, EgressRuleEntry, FeatureLine, FlowEntry,
+    IsolationEntry, NamespaceEntry, NetworkPoliciesView, NodeReach, PodEntry, ReconcileRecord,
+    Status,
 };

@@ -145,8 +145,8 @@ impl std::fmt::Display for EgressKind {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct EgressIpUse {
-    /// The IP.
-    pub ip: std::net::Ipv4Addr,
+    /// The IP (IPv4 or IPv6).
+    pub ip: std::net::IpAddr,
     /// The node whose HostSubnet claims it, if one does.
     pub node: Option<String>,
     /// What became of it.
@@ -340,8 +340,24 @@ pub struct EgressIpEntry {
     pub kind: EgressKind,
     /// Why it is dropped.
     pub problem: Option<String>,
-    /// Each requested IP and what became of it.
+    /// Each requested IP (both families) and what became of it.
     pub ips: Vec<EgressIpUse>,
+    /// On a dual-stack node: where its IPv6 traffic leaves (`route`, `kind` and `problem`
+    /// above are IPv4's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipv6: Option<EgressFamily>,
+}
+
+/// Where one family of a tenant's traffic leaves.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct EgressFamily {
+    /// In words, as [`EgressIpEntry::route`].
+    pub route: String,
+    /// As one word.
+    pub kind: EgressKind,
+    /// Why it is dropped.
+    pub problem: Option<String>,
 }
 
 /// One named check and what it found.

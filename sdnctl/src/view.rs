@@ -327,14 +327,21 @@ pub(crate) fn egress_ips(v: &local_api::EgressIpsView) -> String {
     }
     let mut s = String::new();
     for t in &v.tenants {
+        let v4 = if t.ipv6.is_some() { "IPv4 " } else { "" };
         s.push_str(&format!(
-            "VNID {} ({}): {}\n",
+            "VNID {} ({}): {v4}{}\n",
             t.vnid,
             t.namespaces.join(", "),
             t.route
         ));
         if let Some(p) = &t.problem {
             s.push_str(&format!("  {p}\n"));
+        }
+        if let Some(f) = &t.ipv6 {
+            s.push_str(&format!("  IPv6 {}\n", f.route));
+            if let Some(p) = &f.problem {
+                s.push_str(&format!("  {p}\n"));
+            }
         }
         for ip in &t.ips {
             s.push_str(&format!("  {ip}\n"));

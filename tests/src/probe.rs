@@ -765,6 +765,28 @@ pub fn tcp_whoami_server(netns: &str, port: u16) -> EchoServer {
     })
 }
 
+/// [`tcp_whoami_server`] listening on `ip` only (e.g. an IPv6 address, where peers are seen as
+/// IPv6 addresses, never IPv4-mapped ones).
+pub fn tcp_whoami_server_on(netns: &str, ip: IpAddr, port: u16) -> EchoServer {
+    tcp_server(netns, ip, port, |mut s| {
+        if let Ok(peer) = s.peer_addr() {
+            let _ = s.set_nonblocking(false);
+            let _ = s.write_all(format!("{}\n", peer.ip()).as_bytes());
+        }
+    })
+}
+
+/// [`tcp_whoami`] for any family: the source address the server at `dst` saw, or `None`.
+pub fn tcp_whoami_at(netns: &str, dst: SocketAddr, timeout: Duration) -> Option<IpAddr> {
+    in_netns(netns, move || {
+        let mut s = TcpStream::connect_timeout(&dst, timeout).ok()?;
+        s.set_read_timeout(Some(timeout)).ok()?;
+        let mut text = String::new();
+        s.read_to_string(&mut text).ok()?;
+        text.trim().parse().ok()
+    })
+}
+
 /// From namespace `netns`: the source address a [`tcp_whoami_server`] at `dst` saw for this
 /// connection, or `None` when no answer came within `timeout`.
 pub fn tcp_whoami(netns: &str, dst: SocketAddrV4, timeout: Duration) -> Option<Ipv4Addr> {

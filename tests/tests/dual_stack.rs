@@ -600,7 +600,9 @@ fn an_ipv6_address_asked_of_an_ipv4_node_is_refused() {
     }
 }
 
-/// Whether `from` reaches `to` over IPv6: ICMPv6 echo and a TCP echo through `to`'s server.
+/// Whether `from` reaches `to` over IPv6: ICMPv6 echo (two, either answered: the first may wait
+/// for neighbour discovery across nodes on a loaded machine; a denied pair answers neither) and
+/// a TCP echo through `to`'s server.
 fn reach6(from_netns: &str, to: Ipv6Addr, timeout: Duration) -> (bool, bool) {
     let icmp = sdn_tests::harness::run(
         "ip",
@@ -611,7 +613,9 @@ fn reach6(from_netns: &str, to: Ipv6Addr, timeout: Duration) -> (bool, bool) {
             "ping",
             "-6",
             "-c",
-            "1",
+            "2",
+            "-i",
+            "0.5",
             "-W",
             &timeout.as_secs().max(1).to_string(),
             &to.to_string(),

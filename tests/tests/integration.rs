@@ -20,6 +20,7 @@ mod deploy;
 mod dual_stack;
 mod egress_firewall;
 mod egress_ip;
+mod egress_ip6;
 mod fakeapi;
 mod faults;
 mod flow_text;

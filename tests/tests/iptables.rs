@@ -178,6 +178,16 @@ async fn a_dual_stack_node_gets_ip6tables_twins_as_ip6tables_save_prints_them() 
         service_cidr: Some("fd02::/112".parse().unwrap()),
     };
     r.ipv6 = Some(v6);
+    // An egress IP of each family: the IPv6 one's mark, SNAT and reject in ip6tables only.
+    r.egress_ips = ["192.168.77.100", "fd00:77::100"]
+        .iter()
+        .map(|ip| agent::host::iptables::EgressIpRule {
+            ip: ip.parse().unwrap(),
+            mark: 0x14,
+            mac: [0x0a, 0x59, 0, 0, 0, 0x14],
+            vnid: 20,
+        })
+        .collect();
     let ipt = Iptables::in_netns(ns.name());
     ipt.sync(&r).await.unwrap();
     let save6 = |ns: &Netns| {
@@ -194,8 +204,15 @@ async fn a_dual_stack_node_gets_ip6tables_twins_as_ip6tables_save_prints_them() 
     let first = save6(&ns);
     ipt.sync(&r).await.unwrap();
     assert_eq!(save6(&ns), first, "a second sync changed the IPv6 ruleset");
-    let rendered = agent::host::iptables::render6(&v6);
-    for chain in ["SDN-POSTROUTING", "SDN-INPUT", "SDN-FORWARD"] {
+    let rendered = agent::host::iptables::render6(&v6, &r.egress_ips);
+    assert!(first.contains("--to-source fd00:77::100"), "{first}");
+    assert!(!first.contains("192.168.77.100"), "{first}");
+    for chain in [
+        "SDN-PREROUTING",
+        "SDN-POSTROUTING",
+        "SDN-INPUT",
+        "SDN-FORWARD",
+    ] {
         assert_eq!(
             chain_rules(&first, chain),
             chain_rules(&rendered, chain),
@@ -208,8 +225,10 @@ async fn a_dual_stack_node_gets_ip6tables_twins_as_ip6tables_save_prints_them() 
         "{first}"
     );
     assert_eq!(jumps(&first, "FORWARD", "SDN-FORWARD"), 1, "{first}");
-    // The IPv4 rules are those of an IPv4 node.
-    assert_ours_match(&save(&ns), &rules(&["10.128.0.0/14"]));
+    // The IPv4 rules are those of an IPv4 node with the IPv4 egress IP.
+    let mut v4 = rules(&["10.128.0.0/14"]);
+    v4.egress_ips = r.egress_ips[..1].to_vec();
+    assert_ours_match(&save(&ns), &v4);
     // Teardown removes both families' chains.
     ipt.remove().await.unwrap();
     let after = save6(&ns);

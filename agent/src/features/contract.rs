@@ -327,8 +327,10 @@ mod tests {
             claimed(super::super::multicast::MULTICAST_TABLES)
         );
         let mac = ovs::flow::MacAddr::from_pod_ip(Ipv4Addr::new(10, 128, 0, 1));
-        let egress_ip =
-            flows::egress_ip_flows(v, &flows::EgressRoute::Remote(vec![vtep]), mac, true).0;
+        let egress_ip = {
+            let r = flows::EgressRoute::Remote(vec![vtep]);
+            flows::egress_ip_flows(v, &r, Some(&r), mac).0
+        };
         assert_eq!(
             tables(&egress_ip),
             claimed(super::super::egress_ip::EGRESS_IP_TABLES)

@@ -60,6 +60,12 @@ pub mod annotations {
     pub const IPV6_SERVICE_NETWORK: &str = "sdn.dev/ipv6-service-network";
     /// On a HostSubnet: the node's IPv6 pod subnet (`fd01:0:0:5::/64`).
     pub const IPV6_SUBNET: &str = "sdn.dev/ipv6-subnet";
+    /// On a NetNamespace: its IPv6 egress IPs; on a HostSubnet: the IPv6 egress IPs the node
+    /// hosts. Comma-separated (`fd00:77::100,fd00:77::101`); IPv4 ones stay in `egressIPs`.
+    pub const IPV6_EGRESS_IPS: &str = "sdn.dev/ipv6-egress-ips";
+    /// On a HostSubnet: IPv6 ranges the controller may place egress IPs of either tenant in
+    /// (as `egressCIDRs` for IPv4), comma-separated (`fd00:77::/112`).
+    pub const IPV6_EGRESS_CIDRS: &str = "sdn.dev/ipv6-egress-cidrs";
 }
 
 /// The only valid ClusterNetwork name.

@@ -34,7 +34,7 @@
 //! within about 1 s.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use flows::{EgressRoute, NodeConfig, Vnid};
@@ -49,7 +49,7 @@ use local_api::{EgressIpEntry, EgressIpState, EgressIpUse, EgressKind, NodeReach
 
 mod plan;
 pub(crate) use plan::route_text;
-pub(crate) use plan::{plan, EgressPlan, Monitored};
+pub(crate) use plan::{plan, EgressPlan, Monitored, TenantEgress};
 mod probe;
 pub(crate) use probe::{probe, probe_before_holding};
 pub(crate) use probe::{OFFLINE_AFTER, PROBE_INTERVAL};
@@ -76,9 +76,9 @@ pub(crate) enum EgressIpError {
 struct Applied {
     plan: EgressPlan,
     /// The IPs held on this node (address and rules), with their VNIDs.
-    held: BTreeMap<Ipv4Addr, Vnid>,
+    held: BTreeMap<IpAddr, Vnid>,
     /// IPs this node should hold and cannot, and why.
-    errors: BTreeMap<Ipv4Addr, String>,
+    errors: BTreeMap<IpAddr, String>,
     /// The host rules last written.
     rules: Option<HostRules>,
     /// Whether a sync ran (the first one checks the host whatever it finds).
@@ -128,7 +128,7 @@ impl<S: FlowSwitch> EgressIps<S> {
     }
 
     /// The host rules, with the egress IPs `held`.
-    fn rules(&self, held: &BTreeMap<Ipv4Addr, Vnid>) -> HostRules {
+    fn rules(&self, held: &BTreeMap<IpAddr, Vnid>) -> HostRules {
         let mut r = HostRules {
             cluster_networks: self.node.cluster_networks.clone(),
             service_cidr: self.node.service_cidr,
@@ -237,7 +237,7 @@ impl<S: FlowSwitch> EgressIps<S> {
     fn planned(&self, state: &ClusterState, applied: &Applied, prune: bool) -> EgressPlan {
         let offline = crate::lock(&self.offline).clone();
         let mut plan = if self.node.mode.has_vnids() {
-            plan(state, &self.local_node, &offline)
+            plan(state, &self.local_node, &offline, self.node.ipv6.is_some())
         } else {
             EgressPlan::default()
         };
@@ -253,13 +253,14 @@ impl<S: FlowSwitch> EgressIps<S> {
     }
 
     /// Holds each IP this node must hold on `link`, or says why it cannot: not on the node
-    /// IP's network, the node IP itself, a default gateway, or another host answers for it.
+    /// IP's network (an IPv6 one: on none of the link's IPv6 networks), the node IP itself (or
+    /// another address of the link), a default gateway, or another host answers for it.
     /// Returns what is held and what is not, with why.
     async fn hold_addresses(
         &self,
         plan: &EgressPlan,
         link: Option<&crate::host::netlink::EgressLink>,
-    ) -> (BTreeMap<Ipv4Addr, Vnid>, BTreeMap<Ipv4Addr, String>) {
+    ) -> (BTreeMap<IpAddr, Vnid>, BTreeMap<IpAddr, String>) {
         let (mut hold, mut errors) = (BTreeMap::new(), BTreeMap::new());
         // What the host already has: labelled addresses are ours (not probed again), default
         // gateways are never taken.
@@ -276,11 +277,10 @@ impl<S: FlowSwitch> EgressIps<S> {
                     "the node IP {} is on no interface of this host",
                     self.node.node_ip
                 )),
-                Some(l) if !l.network.contains(ip) => Some(format!(
-                    "it is not in the network {} of {} (the node IP's interface)",
-                    l.network, l.name
-                )),
-                _ if *ip == self.node.node_ip => Some("it is the node IP itself".into()),
+                Some(l) if l.cannot_hold(*ip).is_some() => l.cannot_hold(*ip),
+                _ if *ip == IpAddr::V4(self.node.node_ip) => {
+                    Some("it is the node IP itself".into())
+                }
                 _ if gateways.contains(ip) => Some("it is this node's default gateway".into()),
                 Some(l) => match probe_before_holding(l, *ip, present.contains(ip)).await {
                     Some(owner) => Some(owner),
@@ -307,26 +307,39 @@ impl<S: FlowSwitch> EgressIps<S> {
     fn drop_tenants_not_held(
         &self,
         plan: &mut EgressPlan,
-        hold: &BTreeMap<Ipv4Addr, Vnid>,
-        errors: &BTreeMap<Ipv4Addr, String>,
+        hold: &BTreeMap<IpAddr, Vnid>,
+        errors: &BTreeMap<IpAddr, String>,
     ) {
         for t in plan.tenants.values_mut() {
-            if t.route != EgressRoute::Local {
-                continue;
-            }
-            let held_here = t.ips.iter().any(|s| {
-                s.in_use && s.node.as_deref() == Some(&self.local_node) && hold.contains_key(&s.ip)
-            });
-            if !held_here {
-                t.route = EgressRoute::Dropped;
-                t.problem = Some(format!(
+            for six in [false, true] {
+                let local = match t.family(six) {
+                    Some((r, _)) => *r == EgressRoute::Local,
+                    None => false,
+                };
+                let held_here = t.ips.iter().any(|s| {
+                    s.ip.is_ipv6() == six
+                        && s.in_use
+                        && s.node.as_deref() == Some(&self.local_node)
+                        && hold.contains_key(&s.ip)
+                });
+                if !local || held_here {
+                    continue;
+                }
+                let problem = Some(format!(
                     "its egress IP on this node cannot be held: {}; dropping its external traffic",
                     t.ips
                         .iter()
+                        .filter(|s| s.ip.is_ipv6() == six)
                         .filter_map(|s| errors.get(&s.ip).map(|e| format!("{}: {e}", s.ip)))
                         .collect::<Vec<_>>()
                         .join("; ")
                 ));
+                if six {
+                    t.ipv6 = Some((EgressRoute::Dropped, problem));
+                } else {
+                    t.route = EgressRoute::Dropped;
+                    t.problem = problem;
+                }
             }
         }
     }
@@ -336,16 +349,13 @@ impl<S: FlowSwitch> EgressIps<S> {
     fn flow_change(&self, plan: &EgressPlan, before: &EgressPlan, stage: bool) -> Change {
         let mut change = Change::new();
         for (v, t) in &plan.tenants {
-            if !stage && before.tenants.get(v).map(|o| &o.route) == Some(&t.route) {
+            let routes = |t: &TenantEgress| (t.route.clone(), t.ipv6.as_ref().map(|r| r.0.clone()));
+            if !stage && before.tenants.get(v).map(routes) == Some(routes(t)) {
                 continue;
             }
-            let (f, g) = flows::egress_ip_flows(
-                *v,
-                &t.route,
-                self.node.tun0_mac(),
-                self.node.ipv6.is_some(),
-            );
-            change = change.set_with_groups(Owner::EgressIp(*v), f, g.into_iter().collect());
+            let route6 = t.ipv6.as_ref().map(|r| &r.0);
+            let (f, g) = flows::egress_ip_flows(*v, &t.route, route6, self.node.tun0_mac());
+            change = change.set_with_groups(Owner::EgressIp(*v), f, g);
         }
         for v in before.tenants.keys() {
             if !plan.tenants.contains_key(v) {
@@ -356,12 +366,13 @@ impl<S: FlowSwitch> EgressIps<S> {
     }
 
     /// Removes labelled addresses this node no longer holds (also those held before a
-    /// restart, or by an older state), and announces the new ones with a gratuitous ARP.
+    /// restart, or by an older state), and announces the new ones with a gratuitous ARP (an
+    /// unsolicited neighbour advertisement for IPv6).
     async fn tidy_addresses(
         &self,
         l: &crate::host::netlink::EgressLink,
-        hold: &BTreeMap<Ipv4Addr, Vnid>,
-        held_before: &BTreeMap<Ipv4Addr, Vnid>,
+        hold: &BTreeMap<IpAddr, Vnid>,
+        held_before: &BTreeMap<IpAddr, Vnid>,
     ) {
         let present = self.netlink.egress_addresses(l).await.unwrap_or_default();
         for ip in present.iter().filter(|ip| !hold.contains_key(ip)) {
@@ -373,8 +384,12 @@ impl<S: FlowSwitch> EgressIps<S> {
         }
         for (ip, v) in hold.iter().filter(|(ip, _)| !held_before.contains_key(ip)) {
             tracing::info!(egress_ip = %ip, vnid = v.id(), interface = %l.name, "egress IP held on this node");
-            if let Err(e) = crate::host::netlink::gratuitous_arp(l, *ip) {
-                tracing::warn!(egress_ip = %ip, error = %e, "sending a gratuitous ARP");
+            let sent = match ip {
+                IpAddr::V4(ip) => crate::host::netlink::gratuitous_arp(l, *ip),
+                IpAddr::V6(ip) => crate::host::netlink::unsolicited_na(l, *ip),
+            };
+            if let Err(e) = sent {
+                tracing::warn!(egress_ip = %ip, error = %e, "announcing the egress IP (gratuitous ARP or unsolicited NA)");
             }
         }
     }
@@ -399,12 +414,13 @@ impl<S: FlowSwitch> EgressIps<S> {
                 vnid: v.id(),
                 namespaces: t.namespaces.clone(),
                 route: route_text(&t.route, &state),
-                kind: match t.route {
-                    EgressRoute::Local => EgressKind::Local,
-                    EgressRoute::Remote(_) => EgressKind::Remote,
-                    EgressRoute::Dropped => EgressKind::Dropped,
-                },
+                kind: kind_of(&t.route),
                 problem: t.problem.clone(),
+                ipv6: t.ipv6.as_ref().map(|(r, p)| local_api::EgressFamily {
+                    route: route_text(r, &state),
+                    kind: kind_of(r),
+                    problem: p.clone(),
+                }),
                 ips: t
                     .ips
                     .iter()
@@ -440,7 +456,7 @@ impl<S: FlowSwitch> EgressIps<S> {
     }
 
     /// The egress IPs held on this node.
-    pub(crate) async fn held(&self) -> BTreeMap<Ipv4Addr, Vnid> {
+    pub(crate) async fn held(&self) -> BTreeMap<IpAddr, Vnid> {
         self.applied.lock().await.held.clone()
     }
 
@@ -506,18 +522,33 @@ impl<S: FlowSwitch> EgressIps<S> {
     }
 }
 
-/// Logs each tenant whose route or problem changed.
+/// A route as one word.
+fn kind_of(r: &EgressRoute) -> EgressKind {
+    match r {
+        EgressRoute::Local => EgressKind::Local,
+        EgressRoute::Remote(_) => EgressKind::Remote,
+        EgressRoute::Dropped => EgressKind::Dropped,
+    }
+}
+
+/// Logs each tenant and family whose route or problem changed.
 fn log_tenant_changes(plan: &EgressPlan, before: &EgressPlan, state: &ClusterState) {
     for (v, t) in &plan.tenants {
-        if before.tenants.get(v).map(|o| (&o.route, &o.problem)) == Some((&t.route, &t.problem)) {
-            continue;
-        }
-        match &t.problem {
-            Some(p) => {
-                tracing::error!(vnid = v.id(), namespaces = %t.namespaces.join(","), problem = %p, "egress IPs: tenant's external traffic dropped")
+        for six in [false, true] {
+            let Some((route, problem)) = t.family(six) else {
+                continue;
+            };
+            if before.tenants.get(v).and_then(|o| o.family(six)) == Some((route, problem)) {
+                continue;
             }
-            None => {
-                tracing::info!(vnid = v.id(), namespaces = %t.namespaces.join(","), route = %route_text(&t.route, state), "egress IPs in effect")
+            let family = if six { "ipv6" } else { "ipv4" };
+            match problem {
+                Some(p) => {
+                    tracing::error!(vnid = v.id(), namespaces = %t.namespaces.join(","), family, problem = %p, "egress IPs: tenant's external traffic dropped")
+                }
+                None => {
+                    tracing::info!(vnid = v.id(), namespaces = %t.namespaces.join(","), family, route = %route_text(route, state), "egress IPs in effect")
+                }
             }
         }
     }

@@ -2,34 +2,53 @@
 //! each tenant's traffic leaves (here, over VXLAN to the node holding its IP, or dropped and why),
 //! which IPs this node holds and which nodes it watches. Addresses that belong to the cluster or
 //! its nodes are refused, and their tenant dropped.
+//!
+//! Each family is planned on its own: a tenant's IPv4 traffic leaves through its IPv4 egress IPs
+//! and its IPv6 traffic (on a dual-stack node) through its IPv6 ones, with openshift-sdn's rules
+//! applied within the family (one IP of the family per node). A family the tenant asks no egress
+//! IP of is dropped: its traffic never leaves with the node's address instead. A refused or
+//! contested IP of either family drops the whole tenant, as it does in IPv4.
 
 use cluster::ClusterState;
 use flows::{EgressRoute, Vnid};
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// How a tenant's egress IPs stand.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct TenantEgress {
     /// The namespaces of the VNID (by name).
     pub namespaces: Vec<String>,
-    /// The IPs they ask for, each with where it is and whether it is used.
+    /// The IPs they ask for (both families), each with where it is and whether it is used.
     pub ips: Vec<IpState>,
-    /// Where its external traffic goes.
+    /// Where its external IPv4 traffic goes.
     pub route: EgressRoute,
-    /// Why it is dropped, when it is.
+    /// Why its IPv4 traffic is dropped, when it is.
     pub problem: Option<String>,
+    /// On a dual-stack node: where its external IPv6 traffic goes, and why it is dropped.
+    pub ipv6: Option<(EgressRoute, Option<String>)>,
+}
+
+impl TenantEgress {
+    /// The route of the family of `ipv6`, with its problem.
+    pub(crate) fn family(&self, ipv6: bool) -> Option<(&EgressRoute, Option<&String>)> {
+        if ipv6 {
+            self.ipv6.as_ref().map(|(r, p)| (r, p.as_ref()))
+        } else {
+            Some((&self.route, self.problem.as_ref()))
+        }
+    }
 }
 
 /// One requested egress IP.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct IpState {
     /// The address.
-    pub ip: Ipv4Addr,
+    pub ip: IpAddr,
     /// The node hosting it, when exactly one does.
     pub node: Option<String>,
-    /// Whether it is active: one node, one tenant, no other IP of the tenant on that node (its
-    /// node holds it, whether or not traffic uses it).
+    /// Whether it is active: one node, one tenant, no other IP of the tenant and family on that
+    /// node (its node holds it, whether or not traffic uses it).
     pub active: bool,
     /// Whether traffic uses it now.
     pub in_use: bool,
@@ -54,16 +73,23 @@ pub(crate) struct EgressPlan {
     /// Per VNID with egress IPs.
     pub tenants: BTreeMap<Vnid, TenantEgress>,
     /// The egress IPs this node must hold, with the VNID each is for.
-    pub local: BTreeMap<Ipv4Addr, Vnid>,
+    pub local: BTreeMap<IpAddr, Vnid>,
     /// The remote nodes to watch.
     pub monitor: BTreeSet<Monitored>,
 }
 
 /// Why `ip` can never be an egress IP, naming what owns it: a node's address (its HostSubnet's
 /// `hostIP`), a pod gateway or any address of a node's pod subnet, the cluster networks, the
-/// service network. Holding such an address would take it from its owner (a node's underlay
-/// address: the node drops off the network) or shadow cluster traffic.
-pub(crate) fn reserved(state: &ClusterState, ip: Ipv4Addr) -> Option<String> {
+/// service network (in either family). Holding such an address would take it from its owner (a
+/// node's underlay address: the node drops off the network) or shadow cluster traffic.
+pub(crate) fn reserved(state: &ClusterState, ip: IpAddr) -> Option<String> {
+    match ip {
+        IpAddr::V4(ip) => reserved4(state, ip),
+        IpAddr::V6(ip) => reserved6(state, ip),
+    }
+}
+
+fn reserved4(state: &ClusterState, ip: Ipv4Addr) -> Option<String> {
     for (name, hs) in state.host_subnets.iter() {
         if hs.host_ip_addr().ok() == Some(ip) {
             return Some(format!(
@@ -109,58 +135,91 @@ pub(crate) fn reserved(state: &ClusterState, ip: Ipv4Addr) -> Option<String> {
     None
 }
 
-pub(crate) fn parse_ips(ips: &[String]) -> Vec<Ipv4Addr> {
-    // Validated objects hold IPv4 addresses only; anything else was refused with the object.
-    ips.iter().filter_map(|s| s.parse().ok()).collect()
+fn reserved6(state: &ClusterState, ip: Ipv6Addr) -> Option<String> {
+    for (name, hs) in state.host_subnets.iter() {
+        if let Ok(Some(subnet)) = hs.ipv6_subnet() {
+            if Ipv6Addr::from(u128::from(subnet.network()) + 1) == ip {
+                return Some(format!(
+                    "it is node {name}'s IPv6 pod gateway (the first address of its subnet {subnet})"
+                ));
+            }
+            if subnet.contains(&ip) {
+                return Some(format!(
+                    "it is inside node {name}'s IPv6 pod subnet {subnet}"
+                ));
+            }
+        }
+    }
+    if let Some(cn) = &state.cluster_network {
+        if let Ok(Some(e)) = cn.ipv6_entry() {
+            if e.cidr.contains(&ip) {
+                return Some(format!("it is inside the cluster network {}", e.cidr));
+            }
+        }
+        if let Ok(Some(svc)) = cn.ipv6_service_net() {
+            if svc.contains(&ip) {
+                return Some(format!("it is inside the service network {svc}"));
+            }
+        }
+    }
+    None
 }
 
 /// Decides every tenant's egress (pure). `local_node` is this node's HostSubnet name,
-/// `offline` the nodes found offline.
+/// `offline` the nodes found offline, `dual_stack` whether this node has an IPv6 network
+/// (only then is an IPv6 route planned).
 pub(crate) fn plan(
     state: &ClusterState,
     local_node: &str,
     offline: &BTreeSet<String>,
+    dual_stack: bool,
 ) -> EgressPlan {
     let claims = Claims::of(state);
     let mut out = EgressPlan::default();
     for (v, ips) in &claims.wanted {
         let Some(vnid) = Vnid::new(*v) else { continue };
-        let (mut states, mut problem, mut local) = (Vec::new(), None, false);
-        let mut remote: Vec<Ipv4Addr> = Vec::new();
-        for ip in ips {
-            let (st, refused, via) = ip_state(state, &claims, ips, *ip, local_node, offline);
-            if let Some(p) = refused {
-                problem.get_or_insert(p);
+        let mut states = Vec::new();
+        let mut blocked = None;
+        let mut families = Vec::new();
+        for six in [false, true] {
+            let of_family: BTreeSet<IpAddr> = ips
+                .iter()
+                .filter(|ip| ip.is_ipv6() == six)
+                .copied()
+                .collect();
+            let fam = plan_family(state, &claims, &of_family, local_node, offline);
+            if let Some(p) = &fam.blocked {
+                blocked.get_or_insert(p.clone());
             }
-            match via {
-                Via::Local => local = true,
-                Via::Remote(vtep) => remote.push(vtep),
-                Via::Nowhere => {}
-            }
-            states.push(st);
+            states.extend(fam.states.iter().cloned());
+            families.push(fam);
         }
-        let route = if problem.is_some() {
-            EgressRoute::Dropped
-        } else if local {
-            EgressRoute::Local
-        } else if !remote.is_empty() {
-            EgressRoute::Remote(remote)
-        } else {
-            problem = Some(none_usable(ips, &states));
-            EgressRoute::Dropped
-        };
-        // With a local IP only that one carries traffic (the others stay assigned).
-        if route == EgressRoute::Local {
-            for s in &mut states {
-                if s.in_use && s.node.as_deref() != Some(local_node) {
-                    s.in_use = false;
-                    s.why_not = Some(
-                        "an egress IP of this tenant is on this node; that one is used here".into(),
-                    );
-                }
+        let mut routes = families.into_iter().map(|f| {
+            if let Some(p) = &blocked {
+                return (EgressRoute::Dropped, Some(p.clone()));
+            }
+            (f.route, f.problem)
+        });
+        let (route, problem) = routes.next().expect("IPv4");
+        let (route6, problem6) = routes.next().expect("IPv6");
+        // With a local IP of a family only that one carries the family's traffic.
+        for s in &mut states {
+            let local = if s.ip.is_ipv6() { &route6 } else { &route };
+            if *local == EgressRoute::Local && s.in_use && s.node.as_deref() != Some(local_node) {
+                s.in_use = false;
+                s.why_not = Some(
+                    "an egress IP of this tenant is on this node; that one is used here".into(),
+                );
             }
         }
-        record_active(&mut out, state, &states, vnid, local_node);
+        // An IPv6 IP on a node without IPv6 carries nothing here.
+        if !dual_stack {
+            for s in states.iter_mut().filter(|s| s.ip.is_ipv6() && s.in_use) {
+                s.in_use = false;
+                s.why_not = Some("this node has no IPv6 network".into());
+            }
+        }
+        record_active(&mut out, state, &states, vnid, local_node, dual_stack);
         out.tenants.insert(
             vnid,
             TenantEgress {
@@ -172,17 +231,64 @@ pub(crate) fn plan(
                 ips: states,
                 route,
                 problem,
+                ipv6: dual_stack.then_some((route6, problem6)),
             },
         );
     }
     out
 }
 
+/// One family of one tenant, planned.
+struct FamilyPlan {
+    states: Vec<IpState>,
+    route: EgressRoute,
+    problem: Option<String>,
+    /// A refused or contested IP: the whole tenant is dropped.
+    blocked: Option<String>,
+}
+
+/// The IPs `ips` (one family) of a tenant: their states and where the family's traffic goes.
+fn plan_family(
+    state: &ClusterState,
+    claims: &Claims<'_>,
+    ips: &BTreeSet<IpAddr>,
+    local_node: &str,
+    offline: &BTreeSet<String>,
+) -> FamilyPlan {
+    let (mut states, mut blocked, mut local) = (Vec::new(), None, false);
+    let mut remote: Vec<Ipv4Addr> = Vec::new();
+    for ip in ips {
+        let (st, refused, via) = ip_state(state, claims, ips, *ip, local_node, offline);
+        if let Some(p) = refused {
+            blocked.get_or_insert(p);
+        }
+        match via {
+            Via::Local => local = true,
+            Via::Remote(vtep) => remote.push(vtep),
+            Via::Nowhere => {}
+        }
+        states.push(st);
+    }
+    let (route, problem) = if local {
+        (EgressRoute::Local, None)
+    } else if !remote.is_empty() {
+        (EgressRoute::Remote(remote), None)
+    } else {
+        (EgressRoute::Dropped, Some(none_usable(ips, &states)))
+    };
+    FamilyPlan {
+        states,
+        route,
+        problem,
+        blocked,
+    }
+}
+
 /// Who claims each IP: nodes (HostSubnets) and tenants (VNIDs); and what each tenant wants.
 struct Claims<'a> {
-    nodes_of: BTreeMap<Ipv4Addr, Vec<&'a str>>,
-    vnids_of: BTreeMap<Ipv4Addr, BTreeSet<u32>>,
-    wanted: BTreeMap<u32, BTreeSet<Ipv4Addr>>,
+    nodes_of: BTreeMap<IpAddr, Vec<&'a str>>,
+    vnids_of: BTreeMap<IpAddr, BTreeSet<u32>>,
+    wanted: BTreeMap<u32, BTreeSet<IpAddr>>,
 }
 
 impl Claims<'_> {
@@ -193,12 +299,12 @@ impl Claims<'_> {
             wanted: BTreeMap::new(),
         };
         for (name, hs) in state.host_subnets.iter() {
-            for ip in parse_ips(&hs.egress_ips) {
+            for ip in hs.egress_addrs() {
                 c.nodes_of.entry(ip).or_default().push(name);
             }
         }
         for nn in state.net_namespaces.values() {
-            for ip in parse_ips(&nn.egress_ips) {
+            for ip in nn.egress_addrs() {
                 c.vnids_of.entry(ip).or_default().insert(nn.net_id);
                 c.wanted.entry(nn.net_id).or_default().insert(ip);
             }
@@ -207,7 +313,7 @@ impl Claims<'_> {
     }
 
     /// The one node hosting `ip`, or why there is none.
-    fn node_of(&self, ip: &Ipv4Addr) -> Result<&str, String> {
+    fn node_of(&self, ip: &IpAddr) -> Result<&str, String> {
         match self.nodes_of.get(ip).map(Vec::as_slice) {
             None | Some([]) => Err("no node hosts it (no HostSubnet lists it in egressIPs)".into()),
             Some([one]) => Ok(one),
@@ -231,8 +337,8 @@ enum Via {
 fn ip_state(
     state: &ClusterState,
     claims: &Claims<'_>,
-    ips: &BTreeSet<Ipv4Addr>,
-    ip: Ipv4Addr,
+    ips: &BTreeSet<IpAddr>,
+    ip: IpAddr,
     local_node: &str,
     offline: &BTreeSet<String>,
 ) -> (IpState, Option<String>, Via) {
@@ -265,7 +371,8 @@ fn ip_state(
         Ok(node) => node,
     };
     st.node = Some(node.to_string());
-    // Another IP of this tenant on the same node: openshift-sdn refuses both.
+    // Another IP of this tenant (and family: `ips` holds one) on the same node: openshift-sdn
+    // refuses both.
     let twin = ips
         .iter()
         .filter(|o| **o != ip)
@@ -295,11 +402,16 @@ fn ip_state(
 }
 
 /// Why a tenant none of whose IPs is usable is dropped, IP by IP.
-fn none_usable(ips: &BTreeSet<Ipv4Addr>, states: &[IpState]) -> String {
+fn none_usable(ips: &BTreeSet<IpAddr>, states: &[IpState]) -> String {
+    if ips.is_empty() {
+        return "it asks for no egress IP of this family; dropping its external traffic of the \
+                family rather than sending it with the node's address"
+            .into();
+    }
     format!(
         "none of its egress IPs ({}) is usable: {}; dropping its external traffic",
         ips.iter()
-            .map(Ipv4Addr::to_string)
+            .map(IpAddr::to_string)
             .collect::<Vec<_>>()
             .join(", "),
         states
@@ -318,8 +430,12 @@ fn record_active(
     states: &[IpState],
     vnid: Vnid,
     local_node: &str,
+    dual_stack: bool,
 ) {
-    for s in states.iter().filter(|s| s.active) {
+    for s in states
+        .iter()
+        .filter(|s| s.active && (dual_stack || s.ip.is_ipv4()))
+    {
         let Some(node) = &s.node else { continue };
         if node == local_node {
             out.local.insert(s.ip, vnid);

@@ -1,7 +1,8 @@
-//! The probes: before holding an address, an RFC 5227 ARP probe (nobody else may answer for it);
-//! while using another node's address, a reachability probe of that node.
+//! The probes: before holding an address, an RFC 5227 ARP probe or, for IPv6, a duplicate
+//! address detection probe (nobody else may answer for it); while using another node's address,
+//! a reachability probe of that node.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 /// How many times an answered probe is repeated (a second apart) before the address is refused:
@@ -9,13 +10,13 @@ use std::time::Duration;
 /// node it moves to first probes it.
 pub(crate) const PROBE_ROUNDS: u32 = 4;
 
-/// Probes `ip` on `link` before this node takes it (RFC 5227, [`crate::host::netlink::arp_probe`]),
-/// unless the node already holds it: why it must not be held (another host still answers for
+/// Probes `ip` on `link` before this node takes it (RFC 5227, [`crate::host::netlink::arp_probe`];
+/// IPv6: [`crate::host::netlink::nd_probe`]), unless the node already holds it: why it must not be held (another host still answers for
 /// it after [`PROBE_ROUNDS`] probes a second apart, or the probe could not run: when in doubt
 /// the address is not taken), or `None`.
 pub(crate) async fn probe_before_holding(
     link: &crate::host::netlink::EgressLink,
-    ip: Ipv4Addr,
+    ip: IpAddr,
     held: bool,
 ) -> Option<String> {
     if held {
@@ -27,7 +28,11 @@ pub(crate) async fn probe_before_holding(
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
         let l = link.clone();
-        answer = tokio::task::spawn_blocking(move || crate::host::netlink::arp_probe(&l, ip)).await;
+        answer = tokio::task::spawn_blocking(move || match ip {
+            IpAddr::V4(ip) => crate::host::netlink::arp_probe(&l, ip),
+            IpAddr::V6(ip) => crate::host::netlink::nd_probe(&l, ip),
+        })
+        .await;
         if !matches!(answer, Ok(Ok(Some(_)))) {
             break;
         }
@@ -36,13 +41,17 @@ pub(crate) async fn probe_before_holding(
     match answer {
         Ok(Ok(None)) => None,
         Ok(Ok(Some(mac))) => Some(format!(
-            "another host answers for it on {} (MAC {}; RFC 5227 probe): it is that host's \
-             address",
+            "another host answers for it on {} (MAC {}; {} probe): it is that host's address",
             link.name,
             mac.iter()
                 .map(|b| format!("{b:02x}"))
                 .collect::<Vec<_>>()
-                .join(":")
+                .join(":"),
+            if ip.is_ipv6() {
+                "duplicate address detection"
+            } else {
+                "RFC 5227"
+            }
         )),
         Ok(Err(e)) => Some(format!(
             "probing whether another host holds it on {} failed: {e}",

@@ -307,7 +307,7 @@ impl Iptables {
         self.sync_family(|extra| render_with(rules, extra)).await?;
         if let Some(v6) = &rules.ipv6 {
             self.six()
-                .sync_family(|extra| render6_with(v6, extra))
+                .sync_family(|extra| render6_with(v6, &rules.egress_ips, extra))
                 .await?;
         }
         Ok(())
@@ -468,7 +468,46 @@ COMMIT
 -A SDN-FORWARD -d fd01::/48 -m comment --comment "sdn: forward traffic to pods" -j ACCEPT
 COMMIT
 "#;
-        assert_eq!(render6(&v6), want);
+        assert_eq!(render6(&v6, &[]), want);
+    }
+
+    #[test]
+    fn ipv6_egress_ips_mark_snat_and_reject_in_ip6tables_only() {
+        let v6 = HostRules6 {
+            cluster_network: "fd01::/48".parse().unwrap(),
+            service_cidr: None,
+        };
+        let egress = [
+            EgressIpRule {
+                ip: "192.168.77.100".parse().unwrap(),
+                mark: 0x14,
+                mac: [0x0a, 0x59, 0, 0, 0, 0x14],
+                vnid: 20,
+            },
+            EgressIpRule {
+                ip: "fd00:77::100".parse().unwrap(),
+                mark: 0x14,
+                mac: [0x0a, 0x59, 0, 0, 0, 0x14],
+                vnid: 20,
+            },
+        ];
+        let text = render6(&v6, &egress);
+        for want in [
+            "-A SDN-PREROUTING -i tun0 -m mac --mac-source 0a:59:00:00:00:14 -m comment --comment \"sdn: egress IP fd00:77::100 of VNID 20\" -j MARK --set-xmark 0x14/0xffffffff",
+            "-A SDN-POSTROUTING -s fd01::/48 -m mark --mark 0x14 -m comment --comment \"sdn: egress IP fd00:77::100 of VNID 20\" -j SNAT --to-source fd00:77::100",
+            "-A SDN-INPUT -d fd00:77::100/128 -m conntrack --ctstate NEW -m comment --comment \"sdn: egress IPs are source addresses only\" -j REJECT --reject-with icmp6-port-unreachable",
+        ] {
+            assert!(text.contains(want), "{want}\nnot in:\n{text}");
+        }
+        assert!(!text.contains("192.168.77.100"), "IPv4 stays in iptables");
+        let pos = |s: &str| text.find(s).unwrap();
+        assert!(pos("keeps its source") < pos("-j SNAT"));
+        assert!(pos("-j SNAT") < pos("-j MASQUERADE"));
+        assert!(pos("-j REJECT") < pos("pods reach this node"));
+        // And IPv4's render leaves the IPv6 one out.
+        let mut r = rules(&["10.128.0.0/14"]);
+        r.egress_ips = egress.to_vec();
+        assert!(!render(&r).contains("fd00:77::100"));
     }
 
     #[test]

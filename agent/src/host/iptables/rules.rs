@@ -84,8 +84,8 @@ pub struct HostRules6 {
 /// the IP (it is a source address only, as in openshift-sdn).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EgressIpRule {
-    /// The egress IP.
-    pub ip: std::net::Ipv4Addr,
+    /// The egress IP (an IPv6 one goes to `ip6tables`).
+    pub ip: std::net::IpAddr,
     /// The tenant's packet mark (`flows::egress_mark`).
     pub mark: u32,
     /// The tenant's mark MAC (`flows::egress_mark_mac`).
@@ -117,7 +117,7 @@ pub(super) fn render_with(rules: &HostRules, extra: &[(&str, String)]) -> String
         };
         match table {
             "mangle" => {
-                for e in &rules.egress_ips {
+                for e in rules.egress_ips.iter().filter(|e| e.ip.is_ipv4()) {
                     let m = e.mac;
                     line(format!(
                         "-A {PREROUTING_CHAIN} -i tun0 -m mac --mac-source {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} {} -j MARK --set-xmark {:#x}/0xffffffff",
@@ -140,7 +140,7 @@ pub(super) fn render_with(rules: &HostRules, extra: &[(&str, String)]) -> String
                     rules.service_cidr,
                     comment("traffic to services keeps its source")
                 ));
-                for e in &rules.egress_ips {
+                for e in rules.egress_ips.iter().filter(|e| e.ip.is_ipv4()) {
                     for cn in &rules.cluster_networks {
                         line(format!(
                             "-A {chain} -s {cn} -m mark --mark {:#x} {} -j SNAT --to-source {}",
@@ -158,7 +158,7 @@ pub(super) fn render_with(rules: &HostRules, extra: &[(&str, String)]) -> String
                 }
             }
             _ => {
-                for e in &rules.egress_ips {
+                for e in rules.egress_ips.iter().filter(|e| e.ip.is_ipv4()) {
                     line(format!(
                         "-A {INPUT_CHAIN} -d {}/32 -m conntrack --ctstate NEW {} -j REJECT --reject-with icmp-port-unreachable",
                         e.ip,
@@ -204,68 +204,108 @@ pub(super) fn render_with(rules: &HostRules, extra: &[(&str, String)]) -> String
     out
 }
 
-/// The IPv6 twin of [`render`] (`ip6tables-restore` input) for a dual-stack node.
-pub fn render6(v6: &HostRules6) -> String {
-    render6_with(v6, &[])
+/// The IPv6 twin of [`render`] (`ip6tables-restore` input) for a dual-stack node, with its
+/// IPv6 egress IPs (the IPv4 ones of `egress` are [`render`]'s).
+pub fn render6(v6: &HostRules6, egress: &[EgressIpRule]) -> String {
+    render6_with(v6, egress, &[])
 }
 
-pub(super) fn render6_with(v6: &HostRules6, extra: &[(&str, String)]) -> String {
+pub(super) fn render6_with(
+    v6: &HostRules6,
+    egress: &[EgressIpRule],
+    extra: &[(&str, String)],
+) -> String {
     let cn = v6.cluster_network;
-    let (nat, filter) = ("nat", "filter");
+    let (mangle, nat, filter) = ("mangle", "nat", "filter");
+    let egress: Vec<&EgressIpRule> = egress.iter().filter(|e| e.ip.is_ipv6()).collect();
+    let of = |e: &EgressIpRule| format!("egress IP {} of VNID {}", e.ip, e.vnid);
     // (table, chain and match, comment, target)
-    let mut rules = vec![(
+    let mut rules: Vec<(&str, String, String, String)> = Vec::new();
+    for e in &egress {
+        let m = e.mac;
+        rules.push((
+            mangle,
+            format!(
+                "{PREROUTING_CHAIN} -i tun0 -m mac --mac-source {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+                m[0], m[1], m[2], m[3], m[4], m[5]
+            ),
+            of(e),
+            format!("MARK --set-xmark {:#x}/0xffffffff", e.mark),
+        ));
+    }
+    let mut add = |t: &'static str, spec: String, c: &str, target: &str| {
+        rules.push((t, spec, c.to_string(), target.to_string()));
+    };
+    add(
         nat,
         format!("{POSTROUTING_CHAIN} -d {cn}"),
         "traffic to the cluster network keeps its source",
         "RETURN",
-    )];
-    rules.extend(v6.service_cidr.map(|svc| {
+    );
+    if let Some(svc) = v6.service_cidr {
         let m = format!("{POSTROUTING_CHAIN} -d {svc}");
-        (nat, m, "traffic to services keeps its source", "RETURN")
-    }));
+        add(nat, m, "traffic to services keeps its source", "RETURN");
+    }
+    for e in &egress {
+        rules.push((
+            nat,
+            format!("{POSTROUTING_CHAIN} -s {cn} -m mark --mark {:#x}", e.mark),
+            of(e),
+            format!("SNAT --to-source {}", e.ip),
+        ));
+    }
+    for e in &egress {
+        rules.push((
+            filter,
+            format!("{INPUT_CHAIN} -d {}/128 -m conntrack --ctstate NEW", e.ip),
+            "egress IPs are source addresses only".into(),
+            "REJECT --reject-with icmp6-port-unreachable".into(),
+        ));
+    }
     let (leaving, only_tun0) = (
         "masquerade pod traffic leaving the cluster network",
         "pod addresses come only from tun0",
     );
-    rules.extend([
-        (
-            nat,
-            format!("{POSTROUTING_CHAIN} -s {cn} ! -d {cn}"),
-            leaving,
-            "MASQUERADE",
-        ),
-        (
-            filter,
-            format!("{INPUT_CHAIN} -s {cn} -i tun0"),
-            "pods reach this node",
-            "ACCEPT",
-        ),
-        (filter, format!("{INPUT_CHAIN} -s {cn}"), only_tun0, "DROP"),
-        (
-            filter,
-            format!("{FORWARD_CHAIN} -s {cn} ! -i tun0"),
-            only_tun0,
-            "DROP",
-        ),
-        (
-            filter,
-            format!("{FORWARD_CHAIN} -s {cn} -m conntrack --ctstate INVALID"),
-            "invalid packets from pods",
-            "DROP",
-        ),
-        (
-            filter,
-            format!("{FORWARD_CHAIN} -s {cn}"),
-            "forward traffic from pods",
-            "ACCEPT",
-        ),
-        (
-            filter,
-            format!("{FORWARD_CHAIN} -d {cn}"),
-            "forward traffic to pods",
-            "ACCEPT",
-        ),
-    ]);
+    let mut add = |t: &'static str, spec: String, c: &str, target: &str| {
+        rules.push((t, spec, c.to_string(), target.to_string()));
+    };
+    add(
+        nat,
+        format!("{POSTROUTING_CHAIN} -s {cn} ! -d {cn}"),
+        leaving,
+        "MASQUERADE",
+    );
+    add(
+        filter,
+        format!("{INPUT_CHAIN} -s {cn} -i tun0"),
+        "pods reach this node",
+        "ACCEPT",
+    );
+    add(filter, format!("{INPUT_CHAIN} -s {cn}"), only_tun0, "DROP");
+    add(
+        filter,
+        format!("{FORWARD_CHAIN} -s {cn} ! -i tun0"),
+        only_tun0,
+        "DROP",
+    );
+    add(
+        filter,
+        format!("{FORWARD_CHAIN} -s {cn} -m conntrack --ctstate INVALID"),
+        "invalid packets from pods",
+        "DROP",
+    );
+    add(
+        filter,
+        format!("{FORWARD_CHAIN} -s {cn}"),
+        "forward traffic from pods",
+        "ACCEPT",
+    );
+    add(
+        filter,
+        format!("{FORWARD_CHAIN} -d {cn}"),
+        "forward traffic to pods",
+        "ACCEPT",
+    );
     let mut out = String::new();
     for table in TABLES {
         let _ = writeln!(out, "*{table}");

@@ -12,19 +12,26 @@
 //! hears any host on the link (an answer takes milliseconds) and keeps egress IP failover fast.
 
 use std::io;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use futures::TryStreamExt;
-use ipnet::Ipv4Net;
-use netlink_packet_route::address::AddressAttribute;
+use ipnet::{Ipv4Net, Ipv6Net};
+use netlink_packet_route::address::{
+    AddressAttribute, AddressFlags, AddressMessage, AddressProtocol, CacheInfo,
+};
 use netlink_packet_route::link::LinkAttribute;
 use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteMessage};
 use rtnetlink::RouteMessageBuilder;
 
 use super::error::errno;
-use super::pod::ipv4_address;
+use super::pod::{ipv4_address, ipv6_address};
 use super::{bounded, link_mac, Netlink, NetlinkError};
+
+/// The address protocol (`IFA_PROTO`, `ip addr ... proto 0xe9`) IPv6 egress IPs carry, since an
+/// IPv6 address has no label: how the agent recognises its own after a restart. The kernel's
+/// own values are 0-3.
+pub const EGRESS_IPV6_PROTO: u8 = 0xe9;
 
 /// The interface that carries the node IP, as egress IPs need it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,10 +40,13 @@ pub struct EgressLink {
     pub index: u32,
     /// Its name.
     pub name: String,
-    /// Its MAC (for gratuitous ARP).
+    /// Its MAC (for gratuitous ARP and neighbour advertisements).
     pub mac: [u8; 6],
-    /// The node IP's network on it (egress IPs must lie inside).
+    /// The node IP's network on it (IPv4 egress IPs must lie inside).
     pub network: Ipv4Net,
+    /// Its own global IPv6 addresses (not egress IPs), with their prefixes: an IPv6 egress IP
+    /// must lie inside one of their networks, and must not be one of them.
+    pub addresses6: Vec<Ipv6Net>,
 }
 
 impl EgressLink {
@@ -54,20 +64,74 @@ impl EgressLink {
         }
         Ok(label)
     }
+
+    /// Why `ip` cannot be held on this link (outside its networks, or its own address), or
+    /// `None`.
+    pub fn cannot_hold(&self, ip: IpAddr) -> Option<String> {
+        match ip {
+            IpAddr::V4(ip) => (!self.network.contains(&ip)).then(|| {
+                format!(
+                    "it is not in the network {} of {} (the node IP's interface)",
+                    self.network, self.name
+                )
+            }),
+            IpAddr::V6(ip) => {
+                if self.addresses6.iter().any(|a| a.addr() == ip) {
+                    return Some(format!("it is an address of {} itself", self.name));
+                }
+                let nets: Vec<String> = self
+                    .addresses6
+                    .iter()
+                    .map(|a| a.trunc().to_string())
+                    .collect();
+                (!self.addresses6.iter().any(|a| a.contains(&ip))).then(|| {
+                    format!(
+                        "it is not in an IPv6 network of {} (the node IP's interface has {})",
+                        self.name,
+                        if nets.is_empty() {
+                            "no global IPv6 address".to_string()
+                        } else {
+                            nets.join(", ")
+                        }
+                    )
+                })
+            }
+        }
+    }
+}
+
+/// Whether an address message is one of our IPv6 egress IPs.
+fn is_egress6(a: &AddressMessage) -> bool {
+    a.attributes
+        .iter()
+        .any(|x| matches!(x, AddressAttribute::Protocol(p) if u8::from(*p) == EGRESS_IPV6_PROTO))
 }
 
 impl Netlink {
-    /// The gateways of the node's default routes (IPv4, every table): addresses an egress IP
-    /// must never take.
-    pub async fn default_gateways(&self) -> Result<Vec<Ipv4Addr>, NetlinkError> {
-        Ok(self
-            .ipv4_routes()
-            .await?
+    /// The gateways of the node's default routes (both families, every table): addresses an
+    /// egress IP must never take.
+    pub async fn default_gateways(&self) -> Result<Vec<IpAddr>, NetlinkError> {
+        let mut routes = self.ipv4_routes().await?;
+        let h = self.handle();
+        let step = "listing the node's IPv6 routes".to_string();
+        routes.extend(
+            bounded(step.clone(), async {
+                h.route()
+                    .get(RouteMessageBuilder::<Ipv6Addr>::new().build())
+                    .execute()
+                    .try_collect::<Vec<_>>()
+                    .await
+                    .map_err(|e| NetlinkError::nl(step.clone(), e))
+            })
+            .await??,
+        );
+        Ok(routes
             .iter()
             .filter(|r| r.header.destination_prefix_length == 0)
             .flat_map(|r| {
                 r.attributes.iter().filter_map(|a| match a {
-                    RouteAttribute::Gateway(RouteAddress::Inet(ip)) => Some(*ip),
+                    RouteAttribute::Gateway(RouteAddress::Inet(ip)) => Some(IpAddr::V4(*ip)),
+                    RouteAttribute::Gateway(RouteAddress::Inet6(ip)) => Some(IpAddr::V6(*ip)),
                     _ => None,
                 })
             })
@@ -108,6 +172,11 @@ impl Netlink {
             }) else {
                 return Ok(None);
             };
+            let addresses6 = addrs
+                .iter()
+                .filter(|a| a.header.index == index && !is_egress6(a))
+                .filter_map(ipv6_address)
+                .collect();
             let link = h
                 .link()
                 .get()
@@ -130,13 +199,15 @@ impl Netlink {
                 name,
                 mac: link_mac(&link).unwrap_or_default(),
                 network: net.trunc(),
+                addresses6,
             }))
         })
         .await?
     }
 
-    /// The addresses on `link` that carry its egress label.
-    pub async fn egress_addresses(&self, link: &EgressLink) -> Result<Vec<Ipv4Addr>, NetlinkError> {
+    /// The egress IPs on `link`: IPv4 addresses that carry its egress label, IPv6 ones that
+    /// carry [`EGRESS_IPV6_PROTO`].
+    pub async fn egress_addresses(&self, link: &EgressLink) -> Result<Vec<IpAddr>, NetlinkError> {
         let label = link.label()?;
         let h = self.handle();
         let step = format!("listing the egress IPs on {}", link.name);
@@ -149,7 +220,7 @@ impl Netlink {
                 .try_collect()
                 .await
                 .map_err(|e| NetlinkError::nl(step.clone(), e))?;
-            Ok(addrs
+            let v4 = addrs
                 .iter()
                 .filter(|a| {
                     a.attributes
@@ -157,27 +228,47 @@ impl Netlink {
                         .any(|x| matches!(x, AddressAttribute::Label(l) if *l == label))
                 })
                 .filter_map(ipv4_address)
-                .map(|n| n.addr())
-                .collect())
+                .map(|n| IpAddr::V4(n.addr()));
+            let v6 = addrs
+                .iter()
+                .filter(|a| is_egress6(a))
+                .filter_map(ipv6_address)
+                .map(|n| IpAddr::V6(n.addr()));
+            Ok(v4.chain(v6).collect())
         })
         .await?
     }
 
-    /// `ip addr add IP/PREFIX dev LINK label LINK:eip` (idempotent: present is fine).
+    /// `ip addr add IP/PREFIX dev LINK label LINK:eip` for IPv4; for IPv6 `ip -6 addr add
+    /// IP/128 dev LINK nodad preferred_lft 0 proto 0xe9`: no duplicate address detection (the
+    /// agent probed first), deprecated so the node never picks it as the source of its own
+    /// connections (an IPv4 egress IP is a secondary address for the same reason), a host
+    /// route only. Idempotent: present is fine.
     pub async fn add_egress_address(
         &self,
         link: &EgressLink,
-        ip: Ipv4Addr,
+        ip: IpAddr,
     ) -> Result<(), NetlinkError> {
-        let label = link.label()?;
         let step = format!("adding egress IP {ip} to {}", link.name);
-        let mut req =
-            self.handle()
-                .address()
-                .add(link.index, IpAddr::V4(ip), link.network.prefix_len());
-        req.message_mut()
-            .attributes
-            .push(AddressAttribute::Label(label));
+        let prefix = match ip {
+            IpAddr::V4(_) => link.network.prefix_len(),
+            IpAddr::V6(_) => 128,
+        };
+        let mut req = self.handle().address().add(link.index, ip, prefix);
+        let attrs = &mut req.message_mut().attributes;
+        match ip {
+            IpAddr::V4(_) => attrs.push(AddressAttribute::Label(link.label()?)),
+            IpAddr::V6(_) => {
+                let mut life = CacheInfo::default();
+                life.ifa_preferred = 0;
+                life.ifa_valid = u32::MAX;
+                attrs.push(AddressAttribute::CacheInfo(life));
+                attrs.push(AddressAttribute::Flags(AddressFlags::Nodad));
+                attrs.push(AddressAttribute::Protocol(AddressProtocol::from(
+                    EGRESS_IPV6_PROTO,
+                )));
+            }
+        }
         match bounded(step.clone(), req.execute()).await? {
             Ok(()) => Ok(()),
             Err(e) if errno(&e) == Some(libc::EEXIST) => Ok(()),
@@ -189,7 +280,7 @@ impl Netlink {
     pub async fn del_egress_address(
         &self,
         link: &EgressLink,
-        ip: Ipv4Addr,
+        ip: IpAddr,
     ) -> Result<(), NetlinkError> {
         let step = format!("removing egress IP {ip} from {}", link.name);
         let h = self.handle();
@@ -204,7 +295,11 @@ impl Netlink {
         .await?
         .map_err(|e| NetlinkError::nl(step.clone(), e))?;
         for a in addrs {
-            if ipv4_address(&a).is_some_and(|n| n.addr() == ip) {
+            let this = match ip {
+                IpAddr::V4(ip) => ipv4_address(&a).is_some_and(|n| n.addr() == ip),
+                IpAddr::V6(ip) => ipv6_address(&a).is_some_and(|n| n.addr() == ip),
+            };
+            if this {
                 match bounded(step.clone(), h.address().del(a).execute()).await? {
                     Ok(()) => {}
                     Err(e) if errno(&e) == Some(libc::EADDRNOTAVAIL) => {}
@@ -232,21 +327,27 @@ fn arp_request(mac: &[u8; 6], spa: Ipv4Addr, tpa: Ipv4Addr) -> Vec<u8> {
     frame
 }
 
-/// A raw `AF_PACKET` socket for ARP bound to `link` (it receives that link's ARP only), and
-/// the broadcast address to send to.
-struct ArpSocket {
+/// A raw `AF_PACKET` socket for one ethertype bound to `link` (it receives that link's frames
+/// of the type only), and the address to send to.
+pub(super) struct RawSocket {
     fd: OwnedFd,
     to: libc::sockaddr_ll,
 }
 
-impl ArpSocket {
-    fn open(link: &EgressLink) -> io::Result<ArpSocket> {
+impl RawSocket {
+    /// For ARP, sending to the broadcast address.
+    fn arp(link: &EgressLink) -> io::Result<RawSocket> {
+        RawSocket::open(link, ETH_P_ARP, [0xff; 6])
+    }
+
+    /// For `ethertype` on `link`, sending to `dst`.
+    pub(super) fn open(link: &EgressLink, ethertype: u16, dst: [u8; 6]) -> io::Result<RawSocket> {
         // SAFETY: plain socket(2); the descriptor is owned below.
         let raw = unsafe {
             libc::socket(
                 libc::AF_PACKET,
                 libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                i32::from(ETH_P_ARP.to_be()),
+                i32::from(ethertype.to_be()),
             )
         };
         if raw < 0 {
@@ -257,7 +358,7 @@ impl ArpSocket {
         // SAFETY: sockaddr_ll is plain old data; all-zero is valid.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = ETH_P_ARP.to_be();
+        sll.sll_protocol = ethertype.to_be();
         sll.sll_ifindex = i32::try_from(link.index).map_err(io::Error::other)?;
         // SAFETY: binds a valid descriptor to a properly sized sockaddr_ll.
         let rc = unsafe {
@@ -271,11 +372,35 @@ impl ArpSocket {
             return Err(io::Error::last_os_error());
         }
         sll.sll_halen = 6;
-        sll.sll_addr[..6].copy_from_slice(&[0xff; 6]);
-        Ok(ArpSocket { fd, to: sll })
+        sll.sll_addr[..6].copy_from_slice(&dst);
+        Ok(RawSocket { fd, to: sll })
     }
 
-    fn send(&self, frame: &[u8]) -> io::Result<()> {
+    /// Receives frames sent to the multicast MAC `mac` too (`PACKET_ADD_MEMBERSHIP`).
+    pub(super) fn join(&self, mac: [u8; 6]) -> io::Result<()> {
+        // SAFETY: packet_mreq is plain old data; all-zero is valid.
+        let mut mreq: libc::packet_mreq = unsafe { std::mem::zeroed() };
+        mreq.mr_ifindex = self.to.sll_ifindex;
+        mreq.mr_type = libc::PACKET_MR_MULTICAST as u16;
+        mreq.mr_alen = 6;
+        mreq.mr_address[..6].copy_from_slice(&mac);
+        // SAFETY: a valid descriptor and a properly sized packet_mreq.
+        let rc = unsafe {
+            libc::setsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_ADD_MEMBERSHIP,
+                (&mreq as *const libc::packet_mreq).cast(),
+                std::mem::size_of::<libc::packet_mreq>() as libc::socklen_t,
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    pub(super) fn send(&self, frame: &[u8]) -> io::Result<()> {
         // SAFETY: sends `frame.len()` bytes from a live buffer to a properly sized sockaddr_ll.
         let n = unsafe {
             libc::sendto(
@@ -294,7 +419,7 @@ impl ArpSocket {
     }
 
     /// One received frame into `buf` within `wait_ms`, or `None`.
-    fn recv(&self, buf: &mut [u8], wait_ms: i32) -> Option<usize> {
+    pub(super) fn recv(&self, buf: &mut [u8], wait_ms: i32) -> Option<usize> {
         let mut pfd = libc::pollfd {
             fd: self.fd.as_raw_fd(),
             events: libc::POLLIN,
@@ -320,7 +445,7 @@ impl ArpSocket {
 /// Sends one gratuitous ARP request (`arping -U`) for `ip` out of `link`: sender and target
 /// `ip`, sender MAC the link's, broadcast. Best effort: the caller logs a failure.
 pub fn gratuitous_arp(link: &EgressLink, ip: Ipv4Addr) -> io::Result<()> {
-    ArpSocket::open(link)?.send(&arp_request(&link.mac, ip, ip))
+    RawSocket::arp(link)?.send(&arp_request(&link.mac, ip, ip))
 }
 
 /// How many RFC 5227 probes [`arp_probe`] sends, and how far apart.
@@ -334,7 +459,7 @@ pub(super) const ARP_PROBE_WAIT: std::time::Duration = std::time::Duration::from
 /// the MAC of a host that answers for it or probes for it too, or `None` when nobody did within
 /// [`ARP_PROBE_WAIT`]. Blocking: call it from a blocking thread.
 pub fn arp_probe(link: &EgressLink, ip: Ipv4Addr) -> io::Result<Option<[u8; 6]>> {
-    let sock = ArpSocket::open(link)?;
+    let sock = RawSocket::arp(link)?;
     let probe = arp_request(&link.mac, Ipv4Addr::UNSPECIFIED, ip);
     let start = std::time::Instant::now();
     let mut sent = 0;

@@ -49,7 +49,9 @@
 //! for RCU grace periods), as `ip link del` does; creation is about 1.5 ms.
 
 mod egress;
-pub use egress::{arp_probe, gratuitous_arp, EgressLink};
+pub use egress::{arp_probe, gratuitous_arp, EgressLink, EGRESS_IPV6_PROTO};
+mod egress6;
+pub use egress6::{nd_probe, unsolicited_na};
 mod error;
 mod ethtool;
 mod gateway;

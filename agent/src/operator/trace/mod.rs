@@ -179,7 +179,6 @@ pub(crate) async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceRe
         .features
         .get::<crate::operator::observe::NetworkPolicies>()
         .map(|p| p.view());
-    let egress_ip = |v: u32| egress_of(&egress_ips, v);
     let (proto, v6_only) = parse_proto(&req.proto)?;
     let ends = Ends {
         pods: &pods,
@@ -187,6 +186,7 @@ pub(crate) async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceRe
         remote_of: &remote_of,
         v6: family_is_v6(req, v6_only)?,
     };
+    let egress_ip = |v: u32| egress_of(&egress_ips, v, ends.v6);
     if ends.v6 && node.ipv6.is_none() {
         return Err(TraceError::BadRequest(format!(
             "an IPv6 trace ({} {} {}) on a node without an IPv6 network",
@@ -236,27 +236,39 @@ pub(crate) async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceRe
     })
 }
 
-/// A tenant's egress IPs in trace's words: where its traffic leaves, and with which IPs in
-/// use (or why it is dropped).
-fn egress_of(entries: &[local_api::EgressIpEntry], vnid: u32) -> Option<verdict::EgressOf> {
-    entries.iter().find(|e| e.vnid == vnid).map(|e| {
-        let words = e.problem.clone().unwrap_or_else(|| {
-            let used: Vec<String> = e
-                .ips
-                .iter()
-                .filter(|i| i.state == local_api::EgressIpState::InUse)
-                .map(|i| match &i.node {
-                    Some(n) => format!("{} on {n}", i.ip),
-                    None => i.ip.to_string(),
-                })
-                .collect();
-            format!("its egress IP {}", used.join(" or "))
-        });
-        verdict::EgressOf {
-            kind: e.kind,
-            route: e.route.clone(),
-            words,
-        }
+/// A tenant's egress IPs in trace's words, for the trace's family (`six`): where its traffic
+/// leaves, and with which IPs of the family in use (or why it is dropped).
+fn egress_of(
+    entries: &[local_api::EgressIpEntry],
+    vnid: u32,
+    six: bool,
+) -> Option<verdict::EgressOf> {
+    let e = entries.iter().find(|e| e.vnid == vnid)?;
+    let (kind, route, problem) = match (&e.ipv6, six) {
+        (Some(f), true) => (f.kind, f.route.clone(), f.problem.clone()),
+        _ => (e.kind, e.route.clone(), e.problem.clone()),
+    };
+    let words = problem.unwrap_or_else(|| {
+        let used: Vec<String> = e
+            .ips
+            .iter()
+            .filter(|i| i.ip.is_ipv6() == six && i.state == local_api::EgressIpState::InUse)
+            .map(|i| match &i.node {
+                Some(n) => format!("{} on {n}", i.ip),
+                None => i.ip.to_string(),
+            })
+            .collect();
+        format!("its egress IP {}", used.join(" or "))
+    });
+    Some(verdict::EgressOf {
+        kind,
+        route,
+        words,
+        group: if six {
+            flows::EGRESS_IP6_GROUP_BASE + vnid
+        } else {
+            vnid
+        },
     })
 }
 

@@ -110,14 +110,14 @@ impl Judge<'_> {
                 .last()
                 .is_some_and(|s| s.4.iter().any(|a| a.starts_with("group:")));
         if to_group {
-            let (kind, route) = (self.egress_ip)(vnid)
-                .map(|e| (Some(e.kind), e.route))
-                .unwrap_or_default();
+            let (kind, route, group) = (self.egress_ip)(vnid)
+                .map(|e| (Some(e.kind), e.route, e.group))
+                .unwrap_or((None, String::new(), vnid));
             return if kind == Some(local_api::EgressKind::Local) {
                 (
                     Outcome::ToHost,
                     format!(
-                        "leaves the overlay through tun0 with VNID {vnid} {}'s mark: this node SNATs it to {} (egress_routing, group {vnid})",
+                        "leaves the overlay through tun0 with VNID {vnid} {}'s mark: this node SNATs it to {} (egress_routing, group {group})",
                         (self.tenants)(vnid),
                         ips()
                     ),
@@ -127,7 +127,7 @@ impl Judge<'_> {
                 (
                     Outcome::ToRemoteNode,
                     format!(
-                        "sent {route} (VNI {vnid}, group {vnid} picks one by a hash of the connection), which holds an egress IP of VNID {vnid} {}: the packet leaves the cluster there with {} as source",
+                        "sent {route} (VNI {vnid}, group {group} picks one by a hash of the connection), which holds an egress IP of VNID {vnid} {}: the packet leaves the cluster there with {} as source",
                         (self.tenants)(vnid),
                         ips()
                     ),
@@ -320,4 +320,6 @@ pub(super) struct EgressOf {
     pub(super) route: String,
     /// Its egress IPs in use, or why it is dropped.
     pub(super) words: String,
+    /// The id of the family's group.
+    pub(super) group: u32,
 }
