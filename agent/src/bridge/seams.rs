@@ -140,6 +140,20 @@ pub trait FlowSwitch: Send + Sync + Debug + 'static {
         filter: &DumpFilter,
     ) -> impl Future<Output = Result<Vec<Flow>, OfError>> + Send;
 
+    /// The flows `filter` selects, each handed to `f` as it arrives, so a full reconcile never
+    /// holds the whole bridge's flows at once (the real switch streams its dump's reply parts;
+    /// this default dumps first).
+    fn for_each_flow(
+        &self,
+        filter: &DumpFilter,
+        mut f: impl FnMut(Flow) + Send,
+    ) -> impl Future<Output = Result<(), OfError>> + Send {
+        async move {
+            self.dump_flows(filter).await?.into_iter().for_each(&mut f);
+            Ok(())
+        }
+    }
+
     /// Every meter with its configuration.
     fn dump_meters(&self) -> impl Future<Output = Result<Vec<Meter>, OfError>> + Send;
 
@@ -386,6 +400,14 @@ impl FlowSwitch for Switch {
 
     async fn dump_flows(&self, filter: &DumpFilter) -> Result<Vec<Flow>, OfError> {
         counted(Switch::dump(self, filter).await)
+    }
+
+    async fn for_each_flow(
+        &self,
+        filter: &DumpFilter,
+        f: impl FnMut(Flow) + Send,
+    ) -> Result<(), OfError> {
+        counted(Switch::for_each_flow(self, filter, f).await)
     }
 
     async fn dump_meters(&self) -> Result<Vec<Meter>, OfError> {

@@ -131,6 +131,15 @@ impl Switch {
     pub async fn dump(&self, filter: &DumpFilter) -> Result<Vec<Flow>, OfError> {
         self.client().await?.dump_flows(filter).await
     }
+
+    /// The flows `filter` selects, each handed to `f` as it is decoded.
+    pub async fn for_each_flow(
+        &self,
+        filter: &DumpFilter,
+        f: impl FnMut(Flow) + Send,
+    ) -> Result<(), OfError> {
+        self.client().await?.for_each_flow(filter, f).await
+    }
 }
 
 /// Queues a monitor's updates that are not this connection's own work, until the connection

@@ -57,6 +57,7 @@ mod state;
 use state::*;
 mod diff;
 pub(crate) use diff::diff;
+use diff::StreamDiff;
 
 /// What [`FlowStore::reconcile`] changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -246,7 +247,14 @@ impl<S: FlowSwitch> FlowStore<S> {
     /// Makes `br0` hold exactly the desired flows, in one bundle of the difference.
     pub async fn reconcile(&self) -> Result<ReconcileStats, OfError> {
         let state = self.state.lock().await;
-        let desired = self.desired_of(&state);
+        // The rows the store holds are diffed where they are; only the VNID and multicast
+        // rows, which it computes, are built here.
+        let computed = self.computed_rows(&state);
+        let desired = state
+            .owners
+            .values()
+            .flat_map(|e| e.flows.iter())
+            .chain(computed.iter());
         let want_groups: BTreeMap<u32, &Group> = state
             .owners
             .values()
@@ -259,7 +267,6 @@ impl<S: FlowSwitch> FlowStore<S> {
         } else {
             self.switch.dump_groups().await?
         };
-        let mut existing = self.switch.dump_flows(&DumpFilter::all()).await?;
         // Groups first (a flow's group must exist when the flow is added): a wrong one is
         // deleted and added again, a stray one deleted. Deleting a group deletes the flows
         // that use it, so those count as missing for the flow diff below.
@@ -277,12 +284,23 @@ impl<S: FlowSwitch> FlowStore<S> {
             }
         }
         let groups = msgs.len();
-        existing.retain(|f| {
-            !f.actions
-                .iter()
-                .any(|a| matches!(a, ovs::flow::Action::Group(id) if gone.contains(id)))
-        });
-        msgs.extend(diff(&desired, &existing));
+        // The switch's flows, streamed against the desired ones (a flow using a group that
+        // goes counts as missing).
+        let mut stream = StreamDiff::new(desired.clone());
+        self.switch
+            .for_each_flow(&DumpFilter::all(), |f| {
+                let uses_gone = f
+                    .actions
+                    .iter()
+                    .any(|a| matches!(a, ovs::flow::Action::Group(id) if gone.contains(id)));
+                if !uses_gone {
+                    stream.see(&f);
+                }
+            })
+            .await?;
+        let existing = stream.existing();
+        let desired_count = desired.clone().count();
+        msgs.extend(stream.finish(desired));
         // A message OpenFlow cannot carry (a value out of range, a row longer than 64 KiB) is
         // left out and reported; the rest of the bridge is still brought in line, so one bad
         // row never keeps a node from starting or repairing.
@@ -312,8 +330,8 @@ impl<S: FlowSwitch> FlowStore<S> {
         }
         let msgs = kept;
         let mut stats = ReconcileStats {
-            existing: existing.len(),
-            desired: desired.len(),
+            existing,
+            desired: desired_count,
             groups,
             refused,
             ..ReconcileStats::default()
@@ -406,12 +424,10 @@ impl<S: FlowSwitch> FlowStore<S> {
         out
     }
 
-    fn desired_of(&self, state: &State) -> Vec<Flow> {
-        let mut out: Vec<Flow> = state
-            .owners
-            .values()
-            .flat_map(|e| e.flows.iter().cloned())
-            .collect();
+    /// The desired rows the store computes rather than holds: each VNID's table-80 row and the
+    /// multicast rows.
+    fn computed_rows(&self, state: &State) -> Vec<Flow> {
+        let mut out = Vec::new();
         if self.vnid_rows {
             out.extend(state.vnid_refs().keys().copied().filter_map(vnid_flow));
         }

@@ -27,6 +27,25 @@ fn diff_touches_only_what_differs() {
 }
 
 #[test]
+fn the_streamed_reconcile_diff_gives_the_same_messages_in_the_same_order() {
+    let existing = vec![f(0, 10, 1, 2), f(0, 10, 2, 1), f(0, 5, 3, 3), f(1, 5, 3, 3)];
+    let desired = vec![f(0, 7, 9, 9), f(0, 10, 1, 2), f(0, 10, 2, 4), f(1, 5, 3, 3)];
+    let mut stream = diff::StreamDiff::new(desired.iter());
+    for e in &existing {
+        stream.see(e);
+    }
+    assert_eq!(stream.existing(), 4);
+    let text = |m: &[BundleMsg]| m.iter().map(BundleMsg::describe).collect::<Vec<_>>();
+    assert_eq!(
+        text(&stream.finish(desired.iter())),
+        text(&diff(&desired, &existing))
+    );
+    let mut same = diff::StreamDiff::new(desired.iter());
+    desired.iter().for_each(|e| same.see(e));
+    assert!(same.finish(desired.iter()).is_empty());
+}
+
+#[test]
 fn cookie_change_is_a_difference() {
     let a = f(0, 10, 1, 2);
     let b = a.clone().cookie(7);

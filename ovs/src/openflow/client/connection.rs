@@ -368,18 +368,32 @@ impl Shared {
     }
 
     pub(crate) async fn dump(&self, filter: &DumpFilter) -> Result<Vec<FlowStats>, OfError> {
-        let out = self
-            .multipart(
-                "dump flows",
-                |xid| {
-                    encode_flow_stats_request(filter.table, filter.cookie, filter.cookie_mask, xid)
-                },
-                (OFPMP_FLOW, "OFPMP_FLOW"),
-                decode_flow_stats_body,
-            )
-            .await?;
-        debug!(peer = %self.peer, ?filter, flows = out.len(), "flow stats received");
+        let mut out = Vec::new();
+        self.dump_each(filter, |part| out.extend(part)).await?;
         Ok(out)
+    }
+
+    /// The flows `filter` selects, handed to `sink` one reply part at a time as they are
+    /// decoded: the caller never holds more than one part's flows unless it keeps them.
+    pub(crate) async fn dump_each(
+        &self,
+        filter: &DumpFilter,
+        mut sink: impl FnMut(Vec<FlowStats>),
+    ) -> Result<(), OfError> {
+        let mut n = 0;
+        self.multipart_each(
+            "dump flows",
+            |xid| encode_flow_stats_request(filter.table, filter.cookie, filter.cookie_mask, xid),
+            (OFPMP_FLOW, "OFPMP_FLOW"),
+            decode_flow_stats_body,
+            |part| {
+                n += part.len();
+                sink(part);
+            },
+        )
+        .await?;
+        debug!(peer = %self.peer, ?filter, flows = n, "flow stats received");
+        Ok(())
     }
 
     /// Hands an unsolicited flow monitor reply to the monitor's receiver; false when `msg` is
@@ -442,15 +456,29 @@ impl Shared {
         &self,
         op: &str,
         request: impl FnOnce(u32) -> Vec<u8>,
-        (mp_type, mp_name): (u16, &str),
+        mp: (u16, &str),
         decode: impl Fn(&[u8]) -> Result<Vec<T>, CodecError>,
     ) -> Result<Vec<T>, OfError> {
+        let mut out = Vec::new();
+        self.multipart_each(op, request, mp, decode, |part| out.extend(part))
+            .await?;
+        Ok(out)
+    }
+
+    /// [`Self::multipart`], each part's decoded items handed to `sink` as it arrives.
+    pub(crate) async fn multipart_each<T>(
+        &self,
+        op: &str,
+        request: impl FnOnce(u32) -> Vec<u8>,
+        (mp_type, mp_name): (u16, &str),
+        decode: impl Fn(&[u8]) -> Result<Vec<T>, CodecError>,
+        mut sink: impl FnMut(Vec<T>),
+    ) -> Result<(), OfError> {
         let mut p = self.register(1, op)?;
         let xid = p.xid(0);
         debug!(peer = %self.peer, xid, op, "sending multipart request");
         self.send(request(xid), op)?;
         let deadline = self.deadline();
-        let mut out = Vec::new();
         loop {
             let msg = p.recv(deadline, op, xid).await?;
             match msg.msg_type {
@@ -471,9 +499,9 @@ impl Shared {
                     h.mp_type
                 )));
             }
-            out.extend(decode(body).map_err(|e| decode_err(e.to_string()))?);
+            sink(decode(body).map_err(|e| decode_err(e.to_string()))?);
             if !h.more() {
-                return Ok(out);
+                return Ok(());
             }
         }
     }

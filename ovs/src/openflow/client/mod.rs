@@ -472,6 +472,18 @@ impl OfClient {
         self.shared().dump(filter).await
     }
 
+    /// The flows the filter selects, each handed to `f` as its reply part is decoded (a full
+    /// table need not be held at once).
+    pub async fn for_each_flow(
+        &self,
+        filter: &DumpFilter,
+        mut f: impl FnMut(Flow),
+    ) -> Result<(), OfError> {
+        self.shared()
+            .dump_each(filter, |part| part.into_iter().for_each(|s| f(s.flow)))
+            .await
+    }
+
     /// The flows the filter selects.
     pub async fn dump_flows(&self, filter: &DumpFilter) -> Result<Vec<Flow>, OfError> {
         Ok(self
