@@ -73,38 +73,50 @@ fn set_list(meta: &mut ObjectMeta, key: &str, values: &[String]) {
     }
 }
 
+/// The IPv6 egress IPs of an object's annotation.
+fn ips6(meta: &ObjectMeta) -> Result<Vec<Ipv6Addr>, ValidationError> {
+    entries(meta, annotations::IPV6_EGRESS_IPS)
+        .into_iter()
+        .map(|(f, v)| parse_egress_ipv6(&f, v))
+        .collect()
+}
+
+/// An object's egress IPs of both families: its `egressIPs` field, then the IPv6 annotation;
+/// invalid entries left out (a validated object has none).
+fn addrs(v4: &[String], meta: &ObjectMeta) -> Vec<IpAddr> {
+    let v4 = v4.iter().filter_map(|s| s.parse().ok()).map(IpAddr::V4);
+    v4.chain(ips6(meta).unwrap_or_default().into_iter().map(IpAddr::V6))
+        .collect()
+}
+
+/// Sets an object's egress IPs of both families: IPv4 in its `egressIPs` field, IPv6 in the
+/// annotation.
+fn set_addrs(v4: &mut Vec<String>, meta: &mut ObjectMeta, ips: &[IpAddr]) {
+    let of = |six: bool| -> Vec<String> {
+        ips.iter()
+            .filter(|ip| ip.is_ipv6() == six)
+            .map(IpAddr::to_string)
+            .collect()
+    };
+    *v4 = of(false);
+    set_list(meta, annotations::IPV6_EGRESS_IPS, &of(true));
+}
+
 impl NetNamespace {
     /// Its IPv6 egress IPs (annotation [`annotations::IPV6_EGRESS_IPS`]).
     pub fn egress_ips6(&self) -> Result<Vec<Ipv6Addr>, ValidationError> {
-        entries(&self.metadata, annotations::IPV6_EGRESS_IPS)
-            .into_iter()
-            .map(|(f, v)| parse_egress_ipv6(&f, v))
-            .collect()
+        ips6(&self.metadata)
     }
 
     /// Its egress IPs of both families (`egressIPs`, then the IPv6 annotation); invalid entries
     /// are left out (a validated object has none).
     pub fn egress_addrs(&self) -> Vec<IpAddr> {
-        let v4 = self.egress_ips.iter().filter_map(|s| s.parse().ok());
-        let v6 = self.egress_ips6().unwrap_or_default();
-        v4.map(IpAddr::V4)
-            .chain(v6.into_iter().map(IpAddr::V6))
-            .collect()
+        addrs(&self.egress_ips, &self.metadata)
     }
 
     /// Sets its egress IPs of both families: IPv4 in `egressIPs`, IPv6 in the annotation.
     pub fn set_egress_addrs(&mut self, ips: &[IpAddr]) {
-        self.egress_ips = ips
-            .iter()
-            .filter(|ip| ip.is_ipv4())
-            .map(IpAddr::to_string)
-            .collect();
-        let v6 = ips.iter().filter(|ip| ip.is_ipv6());
-        set_list(
-            &mut self.metadata,
-            annotations::IPV6_EGRESS_IPS,
-            &v6.map(IpAddr::to_string).collect::<Vec<_>>(),
-        );
+        set_addrs(&mut self.egress_ips, &mut self.metadata, ips);
     }
 
     pub(crate) fn validate_egress(&self) -> Result<(), ValidationError> {
@@ -118,10 +130,7 @@ impl NetNamespace {
 impl HostSubnet {
     /// The IPv6 egress IPs this node hosts (annotation [`annotations::IPV6_EGRESS_IPS`]).
     pub fn egress_ips6(&self) -> Result<Vec<Ipv6Addr>, ValidationError> {
-        entries(&self.metadata, annotations::IPV6_EGRESS_IPS)
-            .into_iter()
-            .map(|(f, v)| parse_egress_ipv6(&f, v))
-            .collect()
+        ips6(&self.metadata)
     }
 
     /// The IPv6 ranges the controller may place egress IPs in (annotation
@@ -135,11 +144,7 @@ impl HostSubnet {
 
     /// The egress IPs it hosts, both families; invalid entries left out.
     pub fn egress_addrs(&self) -> Vec<IpAddr> {
-        let v4 = self.egress_ips.iter().filter_map(|s| s.parse().ok());
-        let v6 = self.egress_ips6().unwrap_or_default();
-        v4.map(IpAddr::V4)
-            .chain(v6.into_iter().map(IpAddr::V6))
-            .collect()
+        addrs(&self.egress_ips, &self.metadata)
     }
 
     /// Its egress ranges, both families; invalid entries left out.
@@ -153,17 +158,7 @@ impl HostSubnet {
 
     /// Sets the egress IPs it hosts: IPv4 in `egressIPs`, IPv6 in the annotation.
     pub fn set_egress_addrs(&mut self, ips: &[IpAddr]) {
-        self.egress_ips = ips
-            .iter()
-            .filter(|ip| ip.is_ipv4())
-            .map(IpAddr::to_string)
-            .collect();
-        let v6 = ips.iter().filter(|ip| ip.is_ipv6());
-        set_list(
-            &mut self.metadata,
-            annotations::IPV6_EGRESS_IPS,
-            &v6.map(IpAddr::to_string).collect::<Vec<_>>(),
-        );
+        set_addrs(&mut self.egress_ips, &mut self.metadata, ips);
     }
 
     /// Sets its egress ranges: IPv4 in `egressCIDRs`, IPv6 in the annotation.

@@ -44,7 +44,7 @@ pub use policy::{
 };
 pub use registers::Reg;
 pub use remote::{
-    multicast_remote, multicast_remote_flow, node_cookie, remote_node_flows, RemoteNodeFlows,
-    MULTICAST_COOKIE, MULTICAST_GROUP_BASE, VTEPS_IN_ROW, VTEPS_PER_GROUP,
+    multicast_remote, multicast_remote_flow, node_cookie, remote_node_flows, remote_node_row_count,
+    RemoteNodeFlows, MULTICAST_COOKIE, MULTICAST_GROUP_BASE, VTEPS_IN_ROW, VTEPS_PER_GROUP,
 };
 pub use tables::Table;

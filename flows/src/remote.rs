@@ -119,6 +119,11 @@ pub fn remote_node_flows(n: &RemoteNodeFlows) -> Vec<Flow> {
     rows
 }
 
+/// How many rows [`remote_node_flows`] gives for `n`, without building them.
+pub fn remote_node_row_count(n: &RemoteNodeFlows) -> usize {
+    3 + if n.subnet6.is_some() { 2 } else { 0 }
+}
+
 /// The most VTEPs the table-111 row lists itself (a row of about 2,000 would not fit an
 /// OpenFlow message).
 pub const VTEPS_IN_ROW: usize = 1000;
@@ -183,6 +188,19 @@ mod tests {
             subnet6: None,
             cookie: cookie(Feature::Node, 3),
         }
+    }
+
+    #[test]
+    fn the_row_count_is_the_rows_built() {
+        let mut n = RemoteNodeFlows {
+            host_ip: Ipv4Addr::new(172, 17, 0, 3),
+            subnet: "10.128.2.0/23".parse().unwrap(),
+            subnet6: None,
+            cookie: node_cookie("n"),
+        };
+        assert_eq!(remote_node_row_count(&n), remote_node_flows(&n).len());
+        n.subnet6 = Some("fd01:0:0:7::/64".parse().unwrap());
+        assert_eq!(remote_node_row_count(&n), remote_node_flows(&n).len());
     }
 
     #[test]

@@ -76,7 +76,7 @@ fn seen_set(pod: &CniPod<'_>, n: usize) -> BTreeSet<Option<Ipv4Addr>> {
     (0..n).map(|_| seen(pod)).collect()
 }
 
-fn table_101(node: &AgentNode) -> Vec<String> {
+pub(crate) fn table_101(node: &AgentNode) -> Vec<String> {
     node.flows()
         .into_iter()
         .filter(|l| l.contains("table=101,"))
@@ -96,7 +96,7 @@ fn underlay_addrs(node: &AgentNode) -> String {
 }
 
 /// `sdnctl egress-ips` against node's agent.
-fn sdnctl_egress_ips(node: &AgentNode) -> String {
+pub(crate) fn sdnctl_egress_ips(node: &AgentNode) -> String {
     let out = node.sdnctl_api(&["egress-ips"]);
     assert!(
         out.status.success(),

@@ -22,6 +22,8 @@ use sdn_tests::harness::wait_until;
 use sdn_tests::node::{AgentNode, CniPod, NodeOptions};
 use sdn_tests::probe::{tcp_whoami_at, tcp_whoami_server_on};
 
+use super::egress_ip::{sdnctl_egress_ips, table_101};
+
 const EXT4: Ipv4Addr = Ipv4Addr::new(192, 168, 77, 200);
 const EXT6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x77, 0, 0, 0, 0, 0, 0xc8);
 const PORT: u16 = 8181;
@@ -81,29 +83,11 @@ fn wait_seen(pod: &CniPod<'_>, ext: IpAddr, want: Option<IpAddr>, what: &str) ->
     );
 }
 
-fn table_101(node: &AgentNode) -> Vec<String> {
-    node.flows()
-        .into_iter()
-        .filter(|l| l.contains("table=101,"))
-        .map(|l| l.split(", ").skip(1).collect::<Vec<_>>().join(", "))
-        .collect()
-}
-
 /// `ip -6 addr show dev br-phy` in `node`'s namespace.
 fn addrs6(node: &AgentNode) -> String {
     node.ovs
         .exec_in_netns(&["ip", "-6", "addr", "show", "dev", "br-phy"])
         .unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn sdnctl_egress_ips(node: &AgentNode) -> String {
-    let out = node.sdnctl_api(&["egress-ips"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn mac_of_br_phy(node: &AgentNode) -> String {

@@ -35,9 +35,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
-use flows::{multicast_remote, node_cookie, remote_node_flows, RemoteNodeFlows};
+use flows::{multicast_remote, node_cookie, RemoteNodeFlows};
 use ipnet::Ipv4Net;
-use ovs::flow::Flow;
 use ovs::openflow::OfError;
 use tokio::sync::{watch, Mutex};
 
@@ -111,14 +110,14 @@ impl RemoteNode {
         }
     }
 
-    /// Its three rows (tables 10, 50, 90).
-    pub(crate) fn flows(&self) -> Vec<Flow> {
-        remote_node_flows(&RemoteNodeFlows {
+    /// What its rows (tables 10, 50, 90, and the IPv6 twins of 50 and 90) are made from.
+    pub(crate) fn spec(&self) -> RemoteNodeFlows {
+        RemoteNodeFlows {
             host_ip: self.host_ip,
             subnet: self.subnet,
             subnet6: self.subnet6,
             cookie: self.cookie,
-        })
+        }
     }
 }
 
@@ -184,8 +183,12 @@ impl RemoteSet {
     /// Every remote-node row: each node's three, then the table-111 row (what
     /// [`RemoteNodes::stage`] and [`RemoteNodes::sync`] install, node by node).
     #[cfg(test)]
-    pub(crate) fn flows(&self) -> Vec<Flow> {
-        let mut out: Vec<Flow> = self.nodes.values().flat_map(RemoteNode::flows).collect();
+    pub(crate) fn flows(&self) -> Vec<ovs::flow::Flow> {
+        let mut out: Vec<ovs::flow::Flow> = self
+            .nodes
+            .values()
+            .flat_map(|n| flows::remote_node_flows(&n.spec()))
+            .collect();
         out.push(multicast_remote(&self.vteps()).0);
         out
     }
@@ -247,11 +250,11 @@ impl NodeChange {
     /// changed), or removed.
     fn store_change(&self) -> Change {
         match self {
-            NodeChange::Added(n) => Change::new().set(n.owner(), n.flows()),
+            NodeChange::Added(n) => Change::new().set_remote(n.owner(), n.spec()),
             NodeChange::Changed { from, to } if from.cookie != to.cookie => Change::new()
                 .remove(from.owner())
-                .set(to.owner(), to.flows()),
-            NodeChange::Changed { to, .. } => Change::new().set(to.owner(), to.flows()),
+                .set_remote(to.owner(), to.spec()),
+            NodeChange::Changed { to, .. } => Change::new().set_remote(to.owner(), to.spec()),
             NodeChange::Removed(n) => Change::new().remove(n.owner()),
         }
     }
@@ -425,7 +428,7 @@ impl<S: FlowSwitch> RemoteNodes<S> {
         let mut change = Change::new();
         for n in desired.nodes.values() {
             n.log_staged();
-            change = change.set(n.owner(), n.flows());
+            change = change.set_remote(n.owner(), n.spec());
         }
         change = change.and(desired.multicast_change(false));
         self.store.stage(change).await;

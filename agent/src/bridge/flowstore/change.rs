@@ -12,7 +12,12 @@ use super::*;
 /// One owner's desired flows.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Entry {
+    /// The flows it holds (none for a remote node: see `remote`).
     pub(crate) flows: Vec<Flow>,
+    /// A remote node's rows are computed from its few fields when needed rather than held:
+    /// at 5,000 nodes held rows were most of a node agent's flow memory (a `Flow` is over 500
+    /// bytes before its actions; a node has three rows, five in dual stack).
+    pub(crate) remote: Option<flows::RemoteNodeFlows>,
     /// The VNID whose table-80 row this owner needs (pods).
     pub(crate) vnid: Option<Vnid>,
     /// The pod's OVS port (from its table-26 row), for its VNID's multicast rows.
@@ -25,6 +30,7 @@ impl Entry {
     pub(crate) fn plain(flows: Vec<Flow>) -> Entry {
         Entry {
             flows,
+            remote: None,
             vnid: None,
             ofport: None,
             groups: Vec::new(),
@@ -35,8 +41,33 @@ impl Entry {
         Entry {
             ofport: flows::ofport_of(&flows),
             flows,
+            remote: None,
             vnid: Some(vnid),
             groups: Vec::new(),
+        }
+    }
+
+    /// A remote node's entry: its rows come from `spec` when asked for.
+    pub(crate) fn remote(spec: flows::RemoteNodeFlows) -> Entry {
+        Entry {
+            remote: Some(spec),
+            ..Entry::plain(Vec::new())
+        }
+    }
+
+    /// Its rows: the held flows, or a remote node's computed ones.
+    pub(crate) fn rows(&self) -> std::borrow::Cow<'_, [Flow]> {
+        match &self.remote {
+            Some(spec) => std::borrow::Cow::Owned(flows::remote_node_flows(spec)),
+            None => std::borrow::Cow::Borrowed(&self.flows),
+        }
+    }
+
+    /// How many rows it has, without building a remote node's.
+    pub(crate) fn row_count(&self) -> usize {
+        match &self.remote {
+            Some(spec) => flows::remote_node_row_count(spec),
+            None => self.flows.len(),
         }
     }
 
@@ -76,6 +107,14 @@ impl Change {
     pub fn set(mut self, owner: Owner, flows: Vec<Flow>) -> Change {
         self.ops
             .push((owner, Op::Replace(Some(Entry::plain(flows)))));
+        self
+    }
+
+    /// Sets a remote node's rows, computed from `spec` whenever the store needs them (see
+    /// [`Entry::remote`]).
+    pub fn set_remote(mut self, owner: Owner, spec: flows::RemoteNodeFlows) -> Change {
+        self.ops
+            .push((owner, Op::Replace(Some(Entry::remote(spec)))));
         self
     }
 
@@ -170,14 +209,14 @@ impl Change {
                                 .iter()
                                 .map(|g| BundleMsg::Group(GroupModCommand::Add, g.clone())),
                         );
-                        msgs.extend(e.flows.iter().cloned().map(BundleMsg::add));
+                        msgs.extend(e.rows().iter().cloned().map(BundleMsg::add));
                     }
                     holds.insert(owner, e.as_ref());
                 }
                 Op::Put(e) => {
-                    let old = held.map(|h| h.flows.as_slice()).unwrap_or_default();
+                    let old = held.map(Entry::rows).unwrap_or_default();
                     msgs.extend(
-                        e.flows
+                        e.rows()
                             .iter()
                             .filter(|f| !old.contains(f))
                             .cloned()
@@ -186,8 +225,8 @@ impl Change {
                     holds.insert(owner, Some(e));
                 }
                 Op::Diff(e) => {
-                    let old = held.map(|h| h.flows.as_slice()).unwrap_or_default();
-                    msgs.extend(diff(&e.flows, old));
+                    let old = held.map(Entry::rows).unwrap_or_default();
+                    msgs.extend(diff(e.rows().iter(), &old));
                     holds.insert(owner, Some(e));
                 }
             }

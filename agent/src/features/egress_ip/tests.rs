@@ -30,6 +30,20 @@ fn state(node_ips: &[(&str, &[&str])], ns_ips: &[(&str, u32, &[&str])]) -> Clust
     s
 }
 
+/// The cluster network 10.128.0.0/14 with the service network 172.30.0.0/16.
+fn cluster_network() -> cluster::ClusterNetwork {
+    cluster::ClusterNetwork::new(
+        vec![cluster::ClusterNetworkEntry {
+            cidr: "10.128.0.0/14".into(),
+            host_subnet_length: 9,
+        }],
+        "172.30.0.0/16",
+        None,
+        None,
+        None,
+    )
+}
+
 fn vnid(v: u32) -> Vnid {
     Vnid::new(v).unwrap()
 }
@@ -97,7 +111,6 @@ fn two_ips_balance_fail_over_and_prefer_a_local_one() {
 
 #[test]
 fn addresses_of_the_cluster_and_its_nodes_are_refused_and_their_tenant_dropped() {
-    use cluster::{ClusterNetwork, ClusterNetworkEntry};
     let cases = [
         (
             "192.168.77.11",
@@ -123,19 +136,7 @@ fn addresses_of_the_cluster_and_its_nodes_are_refused_and_their_tenant_dropped()
     for (ip, why) in cases {
         // node-3 claims it for tenant a; every node (node-3 too) refuses it.
         let mut s = state(&[("node-3", &[ip])], &[("a", 10, &[ip])]);
-        s.insert(
-            ClusterNetwork::new(
-                vec![ClusterNetworkEntry {
-                    cidr: "10.128.0.0/14".into(),
-                    host_subnet_length: 9,
-                }],
-                "172.30.0.0/16",
-                None,
-                None,
-                None,
-            )
-            .into(),
-        );
+        s.insert(cluster_network().into());
         for here in ["node-1", "node-3"] {
             let p = plan(&s, here, &BTreeSet::new(), false);
             let t = &p.tenants[&vnid(10)];
@@ -267,7 +268,6 @@ fn each_family_leaves_through_its_own_egress_ips() {
 #[test]
 fn ipv6_addresses_of_the_cluster_are_refused_and_drop_both_families() {
     use cluster::types::annotations;
-    use cluster::{ClusterNetwork, ClusterNetworkEntry};
     let cases = [
         (
             "fd01:0:0:2::1",
@@ -282,16 +282,7 @@ fn ipv6_addresses_of_the_cluster_are_refused_and_drop_both_families() {
             &[("node-2", &[A]), ("node-3", &[ip])],
             &[("a", 10, &[A, ip])],
         );
-        let mut cn = ClusterNetwork::new(
-            vec![ClusterNetworkEntry {
-                cidr: "10.128.0.0/14".into(),
-                host_subnet_length: 9,
-            }],
-            "172.30.0.0/16",
-            None,
-            None,
-            None,
-        );
+        let mut cn = cluster_network();
         let a = cn.metadata.annotations.get_or_insert_with(Default::default);
         a.insert(
             annotations::IPV6_CLUSTER_NETWORK.into(),
