@@ -51,24 +51,7 @@ fn seen(pod: &CniPod<'_>) -> Option<Ipv4Addr> {
 /// Waits until `pod`'s connections are seen as `want` (three in a row).
 #[track_caller]
 fn wait_seen(pod: &CniPod<'_>, want: Option<Ipv4Addr>, what: &str) -> Duration {
-    let began = Instant::now();
-    let mut streak = 0;
-    let mut last = Vec::new();
-    while began.elapsed() < SETTLE {
-        let got = seen(pod);
-        last.push(got);
-        streak = if got == want { streak + 1 } else { 0 };
-        if streak == 3 {
-            return began.elapsed();
-        }
-        if got.is_some() {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-    panic!(
-        "{what}: want {want:?}, the last answers were {:?}",
-        &last[last.len().saturating_sub(8)..]
-    );
+    super::egress_ip6::wait_seen_within(SETTLE, pod, EXT.into(), want.map(Into::into), what)
 }
 
 /// The set of sources `pod`'s next `n` connections are seen with.

@@ -64,9 +64,21 @@ fn seen(pod: &CniPod<'_>, ext: IpAddr) -> Option<IpAddr> {
 /// long it took.
 #[track_caller]
 fn wait_seen(pod: &CniPod<'_>, ext: IpAddr, want: Option<IpAddr>, what: &str) -> Duration {
+    wait_seen_within(SETTLE, pod, ext, want, what)
+}
+
+/// [`wait_seen`] giving up after `settle`.
+#[track_caller]
+pub(crate) fn wait_seen_within(
+    settle: Duration,
+    pod: &CniPod<'_>,
+    ext: IpAddr,
+    want: Option<IpAddr>,
+    what: &str,
+) -> Duration {
     let began = Instant::now();
     let (mut streak, mut last) = (0, Vec::new());
-    while began.elapsed() < SETTLE {
+    while began.elapsed() < settle {
         let got = seen(pod, ext);
         last.push(got);
         streak = if got == want { streak + 1 } else { 0 };

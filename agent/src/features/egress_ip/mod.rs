@@ -277,16 +277,20 @@ impl<S: FlowSwitch> EgressIps<S> {
                     "the node IP {} is on no interface of this host",
                     self.node.node_ip
                 )),
-                Some(l) if l.cannot_hold(*ip).is_some() => l.cannot_hold(*ip),
-                _ if *ip == IpAddr::V4(self.node.node_ip) => {
-                    Some("it is the node IP itself".into())
-                }
-                _ if gateways.contains(ip) => Some("it is this node's default gateway".into()),
-                Some(l) => match probe_before_holding(l, *ip, present.contains(ip)).await {
-                    Some(owner) => Some(owner),
-                    None => match self.netlink.add_egress_address(l, *ip).await {
-                        Ok(()) => None,
-                        Err(e) => Some(e.to_string()),
+                Some(l) => match l.cannot_hold(*ip) {
+                    Some(why) => Some(why),
+                    None if *ip == IpAddr::V4(self.node.node_ip) => {
+                        Some("it is the node IP itself".into())
+                    }
+                    None if gateways.contains(ip) => {
+                        Some("it is this node's default gateway".into())
+                    }
+                    None => match probe_before_holding(l, *ip, present.contains(ip)).await {
+                        Some(owner) => Some(owner),
+                        None => match self.netlink.add_egress_address(l, *ip).await {
+                            Ok(()) => None,
+                            Err(e) => Some(e.to_string()),
+                        },
                     },
                 },
             };

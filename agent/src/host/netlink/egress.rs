@@ -448,34 +448,46 @@ pub fn gratuitous_arp(link: &EgressLink, ip: Ipv4Addr) -> io::Result<()> {
     RawSocket::arp(link)?.send(&arp_request(&link.mac, ip, ip))
 }
 
-/// How many RFC 5227 probes [`arp_probe`] sends, and how far apart.
+/// How many probes an address-conflict probe sends ([`arp_probe`], and for IPv6
+/// `super::nd_probe`), and how far apart.
 pub(super) const ARP_PROBES: u32 = 3;
 /// The spacing of the probes.
 pub(super) const ARP_PROBE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
-/// How long [`arp_probe`] listens in all.
+/// How long a probe listens in all.
 pub(super) const ARP_PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl RawSocket {
+    /// Sends `probe` [`ARP_PROBES`] times [`ARP_PROBE_INTERVAL`] apart while listening for
+    /// [`ARP_PROBE_WAIT`]; the first frame `conflict` names a MAC in ends it with that MAC.
+    pub(super) fn probe(
+        &self,
+        probe: &[u8],
+        conflict: impl Fn(&[u8]) -> Option<[u8; 6]>,
+    ) -> io::Result<Option<[u8; 6]>> {
+        let start = std::time::Instant::now();
+        let mut sent = 0;
+        let mut buf = [0u8; 256];
+        while start.elapsed() < ARP_PROBE_WAIT {
+            if sent < ARP_PROBES && start.elapsed() >= ARP_PROBE_INTERVAL * sent {
+                self.send(probe)?;
+                sent += 1;
+            }
+            if let Some(n) = self.recv(&mut buf, 50) {
+                if let Some(mac) = conflict(&buf[..n]) {
+                    return Ok(Some(mac));
+                }
+            }
+        }
+        Ok(None)
+    }
+}
 
 /// Probes `ip` on `link` as RFC 5227 describes (ARP requests from 0.0.0.0 for it) and returns
 /// the MAC of a host that answers for it or probes for it too, or `None` when nobody did within
 /// [`ARP_PROBE_WAIT`]. Blocking: call it from a blocking thread.
 pub fn arp_probe(link: &EgressLink, ip: Ipv4Addr) -> io::Result<Option<[u8; 6]>> {
-    let sock = RawSocket::arp(link)?;
     let probe = arp_request(&link.mac, Ipv4Addr::UNSPECIFIED, ip);
-    let start = std::time::Instant::now();
-    let mut sent = 0;
-    let mut buf = [0u8; 128];
-    while start.elapsed() < ARP_PROBE_WAIT {
-        if sent < ARP_PROBES && start.elapsed() >= ARP_PROBE_INTERVAL * sent {
-            sock.send(&probe)?;
-            sent += 1;
-        }
-        if let Some(n) = sock.recv(&mut buf, 50) {
-            if let Some(mac) = arp_conflict(&buf[..n], &link.mac, ip) {
-                return Ok(Some(mac));
-            }
-        }
-    }
-    Ok(None)
+    RawSocket::arp(link)?.probe(&probe, |f| arp_conflict(f, &link.mac, ip))
 }
 
 /// Whether an ARP frame says another host holds `ip` (RFC 5227 2.1.1): its sender address is

@@ -22,13 +22,6 @@ const ICMPV6: u8 = 58;
 const NS: u8 = 135;
 const NA: u8 = 136;
 
-/// How many probes [`nd_probe`] sends, how far apart, and how long it listens in all (as the
-/// IPv4 probe: shorter than RFC 4862's one second per probe, and still enough to hear any host
-/// on the link).
-const PROBES: u32 = 3;
-const PROBE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
-const PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
-
 /// The solicited-node group of `ip` (`ff02::1:ffXX:XXXX`) and its MAC (`33:33:ff:XX:XX:XX`).
 fn solicited_node(ip: Ipv6Addr) -> (Ipv6Addr, [u8; 6]) {
     let o = ip.octets();
@@ -120,22 +113,11 @@ pub fn nd_probe(link: &EgressLink, ip: Ipv6Addr) -> io::Result<Option<[u8; 6]>> 
     let sock = RawSocket::open(link, ETH_P_IPV6, group_mac)?;
     // A rival's probe goes to the solicited-node group: hear it.
     sock.join(group_mac)?;
-    let probe = probe_frame(&link.mac, ip);
-    let start = std::time::Instant::now();
-    let mut sent = 0;
-    let mut buf = [0u8; 256];
-    while start.elapsed() < PROBE_WAIT {
-        if sent < PROBES && start.elapsed() >= PROBE_INTERVAL * sent {
-            sock.send(&probe)?;
-            sent += 1;
-        }
-        if let Some(n) = sock.recv(&mut buf, 50) {
-            if let Some(mac) = nd_conflict(&buf[..n], &link.mac, ip) {
-                return Ok(Some(mac));
-            }
-        }
-    }
-    Ok(None)
+    // The IPv4 probe's rounds and wait: shorter than RFC 4862's one second per probe, and
+    // still enough to hear any host on the link.
+    sock.probe(&probe_frame(&link.mac, ip), |f| {
+        nd_conflict(f, &link.mac, ip)
+    })
 }
 
 /// Whether a frame says another host holds `ip`: an advertisement for it, or another host's
