@@ -28,7 +28,7 @@ impl ClusterState {
 
     /// The node whose IPv6 subnet holds `ip`, and its underlay address (as
     /// [`ClusterState::node_holding`] for IPv4).
-    pub fn node_holding6(&self, ip: Ipv6Addr) -> Option<(&str, std::net::Ipv4Addr)> {
+    pub fn node_holding6(&self, ip: Ipv6Addr) -> Option<(&str, std::net::IpAddr)> {
         self.host_subnets.values().find_map(|hs| {
             let held = hs.ipv6_subnet().ok().flatten()?.contains(&ip);
             held.then(|| Some((hs.host.as_str(), hs.host_ip_addr().ok()?)))

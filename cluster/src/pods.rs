@@ -159,29 +159,32 @@ impl kube::Resource for SlimPod {
 }
 
 impl SlimPod {
-    /// Its address: none while it has none, for host-network pods and for pods that finished.
-    pub fn address(&self) -> Option<Ipv4Addr> {
-        let spec = self.spec.as_ref()?;
-        if spec.host_network == Some(true) {
-            return None;
-        }
-        let status = self.status.as_ref()?;
-        if matches!(status.phase.as_deref(), Some("Succeeded" | "Failed")) {
-            return None;
-        }
-        status.pod_ip.as_deref()?.parse().ok()
+    /// The addresses of its status (`podIP`, then `podIPs`), unless it is a host-network pod
+    /// or one that finished.
+    fn addresses(&self) -> impl Iterator<Item = &str> {
+        let spec = self.spec.as_ref();
+        let status = self.status.as_ref().filter(|s| {
+            spec.is_some_and(|spec| spec.host_network != Some(true))
+                && !matches!(s.phase.as_deref(), Some("Succeeded" | "Failed"))
+        });
+        status.into_iter().flat_map(|s| {
+            s.pod_ip
+                .as_deref()
+                .into_iter()
+                .chain(s.pod_ips.iter().flatten().map(|p| p.ip.as_str()))
+        })
     }
 
-    /// Its IPv6 address (a dual-stack pod's, from `status.podIPs`), under the same conditions
-    /// as [`Self::address`].
+    /// Its IPv4 address: none while it has none, for host-network pods and for pods that
+    /// finished (and for a pod of an IPv6-only cluster).
+    pub fn address(&self) -> Option<Ipv4Addr> {
+        self.addresses().find_map(|a| a.parse().ok())
+    }
+
+    /// Its IPv6 address (a dual-stack or IPv6-only pod's, from `status.podIP` or
+    /// `status.podIPs`), under the same conditions as [`Self::address`].
     pub fn address6(&self) -> Option<std::net::Ipv6Addr> {
-        self.address()?;
-        self.status
-            .as_ref()?
-            .pod_ips
-            .as_ref()?
-            .iter()
-            .find_map(|p| p.ip.parse().ok())
+        self.addresses().find_map(|a| a.parse().ok())
     }
 
     /// Its named container ports (init containers' too).
@@ -308,12 +311,13 @@ impl PodCache {
     fn read_peer(&mut self, p: &SlimPod) -> Option<(String, String, Option<PodView>)> {
         let ns = p.metadata.namespace.clone()?;
         let name = p.metadata.name.clone()?;
-        let view = p.address().map(|ip| PodView {
+        let (ip, ip6) = (p.address(), p.address6());
+        let view = (ip.is_some() || ip6.is_some()).then(|| PodView {
             namespace: ns.clone(),
             name: name.clone(),
             labels: self.labels.intern(p.labels()),
             ip,
-            ip6: p.address6(),
+            ip6,
             ports: self.ports.intern(p.named_ports()),
         });
         Some((ns, name, view))
@@ -408,5 +412,34 @@ mod tests {
         let mut host = p;
         host.spec.as_mut().unwrap().host_network = Some(true);
         assert_eq!(host.address(), None);
+    }
+
+    #[test]
+    fn addresses_of_either_family_come_from_pod_ip_or_pod_ips() {
+        let pod = |status: serde_json::Value| -> SlimPod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "a", "namespace": "n"},
+                "spec": {"nodeName": "node-1"}, "status": status}))
+            .unwrap()
+        };
+        let dual = pod(serde_json::json!({"podIP": "10.128.0.7",
+            "podIPs": [{"ip": "10.128.0.7"}, {"ip": "fd01::7"}], "phase": "Running"}));
+        assert_eq!(dual.address(), Some(Ipv4Addr::new(10, 128, 0, 7)));
+        assert_eq!(dual.address6(), Some("fd01::7".parse().unwrap()));
+        let only6 = pod(serde_json::json!({"podIP": "fd01::8", "podIPs": [{"ip": "fd01::8"}]}));
+        assert_eq!(only6.address(), None);
+        assert_eq!(only6.address6(), Some("fd01::8".parse().unwrap()));
+        let mut done = only6;
+        done.status.as_mut().unwrap().phase = Some("Failed".into());
+        assert_eq!(done.address6(), None);
+        let mut cache = PodCache::new("node-2");
+        let (_, _, view) = cache
+            .read_peer(&pod(serde_json::json!({"podIP": "fd01::9"})))
+            .unwrap();
+        let view = view.expect("an IPv6-only pod is a peer");
+        assert_eq!(
+            (view.ip, view.ip6),
+            (None, Some("fd01::9".parse().unwrap()))
+        );
     }
 }

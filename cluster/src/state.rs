@@ -95,7 +95,7 @@ impl ClusterState {
     }
 
     /// The node whose subnet holds `ip`, with its underlay address (valid HostSubnets only).
-    pub fn node_holding(&self, ip: Ipv4Addr) -> Option<(&str, Ipv4Addr)> {
+    pub fn node_holding(&self, ip: Ipv4Addr) -> Option<(&str, std::net::IpAddr)> {
         self.host_subnets.values().find_map(|hs| {
             let held = hs.subnet_net().is_ok_and(|n| n.contains(&ip));
             held.then(|| Some((hs.host.as_str(), hs.host_ip_addr().ok()?)))
@@ -104,7 +104,7 @@ impl ClusterState {
     }
 
     /// The underlay address of `node`, when it has a valid HostSubnet.
-    pub fn host_ip_of(&self, node: &str) -> Option<Ipv4Addr> {
+    pub fn host_ip_of(&self, node: &str) -> Option<std::net::IpAddr> {
         self.host_subnet_of(node)?.host_ip_addr().ok()
     }
 
@@ -607,7 +607,10 @@ mod tests {
         );
         assert_eq!(st.allocate_subnet().unwrap().to_string(), "10.128.4.0/23");
         assert_eq!(st.subnet_of("b").unwrap().to_string(), "10.128.2.0/23");
-        assert_eq!(st.host_ip_of("a"), Some(Ipv4Addr::new(192, 168, 0, 1)));
+        assert_eq!(
+            st.host_ip_of("a"),
+            Some(Ipv4Addr::new(192, 168, 0, 1).into())
+        );
         assert_eq!(st.subnet_of("c"), None);
         let mut st = st;
         st.insert(NetNamespace::new("default", 0).into());

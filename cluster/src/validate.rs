@@ -127,6 +127,25 @@ pub fn parse_ipv4(field: &str, value: &str) -> Result<Ipv4Addr, ValidationError>
     Ok(ip)
 }
 
+/// An address of either family (a HostSubnet's `hostIP`: IPv6 on the underlay of an
+/// IPv6-only cluster), unicast and not link-local.
+pub fn parse_ip(field: &str, value: &str) -> Result<std::net::IpAddr, ValidationError> {
+    if let Ok(v4) = parse_ipv4(field, value) {
+        return Ok(v4.into());
+    }
+    let ip: std::net::Ipv6Addr = value
+        .parse()
+        .map_err(|_| ValidationError::new(field, value, "expected an IPv4 or IPv6 address"))?;
+    if ip.is_unspecified() || ip.is_multicast() || ip.is_unicast_link_local() || ip.is_loopback() {
+        return Err(ValidationError::new(
+            field,
+            value,
+            "expected a unicast IPv4 address or a global or unique-local IPv6 address",
+        ));
+    }
+    Ok(ip.into())
+}
+
 /// Checks a DNS-1123 label (`[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters).
 pub fn dns1123_label(s: &str) -> Result<(), String> {
     let ok = !s.is_empty()
@@ -376,9 +395,18 @@ impl HostSubnet {
         parse_cidr("subnet", &self.subnet)
     }
 
-    /// The node's underlay (VTEP) address.
-    pub fn host_ip_addr(&self) -> Result<Ipv4Addr, ValidationError> {
-        parse_ipv4("hostIP", &self.host_ip)
+    /// The node's underlay (VTEP) address: IPv4, or IPv6 on an IPv6-only cluster.
+    pub fn host_ip_addr(&self) -> Result<std::net::IpAddr, ValidationError> {
+        parse_ip("hostIP", &self.host_ip)
+    }
+
+    /// The node's IPv4 pod subnet: `None` when `subnet` is empty (a node of an IPv6-only
+    /// cluster, whose subnet is the IPv6 one of [`Self::ipv6_subnet`]).
+    pub fn ipv4_subnet(&self) -> Result<Option<Ipv4Net>, ValidationError> {
+        if self.subnet.is_empty() {
+            return Ok(None);
+        }
+        self.subnet_net().map(Some)
     }
 
     /// The node's IPv6 pod subnet in a dual-stack cluster (annotation
@@ -400,16 +428,37 @@ impl HostSubnet {
                 format!("must equal metadata.name {name:?}"),
             ));
         }
-        self.host_ip_addr()?;
-        let subnet = self.subnet_net()?;
-        if subnet.prefix_len() > 30 {
+        let host_ip = self.host_ip_addr()?;
+        let subnet = self.ipv4_subnet()?;
+        if subnet.is_some() && host_ip.is_ipv6() {
+            return Err(ValidationError::new(
+                "hostIP",
+                &self.host_ip,
+                "expected an IPv4 address: a node with an IPv4 subnet is reached over an IPv4 \
+                 underlay (an IPv6 hostIP is for a node of an IPv6-only cluster, whose subnet \
+                 is empty)",
+            ));
+        }
+        if subnet.is_some_and(|s| s.prefix_len() > 30) {
             return Err(ValidationError::new(
                 "subnet",
                 &self.subnet,
                 "expected a prefix of at most /30 (a gateway and at least one pod)",
             ));
         }
-        if let Some(v6) = self.ipv6_subnet()? {
+        let subnet6 = self.ipv6_subnet()?;
+        if subnet.is_none() && subnet6.is_none() {
+            return Err(ValidationError::new(
+                "subnet",
+                &self.subnet,
+                format!(
+                    "expected an IPv4 CIDR such as 10.128.0.0/23 (empty only on a node of an \
+                     IPv6-only cluster, with its IPv6 subnet in annotation {})",
+                    annotations::IPV6_SUBNET
+                ),
+            ));
+        }
+        if let Some(v6) = subnet6 {
             if v6.prefix_len() > 126 {
                 return Err(ValidationError::new(
                     format!("metadata.annotations[{}]", annotations::IPV6_SUBNET),
@@ -746,8 +795,25 @@ mod tests {
         let hs = |n: &str, ip: &str, s: &str| HostSubnet::new(n, ip, s);
         assert_eq!(
             err(hs("n1", "10.0.0.300", "10.128.0.0/23").validate()),
-            "field hostIP \"10.0.0.300\": expected an IPv4 address"
+            "field hostIP \"10.0.0.300\": expected an IPv4 or IPv6 address"
         );
+        // An IPv6-only node: empty subnet, its IPv6 subnet in the annotation, an IPv6 hostIP.
+        let mut six = hs("n1", "fd00::1", "");
+        assert!(err(six.validate()).starts_with("field subnet \"\": expected an IPv4 CIDR"));
+        six.metadata.annotations = Some(
+            [(
+                annotations::IPV6_SUBNET.to_string(),
+                "fd01:0:0:1::/64".to_string(),
+            )]
+            .into(),
+        );
+        six.validate().unwrap();
+        assert_eq!(six.ipv4_subnet().unwrap(), None);
+        assert_eq!(
+            six.host_ip_addr().unwrap(),
+            "fd00::1".parse::<std::net::IpAddr>().unwrap()
+        );
+        assert!(err(hs("n1", "fe80::1", "").validate()).starts_with("field hostIP"));
         assert!(err(hs("n1", "fd00::1", "10.128.0.0/23").validate()).starts_with("field hostIP"));
         assert!(err(hs("n1", "10.0.0.1", "10.128.0.0").validate())
             .starts_with("field subnet \"10.128.0.0\""));

@@ -6,7 +6,7 @@
 //! text of every other base flow, so any change to the base set changes the marker (there is no
 //! hand-bumped number to forget).
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::Ipv4Net;
 use ovs::flow::{
@@ -145,36 +145,61 @@ pub struct NodeConfig {
     pub datapath: Datapath,
     /// Isolation mode.
     pub mode: Mode,
-    /// The node's own (underlay) address: DNS to it goes to the host.
-    pub node_ip: Ipv4Addr,
+    /// The node's own (underlay) address: DNS to it goes to the host. IPv4 on an IPv4 or a
+    /// dual-stack cluster, IPv6 on an IPv6-only one.
+    pub node_ip: IpAddr,
+    /// The node's IPv4 side (`None`: an IPv6-only cluster).
+    pub ipv4: Option<NodeIpv4>,
+    /// VXLAN UDP port (4789).
+    pub vxlan_port: u16,
+    /// tun0's MAC when it is not the derived one: a node taken over from openshift-sdn keeps
+    /// the random MAC its tun0 had (the pods' ARP caches hold it). `None`: derived.
+    pub tun0_mac: Option<MacAddr>,
+    /// The node's IPv6 side in a dual-stack or IPv6-only cluster (`None`: IPv4 only).
+    pub ipv6: Option<crate::ipv6::NodeIpv6>,
+}
+
+/// What the IPv4 rows of a node depend on (every node but those of an IPv6-only cluster).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct NodeIpv4 {
     /// This node's pod subnet; its first host address is the gateway on tun0.
     pub local_subnet: Ipv4Net,
     /// The cluster networks.
     pub cluster_networks: Vec<Ipv4Net>,
     /// The service network.
     pub service_cidr: Ipv4Net,
-    /// VXLAN UDP port (4789).
-    pub vxlan_port: u16,
-    /// tun0's MAC when it is not the derived one: a node taken over from openshift-sdn keeps
-    /// the random MAC its tun0 had (the pods' ARP caches hold it). `None`: derived.
-    pub tun0_mac: Option<MacAddr>,
-    /// The node's IPv6 side in a dual-stack cluster (`None`: IPv4 only).
-    pub ipv6: Option<crate::ipv6::NodeIpv6>,
 }
 
-impl NodeConfig {
+impl NodeIpv4 {
     /// The gateway: the first host address of the local subnet.
     pub fn gateway(&self) -> Ipv4Addr {
         Ipv4Addr::from(u32::from(self.local_subnet.network()) + 1)
     }
+}
 
-    /// tun0's MAC: derived from the gateway address as pod MACs are from theirs (unless the
-    /// `tun0_mac` field keeps another), and pinned by the agent
-    /// (`Interface:mac`), so flows can address the node and the MAC survives an ovs-vswitchd
-    /// restart.
+impl NodeConfig {
+    /// The IPv4 gateway: the first host address of the local IPv4 subnet (`None` on an
+    /// IPv6-only cluster).
+    pub fn gateway(&self) -> Option<Ipv4Addr> {
+        self.ipv4.as_ref().map(NodeIpv4::gateway)
+    }
+
+    /// The IPv6 gateway (`None` on an IPv4-only cluster).
+    pub fn gateway6(&self) -> Option<Ipv6Addr> {
+        self.ipv6.as_ref().map(crate::ipv6::NodeIpv6::gateway)
+    }
+
+    /// tun0's MAC: derived from the gateway address as pod MACs are from theirs (the IPv4
+    /// gateway's where there is one, else the IPv6 gateway's), unless the `tun0_mac` field
+    /// keeps another, and pinned by the agent (`Interface:mac`), so flows can address the node
+    /// and the MAC survives an ovs-vswitchd restart.
     pub fn tun0_mac(&self) -> MacAddr {
         self.tun0_mac
-            .unwrap_or_else(|| MacAddr::from_pod_ip(self.gateway()))
+            .unwrap_or_else(|| match (self.gateway(), self.gateway6()) {
+                (Some(gw), _) => MacAddr::from_pod_ip(gw),
+                (None, Some(gw6)) => MacAddr::from_pod_ip6(gw6),
+                (None, None) => MacAddr::from_pod_ip(Ipv4Addr::UNSPECIFIED),
+            })
     }
 }
 
@@ -267,10 +292,36 @@ fn base_flows_without_version(cfg: &NodeConfig) -> Vec<Flow> {
 /// Table 0: the classifier: untracked IP to conntrack, then sort by in_port.
 fn classifier(cfg: &NodeConfig, f: &mut Vec<Flow>) {
     use Table::*;
-    let gw = cfg.gateway();
-    let local = net(&cfg.local_subnet);
+    let v4 = cfg.ipv4.as_ref();
+    if let Some(v4) = v4 {
+        classifier_from_vxlan(v4, f);
+    }
+    f.push(flow(Classifier, 150).matching(Match::any().in_port(VXLAN_PORT)));
+    let from_tun = Match::any().in_port(TUN_PORT);
+    if let Some(v4) = v4 {
+        classifier_from_tun(cfg, v4, f);
+    }
+    f.push(flow(Classifier, 150).matching(from_tun));
+    if v4.is_some() {
+        f.push(
+            flow(Classifier, 100)
+                .matching(Match::any().arp())
+                .goto(PodEgressSpoofguard.id()),
+        );
+        f.push(
+            flow(Classifier, 100)
+                .matching(Match::any().ip())
+                .goto(PodEgressSpoofguard.id()),
+        );
+    }
+    f.push(flow(Classifier, 0));
+}
 
-    // Table 0: classifier.
+/// Table 0's IPv4 rows for VXLAN: untracked IP to conntrack, then what comes from the cluster
+/// network.
+fn classifier_from_vxlan(v4: &NodeIpv4, f: &mut Vec<Flow>) {
+    use Table::*;
+    let local = net(&v4.local_subnet);
     f.push(
         flow(Classifier, 1000)
             .matching(
@@ -280,7 +331,7 @@ fn classifier(cfg: &NodeConfig, f: &mut Vec<Flow>) {
             )
             .action(Action::Ct(Ct::new().table(Classifier.id()))),
     );
-    for cn in cfg.cluster_networks.iter().map(net) {
+    for cn in v4.cluster_networks.iter().map(net) {
         let from_vxlan = Match::any().in_port(VXLAN_PORT);
         f.push(
             flow(Classifier, 200)
@@ -301,14 +352,20 @@ fn classifier(cfg: &NodeConfig, f: &mut Vec<Flow>) {
                 .goto(VxlanIngress.id()),
         );
     }
-    f.push(flow(Classifier, 150).matching(Match::any().in_port(VXLAN_PORT)));
+}
+
+/// Table 0's IPv4 rows for what comes from tun0.
+fn classifier_from_tun(cfg: &NodeConfig, v4: &NodeIpv4, f: &mut Vec<Flow>) {
+    use Table::*;
+    let gw = v4.gateway();
+    let local = net(&v4.local_subnet);
     let from_tun = Match::any().in_port(TUN_PORT);
     f.push(
         flow(Classifier, 400)
             .matching(from_tun.clone().ip().nw_src(gw))
             .goto(ConntrackCommit.id()),
     );
-    for cn in cfg.cluster_networks.iter().map(net) {
+    for cn in v4.cluster_networks.iter().map(net) {
         let hairpin =
             flow(Classifier, 300).matching(from_tun.clone().ip().nw_src(local).nw_dst(cn));
         let hairpin = match cfg.datapath {
@@ -321,7 +378,7 @@ fn classifier(cfg: &NodeConfig, f: &mut Vec<Flow>) {
         f.push(hairpin.goto(ServiceReturn.id()));
     }
     f.push(flow(Classifier, 250).matching(from_tun.clone().ip().nw_dst(multicast())));
-    for cn in cfg.cluster_networks.iter().map(net) {
+    for cn in v4.cluster_networks.iter().map(net) {
         f.push(
             flow(Classifier, 200)
                 .matching(from_tun.clone().arp().arp_spa(gw).arp_tpa(cn))
@@ -330,21 +387,9 @@ fn classifier(cfg: &NodeConfig, f: &mut Vec<Flow>) {
     }
     f.push(
         flow(Classifier, 200)
-            .matching(from_tun.clone().ip())
+            .matching(from_tun.ip())
             .goto(ConntrackCommit.id()),
     );
-    f.push(flow(Classifier, 150).matching(from_tun));
-    f.push(
-        flow(Classifier, 100)
-            .matching(Match::any().arp())
-            .goto(PodEgressSpoofguard.id()),
-    );
-    f.push(
-        flow(Classifier, 100)
-            .matching(Match::any().ip())
-            .goto(PodEgressSpoofguard.id()),
-    );
-    f.push(flow(Classifier, 0));
 }
 
 /// Tables 10, 20, 25 and 26 (per-node and per-pod rows come later), 27 and 30.
@@ -353,15 +398,20 @@ fn pod_entry(cfg: &NodeConfig, f: &mut Vec<Flow>) {
 
     // Tables 10, 20, 25, 26: per-node and per-pod rows come later; pods may not inject VXLAN.
     f.push(flow(VxlanIngress, 0));
-    f.push(flow(PodEgressSpoofguard, 300).matching(Match::any().udp().tp_dst(cfg.vxlan_port)));
+    if cfg.ipv4.is_some() {
+        f.push(flow(PodEgressSpoofguard, 300).matching(Match::any().udp().tp_dst(cfg.vxlan_port)));
+    }
     f.push(flow(PodEgressSpoofguard, 0));
     f.push(flow(ServiceReturn, 0));
     f.push(flow(SourceVnid, 0));
 
     // Tables 27, 30: networkpolicy only; pass through in the other modes.
-    if cfg.mode == Mode::NetworkPolicy {
-        network_policy_egress_and_commit(cfg, f);
-    } else if cfg.datapath == Datapath::Netdev {
+    if let (Mode::NetworkPolicy, Some(v4)) = (cfg.mode, &cfg.ipv4) {
+        network_policy_egress_and_commit(cfg, v4, f);
+    } else if cfg.mode != Mode::NetworkPolicy
+        && cfg.ipv4.is_some()
+        && cfg.datapath == Datapath::Netdev
+    {
         // A pod's connection to a Service, back from the node's DNAT: recorded with the
         // client's VNID, which table 80 checks its replies against.
         f.push(
@@ -378,8 +428,9 @@ fn pod_entry(cfg: &NodeConfig, f: &mut Vec<Flow>) {
 /// Table 31: routing by destination.
 fn routing(cfg: &NodeConfig, f: &mut Vec<Flow>) {
     use Table::*;
-    let gw = cfg.gateway();
-    let local = net(&cfg.local_subnet);
+    let Some(v4) = &cfg.ipv4 else { return };
+    let gw = v4.gateway();
+    let local = net(&v4.local_subnet);
 
     // Table 31: routing.
     let tun0 = Action::Output(TUN_PORT);
@@ -408,7 +459,7 @@ fn routing(cfg: &NodeConfig, f: &mut Vec<Flow>) {
             .matching(Match::any().ip().nw_dst(local))
             .goto(LocalIp.id()),
     );
-    for cn in cfg.cluster_networks.iter().map(net) {
+    for cn in v4.cluster_networks.iter().map(net) {
         f.push(
             flow(Routing, 100)
                 .matching(Match::any().arp().arp_tpa(cn))
@@ -422,7 +473,7 @@ fn routing(cfg: &NodeConfig, f: &mut Vec<Flow>) {
     }
     f.push(
         flow(Routing, 100)
-            .matching(Match::any().ip().nw_dst(net(&cfg.service_cidr)))
+            .matching(Match::any().ip().nw_dst(net(&v4.service_cidr)))
             .goto(Service.id()),
     );
     f.push(
@@ -486,7 +537,6 @@ pub(crate) fn service_reply_row(cfg: &NodeConfig, family: Match, to_local: Match
 /// Tables 40, 50, 60, 70 and 75, and 80: the tenancy decision.
 fn delivery(cfg: &NodeConfig, f: &mut Vec<Flow>) {
     use Table::*;
-    let gw = cfg.gateway();
     let tun0 = Action::Output(TUN_PORT);
 
     // Tables 40, 50, 60, 70, 75.
@@ -499,27 +549,30 @@ fn delivery(cfg: &NodeConfig, f: &mut Vec<Flow>) {
     // Table 80: the tenancy decision (for IP from table 70 and ARP from table 40, through 75). The node
     // (tun0's gateway address) reaches every pod.
     let commit = Action::Ct(allow_commit(cfg.datapath));
-    let node_row = flow(IngressIsolation, 300).matching(Match::any().ip().nw_src(gw));
-    f.push(
-        match cfg.mode {
-            // The node's connections are committed so that the pod's replies pass its egress
-            // policy as replies (kubelet probes).
-            Mode::NetworkPolicy => node_row.action(commit.clone()),
-            _ => node_row,
-        }
-        .action(Reg::OutPort.output()),
-    );
-    f.push(
-        flow(IngressIsolation, 300)
-            .matching(match cfg.mode {
-                // Every ARP: policies are about IP.
-                Mode::NetworkPolicy => Match::any().arp(),
-                _ => Match::any().arp().arp_spa(gw),
-            })
+    if let Some(gw) = cfg.gateway() {
+        let node_row = flow(IngressIsolation, 300).matching(Match::any().ip().nw_src(gw));
+        f.push(
+            match cfg.mode {
+                // The node's connections are committed so that the pod's replies pass its
+                // egress policy as replies (kubelet probes).
+                Mode::NetworkPolicy => node_row.action(commit.clone()),
+                _ => node_row,
+            }
             .action(Reg::OutPort.output()),
-    );
+        );
+        f.push(
+            flow(IngressIsolation, 300)
+                .matching(match cfg.mode {
+                    // Every ARP: policies are about IP.
+                    Mode::NetworkPolicy => Match::any().arp(),
+                    _ => Match::any().arp().arp_spa(gw),
+                })
+                .action(Reg::OutPort.output()),
+        );
+    }
     match cfg.mode {
         Mode::Subnet => f.push(flow(IngressIsolation, 200).action(Reg::OutPort.output())),
+        Mode::NetworkPolicy if cfg.ipv4.is_none() => {}
         Mode::NetworkPolicy => {
             // Replies of allowed connections; then the per-policy rows (`policy`, 100..150);
             // then every pod no policy isolates.
@@ -562,34 +615,40 @@ fn egress(cfg: &NodeConfig, f: &mut Vec<Flow>) {
 
     // Tables 90..120.
     f.push(flow(RemoteIp, 0));
-    for l4 in [Match::any().udp(), Match::any().tcp()] {
+    let dns = match cfg.node_ip {
+        IpAddr::V4(ip) => [Match::any().udp(), Match::any().tcp()].map(|l4| l4.nw_dst(ip)),
+        IpAddr::V6(ip) => [Match::any().udp6(), Match::any().tcp6()].map(|l4| l4.ipv6_dst(ip)),
+    };
+    for to_node in dns {
         f.push(
             flow(EgressPrelude, 200)
-                .matching(l4.nw_dst(cfg.node_ip).tp_dst(53))
+                .matching(to_node.tp_dst(53))
                 .action(tun0.clone()),
         );
     }
     f.push(flow(EgressPrelude, 0).goto(EgressFirewall.id()));
     f.push(flow(EgressFirewall, 0).goto(EgressRouting.id()));
     // Replies never take an egress IP (openshift-sdn's row, before the per-VNID rows).
-    f.push(
-        flow(EgressRouting, 150)
-            .matching(
-                Match::any()
-                    .ip()
-                    .ct_state(CtState::new().plus(CtFlag::Trk).plus(CtFlag::Rpl)),
-            )
-            .action(tun0.clone()),
-    );
+    if cfg.ipv4.is_some() {
+        f.push(
+            flow(EgressRouting, 150)
+                .matching(
+                    Match::any()
+                        .ip()
+                        .ct_state(CtState::new().plus(CtFlag::Trk).plus(CtFlag::Rpl)),
+                )
+                .action(tun0.clone()),
+        );
+    }
     f.push(flow(EgressRouting, 0).action(tun0));
     f.push(flow(MulticastOut, 0));
     f.push(flow(MulticastLocal, 0));
 }
 
 /// Networkpolicy mode's fixed rows of tables 27 and 30 (docs/pipeline.md, "NetworkPolicy").
-fn network_policy_egress_and_commit(cfg: &NodeConfig, f: &mut Vec<Flow>) {
+fn network_policy_egress_and_commit(cfg: &NodeConfig, v4: &NodeIpv4, f: &mut Vec<Flow>) {
     use Table::*;
-    let gw = cfg.gateway();
+    let gw = v4.gateway();
     let reply = CtState::new().plus(CtFlag::Trk).plus(CtFlag::Rpl);
     let new_or_est = CtState::new().plus(CtFlag::Trk).minus(CtFlag::Rpl);
     let commit = || Action::Ct(allow_commit(cfg.datapath));
@@ -597,7 +656,7 @@ fn network_policy_egress_and_commit(cfg: &NodeConfig, f: &mut Vec<Flow>) {
     // back through table 25 with the endpoint as destination; replies pass.
     f.push(
         flow(PodEgressPolicy, 300)
-            .matching(Match::any().ip().nw_dst(net(&cfg.service_cidr)))
+            .matching(Match::any().ip().nw_dst(net(&v4.service_cidr)))
             .goto(ConntrackCommit.id()),
     );
     f.push(
@@ -615,7 +674,7 @@ fn network_policy_egress_and_commit(cfg: &NodeConfig, f: &mut Vec<Flow>) {
     );
     f.push(
         flow(ConntrackCommit, 150)
-            .matching(Match::any().ip().nw_dst(net(&cfg.local_subnet)))
+            .matching(Match::any().ip().nw_dst(net(&v4.local_subnet)))
             .goto(Routing.id()),
     );
     match cfg.datapath {
@@ -630,8 +689,8 @@ fn network_policy_egress_and_commit(cfg: &NodeConfig, f: &mut Vec<Flow>) {
         // The kernel's conntrack, shared with iptables: only cluster-internal connections (a
         // packet committed here would skip the node's NAT), as openshift-sdn did.
         Datapath::System => {
-            for src in cfg.cluster_networks.iter().map(net) {
-                for dst in cfg.cluster_networks.iter().map(net) {
+            for src in v4.cluster_networks.iter().map(net) {
+                for dst in v4.cluster_networks.iter().map(net) {
                     f.push(
                         flow(ConntrackCommit, 100)
                             .matching(
@@ -656,10 +715,12 @@ pub(crate) fn test_config(mode: Mode) -> NodeConfig {
     NodeConfig {
         datapath: Datapath::Netdev,
         mode,
-        node_ip: Ipv4Addr::new(172, 17, 0, 2),
-        local_subnet: "10.128.0.0/23".parse().unwrap(),
-        cluster_networks: vec!["10.128.0.0/14".parse().unwrap()],
-        service_cidr: "172.30.0.0/16".parse().unwrap(),
+        node_ip: Ipv4Addr::new(172, 17, 0, 2).into(),
+        ipv4: Some(NodeIpv4 {
+            local_subnet: "10.128.0.0/23".parse().unwrap(),
+            cluster_networks: vec!["10.128.0.0/14".parse().unwrap()],
+            service_cidr: "172.30.0.0/16".parse().unwrap(),
+        }),
         vxlan_port: 4789,
         tun0_mac: None,
         ipv6: None,

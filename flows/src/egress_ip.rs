@@ -33,7 +33,7 @@
 //! and `nat` POSTROUTING SNATs by it. One mechanism on both datapaths keeps the tested path the
 //! production path.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 use ovs::flow::{Action, Bucket, Ct, Group, GroupType, MacAddr};
 use ovs::{Flow, Match};
@@ -52,7 +52,7 @@ pub enum EgressRoute {
     /// Through this node's kernel (one of its egress IPs is here).
     Local,
     /// Over VXLAN to the nodes hosting its egress IPs (their VTEPs), load-balanced.
-    Remote(Vec<Ipv4Addr>),
+    Remote(Vec<IpAddr>),
 }
 
 /// The cookie of VNID `vnid`'s egress IP rows.
@@ -178,7 +178,7 @@ fn family_rows(
                 .map(|n| {
                     vec![
                         src_vnid_to_vni(),
-                        Action::set_tun_dst(*n),
+                        Action::set_tunnel_dst(*n),
                         Action::Output(VXLAN_PORT),
                     ]
                 })
@@ -195,6 +195,7 @@ fn family_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::Ipv4Addr;
 
     #[test]
     fn rows_and_groups_print_as_pipeline_md_says() {
@@ -220,8 +221,8 @@ mod tests {
             "set_field:0a:59:00:00:00:14->eth_src,set_field:0a:58:0a:80:00:01->eth_dst,output:2"
         );
         let nodes = vec![
-            Ipv4Addr::new(192, 168, 77, 13),
-            Ipv4Addr::new(192, 168, 77, 12),
+            IpAddr::from(Ipv4Addr::new(192, 168, 77, 13)),
+            IpAddr::from(Ipv4Addr::new(192, 168, 77, 12)),
         ];
         let (f, g) = egress_ip_flows(v, &EgressRoute::Remote(nodes.clone()), None, tun);
         assert_eq!(

@@ -503,6 +503,67 @@ mod tests {
         }
     }
 
+    /// An IPv6-only node: the IPv6 side alone, an IPv6 underlay address.
+    pub(crate) fn ipv6_only(mode: Mode, datapath: Datapath) -> NodeConfig {
+        NodeConfig {
+            node_ip: "fd00:17::2".parse().unwrap(),
+            ipv4: None,
+            ..dual(mode, datapath)
+        }
+    }
+
+    #[test]
+    fn an_ipv6_only_node_has_no_ipv4_row_and_every_table_but_111() {
+        for mode in [Mode::Subnet, Mode::Multitenant, Mode::NetworkPolicy] {
+            for datapath in [Datapath::System, Datapath::Netdev] {
+                let only = crate::base_flows(&ipv6_only(mode, datapath));
+                for f in &only {
+                    f.validate().unwrap_or_else(|e| panic!("{f}: {e}"));
+                    assert!(
+                        !matches!(f.matches.eth_type, Some(0x0800 | 0x0806)),
+                        "{mode:?} {datapath:?}: an IPv4 row: {f}"
+                    );
+                }
+                for t in Table::ALL {
+                    let has = only.iter().any(|f| f.table == t.id());
+                    assert_eq!(has, t != Table::MulticastRemote, "table {}", t.name());
+                }
+                // Every IPv6 row of the dual-stack node is there, and the family-free rows, but
+                // for tun0's MAC (from the IPv6 gateway here).
+                let dual = crate::base_flows(&dual(mode, datapath));
+                let text_of = |f: &Flow| {
+                    f.to_string()
+                        .replace("0a:58:0a:80:00:01", "TUN0")
+                        .replace("0a:58:00:00:00:01", "TUN0")
+                };
+                let only_text: Vec<String> = only.iter().map(text_of).collect();
+                for f in dual.iter().filter(|f| f.table != Table::Version.id()) {
+                    let v4 = matches!(f.matches.eth_type, Some(0x0800 | 0x0806));
+                    let kept = only_text.contains(&text_of(f));
+                    assert_eq!(kept, !v4, "{mode:?} {datapath:?}: {f}");
+                }
+                let text: Vec<String> = only.iter().map(ToString::to_string).collect();
+                for l4 in ["udp6", "tcp6"] {
+                    let want = format!(
+                        "cookie=0x1, table=99, priority=200,{l4},ipv6_dst=fd00:17::2,tp_dst=53 actions=output:2"
+                    );
+                    assert!(text.contains(&want), "{want}: {text:#?}");
+                }
+                assert_ne!(
+                    crate::base::version(mode, &only),
+                    crate::base::version(mode, &dual)
+                );
+            }
+        }
+        // tun0's MAC comes from the IPv6 gateway: 0a:58 and its last four bytes.
+        assert_eq!(
+            ipv6_only(Mode::Multitenant, Datapath::Netdev)
+                .tun0_mac()
+                .to_string(),
+            "0a:58:00:00:00:01"
+        );
+    }
+
     #[test]
     fn link_local_is_the_kernels_eui64() {
         // `ip -6 addr` of a veth with MAC 0a:58:0a:80:00:05 shows fe80::858:aff:fe80:5.

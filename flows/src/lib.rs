@@ -25,7 +25,7 @@ pub mod remote;
 pub mod tables;
 
 pub use attachment::AttachmentId;
-pub use base::{base_flows, Datapath, Mode, NodeConfig, CT_MARK_VIA_HOST};
+pub use base::{base_flows, Datapath, Mode, NodeConfig, NodeIpv4, CT_MARK_VIA_HOST};
 pub use egress::{egress_cidr, egress_cookie, egress_firewall_flows, EgressFirewall, EgressRule};
 pub use egress_ip::{
     egress_ip_cookie, egress_ip_flows, egress_mark, egress_mark_mac, EgressRoute,

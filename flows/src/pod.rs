@@ -34,9 +34,10 @@ use crate::tables::Table;
 pub struct PodFlows {
     /// OpenFlow port of the pod's host veth on br0 (>= 3).
     pub ofport: u32,
-    /// The pod's IPv4 address.
-    pub ip: Ipv4Addr,
-    /// The pod's IPv6 address in a dual-stack cluster (its rows: [`crate::ipv6`]).
+    /// The pod's IPv4 address (`None`: a pod of an IPv6-only cluster).
+    pub ip: Option<Ipv4Addr>,
+    /// The pod's IPv6 address in a dual-stack or IPv6-only cluster (its rows:
+    /// [`crate::ipv6`]).
     pub ipv6: Option<Ipv6Addr>,
     /// The pod's VNID (0 in subnet mode and for global namespaces).
     pub vnid: Vnid,
@@ -61,6 +62,10 @@ pub const POD_FLOWS: usize = 7;
 /// How many flows a dual-stack pod has: its IPv4 rows and seven IPv6 rows.
 pub const POD_FLOWS_DUAL_STACK: usize = 14;
 
+/// How many flows a pod of an IPv6-only cluster has: its two VNID rows (tables 26 and 75) and
+/// seven IPv6 rows.
+pub const POD_FLOWS_IPV6_ONLY: usize = 9;
+
 /// The OVS port a pod's flows (from [`pod_flows`]) belong to: the `reg3=P` of their table-26
 /// row (`None` for flows without one). The flow store reads it to keep each multicast tenant's
 /// table-120 port list in step with the pods it holds.
@@ -74,9 +79,34 @@ pub fn ofport_of(flows: &[Flow]) -> Option<u32> {
 }
 
 /// The pod's seven flows, in table order, then its seven IPv6 rows if it has an IPv6 address.
+/// A pod without an IPv4 address (IPv6-only cluster) has only the two VNID rows of the seven
+/// (tables 26 and 75), then its IPv6 rows; one without any address has none.
 pub fn pod_flows(p: &PodFlows) -> Vec<Flow> {
-    let mac = MacAddr::from_pod_ip(p.ip);
+    let Some(mac) = MacAddr::from_pod_addrs(p.ip, p.ipv6) else {
+        return Vec::new();
+    };
     let f = |table: Table| Flow::new(table.id(), 100).cookie(p.cookie);
+    let source_vnid = f(Table::SourceVnid)
+        .matching(Reg::SrcPort.matching(Match::any(), p.ofport))
+        .action(Reg::SrcVnid.load_vnid(p.vnid))
+        .goto(Table::PodEgressPolicy.id());
+    let destination_vnid = f(Table::DestinationVnid)
+        .matching(Reg::OutPort.matching(Match::any(), p.ofport))
+        .action(Reg::DstVnid.load_vnid(p.vnid))
+        .goto(Table::IngressIsolation.id());
+    let Some(ip) = p.ip else {
+        let mut rows = vec![source_vnid, destination_vnid];
+        if let Some(ip6) = p.ipv6 {
+            rows.extend(crate::ipv6::pod_rows(
+                p.ofport,
+                mac,
+                ip6,
+                p.cookie,
+                p.egress_meter,
+            ));
+        }
+        return rows;
+    };
     let mut rows = vec![
         f(Table::PodEgressSpoofguard)
             .matching(
@@ -84,36 +114,30 @@ pub fn pod_flows(p: &PodFlows) -> Vec<Flow> {
                     .in_port(p.ofport)
                     .arp()
                     .dl_src(mac)
-                    .arp_spa(p.ip)
+                    .arp_spa(ip)
                     .arp_sha(mac),
             )
             .action(Reg::SrcPort.load(p.ofport))
             .goto(Table::SourceVnid.id()),
         f(Table::PodEgressSpoofguard)
-            .matching(Match::any().in_port(p.ofport).ip().dl_src(mac).nw_src(p.ip))
+            .matching(Match::any().in_port(p.ofport).ip().dl_src(mac).nw_src(ip))
             .actions(p.egress_meter.map(Action::Meter))
             .action(Reg::SrcPort.load(p.ofport))
             .goto(Table::SourceVnid.id()),
-        f(Table::SourceVnid)
-            .matching(Reg::SrcPort.matching(Match::any(), p.ofport))
-            .action(Reg::SrcVnid.load_vnid(p.vnid))
-            .goto(Table::PodEgressPolicy.id()),
+        source_vnid,
         f(Table::ServiceReturn)
-            .matching(Match::any().ip().nw_src(p.ip))
+            .matching(Match::any().ip().nw_src(ip))
             .action(Reg::SrcPort.load(p.ofport))
             .goto(Table::SourceVnid.id()),
         f(Table::LocalArp)
-            .matching(Match::any().arp().arp_tpa(p.ip))
+            .matching(Match::any().arp().arp_tpa(ip))
             .action(Reg::OutPort.load(p.ofport))
             .goto(Table::DestinationVnid.id()),
         f(Table::LocalIp)
-            .matching(Match::any().ip().nw_dst(p.ip))
+            .matching(Match::any().ip().nw_dst(ip))
             .action(Reg::OutPort.load(p.ofport))
             .goto(Table::DestinationVnid.id()),
-        f(Table::DestinationVnid)
-            .matching(Reg::OutPort.matching(Match::any(), p.ofport))
-            .action(Reg::DstVnid.load_vnid(p.vnid))
-            .goto(Table::IngressIsolation.id()),
+        destination_vnid,
     ];
     if let Some(ip6) = p.ipv6 {
         rows.extend(crate::ipv6::pod_rows(
@@ -157,7 +181,7 @@ mod tests {
     fn pod_flows_print_as_pipeline_md_says() {
         let p = PodFlows {
             ofport: 3,
-            ip: Ipv4Addr::new(10, 128, 0, 2),
+            ip: Some(Ipv4Addr::new(10, 128, 0, 2)),
             ipv6: None,
             vnid: Vnid::new(5).unwrap(),
             cookie: 0x1000_0000_0000_0003,
@@ -207,6 +231,40 @@ mod tests {
             assert_eq!(*a == b, i != 1, "only the table-20 IP row changes");
             a.validate().unwrap();
         }
+    }
+
+    #[test]
+    fn an_ipv6_only_pod_has_its_vnid_rows_and_its_ipv6_rows_with_a_mac_from_its_ipv6_address() {
+        let p = PodFlows {
+            ofport: 4,
+            ip: None,
+            ipv6: Some("fd01:0:0:5::a:7".parse().unwrap()),
+            vnid: Vnid::new(5).unwrap(),
+            cookie: 0x1000_0000_0000_0004,
+            egress_meter: None,
+        };
+        let rows = pod_flows(&p);
+        assert_eq!(rows.len(), POD_FLOWS_IPV6_ONLY);
+        assert_eq!(ofport_of(&rows), Some(4));
+        let text: Vec<String> = rows.iter().map(ToString::to_string).collect();
+        assert!(
+            text[0].contains("table=26, priority=100,reg3=0x4"),
+            "{text:#?}"
+        );
+        assert!(
+            text[1].contains("table=75, priority=100,reg2=0x4"),
+            "{text:#?}"
+        );
+        for f in &rows {
+            f.validate().unwrap_or_else(|e| panic!("{f}: {e}"));
+            assert!(f.matches.eth_type != Some(0x0800) && f.matches.eth_type != Some(0x0806));
+        }
+        // The pod's MAC is 0a:58 and the last four bytes of its address.
+        assert!(
+            text.iter().any(|t| t.contains("dl_src=0a:58:00:0a:00:07")),
+            "{text:#?}"
+        );
+        assert!(pod_flows(&PodFlows { ipv6: None, ..p }).is_empty());
     }
 
     #[test]

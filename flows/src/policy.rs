@@ -47,7 +47,7 @@
 //! allocation and the merge must agree line by line, so they are read together.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use ipnet::{Ipv4Net, Ipv6Net};
@@ -102,9 +102,9 @@ pub struct PodView {
     /// Its labels (shared: the pods of one workload carry the same set, and a cluster source
     /// keeps one copy of it).
     pub labels: Arc<Labels>,
-    /// Its address.
-    pub ip: Ipv4Addr,
-    /// Its IPv6 address (a dual-stack pod's).
+    /// Its IPv4 address (`None`: a pod of an IPv6-only cluster).
+    pub ip: Option<Ipv4Addr>,
+    /// Its IPv6 address (a dual-stack or IPv6-only pod's).
     pub ip6: Option<Ipv6Addr>,
     /// Its container ports (for named ports; shared like the labels: a workload's pods
     /// declare the same ones).
@@ -140,6 +140,8 @@ pub struct PolicyInput<'a> {
     pub pods: &'a PodsByNamespace,
     /// This node's pod subnet, whose addresses only `local` gives.
     pub local_subnet: Option<Ipv4Net>,
+    /// This node's IPv6 pod subnet, likewise.
+    pub local_subnet6: Option<Ipv6Net>,
     /// This node's pods.
     pub local: &'a [LocalPod],
     /// The datapath (what an allowed connection's commit records).
@@ -147,6 +149,17 @@ pub struct PolicyInput<'a> {
     /// The node is dual stack: the shared rows (peers, ports, `conj_id`) get IPv6 twins. An
     /// IPv4 node's rows are exactly those of an IPv4 cluster.
     pub ipv6: bool,
+    /// The node has IPv4 (every node but those of an IPv6-only cluster, whose rows are IPv6
+    /// alone: IPv4 peers and blocks select nothing there).
+    pub ipv4: bool,
+}
+
+impl PodView {
+    /// The pod's address that keys it among a rule's peers: its IPv4 address, else its IPv6
+    /// one.
+    fn key(&self) -> Option<IpAddr> {
+        self.ip.map(IpAddr::V4).or_else(|| self.ip6.map(IpAddr::V6))
+    }
 }
 
 impl<'a> PolicyInput<'a> {
@@ -154,6 +167,7 @@ impl<'a> PolicyInput<'a> {
     fn pods_in<'b>(&'b self, ns: &'b str) -> impl Iterator<Item = &'a PodView> + 'b {
         let local = self.local;
         let subnet = self.local_subnet;
+        let subnet6 = self.local_subnet6;
         // Names are compared only in a namespace with a local pod (few): the rest are cheap.
         let has_local = local.iter().any(|l| l.pod.namespace == ns);
         self.pods
@@ -161,7 +175,8 @@ impl<'a> PolicyInput<'a> {
             .into_iter()
             .flat_map(|m| m.values())
             .filter(move |p| {
-                let stale = subnet.is_some_and(|s| s.contains(&p.ip));
+                let stale = subnet.is_some_and(|s| p.ip.is_some_and(|ip| s.contains(&ip)))
+                    || subnet6.is_some_and(|s| p.ip6.is_some_and(|ip| s.contains(&ip)));
                 let shadowed = has_local
                     && local
                         .iter()
@@ -330,8 +345,11 @@ fn l4_6(proto: Protocol) -> Match {
 
 /// The match `m` of one family (`ip`) and its IPv6 twin when `twin` (the same fields on an
 /// IPv6 packet: `ip` → `ipv6`, `tcp` → `tcp6`...). Only for matches without addresses.
-fn families(m: Match, twin: bool) -> Vec<Match> {
-    let mut out = vec![m.clone()];
+fn families(m: Match, ipv4: bool, twin: bool) -> Vec<Match> {
+    let mut out = Vec::with_capacity(2);
+    if ipv4 {
+        out.push(m.clone());
+    }
     if twin {
         let mut six = m;
         six.eth_type = Some(0x86dd);
@@ -411,8 +429,9 @@ struct Peers<'a> {
     nets: BTreeSet<Ipv4Net>,
     /// IPv6 addresses and blocks (dual stack).
     nets6: BTreeSet<Ipv6Net>,
-    /// The pods among the peers (for named egress ports), by address.
-    pods: BTreeMap<Ipv4Addr, &'a PodView>,
+    /// The pods among the peers (for named egress ports), by address (the IPv4 one where
+    /// there is one).
+    pods: BTreeMap<IpAddr, &'a PodView>,
 }
 
 impl Peers<'_> {
@@ -534,11 +553,13 @@ pub fn policy_rows(input: PolicyInput<'_>) -> PolicyRows {
                     Direction::Egress => iso.egress.push(p.key()),
                 }
                 let rows = target_rows.entry(t.ofport).or_default();
-                rows.put(
-                    Flow::new(table.id(), PRIO_ISOLATION)
-                        .cookie(t.cookie)
-                        .matching(reg.matching(Match::any().ip(), t.ofport)),
-                );
+                if input.ipv4 {
+                    rows.put(
+                        Flow::new(table.id(), PRIO_ISOLATION)
+                            .cookie(t.cookie)
+                            .matching(reg.matching(Match::any().ip(), t.ofport)),
+                    );
+                }
                 if t.ip6.is_some() {
                     rows.put(
                         Flow::new(table.id(), PRIO_ISOLATION)
@@ -552,6 +573,7 @@ pub fn policy_rows(input: PolicyInput<'_>) -> PolicyRows {
                 let ctx = RuleCtx {
                     datapath: input.datapath,
                     ipv6: input.ipv6,
+                    ipv4: input.ipv4,
                     d,
                     table,
                     reg,
@@ -624,7 +646,10 @@ fn resolve_peers<'a>(
     let ns_of = |name: &str| input.namespaces.get(name).unwrap_or(&no_labels);
     for peer in &rule.peers {
         match peer {
-            Peer::IpBlock { cidr, except } => peers.nets.extend(subtract(*cidr, except)),
+            Peer::IpBlock { cidr, except } if input.ipv4 => {
+                peers.nets.extend(subtract(*cidr, except))
+            }
+            Peer::IpBlock { .. } => {}
             Peer::IpBlock6 { cidr, except } if input.ipv6 => {
                 peers.nets6.extend(subtract6(*cidr, except))
             }
@@ -658,16 +683,19 @@ fn resolve_peers<'a>(
                     read.add(name);
                     let ns = ns_of(name);
                     for pod in input.pods_in(name) {
+                        let Some(key) = pod.key() else { continue };
                         if by_vnid.contains(name) {
-                            peers.pods.insert(pod.ip, pod);
+                            peers.pods.insert(key, pod);
                             continue;
                         }
                         if peer.selects_pod(&p.namespace, name, &ns.labels, &pod.labels) {
-                            peers.nets.insert(Ipv4Net::from(pod.ip));
+                            if let Some(ip) = pod.ip.filter(|_| input.ipv4) {
+                                peers.nets.insert(Ipv4Net::from(ip));
+                            }
                             if let Some(ip6) = pod.ip6.filter(|_| input.ipv6) {
                                 peers.nets6.insert(Ipv6Net::from(ip6));
                             }
-                            peers.pods.insert(pod.ip, pod);
+                            peers.pods.insert(key, pod);
                         }
                     }
                 }
@@ -681,6 +709,8 @@ struct RuleCtx<'a, 'b> {
     datapath: Datapath,
     /// Dual stack: IPv6 twins of the shared rows.
     ipv6: bool,
+    /// IPv4 rows (every node but an IPv6-only cluster's).
+    ipv4: bool,
     d: Direction,
     table: Table,
     reg: Reg,
@@ -740,7 +770,7 @@ fn numbered_part(
     let table = ctx.table;
     if n == 1 {
         for t in ctx.targets {
-            for m in families(Match::any().ip(), t.ip6.is_some()) {
+            for m in families(Match::any().ip(), ctx.ipv4, t.ip6.is_some()) {
                 target_rows.entry(t.ofport).or_default().put(allow(
                     Flow::new(table.id(), PRIO_PLAIN)
                         .cookie(t.cookie)
@@ -756,7 +786,7 @@ fn numbered_part(
         return;
     }
     for t in ctx.targets {
-        for m in families(Match::any().ip(), t.ip6.is_some()) {
+        for m in families(Match::any().ip(), ctx.ipv4, t.ip6.is_some()) {
             target_rows.entry(t.ofport).or_default().conj(
                 table,
                 ctx.reg.matching(m, t.ofport),
@@ -777,7 +807,9 @@ fn numbered_part(
         for spec in numbered {
             match spec {
                 PortSpec::Any(proto) => {
-                    shared.conj(table, l4(*proto), POLICY_COOKIE, id, clause, n);
+                    if ctx.ipv4 {
+                        shared.conj(table, l4(*proto), POLICY_COOKIE, id, clause, n);
+                    }
                     if ctx.ipv6 {
                         shared.conj(table, l4_6(*proto), POLICY_COOKIE, id, clause, n);
                     }
@@ -789,7 +821,10 @@ fn numbered_part(
                 } => {
                     for (v, m) in port_masks(*first, *last) {
                         let mask = Masked::new(v, m).unwrap_or(Masked::exact(v));
-                        let l4s = [Some(l4(*protocol)), ctx.ipv6.then(|| l4_6(*protocol))];
+                        let l4s = [
+                            ctx.ipv4.then(|| l4(*protocol)),
+                            ctx.ipv6.then(|| l4_6(*protocol)),
+                        ];
                         for l4 in l4s.into_iter().flatten() {
                             let m = if m == 0 { l4 } else { l4.tp_dst(mask) };
                             shared.conj(table, m, POLICY_COOKIE, id, clause, n);
@@ -813,7 +848,7 @@ fn add_peer_rows(
 ) {
     let (d, table) = (ctx.d, ctx.table);
     for v in &peers.vnids {
-        for m in families(Match::any().ip(), ctx.ipv6) {
+        for m in families(Match::any().ip(), ctx.ipv4, ctx.ipv6) {
             shared.conj(
                 table,
                 Reg::SrcVnid.matching(m, v.id()),
@@ -866,7 +901,7 @@ fn named_part(
                     let Some(port) = resolve_named_port(&t.pod.ports, *proto, name) else {
                         continue;
                     };
-                    let l4s = [Some(l4(*proto)), t.ip6.map(|_| l4_6(*proto))];
+                    let l4s = [ctx.ipv4.then(|| l4(*proto)), t.ip6.map(|_| l4_6(*proto))];
                     for l4 in l4s.into_iter().flatten() {
                         let m = ctx.reg.matching(l4, t.ofport).tp_dst(Masked::exact(port));
                         let rows = target_rows.entry(t.ofport).or_default();
@@ -905,16 +940,18 @@ fn named_part(
             for pod in candidates {
                 for (proto, name) in &named {
                     if let Some(port) = resolve_named_port(&pod.ports, *proto, name) {
-                        shared.conj(
-                            table,
-                            l4(*proto)
-                                .nw_dst(Masked::exact(pod.ip))
-                                .tp_dst(Masked::exact(port)),
-                            POLICY_COOKIE,
-                            id,
-                            2,
-                            2,
-                        );
+                        if let Some(ip) = pod.ip.filter(|_| ctx.ipv4) {
+                            shared.conj(
+                                table,
+                                l4(*proto)
+                                    .nw_dst(Masked::exact(ip))
+                                    .tp_dst(Masked::exact(port)),
+                                POLICY_COOKIE,
+                                id,
+                                2,
+                                2,
+                            );
+                        }
                         if let Some(ip6) = pod.ip6.filter(|_| ctx.ipv6) {
                             shared.conj(
                                 table,
@@ -933,7 +970,7 @@ fn named_part(
             }
             if any {
                 for t in ctx.targets {
-                    for m in families(Match::any().ip(), t.ip6.is_some()) {
+                    for m in families(Match::any().ip(), ctx.ipv4, t.ip6.is_some()) {
                         target_rows.entry(t.ofport).or_default().conj(
                             table,
                             ctx.reg.matching(m, t.ofport),
@@ -960,7 +997,7 @@ fn finish_rule(
     shared: &mut Rows,
     out: &mut PolicyRows,
 ) {
-    for m in families(Match::any().ip(), ctx.ipv6) {
+    for m in families(Match::any().ip(), ctx.ipv4, ctx.ipv6) {
         shared.put(allow(
             Flow::new(ctx.table.id(), PRIO_CONJUNCTION)
                 .cookie(POLICY_COOKIE)

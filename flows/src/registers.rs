@@ -202,7 +202,7 @@ mod tests {
         for meter in [None, Some(7)] {
             rows.extend(crate::pod::pod_flows(&crate::pod::PodFlows {
                 ofport: 3,
-                ip: Ipv4Addr::new(10, 128, 0, 3),
+                ip: Some(Ipv4Addr::new(10, 128, 0, 3)),
                 ipv6: Some("fd01:0:0:5::3".parse().unwrap()),
                 vnid: Vnid::new(10).unwrap(),
                 cookie: crate::pod::port_cookie("veth3"),
@@ -212,13 +212,13 @@ mod tests {
         rows.extend(crate::pod::vnid_flow(Vnid::new(10).unwrap()));
         rows.extend(crate::remote::remote_node_flows(
             &crate::remote::RemoteNodeFlows {
-                host_ip: Ipv4Addr::new(172, 17, 0, 3),
-                subnet: "10.128.2.0/23".parse().unwrap(),
+                host_ip: Ipv4Addr::new(172, 17, 0, 3).into(),
+                subnet: Some("10.128.2.0/23".parse().unwrap()),
                 subnet6: Some("fd01:0:0:2::/64".parse().unwrap()),
                 cookie: crate::remote::node_cookie("uid"),
             },
         ));
-        let vteps = BTreeSet::from([Ipv4Addr::new(172, 17, 0, 3)]);
+        let vteps = BTreeSet::from([std::net::IpAddr::from(Ipv4Addr::new(172, 17, 0, 3))]);
         rows.push(crate::remote::multicast_remote(&vteps).0);
         rows.extend(crate::multicast::multicast_tenant_flows(
             Vnid::new(10).unwrap(),
@@ -241,7 +241,7 @@ mod tests {
         for route in [
             crate::egress_ip::EgressRoute::Dropped,
             crate::egress_ip::EgressRoute::Local,
-            crate::egress_ip::EgressRoute::Remote(vec![Ipv4Addr::new(172, 17, 0, 3)]),
+            crate::egress_ip::EgressRoute::Remote(vec![Ipv4Addr::new(172, 17, 0, 3).into()]),
         ] {
             let mac = ovs::flow::MacAddr::from_pod_ip(Ipv4Addr::new(10, 128, 0, 1));
             rows.extend(

@@ -31,12 +31,15 @@
 //! A node with an IPv6 subnet `S6` (dual stack) has two more rows, to the same (IPv4) VTEP:
 //! `icmp6,icmp_type=135,icmp_code=0,nd_target=S6` in table 50 and `ipv6,ipv6_dst=S6` in table 90.
 //!
-//! Limits: an IPv4 underlay only (the VTEP is `hostIP`); the VTEP list of table 111 is in address order, one pair per distinct
+//! An IPv6-only cluster has an IPv6 underlay: table 10 matches `tun_ipv6_src`, the rows set
+//! `tun_ipv6_dst`, and a node has only its table-10 row and the two IPv6 rows.
+//!
+//! Limits: the VTEP list of table 111 is in address order, one pair per distinct
 //! address (two HostSubnets with one hostIP would otherwise receive every multicast packet
 //! twice; the agent refuses such a pair anyway).
 
 use std::collections::BTreeSet;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
 use ipnet::{Ipv4Net, Ipv6Net};
 use ovs::flow::{Action, Bucket, Flow, Group, GroupType, Masked, Match};
@@ -50,10 +53,10 @@ use crate::tables::Table;
 /// What the flows of one remote node depend on.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub struct RemoteNodeFlows {
-    /// The node's VTEP: its HostSubnet's `hostIP`.
-    pub host_ip: Ipv4Addr,
-    /// The node's pod subnet.
-    pub subnet: Ipv4Net,
+    /// The node's VTEP: its HostSubnet's `hostIP` (IPv6 in an IPv6-only cluster).
+    pub host_ip: IpAddr,
+    /// The node's IPv4 pod subnet (`None` in an IPv6-only cluster).
+    pub subnet: Option<Ipv4Net>,
     /// The node's IPv6 pod subnet in a dual-stack cluster: its rows are the IPv6 twins of the
     /// tables 50 and 90 rows (solicitations by target, IPv6 by destination), to the same VTEP.
     pub subnet6: Option<Ipv6Net>,
@@ -83,20 +86,28 @@ pub fn remote_node_flows(n: &RemoteNodeFlows) -> Vec<Flow> {
     let f = |table: Table| Flow::new(table.id(), 100).cookie(n.cookie);
     let to_vtep = [
         src_vnid_to_vni(),
-        Action::set_tun_dst(n.host_ip),
+        Action::set_tunnel_dst(n.host_ip),
         Action::Output(VXLAN_PORT),
     ];
-    let mut rows = vec![
-        f(Table::VxlanIngress)
-            .matching(Match::any().tun_src(n.host_ip))
-            .goto(Table::ConntrackCommit.id()),
-        f(Table::RemoteArp)
-            .matching(Match::any().arp().arp_tpa(subnet(&n.subnet)))
-            .actions(to_vtep.clone()),
-        f(Table::RemoteIp)
-            .matching(Match::any().ip().nw_dst(subnet(&n.subnet)))
-            .actions(to_vtep.clone()),
-    ];
+    let from_vtep = match n.host_ip {
+        IpAddr::V4(ip) => Match::any().tun_src(ip),
+        IpAddr::V6(ip) => Match::any().tun_ipv6_src(ip),
+    };
+    let mut rows = vec![f(Table::VxlanIngress)
+        .matching(from_vtep)
+        .goto(Table::ConntrackCommit.id())];
+    if let Some(s4) = &n.subnet {
+        rows.push(
+            f(Table::RemoteArp)
+                .matching(Match::any().arp().arp_tpa(subnet(s4)))
+                .actions(to_vtep.clone()),
+        );
+        rows.push(
+            f(Table::RemoteIp)
+                .matching(Match::any().ip().nw_dst(subnet(s4)))
+                .actions(to_vtep.clone()),
+        );
+    }
     if let Some(s6) = &n.subnet6 {
         let s6 = crate::ipv6::net6(s6);
         rows.push(
@@ -121,7 +132,7 @@ pub fn remote_node_flows(n: &RemoteNodeFlows) -> Vec<Flow> {
 
 /// How many rows [`remote_node_flows`] gives for `n`, without building them.
 pub fn remote_node_row_count(n: &RemoteNodeFlows) -> usize {
-    3 + if n.subnet6.is_some() { 2 } else { 0 }
+    1 + 2 * usize::from(n.subnet.is_some()) + 2 * usize::from(n.subnet6.is_some())
 }
 
 /// The most VTEPs the table-111 row lists itself (a row of about 2,000 would not fit an
@@ -138,16 +149,16 @@ pub const MULTICAST_GROUP_BASE: u32 = 1 << 24;
 /// The table-111 row for the remote VTEPs `vteps`: the VNI from `reg0`, one copy to each VTEP
 /// (in address order), then local delivery in table 120. Without VTEPs: only `goto_table:120`.
 /// Past [`VTEPS_IN_ROW`] VTEPs the copies go through the groups of [`multicast_remote`].
-pub fn multicast_remote_flow(vteps: &BTreeSet<Ipv4Addr>) -> Flow {
+pub fn multicast_remote_flow(vteps: &BTreeSet<IpAddr>) -> Flow {
     multicast_remote(vteps).0
 }
 
 /// The table-111 row and the `all` groups it sends through (none up to [`VTEPS_IN_ROW`] VTEPs;
 /// then one per [`VTEPS_PER_GROUP`] VTEPs, ids from [`MULTICAST_GROUP_BASE`], VTEPs in address
 /// order).
-pub fn multicast_remote(vteps: &BTreeSet<Ipv4Addr>) -> (Flow, Vec<Group>) {
+pub fn multicast_remote(vteps: &BTreeSet<IpAddr>) -> (Flow, Vec<Group>) {
     let mut f = Flow::new(Table::MulticastRemote.id(), 100).cookie(MULTICAST_COOKIE);
-    let copy = |ip: Ipv4Addr| [Action::set_tun_dst(ip), Action::Output(VXLAN_PORT)];
+    let copy = |ip: IpAddr| [Action::set_tunnel_dst(ip), Action::Output(VXLAN_PORT)];
     let mut groups = Vec::new();
     if !vteps.is_empty() {
         f = f.action(src_vnid_to_vni());
@@ -157,7 +168,7 @@ pub fn multicast_remote(vteps: &BTreeSet<Ipv4Addr>) -> (Flow, Vec<Group>) {
             f = f.actions(copy(*ip));
         }
     } else {
-        let all: Vec<Ipv4Addr> = vteps.iter().copied().collect();
+        let all: Vec<IpAddr> = vteps.iter().copied().collect();
         for (i, chunk) in all.chunks(VTEPS_PER_GROUP).enumerate() {
             let id = MULTICAST_GROUP_BASE + i as u32;
             groups.push(Group {
@@ -183,8 +194,8 @@ mod tests {
 
     fn corpus_node() -> RemoteNodeFlows {
         RemoteNodeFlows {
-            host_ip: Ipv4Addr::new(172, 17, 0, 3),
-            subnet: "10.129.0.0/23".parse().unwrap(),
+            host_ip: Ipv4Addr::new(172, 17, 0, 3).into(),
+            subnet: Some("10.129.0.0/23".parse().unwrap()),
             subnet6: None,
             cookie: cookie(Feature::Node, 3),
         }
@@ -193,14 +204,49 @@ mod tests {
     #[test]
     fn the_row_count_is_the_rows_built() {
         let mut n = RemoteNodeFlows {
-            host_ip: Ipv4Addr::new(172, 17, 0, 3),
-            subnet: "10.128.2.0/23".parse().unwrap(),
+            host_ip: Ipv4Addr::new(172, 17, 0, 3).into(),
+            subnet: Some("10.128.2.0/23".parse().unwrap()),
             subnet6: None,
             cookie: node_cookie("n"),
         };
         assert_eq!(remote_node_row_count(&n), remote_node_flows(&n).len());
         n.subnet6 = Some("fd01:0:0:7::/64".parse().unwrap());
         assert_eq!(remote_node_row_count(&n), remote_node_flows(&n).len());
+        n.subnet = None;
+        n.host_ip = "fd00:17::3".parse().unwrap();
+        assert_eq!(remote_node_row_count(&n), remote_node_flows(&n).len());
+    }
+
+    #[test]
+    fn an_ipv6_only_node_is_reached_over_an_ipv6_underlay() {
+        let n = RemoteNodeFlows {
+            host_ip: "fd00:17::3".parse().unwrap(),
+            subnet: None,
+            subnet6: Some("fd01:0:0:7::/64".parse().unwrap()),
+            cookie: cookie(Feature::Node, 3),
+        };
+        let text: Vec<String> = remote_node_flows(&n)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let to_vtep = "actions=move:NXM_NX_REG0[]->NXM_NX_TUN_ID[0..31],set_field:fd00:17::3->tun_ipv6_dst,output:1";
+        assert_eq!(
+            text,
+            [
+                "cookie=0x2000000000000003, table=10, priority=100,tun_ipv6_src=fd00:17::3 actions=goto_table:30".to_string(),
+                format!("cookie=0x2000000000000003, table=50, priority=100,icmp6,icmp_type=135,icmp_code=0,nd_target=fd01:0:0:7::/64 {to_vtep}"),
+                format!("cookie=0x2000000000000003, table=90, priority=100,ipv6,ipv6_dst=fd01:0:0:7::/64 {to_vtep}"),
+            ]
+        );
+        for f in remote_node_flows(&n) {
+            f.validate().unwrap();
+        }
+        let (row, _) = multicast_remote(&[n.host_ip].into());
+        assert!(
+            row.to_string()
+                .contains("set_field:fd00:17::3->tun_ipv6_dst,output:1"),
+            "{row}"
+        );
     }
 
     #[test]
@@ -252,10 +298,10 @@ mod tests {
 
     #[test]
     fn multicast_row_lists_every_vtep_once_in_order() {
-        let vteps: BTreeSet<Ipv4Addr> = [
-            Ipv4Addr::new(172, 17, 0, 4),
-            Ipv4Addr::new(172, 17, 0, 3),
-            Ipv4Addr::new(172, 17, 0, 4),
+        let vteps: BTreeSet<IpAddr> = [
+            Ipv4Addr::new(172, 17, 0, 4).into(),
+            Ipv4Addr::new(172, 17, 0, 3).into(),
+            Ipv4Addr::new(172, 17, 0, 4).into(),
         ]
         .into();
         let f = multicast_remote_flow(&vteps);
@@ -274,8 +320,10 @@ mod tests {
 
     #[test]
     fn past_a_thousand_vteps_the_row_sends_through_all_groups() {
-        let vteps = |n: u32| -> BTreeSet<Ipv4Addr> {
-            (0..n).map(|i| Ipv4Addr::from(0x6440_0000 + i)).collect()
+        let vteps = |n: u32| -> BTreeSet<IpAddr> {
+            (0..n)
+                .map(|i| Ipv4Addr::from(0x6440_0000 + i).into())
+                .collect()
         };
         let (row, groups) = multicast_remote(&vteps(VTEPS_IN_ROW as u32));
         assert!(groups.is_empty());
@@ -300,7 +348,10 @@ mod tests {
             }
         }
         // Every VTEP once, in address order.
-        let want: Vec<Action> = vteps(5000).into_iter().map(Action::set_tun_dst).collect();
+        let want: Vec<Action> = vteps(5000)
+            .into_iter()
+            .map(Action::set_tunnel_dst)
+            .collect();
         assert_eq!(seen, want);
         // The last group holds the rest.
         let (_, groups) = multicast_remote(&vteps(2345));

@@ -20,9 +20,10 @@ pub struct PodEntry {
     pub sandbox: String,
     /// Interface in the pod.
     pub ifname: String,
-    /// Address.
-    pub ip: Ipv4Addr,
-    /// IPv6 address (a dual-stack pod's; absent for a pod with IPv4 only).
+    /// IPv4 address (absent for a pod of an IPv6-only cluster).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip: Option<Ipv4Addr>,
+    /// IPv6 address (a dual-stack or IPv6-only pod's; absent for a pod with IPv4 only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ip6: Option<std::net::Ipv6Addr>,
     /// The pod interface's MAC.
@@ -277,10 +278,14 @@ pub struct Status {
     pub node: String,
     /// Isolation mode.
     pub mode: String,
-    /// The node's pod subnet.
-    pub subnet: Ipv4Net,
+    /// The node's pod subnet (absent on an IPv6-only cluster).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subnet: Option<Ipv4Net>,
+    /// The node's IPv6 pod subnet (dual stack, IPv6-only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subnet6: Option<ipnet::Ipv6Net>,
     /// The underlay address.
-    pub node_ip: Ipv4Addr,
+    pub node_ip: std::net::IpAddr,
     /// Datapath type.
     pub datapath: String,
     /// The agent's version.

@@ -40,9 +40,21 @@ fn columns(rows: &[Vec<String>]) -> String {
 }
 
 pub(crate) fn status(st: &Status) -> String {
+    let subnets: Vec<String> = st
+        .subnet
+        .map(|s| s.to_string())
+        .into_iter()
+        .chain(st.subnet6.map(|s| s.to_string()))
+        .collect();
     let mut s = format!(
         "node {} ({} mode, subnet {}, node IP {}, {} datapath), agent {}, pipeline {}\n",
-        st.node, st.mode, st.subnet, st.node_ip, st.datapath, st.version, st.pipeline_version
+        st.node,
+        st.mode,
+        subnets.join(","),
+        st.node_ip,
+        st.datapath,
+        st.version,
+        st.pipeline_version
     );
     s.push_str(&format!(
         "{}; up {} s{}\n",
@@ -167,10 +179,11 @@ pub(crate) fn pods(pods: &[PodEntry]) -> String {
             p.namespace.clone(),
             p.pod.clone(),
             p.sandbox.chars().take(12).collect(),
-            match p.ip6 {
-                Some(ip6) => format!("{},{ip6}", p.ip),
-                None => p.ip.to_string(),
-            },
+            p.ip.map(|ip| ip.to_string())
+                .into_iter()
+                .chain(p.ip6.map(|ip6| ip6.to_string()))
+                .collect::<Vec<_>>()
+                .join(","),
             p.mac.clone(),
             p.port.clone(),
             p.ofport.to_string(),

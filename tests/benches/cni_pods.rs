@@ -241,7 +241,7 @@ fn main() {
         let ofport: u32 = ofport.trim().parse().expect("ofport number");
         let flows = flows::pod_flows(&flows::PodFlows {
             ofport,
-            ip: ip.parse().unwrap(),
+            ip: Some(ip.parse().unwrap()),
             ipv6: None,
             vnid: flows::Vnid::GLOBAL,
             cookie: flows::port_cookie(&format!("vsctl-{i}")),

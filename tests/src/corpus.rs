@@ -96,10 +96,12 @@ pub fn node_config() -> flows::NodeConfig {
     flows::NodeConfig {
         datapath: flows::Datapath::System,
         mode: flows::Mode::Multitenant,
-        node_ip: std::net::Ipv4Addr::new(172, 17, 0, 2),
-        local_subnet: "10.128.0.0/23".parse().expect("valid"),
-        cluster_networks: vec!["10.128.0.0/14".parse().expect("valid")],
-        service_cidr: "172.30.0.0/16".parse().expect("valid"),
+        node_ip: std::net::Ipv4Addr::new(172, 17, 0, 2).into(),
+        ipv4: Some(flows::NodeIpv4 {
+            local_subnet: "10.128.0.0/23".parse().expect("valid"),
+            cluster_networks: vec!["10.128.0.0/14".parse().expect("valid")],
+            service_cidr: "172.30.0.0/16".parse().expect("valid"),
+        }),
         vxlan_port: 4789,
         tun0_mac: None,
         ipv6: None,

@@ -203,7 +203,7 @@ async fn seeded_directory_then_edits_reach_the_watch_channel() {
     .await;
     assert_eq!(
         st.host_ip_of("node-2"),
-        Some(Ipv4Addr::new(192, 168, 50, 11))
+        Some(Ipv4Addr::new(192, 168, 50, 11).into())
     );
 
     // Changing a value.

@@ -155,7 +155,7 @@ async fn dual_stack_rows_install_and_read_back_identically() {
             let mut rows = flows::base_flows(&cfg);
             rows.extend(flows::pod_flows(&flows::PodFlows {
                 ofport: 3,
-                ip: "10.128.0.5".parse().unwrap(),
+                ip: Some("10.128.0.5".parse().unwrap()),
                 ipv6: Some("fd01:0:0:5::5".parse().unwrap()),
                 vnid: flows::Vnid::new(10).unwrap(),
                 cookie: flows::port_cookie("pod3"),
@@ -163,7 +163,7 @@ async fn dual_stack_rows_install_and_read_back_identically() {
             }));
             rows.extend(flows::remote_node_flows(&flows::RemoteNodeFlows {
                 host_ip: "172.17.0.3".parse().unwrap(),
-                subnet: "10.128.2.0/23".parse().unwrap(),
+                subnet: Some("10.128.2.0/23".parse().unwrap()),
                 subnet6: Some("fd01:0:0:2::/64".parse().unwrap()),
                 cookie: flows::node_cookie("node-2"),
             }));

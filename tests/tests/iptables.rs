@@ -23,7 +23,8 @@ fn require_root_and_iptables() {
 fn rules(cns: &[&str]) -> HostRules {
     HostRules {
         cluster_networks: cns.iter().map(|c| c.parse().unwrap()).collect(),
-        service_cidr: "172.30.0.0/16".parse().unwrap(),
+        service_cidr: Some("172.30.0.0/16".parse().unwrap()),
+        underlay_ipv6: false,
         vxlan_port: 4789,
         egress_ips: Vec::new(),
         ipv6: None,
@@ -204,7 +205,7 @@ async fn a_dual_stack_node_gets_ip6tables_twins_as_ip6tables_save_prints_them() 
     let first = save6(&ns);
     ipt.sync(&r).await.unwrap();
     assert_eq!(save6(&ns), first, "a second sync changed the IPv6 ruleset");
-    let rendered = agent::host::iptables::render6(&v6, &r.egress_ips);
+    let rendered = agent::host::iptables::render6(&v6, &r.egress_ips, None);
     assert!(first.contains("--to-source fd00:77::100"), "{first}");
     assert!(!first.contains("192.168.77.100"), "{first}");
     for chain in [

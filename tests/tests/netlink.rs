@@ -174,22 +174,24 @@ fn spec(pod: &Netns, container: &str, tx_checksum_off: bool) -> PodLinkSpec {
         ifname: "eth0".into(),
         host_ifname: host_veth_name(container, "eth0"),
         mac: [0x0a, 0x58, 10, 128, 0, 5],
-        address: net("10.128.0.5/23"),
-        gateway: GW,
-        routes: vec![
-            RouteSpec {
-                dst: net("224.0.0.0/4"),
-                via: None,
-            },
-            RouteSpec {
-                dst: net("10.128.0.0/14"),
-                via: None,
-            },
-            RouteSpec {
-                dst: net("172.30.0.0/16"),
-                via: Some(GW),
-            },
-        ],
+        ipv4: Some(agent::host::netlink::PodIpv4Spec {
+            address: net("10.128.0.5/23"),
+            gateway: GW,
+            routes: vec![
+                RouteSpec {
+                    dst: net("224.0.0.0/4"),
+                    via: None,
+                },
+                RouteSpec {
+                    dst: net("10.128.0.0/14"),
+                    via: None,
+                },
+                RouteSpec {
+                    dst: net("172.30.0.0/16"),
+                    via: Some(GW),
+                },
+            ],
+        }),
         mtu: 1450,
         tx_checksum_off,
         pool_peer: None,
@@ -286,7 +288,7 @@ fn pod_link_is_configured_as_specified_and_carries_traffic() {
     // inspect reports the same state.
     let mut got_routes = state.routes.clone();
     got_routes.sort_by_key(|r| (r.dst, r.via));
-    let mut want_routes = spec.routes.clone();
+    let mut want_routes = spec.ipv4.as_ref().unwrap().routes.clone();
     want_routes.push(RouteSpec {
         dst: net("0.0.0.0/0"),
         via: Some(GW),
@@ -542,7 +544,7 @@ fn failure_after_the_veth_exists_rolls_it_back() {
     let mut spec = spec(&pod, &unique_name("ctr"), true);
     // The next hop is on no connected network of the pod: the kernel refuses the route after
     // the veth, the address and the other routes exist.
-    spec.routes.push(RouteSpec {
+    spec.ipv4.as_mut().unwrap().routes.push(RouteSpec {
         dst: net("192.168.0.0/16"),
         via: Some(Ipv4Addr::new(10, 200, 0, 1)),
     });
@@ -657,11 +659,11 @@ fn gateway_configuration_waits_for_the_link_and_is_idempotent() {
     let (waited, absent, timeout) = in_node(&node, move |nl| async move {
         let started = Instant::now();
         let routes = [net("10.128.0.0/14"), net("172.30.0.0/16")];
-        nl.configure_gateway("tun0", net("10.128.0.1/23"), 1450, &routes)
+        nl.configure_gateway("tun0", Some(net("10.128.0.1/23")), 1450, &routes)
             .await
             .unwrap();
         let waited = started.elapsed();
-        nl.configure_gateway("tun0", net("10.128.0.1/23"), 1450, &routes)
+        nl.configure_gateway("tun0", Some(net("10.128.0.1/23")), 1450, &routes)
             .await
             .unwrap();
         let absent = nl.link_exists("tun1").await.unwrap();

@@ -298,12 +298,12 @@ mod tests {
         let v = Vnid::new(10).unwrap();
         let vtep = Ipv4Addr::new(172, 17, 0, 3);
         let mut remote = flows::remote_node_flows(&flows::RemoteNodeFlows {
-            host_ip: vtep,
-            subnet: "10.128.2.0/23".parse().unwrap(),
+            host_ip: vtep.into(),
+            subnet: Some("10.128.2.0/23".parse().unwrap()),
             subnet6: Some("fd01:0:0:2::/64".parse().unwrap()),
             cookie: 1,
         });
-        remote.push(flows::multicast_remote(&BTreeSet::from([vtep])).0);
+        remote.push(flows::multicast_remote(&BTreeSet::from([vtep.into()])).0);
         assert_eq!(
             tables(&remote),
             claimed(super::super::remote::REMOTE_TABLES)
@@ -328,7 +328,7 @@ mod tests {
         );
         let mac = ovs::flow::MacAddr::from_pod_ip(Ipv4Addr::new(10, 128, 0, 1));
         let egress_ip = {
-            let r = flows::EgressRoute::Remote(vec![vtep]);
+            let r = flows::EgressRoute::Remote(vec![vtep.into()]);
             flows::egress_ip_flows(v, &r, Some(&r), mac).0
         };
         assert_eq!(

@@ -63,9 +63,9 @@ pub struct LocalPodRef {
     pub namespace: String,
     /// Its name.
     pub name: String,
-    /// Its address.
-    pub ip: Ipv4Addr,
-    /// Its IPv6 address (dual stack).
+    /// Its IPv4 address (none on an IPv6-only cluster).
+    pub ip: Option<Ipv4Addr>,
+    /// Its IPv6 address (dual stack, IPv6-only).
     pub ip6: Option<std::net::Ipv6Addr>,
 }
 
@@ -93,8 +93,11 @@ struct Inputs {
     namespaces: Arc<BTreeMap<String, NamespaceView>>,
     /// The cluster's pods (shared with the cluster state, namespace by namespace).
     pods: PodsByNamespace,
-    /// This node's pod subnet (its addresses come from the pod table only).
-    local_subnet: Ipv4Net,
+    /// This node's pod subnet (its addresses come from the pod table only; none on an
+    /// IPv6-only cluster).
+    local_subnet: Option<Ipv4Net>,
+    /// This node's IPv6 pod subnet, likewise.
+    local_subnet6: Option<ipnet::Ipv6Net>,
     local: Vec<LocalPod>,
     /// The port name of each local pod, by ofport.
     ports: BTreeMap<u32, String>,
@@ -143,6 +146,7 @@ impl Inputs {
             && self.datapath == new.datapath
             && self.ipv6 == new.ipv6
             && self.local_subnet == new.local_subnet
+            && self.local_subnet6 == new.local_subnet6
             && new.pods.changed_namespaces(&self.pods).iter().all(|ns| {
                 !read.reads(ns) && self.pods.get(ns).is_some() == new.pods.get(ns).is_some()
             })
@@ -154,10 +158,12 @@ impl Inputs {
             ids: Some(&self.ids),
             namespaces: &self.namespaces,
             pods: &self.pods,
-            local_subnet: Some(self.local_subnet),
+            local_subnet: self.local_subnet,
+            local_subnet6: self.local_subnet6,
             local: &self.local,
             datapath: self.datapath,
             ipv6: self.ipv6,
+            ipv4: self.local_subnet.is_some(),
         }
     }
 }
@@ -202,7 +208,8 @@ impl PolicyView {
 pub(crate) struct NetworkPolicies<S> {
     store: Arc<FlowStore<S>>,
     cluster: watch::Receiver<Arc<ClusterState>>,
-    local_subnet: Ipv4Net,
+    /// This node's pod subnets (IPv4, IPv6).
+    local_subnet: (Option<Ipv4Net>, Option<ipnet::Ipv6Net>),
     datapath: Datapath,
     local_pods: LocalPods,
     /// The policies and namespaces of the last state seen, as inputs take them.
@@ -232,7 +239,7 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
     pub(crate) fn new(
         store: Arc<FlowStore<S>>,
         cluster: watch::Receiver<Arc<ClusterState>>,
-        local_subnet: Ipv4Net,
+        local_subnet: (Option<Ipv4Net>, Option<ipnet::Ipv6Net>),
         datapath: Datapath,
         local_pods: LocalPods,
         ovs_rundir: std::path::PathBuf,
@@ -301,7 +308,8 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
             ids,
             namespaces,
             pods: state.peer_pods.clone(),
-            local_subnet: self.local_subnet,
+            local_subnet: self.local_subnet.0,
+            local_subnet6: self.local_subnet.1,
             ipv6: local_out.iter().any(|l| l.ip6.is_some()),
             local: local_out,
             ports,
@@ -582,7 +590,10 @@ impl<S: FlowSwitch + 'static> NetworkPolicies<S> {
             Arc::new(NetworkPolicies::new(
                 ctx.store.clone(),
                 ctx.state.clone(),
-                ctx.node.local_subnet,
+                (
+                    ctx.node.ipv4.as_ref().map(|v4| v4.local_subnet),
+                    ctx.node.ipv6.as_ref().map(|v6| v6.local_subnet),
+                ),
                 ctx.node.datapath,
                 ctx.local_pods.clone(),
                 ctx.ovs_run_dir.clone(),

@@ -32,7 +32,7 @@
 //! ignored, so its pods are unreachable from here until it is fixed.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use flows::{multicast_remote, node_cookie, RemoteNodeFlows};
@@ -51,9 +51,11 @@ pub(crate) struct LocalNode {
     /// Node name (its own HostSubnet's name).
     pub name: String,
     /// Its underlay address (VTEP).
-    pub node_ip: Ipv4Addr,
-    /// Its pod subnet.
-    pub subnet: Ipv4Net,
+    pub node_ip: IpAddr,
+    /// Its pod subnet (none on an IPv6-only cluster).
+    pub subnet: Option<Ipv4Net>,
+    /// Its IPv6 pod subnet (dual stack, IPv6-only).
+    pub subnet6: Option<ipnet::Ipv6Net>,
 }
 
 /// One remote node as the pipeline sees it.
@@ -63,10 +65,10 @@ pub(crate) struct RemoteNode {
     pub name: String,
     /// The HostSubnet's uid (its name when it has none): what the cookie is derived from.
     pub uid: String,
-    /// VTEP (`hostIP`).
-    pub host_ip: Ipv4Addr,
-    /// Pod subnet.
-    pub subnet: Ipv4Net,
+    /// VTEP (`hostIP`; IPv6 on an IPv6-only cluster).
+    pub host_ip: IpAddr,
+    /// Pod subnet (none on an IPv6-only cluster).
+    pub subnet: Option<Ipv4Net>,
     /// IPv6 pod subnet (dual stack: its HostSubnet's `sdn.dev/ipv6-subnet`).
     pub subnet6: Option<ipnet::Ipv6Net>,
     /// The cookie of its rows.
@@ -78,7 +80,7 @@ impl RemoteNode {
     fn from_host_subnet(hs: &HostSubnet) -> Result<RemoteNode, String> {
         hs.validate().map_err(|e| e.to_string())?;
         let host_ip = hs.host_ip_addr().map_err(|e| e.to_string())?;
-        let subnet = hs.subnet_net().map_err(|e| e.to_string())?;
+        let subnet = hs.ipv4_subnet().map_err(|e| e.to_string())?;
         let uid = hs
             .metadata
             .uid
@@ -97,7 +99,7 @@ impl RemoteNode {
 
     fn log_staged(&self) {
         tracing::info!(
-            node = %self.name, host_ip = %self.host_ip, subnet = %self.subnet, subnet6 = ?self.subnet6,
+            node = %self.name, host_ip = %self.host_ip, subnet = ?self.subnet, subnet6 = ?self.subnet6,
             cookie = %format!("{:#x}", self.cookie), "remote node"
         );
     }
@@ -135,7 +137,7 @@ impl RemoteSet {
     /// docs). Of two HostSubnets with one hostIP the one whose name sorts first is kept.
     pub(crate) fn from_state(state: &ClusterState, local: &LocalNode) -> RemoteSet {
         let mut set = RemoteSet::default();
-        let mut by_ip: BTreeMap<Ipv4Addr, String> = BTreeMap::new();
+        let mut by_ip: BTreeMap<IpAddr, String> = BTreeMap::new();
         for (name, hs) in state.host_subnets.iter() {
             if *name == local.name {
                 continue;
@@ -152,10 +154,27 @@ impl RemoteSet {
                     "hostIP {} is this node's own address",
                     node.host_ip
                 ))
-            } else if overlaps(&node.subnet, &local.subnet) {
+            } else if node.host_ip.is_ipv4() != local.node_ip.is_ipv4() {
                 Some(format!(
-                    "subnet {} overlaps this node's subnet {}",
-                    node.subnet, local.subnet
+                    "hostIP {} is not of the family of this node's underlay address {}: VXLAN \
+                     between them cannot work",
+                    node.host_ip, local.node_ip
+                ))
+            } else if let Some((theirs, ours)) = node
+                .subnet
+                .zip(local.subnet)
+                .filter(|(t, o)| overlaps(t, o))
+            {
+                Some(format!(
+                    "subnet {theirs} overlaps this node's subnet {ours}"
+                ))
+            } else if let Some((theirs, ours)) = node
+                .subnet6
+                .zip(local.subnet6)
+                .filter(|(t, o)| t.contains(&o.network()) || o.contains(&t.network()))
+            {
+                Some(format!(
+                    "IPv6 subnet {theirs} overlaps this node's IPv6 subnet {ours}"
                 ))
             } else {
                 by_ip.get(&node.host_ip).map(|other| {
@@ -176,7 +195,7 @@ impl RemoteSet {
     }
 
     /// The remote VTEPs.
-    pub(crate) fn vteps(&self) -> BTreeSet<Ipv4Addr> {
+    pub(crate) fn vteps(&self) -> BTreeSet<IpAddr> {
         self.nodes.values().map(|n| n.host_ip).collect()
     }
 
@@ -217,7 +236,7 @@ pub(crate) struct Installed {
     /// Remote nodes whose rows are installed, by name.
     pub nodes: BTreeMap<String, RemoteNode>,
     /// The VTEPs of the installed table-111 row (`None`: unknown, write it).
-    pub vteps: Option<BTreeSet<Ipv4Addr>>,
+    pub vteps: Option<BTreeSet<IpAddr>>,
 }
 
 /// How one remote node changed.
@@ -262,16 +281,16 @@ impl NodeChange {
     fn log(&self) {
         match self {
             NodeChange::Added(n) => tracing::info!(
-                node = %n.name, host_ip = %n.host_ip, subnet = %n.subnet,
+                node = %n.name, host_ip = %n.host_ip, subnet = ?n.subnet,
                 cookie = %format!("{:#x}", n.cookie), "remote node added"
             ),
             NodeChange::Changed { from, to } => tracing::info!(
-                node = %to.name, host_ip = %to.host_ip, subnet = %to.subnet,
-                from_host_ip = %from.host_ip, from_subnet = %from.subnet,
+                node = %to.name, host_ip = %to.host_ip, subnet = ?to.subnet,
+                from_host_ip = %from.host_ip, from_subnet = ?from.subnet,
                 cookie = %format!("{:#x}", to.cookie), "remote node changed; its rows were replaced"
             ),
             NodeChange::Removed(n) => tracing::info!(
-                node = %n.name, host_ip = %n.host_ip, subnet = %n.subnet,
+                node = %n.name, host_ip = %n.host_ip, subnet = ?n.subnet,
                 cookie = %format!("{:#x}", n.cookie), "remote node removed"
             ),
         }
@@ -284,7 +303,7 @@ pub(crate) struct Step {
     /// The node it changes (`None`: only the table-111 row).
     pub change: Option<NodeChange>,
     /// The VTEPs of the table-111 row it writes, if it writes one.
-    pub multicast: Option<BTreeSet<Ipv4Addr>>,
+    pub multicast: Option<BTreeSet<IpAddr>>,
     /// Its flow-store change.
     pub store: Change,
 }
@@ -530,7 +549,8 @@ impl<S: FlowSwitch + 'static> RemoteNodes<S> {
             LocalNode {
                 name: ctx.config.node_name.clone(),
                 node_ip: ctx.node.node_ip,
-                subnet: ctx.node.local_subnet,
+                subnet: ctx.node.ipv4.as_ref().map(|v4| v4.local_subnet),
+                subnet6: ctx.node.ipv6.as_ref().map(|v6| v6.local_subnet),
             },
             ctx.store.clone(),
             ctx.state.clone(),
@@ -598,12 +618,14 @@ mod tests {
     use cluster::ClusterObject;
     use flows::MULTICAST_COOKIE;
     use ovs::openflow::BundleMsg;
+    use std::net::Ipv4Addr;
 
     fn local() -> LocalNode {
         LocalNode {
             name: "node-1".into(),
-            node_ip: Ipv4Addr::new(192, 168, 77, 11),
-            subnet: "10.128.0.0/23".parse().unwrap(),
+            node_ip: Ipv4Addr::new(192, 168, 77, 11).into(),
+            subnet: Some("10.128.0.0/23".parse().unwrap()),
+            subnet6: None,
         }
     }
 

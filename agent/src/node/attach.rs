@@ -54,15 +54,17 @@ pub(super) fn add_result(req: &Request, net: &PodNetwork, wired: &Wired) -> AddR
     });
     r.interfaces.push(Interface {
         name: pod.attachment.ifname.clone(),
-        mac: Some(MacAddr::from_pod_ip(pod.ip).to_string()),
+        mac: MacAddr::from_pod_addrs(pod.ip, pod.ip6).map(|m| m.to_string()),
         sandbox: Some(pod.netns.clone()),
         mtu: Some(net.mtu),
     });
-    r.ips.push(IpConfig {
-        address: net.address(pod.ip).into(),
-        gateway: Some(net.node.gateway().into()),
-        interface: Some(host_index + 1),
-    });
+    if let Some(v4) = pod.ip.and_then(|ip| net.ipv4_spec(ip)) {
+        r.ips.push(IpConfig {
+            address: v4.address.into(),
+            gateway: Some(v4.gateway.into()),
+            interface: Some(host_index + 1),
+        });
+    }
     let v6 = pod.ip6.and_then(|ip6| net.ipv6_spec(ip6));
     if let Some(v6) = &v6 {
         r.ips.push(IpConfig {

@@ -98,16 +98,24 @@ pub(super) async fn name_tables(db: &ovs::ovsdb::Client, cfg: &Config) -> Result
 /// Idempotent; run at start and after ovs-vswitchd re-created tun0.
 pub(super) async fn configure_tun0(node: &NodeConfig, mtu: u32) -> Result<()> {
     let netlink = Netlink::new().step("opening rtnetlink")?;
-    let mut routes: Vec<Ipv4Net> = node.cluster_networks.clone();
-    routes.push(node.service_cidr);
-    let gw_addr = Ipv4Net::new(node.gateway(), node.local_subnet.prefix_len())
-        .step("the gateway's address")?;
+    let (gw_addr, routes) = match &node.ipv4 {
+        Some(v4) => {
+            let mut routes: Vec<Ipv4Net> = v4.cluster_networks.clone();
+            routes.push(v4.service_cidr);
+            let gw = Ipv4Net::new(v4.gateway(), v4.local_subnet.prefix_len())
+                .step("the gateway's address")?;
+            (Some(gw), routes)
+        }
+        None => (None, Vec::new()),
+    };
     netlink
         .configure_gateway("tun0", gw_addr, mtu, &routes)
         .await
         .step("configuring tun0")?;
-    crate::host::netlink::set_sysctl("net/ipv4/conf/tun0/arp_announce", "2")
-        .step("setting net.ipv4.conf.tun0.arp_announce=2 (ARP from the gateway address)")?;
+    if node.ipv4.is_some() {
+        crate::host::netlink::set_sysctl("net/ipv4/conf/tun0/arp_announce", "2")
+            .step("setting net.ipv4.conf.tun0.arp_announce=2 (ARP from the gateway address)")?;
+    }
     if let Some(v6) = &node.ipv6 {
         configure_tun0_ipv6(&netlink, v6).await?;
     }

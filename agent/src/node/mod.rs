@@ -63,7 +63,7 @@ pub use conflist::remove_cni_configs;
 pub use handback::hand_back;
 pub use start::pool_netns_pin;
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -128,28 +128,44 @@ fn node_config(cfg: &Config, state: &ClusterState) -> Result<NodeConfig> {
                 .map_or(23, |c| c.node_prefix())
         )
     })?;
-    let local_subnet: Ipv4Net = state
-        .subnet_of(&cfg.node_name)
-        .with_step(|| format!("HostSubnet {} subnet {:?}", cfg.node_name, hs.subnet))?;
-    let node_ip: Ipv4Addr = match cfg.node_ip {
-        Some(ip) => ip,
+    // The IPv4 side, unless the cluster is IPv6-only.
+    let ipv4 = if cfg.ipv4_cluster_networks().is_empty() {
+        None
+    } else {
+        let local_subnet: Ipv4Net = state
+            .subnet_of(&cfg.node_name)
+            .with_step(|| format!("HostSubnet {} subnet {:?}", cfg.node_name, hs.subnet))?;
+        Some(flows::NodeIpv4 {
+            local_subnet,
+            cluster_networks: cfg.cluster_cidrs(),
+            service_cidr: cfg.service_network.v4().with_step(|| {
+                format!("serviceNetwork {} has no IPv4 network", cfg.service_network)
+            })?,
+        })
+    };
+    let node_ip: IpAddr = match cfg.node_ip {
+        Some(ip) => ip.into(),
         None => state
             .host_ip_of(&cfg.node_name)
             .with_step(|| format!("HostSubnet {} hostIP {:?}", cfg.node_name, hs.host_ip))?,
     };
+    let ipv6 = node_ipv6(cfg, state);
+    if ipv4.is_none() && ipv6.is_none() {
+        return Err(error::NodeError::Refused(format!(
+            "HostSubnet {} has no IPv6 subnet (annotation {}) on an IPv6-only cluster: the \
+             controller allocates one (standalone: the agent's seed does)",
+            cfg.node_name,
+            cluster::types::annotations::IPV6_SUBNET
+        )));
+    }
     Ok(NodeConfig {
         datapath: cfg.datapath_type,
         mode: cfg.mode,
         node_ip,
-        local_subnet,
-        cluster_networks: cfg.cluster_cidrs(),
-        service_cidr: cfg
-            .service_network
-            .v4()
-            .with_step(|| format!("serviceNetwork {} has no IPv4 network", cfg.service_network))?,
+        ipv4,
         vxlan_port: cfg.vxlan_port,
         tun0_mac: None,
-        ipv6: node_ipv6(cfg, state),
+        ipv6,
     })
 }
 

@@ -39,7 +39,8 @@ impl Daemon {
         let mut node = node_config(&cfg, &state.borrow().clone())?;
         let mut clock = Phases::started();
         tracing::info!(
-            node = %cfg.node_name, subnet = %node.local_subnet, gateway = %node.gateway(),
+            node = %cfg.node_name, subnet = ?node.ipv4.as_ref().map(|v4| v4.local_subnet),
+            subnet6 = ?node.ipv6.as_ref().map(|v6| v6.local_subnet),
             node_ip = %node.node_ip, mode = node.mode.name(), "starting"
         );
 

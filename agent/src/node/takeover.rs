@@ -386,10 +386,13 @@ fn found_pods(
             ));
             continue;
         };
-        if !node.local_subnet.contains(&ip) {
+        let subnet = node.ipv4.as_ref().map(|v4| v4.local_subnet);
+        if !subnet.is_some_and(|s| s.contains(&ip)) {
             mismatches.push(format!(
                 "pod port {} has address {ip}, outside this node's subnet {}",
-                p.name, node.local_subnet
+                p.name,
+                subnet.map_or("(none: an IPv6-only cluster)".to_string(), |s| s
+                    .to_string())
             ));
             continue;
         }
@@ -704,10 +707,12 @@ mod tests {
         NodeConfig {
             datapath: flows::Datapath::Netdev,
             mode,
-            node_ip: Ipv4Addr::new(192, 0, 2, 1),
-            local_subnet: "10.128.2.0/23".parse().unwrap(),
-            cluster_networks: vec!["10.128.0.0/14".parse().unwrap()],
-            service_cidr: "172.30.0.0/16".parse().unwrap(),
+            node_ip: Ipv4Addr::new(192, 0, 2, 1).into(),
+            ipv4: Some(flows::NodeIpv4 {
+                local_subnet: "10.128.2.0/23".parse().unwrap(),
+                cluster_networks: vec!["10.128.0.0/14".parse().unwrap()],
+                service_cidr: "172.30.0.0/16".parse().unwrap(),
+            }),
             vxlan_port: 4789,
             tun0_mac: None,
             ipv6: None,

@@ -101,13 +101,16 @@ struct Plugged {
     mappings: Vec<hostports::PortMapping>,
 }
 
-/// Step 1's addresses: IPv4, IPv6 when allocated with it or brought by the warm port, and that
-/// warm port.
+/// Step 1's addresses: IPv4 (none on an IPv6-only cluster), IPv6 when allocated with it or
+/// brought by the warm port, and that warm port.
 type Taken = (
-    std::net::Ipv4Addr,
+    Option<std::net::Ipv4Addr>,
     Option<std::net::Ipv6Addr>,
     Option<pool::WarmPort>,
 );
+
+/// A pod's addresses: IPv4 (none on an IPv6-only cluster) and IPv6 (none on an IPv4 cluster).
+type Addrs = (Option<std::net::Ipv4Addr>, Option<std::net::Ipv6Addr>);
 
 /// What the ADD established before its steps ran.
 struct Plan<'a> {
@@ -127,6 +130,7 @@ impl<Io: NodeIo> Pods<Io> {
             return Err(PodError::AlreadyAttached {
                 attachment: key,
                 ip: p.ip,
+                ip6: p.ip6,
             });
         }
         let netns = at.netns.as_deref().ok_or(PodError::NoNetns)?;
@@ -249,7 +253,7 @@ impl<Io: NodeIo> Pods<Io> {
         }
         tracing::info!(
             sandbox = %a.container_id, ifname = %a.ifname, namespace = %pod.namespace,
-            pod = %pod.name, %ip, ip6 = ?ip6, ofport = pod.ofport, vnid = %pod.vnid,
+            pod = %pod.name, ip = ?ip, ip6 = ?ip6, ofport = pod.ofport, vnid = %pod.vnid,
             pooled_port = pooled.is_some(), warm_port = warm.is_some(),
             ms_before = %clock.shown(), ms = %format_args!("{:.1}", clock.started.elapsed().as_secs_f64() * 1e3), "pod wired"
         );
@@ -280,24 +284,25 @@ impl<Io: NodeIo> Pods<Io> {
         {
             return Ok((w.ip, w.ip6, Some(w)));
         }
-        let range = self.net.range();
         let (cid, ifn) = (at.id.container_id.clone(), at.id.ifname.clone());
         let requested = (plan.requested, plan.requested6);
         // A dual-stack pod's two leases under one lock and one read of the directory.
-        let allocated = match self.net.range6() {
-            Some(range6) => {
+        let allocated = match (self.net.range(), self.net.range6()) {
+            (Some(range), Some(range6)) => {
                 done.push(Undo::Lease);
                 self.ipam(move |store| {
                     store
                         .allocate_dual((&range, &range6), &cid, &ifn, requested)
-                        .map(|(l4, l6)| (l4.ip, Some(l6.ip)))
+                        .map(|(l4, l6)| (Some(l4.ip), Some(l6.ip)))
                 })
                 .await
             }
-            None => self
+            (Some(range), None) => self
                 .ipam(move |store| store.allocate(&range, &cid, &ifn, requested.0))
                 .await
-                .map(|l| (l.ip, None)),
+                .map(|l| (Some(l.ip), None)),
+            // An IPv6-only cluster: the IPv6 address is taken in the next step.
+            (None, _) => Ok((None, None)),
         };
         match allocated {
             Ok((ip, ip6)) => {
@@ -310,7 +315,7 @@ impl<Io: NodeIo> Pods<Io> {
             // go of an IPv4 lease taken before the IPv6 range said no).
             Err(PodError::Ipam(e @ crate::host::ipam::IpamError::Exhausted { .. })) => {
                 let w = eligible.then(|| self.pool.take_any_warm()).flatten();
-                if w.is_some() && self.net.range6().is_some() {
+                if w.is_some() && self.net.range6().is_some() && self.net.range().is_some() {
                     self.release_lease(&at.id).await?;
                 }
                 match w {
@@ -337,10 +342,18 @@ impl<Io: NodeIo> Pods<Io> {
             plan.at.id.ifname.clone(),
             plan.requested6,
         );
+        let ipv6_only = self.net.range().is_none();
         if !done.iter().any(|u| matches!(u, Undo::Lease)) {
             done.push(Undo::Lease);
         }
-        let lease = self.ipam(move |store| store.allocate(&range, &cid, &ifn, req));
+        let lease = self.ipam(move |store| {
+            if ipv6_only {
+                // Pods' MACs come from their addresses' last 32 bits.
+                store.allocate_ipv6_only(&range, &cid, &ifn, req)
+            } else {
+                store.allocate(&range, &cid, &ifn, req)
+            }
+        });
         Ok(Some(lease.await?.ip))
     }
 
@@ -354,7 +367,7 @@ impl<Io: NodeIo> Pods<Io> {
     async fn plug(
         &self,
         plan: &Plan<'_>,
-        (ip, ip6): (std::net::Ipv4Addr, Option<std::net::Ipv6Addr>),
+        (ip, ip6): Addrs,
         warm: bool,
         pooled: Option<&pool::PooledPort>,
         done: &mut Vec<Undo>,
@@ -369,16 +382,11 @@ impl<Io: NodeIo> Pods<Io> {
             netns: plan.netns.to_path_buf(),
             ifname: a.ifname.clone(),
             host_ifname: host_veth.clone(),
-            mac: MacAddr::from_pod_ip(ip).0,
-            address: self.net.address(ip),
-            gateway: self.net.node.gateway(),
+            mac: MacAddr::from_pod_addrs(ip, ip6)
+                .ok_or(PodError::NoAddress)?
+                .0,
             // The default route is always added by create_pod_link.
-            routes: self
-                .net
-                .routes()
-                .into_iter()
-                .filter(|r| r.dst.prefix_len() > 0)
-                .collect(),
+            ipv4: ip.and_then(|a| self.net.ipv4_spec(a)),
             mtu: self.net.mtu,
             tx_checksum_off: self.net.tx_checksum_off,
             pool_peer: pooled.map(|p| p.peer.clone()),
@@ -439,7 +447,7 @@ impl<Io: NodeIo> Pods<Io> {
     fn port_record(
         &self,
         plan: &Plan<'_>,
-        (ip, ip6): (std::net::Ipv4Addr, Option<std::net::Ipv6Addr>),
+        (ip, ip6): Addrs,
         done: &mut Vec<Undo>,
     ) -> Result<PortRecord, PodError> {
         let (at, a) = (plan.at, &plan.at.id);
@@ -459,7 +467,7 @@ impl<Io: NodeIo> Pods<Io> {
         let mappings = self.hostports.mappings(&a.container_id, &a.ifname);
         Ok(PortRecord {
             attachment: a.clone(),
-            ip: Some(ip),
+            ip,
             ip6,
             namespace: at.namespace.clone(),
             pod: at.pod.clone(),
@@ -498,7 +506,7 @@ impl<Io: NodeIo> Pods<Io> {
     async fn install_pod(
         &self,
         plan: &Plan<'_>,
-        (ip, ip6): (std::net::Ipv4Addr, Option<std::net::Ipv6Addr>),
+        (ip, ip6): Addrs,
         plugged: &Plugged,
         egress_meter: Option<u32>,
         warm: Option<&pool::WarmPort>,

@@ -70,12 +70,14 @@ impl NoVnid {
 #[derive(Debug, thiserror::Error)]
 pub enum PodError {
     /// ADD of an attachment that exists.
-    #[error("container {} already has interface {} (ip {ip})", .attachment.container_id, .attachment.ifname)]
+    #[error("container {} already has interface {} (ip {})", .attachment.container_id, .attachment.ifname, super::shown_addrs(*.ip, *.ip6))]
     AlreadyAttached {
         /// The attachment.
         attachment: AttachmentId,
-        /// Its address.
-        ip: std::net::Ipv4Addr,
+        /// Its IPv4 address.
+        ip: Option<std::net::Ipv4Addr>,
+        /// Its IPv6 address.
+        ip6: Option<std::net::Ipv6Addr>,
     },
     /// ADD without `CNI_NETNS`.
     #[error("CNI_NETNS is required for ADD")]
@@ -104,6 +106,16 @@ pub enum PodError {
         /// The address asked for.
         addr: std::net::Ipv6Addr,
     },
+    /// `CNI_ARGS IP=` asks for an IPv4 address on a node of an IPv6-only cluster.
+    #[error("CNI_ARGS IP= asks for IPv4 address {addr}, but this node has no IPv4 subnet (an IPv6-only cluster)")]
+    NoIpv4 {
+        /// The address asked for.
+        addr: std::net::Ipv4Addr,
+    },
+    /// The node has no subnet of either family to address a pod from (a HostSubnet without
+    /// one).
+    #[error("this node has no pod subnet of either family")]
+    NoAddress,
     /// A bandwidth annotation or `runtimeConfig.bandwidth` value is unusable.
     #[error("bandwidth of pod {namespace}/{pod}: {reason}")]
     Bandwidth {
@@ -196,9 +208,10 @@ impl PodError {
     pub fn code(&self) -> u32 {
         use crate::host::ipam::IpamError as E;
         match self {
-            PodError::NoNetns | PodError::RequestedPrefix { .. } | PodError::NoIpv6 { .. } => {
-                codes::INVALID_ENV
-            }
+            PodError::NoNetns
+            | PodError::RequestedPrefix { .. }
+            | PodError::NoIpv6 { .. }
+            | PodError::NoIpv4 { .. } => codes::INVALID_ENV,
             PodError::Bandwidth { .. } => codes::INVALID_CONFIG,
             PodError::Deadline { .. } | PodError::SwitchNotAnswering { .. } => {
                 codes::TRY_AGAIN_LATER
@@ -210,6 +223,7 @@ impl PodError {
                 | E::OutsideRange { .. }
                 | E::Reserved { .. }
                 | E::InUse { .. }
+                | E::SameMac { .. }
                 | E::AlreadyAllocated { .. },
             ) => codes::INVALID_ENV,
             PodError::Ipam(E::LockTimeout { .. }) => codes::TRY_AGAIN_LATER,
@@ -229,6 +243,12 @@ impl PodError {
             PodError::NoIpv6 { .. } => "the cluster has no IPv6 network, or this node's \
                 HostSubnet has no IPv6 subnet (sdn.dev/ipv6-subnet) yet; ask for an IPv4 address \
                 only"
+                .into(),
+            PodError::NoIpv4 { .. } => {
+                "the cluster is IPv6-only; ask for an IPv6 address only".into()
+            }
+            PodError::NoAddress => "the node's HostSubnet has no subnet of either family; \
+                check the HostSubnet (sdnctl status, the agent's start-up log)"
                 .into(),
             PodError::Bandwidth { .. } => {
                 "rates are Kubernetes quantities in bit/s between 1k and 32G".into()

@@ -137,9 +137,10 @@ pub struct Pod {
     pub name: String,
     /// Network namespace path ("" if unknown).
     pub netns: String,
-    /// Address.
-    pub ip: Ipv4Addr,
-    /// IPv6 address (dual stack: pods created before the cluster had IPv6 keep IPv4 only).
+    /// IPv4 address (`None` on an IPv6-only cluster).
+    pub ip: Option<Ipv4Addr>,
+    /// IPv6 address (dual stack: pods created before the cluster had IPv6 keep IPv4 only;
+    /// IPv6-only clusters).
     pub ip6: Option<Ipv6Addr>,
     /// Host end of the veth (the OVS port name).
     pub host_veth: String,
@@ -176,6 +177,21 @@ impl Pod {
     }
 }
 
+/// A pod's addresses for messages: `10.128.0.5`, `10.128.0.5,fd01:0:0:5::5` or
+/// `fd01:0:0:5::5`.
+pub fn shown_addrs(ip: Option<Ipv4Addr>, ip6: Option<Ipv6Addr>) -> String {
+    let v: Vec<String> = ip
+        .map(|a| a.to_string())
+        .into_iter()
+        .chain(ip6.map(|a| a.to_string()))
+        .collect();
+    if v.is_empty() {
+        "none".into()
+    } else {
+        v.join(",")
+    }
+}
+
 /// Static facts every pod operation needs.
 #[derive(Debug, Clone)]
 pub struct PodNetwork {
@@ -197,20 +213,23 @@ pub struct PodNetwork {
 
 impl PodNetwork {
     /// The routes a pod gets: default and service network via the gateway, cluster networks and
-    /// multicast on-link.
+    /// multicast on-link (none on an IPv6-only cluster).
     pub fn routes(&self) -> Vec<RouteSpec> {
-        let gw = Some(self.node.gateway());
+        let Some(v4) = &self.node.ipv4 else {
+            return Vec::new();
+        };
+        let gw = Some(v4.gateway());
         let mut r = vec![
             RouteSpec {
                 dst: Ipv4Net::default(),
                 via: gw,
             },
             RouteSpec {
-                dst: self.node.service_cidr,
+                dst: v4.service_cidr,
                 via: gw,
             },
         ];
-        for cn in &self.node.cluster_networks {
+        for cn in &v4.cluster_networks {
             r.push(RouteSpec {
                 dst: *cn,
                 via: None,
@@ -275,7 +294,8 @@ impl PodNetwork {
         let v4 = match at.requested_ip {
             None => None,
             Some((addr, len)) => {
-                prefix(addr.into(), len, self.node.local_subnet.into())?;
+                let v4 = self.node.ipv4.as_ref().ok_or(PodError::NoIpv4 { addr })?;
+                prefix(addr.into(), len, v4.local_subnet.into())?;
                 Some(addr)
             }
         };
@@ -290,18 +310,29 @@ impl PodNetwork {
         Ok((v4, v6))
     }
 
-    /// The pod's address with the node subnet's prefix length.
-    pub fn address(&self, ip: Ipv4Addr) -> Ipv4Net {
-        Ipv4Net::new(ip, self.node.local_subnet.prefix_len()).expect("prefix of a valid subnet")
+    /// A pod's IPv4 interface settings for address `ip` (`None` on an IPv6-only cluster).
+    pub fn ipv4_spec(&self, ip: Ipv4Addr) -> Option<crate::host::netlink::PodIpv4Spec> {
+        let v4 = self.node.ipv4.as_ref()?;
+        Some(crate::host::netlink::PodIpv4Spec {
+            address: Ipv4Net::new(ip, v4.local_subnet.prefix_len())
+                .expect("prefix of a valid subnet"),
+            gateway: v4.gateway(),
+            routes: self
+                .routes()
+                .into_iter()
+                .filter(|r| r.dst.prefix_len() > 0)
+                .collect(),
+        })
     }
 
-    fn range(&self) -> ipam::Range {
-        ipam::Range {
-            subnet: self.node.local_subnet,
-            gateway: self.node.gateway(),
+    fn range(&self) -> Option<ipam::Range> {
+        let v4 = self.node.ipv4.as_ref()?;
+        Some(ipam::Range {
+            subnet: v4.local_subnet,
+            gateway: v4.gateway(),
             start: None,
             end: None,
-        }
+        })
     }
 }
 
@@ -363,7 +394,10 @@ impl<Io: NodeIo> Pods<Io> {
             pool: pool::PortPool::default(),
             hostports: HostPorts::new(
                 io.nat,
-                &net.node.cluster_networks,
+                net.node
+                    .ipv4
+                    .as_ref()
+                    .map_or(&[][..], |v4| &v4.cluster_networks),
                 net.node
                     .ipv6
                     .as_ref()

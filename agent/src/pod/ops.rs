@@ -104,7 +104,7 @@ impl<Io: NodeIo> Pods<Io> {
         &self,
         a: &AttachmentId,
         veth: &str,
-        (ip, ip6): (std::net::Ipv4Addr, Option<std::net::Ipv6Addr>),
+        (ip, ip6): (Option<std::net::Ipv4Addr>, Option<std::net::Ipv6Addr>),
         netns: &str,
         ofport: u32,
     ) -> Result<(bool, Vec<std::net::IpAddr>), PodError> {
@@ -150,7 +150,7 @@ impl<Io: NodeIo> Pods<Io> {
         if let Err(e) = moved {
             // Same-match adds replace these flows and deletes go by cookie, so even a reuse of
             // the address before they go is safe.
-            tracing::warn!(sandbox = %a.container_id, %ip, error = %e, "handing the deleted pod's address to its port; releasing it now");
+            tracing::warn!(sandbox = %a.container_id, ip = ?ip, ip6 = ?ip6, error = %e, "handing the deleted pod's address to its port; releasing it now");
             released = self.release_lease(a).await?;
         }
         Ok((free, released))
@@ -226,19 +226,20 @@ impl<Io: NodeIo> Pods<Io> {
             .inspect_pod_interface(&netns, &a.ifname)
             .await
             .map_err(|e| drift(e.to_string()))?;
-        let mac = MacAddr::from_pod_ip(pod.ip);
+        let mac = MacAddr::from_pod_addrs(pod.ip, pod.ip6).ok_or(PodError::NoAddress)?;
         if state.mac != mac.0 {
             return Err(drift(format!(
                 "MAC is {} instead of {mac}",
                 MacAddr(state.mac)
             )));
         }
-        let addr = self.net.address(pod.ip);
-        if !state.addresses.contains(&addr) {
-            return Err(drift(format!(
-                "address {addr} missing (has {:?})",
-                state.addresses
-            )));
+        if let Some(v4) = pod.ip.and_then(|ip| self.net.ipv4_spec(ip)) {
+            if !state.addresses.contains(&v4.address) {
+                return Err(drift(format!(
+                    "address {} missing (has {:?})",
+                    v4.address, state.addresses
+                )));
+            }
         }
         if state.mtu != self.net.mtu {
             return Err(drift(format!(

@@ -43,7 +43,7 @@ impl Pod {
     pub(super) fn record(&self, meter: Option<MeterRecord>) -> PortRecord {
         PortRecord {
             attachment: self.attachment.clone(),
-            ip: Some(self.ip),
+            ip: self.ip,
             ip6: self.ip6,
             namespace: self.namespace.clone(),
             pod: self.name.clone(),

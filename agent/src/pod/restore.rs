@@ -59,8 +59,11 @@ impl<Io: NodeIo> Pods<Io> {
                 .ofport
                 .and_then(|p| u32::try_from(p).ok())
                 .filter(|p| *p >= 3);
-            match (alive, record.ip, ofport) {
-                (true, Some(ip), Some(ofport)) => {
+            // A record with an address of either family (a pod of an IPv6-only cluster has no
+            // IPv4 one).
+            let addressed = record.ip.is_some() || record.ip6.is_some();
+            match (alive, addressed, ofport) {
+                (true, true, Some(ofport)) => {
                     // Pods wired by an older agent get the host-veth hardening too (and the
                     // record says so, so the next start skips the sysctl writes).
                     let mut hardened = record.hardened;
@@ -89,7 +92,7 @@ impl<Io: NodeIo> Pods<Io> {
                         namespace: record.namespace.clone(),
                         name: record.pod.clone(),
                         netns: record.netns.clone(),
-                        ip,
+                        ip: record.ip,
                         ip6: record.ip6,
                         host_veth: name.clone(),
                         ofport,
@@ -173,7 +176,7 @@ impl<Io: NodeIo> Pods<Io> {
                 pod: pod.name.clone(),
                 sandbox: pod.attachment.container_id.clone(),
                 ifname: pod.attachment.ifname.clone(),
-                ip: Some(pod.ip),
+                ip: pod.ip,
                 ip6: pod.ip6,
                 mappings,
             })

@@ -66,10 +66,12 @@ fn network(egress_meters: bool) -> PodNetwork {
         node: NodeConfig {
             datapath: flows::Datapath::Netdev,
             mode: Mode::Multitenant,
-            node_ip: Ipv4Addr::new(192, 168, 77, 11),
-            local_subnet: "10.128.0.0/23".parse().unwrap(),
-            cluster_networks: vec!["10.128.0.0/14".parse().unwrap()],
-            service_cidr: "172.30.0.0/16".parse().unwrap(),
+            node_ip: Ipv4Addr::new(192, 168, 77, 11).into(),
+            ipv4: Some(flows::NodeIpv4 {
+                local_subnet: "10.128.0.0/23".parse().unwrap(),
+                cluster_networks: vec!["10.128.0.0/14".parse().unwrap()],
+                service_cidr: "172.30.0.0/16".parse().unwrap(),
+            }),
             vxlan_port: 4789,
             tun0_mac: None,
             ipv6: None,
@@ -213,9 +215,11 @@ impl Rig {
                 ifname: "eth0".into(),
                 host_ifname: host.into(),
                 mac: [2, 0, 0, 0, 0, 1],
-                address: "10.128.1.200/23".parse().unwrap(),
-                gateway: Ipv4Addr::new(10, 128, 0, 1),
-                routes: Vec::new(),
+                ipv4: Some(crate::host::netlink::PodIpv4Spec {
+                    address: "10.128.1.200/23".parse().unwrap(),
+                    gateway: Ipv4Addr::new(10, 128, 0, 1),
+                    routes: Vec::new(),
+                }),
                 mtu: 1450,
                 tx_checksum_off: false,
                 pool_peer: None,
@@ -232,12 +236,12 @@ impl Rig {
         self.state.send_replace(Arc::new(st));
     }
 
-    fn leases(&self) -> Vec<(String, Ipv4Addr)> {
+    fn leases(&self) -> Vec<(String, Option<Ipv4Addr>)> {
         self.ipam
             .leases()
             .unwrap()
             .into_iter()
-            .map(|l| (l.container_id, l.ip))
+            .map(|l| (l.container_id, Some(l.ip)))
             .collect()
     }
 
@@ -310,7 +314,7 @@ async fn add_wires_every_piece_and_del_removes_every_piece() {
     let at = rig.attachment("c1", "tenant-a");
     let wired = rig.pods.add(&at).await.unwrap();
     let pod = &wired.pod;
-    assert_eq!(pod.ip, Ipv4Addr::new(10, 128, 0, 2));
+    assert_eq!(pod.ip, Some(Ipv4Addr::new(10, 128, 0, 2)));
     assert_eq!(pod.vnid, vnid(11));
     let veth = host_veth_name("c1", "eth0");
     let link = rig.links.link(&veth).expect("veth");
@@ -321,7 +325,7 @@ async fn add_wires_every_piece_and_del_removes_every_piece() {
     let rec = PortRecord::from_external_ids(&port.external_ids).unwrap();
     assert_eq!(
         (rec.attachment, rec.ip, rec.vnid, rec.namespace.as_str()),
-        (at.id.clone(), Some(pod.ip), Some(vnid(11)), "tenant-a")
+        (at.id.clone(), pod.ip, Some(vnid(11)), "tenant-a")
     );
     assert_eq!(port.ofport, pod.ofport);
     // Five flows and the VNID's table-80 row, in one bundle.
@@ -445,7 +449,7 @@ async fn gc_removes_stale_attachments_orphan_leases_and_qos() {
     rig.pods.add(&b).await.unwrap();
     // Leftovers of a crashed ADD: a lease and a QoS row nobody owns.
     rig.ipam
-        .allocate(&network(false).range(), "ghost", "eth0", None)
+        .allocate(&network(false).range().unwrap(), "ghost", "eth0", None)
         .unwrap();
     rig.db.put_qos(
         [("sandbox", "ghost"), ("ifname", "eth0")]
@@ -1369,7 +1373,7 @@ async fn dual_stack_warm_ports_hold_both_addresses_and_hand_both_over() {
             .iter()
             .copied()
             .collect::<BTreeSet<_>>(),
-        BTreeSet::from([IpAddr::V4(pod.ip), IpAddr::V6(ip6)])
+        BTreeSet::from([IpAddr::V4(pod.ip.unwrap()), IpAddr::V6(ip6)])
     );
     let hot: Vec<IpAddr> = rig
         .ipam

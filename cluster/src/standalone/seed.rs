@@ -394,7 +394,9 @@ fn seed_host_subnet(
     let own = dir.join(StandaloneSource::file_name(Kind::HostSubnet, node_name));
     match state.host_subnet_of(node_name) {
         Some(hs) => {
-            if let Some(ip) = node_ip.filter(|ip| hs.host_ip_addr().ok() != Some(*ip)) {
+            if let Some(ip) =
+                node_ip.filter(|ip| hs.host_ip_addr().ok() != Some(std::net::IpAddr::V4(*ip)))
+            {
                 let file = origins
                     .get(&(Kind::HostSubnet, node_name.to_string()))
                     .cloned()

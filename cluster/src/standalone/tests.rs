@@ -93,7 +93,7 @@ fn seed_writes_defaults_once() {
         st2.subnet_of("node-2").unwrap().to_string(),
         "10.128.2.0/23"
     );
-    assert_eq!(st2.host_ip_of("node-2"), Some(FALLBACK_NODE_IP));
+    assert_eq!(st2.host_ip_of("node-2"), Some(FALLBACK_NODE_IP.into()));
 }
 
 fn dual_stack_spec() -> ClusterNetworkSpec {
@@ -235,7 +235,7 @@ fn seed_updates_own_host_ip_and_refuses_broken_dirs() {
     let d = TempDir::new("hostip");
     seed(&d.0, "n", Some(Ipv4Addr::new(10, 0, 0, 1)), &spec()).unwrap();
     let st = seed(&d.0, "n", Some(Ipv4Addr::new(10, 0, 0, 2)), &spec()).unwrap();
-    assert_eq!(st.host_ip_of("n"), Some(Ipv4Addr::new(10, 0, 0, 2)));
+    assert_eq!(st.host_ip_of("n"), Some(Ipv4Addr::new(10, 0, 0, 2).into()));
     assert_eq!(st.subnet_of("n").unwrap().to_string(), "10.128.0.0/23");
     // A bad file elsewhere is tolerated, as the running agent tolerates it...
     fs::write(d.0.join("bad.yaml"), "kind: [").unwrap();

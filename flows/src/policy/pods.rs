@@ -184,7 +184,7 @@ mod tests {
             namespace: ns.into(),
             name: name.into(),
             labels: Arc::default(),
-            ip: Ipv4Addr::new(10, 0, 0, last),
+            ip: Some(Ipv4Addr::new(10, 0, 0, last)),
             ip6: None,
             ports: Arc::from([]),
         }

@@ -19,7 +19,7 @@ fn pod(ns: &str, name: &str, app: &str, ip: [u8; 4]) -> PodView {
         namespace: ns.into(),
         name: name.into(),
         labels: Arc::new(labels(&[("app", app)])),
-        ip: Ipv4Addr::from(ip),
+        ip: Some(Ipv4Addr::from(ip)),
         ip6: None,
         ports: Vec::new().into(),
     }
@@ -87,9 +87,11 @@ impl World {
             namespaces: &self.namespaces,
             pods: &pods_by_namespace(self.pods.clone()),
             local_subnet: None,
+            local_subnet6: None,
             local: &self.local,
             datapath: Datapath::System,
             ipv6: self.local.iter().any(|l| l.ip6.is_some()),
+            ipv4: true,
         })
     }
 }
@@ -332,9 +334,11 @@ fn rows_grow_with_the_sum_not_the_product() {
         namespaces: &w.namespaces,
         pods: &pods,
         local_subnet: None,
+        local_subnet6: None,
         local: &w.local,
         datapath: Datapath::System,
         ipv6: false,
+        ipv4: true,
     };
     assert_eq!(cross_product_rows(input, false), 50 * 200 * 5 + 50);
     assert_eq!(cross_product_rows(input, true), 50 * 200 * 5 + 50);
@@ -674,9 +678,11 @@ fn a_stale_address_of_the_local_subnet_is_not_a_peer() {
         namespaces: &w.namespaces,
         pods: &pods,
         local_subnet: Some("10.128.0.0/23".parse().unwrap()),
+        local_subnet6: None,
         local: &w.local,
         datapath: Datapath::System,
         ipv6: false,
+        ipv4: true,
     });
     let shared = texts(&rows.shared).join("\n");
     assert!(!shared.contains("nw_src=10.128.0.77"), "{shared}");
@@ -703,9 +709,11 @@ fn ids_computed_once_give_the_same_rows() {
         namespaces: &w.namespaces,
         pods: &pods,
         local_subnet: None,
+        local_subnet6: None,
         local: &w.local,
         datapath: Datapath::System,
         ipv6: false,
+        ipv4: true,
     });
     assert_eq!(given, w.rows());
     assert!(!given.rules.is_empty());
@@ -760,9 +768,11 @@ pub(crate) fn sample_rows() -> Vec<Flow> {
             namespaces: &w.namespaces,
             pods: &pods_by_namespace(w.pods.clone()),
             local_subnet: None,
+            local_subnet6: None,
             local: &w.local,
             datapath,
             ipv6: false,
+            ipv4: true,
         });
         out.extend(rows.shared);
         out.extend(rows.targets.into_values().flatten());

@@ -22,6 +22,24 @@ impl MacAddr {
         MacAddr([0x0a, 0x58, o[0], o[1], o[2], o[3]])
     }
 
+    /// The pod MAC of an IPv6-only pod: `0a:58:` followed by the last four bytes of its IPv6
+    /// address (as OVN-Kubernetes derives it). Unique among a node's pods as long as their
+    /// addresses differ in the low 32 bits, which the agent's address management keeps.
+    pub fn from_pod_ip6(ip: Ipv6Addr) -> Self {
+        let o = ip.octets();
+        MacAddr([0x0a, 0x58, o[12], o[13], o[14], o[15]])
+    }
+
+    /// The pod MAC of a pod with these addresses: from the IPv4 address where there is one,
+    /// else from the IPv6 address (`None` without either).
+    pub fn from_pod_addrs(ip: Option<Ipv4Addr>, ip6: Option<Ipv6Addr>) -> Option<Self> {
+        match (ip, ip6) {
+            (Some(ip), _) => Some(MacAddr::from_pod_ip(ip)),
+            (None, Some(ip6)) => Some(MacAddr::from_pod_ip6(ip6)),
+            (None, None) => None,
+        }
+    }
+
     /// The six bytes of the address.
     pub fn octets(&self) -> [u8; 6] {
         self.0

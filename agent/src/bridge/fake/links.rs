@@ -165,21 +165,31 @@ impl PodLinks for FakeLinks {
                 libc::EEXIST,
             ));
         }
-        if !spec.address.contains(&spec.gateway) {
+        if let Some(v4) = spec
+            .ipv4
+            .as_ref()
+            .filter(|v4| !v4.address.contains(&v4.gateway))
+        {
             return Err(NetlinkError::InvalidSpec {
                 ifname: spec.ifname.clone(),
                 netns: spec.netns.clone(),
-                reason: format!("gateway {} is outside {}", spec.gateway, spec.address),
+                reason: format!("gateway {} is outside {}", v4.gateway, v4.address),
             });
         }
         s.next_index += 1;
         let host_index = 100 + s.next_index;
         let host_mac = [0xee, 0xee, 0, 0, (host_index >> 8) as u8, host_index as u8];
-        let mut routes = vec![RouteSpec {
-            dst: ipnet::Ipv4Net::default(),
-            via: Some(spec.gateway),
-        }];
-        routes.extend(spec.routes.iter().copied());
+        let routes: Vec<RouteSpec> = spec
+            .ipv4
+            .iter()
+            .flat_map(|v4| {
+                std::iter::once(RouteSpec {
+                    dst: ipnet::Ipv4Net::default(),
+                    via: Some(v4.gateway),
+                })
+                .chain(v4.routes.iter().copied())
+            })
+            .collect();
         s.links.insert(
             spec.host_ifname.clone(),
             FakeLink {
@@ -189,7 +199,7 @@ impl PodLinks for FakeLinks {
                     mac: spec.mac,
                     mtu: spec.mtu,
                     up: true,
-                    addresses: vec![spec.address],
+                    addresses: spec.ipv4.iter().map(|v4| v4.address).collect(),
                     routes,
                     addresses6: spec.ipv6.iter().map(|v6| v6.address).collect(),
                     routes6: spec

@@ -335,7 +335,7 @@ fn real_pod(ofport: u32, v: u32) -> (String, Vec<Flow>) {
     let port = format!("vethmc{ofport}");
     let flows = flows::pod_flows(&flows::PodFlows {
         ofport,
-        ip: std::net::Ipv4Addr::new(10, 128, 0, ofport as u8),
+        ip: Some(std::net::Ipv4Addr::new(10, 128, 0, ofport as u8)),
         ipv6: None,
         vnid: vnid(v),
         cookie: flows::pod::port_cookie(&port),
@@ -438,7 +438,7 @@ async fn groups_go_with_their_owner_and_a_reconcile_puts_back_a_lost_one() {
     let store = FlowStore::new(sw.clone(), true);
     let v = vnid(20);
     let tun = ovs::flow::MacAddr::from_pod_ip(std::net::Ipv4Addr::new(10, 128, 0, 1));
-    let remote = flows::EgressRoute::Remote(vec![std::net::Ipv4Addr::new(192, 168, 77, 12)]);
+    let remote = flows::EgressRoute::Remote(vec![std::net::Ipv4Addr::new(192, 168, 77, 12).into()]);
     let (f, g) = flows::egress_ip_flows(v, &remote, None, tun);
     store
         .apply(Change::new().set_with_groups(Owner::EgressIp(v), f, g))

@@ -130,9 +130,15 @@ impl<S: FlowSwitch> EgressIps<S> {
     /// The host rules, with the egress IPs `held`.
     fn rules(&self, held: &BTreeMap<IpAddr, Vnid>) -> HostRules {
         let mut r = HostRules {
-            cluster_networks: self.node.cluster_networks.clone(),
-            service_cidr: self.node.service_cidr,
+            cluster_networks: self
+                .node
+                .ipv4
+                .as_ref()
+                .map(|v4| v4.cluster_networks.clone())
+                .unwrap_or_default(),
+            service_cidr: self.node.ipv4.as_ref().map(|v4| v4.service_cidr),
             vxlan_port: self.node.vxlan_port,
+            underlay_ipv6: self.node.node_ip.is_ipv6(),
             egress_ips: Vec::new(),
             ipv6: self.node.ipv6.map(|v6| crate::host::iptables::HostRules6 {
                 cluster_network: v6.cluster_network,
@@ -279,9 +285,7 @@ impl<S: FlowSwitch> EgressIps<S> {
                 )),
                 Some(l) => match l.cannot_hold(*ip) {
                     Some(why) => Some(why),
-                    None if *ip == IpAddr::V4(self.node.node_ip) => {
-                        Some("it is the node IP itself".into())
-                    }
+                    None if *ip == self.node.node_ip => Some("it is the node IP itself".into()),
                     None if gateways.contains(ip) => {
                         Some("it is this node's default gateway".into())
                     }

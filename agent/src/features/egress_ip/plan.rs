@@ -62,9 +62,10 @@ pub(crate) struct Monitored {
     /// Its HostSubnet's name.
     pub node: String,
     /// Its VTEP (`hostIP`).
-    pub vtep: Ipv4Addr,
-    /// Its gateway address (first address of its subnet), the probe's target.
-    pub gateway: Ipv4Addr,
+    pub vtep: IpAddr,
+    /// Its gateway address (first address of its subnet, of its IPv6 subnet on an IPv6-only
+    /// cluster), the probe's target.
+    pub gateway: IpAddr,
 }
 
 /// What the cluster state asks of this node (see the module docs).
@@ -91,7 +92,7 @@ pub(crate) fn reserved(state: &ClusterState, ip: IpAddr) -> Option<String> {
 
 fn reserved4(state: &ClusterState, ip: Ipv4Addr) -> Option<String> {
     for (name, hs) in state.host_subnets.iter() {
-        if hs.host_ip_addr().ok() == Some(ip) {
+        if hs.host_ip_addr().ok() == Some(IpAddr::V4(ip)) {
             return Some(format!(
                 "it is node {name}'s address (HostSubnet {name} hostIP)"
             ));
@@ -137,6 +138,11 @@ fn reserved4(state: &ClusterState, ip: Ipv4Addr) -> Option<String> {
 
 fn reserved6(state: &ClusterState, ip: Ipv6Addr) -> Option<String> {
     for (name, hs) in state.host_subnets.iter() {
+        if hs.host_ip_addr().ok() == Some(IpAddr::V6(ip)) {
+            return Some(format!(
+                "it is node {name}'s address (HostSubnet {name} hostIP)"
+            ));
+        }
         if let Ok(Some(subnet)) = hs.ipv6_subnet() {
             if Ipv6Addr::from(u128::from(subnet.network()) + 1) == ip {
                 return Some(format!(
@@ -256,7 +262,7 @@ fn plan_family(
     offline: &BTreeSet<String>,
 ) -> FamilyPlan {
     let (mut states, mut blocked, mut local) = (Vec::new(), None, false);
-    let mut remote: Vec<Ipv4Addr> = Vec::new();
+    let mut remote: Vec<IpAddr> = Vec::new();
     for ip in ips {
         let (st, refused, via) = ip_state(state, claims, ips, *ip, local_node, offline);
         if let Some(p) = refused {
@@ -329,7 +335,7 @@ impl Claims<'_> {
 enum Via {
     Nowhere,
     Local,
-    Remote(Ipv4Addr),
+    Remote(IpAddr),
 }
 
 /// One requested IP `ip` of a tenant that wants `ips`: its state, the problem that drops the
@@ -439,12 +445,22 @@ fn record_active(
         let Some(node) = &s.node else { continue };
         if node == local_node {
             out.local.insert(s.ip, vnid);
-        } else if let (Some(vtep), Some(subnet)) = (state.host_ip_of(node), state.subnet_of(node)) {
-            out.monitor.insert(Monitored {
-                node: node.clone(),
-                vtep,
-                gateway: Ipv4Addr::from(u32::from(subnet.network()) + 1),
-            });
+        } else if let Some(vtep) = state.host_ip_of(node) {
+            let gateway = match state.subnet_of(node) {
+                Some(subnet) => Some(IpAddr::from(Ipv4Addr::from(
+                    u32::from(subnet.network()) + 1,
+                ))),
+                None => state
+                    .ipv6_subnet_of(node)
+                    .map(|s| IpAddr::from(Ipv6Addr::from(u128::from(s.network()) + 1))),
+            };
+            if let Some(gateway) = gateway {
+                out.monitor.insert(Monitored {
+                    node: node.clone(),
+                    vtep,
+                    gateway,
+                });
+            }
         }
     }
 }

@@ -2,7 +2,7 @@
 //! address detection probe (nobody else may answer for it); while using another node's address,
 //! a reachability probe of that node.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::time::Duration;
 
 /// How many times an answered probe is repeated (a second apart) before the address is refused:
@@ -70,7 +70,7 @@ pub(crate) const PROBE_PORT: u16 = 9;
 
 /// Whether the node whose gateway is `gw` answers a TCP connection to port 9 within
 /// [`PROBE_INTERVAL`]: connected or refused is online; no answer, or no route, is not.
-pub(crate) async fn probe(gw: Ipv4Addr) -> bool {
+pub(crate) async fn probe(gw: std::net::IpAddr) -> bool {
     let connect = tokio::net::TcpStream::connect((gw, PROBE_PORT));
     match tokio::time::timeout(PROBE_INTERVAL, connect).await {
         Err(_) => false,

@@ -48,8 +48,8 @@ fn vnid(v: u32) -> Vnid {
     Vnid::new(v).unwrap()
 }
 
-fn vtep(i: u8) -> Ipv4Addr {
-    Ipv4Addr::new(192, 168, 77, 10 + i)
+fn vtep(i: u8) -> std::net::IpAddr {
+    Ipv4Addr::new(192, 168, 77, 10 + i).into()
 }
 
 #[test]
@@ -67,7 +67,10 @@ fn one_ip_on_another_node_routes_there_and_is_watched() {
             .iter()
             .map(|m| (m.node.as_str(), m.gateway))
             .collect::<Vec<_>>(),
-        [("node-2", Ipv4Addr::new(10, 128, 2, 1))]
+        [(
+            "node-2",
+            std::net::IpAddr::from(Ipv4Addr::new(10, 128, 2, 1))
+        )]
     );
     // On node-2 it is local: held there, route local.
     let p2 = plan(&s, "node-2", &BTreeSet::new(), false);

@@ -401,9 +401,9 @@ impl<N: NatRules> HostPorts<N> {
     }
 
     /// Sets the addresses of a reserved attachment (after its leases).
-    pub fn set_ip(&self, sandbox: &str, ifname: &str, ip: Ipv4Addr, ip6: Option<Ipv6Addr>) {
+    pub fn set_ip(&self, sandbox: &str, ifname: &str, ip: Option<Ipv4Addr>, ip6: Option<Ipv6Addr>) {
         if let Some(p) = lock(&self.taken).get_mut(&(sandbox.to_string(), ifname.to_string())) {
-            p.ip = Some(ip);
+            p.ip = ip;
             p.ip6 = ip6;
         }
     }
@@ -677,7 +677,7 @@ mod tests {
             vec![m(8080, 80, Protocol::Tcp, None)],
         ))
         .unwrap();
-        hp.set_ip("s2", "eth0", "10.128.0.9".parse().unwrap(), None);
+        hp.set_ip("s2", "eth0", Some("10.128.0.9".parse().unwrap()), None);
         assert_eq!(
             hp.mappings("s2", "eth0"),
             vec![m(8080, 80, Protocol::Tcp, None)]

@@ -69,6 +69,23 @@ pub enum IpamError {
         /// `network address`, `broadcast address` or `gateway`.
         what: &'static str,
     },
+    /// A requested IPv6 address of an IPv6-only node has the last 32 bits of another lease's
+    /// address: the two pods' MACs (`0a:58` and those bits) would be the same.
+    #[error(
+        "requested ip {ip} has the last 32 bits of {taken}, leased to container \
+         {container_id:?} (interface {ifname:?}): pods of an IPv6-only cluster take their MAC \
+         from them"
+    )]
+    SameMac {
+        /// The requested address.
+        ip: IpAddr,
+        /// The leased address with the same last 32 bits.
+        taken: IpAddr,
+        /// The container holding it.
+        container_id: String,
+        /// Its interface.
+        ifname: String,
+    },
     /// A requested address is leased to another attachment.
     #[error(
         "requested ip {ip} is in use by container {container_id:?} (interface {ifname:?}), \

@@ -77,8 +77,9 @@ pub use store::Store;
 
 /// An attachment's addresses, IPv4 first: its IPv4 one and, on a dual-stack node, its IPv6 one
 /// (what [`Store::transfer_all`] hands over together).
-pub fn addresses(ip: Ipv4Addr, ip6: Option<Ipv6Addr>) -> Vec<IpAddr> {
-    std::iter::once(IpAddr::V4(ip))
+pub fn addresses(ip: Option<Ipv4Addr>, ip6: Option<Ipv6Addr>) -> Vec<IpAddr> {
+    ip.map(IpAddr::V4)
+        .into_iter()
         .chain(ip6.map(IpAddr::V6))
         .collect()
 }

@@ -117,7 +117,29 @@ impl Store {
         }
         let _lock = self.lock()?;
         let leases = self.scan::<A>()?;
-        self.allocate_locked(range, container_id, ifname, requested, &leases)
+        self.allocate_locked(range, container_id, ifname, requested, &leases, false)
+    }
+
+    /// [`Self::allocate`] for a node of an IPv6-only cluster, whose pods take their MAC from
+    /// their address's last 32 bits ([`ovs::flow::MacAddr::from_pod_ip6`]): the walk skips an
+    /// address whose last 32 bits a lease has, and a requested one is refused
+    /// ([`IpamError::SameMac`]).
+    pub fn allocate_ipv6_only(
+        &self,
+        range: &Range<std::net::Ipv6Addr>,
+        container_id: &str,
+        ifname: &str,
+        requested: Option<std::net::Ipv6Addr>,
+    ) -> Result<Lease<std::net::Ipv6Addr>, IpamError> {
+        validate_id(container_id)?;
+        validate_ifname(ifname)?;
+        range.validate()?;
+        if let Some(ip) = requested {
+            check_requested(range, ip)?;
+        }
+        let _lock = self.lock()?;
+        let leases = self.scan::<std::net::Ipv6Addr>()?;
+        self.allocate_locked(range, container_id, ifname, requested, &leases, true)
     }
 
     /// [`Self::allocate`] of both families for a dual-stack attachment, under one lock and one
@@ -159,12 +181,13 @@ impl Store {
             }
         }
         Ok((
-            self.allocate_locked(r4, container_id, ifname, req4, &v4)?,
-            self.allocate_locked(r6, container_id, ifname, req6, &v6)?,
+            self.allocate_locked(r4, container_id, ifname, req4, &v4, false)?,
+            self.allocate_locked(r6, container_id, ifname, req6, &v6, false)?,
         ))
     }
 
-    /// The allocation walk, the lock held and the family's `leases` read.
+    /// The allocation walk, the lock held and the family's `leases` read. With `unique_low32`,
+    /// no two leases share their last 32 bits (IPv6-only pods' MACs).
     fn allocate_locked<A: Family>(
         &self,
         range: &Range<A>,
@@ -172,7 +195,9 @@ impl Store {
         ifname: &str,
         requested: Option<A>,
         leases: &[Lease<A>],
+        unique_low32: bool,
     ) -> Result<Lease<A>, IpamError> {
+        let low32 = |ip: A| ip.bits() as u32;
         let held = leases
             .iter()
             .filter(|l| range.contains(l.ip))
@@ -200,6 +225,17 @@ impl Store {
             if let Some(holder) = leases.iter().find(|l| l.ip == ip) {
                 return Err(self.in_use(ip, Some(holder)));
             }
+            if let Some(other) = leases
+                .iter()
+                .find(|l| unique_low32 && low32(l.ip) == low32(ip))
+            {
+                return Err(IpamError::SameMac {
+                    ip: ip.ip(),
+                    taken: other.ip.ip(),
+                    container_id: other.container_id.clone(),
+                    ifname: other.ifname.clone(),
+                });
+            }
             if !self.reserve(ip, container_id, ifname)? {
                 // Created since our scan by someone not taking the lock.
                 let holder = self.read_lease(ip)?;
@@ -213,9 +249,17 @@ impl Store {
         }
 
         let taken: HashSet<A> = leases.iter().map(|l| l.ip).collect();
+        let taken_low32: HashSet<u32> = if unique_low32 {
+            leases.iter().map(|l| low32(l.ip)).collect()
+        } else {
+            HashSet::new()
+        };
         let last = self.last_reserved::<A>();
         for ip in range.candidates(last) {
-            if range.reserved_kind(ip).is_some() || taken.contains(&ip) {
+            if range.reserved_kind(ip).is_some()
+                || taken.contains(&ip)
+                || taken_low32.contains(&low32(ip))
+            {
                 continue;
             }
             if self.reserve(ip, container_id, ifname)? {

@@ -307,7 +307,10 @@ impl Iptables {
         self.sync_family(|extra| render_with(rules, extra)).await?;
         if let Some(v6) = &rules.ipv6 {
             self.six()
-                .sync_family(|extra| render6_with(v6, &rules.egress_ips, extra))
+                .sync_family(|extra| {
+                    let vxlan = rules.underlay_ipv6.then_some(rules.vxlan_port);
+                    render6_with(v6, &rules.egress_ips, vxlan, extra)
+                })
                 .await?;
         }
         Ok(())
@@ -435,8 +438,9 @@ mod tests {
     fn rules(cns: &[&str]) -> HostRules {
         HostRules {
             cluster_networks: cns.iter().map(|c| c.parse().unwrap()).collect(),
-            service_cidr: "172.30.0.0/16".parse().unwrap(),
+            service_cidr: Some("172.30.0.0/16".parse().unwrap()),
             vxlan_port: 4789,
+            underlay_ipv6: false,
             egress_ips: Vec::new(),
             ipv6: None,
         }
@@ -468,7 +472,7 @@ COMMIT
 -A SDN-FORWARD -d fd01::/48 -m comment --comment "sdn: forward traffic to pods" -j ACCEPT
 COMMIT
 "#;
-        assert_eq!(render6(&v6, &[]), want);
+        assert_eq!(render6(&v6, &[], None), want);
     }
 
     #[test]
@@ -491,7 +495,7 @@ COMMIT
                 vnid: 20,
             },
         ];
-        let text = render6(&v6, &egress);
+        let text = render6(&v6, &egress, None);
         for want in [
             "-A SDN-PREROUTING -i tun0 -m mac --mac-source 0a:59:00:00:00:14 -m comment --comment \"sdn: egress IP fd00:77::100 of VNID 20\" -j MARK --set-xmark 0x14/0xffffffff",
             "-A SDN-POSTROUTING -s fd01::/48 -m mark --mark 0x14 -m comment --comment \"sdn: egress IP fd00:77::100 of VNID 20\" -j SNAT --to-source fd00:77::100",

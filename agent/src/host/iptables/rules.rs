@@ -57,12 +57,15 @@ pub(super) const TABLES: [&str; 3] = ["mangle", "nat", "filter"];
 /// What the host rules depend on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostRules {
-    /// The cluster networks (pod addresses of every node).
+    /// The IPv4 cluster networks (pod addresses of every node; none on an IPv6-only cluster).
     pub cluster_networks: Vec<Ipv4Net>,
-    /// The service network.
-    pub service_cidr: Ipv4Net,
+    /// The IPv4 service network (none on an IPv6-only cluster).
+    pub service_cidr: Option<Ipv4Net>,
     /// The VXLAN UDP port other nodes send to.
     pub vxlan_port: u16,
+    /// The underlay is IPv6 (an IPv6-only cluster): VXLAN from other nodes is accepted by
+    /// `ip6tables`, not `iptables`.
+    pub underlay_ipv6: bool,
     /// The egress IPs this node holds (see [`EgressIpRule`]).
     pub egress_ips: Vec<EgressIpRule>,
     /// A dual-stack node's IPv6 rules.
@@ -135,11 +138,12 @@ pub(super) fn render_with(rules: &HostRules, extra: &[(&str, String)]) -> String
                         comment("traffic to the cluster network keeps its source")
                     ));
                 }
-                line(format!(
-                    "-A {chain} -d {} {} -j RETURN",
-                    rules.service_cidr,
-                    comment("traffic to services keeps its source")
-                ));
+                if let Some(svc) = rules.service_cidr {
+                    line(format!(
+                        "-A {chain} -d {svc} {} -j RETURN",
+                        comment("traffic to services keeps its source")
+                    ));
+                }
                 for e in rules.egress_ips.iter().filter(|e| e.ip.is_ipv4()) {
                     for cn in &rules.cluster_networks {
                         line(format!(
@@ -165,11 +169,13 @@ pub(super) fn render_with(rules: &HostRules, extra: &[(&str, String)]) -> String
                         comment("egress IPs are source addresses only")
                     ));
                 }
-                line(format!(
-                    "-A {INPUT_CHAIN} -p udp -m udp --dport {} {} -j ACCEPT",
-                    rules.vxlan_port,
-                    comment("vxlan from other nodes")
-                ));
+                if !rules.underlay_ipv6 {
+                    line(format!(
+                        "-A {INPUT_CHAIN} -p udp -m udp --dport {} {} -j ACCEPT",
+                        rules.vxlan_port,
+                        comment("vxlan from other nodes")
+                    ));
+                }
                 for cn in &rules.cluster_networks {
                     line(format!(
                         "-A {INPUT_CHAIN} -s {cn} {} -j ACCEPT",
@@ -206,13 +212,14 @@ pub(super) fn render_with(rules: &HostRules, extra: &[(&str, String)]) -> String
 
 /// The IPv6 twin of [`render`] (`ip6tables-restore` input) for a dual-stack node, with its
 /// IPv6 egress IPs (the IPv4 ones of `egress` are [`render`]'s).
-pub fn render6(v6: &HostRules6, egress: &[EgressIpRule]) -> String {
-    render6_with(v6, egress, &[])
+pub fn render6(v6: &HostRules6, egress: &[EgressIpRule], vxlan: Option<u16>) -> String {
+    render6_with(v6, egress, vxlan, &[])
 }
 
 pub(super) fn render6_with(
     v6: &HostRules6,
     egress: &[EgressIpRule],
+    vxlan: Option<u16>,
     extra: &[(&str, String)],
 ) -> String {
     let cn = v6.cluster_network;
@@ -260,6 +267,15 @@ pub(super) fn render6_with(
             format!("{INPUT_CHAIN} -d {}/128 -m conntrack --ctstate NEW", e.ip),
             "egress IPs are source addresses only".into(),
             "REJECT --reject-with icmp6-port-unreachable".into(),
+        ));
+    }
+    // VXLAN over an IPv6 underlay (an IPv6-only cluster).
+    if let Some(port) = vxlan {
+        rules.push((
+            filter,
+            format!("{INPUT_CHAIN} -p udp -m udp --dport {port}"),
+            "vxlan from other nodes".into(),
+            "ACCEPT".into(),
         ));
     }
     let (leaving, only_tun0) = (

@@ -42,8 +42,9 @@ pub struct EgressLink {
     pub name: String,
     /// Its MAC (for gratuitous ARP and neighbour advertisements).
     pub mac: [u8; 6],
-    /// The node IP's network on it (IPv4 egress IPs must lie inside).
-    pub network: Ipv4Net,
+    /// The node IP's IPv4 network on it (IPv4 egress IPs must lie inside; none on the IPv6
+    /// underlay of an IPv6-only cluster).
+    pub network: Option<Ipv4Net>,
     /// Its own global IPv6 addresses (not egress IPs), with their prefixes: an IPv6 egress IP
     /// must lie inside one of their networks, and must not be one of them.
     pub addresses6: Vec<Ipv6Net>,
@@ -69,12 +70,18 @@ impl EgressLink {
     /// `None`.
     pub fn cannot_hold(&self, ip: IpAddr) -> Option<String> {
         match ip {
-            IpAddr::V4(ip) => (!self.network.contains(&ip)).then(|| {
-                format!(
-                    "it is not in the network {} of {} (the node IP's interface)",
-                    self.network, self.name
-                )
-            }),
+            IpAddr::V4(ip) => match self.network {
+                Some(net) => (!net.contains(&ip)).then(|| {
+                    format!(
+                        "it is not in the network {net} of {} (the node IP's interface)",
+                        self.name
+                    )
+                }),
+                None => Some(format!(
+                    "{} (the node IP's interface) has no IPv4 network",
+                    self.name
+                )),
+            },
             IpAddr::V6(ip) => {
                 if self.addresses6.iter().any(|a| a.addr() == ip) {
                     return Some(format!("it is an address of {} itself", self.name));
@@ -154,7 +161,7 @@ impl Netlink {
     }
 
     /// The interface holding `node_ip` (`ip -4 addr show to NODE_IP`), or `None`.
-    pub async fn egress_link(&self, node_ip: Ipv4Addr) -> Result<Option<EgressLink>, NetlinkError> {
+    pub async fn egress_link(&self, node_ip: IpAddr) -> Result<Option<EgressLink>, NetlinkError> {
         let h = self.handle();
         let step = format!("finding the interface of {node_ip}");
         bounded(step.clone(), async {
@@ -165,13 +172,22 @@ impl Netlink {
                 .try_collect()
                 .await
                 .map_err(|e| NetlinkError::nl(step.clone(), e))?;
-            let Some((index, net)) = addrs.iter().find_map(|a| {
-                ipv4_address(a)
-                    .filter(|n| n.addr() == node_ip)
-                    .map(|n| (a.header.index, n))
+            let Some(index) = addrs.iter().find_map(|a| {
+                let is_node_ip = match node_ip {
+                    IpAddr::V4(ip) => ipv4_address(a).is_some_and(|n| n.addr() == ip),
+                    IpAddr::V6(ip) => ipv6_address(a).is_some_and(|n| n.addr() == ip),
+                };
+                is_node_ip.then_some(a.header.index)
             }) else {
                 return Ok(None);
             };
+            let net = addrs.iter().find_map(|a| {
+                let n = ipv4_address(a).filter(|_| a.header.index == index)?;
+                match node_ip {
+                    IpAddr::V4(ip) => (n.addr() == ip).then_some(n),
+                    IpAddr::V6(_) => Some(n),
+                }
+            });
             let addresses6 = addrs
                 .iter()
                 .filter(|a| a.header.index == index && !is_egress6(a))
@@ -198,7 +214,7 @@ impl Netlink {
                 index,
                 name,
                 mac: link_mac(&link).unwrap_or_default(),
-                network: net.trunc(),
+                network: net.map(|n| n.trunc()),
                 addresses6,
             }))
         })
@@ -251,7 +267,7 @@ impl Netlink {
     ) -> Result<(), NetlinkError> {
         let step = format!("adding egress IP {ip} to {}", link.name);
         let prefix = match ip {
-            IpAddr::V4(_) => link.network.prefix_len(),
+            IpAddr::V4(_) => link.network.map_or(32, |n| n.prefix_len()),
             IpAddr::V6(_) => 128,
         };
         let mut req = self.handle().address().add(link.index, ip, prefix);

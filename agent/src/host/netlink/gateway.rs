@@ -53,7 +53,7 @@ impl Netlink {
     pub async fn configure_gateway(
         &self,
         ifname: &str,
-        address: Ipv4Net,
+        address: Option<Ipv4Net>,
         mtu: u32,
         routes: &[Ipv4Net],
     ) -> Result<(), NetlinkError> {
@@ -78,7 +78,7 @@ impl Netlink {
         &self,
         ifname: &str,
         link: &LinkMessage,
-        address: Ipv4Net,
+        address: Option<Ipv4Net>,
         mtu: u32,
         routes: &[Ipv4Net],
     ) -> Result<(), NetlinkError> {
@@ -93,6 +93,10 @@ impl Netlink {
                     NetlinkError::nl(format!("setting mtu {mtu} and up on {ifname}"), e)
                 })?;
         }
+        // An IPv6-only node: tun0 up with its MTU, no IPv4 side.
+        let Some(address) = address else {
+            return Ok(());
+        };
         let present: Vec<Ipv4Net> = h
             .address()
             .get()

@@ -100,12 +100,8 @@ pub struct PodLinkSpec {
     pub host_ifname: String,
     /// The pod end's MAC (`0a:58:<ip>`).
     pub mac: [u8; 6],
-    /// The pod's address with the node subnet's prefix length, e.g. `10.128.0.5/23`.
-    pub address: Ipv4Net,
-    /// The gateway for the default route; must be inside `address`'s subnet.
-    pub gateway: Ipv4Addr,
-    /// Routes besides the default route (which is always added, via `gateway`).
-    pub routes: Vec<RouteSpec>,
+    /// The pod's IPv4 side (`None` on an IPv6-only cluster).
+    pub ipv4: Option<PodIpv4Spec>,
     /// MTU of both veth ends.
     pub mtu: u32,
     /// Turn tx checksum offload off on both veth ends (needed with the OVS userspace datapath).
@@ -116,6 +112,17 @@ pub struct PodLinkSpec {
     pub pool_peer: Option<String>,
     /// The pod's IPv6 side on a dual-stack node.
     pub ipv6: Option<PodIpv6Spec>,
+}
+
+/// A pod's IPv4 address and routes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodIpv4Spec {
+    /// The pod's address with the node subnet's prefix length, e.g. `10.128.0.5/23`.
+    pub address: Ipv4Net,
+    /// The gateway for the default route; must be inside `address`'s subnet.
+    pub gateway: Ipv4Addr,
+    /// Routes besides the default route (which is always added, via `gateway`).
+    pub routes: Vec<RouteSpec>,
 }
 
 /// A dual-stack pod's IPv6 address and routes: the address is added without duplicate
@@ -508,7 +515,7 @@ mod tests {
         send(nl.inspect_pod_interface(netns, "eth0"));
         send(nl.delete_host_veth("x"));
         send(nl.link_exists("x"));
-        send(nl.configure_gateway("tun0", Ipv4Net::default(), 1450, &[]));
+        send(nl.configure_gateway("tun0", Some(Ipv4Net::default()), 1450, &[]));
         send(nl.wait_for_link("tun0", Duration::ZERO));
         send(nl.clone());
     }

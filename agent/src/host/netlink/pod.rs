@@ -546,19 +546,24 @@ fn validate_spec(spec: &PodLinkSpec) -> Result<(), NetlinkError> {
             fmt_mac(&spec.mac)
         ));
     }
-    let (addr, net) = (spec.address.addr(), spec.address);
-    if !net.contains(&spec.gateway) || spec.gateway == addr {
-        return invalid(format!(
-            "gateway {} is not another address of the pod subnet {}",
-            spec.gateway,
-            net.trunc()
-        ));
+    if spec.ipv4.is_none() && spec.ipv6.is_none() {
+        return invalid("no address of either family".into());
     }
-    if net.prefix_len() < 31 && (addr == net.network() || addr == net.broadcast()) {
-        return invalid(format!(
-            "address {addr} is the network or broadcast address of {}",
-            net.trunc()
-        ));
+    if let Some(v4) = &spec.ipv4 {
+        let (addr, net) = (v4.address.addr(), v4.address);
+        if !net.contains(&v4.gateway) || v4.gateway == addr {
+            return invalid(format!(
+                "gateway {} is not another address of the pod subnet {}",
+                v4.gateway,
+                net.trunc()
+            ));
+        }
+        if net.prefix_len() < 31 && (addr == net.network() || addr == net.broadcast()) {
+            return invalid(format!(
+                "address {addr} is the network or broadcast address of {}",
+                net.trunc()
+            ));
+        }
     }
     if let Some(v6) = &spec.ipv6 {
         let (addr, net) = (v6.address.addr(), v6.address);
@@ -796,14 +801,23 @@ async fn configure_pod_side(pod: &Handle, spec: &PodLinkSpec) -> Result<(), Netl
     let index = link.header.index;
     // Both families' addresses at once, then every route at once (a route needs its family's
     // address for its gateway to be on-link): two round trips to the kernel, dual stack or not.
-    let add4 = pod
-        .address()
-        .add(
-            index,
-            IpAddr::V4(spec.address.addr()),
-            spec.address.prefix_len(),
-        )
-        .execute();
+    let add4 = async {
+        let Some(v4) = &spec.ipv4 else { return Ok(()) };
+        pod.address()
+            .add(
+                index,
+                IpAddr::V4(v4.address.addr()),
+                v4.address.prefix_len(),
+            )
+            .execute()
+            .await
+            .map_err(|e| {
+                NetlinkError::nl(
+                    in_pod(spec, &format!("adding address {} to", v4.address)),
+                    e,
+                )
+            })
+    };
     let add6 = async {
         match &spec.ipv6 {
             Some(v6) => add_ipv6_address(pod, spec, v6, index).await,
@@ -811,19 +825,18 @@ async fn configure_pod_side(pod: &Handle, spec: &PodLinkSpec) -> Result<(), Netl
         }
     };
     let (added4, added6) = tokio::join!(add4, add6);
-    added4.map_err(|e| {
-        NetlinkError::nl(
-            in_pod(spec, &format!("adding address {} to", spec.address)),
-            e,
-        )
-    })?;
+    added4?;
     added6?;
-    let default = RouteSpec {
-        dst: Ipv4Net::default(),
-        via: Some(spec.gateway),
-    };
-    let routes: Vec<RouteSpec> = std::iter::once(default)
-        .chain(spec.routes.iter().copied())
+    let routes: Vec<RouteSpec> = spec
+        .ipv4
+        .iter()
+        .flat_map(|v4| {
+            std::iter::once(RouteSpec {
+                dst: Ipv4Net::default(),
+                via: Some(v4.gateway),
+            })
+            .chain(v4.routes.iter().copied())
+        })
         .collect();
     let routes6: Vec<Route6Spec> = spec
         .ipv6
@@ -899,13 +912,19 @@ mod tests {
             ifname: "eth0".into(),
             host_ifname: "veth0123456789a".into(),
             mac: [0x0a, 0x58, 10, 128, 0, 5],
-            address: "10.128.0.5/23".parse().unwrap(),
-            gateway: Ipv4Addr::new(10, 128, 0, 1),
-            routes: vec![],
+            ipv4: Some(v4("10.128.0.5/23", Ipv4Addr::new(10, 128, 0, 1))),
             mtu: 1450,
             tx_checksum_off: true,
             pool_peer: None,
             ipv6: None,
+        }
+    }
+
+    fn v4(address: &str, gateway: Ipv4Addr) -> crate::host::netlink::PodIpv4Spec {
+        crate::host::netlink::PodIpv4Spec {
+            address: address.parse().unwrap(),
+            gateway,
+            routes: vec![],
         }
     }
 
@@ -918,7 +937,7 @@ mod tests {
         };
         check(
             PodLinkSpec {
-                gateway: Ipv4Addr::new(10, 129, 0, 1),
+                ipv4: Some(v4("10.128.0.5/23", Ipv4Addr::new(10, 129, 0, 1))),
                 ..spec()
             },
             "invalid pod link spec for eth0 in netns /run/netns/x: gateway 10.129.0.1 is not \
@@ -938,7 +957,7 @@ mod tests {
         );
         check(
             PodLinkSpec {
-                address: "10.128.1.255/23".parse().unwrap(),
+                ipv4: Some(v4("10.128.1.255/23", Ipv4Addr::new(10, 128, 0, 1))),
                 ..spec()
             },
             "invalid pod link spec for eth0 in netns /run/netns/x: address 10.128.1.255 is the \
@@ -960,6 +979,19 @@ mod tests {
             ..spec()
         };
         validate_spec(&v6("fd01:0:0:5::5/64", "fd01:0:0:5::1")).unwrap();
+        // An IPv6-only pod; a pod without any address is refused.
+        validate_spec(&PodLinkSpec {
+            ipv4: None,
+            ..v6("fd01:0:0:5::5/64", "fd01:0:0:5::1")
+        })
+        .unwrap();
+        check(
+            PodLinkSpec {
+                ipv4: None,
+                ..spec()
+            },
+            "invalid pod link spec for eth0 in netns /run/netns/x: no address of either family",
+        );
         check(
             v6("fd01:0:0:5::5/64", "fd01:0:0:6::1"),
             "invalid pod link spec for eth0 in netns /run/netns/x: IPv6 gateway fd01:0:0:6::1 is \

@@ -1,7 +1,6 @@
 //! The local API's answers, each built from the node view: status, pods, namespaces, flows with
 //! their owners and table names, egress firewalls, egress IPs, network policies.
 
-use crate::operator::observe::pod_mac;
 use crate::operator::observe::{HttpAnswer, NodeView};
 use flows::Table;
 use hyper::StatusCode;
@@ -126,7 +125,9 @@ pub(crate) async fn pod_entries(view: &NodeView) -> Vec<PodEntry> {
             ifname: p.attachment.ifname.clone(),
             ip: p.ip,
             ip6: p.ip6,
-            mac: pod_mac(p.ip),
+            mac: ovs::flow::MacAddr::from_pod_addrs(p.ip, p.ip6)
+                .map(|m| m.to_string())
+                .unwrap_or_default(),
             port: p.host_veth.clone(),
             ofport: p.ofport,
             vnid: p.vnid.id(),
@@ -337,7 +338,8 @@ pub(crate) async fn status(view: &NodeView) -> Status {
     Status {
         node: view.config.node_name.clone(),
         mode: view.node.mode.name().to_string(),
-        subnet: view.node.local_subnet,
+        subnet: view.node.ipv4.as_ref().map(|v4| v4.local_subnet),
+        subnet6: view.node.ipv6.as_ref().map(|v6| v6.local_subnet),
         node_ip: view.node.node_ip,
         datapath: view.config.datapath_type.to_string(),
         version: env!("CARGO_PKG_VERSION").to_string(),

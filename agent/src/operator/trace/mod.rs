@@ -61,7 +61,7 @@ enum End {
     Remote {
         ip: IpAddr,
         node: Option<String>,
-        vtep: Option<Ipv4Addr>,
+        vtep: Option<IpAddr>,
     },
     Service(IpAddr),
     External(IpAddr),
@@ -162,7 +162,7 @@ pub(crate) async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceRe
             format!("({})", names.join(", "))
         }
     };
-    let remote_of = |ip: IpAddr| -> Option<(String, Ipv4Addr)> {
+    let remote_of = |ip: IpAddr| -> Option<(String, IpAddr)> {
         match ip {
             IpAddr::V4(ip) => state.node_holding(ip),
             IpAddr::V6(ip) => state.node_holding6(ip),
@@ -299,7 +299,7 @@ fn family_is_v6(req: &TraceRequest, v6_only: bool) -> Result<bool, TraceError> {
 struct Ends<'a> {
     pods: &'a [crate::pod::Pod],
     node: &'a flows::NodeConfig,
-    remote_of: &'a (dyn Fn(IpAddr) -> Option<(String, Ipv4Addr)> + Sync),
+    remote_of: &'a (dyn Fn(IpAddr) -> Option<(String, IpAddr)> + Sync),
     v6: bool,
 }
 
@@ -320,13 +320,20 @@ impl Ends<'_> {
                     ))
                 })?)
             } else {
-                IpAddr::V4(p.ip)
+                IpAddr::V4(p.ip.ok_or_else(|| {
+                    TraceError::BadRequest(format!(
+                        "{role} {}/{}: the pod has no IPv4 address (an IPv6-only cluster); trace an IPv6 destination",
+                        p.namespace, p.name
+                    ))
+                })?)
             };
             Ok(End::Pod {
                 ns: p.namespace.clone(),
                 name: p.name.clone(),
                 ip,
-                mac: pod_mac(p.ip),
+                mac: ovs::flow::MacAddr::from_pod_addrs(p.ip, p.ip6)
+                    .map(|m| m.to_string())
+                    .unwrap_or_default(),
                 ofport: p.ofport,
                 vnid: p.vnid.id(),
             })
@@ -351,24 +358,31 @@ impl Ends<'_> {
         if let Some(p) = self
             .pods
             .iter()
-            .find(|p| IpAddr::V4(p.ip) == ip || p.ip6.map(IpAddr::V6) == Some(ip))
+            .find(|p| p.ip.map(IpAddr::V4) == Some(ip) || p.ip6.map(IpAddr::V6) == Some(ip))
         {
             return pod_end(p);
         }
         let node = self.node;
         let (local, cluster, service, is_node) = match ip {
-            IpAddr::V4(a) => (
-                node.local_subnet.contains(&a),
-                node.cluster_networks.iter().any(|n| n.contains(&a)),
-                node.service_cidr.contains(&a),
-                a == node.gateway() || a == node.node_ip,
-            ),
+            IpAddr::V4(a) => match &node.ipv4 {
+                Some(v4) => (
+                    v4.local_subnet.contains(&a),
+                    v4.cluster_networks.iter().any(|n| n.contains(&a)),
+                    v4.service_cidr.contains(&a),
+                    a == v4.gateway() || ip == node.node_ip,
+                ),
+                None => {
+                    return Err(TraceError::BadRequest(format!(
+                        "{role} {ip}: this node has no IPv4 network (an IPv6-only cluster)"
+                    )))
+                }
+            },
             IpAddr::V6(a) => match &node.ipv6 {
                 Some(v6) => (
                     v6.local_subnet.contains(&a),
                     v6.cluster_network.contains(&a),
                     v6.service_cidr.is_some_and(|n| n.contains(&a)),
-                    a == v6.gateway(),
+                    a == v6.gateway() || ip == node.node_ip,
                 ),
                 None => {
                     return Err(TraceError::BadRequest(format!(
@@ -466,9 +480,14 @@ impl Packet {
         node: &flows::NodeConfig,
         v6: bool,
     ) -> Result<Packet, TraceError> {
-        let gw = match (v6, &node.ipv6) {
-            (true, Some(n6)) => IpAddr::V6(n6.gateway()),
-            _ => IpAddr::V4(node.gateway()),
+        let gw = match (v6, node.gateway6(), node.gateway()) {
+            (true, Some(gw6), _) | (false, Some(gw6), None) => IpAddr::V6(gw6),
+            (_, _, Some(gw)) => IpAddr::V4(gw),
+            (_, None, None) => {
+                return Err(TraceError::BadRequest(
+                    "this node has no pod subnet of either family".into(),
+                ))
+            }
         };
         let tun0_mac = node.tun0_mac().to_string();
         let (in_port, mut dl_src, mut nw_src, tunnel) = match src {
@@ -491,7 +510,15 @@ impl Packet {
                     1,
                     mac_of(*ip),
                     *ip,
-                    format!("tun_id={vni:#x},tun_src={vtep},tun_dst={},", node.node_ip),
+                    match vtep {
+                        IpAddr::V4(_) => {
+                            format!("tun_id={vni:#x},tun_src={vtep},tun_dst={},", node.node_ip)
+                        }
+                        IpAddr::V6(_) => format!(
+                            "tun_id={vni:#x},tun_ipv6_src={vtep},tun_ipv6_dst={},",
+                            node.node_ip
+                        ),
+                    },
                 )
             }
             End::Unused(ip) => (0, mac_of(*ip), *ip, String::new()),

@@ -76,7 +76,7 @@ pub(super) struct Judge<'a> {
     pub(super) in_port: u32,
     pub(super) pods: &'a [crate::pod::Pod],
     pub(super) tenants: &'a dyn Fn(u32) -> String,
-    pub(super) remote_of: &'a dyn Fn(IpAddr) -> Option<(String, Ipv4Addr)>,
+    pub(super) remote_of: &'a dyn Fn(IpAddr) -> Option<(String, IpAddr)>,
     /// A VNID's egress route (kind, in words) and its IPs in words (`its egress IP X`, or why
     /// none is usable), if it has egress IPs.
     pub(super) egress_ip: &'a dyn Fn(u32) -> Option<EgressOf>,

@@ -168,8 +168,8 @@ pub struct PooledPort {
 pub struct WarmPort {
     /// The port.
     pub port: PooledPort,
-    /// The address leased to it (`sdn-warm-<port>`).
-    pub ip: Ipv4Addr,
+    /// The address leased to it (`sdn-warm-<port>`; none on an IPv6-only cluster).
+    pub ip: Option<Ipv4Addr>,
     /// Its IPv6 address on a dual-stack node (leased the same way).
     pub ip6: Option<Ipv6Addr>,
     /// The VNID its flows carry.

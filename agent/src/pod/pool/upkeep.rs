@@ -113,6 +113,11 @@ impl<Io: NodeIo> Pods<Io> {
     /// ADDs each warm-up is one bundle that waits for ovs-vswitchd, so warm-ups keep pace only
     /// when each brings many ports (half the pool fell behind at 1000 pods).
     pub(crate) fn warm_target(&self) -> usize {
+        // An IPv6-only node keeps pooled veths but no pre-addressed warm ports: their leases
+        // and restart bookkeeping are keyed by the IPv4 lease (docs/operating.md).
+        if self.net.range().is_none() {
+            return 0;
+        }
         self.net.port_pool_size
     }
 
@@ -240,7 +245,10 @@ impl<Io: NodeIo> Pods<Io> {
                 return;
             }
             let ids: Vec<String> = ports.iter().map(|p| warm_lease(&p.host)).collect();
-            let (range, range6) = (self.net.range(), self.net.range6());
+            let (Some(range), range6) = (self.net.range(), self.net.range6()) else {
+                lock(&self.pool.idle).extend(ports);
+                return;
+            };
             let ifname = warm_lease_ifname(vnid);
             let leases = match self
                 .ipam(move |store| warm_leases(store, (&range, range6.as_ref()), &ids, &ifname))
@@ -458,7 +466,7 @@ impl<Io: NodeIo> Pods<Io> {
                 kept_leases.insert(flows::AttachmentId::new(l.container_id, l.ifname));
                 warm.push(WarmPort {
                     port: kept.remove(i),
-                    ip,
+                    ip: Some(ip),
                     ip6: None,
                     vnid,
                 });
@@ -515,17 +523,20 @@ fn warm_leases(
     ),
     ids: &[String],
     ifname: &str,
-) -> Result<Vec<(std::net::Ipv4Addr, Option<std::net::Ipv6Addr>)>, crate::host::ipam::IpamError> {
+) -> Result<
+    Vec<(Option<std::net::Ipv4Addr>, Option<std::net::Ipv6Addr>)>,
+    crate::host::ipam::IpamError,
+> {
     Ok(match range6 {
         None => store
             .allocate_many(range, ids, ifname)?
             .into_iter()
-            .map(|l| (l.ip, None))
+            .map(|l| (Some(l.ip), None))
             .collect(),
         Some(range6) => store
             .allocate_many_dual((range, range6), ids, ifname)?
             .into_iter()
-            .map(|(l4, l6)| (l4.ip, Some(l6.ip)))
+            .map(|(l4, l6)| (Some(l4.ip), Some(l6.ip)))
             .collect(),
     })
 }
