@@ -290,9 +290,7 @@ impl Caches {
             for (name, hs) in self.host_subnets.map.iter() {
                 match st.check_host_subnet_in(hs, &index) {
                     Ok(()) => {
-                        if let Ok(net) = hs.subnet_net() {
-                            index.insert(name, net);
-                        }
+                        index.insert_host_subnet(name, hs);
                     }
                     Err(e) => {
                         tracing::warn!(host_subnet = %hs.name(), error = %e, "HostSubnet left out");

@@ -10,11 +10,11 @@
 //! ClusterNetwork and against the other HostSubnets) and node subnet allocation.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use flows::policy::PodsByNamespace;
-use ipnet::Ipv4Net;
+use ipnet::{Ipv4Net, Ipv6Net};
 use multitenant::policy::{ContainerPort, Labels, Policy};
 
 use super::types::{
@@ -228,7 +228,12 @@ impl ClusterState {
         hs: &HostSubnet,
         index: &SubnetIndex,
     ) -> Result<(), ValidationError> {
-        let subnet = hs.subnet_net()?;
+        if let Some(subnet6) = hs.ipv6_subnet()? {
+            self.check_ipv6_subnet_in(hs, subnet6, index)?;
+        }
+        let Some(subnet) = hs.ipv4_subnet()? else {
+            return Ok(());
+        };
         if let Some(cn) = &self.cluster_network {
             let entries = cn.entries()?;
             match entries.iter().find(|e| e.cidr.contains(&subnet.network())) {
@@ -266,6 +271,50 @@ impl ClusterState {
                 "subnet",
                 &hs.subnet,
                 format!("overlaps HostSubnet {name:?} ({o})"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The IPv6 half of [`Self::check_host_subnet_in`]: inside the cluster's IPv6 network with
+    /// its node prefix (when the ClusterNetwork has one), overlapping no other node's.
+    fn check_ipv6_subnet_in(
+        &self,
+        hs: &HostSubnet,
+        subnet: Ipv6Net,
+        index: &SubnetIndex,
+    ) -> Result<(), ValidationError> {
+        let field = format!(
+            "metadata.annotations[{}]",
+            crate::types::annotations::IPV6_SUBNET
+        );
+        if let Some(v6) = self.ipv6_cluster_network() {
+            if !v6.cidr.contains(&subnet.network()) {
+                return Err(ValidationError::new(
+                    field,
+                    subnet.to_string(),
+                    format!("not inside the IPv6 cluster network {}", v6.cidr),
+                ));
+            }
+            if subnet.prefix_len() != v6.node_prefix() {
+                return Err(ValidationError::new(
+                    field,
+                    subnet.to_string(),
+                    format!(
+                        "the IPv6 cluster network {} has hostSubnetLength {}, so node subnets \
+                         are /{}",
+                        v6.cidr,
+                        v6.host_subnet_length,
+                        v6.node_prefix()
+                    ),
+                ));
+            }
+        }
+        if let Some((name, o)) = index.overlap6(hs.name(), subnet) {
+            return Err(ValidationError::new(
+                field,
+                subnet.to_string(),
+                format!("overlaps HostSubnet {name:?}'s IPv6 subnet ({o})"),
             ));
         }
         Ok(())
@@ -422,47 +471,42 @@ impl SubnetAllocator {
 /// are), so admitting the HostSubnets of a 5,000-node cluster is not 12.5 million comparisons.
 /// An index that holds overlapping subnets (a state assembled elsewhere, checked by
 /// [`ClusterState::problems`]) is walked whole, and stays exact.
-#[derive(Debug, Clone)]
+/// IPv6 subnets (dual stack, IPv6-only) have an index of their own.
+#[derive(Debug, Clone, Default)]
 pub struct SubnetIndex {
-    by_start: BTreeMap<u32, Vec<(u32, String)>>,
+    v4: Intervals,
+    v6: Intervals,
+}
+
+/// One family's subnets as intervals of addresses (as integers).
+#[derive(Debug, Clone)]
+struct Intervals {
+    by_start: BTreeMap<u128, Vec<(u128, String)>>,
     disjoint: bool,
 }
 
-impl Default for SubnetIndex {
+impl Default for Intervals {
     fn default() -> Self {
-        SubnetIndex {
+        Intervals {
             by_start: BTreeMap::new(),
             disjoint: true,
         }
     }
 }
 
-impl SubnetIndex {
-    /// The index of `state`'s HostSubnets (those whose subnet parses).
-    pub fn of(state: &ClusterState) -> SubnetIndex {
-        let mut index = SubnetIndex::default();
-        for (name, hs) in state.host_subnets.iter() {
-            if let Ok(net) = hs.subnet_net() {
-                index.insert(name, net);
-            }
-        }
-        index
-    }
-
-    /// Adds `name`'s subnet.
-    pub fn insert(&mut self, name: &str, net: Ipv4Net) {
-        if self.disjoint && self.overlap("", net).is_some() {
+impl Intervals {
+    fn insert(&mut self, name: &str, (first, last): (u128, u128)) {
+        if self.disjoint && self.overlap("", (first, last)).is_some() {
             self.disjoint = false;
         }
         self.by_start
-            .entry(u32::from(net.network()))
+            .entry(first)
             .or_default()
-            .push((u32::from(net.broadcast()), name.to_string()));
+            .push((last, name.to_string()));
     }
 
-    /// A subnet of a node other than `name` that overlaps `net`, if any.
-    pub fn overlap(&self, name: &str, net: Ipv4Net) -> Option<(&str, Ipv4Net)> {
-        let (first, last) = (u32::from(net.network()), u32::from(net.broadcast()));
+    /// The first and last address of another node's interval that overlaps `(first, last)`.
+    fn overlap(&self, name: &str, (first, last): (u128, u128)) -> Option<(&str, (u128, u128))> {
         // Intervals starting at or before `last`, nearest first; when they are disjoint, once
         // one ends before `first` every earlier one does too.
         for (start, list) in self.by_start.range(..=last).rev() {
@@ -473,10 +517,7 @@ impl SubnetIndex {
                 }
                 reaches = true;
                 if other != name {
-                    let size = u64::from(*end) - u64::from(*start) + 1;
-                    let prefix = 32 - size.trailing_zeros();
-                    let o = Ipv4Net::new(Ipv4Addr::from(*start), prefix as u8).ok()?;
-                    return Some((other, o));
+                    return Some((other, (*start, *end)));
                 }
             }
             if !reaches && self.disjoint {
@@ -484,6 +525,74 @@ impl SubnetIndex {
             }
         }
         None
+    }
+}
+
+/// The prefix length of an aligned interval of `bits`-bit addresses.
+fn prefix_of((first, last): (u128, u128), bits: u32) -> u8 {
+    let size = last.wrapping_sub(first).wrapping_add(1);
+    let host_bits = if size == 0 {
+        128
+    } else {
+        size.trailing_zeros()
+    };
+    bits.saturating_sub(host_bits) as u8
+}
+
+impl SubnetIndex {
+    /// The index of `state`'s HostSubnets (those whose subnets parse).
+    pub fn of(state: &ClusterState) -> SubnetIndex {
+        let mut index = SubnetIndex::default();
+        for (name, hs) in state.host_subnets.iter() {
+            index.insert_host_subnet(name, hs);
+        }
+        index
+    }
+
+    /// Adds the subnets of HostSubnet `name` (IPv4 and IPv6, those that parse).
+    pub fn insert_host_subnet(&mut self, name: &str, hs: &HostSubnet) {
+        if let Ok(net) = hs.subnet_net() {
+            self.insert(name, net);
+        }
+        if let Ok(Some(net)) = hs.ipv6_subnet() {
+            self.insert6(name, net);
+        }
+    }
+
+    /// Adds `name`'s subnet.
+    pub fn insert(&mut self, name: &str, net: Ipv4Net) {
+        let span = (
+            u128::from(u32::from(net.network())),
+            u128::from(u32::from(net.broadcast())),
+        );
+        self.v4.insert(name, span);
+    }
+
+    /// Adds `name`'s IPv6 subnet.
+    pub fn insert6(&mut self, name: &str, net: Ipv6Net) {
+        self.v6.insert(
+            name,
+            (u128::from(net.network()), u128::from(net.broadcast())),
+        );
+    }
+
+    /// A subnet of a node other than `name` that overlaps `net`, if any.
+    pub fn overlap(&self, name: &str, net: Ipv4Net) -> Option<(&str, Ipv4Net)> {
+        let span = (
+            u128::from(u32::from(net.network())),
+            u128::from(u32::from(net.broadcast())),
+        );
+        let (other, (first, last)) = self.v4.overlap(name, span)?;
+        let o = Ipv4Net::new(Ipv4Addr::from(first as u32), prefix_of((first, last), 32)).ok()?;
+        Some((other, o))
+    }
+
+    /// An IPv6 subnet of a node other than `name` that overlaps `net`, if any.
+    pub fn overlap6(&self, name: &str, net: Ipv6Net) -> Option<(&str, Ipv6Net)> {
+        let span = (u128::from(net.network()), u128::from(net.broadcast()));
+        let (other, (first, last)) = self.v6.overlap(name, span)?;
+        let o = Ipv6Net::new(Ipv6Addr::from(first), prefix_of((first, last), 128)).ok()?;
+        Some((other, o))
     }
 }
 

@@ -130,17 +130,17 @@ pub fn parse_ipv4(field: &str, value: &str) -> Result<Ipv4Addr, ValidationError>
 /// An address of either family (a HostSubnet's `hostIP`: IPv6 on the underlay of an
 /// IPv6-only cluster), unicast and not link-local.
 pub fn parse_ip(field: &str, value: &str) -> Result<std::net::IpAddr, ValidationError> {
-    if let Ok(v4) = parse_ipv4(field, value) {
-        return Ok(v4.into());
+    if value.parse::<Ipv4Addr>().is_ok() {
+        return parse_ipv4(field, value).map(Into::into);
     }
     let ip: std::net::Ipv6Addr = value
         .parse()
         .map_err(|_| ValidationError::new(field, value, "expected an IPv4 or IPv6 address"))?;
-    if ip.is_unspecified() || ip.is_multicast() || ip.is_unicast_link_local() || ip.is_loopback() {
+    if ip.is_unspecified() || ip.is_multicast() || ip.is_unicast_link_local() {
         return Err(ValidationError::new(
             field,
             value,
-            "expected a unicast IPv4 address or a global or unique-local IPv6 address",
+            "expected a unicast IPv4 address or a unicast IPv6 address that is not link-local",
         ));
     }
     Ok(ip.into())
@@ -171,12 +171,14 @@ pub fn dns1123_subdomain(s: &str) -> Result<(), String> {
 }
 
 impl ClusterNetwork {
-    /// The cluster networks, typed; falls back to the legacy `network`/`hostsubnetlength` pair
-    /// when `clusterNetworks` is empty (objects from OpenShift < 3.10).
+    /// The (IPv4) cluster networks, typed; falls back to the legacy `network`/`hostsubnetlength`
+    /// pair when `clusterNetworks` is empty (objects from OpenShift < 3.10). Empty for an
+    /// IPv6-only cluster: no entry and no legacy pair, the IPv6 network in its annotation.
     pub fn entries(&self) -> Result<Vec<CidrEntry>, ValidationError> {
         let raw: Vec<(String, String, u32)> = if self.cluster_networks.is_empty() {
             match (&self.network, self.host_subnet_length) {
                 (Some(n), Some(l)) => vec![("network".into(), n.clone(), l)],
+                (None, _) if self.is_ipv6_only() => return Ok(Vec::new()),
                 _ => {
                     return Err(ValidationError::new(
                         "clusterNetworks",
@@ -235,6 +237,22 @@ impl ClusterNetwork {
     /// The service network.
     pub fn service_net(&self) -> Result<Ipv4Net, ValidationError> {
         parse_cidr("serviceNetwork", &self.service_network)
+    }
+
+    /// The IPv4 service network: `None` on an IPv6-only cluster (an empty `serviceNetwork`).
+    pub fn ipv4_service_net(&self) -> Result<Option<Ipv4Net>, ValidationError> {
+        if self.service_network.is_empty() && self.is_ipv6_only() {
+            return Ok(None);
+        }
+        self.service_net().map(Some)
+    }
+
+    /// An IPv6-only cluster's ClusterNetwork: no IPv4 entry (`clusterNetworks` empty, no legacy
+    /// `network`) and an IPv6 network in its annotation.
+    pub fn is_ipv6_only(&self) -> bool {
+        self.cluster_networks.is_empty()
+            && self.network.is_none()
+            && annotation(&self.metadata, annotations::IPV6_CLUSTER_NETWORK).is_some()
     }
 
     /// The IPv6 cluster network of a dual-stack cluster (annotation
@@ -340,13 +358,14 @@ impl ClusterNetwork {
                 }
             }
         }
-        let service = self.service_net()?;
-        if let Some(e) = entries.iter().find(|e| overlaps(&e.cidr, &service)) {
-            return Err(ValidationError::new(
-                "serviceNetwork",
-                &self.service_network,
-                format!("overlaps cluster network {}", e.cidr),
-            ));
+        if let Some(service) = self.ipv4_service_net()? {
+            if let Some(e) = entries.iter().find(|e| overlaps(&e.cidr, &service)) {
+                return Err(ValidationError::new(
+                    "serviceNetwork",
+                    &self.service_network,
+                    format!("overlaps cluster network {}", e.cidr),
+                ));
+            }
         }
         let v6 = self.ipv6_entry()?;
         if let Some(svc) = self.ipv6_service_net()? {

@@ -25,7 +25,7 @@
 pub mod plan;
 
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::time::Duration;
 
 /// Why the controller stopped, or a write failed.
@@ -371,14 +371,17 @@ fn node_ready(n: &Node) -> bool {
         .is_none_or(|c| c.status == "True")
 }
 
-fn internal_ip(n: &Node) -> Option<Ipv4Addr> {
+/// The Node's InternalIP of the underlay's family: IPv4, or IPv6 on an IPv6-only cluster (a
+/// dual-stack Node reports one of each).
+fn internal_ip(n: &Node, ipv6_underlay: bool) -> Option<IpAddr> {
     n.status
         .as_ref()?
         .addresses
         .as_ref()?
         .iter()
         .filter(|a| a.type_ == "InternalIP")
-        .find_map(|a| a.address.parse().ok())
+        .filter_map(|a| a.address.parse::<IpAddr>().ok())
+        .find(|ip| ip.is_ipv6() == ipv6_underlay)
 }
 
 impl Views {
@@ -462,13 +465,17 @@ impl Views {
     fn view(&self) -> View {
         let cluster_networks: BTreeMap<String, ClusterNetwork> =
             typed_by_name(&self.cluster_network);
+        let cluster_network = cluster_networks.get("default").cloned();
+        let ipv6_underlay = cluster_network
+            .as_ref()
+            .is_some_and(ClusterNetwork::is_ipv6_only);
         View {
-            cluster_network: cluster_networks.get("default").cloned(),
+            cluster_network,
             nodes: self
                 .nodes
                 .objects()
                 .iter()
-                .filter_map(|n| Some((n.metadata.name.clone()?, internal_ip(n))))
+                .filter_map(|n| Some((n.metadata.name.clone()?, internal_ip(n, ipv6_underlay))))
                 .collect(),
             host_subnets: typed_by_name(&self.host_subnets),
             // A terminating namespace is on its way out: its NetNamespace goes with it.

@@ -29,7 +29,7 @@
 //!   and never touched.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use multitenant::{Change, Tenancy, CHANGE_NETWORK_ANNOTATION};
@@ -46,7 +46,7 @@ pub struct View {
     /// The ClusterNetwork `default`, if it exists.
     pub cluster_network: Option<ClusterNetwork>,
     /// Nodes by name, with their InternalIP when they report one.
-    pub nodes: BTreeMap<String, Option<Ipv4Addr>>,
+    pub nodes: BTreeMap<String, Option<IpAddr>>,
     /// HostSubnets by name.
     pub host_subnets: BTreeMap<String, HostSubnet>,
     /// Namespaces.
@@ -375,6 +375,21 @@ fn plan_host_subnets(view: &View, cn: &ClusterNetwork, p: &mut Plan) {
             ));
             continue;
         };
+        // An IPv6-only cluster: an empty IPv4 subnet, the IPv6 one or none at all.
+        if entries.is_empty() && cn.is_ipv6_only() {
+            match v6.as_mut().and_then(Subnet6Allocator::next) {
+                Some(s6) => {
+                    let mut hs = HostSubnet::new(name, &ip.to_string(), "");
+                    set_ipv6_subnet(&mut hs, s6);
+                    p.actions.push(Action::CreateHostSubnet(hs));
+                }
+                None => p.warnings.push(format!(
+                    "no free IPv6 node subnet left in the cluster network for Node {name}; \
+                     widen the IPv6 cluster network or lower its hostSubnetLength"
+                )),
+            }
+            continue;
+        }
         match allocator.next() {
             Some(s) => {
                 let mut hs = HostSubnet::new(name, &ip.to_string(), &s.to_string());
@@ -535,7 +550,7 @@ mod tests {
         )
     }
 
-    fn ip(s: &str) -> Option<Ipv4Addr> {
+    fn ip(s: &str) -> Option<IpAddr> {
         Some(s.parse().unwrap())
     }
 
@@ -696,6 +711,42 @@ mod tests {
         assert_eq!(v.host_subnets["n2"].subnet, "10.128.2.0/23");
         assert_eq!(v.host_subnets["n2"].host_ip, "192.168.1.22");
         assert_eq!(v.host_subnets["n4"].subnet, "10.128.0.0/23");
+    }
+
+    #[test]
+    fn an_ipv6_only_cluster_gets_empty_ipv4_subnets_and_ipv6_ones() {
+        let mut six = ClusterNetwork::new(
+            Vec::new(),
+            "",
+            Some("redhat/openshift-ovs-multitenant"),
+            Some(4789),
+            Some(1430),
+        );
+        six.metadata.annotations = Some(
+            [(
+                cluster::types::annotations::IPV6_CLUSTER_NETWORK.to_string(),
+                "fd01::/48,64".to_string(),
+            )]
+            .into(),
+        );
+        six.validate().unwrap();
+        let mut v = View {
+            cluster_network: Some(six.clone()),
+            ..View::default()
+        };
+        v.nodes.insert("n1".into(), ip("fd00:10::1"));
+        v.nodes.insert("n2".into(), ip("fd00:10::2"));
+        let p = plan(&v, &six, &[]);
+        assert!(p.warnings.is_empty(), "{p:?}");
+        apply(&mut v, &p.actions);
+        for (n, want) in [("n1", "fd01::/64"), ("n2", "fd01:0:0:1::/64")] {
+            let hs = &v.host_subnets[n];
+            hs.validate().unwrap();
+            assert_eq!(hs.subnet, "");
+            assert_eq!(hs.ipv6_subnet().unwrap().unwrap().to_string(), want);
+        }
+        assert_eq!(v.host_subnets["n2"].host_ip, "fd00:10::2");
+        assert!(plan(&v, &six, &[]).actions.is_empty());
     }
 
     #[test]

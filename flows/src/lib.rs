@@ -18,6 +18,7 @@ pub mod egress;
 pub mod egress_ip;
 pub mod ipv6;
 pub mod multicast;
+pub mod node;
 pub mod pod;
 pub mod policy;
 pub mod registers;

@@ -56,6 +56,21 @@ pub fn underlay_ip(i: usize) -> Ipv4Addr {
     )
 }
 
+/// The IPv6 underlay address of node `i` (1-based): `fd00:77::<10+i>` (hex), for an
+/// IPv6-only cluster ([`Cluster::start_ipv6_underlay`]).
+pub fn underlay_ip6(i: usize) -> std::net::Ipv6Addr {
+    std::net::Ipv6Addr::new(
+        0xfd00,
+        0x77,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0x10 + u16::try_from(i).expect("a handful of nodes"),
+    )
+}
+
 /// The name of node `i` (1-based).
 pub fn node_name(i: usize) -> String {
     format!("node-{i}")
@@ -134,6 +149,17 @@ impl Cluster {
     /// Starts `n` nodes with `opts` (mode, cluster network, extra flags; node name, node IP and
     /// state directory are set here), one after another, each joined to the underlay.
     pub fn start(n: usize, opts: &NodeOptions) -> Cluster {
+        Cluster::start_with_underlay(n, opts, false)
+    }
+
+    /// [`Cluster::start`] for an IPv6-only cluster: each node's underlay also has
+    /// [`underlay_ip6`]`(i)/64` on `br-phy` (added without duplicate address detection, so it is
+    /// usable at once), and that is its `--node-ip`.
+    pub fn start_ipv6_underlay(n: usize, opts: &NodeOptions) -> Cluster {
+        Cluster::start_with_underlay(n, opts, true)
+    }
+
+    fn start_with_underlay(n: usize, opts: &NodeOptions, ipv6: bool) -> Cluster {
         let state = std::env::temp_dir().join(unique_name("sdnstate"));
         fs::create_dir_all(&state).unwrap_or_else(|e| panic!("create {}: {e}", state.display()));
         let hub = Netns::new("sdnhub");
@@ -145,13 +171,35 @@ impl Cluster {
             state,
         };
         for i in 1..=n {
-            let node = AgentNode::start(NodeOptions {
+            let node = AgentNode::new(NodeOptions {
                 node_name: node_name(i),
-                node_ip: underlay_ip(i).to_string(),
+                node_ip: if ipv6 {
+                    underlay_ip6(i).to_string()
+                } else {
+                    underlay_ip(i).to_string()
+                },
                 state_dir: Some(cluster.state.clone()),
                 ..opts.clone()
             });
-            cluster.join_underlay(i, &node);
+            if ipv6 {
+                // The agent finds its IPv6 node address on br-phy at start.
+                cluster.join_underlay(i, &node);
+                let addr = format!("{}/64", underlay_ip6(i));
+                must(node.ovs.exec_in_netns(&[
+                    "ip",
+                    "-6",
+                    "addr",
+                    "add",
+                    &addr,
+                    "dev",
+                    UNDERLAY_BRIDGE,
+                    "nodad",
+                ]));
+                node.start_agent();
+            } else {
+                node.start_agent();
+                cluster.join_underlay(i, &node);
+            }
             cluster.nodes.push(node);
         }
         cluster

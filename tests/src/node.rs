@@ -1013,7 +1013,7 @@ pub struct CniPod<'a> {
     pub ns: Netns,
     /// Container id.
     pub id: String,
-    /// The pod's IPv4 address.
+    /// The pod's first address: IPv4, or its IPv6 one on an IPv6-only cluster.
     pub ip: String,
     /// The pod's IPv6 address (a dual-stack node's pods).
     pub ip6: Option<String>,

@@ -149,7 +149,7 @@ async fn seeded_directory_then_edits_reach_the_watch_channel() {
     let seeded = seed(
         &dir.0,
         "node-1",
-        Some(Ipv4Addr::new(192, 168, 50, 10)),
+        Some(Ipv4Addr::new(192, 168, 50, 10).into()),
         &spec(),
     )
     .unwrap();

@@ -29,6 +29,7 @@ mod hostports;
 mod image;
 mod ipam;
 mod iptables;
+mod ipv6_only;
 mod kube_cluster;
 mod kube_mode;
 mod kubectl;

@@ -93,11 +93,8 @@ struct Inputs {
     namespaces: Arc<BTreeMap<String, NamespaceView>>,
     /// The cluster's pods (shared with the cluster state, namespace by namespace).
     pods: PodsByNamespace,
-    /// This node's pod subnet (its addresses come from the pod table only; none on an
-    /// IPv6-only cluster).
-    local_subnet: Option<Ipv4Net>,
-    /// This node's IPv6 pod subnet, likewise.
-    local_subnet6: Option<ipnet::Ipv6Net>,
+    /// This node's pod subnets, IPv4 and IPv6 (their addresses come from the pod table only).
+    local_subnet: (Option<Ipv4Net>, Option<ipnet::Ipv6Net>),
     local: Vec<LocalPod>,
     /// The port name of each local pod, by ofport.
     ports: BTreeMap<u32, String>,
@@ -146,7 +143,6 @@ impl Inputs {
             && self.datapath == new.datapath
             && self.ipv6 == new.ipv6
             && self.local_subnet == new.local_subnet
-            && self.local_subnet6 == new.local_subnet6
             && new.pods.changed_namespaces(&self.pods).iter().all(|ns| {
                 !read.reads(ns) && self.pods.get(ns).is_some() == new.pods.get(ns).is_some()
             })
@@ -158,12 +154,12 @@ impl Inputs {
             ids: Some(&self.ids),
             namespaces: &self.namespaces,
             pods: &self.pods,
-            local_subnet: self.local_subnet,
-            local_subnet6: self.local_subnet6,
+            local_subnet: self.local_subnet.0,
+            local_subnet6: self.local_subnet.1,
             local: &self.local,
             datapath: self.datapath,
             ipv6: self.ipv6,
-            ipv4: self.local_subnet.is_some(),
+            ipv4: self.local_subnet.0.is_some(),
         }
     }
 }
@@ -308,8 +304,7 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
             ids,
             namespaces,
             pods: state.peer_pods.clone(),
-            local_subnet: self.local_subnet.0,
-            local_subnet6: self.local_subnet.1,
+            local_subnet: self.local_subnet,
             ipv6: local_out.iter().any(|l| l.ip6.is_some()),
             local: local_out,
             ports,

@@ -75,6 +75,12 @@ pub(crate) struct RemoteNode {
     pub cookie: u64,
 }
 
+/// An optional value for a log line: the value, or `none`.
+fn shown<T: std::fmt::Display>(v: &Option<T>) -> String {
+    v.as_ref()
+        .map_or_else(|| "none".into(), ToString::to_string)
+}
+
 impl RemoteNode {
     /// The node from a HostSubnet whose fields parse.
     fn from_host_subnet(hs: &HostSubnet) -> Result<RemoteNode, String> {
@@ -99,7 +105,7 @@ impl RemoteNode {
 
     fn log_staged(&self) {
         tracing::info!(
-            node = %self.name, host_ip = %self.host_ip, subnet = ?self.subnet, subnet6 = ?self.subnet6,
+            node = %self.name, host_ip = %self.host_ip, subnet = %shown(&self.subnet), subnet6 = ?self.subnet6,
             cookie = %format!("{:#x}", self.cookie), "remote node"
         );
     }
@@ -281,16 +287,16 @@ impl NodeChange {
     fn log(&self) {
         match self {
             NodeChange::Added(n) => tracing::info!(
-                node = %n.name, host_ip = %n.host_ip, subnet = ?n.subnet,
+                node = %n.name, host_ip = %n.host_ip, subnet = %shown(&n.subnet),
                 cookie = %format!("{:#x}", n.cookie), "remote node added"
             ),
             NodeChange::Changed { from, to } => tracing::info!(
-                node = %to.name, host_ip = %to.host_ip, subnet = ?to.subnet,
-                from_host_ip = %from.host_ip, from_subnet = ?from.subnet,
+                node = %to.name, host_ip = %to.host_ip, subnet = %shown(&to.subnet),
+                from_host_ip = %from.host_ip, from_subnet = %shown(&from.subnet),
                 cookie = %format!("{:#x}", to.cookie), "remote node changed; its rows were replaced"
             ),
             NodeChange::Removed(n) => tracing::info!(
-                node = %n.name, host_ip = %n.host_ip, subnet = ?n.subnet,
+                node = %n.name, host_ip = %n.host_ip, subnet = %shown(&n.subnet),
                 cookie = %format!("{:#x}", n.cookie), "remote node removed"
             ),
         }

@@ -144,7 +144,7 @@ fn node_config(cfg: &Config, state: &ClusterState) -> Result<NodeConfig> {
         })
     };
     let node_ip: IpAddr = match cfg.node_ip {
-        Some(ip) => ip.into(),
+        Some(ip) => ip,
         None => state
             .host_ip_of(&cfg.node_name)
             .with_step(|| format!("HostSubnet {} hostIP {:?}", cfg.node_name, hs.host_ip))?,

@@ -39,8 +39,10 @@ impl Daemon {
         let mut node = node_config(&cfg, &state.borrow().clone())?;
         let mut clock = Phases::started();
         tracing::info!(
-            node = %cfg.node_name, subnet = ?node.ipv4.as_ref().map(|v4| v4.local_subnet),
-            subnet6 = ?node.ipv6.as_ref().map(|v6| v6.local_subnet),
+            node = %cfg.node_name,
+            subnet = %node.ipv4.as_ref().map_or_else(|| "none".into(), |v4| v4.local_subnet.to_string()),
+            gateway = %node.gateway().map_or_else(|| "none".into(), |g| g.to_string()),
+            subnet6 = %node.ipv6.as_ref().map_or_else(|| "none".into(), |v6| v6.local_subnet.to_string()),
             node_ip = %node.node_ip, mode = node.mode.name(), "starting"
         );
 
@@ -62,6 +64,7 @@ impl Daemon {
         });
         health.phase("configuring tun0 and the host rules");
         let netlink = set_up_host(&node, cfg.mtu).await?;
+        warn_if_the_underlay_is_too_small(&netlink, &node, cfg.mtu).await;
         clock.mark("host");
         if let Err(e) = name_tables(&db, &cfg).await {
             connecting.abort();
@@ -625,5 +628,37 @@ pub(super) fn return_free_memory() {
     // SAFETY: malloc_trim has no preconditions; it only releases free memory.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+/// VXLAN's cost per packet on the underlay: outer IP (20 bytes, 40 in IPv6), UDP (8), VXLAN (8)
+/// and the inner Ethernet header (14).
+pub(crate) fn vxlan_overhead(underlay: std::net::IpAddr) -> u32 {
+    if underlay.is_ipv6() {
+        70
+    } else {
+        50
+    }
+}
+
+/// Says so when the interface of the node IP cannot carry the pods' largest packets over VXLAN
+/// (`mtu` plus [`vxlan_overhead`]): such packets between nodes would be dropped. A warning, not
+/// a refusal: a node IP on no interface (a one-machine node) or a path MTU the agent cannot see
+/// is common, and the pods keep working for smaller packets.
+async fn warn_if_the_underlay_is_too_small(netlink: &Netlink, node: &NodeConfig, mtu: u32) {
+    let Ok(Some(link)) = netlink.egress_link(node.node_ip).await else {
+        return;
+    };
+    let need = mtu + vxlan_overhead(node.node_ip);
+    if link.mtu < need {
+        tracing::warn!(
+            node_ip = %node.node_ip, interface = %link.name, interface_mtu = link.mtu, mtu,
+            "mtu {mtu} and {} bytes of VXLAN over IPv{} need an underlay MTU of {need}, but {} has {}: pods' larger packets between nodes are dropped; set mtu to at most {}",
+            vxlan_overhead(node.node_ip),
+            if node.node_ip.is_ipv6() { 6 } else { 4 },
+            link.name,
+            link.mtu,
+            link.mtu.saturating_sub(vxlan_overhead(node.node_ip))
+        );
     }
 }

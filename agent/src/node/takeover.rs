@@ -357,6 +357,8 @@ fn found_pods(
     mismatches: &mut Vec<String>,
 ) -> (Vec<FoundPod>, usize) {
     let vnids = vnids_by_ofport(flows);
+    let subnet = node.ipv4.as_ref().map(|v4| v4.local_subnet);
+    let shown = |s: &Option<ipnet::Ipv4Net>| s.map_or("none (IPv6-only)".into(), |s| s.to_string());
     let mut pods = Vec::new();
     let mut adopted_before = 0;
     for p in ports {
@@ -386,13 +388,10 @@ fn found_pods(
             ));
             continue;
         };
-        let subnet = node.ipv4.as_ref().map(|v4| v4.local_subnet);
         if !subnet.is_some_and(|s| s.contains(&ip)) {
+            let (port, subnet) = (&p.name, shown(&subnet));
             mismatches.push(format!(
-                "pod port {} has address {ip}, outside this node's subnet {}",
-                p.name,
-                subnet.map_or("(none: an IPv6-only cluster)".to_string(), |s| s
-                    .to_string())
+                "pod port {port} has {ip}, outside this node's {subnet}"
             ));
             continue;
         }

@@ -150,7 +150,7 @@ impl<Io: NodeIo> Pods<Io> {
         if let Err(e) = moved {
             // Same-match adds replace these flows and deletes go by cookie, so even a reuse of
             // the address before they go is safe.
-            tracing::warn!(sandbox = %a.container_id, ip = ?ip, ip6 = ?ip6, error = %e, "handing the deleted pod's address to its port; releasing it now");
+            tracing::warn!(sandbox = %a.container_id, ip = %crate::pod::shown_addrs(ip, ip6), error = %e, "handing the deleted pod's address to its port; releasing it now");
             released = self.release_lease(a).await?;
         }
         Ok((free, released))

@@ -17,7 +17,7 @@
 mod setting;
 mod values;
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 
 use flows::{Datapath, Mode};
@@ -81,9 +81,9 @@ settings! {
         shown Shown::Words("the host name"),
         check |v| dns_label("nodeName", v, 253, true),
         doc "This node's name: its HostSubnet's host";
-    node_ip: Option<Ipv4Addr> = None,
+    node_ip: Option<IpAddr> = None,
         key "nodeIP", flag "node-ip", env Env::Var("SDN_NODE_IP"), value "IP",
-        shown Shown::Words("from the HostSubnet, else 127.0.0.1"), check any,
+        shown Shown::Words("from the HostSubnet, else 127.0.0.1 (::1 IPv6-only)"), check any,
         doc "The node's underlay address";
     mode: Mode = Mode::Multitenant,
         key "mode", flag "mode", env Env::Var("SDN_MODE"), value "MODE",
@@ -338,19 +338,34 @@ impl Config {
                 }
             }
         }
-        if self.ipv4_cluster_networks().is_empty() {
-            return Err(
-                "clusterNetworks: no IPv4 network; an IPv6-only cluster is not supported yet \
-                 (give an IPv4 network beside the IPv6 one for dual stack)"
-                    .into(),
-            );
-        }
-        if self.service_network.v4().is_none() {
+        let ipv6_only = self.ipv4_cluster_networks().is_empty();
+        if !ipv6_only && self.service_network.v4().is_none() {
             return Err(format!(
                 "serviceNetwork {}: no IPv4 network; the cluster's Services need one while its \
                  pods have IPv4 addresses (give 172.30.0.0/16,{} for dual stack)",
                 self.service_network, self.service_network
             ));
+        }
+        if ipv6_only && self.service_network.v6().is_none() {
+            return Err(format!(
+                "serviceNetwork {}: no IPv6 network for an IPv6-only cluster (give fd02::/112)",
+                self.service_network
+            ));
+        }
+        match self.node_ip {
+            Some(ip @ IpAddr::V6(_)) if !ipv6_only => {
+                return Err(format!(
+                    "nodeIP {ip}: an IPv6 underlay address is for an IPv6-only cluster; this \
+                     cluster has IPv4 networks, whose nodes reach each other over IPv4"
+                ))
+            }
+            Some(ip @ IpAddr::V4(_)) if ipv6_only => {
+                return Err(format!(
+                    "nodeIP {ip}: an IPv6-only cluster's nodes reach each other over IPv6; give \
+                     the node's IPv6 address"
+                ))
+            }
+            _ => {}
         }
         for svc in self.service_network.all() {
             let family = |n: &IpNet| n.max_prefix_len();

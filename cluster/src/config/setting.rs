@@ -162,6 +162,7 @@ parsed_from_str!(
     String,
     PathBuf,
     Ipv4Addr,
+    std::net::IpAddr,
     Ipv4Net,
     SocketAddr,
     ClusterNetworkSetting,

@@ -198,9 +198,7 @@ impl Loader {
                         });
                         continue;
                     }
-                    if let Ok(net) = hs.subnet_net() {
-                        subnets.insert(hs.name(), net);
-                    }
+                    subnets.insert_host_subnet(hs.name(), hs);
                 }
                 loaded.state.insert(obj.clone());
             }

@@ -4,7 +4,7 @@
 
 use std::fs;
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 use std::path::Path;
 
@@ -29,8 +29,8 @@ use super::*;
 pub struct ClusterNetworkSpec {
     /// Cluster networks with their host subnet lengths.
     pub cluster_networks: Vec<CidrEntry>,
-    /// The IPv4 service network.
-    pub service_network: Ipv4Net,
+    /// The IPv4 service network (none on an IPv6-only cluster).
+    pub service_network: Option<Ipv4Net>,
     /// The IPv6 cluster network of a dual-stack cluster.
     pub ipv6_network: Option<Ipv6ClusterNetwork>,
     /// The IPv6 service network.
@@ -44,23 +44,25 @@ pub struct ClusterNetworkSpec {
 }
 
 impl ClusterNetworkSpec {
-    /// The spec of an agent configuration, or why this version cannot write one: a
-    /// configuration without an IPv4 cluster and service network (IPv6 only).
+    /// The spec of an agent configuration, or why it cannot be written: a configuration
+    /// without a cluster network of either family, or with IPv4 networks and no IPv4 service
+    /// network (the settings' validation refuses both first).
     pub fn from_config(cfg: &Config) -> Result<ClusterNetworkSpec, ClusterError> {
-        let service_network = cfg.service_network.v4().ok_or_else(|| {
-            ClusterError::Unsupported(format!(
-                "serviceNetwork {} has no IPv4 network: an IPv6-only cluster is not supported yet",
+        let ipv4 = cfg.ipv4_cluster_networks();
+        let service_network = cfg.service_network.v4();
+        if !ipv4.is_empty() && service_network.is_none() {
+            return Err(ClusterError::Unsupported(format!(
+                "serviceNetwork {} has no IPv4 network while clusterNetworks has one",
                 cfg.service_network
-            ))
-        })?;
-        if cfg.ipv4_cluster_networks().is_empty() {
+            )));
+        }
+        if ipv4.is_empty() && cfg.ipv6_cluster_network().is_none() {
             return Err(ClusterError::Unsupported(
-                "clusterNetworks has no IPv4 network: an IPv6-only cluster is not supported yet"
-                    .into(),
+                "clusterNetworks is empty: give an IPv4 network, an IPv6 one, or both".into(),
             ));
         }
         Ok(ClusterNetworkSpec {
-            cluster_networks: cfg.ipv4_cluster_networks(),
+            cluster_networks: ipv4,
             service_network,
             ipv6_network: cfg.ipv6_cluster_network(),
             ipv6_service_network: cfg.service_network.v6(),
@@ -89,7 +91,10 @@ impl ClusterNetworkSpec {
                     host_subnet_length: u32::from(e.host_subnet_length),
                 })
                 .collect(),
-            &self.service_network.to_string(),
+            &self
+                .service_network
+                .map(|s| s.to_string())
+                .unwrap_or_default(),
             Some(Self::plugin_name(self.mode)),
             Some(u32::from(self.vxlan_port)),
             Some(self.mtu),
@@ -167,11 +172,12 @@ impl ClusterNetworkSpec {
         if svc6 != wanted {
             return Some(("the IPv6 service network", svc6, wanted));
         }
-        if cn.service_net().ok() != Some(self.service_network) {
+        if cn.ipv4_service_net().ok() != Some(self.service_network) {
             return Some((
                 "serviceNetwork",
                 cn.service_network.clone(),
-                self.service_network.to_string(),
+                self.service_network
+                    .map_or("none (IPv6-only)".into(), |s| s.to_string()),
             ));
         }
         let port = cn.vxlan_port().ok();
@@ -217,7 +223,7 @@ impl ClusterNetworkSpec {
 pub fn seed(
     dir: &Path,
     node_name: &str,
-    node_ip: Option<Ipv4Addr>,
+    node_ip: Option<IpAddr>,
     spec: &ClusterNetworkSpec,
 ) -> Result<ClusterState, ClusterError> {
     fs::create_dir_all(dir).map_err(|e| ClusterError::io(dir, "create", e))?;
@@ -384,7 +390,7 @@ fn seed_host_subnet(
     state: &ClusterState,
     origins: &std::collections::BTreeMap<(Kind, String), std::path::PathBuf>,
     node_name: &str,
-    node_ip: Option<Ipv4Addr>,
+    node_ip: Option<IpAddr>,
 ) -> Result<bool, ClusterError> {
     let with_uid = |obj: ClusterObject| {
         let mut obj = obj;
@@ -394,9 +400,7 @@ fn seed_host_subnet(
     let own = dir.join(StandaloneSource::file_name(Kind::HostSubnet, node_name));
     match state.host_subnet_of(node_name) {
         Some(hs) => {
-            if let Some(ip) =
-                node_ip.filter(|ip| hs.host_ip_addr().ok() != Some(std::net::IpAddr::V4(*ip)))
-            {
+            if let Some(ip) = node_ip.filter(|ip| hs.host_ip_addr().ok() != Some(*ip)) {
                 let file = origins
                     .get(&(Kind::HostSubnet, node_name.to_string()))
                     .cloned()
@@ -419,22 +423,39 @@ fn seed_host_subnet(
             Ok(false)
         }
         None => {
-            let subnet = state
-                .allocate_subnet()
-                .ok_or_else(|| ClusterError::SubnetsExhausted {
-                    node: node_name.into(),
-                    networks: state
-                        .cluster_entries()
-                        .iter()
-                        .map(|e| format!("{} with /{} node subnets", e.cidr, e.node_prefix()))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                })?;
-            let ip = node_ip.unwrap_or(FALLBACK_NODE_IP);
-            let mut hs = HostSubnet::new(node_name, &ip.to_string(), &subnet.to_string());
-            give_ipv6_subnet(state, node_name, &mut hs)?;
+            // An IPv6-only cluster's HostSubnet has an empty subnet and its IPv6 one only.
+            let ipv6_only = state.cluster_entries().is_empty();
+            let subnet = if ipv6_only {
+                None
+            } else {
+                Some(state.allocate_subnet().ok_or_else(|| {
+                    ClusterError::SubnetsExhausted {
+                        node: node_name.into(),
+                        networks: state
+                            .cluster_entries()
+                            .iter()
+                            .map(|e| format!("{} with /{} node subnets", e.cidr, e.node_prefix()))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    }
+                })?)
+            };
+            let ip = node_ip.unwrap_or(if ipv6_only {
+                IpAddr::V6(std::net::Ipv6Addr::LOCALHOST)
+            } else {
+                IpAddr::V4(FALLBACK_NODE_IP)
+            });
+            let mut hs = HostSubnet::new(
+                node_name,
+                &ip.to_string(),
+                &subnet.map(|s| s.to_string()).unwrap_or_default(),
+            );
+            let subnet6 = give_ipv6_subnet(state, node_name, &mut hs)?;
             let path = StandaloneSource::write_object(dir, &with_uid(hs.into()))?;
-            tracing::info!(file = %path.display(), node = node_name, %subnet, "allocated this node's subnet");
+            tracing::info!(file = %path.display(), node = node_name,
+                subnet = %subnet.map_or_else(|| "none".into(), |s| s.to_string()),
+                subnet6 = %subnet6.map_or_else(|| "none".into(), |s| s.to_string()),
+                "allocated this node's subnet");
             Ok(true)
         }
     }

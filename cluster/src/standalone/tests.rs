@@ -48,7 +48,7 @@ fn seed_writes_defaults_once() {
     let st = seed(
         &d.0,
         "node-1",
-        Some(Ipv4Addr::new(192, 168, 1, 10)),
+        Some(Ipv4Addr::new(192, 168, 1, 10).into()),
         &spec(),
     )
     .unwrap();
@@ -77,7 +77,7 @@ fn seed_writes_defaults_once() {
     let again = seed(
         &d.0,
         "node-1",
-        Some(Ipv4Addr::new(192, 168, 1, 10)),
+        Some(Ipv4Addr::new(192, 168, 1, 10).into()),
         &spec(),
     )
     .unwrap();
@@ -106,6 +106,48 @@ fn dual_stack_spec() -> ClusterNetworkSpec {
     )
     .unwrap();
     ClusterNetworkSpec::from_config(&cfg).unwrap()
+}
+
+#[test]
+fn seed_an_ipv6_only_cluster_with_an_empty_ipv4_subnet_and_an_ipv6_underlay() {
+    let d = TempDir::new("seed-v6only");
+    let cfg = Config::from_args(
+        &"--node-name n --cluster-network fd01::/48,64 --service-cidr fd02::/112"
+            .split_whitespace()
+            .map(String::from)
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let six = ClusterNetworkSpec::from_config(&cfg).unwrap();
+    assert!(six.cluster_networks.is_empty() && six.service_network.is_none());
+    let st = seed(&d.0, "node-1", Some("fd00:10::1".parse().unwrap()), &six).unwrap();
+    let cn = st.cluster_network.as_ref().unwrap();
+    cn.validate().unwrap();
+    assert!(cn.is_ipv6_only() && cn.service_network.is_empty());
+    assert_eq!(cn.ipv4_service_net().unwrap(), None);
+    assert_eq!(cn.entries().unwrap(), vec![]);
+    let hs = st.host_subnet_of("node-1").unwrap();
+    assert_eq!(
+        (hs.subnet.as_str(), hs.host_ip.as_str()),
+        ("", "fd00:10::1")
+    );
+    assert_eq!(st.subnet_of("node-1"), None);
+    assert_eq!(
+        st.ipv6_subnet_of("node-1").unwrap().to_string(),
+        "fd01::/64"
+    );
+    // A second node without a node IP gets ::1 and the next subnet; a second start writes nothing.
+    let st2 = seed(&d.0, "node-2", None, &six).unwrap();
+    assert_eq!(st2.host_ip_of("node-2"), Some("::1".parse().unwrap()));
+    assert_eq!(
+        st2.ipv6_subnet_of("node-2").unwrap().to_string(),
+        "fd01:0:0:1::/64"
+    );
+    let again = seed(&d.0, "node-1", Some("fd00:10::1".parse().unwrap()), &six).unwrap();
+    assert_eq!(again.ipv6_subnet_of("node-1"), st.ipv6_subnet_of("node-1"));
+    // The same directory with an IPv4 configuration: the difference is named.
+    let e = seed(&d.0, "node-1", None, &spec()).unwrap_err().to_string();
+    assert!(e.contains("clusterNetworks"), "{e}");
 }
 
 #[test]
@@ -233,8 +275,8 @@ fn seed_reports_config_mismatch_with_both_values() {
 #[test]
 fn seed_updates_own_host_ip_and_refuses_broken_dirs() {
     let d = TempDir::new("hostip");
-    seed(&d.0, "n", Some(Ipv4Addr::new(10, 0, 0, 1)), &spec()).unwrap();
-    let st = seed(&d.0, "n", Some(Ipv4Addr::new(10, 0, 0, 2)), &spec()).unwrap();
+    seed(&d.0, "n", Some(Ipv4Addr::new(10, 0, 0, 1).into()), &spec()).unwrap();
+    let st = seed(&d.0, "n", Some(Ipv4Addr::new(10, 0, 0, 2).into()), &spec()).unwrap();
     assert_eq!(st.host_ip_of("n"), Some(Ipv4Addr::new(10, 0, 0, 2).into()));
     assert_eq!(st.subnet_of("n").unwrap().to_string(), "10.128.0.0/23");
     // A bad file elsewhere is tolerated, as the running agent tolerates it...

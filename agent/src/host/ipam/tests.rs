@@ -741,3 +741,36 @@ fn allocate_many_dual_pairs_the_families_and_releases_an_ipv4_lease_left_alone()
     ));
     assert_eq!(s.leases().unwrap().len(), 2);
 }
+
+#[test]
+fn ipv6_only_leases_never_share_their_last_32_bits() {
+    let t = TempDir::new();
+    let s = store(&t);
+    let r6 = range6("fd01:0:0:5::/64", "fd01:0:0:5::1");
+    let low32 = |ip: std::net::Ipv6Addr| u128::from(ip) as u32;
+    let a = s.allocate_ipv6_only(&r6, "a", "eth0", None).unwrap();
+    assert_eq!(a.ip.to_string(), "fd01:0:0:5::2");
+    // Asking for another address with a's last 32 bits: refused, naming a.
+    let e = s
+        .allocate_ipv6_only(&r6, "b", "eth0", Some("fd01:0:0:5:7::2".parse().unwrap()))
+        .unwrap_err();
+    assert!(
+        matches!(&e, IpamError::SameMac { container_id, .. } if container_id == "a"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("fd01:0:0:5::2"), "{e}");
+    // An address asked for whose last 32 bits are free is leased; the walk then skips every
+    // address whose last 32 bits a lease has (fd01:0:0:5::3 here, taken by c's).
+    let c = s
+        .allocate_ipv6_only(&r6, "c", "eth0", Some("fd01:0:0:5:1::3".parse().unwrap()))
+        .unwrap();
+    std::fs::write(s.dir().join("last_reserved_ip.1"), "fd01:0:0:5::2").unwrap();
+    let d = s.allocate_ipv6_only(&r6, "d", "eth0", None).unwrap();
+    assert_eq!(d.ip.to_string(), "fd01:0:0:5::4");
+    let lows: std::collections::BTreeSet<u32> = [a.ip, c.ip, d.ip].into_iter().map(low32).collect();
+    assert_eq!(lows.len(), 3);
+    assert_eq!(s.leases_of_family::<std::net::Ipv6Addr>().unwrap().len(), 3);
+    // The attachment asking again gets what it holds.
+    let again = s.allocate_ipv6_only(&r6, "c", "eth0", Some(c.ip)).unwrap();
+    assert_eq!(again.ip, c.ip);
+}

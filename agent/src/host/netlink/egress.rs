@@ -26,7 +26,7 @@ use rtnetlink::RouteMessageBuilder;
 
 use super::error::errno;
 use super::pod::{ipv4_address, ipv6_address};
-use super::{bounded, link_mac, Netlink, NetlinkError};
+use super::{bounded, link_mac, link_mtu, Netlink, NetlinkError};
 
 /// The address protocol (`IFA_PROTO`, `ip addr ... proto 0xe9`) IPv6 egress IPs carry, since an
 /// IPv6 address has no label: how the agent recognises its own after a restart. The kernel's
@@ -42,6 +42,8 @@ pub struct EgressLink {
     pub name: String,
     /// Its MAC (for gratuitous ARP and neighbour advertisements).
     pub mac: [u8; 6],
+    /// Its MTU (what the underlay carries: the pods' MTU plus VXLAN's overhead must fit).
+    pub mtu: u32,
     /// The node IP's IPv4 network on it (IPv4 egress IPs must lie inside; none on the IPv6
     /// underlay of an IPv6-only cluster).
     pub network: Option<Ipv4Net>,
@@ -214,6 +216,7 @@ impl Netlink {
                 index,
                 name,
                 mac: link_mac(&link).unwrap_or_default(),
+                mtu: link_mtu(&link),
                 network: net.map(|n| n.trunc()),
                 addresses6,
             }))

@@ -1,0 +1,273 @@
+//! An IPv6-only cluster on real OVS: three nodes of one standalone cluster whose only networks
+//! are `fd01::/48` (a /64 per node) and the service network `fd02::/112`, reaching each other
+//! over an IPv6 underlay (`fd00:77::1N/64` on `br-phy`, the nodes' `--node-ip`), with the MTU
+//! VXLAN over IPv6 leaves of a 1500-byte underlay (1430).
+//!
+//! Checked: the seeded objects (a HostSubnet with an empty IPv4 subnet, its IPv6 subnet and an
+//! IPv6 hostIP); each pod's CNI result (one address, its gateway, no IPv4); the pod's MAC from
+//! its address's last four bytes; no IPv4 or ARP row anywhere on br0 and the remote nodes' rows
+//! over `tun_ipv6_src` / `tun_ipv6_dst`; the isolation matrix (ICMPv6 and TCP, every pair across
+//! three nodes, the node's own reach); `sdnctl trace` agreeing with every probe (TCP and ND);
+//! `CNI_ARGS IP=` asking for an IPv4 address refused with nothing left; DEL releasing the lease.
+
+use std::net::Ipv6Addr;
+use std::time::Duration;
+
+use sdn_tests::cluster::{underlay_ip6, Cluster};
+use sdn_tests::matrix;
+use sdn_tests::node::{AgentNode, CniPod, NodeOptions};
+use sdn_tests::probe;
+
+const ECHO6_PORT: u16 = 7608;
+
+/// An IPv6-only cluster's flags: its cluster network, its service network and the MTU.
+fn ipv6_only() -> NodeOptions {
+    NodeOptions {
+        cluster_network: "fd01::/48,64".into(),
+        extra: ["--service-cidr", "fd02::/112", "--mtu", "1430"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        ..NodeOptions::default()
+    }
+}
+
+fn ip6_of(p: &CniPod<'_>) -> Ipv6Addr {
+    p.ip6
+        .as_deref()
+        .unwrap_or_else(|| panic!("{} has no IPv6 address: {}", p.id, p.result))
+        .parse()
+        .unwrap()
+}
+
+/// Whether `from_netns` reaches `to`: ICMPv6 echo (two, either answered: the first may wait for
+/// neighbour discovery across nodes) and a TCP echo through `to`'s server.
+fn reach6(from_netns: &str, to: Ipv6Addr, timeout: Duration) -> (bool, bool) {
+    let icmp = sdn_tests::harness::run(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            from_netns,
+            "ping",
+            "-6",
+            "-c",
+            "2",
+            "-i",
+            "0.5",
+            "-W",
+            &timeout.as_secs().max(1).to_string(),
+            &to.to_string(),
+        ],
+    )
+    .is_ok();
+    let tcp = probe::tcp_probe_to(
+        from_netns,
+        std::net::SocketAddr::from((to, ECHO6_PORT)),
+        timeout,
+    );
+    (icmp, tcp)
+}
+
+#[test]
+fn an_ipv6_only_cluster_isolates_tenants_across_nodes_over_an_ipv6_underlay() {
+    let c = Cluster::start_ipv6_underlay(3, &ipv6_only());
+    let (n1, n2, n3) = (c.node(1), c.node(2), c.node(3));
+
+    // The objects the nodes seeded: no IPv4 subnet, an IPv6 one, an IPv6 hostIP.
+    let state = c.state();
+    let cn = state.cluster_network.as_ref().expect("a ClusterNetwork");
+    assert!(cn.is_ipv6_only(), "{cn:?}");
+    for i in 1..=3 {
+        let name = sdn_tests::cluster::node_name(i);
+        let hs = c.host_subnet(&name);
+        assert_eq!(hs.subnet, "", "{hs:?}");
+        assert_eq!(hs.host_ip, underlay_ip6(i).to_string());
+        assert!(state.ipv6_subnet_of(&name).is_some(), "{hs:?}");
+    }
+
+    n1.set_netnamespace("tenant-a", 11);
+    n1.set_netnamespace("tenant-b", 12);
+    let pods = vec![
+        ("a1@1", "tenant-a", n1.pod("tenant-a", "a1")),
+        ("b1@1", "tenant-b", n1.pod("tenant-b", "b1")),
+        ("a2@2", "tenant-a", n2.pod("tenant-a", "a2")),
+        ("b2@2", "tenant-b", n2.pod("tenant-b", "b2")),
+        ("g3@3", "default", n3.pod("default", "g3")),
+    ];
+    let vnid = |ns: &str| match ns {
+        "tenant-a" => 11,
+        "tenant-b" => 12,
+        _ => 0,
+    };
+
+    // One address per pod, IPv6, its node's gateway; the MAC from the address's last 4 bytes;
+    // no IPv4 address or route in the pod.
+    for (label, _, p) in &pods {
+        let ips = p.result["ips"].as_array().expect("ips");
+        assert_eq!(ips.len(), 1, "{label}: {}", p.result);
+        let ip = ip6_of(p);
+        let gw = ips[0]["gateway"].as_str().unwrap_or_default();
+        let o = ip.segments();
+        assert_eq!(
+            gw,
+            Ipv6Addr::new(o[0], o[1], o[2], o[3], 0, 0, 0, 1).to_string(),
+            "{label}"
+        );
+        let b = ip.octets();
+        let want_mac = format!(
+            "0a:58:{:02x}:{:02x}:{:02x}:{:02x}",
+            b[12], b[13], b[14], b[15]
+        );
+        let link = p.ns.exec(&["ip", "link", "show", "eth0"]).unwrap();
+        assert!(link.contains(&want_mac), "{label}: {link}");
+        let v4 = p.ns.exec(&["ip", "-4", "addr", "show", "eth0"]).unwrap();
+        assert!(!v4.contains("inet "), "{label} has IPv4: {v4}");
+    }
+
+    // No IPv4 or ARP row on any bridge; remote nodes over the IPv6 underlay.
+    for (i, n) in [(1, n1), (2, n2), (3, n3)] {
+        let flows = n.flows();
+        let v4: Vec<&String> = flows
+            .iter()
+            .filter(|f| {
+                f.contains(" ip,")
+                    || f.contains(",ip,")
+                    || f.contains("arp")
+                    || f.contains("nw_src")
+                    || f.contains("nw_dst")
+            })
+            .collect();
+        assert!(v4.is_empty(), "node-{i}: IPv4 rows: {v4:#?}");
+        for j in (1..=3).filter(|j| *j != i) {
+            let vtep = underlay_ip6(j).to_string();
+            assert!(
+                flows
+                    .iter()
+                    .any(|f| f.contains("table=10,") && f.contains(&format!("tun_ipv6_src={vtep}"))),
+                "node-{i}: no table-10 row for node-{j}:\n{}",
+                flows.join("\n")
+            );
+            assert!(
+                flows
+                    .iter()
+                    .any(|f| f.contains(&format!("set_field:{vtep}->tun_ipv6_dst"))),
+                "node-{i}: no row to node-{j}'s VTEP"
+            );
+        }
+    }
+
+    // The isolation matrix, ICMPv6 and TCP, every pair across the nodes; node-1 reaches all.
+    let _servers: Vec<_> = pods
+        .iter()
+        .map(|(_, _, p)| probe::tcp6_echo_server(p.ns.name(), ECHO6_PORT))
+        .collect();
+    let timeout = Duration::from_secs(2);
+    let results: Vec<(String, (bool, bool), bool)> = std::thread::scope(|s| {
+        let mut jobs = Vec::new();
+        for (fl, fns, from) in &pods {
+            for (tl, tns, to) in &pods {
+                if fl == tl {
+                    continue;
+                }
+                let (netns, dst) = (from.ns.name().to_string(), ip6_of(to));
+                let want = matrix::allowed(vnid(fns), vnid(tns));
+                let label = format!("{fl} -> {tl}");
+                jobs.push(s.spawn(move || (label, reach6(&netns, dst, timeout), want)));
+            }
+            let (netns, dst) = (n1.ovs.netns().to_string(), ip6_of(from));
+            let label = format!("node-1 -> {fl}");
+            jobs.push(s.spawn(move || (label, (reach6(&netns, dst, timeout).0, true), true)));
+        }
+        jobs.into_iter().map(|j| j.join().unwrap()).collect()
+    });
+    let wrong: Vec<String> = results
+        .iter()
+        .filter(|(_, (icmp, tcp), want)| icmp != want || tcp != want)
+        .map(|(l, (icmp, tcp), want)| format!("{l}: icmp6 {icmp}, tcp6 {tcp}, expected {want}"))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "IPv6-only across nodes:\n{}\nnode-1 flows:\n{}\nnode-1 tunnels:\n{}",
+        wrong.join("\n"),
+        n1.flows().join("\n"),
+        c.tunnel_state(1)
+    );
+
+    // `sdnctl trace` agrees with every probe, on the sender's node and on the receiver's.
+    let node_of = |label: &str| match label.rsplit('@').next() {
+        Some("1") => n1,
+        Some("2") => n2,
+        _ => n3,
+    };
+    let mut disagree = Vec::new();
+    for (fl, fns, from) in &pods {
+        for (tl, tns, to) in &pods {
+            if fl == tl {
+                continue;
+            }
+            let want = matrix::allowed(vnid(fns), vnid(tns));
+            let (src, dst) = (ip6_of(from).to_string(), ip6_of(to).to_string());
+            for proto in ["tcp/7777", "nd"] {
+                let (said, words) = matrix::traced(node_of(fl), node_of(tl), &src, &dst, proto);
+                if said != want {
+                    disagree.push(format!(
+                        "{fl} -> {tl} {proto}: expected {want}, trace: {words}"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(disagree.is_empty(), "trace disagrees: {disagree:#?}");
+
+    // `sdnctl pods` and `status` show the IPv6 side only.
+    let api = |args: &[&str]| {
+        let out = n1.sdnctl_api(args);
+        assert!(out.status.success(), "sdnctl {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let pods_text = api(&["pods"]);
+    assert!(
+        pods_text.contains(&ip6_of(&pods[0].2).to_string()),
+        "{pods_text}"
+    );
+    let status = api(&["status"]);
+    assert!(
+        status.contains("subnet fd01:") && status.contains(&underlay_ip6(1).to_string()),
+        "{status}"
+    );
+
+    // An IPv4 address asked of an IPv6-only node: refused (code 4), nothing left behind.
+    let before = (n1.pod_ports(), leases6(n1));
+    let ns = sdn_tests::harness::Netns::new("v4req");
+    let out = n1.add(
+        "v4req",
+        &ns.path(),
+        "IgnoreUnknown=1;K8S_POD_NAMESPACE=tenant-a;K8S_POD_NAME=v4req;IP=10.128.0.9",
+    );
+    assert_eq!(out.error_code(), Some(4), "{}", out.stdout);
+    assert!(out.stdout.contains("IPv6-only"), "{}", out.stdout);
+    assert_eq!((n1.pod_ports(), leases6(n1)), before);
+
+    // DEL releases the pod's lease and port.
+    let gone = ip6_of(&pods[2].2).to_string();
+    assert!(leases6(n2).contains(&gone), "{:?}", leases6(n2));
+    drop(pods);
+    let released =
+        sdn_tests::harness::wait_until(Duration::from_secs(5), || !leases6(n2).contains(&gone));
+    assert!(released, "lease of {gone} kept: {:?}", leases6(n2));
+}
+
+/// The IPv6 addresses leased on `node` (its lease files named by IPv6 addresses).
+fn leases6(node: &AgentNode) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(node.lease_dir())
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.parse::<Ipv6Addr>().is_ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
