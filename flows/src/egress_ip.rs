@@ -92,19 +92,21 @@ pub fn egress_mark(vnid: Vnid, masquerade_bit: u8) -> u32 {
 /// IPv4 groups' ids) and every multicast VTEP group (`MULTICAST_GROUP_BASE` up).
 pub const EGRESS_IP6_GROUP_BASE: u32 = 1 << 25;
 
-/// The table-101 rows and groups of VNID `vnid` whose IPv4 traffic takes `route` and, on a
-/// dual-stack node, whose IPv6 traffic takes `route6`; `tun0_mac` is this node's. Both dropped
-/// (or IPv4 dropped on an IPv4 node) is the one row `reg0=V → drop`; otherwise each family has
+/// The table-101 rows and groups of VNID `vnid` whose IPv4 traffic takes `route` (on a node
+/// with IPv4) and, on a dual-stack or IPv6-only node, whose IPv6 traffic takes `route6`;
+/// `tun0_mac` is this node's. Every family there dropped is the one row `reg0=V → drop`;
+/// otherwise each family has
 /// its row (`ip,reg0=V` / `ipv6,reg0=V`): a drop, or its own group (id V for IPv4,
 /// [`EGRESS_IP6_GROUP_BASE`] + V for IPv6), since the families' IPs may sit on different nodes.
 pub fn egress_ip_flows(
     vnid: Vnid,
-    route: &EgressRoute,
+    route: Option<&EgressRoute>,
     route6: Option<&EgressRoute>,
     tun0_mac: MacAddr,
 ) -> (Vec<Flow>, Vec<Group>) {
     let row = Flow::new(Table::EgressRouting.id(), 100).cookie(egress_ip_cookie(vnid));
-    if *route == EgressRoute::Dropped && route6.is_none_or(|r| *r == EgressRoute::Dropped) {
+    let dropped = |r: Option<&EgressRoute>| r.is_none_or(|r| *r == EgressRoute::Dropped);
+    if dropped(route) && dropped(route6) {
         return (
             vec![row.matching(Reg::SrcVnid.matching(Match::any(), vnid.id()))],
             Vec::new(),
@@ -112,7 +114,7 @@ pub fn egress_ip_flows(
     }
     let (mut rows, mut groups) = (Vec::new(), Vec::new());
     let families = [
-        (Some(route), Match::any().ip(), vnid.id()),
+        (route, Match::any().ip(), vnid.id()),
         (
             route6,
             Match::any().ipv6(),
@@ -201,13 +203,13 @@ mod tests {
     fn rows_and_groups_print_as_pipeline_md_says() {
         let v = Vnid::new(20).unwrap();
         let tun = MacAddr::from_pod_ip(Ipv4Addr::new(10, 128, 0, 1));
-        let (f, g) = egress_ip_flows(v, &EgressRoute::Dropped, None, tun);
+        let (f, g) = egress_ip_flows(v, Some(&EgressRoute::Dropped), None, tun);
         assert_eq!(
             f[0].to_string(),
             "cookie=0x6000000000000014, table=101, priority=100,reg0=0x14 actions=drop"
         );
         assert!(g.is_empty());
-        let (f, g) = egress_ip_flows(v, &EgressRoute::Local, None, tun);
+        let (f, g) = egress_ip_flows(v, Some(&EgressRoute::Local), None, tun);
         assert_eq!(
             f[0].to_string(),
             "cookie=0x6000000000000014, table=101, priority=100,ip,reg0=0x14 actions=group:20"
@@ -224,7 +226,7 @@ mod tests {
             IpAddr::from(Ipv4Addr::new(192, 168, 77, 13)),
             IpAddr::from(Ipv4Addr::new(192, 168, 77, 12)),
         ];
-        let (f, g) = egress_ip_flows(v, &EgressRoute::Remote(nodes.clone()), None, tun);
+        let (f, g) = egress_ip_flows(v, Some(&EgressRoute::Remote(nodes.clone())), None, tun);
         assert_eq!(
             f[0].to_string(),
             "cookie=0x6000000000000014, table=101, priority=100,ip,reg0=0x14 actions=ct(commit),group:20"
@@ -251,7 +253,7 @@ mod tests {
         // Dual stack: each family its row and group; IPv6 through node-2 only, or dropped.
         let remote = EgressRoute::Remote(nodes.clone());
         let to_2 = EgressRoute::Remote(vec![nodes[1]]);
-        let (both, g) = egress_ip_flows(v, &remote, Some(&to_2), tun);
+        let (both, g) = egress_ip_flows(v, Some(&remote), Some(&to_2), tun);
         assert_eq!(both[..1], f[..]);
         assert_eq!(
             both[1].to_string(),
@@ -263,14 +265,18 @@ mod tests {
                 .collect::<Vec<_>>(),
             [(20, 2), (EGRESS_IP6_GROUP_BASE + 20, 1)]
         );
-        let (v6_dropped, g) = egress_ip_flows(v, &remote, Some(&EgressRoute::Dropped), tun);
+        let (v6_dropped, g) = egress_ip_flows(v, Some(&remote), Some(&EgressRoute::Dropped), tun);
         assert_eq!(
             v6_dropped[1].to_string(),
             "cookie=0x6000000000000014, table=101, priority=100,ipv6,reg0=0x14 actions=drop"
         );
         assert_eq!(g.len(), 1);
-        let (v4_dropped, g) =
-            egress_ip_flows(v, &EgressRoute::Dropped, Some(&EgressRoute::Local), tun);
+        let (v4_dropped, g) = egress_ip_flows(
+            v,
+            Some(&EgressRoute::Dropped),
+            Some(&EgressRoute::Local),
+            tun,
+        );
         assert_eq!(
             v4_dropped.iter().map(Flow::to_string).collect::<Vec<_>>(),
             [
@@ -279,10 +285,30 @@ mod tests {
             ]
         );
         assert_eq!(g[0].id, EGRESS_IP6_GROUP_BASE + 20);
-        let dropped = egress_ip_flows(v, &EgressRoute::Dropped, Some(&EgressRoute::Dropped), tun).0;
+        let dropped = egress_ip_flows(
+            v,
+            Some(&EgressRoute::Dropped),
+            Some(&EgressRoute::Dropped),
+            tun,
+        )
+        .0;
         assert_eq!(
             dropped,
-            egress_ip_flows(v, &EgressRoute::Dropped, None, tun).0
+            egress_ip_flows(v, Some(&EgressRoute::Dropped), None, tun).0
+        );
+        // An IPv6-only node: no IPv4 row, whatever the IPv4 plan says; all dropped is the one
+        // family-free row.
+        let (only6, g) = egress_ip_flows(v, None, Some(&to_2), tun);
+        let text: Vec<String> = only6.iter().map(ToString::to_string).collect();
+        assert_eq!(text.len(), 1, "{text:?}");
+        assert!(
+            text[0].ends_with("ipv6,reg0=0x14 actions=ct(commit),group:33554452"),
+            "{text:?}"
+        );
+        assert_eq!(g.len(), 1);
+        assert_eq!(
+            egress_ip_flows(v, None, Some(&EgressRoute::Dropped), tun).0,
+            dropped
         );
         for f in both.iter().chain(&v4_dropped) {
             f.validate().unwrap();

@@ -247,7 +247,7 @@ mod tests {
             rows.extend(
                 crate::egress_ip::egress_ip_flows(
                     Vnid::new(10).unwrap(),
-                    &route,
+                    Some(&route),
                     Some(&route),
                     mac,
                 )

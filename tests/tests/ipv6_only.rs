@@ -40,6 +40,46 @@ fn ip6_of(p: &CniPod<'_>) -> Ipv6Addr {
         .unwrap()
 }
 
+/// What one probe from a pod to another saw: ICMPv6 echo, TCP, UDP, and whether neighbour
+/// discovery resolved the destination (the source's neighbour entry has its MAC).
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+struct Seen {
+    icmp: bool,
+    tcp: bool,
+    udp: bool,
+    nd: bool,
+}
+
+/// [`reach6`], then UDP through `to`'s echo server and the neighbour entry the pings left.
+fn probe_all(from_netns: &str, to: Ipv6Addr, timeout: Duration) -> Seen {
+    let (icmp, tcp) = reach6(from_netns, to, timeout);
+    let udp = probe::udp_probe_to(
+        from_netns,
+        std::net::SocketAddr::from((to, ECHO6_PORT)),
+        timeout,
+    );
+    let neigh = sdn_tests::harness::run(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            from_netns,
+            "ip",
+            "-6",
+            "neigh",
+            "show",
+            &to.to_string(),
+        ],
+    )
+    .unwrap_or_default();
+    Seen {
+        icmp,
+        tcp,
+        udp,
+        nd: neigh.contains("lladdr"),
+    }
+}
+
 /// Whether `from_netns` reaches `to`: ICMPv6 echo (two, either answered: the first may wait for
 /// neighbour discovery across nodes) and a TCP echo through `to`'s server.
 fn reach6(from_netns: &str, to: Ipv6Addr, timeout: Duration) -> (bool, bool) {
@@ -157,13 +197,18 @@ fn an_ipv6_only_cluster_isolates_tenants_across_nodes_over_an_ipv6_underlay() {
         }
     }
 
-    // The isolation matrix, ICMPv6 and TCP, every pair across the nodes; node-1 reaches all.
+    // The isolation matrix, ICMPv6, TCP, UDP and ND, every pair across the nodes; node-1
+    // reaches all.
     let _servers: Vec<_> = pods
         .iter()
         .map(|(_, _, p)| probe::tcp6_echo_server(p.ns.name(), ECHO6_PORT))
         .collect();
+    let _udp_servers: Vec<_> = pods
+        .iter()
+        .map(|(_, _, p)| probe::udp6_echo_server(p.ns.name(), ECHO6_PORT))
+        .collect();
     let timeout = Duration::from_secs(2);
-    let results: Vec<(String, (bool, bool), bool)> = std::thread::scope(|s| {
+    let results: Vec<(String, Seen, bool)> = std::thread::scope(|s| {
         let mut jobs = Vec::new();
         for (fl, fns, from) in &pods {
             for (tl, tns, to) in &pods {
@@ -173,18 +218,35 @@ fn an_ipv6_only_cluster_isolates_tenants_across_nodes_over_an_ipv6_underlay() {
                 let (netns, dst) = (from.ns.name().to_string(), ip6_of(to));
                 let want = matrix::allowed(vnid(fns), vnid(tns));
                 let label = format!("{fl} -> {tl}");
-                jobs.push(s.spawn(move || (label, reach6(&netns, dst, timeout), want)));
+                jobs.push(s.spawn(move || (label, probe_all(&netns, dst, timeout), want)));
             }
             let (netns, dst) = (n1.ovs.netns().to_string(), ip6_of(from));
             let label = format!("node-1 -> {fl}");
-            jobs.push(s.spawn(move || (label, (reach6(&netns, dst, timeout).0, true), true)));
+            jobs.push(s.spawn(move || {
+                let icmp = reach6(&netns, dst, timeout).0;
+                let all = Seen {
+                    icmp,
+                    tcp: true,
+                    udp: true,
+                    nd: true,
+                };
+                (label, all, true)
+            }));
         }
         jobs.into_iter().map(|j| j.join().unwrap()).collect()
     });
     let wrong: Vec<String> = results
         .iter()
-        .filter(|(_, (icmp, tcp), want)| icmp != want || tcp != want)
-        .map(|(l, (icmp, tcp), want)| format!("{l}: icmp6 {icmp}, tcp6 {tcp}, expected {want}"))
+        .filter(|(_, seen, want)| {
+            let all = Seen {
+                icmp: *want,
+                tcp: *want,
+                udp: *want,
+                nd: *want,
+            };
+            *seen != all
+        })
+        .map(|(l, seen, want)| format!("{l}: {seen:?}, expected all {want}"))
         .collect();
     assert!(
         wrong.is_empty(),
@@ -270,4 +332,130 @@ fn leases6(node: &AgentNode) -> Vec<String> {
         .unwrap_or_default();
     v.sort();
     v
+}
+
+/// One node of an IPv6-only cluster, its node address `fd00:99::1` on its `lo`.
+fn ipv6_only_node() -> AgentNode {
+    let node = AgentNode::new(NodeOptions {
+        node_ip: NODE6.into(),
+        ..ipv6_only()
+    });
+    node.ovs
+        .exec_in_netns(&[
+            "ip",
+            "-6",
+            "addr",
+            "add",
+            &format!("{NODE6}/128"),
+            "dev",
+            "lo",
+            "nodad",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+    node.start_agent();
+    node
+}
+
+const NODE6: &str = "fd00:99::1";
+
+#[test]
+fn an_ipv6_only_node_serves_services_and_host_ports_within_the_tenancy() {
+    use sdn_tests::kubeproxy::{self, Proto, Service};
+    let node = ipv6_only_node();
+    node.set_netnamespace("tenant-a", 11);
+    node.set_netnamespace("tenant-b", 12);
+    let a1 = node.pod("tenant-a", "a1");
+    let b1 = node.pod("tenant-b", "b1");
+    // a2 publishes host port 18080 (every address) for its port 8080.
+    let mappings = serde_json::json!([{"hostPort": 18080, "containerPort": 8080}]);
+    let a2 = node.pod_with(
+        "tenant-a",
+        "a2",
+        Some(serde_json::json!({ "portMappings": mappings })),
+    );
+    let _web = probe::tcp6_echo_server(a2.ns.name(), 8080);
+    let _echo = probe::tcp6_echo_server(a2.ns.name(), ECHO6_PORT);
+
+    // A Service through kube-proxy's ip6tables rules: its tenant reaches it (and the endpoint
+    // itself, hairpin); another tenant does not.
+    let cluster_ip: Ipv6Addr = "fd02::10".parse().unwrap();
+    kubeproxy::install(
+        node.ovs.ns(),
+        &[Service {
+            name: "web6".into(),
+            cluster_ip,
+            port: 80,
+            proto: Proto::Tcp,
+            endpoints: vec![(ip6_of(&a2), ECHO6_PORT)],
+            node_port: None,
+            external_local: false,
+        }],
+        "fd01::/48",
+    );
+    let via_service = |p: &CniPod<'_>| {
+        probe::tcp_probe_to(
+            p.ns.name(),
+            (cluster_ip, 80).into(),
+            Duration::from_millis(1500),
+        )
+    };
+    let soon =
+        |p: &CniPod<'_>| sdn_tests::harness::wait_until(Duration::from_secs(10), || via_service(p));
+    assert!(
+        soon(&a1),
+        "a1 -> [fd02::10]:80\n{}",
+        node.flows().join("\n")
+    );
+    assert!(soon(&a2), "a2 -> its own Service (hairpin)");
+    assert!(
+        reach6(
+            b1.ns.name(),
+            ip6_of(&b1).into_gateway(),
+            Duration::from_secs(2)
+        )
+        .0,
+        "b1 cannot reach its gateway"
+    );
+    assert!(
+        !via_service(&b1),
+        "b1 (another tenant) reached tenant-a's endpoint"
+    );
+
+    // The host port on the node's IPv6 address and on [::1] (the agent's relay), from the
+    // node; ip6tables holds its rule, iptables none (the pod has no IPv4 address).
+    let ovs_ns = node.ovs.netns().to_string();
+    let at = |ip: &str| std::net::SocketAddr::new(ip.parse().unwrap(), 18080);
+    let reached = sdn_tests::harness::wait_until(Duration::from_secs(10), || {
+        probe::tcp_probe_to(&ovs_ns, at(NODE6), Duration::from_secs(2))
+    });
+    assert!(reached, "node -> [{NODE6}]:18080");
+    assert!(
+        probe::tcp_probe_to(&ovs_ns, at("::1"), Duration::from_secs(2)),
+        "node -> [::1]:18080"
+    );
+    let nat6 = node
+        .ovs
+        .exec_in_netns(&["ip6tables-save", "-t", "nat"])
+        .unwrap();
+    assert!(
+        nat6.contains(&format!("--to-destination [{}]:8080", ip6_of(&a2))),
+        "{nat6}"
+    );
+    let nat4 = node
+        .ovs
+        .exec_in_netns(&["iptables-save", "-t", "nat"])
+        .unwrap();
+    assert!(!nat4.contains("18080"), "an IPv4 host port rule: {nat4}");
+}
+
+/// The gateway of a pod's /64: its first address.
+trait Gateway {
+    fn into_gateway(self) -> Ipv6Addr;
+}
+
+impl Gateway for Ipv6Addr {
+    fn into_gateway(self) -> Ipv6Addr {
+        let s = self.segments();
+        Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 1)
+    }
 }

@@ -329,7 +329,7 @@ mod tests {
         let mac = ovs::flow::MacAddr::from_pod_ip(Ipv4Addr::new(10, 128, 0, 1));
         let egress_ip = {
             let r = flows::EgressRoute::Remote(vec![vtep.into()]);
-            flows::egress_ip_flows(v, &r, Some(&r), mac).0
+            flows::egress_ip_flows(v, Some(&r), Some(&r), mac).0
         };
         assert_eq!(
             tables(&egress_ip),

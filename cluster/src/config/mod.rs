@@ -707,8 +707,18 @@ mod tests {
                 "serviceNetwork fd02::/112: no IPv4 network",
             ),
             (
-                "--node-name n --cluster-network fd01::/48 --service-cidr fd02::/112".into(),
-                "clusterNetworks: no IPv4 network",
+                "--node-name n --cluster-network fd01::/48".into(),
+                "serviceNetwork 172.30.0.0/16: no IPv6 network for an IPv6-only cluster",
+            ),
+            (
+                "--node-name n --cluster-network fd01::/48 --service-cidr fd02::/112 \
+                 --node-ip 192.168.1.10"
+                    .into(),
+                "nodeIP 192.168.1.10: an IPv6-only cluster's nodes reach each other over IPv6",
+            ),
+            (
+                format!("{base} --node-ip fd00::10"),
+                "nodeIP fd00::10: an IPv6 underlay address is for an IPv6-only cluster",
             ),
             (
                 format!("{base} --cluster-network fd01::/48,x"),
@@ -718,6 +728,22 @@ mod tests {
             let e = format!("{:#}", Config::from_args(&args(&a)).unwrap_err());
             assert!(e.contains(want), "{a}: {e}");
         }
+    }
+
+    #[test]
+    fn an_ipv6_only_cluster_is_configured_with_its_ipv6_networks_and_node_ip() {
+        let c = Config::from_args(&args(
+            "--node-name n --cluster-network fd01::/48,64 --service-cidr fd02::/112 \
+             --node-ip fd00::10",
+        ))
+        .unwrap();
+        assert!(c.ipv4_cluster_networks().is_empty());
+        assert_eq!(
+            c.ipv6_cluster_network().unwrap().cidr.to_string(),
+            "fd01::/48"
+        );
+        assert_eq!(c.node_ip, Some("fd00::10".parse().unwrap()));
+        assert_eq!(c.service_network.v4(), None);
     }
 
     #[test]

@@ -439,7 +439,7 @@ async fn groups_go_with_their_owner_and_a_reconcile_puts_back_a_lost_one() {
     let v = vnid(20);
     let tun = ovs::flow::MacAddr::from_pod_ip(std::net::Ipv4Addr::new(10, 128, 0, 1));
     let remote = flows::EgressRoute::Remote(vec![std::net::Ipv4Addr::new(192, 168, 77, 12).into()]);
-    let (f, g) = flows::egress_ip_flows(v, &remote, None, tun);
+    let (f, g) = flows::egress_ip_flows(v, Some(&remote), None, tun);
     store
         .apply(Change::new().set_with_groups(Owner::EgressIp(v), f, g))
         .await
@@ -447,7 +447,7 @@ async fn groups_go_with_their_owner_and_a_reconcile_puts_back_a_lost_one() {
     assert_eq!(sw.groups().len(), 1);
     assert_eq!(sw.flows_with_cookie(flows::egress_ip_cookie(v)).len(), 1);
     // Replaced: the group is deleted and added again in the same bundle, its flow with it.
-    let (f, g) = flows::egress_ip_flows(v, &flows::EgressRoute::Local, None, tun);
+    let (f, g) = flows::egress_ip_flows(v, Some(&flows::EgressRoute::Local), None, tun);
     store
         .apply(Change::new().set_with_groups(Owner::EgressIp(v), f, g))
         .await
@@ -465,7 +465,7 @@ async fn groups_go_with_their_owner_and_a_reconcile_puts_back_a_lost_one() {
     assert_eq!((s.added, s.groups), (1, 1), "{:?}", s.changes);
     assert_eq!(sw.flows_with_cookie(flows::egress_ip_cookie(v)).len(), 1);
     // A stray group is deleted; a dropped tenant has a row and no group.
-    let (f, _) = flows::egress_ip_flows(v, &flows::EgressRoute::Dropped, None, tun);
+    let (f, _) = flows::egress_ip_flows(v, Some(&flows::EgressRoute::Dropped), None, tun);
     store
         .apply(Change::new().set_with_groups(Owner::EgressIp(v), f, Vec::new()))
         .await

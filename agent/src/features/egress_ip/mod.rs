@@ -362,7 +362,9 @@ impl<S: FlowSwitch> EgressIps<S> {
                 continue;
             }
             let route6 = t.ipv6.as_ref().map(|r| &r.0);
-            let (f, g) = flows::egress_ip_flows(*v, &t.route, route6, self.node.tun0_mac());
+            // An IPv6-only node has no IPv4 row (its table 0 drops IPv4).
+            let route = self.node.ipv4.as_ref().map(|_| &t.route);
+            let (f, g) = flows::egress_ip_flows(*v, route, route6, self.node.tun0_mac());
             change = change.set_with_groups(Owner::EgressIp(*v), f, g);
         }
         for v in before.tenants.keys() {
