@@ -94,17 +94,13 @@ pub fn pod_flows(p: &PodFlows) -> Vec<Flow> {
         .matching(Reg::OutPort.matching(Match::any(), p.ofport))
         .action(Reg::DstVnid.load_vnid(p.vnid))
         .goto(Table::IngressIsolation.id());
+    let ipv6_rows = p
+        .ipv6
+        .map(|ip6| crate::ipv6::pod_rows(p.ofport, mac, ip6, p.cookie, p.egress_meter))
+        .unwrap_or_default();
     let Some(ip) = p.ip else {
         let mut rows = vec![source_vnid, destination_vnid];
-        if let Some(ip6) = p.ipv6 {
-            rows.extend(crate::ipv6::pod_rows(
-                p.ofport,
-                mac,
-                ip6,
-                p.cookie,
-                p.egress_meter,
-            ));
-        }
+        rows.extend(ipv6_rows);
         return rows;
     };
     let mut rows = vec![
@@ -139,15 +135,7 @@ pub fn pod_flows(p: &PodFlows) -> Vec<Flow> {
             .goto(Table::DestinationVnid.id()),
         destination_vnid,
     ];
-    if let Some(ip6) = p.ipv6 {
-        rows.extend(crate::ipv6::pod_rows(
-            p.ofport,
-            mac,
-            ip6,
-            p.cookie,
-            p.egress_meter,
-        ));
-    }
+    rows.extend(ipv6_rows);
     rows
 }
 

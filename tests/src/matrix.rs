@@ -341,6 +341,39 @@ pub fn assert_isolation(
     m
 }
 
+/// One pod of a cross-node IPv6 matrix: its label (`name@node`), namespace and IPv6 address.
+pub type Member6<'a> = (&'a str, &'a str, std::net::Ipv6Addr);
+
+/// Every ordered pair of `pods` (and each protocol of `protos`) on which `sdnctl trace`, on the
+/// sender's node and the receiver's ([`traced`]), disagrees with the VNID matrix ([`allowed`]):
+/// one line per disagreement. `vnid` gives a namespace's VNID, `node_of` a label's node.
+pub fn trace_disagreements6<'n>(
+    pods: &[Member6<'_>],
+    protos: &[&str],
+    vnid: impl Fn(&str) -> u32,
+    node_of: impl Fn(&str) -> &'n crate::node::AgentNode,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (fl, fns, from) in pods {
+        for (tl, tns, to) in pods {
+            if fl == tl {
+                continue;
+            }
+            let want = allowed(vnid(fns), vnid(tns));
+            let (src, dst) = (from.to_string(), to.to_string());
+            for proto in protos {
+                let (said, words) = traced(node_of(fl), node_of(tl), &src, &dst, proto);
+                if said != want {
+                    out.push(format!(
+                        "{fl} -> {tl} {proto}: expected {want}, trace: {words}"
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The probes of a matrix, as `sdnctl trace` names them.
 pub const TRACE_PROTOS: [&str; 3] = ["icmp", "tcp/7777", "arp"];
 

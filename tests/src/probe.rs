@@ -1448,6 +1448,28 @@ pub fn parallel<T: Send, F: FnOnce() -> T + Send>(jobs: impl IntoIterator<Item =
     })
 }
 
+/// Whether `from_netns` reaches `to` over IPv6: ICMPv6 echo (two, either answered: the first may
+/// wait for neighbour discovery across nodes on a loaded machine; a denied pair answers
+/// neither) and a TCP echo through `to`'s server on `port`.
+pub fn reach6(
+    from_netns: &str,
+    to: std::net::Ipv6Addr,
+    port: u16,
+    timeout: Duration,
+) -> (bool, bool) {
+    let wait = timeout.as_secs().max(1).to_string();
+    let target = to.to_string();
+    let icmp = crate::harness::run(
+        "ip",
+        &[
+            "netns", "exec", from_netns, "ping", "-6", "-c", "2", "-i", "0.5", "-W", &wait, &target,
+        ],
+    )
+    .is_ok();
+    let tcp = tcp_probe_to(from_netns, SocketAddr::from((to, port)), timeout);
+    (icmp, tcp)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

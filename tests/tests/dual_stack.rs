@@ -600,34 +600,8 @@ fn an_ipv6_address_asked_of_an_ipv4_node_is_refused() {
     }
 }
 
-/// Whether `from` reaches `to` over IPv6: ICMPv6 echo (two, either answered: the first may wait
-/// for neighbour discovery across nodes on a loaded machine; a denied pair answers neither) and
-/// a TCP echo through `to`'s server.
 fn reach6(from_netns: &str, to: Ipv6Addr, timeout: Duration) -> (bool, bool) {
-    let icmp = sdn_tests::harness::run(
-        "ip",
-        &[
-            "netns",
-            "exec",
-            from_netns,
-            "ping",
-            "-6",
-            "-c",
-            "2",
-            "-i",
-            "0.5",
-            "-W",
-            &timeout.as_secs().max(1).to_string(),
-            &to.to_string(),
-        ],
-    )
-    .is_ok();
-    let tcp = probe::tcp_probe_to(
-        from_netns,
-        std::net::SocketAddr::from((to, ECHO6_PORT)),
-        timeout,
-    );
-    (icmp, tcp)
+    probe::reach6(from_netns, to, ECHO6_PORT, timeout)
 }
 
 const ECHO6_PORT: u16 = 7607;
@@ -704,24 +678,9 @@ fn ipv6_crosses_nodes_over_the_ipv4_underlay_within_a_tenant_only() {
         Some("2") => n2,
         _ => n3,
     };
-    let mut disagree = Vec::new();
-    for (fl, fns, from) in &pods {
-        for (tl, tns, to) in &pods {
-            if fl == tl {
-                continue;
-            }
-            let want = matrix::allowed(vnid(fns), vnid(tns));
-            let (src, dst) = (ip6_of(from).to_string(), ip6_of(to).to_string());
-            for proto in ["tcp/7777", "nd"] {
-                let (said, words) = matrix::traced(node_of(fl), node_of(tl), &src, &dst, proto);
-                if said != want {
-                    disagree.push(format!(
-                        "{fl} -> {tl} {proto}: expected {want}, trace: {words}"
-                    ));
-                }
-            }
-        }
-    }
+    let members: Vec<matrix::Member6<'_>> =
+        pods.iter().map(|(l, ns, p)| (*l, *ns, ip6_of(p))).collect();
+    let disagree = matrix::trace_disagreements6(&members, &["tcp/7777", "nd"], vnid, node_of);
     assert!(disagree.is_empty(), "trace disagrees: {disagree:#?}");
 
     // A HostSubnet whose IPv6 subnet is malformed is refused whole (fail closed: no rows for

@@ -80,33 +80,8 @@ fn probe_all(from_netns: &str, to: Ipv6Addr, timeout: Duration) -> Seen {
     }
 }
 
-/// Whether `from_netns` reaches `to`: ICMPv6 echo (two, either answered: the first may wait for
-/// neighbour discovery across nodes) and a TCP echo through `to`'s server.
 fn reach6(from_netns: &str, to: Ipv6Addr, timeout: Duration) -> (bool, bool) {
-    let icmp = sdn_tests::harness::run(
-        "ip",
-        &[
-            "netns",
-            "exec",
-            from_netns,
-            "ping",
-            "-6",
-            "-c",
-            "2",
-            "-i",
-            "0.5",
-            "-W",
-            &timeout.as_secs().max(1).to_string(),
-            &to.to_string(),
-        ],
-    )
-    .is_ok();
-    let tcp = probe::tcp_probe_to(
-        from_netns,
-        std::net::SocketAddr::from((to, ECHO6_PORT)),
-        timeout,
-    );
-    (icmp, tcp)
+    probe::reach6(from_netns, to, ECHO6_PORT, timeout)
 }
 
 #[test]
@@ -262,24 +237,9 @@ fn an_ipv6_only_cluster_isolates_tenants_across_nodes_over_an_ipv6_underlay() {
         Some("2") => n2,
         _ => n3,
     };
-    let mut disagree = Vec::new();
-    for (fl, fns, from) in &pods {
-        for (tl, tns, to) in &pods {
-            if fl == tl {
-                continue;
-            }
-            let want = matrix::allowed(vnid(fns), vnid(tns));
-            let (src, dst) = (ip6_of(from).to_string(), ip6_of(to).to_string());
-            for proto in ["tcp/7777", "nd"] {
-                let (said, words) = matrix::traced(node_of(fl), node_of(tl), &src, &dst, proto);
-                if said != want {
-                    disagree.push(format!(
-                        "{fl} -> {tl} {proto}: expected {want}, trace: {words}"
-                    ));
-                }
-            }
-        }
-    }
+    let members: Vec<matrix::Member6<'_>> =
+        pods.iter().map(|(l, ns, p)| (*l, *ns, ip6_of(p))).collect();
+    let disagree = matrix::trace_disagreements6(&members, &["tcp/7777", "nd"], vnid, node_of);
     assert!(disagree.is_empty(), "trace disagrees: {disagree:#?}");
 
     // `sdnctl pods` and `status` show the IPv6 side only.
@@ -458,4 +418,75 @@ impl Gateway for Ipv6Addr {
         let s = self.segments();
         Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 1)
     }
+}
+
+#[test]
+fn warm_pool_ports_of_an_ipv6_only_node_carry_unique_macs_to_their_pods_and_survive_a_restart() {
+    let node = ipv6_only_node();
+    node.set_netnamespace("tenant-a", 11);
+    node.set_netnamespace("tenant-b", 12);
+    let b1 = node.pod("tenant-b", "b1");
+    // A burst of ADDs in tenant-a warms pool ports for it: IPv6 leases alone.
+    let burst: Vec<CniPod<'_>> = (0..8)
+        .map(|i| node.pod("tenant-a", &format!("a{i}")))
+        .collect();
+    let warmed = sdn_tests::harness::wait_until(Duration::from_secs(30), || {
+        node.metrics()
+            .get("sdn_port_pool_warm")
+            .is_some_and(|n| *n >= 4.0)
+    });
+    assert!(warmed, "no warm ports for tenant-a: {:?}", node.metrics());
+    let dir = node.lease_dir();
+    let warm: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let content = std::fs::read_to_string(e.path()).ok()?;
+            content
+                .starts_with("sdn-warm-")
+                .then(|| e.file_name().to_string_lossy().into_owned())
+        })
+        .collect();
+    assert!(warm.len() >= 4, "{warm:?}");
+    assert!(
+        warm.iter().all(|a| a.parse::<Ipv6Addr>().is_ok()),
+        "{warm:?}"
+    );
+
+    // A restart keeps them warm; the next pods take them and work at once, each with a MAC of
+    // its own (the last 32 bits of every address differ).
+    node.restart_unchanged();
+    let hot: Vec<CniPod<'_>> = (0..3)
+        .map(|i| node.pod("tenant-a", &format!("hot{i}")))
+        .collect();
+    let wired = node.log();
+    for p in &hot {
+        let line = wired
+            .lines()
+            .find(|l| l.contains("pod wired") && l.contains(&p.id))
+            .unwrap_or_else(|| panic!("no pod wired line for {}", p.id));
+        assert!(line.contains("warm_port=true"), "{line}");
+        assert!(
+            reach6(p.ns.name(), ip6_of(&burst[0]), Duration::from_secs(2)).0,
+            "{}",
+            p.id
+        );
+        assert!(
+            !reach6(p.ns.name(), ip6_of(&b1), Duration::from_secs(2)).0,
+            "{}",
+            p.id
+        );
+    }
+    let lows: std::collections::BTreeSet<u32> = burst
+        .iter()
+        .chain(&hot)
+        .chain([&b1])
+        .map(|p| u128::from(ip6_of(p)) as u32)
+        .collect();
+    assert_eq!(
+        lows.len(),
+        burst.len() + hot.len() + 1,
+        "two pods share a MAC"
+    );
+    node.assert_pool_sane(64);
 }

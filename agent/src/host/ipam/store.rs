@@ -109,15 +109,7 @@ impl Store {
         ifname: &str,
         requested: Option<A>,
     ) -> Result<Lease<A>, IpamError> {
-        validate_id(container_id)?;
-        validate_ifname(ifname)?;
-        range.validate()?;
-        if let Some(ip) = requested {
-            check_requested(range, ip)?;
-        }
-        let _lock = self.lock()?;
-        let leases = self.scan::<A>()?;
-        self.allocate_locked(range, container_id, ifname, requested, &leases, false)
+        self.allocate_checked(range, (container_id, ifname), requested, false)
     }
 
     /// [`Self::allocate`] for a node of an IPv6-only cluster, whose pods take their MAC from
@@ -131,6 +123,17 @@ impl Store {
         ifname: &str,
         requested: Option<std::net::Ipv6Addr>,
     ) -> Result<Lease<std::net::Ipv6Addr>, IpamError> {
+        self.allocate_checked(range, (container_id, ifname), requested, true)
+    }
+
+    /// The checks, the lock and the walk of one allocation.
+    fn allocate_checked<A: Family>(
+        &self,
+        range: &Range<A>,
+        (container_id, ifname): (&str, &str),
+        requested: Option<A>,
+        unique_low32: bool,
+    ) -> Result<Lease<A>, IpamError> {
         validate_id(container_id)?;
         validate_ifname(ifname)?;
         range.validate()?;
@@ -138,8 +141,15 @@ impl Store {
             check_requested(range, ip)?;
         }
         let _lock = self.lock()?;
-        let leases = self.scan::<std::net::Ipv6Addr>()?;
-        self.allocate_locked(range, container_id, ifname, requested, &leases, true)
+        let leases = self.scan::<A>()?;
+        self.allocate_locked(
+            range,
+            container_id,
+            ifname,
+            requested,
+            &leases,
+            unique_low32,
+        )
     }
 
     /// [`Self::allocate`] of both families for a dual-stack attachment, under one lock and one

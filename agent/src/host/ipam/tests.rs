@@ -774,3 +774,18 @@ fn ipv6_only_leases_never_share_their_last_32_bits() {
     let again = s.allocate_ipv6_only(&r6, "c", "eth0", Some(c.ip)).unwrap();
     assert_eq!(again.ip, c.ip);
 }
+
+#[test]
+fn warm_batches_of_an_ipv6_only_node_keep_the_last_32_bits_unique() {
+    let t = TempDir::new();
+    let s = store(&t);
+    let r6 = range6("fd01:0:0:5::/64", "fd01:0:0:5::1");
+    // A pod asked for an address ending in ...::3: the batch skips ::3.
+    s.allocate_ipv6_only(&r6, "pod", "eth0", Some("fd01:0:0:5:9::3".parse().unwrap()))
+        .unwrap();
+    std::fs::write(s.dir().join("last_reserved_ip.1"), "fd01:0:0:5::1").unwrap();
+    let ids: Vec<String> = (0..3).map(|i| format!("sdn-warm-p{i}")).collect();
+    let got = s.allocate_many_ipv6_only(&r6, &ids, "vnid-5").unwrap();
+    let ips: Vec<String> = got.iter().map(|l| l.ip.to_string()).collect();
+    assert_eq!(ips, ["fd01:0:0:5::2", "fd01:0:0:5::4", "fd01:0:0:5::5"]);
+}

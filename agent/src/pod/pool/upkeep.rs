@@ -113,11 +113,6 @@ impl<Io: NodeIo> Pods<Io> {
     /// ADDs each warm-up is one bundle that waits for ovs-vswitchd, so warm-ups keep pace only
     /// when each brings many ports (half the pool fell behind at 1000 pods).
     pub(crate) fn warm_target(&self) -> usize {
-        // An IPv6-only node keeps pooled veths but no pre-addressed warm ports: their leases
-        // and restart bookkeeping are keyed by the IPv4 lease (docs/operating.md).
-        if self.net.range().is_none() {
-            return 0;
-        }
         self.net.port_pool_size
     }
 
@@ -245,13 +240,12 @@ impl<Io: NodeIo> Pods<Io> {
                 return;
             }
             let ids: Vec<String> = ports.iter().map(|p| warm_lease(&p.host)).collect();
-            let (Some(range), range6) = (self.net.range(), self.net.range6()) else {
-                lock(&self.pool.idle).extend(ports);
-                return;
-            };
+            let (range, range6) = (self.net.range(), self.net.range6());
             let ifname = warm_lease_ifname(vnid);
             let leases = match self
-                .ipam(move |store| warm_leases(store, (&range, range6.as_ref()), &ids, &ifname))
+                .ipam(move |store| {
+                    warm_leases(store, (range.as_ref(), range6.as_ref()), &ids, &ifname)
+                })
                 .await
             {
                 Ok(l) => l,
@@ -440,6 +434,8 @@ impl<Io: NodeIo> Pods<Io> {
             .ipam(|store| store.leases_of_family::<std::net::IpAddr>())
             .await?;
         let dual = self.net.range6().is_some();
+        // An IPv6-only node's warm ports are its IPv6 leases.
+        let ipv6_only = self.net.range().is_none();
         let mut warm: Vec<WarmPort> = Vec::new();
         let mut kept_leases = BTreeSet::new();
         let (mut ip6s, mut stray6) = (BTreeMap::new(), Vec::new());
@@ -447,8 +443,9 @@ impl<Io: NodeIo> Pods<Io> {
             let Some((port, vnid)) = parse_warm_lease(&l.container_id, &l.ifname) else {
                 continue;
             };
-            let ip = match l.ip {
-                std::net::IpAddr::V4(ip) => ip,
+            let (ip, ip6) = match l.ip {
+                std::net::IpAddr::V4(ip) => (Some(ip), None),
+                std::net::IpAddr::V6(ip) if ipv6_only => (None, Some(ip)),
                 // Kept only where the node still serves IPv6 (else released here, and the
                 // port's IPv6 rows go with the reconcile).
                 std::net::IpAddr::V6(ip) => {
@@ -466,15 +463,15 @@ impl<Io: NodeIo> Pods<Io> {
                 kept_leases.insert(flows::AttachmentId::new(l.container_id, l.ifname));
                 warm.push(WarmPort {
                     port: kept.remove(i),
-                    ip: Some(ip),
-                    ip6: None,
+                    ip,
+                    ip6,
                     vnid,
                 });
             }
         }
         // A warm port of a node that has turned IPv6 on since keeps IPv4 only: an ADD that
         // takes it leases the IPv6 address then.
-        for w in &mut warm {
+        for w in warm.iter_mut().filter(|w| w.ip.is_some()) {
             w.ip6 = ip6s.remove(&(w.port.host.clone(), warm_lease_ifname(w.vnid)));
         }
         if !stray6.is_empty() {
@@ -495,7 +492,7 @@ impl<Io: NodeIo> Pods<Io> {
                 by_vnid.entry(w.vnid).or_default().push(w);
             }
             for ports in by_vnid.values_mut() {
-                ports.sort_by_key(|w| w.ip);
+                ports.sort_by_key(|w| (w.ip, w.ip6));
             }
             // Recent again (cooled after WARM_IDLE without an ADD, as before the restart).
             let mut recent = lock(&self.pool.recent);
@@ -513,12 +510,13 @@ impl<Io: NodeIo> Pods<Io> {
 }
 
 /// A warm port's leases for each of `ids` (as far as the subnets go): IPv4, and IPv6 with the
-/// same owner on a dual-stack node, under one lock and one listing of the directory.
+/// same owner on a dual-stack node (IPv6 alone on an IPv6-only one), under one lock and one
+/// listing of the directory.
 #[allow(clippy::type_complexity)]
 fn warm_leases(
     store: &crate::host::ipam::Store,
     (range, range6): (
-        &crate::host::ipam::Range,
+        Option<&crate::host::ipam::Range>,
         Option<&crate::host::ipam::Range<std::net::Ipv6Addr>>,
     ),
     ids: &[String],
@@ -527,6 +525,17 @@ fn warm_leases(
     Vec<(Option<std::net::Ipv4Addr>, Option<std::net::Ipv6Addr>)>,
     crate::host::ipam::IpamError,
 > {
+    let Some(range) = range else {
+        // An IPv6-only node: IPv6 leases whose last 32 bits (the pods' MACs) are unique.
+        let Some(range6) = range6 else {
+            return Ok(Vec::new());
+        };
+        return Ok(store
+            .allocate_many_ipv6_only(range6, ids, ifname)?
+            .into_iter()
+            .map(|l| (None, Some(l.ip)))
+            .collect());
+    };
     Ok(match range6 {
         None => store
             .allocate_many(range, ids, ifname)?

@@ -21,6 +21,27 @@ impl Store {
         ids: &[String],
         ifname: &str,
     ) -> Result<Vec<Lease<A>>, IpamError> {
+        self.allocate_many_with(range, ids, ifname, false)
+    }
+
+    /// [`Self::allocate_many`] on a node of an IPv6-only cluster: no two leases share their
+    /// last 32 bits (the pods' MACs, see [`Self::allocate_ipv6_only`]).
+    pub fn allocate_many_ipv6_only(
+        &self,
+        range: &Range<std::net::Ipv6Addr>,
+        ids: &[String],
+        ifname: &str,
+    ) -> Result<Vec<Lease<std::net::Ipv6Addr>>, IpamError> {
+        self.allocate_many_with(range, ids, ifname, true)
+    }
+
+    fn allocate_many_with<A: Family>(
+        &self,
+        range: &Range<A>,
+        ids: &[String],
+        ifname: &str,
+        unique_low32: bool,
+    ) -> Result<Vec<Lease<A>>, IpamError> {
         for id in ids {
             validate_id(id)?;
         }
@@ -28,8 +49,10 @@ impl Store {
         range.validate()?;
         let _lock = self.lock()?;
         let mut taken: HashSet<A> = self.leased()?.into_iter().filter_map(A::of).collect();
+        let mut low32: HashSet<u32> = taken.iter().map(|ip| ip.bits() as u32).collect();
+        let low32 = unique_low32.then_some(&mut low32);
         let mut out = Vec::new();
-        match self.allocate_many_locked(range, ids, ifname, &mut taken, &mut out) {
+        match self.allocate_many_locked(range, ids, ifname, (&mut taken, low32), &mut out) {
             Ok(()) => Ok(out),
             Err(e) => {
                 // Nothing half-done: what this call leased goes again.
@@ -65,10 +88,10 @@ impl Store {
             .collect();
         let (mut v4, mut v6) = (Vec::new(), Vec::new());
         let made = self
-            .allocate_many_locked(r4, ids, ifname, &mut taken4, &mut v4)
+            .allocate_many_locked(r4, ids, ifname, (&mut taken4, None), &mut v4)
             .and_then(|()| {
                 let owners: Vec<String> = v4.iter().map(|l| l.container_id.clone()).collect();
-                self.allocate_many_locked(r6, &owners, ifname, &mut taken6, &mut v6)
+                self.allocate_many_locked(r6, &owners, ifname, (&mut taken6, None), &mut v6)
             });
         if let Err(e) = made {
             // Nothing half-done: every lease of this call goes again, the first error stays.
@@ -88,17 +111,24 @@ impl Store {
         range: &Range<A>,
         ids: &[String],
         ifname: &str,
-        taken: &mut HashSet<A>,
+        (taken, mut low32): (&mut HashSet<A>, Option<&mut HashSet<u32>>),
         out: &mut Vec<Lease<A>>,
     ) -> Result<(), IpamError> {
         let mut candidates = range.candidates(self.last_reserved::<A>());
         'ids: for id in ids {
             for ip in candidates.by_ref() {
-                if range.reserved_kind(ip).is_some() || taken.contains(&ip) {
+                let low = ip.bits() as u32;
+                if range.reserved_kind(ip).is_some()
+                    || taken.contains(&ip)
+                    || low32.as_ref().is_some_and(|l| l.contains(&low))
+                {
                     continue;
                 }
                 if self.reserve(ip, id, ifname)? {
                     taken.insert(ip);
+                    if let Some(l) = low32.as_mut() {
+                        l.insert(low);
+                    }
                     out.push(Lease {
                         ip,
                         container_id: id.clone(),
