@@ -462,11 +462,11 @@ mod tests {
         );
         assert_eq!(
             p["hostIP"].pattern.as_deref(),
-            Some(crate::types::IPV4_PATTERN)
+            Some(crate::types::IP_EITHER_PATTERN)
         );
         assert_eq!(
             p["subnet"].pattern.as_deref(),
-            Some(crate::types::CIDR_PATTERN)
+            Some(crate::types::CIDR_OR_EMPTY_PATTERN)
         );
         let cols: Vec<(String, String)> = c.spec.versions[0]
             .additional_printer_columns

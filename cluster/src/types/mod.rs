@@ -109,6 +109,12 @@ fn metadata_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 pub const IPV4_PATTERN: &str = r"^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$";
 /// An IPv4 CIDR (address as [`IPV4_PATTERN`], prefix 0..=32).
 pub const CIDR_PATTERN: &str = r"^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])/(3[0-2]|[12]?[0-9])$";
+/// An IPv4 address as [`IPV4_PATTERN`], or the shape of an IPv6 one (hex digits and colons; the
+/// agent parses it strictly): a HostSubnet's `hostIP`, IPv6 on an IPv6-only cluster.
+pub const IP_EITHER_PATTERN: &str = r"^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$|^[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*$";
+/// An IPv4 CIDR as [`CIDR_PATTERN`], or empty: the IPv4 subnet or service network of an
+/// IPv6-only cluster, which has none (its IPv6 ones are in annotations).
+pub const CIDR_OR_EMPTY_PATTERN: &str = r"^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])/(3[0-2]|[12]?[0-9])$|^$";
 /// An IPv4 CIDR as [`CIDR_PATTERN`], or the shape of an IPv6 one (hex digits, colons, a prefix
 /// 0..=128; the agent parses it strictly): an egress rule's destination in a dual-stack
 /// cluster.
@@ -153,9 +159,9 @@ pub struct ClusterNetwork {
     )]
     #[schemars(range(min = 2, max = 30), extend("format" = "int32"))]
     pub host_subnet_length: Option<u32>,
-    /// The service CIDR.
+    /// The service CIDR (empty on an IPv6-only cluster).
     #[serde(rename = "serviceNetwork")]
-    #[schemars(regex(pattern = CIDR_PATTERN))]
+    #[schemars(regex(pattern = CIDR_OR_EMPTY_PATTERN))]
     pub service_network: String,
     /// `redhat/openshift-ovs-subnet` or `redhat/openshift-ovs-multitenant`.
     #[serde(
@@ -195,12 +201,13 @@ pub struct HostSubnet {
         pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
     ))]
     pub host: String,
-    /// The node's underlay IPv4 address, the VXLAN endpoint other nodes send to.
+    /// The node's underlay address, the VXLAN endpoint other nodes send to (IPv6 on an
+    /// IPv6-only cluster).
     #[serde(rename = "hostIP")]
-    #[schemars(regex(pattern = IPV4_PATTERN))]
+    #[schemars(regex(pattern = IP_EITHER_PATTERN))]
     pub host_ip: String,
-    /// The node's pod subnet, e.g. `10.128.0.0/23`.
-    #[schemars(regex(pattern = CIDR_PATTERN))]
+    /// The node's pod subnet, e.g. `10.128.0.0/23` (empty on an IPv6-only cluster).
+    #[schemars(regex(pattern = CIDR_OR_EMPTY_PATTERN))]
     pub subnet: String,
     /// Egress IPs hosted by this node.
     #[serde(
