@@ -435,6 +435,63 @@ mod tests {
         );
     }
 
+    /// Whether `value` matches the `pattern` of `field` in `kind`'s schema (no pattern: true).
+    fn matches(kind: &str, field: &str, value: &str) -> bool {
+        let c = crd(kind);
+        let p = schema(&c).properties.as_ref().unwrap();
+        p[field].pattern.as_deref().is_none_or(|pat| {
+            regex::Regex::new(pat)
+                .unwrap_or_else(|e| panic!("{kind}.{field}: {e}"))
+                .is_match(value)
+        })
+    }
+
+    #[test]
+    fn what_the_agent_writes_in_every_family_passes_the_schema_patterns() {
+        // The seed's objects for an IPv4, a dual-stack and an IPv6-only cluster.
+        for flags in [
+            "--node-name n",
+            "--node-name n --cluster-network 10.128.0.0/14,9 --cluster-network fd01::/48,64 \
+             --service-cidr 172.30.0.0/16,fd02::/112",
+            "--node-name n --cluster-network fd01::/48,64 --service-cidr fd02::/112 \
+             --node-ip fd00::10",
+        ] {
+            let args: Vec<String> = flags.split_whitespace().map(String::from).collect();
+            let cfg = crate::config::Config::from_args(&args).unwrap();
+            let dir = std::env::temp_dir().join(format!(
+                "sdn-crd-{}-{}",
+                std::process::id(),
+                flags.len()
+            ));
+            let _ = std::fs::remove_dir_all(&dir);
+            let spec = crate::ClusterNetworkSpec::from_config(&cfg).unwrap();
+            let st = crate::seed(&dir, "n", cfg.node_ip, &spec).unwrap();
+            let cn = st.cluster_network.as_ref().unwrap();
+            assert!(
+                matches("ClusterNetwork", "serviceNetwork", &cn.service_network),
+                "{flags}"
+            );
+            let hs = st.host_subnet_of("n").unwrap();
+            assert!(
+                matches("HostSubnet", "hostIP", &hs.host_ip),
+                "{flags}: {}",
+                hs.host_ip
+            );
+            assert!(
+                matches("HostSubnet", "subnet", &hs.subnet),
+                "{flags}: {}",
+                hs.subnet
+            );
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+        for bad in ["10.0.0.300", "node-1", ""] {
+            assert!(!matches("HostSubnet", "hostIP", bad), "{bad}");
+        }
+        for bad in ["10.128.0.0", "fd01::/64", "10.128.0.0/33"] {
+            assert!(!matches("HostSubnet", "subnet", bad), "{bad}");
+        }
+    }
+
     #[test]
     fn host_subnet_schema_has_the_fields_and_checks() {
         let c = crd("HostSubnet");
