@@ -181,3 +181,79 @@ pub fn install<A: Copy + Display + Into<IpAddr>>(
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The IPv6 Service of the dual-stack and IPv6-only tests, `[fd02::10]:80/tcp` with `endpoint`'s
+/// `port` as its one endpoint, installed in `node`: `same` (the endpoint's tenant) reaches it
+/// within 10 s (the first connection also resolves the gateway, retried as a client would),
+/// the endpoint reaches itself through it (hairpin, masqueraded by these rules), and `other`
+/// (another tenant), whose gateway answers, does not.
+pub fn assert_ipv6_service_within_tenant(
+    node: &crate::node::AgentNode,
+    [same, endpoint, other]: [&crate::node::CniPod<'_>; 3],
+    port: u16,
+) {
+    use std::time::Duration;
+    let ip6 = |p: &crate::node::CniPod<'_>| -> std::net::Ipv6Addr {
+        p.ip6
+            .as_deref()
+            .and_then(|a| a.parse().ok())
+            .expect("an IPv6 pod")
+    };
+    let cluster_ip: std::net::Ipv6Addr = "fd02::10".parse().expect("constant");
+    install(
+        node.ovs.ns(),
+        &[Service {
+            name: "web6".into(),
+            cluster_ip,
+            port: 80,
+            proto: Proto::Tcp,
+            endpoints: vec![(ip6(endpoint), port)],
+            node_port: None,
+            external_local: false,
+        }],
+        "fd01::/48",
+    );
+    let via_service = |p: &crate::node::CniPod<'_>| {
+        crate::probe::tcp_probe_to(
+            p.ns.name(),
+            (cluster_ip, 80).into(),
+            Duration::from_millis(1500),
+        )
+    };
+    let soon = |p: &crate::node::CniPod<'_>| {
+        crate::harness::wait_until(Duration::from_secs(10), || via_service(p))
+    };
+    assert!(
+        soon(same),
+        "{} -> [{cluster_ip}]:80\n{}",
+        same.id,
+        node.flows().join("\n")
+    );
+    assert!(
+        soon(endpoint),
+        "{} -> its own Service (hairpin)",
+        endpoint.id
+    );
+    // The other tenant's pod reaches its gateway: refused only by the tenancy check.
+    let gateway = other.result["ips"]
+        .as_array()
+        .and_then(|ips| {
+            ips.iter()
+                .find_map(|i| i["gateway"].as_str().filter(|g| g.contains(':')))
+        })
+        .unwrap_or_else(|| panic!("no IPv6 gateway in {}", other.result))
+        .to_string();
+    assert!(
+        other
+            .ns
+            .exec(&["ping", "-6", "-c", "1", "-W", "2", &gateway])
+            .is_ok(),
+        "{} cannot reach its gateway {gateway}",
+        other.id
+    );
+    assert!(
+        !via_service(other),
+        "{} (another tenant) reached the endpoint",
+        other.id
+    );
+}

@@ -44,18 +44,6 @@ fn dual_stack_node() -> AgentNode {
     AgentNode::start(NodeOptions::default().dual_stack())
 }
 
-/// The IPv6 gateway of a dual-stack pod's CNI result.
-fn ips_gateway6(p: &CniPod<'_>) -> String {
-    p.result["ips"]
-        .as_array()
-        .and_then(|ips| {
-            ips.iter()
-                .find_map(|i| i["gateway"].as_str().filter(|g| g.contains(':')))
-        })
-        .unwrap_or_else(|| panic!("no IPv6 gateway in {}", p.result))
-        .to_string()
-}
-
 /// tenant-a (VNID 11) with pods a1 and a2, tenant-b (VNID 12) with b1.
 fn two_tenants(node: &AgentNode) -> [CniPod<'_>; 3] {
     node.set_netnamespace("tenant-a", 11);
@@ -1132,50 +1120,10 @@ fn ipv6_multicast_reaches_the_tenant_only() {
 
 #[test]
 fn ipv6_services_through_kube_proxy_rules_within_a_tenant_and_hairpin() {
-    use sdn_tests::kubeproxy::{self, Proto, Service};
     let node = dual_stack_node();
     let [a1, a2, b1] = two_tenants(&node);
     let _server = probe::tcp6_echo_server(a2.ns.name(), ECHO6_PORT);
-    let cluster_ip: Ipv6Addr = "fd02::10".parse().unwrap();
-    kubeproxy::install(
-        node.ovs.ns(),
-        &[Service {
-            name: "web6".into(),
-            cluster_ip,
-            port: 80,
-            proto: Proto::Tcp,
-            endpoints: vec![(ip6_of(&a2), ECHO6_PORT)],
-            node_port: None,
-            external_local: false,
-        }],
-        "fd01::/48",
-    );
-    let via_service = |p: &CniPod<'_>| {
-        probe::tcp_probe_to(
-            p.ns.name(),
-            (cluster_ip, 80).into(),
-            Duration::from_millis(1500),
-        )
-    };
-    // The same tenant reaches the endpoint through the Service; another tenant does not; the
-    // endpoint reaches itself through its Service (hairpin, masqueraded by kube-proxy's rules).
-    // (The first connection also resolves the gateway: retried for a while, as a client would.)
-    let soon = |p: &CniPod<'_>| wait_until(Duration::from_secs(10), || via_service(p));
-    assert!(
-        soon(&a1),
-        "a1 -> [fd02::10]:80\n{}",
-        node.flows().join("\n")
-    );
-    assert!(soon(&a2), "a2 -> its own Service (hairpin)");
-    // b1 has resolved the gateway too: refused only by the tenancy check.
-    assert!(
-        ping6(&b1, &ips_gateway6(&b1)),
-        "b1 cannot reach its gateway"
-    );
-    assert!(
-        !via_service(&b1),
-        "b1 (another tenant) reached tenant-a's endpoint"
-    );
+    sdn_tests::kubeproxy::assert_ipv6_service_within_tenant(&node, [&a1, &a2, &b1], ECHO6_PORT);
 }
 
 /// The agent's "pod wired" line for sandbox `id`.

@@ -320,7 +320,6 @@ const NODE6: &str = "fd00:99::1";
 
 #[test]
 fn an_ipv6_only_node_serves_services_and_host_ports_within_the_tenancy() {
-    use sdn_tests::kubeproxy::{self, Proto, Service};
     let node = ipv6_only_node();
     node.set_netnamespace("tenant-a", 11);
     node.set_netnamespace("tenant-b", 12);
@@ -338,48 +337,7 @@ fn an_ipv6_only_node_serves_services_and_host_ports_within_the_tenancy() {
 
     // A Service through kube-proxy's ip6tables rules: its tenant reaches it (and the endpoint
     // itself, hairpin); another tenant does not.
-    let cluster_ip: Ipv6Addr = "fd02::10".parse().unwrap();
-    kubeproxy::install(
-        node.ovs.ns(),
-        &[Service {
-            name: "web6".into(),
-            cluster_ip,
-            port: 80,
-            proto: Proto::Tcp,
-            endpoints: vec![(ip6_of(&a2), ECHO6_PORT)],
-            node_port: None,
-            external_local: false,
-        }],
-        "fd01::/48",
-    );
-    let via_service = |p: &CniPod<'_>| {
-        probe::tcp_probe_to(
-            p.ns.name(),
-            (cluster_ip, 80).into(),
-            Duration::from_millis(1500),
-        )
-    };
-    let soon =
-        |p: &CniPod<'_>| sdn_tests::harness::wait_until(Duration::from_secs(10), || via_service(p));
-    assert!(
-        soon(&a1),
-        "a1 -> [fd02::10]:80\n{}",
-        node.flows().join("\n")
-    );
-    assert!(soon(&a2), "a2 -> its own Service (hairpin)");
-    assert!(
-        reach6(
-            b1.ns.name(),
-            ip6_of(&b1).into_gateway(),
-            Duration::from_secs(2)
-        )
-        .0,
-        "b1 cannot reach its gateway"
-    );
-    assert!(
-        !via_service(&b1),
-        "b1 (another tenant) reached tenant-a's endpoint"
-    );
+    sdn_tests::kubeproxy::assert_ipv6_service_within_tenant(&node, [&a1, &a2, &b1], ECHO6_PORT);
 
     // The host port on the node's IPv6 address and on [::1] (the agent's relay), from the
     // node; ip6tables holds its rule, iptables none (the pod has no IPv4 address).
@@ -406,18 +364,6 @@ fn an_ipv6_only_node_serves_services_and_host_ports_within_the_tenancy() {
         .exec_in_netns(&["iptables-save", "-t", "nat"])
         .unwrap();
     assert!(!nat4.contains("18080"), "an IPv4 host port rule: {nat4}");
-}
-
-/// The gateway of a pod's /64: its first address.
-trait Gateway {
-    fn into_gateway(self) -> Ipv6Addr;
-}
-
-impl Gateway for Ipv6Addr {
-    fn into_gateway(self) -> Ipv6Addr {
-        let s = self.segments();
-        Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 1)
-    }
 }
 
 #[test]
@@ -453,8 +399,17 @@ fn warm_pool_ports_of_an_ipv6_only_node_carry_unique_macs_to_their_pods_and_surv
         "{warm:?}"
     );
 
-    // A restart keeps them warm; the next pods take them and work at once, each with a MAC of
-    // its own (the last 32 bits of every address differ).
+    // A restart keeps them warm (once the warm-up is done: a port leased but not yet flowed
+    // before the stop is flowed by the restart); the next pods take them and work at once,
+    // each with a MAC of its own (the last 32 bits of every address differ).
+    let warm_now = || node.metrics().get("sdn_port_pool_warm").copied();
+    let mut last = warm_now();
+    let settled = sdn_tests::harness::wait_until(Duration::from_secs(30), || {
+        std::thread::sleep(Duration::from_secs(2));
+        let now = warm_now();
+        std::mem::replace(&mut last, now) == now
+    });
+    assert!(settled, "the warm-up did not settle: {:?}", warm_now());
     node.restart_unchanged();
     let hot: Vec<CniPod<'_>> = (0..3)
         .map(|i| node.pod("tenant-a", &format!("hot{i}")))
