@@ -300,12 +300,18 @@ fn the_isolation_matrix_holds_in_a_cluster_of_5000_nodes() {
     let mut b = fake.get(GROUP, "netnamespaces", None, "tenant-b").unwrap();
     b["metadata"]["annotations"] =
         json!({"pod.network.openshift.io/multitenant.change-network": "join:tenant-a"});
+    let before = fake.requests();
     fake.put(b).unwrap();
     assert!(
         wait_until(Duration::from_secs(60), || vnid("tenant-b") == va
             && c.node(1).flowed_vnid(&pods[2].ip) == Some(va)
             && c.node(2).flowed_vnid(&pods[3].ip) == Some(va)),
-        "tenant-b did not join tenant-a:\n{}",
+        "tenant-b did not join tenant-a (VNID {va}): its NetNamespace has {}, node 1 flows b1 with {:?}, node 2 b2 with {:?}; {} watches open; requests since the annotation:\n{}\n{}",
+        vnid("tenant-b"),
+        c.node(1).flowed_vnid(&pods[2].ip),
+        c.node(2).flowed_vnid(&pods[3].ip),
+        fake.watch_count(),
+        fake.requests().since(&before),
         plane.controller_log()
     );
     for n in &c.nodes {
