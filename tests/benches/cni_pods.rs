@@ -364,6 +364,7 @@ fn dual_stack_against_ipv4(n: usize, shim: &Path) {
         pids.map(|p| p.map_or(0.0, cpu_ms))
     };
     let cpu_before: Vec<[f64; 2]> = nodes.iter().map(|n| cpu(n)).collect();
+    let coverage_before: Vec<Vec<u64>> = nodes.iter().map(|n| coverage(n)).collect();
     let rounds = 4;
     let per = n.div_ceil(rounds);
     let mut lat: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
@@ -381,6 +382,17 @@ fn dual_stack_against_ipv4(n: usize, shim: &Path) {
         .map(|(node, before)| {
             let now = cpu(node);
             [now[0] - before[0], now[1] - before[1]]
+        })
+        .collect();
+    let coverage_used: Vec<Vec<f64>> = nodes
+        .iter()
+        .zip(&coverage_before)
+        .map(|(node, before)| {
+            coverage(node)
+                .iter()
+                .zip(before)
+                .map(|(now, b)| now.saturating_sub(*b) as f64 / n as f64)
+                .collect()
         })
         .collect();
     let rows: Vec<f64> = nodes
@@ -469,6 +481,12 @@ fn dual_stack_against_ipv4(n: usize, shim: &Path) {
             cpu_used[k][0] / n as f64,
             cpu_used[k][1] / n as f64
         );
+        let counters: Vec<String> = COVERAGE
+            .iter()
+            .zip(&coverage_used[k])
+            .map(|(name, v)| format!("{name} {v:.2}"))
+            .collect();
+        eprintln!("    ovs-vswitchd events per ADD: {}", counters.join(", "));
     }
     for (k, (nss, conf)) in nss.iter().zip(&confs).enumerate() {
         for (i, ns) in nss.iter().enumerate() {
@@ -478,6 +496,34 @@ fn dual_stack_against_ipv4(n: usize, shim: &Path) {
     for node in nodes {
         node.assert_no_pod_leftovers();
     }
+}
+
+/// ovs-vswitchd's coverage counters the dual-stack comparison prints per ADD: packets it
+/// received from ports, main-loop wake-ups, bridge reconfigurations, revalidations for flow
+/// table changes, upcalls translated, OpenFlow messages received.
+const COVERAGE: [&str; 6] = [
+    "netdev_received",
+    "poll_create_node",
+    "bridge_reconfigure",
+    "rev_flow_table",
+    "xlate_actions",
+    "ofproto_recv_openflow",
+];
+
+/// [`COVERAGE`]'s totals on `node`'s ovs-vswitchd (`ovs-appctl coverage/read-counter`).
+fn coverage(node: &AgentNode) -> Vec<u64> {
+    let ctl = node.ovs.vswitchd_ctl().display().to_string();
+    COVERAGE
+        .iter()
+        .map(|name| {
+            std::process::Command::new("ovs-appctl")
+                .args(["-t", &ctl, "coverage/read-counter", name])
+                .output()
+                .ok()
+                .and_then(|o| String::from_utf8(o.stdout).ok()?.trim().parse().ok())
+                .unwrap_or_else(|| panic!("ovs-appctl coverage/read-counter {name} failed"))
+        })
+        .collect()
 }
 
 /// CPU time (user + system) process `pid` has used, in milliseconds (0 when it is gone).

@@ -20,20 +20,45 @@ use super::*;
 
 mod batch;
 
-/// A network's lease directory, `<dataDir>/<network>/`. Cheap to clone; holds no open files.
+/// A network's lease directory, `<dataDir>/<network>/`. Cheap to clone (clones share one
+/// in-process lock); holds no open files.
 ///
 /// Every method takes the directory's flock for its whole duration, so it is safe to use from
-/// many threads and processes at once, and alongside a real host-local.
+/// many threads and processes at once, and alongside a real host-local. Threads of this
+/// process first queue on an in-process lock ([`InProcess`]), woken the moment it is free;
+/// only another process's holding of the flock is waited out by polling.
 #[derive(Debug, Clone)]
 pub struct Store {
     dir: PathBuf,
     lock_timeout: Duration,
+    local: std::sync::Arc<InProcess>,
 }
 
-/// Held while an operation runs; closing the descriptor releases the flock.
+/// The in-process half of the store's lock. flock(2) has no blocking wait with a timeout, so
+/// a waiter polls, with a back-off (50 µs doubling to 5 ms) that kept an ADD waiting up to
+/// twice as long as the pool's background lease batch it waited for; in-process waiters now
+/// sleep on a condition variable and take over at once.
+#[derive(Debug, Default)]
+pub(crate) struct InProcess {
+    busy: Mutex<bool>,
+    freed: std::sync::Condvar,
+}
+
+/// Held while an operation runs; closing the descriptor releases the flock, then the
+/// in-process lock is handed to the next waiter.
 #[derive(Debug)]
 pub(crate) struct LockGuard {
-    _file: File,
+    file: Option<File>,
+    local: std::sync::Arc<InProcess>,
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        // The flock first, so the next in-process holder finds it free.
+        drop(self.file.take());
+        *self.local.busy.lock().unwrap_or_else(|e| e.into_inner()) = false;
+        self.local.freed.notify_one();
+    }
 }
 
 impl Store {
@@ -66,6 +91,7 @@ impl Store {
         let store = Store {
             dir,
             lock_timeout: DEFAULT_LOCK_TIMEOUT,
+            local: Default::default(),
         };
         store.open_lock_file()?;
         store.remove_stale_temps();
@@ -439,13 +465,40 @@ impl Store {
 
     /// Takes the directory's flock, polling with back-off up to the lock timeout.
     pub(crate) fn lock(&self) -> Result<LockGuard, IpamError> {
-        let file = self.open_lock_file()?;
         let started = Instant::now();
+        {
+            let mut busy = self.local.busy.lock().unwrap_or_else(|e| e.into_inner());
+            while *busy {
+                let left = self.lock_timeout.saturating_sub(started.elapsed());
+                if left.is_zero() {
+                    return Err(IpamError::LockTimeout {
+                        path: self.lock_path(),
+                        waited: started.elapsed(),
+                    });
+                }
+                busy = self
+                    .local
+                    .freed
+                    .wait_timeout(busy, left)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            *busy = true;
+        }
+        // From here on a failure must hand the in-process lock back: the guard does.
+        let release = InProcessRelease(&self.local);
+        let file = self.open_lock_file()?;
         let mut pause = Duration::from_micros(50);
         loop {
             // std's file lock is flock(2) on Linux, the lock host-local takes too.
             match file.try_lock() {
-                Ok(()) => return Ok(LockGuard { _file: file }),
+                Ok(()) => {
+                    std::mem::forget(release);
+                    return Ok(LockGuard {
+                        file: Some(file),
+                        local: self.local.clone(),
+                    });
+                }
                 Err(std::fs::TryLockError::WouldBlock) => {}
                 Err(std::fs::TryLockError::Error(err)) => {
                     return Err(io_err("lock", &self.lock_path())(err))
@@ -650,5 +703,15 @@ pub(crate) fn warn_junk(path: &Path, why: &str) {
     };
     if first {
         tracing::warn!(path = %path.display(), "ignoring file in the ipam lease directory: {why}");
+    }
+}
+
+/// Hands the in-process lock back when `lock` fails after taking it.
+struct InProcessRelease<'a>(&'a InProcess);
+
+impl Drop for InProcessRelease<'_> {
+    fn drop(&mut self) {
+        *self.0.busy.lock().unwrap_or_else(|e| e.into_inner()) = false;
+        self.0.freed.notify_one();
     }
 }

@@ -515,6 +515,31 @@ fn lock_wait_is_bounded() {
     assert_eq!(s.leases().unwrap(), Vec::<Lease>::new());
 }
 
+/// Threads of one process queue on the in-process lock: a waiter is bounded by the lock
+/// timeout like a waiter on another process's flock, takes the lock when the holder lets go,
+/// and a failed wait leaves nothing held.
+#[test]
+fn in_process_waiters_are_bounded_and_served_in_turn() {
+    let t = TempDir::new();
+    let s = store(&t).with_lock_timeout(Duration::from_millis(200));
+    let held = s.lock().unwrap();
+    let other = s.clone();
+    let started = Instant::now();
+    let e = std::thread::spawn(move || other.leases().unwrap_err())
+        .join()
+        .unwrap();
+    assert!(matches!(e, IpamError::LockTimeout { .. }), "{e}");
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    let waiter = {
+        let s = s.clone().with_lock_timeout(Duration::from_secs(30));
+        std::thread::spawn(move || s.leases())
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    drop(held);
+    assert_eq!(waiter.join().unwrap().unwrap(), Vec::<Lease>::new());
+    assert_eq!(s.leases().unwrap(), Vec::<Lease>::new());
+}
+
 #[test]
 fn lock_file_is_recreated_if_deleted() {
     let t = TempDir::new();
