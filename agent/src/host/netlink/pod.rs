@@ -765,9 +765,9 @@ async fn configure_pod_side(pod: &Handle, spec: &PodLinkSpec) -> Result<(), Netl
         }
     };
     // First of all, while it is down: no automatic IPv6 address on the pod interface
-    // (`ip link set IFNAME addrgenmode none`). The pod network is IPv4 (table 0 drops
-    // a pod's IPv6), and a link-local address would make the pod's kernel send DAD,
-    // router solicitations and MLD reports into br0 for seconds after every ADD; on
+    // (`ip link set IFNAME addrgenmode none`). A pod's IPv6 addresses are the agent's
+    // (dual stack: added below, without DAD), and a link-local address would make the pod's
+    // kernel send DAD, router solicitations and MLD reports into br0 for seconds after every ADD; on
     // the userspace datapath each such packet wakes ovs-vswitchd's main loop, which
     // polls every port (milliseconds at 1000 pods): a node creating pods kept it busy.
     // A kernel without IPv6 refuses the attribute; that is fine (nothing to quiet).
