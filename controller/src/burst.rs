@@ -15,17 +15,15 @@ pub const BURST_QUIET: Duration = Duration::from_millis(50);
 /// a plan every second, and the Lease is renewed on time).
 pub const BURST_MAX: Duration = Duration::from_secs(1);
 
-/// Hands `each` every event `events` yields until none has come for `quiet`, or `max` has
-/// passed since the call; returns whether the stream ended.
+/// Hands `each` every event `events` yields until none has come for [`BURST_QUIET`], or
+/// [`BURST_MAX`] has passed since the call; returns whether the stream ended.
 pub async fn take_burst<S: futures::Stream + Unpin>(
     events: &mut S,
-    quiet: Duration,
-    max: Duration,
     mut each: impl FnMut(S::Item),
 ) -> bool {
-    let until = tokio::time::Instant::now() + max;
+    let until = tokio::time::Instant::now() + BURST_MAX;
     loop {
-        let wait = (tokio::time::Instant::now() + quiet).min(until);
+        let wait = (tokio::time::Instant::now() + BURST_QUIET).min(until);
         match tokio::time::timeout_at(wait, events.next()).await {
             Ok(Some(ev)) => each(ev),
             Ok(None) => return true,
@@ -55,7 +53,7 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(3600)).await;
         });
         let mut got = Vec::new();
-        let ended = take_burst(&mut events, BURST_QUIET, BURST_MAX, |e| got.push(e)).await;
+        let ended = take_burst(&mut events, |e| got.push(e)).await;
         assert!(!ended);
         assert_eq!(got, [0, 1, 2, 3, 4]);
         // the controller's loop waits for the first event of the next burst
@@ -76,7 +74,7 @@ mod tests {
         });
         let start = tokio::time::Instant::now();
         let mut n = 0;
-        let ended = take_burst(&mut events, BURST_QUIET, BURST_MAX, |_| n += 1).await;
+        let ended = take_burst(&mut events, |_| n += 1).await;
         assert!(!ended);
         assert_eq!(start.elapsed(), BURST_MAX);
         assert!((49..=51).contains(&n), "{n} events in one burst");
@@ -87,7 +85,7 @@ mod tests {
     async fn the_end_of_the_watches_is_reported() {
         let mut events = futures::stream::iter([1, 2, 3]);
         let mut got = Vec::new();
-        assert!(take_burst(&mut events, BURST_QUIET, BURST_MAX, |e| got.push(e)).await);
+        assert!(take_burst(&mut events, |e| got.push(e)).await);
         assert_eq!(got, [1, 2, 3]);
     }
 }

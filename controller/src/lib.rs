@@ -17,17 +17,17 @@
 //!   unchanged (docs/migrating-from-openshift-sdn.md).
 //! - **Watches** Nodes, Namespaces, HostSubnets, NetNamespaces and the ClusterNetwork with
 //!   kube-rs watchers (backoff, re-list on a lost watch). After every burst of events (taken
-//!   whole until the watches are quiet for [`burst::BURST_QUIET`], at most [`burst::BURST_MAX`]; the watch's
-//!   echo of a write already recorded is no event), and every [`RESYNC`], the leader plans
-//!   against the whole view and executes the plan; a failed write is logged and planned again
-//!   next time.
+//!   whole until the watches are quiet for [`burst::BURST_QUIET`], at most
+//!   [`burst::BURST_MAX`]; the watch's echo of a write already recorded is no event), and
+//!   every [`RESYNC`], the leader plans against the whole view and executes the plan; a failed
+//!   write is logged and planned again next time.
 //! - Writes are create / replace (with the object's resourceVersion, so a concurrent change
 //!   makes the write fail and the next plan sees the change) / delete, through `DynamicObject`s.
 
 pub mod burst;
 pub mod plan;
 
-use burst::{take_burst, BURST_MAX, BURST_QUIET};
+use burst::take_burst;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -240,9 +240,14 @@ pub async fn run(cfg: Config, shutdown: impl std::future::Future<Output = ()>) -
             }
             _ = resync.tick() => dirty = true,
             ev = events.next() => {
-                let Some(ev) = ev else { bail!("the watches ended") };
-                dirty |= view.apply(ev);
-                if take_burst(&mut events, BURST_QUIET, BURST_MAX, |ev| dirty |= view.apply(ev)).await {
+                let ended = match ev {
+                    Some(ev) => {
+                        dirty |= view.apply(ev);
+                        take_burst(&mut events, |ev| dirty |= view.apply(ev)).await
+                    }
+                    None => true,
+                };
+                if ended {
                     bail!("the watches ended")
                 }
             }

@@ -516,12 +516,11 @@ fn coverage(node: &AgentNode) -> Vec<u64> {
     COVERAGE
         .iter()
         .map(|name| {
-            std::process::Command::new("ovs-appctl")
-                .args(["-t", &ctl, "coverage/read-counter", name])
-                .output()
-                .ok()
-                .and_then(|o| String::from_utf8(o.stdout).ok()?.trim().parse().ok())
-                .unwrap_or_else(|| panic!("ovs-appctl coverage/read-counter {name} failed"))
+            let out = run("ovs-appctl", &["-t", &ctl, "coverage/read-counter", name])
+                .unwrap_or_else(|e| panic!("ovs-appctl coverage/read-counter {name}: {e}"));
+            out.trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("coverage/read-counter {name} said {out:?}"))
         })
         .collect()
 }

@@ -3,7 +3,7 @@
 //! is polled with a back-off (flock(2) has no blocking wait with a timeout).
 
 use std::fs::File;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{io_err, IpamError, Store};
@@ -18,59 +18,69 @@ pub(crate) struct InProcess {
     freed: std::sync::Condvar,
 }
 
-/// Held while an operation runs; closing the descriptor releases the flock, then the
-/// in-process lock is handed to the next waiter.
-#[derive(Debug)]
-pub(crate) struct LockGuard {
-    file: Option<File>,
-    local: std::sync::Arc<InProcess>,
-}
-
-impl Drop for LockGuard {
-    fn drop(&mut self) {
-        // The flock first, so the next in-process holder finds it free.
-        drop(self.file.take());
-        *self.local.busy.lock().unwrap_or_else(|e| e.into_inner()) = false;
-        self.local.freed.notify_one();
+impl InProcess {
+    /// Waits (until `timeout` after `started`) for the in-process lock and takes it; `None`
+    /// when the wait ran out.
+    fn take(self: &Arc<Self>, started: Instant, timeout: Duration) -> Option<InProcessGuard> {
+        let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        while *busy {
+            let left = timeout.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                return None;
+            }
+            busy = self
+                .freed
+                .wait_timeout(busy, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        *busy = true;
+        Some(InProcessGuard(self.clone()))
     }
 }
 
+/// The in-process lock, held: handed to the next waiter when dropped.
+#[derive(Debug)]
+struct InProcessGuard(Arc<InProcess>);
+
+impl Drop for InProcessGuard {
+    fn drop(&mut self) {
+        *self.0.busy.lock().unwrap_or_else(|e| e.into_inner()) = false;
+        self.0.freed.notify_one();
+    }
+}
+
+/// Held while an operation runs. Fields drop in order: closing the descriptor releases the
+/// flock, then the in-process lock is handed to the next waiter, who finds the flock free.
+#[derive(Debug)]
+pub(crate) struct LockGuard {
+    _file: File,
+    _local: InProcessGuard,
+}
+
 impl Store {
-    /// Takes the directory's flock, polling with back-off up to the lock timeout.
+    /// Takes the in-process lock, then the directory's flock (polling with back-off), both
+    /// within the lock timeout.
     pub(crate) fn lock(&self) -> Result<LockGuard, IpamError> {
         let started = Instant::now();
-        {
-            let mut busy = self.local.busy.lock().unwrap_or_else(|e| e.into_inner());
-            while *busy {
-                let left = self.lock_timeout.saturating_sub(started.elapsed());
-                if left.is_zero() {
-                    return Err(IpamError::LockTimeout {
-                        path: self.lock_path(),
-                        waited: started.elapsed(),
-                    });
-                }
-                busy = self
-                    .local
-                    .freed
-                    .wait_timeout(busy, left)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
-            }
-            *busy = true;
-        }
-        // From here on a failure must hand the in-process lock back: the guard does.
-        let release = InProcessRelease(&self.local);
+        let timed_out = || IpamError::LockTimeout {
+            path: self.lock_path(),
+            waited: started.elapsed(),
+        };
+        let local = self
+            .local
+            .take(started, self.lock_timeout)
+            .ok_or_else(timed_out)?;
         let file = self.open_lock_file()?;
         let mut pause = Duration::from_micros(50);
         loop {
             // std's file lock is flock(2) on Linux, the lock host-local takes too.
             match file.try_lock() {
                 Ok(()) => {
-                    std::mem::forget(release);
                     return Ok(LockGuard {
-                        file: Some(file),
-                        local: self.local.clone(),
-                    });
+                        _file: file,
+                        _local: local,
+                    })
                 }
                 Err(std::fs::TryLockError::WouldBlock) => {}
                 Err(std::fs::TryLockError::Error(err)) => {
@@ -79,23 +89,10 @@ impl Store {
             }
             let waited = started.elapsed();
             if waited >= self.lock_timeout {
-                return Err(IpamError::LockTimeout {
-                    path: self.lock_path(),
-                    waited,
-                });
+                return Err(timed_out());
             }
             std::thread::sleep(pause.min(self.lock_timeout - waited));
             pause = (pause * 2).min(Duration::from_millis(5));
         }
-    }
-}
-
-/// Hands the in-process lock back when `lock` fails after taking it.
-struct InProcessRelease<'a>(&'a InProcess);
-
-impl Drop for InProcessRelease<'_> {
-    fn drop(&mut self) {
-        *self.0.busy.lock().unwrap_or_else(|e| e.into_inner()) = false;
-        self.0.freed.notify_one();
     }
 }
