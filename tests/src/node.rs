@@ -388,6 +388,12 @@ impl AgentNode {
             .extend(args.iter().map(|s| s.to_string()));
     }
 
+    /// Replaces the flags [`AgentNode::add_agent_args`] added (a configuration going back).
+    pub fn replace_agent_args(&self, args: &[&str]) {
+        *self.more_args.lock().unwrap_or_else(|e| e.into_inner()) =
+            args.iter().map(|s| s.to_string()).collect();
+    }
+
     /// Runs `sdn-agent <command>` with this node's agent flags in the node's namespace (a
     /// command that reads the agent's configuration, such as `hand-back-to-openshift-sdn`) and
     /// returns its exit status and output (stdout, then stderr).

@@ -8,7 +8,8 @@
 //! - CHECK passes on a dual-stack pod and DEL releases both leases and removes both families'
 //!   rows;
 //! - adding the IPv6 network to a running IPv4 node: its pods keep IPv4 only and work, new
-//!   pods get both families; `CNI_ARGS IP=` asks for one address per family, and every bad
+//!   pods get both families; taking it away again is refused, naming the setting, with
+//!   nothing changed and the pods' IPv6 working; `CNI_ARGS IP=` asks for one address per family, and every bad
 //!   one is refused with what is wrong and nothing left;
 //! - three nodes of a dual-stack cluster: ICMPv6 and TCP over IPv6 cross nodes over VXLAN on
 //!   the IPv4 underlay within a tenant (and to and from the global namespace) only, and the
@@ -26,7 +27,8 @@
 //! - forged neighbour discovery (advertisements of another's address or with another's MAC,
 //!   unsolicited ones, solicitations with another's MAC, duplicate address detection, router
 //!   advertisements, redirects), spoofed IPv6 sources, and ND and UDP across tenants reach no
-//!   pod, while their truthful versions do, and no neighbour table learns a lie.
+//!   pod, while their truthful versions do, and no neighbour table learns a lie;
+//! - a pool pod's MLD reports are dropped on the pool peer's egress, before br0.
 
 use std::collections::BTreeMap;
 use std::net::Ipv6Addr;
@@ -504,6 +506,83 @@ fn a_running_ipv4_node_turns_dual_stack_and_keeps_its_pods() {
         let out = check(p);
         assert_eq!(out.code, 0, "CHECK {}: {}", p.id, out.stdout);
     }
+}
+
+#[test]
+fn the_ipv6_network_is_not_taken_from_pods_that_hold_it() {
+    // A dual-stack node whose configuration loses its IPv6 network again: the agent refuses
+    // to start, naming the setting and both values, and changes nothing; its pods keep both
+    // families meanwhile, and with the IPv6 network back it goes on as before.
+    let node = AgentNode::new(NodeOptions::default());
+    node.add_agent_args(&DUAL_STACK_FLAGS);
+    node.start_agent();
+    node.set_netnamespace("tenant-a", 11);
+    let [a1, a2] = ["a1", "a2"].map(|n| node.pod("tenant-a", n));
+    let a2_6 = a2.ip6.clone().expect("a dual-stack pod has IPv6");
+    assert!(ping6(&a1, &a2_6), "a1 -> a2 over IPv6 before");
+    let flows = node.flows();
+    let state = || {
+        let mut files: Vec<(String, String)> = std::fs::read_dir(node.state_dir())
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+                (e.file_name().to_string_lossy().into_owned(), text)
+            })
+            .collect();
+        files.sort();
+        files
+    };
+    let (state_before, leases_before) = (state(), node.leases());
+
+    node.stop_agent(libc::SIGTERM);
+    node.replace_agent_args(&[]);
+    let log_from = node.log().len();
+    assert!(
+        !node.start_agent_may_die(),
+        "an agent without the IPv6 network started on a dual-stack cluster"
+    );
+    let said = node.log()[log_from..].to_string();
+    for part in ["the IPv6 cluster network", "fd01::/48,64", "none"] {
+        assert!(
+            said.contains(part),
+            "the refusal does not say {part:?}: {said}"
+        );
+    }
+    assert_eq!(
+        state(),
+        state_before,
+        "the refused agent changed the cluster state"
+    );
+    assert_eq!(
+        node.leases(),
+        leases_before,
+        "the refused agent changed the leases"
+    );
+    assert_eq!(node.flows(), flows, "the refused agent changed br0");
+    assert!(
+        ping6(&a1, &a2_6),
+        "a1 -> a2 over IPv6 while the agent is refused"
+    );
+    assert!(
+        a1.ping(&a2.ip, 2),
+        "a1 -> a2 over IPv4 while the agent is refused"
+    );
+
+    // The IPv6 network back: the pods keep both addresses, a new pod gets both.
+    node.replace_agent_args(&DUAL_STACK_FLAGS);
+    node.start_agent();
+    let a3 = node.pod("tenant-a", "a3");
+    let a3_6 = a3.ip6.clone().expect("a new pod has IPv6 again");
+    assert!(
+        ping6(&a1, &a3_6) && ping6(&a3, &a2_6),
+        "IPv6 after the restart"
+    );
+    let a1_6 = a1
+        .ns
+        .exec(&["ip", "-6", "addr", "show", "dev", "eth0", "scope", "global"])
+        .unwrap();
+    assert!(a1_6.contains(a1.ip6.as_deref().unwrap()), "{a1_6}");
 }
 
 #[test]
@@ -1212,4 +1291,60 @@ fn warm_pool_ports_carry_both_families_to_the_pods_that_take_them() {
     });
     assert!(released, "{} or {ip6} still leased to {}", gone.ip, gone.id);
     node.assert_pool_sane(64); // the agent's default pool size
+}
+
+/// A link's counter from sysfs (`rx_packets`, `tx_dropped`...), read inside `ns`.
+fn link_counter(ns: &sdn_tests::harness::Netns, link: &str, counter: &str) -> u64 {
+    let path = format!("/sys/class/net/{link}/statistics/{counter}");
+    let text = ns
+        .exec(&["cat", &path])
+        .unwrap_or_else(|e| panic!("reading {path}: {e}"));
+    text.trim().parse().unwrap()
+}
+
+#[test]
+fn a_pool_pods_mld_reports_are_dropped_before_br0() {
+    // A dual-stack pod's kernel sends MLD reports for its address's solicited-node group.
+    // On a pool port they are dropped on the pool peer's egress: its host end on br0 receives
+    // nothing from a pod that has not sent anything itself, and ND still works.
+    let node = dual_stack_node();
+    node.set_netnamespace("tenant-a", 11);
+    let filled = wait_until(Duration::from_secs(30), || {
+        node.metrics()
+            .get("sdn_port_pool_free")
+            .is_some_and(|n| *n >= 2.0)
+    });
+    assert!(filled, "the port pool did not fill: {:?}", node.metrics());
+    let [a1, a2] = ["a1", "a2"].map(|n| node.pod("tenant-a", n));
+    for p in [&a1, &a2] {
+        assert!(
+            wired_line(&node, &p.id).contains("pooled_port=true"),
+            "{} is not on a pool port: {}",
+            p.id,
+            wired_line(&node, &p.id)
+        );
+    }
+    // The kernel sends its two reports within a second of the address (the unsolicited
+    // report interval); the pod's interface counts them as sent and dropped.
+    let sent = wait_until(Duration::from_secs(5), || {
+        link_counter(&a1.ns, "eth0", "tx_dropped") >= 2
+    });
+    assert!(
+        sent,
+        "a1's eth0 dropped {} frames, its host end received {}",
+        link_counter(&a1.ns, "eth0", "tx_dropped"),
+        link_counter(node.ovs.ns(), &node.port_of(&a1.id), "rx_packets")
+    );
+    for p in [&a1, &a2] {
+        let port = node.port_of(&p.id);
+        assert_eq!(
+            link_counter(node.ovs.ns(), &port, "rx_packets"),
+            0,
+            "{port} (of {}) received frames from a pod that sent none itself",
+            p.id
+        );
+    }
+    // Neighbour discovery and the pod's own IPv6 still pass.
+    assert!(ping6(&a1, a2.ip6.as_deref().unwrap()), "a1 -> a2");
+    assert!(link_counter(node.ovs.ns(), &node.port_of(&a1.id), "rx_packets") > 0);
 }

@@ -220,6 +220,10 @@ pub trait PodLinks: Send + Sync + Debug + 'static {
         name: &str,
     ) -> impl Future<Output = Result<bool, NetlinkError>> + Send;
 
+    /// Keeps the MLD messages of a pod on pool peer `name` off br0 (a `tc` drop on the peer's
+    /// egress; see `host::netlink::mld`). Idempotent, never fails (it logs).
+    fn quiet_pool_peer(&self, name: &str) -> impl Future<Output = ()> + Send;
+
     /// The interface index of node-netns link `name`, if it exists.
     fn link_exists(
         &self,
@@ -469,6 +473,10 @@ impl PodLinks for Netlink {
 
     async fn pool_peer_parked(&self, name: &str) -> Result<bool, NetlinkError> {
         Netlink::parked(self, name).await
+    }
+
+    async fn quiet_pool_peer(&self, name: &str) {
+        Netlink::quiet_pool_peer(self, name).await
     }
 
     async fn links_named(&self, prefix: &str) -> Result<Vec<String>, NetlinkError> {

@@ -253,7 +253,7 @@ impl<Io: NodeIo> Pods<Io> {
         }
         tracing::info!(
             sandbox = %a.container_id, ifname = %a.ifname, namespace = %pod.namespace,
-            pod = %pod.name, ip = %ip.map_or_else(|| "none".into(), |i| i.to_string()), ip6 = ?ip6, ofport = pod.ofport, vnid = %pod.vnid,
+            pod = %pod.name, ip = %ip.map_or_else(|| "none".into(), |i| i.to_string()), ip6 = %ip6.map_or_else(|| "none".into(), |i| i.to_string()), ofport = pod.ofport, vnid = %pod.vnid,
             pooled_port = pooled.is_some(), warm_port = warm.is_some(),
             ms_before = %clock.shown(), ms = %format_args!("{:.1}", clock.started.elapsed().as_secs_f64() * 1e3), "pod wired"
         );

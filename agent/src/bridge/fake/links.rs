@@ -302,6 +302,8 @@ impl PodLinks for FakeLinks {
             .any(|l| l.netns.as_os_str().is_empty() && l.ifname == name))
     }
 
+    async fn quiet_pool_peer(&self, _name: &str) {}
+
     async fn create_pool_veth(
         &self,
         host: &str,

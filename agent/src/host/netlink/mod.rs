@@ -42,7 +42,7 @@
 //!
 //! # Limits
 //!
-//! IPv4 only. The node connection is not re-established if the kernel closes it (it does not in
+//! The node connection is not re-established if the kernel closes it (it does not in
 //! practice; requests would then fail with "the netlink connection is closed"). The routes of
 //! [`Netlink::configure_gateway`] go to the main table with `proto static`; nothing is ever
 //! removed by it. Deleting a veth costs the kernel 20-50 ms (network device unregistration waits
@@ -55,6 +55,7 @@ pub use egress6::{nd_probe, unsolicited_na};
 mod error;
 mod ethtool;
 mod gateway;
+mod mld;
 mod names;
 mod netns;
 pub use netns::{is_pinned_netns, pin_outlives_agent};
@@ -274,6 +275,40 @@ impl Netlink {
                 .iter()
                 .any(|a| matches!(a, LinkAttribute::Promiscuity(n) if *n > 0))
         }))
+    }
+
+    /// Sets the MLD drop on pool peer `peer`'s egress ([`mld`]): at the pair's creation, and
+    /// for the pairs an agent finds at start-up (made by an agent before this one had it).
+    /// Never fails: the drop is an economy (table 0 drops MLD anyway), so a kernel without
+    /// `clsact` or `cls_bpf` gets one warning and pool ports without it.
+    pub async fn quiet_pool_peer(&self, peer: &str) {
+        static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        let set = async {
+            let parking = self.parking().await?;
+            let link = get_link(&parking.handle, peer)
+                .await
+                .map_err(|e| NetlinkError::nl(format!("looking up pool veth {peer}"), e))?
+                .ok_or_else(|| NetlinkError::LinkNotFound {
+                    ifname: peer.to_string(),
+                    netns: "the port pool's namespace".into(),
+                })?;
+            mld::drop_mld_on_egress(&parking.handle, link.header.index)
+                .await
+                .map_err(|e| {
+                    NetlinkError::nl(format!("setting the MLD drop on pool veth {peer}"), e)
+                })
+        };
+        let Err(e) = bounded(format!("setting the MLD drop on pool veth {peer}"), set)
+            .await
+            .and_then(|r| r)
+        else {
+            return;
+        };
+        if WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            tracing::debug!(pool_peer = %peer, error = %e, "no MLD drop on a pool port");
+        } else {
+            tracing::warn!(pool_peer = %peer, error = %e, "pool ports go without their MLD drop (the kernel's clsact qdisc or cls_bpf classifier missing?): dual-stack pods on them send their MLD reports to br0, which drops them");
+        }
     }
 
     /// Takes a pod's interface off pool peer `peer` (see [`crate::bridge::seams::PodLinks`]): deletes

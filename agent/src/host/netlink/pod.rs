@@ -294,6 +294,7 @@ impl Netlink {
     /// ip link add HOST mtu MTU type veth peer name PEER mtu MTU netns PARKING
     /// ethtool -K HOST tx off; ip -n PARKING ... ethtool -K PEER tx off   # if asked
     /// sysctls taking the node kernel out of HOST's path               # see isolate_host_veth
+    /// tc on PEER's egress dropping MLD                                # see quiet_pool_peer
     /// ip -n PARKING link set PEER up; ip link set HOST up
     /// ```
     ///
@@ -353,6 +354,8 @@ impl Netlink {
                 })?;
             }
             super::isolate_host_veth(host)?;
+            // Before the peer comes up (a pod's interface will transmit through it).
+            self.quiet_pool_peer(peer).await;
             // Both ends up for good: the host end keeps its carrier whether or not a pod
             // sits on the peer.
             up(parking.handle.clone(), peer).await??;

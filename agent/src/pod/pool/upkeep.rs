@@ -393,11 +393,15 @@ impl<Io: NodeIo> Pods<Io> {
             let host_alive = self.links.link_exists(&i.name).await?.is_some();
             let peer_parked = !peer.is_empty() && self.links.pool_peer_parked(&peer).await?;
             match (host_alive && peer_parked, ofport) {
-                (true, Some(ofport)) => kept.push(PooledPort {
-                    host: i.name,
-                    peer,
-                    ofport,
-                }),
+                (true, Some(ofport)) => {
+                    // A pair made by an agent before the MLD drop existed gets it now.
+                    self.links.quiet_pool_peer(&peer).await;
+                    kept.push(PooledPort {
+                        host: i.name,
+                        peer,
+                        ofport,
+                    })
+                }
                 _ => {
                     if host_alive {
                         self.links.delete_host_veth(&i.name).await?;
