@@ -84,6 +84,22 @@ pub use sysctl::{
     enable_ip_forward, get_sysctl, isolate_host_veth, isolate_host_veth_ipv4, set_sysctl,
 };
 
+/// The interface index of pool peer `peer` in the parking namespace.
+pub(crate) async fn pool_peer_index(
+    parking: &netns::Parking,
+    peer: &str,
+) -> Result<u32, NetlinkError> {
+    Ok(get_link(&parking.handle, peer)
+        .await
+        .map_err(|e| NetlinkError::nl(format!("looking up pool veth {peer}"), e))?
+        .ok_or_else(|| NetlinkError::LinkNotFound {
+            ifname: peer.to_string(),
+            netns: "the port pool's namespace".into(),
+        })?
+        .header
+        .index)
+}
+
 /// The bound on any single operation of this module (one pod link creation, one deletion...).
 pub const OP_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -285,14 +301,8 @@ impl Netlink {
         static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
         let set = async {
             let parking = self.parking().await?;
-            let link = get_link(&parking.handle, peer)
-                .await
-                .map_err(|e| NetlinkError::nl(format!("looking up pool veth {peer}"), e))?
-                .ok_or_else(|| NetlinkError::LinkNotFound {
-                    ifname: peer.to_string(),
-                    netns: "the port pool's namespace".into(),
-                })?;
-            mld::drop_mld_on_egress(&parking.handle, link.header.index)
+            let index = pool_peer_index(parking, peer).await?;
+            mld::drop_mld_on_egress(&parking.handle, index)
                 .await
                 .map_err(|e| {
                     NetlinkError::nl(format!("setting the MLD drop on pool veth {peer}"), e)

@@ -218,15 +218,7 @@ impl Netlink {
     ) -> Result<Result<(), rtnetlink::Error>, NetlinkError> {
         guard.armed = true;
         let parking = self.parking().await?;
-        let index = get_link(&parking.handle, peer)
-            .await
-            .map_err(|e| NetlinkError::nl(format!("looking up pool veth {peer}"), e))?
-            .ok_or_else(|| NetlinkError::LinkNotFound {
-                ifname: peer.to_string(),
-                netns: "the port pool's namespace".into(),
-            })?
-            .header
-            .index;
+        let index = super::pool_peer_index(parking, peer).await?;
         parking
             .handle
             .link()
