@@ -554,7 +554,13 @@ impl AgentNode {
     pub fn stop_agent(&self, signal: i32) {
         let taken = self.agent.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(mut c) = taken {
-            // nsenter execs the agent: the child pid is the agent's.
+            // nsenter execs the agent: the child pid is the agent's, unless an
+            // SDN_TEST_AGENT_WRAPPER (strace, heaptrack) runs it as its own child, which a
+            // signal to the wrapper alone can leave running: those first.
+            for pid in descendants(c.id() as i32) {
+                // SAFETY: kill on a pid descending from a child we spawned and have not reaped.
+                unsafe { libc::kill(pid, signal) };
+            }
             // SAFETY: kill on a pid we spawned and have not reaped.
             unsafe { libc::kill(c.id() as i32, signal) };
             let _ = c.wait();
@@ -990,6 +996,39 @@ impl AgentNode {
         assert_eq!(self.leases(), Vec::<String>::new(), "leases left");
         assert_eq!(self.pod_flows(), Vec::<String>::new(), "pod flows left");
     }
+}
+
+/// The processes descending from `pid` (children first, from `/proc/*/stat`'s parent pids).
+fn descendants(pid: i32) -> Vec<i32> {
+    let parents: Vec<(i32, i32)> = fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let p: i32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = fs::read_to_string(e.path().join("stat")).ok()?;
+            // `pid (comm) state ppid ...`: comm may hold spaces, so after the last ')'.
+            let ppid = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            Some((p, ppid))
+        })
+        .collect();
+    let mut found = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(parent) = frontier.pop() {
+        for &(p, pp) in &parents {
+            if pp == parent && !found.contains(&p) {
+                found.push(p);
+                frontier.push(p);
+            }
+        }
+    }
+    found
 }
 
 impl Drop for AgentNode {
