@@ -64,6 +64,9 @@ impl<Io: NodeIo> Pods<Io> {
             let addressed = record.ip.is_some() || record.ip6.is_some();
             match (alive, addressed, ofport) {
                 (true, true, Some(ofport)) => {
+                    if pool::is_pool_port(&name) {
+                        self.pool.note_unquieted(&name);
+                    }
                     // Pods wired by an older agent get the host-veth hardening too (and the
                     // record says so, so the next start skips the sysctl writes).
                     let mut hardened = record.hardened;

@@ -984,6 +984,20 @@ async fn a_restart_keeps_pods_on_pool_ports_only_while_their_interface_is_on_the
     assert!(rig.links.link(&gone_pod.host_veth).is_none());
     assert!(rig.leases().iter().all(|(_, ip)| *ip != gone_pod.ip));
     assert!(rig.links.link(&alive_pod.host_veth).is_some());
+
+    // The surviving pod's pair may come from an agent before the MLD drop: its peer gets
+    // it when the pod's DEL gives the port back to the pool, once, and no other peer does.
+    let peer = super::pool::peer_of(&alive_pod.host_veth);
+    let before = rig.links.quieted();
+    assert!(!before.contains(&peer), "{before:?}");
+    fresh.del(&alive.id).await.unwrap();
+    fresh.retire_ports().await;
+    assert_eq!(fresh.pool().idle(), 1, "the port is back in the pool");
+    assert_eq!(rig.links.quieted()[before.len()..], [peer]);
+    assert!(
+        !fresh.pool().take_unquieted(&alive_pod.host_veth),
+        "noted once"
+    );
 }
 
 #[tokio::test]

@@ -31,6 +31,8 @@ struct LinksState {
     /// By host end name.
     links: BTreeMap<String, FakeLink>,
     next_index: u32,
+    /// Pool peers given the MLD drop, in order.
+    quieted: Vec<String>,
 }
 
 /// Fake netlink: network namespaces and veth pairs (see the module docs). Clones share state.
@@ -66,6 +68,11 @@ impl FakeLinks {
     }
 
     /// The veth whose host end is `name`.
+    /// The pool peers given the MLD drop ([`PodLinks::quiet_pool_peer`]), in order.
+    pub(crate) fn quieted(&self) -> Vec<String> {
+        lock(&self.state).quieted.clone()
+    }
+
     pub(crate) fn link(&self, name: &str) -> Option<FakeLink> {
         lock(&self.state).links.get(name).cloned()
     }
@@ -302,7 +309,9 @@ impl PodLinks for FakeLinks {
             .any(|l| l.netns.as_os_str().is_empty() && l.ifname == name))
     }
 
-    async fn quiet_pool_peer(&self, _name: &str) {}
+    async fn quiet_pool_peer(&self, name: &str) {
+        lock(&self.state).quieted.push(name.to_string());
+    }
 
     async fn create_pool_veth(
         &self,

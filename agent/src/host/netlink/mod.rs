@@ -294,7 +294,8 @@ impl Netlink {
     }
 
     /// Sets the MLD drop on pool peer `peer`'s egress ([`mld`]): at the pair's creation, and
-    /// for the pairs an agent finds at start-up (made by an agent before this one had it).
+    /// for the pairs an agent finds at start-up, which an agent from before the drop may have
+    /// made (idle ones at once, ones holding a pod when the pod's DEL gives them back).
     /// Never fails: the drop is an economy (table 0 drops MLD anyway), so a kernel without
     /// `clsact` or `cls_bpf` gets one warning and pool ports without it.
     pub async fn quiet_pool_peer(&self, peer: &str) {

@@ -222,6 +222,10 @@ pub struct PortPool {
     /// by name; the others are deleted.
     recycled: std::sync::Mutex<BTreeMap<String, PooledPort>>,
     dead: std::sync::Mutex<Vec<String>>,
+    /// Pool ports that held a pod when this agent started: their pairs may have been made by
+    /// an agent from before the MLD drop, which their peers get when they come back to the
+    /// pool (see `retire_ports`).
+    unquieted: std::sync::Mutex<BTreeSet<String>>,
     wake: tokio::sync::Notify,
     /// Wakes the refill (the pool fell to half).
     refill: tokio::sync::Notify,
@@ -465,6 +469,16 @@ impl PortPool {
             self.wake.notify_one();
         }
         out
+    }
+
+    /// Notes that pool port `port` held a pod at start-up ([`PortPool::unquieted`]).
+    pub fn note_unquieted(&self, port: &str) {
+        lock(&self.unquieted).insert(port.to_string());
+    }
+
+    /// Whether pool port `port` was noted at start-up and not yet taken care of (once).
+    pub fn take_unquieted(&self, port: &str) -> bool {
+        lock(&self.unquieted).remove(port)
     }
 
     /// Puts ports back in the idle pool.

@@ -134,8 +134,16 @@ impl<Io: NodeIo> Pods<Io> {
             // One lock at a time (`wants_back` takes `idle`, then `recycled`).
             let back = lock(&self.pool.recycled).remove(&p);
             match back {
-                Some(port) => lock(&self.pool.idle).push_back(port),
-                None => self.pool.bury(p),
+                Some(port) => {
+                    if self.pool.take_unquieted(&port.host) {
+                        self.links.quiet_pool_peer(&port.peer).await;
+                    }
+                    lock(&self.pool.idle).push_back(port)
+                }
+                None => {
+                    self.pool.take_unquieted(&p);
+                    self.pool.bury(p)
+                }
             }
         }
     }
