@@ -9,8 +9,8 @@
 //!   rows;
 //! - adding the IPv6 network to a running IPv4 node: its pods keep IPv4 only and work, new
 //!   pods get both families; taking it away again is refused, naming the setting, with
-//!   nothing changed and the pods' IPv6 working; `CNI_ARGS IP=` asks for one address per family, and every bad
-//!   one is refused with what is wrong and nothing left;
+//!   nothing changed and the pods' IPv6 working; `CNI_ARGS IP=` asks for one address per
+//!   family, and every bad one is refused with what is wrong and nothing left;
 //! - three nodes of a dual-stack cluster: ICMPv6 and TCP over IPv6 cross nodes over VXLAN on
 //!   the IPv4 underlay within a tenant (and to and from the global namespace) only, and the
 //!   node reaches every pod;
