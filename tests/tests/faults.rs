@@ -696,7 +696,7 @@ fn files_not_whole(node: &AgentNode) -> Vec<String> {
 
 /// The agent SIGKILLs itself at every step of every file write it makes (the
 /// `SDN_TEST_KILL_AT_WRITE` hook of `cluster::files`: half a file, then a whole file not yet in
-/// place) while it writes its CNI config at start-up and leases and cursors for an ADD and a
+/// place; a lease or cursor rewritten in place: before and after its one write) while it writes its CNI config at start-up and leases and cursors for an ADD and a
 /// DEL; after each kill the next agent starts, every file is whole (none empty, none half, no
 /// "unparsable last reserved ip"), the runtime's DEL + ADD succeeds, and nothing leaks.
 #[test]

@@ -145,6 +145,43 @@ fn host_local_releases_our_lease() {
     assert!(e.contains("duplicate allocation"), "{e}");
 }
 
+/// A lease handed over in place to a shorter holder ends in spaces (`cluster::files`'
+/// "In place"): the real host-local still finds it (it trims what it compares) and releases
+/// it, and refuses to lease it twice. And the allocation cursor, rewritten in place, is one
+/// host-local follows (it parses it untrimmed).
+#[test]
+fn host_local_reads_leases_handed_over_in_place() {
+    let d = DataDir::new();
+    let (subnet, gw) = ("10.128.0.0/23", "10.128.0.1");
+    let store = Store::new(&d.0, NETWORK).unwrap();
+    let r = range(subnet, gw);
+    let warm = store
+        .allocate(&r, "sdn-warm-sdnp0123456789", "vnid-5", None)
+        .unwrap();
+    store
+        .transfer(warm.ip, ("sdn-warm-sdnp0123456789", "vnid-5"), ("c1", "eth0"))
+        .unwrap();
+    let file = store.dir().join(warm.ip.to_string());
+    let content = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        content.starts_with("c1\r\neth0 ") && content.trim_end() == "c1\r\neth0",
+        "expected a padded lease, got {content:?}"
+    );
+    let e = host_local(&d.0, subnet, gw, "ADD", "c1", "eth0", "").unwrap_err();
+    assert!(e.contains("duplicate allocation"), "{e}");
+    // The cursor: rewritten in place from 10.128.0.2 to 10.128.0.3 (as long), and host-local's
+    // next address follows it.
+    let next = store.allocate(&r, "c2", "eth0", None).unwrap();
+    assert_eq!(next.ip, ip("10.128.0.3"));
+    assert_eq!(hl_add(&d.0, subnet, gw, "theirs"), ip("10.128.0.4"));
+    hl_del(&d.0, subnet, gw, "c1", "eth0");
+    assert!(!file.exists(), "host-local DEL left the padded lease");
+    assert_eq!(
+        store.leases().unwrap().iter().map(|l| l.ip).collect::<Vec<_>>(),
+        vec![ip("10.128.0.3"), ip("10.128.0.4")]
+    );
+}
+
 #[test]
 fn we_read_follow_and_release_host_local_leases() {
     let d = DataDir::new();

@@ -12,7 +12,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use cluster::files::{create_new, Durability};
+use cluster::files::{create_new, Durability, Tail};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -535,7 +535,12 @@ impl Store {
             return Ok(false);
         }
         let last = self.last_reserved_path(ip.range_set());
-        if let Err(e) = write(&last, ip.to_string().as_bytes(), Durability::Process) {
+        if let Err(e) = write(
+            &last,
+            ip.to_string().as_bytes(),
+            Durability::Process,
+            Tail::Exact,
+        ) {
             let _ = fs::remove_file(&path);
             return Err(io_err("write last reserved ip file", &last)(e));
         }
@@ -574,8 +579,12 @@ impl Store {
 }
 
 /// Writes `bytes` over `path` atomically, mode 0644 ([`cluster::files::write`]).
-fn write(path: &Path, bytes: &[u8], durability: Durability) -> io::Result<()> {
-    cluster::files::write(path, bytes, 0o644, durability)
+/// A lease or the cursor, in place when one write makes it whole (every reader of this
+/// directory takes its lock, host-local too: `cluster::files::overwrite`); `tail`: a lease
+/// may end in spaces (host-local and [`Lease`]'s parser trim its content), the cursor not
+/// (host-local parses it as it is).
+fn write(path: &Path, bytes: &[u8], durability: Durability, tail: Tail) -> io::Result<()> {
+    cluster::files::overwrite(path, bytes, 0o644, durability, tail)
 }
 
 /// A container id must survive host-local's whitespace trimming and `\r\n` split unchanged.

@@ -271,6 +271,28 @@ fn transfer_hands_a_lease_over_in_place_and_only_from_its_holder() {
         s.transfer(l.ip, ("pod-a", "net1"), ("", "eth0")),
         Err(IpamError::InvalidContainerId { .. })
     ));
+    // Handed over in place, the same file (no new block for the filesystem to allocate, no
+    // old one to free): to a longer holder, and to a shorter one (padded with spaces, which
+    // host-local trims before it compares, as the store does).
+    use std::os::unix::fs::MetadataExt;
+    let path = t.0.join("sdn").join("10.0.0.2");
+    let ino = std::fs::metadata(&path).unwrap().ino();
+    let long = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    s.transfer(l.ip, ("pod-a", "net1"), (long, "eth0")).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        format!("{long}\r\neth0")
+    );
+    s.transfer(l.ip, (long, "eth0"), ("c1", "eth0")).unwrap();
+    let content = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(content.trim(), "c1\r\neth0", "what host-local compares");
+    assert_eq!(content.len(), long.len() + 6, "padded to the old length");
+    assert_eq!(std::fs::metadata(&path).unwrap().ino(), ino, "not in place");
+    assert_eq!(
+        s.lease_of("c1", "eth0").unwrap().map(|x| x.ip),
+        Some(l.ip)
+    );
+    assert_eq!(s.release("c1", "eth0").unwrap(), vec![IpAddr::V4(l.ip)]);
 }
 
 #[test]

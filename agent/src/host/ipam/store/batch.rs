@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr};
 
-use cluster::files::Durability;
+use cluster::files::{Durability, Tail};
 
 use super::*;
 
@@ -193,7 +193,7 @@ impl Store {
         let content = format!("{}{LINE_BREAK}{}", to.0, to.1);
         for ip in ips {
             let path = self.lease_path(*ip);
-            write(&path, content.as_bytes(), Durability::Process)
+            write(&path, content.as_bytes(), Durability::Process, Tail::Spaces)
                 .map_err(io_err("rewrite lease file", &path))?;
         }
         Ok(())
