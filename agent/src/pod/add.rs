@@ -279,7 +279,10 @@ impl<Io: NodeIo> Pods<Io> {
                 .get()
                 .is_none_or(|p| !p.selects(&at.namespace, &at.pod));
         if let Some(w) = eligible
-            .then(|| self.pool.take_warm(plan.vnid, self.warm_target()))
+            .then(|| {
+                self.pool
+                    .take_warm(plan.vnid, self.warm_target(), self.warm_chunk())
+            })
             .flatten()
         {
             return Ok((w.ip, w.ip6, Some(w)));

@@ -1142,7 +1142,7 @@ async fn a_burst_of_adds_warms_ports_whose_flows_are_in_before_the_add() {
     assert_eq!(leases_after, leases_before);
     assert_eq!(fresh.pool().warm(), warm_before);
     assert!(
-        fresh.pool().take_warm(vnid(11), 2).is_some(),
+        fresh.pool().take_warm(vnid(11), 2, 1).is_some(),
         "the restarted agent hands out a warm port"
     );
 
@@ -1424,7 +1424,7 @@ async fn dual_stack_warm_ports_hold_both_addresses_and_hand_both_over() {
         b.remove(&format!("sdn-warm-{}", pod.host_veth));
         b
     });
-    let w = fresh.pool().take_warm(vnid(11), 8).unwrap();
+    let w = fresh.pool().take_warm(vnid(11), 8, 1).unwrap();
     assert!(
         w.ip6.is_some(),
         "a restored warm port keeps its IPv6 address"
@@ -1439,7 +1439,9 @@ async fn dual_stack_warm_ports_hold_both_addresses_and_hand_both_over() {
     );
     let own6 = before[&some_warm].iter().find(|ip| ip.is_ipv6()).copied();
     let restored = std::iter::once(w)
-        .chain(std::iter::from_fn(|| fresh.pool().take_warm(vnid(11), 8)))
+        .chain(std::iter::from_fn(|| {
+            fresh.pool().take_warm(vnid(11), 8, 1)
+        }))
         .find(|w| format!("sdn-warm-{}", w.port.host) == some_warm)
         .expect("the port with the stray lease is warm again");
     assert_eq!(

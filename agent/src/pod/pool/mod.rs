@@ -268,8 +268,9 @@ impl PortPool {
 
     /// Notes an ADD in `vnid` (a VNID with a burst of ADDs, [`WARM_AFTER`], becomes the most
     /// recent to keep warm ports) and takes one of its warm ports, if any; wakes the maintenance
-    /// whenever the VNID is below its target of warm ports.
-    pub fn take_warm(&self, vnid: Vnid, target: usize) -> Option<WarmPort> {
+    /// when the VNID has fallen a whole `chunk` (a warm-up bundle's ports, [`WARM_CHUNK`])
+    /// below its target of warm ports, or to half of it when that comes first (a small pool).
+    pub fn take_warm(&self, vnid: Vnid, target: usize, chunk: usize) -> Option<WarmPort> {
         if target == 0 {
             return None;
         }
@@ -300,9 +301,12 @@ impl PortPool {
         let ports = warm.get_mut(&vnid)?;
         // Lowest address first: pods get addresses in the order host-local would give them.
         let w = (!ports.is_empty()).then(|| ports.remove(0));
-        // Topped up after every take: a burst after a stream of ADDs finds the VNID's warm
-        // ports full, not at half.
-        if ports.len() < target {
+        // Topped up a chunk at a time: a burst after a stream of ADDs finds the VNID's warm
+        // ports all but full (not at half), and each warm-up is one full bundle. Woken after
+        // every take, the maintenance warmed one port per ADD: one more bundle, one more
+        // revalidation of every datapath flow in ovs-vswitchd and two more lease files per
+        // ADD, each running beside the next ADD on a busy node.
+        if ports.len() + chunk.min(target / 2).max(1) <= target {
             self.wake.notify_one();
         }
         w
@@ -531,4 +535,58 @@ fn pool_names() -> (String, String) {
     }
     let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
     (format!("sdnp{hex}"), format!("sdnq{hex}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::FutureExt;
+
+    /// Whether the maintenance was woken since the last look (a stored permit).
+    fn woken(pool: &PortPool) -> bool {
+        pool.wake.notified().now_or_never().is_some()
+    }
+
+    #[test]
+    fn warm_ports_are_topped_up_a_chunk_at_a_time() {
+        let pool = PortPool::default();
+        let v = Vnid::new(11).unwrap();
+        let (target, chunk) = (8, 3);
+        // A burst makes the VNID recent (and wakes the maintenance to warm it).
+        for _ in 0..WARM_AFTER {
+            assert!(pool.take_warm(v, target, chunk).is_none());
+        }
+        assert!(woken(&pool));
+        let warm: Vec<WarmPort> = (0..target)
+            .map(|i| WarmPort {
+                port: PooledPort {
+                    host: format!("sdnp{i:010x}"),
+                    peer: format!("sdnq{i:010x}"),
+                    ofport: 10 + i as u32,
+                },
+                ip: Some(Ipv4Addr::new(10, 128, 0, 2 + i as u8)),
+                ip6: None,
+                vnid: v,
+            })
+            .collect();
+        lock(&pool.warm).insert(v, warm);
+        // The first two takes leave the VNID less than a chunk short: no warm-up yet.
+        for _ in 0..chunk - 1 {
+            assert!(pool.take_warm(v, target, chunk).is_some());
+            assert!(!woken(&pool), "woken before a whole chunk was taken");
+        }
+        // The third: a chunk short, one warm-up bundle's worth.
+        assert!(pool.take_warm(v, target, chunk).is_some());
+        assert!(woken(&pool), "not woken a whole chunk short");
+        // Refilled meanwhile to 7 of 8; with a chunk of 5, the VNID is topped up once it is
+        // at half (4 left), before a whole chunk is gone.
+        let more = lock(&pool.warm)[&v][..2].to_vec();
+        lock(&pool.warm).get_mut(&v).unwrap().extend(more);
+        for _ in 0..2 {
+            assert!(pool.take_warm(v, target, 5).is_some());
+            assert!(!woken(&pool), "woken above half, less than a chunk short");
+        }
+        assert!(pool.take_warm(v, target, 5).is_some());
+        assert!(woken(&pool), "not woken at half");
+    }
 }
