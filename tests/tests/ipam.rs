@@ -159,7 +159,11 @@ fn host_local_reads_leases_handed_over_in_place() {
         .allocate(&r, "sdn-warm-sdnp0123456789", "vnid-5", None)
         .unwrap();
     store
-        .transfer(warm.ip, ("sdn-warm-sdnp0123456789", "vnid-5"), ("c1", "eth0"))
+        .transfer(
+            warm.ip,
+            ("sdn-warm-sdnp0123456789", "vnid-5"),
+            ("c1", "eth0"),
+        )
         .unwrap();
     let file = store.dir().join(warm.ip.to_string());
     let content = std::fs::read_to_string(&file).unwrap();
@@ -177,7 +181,12 @@ fn host_local_reads_leases_handed_over_in_place() {
     hl_del(&d.0, subnet, gw, "c1", "eth0");
     assert!(!file.exists(), "host-local DEL left the padded lease");
     assert_eq!(
-        store.leases().unwrap().iter().map(|l| l.ip).collect::<Vec<_>>(),
+        store
+            .leases()
+            .unwrap()
+            .iter()
+            .map(|l| l.ip)
+            .collect::<Vec<_>>(),
         vec![ip("10.128.0.3"), ip("10.128.0.4")]
     );
 }

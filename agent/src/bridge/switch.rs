@@ -90,6 +90,15 @@ impl Switch {
         Ok(c)
     }
 
+    /// Whether a connection is open now (none was, or it closed: ovs-vswitchd went away).
+    pub async fn connected(&self) -> bool {
+        self.conn
+            .lock()
+            .await
+            .as_ref()
+            .is_some_and(|c| c.closed_reason().is_none())
+    }
+
     /// Resolves when the current connection closes (at once when there is none), so the owner
     /// reconnects and replays its state without waiting for a poll.
     pub async fn lost(&self) {

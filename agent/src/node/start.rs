@@ -186,10 +186,23 @@ impl Daemon {
                 e.details()
             ))
         })?;
-        let stats = self
-            .reconcile_for(Reason::Start)
-            .await
-            .step("reconciling the flows of br0")?;
+        // ovs-vswitchd restarting meanwhile (a node upgrade restarts it beside the agent)
+        // closes the connection under the reconcile: once it answers again (within the
+        // minute of `await_openflow`), the whole desired set goes in anew. Any other failure
+        // stops the agent, as before.
+        let give_up = tokio::time::Instant::now() + Duration::from_secs(60);
+        let stats = loop {
+            match self.reconcile_for(Reason::Start).await {
+                Ok(stats) => break stats,
+                Err(e)
+                    if tokio::time::Instant::now() < give_up && !self.switch.connected().await =>
+                {
+                    tracing::warn!(error = %crate::features::contract::chain(&e), "ovs-vswitchd went away during the first reconcile; retrying once it answers");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => return Err(e).step("reconciling the flows of br0"),
+            }
+        };
         release_switch(&self.db).await;
         Ok(stats)
     }

@@ -288,10 +288,7 @@ fn transfer_hands_a_lease_over_in_place_and_only_from_its_holder() {
     assert_eq!(content.trim(), "c1\r\neth0", "what host-local compares");
     assert_eq!(content.len(), long.len() + 6, "padded to the old length");
     assert_eq!(std::fs::metadata(&path).unwrap().ino(), ino, "not in place");
-    assert_eq!(
-        s.lease_of("c1", "eth0").unwrap().map(|x| x.ip),
-        Some(l.ip)
-    );
+    assert_eq!(s.lease_of("c1", "eth0").unwrap().map(|x| x.ip), Some(l.ip));
     assert_eq!(s.release("c1", "eth0").unwrap(), vec![IpAddr::V4(l.ip)]);
 }
 
