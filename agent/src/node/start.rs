@@ -23,6 +23,10 @@ use super::cni_handler::AgentHandler;
 use super::conflist::write_conf;
 use super::*;
 
+/// How long a starting agent that serves already waits for ovs-vswitchd to answer OpenFlow
+/// (a long reconfiguration, a restart beside the agent) before it gives up.
+const OPENFLOW_GRACE: Duration = Duration::from_secs(60);
+
 impl Daemon {
     /// Runs the start-up sequence and starts serving. Returns when the node is ready. Each
     /// step is a function below, in the order the node needs (see the module docs of
@@ -156,13 +160,13 @@ impl Daemon {
     }
 
     /// The node serves already: an ovs-vswitchd that is slow to answer (a long
-    /// reconfiguration) gets a minute before the agent gives up.
+    /// reconfiguration) gets [`OPENFLOW_GRACE`] before the agent gives up.
     async fn await_openflow(
         &self,
         connecting: tokio::task::JoinHandle<Result<(), ovs::openflow::OfError>>,
     ) -> Result<()> {
         let mut connected = connecting.await.step("the OpenFlow connect task failed")?;
-        let give_up = tokio::time::Instant::now() + Duration::from_secs(60);
+        let give_up = tokio::time::Instant::now() + OPENFLOW_GRACE;
         while let Err(e) = connected {
             if tokio::time::Instant::now() >= give_up {
                 return Err(e).with_step(|| {
@@ -187,10 +191,10 @@ impl Daemon {
             ))
         })?;
         // ovs-vswitchd restarting meanwhile (a node upgrade restarts it beside the agent)
-        // closes the connection under the reconcile: once it answers again (within the
-        // minute of `await_openflow`), the whole desired set goes in anew. Any other failure
+        // closes the connection under the reconcile: once it answers again (within
+        // `OPENFLOW_GRACE`, as for `await_openflow`), the whole desired set goes in anew. Any other failure
         // stops the agent, as before.
-        let give_up = tokio::time::Instant::now() + Duration::from_secs(60);
+        let give_up = tokio::time::Instant::now() + OPENFLOW_GRACE;
         let stats = loop {
             match self.reconcile_for(Reason::Start).await {
                 Ok(stats) => break stats,

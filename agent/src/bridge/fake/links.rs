@@ -67,12 +67,12 @@ impl FakeLinks {
         }
     }
 
-    /// The veth whose host end is `name`.
     /// The pool peers given the MLD drop ([`PodLinks::quiet_pool_peer`]), in order.
     pub(crate) fn quieted(&self) -> Vec<String> {
         lock(&self.state).quieted.clone()
     }
 
+    /// The veth whose host end is `name`.
     pub(crate) fn link(&self, name: &str) -> Option<FakeLink> {
         lock(&self.state).links.get(name).cloned()
     }
