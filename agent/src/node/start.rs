@@ -192,8 +192,8 @@ impl Daemon {
         })?;
         // ovs-vswitchd restarting meanwhile (a node upgrade restarts it beside the agent)
         // closes the connection under the reconcile: once it answers again (within
-        // `OPENFLOW_GRACE`, as for `await_openflow`), the whole desired set goes in anew. Any other failure
-        // stops the agent, as before.
+        // `OPENFLOW_GRACE`, as for `await_openflow`), the whole desired set goes in anew.
+        // Any other failure stops the agent, as before.
         let give_up = tokio::time::Instant::now() + OPENFLOW_GRACE;
         let stats = loop {
             match self.reconcile_for(Reason::Start).await {
