@@ -13,7 +13,7 @@
 //! fakes keep the same contract. Async methods return `Send` futures so the callers can run on
 //! any tokio worker.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Debug;
 use std::future::Future;
 use std::path::Path;
@@ -97,6 +97,19 @@ pub trait PortDb: Send + Sync + Debug + 'static {
     /// Interfaces (from the monitored cache) whose `external_ids` hold `key`, whatever its value.
     fn interfaces_with_external_id(&self, key: &str) -> Vec<InterfaceInfo>;
 
+    /// Interface `name` (from the cache).
+    fn interface(&self, name: &str) -> Option<InterfaceInfo>;
+
+    /// What changed in the cache after its version `since` (0: never looked), so that a reader
+    /// visits only that. The default answers "look at everything" ([`DbChanges::changed`]
+    /// `None`).
+    fn changes_since(&self, since: u64) -> DbChanges {
+        DbChanges {
+            version: since,
+            changed: None,
+        }
+    }
+
     /// Whether the cache follows the database now (connected): a row missing from it is a row
     /// missing from OVSDB.
     fn cache_live(&self) -> bool;
@@ -127,6 +140,17 @@ pub trait PortDb: Send + Sync + Debug + 'static {
 
     /// The `external_ids` of every QoS row (from the cache).
     fn qos_external_ids(&self) -> Vec<BTreeMap<String, String>>;
+}
+
+/// What changed in the OVSDB cache after a version ([`PortDb::changes_since`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DbChanges {
+    /// The cache's version now: the `since` of the next call.
+    pub version: u64,
+    /// The Interfaces and Ports inserted or changed since, by name; `None` means "look at
+    /// everything": a row of Interface, Port or QoS was deleted or a QoS row changed, the cache
+    /// was (re)loaded, or the reader never looked.
+    pub changed: Option<HashSet<String>>,
 }
 
 /// The OpenFlow side of `br0`: flows (in atomic bundles) and meters.
@@ -362,10 +386,36 @@ impl PortDb for ovsdb::Client {
     }
 
     fn ofport_now(&self, name: &str) -> Option<i64> {
+        self.with_cache(|c| c.interface(name).and_then(|i| i.integer("ofport")))
+    }
+
+    fn interface(&self, name: &str) -> Option<InterfaceInfo> {
         self.with_cache(|c| {
-            c.table("Interface")
-                .find(|i| i.name() == name)
-                .and_then(|i| i.integer("ofport"))
+            c.interface(name).map(|i| InterfaceInfo {
+                name: i.name().to_string(),
+                ofport: i.integer("ofport"),
+                external_ids: i.string_map("external_ids"),
+            })
+        })
+    }
+
+    fn changes_since(&self, since: u64) -> DbChanges {
+        self.with_cache(|c| {
+            let everything = since == 0
+                || ["Interface", "Port", "QoS"]
+                    .iter()
+                    .any(|t| c.deleted_since(t, since))
+                || c.changed_since("QoS", since).next().is_some();
+            DbChanges {
+                version: c.version(),
+                changed: (!everything).then(|| {
+                    ["Interface", "Port"]
+                        .iter()
+                        .flat_map(|t| c.changed_since(t, since))
+                        .map(|r| r.name().to_string())
+                        .collect()
+                }),
+            }
         })
     }
 
@@ -579,6 +629,14 @@ impl<T: PortDb> PortDb for std::sync::Arc<T> {
 
     fn interfaces_with_external_id(&self, key: &str) -> Vec<InterfaceInfo> {
         (**self).interfaces_with_external_id(key)
+    }
+
+    fn interface(&self, name: &str) -> Option<InterfaceInfo> {
+        (**self).interface(name)
+    }
+
+    fn changes_since(&self, since: u64) -> DbChanges {
+        (**self).changes_since(since)
     }
 
     fn cache_live(&self) -> bool {

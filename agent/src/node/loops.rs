@@ -137,6 +137,9 @@ impl Daemon {
         let mut fast = tokio::time::interval(Duration::from_secs(1));
         let mut db_changes = self.db.watch_cache();
         db_changes.mark_unchanged();
+        // The OVSDB cache version the pods were last compared with: a change is looked at for
+        // the ports it touched, not for every pod (the periodic pass looks at all).
+        let mut db_seen = 0;
         let mut state = self.state.clone();
         state.mark_unchanged();
         let mut had_cluster_network = state.borrow().cluster_network.is_some();
@@ -196,8 +199,10 @@ impl Daemon {
                     // Coalesce a burst of OVSDB updates (a pod ADD is several).
                     tokio::time::sleep(Duration::from_millis(20)).await;
                     db_changes.mark_unchanged();
-                    self.pods.repair_ports().await;
-                    self.pods.follow_ofports().await;
+                    let changes = crate::bridge::seams::PortDb::changes_since(&self.db, db_seen);
+                    db_seen = changes.version;
+                    self.pods.repair_ports_among(changes.changed.as_ref()).await;
+                    self.pods.follow_ofports_among(changes.changed.as_ref()).await;
                 }
                 () = self.switch.lost() => {
                     self.reconnect().await;

@@ -2,8 +2,11 @@
 //! pod's flows use), the port's record (`external_ids`), kernel-datapath egress policing and the
 //! ingress QoS row. Anything removed or changed behind the agent's back (`ovs-vsctl del-port`,
 //! `ovs-vsctl clear port X qos`, an edited record) is put back from the pod table, which is the
-//! agent's desired state; the daemon runs [`Pods::repair_ports`] whenever the OVSDB monitor
-//! reports a change and with the periodic reconcile.
+//! agent's desired state; the daemon runs [`Pods::repair_ports_among`] for the ports an OVSDB
+//! change touched whenever the monitor reports one (every pod when a row was deleted or the
+//! cache reloaded), and [`Pods::repair_ports`] for every pod with the periodic reconcile: a node
+//! creating pods makes OVSDB changes all the time, and looking at every pod at each one made
+//! the agent's CPU per ADD grow with the pods it already had.
 //!
 //! It runs under the table lock and looks only at pods in the table: an ADD puts its pod in the
 //! table after its port exists, a DEL takes the pod out before it deletes the port, so a repair
@@ -18,7 +21,7 @@
 //! when nothing took it first (a port added while it was down, or whose number it never wrote
 //! back before it died, takes the lowest free one, and the port that had it gets another). The
 //! pod table, the warm pool ports and the idle ones are compared with the `ofport` column of the
-//! OVSDB cache on every OVSDB change and every second: pods that moved are re-flowed in one
+//! OVSDB cache on every OVSDB change (the ports it touched) and every second (all): pods that moved are re-flowed in one
 //! bundle, warm ports that moved are cooled (the maintenance warms them again), idle ones take
 //! the new number; pool ports whose row is gone or whose device ovs-vswitchd cannot open leave
 //! the pool.
@@ -26,7 +29,7 @@
 //! (its number is free for the next port, whose rows must not collide with them) and leaves the
 //! table; its lease, row and records wait for the runtime's DEL as before.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use ovs::ovsdb::PortSpec;
 
@@ -62,18 +65,34 @@ impl<Io: NodeIo> Pods<Io> {
     /// repair at WARN with what drifted. Returns how many pods needed one. Failures are logged
     /// and retried at the next call.
     pub async fn repair_ports(&self) -> usize {
+        self.repair_ports_among(None).await
+    }
+
+    /// [`Self::repair_ports`] for the pods whose port is in `only` (the Interfaces and Ports
+    /// changed since the last look, see [`crate::bridge::seams::PortDb::changes_since`]), or
+    /// every pod (`None`).
+    pub async fn repair_ports_among(&self, only: Option<&HashSet<String>>) -> usize {
         let mut table = self.table.lock().await;
-        if table.is_empty() {
+        if table.is_empty() || only.is_some_and(HashSet::is_empty) {
             return 0;
         }
-        let ifaces: HashMap<String, ovs::ovsdb::InterfaceInfo> = self
-            .db
-            .interfaces_with_external_id(keys::SANDBOX)
-            .into_iter()
-            .map(|i| (i.name.clone(), i))
-            .collect();
+        let ifaces: HashMap<String, ovs::ovsdb::InterfaceInfo> = match only {
+            None => self.db.interfaces_with_external_id(keys::SANDBOX),
+            Some(names) => names
+                .iter()
+                .filter_map(|n| self.db.interface(n))
+                .filter(|i| i.external_ids.contains_key(keys::SANDBOX))
+                .collect(),
+        }
+        .into_iter()
+        .map(|i| (i.name.clone(), i))
+        .collect();
         let mut repaired = 0;
-        let keys: Vec<_> = table.keys().cloned().collect();
+        let keys: Vec<_> = table
+            .iter()
+            .filter(|(_, pod)| only.is_none_or(|names| names.contains(&pod.host_veth)))
+            .map(|(k, _)| k.clone())
+            .collect();
         for key in keys {
             let Some(pod) = table.get(&key).cloned() else {
                 continue;
@@ -98,14 +117,38 @@ impl<Io: NodeIo> Pods<Io> {
     /// brings the pool in line (see the module docs). Returns how many pods were re-flowed or
     /// unplugged. A failed bundle is logged and retried at the next call.
     pub async fn follow_ofports(&self) -> usize {
+        self.follow_ofports_among(None).await
+    }
+
+    /// [`Self::follow_ofports`] for the ports in `only` (the Interfaces and Ports changed since
+    /// the last look; none of them was deleted), or every port (`None`).
+    pub async fn follow_ofports_among(&self, only: Option<&HashSet<String>>) -> usize {
+        if only.is_some_and(HashSet::is_empty) {
+            return 0;
+        }
+        // The `ofport` of the named Interfaces whose `external_ids` hold `key`.
+        let ofports_of = |names: &HashSet<String>, key: &str| -> HashMap<String, Option<i64>> {
+            names
+                .iter()
+                .filter_map(|n| self.db.interface(n))
+                .filter(|i| i.external_ids.contains_key(key))
+                .map(|i| (i.name, i.ofport))
+                .collect()
+        };
         // The pool first, from a snapshot read just before (nothing awaited in between): a
-        // refill puts its ports in the pool only once their rows are in the cache.
-        let pool_now = self.db.ofports_with_external_id(pool::POOL_KEY);
+        // refill puts its ports in the pool only once their rows are in the cache. A partial
+        // snapshot does not know of the other rows: none is taken for gone.
+        let pool_now = match only {
+            None => self.db.ofports_with_external_id(pool::POOL_KEY),
+            Some(names) => ofports_of(names, pool::POOL_KEY),
+        };
         let Followed {
             warm_out,
             broken_idle,
             idle_renumbered,
-        } = self.pool.follow(&pool_now, self.db.cache_live());
+        } = self
+            .pool
+            .follow(&pool_now, only.is_none() && self.db.cache_live());
         if idle_renumbered + warm_out > 0 {
             tracing::warn!(
                 idle = idle_renumbered,
@@ -116,7 +159,10 @@ impl<Io: NodeIo> Pods<Io> {
         self.drop_broken_pool_ports(broken_idle).await;
 
         let mut table = self.table.lock().await;
-        let now = self.db.ofports_with_external_id(keys::SANDBOX);
+        let now = match only {
+            None => self.db.ofports_with_external_id(keys::SANDBOX),
+            Some(names) => ofports_of(names, keys::SANDBOX),
+        };
         let mut change = Change::new();
         let mut moved: Vec<(u32, Pod)> = Vec::new();
         let mut unplugged: Vec<Pod> = Vec::new();

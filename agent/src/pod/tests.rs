@@ -753,6 +753,21 @@ async fn ports_records_and_qos_removed_behind_the_agents_back_are_put_back() {
     assert_eq!(rig.pods.repair_ports().await, 1);
     assert_eq!(rig.db.ports()[&veth].external_ids["vnid"], "11");
 
+    // After an OVSDB change, only the ports it touched are looked at; the periodic pass looks
+    // at every pod.
+    rig.db.edit_external_id(&veth, "vnid", "0");
+    rig.db.edit_external_id(&other.host_veth, "vnid", "0");
+    let touched: std::collections::HashSet<String> = [veth.clone()].into();
+    assert_eq!(rig.pods.repair_ports_among(Some(&touched)).await, 1);
+    assert_eq!(rig.db.ports()[&veth].external_ids["vnid"], "11");
+    assert_eq!(rig.db.ports()[&other.host_veth].external_ids["vnid"], "0");
+    assert_eq!(
+        rig.pods.repair_ports_among(Some(&Default::default())).await,
+        0
+    );
+    assert_eq!(rig.pods.repair_ports().await, 1);
+    assert_eq!(rig.db.ports()[&other.host_veth].external_ids["vnid"], "11");
+
     // The ofport taken meanwhile: the port comes back with another and the pod is re-flowed.
     rig.db.remove_port(&veth);
     rig.db.put_port_at("squatter", pod.ofport);

@@ -12,6 +12,12 @@
 //! snapshot, so none is lost or applied out of order. During a reconnect the previous contents
 //! stay readable (stale) and are replaced in one step when the new snapshot arrives.
 //!
+//! Changes: every applied notification (and every snapshot) gets the next [`Cache::version`];
+//! each row carries the version that last inserted or changed it, and each table the version of
+//! its last deletion, so a reader that remembers the version it last looked at can visit only
+//! the rows changed since ([`Cache::changed_since`]) instead of every row at every change. Rows
+//! of the tables whose names are unique (Bridge, Port, Interface) are also indexed by name.
+//!
 //! Limits: every row of each monitored table is mirrored (no conditions), fine for the
 //! `Open_vSwitch` database of one node; the columns ovs-vswitchd keeps rewriting and nothing
 //! reads ([`UNMONITORED`]) are not.
@@ -198,12 +204,19 @@ fn column_type(ty: &Value) -> ColumnType {
 pub struct Row {
     uuid: String,
     columns: BTreeMap<String, Datum>,
+    /// The [`Cache::version`] that inserted or last changed it.
+    changed: u64,
 }
 
 impl Row {
     /// The row's uuid.
     pub fn uuid(&self) -> &str {
         &self.uuid
+    }
+
+    /// The [`Cache::version`] that inserted or last changed the row.
+    pub fn changed(&self) -> u64 {
+        self.changed
     }
 
     /// The raw value of `column`.
@@ -268,14 +281,23 @@ impl Row {
     }
 }
 
+/// Tables whose rows are unique by `name` (by schema index), indexed by it.
+const NAMED: &[&str] = &["Bridge", "Port", "Interface"];
+
 /// The monitored tables (see the module docs).
 #[derive(Debug, Default)]
 pub struct Cache {
     schema: Schema,
     tables: BTreeMap<String, BTreeMap<String, Row>>,
+    /// [`NAMED`] tables: name -> uuid.
+    names: HashMap<&'static str, HashMap<String, String>>,
     /// `update2` params received before the snapshot they follow; `Some` while loading.
     buffered: Option<Vec<Value>>,
     loads: u64,
+    /// Bumped by every snapshot and every applied notification.
+    version: u64,
+    /// Per table, the version of its last row deletion.
+    deleted: HashMap<String, u64>,
 }
 
 impl Cache {
@@ -290,9 +312,27 @@ impl Cache {
     }
 
     /// The first row of `table` whose `name` is `name` (Bridge, Port and Interface names are
-    /// unique by schema index).
+    /// unique by schema index, and looked up by name; other tables are searched).
     pub fn by_name(&self, table: &str, name: &str) -> Option<&Row> {
-        self.table(table).find(|r| r.name() == name)
+        match self.names.get(table) {
+            Some(index) => self.row(table, index.get(name)?),
+            None => self.table(table).find(|r| r.name() == name),
+        }
+    }
+
+    /// The version of the cache: bumped by every snapshot and every applied notification.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Rows of `table` inserted or changed after version `since`.
+    pub fn changed_since(&self, table: &str, since: u64) -> impl Iterator<Item = &Row> {
+        self.table(table).filter(move |r| r.changed > since)
+    }
+
+    /// Whether a row of `table` was deleted after version `since`.
+    pub fn deleted_since(&self, table: &str, since: u64) -> bool {
+        self.deleted.get(table).is_some_and(|&v| v > since)
     }
 
     /// The `Open_vSwitch` row (there is one after `ovs-vsctl init`).
@@ -344,6 +384,11 @@ impl Cache {
             .iter()
             .map(|t| (t.to_string(), BTreeMap::new()))
             .collect();
+        self.names.clear();
+        // Whatever the snapshot lacks was deleted.
+        for t in MONITORED {
+            self.deleted.insert(t.to_string(), self.version + 1);
+        }
         let result = self.apply(initial);
         for params in self.buffered.take().unwrap_or_default() {
             if let Err(e) = self.apply(&params) {
@@ -365,6 +410,8 @@ impl Cache {
     }
 
     fn apply(&mut self, updates: &Value) -> Result<(), String> {
+        self.version += 1;
+        let version = self.version;
         let Value::Object(tables) = updates else {
             return Err(format!("table-updates2 is not an object: {updates}"));
         };
@@ -373,16 +420,32 @@ impl Cache {
                 return Err(format!("table-update2 of {tname} is not an object"));
             };
             let table = self.tables.entry(tname.clone()).or_default();
+            let mut names = NAMED
+                .iter()
+                .find(|t| **t == tname.as_str())
+                .map(|t| self.names.entry(*t).or_default());
             for (uuid, update) in rows {
                 let Value::Object(update) = update else {
                     return Err(format!("row-update2 of {tname} {uuid} is not an object"));
                 };
+                // The name index loses the row's old name here and gets its new one below.
+                let old_name = names
+                    .as_ref()
+                    .and_then(|_| table.get(uuid))
+                    .map(|r| r.name().to_string());
+                if let (Some(index), Some(old)) = (names.as_mut(), &old_name) {
+                    if index.get(old) == Some(uuid) {
+                        index.remove(old);
+                    }
+                }
                 if update.contains_key("delete") {
                     table.remove(uuid);
+                    self.deleted.insert(tname.clone(), version);
                     continue;
                 }
                 if let Some(new) = update.get("initial").or_else(|| update.get("insert")) {
                     let mut row = Row {
+                        changed: version,
                         uuid: uuid.clone(),
                         columns: self
                             .schema
@@ -400,6 +463,9 @@ impl Cache {
                         let d = Datum::from_json(v).map_err(|e| format!("{tname}.{col}: {e}"))?;
                         row.columns.insert(col.clone(), d);
                     }
+                    if let Some(index) = names.as_mut() {
+                        index.insert(row.name().to_string(), uuid.clone());
+                    }
                     table.insert(uuid.clone(), row);
                 } else if let Some(diff) = update.get("modify") {
                     let Some(row) = table.get_mut(uuid) else {
@@ -416,6 +482,10 @@ impl Cache {
                             .entry(col.clone())
                             .or_default()
                             .apply_diff(kind, d);
+                    }
+                    row.changed = version;
+                    if let Some(index) = names.as_mut() {
+                        index.insert(row.name().to_string(), uuid.clone());
                     }
                 } else {
                     return Err(format!("row-update2 of {tname} {uuid} has no known member"));
@@ -550,5 +620,74 @@ mod tests {
             .update2(json!({"Interface": {"zz": {"modify": {}}}}))
             .is_err());
         assert_eq!(cache.loads(), 1);
+    }
+
+    #[test]
+    fn versions_say_which_rows_changed_and_names_find_rows() {
+        let mut cache = Cache::default();
+        cache.begin_load();
+        cache
+            .load(
+                schema(),
+                &json!({"Interface": {"i1": {"initial": {"name": "p1"}},
+                                      "i2": {"initial": {"name": "p2"}}}}),
+            )
+            .unwrap();
+        let v0 = cache.version();
+        assert!(
+            cache.deleted_since("Interface", v0 - 1),
+            "a snapshot replaces everything"
+        );
+        assert_eq!(cache.changed_since("Interface", v0).count(), 0);
+
+        cache
+            .update2(json!({"Interface": {"i2": {"modify": {"ofport": 7}},
+                                          "i3": {"insert": {"name": "p3"}}}}))
+            .unwrap();
+        let v1 = cache.version();
+        assert!(v1 > v0);
+        let changed: Vec<&str> = cache
+            .changed_since("Interface", v0)
+            .map(Row::name)
+            .collect();
+        assert_eq!(changed, ["p2", "p3"]);
+        assert!(!cache.deleted_since("Interface", v0));
+        assert_eq!(cache.interface("p2").unwrap().changed(), v1);
+        assert_eq!(cache.interface("p1").unwrap().changed(), v0);
+
+        // A rename moves the name; a deletion frees it and is recorded.
+        cache
+            .update2(json!({"Interface": {"i3": {"modify": {"name": "p3b"}},
+                                          "i1": {"delete": null}}}))
+            .unwrap();
+        let v2 = cache.version();
+        assert!(cache.interface("p3").is_none());
+        assert_eq!(cache.interface("p3b").unwrap().uuid(), "i3");
+        assert!(cache.interface("p1").is_none());
+        assert!(cache.deleted_since("Interface", v1));
+        assert!(!cache.deleted_since("Interface", v2));
+        assert!(!cache.deleted_since("Bridge", v1), "per table");
+        // The index agrees with a search of every row.
+        for name in ["p1", "p2", "p3", "p3b"] {
+            assert_eq!(
+                cache.interface(name).map(Row::uuid),
+                cache
+                    .table("Interface")
+                    .find(|r| r.name() == name)
+                    .map(Row::uuid),
+                "{name}"
+            );
+        }
+        // A new snapshot indexes afresh.
+        cache.begin_load();
+        cache
+            .load(
+                schema(),
+                &json!({"Interface": {"i9": {"initial": {"name": "p2"}}}}),
+            )
+            .unwrap();
+        assert_eq!(cache.interface("p2").unwrap().uuid(), "i9");
+        assert!(cache.interface("p3b").is_none());
+        assert!(cache.deleted_since("Interface", v2));
     }
 }

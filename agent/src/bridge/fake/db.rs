@@ -374,6 +374,11 @@ impl PortDb for FakeDb {
         FakeDb::info(name, p).ofport
     }
 
+    fn interface(&self, name: &str) -> Option<InterfaceInfo> {
+        let s = lock(&self.state);
+        s.ports.get(name).map(|p| FakeDb::info(name, p))
+    }
+
     fn interfaces_with_external_id(&self, key: &str) -> Vec<InterfaceInfo> {
         lock(&self.state)
             .ports
