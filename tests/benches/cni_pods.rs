@@ -4,16 +4,18 @@
 //! `ovs-ofctl` commands, serially). Prints p50/p90/p99 latency, pods/s and the ratios, and the
 //! agent's RSS with many pods.
 //!
-//! Then dual stack against IPv4 only: two nodes, one of each, the same serial ADDs in
-//! alternating rounds (so both see the same noise), their p50/p99, the ratio, and the flow rows
-//! per pod on each.
+//! Then dual stack against IPv4 only: two nodes, one of each, the same serial ADDs alternating
+//! between them in short rounds (on a shared machine the noise comes and goes over seconds, and
+//! long rounds let a burst land on one family only), each round after the other node's
+//! background work settled (so that neither family pays for the other's), their p50/p99, the
+//! ratio, and the flow rows per pod on each.
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p sdn-tests --bench cni_pods`
 //! Settings: `SDN_BENCH_PODS` (default 100), `SDN_BENCH_CONCURRENCY` (10),
 //! `SDN_BENCH_RSS_PODS` (500; 0 skips the RSS step), `SDN_BENCH_DUAL` (1; 0 skips the dual-stack
 //! comparison), `SDN_BENCH_DUAL_PODS` (the comparison's pod counts, `100,1000`, each on a fresh
 //! pair of nodes), `SDN_BENCH_DUAL_FLAGS` (agent flags for both nodes of the comparison, e.g.
-//! `--port-pool-size 0`).
+//! `--port-pool-size 0`), `SDN_BENCH_DUAL_ROUND` (pods per node before switching, 10).
 //!
 //! Every plugin is executed as a fresh process with a cleared environment plus the CNI
 //! variables and the network config on stdin, as a runtime does. The bridge plugin is executed
@@ -330,7 +332,11 @@ fn main() {
     node.assert_no_pod_leftovers();
 }
 
-/// Serial ADDs of `n` pods on an IPv4 node and on a dual-stack node, in alternating rounds;
+/// How long a node's background work may take to settle before the other node's round.
+const SETTLE: Duration = Duration::from_millis(300);
+
+/// Serial ADDs of `n` pods on an IPv4 node and on a dual-stack node, alternating in rounds of
+/// `SDN_BENCH_DUAL_ROUND` pods (10), each after the other node settled;
 /// prints both and the ratios the dual-stack issue targets (ADD p50 <= 1.15x, rows per pod
 /// <= 2x), then deletes them all.
 fn dual_stack_against_ipv4(n: usize, shim: &Path) {
@@ -365,11 +371,14 @@ fn dual_stack_against_ipv4(n: usize, shim: &Path) {
     };
     let cpu_before: Vec<[f64; 2]> = nodes.iter().map(|n| cpu(n)).collect();
     let coverage_before: Vec<Vec<u64>> = nodes.iter().map(|n| coverage(n)).collect();
-    let rounds = 4;
-    let per = n.div_ceil(rounds);
+    let per = env_usize("SDN_BENCH_DUAL_ROUND", 10).max(1);
+    let rounds = n.div_ceil(per);
     let mut lat: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
     for r in 0..rounds {
         for (k, (nss, conf)) in nss.iter().zip(&confs).enumerate() {
+            // The other node's background work (warming ports, repairs) ends before this
+            // node's round: each family's ADDs meet only their own.
+            std::thread::sleep(SETTLE);
             let round = (r * per)..((r + 1) * per).min(n);
             for (i, ns) in nss.iter().enumerate().take(round.end).skip(round.start) {
                 lat[k].push(exec_timed(shim, "ADD", &id(k, i), &ns.path(), conf));
@@ -406,7 +415,9 @@ fn dual_stack_against_ipv4(n: usize, shim: &Path) {
             lat,
         })
         .collect();
-    eprintln!("\ndual stack against IPv4 only, {n} serial ADDs each, alternating rounds of {per}:");
+    eprintln!(
+        "\ndual stack against IPv4 only, {n} serial ADDs each, alternating every {per} pod(s):"
+    );
     stats[0].row("IPv4-only node ADD, serial");
     stats[1].row("dual-stack node ADD, serial");
     eprintln!(
