@@ -389,6 +389,25 @@ impl PortDb for ovsdb::Client {
         self.with_cache(|c| c.interface(name).and_then(|i| i.integer("ofport")))
     }
 
+    fn find_interfaces_by_external_id(&self, key: &str, value: &str) -> Vec<InterfaceInfo> {
+        // Only the matches are copied out (a DEL asks this of a cache of every pod's port).
+        let key = ovsdb::Atom::from(key);
+        self.with_cache(|c| {
+            c.table("Interface")
+                .filter(|i| {
+                    i.map_get("external_ids", &key)
+                        .and_then(ovsdb::Atom::as_str)
+                        == Some(value)
+                })
+                .map(|i| InterfaceInfo {
+                    name: i.name().to_string(),
+                    ofport: i.integer("ofport"),
+                    external_ids: i.string_map("external_ids"),
+                })
+                .collect()
+        })
+    }
+
     fn interface(&self, name: &str) -> Option<InterfaceInfo> {
         self.with_cache(|c| {
             c.interface(name).map(|i| InterfaceInfo {
@@ -633,6 +652,10 @@ impl<T: PortDb> PortDb for std::sync::Arc<T> {
 
     fn interface(&self, name: &str) -> Option<InterfaceInfo> {
         (**self).interface(name)
+    }
+
+    fn find_interfaces_by_external_id(&self, key: &str, value: &str) -> Vec<InterfaceInfo> {
+        (**self).find_interfaces_by_external_id(key, value)
     }
 
     fn changes_since(&self, since: u64) -> DbChanges {
