@@ -29,6 +29,8 @@ const PROC_SYS: &str = "/proc/sys";
 
 /// The calling thread's network namespace.
 const THREAD_NETNS: &str = "/proc/thread-self/ns/net";
+/// The process's (its main thread's) network namespace: the node's.
+const PROCESS_NETNS: &str = "/proc/self/ns/net";
 
 /// The per-interface sysctl directories of one netns, opened once (see the module docs).
 struct ConfDirs {
@@ -41,7 +43,8 @@ struct ConfDirs {
     v6: Option<File>,
 }
 
-/// The node netns's [`ConfDirs`], opened by the first call from it.
+/// The node netns's [`ConfDirs`], opened by the first call from it (a thread in the
+/// process's netns: one in a pod's would pin that pod's netns).
 static CONF_DIRS: Mutex<Option<ConfDirs>> = Mutex::new(None);
 
 /// Opens `rel` below the directory `dir` (`O_PATH` fd) with `flags`.
@@ -77,9 +80,10 @@ fn open_key(key: &str, flags: libc::c_int) -> std::io::Result<File> {
     } else {
         return open_path(&Path::new(PROC_SYS).join(key), flags);
     };
-    let netns = fs::metadata(THREAD_NETNS).map(|m| (m.dev(), m.ino()))?;
+    let identity = |p: &str| fs::metadata(p).map(|m| (m.dev(), m.ino()));
+    let netns = identity(THREAD_NETNS)?;
     let mut cache = CONF_DIRS.lock().unwrap_or_else(|e| e.into_inner());
-    if cache.is_none() {
+    if cache.is_none() && identity(PROCESS_NETNS)? == netns {
         // All opened by this thread, so all of its netns (the one `netns` names).
         let dir = |d: &str| {
             OpenOptions::new()
@@ -227,8 +231,17 @@ mod tests {
 
     #[test]
     fn per_interface_keys_act_on_the_calling_threads_netns() {
-        // Two namespaces, each with its own `lo`: a value set in one (through the directories
-        // opened once, whichever netns opened them first) is not seen in the other.
+        // In the process's netns, through the directories opened once: read only (this is the
+        // machine's own netns).
+        let lo = get_sysctl("net/ipv4/conf/lo/arp_ignore").unwrap();
+        let by_path = fs::read_to_string("/proc/sys/net/ipv4/conf/lo/arp_ignore").unwrap();
+        assert_eq!(lo, by_path.trim());
+        assert!(
+            lock_conf_dirs().is_some(),
+            "opened by a thread of the process's netns"
+        );
+        // Two other namespaces, each with its own `lo`: a value set in one is not seen in the
+        // other, nor in the process's.
         let (wrote, again, read) = in_new_netns(|| {
             let wrote = set_sysctl("net/ipv4/conf/lo/arp_ignore", "8").unwrap();
             let again = set_sysctl("net/ipv4/conf/lo/arp_ignore", "8").unwrap();
@@ -247,6 +260,7 @@ mod tests {
             (other, get_sysctl("net/ipv6/conf/lo/disable_ipv6").unwrap())
         });
         assert_eq!(other, "0", "another netns keeps its own value");
+        assert_eq!(get_sysctl("net/ipv4/conf/lo/arp_ignore").unwrap(), lo);
         assert_eq!(v6, "1");
         // Keys outside the per-interface directories, and missing interfaces.
         let err = in_new_netns(|| {
@@ -259,6 +273,14 @@ mod tests {
                 .contains("/proc/sys/net/ipv4/conf/nosuchif0/rp_filter"),
             "{err}"
         );
+    }
+
+    fn lock_conf_dirs() -> Option<(u64, u64)> {
+        CONF_DIRS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|c| c.netns)
     }
 
     #[test]
