@@ -1362,8 +1362,8 @@ async fn dual_stack_warm_ports_hold_both_addresses_and_hand_both_over() {
     rig.pods.refill_pool().await;
     let bundles = rig.switch.bundles();
     rig.pods.warm_ports().await;
-    // Chunks of fewer ports: each port has twice the rows, and a chunk still fits one
-    // ovs-vswitchd main-loop iteration.
+    // Chunks of as many ports as on an IPv4 node (twice the rows: two ovs-vswitchd main-loop
+    // iterations each).
     let chunk = super::pool::WARM_CHUNK_DUAL_STACK;
     assert_eq!(rig.switch.bundles(), bundles + 8_usize.div_ceil(chunk));
     assert_eq!(
