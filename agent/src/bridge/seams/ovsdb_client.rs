@@ -8,6 +8,15 @@ use ovs::ovsdb::{self, InterfaceInfo, PortSpec, QosInfo, QosSpec};
 
 use super::{counted, DbChanges, PortDb};
 
+/// An Interface row of the cache as [`InterfaceInfo`].
+fn info(i: &ovsdb::Row) -> InterfaceInfo {
+    InterfaceInfo {
+        name: i.name().to_string(),
+        ofport: i.integer("ofport"),
+        external_ids: i.string_map("external_ids"),
+    }
+}
+
 impl PortDb for ovsdb::Client {
     async fn add_port(&self, bridge: &str, spec: &PortSpec) -> Result<u32, ovsdb::Error> {
         counted(ovsdb::Client::add_port(self, bridge, spec).await)
@@ -92,23 +101,13 @@ impl PortDb for ovsdb::Client {
                         .and_then(ovsdb::Atom::as_str)
                         == Some(value)
                 })
-                .map(|i| InterfaceInfo {
-                    name: i.name().to_string(),
-                    ofport: i.integer("ofport"),
-                    external_ids: i.string_map("external_ids"),
-                })
+                .map(info)
                 .collect()
         })
     }
 
     fn interface(&self, name: &str) -> Option<InterfaceInfo> {
-        self.with_cache(|c| {
-            c.interface(name).map(|i| InterfaceInfo {
-                name: i.name().to_string(),
-                ofport: i.integer("ofport"),
-                external_ids: i.string_map("external_ids"),
-            })
-        })
+        self.with_cache(|c| c.interface(name).map(info))
     }
 
     fn changes_since(&self, since: u64) -> DbChanges {
@@ -132,16 +131,11 @@ impl PortDb for ovsdb::Client {
     }
 
     fn interfaces_with_external_id(&self, key: &str) -> Vec<InterfaceInfo> {
+        let key = ovsdb::Atom::from(key);
         self.with_cache(|c| {
             c.table("Interface")
-                .filter_map(|i| {
-                    let ids = i.string_map("external_ids");
-                    ids.contains_key(key).then(|| InterfaceInfo {
-                        name: i.name().to_string(),
-                        ofport: i.integer("ofport"),
-                        external_ids: ids,
-                    })
-                })
+                .filter(|i| i.map_get("external_ids", &key).is_some())
+                .map(info)
                 .collect()
         })
     }
