@@ -233,6 +233,12 @@ fn read_dynamic<T: DeserializeOwned + Into<ClusterObject> + Clone>(o: &DynamicOb
     parse::<T>(&v)
 }
 
+/// A HostSubnet as the cache keeps it: read as any object, then compacted (one per node: its
+/// IPv6 subnet annotation as a map would be most of a dual-stack node's cost per remote node).
+fn read_host_subnet(o: &DynamicObject) -> Option<HostSubnet> {
+    read_dynamic::<HostSubnet>(o).map(HostSubnet::compact)
+}
+
 fn name_of<K: kube::Resource>(o: &K) -> Option<String> {
     o.meta().name.clone()
 }
@@ -626,7 +632,7 @@ fn handle(c: &mut Caches, ev: Ev, errors: &mut BTreeMap<&'static str, String>) -
         ),
         Ev::HostSubnet(r) => mark(
             watch_event("HostSubnet", r, errors)
-                .is_some_and(|e| c.host_subnets.apply(&e, name_of, read_dynamic)),
+                .is_some_and(|e| c.host_subnets.apply(&e, name_of, read_host_subnet)),
             &mut d.network,
         ),
         Ev::NetNamespace(r) => mark(

@@ -431,6 +431,9 @@ impl HostSubnet {
     /// The node's IPv6 pod subnet in a dual-stack cluster (annotation
     /// [`annotations::IPV6_SUBNET`]), if set.
     pub fn ipv6_subnet(&self) -> Result<Option<Ipv6Net>, ValidationError> {
+        if let Some(net) = self.ipv6_subnet_kept {
+            return Ok(Some(net));
+        }
         annotation(&self.metadata, annotations::IPV6_SUBNET)
             .map(|(field, value)| parse_cidr6(&field, value))
             .transpose()

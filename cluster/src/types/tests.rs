@@ -175,3 +175,73 @@ fn yaml_round_trip() {
     assert!(!text.contains("egressIPs"), "{text}");
     assert_eq!(parse_objects(&text, Format::Yaml).unwrap(), vec![obj]);
 }
+
+/// A compacted HostSubnet (as the Kubernetes cache keeps them) holds no annotation map for its
+/// IPv6 subnet, and answers, compares and serializes as the object it came from; values that
+/// are bad or written unusually stay in the annotations as written.
+#[test]
+fn a_compacted_host_subnet_answers_and_serializes_as_before() {
+    let six = |notes: &[(&str, &str)]| {
+        let mut hs = HostSubnet::new("node-1", "192.168.1.10", "10.128.0.0/23");
+        hs.egress_ips = vec!["192.168.1.100".into()];
+        if !notes.is_empty() {
+            hs.metadata.annotations = Some(
+                notes
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            );
+        }
+        hs
+    };
+    let key = annotations::IPV6_SUBNET;
+    let other = "pod.network.openshift.io/node-uid";
+    for notes in [
+        vec![(key, "fd01:0:0:5::/64")],
+        vec![(key, "fd01:0:0:5::/64"), (other, "3e3ba9ce")],
+    ] {
+        let hs = six(&notes);
+        let compact = hs.clone().compact();
+        assert_eq!(compact.ipv6_subnet().unwrap(), hs.ipv6_subnet().unwrap());
+        assert_eq!(
+            compact.ipv6_subnet().unwrap().unwrap().to_string(),
+            "fd01:0:0:5::/64"
+        );
+        assert!(compact
+            .metadata
+            .annotations
+            .as_ref()
+            .is_none_or(|a| !a.contains_key(key)));
+        assert_eq!(
+            compact.metadata.annotations.is_none(),
+            notes.len() == 1,
+            "{notes:?}"
+        );
+        assert_eq!(
+            serde_json::to_value(&compact).unwrap(),
+            serde_json::to_value(&hs).unwrap()
+        );
+        assert_eq!(
+            to_yaml(&compact.clone().into()).unwrap(),
+            to_yaml(&hs.clone().into()).unwrap()
+        );
+        assert_eq!(compact, hs.clone().compact());
+        compact.validate().unwrap();
+    }
+    // Kept as written: a bad value, host bits, a non-canonical spelling, no annotation.
+    for notes in [
+        vec![(key, "fd01::zz/64")],
+        vec![(key, "fd01::5/64")],
+        vec![(key, "fd01:0:0:5:0::/64")],
+        vec![],
+    ] {
+        let hs = six(&notes);
+        assert_eq!(hs.clone().compact(), hs, "{notes:?}");
+    }
+    // The wire shape: the fields in their order, empty egress lists left out.
+    let hs = six(&[(key, "fd01:0:0:5::/64")]).compact();
+    assert_eq!(
+        serde_json::to_string(&hs).unwrap(),
+        r#"{"apiVersion":"network.openshift.io/v1","kind":"HostSubnet","metadata":{"annotations":{"sdn.dev/ipv6-subnet":"fd01:0:0:5::/64"},"name":"node-1"},"host":"node-1","hostIP":"192.168.1.10","subnet":"10.128.0.0/23","egressIPs":["192.168.1.100"]}"#
+    );
+}
