@@ -93,6 +93,7 @@ fn config(flags: &Flags) -> Result<Config> {
 
 #[tokio::main]
 async fn main() -> Result<()> {
+    agent::host::heap::keep_large_blocks_out_of_the_heap();
     let cli = match Cli::try_parse_from(args()) {
         Ok(c) => c,
         Err(e) if e.use_stderr() => {

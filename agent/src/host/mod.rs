@@ -6,10 +6,13 @@
 //!   rtnetlink; the errors name the step and the kernel's message.
 //! - [`iptables`]: the node's host rules (the `SDN-*` chains: masquerade, egress IP marks and
 //!   SNAT, host ports), one `iptables-restore` per change.
+//! - [`heap`]: the allocator's free memory given back to the kernel after large transient
+//!   work (a full reconcile).
 //! - [`ipam`]: host-local compatible address leases on disk, in process (no exec).
 //!
 //! Nothing here knows a pod, a tenant or a flow: the callers (node features, pod logic) do.
 
+pub mod heap;
 pub mod ipam;
 pub mod iptables;
 pub mod netlink;
