@@ -431,12 +431,11 @@ impl HostSubnet {
     /// The node's IPv6 pod subnet in a dual-stack cluster (annotation
     /// [`annotations::IPV6_SUBNET`]), if set.
     pub fn ipv6_subnet(&self) -> Result<Option<Ipv6Net>, ValidationError> {
-        if let Some(net) = self.ipv6_subnet_kept {
-            return Ok(Some(net));
+        // An annotation set since the object was compacted wins.
+        match annotation(&self.metadata, annotations::IPV6_SUBNET) {
+            Some((field, value)) => parse_cidr6(&field, value).map(Some),
+            None => Ok(self.ipv6_subnet_kept),
         }
-        annotation(&self.metadata, annotations::IPV6_SUBNET)
-            .map(|(field, value)| parse_cidr6(&field, value))
-            .transpose()
     }
 
     /// Checks every field.

@@ -16,7 +16,7 @@
 /// freed. glibc's default raises this threshold each time a mapped block is freed (up to 32
 /// MiB), after which the next large buffers (a list's body, a flow dump) come from the heap and
 /// leave holes between the long-lived objects allocated beside them; a fixed threshold keeps
-/// them out of it. Called once, first thing in `main`.
+/// them out of it. Called once, at the start of `main` (the setting is process-wide).
 pub fn keep_large_blocks_out_of_the_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt sets an allocator parameter under the allocator's own lock.
@@ -61,7 +61,7 @@ fn resident_kib() -> Option<u64> {
     Some(pages * u64::try_from(page).ok()? / 1024)
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux", target_env = "gnu"))]
 mod tests {
     use super::*;
 
@@ -99,7 +99,6 @@ mod tests {
     /// below the mmap threshold, so they live in the arena) allocated, touched and freed, with
     /// one allocated after them pinning the top so that the arena cannot shrink by itself,
     /// then trimmed.
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
     #[test]
     fn free_heap_goes_back_to_the_kernel() {
         in_child("free_heap_goes_back_to_the_kernel", || {
@@ -130,7 +129,6 @@ mod tests {
     /// With the threshold fixed, a large block freed goes back to the kernel at once, also
     /// after an earlier one was freed (glibc's default would have raised the threshold to its
     /// size and taken the second from the heap, where it stays resident once freed).
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
     #[test]
     fn large_blocks_stay_out_of_the_heap() {
         in_child("large_blocks_stay_out_of_the_heap", || {

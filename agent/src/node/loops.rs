@@ -31,8 +31,6 @@ impl Daemon {
     pub(super) async fn reconcile_for(&self, reason: Reason) -> Result<ReconcileStats> {
         let began = std::time::Instant::now();
         let r = self.reconcile().await;
-        // A full reconcile's transient copies (the switch's dump) leave free heap behind.
-        crate::host::heap::release_free_memory("a full reconcile");
         let shown = r
             .as_ref()
             .map(Clone::clone)
@@ -40,6 +38,8 @@ impl Daemon {
         self.observer
             .health
             .reconciled(reason.label(), began.elapsed(), &shown);
+        // A full reconcile's transient copies (the switch's dump) leave free heap behind.
+        crate::host::heap::release_free_memory("a full reconcile");
         r
     }
 

@@ -40,6 +40,7 @@ use schemars::JsonSchema;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+mod compact;
 mod parse;
 pub use parse::{parse_objects, to_yaml, Format, ParseError};
 
@@ -174,8 +175,8 @@ pub struct ClusterNetwork {
 }
 
 /// `HostSubnet` (one per node, named after the node): the node's pod subnet and VTEP address.
-/// Serialized by hand (below): an IPv6 subnet a cache took out of the annotations
-/// ([`HostSubnet::compact`]) goes back into them.
+// Serialized by hand (`compact.rs`): an IPv6 subnet a cache took out of the annotations goes
+// back into them. (Not in the doc comment above: that is the CRD's description.)
 #[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HostSubnet {
@@ -224,46 +225,6 @@ pub struct HostSubnet {
     #[serde(skip)]
     #[schemars(skip)]
     pub(crate) ipv6_subnet_kept: Option<ipnet::Ipv6Net>,
-}
-
-impl Serialize for HostSubnet {
-    /// As the fields are declared (the empty egress lists left out), with an IPv6 subnet that
-    /// [`HostSubnet::compact`] took out of the annotations put back: the same text as before.
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        let restored;
-        let metadata = match self.ipv6_subnet_kept {
-            None => &self.metadata,
-            Some(net) => {
-                let mut m = self.metadata.clone();
-                m.annotations
-                    .get_or_insert_with(Default::default)
-                    .insert(annotations::IPV6_SUBNET.into(), net.to_string());
-                restored = m;
-                &restored
-            }
-        };
-        let lists = [
-            ("egressIPs", &self.egress_ips),
-            ("egressCIDRs", &self.egress_cidrs),
-        ];
-        let fields = 6 + lists.iter().filter(|(_, l)| !l.is_empty()).count();
-        let mut st = s.serialize_struct("HostSubnet", fields)?;
-        st.serialize_field("apiVersion", &self.api_version)?;
-        st.serialize_field("kind", &self.kind)?;
-        st.serialize_field("metadata", metadata)?;
-        st.serialize_field("host", &self.host)?;
-        st.serialize_field("hostIP", &self.host_ip)?;
-        st.serialize_field("subnet", &self.subnet)?;
-        for (name, list) in lists {
-            if list.is_empty() {
-                st.skip_field(name)?;
-            } else {
-                st.serialize_field(name, list)?;
-            }
-        }
-        st.end()
-    }
 }
 
 /// `NetNamespace` (one per namespace, named after it): the namespace's VNID.
@@ -491,32 +452,6 @@ impl HostSubnet {
             egress_cidrs: Vec::new(),
             ipv6_subnet_kept: None,
         }
-    }
-
-    /// The object as a cache of thousands of them should hold it: a valid IPv6 subnet
-    /// annotation written canonically moves out of `metadata.annotations` into 17 bytes, and
-    /// a map left empty goes (a one-entry map costs about 600 bytes: a B-tree node has room
-    /// for eleven; our controller writes no other annotation on a HostSubnet).
-    /// [`HostSubnet::ipv6_subnet`], equality of two compacted objects and serialization answer
-    /// as before; a bad or unusually written value stays where it is, so validation still
-    /// names it as written.
-    pub fn compact(mut self) -> HostSubnet {
-        let Some(notes) = &mut self.metadata.annotations else {
-            return self;
-        };
-        let Some(value) = notes.get(annotations::IPV6_SUBNET) else {
-            return self;
-        };
-        if let Ok(net) = crate::validate::parse_cidr6(annotations::IPV6_SUBNET, value) {
-            if net.to_string() == *value {
-                self.ipv6_subnet_kept = Some(net);
-                notes.remove(annotations::IPV6_SUBNET);
-                if notes.is_empty() {
-                    self.metadata.annotations = None;
-                }
-            }
-        }
-        self
     }
 }
 
