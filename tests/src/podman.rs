@@ -214,6 +214,17 @@ impl Podman {
         .unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// The container's IPv6 address on network `sdn` (empty when it has none).
+    pub fn ip6_of(&self, name: &str) -> String {
+        self.run(&[
+            "inspect",
+            "-f",
+            "{{(index .NetworkSettings.Networks \"sdn\").GlobalIPv6Address}}",
+            name,
+        ])
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
     /// The name of the container's network namespace (under /var/run/netns).
     pub fn netns_of(&self, name: &str) -> String {
         let key = self

@@ -61,3 +61,86 @@ fn podman_containers_on_the_sdn_network() {
     );
     node.assert_no_pod_leftovers();
 }
+
+/// podman on a dual-stack node: each container gets an address of each family from the one
+/// CNI result (podman shows both), they reach each other and both gateways over IPv6 and TCP
+/// works over IPv6; `podman rm` releases both leases.
+#[test]
+fn podman_containers_get_both_families_on_a_dual_stack_node() {
+    let node = AgentNode::start(NodeOptions::default().dual_stack());
+    let mut podman = Podman::new(&node);
+
+    podman.start("web", &["httpd", "-f", "-p", "8080", "-h", "/www"]);
+    podman.start("client", &["sleep", "300"]);
+    let (web, client) = (podman.ip_of("web"), podman.ip_of("client"));
+    assert!(in_subnet(&web) && in_subnet(&client), "{web} {client}");
+    let six = |name: &str| -> std::net::Ipv6Addr {
+        let a = podman.ip6_of(name);
+        a.parse()
+            .unwrap_or_else(|_| panic!("{name}: no IPv6 address in podman's view: {a:?}"))
+    };
+    let (web6, client6) = (six("web"), six("client"));
+    assert_ne!(web6, client6);
+    // Both in this node's /64 of fd01::/48; the gateway is its first address.
+    let net = |a: std::net::Ipv6Addr| ipnet::Ipv6Net::new(a, 64).unwrap().trunc();
+    assert_eq!(net(web6), net(client6), "{web6} {client6}");
+    assert_eq!(web6.segments()[0], 0xfd01, "{web6}");
+    let gateway6 = std::net::Ipv6Addr::from(u128::from(net(web6).network()) + 1).to_string();
+
+    for (from, to) in [
+        ("client", web6.to_string()),
+        ("web", client6.to_string()),
+        ("client", gateway6.clone()),
+        ("client", web.clone()),
+    ] {
+        podman
+            .exec(from, &["ping", "-c", "1", "-W", "3", &to])
+            .unwrap_or_else(|e| panic!("{from} -> {to}: {e}"));
+    }
+    let request = format!("printf 'GET /index.html HTTP/1.0\\r\\n\\r\\n' | nc -w 5 {web6} 8080");
+    let page = podman
+        .exec("client", &["sh", "-c", &request])
+        .unwrap_or_else(|e| panic!("HTTP client -> [{web6}]:8080: {e}"));
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    assert!(page.ends_with("served by a pod on br0"), "{page}");
+
+    // The agent's view: two ports, a lease of each family per container, 14 rows per pod.
+    assert_eq!(node.pod_ports().len(), 2);
+    // Pods' IPv6 leases (not the port pool's warm ones, `sdn-warm-*`).
+    let leases6 = || -> Vec<String> {
+        let dir = node.lease_dir();
+        let mut v: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.parse::<std::net::Ipv6Addr>().is_ok())
+            .filter(|n| {
+                !std::fs::read_to_string(dir.join(n))
+                    .unwrap_or_default()
+                    .starts_with("sdn-warm")
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let mut want6 = vec![web6.to_string(), client6.to_string()];
+    want6.sort();
+    assert_eq!(leases6(), want6);
+    assert_eq!(node.leases().len(), 2);
+    assert_eq!(node.pod_flows().len(), 28);
+
+    podman.rm("web");
+    podman.rm("client");
+    assert!(
+        wait_until(Duration::from_secs(5), || node.pod_ports().is_empty()),
+        "ports left: {:?}",
+        node.pod_ports()
+    );
+    node.assert_no_pod_leftovers();
+    // A DEL's leases go with the pool's next batch (as `leases()` waits for IPv4).
+    assert!(
+        wait_until(Duration::from_secs(5), || leases6().is_empty()),
+        "IPv6 leases left: {:?}",
+        leases6()
+    );
+}
