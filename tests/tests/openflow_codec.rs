@@ -150,6 +150,26 @@ fn cases() -> Vec<(Flow, &'static str)> {
             "table:5 priority=10,sctp,tp_src=9,tp_dst=0x100/0xff00 actions=CONTROLLER:128",
         ),
         (
+            Flow::new(21, 100)
+                .matching(Match::any().tcp().reg(0, 5))
+                .action(Action::to_controller(vec![1, 0, 0, 0x15], Some(7)).unwrap())
+                .goto(30),
+            "table:21 priority=100,tcp,reg0=0x5 \
+             actions=controller(userdata=01.00.00.15,meter_id=7),goto_table:30",
+        ),
+        (
+            Flow::new(21, 90)
+                .matching(Match::any().ip())
+                .action(Action::ToController {
+                    max_len: 128,
+                    userdata: vec![0xff; 9],
+                    meter_id: None,
+                })
+                .action(Action::Output(2)),
+            "table:21 priority=90,ip \
+             actions=controller(max_len=128,userdata=ff.ff.ff.ff.ff.ff.ff.ff.ff),output:2",
+        ),
+        (
             Flow::new(80, 100)
                 .matching(
                     Match::any()

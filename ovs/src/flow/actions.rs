@@ -424,6 +424,10 @@ impl Ct {
     }
 }
 
+/// The most bytes of userdata a [`Action::ToController`] row carries here (Open vSwitch allows
+/// more; what a row tells the agent is a few ids).
+pub const USERDATA_MAX: usize = 64;
+
 /// One action of an apply-actions instruction.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub enum Action {
@@ -433,6 +437,18 @@ pub enum Action {
     Controller {
         /// Bytes of the packet to send (65535 = whole packet, unbuffered).
         max_len: u16,
+    },
+    /// `controller(max_len=N,userdata=XX.XX,meter_id=M)` (`NXAST_CONTROLLER2`): the packet to
+    /// the controller as `NXT_PACKET_IN2` with the row's `userdata`, through meter `meter_id`
+    /// when set. The row's other actions go on: only what reaches the controller is metered,
+    /// never the traffic itself. Build with [`Action::to_controller`].
+    ToController {
+        /// Bytes of the packet to send (65535 = the whole packet).
+        max_len: u16,
+        /// What the row tells the controller: 1 to [`USERDATA_MAX`] bytes.
+        userdata: Vec<u8>,
+        /// The meter that limits the packets sent.
+        meter_id: Option<u32>,
     },
     /// `output:NXM_NX_REG2[]`: output to the port number held in a field (`NXAST_OUTPUT_REG`).
     OutputReg(Subfield),
@@ -499,6 +515,19 @@ impl Action {
     /// `CONTROLLER:65535`.
     pub fn controller() -> Action {
         Action::Controller { max_len: 0xffff }
+    }
+
+    /// `controller(userdata=..,meter_id=..)` with the whole packet. `userdata` must hold 1 to
+    /// [`USERDATA_MAX`] bytes (with none, Open vSwitch would show the row as `CONTROLLER:N`);
+    /// a meter id must be a meter's (1 to 0xffff0000).
+    pub fn to_controller(userdata: Vec<u8>, meter_id: Option<u32>) -> Result<Action, FlowError> {
+        let a = Action::ToController {
+            max_len: 0xffff,
+            userdata,
+            meter_id,
+        };
+        a.validate()?;
+        Ok(a)
     }
 
     /// `output:SUBFIELD`; the range must be at least 16 bits (a port number).
@@ -637,6 +666,20 @@ impl Action {
                 clause,
                 n_clauses,
             } => Action::conjunction(*id, *clause, *n_clauses).map(|_| ()),
+            Action::ToController {
+                userdata, meter_id, ..
+            } => {
+                if userdata.is_empty() || userdata.len() > USERDATA_MAX {
+                    return Err(FlowError::Invalid(format!(
+                        "controller userdata of {} bytes: 1 to {USERDATA_MAX} are allowed",
+                        userdata.len()
+                    )));
+                }
+                match meter_id {
+                    Some(m) => Action::meter(*m).map(|_| ()),
+                    None => Ok(()),
+                }
+            }
             _ => Ok(()),
         }
     }

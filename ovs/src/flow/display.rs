@@ -497,6 +497,29 @@ fn write_action(s: &mut String, a: &Action, names: Option<&Names>) {
         Action::Controller { max_len } => {
             let _ = write!(s, "CONTROLLER:{max_len}");
         }
+        // As ovs-ofctl prints it (format_CONTROLLER): max_len only when not the whole packet,
+        // userdata as dot-separated hex.
+        Action::ToController {
+            max_len,
+            userdata,
+            meter_id,
+        } => {
+            s.push_str("controller(");
+            if *max_len != u16::MAX {
+                let _ = write!(s, "max_len={max_len},");
+            }
+            s.push_str("userdata=");
+            for (i, b) in userdata.iter().enumerate() {
+                if i > 0 {
+                    s.push('.');
+                }
+                let _ = write!(s, "{b:02x}");
+            }
+            if let Some(m) = meter_id {
+                let _ = write!(s, ",meter_id={m}");
+            }
+            s.push(')');
+        }
         Action::OutputReg(sf) => {
             let _ = write!(s, "output:{sf}");
         }

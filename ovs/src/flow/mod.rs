@@ -15,7 +15,9 @@ pub mod matches;
 pub mod parse;
 pub mod types;
 
-pub use actions::{ports, Action, Ct, CtZone, Load, Move, Nat, NatKind, Note, SetField};
+pub use actions::{
+    ports, Action, Ct, CtZone, Load, Move, Nat, NatKind, Note, SetField, USERDATA_MAX,
+};
 pub use display::{FlowText, Names};
 pub use fields::{Field, Subfield};
 pub use group::{Bucket, Group, GroupType};

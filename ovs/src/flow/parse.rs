@@ -445,6 +445,12 @@ fn parse_action(a: &str, names: &Names) -> Result<Action, FlowError> {
     if a == "ct" {
         return Ok(Action::Ct(Ct::new()));
     }
+    if let Some(rest) = a.strip_prefix("controller(") {
+        let inner = rest
+            .strip_suffix(')')
+            .ok_or_else(|| err(format!("{a:?}: missing )")))?;
+        return parse_controller(inner);
+    }
     let upper = a.to_ascii_uppercase();
     if let Some(rest) = upper.strip_prefix("CONTROLLER:") {
         return Ok(Action::Controller {
@@ -465,6 +471,58 @@ fn port_action(port: u32) -> Result<Action, FlowError> {
         return Ok(Action::controller());
     }
     Action::output(port)
+}
+
+/// The inside of `controller(...)`, as ovs-ofctl writes it: `max_len`, `userdata` (hex bytes,
+/// `.` or `:` between them or none) and `meter_id`; without userdata and meter it is the plain
+/// `CONTROLLER:max_len` Open vSwitch makes of it. The keys this codec does not carry
+/// (`reason`, `id`, `pause`) are refused by name.
+fn parse_controller(inner: &str) -> Result<Action, FlowError> {
+    let (mut max_len, mut userdata, mut meter_id) = (u16::MAX, None, None);
+    if !inner.is_empty() && inner.bytes().all(|b| b.is_ascii_digit()) {
+        max_len = parse_num(inner, "controller max_len")?;
+    } else {
+        for part in split_top(inner, &[','])
+            .into_iter()
+            .filter(|p| !p.is_empty())
+        {
+            let (key, value) = part.split_once('=').unwrap_or((part, ""));
+            match key {
+                "max_len" => max_len = parse_num(value, "controller max_len")?,
+                "meter_id" => meter_id = Some(parse_num(value, "controller meter_id")?),
+                "userdata" => {
+                    let hex: String = value.chars().filter(|c| !matches!(c, '.' | ':')).collect();
+                    if hex.is_empty() || !hex.len().is_multiple_of(2) {
+                        return Err(err(format!("controller userdata {value:?}: expected hex bytes such as 01.02")));
+                    }
+                    let bytes = (0..hex.len())
+                        .step_by(2)
+                        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16))
+                        .collect::<Result<Vec<u8>, _>>()
+                        .map_err(|_| err(format!("controller userdata {value:?}: bad hex digit")))?;
+                    userdata = Some(bytes);
+                }
+                other => {
+                    return Err(err(format!(
+                        "controller key {other:?} is not supported (max_len, userdata and meter_id are)"
+                    )))
+                }
+            }
+        }
+    }
+    match (userdata, meter_id) {
+        (None, None) => Ok(Action::Controller { max_len }),
+        (userdata, meter_id) => {
+            let a = Action::ToController {
+                max_len,
+                userdata: userdata.unwrap_or_default(),
+                meter_id,
+            };
+            a.validate()
+                .map_err(|e| err(format!("{e} in action \"controller({inner})\"")))?;
+            Ok(a)
+        }
+    }
 }
 
 fn parse_ct(inner: &str, names: &Names) -> Result<Ct, FlowError> {

@@ -17,6 +17,7 @@
 //! | `Note` | `NXAST_NOTE` |
 //! | `Ct` | `NXAST_CT`, nesting `NXAST_NAT` first and then the exec actions |
 //! | `Conjunction{id,clause,n_clauses}` | `NXAST_CONJUNCTION` (clause 0-based on the wire) |
+//! | `ToController{max_len,userdata,meter_id}` | `NXAST_CONTROLLER2` with its `NXAC2PT_*` properties |
 //!
 //! Layouts follow `lib/ofp-actions.c` of Open vSwitch (`struct nx_action_*`). Every action is a
 //! multiple of 8 bytes; lengths are patched after the body is written.
@@ -69,6 +70,8 @@ pub mod nxast {
     pub const CT: u16 = 35;
     /// `NXAST_NAT`.
     pub const NAT: u16 = 36;
+    /// `NXAST_CONTROLLER2`.
+    pub const CONTROLLER2: u16 = 37;
     /// `NXAST_CONJUNCTION`.
     pub const CONJUNCTION: u16 = 34;
 }
@@ -128,6 +131,99 @@ fn finish(out: &mut Vec<u8>, start: usize, what: &'static str) -> Result<(), Cod
     Ok(())
 }
 
+/// `NXAC2PT_*` property types of `NXAST_CONTROLLER2` (`enum nx_action_controller2_prop_type`).
+mod nxac2pt {
+    pub(super) const MAX_LEN: u16 = 0;
+    pub(super) const CONTROLLER_ID: u16 = 1;
+    pub(super) const REASON: u16 = 2;
+    pub(super) const USERDATA: u16 = 3;
+    pub(super) const PAUSE: u16 = 4;
+    pub(super) const METER_ID: u16 = 5;
+}
+
+/// `NXAST_CONTROLLER2` as Open vSwitch writes it (`encode_CONTROLLER`): the 16-byte extended
+/// header, then only the properties that differ from their defaults, in type order, each
+/// padded to 8 bytes.
+fn encode_controller2(
+    out: &mut Vec<u8>,
+    max_len: u16,
+    userdata: &[u8],
+    meter_id: Option<u32>,
+) -> Result<(), CodecError> {
+    let start = nx_header(out, nxast::CONTROLLER2);
+    out.extend_from_slice(&[0; 6]);
+    let prop = |out: &mut Vec<u8>, ty: u16, value: &[u8]| -> Result<(), CodecError> {
+        let at = out.len();
+        put16(out, ty);
+        put16(out, 0);
+        out.extend_from_slice(value);
+        let len = len_u16(out, at, "NXAST_CONTROLLER2 property")?;
+        patch_u16(out, at + 2, len);
+        pad_to_8(out, at);
+        Ok(())
+    };
+    if max_len != u16::MAX {
+        prop(out, nxac2pt::MAX_LEN, &max_len.to_be_bytes())?;
+    }
+    prop(out, nxac2pt::USERDATA, userdata)?;
+    if let Some(m) = meter_id {
+        prop(out, nxac2pt::METER_ID, &m.to_be_bytes())?;
+    }
+    finish(out, start, "NXAST_CONTROLLER2")
+}
+
+/// Reads `NXAST_CONTROLLER2`'s properties (`r` after the subtype). A controller id other than
+/// 0, a reason other than `action` and `pause` are refused: nothing here writes them, and a
+/// row holding one must not decode to a row without it.
+fn decode_controller2(mut r: Reader<'_>) -> Result<Action, CodecError> {
+    r.set_what("NXAST_CONTROLLER2");
+    if r.take(6)?.iter().any(|b| *b != 0) {
+        return Err(CodecError::Malformed {
+            what: "NXAST_CONTROLLER2",
+            detail: "padding is not zero".into(),
+        });
+    }
+    let (mut max_len, mut userdata, mut meter_id) = (u16::MAX, Vec::new(), None);
+    while r.remaining() > 0 {
+        let ty = r.u16()?;
+        let len = usize::from(r.u16()?);
+        if len < 4 {
+            return Err(CodecError::Malformed {
+                what: "NXAST_CONTROLLER2",
+                detail: format!("property {ty} of length {len}"),
+            });
+        }
+        let mut p = Reader::new(r.take(len - 4)?, "NXAST_CONTROLLER2 property");
+        r.skip((8 - len % 8) % 8)?;
+        match ty {
+            nxac2pt::MAX_LEN => max_len = p.u16()?,
+            nxac2pt::USERDATA => userdata = p.rest().to_vec(),
+            nxac2pt::METER_ID => meter_id = Some(p.u32()?),
+            nxac2pt::REASON if p.u8()? == 1 => {}
+            nxac2pt::CONTROLLER_ID if p.u16()? == 0 => {}
+            nxac2pt::CONTROLLER_ID | nxac2pt::REASON | nxac2pt::PAUSE => {
+                return Err(CodecError::Unsupported {
+                    what: "NXAST_CONTROLLER2",
+                    detail: format!("property {ty} (controller id, reason or pause)"),
+                })
+            }
+            other => {
+                return Err(CodecError::Unsupported {
+                    what: "NXAST_CONTROLLER2",
+                    detail: format!("unknown property {other}"),
+                })
+            }
+        }
+    }
+    let a = Action::ToController {
+        max_len,
+        userdata,
+        meter_id,
+    };
+    a.validate().map_err(malformed("NXAST_CONTROLLER2"))?;
+    Ok(a)
+}
+
 /// Appends the wire form of `actions` (each padded to 8 bytes) to `out`.
 pub fn encode_actions(actions: &[Action], out: &mut Vec<u8>) -> Result<(), CodecError> {
     for a in actions {
@@ -158,6 +254,11 @@ fn encode_action(a: &Action, out: &mut Vec<u8>) -> Result<(), CodecError> {
     match a {
         Action::Output(port) => encode_output(out, *port, 0),
         Action::Controller { max_len } => encode_output(out, ports::CONTROLLER, *max_len),
+        Action::ToController {
+            max_len,
+            userdata,
+            meter_id,
+        } => encode_controller2(out, *max_len, userdata, *meter_id)?,
         Action::Group(id) => {
             put16(out, OFPAT_GROUP);
             put16(out, 8);
@@ -513,6 +614,7 @@ fn decode_nx(subtype: u16, len: usize, mut r: Reader<'_>, in_ct: bool) -> Result
             }
             Action::Note(note)
         }
+        nxast::CONTROLLER2 => decode_controller2(r)?,
         nxast::CONJUNCTION => {
             r.set_what("NXAST_CONJUNCTION");
             let clause = r.u8()?;
@@ -791,6 +893,73 @@ mod tests {
         s.parse().unwrap()
     }
 
+    /// `controller(userdata=..,meter_id=..)` is `NXAST_CONTROLLER2` byte for byte as Open
+    /// vSwitch writes it (properties padded to 8, defaults left out), prints as ovs-ofctl
+    /// prints it, parses back, and refuses what it cannot carry.
+    #[test]
+    fn controller2_is_written_printed_and_refused_as_open_vswitch_does() {
+        use crate::flow::{parse_actions, parse_flow, Names};
+        let show = |a: &Action| {
+            let mut f = parse_flow("table=0,actions=drop", &Names::new()).unwrap();
+            f.actions = vec![a.clone()];
+            f.actions_text(None)
+        };
+        let parse = |t: &str| parse_actions(t, &Names::new()).map(|(a, _)| a);
+        let a = Action::to_controller(vec![1, 2, 3], Some(7)).unwrap();
+        let mut out = Vec::new();
+        encode_actions(std::slice::from_ref(&a), &mut out).unwrap();
+        assert_eq!(
+            out,
+            [
+                0xff, 0xff, 0, 32, 0, 0, 0x23, 0x20, 0, 37, 0, 0, 0, 0, 0, 0, // header
+                0, 3, 0, 7, 1, 2, 3, 0, // NXAC2PT_USERDATA, padded
+                0, 5, 0, 8, 0, 0, 0, 7, // NXAC2PT_METER_ID
+            ]
+        );
+        assert_eq!(decode_actions(&out).unwrap(), vec![a.clone()]);
+        let text = show(&a);
+        assert_eq!(text, "controller(userdata=01.02.03,meter_id=7)");
+        assert_eq!(parse(&text).unwrap(), vec![a]);
+        let short = Action::ToController {
+            max_len: 64,
+            userdata: vec![0xff],
+            meter_id: None,
+        };
+        let text = show(&short);
+        assert_eq!(text, "controller(max_len=64,userdata=ff)");
+        assert_eq!(parse(&text).unwrap(), vec![short]);
+        // Without userdata or meter it is the plain output to the controller.
+        assert_eq!(
+            parse("controller(max_len=64)").unwrap(),
+            vec![Action::Controller { max_len: 64 }]
+        );
+        for (bad, says) in [
+            ("controller(userdata=0g)", "bad hex digit"),
+            ("controller(userdata=012)", "expected hex bytes"),
+            ("controller(meter_id=0)", "1 to 64 are allowed"),
+            (
+                "controller(userdata=01,pause)",
+                "\"pause\" is not supported",
+            ),
+            (
+                "controller(userdata=01,reason=no_match)",
+                "\"reason\" is not supported",
+            ),
+        ] {
+            let e = parse(bad).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+        assert!(Action::to_controller(Vec::new(), Some(1)).is_err());
+        assert!(Action::to_controller(vec![0; crate::flow::USERDATA_MAX + 1], None).is_err());
+        assert!(Action::to_controller(vec![1], Some(0)).is_err());
+        // A pause or another controller id on the wire is refused, not dropped.
+        let mut paused = out.clone();
+        paused[2..4].copy_from_slice(&40u16.to_be_bytes());
+        paused.extend_from_slice(&[0, 4, 0, 4, 0, 0, 0, 0]);
+        let e = decode_actions(&paused).unwrap_err().to_string();
+        assert!(e.contains("pause"), "{e}");
+    }
+
     /// One of every action kind, in the shapes the pipeline uses.
     pub(crate) fn corpus() -> Vec<Action> {
         let ct_mark = Action::load(sf("NXM_NX_CT_MARK[]"), 1).unwrap();
@@ -801,6 +970,13 @@ mod tests {
             Action::Output(ports::NORMAL),
             Action::controller(),
             Action::Controller { max_len: 128 },
+            Action::to_controller(vec![1, 2, 3], Some(7)).unwrap(),
+            Action::to_controller(vec![0xab; 8], None).unwrap(),
+            Action::ToController {
+                max_len: 128,
+                userdata: vec![0],
+                meter_id: Some(1),
+            },
             Action::group(7).unwrap(),
             Action::set_tun_dst(Ipv4Addr::new(192, 168, 1, 2)),
             Action::set_field(Field::TunId, 0x1234_5678_9abc).unwrap(),
