@@ -13,6 +13,30 @@ fn in_subnet(ip: &str) -> bool {
     o[0] == 10 && o[1] == 128 && o[2] <= 1
 }
 
+/// `from` fetches the test image's page from port 8080 of `web` (an address of either family)
+/// over TCP with nc (the wget of Debian's static busybox crashes).
+fn assert_serves_its_page(podman: &Podman, from: &str, web: &str) {
+    let request = format!("printf 'GET /index.html HTTP/1.0\\r\\n\\r\\n' | nc -w 5 {web} 8080");
+    let page = podman
+        .exec(from, &["sh", "-c", &request])
+        .unwrap_or_else(|e| panic!("HTTP {from} -> {web} port 8080: {e}"));
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    assert!(page.ends_with("served by a pod on br0"), "{page}");
+}
+
+/// `podman rm -f` of `containers` releases everything they held on the node.
+fn remove_all(podman: &mut Podman, node: &AgentNode, containers: &[&str]) {
+    for c in containers {
+        podman.rm(c);
+    }
+    assert!(
+        wait_until(Duration::from_secs(5), || node.pod_ports().is_empty()),
+        "ports left: {:?}",
+        node.pod_ports()
+    );
+    node.assert_no_pod_leftovers();
+}
+
 #[test]
 fn podman_containers_on_the_sdn_network() {
     let node = AgentNode::start(NodeOptions::default());
@@ -34,13 +58,7 @@ fn podman_containers_on_the_sdn_network() {
     podman
         .exec("client", &["ping", "-c", "1", "-W", "3", "10.128.0.1"])
         .unwrap_or_else(|e| panic!("client -> gateway: {e}"));
-    // HTTP over TCP with nc (the wget of Debian's static busybox crashes).
-    let request = format!("printf 'GET /index.html HTTP/1.0\\r\\n\\r\\n' | nc -w 5 {web} 8080");
-    let page = podman
-        .exec("client", &["sh", "-c", &request])
-        .unwrap_or_else(|e| panic!("HTTP client -> web: {e}"));
-    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
-    assert!(page.ends_with("served by a pod on br0"), "{page}");
+    assert_serves_its_page(&podman, "client", &web);
 
     // The agent sees them as pods: ports with the container ids, leases, flows.
     assert_eq!(node.pod_ports().len(), 2);
@@ -51,15 +69,7 @@ fn podman_containers_on_the_sdn_network() {
     assert_eq!(leases, want);
     assert_eq!(node.pod_flows().len(), 14);
 
-    // podman rm -f releases everything.
-    podman.rm("web");
-    podman.rm("client");
-    assert!(
-        wait_until(Duration::from_secs(5), || node.pod_ports().is_empty()),
-        "ports left: {:?}",
-        node.pod_ports()
-    );
-    node.assert_no_pod_leftovers();
+    remove_all(&mut podman, &node, &["web", "client"]);
 }
 
 /// podman on a dual-stack node: each container gets an address of each family from the one
@@ -97,12 +107,7 @@ fn podman_containers_get_both_families_on_a_dual_stack_node() {
             .exec(from, &["ping", "-c", "1", "-W", "3", &to])
             .unwrap_or_else(|e| panic!("{from} -> {to}: {e}"));
     }
-    let request = format!("printf 'GET /index.html HTTP/1.0\\r\\n\\r\\n' | nc -w 5 {web6} 8080");
-    let page = podman
-        .exec("client", &["sh", "-c", &request])
-        .unwrap_or_else(|e| panic!("HTTP client -> [{web6}]:8080: {e}"));
-    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
-    assert!(page.ends_with("served by a pod on br0"), "{page}");
+    assert_serves_its_page(&podman, "client", &web6.to_string());
 
     // The agent's view: two ports, a lease of each family per container, 14 rows per pod.
     assert_eq!(node.pod_ports().len(), 2);
@@ -129,14 +134,7 @@ fn podman_containers_get_both_families_on_a_dual_stack_node() {
     assert_eq!(node.leases().len(), 2);
     assert_eq!(node.pod_flows().len(), 28);
 
-    podman.rm("web");
-    podman.rm("client");
-    assert!(
-        wait_until(Duration::from_secs(5), || node.pod_ports().is_empty()),
-        "ports left: {:?}",
-        node.pod_ports()
-    );
-    node.assert_no_pod_leftovers();
+    remove_all(&mut podman, &node, &["web", "client"]);
     // A DEL's leases go with the pool's next batch (as `leases()` waits for IPv4).
     assert!(
         wait_until(Duration::from_secs(5), || leases6().is_empty()),
