@@ -34,6 +34,7 @@ mod kube_cluster;
 mod kube_mode;
 mod kubectl;
 mod layers;
+mod libcni;
 mod meters;
 mod migration;
 mod mixed_cluster;
