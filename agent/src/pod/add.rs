@@ -281,7 +281,7 @@ impl<Io: NodeIo> Pods<Io> {
         if let Some(w) = eligible
             .then(|| {
                 self.pool
-                    .take_warm(plan.vnid, self.warm_target(), self.warm_chunk())
+                    .take_warm(plan.vnid, self.warm_target(), pool::WARM_CHUNK)
             })
             .flatten()
         {

@@ -1364,7 +1364,7 @@ async fn dual_stack_warm_ports_hold_both_addresses_and_hand_both_over() {
     rig.pods.warm_ports().await;
     // Chunks of as many ports as on an IPv4 node (twice the rows: two ovs-vswitchd main-loop
     // iterations each).
-    let chunk = super::pool::WARM_CHUNK_DUAL_STACK;
+    let chunk = super::pool::WARM_CHUNK;
     assert_eq!(rig.switch.bundles(), bundles + 8_usize.div_ceil(chunk));
     assert_eq!(
         rig.switch.last_bundle_len(),

@@ -93,21 +93,19 @@ const BATCH: usize = 32;
 /// How often dead ports are deleted (and the pool checked) at the latest.
 pub const REAP_EVERY: Duration = Duration::from_millis(250);
 
-/// Warm ports per flow bundle: ovs-vswitchd takes 50 messages per OpenFlow connection per
-/// main-loop iteration, and five ports' flows ([`flows::POD_FLOWS`] each, after a delete by
-/// cookie) and a table-80 row fit in one, so an ADD that needs a bundle of its own waits for
-/// at most one chunk (a whole batch of 34 ports once held such ADDs 0.4 s at 1000 pods).
+/// Warm ports per flow bundle, in both families: ovs-vswitchd takes 50 messages per OpenFlow
+/// connection per main-loop iteration, and five ports' flows ([`flows::POD_FLOWS`] each, after
+/// a delete by cookie) and a table-80 row fit in one, so an ADD that needs a bundle of its own
+/// waits for at most one chunk (a whole batch of 34 ports once held such ADDs 0.4 s at 1000
+/// pods). A dual-stack port carries twice the rows ([`flows::POD_FLOWS_DUAL_STACK`]): the same
+/// five take two iterations. Fewer ports per bundle there (three fit one iteration) made a
+/// bundle, and a revalidation of every datapath flow in ovs-vswitchd, every three ADDs instead
+/// of every five: background work beside the next ADD that an IPv4 node did not have.
 pub const WARM_CHUNK: usize = 5;
-/// [`WARM_CHUNK`] on a dual-stack node, whose ports carry twice the rows
-/// ([`flows::POD_FLOWS_DUAL_STACK`]): the same number of ports, in two main-loop iterations.
-/// Fewer ports per bundle (three fit one iteration) made a bundle, and a revalidation of every
-/// datapath flow in ovs-vswitchd, every three ADDs instead of every five: background work
-/// beside the next ADD that an IPv4 node did not have.
-pub const WARM_CHUNK_DUAL_STACK: usize = 5;
 // A chunk's flows, their deletes by cookie, a table-80 row and the bundle's open and commit
 // stay within one iteration's 50 messages (two on a dual-stack node).
 const _: () = assert!(WARM_CHUNK * (flows::POD_FLOWS + 1) + 1 + 2 <= 50);
-const _: () = assert!(WARM_CHUNK_DUAL_STACK * (flows::POD_FLOWS_DUAL_STACK + 1) + 1 + 2 <= 100);
+const _: () = assert!(WARM_CHUNK * (flows::POD_FLOWS_DUAL_STACK + 1) + 1 + 2 <= 100);
 
 /// How many VNIDs keep warm ports (the most recent ones to have a burst of ADDs).
 pub const WARM_VNIDS: usize = 2;

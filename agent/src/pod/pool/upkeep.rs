@@ -116,16 +116,6 @@ impl<Io: NodeIo> Pods<Io> {
         self.net.port_pool_size
     }
 
-    /// Warm ports per warm-up bundle on this node ([`WARM_CHUNK`], fewer on a dual-stack
-    /// node).
-    pub(crate) fn warm_chunk(&self) -> usize {
-        if self.net.range6().is_some() {
-            WARM_CHUNK_DUAL_STACK
-        } else {
-            WARM_CHUNK
-        }
-    }
-
     /// Removes the flows of the deleted pods' ports in one bundle, then releases their addresses
     /// and queues their rows for deletion. They stay queued when the bundle fails.
     pub async fn retire_ports(&self) {
@@ -285,7 +275,7 @@ impl<Io: NodeIo> Pods<Io> {
                 })
                 .collect();
             lock(&self.pool.idle).extend(ports);
-            let chunk = self.warm_chunk();
+            let chunk = WARM_CHUNK;
             // In chunks, each one bundle that ovs-vswitchd takes in one main-loop iteration: an
             // ADD that needs a bundle of its own (no warm port left) waits for one chunk, not
             // for the whole batch, and each chunk's ports can be taken as soon as it is in.
