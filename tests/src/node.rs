@@ -711,14 +711,23 @@ impl AgentNode {
     /// retiring deleted pods (it hands a deleted pod's address to its port, `sdn-retired-*`,
     /// until the port's flows are gone, within a second). The addresses of warm pool ports
     /// (`sdn-warm-*`, held with their flows before any pod takes them) are not pods' and are
-    /// left out.
+    /// left out. IPv4 ones; [`AgentNode::leases6`] for IPv6.
     pub fn leases(&self) -> Vec<String> {
+        self.pod_leases::<std::net::Ipv4Addr>()
+    }
+
+    /// [`AgentNode::leases`] of the IPv6 family.
+    pub fn leases6(&self) -> Vec<String> {
+        self.pod_leases::<std::net::Ipv6Addr>()
+    }
+
+    fn pod_leases<A: std::str::FromStr>(&self) -> Vec<String> {
         let read = || -> Vec<(String, String)> {
             fs::read_dir(self.lease_dir())
                 .map(|d| {
                     d.filter_map(|e| e.ok())
                         .map(|e| e.file_name().to_string_lossy().into_owned())
-                        .filter(|n| n.parse::<std::net::Ipv4Addr>().is_ok())
+                        .filter(|n| n.parse::<A>().is_ok())
                         .map(|n| {
                             let owner =
                                 fs::read_to_string(self.lease_dir().join(&n)).unwrap_or_default();

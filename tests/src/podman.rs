@@ -205,21 +205,20 @@ impl Podman {
 
     /// The container's address on `network`.
     pub fn ip_on(&self, name: &str, network: &str) -> String {
-        self.run(&[
-            "inspect",
-            "-f",
-            &format!("{{{{(index .NetworkSettings.Networks \"{network}\").IPAddress}}}}"),
-            name,
-        ])
-        .unwrap_or_else(|e| panic!("{e}"))
+        self.network_field(name, network, "IPAddress")
     }
 
     /// The container's IPv6 address on network `sdn` (empty when it has none).
     pub fn ip6_of(&self, name: &str) -> String {
+        self.network_field(name, "sdn", "GlobalIPv6Address")
+    }
+
+    /// `field` of the container's settings on `network`, as `podman inspect` shows it.
+    fn network_field(&self, name: &str, network: &str, field: &str) -> String {
         self.run(&[
             "inspect",
             "-f",
-            "{{(index .NetworkSettings.Networks \"sdn\").GlobalIPv6Address}}",
+            &format!("{{{{(index .NetworkSettings.Networks \"{network}\").{field}}}}}"),
             name,
         ])
         .unwrap_or_else(|e| panic!("{e}"))

@@ -111,12 +111,9 @@ fn libcni_adds_checks_and_deletes_a_dual_stack_pod() {
         node.pod_ports()
     );
     node.assert_no_pod_leftovers();
-    let v6_lease = node
-        .lease_dir()
-        .join(v6.split('/').next().unwrap_or_default());
+    let v6_addr = v6.split('/').next().unwrap_or_default().to_string();
     assert!(
-        wait_until(Duration::from_secs(5), || !v6_lease.exists()),
-        "IPv6 lease {} kept after DEL",
-        v6_lease.display()
+        !node.leases6().contains(&v6_addr),
+        "IPv6 lease {v6_addr} kept after DEL"
     );
 }

@@ -111,34 +111,12 @@ fn podman_containers_get_both_families_on_a_dual_stack_node() {
 
     // The agent's view: two ports, a lease of each family per container, 14 rows per pod.
     assert_eq!(node.pod_ports().len(), 2);
-    // Pods' IPv6 leases (not the port pool's warm ones, `sdn-warm-*`).
-    let leases6 = || -> Vec<String> {
-        let dir = node.lease_dir();
-        let mut v: Vec<String> = std::fs::read_dir(&dir)
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.parse::<std::net::Ipv6Addr>().is_ok())
-            .filter(|n| {
-                !std::fs::read_to_string(dir.join(n))
-                    .unwrap_or_default()
-                    .starts_with("sdn-warm")
-            })
-            .collect();
-        v.sort();
-        v
-    };
     let mut want6 = vec![web6.to_string(), client6.to_string()];
     want6.sort();
-    assert_eq!(leases6(), want6);
+    assert_eq!(node.leases6(), want6);
     assert_eq!(node.leases().len(), 2);
     assert_eq!(node.pod_flows().len(), 28);
 
     remove_all(&mut podman, &node, &["web", "client"]);
-    // A DEL's leases go with the pool's next batch (as `leases()` waits for IPv4).
-    assert!(
-        wait_until(Duration::from_secs(5), || leases6().is_empty()),
-        "IPv6 leases left: {:?}",
-        leases6()
-    );
+    assert_eq!(node.leases6(), Vec::<String>::new(), "IPv6 leases left");
 }
