@@ -47,6 +47,7 @@ mod openflow;
 mod openflow_codec;
 mod openshift_sdn;
 mod ovsdb;
+mod packets;
 mod parsers;
 mod podman;
 mod probe;

@@ -176,11 +176,7 @@ impl<Io: NodeIo> Pods<Io> {
 
     /// Deletes meter `m` (idempotent) and frees its id.
     pub(super) async fn delete_meter(&self, m: u32) -> Result<(), PodError> {
-        let meter = Meter {
-            id: m,
-            rate_kbps: 0,
-            burst_kbits: 0,
-        };
+        let meter = Meter::id_only(m);
         self.store
             .switch()
             .meter_mod(MeterModCommand::Delete, &meter)
@@ -203,7 +199,8 @@ impl<Io: NodeIo> Pods<Io> {
             .dump_meters()
             .await
             .map_err(PodError::openflow("dumping meters"))?;
-        for m in existing {
+        // Meters past the egress range are not the pods' (the audit rate limits).
+        for m in existing.into_iter().filter(|m| m.id <= MAX_METERS) {
             let known = lock(&self.meters)
                 .get_mut(&m.id)
                 .map(|config| *config = config.or(Some(m)))

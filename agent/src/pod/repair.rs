@@ -267,7 +267,7 @@ impl<Io: NodeIo> Pods<Io> {
                 .get(&id)
                 .copied()
                 .flatten()
-                .map(|m| (m.rate_kbps, m.burst_kbits)),
+                .map(|m| (m.rate, m.burst)),
         });
         let want = pod.record(meter).to_external_ids();
         let mut fixed = pod.clone();

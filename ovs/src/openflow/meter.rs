@@ -22,6 +22,10 @@ pub const OFPMP_METER_CONFIG: u16 = 10;
 pub const OFPMF_KBPS: u16 = 1;
 /// `OFPMF_BURST`.
 pub const OFPMF_BURST: u16 = 4;
+/// Flag: rate in packets/s (`OFPMF_PKTPS`).
+pub const OFPMF_PKTPS: u16 = 2;
+/// Multipart type of meter statistics (`OFPMP_METER`).
+pub const OFPMP_METER: u16 = 9;
 /// `OFPMBT_DROP`.
 pub const OFPMBT_DROP: u16 = 1;
 /// `OFPM_MAX`: the highest meter id that names a single meter.
@@ -60,39 +64,92 @@ impl MeterModCommand {
     }
 }
 
-/// A kbit/s policer: flags `KBPS|BURST`, one `DROP` band.
+/// What a meter's rate and burst count.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum MeterUnit {
+    /// kbit/s and kbit (flags `KBPS|BURST`): the pods' egress policers.
+    Kbps,
+    /// packets/s and packets (flags `PKTPS|BURST`): the rate limits of packets sent to the
+    /// agent (audit copies).
+    Pktps,
+}
+
+impl MeterUnit {
+    fn flags(self) -> u16 {
+        match self {
+            MeterUnit::Kbps => OFPMF_KBPS | OFPMF_BURST,
+            MeterUnit::Pktps => OFPMF_PKTPS | OFPMF_BURST,
+        }
+    }
+
+    fn from_flags(flags: u16) -> Option<Self> {
+        match flags {
+            f if f == OFPMF_KBPS | OFPMF_BURST => Some(MeterUnit::Kbps),
+            f if f == OFPMF_PKTPS | OFPMF_BURST => Some(MeterUnit::Pktps),
+            _ => None,
+        }
+    }
+}
+
+/// A policer: one `DROP` band, in kbit/s or packets/s, with a burst.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub struct Meter {
     /// Meter id, 1..=[`OFPM_MAX`].
     pub id: u32,
-    /// Band rate in kbit/s (1 kbit = 1000 bit).
-    pub rate_kbps: u32,
-    /// Band burst size in kbit.
-    pub burst_kbits: u32,
+    /// What the rate and burst count.
+    pub unit: MeterUnit,
+    /// Band rate, in kbit/s (1 kbit = 1000 bit) or packets/s.
+    pub rate: u32,
+    /// Band burst size, in kbit or packets.
+    pub burst: u32,
 }
 
 impl Meter {
-    /// Refuses id 0 or a reserved id, and a zero rate.
+    /// A kbit/s policer. Refuses id 0 or a reserved id, and a zero rate.
     pub fn new(id: u32, rate_kbps: u32, burst_kbits: u32) -> Result<Meter, FlowError> {
+        Meter::with_unit(id, MeterUnit::Kbps, rate_kbps, burst_kbits)
+    }
+
+    /// A packets/s policer. Refuses id 0 or a reserved id, and a zero rate.
+    pub fn packets(id: u32, rate_pps: u32, burst_packets: u32) -> Result<Meter, FlowError> {
+        Meter::with_unit(id, MeterUnit::Pktps, rate_pps, burst_packets)
+    }
+
+    fn with_unit(id: u32, unit: MeterUnit, rate: u32, burst: u32) -> Result<Meter, FlowError> {
         check_id(id)?;
-        if rate_kbps == 0 {
-            return Err(FlowError::Invalid(format!("meter {id}: rate 0 kbit/s")));
+        if rate == 0 {
+            return Err(FlowError::Invalid(format!("meter {id}: rate 0")));
         }
         Ok(Meter {
             id,
-            rate_kbps,
-            burst_kbits,
+            unit,
+            rate,
+            burst,
         })
+    }
+
+    /// The meter `id` as a delete names it (rate and burst are not sent).
+    pub fn id_only(id: u32) -> Meter {
+        Meter {
+            id,
+            unit: MeterUnit::Kbps,
+            rate: 0,
+            burst: 0,
+        }
     }
 }
 
 impl std::fmt::Display for Meter {
     /// As `ovs-ofctl add-meter` takes it.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let unit = match self.unit {
+            MeterUnit::Kbps => "kbps",
+            MeterUnit::Pktps => "pktps",
+        };
         write!(
             f,
-            "meter={},kbps,burst,band=type=drop,rate={},burst_size={}",
-            self.id, self.rate_kbps, self.burst_kbits
+            "meter={},{unit},burst,band=type=drop,rate={},burst_size={}",
+            self.id, self.rate, self.burst
         )
     }
 }
@@ -114,8 +171,8 @@ fn put_header(out: &mut Vec<u8>, msg_type: u8, xid: u32) {
 fn put_band(out: &mut Vec<u8>, m: &Meter) {
     out.extend_from_slice(&OFPMBT_DROP.to_be_bytes());
     out.extend_from_slice(&16u16.to_be_bytes());
-    out.extend_from_slice(&m.rate_kbps.to_be_bytes());
-    out.extend_from_slice(&m.burst_kbits.to_be_bytes());
+    out.extend_from_slice(&m.rate.to_be_bytes());
+    out.extend_from_slice(&m.burst.to_be_bytes());
     out.extend_from_slice(&[0; 4]);
 }
 
@@ -135,13 +192,13 @@ pub fn encode_meter_mod(
     let flags = if command == MeterModCommand::Delete {
         0
     } else {
-        OFPMF_KBPS | OFPMF_BURST
+        meter.unit.flags()
     };
     out.extend_from_slice(&flags.to_be_bytes());
     out.extend_from_slice(&meter.id.to_be_bytes());
     if command != MeterModCommand::Delete {
-        if meter.rate_kbps == 0 {
-            return Err(FlowError::Invalid(format!("meter {}: rate 0 kbit/s", meter.id)).into());
+        if meter.rate == 0 {
+            return Err(FlowError::Invalid(format!("meter {}: rate 0", meter.id)).into());
         }
         put_band(&mut out, meter);
     }
@@ -172,12 +229,12 @@ pub fn decode_meter_config_body(body: &[u8]) -> Result<Vec<Meter>, CodecError> {
         let flags = r.u16()?;
         let id = r.u32()?;
         let bands = r.take(len - 8)?;
-        if flags != OFPMF_KBPS | OFPMF_BURST {
+        let Some(unit) = MeterUnit::from_flags(flags) else {
             return Err(CodecError::Unsupported {
                 what: "ofp_meter_config",
-                detail: format!("meter {id} flags {flags:#x} (only kbps|burst)"),
+                detail: format!("meter {id} flags {flags:#x} (only kbps|burst, pktps|burst)"),
             });
-        }
+        };
         if bands.len() != 16 {
             return Err(CodecError::Unsupported {
                 what: "ofp_meter_config",
@@ -190,8 +247,8 @@ pub fn decode_meter_config_body(body: &[u8]) -> Result<Vec<Meter>, CodecError> {
         let mut b = Reader::new(bands, "ofp_meter_band");
         let ty = b.u16()?;
         let blen = b.u16()?;
-        let rate_kbps = b.u32()?;
-        let burst_kbits = b.u32()?;
+        let rate = b.u32()?;
+        let burst = b.u32()?;
         if ty != OFPMBT_DROP || blen != 16 {
             return Err(CodecError::Unsupported {
                 what: "ofp_meter_band",
@@ -199,11 +256,65 @@ pub fn decode_meter_config_body(body: &[u8]) -> Result<Vec<Meter>, CodecError> {
             });
         }
         out.push(
-            Meter::new(id, rate_kbps, burst_kbits).map_err(|e| CodecError::Malformed {
+            Meter::with_unit(id, unit, rate, burst).map_err(|e| CodecError::Malformed {
                 what: "ofp_meter_config",
                 detail: e.to_string(),
             })?,
         );
+    }
+    Ok(out)
+}
+
+/// One meter's counters (`ofp_meter_stats`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct MeterStats {
+    /// Meter id.
+    pub id: u32,
+    /// Rows using it.
+    pub flow_count: u32,
+    /// Packets that entered it.
+    pub packets_in: u64,
+    /// Packets its drop band dropped (the sum over its bands).
+    pub packets_dropped: u64,
+}
+
+/// Encodes an `OFPMP_METER` request for every meter.
+pub fn encode_meter_stats_request(xid: u32) -> Vec<u8> {
+    let mut out = Vec::with_capacity(24);
+    put_header(&mut out, super::wire::msg_type::MULTIPART_REQUEST, xid);
+    out.extend_from_slice(&OFPMP_METER.to_be_bytes());
+    out.extend_from_slice(&[0; 6]); // flags, pad
+    out.extend_from_slice(&OFPM_ALL.to_be_bytes());
+    out.extend_from_slice(&[0; 4]);
+    out[3] = out.len() as u8; // always 24
+    out
+}
+
+/// Decodes the body of one `OFPMP_METER` reply (after the multipart header).
+pub fn decode_meter_stats_body(body: &[u8]) -> Result<Vec<MeterStats>, CodecError> {
+    let mut r = Reader::new(body, "ofp_meter_stats");
+    let mut out = Vec::new();
+    while r.remaining() > 0 {
+        let id = r.u32()?;
+        let len = r.u16()? as usize;
+        r.check_len(len, 40, || format!("meter stats of length {len}"))?;
+        r.skip(6)?;
+        let flow_count = r.u32()?;
+        let packets_in = r.u64()?;
+        let _bytes_in = r.u64()?;
+        r.skip(8)?; // duration
+        let mut packets_dropped = 0u64;
+        let mut bands = Reader::new(r.take(len - 40)?, "ofp_meter_band_stats");
+        while bands.remaining() > 0 {
+            packets_dropped = packets_dropped.saturating_add(bands.u64()?);
+            let _bytes = bands.u64()?;
+        }
+        out.push(MeterStats {
+            id,
+            flow_count,
+            packets_in,
+            packets_dropped,
+        });
     }
     Ok(out)
 }
@@ -237,8 +348,38 @@ mod tests {
         let mut body = vec![0, 24];
         body.extend_from_slice(&b[10..]);
         assert_eq!(decode_meter_config_body(&body).unwrap(), vec![m]);
-        body[3] = 1; // packet rate flags
+        body[3] = 2 | 4; // packet rate flags
+        let p = decode_meter_config_body(&body).unwrap();
+        assert_eq!(p[0].unit, MeterUnit::Pktps);
+        assert_eq!((p[0].rate, p[0].burst), (1_000, 100));
+        body[3] = 1 | 2; // kbps and pktps at once
         assert!(decode_meter_config_body(&body).is_err());
         assert!(decode_meter_config_body(&[0, 4]).is_err());
+    }
+
+    #[test]
+    fn stats_body_sums_the_bands() {
+        let mut body = Vec::new();
+        body.extend_from_slice(&7u32.to_be_bytes());
+        body.extend_from_slice(&56u16.to_be_bytes());
+        body.extend_from_slice(&[0; 6]);
+        body.extend_from_slice(&3u32.to_be_bytes());
+        body.extend_from_slice(&1000u64.to_be_bytes());
+        body.extend_from_slice(&64_000u64.to_be_bytes());
+        body.extend_from_slice(&[0; 8]);
+        body.extend_from_slice(&900u64.to_be_bytes());
+        body.extend_from_slice(&57_600u64.to_be_bytes());
+        let s = decode_meter_stats_body(&body).unwrap();
+        assert_eq!(
+            s,
+            vec![MeterStats {
+                id: 7,
+                flow_count: 3,
+                packets_in: 1000,
+                packets_dropped: 900
+            }]
+        );
+        assert!(decode_meter_stats_body(&body[..50]).is_err());
+        assert_eq!(encode_meter_stats_request(1)[8..10], [0, 9]);
     }
 }

@@ -13,6 +13,7 @@ use crate::openflow::meter::{
 use crate::openflow::monitor::{
     decode_flow_updates, is_flow_monitor_body, FlowEvent, FlowUpdate, OFPMP_EXPERIMENTER,
 };
+use crate::openflow::packets::{decode_packet_in2, is_packet_in2, PacketIn};
 use crate::openflow::wire::{
     decode_multipart_reply, encode_barrier_request, encode_echo_reply, encode_echo_request,
     msg_type, RawMsg, SwitchError, OFPMP_FLOW,
@@ -20,6 +21,7 @@ use crate::openflow::wire::{
 use crate::openflow::CodecError;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -40,6 +42,15 @@ pub(crate) struct State {
     pub(crate) closed: Option<String>,
     /// Where flow monitor updates go (see [`OfClient::monitor_flows`]).
     pub(crate) monitor: Option<mpsc::UnboundedSender<Vec<FlowUpdate>>>,
+    /// Where packet-ins go (see [`OfClient::receive_packet_ins`]).
+    pub(crate) packet_ins: Option<PacketInSink>,
+}
+
+/// The bounded queue packet-ins go to, and what did not fit. The reader never waits for the
+/// receiver: a packet-in that finds the queue full is counted and dropped.
+pub(crate) struct PacketInSink {
+    pub(crate) tx: mpsc::Sender<PacketIn>,
+    pub(crate) counters: Arc<PacketInCounters>,
 }
 
 /// The connection state the tasks and the client share.
@@ -132,6 +143,7 @@ impl Shared {
             st.closed = Some(reason);
             st.pending.clear();
             st.monitor = None;
+            st.packet_ins = None;
         }
         drop(st);
         self.closed_tx.send_replace(true);
@@ -210,6 +222,9 @@ impl Shared {
                 let _ = tx.send(msg);
             }
             None if msg.msg_type == msg_type::MULTIPART_REPLY && self.flow_monitor_update(&msg) => {
+            }
+            None if msg.msg_type == msg_type::EXPERIMENTER && is_packet_in2(&msg.body) => {
+                self.packet_in(&msg)
             }
             None if msg.msg_type == msg_type::ERROR => match SwitchError::decode(&msg.body) {
                 Ok(e) => {
@@ -398,6 +413,27 @@ impl Shared {
 
     /// Hands an unsolicited flow monitor reply to the monitor's receiver; false when `msg` is
     /// not one (or nobody monitors).
+    /// Hands one packet-in to its queue (called by the reader task only).
+    pub(crate) fn packet_in(&self, msg: &RawMsg) {
+        let mut st = self.lock();
+        let Some(sink) = st.packet_ins.as_ref() else {
+            return;
+        };
+        match decode_packet_in2(&msg.body) {
+            Ok(pin) => match sink.tx.try_send(pin) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    sink.counters.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => st.packet_ins = None,
+            },
+            Err(e) => {
+                sink.counters.undecodable.fetch_add(1, Ordering::Relaxed);
+                debug!(peer = %self.peer, error = %e, "undecodable packet-in");
+            }
+        }
+    }
+
     pub(crate) fn flow_monitor_update(&self, msg: &RawMsg) -> bool {
         let Ok((h, body)) = decode_multipart_reply(&msg.body) else {
             return false;

@@ -24,7 +24,11 @@
 //! - **Flow monitor**: [`OfClient::monitor_flows`] asks the switch to report flow changes made
 //!   by others; those replies arrive unsolicited (xid 0) and go to the monitor's channel.
 //!
-//! Limits: other asynchronous messages (packet-in, port-status, flow-removed) are logged and dropped;
+//! - **Packet-ins**: [`OfClient::receive_packet_ins`] asks the switch for `NXT_PACKET_IN2`s
+//!   and hands them to a bounded queue; the reader never waits for it (a full queue drops and
+//!   counts), so a slow consumer cannot stall the connection's replies.
+//!
+//! Limits: other asynchronous messages (port-status, flow-removed) are logged and dropped;
 //! there is no TLS (`ssl:`) transport; a batch of plain flow_mods is *not* atomic (some may be
 //! applied when another fails): use [`OfClient::bundle`] for all-or-nothing changes.
 //!
@@ -46,10 +50,16 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use super::flow_mod::{encode_flow_mod, encode_group_mod, FlowMod, FlowStats, GroupModCommand};
-use super::meter::{encode_meter_mod, Meter, MeterModCommand};
+use super::meter::{
+    decode_meter_stats_body, encode_meter_mod, encode_meter_stats_request, Meter, MeterModCommand,
+    MeterStats, OFPMP_METER,
+};
 use super::monitor::{
     decode_flow_updates, encode_flow_monitor_request, FlowUpdate, NXFMF_ADD, NXFMF_DELETE,
     NXFMF_MODIFY, OFPMP_EXPERIMENTER,
+};
+use super::packets::{
+    encode_packet_out, encode_set_config, encode_set_packet_in_format, PacketIn, OFPCML_NO_BUFFER,
 };
 use super::wire::{
     self, decode_features_reply, encode_echo_reply, encode_features_request, encode_hello,
@@ -67,6 +77,43 @@ mod connection;
 use connection::*;
 mod tasks;
 use tasks::*;
+
+/// What became of packet-ins that did not reach the queue.
+#[derive(Debug, Default)]
+pub struct PacketInCounters {
+    /// Dropped because the queue was full.
+    pub dropped: AtomicU64,
+    /// Dropped because they could not be decoded.
+    pub undecodable: AtomicU64,
+}
+
+/// The queue of packet-ins of one connection ([`OfClient::receive_packet_ins`]). It ends
+/// (`recv` gives `None`) when the connection closes.
+#[derive(Debug)]
+pub struct PacketIns {
+    rx: mpsc::Receiver<PacketIn>,
+    counters: Arc<PacketInCounters>,
+}
+
+impl PacketIns {
+    /// The next packet-in; `None` once the connection has closed.
+    pub async fn recv(&mut self) -> Option<PacketIn> {
+        self.rx.recv().await
+    }
+
+    /// A packet-in already queued, without waiting.
+    pub fn try_recv(&mut self) -> Option<PacketIn> {
+        self.rx.try_recv().ok()
+    }
+
+    /// Packet-ins dropped because the queue was full, and because they could not be decoded.
+    pub fn lost(&self) -> (u64, u64) {
+        (
+            self.counters.dropped.load(Ordering::Relaxed),
+            self.counters.undecodable.load(Ordering::Relaxed),
+        )
+    }
+}
 
 /// The task handles; dropping the last client closes the connection.
 struct Inner {
@@ -291,6 +338,7 @@ impl OfClient {
                 pending: HashMap::new(),
                 closed: None,
                 monitor: None,
+                packet_ins: None,
             }),
             out: out_tx,
             closed_tx,
@@ -433,6 +481,89 @@ impl OfClient {
         let mut meters = self.shared().dump_meters().await?;
         meters.sort_by_key(|m| m.id);
         Ok(meters)
+    }
+
+    /// Every meter's counters (`OFPMP_METER`, all reply parts), sorted by id.
+    pub async fn dump_meter_stats(&self) -> Result<Vec<MeterStats>, OfError> {
+        let mut stats = self
+            .shared()
+            .multipart(
+                "dump meter stats",
+                encode_meter_stats_request,
+                (OFPMP_METER, "OFPMP_METER"),
+                decode_meter_stats_body,
+            )
+            .await?;
+        stats.sort_by_key(|m| m.id);
+        Ok(stats)
+    }
+
+    /// Asks the switch to send this connection its packet-ins as `NXT_PACKET_IN2` (a non-zero
+    /// `miss_send_len`, without which Open vSwitch sends a service connection none, and the
+    /// packet-in2 format) and returns their queue, which holds at most `capacity`. A second
+    /// call replaces the first queue. Packet-ins start flowing once this returns.
+    pub async fn receive_packet_ins(&self, capacity: usize) -> Result<PacketIns, OfError> {
+        let shared = self.shared();
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        let counters = Arc::new(PacketInCounters::default());
+        shared.lock().packet_ins = Some(PacketInSink {
+            tx,
+            counters: counters.clone(),
+        });
+        let asked = shared
+            .batch(
+                "ask for packet-ins",
+                2,
+                |i, xid| {
+                    Ok(if i == 0 {
+                        encode_set_config(xid, OFPCML_NO_BUFFER)
+                    } else {
+                        encode_set_packet_in_format(xid)
+                    })
+                },
+                |i| {
+                    if i == 0 {
+                        "OFPT_SET_CONFIG miss_send_len=no_buffer".into()
+                    } else {
+                        "NXT_SET_PACKET_IN_FORMAT packet-in2".into()
+                    }
+                },
+            )
+            .await;
+        if let Err(e) = asked {
+            shared.lock().packet_ins = None;
+            return Err(e);
+        }
+        Ok(PacketIns { rx, counters })
+    }
+
+    /// Injects `packet` as if it had entered by `in_port`, meeting `actions` (`output:TABLE`
+    /// sends it through the tables from table 0). Waits for a barrier, so a refused packet-out
+    /// is this call's error.
+    pub async fn packet_out(
+        &self,
+        in_port: u32,
+        actions: &[crate::flow::Action],
+        packet: &[u8],
+    ) -> Result<(), OfError> {
+        let msg =
+            encode_packet_out(0, in_port, actions, packet).map_err(|source| OfError::Encode {
+                index: 0,
+                what: "packet-out".into(),
+                source,
+            })?;
+        self.shared()
+            .batch(
+                "packet-out",
+                1,
+                |_, xid| {
+                    let mut m = msg.clone();
+                    m[4..8].copy_from_slice(&xid.to_be_bytes());
+                    Ok(m)
+                },
+                |_| format!("packet-out of {} bytes at port {in_port}", packet.len()),
+            )
+            .await
     }
 
     /// Resolves when the connection has closed (for whatever reason; at once if it already
