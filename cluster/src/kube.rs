@@ -179,6 +179,8 @@ struct Caches {
     egress_policies: Reflected<DynamicObject>,
     /// Namespaces' labels, by name.
     namespaces: Kept<Labels>,
+    /// Namespaces' `k8s.ovn.org/acl-logging` annotations, by name (only those that have one).
+    acl_logging: Kept<String>,
     pods: PodCache,
     /// Networkpolicy mode only: NetworkPolicies as read, by `namespace/name`.
     network_policies: Option<Kept<PolicyRead>>,
@@ -259,6 +261,7 @@ impl Caches {
                 "egressnetworkpolicies",
             )),
             namespaces: Kept::new(),
+            acl_logging: Kept::new(),
             pods: PodCache::new(node),
             dirty: Dirty::ALL,
             current: ClusterState::default(),
@@ -336,6 +339,7 @@ impl Caches {
         if dirty.namespaces {
             st.namespaces = Some(Arc::new(self.namespaces.map.keys().cloned().collect()));
             st.namespace_labels = self.namespaces.map.clone();
+            crate::audit::read_into(&mut st.audit_logging, &self.acl_logging.map);
         }
         st.pods.clone_from(&self.pods.local.map);
         st.peer_pods.clone_from(&self.pods.peer_pods);
@@ -647,9 +651,13 @@ fn handle(c: &mut Caches, ev: Ev, errors: &mut BTreeMap<&'static str, String>) -
         ),
         Ev::Namespace(r) => mark(
             watch_event("Namespace", r, errors).is_some_and(|e| {
-                c.namespaces.apply(&e, name_of, |n: &Namespace| {
+                let labels = c.namespaces.apply(&e, name_of, |n: &Namespace| {
                     Some(n.metadata.labels.clone().unwrap_or_default())
-                })
+                });
+                let logging = c.acl_logging.apply(&e, name_of, |n: &Namespace| {
+                    crate::audit::annotation(&n.metadata)
+                });
+                labels | logging
             }),
             &mut d.namespaces,
         ),

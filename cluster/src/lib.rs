@@ -6,6 +6,8 @@
 //! - [`yaml`]: how YAML is read and written.
 //! - [`ports`]: what a pod port's `external_ids` record about its tenant (read by sdnctl too).
 //! - [`tenants`]: sdnctl's standalone tenant administration (state directory edits under a lock).
+//! - [`audit`]: which namespaces log their isolation decisions (the `k8s.ovn.org/acl-logging`
+//!   annotation).
 //!
 //! The rest is the cluster state itself: the OpenShift `network.openshift.io/v1` objects a node
 //! needs (`ClusterNetwork`, `HostSubnet`, `NetNamespace`, `EgressNetworkPolicy`) and the
@@ -29,6 +31,7 @@
 //! trait yet: in standalone mode the agent and `sdnctl` write files, in Kubernetes mode a
 //! controller writes through the API; the trait is for reading.
 
+pub mod audit;
 pub mod config;
 pub mod crd;
 pub mod dual_stack;

@@ -21,6 +21,7 @@ use super::types::{
     ClusterNetwork, ClusterObject, EgressNetworkPolicy, HostSubnet, Kind, NetNamespace,
 };
 use super::validate::ValidationError;
+use crate::audit::{AclLogging, AuditSetting};
 use crate::config::Ipv4ClusterNetwork as CidrEntry;
 
 /// The cluster objects known to this node.
@@ -63,6 +64,10 @@ pub struct ClusterState {
     /// Namespaces without a NetNamespace because its file is unusable (standalone mode), with
     /// the file's problem: an ADD there says so instead of "create it".
     pub broken_namespaces: BTreeMap<String, String>,
+    /// The audit logging of every namespace that carries the `k8s.ovn.org/acl-logging`
+    /// annotation (on its Namespace in Kubernetes mode, its NetNamespace in standalone mode),
+    /// as read, with what was wrong with it ([`crate::audit`]).
+    pub audit_logging: Arc<BTreeMap<String, AuditSetting>>,
 }
 
 /// What the agent keeps of one of its node's Kubernetes Pods (from the watch cache, so a CNI ADD
@@ -339,6 +344,7 @@ impl ClusterState {
             refused_policies,
             refused_egress_policies,
             broken_namespaces,
+            audit_logging,
         } = self;
         *cluster_network == other.cluster_network
             && *host_subnets == other.host_subnets
@@ -350,6 +356,15 @@ impl ClusterState {
             && *refused_policies == other.refused_policies
             && *refused_egress_policies == other.refused_egress_policies
             && *broken_namespaces == other.broken_namespaces
+            && *audit_logging == other.audit_logging
+    }
+
+    /// What `namespace` logs (nothing when it has no annotation).
+    pub fn audit_of(&self, namespace: &str) -> AclLogging {
+        self.audit_logging
+            .get(namespace)
+            .map(|s| s.logging)
+            .unwrap_or_default()
     }
 
     /// Every problem of this state, for states assembled elsewhere (the Kubernetes source):

@@ -114,6 +114,12 @@ fn base_flows_without_version(cfg: &NodeConfig) -> Vec<Flow> {
     delivery(cfg, &mut f);
     egress(cfg, &mut f);
     crate::ipv6::base_rows(cfg, &mut f);
+    // Spoofing attempts are always logged; table 130 sends every logged decision up.
+    f.extend(crate::audit::spoof_rows(
+        cfg.ipv4.is_some(),
+        cfg.ipv6.is_some(),
+    ));
+    f.extend(crate::audit::audit_table());
     f
 }
 

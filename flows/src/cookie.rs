@@ -28,6 +28,8 @@ pub enum Feature {
     PolicyTarget = 7,
     /// The shared NetworkPolicy rows (peers, ports, `conj_id` rows).
     Policy = 8,
+    /// A VNID's audit rows in table 80 (multitenant mode).
+    Audit = 9,
 }
 
 /// Bits of the object id.

@@ -25,6 +25,7 @@
 use ipnet::{IpNet, Ipv4Net};
 use ovs::{Flow, Match};
 
+use crate::audit::{log_actions, Decision, Logged};
 use crate::cookie::{cookie, Feature};
 use crate::registers::Reg;
 use crate::tables::Table;
@@ -59,16 +60,53 @@ pub fn egress_cookie(vnid: Vnid) -> u64 {
 /// The table-100 rows of `vnid` (none for the global VNID); `dual_stack` on a node with IPv6
 /// pods (the rules' IPv6 destinations get rows; a policy naming none drops IPv6).
 pub fn egress_firewall_flows(vnid: Vnid, fw: &EgressFirewall, dual_stack: bool) -> Vec<Flow> {
+    egress_firewall_flows_logged(vnid, fw, dual_stack, Logged::default())
+}
+
+/// The `detail` of an audit line from the row that drops everything of a VNID (several
+/// policies, a shared VNID, or a policy that cannot be applied).
+pub const AUDIT_DROP_ALL: u32 = 0xff_ffff;
+/// The `detail` of an audit line from the row that drops IPv6 of a policy naming none.
+pub const AUDIT_NO_IPV6_RULE: u32 = 0xff_fffe;
+
+/// [`egress_firewall_flows`], its rows logging what `log` asks ([`crate::audit`]): a
+/// logged rule's rows load its index as the audit detail, then resubmit to table 130. Every
+/// packet a logged row meets is copied (external traffic is not committed in every mode,
+/// so there is no first packet to pick); the agent folds a connection's packets into one line.
+pub fn egress_firewall_flows_logged(
+    vnid: Vnid,
+    fw: &EgressFirewall,
+    dual_stack: bool,
+    log: Logged,
+) -> Vec<Flow> {
     if vnid.is_global() {
         return Vec::new();
     }
+    let logged = |f: Flow, allow: bool, detail: u32| {
+        let wanted = if allow { log.allow } else { log.deny };
+        if !wanted {
+            return f;
+        }
+        let decision = if allow {
+            Decision::FirewallAllow
+        } else {
+            Decision::FirewallDeny
+        };
+        let mut out = f;
+        let verdict = std::mem::take(&mut out.actions);
+        for a in log_actions(decision, detail, None) {
+            out = out.action(a);
+        }
+        out.actions.extend(verdict);
+        out
+    };
     let base = |prio: u16| {
         Flow::new(Table::EgressFirewall.id(), prio)
             .cookie(egress_cookie(vnid))
             .matching(Reg::SrcVnid.matching(Match::any(), vnid.id()))
     };
     match fw {
-        EgressFirewall::DropAll => vec![base(1)],
+        EgressFirewall::DropAll => vec![logged(base(1), false, AUDIT_DROP_ALL)],
         EgressFirewall::Rules(rules) => {
             let n = rules.len();
             let mut out = Vec::new();
@@ -97,6 +135,7 @@ pub fn egress_firewall_flows(vnid: Vnid, fw: &EgressFirewall, dual_stack: bool) 
                     let f = Flow::new(Table::EgressFirewall.id(), prio)
                         .cookie(egress_cookie(vnid))
                         .matching(m);
+                    let f = logged(f, rule.allow, i as u32);
                     out.push(if rule.allow {
                         f.goto(Table::EgressRouting.id())
                     } else {
@@ -112,11 +151,13 @@ pub fn egress_firewall_flows(vnid: Vnid, fw: &EgressFirewall, dual_stack: bool) 
                 .flat_map(|r| &r.to)
                 .any(|n| n.addr().is_ipv6());
             if dual_stack && !names_ipv6 {
-                out.push(
+                out.push(logged(
                     Flow::new(Table::EgressFirewall.id(), 1)
                         .cookie(egress_cookie(vnid))
                         .matching(Reg::SrcVnid.matching(Match::any().ipv6(), vnid.id())),
-                );
+                    false,
+                    AUDIT_NO_IPV6_RULE,
+                ));
             }
             out
         }

@@ -12,6 +12,7 @@
 //! (and its one hash) every pod-owned name derives from.
 
 pub mod attachment;
+pub mod audit;
 pub mod base;
 pub mod cookie;
 pub mod egress;

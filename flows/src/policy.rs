@@ -59,6 +59,7 @@ use ovs::flow::{Action, Flow, Masked, Match};
 
 pub use pods::{pods_by_namespace, NamespacePods, PodsByNamespace};
 
+use crate::audit::{self, Decision, Logged};
 use crate::base::{allow_commit, net, Datapath};
 use crate::cookie::{cookie, Feature};
 use crate::registers::Reg;
@@ -152,6 +153,10 @@ pub struct PolicyInput<'a> {
     /// The node has IPv4 (every node but those of an IPv6-only cluster, whose rows are IPv6
     /// alone: IPv4 peers and blocks select nothing there).
     pub ipv4: bool,
+    /// What each namespace logs (audit logging, by namespace name; a namespace missing logs
+    /// nothing): a policy's allow rules get logging twins, its isolation rows log the default
+    /// deny ([`crate::audit`]).
+    pub logged: &'a BTreeMap<String, Logged>,
 }
 
 impl PodView {
@@ -324,6 +329,28 @@ fn allow(flow: Flow, ctx: &RuleCtx<'_, '_>) -> Flow {
             .action(Reg::OutPort.output()),
         Direction::Egress => flow.goto(Table::ConntrackCommit.id()),
     }
+}
+
+/// [`allow`], and when the policy's namespace logs allowed connections, its twin one
+/// priority above for a connection's first packet (`+new+trk`) that logs the rule first
+/// (`rule`: its conjunction id; `None` for a rule without peers and ports).
+fn allow_rows(flow: Flow, ctx: &RuleCtx<'_, '_>, rule: Option<u32>) -> Vec<Flow> {
+    let mut out = Vec::with_capacity(2);
+    if ctx.log.allow {
+        let decision = match ctx.d {
+            Direction::Ingress => Decision::PolicyIngressAllow,
+            Direction::Egress => Decision::PolicyEgressAllow,
+        };
+        let mut twin = Flow::new(flow.table, flow.priority + 1)
+            .cookie(flow.cookie)
+            .matching(flow.matches.clone().ct_state(audit::new_connection()));
+        for a in audit::log_actions(decision, 0, rule) {
+            twin = twin.action(a);
+        }
+        out.push(allow(twin, ctx));
+    }
+    out.push(allow(flow, ctx));
+    out
 }
 
 fn l4(proto: Protocol) -> Match {
@@ -546,6 +573,22 @@ pub fn policy_rows(input: PolicyInput<'_>) -> PolicyRows {
             let Some(rules) = p.rules(d) else { continue };
             let table = table_of(d);
             let reg = target_reg(d);
+            let log = input.logged.get(&p.namespace).copied().unwrap_or_default();
+            let isolation = |m: Match, cookie: u64| {
+                let mut f = Flow::new(table.id(), PRIO_ISOLATION)
+                    .cookie(cookie)
+                    .matching(m);
+                if log.deny {
+                    let decision = match d {
+                        Direction::Ingress => Decision::PolicyIngressDeny,
+                        Direction::Egress => Decision::PolicyEgressDeny,
+                    };
+                    for a in audit::log_actions(decision, 0, None) {
+                        f = f.action(a);
+                    }
+                }
+                f
+            };
             for t in tgts {
                 let iso = out.isolated.entry(t.ofport).or_default();
                 match d {
@@ -554,23 +597,22 @@ pub fn policy_rows(input: PolicyInput<'_>) -> PolicyRows {
                 }
                 let rows = target_rows.entry(t.ofport).or_default();
                 if input.ipv4 {
-                    rows.put(
-                        Flow::new(table.id(), PRIO_ISOLATION)
-                            .cookie(t.cookie)
-                            .matching(reg.matching(Match::any().ip(), t.ofport)),
-                    );
+                    rows.put(isolation(
+                        reg.matching(Match::any().ip(), t.ofport),
+                        t.cookie,
+                    ));
                 }
                 if t.ip6.is_some() {
-                    rows.put(
-                        Flow::new(table.id(), PRIO_ISOLATION)
-                            .cookie(t.cookie)
-                            .matching(reg.matching(Match::any().ipv6(), t.ofport)),
-                    );
+                    rows.put(isolation(
+                        reg.matching(Match::any().ipv6(), t.ofport),
+                        t.cookie,
+                    ));
                 }
             }
             for (i, rule) in rules.iter().enumerate() {
                 let peers = resolve_peers(p, d, rule, input, &own_vnid, &mut out.pods_read);
                 let ctx = RuleCtx {
+                    log,
                     datapath: input.datapath,
                     ipv6: input.ipv6,
                     ipv4: input.ipv4,
@@ -715,6 +757,8 @@ struct RuleCtx<'a, 'b> {
     table: Table,
     reg: Reg,
     targets: &'b [&'a LocalPod],
+    /// What the policy's namespace logs.
+    log: Logged,
 }
 
 /// The match of a peer address or block in direction `d`.
@@ -771,12 +815,15 @@ fn numbered_part(
     if n == 1 {
         for t in ctx.targets {
             for m in families(Match::any().ip(), ctx.ipv4, t.ip6.is_some()) {
-                target_rows.entry(t.ofport).or_default().put(allow(
+                for f in allow_rows(
                     Flow::new(table.id(), PRIO_PLAIN)
                         .cookie(t.cookie)
                         .matching(ctx.reg.matching(m, t.ofport)),
                     ctx,
-                ));
+                    None,
+                ) {
+                    target_rows.entry(t.ofport).or_default().put(f);
+                }
             }
             out.plain
                 .entry((ctx.d, t.ofport))
@@ -906,12 +953,15 @@ fn named_part(
                         let m = ctx.reg.matching(l4, t.ofport).tp_dst(Masked::exact(port));
                         let rows = target_rows.entry(t.ofport).or_default();
                         if n == 1 {
-                            rows.put(allow(
+                            for f in allow_rows(
                                 Flow::new(table.id(), PRIO_PLAIN)
                                     .cookie(t.cookie)
                                     .matching(m),
                                 ctx,
-                            ));
+                                None,
+                            ) {
+                                rows.put(f);
+                            }
                         } else {
                             rows.conj(table, m, t.cookie, id, 1, 2);
                             any = true;
@@ -998,12 +1048,15 @@ fn finish_rule(
     out: &mut PolicyRows,
 ) {
     for m in families(Match::any().ip(), ctx.ipv4, ctx.ipv6) {
-        shared.put(allow(
+        for f in allow_rows(
             Flow::new(ctx.table.id(), PRIO_CONJUNCTION)
                 .cookie(POLICY_COOKIE)
                 .matching(m.conj_id(id)),
             ctx,
-        ));
+            Some(id),
+        ) {
+            shared.put(f);
+        }
     }
     out.rules.insert(id, rref);
 }

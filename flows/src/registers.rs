@@ -28,16 +28,23 @@ pub enum Reg {
     /// tun0 (table 0), on the userspace datapath: the commit that records the connection copies
     /// it into `ct_mark`, so the connection's replies go back through the node.
     ViaHost,
+    /// `reg5`: what decided a packet that is logged (an audit code: the decision and its
+    /// verdict, and a detail such as the egress firewall rule), read by table 130.
+    AuditCode,
+    /// `reg6`: the conjunction id of the NetworkPolicy rule that allowed a logged packet.
+    AuditRule,
 }
 
 impl Reg {
     /// Every register, by number.
-    pub const ALL: [Reg; 5] = [
+    pub const ALL: [Reg; 7] = [
         Reg::SrcVnid,
         Reg::DstVnid,
         Reg::OutPort,
         Reg::SrcPort,
         Reg::ViaHost,
+        Reg::AuditCode,
+        Reg::AuditRule,
     ];
 
     /// The NXM register number (`regN`).
@@ -48,6 +55,8 @@ impl Reg {
             Reg::OutPort => 2,
             Reg::SrcPort => 3,
             Reg::ViaHost => 4,
+            Reg::AuditCode => 5,
+            Reg::AuditRule => 6,
         }
     }
 
@@ -68,6 +77,10 @@ impl Reg {
             Reg::OutPort => "output ofport of a local pod",
             Reg::SrcPort => "ofport of the local pod that sent the packet",
             Reg::ViaHost => "1: a pod's packet to a Service, back from the node's DNAT",
+            Reg::AuditCode => "what decided a logged packet (audit code)",
+            Reg::AuditRule => {
+                "the NetworkPolicy rule (conjunction id) that allowed a logged packet"
+            }
         }
     }
 
@@ -81,6 +94,13 @@ impl Reg {
             Reg::OutPort => &[Table::Routing, Table::LocalArp, Table::LocalIp],
             Reg::SrcPort => &[Table::PodEgressSpoofguard, Table::ServiceReturn],
             Reg::ViaHost => &[Table::Classifier],
+            Reg::AuditCode => &[
+                Table::PodEgressSpoofguard,
+                Table::PodEgressPolicy,
+                Table::IngressIsolation,
+                Table::EgressFirewall,
+            ],
+            Reg::AuditRule => &[Table::PodEgressPolicy, Table::IngressIsolation],
         }
     }
 
@@ -97,11 +117,14 @@ impl Reg {
                 Table::MulticastOut,
                 Table::MulticastRemote,
                 Table::MulticastLocal,
+                Table::Audit,
             ],
             Reg::DstVnid => &[Table::IngressIsolation],
             Reg::OutPort => &[Table::DestinationVnid, Table::IngressIsolation],
             Reg::SrcPort => &[Table::SourceVnid, Table::PodEgressPolicy],
             Reg::ViaHost => &[Table::ConntrackCommit, Table::IngressIsolation],
+            Reg::AuditCode => &[Table::Audit],
+            Reg::AuditRule => &[],
         }
     }
 
@@ -161,7 +184,7 @@ mod tests {
     fn registers_are_distinct_and_print_as_ovs_ofctl_does() {
         let mut numbers: Vec<u8> = Reg::ALL.iter().map(|r| r.number()).collect();
         numbers.dedup();
-        assert_eq!(numbers, vec![0, 1, 2, 3, 4]);
+        assert_eq!(numbers, vec![0, 1, 2, 3, 4, 5, 6]);
         assert_eq!(Reg::SrcVnid.load(5).to_string(), "load:0x5->NXM_NX_REG0[]");
         assert_eq!(Reg::OutPort.output().to_string(), "output:NXM_NX_REG2[]");
         assert_eq!(
@@ -232,10 +255,14 @@ mod tests {
                 to: vec!["192.0.2.0/24".parse().unwrap()],
             }]),
         ] {
-            rows.extend(crate::egress::egress_firewall_flows(
+            rows.extend(crate::egress::egress_firewall_flows_logged(
                 Vnid::new(10).unwrap(),
                 &fw,
                 true,
+                crate::audit::Logged {
+                    deny: true,
+                    allow: true,
+                },
             ));
         }
         for route in [
@@ -255,6 +282,16 @@ mod tests {
             );
         }
         rows.extend(crate::policy::tests::sample_rows());
+        rows.extend(crate::audit::audit_table());
+        rows.extend(crate::audit::spoof_rows(true, true));
+        rows.extend(crate::audit::tenancy_rows(
+            Vnid::new(10).unwrap(),
+            crate::audit::Logged {
+                deny: true,
+                allow: true,
+            },
+            true,
+        ));
         rows
     }
 

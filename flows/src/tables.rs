@@ -83,6 +83,8 @@ tables! {
     MulticastRemote = 111, "multicast_remote", "multicast to every remote VTEP";
     /// 120: multicast to local pods.
     MulticastLocal = 120, "multicast_local", "multicast to local pods, per VNID";
+    /// 130: copies of logged decisions to the agent, rate-limited.
+    Audit = 130, "audit", "copies of logged decisions to the agent, one meter per source VNID bucket";
     /// 253: the version marker of the base flow set.
     Version = 253, "version", "the version marker of the base flow set";
 }

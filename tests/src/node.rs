@@ -188,6 +188,41 @@ impl AgentNode {
         .unwrap_or_else(|e| panic!("writing NetNamespace {namespace}: {e}"));
     }
 
+    /// Writes namespace `namespace`'s NetNamespace (VNID `netid`) with the audit logging
+    /// annotation `k8s.ovn.org/acl-logging: value` (standalone mode keeps it there).
+    pub fn set_audit_logging(&self, namespace: &str, netid: u32, value: &str) {
+        use cluster::{ClusterObject, NetNamespace, StandaloneSource};
+        let mut n = NetNamespace::new(namespace, netid);
+        n.metadata.annotations = Some(
+            [(
+                cluster::audit::ACL_LOGGING_ANNOTATION.to_string(),
+                value.to_string(),
+            )]
+            .into(),
+        );
+        StandaloneSource::write_object(&self.state_dir(), &ClusterObject::NetNamespace(n))
+            .unwrap_or_else(|e| panic!("writing NetNamespace {namespace}: {e}"));
+    }
+
+    /// The node's name (`--node-name`).
+    pub fn node_name(&self) -> &str {
+        &self.opts.node_name
+    }
+
+    /// The agent's audit log file.
+    pub fn audit_log(&self) -> PathBuf {
+        self.dir.join("audit/audit.log")
+    }
+
+    /// The audit log's lines so far (JSON), the current file only.
+    pub fn audit_lines(&self) -> Vec<serde_json::Value> {
+        fs::read_to_string(self.audit_log())
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("audit line {l:?}: {e}")))
+            .collect()
+    }
+
     /// Runs the real `sdnctl` against this node (its state directory and OVSDB) and returns its
     /// stdout; panics with stderr when it fails.
     pub fn sdnctl(&self, args: &[&str]) -> String {
@@ -360,6 +395,8 @@ impl AgentNode {
             &d("ipam"),
             "--cni-conf-dir",
             &d("net.d"),
+            "--audit-log-file",
+            &d("audit/audit.log"),
             "--cluster-state",
             &format!("standalone:{state}"),
             "--request-timeout",

@@ -11,6 +11,7 @@
 //! (`large_cluster`, `network_policy`) are a second binary, `large` (tests/tests/large.rs),
 //! which runs after this one: next to the other tests they starved past their bounds.
 
+mod audit;
 mod bandwidth;
 mod chains;
 mod cluster_state;

@@ -12,6 +12,8 @@
 //!   held addresses and their mark/SNAT rules, the probes of the hosting nodes.
 //! - [`network_policy`]: networkpolicy mode: NetworkPolicies into tables 27 and 80, rebuilt
 //!   when what they read changes.
+//! - [`audit`]: the audit log: the meters and tenancy rows of logged decisions, and the reader
+//!   that turns their copies into lines.
 //!
 //! Per pod, not per node, and so not on the list: [`hostports`] (a pod's `portMappings` into
 //! DNAT rules to the pod through tun0) and [`bandwidth`] (a pod's annotations or
@@ -22,6 +24,7 @@
 //! cannot apply (a refused policy, an unusable egress IP) becomes a drop, with the reason
 //! logged and shown by sdnctl.
 
+pub(crate) mod audit;
 pub mod bandwidth;
 pub mod contract;
 pub(crate) mod egress_firewall;
@@ -85,6 +88,8 @@ pub fn register(ctx: &Context<crate::bridge::switch::Switch>) -> Features {
     all.add(egress_firewall::EgressFirewalls::feature(ctx));
     all.add(multicast::Multicast::feature(ctx));
     all.add(egress_ip::EgressIps::feature(ctx));
-    all.add(network_policy::NetworkPolicies::feature(ctx));
+    let policies = network_policy::NetworkPolicies::feature(ctx);
+    all.add(policies.clone());
+    all.add(audit::AuditLog::feature(ctx, policies));
     all
 }

@@ -20,9 +20,8 @@
 //!   shared rows go in one [`Change`]: no packet sees half a policy.
 //! - **A pod is isolated from its first packet.** An ADD asks [`PodPolicy::rows`] for the new
 //!   pod's own rows and installs them in the bundle that installs the pod's flows; a pod a
-//!   policy selects never takes a warm port (whose flows are in before the ADD).
-//!   The pod's address joins other pods' peer sets at the next rebuild, as a remote pod's does
-//!   once the API server has its address.
+//!   policy selects never takes a warm port (whose flows are in before the ADD). The pod's
+//!   address joins other pods' peer sets at the next rebuild, as a remote pod's does later.
 //! - A pod's rows die with its port's flows (the flow store ties them, see
 //!   `Owner::PolicyTarget`), so a rebuild racing a DEL never leaves rows on a reused ofport.
 //!
@@ -36,11 +35,9 @@ use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use flows::policy::{
-    Isolation, LocalPod, NamespaceView, PodView, PodsByNamespace, PodsRead, PolicyInput, PolicyRows,
-};
-use flows::Datapath;
-use flows::{policy_target_cookie, ConjunctionIds, RuleRef};
+use flows::policy::{Isolation, LocalPod, NamespaceView, PodView, PodsByNamespace, PodsRead};
+use flows::policy::{PolicyInput, PolicyRows};
+use flows::{policy_target_cookie, ConjunctionIds, Datapath, RuleRef};
 use futures::future::BoxFuture;
 use ipnet::Ipv4Net;
 use multitenant::policy::{namespace_labels, Policy};
@@ -102,6 +99,8 @@ struct Inputs {
     datapath: Datapath,
     /// A local pod has an IPv6 address: the shared rows get their IPv6 twins.
     ipv6: bool,
+    /// What each namespace logs (audit logging).
+    logged: Arc<BTreeMap<String, flows::audit::Logged>>,
 }
 
 /// What inputs take from the cluster state's policies and namespaces, kept while those maps
@@ -143,6 +142,7 @@ impl Inputs {
             && self.datapath == new.datapath
             && self.ipv6 == new.ipv6
             && self.local_subnet == new.local_subnet
+            && self.logged == new.logged
             && new.pods.changed_namespaces(&self.pods).iter().all(|ns| {
                 !read.reads(ns) && self.pods.get(ns).is_some() == new.pods.get(ns).is_some()
             })
@@ -160,6 +160,7 @@ impl Inputs {
             datapath: self.datapath,
             ipv6: self.ipv6,
             ipv4: self.local_subnet.0.is_some(),
+            logged: &self.logged,
         }
     }
 }
@@ -309,6 +310,7 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
             local: local_out,
             ports,
             datapath: self.datapath,
+            logged: Arc::new(cluster::audit::logged_by_namespace(state)),
         }
     }
 

@@ -156,6 +156,15 @@ pub(crate) struct Metrics {
     pub policy_rebuild_seconds: Histogram,
     /// Networkpolicy mode: datapath purges after policy changes.
     pub policy_datapath_purges: IntCounter,
+    /// Audit lines written, by event (`decision`, `repeats`, `suppressed`, `note`) and verdict.
+    pub audit_lines: IntCounterVec,
+    /// Logged packets that made no line of their own, by reason (`rate-limit`: the switch's
+    /// meter; `queue`: the agent's queue was full; `repeat`: folded into a connection's line).
+    pub audit_suppressed: IntCounterVec,
+    /// Audit lines lost to write errors of the file.
+    pub audit_write_errors: IntCounter,
+    /// Namespaces whose audit logging is on (set at scrape).
+    pub audit_namespaces: IntGauge,
 }
 
 /// The process-wide metrics.
@@ -260,6 +269,10 @@ impl Metrics {
             policy_isolated_pods: r.gauge("sdn_network_policy_isolated_pods", "Local pods some NetworkPolicy isolates (ingress or egress)"),
             policy_rebuild_seconds: r.histogram("sdn_network_policy_rebuild_seconds", "Seconds from a NetworkPolicy rebuild's inputs to its bundle accepted by br0"),
             policy_datapath_purges: r.counter("sdn_network_policy_datapath_purges_total", "Datapath flow purges after NetworkPolicy changes (one per burst of rebuilds)"),
+            audit_lines: r.counters("sdn_audit_lines_total", "Audit log lines written, by event (decision, repeats, suppressed, note) and verdict (allow, deny, none)", &["event", "verdict"]),
+            audit_suppressed: r.counters("sdn_audit_suppressed_packets_total", "Logged packets that made no line of their own, by reason: rate-limit (the switch's meter), queue (the agent's queue was full), repeat (folded into their connection's line)", &["reason"]),
+            audit_write_errors: r.counter("sdn_audit_write_errors_total", "Audit lines lost because the audit log file could not be written"),
+            audit_namespaces: r.gauge("sdn_audit_namespaces", "Namespaces whose audit logging is on (k8s.ovn.org/acl-logging)"),
             registry: r.0,
         };
         m.build_info
@@ -292,6 +305,12 @@ impl Metrics {
         // Set by the egress firewall feature, which subnet mode does not run: 0 there.
         for state in ["drop_all", "rules"] {
             m.egress_firewalls.with_label_values(&[state]);
+        }
+        for reason in ["rate-limit", "queue", "repeat"] {
+            m.audit_suppressed.with_label_values(&[reason]);
+        }
+        for verdict in ["allow", "deny"] {
+            m.audit_lines.with_label_values(&["decision", verdict]);
         }
     }
 

@@ -31,8 +31,8 @@ pub type Ipv4ClusterNetwork = ClusterNetworkEntry<Ipv4Net>;
 pub type Ipv6ClusterNetwork = ClusterNetworkEntry<Ipv6Net>;
 
 pub use values::{
-    parse_filter, ClusterNetworkEntry, ClusterNetworkSetting, ClusterStateSource, Listen,
-    LogFormat, OvsdbTarget, ServiceNetworks,
+    parse_filter, AuditFormat, ClusterNetworkEntry, ClusterNetworkSetting, ClusterStateSource,
+    Listen, LogFormat, OvsdbTarget, ServiceNetworks, SyslogTarget,
 };
 
 /// Why a configuration was refused.
@@ -222,6 +222,36 @@ settings! {
         shown Shown::Words("the node's /etc/resolv.conf"),
         check |v| v.iter().enumerate().try_for_each(|(i, s)| dns_server(i, s)),
         doc "DNS server for egress firewall dnsName rules, IP or IP:PORT";
+    audit_log_file: PathBuf = "/var/log/sdn/audit.log".into(),
+        key "auditLogFile", flag "audit-log-file", env Env::Var("SDN_AUDIT_LOG_FILE"), value "FILE",
+        shown Shown::Value("/var/log/sdn/audit.log"),
+        check |v| absolute("auditLogFile", v),
+        doc "Audit log of isolation decisions, for namespaces that turn it on \
+             (k8s.ovn.org/acl-logging); rotated to FILE.1 (newest) up to auditLogMaxFiles";
+    audit_log_format: AuditFormat = AuditFormat::Json,
+        key "auditLogFormat", flag "audit-log-format", env Env::Var("SDN_AUDIT_LOG_FORMAT"),
+        value "FORMAT", shown Shown::Value("json"), check any,
+        doc "Audit log file format: json (one object per line) or syslog (RFC 5424 lines)";
+    audit_log_max_size_mb: u64 = 50,
+        key "auditLogMaxSizeMB", flag "audit-log-max-size", env Env::Var("SDN_AUDIT_LOG_MAX_SIZE"),
+        value "MB", shown Shown::Value("50"),
+        check |v| within("auditLogMaxSizeMB", *v, 1..=10_240, " MB"),
+        doc "Audit log file size at which it is rotated, MB";
+    audit_log_max_files: u32 = 5,
+        key "auditLogMaxFiles", flag "audit-log-max-files", env Env::Var("SDN_AUDIT_LOG_MAX_FILES"),
+        value "N", shown Shown::Value("5"),
+        check |v| within("auditLogMaxFiles", *v, 1..=100, " rotated files"),
+        doc "Rotated audit log files kept besides the current one";
+    audit_rate_limit: u32 = 20,
+        key "auditRateLimit", flag "audit-rate-limit", env Env::Var("SDN_AUDIT_RATE_LIMIT"),
+        value "PPS", shown Shown::Value("20"),
+        check |v| within("auditRateLimit", *v, 1..=100_000, " packets/s"),
+        doc "Logged packets per second the switch sends the agent, per verdict and source \
+             namespace (a meter each; the rest are counted as suppressed)";
+    audit_syslog: Option<SyslogTarget> = None,
+        key "auditSyslog", flag "audit-syslog", env Env::Var("SDN_AUDIT_SYSLOG"),
+        value "TARGET", shown Shown::Words("none"), check any,
+        doc "Also send audit lines (RFC 5424) to a syslog socket: unix:/dev/log or udp:IP:PORT";
 }
 
 impl Config {

@@ -14,7 +14,8 @@ use clap::{Arg, ArgAction, ArgMatches, Command};
 use ipnet::Ipv4Net;
 
 use super::values::{
-    ClusterNetworkSetting, ClusterStateSource, Listen, LogFormat, OvsdbTarget, ServiceNetworks,
+    AuditFormat, ClusterNetworkSetting, ClusterStateSource, Listen, LogFormat, OvsdbTarget,
+    ServiceNetworks, SyslogTarget,
 };
 use super::Config;
 
@@ -171,6 +172,8 @@ parsed_from_str!(
     OvsdbTarget,
     Listen,
     LogFormat,
+    AuditFormat,
+    SyslogTarget,
     flows::Mode,
     flows::Datapath
 );

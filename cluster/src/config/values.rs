@@ -351,6 +351,78 @@ impl std::str::FromStr for LogFormat {
     }
 }
 
+/// How audit lines are written to the audit log file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuditFormat {
+    /// One JSON object per line.
+    #[default]
+    Json,
+    /// RFC 5424 syslog lines (`<PRI>1 TIMESTAMP HOST sdn-agent - audit - MESSAGE`).
+    Syslog,
+}
+
+impl std::fmt::Display for AuditFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            AuditFormat::Json => "json",
+            AuditFormat::Syslog => "syslog",
+        })
+    }
+}
+
+impl std::str::FromStr for AuditFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "json" => Ok(AuditFormat::Json),
+            "syslog" => Ok(AuditFormat::Syslog),
+            _ => Err(format!("expected json or syslog, got {s:?}")),
+        }
+    }
+}
+
+/// Where audit lines go besides the file: a syslog daemon's socket.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum SyslogTarget {
+    /// A Unix datagram socket (`unix:/dev/log`).
+    Unix(PathBuf),
+    /// A UDP address (`udp:192.0.2.10:514`).
+    Udp(std::net::SocketAddr),
+}
+
+impl std::fmt::Display for SyslogTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SyslogTarget::Unix(p) => write!(f, "unix:{}", p.display()),
+            SyslogTarget::Udp(a) => write!(f, "udp:{a}"),
+        }
+    }
+}
+
+impl std::str::FromStr for SyslogTarget {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let want = "expected unix:/dev/log or udp:IP:PORT";
+        if let Some(p) = s.strip_prefix("unix:") {
+            if !p.starts_with('/') {
+                return Err(format!(
+                    "{s:?}: the socket must be an absolute path; {want}"
+                ));
+            }
+            return Ok(SyslogTarget::Unix(p.into()));
+        }
+        if let Some(a) = s.strip_prefix("udp:") {
+            return a
+                .parse()
+                .map(SyslogTarget::Udp)
+                .map_err(|e| format!("{s:?}: {e}; {want}"));
+        }
+        Err(format!("{s:?}: {want}"))
+    }
+}
+
 macro_rules! text_serde {
     ($($t:ty),*) => {$(
         impl From<$t> for String {
@@ -366,7 +438,7 @@ macro_rules! text_serde {
         }
     )*};
 }
-text_serde!(ClusterStateSource, OvsdbTarget, Listen);
+text_serde!(ClusterStateSource, OvsdbTarget, Listen, SyslogTarget);
 
 /// Checks a filter (`info`, `debug`, `agent=debug,ovs=info`...) and returns it parsed.
 pub fn parse_filter(filter: &str) -> Result<tracing_subscriber::EnvFilter, String> {

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
+use std::sync::Arc;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -203,6 +204,14 @@ impl Loader {
                 loaded.state.insert(obj.clone());
             }
         }
+        // Audit logging is a NetNamespace annotation here (no Namespace objects).
+        loaded.state.audit_logging = Arc::new(crate::audit::read_all(
+            loaded.state.net_namespaces.iter().filter_map(|(name, n)| {
+                let v = n.metadata.annotations.as_ref()?;
+                v.get(crate::audit::ACL_LOGGING_ANNOTATION)
+                    .map(|v| (name.as_str(), v.as_str()))
+            }),
+        ));
         // Namespaces whose NetNamespace file is unusable: named as such in ADD errors.
         for e in &loaded.errors {
             if let Some((namespace, why)) = broken_net_namespace(e) {

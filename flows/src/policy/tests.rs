@@ -92,6 +92,7 @@ impl World {
             datapath: Datapath::System,
             ipv6: self.local.iter().any(|l| l.ip6.is_some()),
             ipv4: true,
+            logged: &BTreeMap::new(),
         })
     }
 }
@@ -339,6 +340,7 @@ fn rows_grow_with_the_sum_not_the_product() {
         datapath: Datapath::System,
         ipv6: false,
         ipv4: true,
+        logged: &BTreeMap::new(),
     };
     assert_eq!(cross_product_rows(input, false), 50 * 200 * 5 + 50);
     assert_eq!(cross_product_rows(input, true), 50 * 200 * 5 + 50);
@@ -683,6 +685,7 @@ fn a_stale_address_of_the_local_subnet_is_not_a_peer() {
         datapath: Datapath::System,
         ipv6: false,
         ipv4: true,
+        logged: &BTreeMap::new(),
     });
     let shared = texts(&rows.shared).join("\n");
     assert!(!shared.contains("nw_src=10.128.0.77"), "{shared}");
@@ -714,6 +717,7 @@ fn ids_computed_once_give_the_same_rows() {
         datapath: Datapath::System,
         ipv6: false,
         ipv4: true,
+        logged: &BTreeMap::new(),
     });
     assert_eq!(given, w.rows());
     assert!(!given.rules.is_empty());
@@ -773,6 +777,13 @@ pub(crate) fn sample_rows() -> Vec<Flow> {
             datapath,
             ipv6: false,
             ipv4: true,
+            logged: &BTreeMap::from([(
+                "prod".to_string(),
+                crate::audit::Logged {
+                    deny: true,
+                    allow: true,
+                },
+            )]),
         });
         out.extend(rows.shared);
         out.extend(rows.targets.into_values().flatten());

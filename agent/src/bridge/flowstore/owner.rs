@@ -39,6 +39,9 @@ pub enum Owner {
     /// Networkpolicy mode: the shared policy rows (peers, ports, `conj_id` rows), changed row
     /// by row ([`Change::diff`]).
     Policy,
+    /// Multitenant mode: a VNID's audit rows in table 80 (its namespaces log their tenant
+    /// boundary's decisions, [`flows::audit::tenancy_rows`]).
+    Audit(Vnid),
 }
 
 impl Owner {
@@ -55,6 +58,7 @@ impl Owner {
             Owner::EgressIp(v) => flows::egress_ip_cookie(*v),
             Owner::PolicyTarget(p) => flows::policy_target_cookie(p),
             Owner::Policy => flows::POLICY_COOKIE,
+            Owner::Audit(v) => flows::audit::tenancy_cookie(*v),
         }
     }
 }
@@ -72,6 +76,7 @@ impl fmt::Display for Owner {
             Owner::EgressIp(v) => write!(f, "egress IPs of VNID {v}"),
             Owner::PolicyTarget(p) => write!(f, "network policies of pod port {p}"),
             Owner::Policy => f.write_str("network policy peers and ports"),
+            Owner::Audit(v) => write!(f, "audit logging of VNID {v}"),
         }
     }
 }

@@ -50,6 +50,8 @@ pub(crate) struct VnidPlan {
     pub problem: Option<String>,
     /// CIDRs with host bits, read masked (`203.0.113.17/28` is `203.0.113.16/28`), for a WARN.
     pub masked: Vec<String>,
+    /// What the VNID's namespaces log (audit logging).
+    pub logged: flows::audit::Logged,
 }
 
 /// What every VNID's table-100 rows should say; also the problems that leave a policy without
@@ -64,6 +66,7 @@ pub(crate) fn plan(
         mut ignored,
     } = group_by_vnid(state);
     let mut out = BTreeMap::new();
+    let logged = cluster::audit::logged_by_vnid(state);
     for (v, policies) in by_vnid {
         let mut names: Vec<String> = policies
             .iter()
@@ -100,6 +103,7 @@ pub(crate) fn plan(
                 policies: names,
                 problem,
                 masked,
+                logged: logged.get(&vnid).copied().unwrap_or_default(),
             },
         );
     }
@@ -326,7 +330,12 @@ impl<S: FlowSwitch> EgressFirewalls<S> {
             if installed.get(v) != Some(p) {
                 c = c.set(
                     Owner::EgressFirewall(*v),
-                    egress_firewall_flows(*v, &p.firewall, self.dual_stack),
+                    flows::egress::egress_firewall_flows_logged(
+                        *v,
+                        &p.firewall,
+                        self.dual_stack,
+                        p.logged,
+                    ),
                 );
             }
         }

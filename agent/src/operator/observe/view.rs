@@ -310,6 +310,7 @@ impl NodeView {
                         .unwrap_or_else(|| format!("port {p}"))
                 ),
                 Owner::Policy => "network policy peers and ports".to_string(),
+                Owner::Audit(v) => format!("audit logging of VNID {v} ({})", tenants(v.id())),
             };
             out.insert(owner.cookie(), name);
         }

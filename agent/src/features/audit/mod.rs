@@ -1,0 +1,313 @@
+//! The audit log: every isolation decision a namespace asks to have logged (the
+//! `k8s.ovn.org/acl-logging` annotation: deny, allow, each at a syslog severity), and every
+//! spoofing attempt, as one line per connection in a size-capped, rotated file and optionally
+//! a syslog socket.
+//!
+//! How a decision becomes a line (docs/pipeline.md, "Audit"): the deciding rows of the tenancy
+//! (table 80, multitenant mode; this feature's rows, [`flows::audit::tenancy_rows`]), of the
+//! NetworkPolicies (tables 27 and 80, the policy feature's rows built with each namespace's
+//! setting) and of the egress firewall (table 100, likewise) write what decided into `reg5`
+//! and `reg6` and resubmit to table 130, which sends a copy up through a packets/s meter per
+//! source-VNID bucket and verdict. This feature creates those meters, keeps the tenancy rows,
+//! and runs the reader ([`reader`]): a connection of its own to br0 that asks for packet-ins,
+//! resolves each copy against the cluster state and the local pods ([`resolve`]), folds a
+//! connection's copies into one line and a count ([`fold`]) and writes ([`sink`]).
+//!
+//! What it promises: the verdict never depends on the log (the copy is metered, never the
+//! packet; the reader drops what it cannot keep up with and counts it); a flood from one
+//! namespace fills its own meter, not another's; what the meters and the queue kept from the
+//! agent is counted and written as `suppressed` lines; a bad annotation is an ERROR naming it
+//! (and a `note` line) and leaves that namespace's logging off, isolation untouched.
+
+mod fold;
+mod line;
+mod packet;
+mod reader;
+mod resolve;
+mod sink;
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use tokio::sync::{watch, Mutex};
+
+use cluster::audit::{logged_by_namespace, logged_by_vnid};
+use cluster::config::Config;
+use cluster::ClusterState;
+use flows::audit::{meter_id, meter_ids, tenancy_rows, Logged, BUCKETS};
+use flows::{Mode, Table, Vnid};
+use ovs::openflow::{Meter, MeterModCommand};
+
+use super::contract::{FeatureError, NodeFeature, Phase, Reason};
+use super::network_policy::{LocalPods, NetworkPolicies};
+use super::Context;
+use crate::bridge::flowstore::{Change, FlowStore, Owner};
+use crate::bridge::seams::FlowSwitch;
+
+/// The tables this feature writes (its tenancy rows; table 130 and the spoofing rows are base
+/// rows).
+pub(crate) const AUDIT_TABLES: &[Table] = &[Table::IngressIsolation];
+
+/// Counters the reader keeps, for `sdnctl status` and the API.
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    /// Lines written.
+    pub lines: AtomicU64,
+    /// Copies folded into their connection's line.
+    pub repeats: AtomicU64,
+    /// Copies the meters dropped.
+    pub rate_limited: AtomicU64,
+    /// Copies the agent's queue dropped.
+    pub queue_dropped: AtomicU64,
+    /// Whether the reader is connected (1) or not (0).
+    pub connected: AtomicU64,
+}
+
+/// The audit log (see the module docs).
+pub(crate) struct AuditLog<S> {
+    store: Arc<FlowStore<S>>,
+    state: watch::Receiver<Arc<ClusterState>>,
+    mode: Mode,
+    ipv6: bool,
+    config: Config,
+    local_pods: LocalPods,
+    policy: Option<Arc<NetworkPolicies<S>>>,
+    gateways: Vec<IpAddr>,
+    /// The tenancy rows in effect, by VNID.
+    installed: Mutex<BTreeMap<Vnid, Logged>>,
+    /// Annotation problems already logged, by namespace.
+    problems: std::sync::Mutex<BTreeMap<String, String>>,
+    stats: Arc<Stats>,
+}
+
+impl<S> std::fmt::Debug for AuditLog<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditLog")
+            .field("file", &self.config.audit_log_file)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: FlowSwitch + 'static> AuditLog<S> {
+    /// The feature: on every node (spoofing is always logged).
+    pub(crate) fn feature(
+        ctx: &Context<S>,
+        policy: Option<Arc<NetworkPolicies<S>>>,
+    ) -> Option<Arc<Self>> {
+        let mut gateways: Vec<IpAddr> = Vec::new();
+        gateways.extend(ctx.node.gateway().map(IpAddr::from));
+        gateways.extend(ctx.node.gateway6().map(IpAddr::from));
+        Some(Arc::new(AuditLog {
+            store: ctx.store.clone(),
+            state: ctx.state.clone(),
+            mode: ctx.node.mode,
+            ipv6: ctx.node.ipv6.is_some(),
+            config: ctx.config.clone(),
+            local_pods: ctx.local_pods.clone(),
+            policy,
+            gateways,
+            installed: Mutex::new(BTreeMap::new()),
+            problems: std::sync::Mutex::new(BTreeMap::new()),
+            stats: Arc::new(Stats::default()),
+        }))
+    }
+
+    /// The tenancy rows wanted: multitenant mode only (in networkpolicy mode the policies
+    /// decide, and their rows log).
+    fn wanted(&self, state: &ClusterState) -> BTreeMap<Vnid, Logged> {
+        if self.mode != Mode::Multitenant {
+            return BTreeMap::new();
+        }
+        logged_by_vnid(state)
+    }
+
+    fn change(&self, installed: &BTreeMap<Vnid, Logged>, want: &BTreeMap<Vnid, Logged>) -> Change {
+        let mut c = Change::new();
+        for (v, l) in want {
+            if installed.get(v) != Some(l) {
+                c = c.set(Owner::Audit(*v), tenancy_rows(*v, *l, self.ipv6));
+            }
+        }
+        for v in installed.keys().filter(|v| !want.contains_key(v)) {
+            c = c.remove(Owner::Audit(*v));
+        }
+        c
+    }
+
+    /// Adds the audit meters the switch lacks and corrects a rate that differs.
+    async fn ensure_meters(&self) -> Result<usize, FeatureError> {
+        let switch = self.store.switch();
+        let have: BTreeMap<u32, Meter> = switch
+            .dump_meters()
+            .await?
+            .into_iter()
+            .map(|m| (m.id, m))
+            .collect();
+        let rate = self.config.audit_rate_limit;
+        // A burst of a second's worth (at least 5): a connection's first packets get through
+        // a quiet bucket at once.
+        let burst = rate.max(5);
+        let mut fixed = 0;
+        for id in meter_ids() {
+            let want = Meter::packets(id, rate, burst)?;
+            match have.get(&id) {
+                Some(m) if *m == want => {}
+                Some(_) => {
+                    switch.meter_mod(MeterModCommand::Modify, &want).await?;
+                    fixed += 1;
+                }
+                None => {
+                    switch.meter_mod(MeterModCommand::Add, &want).await?;
+                    fixed += 1;
+                }
+            }
+        }
+        Ok(fixed)
+    }
+
+    /// Logs each namespace's annotation problem once (and again if it changes).
+    fn report_problems(&self, state: &ClusterState) {
+        let mut seen = crate::lock(&self.problems);
+        let now: BTreeMap<String, String> = state
+            .audit_logging
+            .iter()
+            .filter_map(|(ns, s)| s.problem.clone().map(|p| (ns.clone(), p)))
+            .collect();
+        for (ns, p) in &now {
+            if seen.get(ns) != Some(p) {
+                tracing::error!(namespace = %ns, problem = %p, "audit logging annotation of namespace {ns} is not usable as written; fix it (isolation is not affected)");
+            }
+        }
+        *seen = now;
+    }
+}
+
+impl<S: FlowSwitch + 'static> NodeFeature for AuditLog<S> {
+    fn name(&self) -> &'static str {
+        "audit-log"
+    }
+
+    fn tables(&self) -> &'static [Table] {
+        AUDIT_TABLES
+    }
+
+    fn stage(&self) -> BoxFuture<'_, Result<usize, FeatureError>> {
+        Box::pin(async move {
+            self.ensure_meters().await?;
+            let state = self.state.borrow().clone();
+            self.report_problems(&state);
+            let want = self.wanted(&state);
+            let mut installed = self.installed.lock().await;
+            let n = want.len();
+            self.store.stage(self.change(&installed, &want)).await;
+            *installed = want;
+            Ok(n)
+        })
+    }
+
+    fn sync(&self, phase: Phase, _: Reason) -> BoxFuture<'_, Result<(), FeatureError>> {
+        Box::pin(async move {
+            if phase != Phase::Apply {
+                return Ok(());
+            }
+            let state = self.state.borrow().clone();
+            self.report_problems(&state);
+            let want = self.wanted(&state);
+            let mut installed = self.installed.lock().await;
+            if *installed == want {
+                return Ok(());
+            }
+            self.store.apply(self.change(&installed, &want)).await?;
+            for (v, l) in &want {
+                if installed.get(v) != Some(l) {
+                    tracing::info!(vnid = v.id(), deny = l.deny, allow = l.allow, namespaces = %state.namespaces_of(v.id()).join(","), "audit logging of the tenant boundary changed");
+                }
+            }
+            *installed = want;
+            Ok(())
+        })
+    }
+
+    fn repair(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            match self.ensure_meters().await {
+                Ok(0) => {}
+                Ok(n) => {
+                    tracing::warn!(meters = n, "re-added audit meters the switch lost");
+                    crate::telemetry::metrics::metrics().repaired("meter");
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot check the audit meters"),
+            }
+        })
+    }
+
+    fn background(self: Arc<Self>) -> Vec<BoxFuture<'static, ()>> {
+        vec![Box::pin(reader::run(reader::Reader {
+            node: self.config.node_name.clone(),
+            mgmt: self.config.bridge_mgmt.clone(),
+            state: self.state.clone(),
+            local_pods: self.local_pods.clone(),
+            policy: self
+                .policy
+                .clone()
+                .map(|p| Arc::new(move || p.view()) as Arc<dyn Fn() -> _ + Send + Sync>),
+            gateways: self.gateways.clone(),
+            config: self.config.clone(),
+            stats: self.stats.clone(),
+        }))]
+    }
+
+    fn observe(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let n = logged_by_namespace(&self.state.borrow()).len();
+            crate::telemetry::metrics::metrics()
+                .audit_namespaces
+                .set(n as i64);
+        })
+    }
+
+    fn status(&self) -> BoxFuture<'_, String> {
+        Box::pin(async move {
+            let state = self.state.borrow().clone();
+            let on = logged_by_namespace(&state);
+            let s = &self.stats;
+            format!(
+                "{} namespace(s) log decisions ({}); {} lines to {}, {} packets folded into their connection's line, {} kept back by the rate limit ({}/s per bucket of {BUCKETS}), {} by a full queue{}",
+                on.len(),
+                if on.is_empty() { "spoofing attempts only".to_string() } else { on.keys().cloned().collect::<Vec<_>>().join(", ") },
+                s.lines.load(Ordering::Relaxed),
+                self.config.audit_log_file.display(),
+                s.repeats.load(Ordering::Relaxed),
+                s.rate_limited.load(Ordering::Relaxed),
+                self.config.audit_rate_limit,
+                s.queue_dropped.load(Ordering::Relaxed),
+                if s.connected.load(Ordering::Relaxed) == 1 { "" } else { "; not receiving from br0 (reconnecting)" },
+            )
+        })
+    }
+
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+}
+
+/// The meter bucket of a VNID (the low bits table 130 matches).
+pub(crate) fn bucket_of(vnid: u32) -> u32 {
+    vnid % BUCKETS
+}
+
+/// The verdict and bucket of an audit meter id (`None` for the spoofing meter and others).
+pub(crate) fn meter_bucket(id: u32) -> Option<(bool, u32)> {
+    (0..BUCKETS).find_map(|b| {
+        if meter_id(false, b) == id {
+            Some((false, b))
+        } else if meter_id(true, b) == id {
+            Some((true, b))
+        } else {
+            None
+        }
+    })
+}
