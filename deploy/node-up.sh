@@ -68,6 +68,7 @@ cniSocket: "$RUNDIR/cni.sock"
 ipamDir: "$RUNDIR/ipam"
 cniConfDir: "$CNI_CONF"
 clusterState: "standalone:$RUNDIR/state"
+auditLogFile: "$RUNDIR/audit.log"
 CONFIG
 if [ "$DUAL" = 1 ]; then
   cat >>"$CONFIG.new" <<CONFIG

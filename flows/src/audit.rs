@@ -47,6 +47,11 @@ pub const fn meter_id(allow: bool, bucket: u32) -> u32 {
     METER_BASE + if allow { BUCKETS } else { 0 } + bucket % BUCKETS
 }
 
+/// Whether `id` is one of the audit meters (table 130's and the spoofing rows').
+pub const fn is_audit_meter(id: u32) -> bool {
+    id >= METER_BASE && id <= SPOOF_METER
+}
+
 /// What decided, as `reg5` carries it: bits 0..7 the [`Decision`], 8..31 a detail (the
 /// egress firewall rule's index).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]

@@ -316,6 +316,9 @@ pub struct Status {
     pub counts: BTreeMap<String, usize>,
     /// The metrics endpoint, if any.
     pub metrics_address: Option<String>,
+    /// The audit log file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit_log: Option<String>,
     /// Each node feature's line (remote nodes, egress firewall, multicast, egress IPs, network
     /// policy), in the agent's order.
     #[serde(default)]

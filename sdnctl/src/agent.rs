@@ -50,6 +50,16 @@ fn show<T: serde::de::DeserializeOwned>(
     out(&render(&typed))
 }
 
+/// The running agent's audit log file, when an agent answers.
+pub(crate) fn agent_audit_log(a: &Cli) -> Option<PathBuf> {
+    let client = local_api::Client::new(&api_socket(a).ok()?);
+    let rt = runtime().ok()?;
+    let v = rt
+        .block_on(client.get_json::<serde_json::Value>("/v1/status"))
+        .ok()?;
+    v["audit_log"].as_str().map(PathBuf::from)
+}
+
 /// The commands answered by the running agent.
 pub(crate) fn ask_agent(a: &Cli, cmd: &Cmd) -> Result<(), Failure> {
     let client = local_api::Client::new(&api_socket(a)?);

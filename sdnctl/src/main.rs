@@ -27,6 +27,7 @@ use clap::{Parser, Subcommand};
 use cluster::config::{ClusterStateSource, Config};
 
 mod agent;
+mod audit;
 mod tenants;
 mod usage;
 mod view;
@@ -139,6 +140,41 @@ enum Cmd {
     },
     /// The agent's recent log lines (kept in memory)
     Log,
+    /// The audit log: isolation decisions the namespaces asked to log, and spoofing attempts,
+    /// one line per connection (from the agent's auditLogFile, rotated files first)
+    Audit {
+        /// Only lines about this namespace (either end, or the namespace that logged it)
+        #[arg(short = 'n', long = "namespace", value_name = "NS")]
+        namespace: Option<String>,
+        /// Only this verdict
+        #[arg(long, value_parser = ["allow", "deny"])]
+        verdict: Option<String>,
+        /// Keep printing lines as they are written (across rotations)
+        #[arg(short = 'f', long)]
+        follow: bool,
+        /// Only the last N lines that match
+        #[arg(long, value_name = "N")]
+        tail: Option<usize>,
+        /// The audit log file [default: the agent's auditLogFile]
+        #[arg(long, value_name = "FILE")]
+        file: Option<PathBuf>,
+    },
+    /// Audit logging of NAME's decisions (the k8s.ovn.org/acl-logging annotation of a
+    /// standalone namespace; in Kubernetes mode annotate the Namespace): --deny and --allow
+    /// each at a syslog severity, or --off
+    AuditLogging {
+        /// The namespace
+        name: String,
+        /// Log denied connections at this severity
+        #[arg(long, value_name = "SEVERITY", value_parser = ["alert", "warning", "notice", "info", "debug"])]
+        deny: Option<String>,
+        /// Log allowed connections at this severity
+        #[arg(long, value_name = "SEVERITY", value_parser = ["alert", "warning", "notice", "info", "debug"])]
+        allow: Option<String>,
+        /// Log nothing for NAME
+        #[arg(long, conflicts_with_all = ["deny", "allow"])]
+        off: bool,
+    },
     /// List namespaces: VNID, namespaces sharing it, local pods, multicast
     #[command(alias = "list")]
     Namespaces,
@@ -211,7 +247,15 @@ impl Cmd {
 }
 
 /// The argument shape of each command, for usage errors.
-const SHAPES: [(&str, &str); 18] = [
+const SHAPES: [(&str, &str); 20] = [
+    (
+        "audit",
+        "[-n NAMESPACE] [--verdict allow|deny] [--follow] [--tail N] [--file FILE]",
+    ),
+    (
+        "audit-logging",
+        "NAME [--deny SEVERITY] [--allow SEVERITY] | NAME --off",
+    ),
     ("egress-firewall", ""),
     ("egress-ips", ""),
     ("network-policies", ""),
@@ -264,6 +308,9 @@ fn run(raw: &[String]) -> Result<(), Failure> {
     };
     if command.asks_agent() {
         return ask_agent(&a, &command);
+    }
+    if let Cmd::Audit { .. } = command {
+        return audit::show(&a, &command);
     }
     // `namespaces` with no state directory at hand (no --state-dir, no config): the running
     // agent lists what it sees, in either mode.

@@ -18,6 +18,40 @@ const OVSDB_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The tenant commands on a standalone node's state directory.
 pub(crate) fn run(a: &Cli, command: Cmd) -> Result<(), Failure> {
+    if let Cmd::AuditLogging {
+        name,
+        deny,
+        allow,
+        off,
+    } = &command
+    {
+        if !off && deny.is_none() && allow.is_none() {
+            return Err(Failure::Usage(
+                "audit-logging needs --deny SEVERITY and/or --allow SEVERITY, or --off".into(),
+            ));
+        }
+        let sev = |s: &Option<String>| s.as_deref().and_then(cluster::audit::Severity::parse);
+        let logging = cluster::audit::AclLogging {
+            deny: sev(deny),
+            allow: sev(allow),
+            pass: None,
+        };
+        let place = locate(a)?;
+        warn(&place.notes);
+        let done = tenants::set_audit_logging(&place.dir, name, logging)?;
+        warn(
+            &done
+                .problems
+                .iter()
+                .map(|p| format!("warning: state: {p}"))
+                .collect::<Vec<_>>(),
+        );
+        return if a.json {
+            out(&format!("{:#}\n", json!(done)))
+        } else {
+            out(&format!("{done}\n"))
+        };
+    }
     if let Cmd::Multicast { name, state } = &command {
         let place = locate(a)?;
         warn(&place.notes);
@@ -145,6 +179,24 @@ pub(crate) fn kube_hint(cmd: &Cmd) -> String {
         Cmd::Delete { name, .. } => format!(
             "kubectl delete namespace {name} (the controller deletes its NetNamespace)"
         ),
+        Cmd::AuditLogging {
+            name, deny, allow, ..
+        } => {
+            let l = cluster::audit::AclLogging {
+                deny: deny.as_deref().and_then(cluster::audit::Severity::parse),
+                allow: allow.as_deref().and_then(cluster::audit::Severity::parse),
+                pass: None,
+            };
+            return format!(
+                "clusterState is kubernetes: audit logging is the Namespace's annotation: kubectl annotate namespace {name} {}{}",
+                cluster::audit::ACL_LOGGING_ANNOTATION,
+                if l.any() {
+                    format!("='{}' --overwrite", l.to_annotation())
+                } else {
+                    "-".into()
+                }
+            );
+        }
         Cmd::Multicast { name, state } => format!(
             "kubectl annotate netnamespace {name} {}{}",
             flows::MULTICAST_ANNOTATION,

@@ -204,6 +204,23 @@ impl AgentNode {
             .unwrap_or_else(|e| panic!("writing NetNamespace {namespace}: {e}"));
     }
 
+    /// The pods' egress meters (`ovs-ofctl dump-meters br0`, each meter's config and band on
+    /// one line; the kbit/s meters only: the audit log's packets/s meters are always there).
+    pub fn egress_meters(&self) -> Vec<String> {
+        let text = self.ovs.ofctl(&["-O", "OpenFlow13", "dump-meters", "br0"]);
+        let mut out: Vec<String> = Vec::new();
+        for l in text.lines().skip(1).filter(|l| !l.trim().is_empty()) {
+            if l.starts_with("meter=") {
+                out.push(l.trim().to_string());
+            } else if let Some(last) = out.last_mut() {
+                last.push(' ');
+                last.push_str(l.trim());
+            }
+        }
+        out.retain(|m| m.contains(" kbps "));
+        out
+    }
+
     /// The node's name (`--node-name`).
     pub fn node_name(&self) -> &str {
         &self.opts.node_name

@@ -6,10 +6,11 @@
 use std::net::{IpAddr, SocketAddrV4};
 use std::time::Duration;
 
+use sdn_tests::cluster::{node_name, Cluster};
 use sdn_tests::harness::wait_until;
 use sdn_tests::node::{AgentNode, CniPod, NodeOptions};
 use sdn_tests::probe::{send_frames, tcp_echo_server, tcp_probe, udp_frame, Endpoint};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 const VNID_A: u32 = 11;
 const VNID_B: u32 = 12;
@@ -31,8 +32,17 @@ fn decisions_to(node: &AgentNode, dst: &CniPod<'_>, port: u16) -> Vec<Value> {
 }
 
 fn wait_lines(node: &AgentNode, what: &str, f: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    wait_lines_for(node, Duration::from_secs(5), what, f)
+}
+
+fn wait_lines_for(
+    node: &AgentNode,
+    within: Duration,
+    what: &str,
+    f: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
     let mut last = Vec::new();
-    let ok = wait_until(Duration::from_secs(5), || {
+    let ok = wait_until(within, || {
         last = node.audit_lines();
         f(&last)
     });
@@ -204,4 +214,384 @@ fn tenancy_decisions_are_logged_for_the_namespace_that_asks_one_line_per_connect
         lines_text(&node.audit_lines())
     );
     let _ = IpAddr::from(ip(&a));
+}
+
+fn pod_object(ns: &str, name: &str, ip: Option<std::net::Ipv4Addr>) -> Value {
+    let mut v = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": {"pod": name}},
+        "spec": {"nodeName": node_name(1), "containers": [{"name": "c", "image": "agnhost",
+            "ports": [{"name": "http", "containerPort": 80, "protocol": "TCP"}]}]}});
+    if let Some(ip) = ip {
+        v["status"] = json!({"phase": "Running", "podIP": ip.to_string(), "podIPs": [{"ip": ip.to_string()}]});
+    }
+    v
+}
+
+/// Networkpolicy mode, Kubernetes mode (the fake API server): the annotation on the Namespace,
+/// as OVN-Kubernetes reads it; a default-deny line names the policies isolating the pod, an
+/// allow line the policy and rule; another namespace's decisions are not logged; a bad
+/// annotation is an ERROR naming the namespace and turns its logging off, isolation unchanged.
+#[test]
+fn network_policy_decisions_name_the_policy_and_rule_and_a_bad_annotation_is_named() {
+    let (c, plane) = Cluster::start_kubernetes(
+        1,
+        &NodeOptions {
+            mode: "networkpolicy",
+            ..NodeOptions::default()
+        },
+    );
+    let fake = &plane.fake;
+    let node = c.node(1);
+    fake.put(json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "x", "labels": {"ns": "x"},
+            "annotations": {"k8s.ovn.org/acl-logging": r#"{"deny": "warning", "allow": "info"}"#}}}))
+        .unwrap();
+    fake.put(json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "y", "labels": {"ns": "y"}}}))
+        .unwrap();
+    for (ns, name) in [("x", "a"), ("x", "b"), ("y", "a")] {
+        fake.put(pod_object(ns, name, None)).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let xa = node.pod("x", "a");
+    let xb = node.pod("x", "b");
+    let ya = node.pod("y", "a");
+    for (ns, name, p) in [("x", "a", &xa), ("x", "b", &xb), ("y", "a", &ya)] {
+        fake.put(pod_object(ns, name, Some(ip(p)))).unwrap();
+    }
+    let _srv = tcp_echo_server(xa.ns.name(), 80);
+    let _srv_y = tcp_echo_server(ya.ns.name(), 80);
+    // x/a takes TCP 80 from pods labelled pod=b, nothing else.
+    fake.put(
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": "web-from-b", "namespace": "x"},
+        "spec": {"podSelector": {"matchLabels": {"pod": "a"}},
+                 "ingress": [{"from": [{"podSelector": {"matchLabels": {"pod": "b"}}}],
+                              "ports": [{"protocol": "TCP", "port": 80}]}]}}),
+    )
+    .unwrap();
+    let to_xa = SocketAddrV4::new(ip(&xa), 80);
+    assert!(wait_until(Duration::from_secs(20), || !tcp_probe(
+        ya.ns.name(),
+        to_xa,
+        Duration::from_millis(500)
+    )));
+    assert!(tcp_probe(xb.ns.name(), to_xa, Duration::from_secs(3)));
+
+    let lines = wait_lines(node, "the policy's allow and deny lines", |ls| {
+        ls.iter()
+            .any(|l| l["verdict"] == "allow" && l["src"]["pod"] == "b")
+            && ls
+                .iter()
+                .any(|l| l["verdict"] == "deny" && l["src"]["namespace"] == "y")
+    });
+    let allow = lines
+        .iter()
+        .find(|l| l["event"] == "decision" && l["verdict"] == "allow" && l["src"]["pod"] == "b")
+        .unwrap();
+    assert_eq!(allow["kind"], "network-policy");
+    assert_eq!(allow["namespace"], "x");
+    assert_eq!(allow["severity"], "info");
+    assert_eq!(allow["direction"], "ingress");
+    assert_eq!(allow["object"], "NetworkPolicy x/web-from-b");
+    assert_eq!(allow["rule"], "ingress rule 0");
+    assert_eq!(allow["dst"]["pod"], "a");
+    assert_eq!(allow["dst"]["port"], 80);
+    assert_eq!(allow["protocol"], "tcp");
+    let deny = lines
+        .iter()
+        .find(|l| l["event"] == "decision" && l["verdict"] == "deny")
+        .unwrap();
+    assert_eq!(deny["severity"], "warning");
+    assert_eq!(deny["object"], "NetworkPolicy x/web-from-b");
+    assert!(
+        deny["rule"].as_str().unwrap().starts_with("default deny"),
+        "{deny}"
+    );
+    assert_eq!(deny["src"]["namespace"], "y");
+    assert_eq!(deny["src"]["pod"], "a");
+    assert_eq!(deny["dst"]["namespace"], "x");
+    assert_eq!(deny["table"], 80);
+    // The allowed connection is one line, not one per packet.
+    let allowed: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["event"] == "decision" && l["verdict"] == "allow")
+        .collect();
+    assert_eq!(allowed.len(), 1, "{}", lines_text(&lines));
+    // Into y (no policy, no annotation) nothing decides, nothing is logged.
+    assert!(tcp_probe(
+        xa.ns.name(),
+        SocketAddrV4::new(ip(&ya), 80),
+        Duration::from_secs(3)
+    ));
+    std::thread::sleep(Duration::from_millis(500));
+    let into_y: Vec<Value> = node
+        .audit_lines()
+        .into_iter()
+        .filter(|l| l["dst"]["namespace"] == "y")
+        .collect();
+    assert!(into_y.is_empty(), "{}", lines_text(&into_y));
+
+    // A bad annotation: named in an ERROR, logging off for x; x/a stays isolated.
+    fake.put(json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "x", "labels": {"ns": "x"},
+            "annotations": {"k8s.ovn.org/acl-logging": "{deny: alert"}}}))
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || node
+            .log()
+            .contains("audit logging annotation of namespace x is not usable")),
+        "no ERROR naming the namespace:\n{}",
+        node.log()
+    );
+    let before = node.audit_lines().len();
+    assert!(!tcp_probe(
+        ya.ns.name(),
+        SocketAddrV4::new(ip(&xa), 80),
+        Duration::from_millis(1500)
+    ));
+    std::thread::sleep(Duration::from_millis(800));
+    let after = node.audit_lines();
+    let new: Vec<&Value> = after[before..]
+        .iter()
+        .filter(|l| l["event"] == "decision" && l["namespace"] == "x")
+        .collect();
+    assert!(
+        new.is_empty(),
+        "logging is off for x:\n{}",
+        lines_text(&after)
+    );
+    assert!(
+        tcp_probe(xb.ns.name(), to_xa, Duration::from_secs(3)),
+        "isolation unchanged"
+    );
+}
+
+/// The egress firewall: a denied and an allowed external connection of a tenant that logs
+/// both, each naming the EgressNetworkPolicy and the rule; a spoofed packet is logged without
+/// any annotation.
+#[test]
+fn egress_firewall_rules_and_spoofing_attempts_are_logged() {
+    use cluster::{
+        ClusterObject, EgressNetworkPolicy, EgressNetworkPolicyRule as Rule,
+        EgressRuleType::{Allow, Deny},
+        StandaloneSource,
+    };
+    let node = AgentNode::start(NodeOptions {
+        mode: "multitenant",
+        ..Default::default()
+    });
+    node.set_audit_logging(
+        "tenant-a",
+        VNID_A,
+        r#"{"deny": "alert", "allow": "notice"}"#,
+    );
+    node.set_netnamespace("tenant-b", VNID_B);
+    let p = EgressNetworkPolicy::new(
+        "tenant-a",
+        "default",
+        vec![
+            Rule::cidr(Allow, "203.0.113.0/24"),
+            Rule::cidr(Deny, "0.0.0.0/0"),
+        ],
+    );
+    StandaloneSource::write_object(&node.state_dir(), &ClusterObject::EgressNetworkPolicy(p))
+        .unwrap();
+    let a = node.pod("tenant-a", "client-a");
+    assert!(wait_until(Duration::from_secs(10), || node
+        .ovs
+        .ofctl(&["dump-flows", "br0", "table=100"])
+        .contains("resubmit(,130)")));
+    let denied = SocketAddrV4::new("198.51.100.7".parse().unwrap(), 7777);
+    let allowed = SocketAddrV4::new("203.0.113.10".parse().unwrap(), 7777);
+    assert!(!tcp_probe(a.ns.name(), denied, Duration::from_millis(1500)));
+    let _ = tcp_probe(a.ns.name(), allowed, Duration::from_millis(1500));
+    let lines = wait_lines(&node, "the firewall's lines", |ls| {
+        ls.iter()
+            .any(|l| l["kind"] == "egress-firewall" && l["verdict"] == "deny")
+            && ls
+                .iter()
+                .any(|l| l["kind"] == "egress-firewall" && l["verdict"] == "allow")
+    });
+    let d = lines
+        .iter()
+        .find(|l| l["kind"] == "egress-firewall" && l["verdict"] == "deny")
+        .unwrap();
+    assert_eq!(d["object"], "EgressNetworkPolicy tenant-a/default");
+    assert_eq!(d["rule"], "rule 1: Deny to 0.0.0.0/0");
+    assert_eq!(d["namespace"], "tenant-a");
+    assert_eq!(d["severity"], "alert");
+    assert_eq!(d["src"]["pod"], "client-a");
+    assert_eq!(d["dst"]["host"], "external");
+    assert_eq!(d["dst"]["ip"], "198.51.100.7");
+    assert_eq!(d["dst"]["port"], 7777);
+    assert_eq!(d["table"], 100);
+    assert_eq!(d["src_vnid"], VNID_A);
+    let al = lines
+        .iter()
+        .find(|l| l["kind"] == "egress-firewall" && l["verdict"] == "allow")
+        .unwrap();
+    assert_eq!(al["rule"], "rule 0: Allow to 203.0.113.0/24");
+    assert_eq!(al["severity"], "notice");
+    assert_eq!(al["dst"]["ip"], "203.0.113.10");
+    // The denied SYN and its retransmissions: one line.
+    let n = lines
+        .iter()
+        .filter(|l| {
+            l["event"] == "decision" && l["kind"] == "egress-firewall" && l["verdict"] == "deny"
+        })
+        .count();
+    assert_eq!(n, 1, "{}", lines_text(&lines));
+
+    // Spoofing: always logged (tenant-b has no annotation).
+    let b = node.pod("tenant-b", "liar");
+    let forged = udp_frame(
+        Endpoint::new(
+            sdn_tests::probe::pod_mac(ip(&b)),
+            "10.128.1.77".parse().unwrap(),
+        ),
+        5000,
+        Endpoint::pod(ip(&a)),
+        53,
+        b"spoof",
+    );
+    send_frames(b.ns.name(), "eth0", &[forged]);
+    let lines = wait_lines(&node, "the spoofing line", |ls| {
+        ls.iter().any(|l| l["kind"] == "spoofing")
+    });
+    let s = lines.iter().find(|l| l["kind"] == "spoofing").unwrap();
+    assert_eq!(s["verdict"], "deny");
+    assert_eq!(s["severity"], "alert");
+    assert_eq!(
+        s["namespace"],
+        "tenant-b",
+        "{s}\n{}",
+        String::from_utf8_lossy(&node.sdnctl_api(&["pods"]).stdout)
+    );
+    assert_eq!(s["src"]["pod"], "liar");
+    assert_eq!(s["src"]["ip"], "10.128.1.77");
+    assert_eq!(s["table"], 20);
+    assert!(s["rule"].as_str().unwrap().contains("not the pod's"), "{s}");
+}
+
+/// A denied flood of 10,000 packets/s from one namespace: its meter holds it, the agent writes
+/// one line and a count for it and says what the rate limit kept back, and another namespace's
+/// single denied packet, during the flood, still gets its line.
+#[test]
+fn a_flood_from_one_namespace_does_not_starve_anothers_lines() {
+    let node = AgentNode::start(NodeOptions {
+        mode: "multitenant",
+        ..Default::default()
+    });
+    node.set_netnamespace("tenant-a", VNID_A);
+    node.set_netnamespace("tenant-c", 13);
+    node.set_audit_logging("tenant-b", VNID_B, r#"{"deny": "alert"}"#);
+    let a = node.pod("tenant-a", "flooder");
+    let b = node.pod("tenant-b", "victim");
+    let c = node.pod("tenant-c", "quiet");
+    // 10,000 packets over about a second, in bursts of 100 every 10 ms.
+    let flood: Vec<Vec<u8>> = (0..100)
+        .map(|_| {
+            udp_frame(
+                Endpoint::pod(ip(&a)),
+                41000,
+                Endpoint::pod(ip(&b)),
+                9,
+                b"flood",
+            )
+        })
+        .collect();
+    let single = udp_frame(
+        Endpoint::pod(ip(&c)),
+        42000,
+        Endpoint::pod(ip(&b)),
+        9,
+        b"one",
+    );
+    let started = std::time::Instant::now();
+    for i in 0..100u32 {
+        send_frames(a.ns.name(), "eth0", &flood);
+        if i == 50 {
+            send_frames(c.ns.name(), "eth0", std::slice::from_ref(&single));
+        }
+        let next = Duration::from_millis(10) * (i + 1);
+        std::thread::sleep(next.saturating_sub(started.elapsed()));
+    }
+    let sent_for = started.elapsed();
+    let lines = wait_lines(&node, "both namespaces' lines", |ls| {
+        ls.iter().any(|l| l["src"]["pod"] == "quiet")
+            && ls
+                .iter()
+                .any(|l| l["src"]["pod"] == "flooder" && l["event"] == "decision")
+    });
+    let quiet: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["src"]["pod"] == "quiet")
+        .collect();
+    assert_eq!(quiet.len(), 1);
+    assert_eq!(quiet[0]["src"]["port"], 42000);
+    // The flood: one line, then (once quiet) one count, and what the meter kept back (counted
+    // every 10 s).
+    let lines = wait_lines_for(
+        &node,
+        Duration::from_secs(25),
+        "the flood's count and the suppressed line",
+        |ls| {
+            ls.iter()
+                .any(|l| l["event"] == "repeats" && l["src"]["pod"] == "flooder")
+                && ls.iter().any(|l| l["event"] == "suppressed")
+        },
+    );
+    let flood_lines: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["src"]["pod"] == "flooder" && l["event"] == "decision")
+        .collect();
+    assert_eq!(flood_lines.len(), 1, "{}", lines_text(&lines));
+    let counted: u64 = lines
+        .iter()
+        .filter(|l| l["event"] == "repeats" && l["src"]["pod"] == "flooder")
+        .map(|l| l["packets"].as_u64().unwrap())
+        .sum();
+    let suppressed: u64 = lines
+        .iter()
+        .filter(|l| l["event"] == "suppressed")
+        .map(|l| l["packets"].as_u64().unwrap())
+        .sum();
+    let s = lines.iter().find(|l| l["event"] == "suppressed").unwrap();
+    assert!(
+        s["namespaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n == "tenant-a"),
+        "the suppressed line names the flooding namespace: {s}"
+    );
+    // Every packet that met the logged row is accounted for: the two lines, the flood's
+    // count, and what the meter (or the agent's queue) kept back.
+    let met: u64 = node
+        .ovs
+        .ofctl(&["dump-flows", "br0", "table=80,reg1=0xc"])
+        .lines()
+        .filter(|l| l.contains("resubmit(,130)") && l.contains(",ip,"))
+        .filter_map(|l| {
+            l.split("n_packets=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum();
+    eprintln!(
+        "flood: sent 10,000 in {sent_for:?}; {met} met the logged row; 2 lines, {counted} counted, {suppressed} suppressed"
+    );
+    assert!(
+        met >= 5_000,
+        "only {met} of 10,000 packets reached table 80"
+    );
+    assert_eq!(2 + counted + suppressed, met, "{}", lines_text(&lines));
+    assert!(
+        counted < 200,
+        "the meter let {counted} copies through (20/s)"
+    );
 }

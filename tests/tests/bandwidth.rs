@@ -148,19 +148,9 @@ fn qos_rows(node: &AgentNode) -> Vec<String> {
         .collect()
 }
 
-/// `ovs-ofctl dump-meters br0`, one line per meter (its config and band joined).
+/// The pods' egress meters, one line per meter (its config and band joined).
 fn meter_lines(node: &AgentNode) -> Vec<String> {
-    let text = node.ovs.ofctl(&["dump-meters", "br0"]);
-    let mut out: Vec<String> = Vec::new();
-    for l in text.lines().skip(1) {
-        if l.starts_with("meter=") {
-            out.push(l.trim().to_string());
-        } else if let Some(last) = out.last_mut() {
-            last.push(' ');
-            last.push_str(l.trim());
-        }
-    }
-    out
+    node.egress_meters()
 }
 
 fn within(measured: f64, limit: f64) -> bool {

@@ -199,8 +199,11 @@ impl<Io: NodeIo> Pods<Io> {
             .dump_meters()
             .await
             .map_err(PodError::openflow("dumping meters"))?;
-        // Meters past the egress range are not the pods' (the audit rate limits).
-        for m in existing.into_iter().filter(|m| m.id <= MAX_METERS) {
+        // The audit log's meters are not the pods'.
+        for m in existing
+            .into_iter()
+            .filter(|m| !flows::audit::is_audit_meter(m.id))
+        {
             let known = lock(&self.meters)
                 .get_mut(&m.id)
                 .map(|config| *config = config.or(Some(m)))

@@ -51,6 +51,8 @@ pub(crate) use dir::{check_own_file, open_locked, write_last_vnid};
 pub use dir::{last_vnid, load, lock, Lock, Snapshot};
 mod listing;
 pub use listing::{rows, table, NamespaceRow};
+mod logging;
+pub use logging::{set_audit_logging, AuditLoggingChange};
 
 /// The lock file that serialises sdnctl runs on one state directory.
 pub const LOCK_FILE: &str = ".sdnctl.lock";

@@ -196,7 +196,11 @@ impl<S: FlowSwitch + 'static> NodeFeature for AuditLog<S> {
 
     fn stage(&self) -> BoxFuture<'_, Result<usize, FeatureError>> {
         Box::pin(async move {
-            self.ensure_meters().await?;
+            // ovs-vswitchd may not answer yet (the agent serves before it does): the reader
+            // adds the meters when it connects, and every repair checks them.
+            if let Err(e) = self.ensure_meters().await {
+                tracing::warn!(error = %e, "cannot add the audit meters yet; adding them once br0 answers");
+            }
             let state = self.state.borrow().clone();
             self.report_problems(&state);
             let want = self.wanted(&state);
@@ -245,7 +249,17 @@ impl<S: FlowSwitch + 'static> NodeFeature for AuditLog<S> {
     }
 
     fn background(self: Arc<Self>) -> Vec<BoxFuture<'static, ()>> {
+        let me = self.clone();
+        let meters: reader::EnsureMeters = Arc::new(move || {
+            let me = me.clone();
+            Box::pin(async move {
+                if let Err(e) = me.ensure_meters().await {
+                    tracing::warn!(error = %e, "cannot add the audit meters; retrying at the next repair");
+                }
+            })
+        });
         vec![Box::pin(reader::run(reader::Reader {
+            meters,
             node: self.config.node_name.clone(),
             mgmt: self.config.bridge_mgmt.clone(),
             state: self.state.clone(),
@@ -275,7 +289,7 @@ impl<S: FlowSwitch + 'static> NodeFeature for AuditLog<S> {
             let on = logged_by_namespace(&state);
             let s = &self.stats;
             format!(
-                "{} namespace(s) log decisions ({}); {} lines to {}, {} packets folded into their connection's line, {} kept back by the rate limit ({}/s per bucket of {BUCKETS}), {} by a full queue{}",
+                "{} namespace(s) log decisions ({}); {} line(s) written to {}; packets folded into their connection's line {}, kept back by the rate limit ({}/s per bucket) {}, by a full queue {}{}",
                 on.len(),
                 if on.is_empty() { "spoofing attempts only".to_string() } else { on.keys().cloned().collect::<Vec<_>>().join(", ") },
                 s.lines.load(Ordering::Relaxed),

@@ -34,8 +34,14 @@ pub(crate) const QUEUE: usize = 4096;
 /// How often what was kept back is counted and written.
 const SUPPRESSED_EVERY: Duration = Duration::from_secs(10);
 
+/// Adds the audit meters the switch lacks (each time the reader connects: a restarted
+/// ovs-vswitchd has none).
+pub(crate) type EnsureMeters =
+    Arc<dyn Fn() -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
+
 /// What the loop needs.
 pub(crate) struct Reader {
+    pub meters: EnsureMeters,
     pub node: String,
     pub mgmt: PathBuf,
     pub state: watch::Receiver<Arc<ClusterState>>,
@@ -55,6 +61,19 @@ struct Pods {
 }
 
 impl Pods {
+    /// Reads the pod table again unless it was read in the last 10 ms (a pod may send during
+    /// its ADD, before the table holds it; the copies are metered, so this stays bounded).
+    async fn refresh_now(&mut self, list: &LocalPods) {
+        if self
+            .at
+            .is_some_and(|t| t.elapsed() < Duration::from_millis(10))
+        {
+            return;
+        }
+        self.at = None;
+        self.refresh(list).await;
+    }
+
     async fn refresh(&mut self, list: &LocalPods) {
         if self
             .at
@@ -112,6 +131,18 @@ impl Loop {
     }
 
     async fn handle(&mut self, pin: PacketIn) {
+        // A port the index does not know is a pod newer than the index: read it again.
+        let md = &pin.metadata;
+        let ports = [
+            md.in_port.unwrap_or(0),
+            md.reg(usize::from(flows::Reg::OutPort.number())),
+            md.reg(usize::from(flows::Reg::SrcPort.number())),
+        ];
+        if ports.iter().any(|p| {
+            (1..ovs::flow::ports::MAX).contains(p) && *p > 2 && !self.pods.by_port.contains_key(p)
+        }) {
+            self.pods.refresh_now(&self.r.local_pods).await;
+        }
         self.pods.refresh(&self.r.local_pods).await;
         let state = self.r.state.borrow().clone();
         self.cache.refresh(&state);
@@ -182,7 +213,7 @@ impl Loop {
             return;
         };
         let state = self.r.state.borrow().clone();
-        let logging = super::logged_by_namespace(&state);
+        self.cache.refresh(&state);
         for s in stats {
             let spoof = s.id == flows::audit::SPOOF_METER;
             let bucket = super::meter_bucket(s.id);
@@ -206,16 +237,17 @@ impl Loop {
                 .audit_suppressed
                 .with_label_values(&["rate-limit"])
                 .inc_by(delta);
+            // The namespaces whose packets the meter counted: its bucket's sources.
             let (verdict, namespaces) = match bucket {
                 Some((allow, b)) => {
-                    let ns: Vec<String> = logging
+                    let mut ns: Vec<String> = self
+                        .cache
+                        .vnid_names
                         .iter()
-                        .filter(|(ns, l)| {
-                            (if allow { l.allow } else { l.deny })
-                                && state.vnid_of(ns).is_some_and(|v| super::bucket_of(v) == b)
-                        })
-                        .map(|(ns, _)| ns.clone())
+                        .filter(|(v, _)| super::bucket_of(**v) == b)
+                        .flat_map(|(_, names)| names.iter().cloned())
                         .collect();
+                    ns.sort();
                     (if allow { "allow" } else { "deny" }, ns)
                 }
                 None => ("deny", Vec::new()),
@@ -230,7 +262,7 @@ impl Loop {
                 namespaces,
                 packets: Some(delta),
                 message: Some(format!(
-                    "rate limit of {}/s reached (auditRateLimit, per verdict and source-namespace bucket): {delta} logged packets were decided as always but not logged",
+                    "rate limit of {}/s reached (auditRateLimit, per verdict and source-namespace bucket; the namespaces are the bucket's sources): {delta} logged packets were decided as always but not logged",
                     self.r.config.audit_rate_limit
                 )),
                 ..Line::default()
@@ -291,6 +323,7 @@ pub(crate) async fn run(r: Reader) {
             }
         };
         warned = false;
+        (l.r.meters)().await;
         tracing::info!(bridge = %mgmt.display(), file = %l.sink.path().display(), "audit log receiving");
         l.r.stats.connected.store(1, Ordering::Relaxed);
         l.dropped.clear();

@@ -356,6 +356,7 @@ pub(crate) async fn status(view: &NodeView) -> Status {
         cluster_state: view.config.cluster_state.to_string(),
         counts,
         metrics_address: view.config.metrics_address().map(|a| a.to_string()),
+        audit_log: Some(view.config.audit_log_file.display().to_string()),
         features: view
             .features
             .status()

@@ -15,7 +15,7 @@ pub(super) fn policy_words(
 ) -> Vec<String> {
     use multitenant::policy::Direction;
     let mut out = Vec::new();
-    for (table, matched, prio, _, _) in &p.steps {
+    for (table, matched, prio, _, actions) in &p.steps {
         let (dir, reg) = match Table::from_id(*table) {
             Some(Table::PodEgressPolicy) => (Direction::Egress, "reg3"),
             Some(Table::IngressIsolation) => (Direction::Ingress, "reg2"),
@@ -31,7 +31,15 @@ pub(super) fn policy_words(
             Direction::Ingress => iso.ingress.join(", "),
             Direction::Egress => iso.egress.join(", "),
         };
-        let words = match *prio {
+        // An allow rule's logging twin sits one priority above it (audit logging).
+        let twin = [flows::policy::PRIO_CONJUNCTION, flows::policy::PRIO_PLAIN]
+            .contains(&prio.saturating_sub(1));
+        let logged = if twin || actions.iter().any(|a| a.starts_with("resubmit(,130)")) {
+            ", logged to the audit log"
+        } else {
+            ""
+        };
+        let words = match if twin { *prio - 1 } else { *prio } {
             300 if dir == Direction::Egress => "egress: to a Service, decided after the node's DNAT (when it comes back with the endpoint as destination)".to_string(),
             300 => "ingress: from the node (always allowed)".to_string(),
             200 => format!("{dir}: a reply of an allowed connection"),
@@ -41,8 +49,8 @@ pub(super) fn policy_words(
                     .find_map(|f| f.trim().strip_prefix("conj_id="))
                     .and_then(|v| v.parse::<u32>().ok());
                 match id.and_then(|i| view.rules.get(&i)) {
-                    Some(r) => format!("{dir} of {pod}: allowed by {r}"),
-                    None => format!("{dir} of {pod}: allowed by conjunction {id:?}"),
+                    Some(r) => format!("{dir} of {pod}: allowed by {r}{logged}"),
+                    None => format!("{dir} of {pod}: allowed by conjunction {id:?}{logged}"),
                 }
             }
             flows::policy::PRIO_PLAIN => {
@@ -51,10 +59,10 @@ pub(super) fn policy_words(
                     .get(&(dir, port))
                     .map(|v| v.iter().map(ToString::to_string).collect())
                     .unwrap_or_default();
-                format!("{dir} of {pod}: allowed by {}", rules.join(" and "))
+                format!("{dir} of {pod}: allowed by {}{logged}", rules.join(" and "))
             }
             flows::policy::PRIO_ISOLATION => format!(
-                "{dir} of {pod}: dropped: the pod is isolated by NetworkPolicy {} and none of their rules allows this packet",
+                "{dir} of {pod}: dropped: the pod is isolated by NetworkPolicy {} and none of their rules allows this packet{logged}",
                 view.isolated.get(&port).map(isolating).unwrap_or_default()
             ),
             0 if dir == Direction::Egress => format!("egress: {pod} is not isolated for egress (no NetworkPolicy selects it)"),
