@@ -54,8 +54,16 @@ fn show<T: serde::de::DeserializeOwned>(
 pub(crate) fn agent_audit_log(a: &Cli) -> Option<PathBuf> {
     let client = local_api::Client::new(&api_socket(a).ok()?);
     let rt = runtime().ok()?;
+    // A short wait: this only finds the file; an agent that does not answer leaves the default.
     let v = rt
-        .block_on(client.get_json::<serde_json::Value>("/v1/status"))
+        .block_on(async {
+            tokio::time::timeout(
+                std::time::Duration::from_secs(3),
+                client.get_json::<serde_json::Value>("/v1/status"),
+            )
+            .await
+        })
+        .ok()?
         .ok()?;
     v["audit_log"].as_str().map(PathBuf::from)
 }

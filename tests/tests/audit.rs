@@ -4,6 +4,7 @@
 //! always logged; the verdict itself never changes.
 
 use std::net::{IpAddr, SocketAddrV4};
+use std::process::Command;
 use std::time::Duration;
 
 use sdn_tests::cluster::{node_name, Cluster};
@@ -594,4 +595,302 @@ fn a_flood_from_one_namespace_does_not_starve_anothers_lines() {
         counted < 200,
         "the meter let {counted} copies through (20/s)"
     );
+}
+
+/// `count` denied UDP packets from `from` to `to`, each from its own source port (each its own
+/// connection, so each its own line).
+fn distinct_denied(from: &CniPod<'_>, to: &CniPod<'_>, first_port: u16, count: u16) {
+    let frames: Vec<Vec<u8>> = (0..count)
+        .map(|i| {
+            udp_frame(
+                Endpoint::pod(ip(from)),
+                first_port + i,
+                Endpoint::pod(ip(to)),
+                7,
+                b"x",
+            )
+        })
+        .collect();
+    for chunk in frames.chunks(200) {
+        send_frames(from.ns.name(), "eth0", chunk);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `sdnctl audit-logging` on a standalone node, `sdnctl audit` (filters, words, JSON, follow),
+/// the metrics; a small size cap rotates the file while a syslog socket gets every line too.
+#[test]
+fn sdnctl_sets_and_shows_the_log_which_rotates_at_its_cap_and_reaches_syslog() {
+    let dir = std::env::temp_dir().join(sdn_tests::harness::unique_name("sdn-audit-syslog-"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock_path = dir.join("log.sock");
+    let syslog = std::os::unix::net::UnixDatagram::bind(&sock_path).unwrap();
+    syslog
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    // A syslog daemon: reads as lines come, until told to stop and nothing more arrives.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = stop.clone();
+    let daemon = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 4096];
+        let mut deny = Vec::new();
+        loop {
+            match syslog.recv(&mut buf) {
+                Ok(n) => {
+                    let l = String::from_utf8_lossy(&buf[..n]).to_string();
+                    if l.contains("verdict=deny") {
+                        deny.push(l);
+                    }
+                }
+                Err(_) if stopped.load(std::sync::atomic::Ordering::Relaxed) => break,
+                Err(_) => {}
+            }
+        }
+        deny
+    });
+    let node = AgentNode::start(NodeOptions {
+        mode: "multitenant",
+        extra: [
+            "--audit-log-max-size",
+            "1",
+            "--audit-log-max-files",
+            "2",
+            "--audit-rate-limit",
+            "5000",
+            "--audit-syslog",
+            &format!("unix:{}", sock_path.display()),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+        ..Default::default()
+    });
+    node.sdnctl(&["create", "tenant-a"]);
+    node.sdnctl(&["create", "tenant-b"]);
+    let said = node.sdnctl(&[
+        "audit-logging",
+        "tenant-b",
+        "--deny",
+        "warning",
+        "--allow",
+        "info",
+    ]);
+    assert_eq!(
+        said.trim(),
+        "namespace tenant-b: audit logging deny warning, allow info"
+    );
+    let usage = Command::new(sdn_tests::harness::workspace_bin("sdnctl"))
+        .args([
+            "--state-dir",
+            node.state_dir().to_str().unwrap(),
+            "audit-logging",
+            "tenant-b",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        usage.status.code(),
+        Some(2),
+        "no verdict given is a usage error"
+    );
+    let a = node.pod("tenant-a", "a");
+    let b = node.pod("tenant-b", "b");
+    let m = node.metrics();
+    assert_eq!(m.get("sdn_audit_namespaces"), Some(&1.0), "{m:#?}");
+
+    distinct_denied(&a, &b, 20000, 1);
+    wait_lines(&node, "the first line", |ls| {
+        ls.iter().any(|l| l["src"]["port"] == 20000)
+    });
+    let out = node.sdnctl_api(&["audit", "-n", "tenant-b", "--verdict", "deny"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.lines().any(
+            |l| l.contains(" decision DENY tenancy [tenant-b] tenant-a/a ")
+                && l.contains(":20000 -> tenant-b/b ")
+        ),
+        "{text}"
+    );
+    let out = node.sdnctl_api(&["--json", "audit", "--verdict", "deny"]);
+    let json: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(!json.is_empty() && json.iter().all(|l| l["verdict"] == "deny"));
+    let none = node.sdnctl_api(&["audit", "-n", "tenant-c"]);
+    assert!(none.status.success() && none.stdout.is_empty());
+
+    // --follow prints what is written next.
+    let mut follow = Command::new(sdn_tests::harness::workspace_bin("sdnctl"))
+        .args([
+            "--api-socket",
+            node.api_socket().to_str().unwrap(),
+            "--json",
+            "audit",
+            "--follow",
+            "--tail",
+            "0",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = follow.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for l in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    distinct_denied(&a, &b, 21000, 1);
+    let got = rx.recv_timeout(Duration::from_secs(5));
+    let _ = follow.kill();
+    let _ = follow.wait();
+    let got = got.expect("sdnctl audit --follow printed nothing");
+    assert!(got.contains("\"port\":21000"), "{got}");
+
+    // 3,000 connections: well past the 1 MB cap; two rotated files kept, nothing over the cap.
+    distinct_denied(&a, &b, 30000, 3000);
+    let all = || {
+        let out = node.sdnctl_api(&["--json", "audit", "-n", "tenant-b"]);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.contains("\"event\":\"decision\""))
+            .filter(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["src"]["port"]
+                    .as_u64()
+                    .is_some_and(|p| (30000..33000).contains(&p))
+            })
+            .count()
+    };
+    assert!(
+        wait_until(Duration::from_secs(20), || all() >= 3000),
+        "{} of 3000 lines across the files",
+        all()
+    );
+    let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    let log = node.audit_log();
+    let one = log.with_extension("log.1");
+    let two = log.with_extension("log.2");
+    assert!(one.exists(), "no rotated file");
+    assert!(
+        !log.with_extension("log.3").exists(),
+        "more files than auditLogMaxFiles"
+    );
+    for f in [&log, &one, &two] {
+        assert!(size(f) <= 1 << 20, "{}: {} bytes", f.display(), size(f));
+    }
+    // The syslog socket got every line, RFC 5424 (local0, warning: <132>).
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let deny = daemon.join().unwrap();
+    let seen = deny.len();
+    let sample = deny.last().cloned().unwrap_or_default();
+    assert!(seen >= 3002, "{seen} deny lines reached syslog");
+    assert!(sample.starts_with("<132>1 "), "{sample}");
+    assert!(
+        sample.contains(" sdn-agent ") && sample.contains("namespace=tenant-b"),
+        "{sample}"
+    );
+    let m = node.metrics();
+    assert!(
+        m.get("sdn_audit_lines_total{event=\"decision\",verdict=\"deny\"}")
+            .is_some_and(|v| *v >= 3002.0),
+        "{m:#?}"
+    );
+
+    // Off: no more lines for tenant-b's denials.
+    node.sdnctl(&["audit-logging", "tenant-b", "--off"]);
+    assert!(wait_until(Duration::from_secs(5), || node
+        .metrics()
+        .get("sdn_audit_namespaces")
+        == Some(&0.0)));
+    let before = all();
+    distinct_denied(&a, &b, 40000, 5);
+    std::thread::sleep(Duration::from_millis(800));
+    let after = node.audit_lines();
+    assert!(
+        !after
+            .iter()
+            .any(|l| l["src"]["port"].as_u64().is_some_and(|p| p >= 40000)),
+        "lines after --off"
+    );
+    assert!(all() <= before);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Allowed traffic is not throttled by its logging: 3,000 new connections in a burst reach
+/// the server as they do with logging off (the copies are metered, the packets are not).
+#[test]
+fn logging_allowed_connections_loses_no_traffic() {
+    let node = AgentNode::start(NodeOptions {
+        mode: "multitenant",
+        ..Default::default()
+    });
+    node.set_audit_logging("tenant-b", VNID_B, r#"{"allow": "info"}"#);
+    node.set_netnamespace("tenant-c", 13);
+    let received = |from: &CniPod<'_>, to: &CniPod<'_>, port: u16| -> u64 {
+        let ns = to.ns.name().to_string();
+        let sock = sdn_tests::harness::in_netns(&ns, move || {
+            let s = std::net::UdpSocket::bind(("0.0.0.0", port)).unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(300)))
+                .unwrap();
+            s
+        });
+        let counter = std::thread::spawn(move || {
+            let mut n = 0u64;
+            let mut buf = [0u8; 64];
+            while sock.recv(&mut buf).is_ok() {
+                n += 1;
+            }
+            n
+        });
+        let frames: Vec<Vec<u8>> = (0..3000u16)
+            .map(|i| {
+                udp_frame(
+                    Endpoint::pod(ip(from)),
+                    10000 + i,
+                    Endpoint::pod(ip(to)),
+                    port,
+                    b"x",
+                )
+            })
+            .collect();
+        for chunk in frames.chunks(100) {
+            send_frames(from.ns.name(), "eth0", chunk);
+        }
+        counter.join().unwrap()
+    };
+    // Logged: tenant-b to itself; not logged: tenant-c to itself (same pipeline otherwise).
+    let b1 = node.pod("tenant-b", "b1");
+    let b2 = node.pod("tenant-b", "b2");
+    let c1 = node.pod("tenant-c", "c1");
+    let c2 = node.pod("tenant-c", "c2");
+    let mut logged = 0;
+    let mut unlogged = 0;
+    for round in 0..2u16 {
+        logged += received(&b2, &b1, 6000 + round);
+        unlogged += received(&c2, &c1, 6000 + round);
+    }
+    eprintln!("received of 6,000: {logged} logged, {unlogged} unlogged");
+    assert!(
+        logged * 100 >= unlogged * 99,
+        "logging lost traffic: {logged} received with it, {unlogged} without"
+    );
+    let lines = node.audit_lines();
+    let allow = lines
+        .iter()
+        .filter(|l| l["event"] == "decision" && l["verdict"] == "allow")
+        .count();
+    assert!(allow > 0, "no allow line");
 }

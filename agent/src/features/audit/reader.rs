@@ -107,6 +107,8 @@ struct Loop {
     dropped: HashMap<u32, u64>,
     /// The queue's drops when last counted.
     lost: u64,
+    /// The syslog socket's losses when last said.
+    syslog_lost: u64,
 }
 
 fn counted(line: &Line) {
@@ -175,6 +177,11 @@ impl Loop {
     }
 
     fn sweep(&mut self, pins: &PacketIns) {
+        let syslog_lost = self.sink.syslog_dropped();
+        if syslog_lost > self.syslog_lost {
+            tracing::warn!(lines = syslog_lost - self.syslog_lost, total = syslog_lost, "the syslog socket did not take every audit line (it reads too slowly or is gone); the audit log file has them all");
+            self.syslog_lost = syslog_lost;
+        }
         for l in self.fold.sweep(Instant::now()) {
             self.write(&l);
         }
@@ -291,6 +298,7 @@ pub(crate) async fn run(r: Reader) {
         pods: Pods::default(),
         dropped: HashMap::new(),
         lost: 0,
+        syslog_lost: 0,
     };
     let started = Line::note(
         &l.r.node,

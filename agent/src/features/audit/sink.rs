@@ -1,6 +1,6 @@
 //! Where audit lines go: a size-capped file rotated in place (`audit.log`, `audit.log.1`
 //! newest, up to `auditLogMaxFiles`), in JSON lines or RFC 5424 text, and optionally a syslog
-//! socket (Unix datagram or UDP, RFC 5424).
+//! socket (Unix datagram or UDP, RFC 5424) fed by a thread of its own.
 //!
 //! Why rotation here and not by logrotate: the cap is part of the agent's promise (a flood of
 //! denied packets must not fill the node's disk between two logrotate runs), and a file the
@@ -33,9 +33,72 @@ pub(crate) struct Sink {
     pub failed: u64,
 }
 
-enum Syslog {
-    Unix(std::os::unix::net::UnixDatagram, PathBuf),
-    Udp(std::net::UdpSocket, std::net::SocketAddr),
+/// The syslog socket's writer: a thread with a bounded queue, so a daemon that reads slowly
+/// (a Unix datagram socket queues only `net.unix.max_dgram_qlen` datagrams, 10 by default)
+/// gets every line it can keep within [`SYSLOG_QUEUE`] of, and one that is gone costs lines,
+/// never the agent's time.
+struct Syslog {
+    tx: std::sync::mpsc::SyncSender<String>,
+    dropped: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// Lines queued for the syslog socket.
+const SYSLOG_QUEUE: usize = 10_000;
+
+impl Syslog {
+    fn start(target: &SyslogTarget) -> std::io::Result<Syslog> {
+        enum Sock {
+            Unix(std::os::unix::net::UnixDatagram, PathBuf),
+            Udp(std::net::UdpSocket, std::net::SocketAddr),
+        }
+        let sock = match target {
+            SyslogTarget::Unix(p) => {
+                let s = std::os::unix::net::UnixDatagram::unbound()?;
+                s.set_write_timeout(Some(Duration::from_secs(1)))?;
+                Sock::Unix(s, p.clone())
+            }
+            SyslogTarget::Udp(a) => {
+                let bind: std::net::SocketAddr = if a.is_ipv4() {
+                    ([0, 0, 0, 0], 0).into()
+                } else {
+                    (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+                };
+                let s = std::net::UdpSocket::bind(bind)?;
+                s.set_write_timeout(Some(Duration::from_secs(1)))?;
+                Sock::Udp(s, *a)
+            }
+        };
+        let (tx, rx) = std::sync::mpsc::sync_channel::<String>(SYSLOG_QUEUE);
+        let dropped = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let lost = dropped.clone();
+        let name = target.to_string();
+        std::thread::Builder::new()
+            .name("audit-syslog".into())
+            .spawn(move || {
+                let mut warned: Option<Instant> = None;
+                for msg in rx {
+                    let sent = match &sock {
+                        Sock::Unix(s, p) => s.send_to(msg.as_bytes(), p),
+                        Sock::Udp(s, a) => s.send_to(msg.as_bytes(), a),
+                    };
+                    if let Err(e) = sent {
+                        lost.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if warned.is_none_or(|t| t.elapsed() > Duration::from_secs(60)) {
+                            warned = Some(Instant::now());
+                            tracing::warn!(target_socket = %name, error = %e, "cannot send audit lines to syslog; they are in the audit log file");
+                        }
+                    }
+                }
+            })?;
+        Ok(Syslog { tx, dropped })
+    }
+
+    fn send(&self, msg: String) {
+        if self.tx.try_send(msg).is_err() {
+            self.dropped
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
 }
 
 impl Sink {
@@ -47,22 +110,10 @@ impl Sink {
         max_files: u32,
         syslog: Option<&SyslogTarget>,
     ) -> Sink {
-        let syslog = syslog.and_then(|t| match t {
-            SyslogTarget::Unix(p) => std::os::unix::net::UnixDatagram::unbound()
-                .map(|s| Syslog::Unix(s, p.clone()))
+        let syslog = syslog.and_then(|t| {
+            Syslog::start(t)
                 .map_err(|e| tracing::warn!(target_socket = %t, error = %e, "cannot open a socket for audit syslog lines"))
-                .ok(),
-            SyslogTarget::Udp(a) => {
-                let bind: std::net::SocketAddr = if a.is_ipv4() {
-                    ([0, 0, 0, 0], 0).into()
-                } else {
-                    (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-                };
-                std::net::UdpSocket::bind(bind)
-                    .map(|s| Syslog::Udp(s, *a))
-                    .map_err(|e| tracing::warn!(target_socket = %t, error = %e, "cannot open a socket for audit syslog lines"))
-                    .ok()
-            }
+                .ok()
         });
         Sink {
             path: path.to_path_buf(),
@@ -76,6 +127,13 @@ impl Sink {
             written: 0,
             failed: 0,
         }
+    }
+
+    /// Lines the syslog socket did not get (its queue was full, or sending failed).
+    pub(crate) fn syslog_dropped(&self) -> u64 {
+        self.syslog
+            .as_ref()
+            .map_or(0, |s| s.dropped.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// The file's path.
@@ -165,11 +223,7 @@ impl Sink {
             } else {
                 line.rfc5424()
             };
-            // A full or absent syslog daemon loses lines, never blocks the agent.
-            let _ = match s {
-                Syslog::Unix(sock, path) => sock.send_to(msg.as_bytes(), path),
-                Syslog::Udp(sock, addr) => sock.send_to(msg.as_bytes(), addr),
-            };
+            s.send(msg);
         }
     }
 
