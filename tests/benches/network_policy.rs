@@ -26,8 +26,13 @@
 //! address of each family in `status.podIPs`): the same measurements, and the rows for the same
 //! policies against the IPv4-only run's (the dual-stack issue's target: at most 2x).
 //!
+//! With `logged` among the families, the IPv4 cluster again with every namespace's audit
+//! logging on (`k8s.ovn.org/acl-logging` deny and allow): the same change latencies with the
+//! logging rows (each allow rule's twin, each isolation row's log actions).
+//!
 //! Run: `cargo build --release --workspace && cargo bench -p sdn-tests --bench network_policy`
-//! (`SDN_NP_LOCAL` local pods, default 100; `SDN_NP_FAMILIES`, default `ipv4,dual`). Wall clock on a shared machine: the figures are
+//! (`SDN_NP_LOCAL` local pods, default 100; `SDN_NP_FAMILIES`, default `ipv4,dual`; `ipv4,logged`
+//! compares logging off and on). Wall clock on a shared machine: the figures are
 //! what this machine did in this run.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -188,28 +193,40 @@ fn main() {
     let families = std::env::var("SDN_NP_FAMILIES").unwrap_or_else(|_| "ipv4,dual".into());
     let mut rows = Vec::new();
     for family in families.split(',') {
-        let dual = match family.trim() {
-            "ipv4" => false,
-            "dual" => true,
-            other => panic!("SDN_NP_FAMILIES: {other:?} is neither ipv4 nor dual"),
+        let (dual, logged) = match family.trim() {
+            "ipv4" => (false, false),
+            "dual" => (true, false),
+            "logged" => (false, true),
+            other => panic!("SDN_NP_FAMILIES: {other:?} is not ipv4, dual or logged"),
         };
         eprintln!(
             "\n=== {} ===",
-            if dual { "dual stack" } else { "IPv4 only" }
+            match (dual, logged) {
+                (true, _) => "dual stack",
+                (false, true) => "IPv4 only, every namespace logging deny and allow",
+                (false, false) => "IPv4 only",
+            }
         );
-        rows.push((family.trim().to_string(), run(dual)));
+        rows.push((family.trim().to_string(), run(dual, logged)));
     }
-    if let [(_, v4), (_, dual)] = rows.as_slice() {
+    let of = |f: &str| rows.iter().find(|(n, _)| n == f).map(|(_, r)| *r);
+    if let (Some(v4), Some(dual)) = (of("ipv4"), of("dual")) {
         eprintln!(
             "\nrows on br0 for the same policies: IPv4 only {v4}, dual stack {dual} ({:.2}x, target <= 2x)",
-            *dual as f64 / *v4 as f64
+            dual as f64 / v4 as f64
+        );
+    }
+    if let (Some(v4), Some(logged)) = (of("ipv4"), of("logged")) {
+        eprintln!(
+            "\nrows on br0 for the same policies: logging off {v4}, every namespace logging {logged} ({:.2}x)",
+            logged as f64 / v4 as f64
         );
     }
 }
 
 /// The whole benchmark on one cluster, IPv4 only or dual stack; returns the policy rows on br0
 /// (tables 27 and 80) once all 100 policies are in.
-fn run(dual: bool) -> u64 {
+fn run(dual: bool, logged: bool) -> u64 {
     let local_pods: usize = std::env::var("SDN_NP_LOCAL")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -266,9 +283,13 @@ fn run(dual: bool) -> u64 {
     };
     let remote_subnets6 = [subnet6_of(2), subnet6_of(3)];
     for i in 0..NAMESPACES {
-        fake.put(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns_name(i),
-            "labels": {"team": format!("t{}", i % 4), "env": if i % 2 == 0 { "prod" } else { "dev" }}}}))
-            .unwrap();
+        let mut ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns_name(i),
+            "labels": {"team": format!("t{}", i % 4), "env": if i % 2 == 0 { "prod" } else { "dev" }}}});
+        if logged {
+            ns["metadata"]["annotations"] =
+                json!({"k8s.ovn.org/acl-logging": r#"{"deny": "alert", "allow": "notice"}"#});
+        }
+        fake.put(ns).unwrap();
     }
     // Pods: the remote ones with their addresses, the local ones through the runtime.
     let mut next = [2u32, 2u32];

@@ -345,6 +345,18 @@ fn network_policy_decisions_name_the_policy_and_rule_and_a_bad_annotation_is_nam
         "no ERROR naming the namespace:\n{}",
         node.log()
     );
+    let lines = wait_lines(node, "the note of the bad annotation", |ls| {
+        ls.iter()
+            .any(|l| l["event"] == "note" && l["namespace"] == "x")
+    });
+    let note = lines
+        .iter()
+        .find(|l| l["event"] == "note" && l["namespace"] == "x")
+        .unwrap();
+    assert!(
+        note["message"].as_str().unwrap().contains("not JSON"),
+        "{note}"
+    );
     let before = node.audit_lines().len();
     assert!(!tcp_probe(
         ya.ns.name(),

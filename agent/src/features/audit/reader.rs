@@ -109,6 +109,8 @@ struct Loop {
     lost: u64,
     /// The syslog socket's losses when last said.
     syslog_lost: u64,
+    /// The annotation problems last written, by namespace.
+    problems: std::collections::BTreeMap<String, String>,
 }
 
 fn counted(line: &Line) {
@@ -176,7 +178,28 @@ impl Loop {
         }
     }
 
+    /// A `note` line for each namespace whose annotation became unusable (or changed problem),
+    /// so the trail says why a namespace's lines stopped.
+    fn note_problems(&mut self) {
+        let state = self.r.state.borrow().clone();
+        let now: std::collections::BTreeMap<String, String> = state
+            .audit_logging
+            .iter()
+            .filter_map(|(ns, s)| s.problem.clone().map(|p| (ns.clone(), p)))
+            .collect();
+        for (ns, p) in &now {
+            if self.problems.get(ns) != Some(p) {
+                let mut line = Line::note(&self.r.node, &format!("namespace {ns}: {p}"));
+                line.namespace = Some(ns.clone());
+                line.severity = "warning";
+                self.write(&line);
+            }
+        }
+        self.problems = now;
+    }
+
     fn sweep(&mut self, pins: &PacketIns) {
+        self.note_problems();
         let syslog_lost = self.sink.syslog_dropped();
         if syslog_lost > self.syslog_lost {
             tracing::warn!(lines = syslog_lost - self.syslog_lost, total = syslog_lost, "the syslog socket did not take every audit line (it reads too slowly or is gone); the audit log file has them all");
@@ -299,6 +322,7 @@ pub(crate) async fn run(r: Reader) {
         dropped: HashMap::new(),
         lost: 0,
         syslog_lost: 0,
+        problems: std::collections::BTreeMap::new(),
     };
     let started = Line::note(
         &l.r.node,

@@ -1,0 +1,241 @@
+//! The audit log's costs on one real node (multitenant, netdev, the real agent):
+//!
+//! 1. Pod ADD with logging on against off: serial ADDs alternating in rounds of 10 between a
+//!    namespace that logs deny and allow and one that logs nothing, p50 and p90 of each and the
+//!    ratio (target ≤ 1.1x).
+//! 2. A denied flood of 10,000 packets/s from one pod for `SDN_BENCH_AUDIT_FLOOD_S` seconds (10)
+//!    into a namespace that logs denials: the agent's RSS before, at the end and its peak, its
+//!    CPU over the flood, the lines it wrote and what the meter kept back.
+//! 3. Lines per second sustained: with `auditRateLimit` raised to 100,000, a burst of distinct
+//!    denied connections (each its own line) for a few seconds; lines written per second and the
+//!    agent's CPU meanwhile.
+//!
+//! The NetworkPolicy change latency with logging on and off is the `network_policy` bench with
+//! `SDN_NP_FAMILIES=ipv4,logged`.
+//!
+//! Run: `cargo build --release --workspace && cargo bench -p sdn-tests --bench audit`
+//! (`SDN_BENCH_AUDIT_PODS`, pods per namespace for the ADD comparison, default 100). Wall clock
+//! on a shared 2-core machine: compare within one run.
+
+use std::time::{Duration, Instant};
+
+use sdn_tests::node::{AgentNode, CniPod, NodeOptions};
+use sdn_tests::probe::{send_frames, udp_frame, Endpoint};
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn rss_mb(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+fn cpu_s(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (ticks(11) + ticks(12)) / hz
+}
+
+fn pct(v: &[Duration], q: f64) -> f64 {
+    let mut v = v.to_vec();
+    v.sort();
+    v[((v.len() as f64 - 1.0) * q).round() as usize].as_secs_f64() * 1000.0
+}
+
+fn ip(p: &CniPod<'_>) -> std::net::Ipv4Addr {
+    p.ip.parse().unwrap()
+}
+
+fn lines(node: &AgentNode, event: &str) -> u64 {
+    node.metrics()
+        .iter()
+        .filter(|(k, _)| k.starts_with(&format!("sdn_audit_lines_total{{event=\"{event}\"")))
+        .map(|(_, v)| *v as u64)
+        .sum()
+}
+
+fn suppressed(node: &AgentNode, reason: &str) -> u64 {
+    node.metrics()
+        .get(&format!(
+            "sdn_audit_suppressed_packets_total{{reason=\"{reason}\"}}"
+        ))
+        .copied()
+        .unwrap_or(0.0) as u64
+}
+
+fn main() {
+    let pods = env_usize("SDN_BENCH_AUDIT_PODS", 100);
+    let flood_s = env_usize("SDN_BENCH_AUDIT_FLOOD_S", 10);
+
+    // 1. ADD with logging on and off.
+    {
+        let node = AgentNode::start(NodeOptions {
+            mode: "multitenant",
+            ..Default::default()
+        });
+        node.set_audit_logging("logged", 20, r#"{"deny": "alert", "allow": "notice"}"#);
+        node.set_netnamespace("plain", 21);
+        std::thread::sleep(Duration::from_millis(500));
+        let mut on = Vec::new();
+        let mut off = Vec::new();
+        let mut keep = Vec::new();
+        for round in 0..pods.div_ceil(10) {
+            for (ns, lat) in [("logged", &mut on), ("plain", &mut off)] {
+                for i in 0..10 {
+                    let t = Instant::now();
+                    let p = node.pod(ns, &format!("p{}", round * 10 + i));
+                    lat.push(t.elapsed());
+                    keep.push(p);
+                }
+            }
+        }
+        eprintln!(
+            "pod ADD, {} pods per namespace: logging on p50 {:.1} ms p90 {:.1} ms; off p50 {:.1} ms p90 {:.1} ms; p50 ratio {:.2}x (target <= 1.1x)",
+            on.len(),
+            pct(&on, 0.5),
+            pct(&on, 0.9),
+            pct(&off, 0.5),
+            pct(&off, 0.9),
+            pct(&on, 0.5) / pct(&off, 0.5)
+        );
+        drop(keep);
+    }
+
+    // 2. A denied flood of 10,000 packets/s.
+    {
+        let node = AgentNode::start(NodeOptions {
+            mode: "multitenant",
+            ..Default::default()
+        });
+        node.set_netnamespace("flooder", 11);
+        node.set_audit_logging("victim", 12, r#"{"deny": "alert"}"#);
+        let a = node.pod("flooder", "a");
+        let b = node.pod("victim", "b");
+        let pid = node.agent_pid().expect("agent pid");
+        std::thread::sleep(Duration::from_secs(2));
+        let rss_before = rss_mb(pid);
+        let cpu_before = cpu_s(pid);
+        let lines_before = lines(&node, "decision") + lines(&node, "repeats");
+        // Bursts of 200 every 10 ms: the sender's own overhead keeps it near 10,000/s.
+        let burst: Vec<Vec<u8>> = (0..200)
+            .map(|_| {
+                udp_frame(
+                    Endpoint::pod(ip(&a)),
+                    41000,
+                    Endpoint::pod(ip(&b)),
+                    9,
+                    b"flood",
+                )
+            })
+            .collect();
+        let started = Instant::now();
+        let mut peak = rss_before;
+        let mut sent = 0u64;
+        for i in 0..(flood_s as u32 * 100) {
+            send_frames(a.ns.name(), "eth0", &burst);
+            sent += 200;
+            if i % 50 == 0 {
+                peak = peak.max(rss_mb(pid));
+            }
+            let next = Duration::from_millis(10) * (i + 1);
+            std::thread::sleep(next.saturating_sub(started.elapsed()));
+        }
+        let took = started.elapsed();
+        let cpu = cpu_s(pid) - cpu_before;
+        peak = peak.max(rss_mb(pid));
+        // Let the fold and the suppressed count (every 10 s) catch up.
+        std::thread::sleep(Duration::from_secs(12));
+        let rss_after = rss_mb(pid);
+        let written = lines(&node, "decision") + lines(&node, "repeats") - lines_before;
+        let met: u64 = node
+            .ovs
+            .ofctl(&["dump-flows", "br0", "table=80"])
+            .lines()
+            .filter(|l| l.contains("resubmit(,130)") && l.contains(",ip,"))
+            .filter_map(|l| {
+                l.split("n_packets=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum();
+        eprintln!(
+            "denied flood: {sent} packets sent in {:.1} s, {met} reached the logged row ({:.0}/s) from one pod; agent RSS {rss_before:.1} MB before, peak {peak:.1} MB, {rss_after:.1} MB after; agent CPU {cpu:.2} s over the flood ({:.1}% of a core); {written} line(s) written, {} copies folded into them, {} kept back by the meter, {} by the queue",
+            took.as_secs_f64(),
+            met as f64 / took.as_secs_f64(),
+            100.0 * cpu / took.as_secs_f64(),
+            suppressed(&node, "repeat"),
+            suppressed(&node, "rate-limit"),
+            suppressed(&node, "queue"),
+        );
+    }
+
+    // 3. Lines per second, every copy its own line.
+    {
+        let node = AgentNode::start(NodeOptions {
+            mode: "multitenant",
+            extra: vec!["--audit-rate-limit".into(), "100000".into()],
+            ..Default::default()
+        });
+        node.set_netnamespace("sender", 11);
+        node.set_audit_logging("receiver", 12, r#"{"deny": "alert"}"#);
+        let a = node.pod("sender", "a");
+        let b = node.pod("receiver", "b");
+        let pid = node.agent_pid().expect("agent pid");
+        std::thread::sleep(Duration::from_secs(2));
+        let before = lines(&node, "decision");
+        let cpu_before = cpu_s(pid);
+        let started = Instant::now();
+        let mut port = 1024u16;
+        let mut sent = 0u64;
+        while started.elapsed() < Duration::from_secs(5) {
+            let burst: Vec<Vec<u8>> = (0..200)
+                .map(|_| {
+                    port = if port == u16::MAX { 1024 } else { port + 1 };
+                    udp_frame(Endpoint::pod(ip(&a)), port, Endpoint::pod(ip(&b)), 7, b"x")
+                })
+                .collect();
+            send_frames(a.ns.name(), "eth0", &burst);
+            sent += 200;
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let sending = started.elapsed();
+        // Until the agent has written what it will.
+        let mut last = lines(&node, "decision");
+        loop {
+            std::thread::sleep(Duration::from_millis(500));
+            let now = lines(&node, "decision");
+            if now == last {
+                break;
+            }
+            last = now;
+        }
+        let took = started.elapsed() - Duration::from_millis(500);
+        let written = last - before;
+        let cpu = cpu_s(pid) - cpu_before;
+        eprintln!(
+            "distinct denied connections: {sent} sent in {:.1} s; {written} lines written in {:.1} s ({:.0} lines/s), {} kept back by the queue; agent CPU {cpu:.2} s ({:.0} lines per CPU second)",
+            sending.as_secs_f64(),
+            took.as_secs_f64(),
+            written as f64 / took.as_secs_f64(),
+            suppressed(&node, "queue"),
+            written as f64 / cpu.max(0.001),
+        );
+    }
+}
