@@ -18,10 +18,11 @@
 //! namespaces in a row never share one; allowed and denied lines never share one). Spoofing
 //! attempts, before the pipeline knows a VNID, have a meter of their own.
 //!
-//! **One line per connection.** Allowed decisions are logged from rows that match
-//! `ct_state=+new+trk` only, and in multitenant mode those rows commit the connection, so its
-//! later packets are `+est` and pass the ordinary rows; denied packets are never committed, so
-//! the agent folds the repeats of one 5-tuple into one line and a count.
+//! **One line per connection.** Where the pipeline commits allowed connections (networkpolicy
+//! mode), their logging rows match `ct_state=+new+trk` only. Elsewhere (multitenant tenancy,
+//! the egress firewall) nothing is committed and a logging row must not commit either (that
+//! would change what later rows see), so every packet is copied, metered; the agent folds the
+//! copies of one 5-tuple into one line and a count, as it does a denied flood.
 
 use ovs::flow::{Action, CtFlag, CtState, Flow, Masked, Match};
 
@@ -153,12 +154,12 @@ impl Decision {
 }
 
 /// The actions that log a decision, put before the row's own: `load:CODE->NXM_NX_REG5[]`,
-/// (for a policy rule `load:ID->NXM_NX_REG6[]`), `resubmit(,130)`.
+/// `load:ID->NXM_NX_REG6[]` (a policy rule's conjunction id, else 0), `resubmit(,130)`.
 pub fn log_actions(decision: Decision, detail: u32, rule: Option<u32>) -> Vec<Action> {
-    let mut out = vec![Reg::AuditCode.load(decision.reg(detail))];
-    if let Some(id) = rule {
-        out.push(Reg::AuditRule.load(id));
-    }
+    // `reg6` always: a value an earlier logged row left (an egress rule's, in table 27)
+    // must not name this decision's rule.
+    let out_rule = Reg::AuditRule.load(rule.unwrap_or(0));
+    let mut out = vec![Reg::AuditCode.load(decision.reg(detail)), out_rule];
     out.push(Action::resubmit(Table::Audit.id()).expect("table 130 is a table"));
     out
 }
@@ -273,25 +274,30 @@ impl Logged {
 /// reg1=V` prio 100) and the global rows (prio 200):
 ///
 /// - allow: prio 101 `reg0=V,reg1=V` and prio 201 `reg0=0,reg1=V`, `reg0=V,reg1=0` (for V
-///   global, prio 201 `reg0=0` and `reg1=0`), each `+new+trk`: log, commit, output;
+///   global, prio 201 `reg0=0` and `reg1=0`): log, output. Every packet is copied (metered)
+///   and the agent folds a connection's copies into one line: multitenant mode commits
+///   nothing, and a commit here would change what later rows see (a reply would become
+///   `+rpl` and skip a tenant's egress IP rows in table 101), so there is no first packet to
+///   pick;
 /// - deny: prio 50 `reg1=V` (into V) and prio 40 `reg0=V` (out of V): log, drop.
 ///
-/// IP and IPv6 (`ipv6` when the node has IPv6); ARP only when it is refused (across tenants
-/// a connection attempt usually ends at ARP).
-pub fn tenancy_rows(vnid: multitenant::Vnid, log: Logged, ipv6: bool) -> Vec<Flow> {
+/// IP (`ipv4`) and IPv6 (`ipv6`), as the node has them; ARP only when it is refused (across
+/// tenants a connection attempt usually ends at ARP).
+pub fn tenancy_rows(vnid: multitenant::Vnid, log: Logged, ipv4: bool, ipv6: bool) -> Vec<Flow> {
     let v = vnid.id();
-    let families: &[fn(Match) -> Match] = if ipv6 {
-        &[Match::ip, Match::ipv6]
-    } else {
-        &[Match::ip]
-    };
+    let families: Vec<fn(Match) -> Match> =
+        [(ipv4, Match::ip as fn(Match) -> Match), (ipv6, Match::ipv6)]
+            .into_iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, f)| f)
+            .collect();
     let mut out = Vec::new();
     let row = |prio: u16, m: Match| {
         Flow::new(Table::IngressIsolation.id(), prio)
             .cookie(tenancy_cookie(vnid))
             .matching(m)
     };
-    for fam in families {
+    for fam in &families {
         if log.allow {
             let pairs: Vec<(u16, Option<u32>, Option<u32>)> = if v == 0 {
                 vec![(201, Some(0), None), (201, None, Some(0))]
@@ -303,7 +309,7 @@ pub fn tenancy_rows(vnid: multitenant::Vnid, log: Logged, ipv6: bool) -> Vec<Flo
                 ]
             };
             for (prio, src, dst) in pairs {
-                let mut m = fam(Match::any()).ct_state(new_connection());
+                let mut m = fam(Match::any());
                 if let Some(s) = src {
                     m = Reg::SrcVnid.matching(m, s);
                 }
@@ -314,10 +320,7 @@ pub fn tenancy_rows(vnid: multitenant::Vnid, log: Logged, ipv6: bool) -> Vec<Flo
                 for a in log_actions(Decision::TenancyAllow, 0, None) {
                     f = f.action(a);
                 }
-                out.push(
-                    f.action(Action::Ct(ovs::flow::Ct::new().commit()))
-                        .action(Reg::OutPort.output()),
-                );
+                out.push(f.action(Reg::OutPort.output()));
             }
         }
         if log.deny && v != 0 {
@@ -326,7 +329,7 @@ pub fn tenancy_rows(vnid: multitenant::Vnid, log: Logged, ipv6: bool) -> Vec<Flo
     }
     // Across tenants even ARP is refused, and a connection attempt usually ends there: its
     // refusals are logged too (the pod's address asked for, no ports).
-    if log.deny && v != 0 {
+    if log.deny && v != 0 && ipv4 {
         out.extend(deny_rows(vnid, &Match::any().arp()));
     }
     out
@@ -399,7 +402,7 @@ mod tests {
     }
 
     #[test]
-    fn tenancy_rows_log_new_allowed_connections_and_every_denied_packet() {
+    fn tenancy_rows_log_allowed_and_denied_packets_and_commit_nothing() {
         let v = Vnid::new(10).unwrap();
         let t = text(&tenancy_rows(
             v,
@@ -407,12 +410,17 @@ mod tests {
                 deny: true,
                 allow: true,
             },
+            true,
             false,
         ));
         assert_eq!(t.len(), 7, "{t:#?}");
-        assert!(t.contains(&"cookie=0x900000000000000a, table=80, priority=50,arp,reg1=0xa actions=load:0x2->NXM_NX_REG5[],resubmit(,130)".to_string()), "{t:#?}");
-        assert!(t.contains(&"cookie=0x900000000000000a, table=80, priority=101,ct_state=+new+trk,ip,reg0=0xa,reg1=0xa actions=load:0x3->NXM_NX_REG5[],resubmit(,130),ct(commit),output:NXM_NX_REG2[]".to_string()), "{t:#?}");
-        assert!(t.contains(&"cookie=0x900000000000000a, table=80, priority=50,ip,reg1=0xa actions=load:0x2->NXM_NX_REG5[],resubmit(,130)".to_string()), "{t:#?}");
+        assert!(t.contains(&"cookie=0x900000000000000a, table=80, priority=50,arp,reg1=0xa actions=load:0x2->NXM_NX_REG5[],load:0->NXM_NX_REG6[],resubmit(,130)".to_string()), "{t:#?}");
+        assert!(t.contains(&"cookie=0x900000000000000a, table=80, priority=101,ip,reg0=0xa,reg1=0xa actions=load:0x3->NXM_NX_REG5[],load:0->NXM_NX_REG6[],resubmit(,130),output:NXM_NX_REG2[]".to_string()), "{t:#?}");
+        assert!(t.contains(&"cookie=0x900000000000000a, table=80, priority=50,ip,reg1=0xa actions=load:0x2->NXM_NX_REG5[],load:0->NXM_NX_REG6[],resubmit(,130)".to_string()), "{t:#?}");
+        assert!(
+            t.iter().all(|l| !l.contains("ct(")),
+            "nothing committed: {t:#?}"
+        );
         let g = text(&tenancy_rows(
             Vnid::GLOBAL,
             Logged {
@@ -420,11 +428,22 @@ mod tests {
                 allow: true,
             },
             true,
+            true,
         ));
         // A global namespace is never denied; its allowed connections are, twice per family.
         assert_eq!(g.len(), 4, "{g:#?}");
-        assert!(g.iter().all(|l| l.contains("+new+trk")));
-        assert!(tenancy_rows(v, Logged::default(), true).is_empty());
+        assert!(tenancy_rows(v, Logged::default(), true, true).is_empty());
+        // An IPv6-only node: no IPv4 or ARP row.
+        let six = text(&tenancy_rows(
+            v,
+            Logged {
+                deny: true,
+                allow: true,
+            },
+            false,
+            true,
+        ));
+        assert!(six.iter().all(|l| l.contains("ipv6")), "{six:#?}");
     }
 
     #[test]

@@ -100,7 +100,11 @@ impl Reg {
                 Table::IngressIsolation,
                 Table::EgressFirewall,
             ],
-            Reg::AuditRule => &[Table::PodEgressPolicy, Table::IngressIsolation],
+            Reg::AuditRule => &[
+                Table::PodEgressPolicy,
+                Table::IngressIsolation,
+                Table::EgressFirewall,
+            ],
         }
     }
 
@@ -290,6 +294,7 @@ mod tests {
                 deny: true,
                 allow: true,
             },
+            true,
             true,
         ));
         rows

@@ -39,35 +39,13 @@ pub(crate) fn run(a: &Cli, command: Cmd) -> Result<(), Failure> {
         let place = locate(a)?;
         warn(&place.notes);
         let done = tenants::set_audit_logging(&place.dir, name, logging)?;
-        warn(
-            &done
-                .problems
-                .iter()
-                .map(|p| format!("warning: state: {p}"))
-                .collect::<Vec<_>>(),
-        );
-        return if a.json {
-            out(&format!("{:#}\n", json!(done)))
-        } else {
-            out(&format!("{done}\n"))
-        };
+        return report(a, &done, &done.problems);
     }
     if let Cmd::Multicast { name, state } = &command {
         let place = locate(a)?;
         warn(&place.notes);
         let done = tenants::set_multicast(&place.dir, name, state == "on")?;
-        warn(
-            &done
-                .problems
-                .iter()
-                .map(|p| format!("warning: state: {p}"))
-                .collect::<Vec<_>>(),
-        );
-        return if a.json {
-            out(&format!("{:#}\n", json!(done)))
-        } else {
-            out(&format!("{done}\n"))
-        };
+        return report(a, &done, &done.problems);
     }
     let cmd = tenant_command(command);
     let place = locate(a)?;
@@ -160,6 +138,26 @@ fn tenant_command(cmd: Cmd) -> Option<Command> {
         // namespaces, and the commands the agent answers ([`Cmd::asks_agent`]).
         _ => return None,
     })
+}
+
+/// Prints one namespace's change: the state directory's problems as warnings, then the change
+/// in words or (`--json`) as JSON.
+fn report<T: std::fmt::Display + serde::Serialize>(
+    a: &Cli,
+    done: &T,
+    problems: &[cluster::ClusterError],
+) -> Result<(), Failure> {
+    warn(
+        &problems
+            .iter()
+            .map(|p| format!("warning: state: {p}"))
+            .collect::<Vec<_>>(),
+    );
+    if a.json {
+        out(&format!("{:#}\n", json!(done)))
+    } else {
+        out(&format!("{done}\n"))
+    }
 }
 
 /// How to do a tenant change in Kubernetes mode, where the controller owns NetNamespaces.

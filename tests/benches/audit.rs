@@ -19,6 +19,7 @@
 
 use std::time::{Duration, Instant};
 
+use sdn_tests::harness::{process_cpu_s as cpu_s, process_rss_mb as rss_mb};
 use sdn_tests::node::{AgentNode, CniPod, NodeOptions};
 use sdn_tests::probe::{send_frames, udp_frame, Endpoint};
 
@@ -27,27 +28,6 @@ fn env_usize(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-fn rss_mb(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-        })
-        .map_or(f64::NAN, |kb| kb / 1024.0)
-}
-
-fn cpu_s(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    (ticks(11) + ticks(12)) / hz
 }
 
 fn pct(v: &[Duration], q: f64) -> f64 {
@@ -161,20 +141,7 @@ fn main() {
         std::thread::sleep(Duration::from_secs(12));
         let rss_after = rss_mb(pid);
         let written = lines(&node, "decision") + lines(&node, "repeats") - lines_before;
-        let met: u64 = node
-            .ovs
-            .ofctl(&["dump-flows", "br0", "table=80"])
-            .lines()
-            .filter(|l| l.contains("resubmit(,130)") && l.contains(",ip,"))
-            .filter_map(|l| {
-                l.split("n_packets=")
-                    .nth(1)?
-                    .split(',')
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .sum();
+        let met = node.logged_ip_packets("table=80");
         eprintln!(
             "denied flood: {sent} packets sent in {:.1} s, {met} reached the logged row ({:.0}/s) from one pod; agent RSS {rss_before:.1} MB before, peak {peak:.1} MB, {rss_after:.1} MB after; agent CPU {cpu:.2} s over the flood ({:.1}% of a core); {written} line(s) written, {} copies folded into them, {} kept back by the meter, {} by the queue",
             took.as_secs_f64(),

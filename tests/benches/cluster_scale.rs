@@ -48,7 +48,10 @@ use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, Config};
 use sdn_tests::cluster::{node_name, Cluster, API_SERVER_IP};
 use sdn_tests::fakeapi::FakeApi;
-use sdn_tests::harness::{spawn_in_netns, unique_name, workspace_bin, Netns};
+use sdn_tests::harness::{
+    process_cpu_s as cpu_s, process_rss_mb as rss_mb, spawn_in_netns, unique_name, workspace_bin,
+    Netns,
+};
 use sdn_tests::node::{AgentNode, NodeOptions};
 use serde_json::{json, Value};
 
@@ -93,29 +96,6 @@ fn pct(v: &[Duration], q: f64) -> f64 {
         return f64::NAN;
     }
     ms(v[((v.len() as f64 - 1.0) * q).round() as usize])
-}
-
-/// A process's resident memory (MB) and CPU seconds (user + system).
-fn rss_mb(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-        })
-        .map_or(f64::NAN, |kb| kb / 1024.0)
-}
-
-fn cpu_s(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command (which may hold spaces): state is field 3, utime 14, stime 15.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    (ticks(11) + ticks(12)) / hz
 }
 
 /// Waits until the agent used less than 2% of a core over one second; returns the CPU

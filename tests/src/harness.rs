@@ -76,6 +76,30 @@ pub fn without_agent_env(cmd: &mut std::process::Command) -> &mut std::process::
     cmd
 }
 
+/// A process's resident memory, MB (`VmRSS`; NaN when it is gone).
+pub fn process_rss_mb(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+/// A process's CPU seconds so far (user + system).
+pub fn process_cpu_s(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command (which may hold spaces): state is field 3, utime 14, stime 15.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (ticks(11) + ticks(12)) / hz
+}
+
 /// A binary of this workspace, next to the test executable (`<target>/<profile>/`), or the path
 /// in `SDN_<NAME>_BIN` (e.g. `SDN_CNI_BIN` for `sdn-cni`). `scripts/test` builds them first.
 pub fn workspace_bin(name: &str) -> PathBuf {

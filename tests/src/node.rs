@@ -226,6 +226,24 @@ impl AgentNode {
         &self.opts.node_name
     }
 
+    /// Packets the logged IP rows (those resubmitting to table 130) of `filter`
+    /// (`ovs-ofctl dump-flows` syntax, e.g. `table=80`) have met.
+    pub fn logged_ip_packets(&self, filter: &str) -> u64 {
+        self.ovs
+            .ofctl(&["dump-flows", "br0", filter])
+            .lines()
+            .filter(|l| l.contains("resubmit(,130)") && l.contains(",ip,"))
+            .filter_map(|l| {
+                l.split("n_packets=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    }
+
     /// The agent's audit log file.
     pub fn audit_log(&self) -> PathBuf {
         self.dir.join("audit/audit.log")

@@ -146,7 +146,10 @@ fn a_full_packet_in_queue_drops_and_counts_without_stalling_the_connection() {
     rt.block_on(async {
         let c = OfClient::connect(&target).await.unwrap();
         let asking = OfClient::connect(&target).await.unwrap();
+        // Asking keeps the bridge's fragment handling (set_config is bridge-wide).
+        ovs.ofctl(&["set-frags", "br0", "nx-match"]);
         let mut pins = asking.receive_packet_ins(4).await.unwrap();
+        assert_eq!(ovs.ofctl(&["get-frags", "br0"]).trim(), "nx-match");
         let row: Flow = "table=0,priority=100,udp actions=controller(userdata=01)"
             .parse()
             .unwrap();

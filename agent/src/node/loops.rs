@@ -23,6 +23,17 @@ impl Daemon {
             .restore_meters()
             .await
             .step("re-adding lost egress meters")?;
+        // The audit meters before the rows that name them (a row added before its meter
+        // would send its copies unmetered).
+        if let Some(audit) = self
+            .features
+            .get::<crate::features::audit::AuditLog<crate::bridge::switch::Switch>>()
+        {
+            audit
+                .ensure_meters_and_rows()
+                .await
+                .step("adding the audit meters")?;
+        }
         self.store.reconcile().await.step("reconciling br0")
     }
 

@@ -270,7 +270,7 @@ impl Metrics {
             policy_rebuild_seconds: r.histogram("sdn_network_policy_rebuild_seconds", "Seconds from a NetworkPolicy rebuild's inputs to its bundle accepted by br0"),
             policy_datapath_purges: r.counter("sdn_network_policy_datapath_purges_total", "Datapath flow purges after NetworkPolicy changes (one per burst of rebuilds)"),
             audit_lines: r.counters("sdn_audit_lines_total", "Audit log lines written, by event (decision, repeats, suppressed, note) and verdict (allow, deny, none)", &["event", "verdict"]),
-            audit_suppressed: r.counters("sdn_audit_suppressed_packets_total", "Logged packets that made no line of their own, by reason: rate-limit (the switch's meter), queue (the agent's queue was full), repeat (folded into their connection's line)", &["reason"]),
+            audit_suppressed: r.counters("sdn_audit_suppressed_packets_total", "Logged packets that made no line of their own, by reason: rate-limit (the switch's meter), queue (the agent's queue was full), repeat (folded into their connection's line), unlogged (no namespace concerned asks for it any more, or not readable)", &["reason"]),
             audit_write_errors: r.counter("sdn_audit_write_errors_total", "Audit lines lost because the audit log file could not be written"),
             audit_namespaces: r.gauge("sdn_audit_namespaces", "Namespaces whose audit logging is on (k8s.ovn.org/acl-logging)"),
             registry: r.0,
@@ -306,7 +306,7 @@ impl Metrics {
         for state in ["drop_all", "rules"] {
             m.egress_firewalls.with_label_values(&[state]);
         }
-        for reason in ["rate-limit", "queue", "repeat"] {
+        for reason in ["rate-limit", "queue", "repeat", "unlogged"] {
             m.audit_suppressed.with_label_values(&[reason]);
         }
         for verdict in ["allow", "deny"] {

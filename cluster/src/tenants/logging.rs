@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::dir::{check_own_file, open_locked};
-use super::{check_name, TenantError};
+use super::{check_name, net_namespace_of, write_annotation, TenantError};
 use crate::audit::{parse_acl_logging, AclLogging, ACL_LOGGING_ANNOTATION};
-use crate::{ClusterError, ClusterObject, StandaloneSource};
+use crate::ClusterError;
 
 /// What `sdnctl audit-logging` did.
 #[derive(Debug, Serialize)]
@@ -59,37 +59,19 @@ pub fn set_audit_logging(
 ) -> Result<AuditLoggingChange, TenantError> {
     check_name(name)?;
     let (_lock, snap) = open_locked(dir)?;
-    let mut nn = snap
-        .state
-        .net_namespaces
-        .get(name)
-        .cloned()
-        .ok_or_else(|| TenantError::Unknown {
-            name: name.to_string(),
-            dir: dir.to_path_buf(),
-        })?;
+    let mut nn = net_namespace_of(&snap, dir, name)?;
     let want = logging.any().then(|| logging.to_annotation());
     let had = crate::audit::annotation(&nn.metadata);
     let changed = had != want;
     let mut file = None;
     if changed {
         check_own_file(dir, name, &snap.problems)?;
-        let notes = nn.metadata.annotations.get_or_insert_with(Default::default);
-        match &want {
-            Some(v) => {
-                notes.insert(ACL_LOGGING_ANNOTATION.to_string(), v.clone());
-            }
-            None => {
-                notes.remove(ACL_LOGGING_ANNOTATION);
-            }
-        }
-        if notes.is_empty() {
-            nn.metadata.annotations = None;
-        }
-        file = Some(
-            StandaloneSource::write_object(dir, &ClusterObject::NetNamespace(nn.clone()))
-                .map_err(TenantError::Write)?,
-        );
+        file = Some(write_annotation(
+            dir,
+            &mut nn,
+            ACL_LOGGING_ANNOTATION,
+            want.clone(),
+        )?);
     }
     Ok(AuditLoggingChange {
         namespace: name.to_string(),

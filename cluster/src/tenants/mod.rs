@@ -378,32 +378,18 @@ impl fmt::Display for MulticastChange {
 pub fn set_multicast(dir: &Path, name: &str, on: bool) -> Result<MulticastChange, TenantError> {
     check_name(name)?;
     let (_lock, snap) = open_locked(dir)?;
-    let mut nn = snap
-        .state
-        .net_namespaces
-        .get(name)
-        .cloned()
-        .ok_or_else(|| TenantError::Unknown {
-            name: name.to_string(),
-            dir: dir.to_path_buf(),
-        })?;
+    let mut nn = net_namespace_of(&snap, dir, name)?;
     let changed = nn.multicast_enabled() != on;
     let mut file = None;
     if changed {
         check_own_file(dir, name, &snap.problems)?;
-        let notes = nn.metadata.annotations.get_or_insert_with(Default::default);
-        if on {
-            notes.insert(flows::MULTICAST_ANNOTATION.to_string(), "true".to_string());
-        } else {
-            notes.remove(flows::MULTICAST_ANNOTATION);
-        }
-        if notes.is_empty() {
-            nn.metadata.annotations = None;
-        }
-        file = Some(
-            StandaloneSource::write_object(dir, &ClusterObject::NetNamespace(nn.clone()))
-                .map_err(TenantError::Write)?,
-        );
+        let value = on.then(|| "true".to_string());
+        file = Some(write_annotation(
+            dir,
+            &mut nn,
+            flows::MULTICAST_ANNOTATION,
+            value,
+        )?);
     }
     let blocked_by: Vec<String> = snap
         .state
@@ -422,6 +408,45 @@ pub fn set_multicast(dir: &Path, name: &str, on: bool) -> Result<MulticastChange
         file,
         problems: snap.problems,
     })
+}
+
+/// NAME's NetNamespace in the snapshot, or [`TenantError::Unknown`].
+pub(crate) fn net_namespace_of(
+    snap: &Snapshot,
+    dir: &Path,
+    name: &str,
+) -> Result<crate::NetNamespace, TenantError> {
+    snap.state
+        .net_namespaces
+        .get(name)
+        .cloned()
+        .ok_or_else(|| TenantError::Unknown {
+            name: name.to_string(),
+            dir: dir.to_path_buf(),
+        })
+}
+
+/// Sets (`Some`) or removes annotation `key` of `nn` and writes its file; returns the file.
+pub(crate) fn write_annotation(
+    dir: &Path,
+    nn: &mut crate::NetNamespace,
+    key: &str,
+    value: Option<String>,
+) -> Result<PathBuf, TenantError> {
+    let notes = nn.metadata.annotations.get_or_insert_with(Default::default);
+    match value {
+        Some(v) => {
+            notes.insert(key.to_string(), v);
+        }
+        None => {
+            notes.remove(key);
+        }
+    }
+    if notes.is_empty() {
+        nn.metadata.annotations = None;
+    }
+    StandaloneSource::write_object(dir, &ClusterObject::NetNamespace(nn.clone()))
+        .map_err(TenantError::Write)
 }
 
 #[cfg(test)]

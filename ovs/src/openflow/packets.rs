@@ -131,12 +131,32 @@ fn finish(mut out: Vec<u8>) -> Vec<u8> {
     out
 }
 
-/// `OFPT_SET_CONFIG` with normal fragment handling and `miss_send_len` (the switch sends no
-/// reply; follow it with a barrier to learn that it was taken).
-pub fn encode_set_config(xid: u32, miss_send_len: u16) -> Vec<u8> {
+/// `OFPT_GET_CONFIG_REQUEST`.
+pub const OFPT_GET_CONFIG_REQUEST: u8 = 7;
+/// `OFPT_GET_CONFIG_REPLY`.
+pub const OFPT_GET_CONFIG_REPLY: u8 = 8;
+
+/// `OFPT_GET_CONFIG_REQUEST` (the reply carries the bridge's fragment handling flags).
+pub fn encode_get_config_request(xid: u32) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8);
+    header(&mut out, OFPT_GET_CONFIG_REQUEST, xid);
+    finish(out)
+}
+
+/// The `flags` of an `OFPT_GET_CONFIG_REPLY` body (after the header).
+pub fn decode_get_config_flags(body: &[u8]) -> Result<u16, CodecError> {
+    let mut r = Reader::new(body, "ofp_switch_config");
+    r.u16()
+}
+
+/// `OFPT_SET_CONFIG` with fragment handling `flags` and `miss_send_len` (the switch sends no
+/// reply; follow it with a barrier to learn that it was taken). Open vSwitch applies the flags
+/// to the whole bridge: pass the ones `OFPT_GET_CONFIG_REPLY` gave, so asking for packet-ins
+/// changes nothing else (a bridge may match fragments as `nx-match`).
+pub fn encode_set_config(xid: u32, flags: u16, miss_send_len: u16) -> Vec<u8> {
     let mut out = Vec::with_capacity(12);
     header(&mut out, OFPT_SET_CONFIG, xid);
-    out.extend_from_slice(&0u16.to_be_bytes());
+    out.extend_from_slice(&flags.to_be_bytes());
     out.extend_from_slice(&miss_send_len.to_be_bytes());
     finish(out)
 }
@@ -359,9 +379,11 @@ mod tests {
     #[test]
     fn set_messages_are_laid_out_as_open_vswitch_reads_them() {
         assert_eq!(
-            encode_set_config(7, OFPCML_NO_BUFFER),
-            [4, 9, 0, 12, 0, 0, 0, 7, 0, 0, 0xff, 0xff]
+            encode_set_config(7, 3, OFPCML_NO_BUFFER),
+            [4, 9, 0, 12, 0, 0, 0, 7, 0, 3, 0xff, 0xff]
         );
+        assert_eq!(encode_get_config_request(5), [4, 7, 0, 8, 0, 0, 0, 5]);
+        assert_eq!(decode_get_config_flags(&[0, 3, 0xff, 0xff]).unwrap(), 3);
         assert_eq!(
             encode_set_packet_in_format(8),
             [4, 4, 0, 20, 0, 0, 0, 8, 0, 0, 0x23, 0x20, 0, 0, 0, 16, 0, 0, 0, 2]

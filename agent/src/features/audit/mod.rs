@@ -71,6 +71,7 @@ pub(crate) struct AuditLog<S> {
     store: Arc<FlowStore<S>>,
     state: watch::Receiver<Arc<ClusterState>>,
     mode: Mode,
+    ipv4: bool,
     ipv6: bool,
     config: Config,
     local_pods: LocalPods,
@@ -104,6 +105,7 @@ impl<S: FlowSwitch + 'static> AuditLog<S> {
             store: ctx.store.clone(),
             state: ctx.state.clone(),
             mode: ctx.node.mode,
+            ipv4: ctx.node.ipv4.is_some(),
             ipv6: ctx.node.ipv6.is_some(),
             config: ctx.config.clone(),
             local_pods: ctx.local_pods.clone(),
@@ -128,7 +130,7 @@ impl<S: FlowSwitch + 'static> AuditLog<S> {
         let mut c = Change::new();
         for (v, l) in want {
             if installed.get(v) != Some(l) {
-                c = c.set(Owner::Audit(*v), tenancy_rows(*v, *l, self.ipv6));
+                c = c.set(Owner::Audit(*v), tenancy_rows(*v, *l, self.ipv4, self.ipv6));
             }
         }
         for v in installed.keys().filter(|v| !want.contains_key(v)) {
@@ -168,6 +170,24 @@ impl<S: FlowSwitch + 'static> AuditLog<S> {
         Ok(fixed)
     }
 
+    /// [`Self::ensure_meters`], and when a meter had to be added or changed, the rows that use
+    /// it added again: Open vSwitch ties a row's `controller(meter_id=)` to the meter when the
+    /// row is added, and a row added while its meter was missing (or whose meter was deleted
+    /// and added back) sends its copies unmetered until it is added anew. An add of a row
+    /// already there replaces it in place: no packet meets a gap.
+    pub(crate) async fn ensure_meters_and_rows(&self) -> Result<usize, FeatureError> {
+        let fixed = self.ensure_meters().await?;
+        if fixed > 0 {
+            let rows: Vec<ovs::openflow::BundleMsg> = flows::audit::audit_table()
+                .into_iter()
+                .chain(flows::audit::spoof_rows(self.ipv4, self.ipv6))
+                .map(ovs::openflow::BundleMsg::add)
+                .collect();
+            self.store.switch().bundle(&rows).await?;
+        }
+        Ok(fixed)
+    }
+
     /// Logs each namespace's annotation problem once (and again if it changes).
     fn report_problems(&self, state: &ClusterState) {
         let mut seen = crate::lock(&self.problems);
@@ -199,7 +219,7 @@ impl<S: FlowSwitch + 'static> NodeFeature for AuditLog<S> {
             // ovs-vswitchd may not answer yet (the agent serves before it does): the reader
             // adds the meters when it connects, and every repair checks them.
             if let Err(e) = self.ensure_meters().await {
-                tracing::warn!(error = %e, "cannot add the audit meters yet; adding them once br0 answers");
+                tracing::warn!(error = %e, "cannot add the audit meters yet; adding them before br0's first reconcile");
             }
             let state = self.state.borrow().clone();
             self.report_problems(&state);
@@ -237,7 +257,7 @@ impl<S: FlowSwitch + 'static> NodeFeature for AuditLog<S> {
 
     fn repair(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            match self.ensure_meters().await {
+            match self.ensure_meters_and_rows().await {
                 Ok(0) => {}
                 Ok(n) => {
                     tracing::warn!(meters = n, "re-added audit meters the switch lost");
@@ -253,7 +273,7 @@ impl<S: FlowSwitch + 'static> NodeFeature for AuditLog<S> {
         let meters: reader::EnsureMeters = Arc::new(move || {
             let me = me.clone();
             Box::pin(async move {
-                if let Err(e) = me.ensure_meters().await {
+                if let Err(e) = me.ensure_meters_and_rows().await {
                     tracing::warn!(error = %e, "cannot add the audit meters; retrying at the next repair");
                 }
             })

@@ -161,6 +161,12 @@ impl Loop {
             vnid_names: &self.cache.vnid_names,
         };
         let Some(r) = resolve(&world, &pin) else {
+            // Not an audit copy, unreadable, or no namespace concerned asks for it any more
+            // (rows outlive a setting by one sync).
+            metrics()
+                .audit_suppressed
+                .with_label_values(&["unlogged"])
+                .inc();
             return;
         };
         let now = Instant::now();

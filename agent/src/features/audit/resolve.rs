@@ -329,14 +329,18 @@ pub(crate) fn resolve(w: &World<'_>, pin: &PacketIn) -> Option<Resolved> {
     };
     line.severity = sev.name();
     line.namespace = (!namespace.is_empty()).then_some(namespace);
+    // Both directions of a connection are one key: where every packet is copied (multitenant
+    // allows), a reply folds into its connection's line.
+    let (a, b) = ((h.src, h.sport), (h.dst, h.dport));
+    let ((lo, lo_port), (hi, hi_port)) = if h.is_icmp() || a <= b { (a, b) } else { (b, a) };
     let key = super::fold::Key {
         code: reg(Reg::AuditCode),
         rule: reg(Reg::AuditRule),
-        src: h.src,
-        dst: h.dst,
+        src: lo,
+        dst: hi,
         proto: h.proto,
-        sport: h.sport,
-        dport: h.dport,
+        sport: lo_port,
+        dport: hi_port,
     };
     line.src = Some(src);
     line.dst = Some(dst);

@@ -30,6 +30,12 @@ pub(crate) fn parse(text: &str) -> Parsed {
     for line in last.lines() {
         let trimmed = line.trim_start();
         if let Some((num, rest)) = step_line(line) {
+            // Table 130 (the audit copy) returns to the row that resubmitted to it: not a step
+            // of the packet's path (Open vSwitch prints it at the top level when the resubmit
+            // is a row's last action, as in a logged drop).
+            if num == Table::Audit.id() {
+                continue;
+            }
             let (matched, priority, cookie) = split_step(rest);
             p.steps.push((num, matched, priority, cookie, Vec::new()));
             continue;

@@ -47,6 +47,18 @@ Datapath actions: drop
 "#;
 
 #[test]
+fn a_logged_drops_audit_copy_is_not_a_step() {
+    let logged = CROSS_TENANT.replace(
+        "80. priority 0, cookie 0x1\n    drop\n",
+        "80. ip,reg1=0xb, priority 50, cookie 0x900000000000000b\n    load:0x2->NXM_NX_REG5[]\n    load:0->NXM_NX_REG6[]\n    resubmit(,130)\n130. reg0=0xa/0x3f,reg5=0/0x1, priority 100, cookie 0x1\n    controller(userdata=41.31,meter_id=1048586)\n",
+    );
+    let p = parse(&logged);
+    let last = p.steps.last().unwrap();
+    assert_eq!((last.0, last.2), (80, 50), "{:?}", p.steps);
+    assert!(last.4.iter().any(|a| a == "resubmit(,130)"));
+}
+
+#[test]
 fn parses_the_last_pass_with_registers() {
     let p = parse(CROSS_TENANT);
     let tables: Vec<u8> = p.steps.iter().map(|s| s.0).collect();

@@ -59,7 +59,8 @@ use super::monitor::{
     NXFMF_MODIFY, OFPMP_EXPERIMENTER,
 };
 use super::packets::{
-    encode_packet_out, encode_set_config, encode_set_packet_in_format, PacketIn, OFPCML_NO_BUFFER,
+    decode_get_config_flags, encode_get_config_request, encode_packet_out, encode_set_config,
+    encode_set_packet_in_format, PacketIn, OFPCML_NO_BUFFER, OFPT_GET_CONFIG_REPLY,
 };
 use super::wire::{
     self, decode_features_reply, encode_echo_reply, encode_features_request, encode_hello,
@@ -510,13 +511,34 @@ impl OfClient {
             tx,
             counters: counters.clone(),
         });
+        // The bridge's fragment handling, kept as it is (set_config sets it bridge-wide).
+        let flags = match shared
+            .request("get config", encode_get_config_request)
+            .await
+        {
+            Ok(m) if m.msg_type == OFPT_GET_CONFIG_REPLY => decode_get_config_flags(&m.body)
+                .map_err(|e| OfError::Decode {
+                    peer: shared.peer.clone(),
+                    op: "get config".into(),
+                    reason: e.to_string(),
+                }),
+            Ok(m) => Err(shared.unexpected("get config", &m)),
+            Err(e) => Err(e),
+        };
+        let flags = match flags {
+            Ok(f) => f,
+            Err(e) => {
+                shared.lock().packet_ins = None;
+                return Err(e);
+            }
+        };
         let asked = shared
             .batch(
                 "ask for packet-ins",
                 2,
                 |i, xid| {
                     Ok(if i == 0 {
-                        encode_set_config(xid, OFPCML_NO_BUFFER)
+                        encode_set_config(xid, flags, OFPCML_NO_BUFFER)
                     } else {
                         encode_set_packet_in_format(xid)
                     })
