@@ -332,7 +332,11 @@ pub(crate) fn resolve(w: &World<'_>, pin: &PacketIn) -> Option<Resolved> {
     // Both directions of a connection are one key: where every packet is copied (multitenant
     // allows), a reply folds into its connection's line.
     let (a, b) = ((h.src, h.sport), (h.dst, h.dport));
-    let ((lo, lo_port), (hi, hi_port)) = if h.is_icmp() || a <= b { (a, b) } else { (b, a) };
+    let ((lo, lo_port), (hi, hi_port)) = if h.is_icmp() || a <= b {
+        (a, b)
+    } else {
+        (b, a)
+    };
     let key = super::fold::Key {
         code: reg(Reg::AuditCode),
         rule: reg(Reg::AuditRule),
