@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use sdn_tests::harness::{process_cpu_s as cpu_s, process_rss_mb as rss_mb};
 use sdn_tests::node::{AgentNode, CniPod, NodeOptions};
-use sdn_tests::probe::{send_frames, udp_frame, Endpoint};
+use sdn_tests::probe::{paced, send_frames, udp_frame, Endpoint};
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -125,15 +125,13 @@ fn main() {
         let started = Instant::now();
         let mut peak = rss_before;
         let mut sent = 0u64;
-        for i in 0..(flood_s as u32 * 100) {
+        paced(Duration::from_millis(10), flood_s as u32 * 100, |i| {
             send_frames(a.ns.name(), "eth0", &burst);
             sent += 200;
             if i % 50 == 0 {
                 peak = peak.max(rss_mb(pid));
             }
-            let next = Duration::from_millis(10) * (i + 1);
-            std::thread::sleep(next.saturating_sub(started.elapsed()));
-        }
+        });
         let took = started.elapsed();
         let cpu = cpu_s(pid) - cpu_before;
         peak = peak.max(rss_mb(pid));

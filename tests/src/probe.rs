@@ -570,6 +570,16 @@ pub fn send_frame(netns: &str, ifname: &str, frame: &[u8]) {
     send_frames(netns, ifname, &[frame.to_vec()]);
 }
 
+/// Runs `round(i)` for i in 0..`rounds`, round i starting `i × every` after the first (a
+/// steady rate, whatever each round costs, as long as it costs less than `every`).
+pub fn paced(every: Duration, rounds: u32, mut round: impl FnMut(u32)) {
+    let started = Instant::now();
+    for i in 0..rounds {
+        round(i);
+        thread::sleep((every * (i + 1)).saturating_sub(started.elapsed()));
+    }
+}
+
 /// Sends each of `frames` out of `ifname` in namespace `netns`, in order (see [`send_frame`]).
 pub fn send_frames(netns: &str, ifname: &str, frames: &[Vec<u8>]) {
     let (ns, ifn, frames) = (netns.to_string(), ifname.to_string(), frames.to_vec());

@@ -10,7 +10,7 @@ use std::time::Duration;
 use sdn_tests::cluster::{node_name, Cluster};
 use sdn_tests::harness::wait_until;
 use sdn_tests::node::{AgentNode, CniPod, NodeOptions};
-use sdn_tests::probe::{send_frames, tcp_echo_server, tcp_probe, udp_frame, Endpoint};
+use sdn_tests::probe::{paced, send_frames, tcp_echo_server, tcp_probe, udp_frame, Endpoint};
 use serde_json::{json, Value};
 
 const VNID_A: u32 = 11;
@@ -522,14 +522,12 @@ fn a_flood_from_one_namespace_does_not_starve_anothers_lines() {
         b"one",
     );
     let started = std::time::Instant::now();
-    for i in 0..100u32 {
+    paced(Duration::from_millis(10), 100, |i| {
         send_frames(a.ns.name(), "eth0", &flood);
         if i == 50 {
             send_frames(c.ns.name(), "eth0", std::slice::from_ref(&single));
         }
-        let next = Duration::from_millis(10) * (i + 1);
-        std::thread::sleep(next.saturating_sub(started.elapsed()));
-    }
+    });
     let sent_for = started.elapsed();
     let lines = wait_lines(&node, "both namespaces' lines", |ls| {
         ls.iter().any(|l| l["src"]["pod"] == "quiet")
@@ -870,12 +868,10 @@ fn logging_allowed_connections_loses_no_traffic() {
             .collect();
         // 10,000 new connections a second, in bursts of 100: a rate the node carries without
         // loss when nothing is logged, so any loss is the logging's.
-        let started = std::time::Instant::now();
-        for (i, chunk) in frames.chunks(100).enumerate() {
-            send_frames(from.ns.name(), "eth0", chunk);
-            let next = Duration::from_millis(10) * (i as u32 + 1);
-            std::thread::sleep(next.saturating_sub(started.elapsed()));
-        }
+        let chunks: Vec<&[Vec<u8>]> = frames.chunks(100).collect();
+        paced(Duration::from_millis(10), chunks.len() as u32, |i| {
+            send_frames(from.ns.name(), "eth0", chunks[i as usize]);
+        });
         counter.join().unwrap()
     };
     // Logged: tenant-b to itself; not logged: tenant-c to itself (same pipeline otherwise).

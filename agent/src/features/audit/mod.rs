@@ -178,6 +178,10 @@ impl<S: FlowSwitch + 'static> AuditLog<S> {
     pub(crate) async fn ensure_meters_and_rows(&self) -> Result<usize, FeatureError> {
         let fixed = self.ensure_meters().await?;
         if fixed > 0 {
+            tracing::info!(
+                meters = fixed,
+                "added the audit meters br0 lacked, and their rows again"
+            );
             let rows: Vec<ovs::openflow::BundleMsg> = flows::audit::audit_table()
                 .into_iter()
                 .chain(flows::audit::spoof_rows(self.ipv4, self.ipv6))
@@ -216,11 +220,8 @@ impl<S: FlowSwitch + 'static> NodeFeature for AuditLog<S> {
 
     fn stage(&self) -> BoxFuture<'_, Result<usize, FeatureError>> {
         Box::pin(async move {
-            // ovs-vswitchd may not answer yet (the agent serves before it does): the reader
-            // adds the meters when it connects, and every repair checks them.
-            if let Err(e) = self.ensure_meters().await {
-                tracing::warn!(error = %e, "cannot add the audit meters yet; adding them before br0's first reconcile");
-            }
+            // The meters come with every reconcile of br0, before the rows that use them
+            // ([`Self::ensure_meters_and_rows`]).
             let state = self.state.borrow().clone();
             self.report_problems(&state);
             let want = self.wanted(&state);
@@ -255,31 +256,8 @@ impl<S: FlowSwitch + 'static> NodeFeature for AuditLog<S> {
         })
     }
 
-    fn repair(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async move {
-            match self.ensure_meters_and_rows().await {
-                Ok(0) => {}
-                Ok(n) => {
-                    tracing::warn!(meters = n, "re-added audit meters the switch lost");
-                    crate::telemetry::metrics::metrics().repaired("meter");
-                }
-                Err(e) => tracing::warn!(error = %e, "cannot check the audit meters"),
-            }
-        })
-    }
-
     fn background(self: Arc<Self>) -> Vec<BoxFuture<'static, ()>> {
-        let me = self.clone();
-        let meters: reader::EnsureMeters = Arc::new(move || {
-            let me = me.clone();
-            Box::pin(async move {
-                if let Err(e) = me.ensure_meters_and_rows().await {
-                    tracing::warn!(error = %e, "cannot add the audit meters; retrying at the next repair");
-                }
-            })
-        });
         vec![Box::pin(reader::run(reader::Reader {
-            meters,
             node: self.config.node_name.clone(),
             mgmt: self.config.bridge_mgmt.clone(),
             state: self.state.clone(),

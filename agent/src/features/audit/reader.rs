@@ -34,14 +34,8 @@ pub(crate) const QUEUE: usize = 4096;
 /// How often what was kept back is counted and written.
 const SUPPRESSED_EVERY: Duration = Duration::from_secs(10);
 
-/// Adds the audit meters the switch lacks (each time the reader connects: a restarted
-/// ovs-vswitchd has none).
-pub(crate) type EnsureMeters =
-    Arc<dyn Fn() -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
-
 /// What the loop needs.
 pub(crate) struct Reader {
-    pub meters: EnsureMeters,
     pub node: String,
     pub mgmt: PathBuf,
     pub state: watch::Receiver<Arc<ClusterState>>,
@@ -361,7 +355,6 @@ pub(crate) async fn run(r: Reader) {
             }
         };
         warned = false;
-        (l.r.meters)().await;
         tracing::info!(bridge = %mgmt.display(), file = %l.sink.path().display(), "audit log receiving");
         l.r.stats.connected.store(1, Ordering::Relaxed);
         l.dropped.clear();
