@@ -174,6 +174,7 @@ fn copy_up(meter: u32) -> Action {
         max_len: AUDIT_MAX_LEN,
         userdata: AUDIT_USERDATA.to_vec(),
         meter_id: Some(meter),
+        controller_id: 0,
     }
 }
 

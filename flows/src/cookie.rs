@@ -30,6 +30,10 @@ pub enum Feature {
     Policy = 8,
     /// A VNID's audit rows in table 80 (multitenant mode).
     Audit = 9,
+    /// A live trace's temporary rows (`flows::live_trace`): never desired, so the reconcile
+    /// leaves them alone; they remove themselves (hard timeout) and the agent sweeps them at
+    /// start-up.
+    LiveTrace = 10,
 }
 
 /// Bits of the object id.

@@ -18,6 +18,7 @@ pub mod cookie;
 pub mod egress;
 pub mod egress_ip;
 pub mod ipv6;
+pub mod live_trace;
 pub mod multicast;
 pub mod node;
 pub mod pod;

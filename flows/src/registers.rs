@@ -33,11 +33,14 @@ pub enum Reg {
     AuditCode,
     /// `reg6`: the conjunction id of the NetworkPolicy rule that allowed a logged packet.
     AuditRule,
+    /// `reg7`: a live trace's packet: one bit per table it has been seen entering (only a
+    /// trace's own rows, [`crate::live_trace`], write or match it).
+    TraceSeen,
 }
 
 impl Reg {
     /// Every register, by number.
-    pub const ALL: [Reg; 7] = [
+    pub const ALL: [Reg; 8] = [
         Reg::SrcVnid,
         Reg::DstVnid,
         Reg::OutPort,
@@ -45,6 +48,7 @@ impl Reg {
         Reg::ViaHost,
         Reg::AuditCode,
         Reg::AuditRule,
+        Reg::TraceSeen,
     ];
 
     /// The NXM register number (`regN`).
@@ -57,6 +61,7 @@ impl Reg {
             Reg::ViaHost => 4,
             Reg::AuditCode => 5,
             Reg::AuditRule => 6,
+            Reg::TraceSeen => 7,
         }
     }
 
@@ -65,6 +70,7 @@ impl Reg {
     pub const fn bits(self) -> (u8, u8) {
         match self {
             Reg::ViaHost => (0, 0),
+            Reg::TraceSeen => (0, crate::live_trace::OBSERVED.len() as u8 - 1),
             _ => (0, 31),
         }
     }
@@ -81,6 +87,7 @@ impl Reg {
             Reg::AuditRule => {
                 "the NetworkPolicy rule (conjunction id) that allowed a logged packet"
             }
+            Reg::TraceSeen => "a live trace's packet: the tables it has entered, one bit each",
         }
     }
 
@@ -105,6 +112,8 @@ impl Reg {
                 Table::IngressIsolation,
                 Table::EgressFirewall,
             ],
+            // Only a live trace's temporary rows, in every table it observes.
+            Reg::TraceSeen => &crate::live_trace::OBSERVED,
         }
     }
 
@@ -129,6 +138,7 @@ impl Reg {
             Reg::ViaHost => &[Table::ConntrackCommit, Table::IngressIsolation],
             Reg::AuditCode => &[Table::Audit],
             Reg::AuditRule => &[],
+            Reg::TraceSeen => &crate::live_trace::OBSERVED,
         }
     }
 
@@ -188,7 +198,7 @@ mod tests {
     fn registers_are_distinct_and_print_as_ovs_ofctl_does() {
         let mut numbers: Vec<u8> = Reg::ALL.iter().map(|r| r.number()).collect();
         numbers.dedup();
-        assert_eq!(numbers, vec![0, 1, 2, 3, 4, 5, 6]);
+        assert_eq!(numbers, vec![0, 1, 2, 3, 4, 5, 6, 7]);
         assert_eq!(Reg::SrcVnid.load(5).to_string(), "load:0x5->NXM_NX_REG0[]");
         assert_eq!(Reg::OutPort.output().to_string(), "output:NXM_NX_REG2[]");
         assert_eq!(
@@ -297,6 +307,15 @@ mod tests {
             true,
             true,
         ));
+        rows.extend(
+            crate::live_trace::Probe {
+                id: 1,
+                tag: 3,
+                src: Ipv4Addr::new(10, 128, 0, 3).into(),
+                transport: crate::live_trace::Transport::Icmp,
+            }
+            .observation_rows(),
+        );
         rows
     }
 

@@ -164,6 +164,7 @@ fn cases() -> Vec<(Flow, &'static str)> {
                     max_len: 128,
                     userdata: vec![0xff; 9],
                     meter_id: None,
+                    controller_id: 0,
                 })
                 .action(Action::Output(2)),
             "table:21 priority=90,ip \

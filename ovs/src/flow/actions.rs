@@ -449,6 +449,10 @@ pub enum Action {
         userdata: Vec<u8>,
         /// The meter that limits the packets sent.
         meter_id: Option<u32>,
+        /// The controller connection that gets the packet (`id=N`): only connections that
+        /// set this id (`NXT_SET_CONTROLLER_ID`) receive it; 0, the default, is every
+        /// connection that did not.
+        controller_id: u16,
     },
     /// `output:NXM_NX_REG2[]`: output to the port number held in a field (`NXAST_OUTPUT_REG`).
     OutputReg(Subfield),
@@ -525,6 +529,7 @@ impl Action {
             max_len: 0xffff,
             userdata,
             meter_id,
+            controller_id: 0,
         };
         a.validate()?;
         Ok(a)

@@ -432,6 +432,9 @@ fn write_match(s: &mut String, m: &Match, priority: u16, names: Option<&Names>) 
             }
         }
     }
+    if let Some(d) = m.ip_dscp {
+        let _ = write!(s, "nw_tos={},", u16::from(d) << 2);
+    }
     // OVS prints ICMP type and code, and the ND fields after them, where the ports would be.
     if let Some(t) = m.icmp_type {
         let _ = write!(s, "icmp_type={t},");
@@ -503,10 +506,14 @@ fn write_action(s: &mut String, a: &Action, names: Option<&Names>) {
             max_len,
             userdata,
             meter_id,
+            controller_id,
         } => {
             s.push_str("controller(");
             if *max_len != u16::MAX {
                 let _ = write!(s, "max_len={max_len},");
+            }
+            if *controller_id != 0 {
+                let _ = write!(s, "id={controller_id},");
             }
             s.push_str("userdata=");
             for (i, b) in userdata.iter().enumerate() {

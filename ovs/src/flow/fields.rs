@@ -61,6 +61,8 @@ pub mod oxm_of {
     pub const ETH_SRC: u8 = 4;
     /// `OXM_OF_ETH_TYPE`.
     pub const ETH_TYPE: u8 = 5;
+    /// `OXM_OF_IP_DSCP` (the DSCP, six bits, not shifted).
+    pub const IP_DSCP: u8 = 8;
     /// `OXM_OF_IP_PROTO`.
     pub const IP_PROTO: u8 = 10;
     /// `OXM_OF_IPV4_SRC`.
@@ -165,6 +167,8 @@ pub mod nxm_of {
     pub const ETH_SRC: u8 = 2;
     /// `NXM_OF_ETH_TYPE`.
     pub const ETH_TYPE: u8 = 3;
+    /// `NXM_OF_IP_TOS` (the DSCP in the top six bits of the TOS byte).
+    pub const IP_TOS: u8 = 5;
     /// `NXM_OF_IP_PROTO`.
     pub const IP_PROTO: u8 = 6;
     /// `NXM_OF_IP_SRC`.

@@ -146,6 +146,9 @@ pub struct Match {
     pub eth_type: Option<u16>,
     /// IP protocol (`nw_proto`); needs `ip` or `ipv6`.
     pub ip_proto: Option<u8>,
+    /// The DSCP (`ip_dscp`, 0..=63; `ovs-ofctl` prints it as `nw_tos`, the DSCP shifted left
+    /// two bits); needs `ip` or `ipv6`.
+    pub ip_dscp: Option<u8>,
     /// IPv4 source (`nw_src`); needs `ip`.
     pub ipv4_src: Option<Masked<Ipv4Addr>>,
     /// IPv4 destination (`nw_dst`); needs `ip`.
@@ -230,6 +233,12 @@ impl Match {
             "nw_proto",
             "ip or ipv6",
         )?;
+        need(self.ip_dscp.is_none() || ip || ip6, "ip_dscp", "ip or ipv6")?;
+        if let Some(d) = self.ip_dscp.filter(|d| *d > 63) {
+            return Err(FlowError::Invalid(format!(
+                "ip_dscp={d}: a DSCP is 0..=63 (nw_tos is the DSCP times 4)"
+            )));
+        }
         need(self.ipv4_src.is_none() || ip, "nw_src", "ip")?;
         need(self.ipv4_dst.is_none() || ip, "nw_dst", "ip")?;
         need(self.ipv6_src.is_none() || ip6, "ipv6_src", "ipv6")?;

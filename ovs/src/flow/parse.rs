@@ -264,6 +264,16 @@ fn parse_match_field(
         "dl_dst" | "eth_dst" => m.eth_dst = Some(mac(v)?),
         "dl_type" | "eth_type" => m.eth_type = Some(parse_num(v, key)?),
         "nw_proto" | "ip_proto" => m.ip_proto = Some(parse_num(v, key)?),
+        "ip_dscp" => m.ip_dscp = Some(parse_num(v, key)?),
+        "nw_tos" => {
+            let tos: u8 = parse_num(v, key)?;
+            if tos & 3 != 0 {
+                return Err(FlowError::Invalid(format!(
+                    "nw_tos={tos}: the low two bits are ECN; give the DSCP times 4"
+                )));
+            }
+            m.ip_dscp = Some(tos >> 2);
+        }
         "nw_src" | "ip_src" => m.ipv4_src = Some(ip(v)?),
         "nw_dst" | "ip_dst" => m.ipv4_dst = Some(ip(v)?),
         "ipv6_src" => m.ipv6_src = Some(ip6(v)?),
@@ -475,10 +485,11 @@ fn port_action(port: u32) -> Result<Action, FlowError> {
 
 /// The inside of `controller(...)`, as ovs-ofctl writes it: `max_len`, `userdata` (hex bytes,
 /// `.` or `:` between them or none) and `meter_id`; without userdata and meter it is the plain
-/// `CONTROLLER:max_len` Open vSwitch makes of it. The keys this codec does not carry
-/// (`reason`, `id`, `pause`) are refused by name.
+/// `CONTROLLER:max_len` Open vSwitch makes of it; `id` aims it at one controller connection.
+/// The keys this codec does not carry (`reason`, `pause`) are refused by name.
 fn parse_controller(inner: &str) -> Result<Action, FlowError> {
     let (mut max_len, mut userdata, mut meter_id) = (u16::MAX, None, None);
+    let mut controller_id = 0u16;
     if !inner.is_empty() && inner.bytes().all(|b| b.is_ascii_digit()) {
         max_len = parse_num(inner, "controller max_len")?;
     } else {
@@ -489,6 +500,7 @@ fn parse_controller(inner: &str) -> Result<Action, FlowError> {
             let (key, value) = part.split_once('=').unwrap_or((part, ""));
             match key {
                 "max_len" => max_len = parse_num(value, "controller max_len")?,
+                "id" => controller_id = parse_num(value, "controller id")?,
                 "meter_id" => meter_id = Some(parse_num(value, "controller meter_id")?),
                 "userdata" => {
                     let hex: String = value.chars().filter(|c| !matches!(c, '.' | ':')).collect();
@@ -504,19 +516,20 @@ fn parse_controller(inner: &str) -> Result<Action, FlowError> {
                 }
                 other => {
                     return Err(err(format!(
-                        "controller key {other:?} is not supported (max_len, userdata and meter_id are)"
+                        "controller key {other:?} is not supported (max_len, id, userdata and meter_id are)"
                     )))
                 }
             }
         }
     }
-    match (userdata, meter_id) {
-        (None, None) => Ok(Action::Controller { max_len }),
-        (userdata, meter_id) => {
+    match (userdata, meter_id, controller_id) {
+        (None, None, 0) => Ok(Action::Controller { max_len }),
+        (userdata, meter_id, controller_id) => {
             let a = Action::ToController {
                 max_len,
                 userdata: userdata.unwrap_or_default(),
                 meter_id,
+                controller_id,
             };
             a.validate()
                 .map_err(|e| err(format!("{e} in action \"controller({inner})\"")))?;

@@ -189,6 +189,11 @@ impl<T: Maskable> Masked<T> {
     pub fn full_mask(&self) -> T {
         self.mask.unwrap_or_else(T::all_ones)
     }
+
+    /// Whether `v` matches (its bits under the mask equal the value's).
+    pub fn admits(&self, v: T) -> bool {
+        v.and(self.full_mask()) == self.value
+    }
 }
 
 impl<T: Maskable> From<T> for Masked<T> {

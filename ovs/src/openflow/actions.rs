@@ -149,6 +149,7 @@ fn encode_controller2(
     max_len: u16,
     userdata: &[u8],
     meter_id: Option<u32>,
+    controller_id: u16,
 ) -> Result<(), CodecError> {
     let start = nx_header(out, nxast::CONTROLLER2);
     out.extend_from_slice(&[0; 6]);
@@ -165,6 +166,9 @@ fn encode_controller2(
     if max_len != u16::MAX {
         prop(out, nxac2pt::MAX_LEN, &max_len.to_be_bytes())?;
     }
+    if controller_id != 0 {
+        prop(out, nxac2pt::CONTROLLER_ID, &controller_id.to_be_bytes())?;
+    }
     prop(out, nxac2pt::USERDATA, userdata)?;
     if let Some(m) = meter_id {
         prop(out, nxac2pt::METER_ID, &m.to_be_bytes())?;
@@ -172,9 +176,9 @@ fn encode_controller2(
     finish(out, start, "NXAST_CONTROLLER2")
 }
 
-/// Reads `NXAST_CONTROLLER2`'s properties (`r` after the subtype). A controller id other than
-/// 0, a reason other than `action` and `pause` are refused: nothing here writes them, and a
-/// row holding one must not decode to a row without it.
+/// Reads `NXAST_CONTROLLER2`'s properties (`r` after the subtype). A reason other than
+/// `action` and `pause` are refused: nothing here writes them, and a row holding one must not
+/// decode to a row without it.
 fn decode_controller2(mut r: Reader<'_>) -> Result<Action, CodecError> {
     r.set_what("NXAST_CONTROLLER2");
     if r.take(6)?.iter().any(|b| *b != 0) {
@@ -183,7 +187,8 @@ fn decode_controller2(mut r: Reader<'_>) -> Result<Action, CodecError> {
             detail: "padding is not zero".into(),
         });
     }
-    let (mut max_len, mut userdata, mut meter_id) = (u16::MAX, Vec::new(), None);
+    let (mut max_len, mut userdata, mut meter_id, mut controller_id) =
+        (u16::MAX, Vec::new(), None, 0);
     while r.remaining() > 0 {
         let ty = r.u16()?;
         let len = usize::from(r.u16()?);
@@ -200,11 +205,11 @@ fn decode_controller2(mut r: Reader<'_>) -> Result<Action, CodecError> {
             nxac2pt::USERDATA => userdata = p.rest().to_vec(),
             nxac2pt::METER_ID => meter_id = Some(p.u32()?),
             nxac2pt::REASON if p.u8()? == 1 => {}
-            nxac2pt::CONTROLLER_ID if p.u16()? == 0 => {}
-            nxac2pt::CONTROLLER_ID | nxac2pt::REASON | nxac2pt::PAUSE => {
+            nxac2pt::CONTROLLER_ID => controller_id = p.u16()?,
+            nxac2pt::REASON | nxac2pt::PAUSE => {
                 return Err(CodecError::Unsupported {
                     what: "NXAST_CONTROLLER2",
-                    detail: format!("property {ty} (controller id, reason or pause)"),
+                    detail: format!("property {ty} (reason or pause)"),
                 })
             }
             other => {
@@ -219,6 +224,7 @@ fn decode_controller2(mut r: Reader<'_>) -> Result<Action, CodecError> {
         max_len,
         userdata,
         meter_id,
+        controller_id,
     };
     a.validate().map_err(malformed("NXAST_CONTROLLER2"))?;
     Ok(a)
@@ -258,7 +264,8 @@ fn encode_action(a: &Action, out: &mut Vec<u8>) -> Result<(), CodecError> {
             max_len,
             userdata,
             meter_id,
-        } => encode_controller2(out, *max_len, userdata, *meter_id)?,
+            controller_id,
+        } => encode_controller2(out, *max_len, userdata, *meter_id, *controller_id)?,
         Action::Group(id) => {
             put16(out, OFPAT_GROUP);
             put16(out, 8);
@@ -924,10 +931,23 @@ mod tests {
             max_len: 64,
             userdata: vec![0xff],
             meter_id: None,
+            controller_id: 0,
         };
         let text = show(&short);
         assert_eq!(text, "controller(max_len=64,userdata=ff)");
         assert_eq!(parse(&text).unwrap(), vec![short]);
+        let aimed = Action::ToController {
+            max_len: u16::MAX,
+            userdata: vec![0x5d],
+            meter_id: Some(9),
+            controller_id: 0x5d03,
+        };
+        let mut wire = Vec::new();
+        encode_actions(std::slice::from_ref(&aimed), &mut wire).unwrap();
+        assert_eq!(decode_actions(&wire).unwrap(), vec![aimed.clone()]);
+        let text = show(&aimed);
+        assert_eq!(text, "controller(id=23811,userdata=5d,meter_id=9)");
+        assert_eq!(parse(&text).unwrap(), vec![aimed]);
         // Without userdata or meter it is the plain output to the controller.
         assert_eq!(
             parse("controller(max_len=64)").unwrap(),
@@ -976,6 +996,13 @@ mod tests {
                 max_len: 128,
                 userdata: vec![0],
                 meter_id: Some(1),
+                controller_id: 0,
+            },
+            Action::ToController {
+                max_len: u16::MAX,
+                userdata: vec![0x5d, 3],
+                meter_id: None,
+                controller_id: 7,
             },
             Action::group(7).unwrap(),
             Action::set_tun_dst(Ipv4Addr::new(192, 168, 1, 2)),

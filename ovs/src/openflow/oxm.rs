@@ -129,6 +129,9 @@ pub fn encode_match(m: &Match, out: &mut Vec<u8>) -> Result<(), CodecError> {
     if let Some(t) = m.eth_type {
         put_exact(out, of, oxm_of::ETH_TYPE, t);
     }
+    if let Some(d) = m.ip_dscp {
+        put_tlv(out, of, oxm_of::IP_DSCP, &[d], None);
+    }
     if let Some(p) = m.ip_proto {
         put_tlv(out, of, oxm_of::IP_PROTO, &[p], None);
     }
@@ -266,6 +269,10 @@ enum Id {
     EthSrc,
     EthType,
     IpProto,
+    /// The DSCP as OXM gives it (six bits).
+    IpDscp,
+    /// The DSCP as NXM gives it (the TOS byte's top six bits).
+    IpTos,
     Ipv4Src,
     Ipv4Dst,
     Ipv6Src,
@@ -307,6 +314,8 @@ impl Id {
             (OXM_OF_CLASS, oxm_of::ETH_SRC) | (NXM_OF_CLASS, nxm_of::ETH_SRC) => Id::EthSrc,
             (OXM_OF_CLASS, oxm_of::ETH_TYPE) | (NXM_OF_CLASS, nxm_of::ETH_TYPE) => Id::EthType,
             (OXM_OF_CLASS, oxm_of::IP_PROTO) | (NXM_OF_CLASS, nxm_of::IP_PROTO) => Id::IpProto,
+            (OXM_OF_CLASS, oxm_of::IP_DSCP) => Id::IpDscp,
+            (NXM_OF_CLASS, nxm_of::IP_TOS) => Id::IpTos,
             (OXM_OF_CLASS, oxm_of::IPV4_SRC) | (NXM_OF_CLASS, nxm_of::IP_SRC) => Id::Ipv4Src,
             (OXM_OF_CLASS, oxm_of::IPV4_DST) | (NXM_OF_CLASS, nxm_of::IP_DST) => Id::Ipv4Dst,
             (OXM_OF_CLASS, oxm_of::TCP_SRC) | (NXM_OF_CLASS, nxm_of::TCP_SRC) => {
@@ -366,7 +375,7 @@ impl Id {
     /// Width of the value in bytes.
     fn width(self) -> usize {
         match self {
-            Id::IpProto | Id::IcmpType(_) | Id::IcmpCode(_) => 1,
+            Id::IpProto | Id::IpDscp | Id::IpTos | Id::IcmpType(_) | Id::IcmpCode(_) => 1,
             Id::Ipv6Src | Id::Ipv6Dst | Id::NdTarget | Id::TunIpv6Src | Id::TunIpv6Dst => 16,
             Id::InPort16 | Id::EthType | Id::TpSrc(_) | Id::TpDst(_) | Id::ArpOp | Id::CtZone => 2,
             Id::InPort | Id::Ipv4Src | Id::Ipv4Dst | Id::ArpSpa | Id::ArpTpa => 4,
@@ -580,6 +589,14 @@ fn set_field(
         Id::IpProto => {
             exact_only("ip_proto")?;
             m.ip_proto = Some(value[0]);
+        }
+        Id::IpDscp => {
+            exact_only("ip_dscp")?;
+            m.ip_dscp = Some(value[0] & 0x3f);
+        }
+        Id::IpTos => {
+            exact_only("nw_tos")?;
+            m.ip_dscp = Some(value[0] >> 2);
         }
         Id::Ipv4Src => m.ipv4_src = Some(masked(ipv4(value), mask.map(ipv4), "nw_src")?),
         Id::Ipv4Dst => m.ipv4_dst = Some(masked(ipv4(value), mask.map(ipv4), "nw_dst")?),

@@ -171,6 +171,21 @@ pub fn encode_set_packet_in_format(xid: u32) -> Vec<u8> {
     finish(out)
 }
 
+/// `NXT_SET_CONTROLLER_ID`.
+const NXT_SET_CONTROLLER_ID: u32 = 20;
+
+/// `NXT_SET_CONTROLLER_ID`: this connection is controller `id`, so it gets the packet-ins of
+/// `controller(id=ID,...)` actions (and no longer those aimed at id 0).
+pub fn encode_set_controller_id(xid: u32, id: u16) -> Vec<u8> {
+    let mut out = Vec::with_capacity(24);
+    header(&mut out, msg_type::EXPERIMENTER, xid);
+    out.extend_from_slice(&NX_EXPERIMENTER.to_be_bytes());
+    out.extend_from_slice(&NXT_SET_CONTROLLER_ID.to_be_bytes());
+    out.extend_from_slice(&[0; 6]);
+    out.extend_from_slice(&id.to_be_bytes());
+    finish(out)
+}
+
 /// `OFPT_PACKET_OUT`.
 pub const OFPT_PACKET_OUT: u8 = 13;
 /// `OFPP_CONTROLLER`, the in_port of a packet that enters from nowhere.

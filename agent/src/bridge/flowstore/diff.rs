@@ -29,7 +29,7 @@ where
     let have: HashMap<Key<'a>, &Flow> = existing.iter().map(|f| (key(f), f)).collect();
     let mut msgs = Vec::new();
     for f in existing {
-        if !want.contains_key(&key(f)) {
+        if !want.contains_key(&key(f)) && !flows::live_trace::is_trace_cookie(f.cookie) {
             msgs.push(BundleMsg::Flow(FlowMod::delete_strict(f)));
         }
     }
@@ -75,6 +75,10 @@ impl<'a> StreamDiff<'a> {
     /// One flow of the switch.
     pub(crate) fn see(&mut self, f: &Flow) {
         self.existing += 1;
+        // A live trace's temporary rows: nobody desires them, and they go by themselves.
+        if flows::live_trace::is_trace_cookie(f.cookie) {
+            return;
+        }
         let k = key(f);
         let found = self
             .want

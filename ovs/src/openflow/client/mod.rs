@@ -60,7 +60,8 @@ use super::monitor::{
 };
 use super::packets::{
     decode_get_config_flags, encode_get_config_request, encode_packet_out, encode_set_config,
-    encode_set_packet_in_format, PacketIn, OFPCML_NO_BUFFER, OFPT_GET_CONFIG_REPLY,
+    encode_set_controller_id, encode_set_packet_in_format, PacketIn, OFPCML_NO_BUFFER,
+    OFPT_GET_CONFIG_REPLY,
 };
 use super::wire::{
     self, decode_features_reply, encode_echo_reply, encode_features_request, encode_hello,
@@ -504,6 +505,17 @@ impl OfClient {
     /// packet-in2 format) and returns their queue, which holds at most `capacity`. A second
     /// call replaces the first queue. Packet-ins start flowing once this returns.
     pub async fn receive_packet_ins(&self, capacity: usize) -> Result<PacketIns, OfError> {
+        self.receive_packet_ins_as(capacity, 0).await
+    }
+
+    /// [`OfClient::receive_packet_ins`] as controller `id` (`NXT_SET_CONTROLLER_ID`): the
+    /// connection then gets only the packet-ins of `controller(id=ID,...)` actions, so two
+    /// readers with different ids never see each other's copies.
+    pub async fn receive_packet_ins_as(
+        &self,
+        capacity: usize,
+        id: u16,
+    ) -> Result<PacketIns, OfError> {
         let shared = self.shared();
         let (tx, rx) = mpsc::channel(capacity.max(1));
         let counters = Arc::new(PacketInCounters::default());
@@ -535,20 +547,18 @@ impl OfClient {
         let asked = shared
             .batch(
                 "ask for packet-ins",
-                2,
+                3,
                 |i, xid| {
-                    Ok(if i == 0 {
-                        encode_set_config(xid, flags, OFPCML_NO_BUFFER)
-                    } else {
-                        encode_set_packet_in_format(xid)
+                    Ok(match i {
+                        0 => encode_set_config(xid, flags, OFPCML_NO_BUFFER),
+                        1 => encode_set_packet_in_format(xid),
+                        _ => encode_set_controller_id(xid, id),
                     })
                 },
-                |i| {
-                    if i == 0 {
-                        "OFPT_SET_CONFIG miss_send_len=no_buffer".into()
-                    } else {
-                        "NXT_SET_PACKET_IN_FORMAT packet-in2".into()
-                    }
+                |i| match i {
+                    0 => "OFPT_SET_CONFIG miss_send_len=no_buffer".into(),
+                    1 => "NXT_SET_PACKET_IN_FORMAT packet-in2".into(),
+                    _ => format!("NXT_SET_CONTROLLER_ID {id}"),
                 },
             )
             .await;
