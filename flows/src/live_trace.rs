@@ -449,18 +449,13 @@ fn may_meet(row: &Flow, known: &Known) -> bool {
             return false;
         }
     }
-    match known.dst {
-        Some(IpAddr::V4(d)) => {
-            if m.ipv4_dst.is_some_and(|x| !x.admits(d)) {
-                return false;
-            }
-        }
-        Some(IpAddr::V6(d)) => {
-            if m.ipv6_dst.is_some_and(|x| !x.admits(d)) {
-                return false;
-            }
-        }
-        None => {}
+    let dst_differs = match known.dst {
+        Some(IpAddr::V4(d)) => m.ipv4_dst.is_some_and(|x| !x.admits(d)),
+        Some(IpAddr::V6(d)) => m.ipv6_dst.is_some_and(|x| !x.admits(d)),
+        None => false,
+    };
+    if dst_differs {
+        return false;
     }
     if let (Some(want), Some(p)) = (m.tp_dst, known.dst_port) {
         if !want.admits(p) {
