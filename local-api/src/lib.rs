@@ -14,7 +14,9 @@ pub mod trace;
 pub mod wire;
 
 pub use client::{Client, ClientError};
-pub use trace::{Outcome, Step, TraceRequest, TraceResult, VxlanHop};
+pub use trace::{
+    LiveEvent, LiveHop, LiveTrace, Outcome, Step, TraceRequest, TraceResult, VxlanHop,
+};
 pub use wire::{
     BandwidthEntry, Check, EgressAction, EgressEntry, EgressFamily, EgressIpEntry, EgressIpState,
     EgressIpUse, EgressIpsView, EgressKind, EgressRuleEntry, FeatureLine, FlowEntry,

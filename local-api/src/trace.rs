@@ -26,6 +26,10 @@ pub struct TraceRequest {
     /// Send from SRC's port with this source MAC instead of SRC's own (spoofing).
     #[serde(default)]
     pub spoof_mac: Option<String>,
+    /// Also send one real, marked packet from SRC's port and report what br0 did with it
+    /// ([`LiveTrace`]); SRC must be a local pod.
+    #[serde(default)]
+    pub live: bool,
 }
 
 /// One flow the packet matched.
@@ -86,6 +90,74 @@ pub struct TraceResult {
     pub policy: Vec<String>,
     /// `ofproto/trace`'s own text.
     pub raw: String,
+    /// What the real packet did, when the request asked for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<LiveTrace>,
+}
+
+/// What one real, marked packet did in br0 (`sdnctl trace --live`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LiveTrace {
+    /// The packet sent, in words.
+    pub packet: String,
+    /// Its mark: the DSCP every row of the trace matched.
+    pub dscp: u8,
+    /// What the packet met, in order.
+    pub hops: Vec<LiveHop>,
+    /// Delivered, to host, to a remote node, or dropped.
+    pub outcome: Outcome,
+    /// Where and why it ended, in words.
+    pub verdict: String,
+    /// For a packet that left over VXLAN: the VNI and the remote VTEP it really had.
+    pub vxlan: Option<VxlanHop>,
+    /// Where the live path and the static trace disagree: each is a bug or drift.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub differs: Vec<String>,
+    /// What the trace could not see (copies a meter or a queue dropped), when anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gaps: Option<String>,
+    /// Milliseconds from sending the packet to the last report.
+    pub elapsed_ms: u64,
+}
+
+/// What a traced packet did at one point.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum LiveEvent {
+    /// It entered the table.
+    Entered,
+    /// A row output it to a local pod (the trace stopped it there).
+    Delivered,
+    /// A row output it to tun0, VXLAN or a group, and it went on.
+    Left,
+    /// A row ended its path without an output.
+    Dropped,
+}
+
+/// One report of a traced packet.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LiveHop {
+    /// 1 for the packet from the source pod; 2 and on for the packet br0 got back from the
+    /// node through tun0 (a Service, after the node's NAT).
+    pub pass: u8,
+    /// Table number.
+    pub table: u8,
+    /// Table name.
+    pub table_name: String,
+    /// What happened.
+    pub event: LiveEvent,
+    /// The port the packet entered br0 by.
+    pub in_port: u32,
+    /// Its conntrack state there, as `ovs-ofctl` writes it (`+new+trk`; empty: untracked).
+    pub ct_state: String,
+    /// The registers that were not 0 (`reg0=0xb reg3=0x4`).
+    pub regs: String,
+    /// For a row that ended or passed the packet on: the row, as `ovs-ofctl` prints it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row: Option<String>,
+    /// Who owns that row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// Where a packet went over VXLAN.

@@ -157,6 +157,7 @@ fn trace(
         spoof_ip,
         spoof_mac,
         raw,
+        live,
     } = cmd
     else {
         return Err(Failure::Error("not a trace".into()));
@@ -168,6 +169,7 @@ fn trace(
         vni: *vni,
         spoof_ip: *spoof_ip,
         spoof_mac: spoof_mac.clone(),
+        live: *live,
     };
     let body = serde_json::to_string(&req).map_err(|e| Failure::Error(e.to_string()))?;
     let v: serde_json::Value = rt

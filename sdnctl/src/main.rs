@@ -112,6 +112,11 @@ enum Cmd {
         /// Print ofproto/trace's own text too
         #[arg(long)]
         raw: bool,
+        /// Also send one real, marked packet from SRC (a local pod) and report what br0 did
+        /// with it: each table, the conntrack state, where it left or the row that dropped it,
+        /// and where that differs from the static trace. The packet never reaches a pod.
+        #[arg(long)]
+        live: bool,
     },
     /// Every tenant's egress firewall (EgressNetworkPolicy) in effect: its rules in order, or
     /// why all its external traffic is dropped

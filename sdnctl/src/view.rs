@@ -245,6 +245,68 @@ pub(crate) fn trace(t: &local_api::TraceResult, raw: bool) -> String {
         s.push_str("\nofproto/trace:\n");
         s.push_str(&t.raw);
     }
+    if let Some(l) = &t.live {
+        s.push_str(&live_trace(l));
+    }
+    s
+}
+
+/// The live part of `sdnctl trace --live`.
+fn live_trace(l: &local_api::LiveTrace) -> String {
+    let mut s = format!("\nlive: {}\n", l.packet);
+    let mut pass = 1;
+    for h in &l.hops {
+        if h.pass != pass {
+            pass = h.pass;
+            s.push_str(&format!(
+                "  -- back from the node through tun0 (pass {pass}) --\n"
+            ));
+        }
+        let what = match h.event {
+            local_api::LiveEvent::Entered => "entered",
+            local_api::LiveEvent::Delivered => "DELIVERED",
+            local_api::LiveEvent::Left => "LEFT",
+            local_api::LiveEvent::Dropped => "DROPPED",
+        };
+        let mut facts = vec![format!("in_port {}", h.in_port)];
+        if !h.ct_state.is_empty() {
+            facts.push(format!("ct {}", h.ct_state));
+        }
+        if !h.regs.is_empty() {
+            facts.push(h.regs.clone());
+        }
+        s.push_str(&format!(
+            "  {:>3} {:<22} {what:<9} {}\n",
+            h.table,
+            h.table_name,
+            facts.join(", ")
+        ));
+        if let Some(row) = &h.row {
+            s.push_str(&format!(
+                "      row: {row}  [{}]\n",
+                h.owner.as_deref().unwrap_or("?")
+            ));
+        }
+    }
+    let outcome = match l.outcome {
+        local_api::Outcome::Delivered => "DELIVERED",
+        local_api::Outcome::ToHost => "TO THE NODE",
+        local_api::Outcome::ToRemoteNode => "TO ANOTHER NODE",
+        local_api::Outcome::Dropped => "DROPPED",
+    };
+    s.push_str(&format!(
+        "live verdict: {outcome}: {} ({} ms)\n",
+        l.verdict, l.elapsed_ms
+    ));
+    if let Some(g) = &l.gaps {
+        s.push_str(&format!("live gaps: {g}\n"));
+    }
+    if l.differs.is_empty() {
+        s.push_str("live and static agree\n");
+    }
+    for d in &l.differs {
+        s.push_str(&format!("DIFFERS: {d}\n"));
+    }
     s
 }
 

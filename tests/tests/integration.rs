@@ -36,6 +36,7 @@ mod kube_mode;
 mod kubectl;
 mod layers;
 mod libcni;
+mod live_trace;
 mod meters;
 mod migration;
 mod mixed_cluster;

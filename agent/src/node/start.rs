@@ -194,6 +194,16 @@ impl Daemon {
         // closes the connection under the reconcile: once it answers again (within
         // `OPENFLOW_GRACE`, as for `await_openflow`), the whole desired set goes in anew.
         // Any other failure stops the agent, as before.
+        // A live trace the last agent ran when it died: its rows go now (they would go by their
+        // hard timeout anyway; the reconcile leaves a trace's rows alone).
+        let (cookie, mask) = flows::live_trace::ALL_TRACES;
+        if let Err(e) = self
+            .switch
+            .bundle(&[ovs::openflow::BundleMsg::delete_by_cookie(cookie, mask)])
+            .await
+        {
+            tracing::warn!(error = %e, "the rows of live traces that a previous agent left could not be swept; they remove themselves within {} s", flows::live_trace::HARD_TIMEOUT);
+        }
         let give_up = tokio::time::Instant::now() + OPENFLOW_GRACE;
         let stats = loop {
             match self.reconcile_for(Reason::Start).await {

@@ -81,6 +81,8 @@ pub struct PacketMetadata {
     pub tun_id: Option<u64>,
     /// `tun_src` (the sending node's VTEP).
     pub tun_src: Option<std::net::Ipv4Addr>,
+    /// `tun_dst` (where a packet leaving over the overlay goes, once a row has set it).
+    pub tun_dst: Option<std::net::Ipv4Addr>,
     /// `ct_state` bits (`+trk` 0x20, `+new` 0x01, `+est` 0x02, `+rel` 0x04, `+rpl` 0x08,
     /// `+inv` 0x10).
     pub ct_state: Option<u32>,
@@ -351,6 +353,9 @@ pub fn decode_metadata(buf: &[u8]) -> Result<PacketMetadata, CodecError> {
             }
             (NXM_NX_CLASS, nxm_nx::TUN_IPV4_SRC) => {
                 md.tun_src = Some(std::net::Ipv4Addr::from(v as u32))
+            }
+            (NXM_NX_CLASS, nxm_nx::TUN_IPV4_DST) => {
+                md.tun_dst = Some(std::net::Ipv4Addr::from(v as u32))
             }
             (NXM_NX_CLASS, nxm_nx::CT_STATE) => md.ct_state = Some(v as u32),
             (NXM_NX_CLASS, nxm_nx::CT_ZONE) => md.ct_zone = Some(v as u16),

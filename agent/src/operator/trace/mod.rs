@@ -24,6 +24,8 @@ use crate::operator::observe::pod_mac;
 use crate::operator::observe::NodeView;
 use local_api::{Step, TraceRequest, TraceResult};
 
+mod frame;
+mod live;
 mod parse;
 pub(crate) use parse::table_name;
 pub(crate) use parse::{parse, Parsed};
@@ -218,10 +220,10 @@ pub(crate) async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceRe
         .as_deref()
         .map(|v| policy_words(&parsed, v))
         .unwrap_or_default();
-    Ok(TraceResult {
+    let mut result = TraceResult {
         src: src.words(&tenants),
         dst: dst.words(&tenants),
-        packet: p.text,
+        packet: p.text.clone(),
         decided_in: parsed
             .steps
             .last()
@@ -233,7 +235,27 @@ pub(crate) async fn trace(view: &NodeView, req: &TraceRequest) -> Result<TraceRe
         vxlan: judged.2,
         policy,
         raw,
-    })
+        live: None,
+    };
+    if req.live {
+        let live = live::run(
+            view,
+            live::Ask {
+                src: &src,
+                dst: &dst,
+                proto,
+                in_port: p.in_port,
+                dl_src: &p.dl_src,
+                dl_dst: &p.dl_dst,
+                nw_src: p.nw_src,
+                nw_dst: p.nw_dst,
+                expected: &result,
+            },
+        )
+        .await?;
+        result.live = Some(live);
+    }
+    Ok(result)
 }
 
 /// A tenant's egress IPs in trace's words, for the trace's family (`six`): where its traffic
@@ -455,7 +477,9 @@ struct Packet {
     text: String,
     in_port: u32,
     dl_src: String,
+    dl_dst: String,
     nw_src: IpAddr,
+    nw_dst: IpAddr,
 }
 
 /// The MAC a pod with address `ip` has: its IPv4 address's (`0a:58:` and the address); for an
@@ -570,7 +594,9 @@ impl Packet {
             text,
             in_port,
             dl_src,
+            dl_dst,
             nw_src,
+            nw_dst: dst_ip,
         })
     }
 }
@@ -636,13 +662,7 @@ fn spoofing_needs_a_pod(src: &End, flag: &str) -> Result<(), TraceError> {
 /// `ofproto/trace` of `packet` on br0, asked of ovs-vswitchd's control socket (next to
 /// bridgeMgmt).
 async fn ofproto_trace(view: &NodeView, packet: &str) -> Result<String, TraceError> {
-    let rundir = view
-        .config
-        .bridge_mgmt
-        .parent()
-        .unwrap_or(std::path::Path::new("/run/openvswitch"));
-    let ctl = ovs::unixctl::control_socket(rundir, "ovs-vswitchd")
-        .map_err(|e| TraceError::Switch(format!("{e}; the agent looks next to bridgeMgmt")))?;
+    let ctl = vswitchd_ctl(view)?;
     ovs::unixctl::call(
         &ctl,
         "ofproto/trace",
@@ -651,6 +671,17 @@ async fn ofproto_trace(view: &NodeView, packet: &str) -> Result<String, TraceErr
     )
     .await
     .map_err(|e| TraceError::Switch(format!("ofproto/trace on {}: {e}", ctl.display())))
+}
+
+/// ovs-vswitchd's control socket (next to bridgeMgmt).
+fn vswitchd_ctl(view: &NodeView) -> Result<std::path::PathBuf, TraceError> {
+    let rundir = view
+        .config
+        .bridge_mgmt
+        .parent()
+        .unwrap_or(std::path::Path::new("/run/openvswitch"));
+    ovs::unixctl::control_socket(rundir, "ovs-vswitchd")
+        .map_err(|e| TraceError::Switch(format!("{e}; the agent looks next to bridgeMgmt")))
 }
 
 /// Each step of the trace with its table's name and the owner of its row's cookie.

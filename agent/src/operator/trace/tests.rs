@@ -111,6 +111,7 @@ fn request(src: &str, dst: &str, proto: &str) -> TraceRequest {
         vni: None,
         spoof_ip: None,
         spoof_mac: None,
+        live: false,
     }
 }
 
