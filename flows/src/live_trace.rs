@@ -177,6 +177,9 @@ pub struct Probe {
     pub src: IpAddr,
     /// Its transport.
     pub transport: Transport,
+    /// The trace's part on the node the packet went to over VXLAN (its copies go to another
+    /// controller id than the sending node's own traces with the same mark).
+    pub relay: bool,
 }
 
 /// What is known of the traced packet wherever it goes on this node: rows that need anything
@@ -205,7 +208,7 @@ impl Probe {
 
     /// The controller connection id its copies go to.
     pub fn controller_id(&self) -> u16 {
-        CONTROLLER_ID_BASE + u16::from(self.tag)
+        CONTROLLER_ID_BASE + u16::from(self.tag) + if self.relay { 0x80 } else { 0 }
     }
 
     fn v6(&self) -> bool {
@@ -476,6 +479,7 @@ mod tests {
             tag: 11,
             src: IpAddr::V4(Ipv4Addr::new(10, 128, 0, 2)),
             transport: Transport::Tcp(41_000),
+            relay: false,
         }
     }
 

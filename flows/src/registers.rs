@@ -313,6 +313,7 @@ mod tests {
                 tag: 3,
                 src: Ipv4Addr::new(10, 128, 0, 3).into(),
                 transport: crate::live_trace::Transport::Icmp,
+                relay: false,
             }
             .observation_rows(),
         );

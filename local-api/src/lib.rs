@@ -15,7 +15,7 @@ pub mod wire;
 
 pub use client::{Client, ClientError};
 pub use trace::{
-    LiveEvent, LiveHop, LiveTrace, Outcome, Step, TraceRequest, TraceResult, VxlanHop,
+    LiveEvent, LiveHop, LiveRemote, LiveTrace, Outcome, Step, TraceRequest, TraceResult, VxlanHop,
 };
 pub use wire::{
     BandwidthEntry, Check, EgressAction, EgressEntry, EgressFamily, EgressIpEntry, EgressIpState,

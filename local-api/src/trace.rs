@@ -118,6 +118,23 @@ pub struct LiveTrace {
     pub gaps: Option<String>,
     /// Milliseconds from sending the packet to the last report.
     pub elapsed_ms: u64,
+    /// For a packet that left over VXLAN to a node of this cluster: what that node's agent
+    /// saw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<LiveRemote>,
+}
+
+/// The part of a live trace on the node its packet went to over VXLAN.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LiveRemote {
+    /// That node.
+    pub node: String,
+    /// What the packet met there, in order.
+    pub hops: Vec<LiveHop>,
+    /// Where it ended there (none: it did not arrive, or the node could not watch).
+    pub outcome: Option<Outcome>,
+    /// In words.
+    pub verdict: String,
 }
 
 /// What a traced packet did at one point.

@@ -23,6 +23,7 @@ use cluster::{
     EgressRuleType::{Allow, Deny},
     StandaloneSource,
 };
+use sdn_tests::cluster::{node_name, underlay_ip, Cluster};
 use sdn_tests::harness::{wait_until, workspace_bin};
 use sdn_tests::kubeproxy::{self, Proto, Service};
 use sdn_tests::node::{AgentNode, NodeOptions};
@@ -292,4 +293,179 @@ fn live_traces_on_one_node_agree_with_the_static_trace_and_real_probes() {
 
     // Nothing of any trace is left on br0.
     assert_eq!(trace_rows(&node), Vec::<String>::new());
+}
+
+/// Starts `sdnctl trace --live` in the background (its outcome is not awaited).
+fn live_in_background(node: &AgentNode, src: &str, dst: &str) -> std::process::Child {
+    Command::new(workspace_bin("sdnctl"))
+        .arg("--api-socket")
+        .arg(node.api_socket())
+        .args(["--json", "trace", "--live", src, dst, "tcp/80"])
+        .env_remove("SDN_CONFIG")
+        .env_remove("SDN_API_SOCKET")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run sdnctl")
+}
+
+/// An agent killed in the middle of a trace leaves its rows; the next agent sweeps them when it
+/// starts, and without one they remove themselves (hard timeout).
+#[test]
+fn a_killed_agent_leaves_no_trace_rows() {
+    let node = AgentNode::start(NodeOptions::default());
+    node.set_netnamespace("tenant-a", 11);
+    let _a1 = node.pod("tenant-a", "a1");
+    // A Service address with no rules: the packet goes into the node and never comes back, so
+    // the trace waits its whole time, rows in place.
+    for restart in [true, false] {
+        let mut sdnctl = live_in_background(&node, "tenant-a/a1", "172.30.0.99");
+        assert!(
+            wait_until(Duration::from_secs(5), || !trace_rows(&node).is_empty()),
+            "the trace's rows never appeared"
+        );
+        node.stop_agent(libc::SIGKILL);
+        let left = trace_rows(&node);
+        assert!(
+            !left.is_empty(),
+            "the agent was killed after its trace ended"
+        );
+        assert!(
+            left.iter().all(|r| r.contains("hard_timeout=10")),
+            "{left:#?}"
+        );
+        let _ = sdnctl.wait();
+        if restart {
+            node.start_agent();
+            assert_eq!(trace_rows(&node), Vec::<String>::new(), "not swept");
+        } else {
+            assert!(
+                wait_until(Duration::from_secs(12), || trace_rows(&node).is_empty()),
+                "rows outlived their hard timeout: {:#?}",
+                trace_rows(&node)
+            );
+            node.start_agent();
+        }
+    }
+}
+
+/// Two nodes sharing a standalone state directory: the packet leaves node-1 over VXLAN with
+/// its tenant's VNI to node-2's VTEP, and node-2's agent reports its arrival and its fate
+/// (delivered within the tenant, dropped across tenants); real probes agree. A Service whose
+/// endpoint is on node-2 goes out through node-1's NAT and over VXLAN.
+#[test]
+fn a_live_trace_follows_its_packet_to_the_other_node() {
+    let c = Cluster::start(2, &NodeOptions::default());
+    c.set_netnamespace("tenant-a", 11);
+    c.set_netnamespace("tenant-b", 12);
+    let (n1, n2) = (c.node(1), c.node(2));
+    let a1 = n1.pod("tenant-a", "a1");
+    let a2 = n2.pod("tenant-a", "a2");
+    let b2 = n2.pod("tenant-b", "b2");
+    let _servers: Vec<_> = [&a2, &b2]
+        .iter()
+        .map(|p| tcp_echo_server(p.ns.name(), 8080))
+        .collect();
+    let to_a2 = SocketAddrV4::new(ip(&a2.ip), 8080);
+    assert!(wait_until(Duration::from_secs(15), || tcp_probe(
+        a1.ns.name(),
+        to_a2,
+        Duration::from_millis(500)
+    )));
+
+    let cap = Capture::start(a2.ns.name(), "eth0", b"sdn live trace");
+    for proto in ["tcp/8080", "udp/5353", "icmp"] {
+        let t = live(n1, "tenant-a/a1", &a2.ip, proto, &[]);
+        let l = &t["live"];
+        assert_eq!(t["outcome"], "to-remote-node");
+        assert_eq!(l["outcome"], "delivered", "{proto}: {l:#}");
+        assert_eq!(l["vxlan"]["vni"], 11, "{l:#}");
+        assert_eq!(
+            l["vxlan"]["remote_vtep"],
+            underlay_ip(2).to_string(),
+            "{l:#}"
+        );
+        assert_eq!(l["vxlan"]["remote_node"], node_name(2));
+        let (event, table, row) = end(l);
+        assert_eq!((event.as_str(), table), ("left", 90), "{l:#}");
+        assert!(row.contains("output:1"), "{row}");
+        let r = &l["remote"];
+        assert_eq!(r["node"], node_name(2), "{l:#}");
+        let hops = r["hops"].as_array().unwrap_or_else(|| panic!("{l:#}"));
+        assert_eq!(hops[0]["table"], 0, "{r:#}");
+        assert_eq!(hops[0]["in_port"], 1, "arrived over VXLAN: {r:#}");
+        assert!(
+            hops.iter().any(|h| h["table"] == 10),
+            "vxlan_ingress: {r:#}"
+        );
+        let last = hops.last().unwrap();
+        assert_eq!(
+            (last["event"].as_str(), last["table"].as_u64()),
+            (Some("delivered"), Some(80)),
+            "{r:#}"
+        );
+        assert!(
+            r["verdict"].as_str().unwrap().contains("tenant-a/a2"),
+            "{r:#}"
+        );
+        assert_eq!(l["differs"], Value::Null, "{l:#}");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(cap.stop().len(), 0, "a traced packet reached the pod");
+
+    // Across tenants: it leaves node-1 (VNI 11) and node-2 drops it in table 80.
+    let t = live(n1, "tenant-a/a1", &b2.ip, "tcp/8080", &[]);
+    let l = &t["live"];
+    assert_eq!(l["outcome"], "dropped", "{l:#}");
+    let hops = l["remote"]["hops"].as_array().unwrap();
+    let last = hops.last().unwrap();
+    assert_eq!(
+        (last["event"].as_str(), last["table"].as_u64()),
+        (Some("dropped"), Some(80)),
+        "{l:#}"
+    );
+    assert!(!tcp_probe(
+        a1.ns.name(),
+        SocketAddrV4::new(ip(&b2.ip), 8080),
+        REFUSED
+    ));
+
+    // A Service with its endpoint on node-2: out through node-1's NAT, back into br0, over
+    // VXLAN.
+    let svc = ip("172.30.1.10");
+    kubeproxy::install(
+        n1.ovs.ns(),
+        &[Service {
+            name: "r".into(),
+            cluster_ip: svc,
+            port: 80,
+            proto: Proto::Tcp,
+            endpoints: vec![(ip(&a2.ip), 8080)],
+            node_port: None,
+            external_local: false,
+        }],
+        "10.128.0.0/14",
+    );
+    assert!(tcp_probe(a1.ns.name(), SocketAddrV4::new(svc, 80), TIMEOUT));
+    let t = live(n1, "tenant-a/a1", &svc.to_string(), "tcp/80", &[]);
+    let l = &t["live"];
+    let left: Vec<(u64, u64)> = l["hops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["event"] == "left")
+        .map(|h| (h["pass"].as_u64().unwrap(), h["table"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(left, vec![(1, 60), (2, 90)], "{l:#}");
+    assert_eq!(l["vxlan"]["vni"], 11, "{l:#}");
+    for n in [n1, n2] {
+        assert_eq!(trace_rows(n), Vec::<String>::new());
+    }
+    assert!(
+        std::fs::read_dir(c.state_dir().join("live-traces"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+            == 0,
+        "the requests were not removed"
+    );
 }

@@ -236,6 +236,12 @@ impl Daemon {
         self.maintenance = Some(task);
         let tasks = self.features.start_background();
         self.endpoints.extend(tasks);
+        // Another node's live traces of packets to this node's pods (after the first reconcile,
+        // whose sweep of trace rows would take an early one's).
+        if let Some(view) = self.observer.view() {
+            self.endpoints
+                .push(tokio::spawn(crate::operator::trace::answer_forever(view)));
+        }
     }
 
     async fn serve(&mut self) -> Result<()> {

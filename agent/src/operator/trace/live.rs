@@ -22,23 +22,21 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use flows::live_trace::{Event, Known, Note, Probe, Transport, TAGS, TRACE_METER, TRACE_METER_PPS};
-use local_api::{LiveEvent, LiveHop, LiveTrace, Outcome, TraceResult, VxlanHop};
+use flows::live_trace::{Event, Known, Note, Probe, Transport, TAGS};
+use local_api::{LiveEvent, LiveHop, LiveRemote, LiveTrace, Outcome, TraceResult};
 use ovs::flow::Flow;
-use ovs::openflow::{BundleMsg, DumpFilter, OfClient, PacketIn};
+use ovs::openflow::PacketIn;
 
 use super::frame::Frame;
-use super::{table_name, End, Proto, TraceError};
+use super::{armed, relay, End, Proto, TraceError};
 use crate::operator::observe::NodeView;
 
 /// How long the trace waits for the packet's last report.
 const WAIT: Duration = Duration::from_millis(1500);
 /// After a report that ends the path, how long it waits for stragglers.
 const SETTLE: Duration = Duration::from_millis(100);
-/// The most rows a trace installs (copies of the rows the packet can meet, and its own).
-const MAX_ROWS: usize = 60_000;
-/// The reports queued between the connection and the trace.
-const QUEUE: usize = 1024;
+/// How long the trace waits for the destination's node to be ready to watch.
+const ARM_WAIT: Duration = Duration::from_secs(3);
 
 /// The marks in use on this node.
 static IN_USE: Mutex<u16> = Mutex::new(0);
@@ -126,6 +124,7 @@ pub(super) async fn run(view: &NodeView, ask: Ask<'_>) -> Result<LiveTrace, Trac
         tag: mark.dscp(),
         src: ask.nw_src,
         transport,
+        relay: false,
     };
     let frame = Frame {
         src_mac: mac(ask.dl_src)?,
@@ -138,48 +137,6 @@ pub(super) async fn run(view: &NodeView, ask: Ask<'_>) -> Result<LiveTrace, Trac
         nonce,
     }
     .bytes();
-    let target = format!("unix:{}", view.config.bridge_mgmt.display());
-    let client = OfClient::connect(&target)
-        .await
-        .map_err(|e| TraceError::Switch(format!("connecting to br0 at {target}: {e}")))?;
-    let outcome = trace_on(view, &client, &probe, &ask, src_port, dst_port, &frame).await;
-    // Every path out removes the rows (the hard timeout is for a killed agent).
-    let removed = client.delete_by_cookie(probe.cookie(), u64::MAX).await;
-    client.close();
-    if let Err(e) = removed {
-        tracing::warn!(trace = probe.id, error = %e, "a live trace's rows could not be deleted; they remove themselves within {} s", flows::live_trace::HARD_TIMEOUT);
-    }
-    drop(mark);
-    outcome
-}
-
-fn nonce() -> u32 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    t.subsec_nanos() ^ (t.as_secs() as u32).rotate_left(16) ^ std::process::id()
-}
-
-/// The trace on its connection: rows in, packet out, reports read, answer built.
-async fn trace_on(
-    view: &NodeView,
-    client: &OfClient,
-    probe: &Probe,
-    ask: &Ask<'_>,
-    src_port: u32,
-    dst_port: u16,
-    frame: &[u8],
-) -> Result<LiveTrace, TraceError> {
-    let switch = |what: &str, e: ovs::openflow::OfError| TraceError::Switch(format!("{what}: {e}"));
-    let mut reports = client
-        .receive_packet_ins_as(QUEUE, probe.controller_id())
-        .await
-        .map_err(|e| switch("asking br0 for the trace's reports", e))?;
-    ensure_meter(client).await?;
-    let rows = client
-        .dump_flows(&DumpFilter::all())
-        .await
-        .map_err(|e| switch("reading br0's rows", e))?;
     let service = matches!(ask.dst, End::Service(_));
     let known = Known {
         dst: (!service).then_some(ask.nw_dst),
@@ -198,155 +155,137 @@ async fn trace_on(
         src_port: Some(src_port),
         tunneled: false,
     };
-    let ours = probe
-        .rows(&rows, &known)
-        .map_err(|e| TraceError::Switch(format!("br0's rows cannot be traced live: {e}")))?;
-    if ours.len() > MAX_ROWS {
-        return Err(TraceError::Switch(format!(
-            "a live trace of this packet would copy {} rows (at most {MAX_ROWS}); trace a packet to a pod rather than a Service",
-            ours.len()
-        )));
-    }
-    let msgs: Vec<BundleMsg> = ours.into_iter().map(BundleMsg::add).collect();
-    client
-        .bundle(&msgs)
-        .await
-        .map_err(|e| switch("installing the trace's rows", e))?;
-    // The packet-out meets the new rows at once, but a packet the datapath gets later (back
-    // from the node through tun0) may meet a cached datapath flow made before them, which
-    // ignores the mark: wait until ovs-vswitchd has revalidated its cache.
-    let ctl = super::vswitchd_ctl(view)?;
-    ovs::unixctl::call(&ctl, "revalidator/wait", &[], Duration::from_secs(5))
-        .await
-        .map_err(|e| TraceError::Switch(format!("revalidator/wait on {}: {e}", ctl.display())))?;
-    let start = Instant::now();
-    client
-        .packet_out(
-            src_port,
-            &[ovs::flow::Action::Output(ovs::flow::ports::TABLE)],
-            frame,
-        )
-        .await
-        .map_err(|e| switch("sending the packet", e))?;
-    let mut seen = Vec::new();
-    let mut deadline = start + WAIT;
-    loop {
-        let now = Instant::now();
-        if now >= deadline {
-            break;
+    // A pod of another node of ours: ask that node to watch for the packet first.
+    let remote = match (ask.dst, relay::board(view)) {
+        (End::Remote { node: Some(n), .. }, Some(board)) => {
+            let req = relay::Request {
+                name: format!("{}-{:08x}", view.config.node_name, probe.id),
+                origin: view.config.node_name.clone(),
+                target: n.clone(),
+                dscp: probe.tag,
+                src: ask.nw_src,
+                dst: ask.nw_dst,
+                protocol: match transport {
+                    Transport::Icmp => "icmp",
+                    Transport::Tcp(_) => "tcp",
+                    Transport::Udp(_) => "udp",
+                }
+                .into(),
+                src_port: sport,
+                dst_port,
+                expires: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| (d + relay::LIFETIME).as_secs()),
+            };
+            match board.post(&req) {
+                Ok(()) => Some((board, req)),
+                Err(e) => {
+                    tracing::warn!(node = %n, error = %e, "a live trace could not ask the destination's node to watch");
+                    None
+                }
+            }
         }
-        let Ok(Some(pin)) = tokio::time::timeout(deadline - now, reports.recv()).await else {
-            break;
+        _ => None,
+    };
+    let result = async {
+        let mut armed = armed::arm(view, &probe, &known).await?;
+        let remote_armed = match &remote {
+            Some((board, req)) => relay::await_reply(
+                board,
+                &req.name,
+                Instant::now() + ARM_WAIT,
+                |r| r.armed || r.done,
+            )
+            .await
+            .filter(|r| r.armed),
+            None => None,
         };
-        let Some(note) = Note::decode(&pin.userdata) else {
-            continue;
-        };
-        let ends = ends_path(note, &pin, &rows, ask.dst);
-        seen.push((note, pin, start.elapsed()));
-        if ends {
-            deadline = Instant::now() + SETTLE;
+        let start = Instant::now();
+        if let Err(e) = armed.send(src_port, &frame).await {
+            armed.disarm().await;
+            return Err(e);
         }
+        let seen = armed
+            .collect(start, start + WAIT, SETTLE, |n, pin, rows| {
+                ends_path(n, pin, rows, ask.dst)
+            })
+            .await;
+        let lost = armed.lost();
+        let rows = std::mem::take(&mut armed.rows);
+        armed.disarm().await;
+        let remote_part = match &remote {
+            Some((board, req)) => Some(match remote_armed {
+                Some(_) => relay::await_reply(
+                    board,
+                    &req.name,
+                    Instant::now() + WAIT + Duration::from_millis(500),
+                    |r| r.done,
+                )
+                .await
+                .filter(|r| r.done)
+                .map_or_else(
+                    || LiveRemote {
+                        node: req.target.clone(),
+                        hops: Vec::new(),
+                        outcome: None,
+                        verdict: format!(
+                            "node {} did not say what its br0 did within {} ms",
+                            req.target,
+                            (WAIT + Duration::from_millis(500)).as_millis()
+                        ),
+                    },
+                    |r| LiveRemote {
+                        node: r.node,
+                        hops: r.hops,
+                        outcome: r.outcome,
+                        verdict: r.error.unwrap_or(r.verdict),
+                    },
+                ),
+                None => LiveRemote {
+                    node: req.target.clone(),
+                    hops: Vec::new(),
+                    outcome: None,
+                    verdict: match board.reply(&req.name).and_then(|r| r.error) {
+                        Some(e) => format!("node {} could not watch: {e}", req.target),
+                        None => format!(
+                            "node {} did not get ready to watch within {} ms (is its agent running?)",
+                            req.target,
+                            ARM_WAIT.as_millis()
+                        ),
+                    },
+                },
+            }),
+            None => None,
+        };
+        let owners = view.cookie_owners().await;
+        Ok(answer(&probe, &ask, &rows, &owners, &seen, lost, remote_part))
     }
-    let (lost_queue, _) = reports.lost();
-    let owners = view.cookie_owners().await;
-    Ok(answer(probe, ask, &rows, &owners, &seen, lost_queue))
+    .await;
+    if let Some((board, req)) = &remote {
+        board.remove(&req.name);
+    }
+    drop(mark);
+    result
+}
+
+fn nonce() -> u32 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    t.subsec_nanos() ^ (t.as_secs() as u32).rotate_left(16) ^ std::process::id()
 }
 
 /// Whether a report ends what the trace waits for: a delivery, a drop, a VXLAN exit, or a
-/// tun0 exit that does not come back (anything but a Service and the node itself).
-fn ends_path(note: Note, pin: &PacketIn, rows: &[Flow], dst: &End) -> bool {
+/// tun0 exit that does not come back (anything but a Service).
+fn ends_path(note: Note, _pin: &PacketIn, rows: &[Flow], dst: &End) -> bool {
     match note.event {
         Event::Entered => false,
         Event::Delivered | Event::Dropped => true,
-        Event::Left => match exit_port(rows, note) {
-            Some(p) if p == flows::base::TUN_PORT => {
-                !matches!(dst, End::Service(_)) || pin.metadata.in_port == Some(p)
-            }
+        Event::Left => match armed::exit_port(rows, note) {
+            Some(p) if p == flows::base::TUN_PORT => !matches!(dst, End::Service(_)),
             _ => true,
         },
     }
-}
-
-/// The port (or group) the copied row outputs to.
-fn exit_port(rows: &[Flow], note: Note) -> Option<u32> {
-    rows.get(note.row as usize)?
-        .actions
-        .iter()
-        .find_map(|a| match a {
-            ovs::flow::Action::Output(p) => Some(*p),
-            _ => None,
-        })
-}
-
-fn exit_group(rows: &[Flow], note: Note) -> Option<u32> {
-    rows.get(note.row as usize)?
-        .actions
-        .iter()
-        .find_map(|a| match a {
-            ovs::flow::Action::Group(g) => Some(*g),
-            _ => None,
-        })
-}
-
-/// Adds the trace meter when br0 lacks it.
-async fn ensure_meter(client: &OfClient) -> Result<(), TraceError> {
-    let meters = client
-        .dump_meters()
-        .await
-        .map_err(|e| TraceError::Switch(format!("reading br0's meters: {e}")))?;
-    if meters.iter().any(|m| m.id == TRACE_METER) {
-        return Ok(());
-    }
-    let m = ovs::openflow::Meter::packets(TRACE_METER, TRACE_METER_PPS, TRACE_METER_PPS)
-        .map_err(|e| TraceError::Switch(format!("the trace meter: {e}")))?;
-    match client
-        .meter_mod(ovs::openflow::MeterModCommand::Add, &m)
-        .await
-    {
-        Ok(()) => Ok(()),
-        // Another trace added it meanwhile.
-        Err(_)
-            if client
-                .dump_meters()
-                .await
-                .is_ok_and(|ms| ms.iter().any(|m| m.id == TRACE_METER)) =>
-        {
-            Ok(())
-        }
-        Err(e) => Err(TraceError::Switch(format!("adding the trace meter: {e}"))),
-    }
-}
-
-/// `ct_state` bits as `ovs-ofctl` writes them.
-fn ct_text(bits: Option<u32>) -> String {
-    let Some(bits) = bits else {
-        return String::new();
-    };
-    let mut s = String::new();
-    for (bit, name) in [
-        (0x01, "new"),
-        (0x02, "est"),
-        (0x04, "rel"),
-        (0x08, "rpl"),
-        (0x10, "inv"),
-        (0x20, "trk"),
-        (0x40, "snat"),
-        (0x80, "dnat"),
-    ] {
-        if bits & bit != 0 {
-            s.push('+');
-            s.push_str(name);
-        }
-    }
-    s
-}
-
-fn regs_text(pin: &PacketIn) -> String {
-    (0..7)
-        .filter(|n| pin.metadata.reg(*n) != 0)
-        .map(|n| format!("reg{n}={:#x}", pin.metadata.reg(n)))
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// The answer from the reports, in the order they came.
@@ -355,161 +294,62 @@ fn answer(
     ask: &Ask<'_>,
     rows: &[Flow],
     owners: &BTreeMap<u64, String>,
-    seen: &[(Note, PacketIn, Duration)],
+    seen: &[armed::Report],
     lost_queue: u64,
+    remote: Option<LiveRemote>,
 ) -> LiveTrace {
-    let tun0 = flows::base::TUN_PORT;
-    let vxlan = flows::base::VXLAN_PORT;
-    let mut hops = Vec::with_capacity(seen.len());
-    let mut pass = 1u8;
-    let mut left_to_tun0 = false;
-    let mut elapsed = Duration::ZERO;
-    let mut vxlan_hop = None;
-    for (note, pin, at) in seen {
-        elapsed = *at;
-        let in_port = pin.metadata.in_port.unwrap_or(0);
-        if note.event == Event::Entered && note.table == 0 && left_to_tun0 && in_port == tun0 {
-            pass += 1;
-            left_to_tun0 = false;
-        }
-        let row = (note.event != Event::Entered)
-            .then(|| rows.get(note.row as usize))
-            .flatten();
-        if note.event == Event::Left {
-            match exit_port(rows, *note) {
-                Some(p) if p == tun0 => left_to_tun0 = true,
-                Some(p) if p == vxlan => {
-                    vxlan_hop = pin.metadata.tun_dst.map(|ip| VxlanHop {
-                        vni: pin.metadata.tun_id.unwrap_or(0) as u32,
-                        remote_vtep: ip,
-                        remote_node: None,
-                    })
-                }
-                _ => {}
-            }
-        }
-        hops.push(LiveHop {
-            pass,
-            table: note.table,
-            table_name: table_name(note.table).to_string(),
-            event: match note.event {
-                Event::Entered => LiveEvent::Entered,
-                Event::Delivered => LiveEvent::Delivered,
-                Event::Left => LiveEvent::Left,
-                Event::Dropped => LiveEvent::Dropped,
-            },
-            in_port,
-            ct_state: ct_text(pin.metadata.ct_state),
-            regs: regs_text(pin),
-            row: row.map(|r| r.to_string()),
-            owner: row.map(|r| {
-                owners
-                    .get(&r.cookie)
-                    .cloned()
-                    .unwrap_or_else(|| "unknown (not the agent's)".into())
-            }),
-        });
-    }
-    let last = seen
-        .iter()
-        .rev()
-        .find(|(n, _, _)| n.event != Event::Entered)
-        .map(|(n, p, _)| (*n, p));
-    let (outcome, verdict) = match last {
-        Some((n, pin)) => match n.event {
-            Event::Delivered => {
-                let port = pin.metadata.reg(usize::from(flows::Reg::OutPort.number()));
-                (
-                    Outcome::Delivered,
-                    format!(
-                        "delivered: table {} ({}) output it to port {port}{}; the trace stopped it there, so no pod received it",
-                        n.table,
-                        table_name(n.table),
-                        match ask.dst {
-                            End::Pod { ns, name, ofport, .. } if *ofport == port => format!(" ({ns}/{name})"),
-                            _ => String::new(),
-                        }
-                    ),
-                )
-            }
-            Event::Dropped => (
-                Outcome::Dropped,
-                format!(
-                    "dropped in table {} ({}) by the row shown last",
-                    n.table,
-                    table_name(n.table)
-                ),
-            ),
-            _ => match (exit_port(rows, n), exit_group(rows, n)) {
-                (Some(p), _) if p == vxlan => (
-                    Outcome::ToRemoteNode,
-                    match &vxlan_hop {
-                        Some(v) => format!(
-                            "left over VXLAN from table {} ({}) with VNI {} to VTEP {}",
-                            n.table,
-                            table_name(n.table),
-                            v.vni,
-                            v.remote_vtep
-                        ),
-                        None => format!("left over VXLAN from table {}", n.table),
-                    },
-                ),
-                (Some(p), _) if p == tun0 => (
-                    Outcome::ToHost,
-                    match ask.dst {
-                        End::Service(_) => format!(
-                            "handed to the node at tun0 from table {} ({}) and not seen back in br0 within {} ms: the node's NAT and routing did not send it back (no endpoint, or one off the cluster network)",
-                            n.table,
-                            table_name(n.table),
-                            WAIT.as_millis()
-                        ),
-                        _ => format!(
-                            "handed to the node at tun0 from table {} ({}): beyond br0 the node's routing and NAT take it ({})",
-                            n.table,
-                            table_name(n.table),
-                            match ask.dst {
-                                End::External(ip) => format!("{ip} is outside the cluster"),
-                                End::Node => "it is for this node".into(),
-                                _ => "it is not for a pod of this node".into(),
-                            }
-                        ),
-                    },
-                ),
-                (_, Some(g)) => (
-                    Outcome::ToHost,
-                    format!("left by group {g} from table {} ({}) (a tenant's egress IP)", n.table, table_name(n.table)),
-                ),
-                (p, _) => (
-                    Outcome::ToHost,
-                    format!("left by port {} from table {}", p.unwrap_or(0), n.table),
-                ),
-            },
-        },
-        None => match seen.last() {
-            Some((n, _, _)) => (
-                Outcome::Dropped,
-                format!(
-                    "dropped in table {} ({}): no row of that table matched it (a table miss)",
-                    n.table,
-                    table_name(n.table)
-                ),
-            ),
-            None => (
-                Outcome::Dropped,
-                "no report came back: br0 did not run the packet through its tables (is the pod's port still on br0?)".into(),
-            ),
-        },
+    let (hops, vxlan_hop) = armed::hops(rows, owners, seen);
+    let pod_at = |port: u32| match ask.dst {
+        End::Pod {
+            ns, name, ofport, ..
+        } if *ofport == port => Some(format!("{ns}/{name}")),
+        _ => None,
     };
+    let elapsed = seen.last().map_or(Duration::ZERO, |r| r.2);
+    let (mut outcome, mut verdict) = match armed::ending(rows, seen, vxlan_hop.as_ref(), &pod_at) {
+        Some((Outcome::ToHost, words, n))
+            if armed::exit_port(rows, n) == Some(flows::base::TUN_PORT) =>
+        {
+            let why = match ask.dst {
+                End::Service(_) => format!(
+                    "; not seen back in br0 within {} ms: the node's NAT and routing did not send it back (no endpoint, or one off the cluster network)",
+                    WAIT.as_millis()
+                ),
+                End::External(ip) => format!(
+                    ": {ip} is outside the cluster, so beyond br0 the node's routing and NAT take it"
+                ),
+                End::Node => ": it is for this node".into(),
+                _ => ": it is not for a pod of this node".into(),
+            };
+            (Outcome::ToHost, format!("{words}{why}"))
+        }
+        Some((o, words, _)) => (o, words),
+        None => (Outcome::Dropped, armed::no_ending(seen)),
+    };
+    if let Some(r) = &remote {
+        if let Some(o) = r.outcome {
+            outcome = o;
+        }
+        verdict = format!("{verdict}; on node {}: {}", r.node, r.verdict);
+    }
+    let vxlan = vxlan_hop.map(|mut v| {
+        v.remote_node = remote.as_ref().map(|r| r.node.clone()).or(match ask.dst {
+            End::Remote { node, .. } => node.clone(),
+            _ => None,
+        });
+        v
+    });
     let mut live = LiveTrace {
         packet: describe(probe, ask),
         dscp: probe.tag,
         hops,
         outcome,
         verdict,
-        vxlan: vxlan_hop,
+        vxlan,
         differs: Vec::new(),
         gaps: (lost_queue > 0).then(|| format!("{lost_queue} reports were lost in the queue")),
         elapsed_ms: elapsed.as_millis() as u64,
+        remote,
     };
     live.differs = compare(&live, ask.expected);
     live
@@ -555,7 +395,10 @@ fn compare(live: &LiveTrace, expected: &TraceResult) -> Vec<String> {
         ));
     }
     let live_table = first_end.or(first.last()).map(|h| h.table_name.as_str());
-    if live_first == expected.outcome {
+    // Where a packet was delivered or dropped names the deciding table; an exit is compared
+    // by where it went (below).
+    if live_first == expected.outcome && matches!(live_first, Outcome::Delivered | Outcome::Dropped)
+    {
         if let Some(t) = live_table.filter(|t| *t != expected.decided_in) {
             out.push(format!(
                 "the real packet ended in table {t} but the static trace in {}",

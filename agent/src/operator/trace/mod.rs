@@ -24,11 +24,14 @@ use crate::operator::observe::pod_mac;
 use crate::operator::observe::NodeView;
 use local_api::{Step, TraceRequest, TraceResult};
 
+mod armed;
 mod frame;
 mod live;
 mod parse;
+mod relay;
 pub(crate) use parse::table_name;
 pub(crate) use parse::{parse, Parsed};
+pub(crate) use relay::answer_forever;
 mod verdict;
 use verdict::*;
 

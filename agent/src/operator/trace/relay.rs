@@ -1,0 +1,302 @@
+//! A live trace across nodes: the node that sends the packet asks the node it goes to over
+//! VXLAN to watch for it, and that node's agent reports the packet's arrival and fate.
+//!
+//! The two agents talk through the cluster state, as every other object here does: in
+//! standalone mode a request file in `<state directory>/live-traces/` (`<name>.request.json`)
+//! that the target node's agent finds (it looks every [`POLL`]) and answers in
+//! `<name>.reply.json`, first "armed" (its rows are in and its datapath cache follows them),
+//! then with what its br0 did. The sending node sends the packet once the target is armed (or
+//! says that it did not answer), and removes both files when it is done; a request past its
+//! expiry is never armed, and a target removes the files of an expired request it finds.
+//!
+//! On the target, the trace's rows match the same mark and source, and the packet arrives by
+//! VXLAN ([`flows::live_trace::Known::tunneled`]); its reports go to another controller id than
+//! the node's own traces ([`flows::live_trace::Probe::relay`]).
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use flows::live_trace::{Event, Known, Probe, Transport};
+use local_api::{LiveHop, Outcome};
+use serde::{Deserialize, Serialize};
+
+use super::armed::{self, exit_port};
+use crate::operator::observe::NodeView;
+
+/// How often a node looks for requests.
+pub(super) const POLL: Duration = Duration::from_millis(100);
+/// How long the target watches for the packet once armed.
+const WATCH: Duration = Duration::from_millis(1500);
+/// After the report that ends the packet's path, how long the target waits for stragglers.
+const SETTLE: Duration = Duration::from_millis(100);
+/// How long a request lives.
+pub(super) const LIFETIME: Duration = Duration::from_secs(10);
+
+/// What the sending node asks of the target.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Request {
+    /// Unique: `<origin node>-<trace id>`.
+    pub name: String,
+    /// The node that sends the packet.
+    pub origin: String,
+    /// The node asked to watch.
+    pub target: String,
+    /// The mark.
+    pub dscp: u8,
+    /// The packet's source and destination.
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    /// `icmp`, `tcp` or `udp`.
+    pub protocol: String,
+    /// The source port (TCP, UDP).
+    #[serde(default)]
+    pub src_port: u16,
+    /// The destination port (TCP, UDP).
+    #[serde(default)]
+    pub dst_port: u16,
+    /// Seconds since the epoch after which nobody arms it.
+    pub expires: u64,
+}
+
+/// The target's answer.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Reply {
+    /// The node that answers.
+    pub node: String,
+    /// Its rows are in: the packet may go.
+    pub armed: bool,
+    /// It has finished watching.
+    pub done: bool,
+    /// What the packet met there.
+    #[serde(default)]
+    pub hops: Vec<LiveHop>,
+    /// Where it ended there.
+    #[serde(default)]
+    pub outcome: Option<Outcome>,
+    /// In words.
+    #[serde(default)]
+    pub verdict: String,
+    /// Why it could not watch.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Where requests and replies are: the standalone state directory's `live-traces/`. `None`
+/// in Kubernetes mode.
+pub(super) fn board(view: &NodeView) -> Option<Board> {
+    match &view.config.cluster_state {
+        cluster::config::ClusterStateSource::Standalone(dir) => Some(Board {
+            dir: dir.join("live-traces"),
+        }),
+        cluster::config::ClusterStateSource::Kubernetes => None,
+    }
+}
+
+/// The request and reply files.
+pub(super) struct Board {
+    dir: PathBuf,
+}
+
+impl Board {
+    fn request_path(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.request.json"))
+    }
+
+    fn reply_path(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.reply.json"))
+    }
+
+    fn write(path: &std::path::Path, v: &impl Serialize) -> std::io::Result<()> {
+        let bytes = serde_json::to_vec(v).map_err(std::io::Error::other)?;
+        cluster::files::write(path, &bytes, 0o644, cluster::files::Durability::Process)
+    }
+
+    /// Posts a request.
+    pub(super) fn post(&self, req: &Request) -> std::io::Result<()> {
+        std::fs::create_dir_all(&self.dir)?;
+        Self::write(&self.request_path(&req.name), req)
+    }
+
+    /// The reply to request `name`, when there is one.
+    pub(super) fn reply(&self, name: &str) -> Option<Reply> {
+        let bytes = std::fs::read(self.reply_path(name)).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    fn answer(&self, name: &str, reply: &Reply) {
+        if let Err(e) = Self::write(&self.reply_path(name), reply) {
+            tracing::warn!(trace = name, error = %e, "a live trace's reply could not be written");
+        }
+    }
+
+    /// Removes request `name` and its reply.
+    pub(super) fn remove(&self, name: &str) {
+        let _ = std::fs::remove_file(self.request_path(name));
+        let _ = std::fs::remove_file(self.reply_path(name));
+    }
+
+    /// The requests for `node` (unreadable files are skipped: a writer may be mid-rename).
+    fn requests_for(&self, node: &str) -> Vec<Request> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".request.json"))
+            .filter_map(|e| serde_json::from_slice::<Request>(&std::fs::read(e.path()).ok()?).ok())
+            .filter(|r| r.target == node)
+            .collect()
+    }
+}
+
+/// Waits until the target has armed request `name` (or `give_up`); its reply.
+pub(super) async fn await_reply(
+    board: &Board,
+    name: &str,
+    give_up: Instant,
+    ready: impl Fn(&Reply) -> bool,
+) -> Option<Reply> {
+    loop {
+        if let Some(r) = board.reply(name).filter(&ready) {
+            return Some(r);
+        }
+        if Instant::now() >= give_up {
+            return board.reply(name);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The target's side, for the life of the agent: finds the requests for this node and
+/// watches for each one's packet.
+pub(crate) async fn answer_forever(view: Arc<NodeView>) {
+    let Some(board) = board(&view) else {
+        return;
+    };
+    let board = Arc::new(board);
+    let mut taken: BTreeSet<String> = BTreeSet::new();
+    loop {
+        tokio::time::sleep(POLL).await;
+        let now = now_secs();
+        let requests = board.requests_for(&view.config.node_name);
+        taken.retain(|n| requests.iter().any(|r| &r.name == n));
+        for req in requests {
+            if req.expires < now {
+                // Its sender is gone: nobody else removes it.
+                board.remove(&req.name);
+                continue;
+            }
+            if !taken.insert(req.name.clone()) {
+                continue;
+            }
+            let (view, board) = (view.clone(), board.clone());
+            tokio::spawn(async move {
+                let reply = watch(&view, &board, &req).await;
+                board.answer(&req.name, &reply);
+            });
+        }
+    }
+}
+
+/// Arms this node for `req`'s packet, says so, watches, and returns what its br0 did.
+async fn watch(view: &NodeView, board: &Board, req: &Request) -> Reply {
+    let node = view.config.node_name.clone();
+    let failed = |e: String| Reply {
+        node: node.clone(),
+        done: true,
+        error: Some(e),
+        ..Reply::default()
+    };
+    let transport = match req.protocol.as_str() {
+        "icmp" => Transport::Icmp,
+        "tcp" => Transport::Tcp(req.src_port),
+        "udp" => Transport::Udp(req.src_port),
+        other => return failed(format!("unknown protocol {other:?}")),
+    };
+    let probe = Probe {
+        id: fnv(&req.name),
+        tag: req.dscp,
+        src: req.src,
+        transport,
+        relay: true,
+    };
+    let pods = view.pods.list().await;
+    let dst_pod = pods
+        .iter()
+        .find(|p| p.ip.map(IpAddr::V4) == Some(req.dst) || p.ip6.map(IpAddr::V6) == Some(req.dst));
+    let known = Known {
+        dst: Some(req.dst),
+        dst_port: (req.dst_port != 0).then_some(req.dst_port),
+        in_ports: Some(vec![flows::base::VXLAN_PORT, flows::base::TUN_PORT]),
+        out_port: Some(dst_pod.map_or(0, |p| p.ofport)),
+        src_port: None,
+        tunneled: true,
+    };
+    let mut armed = match armed::arm(view, &probe, &known).await {
+        Ok(a) => a,
+        Err(e) => return failed(e.to_string()),
+    };
+    board.answer(
+        &req.name,
+        &Reply {
+            node: node.clone(),
+            armed: true,
+            ..Reply::default()
+        },
+    );
+    let start = Instant::now();
+    let seen = armed
+        .collect(start, start + WATCH, SETTLE, |n, _, rows| match n.event {
+            Event::Entered => false,
+            Event::Left => exit_port(rows, n) != Some(flows::base::TUN_PORT),
+            _ => true,
+        })
+        .await;
+    let rows = std::mem::take(&mut armed.rows);
+    armed.disarm().await;
+    let owners = view.cookie_owners().await;
+    let (hops, vxlan) = armed::hops(&rows, &owners, &seen);
+    let pod_at = |port: u32| {
+        pods.iter()
+            .find(|p| p.ofport == port)
+            .map(|p| format!("{}/{}", p.namespace, p.name))
+    };
+    let (outcome, verdict) = match armed::ending(&rows, &seen, vxlan.as_ref(), &pod_at) {
+        Some((o, words, _)) => (Some(o), words),
+        None if seen.is_empty() => (
+            None,
+            format!(
+                "the packet did not arrive within {} ms of this node being ready for it",
+                WATCH.as_millis()
+            ),
+        ),
+        None => (Some(Outcome::Dropped), armed::no_ending(&seen)),
+    };
+    Reply {
+        node,
+        armed: true,
+        done: true,
+        hops,
+        outcome,
+        verdict,
+        error: None,
+    }
+}
+
+/// A 32-bit id from a request's name (the rows' cookie on the target).
+fn fnv(s: &str) -> u32 {
+    s.bytes().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
+}
