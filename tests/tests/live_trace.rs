@@ -469,3 +469,80 @@ fn a_live_trace_follows_its_packet_to_the_other_node() {
         "the requests were not removed"
     );
 }
+
+/// A pod as the API holds it, on node-1, labelled `pod=NAME`, with its address once known.
+fn pod_object(ns: &str, name: &str, ip: Option<&str>) -> Value {
+    let mut v = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": {"pod": name}},
+        "spec": {"nodeName": node_name(1), "containers": [{"name": "c", "image": "agnhost"}]}});
+    if let Some(ip) = ip {
+        v["status"] = serde_json::json!({"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}]});
+    }
+    v
+}
+
+/// Networkpolicy mode, Kubernetes mode (the fake API server): the copies of the NetworkPolicy
+/// rows (conjunctions included) decide the traced packet as the rows decide real ones: the
+/// allowed peer and port delivered by the rule's row, another port and another namespace
+/// dropped by the isolation row; real probes agree.
+#[test]
+fn live_traces_meet_network_policies_as_real_packets_do() {
+    let (c, plane) = Cluster::start_kubernetes(
+        1,
+        &NodeOptions {
+            mode: "networkpolicy",
+            ..NodeOptions::default()
+        },
+    );
+    let fake = &plane.fake;
+    let node = c.node(1);
+    for ns in ["x", "y"] {
+        fake.put(serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": ns, "labels": {"ns": ns}}}))
+            .unwrap();
+    }
+    for (ns, name) in [("x", "a"), ("x", "b"), ("y", "a")] {
+        fake.put(pod_object(ns, name, None)).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let xa = node.pod("x", "a");
+    let xb = node.pod("x", "b");
+    let ya = node.pod("y", "a");
+    for (ns, name, p) in [("x", "a", &xa), ("x", "b", &xb), ("y", "a", &ya)] {
+        fake.put(pod_object(ns, name, Some(&p.ip))).unwrap();
+    }
+    let _srv = tcp_echo_server(xa.ns.name(), 80);
+    let _srv81 = tcp_echo_server(xa.ns.name(), 81);
+    fake.put(serde_json::json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": "web-from-b", "namespace": "x"},
+        "spec": {"podSelector": {"matchLabels": {"pod": "a"}},
+                 "ingress": [{"from": [{"podSelector": {"matchLabels": {"pod": "b"}}}],
+                              "ports": [{"protocol": "TCP", "port": 80}]}]}}))
+    .unwrap();
+    let to_xa = |port| SocketAddrV4::new(ip(&xa.ip), port);
+    assert!(wait_until(Duration::from_secs(20), || !tcp_probe(
+        ya.ns.name(),
+        to_xa(80),
+        Duration::from_millis(500)
+    )));
+    assert!(tcp_probe(xb.ns.name(), to_xa(80), TIMEOUT));
+    assert!(!tcp_probe(xb.ns.name(), to_xa(81), REFUSED));
+
+    let t = live(node, "x/b", &xa.ip, "tcp/80", &[]);
+    let l = &t["live"];
+    assert_eq!(l["outcome"], "delivered", "{l:#}");
+    let (event, table, row) = end(l);
+    assert_eq!((event.as_str(), table), ("delivered", 80), "{l:#}");
+    assert!(row.contains("conj_id="), "the rule's row: {row}");
+    assert_eq!(l["differs"], Value::Null, "{l:#}");
+    for (from, port) in [("y/a", 80), ("x/b", 81)] {
+        let t = live(node, from, &xa.ip, &format!("tcp/{port}"), &[]);
+        let l = &t["live"];
+        assert_eq!(l["outcome"], "dropped", "{from} :{port}: {l:#}");
+        let (event, table, row) = end(l);
+        assert_eq!((event.as_str(), table), ("dropped", 80), "{l:#}");
+        assert!(row.contains("priority=100"), "the isolation row: {row}");
+        assert_eq!(l["differs"], Value::Null, "{l:#}");
+    }
+    assert_eq!(trace_rows(node), Vec::<String>::new());
+}
