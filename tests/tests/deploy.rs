@@ -499,6 +499,21 @@ fn rbac_is_least_privilege() {
         }
     }
 
+    // Its one write: live-trace ConfigMaps, in its own namespace only.
+    let lt = find(&docs, "Role", "sdn-agent-live-trace");
+    assert_eq!(lt.value["metadata"]["namespace"], NAMESPACE);
+    let lt_grants: BTreeSet<(String, String, String)> =
+        grant_set(&lt.typed::<Role>().rules.unwrap_or_default())
+            .into_iter()
+            .map(|(g, r, v, _)| (g, r, v))
+            .collect();
+    let want_lt: BTreeSet<(String, String, String)> =
+        ["get", "list", "watch", "create", "patch", "delete"]
+            .into_iter()
+            .map(|v| (String::new(), "configmaps".to_string(), v.to_string()))
+            .collect();
+    assert_eq!(lt_grants, want_lt, "the agent's live-trace ConfigMaps");
+
     // The controller (agent/src/controller) creates, replaces and deletes HostSubnets and
     // NetNamespaces, creates the ClusterNetwork once, watches nodes and namespaces, and writes
     // nothing else cluster-wide.
@@ -602,6 +617,13 @@ fn rbac_is_least_privilege() {
             "Role",
             "sdn-controller-leader",
             "sdn-controller",
+        ),
+        (
+            "RoleBinding",
+            "sdn-agent-live-trace",
+            "Role",
+            "sdn-agent-live-trace",
+            "sdn-agent",
         ),
     ];
     for (kind, name, role_kind, role_name, sa) in bindings {

@@ -513,11 +513,13 @@ fn live_traces_meet_network_policies_as_real_packets_do() {
     }
     let _srv = tcp_echo_server(xa.ns.name(), 80);
     let _srv81 = tcp_echo_server(xa.ns.name(), 81);
-    fake.put(serde_json::json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+    fake.put(
+        serde_json::json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
         "metadata": {"name": "web-from-b", "namespace": "x"},
         "spec": {"podSelector": {"matchLabels": {"pod": "a"}},
                  "ingress": [{"from": [{"podSelector": {"matchLabels": {"pod": "b"}}}],
-                              "ports": [{"protocol": "TCP", "port": 80}]}]}}))
+                              "ports": [{"protocol": "TCP", "port": 80}]}]}}),
+    )
     .unwrap();
     let to_xa = |port| SocketAddrV4::new(ip(&xa.ip), port);
     assert!(wait_until(Duration::from_secs(20), || !tcp_probe(
@@ -545,4 +547,61 @@ fn live_traces_meet_network_policies_as_real_packets_do() {
         assert_eq!(l["differs"], Value::Null, "{l:#}");
     }
     assert_eq!(trace_rows(node), Vec::<String>::new());
+}
+
+/// Kubernetes mode, two nodes (the fake API server and the real controller): the request goes
+/// as a ConfigMap labelled with node-2, whose agent watches for it, reports in the reply
+/// ConfigMap, and both are gone when the trace ends.
+#[test]
+fn in_kubernetes_mode_the_other_node_reports_through_config_maps() {
+    let (c, plane) = Cluster::start_kubernetes(2, &NodeOptions::default());
+    let fake = &plane.fake;
+    fake.put(serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "tenant-a"}}))
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(20), || fake
+            .get("network.openshift.io", "netnamespaces", None, "tenant-a")
+            .is_some()),
+        "no NetNamespace:\n{}",
+        plane.controller_log()
+    );
+    for (name, i) in [("a1", 1), ("a2", 2)] {
+        fake.put(serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "tenant-a"},
+            "spec": {"nodeName": node_name(i), "containers": [{"name": "c", "image": "busybox"}]}}))
+            .unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let (n1, n2) = (c.node(1), c.node(2));
+    let a1 = n1.pod("tenant-a", "a1");
+    let a2 = n2.pod("tenant-a", "a2");
+    let _srv = tcp_echo_server(a2.ns.name(), 8080);
+    let to_a2 = SocketAddrV4::new(ip(&a2.ip), 8080);
+    assert!(wait_until(Duration::from_secs(20), || tcp_probe(
+        a1.ns.name(),
+        to_a2,
+        Duration::from_millis(500)
+    )));
+    let t = live(n1, "tenant-a/a1", &a2.ip, "tcp/8080", &[]);
+    let l = &t["live"];
+    assert_eq!(l["outcome"], "delivered", "{l:#}\n{}", n2.log());
+    assert_eq!(l["remote"]["node"], node_name(2));
+    let hops = l["remote"]["hops"].as_array().unwrap();
+    assert_eq!(hops[0]["in_port"], 1, "{l:#}");
+    assert_eq!(hops.last().unwrap()["event"], "delivered", "{l:#}");
+    assert_eq!(l["differs"], Value::Null, "{l:#}");
+    let left: Vec<Value> = fake
+        .list("configmaps")
+        .into_iter()
+        .filter(|cm| {
+            cm["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("live-trace-"))
+        })
+        .collect();
+    assert!(left.is_empty(), "ConfigMaps left: {left:#?}");
+    for n in [n1, n2] {
+        assert_eq!(trace_rows(n), Vec::<String>::new());
+    }
 }

@@ -156,8 +156,9 @@ pub(super) async fn run(view: &NodeView, ask: Ask<'_>) -> Result<LiveTrace, Trac
         tunneled: false,
     };
     // A pod of another node of ours: ask that node to watch for the packet first.
-    let remote = match (ask.dst, relay::board(view)) {
-        (End::Remote { node: Some(n), .. }, Some(board)) => {
+    let mut unasked = None;
+    let remote = match ask.dst {
+        End::Remote { node: Some(n), .. } => {
             let req = relay::Request {
                 name: format!("{}-{:08x}", view.config.node_name, probe.id),
                 origin: view.config.node_name.clone(),
@@ -177,10 +178,20 @@ pub(super) async fn run(view: &NodeView, ask: Ask<'_>) -> Result<LiveTrace, Trac
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| (d + relay::LIFETIME).as_secs()),
             };
-            match board.post(&req) {
-                Ok(()) => Some((board, req)),
+            let posted = match relay::board(view).await {
+                Ok(board) => board.post(&req).await.map(|()| board),
+                Err(e) => Err(e),
+            };
+            match posted {
+                Ok(board) => Some((board, req)),
                 Err(e) => {
                     tracing::warn!(node = %n, error = %e, "a live trace could not ask the destination's node to watch");
+                    unasked = Some(LiveRemote {
+                        node: n.clone(),
+                        hops: Vec::new(),
+                        outcome: None,
+                        verdict: format!("this node could not ask it to watch: {e}"),
+                    });
                     None
                 }
             }
@@ -245,7 +256,7 @@ pub(super) async fn run(view: &NodeView, ask: Ask<'_>) -> Result<LiveTrace, Trac
                     node: req.target.clone(),
                     hops: Vec::new(),
                     outcome: None,
-                    verdict: match board.reply(&req.name).and_then(|r| r.error) {
+                    verdict: match board.reply(&req.name).await.and_then(|r| r.error) {
                         Some(e) => format!("node {} could not watch: {e}", req.target),
                         None => format!(
                             "node {} did not get ready to watch within {} ms (is its agent running?)",
@@ -255,14 +266,14 @@ pub(super) async fn run(view: &NodeView, ask: Ask<'_>) -> Result<LiveTrace, Trac
                     },
                 },
             }),
-            None => None,
+            None => unasked,
         };
         let owners = view.cookie_owners().await;
         Ok(answer(&probe, &ask, &rows, &owners, &seen, lost, remote_part))
     }
     .await;
     if let Some((board, req)) = &remote {
-        board.remove(&req.name);
+        board.remove(&req.name).await;
     }
     drop(mark);
     result

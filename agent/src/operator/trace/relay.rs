@@ -4,8 +4,10 @@
 //! The two agents talk through the cluster state, as every other object here does: in
 //! standalone mode a request file in `<state directory>/live-traces/` (`<name>.request.json`)
 //! that the target node's agent finds (it looks every [`POLL`]) and answers in
-//! `<name>.reply.json`, first "armed" (its rows are in and its datapath cache follows them),
-//! then with what its br0 did. The sending node sends the packet once the target is armed (or
+//! `<name>.reply.json`; in Kubernetes mode a ConfigMap `live-trace-<name>` in
+//! `liveTraceNamespace`, labelled with the target node (each agent watches the ones labelled
+//! for it), answered in `live-trace-<name>-reply`. The target answers first "armed" (its rows
+//! are in and its datapath cache follows them), then with what its br0 did. The sending node sends the packet once the target is armed (or
 //! says that it did not answer), and removes both files when it is done; a request past its
 //! expiry is never armed, and a target removes the files of an expired request it finds.
 //!
@@ -20,6 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use flows::live_trace::{Event, Known, Probe, Transport};
+use k8s_openapi::api::core::v1::ConfigMap;
 use local_api::{LiveHop, Outcome};
 use serde::{Deserialize, Serialize};
 
@@ -92,63 +95,152 @@ fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// Where requests and replies are: the standalone state directory's `live-traces/`. `None`
-/// in Kubernetes mode.
-pub(super) fn board(view: &NodeView) -> Option<Board> {
+/// Where requests and replies are: the standalone state directory's `live-traces/`, or in
+/// Kubernetes mode ConfigMaps in `liveTraceNamespace`.
+pub(super) async fn board(view: &NodeView) -> Result<Board, String> {
     match &view.config.cluster_state {
-        cluster::config::ClusterStateSource::Standalone(dir) => Some(Board {
-            dir: dir.join("live-traces"),
-        }),
-        cluster::config::ClusterStateSource::Kubernetes => None,
+        cluster::config::ClusterStateSource::Standalone(dir) => {
+            Ok(Board::Dir(dir.join("live-traces")))
+        }
+        cluster::config::ClusterStateSource::Kubernetes => {
+            let client = cluster::kube::client(view.config.kubeconfig.as_deref())
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(Board::Kube(kube::Api::namespaced(
+                client,
+                &view.config.live_trace_namespace,
+            )))
+        }
     }
 }
 
-/// The request and reply files.
-pub(super) struct Board {
-    dir: PathBuf,
+/// The label every live-trace ConfigMap has (`request` or `reply`).
+const KIND_LABEL: &str = "sdn.openshift.io/live-trace";
+/// The label naming the node a request is for.
+const TARGET_LABEL: &str = "sdn.openshift.io/live-trace-target";
+
+/// Where requests and replies are kept.
+pub(super) enum Board {
+    /// Files: `<name>.request.json`, `<name>.reply.json`.
+    Dir(PathBuf),
+    /// ConfigMaps: `live-trace-<name>` (request) and `live-trace-<name>-reply`.
+    Kube(kube::Api<ConfigMap>),
+}
+
+fn config_map(name: String, labels: &[(&str, &str)], key: &str, json: String) -> ConfigMap {
+    ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            ..Default::default()
+        },
+        data: Some([(key.to_string(), json)].into_iter().collect()),
+        ..Default::default()
+    }
 }
 
 impl Board {
-    fn request_path(&self, name: &str) -> PathBuf {
-        self.dir.join(format!("{name}.request.json"))
-    }
-
-    fn reply_path(&self, name: &str) -> PathBuf {
-        self.dir.join(format!("{name}.reply.json"))
-    }
-
     fn write(path: &std::path::Path, v: &impl Serialize) -> std::io::Result<()> {
         let bytes = serde_json::to_vec(v).map_err(std::io::Error::other)?;
         cluster::files::write(path, &bytes, 0o644, cluster::files::Durability::Process)
     }
 
     /// Posts a request.
-    pub(super) fn post(&self, req: &Request) -> std::io::Result<()> {
-        std::fs::create_dir_all(&self.dir)?;
-        Self::write(&self.request_path(&req.name), req)
+    pub(super) async fn post(&self, req: &Request) -> Result<(), String> {
+        let json = serde_json::to_string(req).map_err(|e| e.to_string())?;
+        match self {
+            Board::Dir(dir) => {
+                std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                let path = dir.join(format!("{}.request.json", req.name));
+                Self::write(&path, req).map_err(|e| format!("{}: {e}", path.display()))
+            }
+            Board::Kube(api) => {
+                let cm = config_map(
+                    format!("live-trace-{}", req.name),
+                    &[(KIND_LABEL, "request"), (TARGET_LABEL, &req.target)],
+                    "request.json",
+                    json,
+                );
+                api.create(&Default::default(), &cm)
+                    .await
+                    .map(drop)
+                    .map_err(|e| format!("creating ConfigMap live-trace-{}: {e}", req.name))
+            }
+        }
     }
 
     /// The reply to request `name`, when there is one.
-    pub(super) fn reply(&self, name: &str) -> Option<Reply> {
-        let bytes = std::fs::read(self.reply_path(name)).ok()?;
+    pub(super) async fn reply(&self, name: &str) -> Option<Reply> {
+        let bytes = match self {
+            Board::Dir(dir) => std::fs::read(dir.join(format!("{name}.reply.json"))).ok()?,
+            Board::Kube(api) => api
+                .get_opt(&format!("live-trace-{name}-reply"))
+                .await
+                .ok()??
+                .data?
+                .remove("reply.json")?
+                .into_bytes(),
+        };
         serde_json::from_slice(&bytes).ok()
     }
 
-    fn answer(&self, name: &str, reply: &Reply) {
-        if let Err(e) = Self::write(&self.reply_path(name), reply) {
+    async fn answer(&self, name: &str, reply: &Reply) {
+        let done = match self {
+            Board::Dir(dir) => Self::write(&dir.join(format!("{name}.reply.json")), reply)
+                .map_err(|e| e.to_string()),
+            Board::Kube(api) => match serde_json::to_string(reply) {
+                Ok(json) => {
+                    let cm = config_map(
+                        format!("live-trace-{name}-reply"),
+                        &[(KIND_LABEL, "reply")],
+                        "reply.json",
+                        json,
+                    );
+                    let pp = kube::api::PatchParams::apply("sdn-agent").force();
+                    api.patch(
+                        &format!("live-trace-{name}-reply"),
+                        &pp,
+                        &kube::api::Patch::Apply(&cm),
+                    )
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+                }
+                Err(e) => Err(e.to_string()),
+            },
+        };
+        if let Err(e) = done {
             tracing::warn!(trace = name, error = %e, "a live trace's reply could not be written");
         }
     }
 
     /// Removes request `name` and its reply.
-    pub(super) fn remove(&self, name: &str) {
-        let _ = std::fs::remove_file(self.request_path(name));
-        let _ = std::fs::remove_file(self.reply_path(name));
+    pub(super) async fn remove(&self, name: &str) {
+        match self {
+            Board::Dir(dir) => {
+                let _ = std::fs::remove_file(dir.join(format!("{name}.request.json")));
+                let _ = std::fs::remove_file(dir.join(format!("{name}.reply.json")));
+            }
+            Board::Kube(api) => {
+                for n in [
+                    format!("live-trace-{name}"),
+                    format!("live-trace-{name}-reply"),
+                ] {
+                    let _ = api.delete(&n, &Default::default()).await;
+                }
+            }
+        }
     }
 
-    /// The requests for `node` (unreadable files are skipped: a writer may be mid-rename).
-    fn requests_for(&self, node: &str) -> Vec<Request> {
-        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+    /// The requests for `node` in the directory (unreadable files are skipped: a writer may be
+    /// mid-rename).
+    fn files_for(dir: &std::path::Path, node: &str) -> Vec<Request> {
+        let Ok(entries) = std::fs::read_dir(dir) else {
             return Vec::new();
         };
         entries
@@ -160,7 +252,7 @@ impl Board {
     }
 }
 
-/// Waits until the target has armed request `name` (or `give_up`); its reply.
+/// Waits until the reply to request `name` is `ready` (or `give_up`); the reply then.
 pub(super) async fn await_reply(
     board: &Board,
     name: &str,
@@ -168,43 +260,88 @@ pub(super) async fn await_reply(
     ready: impl Fn(&Reply) -> bool,
 ) -> Option<Reply> {
     loop {
-        if let Some(r) = board.reply(name).filter(&ready) {
-            return Some(r);
-        }
-        if Instant::now() >= give_up {
-            return board.reply(name);
+        let r = board.reply(name).await;
+        if r.as_ref().is_some_and(&ready) || Instant::now() >= give_up {
+            return r;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
-/// The target's side, for the life of the agent: finds the requests for this node and
-/// watches for each one's packet.
+/// The target's side, for the life of the agent: finds the requests for this node (a look
+/// at the directory every [`POLL`]; a watch of the ConfigMaps labelled for it) and watches for
+/// each one's packet.
 pub(crate) async fn answer_forever(view: Arc<NodeView>) {
-    let Some(board) = board(&view) else {
-        return;
+    let board = loop {
+        match board(&view).await {
+            Ok(b) => break Arc::new(b),
+            Err(e) => {
+                tracing::warn!(error = %e, "live traces from other nodes cannot be answered yet; retrying");
+                tokio::time::sleep(Duration::from_secs(10)).await;
+            }
+        }
     };
-    let board = Arc::new(board);
+    let node = view.config.node_name.clone();
     let mut taken: BTreeSet<String> = BTreeSet::new();
-    loop {
-        tokio::time::sleep(POLL).await;
-        let now = now_secs();
-        let requests = board.requests_for(&view.config.node_name);
-        taken.retain(|n| requests.iter().any(|r| &r.name == n));
-        for req in requests {
-            if req.expires < now {
+    let take = |req: Request, taken: &mut BTreeSet<String>| {
+        if req.target != node || !taken.insert(req.name.clone()) {
+            return;
+        }
+        let (view, board) = (view.clone(), board.clone());
+        tokio::spawn(async move {
+            if req.expires < now_secs() {
                 // Its sender is gone: nobody else removes it.
-                board.remove(&req.name);
-                continue;
+                board.remove(&req.name).await;
+                return;
             }
-            if !taken.insert(req.name.clone()) {
-                continue;
+            let reply = watch(&view, &board, &req).await;
+            board.answer(&req.name, &reply).await;
+        });
+    };
+    match &*board {
+        Board::Dir(dir) => loop {
+            tokio::time::sleep(POLL).await;
+            let requests = Board::files_for(dir, &node);
+            taken.retain(|n| requests.iter().any(|r| &r.name == n));
+            for req in requests {
+                take(req, &mut taken);
             }
-            let (view, board) = (view.clone(), board.clone());
-            tokio::spawn(async move {
-                let reply = watch(&view, &board, &req).await;
-                board.answer(&req.name, &reply);
-            });
+        },
+        Board::Kube(api) => {
+            use futures::StreamExt;
+            use kube::runtime::WatchStreamExt;
+            let cfg = kube::runtime::watcher::Config::default()
+                .labels(&format!("{KIND_LABEL}=request,{TARGET_LABEL}={node}"));
+            let mut events =
+                std::pin::pin!(kube::runtime::watcher(api.clone(), cfg).default_backoff());
+            while let Some(ev) = events.next().await {
+                let cm = match ev {
+                    Ok(kube::runtime::watcher::Event::Apply(cm))
+                    | Ok(kube::runtime::watcher::Event::InitApply(cm)) => cm,
+                    Ok(kube::runtime::watcher::Event::Delete(cm)) => {
+                        if let Some(n) = cm.metadata.name.as_deref() {
+                            taken.remove(n.trim_start_matches("live-trace-"));
+                        }
+                        continue;
+                    }
+                    Ok(_) => continue,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "the live-trace watch broke; it resumes");
+                        continue;
+                    }
+                };
+                let req = cm
+                    .data
+                    .and_then(|mut d| d.remove("request.json"))
+                    .and_then(|j: String| serde_json::from_str::<Request>(&j).ok());
+                match req {
+                    Some(req) => take(req, &mut taken),
+                    None => tracing::warn!(
+                        config_map = cm.metadata.name.as_deref().unwrap_or(""),
+                        "a live-trace request this agent cannot read; ignored"
+                    ),
+                }
+            }
         }
     }
 }
@@ -247,14 +384,16 @@ async fn watch(view: &NodeView, board: &Board, req: &Request) -> Reply {
         Ok(a) => a,
         Err(e) => return failed(e.to_string()),
     };
-    board.answer(
-        &req.name,
-        &Reply {
-            node: node.clone(),
-            armed: true,
-            ..Reply::default()
-        },
-    );
+    board
+        .answer(
+            &req.name,
+            &Reply {
+                node: node.clone(),
+                armed: true,
+                ..Reply::default()
+            },
+        )
+        .await;
     let start = Instant::now();
     let seen = armed
         .collect(start, start + WATCH, SETTLE, |n, _, rows| match n.event {
