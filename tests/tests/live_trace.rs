@@ -458,6 +458,21 @@ fn a_live_trace_follows_its_packet_to_the_other_node() {
         .collect();
     assert_eq!(left, vec![(1, 60), (2, 90)], "{l:#}");
     assert_eq!(l["vxlan"]["vni"], 11, "{l:#}");
+    // node-2 was asked once the packet showed where it went, and saw the same packet again.
+    let r = &l["remote"];
+    assert_eq!(r["node"], node_name(2), "{l:#}");
+    let last = r["hops"].as_array().unwrap().last().unwrap();
+    assert_eq!(
+        (last["event"].as_str(), last["table"].as_u64()),
+        (Some("delivered"), Some(80)),
+        "{l:#}"
+    );
+    assert!(
+        r["verdict"].as_str().unwrap().contains("sent again"),
+        "{r:#}"
+    );
+    assert_eq!(l["outcome"], "delivered", "{l:#}");
+    assert_eq!(l["differs"], Value::Null, "{l:#}");
     for n in [n1, n2] {
         assert_eq!(trace_rows(n), Vec::<String>::new());
     }

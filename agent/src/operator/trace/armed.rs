@@ -198,6 +198,34 @@ fn from_probe(probe: &Probe, packet: &[u8]) -> bool {
     }
 }
 
+/// The destination address and (TCP, UDP) port of `packet` (Ethernet on): where a report
+/// shows the packet really going, after the node's NAT.
+pub(super) fn destination(packet: &[u8]) -> Option<(IpAddr, u16)> {
+    let (dst, proto, l4): (IpAddr, u8, usize) = match packet.get(12..14)? {
+        [0x08, 0x00] => {
+            let ip = packet.get(14..34)?;
+            (
+                IpAddr::from([ip[16], ip[17], ip[18], ip[19]]),
+                ip[9],
+                14 + usize::from(ip[0] & 0x0f) * 4,
+            )
+        }
+        [0x86, 0xdd] => {
+            let mut o = [0u8; 16];
+            o.copy_from_slice(packet.get(38..54)?);
+            (IpAddr::from(o), *packet.get(20)?, 54)
+        }
+        _ => return None,
+    };
+    let port = match proto {
+        6 | 17 => packet
+            .get(l4 + 2..l4 + 4)
+            .map_or(0, |b| u16::from_be_bytes([b[0], b[1]])),
+        _ => 0,
+    };
+    Some((dst, port))
+}
+
 /// Adds the trace meter when br0 lacks it.
 async fn ensure_meter(client: &OfClient) -> Result<(), TraceError> {
     let has = |ms: &[ovs::openflow::Meter]| ms.iter().any(|m| m.id == TRACE_METER);
@@ -431,6 +459,10 @@ mod tests {
         assert!(!from_probe(&probe, &frame("10.128.0.2", 50_001)));
         assert!(!from_probe(&probe, &frame("10.128.0.9", 50_000)));
         assert!(!from_probe(&probe, &[0; 10]));
+        assert_eq!(
+            destination(&frame("10.128.0.2", 50_000)),
+            Some(("10.128.0.3".parse().unwrap(), 80))
+        );
         assert_eq!(ct_text(Some(0x21)), "+new+trk");
         assert_eq!(ct_text(None), "");
     }

@@ -148,135 +148,223 @@ pub(super) async fn run(view: &NodeView, ask: Ask<'_>) -> Result<LiveTrace, Trac
         ]),
         out_port: match ask.dst {
             End::Pod { ofport, .. } => Some(*ofport),
-            _ if service => None,
-            // Nothing local receives it: no pod's port is ever loaded.
-            _ => Some(0),
+            _ => None,
         },
         src_port: Some(src_port),
         tunneled: false,
     };
     // A pod of another node of ours: ask that node to watch for the packet first.
     let mut unasked = None;
-    let remote = match ask.dst {
-        End::Remote { node: Some(n), .. } => {
-            let req = relay::Request {
-                name: format!("{}-{:08x}", view.config.node_name, probe.id),
-                origin: view.config.node_name.clone(),
-                target: n.clone(),
-                dscp: probe.tag,
-                src: ask.nw_src,
-                dst: ask.nw_dst,
-                protocol: match transport {
-                    Transport::Icmp => "icmp",
-                    Transport::Tcp(_) => "tcp",
-                    Transport::Udp(_) => "udp",
-                }
-                .into(),
-                src_port: sport,
-                dst_port,
-                expires: std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| (d + relay::LIFETIME).as_secs()),
-            };
-            let posted = match relay::board(view).await {
-                Ok(board) => board.post(&req).await.map(|()| board),
-                Err(e) => Err(e),
-            };
-            match posted {
-                Ok(board) => Some((board, req)),
-                Err(e) => {
-                    tracing::warn!(node = %n, error = %e, "a live trace could not ask the destination's node to watch");
-                    unasked = Some(LiveRemote {
-                        node: n.clone(),
-                        hops: Vec::new(),
-                        outcome: None,
-                        verdict: format!("this node could not ask it to watch: {e}"),
-                    });
-                    None
-                }
+    let mut asked = match ask.dst {
+        End::Remote { node: Some(n), .. } => match ask_node(view, &probe, &ask, n, None).await {
+            Ok(r) => Some(r),
+            Err(lr) => {
+                unasked = Some(lr);
+                None
             }
-        }
+        },
         _ => None,
     };
     let result = async {
         let mut armed = armed::arm(view, &probe, &known).await?;
-        let remote_armed = match &remote {
-            Some((board, req)) => relay::await_reply(
-                board,
-                &req.name,
-                Instant::now() + ARM_WAIT,
-                |r| r.armed || r.done,
-            )
-            .await
-            .filter(|r| r.armed),
-            None => None,
-        };
+        if let Some(r) = &mut asked {
+            r.armed = r.await_armed().await;
+        }
         let start = Instant::now();
+        let ends = |n: Note, pin: &PacketIn, rows: &[Flow]| ends_path(n, pin, rows, ask.dst);
         if let Err(e) = armed.send(src_port, &frame).await {
             armed.disarm().await;
             return Err(e);
         }
-        let seen = armed
-            .collect(start, start + WAIT, SETTLE, |n, pin, rows| {
-                ends_path(n, pin, rows, ask.dst)
-            })
-            .await;
+        let seen = armed.collect(start, start + WAIT, SETTLE, ends).await;
+        // It left over VXLAN for a node nobody asked (a Service's endpoint there, a tenant's
+        // egress IP there): ask that node now and send the same packet again. The node's
+        // conntrack takes it as the same connection, so its NAT sends it the same way.
+        let mut again_differs = None;
+        if asked.is_none() && unasked.is_none() {
+            if let Some((node, dst)) = vxlan_node(view, &armed.rows, &seen) {
+                match ask_node(view, &probe, &ask, &node, Some(dst)).await {
+                    Ok(mut r) => {
+                        r.armed = r.await_armed().await;
+                        r.again = true;
+                        if r.armed {
+                            let at = Instant::now();
+                            armed.send(src_port, &frame).await.ok();
+                            let again = armed.collect(at, at + WAIT, SETTLE, ends).await;
+                            let went = vxlan_node(view, &armed.rows, &again).map(|v| v.0);
+                            if went.as_deref() != Some(node.as_str()) {
+                                again_differs = Some(format!(
+                                    "the packet sent again for node {node} did not leave for it (the node's NAT chose another way)"
+                                ));
+                            }
+                        }
+                        asked = Some(r);
+                    }
+                    Err(lr) => unasked = Some(lr),
+                }
+            }
+        }
         let lost = armed.lost();
         let rows = std::mem::take(&mut armed.rows);
         armed.disarm().await;
-        let remote_part = match &remote {
-            Some((board, req)) => Some(match remote_armed {
-                Some(_) => relay::await_reply(
-                    board,
-                    &req.name,
-                    Instant::now() + WAIT + Duration::from_millis(500),
-                    |r| r.done,
-                )
-                .await
-                .filter(|r| r.done)
-                .map_or_else(
-                    || LiveRemote {
-                        node: req.target.clone(),
-                        hops: Vec::new(),
-                        outcome: None,
-                        verdict: format!(
-                            "node {} did not say what its br0 did within {} ms",
-                            req.target,
-                            (WAIT + Duration::from_millis(500)).as_millis()
-                        ),
-                    },
-                    |r| LiveRemote {
-                        node: r.node,
-                        hops: r.hops,
-                        outcome: r.outcome,
-                        verdict: r.error.unwrap_or(r.verdict),
-                    },
-                ),
-                None => LiveRemote {
-                    node: req.target.clone(),
-                    hops: Vec::new(),
-                    outcome: None,
-                    verdict: match board.reply(&req.name).await.and_then(|r| r.error) {
-                        Some(e) => format!("node {} could not watch: {e}", req.target),
-                        None => format!(
-                            "node {} did not get ready to watch within {} ms (is its agent running?)",
-                            req.target,
-                            ARM_WAIT.as_millis()
-                        ),
-                    },
-                },
-            }),
-            None => unasked,
+        let remote_part = match &asked {
+            Some(r) => Some(r.finish().await),
+            None => unasked.take(),
         };
         let owners = view.cookie_owners().await;
-        Ok(answer(&probe, &ask, &rows, &owners, &seen, lost, remote_part))
+        let mut live = answer(&probe, &ask, &rows, &owners, &seen, lost, remote_part);
+        live.differs.extend(again_differs);
+        Ok(live)
     }
     .await;
-    if let Some((board, req)) = &remote {
-        board.remove(&req.name).await;
+    if let Some(r) = &asked {
+        r.board.remove(&r.req.name).await;
     }
     drop(mark);
     result
+}
+
+/// A request to another node to watch for the packet, as it stands.
+struct Asked {
+    board: relay::Board,
+    req: relay::Request,
+    /// The node said it is ready.
+    armed: bool,
+    /// The packet was sent again for it.
+    again: bool,
+}
+
+impl Asked {
+    async fn await_armed(&self) -> bool {
+        relay::await_reply(
+            &self.board,
+            &self.req.name,
+            Instant::now() + ARM_WAIT,
+            |r| r.armed || r.done,
+        )
+        .await
+        .is_some_and(|r| r.armed)
+    }
+
+    /// What the node said, or why it said nothing.
+    async fn finish(&self) -> LiveRemote {
+        let node = self.req.target.clone();
+        let silent = |verdict: String| LiveRemote {
+            node: node.clone(),
+            hops: Vec::new(),
+            outcome: None,
+            verdict,
+        };
+        if !self.armed {
+            return silent(
+                match self.board.reply(&self.req.name).await.and_then(|r| r.error) {
+                    Some(e) => format!("node {node} could not watch: {e}"),
+                    None => format!(
+                        "node {node} did not get ready to watch within {} ms (is its agent running?)",
+                        ARM_WAIT.as_millis()
+                    ),
+                },
+            );
+        }
+        let give_up = Instant::now() + WAIT + Duration::from_millis(500);
+        match relay::await_reply(&self.board, &self.req.name, give_up, |r| r.done)
+            .await
+            .filter(|r| r.done)
+        {
+            Some(r) => LiveRemote {
+                node: r.node,
+                hops: r.hops,
+                outcome: r.outcome,
+                verdict: match (r.error, self.again) {
+                    (Some(e), _) => e,
+                    (None, true) => format!(
+                        "{} (the same packet, sent again once this node was ready: the sending node's conntrack keeps a connection's way)",
+                        r.verdict
+                    ),
+                    (None, false) => r.verdict,
+                },
+            },
+            None => silent(format!(
+                "node {node} did not say what its br0 did within {} ms",
+                (WAIT + Duration::from_millis(500)).as_millis()
+            )),
+        }
+    }
+}
+
+/// Asks `node` to watch for the probe's packet, going to `seen` (where a report showed it
+/// going after the node's NAT) or else to the trace's destination.
+async fn ask_node(
+    view: &NodeView,
+    probe: &Probe,
+    ask: &Ask<'_>,
+    node: &str,
+    seen: Option<(IpAddr, u16)>,
+) -> Result<Asked, LiveRemote> {
+    let (src_port, dst_port) = match (probe.transport, ask.proto) {
+        (Transport::Tcp(s), Proto::Tcp(d)) | (Transport::Udp(s), Proto::Udp(d)) => (s, d),
+        _ => (0, 0),
+    };
+    let (dst, dst_port) = seen.unwrap_or((ask.nw_dst, dst_port));
+    let req = relay::Request {
+        name: format!("{}-{:08x}", view.config.node_name, probe.id),
+        origin: view.config.node_name.clone(),
+        target: node.to_string(),
+        dscp: probe.tag,
+        src: ask.nw_src,
+        dst,
+        protocol: match probe.transport {
+            Transport::Icmp => "icmp",
+            Transport::Tcp(_) => "tcp",
+            Transport::Udp(_) => "udp",
+        }
+        .into(),
+        src_port,
+        dst_port,
+        expires: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| (d + relay::LIFETIME).as_secs()),
+    };
+    let posted = match relay::board(view).await {
+        Ok(board) => board.post(&req).await.map(|()| board),
+        Err(e) => Err(e),
+    };
+    match posted {
+        Ok(board) => Ok(Asked {
+            board,
+            req,
+            armed: false,
+            again: false,
+        }),
+        Err(e) => {
+            tracing::warn!(node, error = %e, "a live trace could not ask the destination's node to watch");
+            Err(LiveRemote {
+                node: node.to_string(),
+                hops: Vec::new(),
+                outcome: None,
+                verdict: format!("this node could not ask it to watch: {e}"),
+            })
+        }
+    }
+}
+
+/// The node of ours the packet left for over VXLAN, by the VTEP it really had, and where the
+/// packet was going then.
+fn vxlan_node(
+    view: &NodeView,
+    rows: &[Flow],
+    seen: &[armed::Report],
+) -> Option<(String, (IpAddr, u16))> {
+    let (_, pin, _) = seen.iter().find(|(n, _, _)| {
+        n.event == Event::Left && armed::exit_port(rows, *n) == Some(flows::base::VXLAN_PORT)
+    })?;
+    let vtep = IpAddr::V4(pin.metadata.tun_dst?);
+    let state = view.state.borrow().clone();
+    state
+        .host_subnets
+        .values()
+        .find(|hs| hs.host_ip_addr().ok() == Some(vtep) && hs.host != view.config.node_name)
+        .and_then(|hs| Some((hs.host.clone(), armed::destination(&pin.packet)?)))
 }
 
 fn nonce() -> u32 {
@@ -362,7 +450,15 @@ fn answer(
         elapsed_ms: elapsed.as_millis() as u64,
         remote,
     };
-    live.differs = compare(&live, ask.expected);
+    // Where the first pass left br0 (the static trace stops there too).
+    let first_exit = live
+        .hops
+        .iter()
+        .zip(seen)
+        .filter(|(h, (n, _, _))| h.pass == 1 && n.event == Event::Left)
+        .map(|(_, (n, _, _))| armed::exit_port(rows, *n))
+        .next_back();
+    live.differs = compare(&live, first_exit, ask.expected);
     live
 }
 
@@ -379,7 +475,11 @@ fn describe(probe: &Probe, ask: &Ask<'_>) -> String {
 }
 
 /// Where the first pass of the live packet and the static trace disagree.
-fn compare(live: &LiveTrace, expected: &TraceResult) -> Vec<String> {
+fn compare(
+    live: &LiveTrace,
+    first_exit: Option<Option<u32>>,
+    expected: &TraceResult,
+) -> Vec<String> {
     let mut out = Vec::new();
     let first: Vec<&LiveHop> = live.hops.iter().filter(|h| h.pass == 1).collect();
     // Where the first pass ended: the static trace stops where the packet leaves br0.
@@ -387,8 +487,8 @@ fn compare(live: &LiveTrace, expected: &TraceResult) -> Vec<String> {
     let live_first = match first_end.map(|h| h.event) {
         Some(LiveEvent::Delivered) => Outcome::Delivered,
         Some(LiveEvent::Dropped) | None => Outcome::Dropped,
-        Some(_) => match (&live.vxlan, live.outcome) {
-            (Some(_), _) => Outcome::ToRemoteNode,
+        Some(_) => match first_exit.flatten() {
+            Some(p) if p == flows::base::VXLAN_PORT => Outcome::ToRemoteNode,
             _ => Outcome::ToHost,
         },
     };
