@@ -135,6 +135,18 @@ fn live_traces_on_one_node_agree_with_the_static_trace_and_real_probes() {
         );
         assert!(l["elapsed_ms"].as_u64().unwrap() < 1000, "{l:#}");
     }
+    // The words, as an operator reads them.
+    let text = node.sdnctl_api(&["trace", "--live", "tenant-a/a1", &b1.ip, "tcp/8080"]);
+    let words = String::from_utf8_lossy(&text.stdout);
+    eprintln!("{words}");
+    for want in [
+        "\nlive: TCP SYN 10.128.0.",
+        " 80 ingress_isolation      DROPPED",
+        "live verdict: DROPPED: dropped in table 80 (ingress_isolation) by the row shown last",
+        "live and static agree",
+    ] {
+        assert!(words.contains(want), "{want:?} not in:\n{words}");
+    }
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(cap.stop().len(), 0, "a traced packet reached the pod");
     assert!(tcp_probe(
@@ -142,6 +154,22 @@ fn live_traces_on_one_node_agree_with_the_static_trace_and_real_probes() {
         SocketAddrV4::new(ip(&a2.ip), 8080),
         TIMEOUT
     ));
+    // Refused, saying why: not from a local pod, not IP.
+    for (args, says) in [
+        (
+            vec!["trace", "--live", "node", &a2.ip, "tcp/80"],
+            "a live trace sends its packet from a local pod's port",
+        ),
+        (
+            vec!["trace", "--live", "tenant-a/a1", &a2.ip, "arp"],
+            "ARP and neighbour discovery carry no mark",
+        ),
+    ] {
+        let out = node.sdnctl_api(&args);
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
 
     // Dropped by VNID isolation (table 80), and a real probe agrees.
     let t = live(&node, "tenant-a/a1", &b1.ip, "tcp/8080", &[]);
