@@ -501,6 +501,19 @@ fn a_live_trace_follows_its_packet_to_the_other_node() {
     );
     assert_eq!(l["outcome"], "delivered", "{l:#}");
     assert_eq!(l["differs"], Value::Null, "{l:#}");
+    // node-2's agent is down: the answer says so, and the packet's way out of node-1 stands.
+    n2.stop_agent(libc::SIGTERM);
+    let t = live(n1, "tenant-a/a1", &a2.ip, "tcp/8080", &[]);
+    let l = &t["live"];
+    assert_eq!(l["outcome"], "to-remote-node", "{l:#}");
+    assert!(
+        l["remote"]["verdict"]
+            .as_str()
+            .unwrap()
+            .contains("did not get ready to watch within 3000 ms (is its agent running?)"),
+        "{l:#}"
+    );
+    n2.start_agent();
     for n in [n1, n2] {
         assert_eq!(trace_rows(n), Vec::<String>::new());
     }
