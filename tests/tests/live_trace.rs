@@ -661,3 +661,44 @@ fn in_kubernetes_mode_the_other_node_reports_through_config_maps() {
         assert_eq!(trace_rows(n), Vec::<String>::new());
     }
 }
+
+/// IPv6 on a dual-stack node: the mark rides in the traffic class; delivered within a tenant
+/// (TCP and ICMPv6), dropped across tenants, each as the static trace and a real probe say.
+#[test]
+fn live_traces_in_ipv6() {
+    let node = AgentNode::start(NodeOptions::default().dual_stack());
+    node.set_netnamespace("tenant-a", 11);
+    node.set_netnamespace("tenant-b", 12);
+    let a1 = node.pod("tenant-a", "a1");
+    let a2 = node.pod("tenant-a", "a2");
+    let b1 = node.pod("tenant-b", "b1");
+    let (a2_6, b1_6) = (a2.ip6.clone().unwrap(), b1.ip6.clone().unwrap());
+    let _srv = sdn_tests::probe::tcp6_echo_server(a2.ns.name(), 8080);
+    let _srv_b = sdn_tests::probe::tcp6_echo_server(b1.ns.name(), 8080);
+    let cap = Capture::start(a2.ns.name(), "eth0", b"sdn live trace");
+    for proto in ["tcp/8080", "icmp6"] {
+        let t = live(&node, "tenant-a/a1", &a2_6, proto, &[]);
+        let l = &t["live"];
+        assert_eq!(l["outcome"], "delivered", "{proto}: {l:#}");
+        assert!(l["packet"].as_str().unwrap().contains("fd01:"), "{l:#}");
+        let (event, table, _) = end(l);
+        assert_eq!((event.as_str(), table), ("delivered", 80), "{l:#}");
+        assert_eq!(l["differs"], Value::Null, "{proto}: {l:#}");
+    }
+    let t = live(&node, "tenant-a/a1", &b1_6, "tcp/8080", &[]);
+    let (event, table, _) = end(&t["live"]);
+    assert_eq!((event.as_str(), table), ("dropped", 80), "{:#}", t["live"]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(cap.stop().len(), 0, "a traced packet reached the pod");
+    let to = |ip: &str| std::net::SocketAddr::new(ip.parse().unwrap(), 8080);
+    assert!(sdn_tests::probe::tcp_probe_to(
+        a1.ns.name(),
+        to(&a2_6),
+        TIMEOUT
+    ));
+    assert!(!sdn_tests::probe::tcp_probe_to(
+        a1.ns.name(),
+        to(&b1_6),
+        REFUSED
+    ));
+}
