@@ -118,6 +118,10 @@ pub struct LiveTrace {
     pub gaps: Option<String>,
     /// Milliseconds from sending the packet to the last report.
     pub elapsed_ms: u64,
+    /// The temporary rows the trace installed on this node (its observation rows and the
+    /// copies of the rows the packet could meet).
+    #[serde(default)]
+    pub rows: usize,
     /// For a packet that left over VXLAN to a node of this cluster: what that node's agent
     /// saw.
     #[serde(default, skip_serializing_if = "Option::is_none")]

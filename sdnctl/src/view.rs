@@ -252,10 +252,10 @@ pub(crate) fn trace(t: &local_api::TraceResult, raw: bool) -> String {
 }
 
 /// The live part of `sdnctl trace --live`.
-fn live_trace(l: &local_api::LiveTrace) -> String {
-    let mut s = format!("\nlive: {}\n", l.packet);
+/// The hops of a live trace, one line each (and the row that ended or passed the packet on).
+fn live_hops(s: &mut String, hops: &[local_api::LiveHop]) {
     let mut pass = 1;
-    for h in &l.hops {
+    for h in hops {
         if h.pass != pass {
             pass = h.pass;
             s.push_str(&format!(
@@ -288,6 +288,15 @@ fn live_trace(l: &local_api::LiveTrace) -> String {
             ));
         }
     }
+}
+
+fn live_trace(l: &local_api::LiveTrace) -> String {
+    let mut s = format!("\nlive: {}\n", l.packet);
+    live_hops(&mut s, &l.hops);
+    if let Some(r) = &l.remote {
+        s.push_str(&format!("  -- on node {} --\n", r.node));
+        live_hops(&mut s, &r.hops);
+    }
     let outcome = match l.outcome {
         local_api::Outcome::Delivered => "DELIVERED",
         local_api::Outcome::ToHost => "TO THE NODE",
@@ -295,8 +304,8 @@ fn live_trace(l: &local_api::LiveTrace) -> String {
         local_api::Outcome::Dropped => "DROPPED",
     };
     s.push_str(&format!(
-        "live verdict: {outcome}: {} ({} ms)\n",
-        l.verdict, l.elapsed_ms
+        "live verdict: {outcome}: {} ({} ms; {} temporary rows)\n",
+        l.verdict, l.elapsed_ms, l.rows
     ));
     if let Some(g) = &l.gaps {
         s.push_str(&format!("live gaps: {g}\n"));

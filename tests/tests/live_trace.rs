@@ -438,6 +438,16 @@ fn a_live_trace_follows_its_packet_to_the_other_node() {
         );
         assert_eq!(l["differs"], Value::Null, "{l:#}");
     }
+    let text = n1.sdnctl_api(&["trace", "--live", "tenant-a/a1", &a2.ip, "tcp/8080"]);
+    let words = String::from_utf8_lossy(&text.stdout);
+    for want in [
+        " 90 remote_ip              LEFT",
+        &format!("  -- on node {} --\n", node_name(2)),
+        " 80 ingress_isolation      DELIVERED",
+        &format!("; on node {}: delivered", node_name(2)),
+    ] {
+        assert!(words.contains(want), "{want:?} not in:\n{words}");
+    }
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(cap.stop().len(), 0, "a traced packet reached the pod");
 

@@ -31,6 +31,8 @@ pub(super) struct Armed {
     reports: PacketIns,
     /// br0's rows when the trace was armed (the copies' indexes point into it).
     pub(super) rows: Vec<Flow>,
+    /// How many rows the trace installed.
+    pub(super) installed: usize,
     probe: Probe,
 }
 
@@ -39,11 +41,13 @@ fn switch(what: &str, e: impl std::fmt::Display) -> TraceError {
 }
 
 /// Installs `probe`'s rows on br0 (copies of the rows the packet can meet, as `known` tells)
-/// and waits until the datapath's cache follows them.
+/// and, when the packet will reach br0 through the datapath (`through_datapath`: back from the
+/// node through tun0, or over VXLAN), waits until the datapath's cache follows them.
 pub(super) async fn arm(
     view: &NodeView,
     probe: &Probe,
     known: &Known,
+    through_datapath: bool,
 ) -> Result<Armed, TraceError> {
     let target = format!("unix:{}", view.config.bridge_mgmt.display());
     let client = OfClient::connect(&target)
@@ -68,6 +72,7 @@ pub(super) async fn arm(
                 ours.len()
             )));
         }
+        let installed = ours.len();
         let msgs: Vec<BundleMsg> = ours.into_iter().map(BundleMsg::add).collect();
         client
             .bundle(&msgs)
@@ -76,18 +81,21 @@ pub(super) async fn arm(
         // A packet-out meets the new rows at once, but a packet the datapath gets (back from
         // the node through tun0, over VXLAN) may meet a cached datapath flow made before them,
         // which ignores the mark: wait until ovs-vswitchd has revalidated its cache.
-        let ctl = super::vswitchd_ctl(view)?;
-        ovs::unixctl::call(&ctl, "revalidator/wait", &[], Duration::from_secs(5))
-            .await
-            .map_err(|e| switch(&format!("revalidator/wait on {}", ctl.display()), e))?;
-        Ok((reports, rows))
+        if through_datapath {
+            let ctl = super::vswitchd_ctl(view)?;
+            ovs::unixctl::call(&ctl, "revalidator/wait", &[], Duration::from_secs(5))
+                .await
+                .map_err(|e| switch(&format!("revalidator/wait on {}", ctl.display()), e))?;
+        }
+        Ok((reports, rows, installed))
     }
     .await;
     match armed {
-        Ok((reports, rows)) => Ok(Armed {
+        Ok((reports, rows, installed)) => Ok(Armed {
             client,
             reports,
             rows,
+            installed,
             probe: probe.clone(),
         }),
         Err(e) => {

@@ -1,13 +1,17 @@
 //! `sdnctl trace --live`: one real, marked packet from a local pod's port, and what br0 really
 //! did with it.
 //!
-//! The trace takes a free mark ([`flows::live_trace::TAGS`]), opens a connection of its own to
-//! br0 as controller `0x5400 + mark` (so its reports never reach another trace or the audit
-//! reader), dumps br0's rows, installs the trace's rows in one bundle (observation rows and
-//! copies of every row the packet could meet, [`flows::live_trace`]), injects the packet at
-//! the pod's port (`packet-out`, through the tables from table 0), reads the reports and
-//! deletes the rows by their cookie, on every path out. The rows also carry a hard timeout and
-//! the agent sweeps them at start-up, so a killed agent leaves none behind for long.
+//! The trace takes a free mark ([`flows::live_trace::TAGS`]), arms br0 ([`armed`]: a
+//! connection of its own as controller `0x5400 + mark`, so its reports never reach another
+//! trace or the audit reader; the trace's rows in one bundle, observation rows and copies of
+//! every row the packet could meet, [`flows::live_trace`]), injects the packet at the pod's
+//! port (`packet-out`, through the tables from table 0), reads the reports and deletes the rows
+//! by their cookie, on every path out. The rows also carry a hard timeout and the agent sweeps
+//! them at start-up, so a killed agent leaves none behind for long.
+//!
+//! To a pod of another node, that node's agent is asked first to arm its own br0 for the
+//! packet ([`relay`]) and reports what its br0 did; a packet that leaves over VXLAN for a node
+//! nobody asked (a Service's endpoint, an egress IP) is sent again once that node is armed.
 //!
 //! The answer lists each table entered (with the conntrack state and registers the packet had
 //! there) and the row that ended the packet's path: a local pod's port (the packet is stopped
@@ -148,7 +152,10 @@ pub(super) async fn run(view: &NodeView, ask: Ask<'_>) -> Result<LiveTrace, Trac
         ]),
         out_port: match ask.dst {
             End::Pod { ofport, .. } => Some(*ofport),
-            _ => None,
+            // The node's NAT may send it to any pod.
+            End::Service(_) => None,
+            // No table loads a pod's port for it (it is not a reply: a new connection).
+            _ => Some(0),
         },
         src_port: Some(src_port),
         tunneled: false,
@@ -166,7 +173,8 @@ pub(super) async fn run(view: &NodeView, ask: Ask<'_>) -> Result<LiveTrace, Trac
         _ => None,
     };
     let result = async {
-        let mut armed = armed::arm(view, &probe, &known).await?;
+        // Only a Service's packet comes back into br0 (through tun0, from the datapath).
+        let mut armed = armed::arm(view, &probe, &known, service).await?;
         if let Some(r) = &mut asked {
             r.armed = r.await_armed().await;
         }
@@ -205,6 +213,7 @@ pub(super) async fn run(view: &NodeView, ask: Ask<'_>) -> Result<LiveTrace, Trac
             }
         }
         let lost = armed.lost();
+        let installed = armed.installed;
         let rows = std::mem::take(&mut armed.rows);
         armed.disarm().await;
         let remote_part = match &asked {
@@ -214,6 +223,7 @@ pub(super) async fn run(view: &NodeView, ask: Ask<'_>) -> Result<LiveTrace, Trac
         let owners = view.cookie_owners().await;
         let mut live = answer(&probe, &ask, &rows, &owners, &seen, lost, remote_part);
         live.differs.extend(again_differs);
+        live.rows = installed;
         Ok(live)
     }
     .await;
@@ -448,6 +458,7 @@ fn answer(
         differs: Vec::new(),
         gaps: (lost_queue > 0).then(|| format!("{lost_queue} reports were lost in the queue")),
         elapsed_ms: elapsed.as_millis() as u64,
+        rows: 0,
         remote,
     };
     // Where the first pass left br0 (the static trace stops there too).

@@ -380,7 +380,7 @@ async fn watch(view: &NodeView, board: &Board, req: &Request) -> Reply {
         src_port: None,
         tunneled: true,
     };
-    let mut armed = match armed::arm(view, &probe, &known).await {
+    let mut armed = match armed::arm(view, &probe, &known, true).await {
         Ok(a) => a,
         Err(e) => return failed(e.to_string()),
     };
