@@ -253,11 +253,10 @@ settings! {
         value "TARGET", shown Shown::Words("none"), check any,
         doc "Also send audit lines (RFC 5424) to a syslog socket: unix:/dev/log or udp:IP:PORT";
     live_trace_namespace: String = "sdn".into(),
-        key "liveTraceNamespace", flag "live-trace-namespace",
-        env Env::Var("SDN_LIVE_TRACE_NAMESPACE"), value "NAMESPACE", shown Shown::Value("sdn"),
+        key "liveTraceNamespace", flag "trace-namespace",
+        env Env::Var("SDN_LIVE_TRACE_NAMESPACE"), value "NS", shown Shown::Value("sdn"),
         check |v| dns_label("liveTraceNamespace", v, 63, false),
-        doc "Kubernetes mode: the namespace of the ConfigMaps by which agents ask each other to \
-             watch for a live trace's packet (the agents' own namespace)";
+        doc "Kubernetes mode: the agents' namespace, for live-trace ConfigMaps";
 }
 
 impl Config {
