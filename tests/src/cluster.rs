@@ -71,6 +71,60 @@ pub fn underlay_ip6(i: usize) -> std::net::Ipv6Addr {
     )
 }
 
+/// The networkpolicy-mode fixture on node 1 of a Kubernetes-mode cluster: namespaces `x`
+/// (with `x_annotations`) and `y`, labelled `ns=NAME`; pods x/a, x/b and y/a made through the
+/// runtime, their objects in the API before the ADDs (as the scheduler has them) and with their
+/// addresses after; and x/a taking TCP 80 from pods labelled `pod=b` and nothing else
+/// (NetworkPolicy `x/web-from-b`, put once the pods are in).
+pub fn web_from_b<'a>(
+    fake: &FakeApi,
+    node: &'a AgentNode,
+    x_annotations: &serde_json::Value,
+) -> [crate::node::CniPod<'a>; 3] {
+    use serde_json::json;
+    fake.put(json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "x", "labels": {"ns": "x"}, "annotations": x_annotations}}))
+        .expect("Namespace x");
+    fake.put(json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "y", "labels": {"ns": "y"}}}))
+        .expect("Namespace y");
+    for (ns, name) in [("x", "a"), ("x", "b"), ("y", "a")] {
+        fake.put(labelled_pod(ns, name, None)).expect("Pod");
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let pods = [node.pod("x", "a"), node.pod("x", "b"), node.pod("y", "a")];
+    for (ns, name, p) in [
+        ("x", "a", &pods[0]),
+        ("x", "b", &pods[1]),
+        ("y", "a", &pods[2]),
+    ] {
+        fake.put(labelled_pod(ns, name, Some(&p.ip))).expect("Pod");
+    }
+    fake.put(
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": "web-from-b", "namespace": "x"},
+        "spec": {"podSelector": {"matchLabels": {"pod": "a"}},
+                 "ingress": [{"from": [{"podSelector": {"matchLabels": {"pod": "b"}}}],
+                              "ports": [{"protocol": "TCP", "port": 80}]}]}}),
+    )
+    .expect("NetworkPolicy");
+    pods
+}
+
+/// A Pod as the API holds it on node 1, labelled `pod=NAME`, with a named container port
+/// (`http`, TCP 80), and its address in `status` once the runtime gave it one: the shape the
+/// networkpolicy-mode tests put into the fake API server before and after the pod's ADD.
+pub fn labelled_pod(ns: &str, name: &str, ip: Option<&str>) -> serde_json::Value {
+    let mut v = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": {"pod": name}},
+        "spec": {"nodeName": node_name(1), "containers": [{"name": "c", "image": "agnhost",
+            "ports": [{"name": "http", "containerPort": 80, "protocol": "TCP"}]}]}});
+    if let Some(ip) = ip {
+        v["status"] = serde_json::json!({"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}]});
+    }
+    v
+}
+
 /// The name of node `i` (1-based).
 pub fn node_name(i: usize) -> String {
     format!("node-{i}")

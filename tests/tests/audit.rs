@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddrV4};
 use std::process::Command;
 use std::time::Duration;
 
-use sdn_tests::cluster::{node_name, Cluster};
+use sdn_tests::cluster::{web_from_b, Cluster};
 use sdn_tests::harness::wait_until;
 use sdn_tests::node::{AgentNode, CniPod, NodeOptions};
 use sdn_tests::probe::{paced, send_frames, tcp_echo_server, tcp_probe, udp_frame, Endpoint};
@@ -217,17 +217,6 @@ fn tenancy_decisions_are_logged_for_the_namespace_that_asks_one_line_per_connect
     let _ = IpAddr::from(ip(&a));
 }
 
-fn pod_object(ns: &str, name: &str, ip: Option<std::net::Ipv4Addr>) -> Value {
-    let mut v = json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns, "labels": {"pod": name}},
-        "spec": {"nodeName": node_name(1), "containers": [{"name": "c", "image": "agnhost",
-            "ports": [{"name": "http", "containerPort": 80, "protocol": "TCP"}]}]}});
-    if let Some(ip) = ip {
-        v["status"] = json!({"phase": "Running", "podIP": ip.to_string(), "podIPs": [{"ip": ip.to_string()}]});
-    }
-    v
-}
-
 /// Networkpolicy mode, Kubernetes mode (the fake API server): the annotation on the Namespace,
 /// as OVN-Kubernetes reads it; a default-deny line names the policies isolating the pod, an
 /// allow line the policy and rule; another namespace's decisions are not logged; a bad
@@ -243,34 +232,13 @@ fn network_policy_decisions_name_the_policy_and_rule_and_a_bad_annotation_is_nam
     );
     let fake = &plane.fake;
     let node = c.node(1);
-    fake.put(json!({"apiVersion": "v1", "kind": "Namespace",
-        "metadata": {"name": "x", "labels": {"ns": "x"},
-            "annotations": {"k8s.ovn.org/acl-logging": r#"{"deny": "warning", "allow": "info"}"#}}}))
-        .unwrap();
-    fake.put(json!({"apiVersion": "v1", "kind": "Namespace",
-        "metadata": {"name": "y", "labels": {"ns": "y"}}}))
-        .unwrap();
-    for (ns, name) in [("x", "a"), ("x", "b"), ("y", "a")] {
-        fake.put(pod_object(ns, name, None)).unwrap();
-    }
-    std::thread::sleep(Duration::from_millis(500));
-    let xa = node.pod("x", "a");
-    let xb = node.pod("x", "b");
-    let ya = node.pod("y", "a");
-    for (ns, name, p) in [("x", "a", &xa), ("x", "b", &xb), ("y", "a", &ya)] {
-        fake.put(pod_object(ns, name, Some(ip(p)))).unwrap();
-    }
+    let [xa, xb, ya] = web_from_b(
+        fake,
+        node,
+        &json!({"k8s.ovn.org/acl-logging": r#"{"deny": "warning", "allow": "info"}"#}),
+    );
     let _srv = tcp_echo_server(xa.ns.name(), 80);
     let _srv_y = tcp_echo_server(ya.ns.name(), 80);
-    // x/a takes TCP 80 from pods labelled pod=b, nothing else.
-    fake.put(
-        json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-        "metadata": {"name": "web-from-b", "namespace": "x"},
-        "spec": {"podSelector": {"matchLabels": {"pod": "a"}},
-                 "ingress": [{"from": [{"podSelector": {"matchLabels": {"pod": "b"}}}],
-                              "ports": [{"protocol": "TCP", "port": 80}]}]}}),
-    )
-    .unwrap();
     let to_xa = SocketAddrV4::new(ip(&xa), 80);
     assert!(wait_until(Duration::from_secs(20), || !tcp_probe(
         ya.ns.name(),

@@ -23,7 +23,7 @@ use cluster::{
     EgressRuleType::{Allow, Deny},
     StandaloneSource,
 };
-use sdn_tests::cluster::{node_name, underlay_ip, Cluster};
+use sdn_tests::cluster::{node_name, underlay_ip, web_from_b, Cluster};
 use sdn_tests::harness::{wait_until, workspace_bin};
 use sdn_tests::kubeproxy::{self, Proto, Service};
 use sdn_tests::node::{AgentNode, NodeOptions};
@@ -68,7 +68,8 @@ fn entered(l: &Value, pass: u64) -> Vec<u64> {
         .collect()
 }
 
-/// The last report that was not an entry: (event, table, row).
+/// The last report that was not an entry, of a node's part (`live`, or `live.remote`):
+/// (event, table, row).
 fn end(l: &Value) -> (String, u64, String) {
     let h = l["hops"]
         .as_array()
@@ -82,6 +83,23 @@ fn end(l: &Value) -> (String, u64, String) {
         h["table"].as_u64().unwrap(),
         h["row"].as_str().unwrap_or_default().to_string(),
     )
+}
+
+/// A Service `svc`:80/TCP on `node` (kube-proxy-shaped rules) with one endpoint, `endpoint`:8080.
+fn service(node: &AgentNode, svc: Ipv4Addr, endpoint: &str) {
+    kubeproxy::install(
+        node.ovs.ns(),
+        &[Service {
+            name: "s".into(),
+            cluster_ip: svc,
+            port: 80,
+            proto: Proto::Tcp,
+            endpoints: vec![(ip(endpoint), 8080)],
+            node_port: None,
+            external_local: false,
+        }],
+        "10.128.0.0/14",
+    );
 }
 
 /// The trace rows on br0 (cookie feature 0xa).
@@ -220,19 +238,7 @@ fn live_traces_on_one_node_agree_with_the_static_trace_and_real_probes() {
 
     // A Service: to tun0, the node's DNAT, back into br0, delivered to the endpoint.
     let svc = ip("172.30.0.10");
-    kubeproxy::install(
-        node.ovs.ns(),
-        &[Service {
-            name: "a".into(),
-            cluster_ip: svc,
-            port: 80,
-            proto: Proto::Tcp,
-            endpoints: vec![(ip(&a2.ip), 8080)],
-            node_port: None,
-            external_local: false,
-        }],
-        "10.128.0.0/14",
-    );
+    service(&node, svc, &a2.ip);
     assert!(tcp_probe(a1.ns.name(), SocketAddrV4::new(svc, 80), TIMEOUT));
     let t = live(&node, "tenant-a/a1", "172.30.0.10", "tcp/80", &[]);
     let l = &t["live"];
@@ -426,12 +432,8 @@ fn a_live_trace_follows_its_packet_to_the_other_node() {
             hops.iter().any(|h| h["table"] == 10),
             "vxlan_ingress: {r:#}"
         );
-        let last = hops.last().unwrap();
-        assert_eq!(
-            (last["event"].as_str(), last["table"].as_u64()),
-            (Some("delivered"), Some(80)),
-            "{r:#}"
-        );
+        let (event, table, _) = end(r);
+        assert_eq!((event.as_str(), table), ("delivered", 80), "{r:#}");
         assert!(
             r["verdict"].as_str().unwrap().contains("tenant-a/a2"),
             "{r:#}"
@@ -455,13 +457,8 @@ fn a_live_trace_follows_its_packet_to_the_other_node() {
     let t = live(n1, "tenant-a/a1", &b2.ip, "tcp/8080", &[]);
     let l = &t["live"];
     assert_eq!(l["outcome"], "dropped", "{l:#}");
-    let hops = l["remote"]["hops"].as_array().unwrap();
-    let last = hops.last().unwrap();
-    assert_eq!(
-        (last["event"].as_str(), last["table"].as_u64()),
-        (Some("dropped"), Some(80)),
-        "{l:#}"
-    );
+    let (event, table, _) = end(&l["remote"]);
+    assert_eq!((event.as_str(), table), ("dropped", 80), "{l:#}");
     assert!(!tcp_probe(
         a1.ns.name(),
         SocketAddrV4::new(ip(&b2.ip), 8080),
@@ -471,19 +468,7 @@ fn a_live_trace_follows_its_packet_to_the_other_node() {
     // A Service with its endpoint on node-2: out through node-1's NAT, back into br0, over
     // VXLAN.
     let svc = ip("172.30.1.10");
-    kubeproxy::install(
-        n1.ovs.ns(),
-        &[Service {
-            name: "r".into(),
-            cluster_ip: svc,
-            port: 80,
-            proto: Proto::Tcp,
-            endpoints: vec![(ip(&a2.ip), 8080)],
-            node_port: None,
-            external_local: false,
-        }],
-        "10.128.0.0/14",
-    );
+    service(n1, svc, &a2.ip);
     assert!(tcp_probe(a1.ns.name(), SocketAddrV4::new(svc, 80), TIMEOUT));
     let t = live(n1, "tenant-a/a1", &svc.to_string(), "tcp/80", &[]);
     let l = &t["live"];
@@ -499,12 +484,8 @@ fn a_live_trace_follows_its_packet_to_the_other_node() {
     // node-2 was asked once the packet showed where it went, and saw the same packet again.
     let r = &l["remote"];
     assert_eq!(r["node"], node_name(2), "{l:#}");
-    let last = r["hops"].as_array().unwrap().last().unwrap();
-    assert_eq!(
-        (last["event"].as_str(), last["table"].as_u64()),
-        (Some("delivered"), Some(80)),
-        "{l:#}"
-    );
+    let (event, table, _) = end(r);
+    assert_eq!((event.as_str(), table), ("delivered", 80), "{l:#}");
     assert!(
         r["verdict"].as_str().unwrap().contains("sent again"),
         "{r:#}"
@@ -536,17 +517,6 @@ fn a_live_trace_follows_its_packet_to_the_other_node() {
     );
 }
 
-/// A pod as the API holds it, on node-1, labelled `pod=NAME`, with its address once known.
-fn pod_object(ns: &str, name: &str, ip: Option<&str>) -> Value {
-    let mut v = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns, "labels": {"pod": name}},
-        "spec": {"nodeName": node_name(1), "containers": [{"name": "c", "image": "agnhost"}]}});
-    if let Some(ip) = ip {
-        v["status"] = serde_json::json!({"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}]});
-    }
-    v
-}
-
 /// Networkpolicy mode, Kubernetes mode (the fake API server): the copies of the NetworkPolicy
 /// rows (conjunctions included) decide the traced packet as the rows decide real ones: the
 /// allowed peer and port delivered by the rule's row, another port and another namespace
@@ -562,31 +532,9 @@ fn live_traces_meet_network_policies_as_real_packets_do() {
     );
     let fake = &plane.fake;
     let node = c.node(1);
-    for ns in ["x", "y"] {
-        fake.put(serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": ns, "labels": {"ns": ns}}}))
-            .unwrap();
-    }
-    for (ns, name) in [("x", "a"), ("x", "b"), ("y", "a")] {
-        fake.put(pod_object(ns, name, None)).unwrap();
-    }
-    std::thread::sleep(Duration::from_millis(500));
-    let xa = node.pod("x", "a");
-    let xb = node.pod("x", "b");
-    let ya = node.pod("y", "a");
-    for (ns, name, p) in [("x", "a", &xa), ("x", "b", &xb), ("y", "a", &ya)] {
-        fake.put(pod_object(ns, name, Some(&p.ip))).unwrap();
-    }
+    let [xa, xb, ya] = web_from_b(fake, node, &serde_json::json!({}));
     let _srv = tcp_echo_server(xa.ns.name(), 80);
     let _srv81 = tcp_echo_server(xa.ns.name(), 81);
-    fake.put(
-        serde_json::json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-        "metadata": {"name": "web-from-b", "namespace": "x"},
-        "spec": {"podSelector": {"matchLabels": {"pod": "a"}},
-                 "ingress": [{"from": [{"podSelector": {"matchLabels": {"pod": "b"}}}],
-                              "ports": [{"protocol": "TCP", "port": 80}]}]}}),
-    )
-    .unwrap();
     let to_xa = |port| SocketAddrV4::new(ip(&xa.ip), port);
     assert!(wait_until(Duration::from_secs(20), || !tcp_probe(
         ya.ns.name(),

@@ -259,24 +259,22 @@ async fn ensure_meter(client: &OfClient) -> Result<(), TraceError> {
 
 /// The port the copied row outputs to.
 pub(super) fn exit_port(rows: &[Flow], note: Note) -> Option<u32> {
-    rows.get(note.row as usize)?
-        .actions
-        .iter()
-        .find_map(|a| match a {
-            ovs::flow::Action::Output(p) => Some(*p),
-            _ => None,
-        })
+    exit(rows, note, |a| match a {
+        ovs::flow::Action::Output(p) => Some(*p),
+        _ => None,
+    })
 }
 
 /// The group the copied row outputs to.
 pub(super) fn exit_group(rows: &[Flow], note: Note) -> Option<u32> {
-    rows.get(note.row as usize)?
-        .actions
-        .iter()
-        .find_map(|a| match a {
-            ovs::flow::Action::Group(g) => Some(*g),
-            _ => None,
-        })
+    exit(rows, note, |a| match a {
+        ovs::flow::Action::Group(g) => Some(*g),
+        _ => None,
+    })
+}
+
+fn exit(rows: &[Flow], note: Note, f: impl Fn(&ovs::flow::Action) -> Option<u32>) -> Option<u32> {
+    rows.get(note.row as usize)?.actions.iter().find_map(f)
 }
 
 /// `ct_state` bits as `ovs-ofctl` writes them.

@@ -1,6 +1,8 @@
 //! Unit tests of the trace: parsing `ofproto/trace` output, outputs and tunnels, protocols.
 
+use super::packet::{ipv6_packet, mac_of};
 use super::*;
+use std::net::Ipv6Addr;
 
 const CROSS_TENANT: &str = r#"Flow: icmp,in_port=3,vlan_tci=0x0000,dl_src=0a:58:0a:80:00:02,dl_dst=0a:58:0a:80:00:03,nw_src=10.128.0.2,nw_dst=10.128.0.3
 
