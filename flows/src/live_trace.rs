@@ -94,6 +94,11 @@ pub const OBSERVED: [Table; Table::ALL.len() - 2] = {
     out
 };
 
+/// The first bit of `reg7` that holds the trace's nonce (the bits below are the tables').
+pub const NONCE_FIRST_BIT: u8 = OBSERVED.len() as u8;
+/// The nonce's bits.
+const NONCE_MASK: u64 = (1 << (32 - NONCE_FIRST_BIT as u64)) - 1;
+
 /// The `reg7` bit of table `t`, if the trace observes it.
 pub fn seen_bit(t: Table) -> Option<u32> {
     OBSERVED.iter().position(|o| *o == t).map(|i| i as u32)
@@ -324,6 +329,16 @@ impl Probe {
                     .action(Action::Resubmit { table: t.id() })
             })
             .collect();
+        // The trace's own number in reg7's high bits, before the first conntrack: the frozen
+        // state a recirculation is keyed by then differs from every earlier trace's, so the
+        // packet never meets a datapath flow an earlier trace's packet left cached.
+        let nonce = Action::load(
+            ovs::flow::Subfield::range(Reg::TraceSeen.field(), NONCE_FIRST_BIT, 31)
+                .expect("reg7's high bits"),
+            u64::from(self.id) & NONCE_MASK,
+        )
+        .expect("the nonce fits its bits");
+        out[0].actions.insert(1, nonce);
         out.push(self.row(Table::Audit.id(), OBSERVE_PRIORITY, self.matching()));
         out
     }
@@ -407,12 +422,39 @@ impl Probe {
     }
 
     /// Every row of the trace: the observation rows, then the copies of `rows` (each with its
-    /// index in `rows`).
+    /// index in `rows`). Copies that narrowing made equal (same table, priority and match) are
+    /// one row: conjunction clauses of different rules (a pod peer's `nw_src=IP` and an
+    /// ipBlock's `nw_src=CIDR`, both now the source's address) keep all their `conjunction`
+    /// actions, as Open vSwitch keeps a clause row's several; of other rows the first is kept.
     pub fn rows(&self, rows: &[Flow], known: &Known) -> Result<Vec<Flow>, String> {
         let mut out = self.observation_rows();
+        let mut at: std::collections::HashMap<(u8, u16, String), usize> =
+            std::collections::HashMap::new();
         for (i, r) in rows.iter().enumerate() {
-            if let Some(c) = self.copy(r, i as u32, known)? {
-                out.push(c);
+            let Some(c) = self.copy(r, i as u32, known)? else {
+                continue;
+            };
+            let key = (c.table, c.priority, c.matches.to_string());
+            match at.get(&key) {
+                Some(&j) => {
+                    let clause = |f: &Flow| {
+                        !f.actions.is_empty()
+                            && f.actions
+                                .iter()
+                                .all(|a| matches!(a, Action::Conjunction { .. }))
+                    };
+                    if clause(&out[j]) && clause(&c) {
+                        for a in c.actions {
+                            if !out[j].actions.contains(&a) {
+                                out[j].actions.push(a);
+                            }
+                        }
+                    }
+                }
+                None => {
+                    at.insert(key, out.len());
+                    out.push(c);
+                }
             }
         }
         Ok(out)
@@ -501,6 +543,12 @@ mod tests {
                 1u32 << bit
             )
         );
+        // Table 0's row also writes the trace's nonce above the tables' bits.
+        let t0 = rows.iter().find(|r| r.table == 0).unwrap().to_string();
+        assert!(
+            t0.contains(&format!("load:0x7->NXM_NX_REG7[{NONCE_FIRST_BIT}..31]")),
+            "{t0}"
+        );
         let audit = rows.last().unwrap();
         assert_eq!(audit.table, 130);
         assert!(audit.actions.is_empty() && audit.goto_table.is_none());
@@ -578,6 +626,31 @@ mod tests {
             .copy(&parse("table=0,priority=6000,ip actions=drop"), 0, &known)
             .unwrap_err();
         assert!(e.contains("priority 6000"), "{e}");
+    }
+
+    #[test]
+    fn clauses_that_narrowing_made_equal_keep_every_conjunction() {
+        let p = probe();
+        let rows = [
+            // A pod peer and an ipBlock peer of two rules: both become the source's address.
+            parse("table=80,priority=150,ip,nw_src=10.128.0.2 actions=conjunction(1,1/2)"),
+            parse("table=80,priority=150,ip,nw_src=10.0.0.0/8 actions=conjunction(2,1/2)"),
+            parse(
+                "table=80,priority=150,tcp,tp_dst=80 actions=conjunction(1,2/2),conjunction(2,2/2)",
+            ),
+        ];
+        let all = p.rows(&rows, &Known::default()).unwrap();
+        let copies: Vec<String> = all[OBSERVED.len() + 1..]
+            .iter()
+            .map(|f| f.to_string().split_once("priority=").unwrap().1.to_string())
+            .collect();
+        assert_eq!(
+            copies,
+            vec![
+                "60150,tcp,nw_src=10.128.0.2,nw_tos=44,tp_src=41000 actions=conjunction(1,1/2),conjunction(2,1/2)".to_string(),
+                "60150,tcp,nw_src=10.128.0.2,nw_tos=44,tp_src=41000,tp_dst=80 actions=conjunction(1,2/2),conjunction(2,2/2)".to_string(),
+            ]
+        );
     }
 
     #[test]

@@ -70,7 +70,6 @@ impl Reg {
     pub const fn bits(self) -> (u8, u8) {
         match self {
             Reg::ViaHost => (0, 0),
-            Reg::TraceSeen => (0, crate::live_trace::OBSERVED.len() as u8 - 1),
             _ => (0, 31),
         }
     }
@@ -87,7 +86,9 @@ impl Reg {
             Reg::AuditRule => {
                 "the NetworkPolicy rule (conjunction id) that allowed a logged packet"
             }
-            Reg::TraceSeen => "a live trace's packet: the tables it has entered, one bit each",
+            Reg::TraceSeen => {
+                "a live trace's packet: the tables it has entered, one bit each; the trace's nonce"
+            }
         }
     }
 

@@ -6,7 +6,8 @@
 //!   state it met, the row that would have output it to the destination's port, and the packet
 //!   never reaching the destination (a capture in its namespace sees nothing);
 //! - dropped by each table that drops a pod's packet: VNID isolation (80), the spoof guard
-//!   (20), the egress firewall (100), each with the row;
+//!   (20), the egress firewall (100), a tenant's unavailable egress IP (101), NetworkPolicy
+//!   ingress (80) and egress (27) isolation, each with the row;
 //! - a Service: out to tun0, through the node's NAT, back into br0 and delivered to the
 //!   endpoint (the second pass shown);
 //! - an external address: handed to the node at tun0 at once, with no timeout;
@@ -21,7 +22,7 @@ use std::time::{Duration, Instant};
 use cluster::{
     ClusterObject, EgressNetworkPolicy, EgressNetworkPolicyRule as Rule,
     EgressRuleType::{Allow, Deny},
-    StandaloneSource,
+    NetNamespace, StandaloneSource,
 };
 use sdn_tests::cluster::{node_name, underlay_ip, web_from_b, Cluster};
 use sdn_tests::harness::{wait_until, workspace_bin};
@@ -301,6 +302,24 @@ fn live_traces_on_one_node_agree_with_the_static_trace_and_real_probes() {
         REFUSED
     ));
 
+    // A tenant whose egress IP no node holds: its external traffic is dropped in table 101
+    // rather than leaving with the node's address.
+    let mut nn = NetNamespace::new("tenant-e", 13);
+    nn.egress_ips = vec!["192.168.77.150".into()];
+    StandaloneSource::write_object(&node.state_dir(), &ClusterObject::NetNamespace(nn)).unwrap();
+    let e1 = node.pod("tenant-e", "e1");
+    assert!(wait_until(Duration::from_secs(10), || node
+        .ovs
+        .ofctl(&["dump-flows", "br0", "table=101"])
+        .contains("reg0=0xd actions=drop")));
+    let t = live(&node, "tenant-e/e1", "192.0.2.10", "tcp/443", &[]);
+    let l = &t["live"];
+    let (event, table, row) = end(l);
+    assert_eq!((event.as_str(), table), ("dropped", 101), "{l:#}");
+    assert!(row.contains("reg0=0xd"), "{row}");
+    assert_eq!(l["differs"], Value::Null, "{l:#}");
+    drop(e1);
+
     // Traces at the same time each get their own answer.
     let pairs = [
         (a2.ip.clone(), "delivered"),
@@ -492,17 +511,25 @@ fn a_live_trace_follows_its_packet_to_the_other_node() {
     );
     assert_eq!(l["outcome"], "delivered", "{l:#}");
     assert_eq!(l["differs"], Value::Null, "{l:#}");
-    // node-2's agent is down: the answer says so, and the packet's way out of node-1 stands.
+    // node-2's agent is down: unwatched there, the packet would reach the pod, so it is not
+    // sent, and the answer says why.
     n2.stop_agent(libc::SIGTERM);
-    let t = live(n1, "tenant-a/a1", &a2.ip, "tcp/8080", &[]);
+    let cap = Capture::start(a2.ns.name(), "eth0", b"sdn live trace");
+    let t = live(n1, "tenant-a/a1", &a2.ip, "udp/5353", &[]);
     let l = &t["live"];
-    assert_eq!(l["outcome"], "to-remote-node", "{l:#}");
+    assert_eq!(l["hops"], serde_json::json!([]), "{l:#}");
+    let verdict = l["verdict"].as_str().unwrap();
     assert!(
-        l["remote"]["verdict"]
-            .as_str()
-            .unwrap()
-            .contains("did not get ready to watch within 3000 ms (is its agent running?)"),
+        verdict.starts_with("not sent: node ")
+            && verdict
+                .contains("did not get ready to watch within 2000 ms (is its agent running?)"),
         "{l:#}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        cap.stop().len(),
+        0,
+        "an unwatched traced packet reached the pod"
     );
     n2.start_agent();
     for n in [n1, n2] {
@@ -560,6 +587,26 @@ fn live_traces_meet_network_policies_as_real_packets_do() {
         assert!(row.contains("priority=100"), "the isolation row: {row}");
         assert_eq!(l["differs"], Value::Null, "{l:#}");
     }
+    // Egress isolation (table 27): y/a may send nothing.
+    fake.put(
+        serde_json::json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": "no-egress", "namespace": "y"},
+        "spec": {"podSelector": {}, "policyTypes": ["Egress"]}}),
+    )
+    .unwrap();
+    let _srv_b = tcp_echo_server(xb.ns.name(), 80);
+    let to_xb = SocketAddrV4::new(ip(&xb.ip), 80);
+    assert!(wait_until(Duration::from_secs(20), || !tcp_probe(
+        ya.ns.name(),
+        to_xb,
+        Duration::from_millis(500)
+    )));
+    let t = live(node, "y/a", &xb.ip, "tcp/80", &[]);
+    let l = &t["live"];
+    let (event, table, row) = end(l);
+    assert_eq!((event.as_str(), table), ("dropped", 27), "{l:#}");
+    assert!(row.contains("reg3="), "the egress isolation row: {row}");
+    assert_eq!(l["differs"], Value::Null, "{l:#}");
     assert_eq!(trace_rows(node), Vec::<String>::new());
 }
 
@@ -659,4 +706,71 @@ fn live_traces_in_ipv6() {
         to(&b1_6),
         REFUSED
     ));
+}
+
+/// A tenant whose egress IP is on node-2: from node-1 the packet leaves by the tenant's
+/// egress-IP group over VXLAN; the trace asks node-2 (the group's VTEP), sends the packet
+/// again, and node-2 reports its arrival and what its own egress-IP row did with it.
+#[test]
+fn an_egress_ip_on_another_node_is_followed_there() {
+    let c = Cluster::start(2, &NodeOptions::default());
+    let egress = "192.168.77.100";
+    let mut nn = NetNamespace::new("eg-a", 30);
+    nn.egress_ips = vec![egress.into()];
+    StandaloneSource::write_object(c.state_dir(), &ClusterObject::NetNamespace(nn)).unwrap();
+    let mut hs = c.host_subnet(&node_name(2));
+    hs.egress_ips = vec![egress.into()];
+    c.write_host_subnet(&hs);
+    let (n1, n2) = (c.node(1), c.node(2));
+    let _a1 = n1.pod("eg-a", "a1");
+    assert!(
+        wait_until(Duration::from_secs(15), || n1
+            .ovs
+            .ofctl(&["dump-flows", "br0", "table=101"])
+            .contains("reg0=0x1e actions=ct(commit),group:30")),
+        "no egress-IP row on node-1:\n{}",
+        n1.ovs.ofctl(&["dump-flows", "br0", "table=101"])
+    );
+    // node-2 has taken the address (until then its row drops the tenant's traffic).
+    assert!(
+        wait_until(Duration::from_secs(20), || n2
+            .ovs
+            .ofctl(&["dump-flows", "br0", "table=101"])
+            .contains("reg0=0x1e actions=group:30")),
+        "node-2 did not take the egress IP:\n{}",
+        n2.log()
+    );
+    let t = live(n1, "eg-a/a1", "192.0.2.10", "tcp/443", &[]);
+    let l = &t["live"];
+    let (event, table, row) = end(l);
+    assert_eq!((event.as_str(), table), ("left", 101), "{l:#}");
+    assert!(row.contains("group:30"), "{row}");
+    let r = &l["remote"];
+    assert_eq!(r["node"], node_name(2), "{l:#}");
+    let hops = r["hops"].as_array().unwrap_or_else(|| panic!("{l:#}"));
+    assert_eq!(hops[0]["in_port"], 1, "arrived over VXLAN: {r:#}");
+    // node-2's own row for the tenant decides there: the egress IP's group when node-2 holds
+    // the address, a drop while it does not (it has not been able to take it yet).
+    let (event, table, row) = end(r);
+    let t101 = n2
+        .ovs
+        .ofctl(&["--no-stats", "dump-flows", "br0", "table=101"]);
+    let mine = t101
+        .lines()
+        .find(|l| l.contains("reg0=0x1e "))
+        .unwrap_or_else(|| panic!("node-2 has no row for the tenant:\n{t101}"));
+    let want = if mine.ends_with("actions=drop") {
+        "dropped"
+    } else {
+        "left"
+    };
+    assert_eq!((event.as_str(), table), (want, 101), "{r:#}\n{t101}");
+    assert_eq!(row, mine.trim(), "node-2's egress-IP row");
+    assert!(
+        r["verdict"].as_str().unwrap().contains("sent again"),
+        "{r:#}"
+    );
+    for n in [n1, n2] {
+        assert_eq!(trace_rows(n), Vec::<String>::new());
+    }
 }

@@ -372,21 +372,21 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
         let rows = flows::policy_rows(inputs.input());
         let change = self.change_to(&inputs, &rows).await;
         let changed = !change.is_empty();
-        self.store.apply(change).await?;
+        // The view goes first: the audit log names a new row's policy from it, and the row's
+        // first copy may come as soon as the bundle is in.
+        let old = self.view();
+        self.publish(&inputs, &rows, began.elapsed(), changed);
+        if let Err(e) = self.store.apply(change).await {
+            *crate::lock(&self.view) = old;
+            return Err(e);
+        }
         let took = began.elapsed();
-        let m = crate::telemetry::metrics::metrics();
-        m.policy_rebuild_seconds.observe(took.as_secs_f64());
-        self.publish(&inputs, &rows, took, changed);
+        (crate::telemetry::metrics::metrics().policy_rebuild_seconds).observe(took.as_secs_f64());
         if changed {
             self.settle.notify_one();
             tracing::info!(
                 policies = inputs.policies.len(),
-                active = rows
-                    .isolated
-                    .values()
-                    .flat_map(|i| i.ingress.iter().chain(&i.egress))
-                    .collect::<BTreeSet<_>>()
-                    .len(),
+                active = self.view().active.len(),
                 isolated_pods = rows.isolated.len(),
                 rules = rows.rules.len(),
                 target_rows = rows.targets.values().map(Vec::len).sum::<usize>(),
@@ -465,12 +465,9 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
         let m = crate::telemetry::metrics::metrics();
         m.policies.set(view.policies as i64);
         m.policies_active.set(view.active.len() as i64);
-        m.policy_flows
-            .with_label_values(&["target"])
-            .set(view.target_rows as i64);
-        m.policy_flows
-            .with_label_values(&["shared"])
-            .set(view.shared_rows as i64);
+        for (kind, n) in [("target", view.target_rows), ("shared", view.shared_rows)] {
+            m.policy_flows.with_label_values(&[kind]).set(n as i64);
+        }
         m.policy_isolated_pods.set(view.isolated.len() as i64);
         *crate::lock(&self.view) = Arc::new(view);
     }

@@ -83,7 +83,7 @@ pub(super) async fn arm(
         // which ignores the mark: wait until ovs-vswitchd has revalidated its cache.
         if through_datapath {
             let ctl = super::vswitchd_ctl(view)?;
-            ovs::unixctl::call(&ctl, "revalidator/wait", &[], Duration::from_secs(5))
+            ovs::unixctl::call(&ctl, "revalidator/wait", &[], Duration::from_secs(2))
                 .await
                 .map_err(|e| switch(&format!("revalidator/wait on {}", ctl.display()), e))?;
         }
@@ -158,6 +158,30 @@ impl Armed {
             seen.push((note, pin, start.elapsed()));
         }
         seen
+    }
+
+    /// The VTEPs group `id`'s buckets send to over VXLAN (an egress-IP group of a tenant
+    /// whose IPs are on other nodes); empty when it has none or cannot be read.
+    pub(super) async fn group_vteps(&self, id: u32) -> Vec<IpAddr> {
+        let Ok(groups) = self.client.dump_groups().await else {
+            return Vec::new();
+        };
+        groups
+            .iter()
+            .filter(|g| g.id == id)
+            .flat_map(|g| &g.buckets)
+            .filter(|b| {
+                b.actions
+                    .contains(&ovs::flow::Action::Output(flows::base::VXLAN_PORT))
+            })
+            .flat_map(|b| &b.actions)
+            .filter_map(|a| match a {
+                ovs::flow::Action::SetField(sf) if sf.field() == ovs::flow::Field::TunDst => {
+                    Some(IpAddr::from(std::net::Ipv4Addr::from(sf.value() as u32)))
+                }
+                _ => None,
+            })
+            .collect()
     }
 
     /// Reports the queue dropped.

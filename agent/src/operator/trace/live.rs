@@ -36,11 +36,11 @@ use super::{armed, relay, End, Proto, TraceError};
 use crate::operator::observe::NodeView;
 
 /// How long the trace waits for the packet's last report.
-const WAIT: Duration = Duration::from_millis(1500);
+const WAIT: Duration = Duration::from_millis(800);
 /// After a report that ends the path, how long it waits for stragglers.
 const SETTLE: Duration = Duration::from_millis(100);
 /// How long the trace waits for the destination's node to be ready to watch.
-const ARM_WAIT: Duration = Duration::from_secs(3);
+const ARM_WAIT: Duration = Duration::from_secs(2);
 
 /// The marks in use on this node.
 static IN_USE: Mutex<u16> = Mutex::new(0);
@@ -114,6 +114,12 @@ pub(super) async fn run(view: &NodeView, ask: Ask<'_>) -> Result<LiveTrace, Trac
             ))
         }
     };
+    if ask.nw_dst.is_multicast() {
+        return Err(TraceError::BadRequest(format!(
+            "{}: a live trace follows one unicast packet; multicast reaches every member (trace a member's address)",
+            ask.nw_dst
+        )));
+    }
     let mark = Mark::take()?;
     let nonce = nonce();
     // A source port of the trace's own, among the ephemeral ones.
@@ -124,7 +130,8 @@ pub(super) async fn run(view: &NodeView, ask: Ask<'_>) -> Result<LiveTrace, Trac
         t => t,
     };
     let probe = Probe {
-        id: NEXT_ID.fetch_add(1, Ordering::Relaxed) ^ (std::process::id() << 16),
+        // Unique on this node, and across its restarts (the relay's request names use it).
+        id: nonce.wrapping_add(NEXT_ID.fetch_add(1, Ordering::Relaxed)),
         tag: mark.dscp(),
         src: ask.nw_src,
         transport,
@@ -141,7 +148,9 @@ pub(super) async fn run(view: &NodeView, ask: Ask<'_>) -> Result<LiveTrace, Trac
         nonce,
     }
     .bytes();
-    let service = matches!(ask.dst, End::Service(_));
+    // Where the node's NAT may change the destination and send the packet back into br0: a
+    // Service, and the node's own or an outside address (a NodePort, an external IP).
+    let service = matches!(ask.dst, End::Service(_) | End::Node | End::External(_));
     let known = Known {
         dst: (!service).then_some(ask.nw_dst),
         dst_port: (!service && dst_port != 0).then_some(dst_port),
@@ -153,7 +162,7 @@ pub(super) async fn run(view: &NodeView, ask: Ask<'_>) -> Result<LiveTrace, Trac
         out_port: match ask.dst {
             End::Pod { ofport, .. } => Some(*ofport),
             // The node's NAT may send it to any pod.
-            End::Service(_) => None,
+            _ if service => None,
             // No table loads a pod's port for it (it is not a reply: a new connection).
             _ => Some(0),
         },
@@ -162,21 +171,22 @@ pub(super) async fn run(view: &NodeView, ask: Ask<'_>) -> Result<LiveTrace, Trac
     };
     // A pod of another node of ours: ask that node to watch for the packet first.
     let mut unasked = None;
-    let mut asked = match ask.dst {
-        End::Remote { node: Some(n), .. } => match ask_node(view, &probe, &ask, n, None).await {
-            Ok(r) => Some(r),
-            Err(lr) => {
-                unasked = Some(lr);
-                None
-            }
-        },
-        _ => None,
-    };
+    let mut asked: Vec<Asked> = Vec::new();
+    if let End::Remote { node: Some(n), .. } = ask.dst {
+        match ask_node(view, &probe, &ask, n, None, "").await {
+            Ok(r) => asked.push(r),
+            Err(lr) => unasked = Some(lr),
+        }
+    }
     let result = async {
-        // Only a Service's packet comes back into br0 (through tun0, from the datapath).
+        // Only a packet the node's NAT may send back comes into br0 again from the datapath.
         let mut armed = armed::arm(view, &probe, &known, service).await?;
-        if let Some(r) = &mut asked {
-            r.armed = r.await_armed().await;
+        await_all_armed(&mut asked).await;
+        if !asked.is_empty() && !asked.iter().any(|r| r.armed) {
+            // Unwatched there, the packet would reach the pod: it is not sent at all.
+            armed.disarm().await;
+            let part = asked[0].finish().await;
+            return Ok(not_sent(&probe, &ask, part));
         }
         let start = Instant::now();
         let ends = |n: Note, pin: &PacketIn, rows: &[Flow]| ends_path(n, pin, rows, ask.dst);
@@ -185,53 +195,82 @@ pub(super) async fn run(view: &NodeView, ask: Ask<'_>) -> Result<LiveTrace, Trac
             return Err(e);
         }
         let seen = armed.collect(start, start + WAIT, SETTLE, ends).await;
-        // It left over VXLAN for a node nobody asked (a Service's endpoint there, a tenant's
-        // egress IP there): ask that node now and send the same packet again. The node's
-        // conntrack takes it as the same connection, so its NAT sends it the same way.
-        let mut again_differs = None;
-        if asked.is_none() && unasked.is_none() {
-            if let Some((node, dst)) = vxlan_node(view, &armed.rows, &seen) {
-                match ask_node(view, &probe, &ask, &node, Some(dst)).await {
-                    Ok(mut r) => {
-                        r.armed = r.await_armed().await;
-                        r.again = true;
-                        if r.armed {
-                            let at = Instant::now();
-                            armed.send(src_port, &frame).await.ok();
-                            let again = armed.collect(at, at + WAIT, SETTLE, ends).await;
-                            let went = vxlan_node(view, &armed.rows, &again).map(|v| v.0);
-                            if went.as_deref() != Some(node.as_str()) {
-                                again_differs = Some(format!(
-                                    "the packet sent again for node {node} did not leave for it (the node's NAT chose another way)"
-                                ));
-                            }
-                        }
-                        asked = Some(r);
-                    }
+        // Where it left over VXLAN (by a VXLAN row, or a tenant's egress-IP group).
+        let (nodes, seen_dst) = vxlan_nodes(view, &armed, &seen).await;
+        // For nodes nobody asked (a Service's endpoint there, a tenant's egress IP there): ask
+        // them now and send the same packet again. The node's conntrack takes it as the same
+        // connection, so its NAT sends it the same way, and an egress-IP group's hash picks
+        // the same bucket.
+        if asked.is_empty() && unasked.is_none() && !nodes.is_empty() {
+            for (i, node) in nodes.iter().enumerate() {
+                let suffix = if nodes.len() > 1 { format!("-{i}") } else { String::new() };
+                match ask_node(view, &probe, &ask, node, seen_dst, &suffix).await {
+                    Ok(r) => asked.push(r),
                     Err(lr) => unasked = Some(lr),
                 }
+            }
+            await_all_armed(&mut asked).await;
+            for r in &mut asked {
+                r.again = true;
+            }
+            if asked.iter().any(|r| r.armed) {
+                let at = Instant::now();
+                armed.send(src_port, &frame).await.ok();
+                armed.collect(at, at + WAIT, SETTLE, ends).await;
             }
         }
         let lost = armed.lost();
         let installed = armed.installed;
         let rows = std::mem::take(&mut armed.rows);
         armed.disarm().await;
-        let remote_part = match &asked {
-            Some(r) => Some(r.finish().await),
-            None => unasked.take(),
+        let mut parts = Vec::with_capacity(asked.len());
+        for r in &asked {
+            parts.push(r.finish().await);
+        }
+        // Of several nodes asked (an egress-IP group's), the one the packet reached.
+        let arrived = parts.iter().position(|p| !p.hops.is_empty());
+        let mut differs = Vec::new();
+        if arrived.is_none() && asked.iter().any(|r| r.again && r.armed) {
+            differs.push(format!(
+                "the packet sent again for {} did not arrive there (the node's NAT or the group chose another way)",
+                nodes.join(", ")
+            ));
+        }
+        let remote_part = match arrived {
+            Some(i) => Some(parts.swap_remove(i)),
+            None => parts.into_iter().next().or(unasked.take()),
         };
         let owners = view.cookie_owners().await;
-        let mut live = answer(&probe, &ask, &rows, &owners, &seen, lost, remote_part);
-        live.differs.extend(again_differs);
+        let mut live = answer(
+            &probe,
+            &ask,
+            Seen {
+                rows: &rows,
+                reports: &seen,
+                left_for_nodes: !nodes.is_empty(),
+            },
+            &owners,
+            lost,
+            remote_part,
+        );
+        live.differs.extend(differs);
         live.rows = installed;
         Ok(live)
     }
     .await;
-    if let Some(r) = &asked {
+    for r in &asked {
         r.board.remove(&r.req.name).await;
     }
     drop(mark);
     result
+}
+
+/// Waits until each of `asked` is armed or gives up, all at once.
+async fn await_all_armed(asked: &mut [Asked]) {
+    let armed = futures::future::join_all(asked.iter().map(|r| r.await_armed())).await;
+    for (r, a) in asked.iter_mut().zip(armed) {
+        r.armed = a;
+    }
 }
 
 /// A request to another node to watch for the packet, as it stands.
@@ -303,13 +342,15 @@ impl Asked {
 }
 
 /// Asks `node` to watch for the probe's packet, going to `seen` (where a report showed it
-/// going after the node's NAT) or else to the trace's destination.
+/// going after the node's NAT) or else to the trace's destination; `suffix` tells apart the
+/// requests of one trace to several nodes.
 async fn ask_node(
     view: &NodeView,
     probe: &Probe,
     ask: &Ask<'_>,
     node: &str,
     seen: Option<(IpAddr, u16)>,
+    suffix: &str,
 ) -> Result<Asked, LiveRemote> {
     let (src_port, dst_port) = match (probe.transport, ask.proto) {
         (Transport::Tcp(s), Proto::Tcp(d)) | (Transport::Udp(s), Proto::Udp(d)) => (s, d),
@@ -317,7 +358,7 @@ async fn ask_node(
     };
     let (dst, dst_port) = seen.unwrap_or((ask.nw_dst, dst_port));
     let req = relay::Request {
-        name: format!("{}-{:08x}", view.config.node_name, probe.id),
+        name: format!("{}-{:08x}{suffix}", view.config.node_name, probe.id),
         origin: view.config.node_name.clone(),
         target: node.to_string(),
         dscp: probe.tag,
@@ -358,23 +399,36 @@ async fn ask_node(
     }
 }
 
-/// The node of ours the packet left for over VXLAN, by the VTEP it really had, and where the
+/// The nodes of ours the packet left for over VXLAN (by the VTEP it really had; for an
+/// egress-IP group, every VTEP among its buckets, one of which its hash picks), and where the
 /// packet was going then.
-fn vxlan_node(
+async fn vxlan_nodes(
     view: &NodeView,
-    rows: &[Flow],
+    armed: &armed::Armed,
     seen: &[armed::Report],
-) -> Option<(String, (IpAddr, u16))> {
-    let (_, pin, _) = seen.iter().find(|(n, _, _)| {
-        n.event == Event::Left && armed::exit_port(rows, *n) == Some(flows::base::VXLAN_PORT)
-    })?;
-    let vtep = IpAddr::V4(pin.metadata.tun_dst?);
+) -> (Vec<String>, Option<(IpAddr, u16)>) {
+    let rows = &armed.rows;
+    let Some((n, pin, _)) = seen.iter().find(|(n, _, _)| {
+        n.event == Event::Left
+            && (armed::exit_port(rows, *n) == Some(flows::base::VXLAN_PORT)
+                || armed::exit_group(rows, *n).is_some())
+    }) else {
+        return (Vec::new(), None);
+    };
+    let vteps: Vec<IpAddr> = match (armed::exit_group(rows, *n), pin.metadata.tun_dst) {
+        (Some(g), _) => armed.group_vteps(g).await,
+        (None, Some(ip)) => vec![IpAddr::V4(ip)],
+        (None, None) => Vec::new(),
+    };
     let state = view.state.borrow().clone();
-    state
+    let nodes = state
         .host_subnets
         .values()
-        .find(|hs| hs.host_ip_addr().ok() == Some(vtep) && hs.host != view.config.node_name)
-        .and_then(|hs| Some((hs.host.clone(), armed::destination(&pin.packet)?)))
+        .filter(|hs| hs.host != view.config.node_name)
+        .filter(|hs| hs.host_ip_addr().is_ok_and(|ip| vteps.contains(&ip)))
+        .map(|hs| hs.host.clone())
+        .collect();
+    (nodes, armed::destination(&pin.packet))
 }
 
 fn nonce() -> u32 {
@@ -397,16 +451,49 @@ fn ends_path(note: Note, _pin: &PacketIn, rows: &[Flow], dst: &End) -> bool {
     }
 }
 
+/// What the trace saw on this node: br0's rows as armed, the reports, and whether the packet
+/// left over VXLAN for nodes of ours (by a VXLAN row or an egress-IP group).
+#[derive(Clone, Copy)]
+struct Seen<'a> {
+    rows: &'a [Flow],
+    reports: &'a [armed::Report],
+    left_for_nodes: bool,
+}
+
+/// The answer when the packet was not sent (the node it goes to could not watch).
+fn not_sent(probe: &Probe, ask: &Ask<'_>, remote: LiveRemote) -> LiveTrace {
+    LiveTrace {
+        packet: describe(probe, ask),
+        dscp: probe.tag,
+        hops: Vec::new(),
+        outcome: ask.expected.outcome,
+        verdict: format!(
+            "not sent: {}; unwatched there, the packet would reach the pod (the static trace above says where it goes)",
+            remote.verdict
+        ),
+        vxlan: None,
+        differs: Vec::new(),
+        gaps: None,
+        elapsed_ms: 0,
+        rows: 0,
+        remote: Some(remote),
+    }
+}
+
 /// The answer from the reports, in the order they came.
 fn answer(
     probe: &Probe,
     ask: &Ask<'_>,
-    rows: &[Flow],
+    seen: Seen<'_>,
     owners: &BTreeMap<u64, String>,
-    seen: &[armed::Report],
     lost_queue: u64,
     remote: Option<LiveRemote>,
 ) -> LiveTrace {
+    let Seen {
+        rows,
+        reports: seen,
+        left_for_nodes,
+    } = seen;
     let (hops, vxlan_hop) = armed::hops(rows, owners, seen);
     let pod_at = |port: u32| match ask.dst {
         End::Pod {
@@ -431,6 +518,15 @@ fn answer(
                 _ => ": it is not for a pod of this node".into(),
             };
             (Outcome::ToHost, format!("{words}{why}"))
+        }
+        // A tenant's egress-IP group whose IPs are on other nodes: over VXLAN.
+        Some((Outcome::ToHost, words, n))
+            if left_for_nodes && armed::exit_group(rows, n).is_some() =>
+        {
+            (
+                Outcome::ToRemoteNode,
+                format!("{words}, over VXLAN to the node holding it"),
+            )
         }
         Some((o, words, _)) => (o, words),
         None => (Outcome::Dropped, armed::no_ending(seen)),
@@ -467,7 +563,10 @@ fn answer(
         .iter()
         .zip(seen)
         .filter(|(h, (n, _, _))| h.pass == 1 && n.event == Event::Left)
-        .map(|(_, (n, _, _))| armed::exit_port(rows, *n))
+        .map(|(_, (n, _, _))| match armed::exit_group(rows, *n) {
+            Some(_) if left_for_nodes => Some(flows::base::VXLAN_PORT),
+            _ => armed::exit_port(rows, *n),
+        })
         .next_back();
     live.differs = compare(&live, first_exit, ask.expected);
     live
@@ -548,4 +647,120 @@ fn compare(
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hop(pass: u8, table: u8, event: LiveEvent, ct: &str) -> LiveHop {
+        LiveHop {
+            pass,
+            table,
+            table_name: super::super::table_name(table).to_string(),
+            event,
+            in_port: 3,
+            ct_state: ct.into(),
+            regs: String::new(),
+            row: None,
+            owner: None,
+        }
+    }
+
+    fn expected(outcome: Outcome, decided_in: &str) -> TraceResult {
+        TraceResult {
+            src: String::new(),
+            dst: String::new(),
+            packet: String::new(),
+            steps: Vec::new(),
+            outcome,
+            decided_in: decided_in.into(),
+            verdict: String::new(),
+            vxlan: None,
+            policy: Vec::new(),
+            raw: String::new(),
+            live: None,
+        }
+    }
+
+    fn live(hops: Vec<LiveHop>) -> LiveTrace {
+        LiveTrace {
+            packet: String::new(),
+            dscp: 3,
+            hops,
+            outcome: Outcome::Dropped,
+            verdict: String::new(),
+            vxlan: None,
+            differs: Vec::new(),
+            gaps: None,
+            elapsed_ms: 1,
+            rows: 0,
+            remote: None,
+        }
+    }
+
+    #[test]
+    fn differences_from_the_static_trace_are_said_plainly() {
+        let dropped_80 = live(vec![
+            hop(1, 0, LiveEvent::Entered, ""),
+            hop(1, 20, LiveEvent::Entered, "+new+trk"),
+            hop(1, 80, LiveEvent::Dropped, "+new+trk"),
+        ]);
+        assert!(compare(
+            &dropped_80,
+            None,
+            &expected(Outcome::Dropped, "ingress_isolation")
+        )
+        .is_empty());
+        let d = compare(
+            &dropped_80,
+            None,
+            &expected(Outcome::Delivered, "ingress_isolation"),
+        );
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(
+            d[0].contains("the real packet was dropped but the static trace says delivered")
+                && d[0].contains("a bug or drift"),
+            "{d:?}"
+        );
+        let d = compare(
+            &dropped_80,
+            None,
+            &expected(Outcome::Dropped, "pod_egress_spoofguard"),
+        );
+        assert!(
+            d[0].contains(
+                "ended in table ingress_isolation but the static trace in pod_egress_spoofguard"
+            ),
+            "{d:?}"
+        );
+        // Conntrack that saw an existing connection.
+        let est = live(vec![
+            hop(1, 0, LiveEvent::Entered, ""),
+            hop(1, 20, LiveEvent::Entered, "+est+trk"),
+            hop(1, 80, LiveEvent::Dropped, "+est+trk"),
+        ]);
+        let d = compare(&est, None, &expected(Outcome::Dropped, "ingress_isolation"));
+        assert_eq!(
+            d,
+            vec!["conntrack had the packet as +est+trk in table pod_egress_spoofguard (the static trace assumes +new+trk)".to_string()]
+        );
+        // The first pass left by VXLAN; a tun0 exit is "to the node".
+        let left = live(vec![hop(1, 90, LiveEvent::Left, "+new+trk")]);
+        assert!(compare(
+            &left,
+            Some(Some(flows::base::VXLAN_PORT)),
+            &expected(Outcome::ToRemoteNode, "remote_ip")
+        )
+        .is_empty());
+        let d = compare(
+            &left,
+            Some(Some(flows::base::TUN_PORT)),
+            &expected(Outcome::ToRemoteNode, "remote_ip"),
+        );
+        assert!(
+            d[0].contains("was to the node (tun0) but the static trace says to another node"),
+            "{d:?}"
+        );
+    }
 }

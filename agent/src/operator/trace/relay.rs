@@ -32,7 +32,7 @@ use crate::operator::observe::NodeView;
 /// How often a node looks for requests.
 pub(super) const POLL: Duration = Duration::from_millis(100);
 /// How long the target watches for the packet once armed.
-const WATCH: Duration = Duration::from_millis(1500);
+const WATCH: Duration = Duration::from_millis(800);
 /// After the report that ends the packet's path, how long the target waits for stragglers.
 const SETTLE: Duration = Duration::from_millis(100);
 /// How long a request lives.
@@ -119,6 +119,12 @@ const KIND_LABEL: &str = "sdn.openshift.io/live-trace";
 /// The label naming the node a request is for.
 const TARGET_LABEL: &str = "sdn.openshift.io/live-trace-target";
 
+/// A node's value of [`TARGET_LABEL`]: a hash of its name (a label value holds 63
+/// characters, a node name 253; the request itself names the node, and that is checked).
+fn target_label(node: &str) -> String {
+    format!("{:08x}", fnv(node))
+}
+
 /// Where requests and replies are kept.
 pub(super) enum Board {
     /// Files: `<name>.request.json`, `<name>.reply.json`.
@@ -150,19 +156,25 @@ impl Board {
         cluster::files::write(path, &bytes, 0o644, cluster::files::Durability::Process)
     }
 
-    /// Posts a request.
+    /// Posts a request (a reply left under its name goes first).
     pub(super) async fn post(&self, req: &Request) -> Result<(), String> {
         let json = serde_json::to_string(req).map_err(|e| e.to_string())?;
         match self {
             Board::Dir(dir) => {
                 std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                let _ = std::fs::remove_file(dir.join(format!("{}.reply.json", req.name)));
                 let path = dir.join(format!("{}.request.json", req.name));
                 Self::write(&path, req).map_err(|e| format!("{}: {e}", path.display()))
             }
             Board::Kube(api) => {
+                let reply = format!("live-trace-{}-reply", req.name);
+                let _ = api.delete(&reply, &Default::default()).await;
                 let cm = config_map(
                     format!("live-trace-{}", req.name),
-                    &[(KIND_LABEL, "request"), (TARGET_LABEL, &req.target)],
+                    &[
+                        (KIND_LABEL, "request"),
+                        (TARGET_LABEL, &target_label(&req.target)),
+                    ],
                     "request.json",
                     json,
                 );
@@ -189,7 +201,23 @@ impl Board {
         serde_json::from_slice(&bytes).ok()
     }
 
+    /// Whether request `name` is still there (its sender has not finished or given up).
+    async fn requested(&self, name: &str) -> bool {
+        match self {
+            Board::Dir(dir) => dir.join(format!("{name}.request.json")).exists(),
+            Board::Kube(api) => api
+                .get_opt(&format!("live-trace-{name}"))
+                .await
+                .is_ok_and(|cm| cm.is_some()),
+        }
+    }
+
+    /// Writes the reply to request `name`, unless its sender has removed the request (a reply
+    /// then would be left behind).
     async fn answer(&self, name: &str, reply: &Reply) {
+        if !self.requested(name).await {
+            return;
+        }
         let done = match self {
             Board::Dir(dir) => Self::write(&dir.join(format!("{name}.reply.json")), reply)
                 .map_err(|e| e.to_string()),
@@ -301,7 +329,13 @@ pub(crate) async fn answer_forever(view: Arc<NodeView>) {
     match &*board {
         Board::Dir(dir) => loop {
             tokio::time::sleep(POLL).await;
-            let requests = Board::files_for(dir, &node);
+            let (requests, expired): (Vec<_>, Vec<_>) = Board::files_for(dir, &node)
+                .into_iter()
+                .partition(|r| r.expires >= now_secs());
+            // Their senders are gone (a killed agent): nobody else removes them.
+            for r in expired {
+                board.remove(&r.name).await;
+            }
             taken.retain(|n| requests.iter().any(|r| &r.name == n));
             for req in requests {
                 take(req, &mut taken);
@@ -310,11 +344,37 @@ pub(crate) async fn answer_forever(view: Arc<NodeView>) {
         Board::Kube(api) => {
             use futures::StreamExt;
             use kube::runtime::WatchStreamExt;
-            let cfg = kube::runtime::watcher::Config::default()
-                .labels(&format!("{KIND_LABEL}=request,{TARGET_LABEL}={node}"));
+            let selector = format!(
+                "{KIND_LABEL}=request,{TARGET_LABEL}={}",
+                target_label(&node)
+            );
+            let cfg = kube::runtime::watcher::Config::default().labels(&selector);
             let mut events =
                 std::pin::pin!(kube::runtime::watcher(api.clone(), cfg).default_backoff());
-            while let Some(ev) = events.next().await {
+            let mut sweep = tokio::time::interval(LIFETIME);
+            loop {
+                let ev = tokio::select! {
+                    ev = events.next() => match ev {
+                        Some(ev) => ev,
+                        None => break,
+                    },
+                    _ = sweep.tick() => {
+                        // Requests whose senders are gone (a killed agent).
+                        let lp = kube::api::ListParams::default().labels(&selector);
+                        for cm in api.list(&lp).await.map(|l| l.items).unwrap_or_default() {
+                            let expired = cm
+                                .data
+                                .as_ref()
+                                .and_then(|d| d.get("request.json"))
+                                .and_then(|j| serde_json::from_str::<Request>(j).ok())
+                                .is_some_and(|r| r.expires < now_secs());
+                            if let (true, Some(n)) = (expired, cm.metadata.name.as_deref()) {
+                                board.remove(n.trim_start_matches("live-trace-")).await;
+                            }
+                        }
+                        continue;
+                    }
+                };
                 let cm = match ev {
                     Ok(kube::runtime::watcher::Event::Apply(cm))
                     | Ok(kube::runtime::watcher::Event::InitApply(cm)) => cm,
@@ -355,6 +415,12 @@ async fn watch(view: &NodeView, board: &Board, req: &Request) -> Reply {
         error: Some(e),
         ..Reply::default()
     };
+    if !flows::live_trace::TAGS.contains(&req.dscp) {
+        return failed(format!(
+            "DSCP {} is not a live trace's mark (4k+3): refused",
+            req.dscp
+        ));
+    }
     let transport = match req.protocol.as_str() {
         "icmp" => Transport::Icmp,
         "tcp" => Transport::Tcp(req.src_port),
