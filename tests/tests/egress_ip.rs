@@ -230,7 +230,14 @@ fn egress_ips_set_the_source_fail_over_and_never_leak_the_node_address() {
         groups(n1)
     );
     let took = cut.elapsed();
-    assert_eq!(seen_set(&c1, 10), [Some(IP_C2)].into(), "only .101 now");
+    // Only .101 now: no connection leaves by .102 or the node's address. One may find no
+    // answer within its second on a loaded machine (the whole suite at once), right after the
+    // switch-over; that is not a leak.
+    let after = seen_set(&c1, 10);
+    assert!(
+        after.contains(&Some(IP_C2)) && after.iter().all(|s| s.is_none() || *s == Some(IP_C2)),
+        "only .101 now: {after:?}"
+    );
     eprintln!(
         "egress IP failover: node-3 unreachable -> eg-c only through node-2 after {:.1} s",
         took.as_secs_f64()

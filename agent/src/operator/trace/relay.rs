@@ -505,3 +505,63 @@ fn fnv(s: &str) -> u32 {
         (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(name: &str, target: &str, expires: u64) -> Request {
+        Request {
+            name: name.into(),
+            origin: "node-1".into(),
+            target: target.into(),
+            dscp: 3,
+            src: "10.128.0.2".parse().unwrap(),
+            dst: "10.129.0.2".parse().unwrap(),
+            protocol: "tcp".into(),
+            src_port: 50_000,
+            dst_port: 8080,
+            expires,
+        }
+    }
+
+    #[test]
+    fn requests_are_found_by_their_node_and_replies_cleared_when_posted_again() {
+        let dir = std::env::temp_dir().join(format!("sdn-relay-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let board = Board::Dir(dir.clone());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let r = request("node-1-0000002a", "node-2", now_secs() + 10);
+            board.post(&r).await.unwrap();
+            board
+                .post(&request("node-1-0000002b", "node-3", 0))
+                .await
+                .unwrap();
+            assert_eq!(Board::files_for(&dir, "node-2"), vec![r.clone()]);
+            // A reply is written only while its request is there.
+            let reply = Reply {
+                node: "node-2".into(),
+                armed: true,
+                ..Reply::default()
+            };
+            board.answer(&r.name, &reply).await;
+            assert_eq!(board.reply(&r.name).await, Some(reply.clone()));
+            // The same name posted again starts without the old reply.
+            board.post(&r).await.unwrap();
+            assert_eq!(board.reply(&r.name).await, None);
+            board.remove(&r.name).await;
+            board.answer(&r.name, &reply).await;
+            assert_eq!(board.reply(&r.name).await, None, "a late reply was written");
+            assert!(Board::files_for(&dir, "node-2").is_empty());
+        });
+        std::fs::remove_dir_all(&dir).unwrap();
+        // A label value holds 63 characters; a node name may have 253.
+        let long = "n".repeat(253);
+        assert_eq!(target_label(&long).len(), 8);
+        assert_ne!(target_label("node-1"), target_label("node-2"));
+    }
+}
