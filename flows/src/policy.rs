@@ -52,10 +52,9 @@ use std::sync::Arc;
 
 use ipnet::{Ipv4Net, Ipv6Net};
 use multitenant::policy::{
-    port_masks, resolve_named_port, subtract, subtract6, ContainerPort, Direction, Labels, Peer,
-    Policy, PortSpec, Protocol, Rule,
+    subtract, subtract6, ContainerPort, Direction, Labels, Peer, Policy, PortSpec, Protocol,
 };
-use ovs::flow::{Action, Flow, Masked, Match};
+use ovs::flow::{Action, Flow, Match};
 
 pub use pods::{pods_by_namespace, NamespacePods, PodsByNamespace};
 
@@ -212,40 +211,6 @@ impl<'a> PolicyInput<'a> {
     }
 }
 
-/// Which namespaces' pods a set of rows was computed from: a change to the pods of any other
-/// namespace cannot change the rows (the agent skips its rebuild then).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PodsRead {
-    /// Every pod (a rule with named ports that sends anywhere).
-    All,
-    /// The pods of these namespaces.
-    Namespaces(BTreeSet<String>),
-}
-
-impl Default for PodsRead {
-    fn default() -> Self {
-        PodsRead::Namespaces(BTreeSet::new())
-    }
-}
-
-impl PodsRead {
-    /// Whether a change to namespace `ns`'s pods may change the rows.
-    pub fn reads(&self, ns: &str) -> bool {
-        match self {
-            PodsRead::All => true,
-            PodsRead::Namespaces(set) => set.contains(ns),
-        }
-    }
-
-    fn add(&mut self, ns: &str) {
-        if let PodsRead::Namespaces(set) = self {
-            if !set.contains(ns) {
-                set.insert(ns.to_string());
-            }
-        }
-    }
-}
-
 /// Which rule a conjunction id stands for.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct RuleRef {
@@ -294,8 +259,6 @@ pub struct PolicyRows {
     pub plain: BTreeMap<(Direction, u32), Vec<RuleRef>>,
     /// The local pods policies select, by ofport.
     pub isolated: BTreeMap<u32, Isolation>,
-    /// The namespaces whose pods these rows were computed from.
-    pub pods_read: PodsRead,
 }
 
 impl PolicyRows {
@@ -322,7 +285,7 @@ fn target_reg(d: Direction) -> Reg {
 
 /// The actions that let a packet through in the rule's direction: the commit records the
 /// via-host flag on the userspace datapath ([`allow_commit`]).
-fn allow(flow: Flow, ctx: &RuleCtx<'_, '_>) -> Flow {
+fn allow(flow: Flow, ctx: &RuleCtx) -> Flow {
     match ctx.d {
         Direction::Ingress => flow
             .action(Action::Ct(allow_commit(ctx.datapath)))
@@ -334,7 +297,7 @@ fn allow(flow: Flow, ctx: &RuleCtx<'_, '_>) -> Flow {
 /// [`allow`], and when the policy's namespace logs allowed connections, its twin one
 /// priority above for a connection's first packet (`+new+trk`) that logs the rule first
 /// (`rule`: its conjunction id; `None` for a rule without peers and ports).
-fn allow_rows(flow: Flow, ctx: &RuleCtx<'_, '_>, rule: Option<u32>) -> Vec<Flow> {
+fn allow_rows(flow: Flow, ctx: &RuleCtx, rule: Option<u32>) -> Vec<Flow> {
     let mut out = Vec::with_capacity(2);
     if ctx.log.allow {
         let decision = match ctx.d {
@@ -445,28 +408,6 @@ fn assign_ids(keys: &BTreeSet<String>) -> HashMap<String, u32> {
     ids
 }
 
-/// What a rule's peers resolve to.
-#[derive(Default)]
-struct Peers<'a> {
-    /// The rule names no peer: every peer.
-    all: bool,
-    /// Source VNIDs (ingress namespace peers).
-    vnids: BTreeSet<Vnid>,
-    /// Addresses and blocks.
-    nets: BTreeSet<Ipv4Net>,
-    /// IPv6 addresses and blocks (dual stack).
-    nets6: BTreeSet<Ipv6Net>,
-    /// The pods among the peers (for named egress ports), by address (the IPv4 one where
-    /// there is one).
-    pods: BTreeMap<IpAddr, &'a PodView>,
-}
-
-impl Peers<'_> {
-    fn is_empty(&self) -> bool {
-        !self.all && self.vnids.is_empty() && self.nets.is_empty() && self.nets6.is_empty()
-    }
-}
-
 /// The rows under construction: (table, priority, match) → actions, so rows with the same match
 /// merge their conjunction actions.
 #[derive(Default)]
@@ -522,143 +463,28 @@ impl Rows {
     }
 }
 
-/// The local pods a policy selects.
-fn targets<'a>(p: &Policy, local: &'a [LocalPod]) -> Vec<&'a LocalPod> {
-    local
-        .iter()
-        .filter(|l| p.selects(&l.pod.namespace, &l.pod.labels))
-        .collect()
-}
-
-/// Every policy's rows for this node's pods.
+/// Every policy's rows for this node's pods (the engine's rows, computed from nothing).
 pub fn policy_rows(input: PolicyInput<'_>) -> PolicyRows {
-    let mut out = PolicyRows::default();
-    // Policies with targets here, in name order.
-    let mut active: Vec<(&Policy, Vec<&LocalPod>)> = input
-        .policies
-        .iter()
-        .map(|p| (p, targets(p, input.local)))
-        .filter(|(_, t)| !t.is_empty())
-        .collect();
-    active.sort_by_key(|(p, _)| (p.namespace.clone(), p.name.clone()));
-
-    // Conjunction ids of every rule part, assigned over every policy (not only the active
-    // ones), so one pod's rows computed alone (at its ADD) carry the same ids.
-    let computed;
     let ids = match input.ids {
-        Some(ids) => ids,
-        None => {
-            computed = conjunction_ids(input.policies);
-            &computed
-        }
+        Some(ids) => ids.clone(),
+        None => conjunction_ids(input.policies),
     };
-
-    // VNIDs a single namespace holds, for namespace peers on ingress.
-    let mut holders: BTreeMap<Vnid, usize> = BTreeMap::new();
-    for ns in input.namespaces.values() {
-        if let Some(v) = ns.vnid {
-            *holders.entry(v).or_default() += 1;
-        }
-    }
-    let own_vnid = |ns: &NamespaceView| {
-        ns.vnid.filter(|v| {
-            !v.is_global() && *v != Vnid::UNASSIGNED && holders.get(v).copied() == Some(1)
-        })
+    let snapshot = Snapshot {
+        policies: Arc::new(input.policies.to_vec()),
+        ids: Arc::new(ids),
+        namespaces: Arc::new(input.namespaces.clone()),
+        pods: input.pods.clone(),
+        local_subnet: input.local_subnet,
+        local_subnet6: input.local_subnet6,
+        local: Arc::new(input.local.to_vec()),
+        datapath: input.datapath,
+        ipv6: input.ipv6,
+        ipv4: input.ipv4,
+        logged: Arc::new(input.logged.clone()),
     };
-
-    let mut shared = Rows::default();
-    let mut target_rows: BTreeMap<u32, Rows> = BTreeMap::new();
-    for (p, tgts) in &active {
-        for d in [Direction::Ingress, Direction::Egress] {
-            let Some(rules) = p.rules(d) else { continue };
-            let table = table_of(d);
-            let reg = target_reg(d);
-            let log = input.logged.get(&p.namespace).copied().unwrap_or_default();
-            let isolation = |m: Match, cookie: u64| {
-                let mut f = Flow::new(table.id(), PRIO_ISOLATION)
-                    .cookie(cookie)
-                    .matching(m);
-                if log.deny {
-                    let decision = match d {
-                        Direction::Ingress => Decision::PolicyIngressDeny,
-                        Direction::Egress => Decision::PolicyEgressDeny,
-                    };
-                    for a in audit::log_actions(decision, 0, None) {
-                        f = f.action(a);
-                    }
-                }
-                f
-            };
-            for t in tgts {
-                let iso = out.isolated.entry(t.ofport).or_default();
-                match d {
-                    Direction::Ingress => iso.ingress.push(p.key()),
-                    Direction::Egress => iso.egress.push(p.key()),
-                }
-                let rows = target_rows.entry(t.ofport).or_default();
-                if input.ipv4 {
-                    rows.put(isolation(
-                        reg.matching(Match::any().ip(), t.ofport),
-                        t.cookie,
-                    ));
-                }
-                if t.ip6.is_some() {
-                    rows.put(isolation(
-                        reg.matching(Match::any().ipv6(), t.ofport),
-                        t.cookie,
-                    ));
-                }
-            }
-            for (i, rule) in rules.iter().enumerate() {
-                let peers = resolve_peers(p, d, rule, input, &own_vnid, &mut out.pods_read);
-                let ctx = RuleCtx {
-                    log,
-                    datapath: input.datapath,
-                    ipv6: input.ipv6,
-                    ipv4: input.ipv4,
-                    d,
-                    table,
-                    reg,
-                    targets: tgts,
-                };
-                let rref = |named| RuleRef {
-                    policy: p.key(),
-                    direction: d,
-                    index: i,
-                    named,
-                };
-                numbered_part(
-                    &ctx,
-                    rule,
-                    &peers,
-                    ids[&rule_key(p, d, i, false)],
-                    rref(false),
-                    &mut shared,
-                    &mut target_rows,
-                    &mut out,
-                );
-                if let Some(id) = ids.get(&rule_key(p, d, i, true)) {
-                    named_part(
-                        &ctx,
-                        rule,
-                        &peers,
-                        &input,
-                        *id,
-                        rref(true),
-                        &mut shared,
-                        &mut target_rows,
-                        &mut out,
-                    );
-                }
-            }
-        }
-    }
-    out.shared = shared.flows();
-    out.targets = target_rows
-        .into_iter()
-        .map(|(port, rows)| (port, rows.flows()))
-        .collect();
-    out
+    let mut engine = PolicyEngine::new();
+    engine.update(snapshot);
+    engine.rows()
 }
 
 fn rule_key(p: &Policy, d: Direction, i: usize, named: bool) -> String {
@@ -671,83 +497,8 @@ fn rule_key(p: &Policy, d: Direction, i: usize, named: bool) -> String {
     )
 }
 
-/// The resolved peers of a rule.
-fn resolve_peers<'a>(
-    p: &Policy,
-    d: Direction,
-    rule: &Rule,
-    input: PolicyInput<'a>,
-    own_vnid: &dyn Fn(&NamespaceView) -> Option<Vnid>,
-    read: &mut PodsRead,
-) -> Peers<'a> {
-    let mut peers = Peers {
-        all: rule.peers.is_empty(),
-        ..Peers::default()
-    };
-    let no_labels = NamespaceView::default();
-    let ns_of = |name: &str| input.namespaces.get(name).unwrap_or(&no_labels);
-    for peer in &rule.peers {
-        match peer {
-            Peer::IpBlock { cidr, except } if input.ipv4 => {
-                peers.nets.extend(subtract(*cidr, except))
-            }
-            Peer::IpBlock { .. } => {}
-            Peer::IpBlock6 { cidr, except } if input.ipv6 => {
-                peers.nets6.extend(subtract6(*cidr, except))
-            }
-            Peer::IpBlock6 { .. } => {}
-            Peer::Pods { namespaces, pods } => {
-                // A whole namespace on ingress: its VNID when it holds one alone.
-                let mut by_vnid = BTreeSet::new();
-                if d == Direction::Ingress && pods.is_everything() {
-                    if let Some(sel) = namespaces {
-                        for (name, ns) in input.namespaces {
-                            if sel.matches(&ns.labels) {
-                                if let Some(v) = own_vnid(ns) {
-                                    peers.vnids.insert(v);
-                                    by_vnid.insert(name.as_str());
-                                }
-                            }
-                        }
-                    }
-                }
-                // Only the namespaces the peer can select are read: its own without a
-                // namespace selector, else those whose labels the selector matches.
-                let candidates: Vec<&str> = match namespaces {
-                    None => vec![p.namespace.as_str()],
-                    Some(sel) => input
-                        .namespace_names()
-                        .into_iter()
-                        .filter(|n| sel.matches(&ns_of(n).labels))
-                        .collect(),
-                };
-                for name in candidates {
-                    read.add(name);
-                    let ns = ns_of(name);
-                    for pod in input.pods_in(name) {
-                        let Some(key) = pod.key() else { continue };
-                        if by_vnid.contains(name) {
-                            peers.pods.insert(key, pod);
-                            continue;
-                        }
-                        if peer.selects_pod(&p.namespace, name, &ns.labels, &pod.labels) {
-                            if let Some(ip) = pod.ip.filter(|_| input.ipv4) {
-                                peers.nets.insert(Ipv4Net::from(ip));
-                            }
-                            if let Some(ip6) = pod.ip6.filter(|_| input.ipv6) {
-                                peers.nets6.insert(Ipv6Net::from(ip6));
-                            }
-                            peers.pods.insert(key, pod);
-                        }
-                    }
-                }
-            }
-        }
-    }
-    peers
-}
-
-struct RuleCtx<'a, 'b> {
+/// What the rows of one rule are built with.
+struct RuleCtx {
     datapath: Datapath,
     /// Dual stack: IPv6 twins of the shared rows.
     ipv6: bool,
@@ -756,7 +507,6 @@ struct RuleCtx<'a, 'b> {
     d: Direction,
     table: Table,
     reg: Reg,
-    targets: &'b [&'a LocalPod],
     /// What the policy's namespace logs.
     log: Logged,
 }
@@ -782,283 +532,6 @@ fn peer_net(d: Direction, n: &Ipv4Net) -> Match {
         Direction::Ingress => m.nw_src(net(n)),
         Direction::Egress => m.nw_dst(net(n)),
     }
-}
-
-/// The rule's numbered ports (and the protocol-only entries), or all traffic when it names none.
-#[allow(clippy::too_many_arguments)]
-fn numbered_part(
-    ctx: &RuleCtx<'_, '_>,
-    rule: &Rule,
-    peers: &Peers<'_>,
-    id: u32,
-    rref: RuleRef,
-    shared: &mut Rows,
-    target_rows: &mut BTreeMap<u32, Rows>,
-    out: &mut PolicyRows,
-) {
-    let numbered: Vec<&PortSpec> = rule
-        .ports
-        .iter()
-        .filter(|s| !matches!(s, PortSpec::Named { .. }))
-        .collect();
-    // Only named ports: this part allows nothing.
-    if !rule.ports.is_empty() && numbered.is_empty() {
-        return;
-    }
-    if peers.is_empty() {
-        return;
-    }
-    let with_peers = !peers.all;
-    let with_ports = !numbered.is_empty();
-    let n = 1 + u8::from(with_peers) + u8::from(with_ports);
-    let table = ctx.table;
-    if n == 1 {
-        for t in ctx.targets {
-            for m in families(Match::any().ip(), ctx.ipv4, t.ip6.is_some()) {
-                for f in allow_rows(
-                    Flow::new(table.id(), PRIO_PLAIN)
-                        .cookie(t.cookie)
-                        .matching(ctx.reg.matching(m, t.ofport)),
-                    ctx,
-                    None,
-                ) {
-                    target_rows.entry(t.ofport).or_default().put(f);
-                }
-            }
-            out.plain
-                .entry((ctx.d, t.ofport))
-                .or_default()
-                .push(rref.clone());
-        }
-        return;
-    }
-    for t in ctx.targets {
-        for m in families(Match::any().ip(), ctx.ipv4, t.ip6.is_some()) {
-            target_rows.entry(t.ofport).or_default().conj(
-                table,
-                ctx.reg.matching(m, t.ofport),
-                t.cookie,
-                id,
-                1,
-                n,
-            );
-        }
-    }
-    let mut clause = 1;
-    if with_peers {
-        clause += 1;
-        add_peer_rows(ctx, peers, id, clause, n, shared);
-    }
-    if with_ports {
-        clause += 1;
-        for spec in numbered {
-            match spec {
-                PortSpec::Any(proto) => {
-                    if ctx.ipv4 {
-                        shared.conj(table, l4(*proto), POLICY_COOKIE, id, clause, n);
-                    }
-                    if ctx.ipv6 {
-                        shared.conj(table, l4_6(*proto), POLICY_COOKIE, id, clause, n);
-                    }
-                }
-                PortSpec::Range {
-                    protocol,
-                    first,
-                    last,
-                } => {
-                    for (v, m) in port_masks(*first, *last) {
-                        let mask = Masked::new(v, m).unwrap_or(Masked::exact(v));
-                        let l4s = [
-                            ctx.ipv4.then(|| l4(*protocol)),
-                            ctx.ipv6.then(|| l4_6(*protocol)),
-                        ];
-                        for l4 in l4s.into_iter().flatten() {
-                            let m = if m == 0 { l4 } else { l4.tp_dst(mask) };
-                            shared.conj(table, m, POLICY_COOKIE, id, clause, n);
-                        }
-                    }
-                }
-                PortSpec::Named { .. } => {}
-            }
-        }
-    }
-    finish_rule(ctx, id, rref, shared, out);
-}
-
-fn add_peer_rows(
-    ctx: &RuleCtx<'_, '_>,
-    peers: &Peers<'_>,
-    id: u32,
-    clause: u8,
-    n: u8,
-    shared: &mut Rows,
-) {
-    let (d, table) = (ctx.d, ctx.table);
-    for v in &peers.vnids {
-        for m in families(Match::any().ip(), ctx.ipv4, ctx.ipv6) {
-            shared.conj(
-                table,
-                Reg::SrcVnid.matching(m, v.id()),
-                POLICY_COOKIE,
-                id,
-                clause,
-                n,
-            );
-        }
-    }
-    for net in &peers.nets {
-        shared.conj(table, peer_net(d, net), POLICY_COOKIE, id, clause, n);
-    }
-    for net in &peers.nets6 {
-        shared.conj(table, peer_net6(d, net), POLICY_COOKIE, id, clause, n);
-    }
-}
-
-/// The rule's named ports: resolved on the target (ingress) or on each peer pod (egress).
-#[allow(clippy::too_many_arguments)]
-fn named_part(
-    ctx: &RuleCtx<'_, '_>,
-    rule: &Rule,
-    peers: &Peers<'_>,
-    input: &PolicyInput<'_>,
-    id: u32,
-    rref: RuleRef,
-    shared: &mut Rows,
-    target_rows: &mut BTreeMap<u32, Rows>,
-    out: &mut PolicyRows,
-) {
-    let named: Vec<(Protocol, &str)> = rule
-        .ports
-        .iter()
-        .filter_map(|s| match s {
-            PortSpec::Named { protocol, name } => Some((*protocol, name.as_str())),
-            _ => None,
-        })
-        .collect();
-    if peers.is_empty() {
-        return;
-    }
-    let table = ctx.table;
-    let mut any = false;
-    match ctx.d {
-        Direction::Ingress => {
-            let n = if peers.all { 1 } else { 2 };
-            for t in ctx.targets {
-                for (proto, name) in &named {
-                    let Some(port) = resolve_named_port(&t.pod.ports, *proto, name) else {
-                        continue;
-                    };
-                    let l4s = [ctx.ipv4.then(|| l4(*proto)), t.ip6.map(|_| l4_6(*proto))];
-                    for l4 in l4s.into_iter().flatten() {
-                        let m = ctx.reg.matching(l4, t.ofport).tp_dst(Masked::exact(port));
-                        let rows = target_rows.entry(t.ofport).or_default();
-                        if n == 1 {
-                            for f in allow_rows(
-                                Flow::new(table.id(), PRIO_PLAIN)
-                                    .cookie(t.cookie)
-                                    .matching(m),
-                                ctx,
-                                None,
-                            ) {
-                                rows.put(f);
-                            }
-                        } else {
-                            rows.conj(table, m, t.cookie, id, 1, 2);
-                            any = true;
-                        }
-                    }
-                    if n == 1 {
-                        out.plain
-                            .entry((ctx.d, t.ofport))
-                            .or_default()
-                            .push(rref.clone());
-                    }
-                }
-            }
-            if any {
-                add_peer_rows(ctx, peers, id, 2, 2, shared);
-            }
-        }
-        Direction::Egress => {
-            // The peer pods (every pod when the rule names no peer) with the port.
-            let candidates: Vec<&PodView> = if peers.all {
-                out.pods_read = PodsRead::All;
-                input.all_pods().collect()
-            } else {
-                peers.pods.values().copied().collect()
-            };
-            for pod in candidates {
-                for (proto, name) in &named {
-                    if let Some(port) = resolve_named_port(&pod.ports, *proto, name) {
-                        if let Some(ip) = pod.ip.filter(|_| ctx.ipv4) {
-                            shared.conj(
-                                table,
-                                l4(*proto)
-                                    .nw_dst(Masked::exact(ip))
-                                    .tp_dst(Masked::exact(port)),
-                                POLICY_COOKIE,
-                                id,
-                                2,
-                                2,
-                            );
-                        }
-                        if let Some(ip6) = pod.ip6.filter(|_| ctx.ipv6) {
-                            shared.conj(
-                                table,
-                                l4_6(*proto)
-                                    .ipv6_dst(Masked::exact(ip6))
-                                    .tp_dst(Masked::exact(port)),
-                                POLICY_COOKIE,
-                                id,
-                                2,
-                                2,
-                            );
-                        }
-                        any = true;
-                    }
-                }
-            }
-            if any {
-                for t in ctx.targets {
-                    for m in families(Match::any().ip(), ctx.ipv4, t.ip6.is_some()) {
-                        target_rows.entry(t.ofport).or_default().conj(
-                            table,
-                            ctx.reg.matching(m, t.ofport),
-                            t.cookie,
-                            id,
-                            1,
-                            2,
-                        );
-                    }
-                }
-            }
-        }
-    }
-    if any {
-        finish_rule(ctx, id, rref, shared, out);
-    }
-}
-
-/// The `conj_id=ID` row that allows what conjunction `id` matched, and the id's rule.
-fn finish_rule(
-    ctx: &RuleCtx<'_, '_>,
-    id: u32,
-    rref: RuleRef,
-    shared: &mut Rows,
-    out: &mut PolicyRows,
-) {
-    for m in families(Match::any().ip(), ctx.ipv4, ctx.ipv6) {
-        for f in allow_rows(
-            Flow::new(ctx.table.id(), PRIO_CONJUNCTION)
-                .cookie(POLICY_COOKIE)
-                .matching(m.conj_id(id)),
-            ctx,
-            Some(id),
-        ) {
-            shared.put(f);
-        }
-    }
-    out.rules.insert(id, rref);
 }
 
 /// What openshift-sdn's cross product would have installed for the same policies and pods
@@ -1155,7 +628,12 @@ pub fn cross_product_rows(input: PolicyInput<'_>, local_targets: bool) -> usize 
     total
 }
 
+mod engine;
+mod parts;
 mod pods;
+
+pub use engine::{Delta, PolicyEngine, Snapshot};
+pub use parts::pod_rows;
 
 #[cfg(test)]
 pub(crate) mod tests;

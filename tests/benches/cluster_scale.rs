@@ -9,7 +9,11 @@
 //! NetNamespace), and Pods, 30 per namespace, spread over the simulated nodes with addresses of
 //! their nodes' subnets (`role`, `app` labels). In networkpolicy mode every namespace also has
 //! two NetworkPolicies (deny all ingress; allow from the same namespace), so the cluster holds
-//! two per namespace, of which this node applies those of its own pods' namespaces.
+//! two per namespace, of which this node applies those of its own pods' namespaces. Mode
+//! `networkpolicy-wide` adds the shape cluster-admin policies have: 500 NetworkPolicies in the
+//! namespaces of this node's pods, each selecting every pod there and allowing ingress from a
+//! `podSelector` peer (`app: app-<k % 10>`) and a `namespaceSelector` peer
+//! (`bucket: b<k % 10>`, every namespace carrying `bucket: b<i % 10>`: 10% of the namespaces).
 //!
 //! Per size, in each mode (the cluster grows: 100 × 3k, 1,000 × 30k, 2,000 × 150k,
 //! 5,000 × 150k), printed as one table at the end:
@@ -31,7 +35,7 @@
 //!
 //! Run: `cargo build --release --workspace --bins && cargo bench -p sdn-tests --bench
 //! cluster_scale`. Settings: `SDN_CLUSTER_SIZES` (`100,1000,2000,5000`), `SDN_CLUSTER_MODES`
-//! (`multitenant,networkpolicy`), `SDN_CLUSTER_SETTLE` (30), `SDN_CLUSTER_FAMILIES` (`ipv4`;
+//! (`multitenant,networkpolicy,networkpolicy-wide`), `SDN_CLUSTER_SETTLE` (30), `SDN_CLUSTER_FAMILIES` (`ipv4`;
 //! `ipv4,dual` runs each mode again dual stack: `fd01::/48` beside the IPv4 network, every
 //! HostSubnet with its IPv6 subnet, every pod with an address of each family). Wall clock and CPU on a shared
 //! machine: the figures are what this machine did in this run.
@@ -260,7 +264,8 @@ fn node_obj(i: usize) -> Value {
 
 fn namespace_obj(i: usize) -> Value {
     json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns_name(i),
-           "labels": {"team": format!("t{}", i % 4), "env": if i.is_multiple_of(2) { "prod" } else { "dev" }}}})
+           "labels": {"team": format!("t{}", i % 4), "env": if i.is_multiple_of(2) { "prod" } else { "dev" },
+                      "bucket": format!("b{}", i % 10)}}})
 }
 
 fn pod_obj(
@@ -284,6 +289,23 @@ fn pod_obj(
     }
     v
 }
+
+/// The policies that select across namespaces: `n` in the namespaces of this node's pods (see
+/// the module docs).
+fn wide_policies(n: usize) -> Vec<Value> {
+    (0..n)
+        .map(|k| {
+            json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                   "metadata": {"name": format!("wide-{k}"), "namespace": ns_name(k % LOCAL_NAMESPACES)},
+                   "spec": {"podSelector": {}, "ingress": [{"from": [
+                       {"podSelector": {"matchLabels": {"app": format!("app-{}", k % 10)}}},
+                       {"namespaceSelector": {"matchLabels": {"bucket": format!("b{}", k % 10)}}}]}]}})
+        })
+        .collect()
+}
+
+/// How many [`wide_policies`] mode `networkpolicy-wide` creates.
+const WIDE_POLICIES: usize = 500;
 
 fn policies_obj(ns: &str) -> Vec<Value> {
     let np = |name: &str, spec: Value| {
@@ -347,7 +369,10 @@ struct Row {
 
 /// The simulated cluster of one mode, growing.
 struct Sim {
+    /// The agent's mode.
     mode: &'static str,
+    /// The cluster also holds the [`wide_policies`].
+    wide: bool,
     cluster: Cluster,
     plane: sdn_tests::cluster::KubeControlPlane,
     rest: Rest,
@@ -363,7 +388,7 @@ struct Sim {
 }
 
 impl Sim {
-    fn start(mode: &'static str, dual: bool) -> Sim {
+    fn start(mode: &'static str, wide: bool, dual: bool) -> Sim {
         let options = NodeOptions {
             mode,
             cluster_network: CLUSTER_NETWORK.into(),
@@ -374,6 +399,7 @@ impl Sim {
         let rest = Rest::new(cluster.hub_name());
         Sim {
             mode,
+            wide,
             cluster,
             plane,
             rest,
@@ -446,6 +472,11 @@ impl Sim {
             let objs: Vec<Value> = (self.namespaces..namespaces)
                 .flat_map(|i| policies_obj(&ns_name(i)))
                 .collect();
+            created += objs.len();
+            busy += self.rest.create(objs);
+        }
+        if self.wide && self.namespaces == 0 {
+            let objs = wide_policies(WIDE_POLICIES);
             created += objs.len();
             busy += self.rest.create(objs);
         }
@@ -695,14 +726,18 @@ fn main() {
         .split(',')
         .map(|s| s.trim().parse().expect("SDN_CLUSTER_SIZES: numbers"))
         .collect();
-    let modes: Vec<&'static str> = env_or("SDN_CLUSTER_MODES", "multitenant,networkpolicy")
-        .split(',')
-        .map(|m| match m.trim() {
-            "multitenant" => "multitenant",
-            "networkpolicy" => "networkpolicy",
-            other => panic!("SDN_CLUSTER_MODES: unknown mode {other:?}"),
-        })
-        .collect();
+    let modes: Vec<(&'static str, &'static str, bool)> = env_or(
+        "SDN_CLUSTER_MODES",
+        "multitenant,networkpolicy,networkpolicy-wide",
+    )
+    .split(',')
+    .map(|m| match m.trim() {
+        "multitenant" => ("multitenant", "multitenant", false),
+        "networkpolicy" => ("networkpolicy", "networkpolicy", false),
+        "networkpolicy-wide" => ("networkpolicy-wide", "networkpolicy", true),
+        other => panic!("SDN_CLUSTER_MODES: unknown mode {other:?}"),
+    })
+    .collect();
     let biggest = sizes.iter().copied().max().unwrap_or(5000);
     let (ctl_s, ctl_rss) = controller_alone(biggest);
     eprintln!(
@@ -717,7 +752,7 @@ fn main() {
         })
         .collect();
     let mut table: Vec<(String, Row)> = Vec::new();
-    for (mode, dual) in modes
+    for ((mode, agent_mode, wide), dual) in modes
         .iter()
         .flat_map(|m| families.iter().map(move |d| (*m, *d)))
     {
@@ -726,7 +761,7 @@ fn main() {
         } else {
             mode.to_string()
         };
-        let mut sim = Sim::start(mode, dual);
+        let mut sim = Sim::start(agent_mode, wide, dual);
         for &size in &sizes {
             let t = Instant::now();
             let (rate, controller) = sim.grow(size);

@@ -10,14 +10,15 @@
 //!   them; a pod's status or annotations changing costs one comparison). Events that arrive
 //!   during a rebuild are taken by the next one, so a burst costs two rebuilds, not one per
 //!   event (openshift-sdn rate-limited to one per second instead).
-//! - **Only where a rule looks.** The last rows record which namespaces' pods they read
-//!   (`flows::policy::PodsRead`: a rule reads its own namespace, or those its namespace
-//!   selector matches); a change of pods anywhere else keeps the rows without a rebuild, so
-//!   the churn of a 150,000-pod cluster costs this node a comparison per event. The policies'
-//!   conjunction ids and the namespace views are kept while the state's maps are the same
-//!   objects.
-//! - **One bundle per rebuild.** Every pod whose target rows changed and the difference of the
-//!   shared rows go in one [`Change`]: no packet sees half a policy.
+//! - **By difference, only where a rule looks.** The rows are kept by
+//!   `flows::policy::PolicyEngine`, which takes what changed namespaces gave each rule out and
+//!   what they give now in: a pod event where no rule of this node looks costs a selector match
+//!   per rule, one where a rule looks costs that namespace's pods, and only the rows whose
+//!   clauses changed reach the switch (`Change::patch`). The churn of a 150,000-pod cluster
+//!   costs this node little whatever its policies select. The policies' conjunction ids and
+//!   the namespace views are kept while the state's maps are the same objects.
+//! - **One bundle per change.** Every pod whose target rows changed and the shared rows that
+//!   changed go in one [`Change`]: no packet sees half a policy.
 //! - **A pod is isolated from its first packet.** An ADD asks [`PodPolicy::rows`] for the new
 //!   pod's own rows and installs them in the bundle that installs the pod's flows; a pod a
 //!   policy selects never takes a warm port (whose flows are in before the ADD). The pod's
@@ -35,8 +36,7 @@ use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use flows::policy::{Isolation, LocalPod, NamespaceView, PodView, PodsByNamespace, PodsRead};
-use flows::policy::{PolicyInput, PolicyRows};
+use flows::policy::{Isolation, LocalPod, NamespaceView, PodView, PolicyEngine, Snapshot};
 use flows::{policy_target_cookie, ConjunctionIds, Datapath, RuleRef};
 use futures::future::BoxFuture;
 use ipnet::Ipv4Net;
@@ -79,28 +79,12 @@ pub trait PodPolicy: Send + Sync + fmt::Debug {
 /// Lists the local pods (the pod table).
 pub(crate) type LocalPods = Arc<dyn Fn() -> BoxFuture<'static, Vec<LocalPodRef>> + Send + Sync>;
 
-/// What the rows are built from (compared to skip rebuilds that would change nothing).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// What the rows are built from: the engine's snapshot, and the port name of each local pod
+/// (by ofport), which owns its rows in the flow store.
+#[derive(Clone, Debug, Default)]
 struct Inputs {
-    /// Shared with [`Derived`] until the state's policies change.
-    policies: Arc<Vec<Policy>>,
-    /// Their conjunction ids (with them).
-    ids: Arc<ConjunctionIds>,
-    /// Shared with [`Derived`] until the state's namespaces change.
-    namespaces: Arc<BTreeMap<String, NamespaceView>>,
-    /// The cluster's pods (shared with the cluster state, namespace by namespace).
-    pods: PodsByNamespace,
-    /// This node's pod subnets, IPv4 and IPv6 (their addresses come from the pod table only).
-    local_subnet: (Option<Ipv4Net>, Option<ipnet::Ipv6Net>),
-    local: Vec<LocalPod>,
-    /// The port name of each local pod, by ofport.
+    snap: Snapshot,
     ports: BTreeMap<u32, String>,
-    /// The datapath (what an allowed connection's commit records).
-    datapath: Datapath,
-    /// A local pod has an IPv6 address: the shared rows get their IPv6 twins.
-    ipv6: bool,
-    /// What each namespace logs (audit logging).
-    logged: Arc<BTreeMap<String, flows::audit::Logged>>,
 }
 
 /// What inputs take from the cluster state's policies and namespaces, kept while those maps
@@ -127,41 +111,6 @@ fn namespace_view(state: &ClusterState, name: &str) -> NamespaceView {
     NamespaceView {
         labels: namespace_labels(name, state.namespace_labels.get(name).unwrap_or(&empty)),
         vnid: state.vnid(name),
-    }
-}
-
-impl Inputs {
-    /// Whether rows computed from `self`, which read the pods `read`, are also the rows of
-    /// `new`: they differ only in pods of namespaces the rows did not read. (A namespace that
-    /// appears or goes may be one a selector matches: that rebuilds.)
-    fn still_holds(&self, read: &PodsRead, new: &Inputs) -> bool {
-        self.policies == new.policies
-            && self.namespaces == new.namespaces
-            && self.local == new.local
-            && self.ports == new.ports
-            && self.datapath == new.datapath
-            && self.ipv6 == new.ipv6
-            && self.local_subnet == new.local_subnet
-            && self.logged == new.logged
-            && new.pods.changed_namespaces(&self.pods).iter().all(|ns| {
-                !read.reads(ns) && self.pods.get(ns).is_some() == new.pods.get(ns).is_some()
-            })
-    }
-
-    fn input(&self) -> PolicyInput<'_> {
-        PolicyInput {
-            policies: &self.policies,
-            ids: Some(&self.ids),
-            namespaces: &self.namespaces,
-            pods: &self.pods,
-            local_subnet: self.local_subnet.0,
-            local_subnet6: self.local_subnet.1,
-            local: &self.local,
-            datapath: self.datapath,
-            ipv6: self.ipv6,
-            ipv4: self.local_subnet.0.is_some(),
-            logged: &self.logged,
-        }
     }
 }
 
@@ -197,7 +146,7 @@ impl PolicyView {
     /// What openshift-sdn's cross product would have installed for the same policies and pods
     /// (`local_targets`: had it counted only this node's pods as targets).
     pub(crate) fn cross_product_rows(&self, local_targets: bool) -> usize {
-        flows::policy::cross_product_rows(self.inputs.input(), local_targets)
+        flows::policy::cross_product_rows(self.inputs.snap.input(), local_targets)
     }
 }
 
@@ -211,8 +160,8 @@ pub(crate) struct NetworkPolicies<S> {
     local_pods: LocalPods,
     /// The policies and namespaces of the last state seen, as inputs take them.
     derived: std::sync::Mutex<Option<Derived>>,
-    /// The inputs of the rows on the bridge, and which namespaces' pods the rows read.
-    last: tokio::sync::Mutex<Option<(Inputs, PodsRead)>>,
+    /// The rows on the bridge, kept by difference.
+    engine: tokio::sync::Mutex<PolicyEngine>,
     view: std::sync::Mutex<Arc<PolicyView>>,
     wake: Notify,
     /// A rebuild changed the bridge: purge the datapath flows a moment later (see
@@ -247,7 +196,7 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
             local_subnet,
             datapath,
             local_pods,
-            last: tokio::sync::Mutex::new(None),
+            engine: tokio::sync::Mutex::new(PolicyEngine::new()),
             derived: std::sync::Mutex::new(None),
             view: std::sync::Mutex::default(),
             wake: Notify::new(),
@@ -301,16 +250,20 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
         }
         local_out.sort_by_key(|l| l.ofport);
         Inputs {
-            policies,
-            ids,
-            namespaces,
-            pods: state.peer_pods.clone(),
-            local_subnet: self.local_subnet,
-            ipv6: local_out.iter().any(|l| l.ip6.is_some()),
-            local: local_out,
+            snap: Snapshot {
+                policies,
+                ids,
+                namespaces,
+                pods: state.peer_pods.clone(),
+                local_subnet: self.local_subnet.0,
+                local_subnet6: self.local_subnet.1,
+                ipv6: local_out.iter().any(|l| l.ip6.is_some()),
+                ipv4: self.local_subnet.0.is_some(),
+                local: Arc::new(local_out),
+                datapath: self.datapath,
+                logged: Arc::new(cluster::audit::logged_by_namespace(state)),
+            },
             ports,
-            datapath: self.datapath,
-            logged: Arc::new(cluster::audit::logged_by_namespace(state)),
         }
     }
 
@@ -354,48 +307,57 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
         d.shared.clone()
     }
 
-    /// Rebuilds the rows if their inputs changed, and applies the difference in one bundle.
-    /// Returns whether the bridge changed.
+    /// Brings the rows to the cluster state and the local pods, and applies what changed in
+    /// one bundle. Returns whether the bridge changed.
     pub(crate) async fn sync(&self) -> Result<bool, OfError> {
         let local = (self.local_pods)().await;
-        let mut last = self.last.lock().await;
+        let mut engine = self.engine.lock().await;
         let state = self.cluster.borrow().clone();
         let inputs = self.inputs(&state, &local);
-        if let Some((had, read)) = last.as_mut() {
-            // Pods changed only where no rule of this node looks: the rows stand.
-            if had.still_holds(read, &inputs) {
-                *had = inputs;
-                return Ok(false);
-            }
+        if engine.snapshot() == Some(&inputs.snap) {
+            return Ok(false);
         }
         let began = Instant::now();
-        let rows = flows::policy_rows(inputs.input());
-        let change = self.change_to(&inputs, &rows).await;
+        let delta = engine.update(inputs.snap.clone());
+        let change = self.change_to(&inputs, &engine, &delta).await;
         let changed = !change.is_empty();
         // The view goes first: the audit log names a new row's policy from it, and the row's
         // first copy may come as soon as the bundle is in.
         let old = self.view();
-        self.publish(&inputs, &rows, began.elapsed(), changed);
+        self.publish(&inputs, &engine, began.elapsed(), changed);
         if let Err(e) = self.store.apply(change).await {
             *crate::lock(&self.view) = old;
+            // The bridge did not take the difference: the next sync starts from nothing.
+            engine.reset();
             return Err(e);
         }
         let took = began.elapsed();
         (crate::telemetry::metrics::metrics().policy_rebuild_seconds).observe(took.as_secs_f64());
         if changed {
             self.settle.notify_one();
-            tracing::info!(
-                policies = inputs.policies.len(),
-                active = self.view().active.len(),
-                isolated_pods = rows.isolated.len(),
-                rules = rows.rules.len(),
-                target_rows = rows.targets.values().map(Vec::len).sum::<usize>(),
-                shared_rows = rows.shared.len(),
-                ms = took.as_millis(),
-                "network policy rows applied"
-            );
+            let level_info = delta.targets_changed || delta.from_nothing;
+            let rows_changed = delta.upserts.len() + delta.deletes.len();
+            if level_info {
+                tracing::info!(
+                    policies = inputs.snap.policies.len(),
+                    active = self.view().active.len(),
+                    isolated_pods = engine.isolated().len(),
+                    rules = engine.rules().len(),
+                    target_rows = engine.targets().values().map(Vec::len).sum::<usize>(),
+                    shared_rows = engine.shared_len(),
+                    shared_rows_changed = rows_changed,
+                    ms = took.as_millis(),
+                    "network policy rows applied"
+                );
+            } else {
+                tracing::debug!(
+                    shared_rows = engine.shared_len(),
+                    shared_rows_changed = rows_changed,
+                    ms = took.as_millis(),
+                    "network policy peer rows applied"
+                );
+            }
         }
-        *last = Some((inputs, rows.pods_read));
         Ok(changed)
     }
 
@@ -403,61 +365,75 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
     /// first reconcile).
     pub(crate) async fn stage(&self) {
         let local = (self.local_pods)().await;
-        let mut last = self.last.lock().await;
+        let mut engine = self.engine.lock().await;
         let state = self.cluster.borrow().clone();
         let inputs = self.inputs(&state, &local);
         let began = Instant::now();
-        let rows = flows::policy_rows(inputs.input());
-        let change = self.change_to(&inputs, &rows).await;
+        let delta = engine.update(inputs.snap.clone());
+        let change = self.change_to(&inputs, &engine, &delta).await;
         self.store.stage(change).await;
-        self.publish(&inputs, &rows, began.elapsed(), false);
-        *last = Some((inputs, rows.pods_read));
+        self.publish(&inputs, &engine, began.elapsed(), false);
     }
 
-    /// The change that takes the store's policy rows to `rows`.
-    async fn change_to(&self, inputs: &Inputs, rows: &PolicyRows) -> Change {
+    /// The change that takes the store's policy rows to the engine's, given what its last
+    /// update changed.
+    async fn change_to(
+        &self,
+        inputs: &Inputs,
+        engine: &PolicyEngine,
+        delta: &flows::policy::Delta,
+    ) -> Change {
         let mut change = Change::new();
-        for (ofport, port) in &inputs.ports {
-            let want = rows.targets.get(ofport).cloned().unwrap_or_default();
-            let owner = Owner::PolicyTarget(port.clone());
-            let have = self.store.flows_of(&owner).await;
-            match (have, want.is_empty()) {
-                (None, true) => {}
-                (Some(h), false) if h == want => {}
-                (Some(_), true) => change = change.remove(owner),
-                (_, false) => change = change.set(owner, want),
+        if delta.targets_changed || delta.from_nothing {
+            for (ofport, port) in &inputs.ports {
+                let want = engine.targets().get(ofport).cloned().unwrap_or_default();
+                let owner = Owner::PolicyTarget(port.clone());
+                let have = self.store.flows_of(&owner).await;
+                match (have, want.is_empty()) {
+                    (None, true) => {}
+                    (Some(h), false) if h == want => {}
+                    (Some(_), true) => change = change.remove(owner),
+                    (_, false) => change = change.set(owner, want),
+                }
             }
         }
-        let have = self
-            .store
-            .flows_of(&Owner::Policy)
-            .await
-            .unwrap_or_default();
-        if have != rows.shared {
-            change = change.diff(Owner::Policy, rows.shared.clone());
+        if delta.from_nothing {
+            // The store may hold rows of before (a restart's, or of a bundle that failed).
+            let want = engine.rows().shared;
+            let have = self
+                .store
+                .flows_of(&Owner::Policy)
+                .await
+                .unwrap_or_default();
+            if have != want {
+                change = change.diff(Owner::Policy, want);
+            }
+        } else if !delta.shared_unchanged() {
+            change = change.patch(Owner::Policy, delta.upserts.clone(), delta.deletes.clone());
         }
         change
     }
 
-    fn publish(&self, inputs: &Inputs, rows: &PolicyRows, took: Duration, changed: bool) {
+    fn publish(&self, inputs: &Inputs, engine: &PolicyEngine, took: Duration, changed: bool) {
         let old = self.view();
         let view = PolicyView {
-            policies: inputs.policies.len(),
-            active: rows
-                .isolated
+            policies: inputs.snap.policies.len(),
+            active: engine
+                .isolated()
                 .values()
                 .flat_map(|i| i.ingress.iter().chain(&i.egress).cloned())
                 .collect(),
-            rules: rows.rules.clone(),
-            plain: rows.plain.clone(),
-            isolated: rows.isolated.clone(),
+            rules: engine.rules().clone(),
+            plain: engine.plain().clone(),
+            isolated: engine.isolated().clone(),
             pods: inputs
+                .snap
                 .local
                 .iter()
                 .map(|l| (l.ofport, format!("{}/{}", l.pod.namespace, l.pod.name)))
                 .collect(),
-            target_rows: rows.targets.values().map(Vec::len).sum(),
-            shared_rows: rows.shared.len(),
+            target_rows: engine.targets().values().map(Vec::len).sum(),
+            shared_rows: engine.shared_len(),
             inputs: Arc::new(inputs.clone()),
             rebuilds: old.rebuilds + u64::from(changed),
             last_rebuild: if changed { took } else { old.last_rebuild },
@@ -566,10 +542,10 @@ impl<S: FlowSwitch> PodPolicy for NetworkPolicies<S> {
         }
         let state = self.cluster.borrow().clone();
         let inputs = self.inputs(&state, std::slice::from_ref(pod));
-        flows::policy_rows(inputs.input())
-            .targets
-            .remove(&pod.ofport)
-            .unwrap_or_default()
+        let Some(local) = inputs.snap.local.first() else {
+            return Vec::new();
+        };
+        flows::policy::pod_rows(&inputs.snap.input(), &inputs.snap.ids, local).0
     }
 
     fn changed(&self) {

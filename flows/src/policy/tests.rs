@@ -5,7 +5,7 @@
 //! through these rows is `tests/tests/network_policy.rs`.
 
 use super::*;
-use multitenant::policy::{LabelSelector, NAMESPACE_NAME_LABEL};
+use multitenant::policy::{LabelSelector, Rule, NAMESPACE_NAME_LABEL};
 
 fn labels(pairs: &[(&str, &str)]) -> Labels {
     pairs
@@ -602,59 +602,6 @@ fn every_row_is_a_valid_flow() {
     for f in w.rows().all() {
         f.validate().unwrap_or_else(|e| panic!("{f}: {e}"));
     }
-}
-
-#[test]
-fn a_rule_reads_only_the_namespaces_it_can_select() {
-    let mut w = world();
-    // Pods in many other namespaces; none of them is a peer of a same-namespace rule.
-    for i in 0..200u8 {
-        w.pods
-            .push(pod(&format!("other-{i}"), "c", "client", [10, 129, 1, i]));
-    }
-    let mut p = policy("prod", "same-ns", LabelSelector::labels([("app", "web")]));
-    p.ingress = Some(vec![Rule {
-        peers: vec![Peer::Pods {
-            namespaces: None,
-            pods: LabelSelector::everything(),
-        }],
-        ports: vec![],
-    }]);
-    w.policies.push(p);
-    let rows = w.rows();
-    assert_eq!(
-        rows.pods_read,
-        PodsRead::Namespaces(["prod".to_string()].into()),
-        "a rule without a namespace selector reads its own namespace"
-    );
-    assert!(rows.pods_read.reads("prod") && !rows.pods_read.reads("other-1"));
-    // A namespace selector reads the namespaces whose labels it matches.
-    let mut w = world();
-    let mut p = policy("prod", "from-dev", LabelSelector::labels([("app", "web")]));
-    p.ingress = Some(vec![Rule {
-        peers: vec![Peer::Pods {
-            namespaces: Some(LabelSelector::labels([(NAMESPACE_NAME_LABEL, "dev")])),
-            pods: LabelSelector::labels([("app", "client")]),
-        }],
-        ports: vec![],
-    }]);
-    w.policies.push(p);
-    assert_eq!(
-        w.rows().pods_read,
-        PodsRead::Namespaces(["dev".to_string()].into())
-    );
-    // A named port sent anywhere reads every pod.
-    let mut w = world();
-    let mut p = policy("prod", "named-out", LabelSelector::labels([("app", "web")]));
-    p.egress = Some(vec![Rule {
-        peers: vec![],
-        ports: vec![PortSpec::Named {
-            protocol: Protocol::Tcp,
-            name: "http".into(),
-        }],
-    }]);
-    w.policies.push(p);
-    assert_eq!(w.rows().pods_read, PodsRead::All);
 }
 
 #[test]

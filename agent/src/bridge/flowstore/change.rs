@@ -3,7 +3,7 @@
 
 use flows::Vnid;
 use ovs::flow::{Flow, Group, GroupType};
-use ovs::openflow::flow_mod::GroupModCommand;
+use ovs::openflow::flow_mod::{FlowMod, GroupModCommand};
 use ovs::openflow::BundleMsg;
 use std::collections::BTreeMap;
 
@@ -89,6 +89,15 @@ pub(crate) enum Op {
     /// no longer has, adds of new or changed ones (owners with many rows that change a few at
     /// a time: the shared policy rows).
     Diff(Entry),
+    /// Change the owner's flows row by row, as a caller that keeps them by difference says:
+    /// strict deletes of `deletes`, adds of `upserts` (each replacing the row of its table,
+    /// priority and match). The owner's other rows stay; its VNID and port stay.
+    Patch {
+        /// Rows added or changed.
+        upserts: Vec<Flow>,
+        /// Rows removed, as the owner holds them.
+        deletes: Vec<Flow>,
+    },
 }
 
 /// A set of owner changes applied as one bundle.
@@ -139,6 +148,18 @@ impl Change {
     /// Makes `owner`'s flows `flows`, sending only the rows that differ from what it holds.
     pub fn diff(mut self, owner: Owner, flows: Vec<Flow>) -> Change {
         self.ops.push((owner, Op::Diff(Entry::plain(flows))));
+        self
+    }
+
+    /// Changes `owner`'s flows row by row (see [`Op::Patch`]): for an owner whose rows a caller
+    /// keeps by difference, so that a change of one row costs one message and no comparison of
+    /// the rest. At most one patch per owner in a change.
+    pub fn patch(mut self, owner: Owner, upserts: Vec<Flow>, deletes: Vec<Flow>) -> Change {
+        debug_assert!(
+            !self.ops.iter().any(|(o, _)| *o == owner),
+            "a patch is the only op of its owner in a change"
+        );
+        self.ops.push((owner, Op::Patch { upserts, deletes }));
         self
     }
 
@@ -229,6 +250,14 @@ impl Change {
                     msgs.extend(diff(e.rows().iter(), &old));
                     holds.insert(owner, Some(e));
                 }
+                Op::Patch { upserts, deletes } => {
+                    msgs.extend(
+                        deletes
+                            .iter()
+                            .map(|f| BundleMsg::Flow(FlowMod::delete_strict(f))),
+                    );
+                    msgs.extend(upserts.iter().cloned().map(BundleMsg::add));
+                }
             }
         }
         msgs
@@ -298,6 +327,7 @@ impl Change {
             let new = match op {
                 Op::Replace(Some(e)) | Op::Put(e) | Op::Diff(e) => e.vnid,
                 Op::Replace(None) => None,
+                Op::Patch { .. } => old,
             };
             for (v, delta) in [(old, -1i64), (new, 1i64)] {
                 if let Some(v) = v {
@@ -324,6 +354,7 @@ impl Change {
             let new = match op {
                 Op::Replace(Some(e)) | Op::Put(e) | Op::Diff(e) => e.member(),
                 Op::Replace(None) => None,
+                Op::Patch { .. } => old,
             };
             for (m, add) in [(old, false), (new, true)] {
                 if let Some((v, port)) = m {
@@ -343,6 +374,14 @@ impl Change {
             let entry = match op {
                 Op::Replace(Some(e)) | Op::Put(e) | Op::Diff(e) => Some(e),
                 Op::Replace(None) => None,
+                Op::Patch { upserts, deletes } => {
+                    let e = state
+                        .owners
+                        .entry(owner)
+                        .or_insert_with(|| Entry::plain(Vec::new()));
+                    patch_rows(&mut e.flows, upserts, &deletes);
+                    continue;
+                }
             };
             let new = entry.as_ref().and_then(|e| e.vnid);
             let new_member = entry.as_ref().and_then(Entry::member);
@@ -379,6 +418,19 @@ impl Change {
 }
 
 /// The bundle message deleting group `id` (and, as OpenFlow does, every flow that uses it).
+/// `flows` with the rows of `deletes` gone and `upserts` in (replacing rows of the same table,
+/// priority and match): one pass over the rows, hashing only the patch's keys.
+fn patch_rows(flows: &mut Vec<Flow>, upserts: Vec<Flow>, deletes: &[Flow]) {
+    let keys: std::collections::HashSet<(u8, u16, &ovs::flow::Match)> = upserts
+        .iter()
+        .chain(deletes)
+        .map(|f| (f.table, f.priority, &f.matches))
+        .collect();
+    flows.retain(|f| !keys.contains(&(f.table, f.priority, &f.matches)));
+    drop(keys);
+    flows.extend(upserts);
+}
+
 pub(crate) fn group_delete(id: u32) -> BundleMsg {
     BundleMsg::Group(
         GroupModCommand::Delete,

@@ -179,6 +179,21 @@ async fn policy_rows_live_and_die_with_their_port_and_shared_rows_change_row_by_
         on[0].contains("10.129.0.2") && on[1].contains("10.129.0.3"),
         "{on:?}"
     );
+    // A patch: one row changed in place (its clauses), one gone, nothing else sent or
+    // compared; the store then holds what the bridge holds.
+    let changed = shared_row(3).action(Action::conjunction(9, 2, 2).unwrap());
+    store
+        .apply(Change::new().patch(Owner::Policy, vec![changed.clone()], vec![shared_row(2)]))
+        .await
+        .unwrap();
+    assert_eq!(sw.last_bundle_len(), 2, "one strict delete, one add");
+    let on: Vec<String> = sw
+        .flows_with_cookie(flows::POLICY_COOKIE)
+        .iter()
+        .map(|f| f.to_string())
+        .collect();
+    assert_eq!(on, vec![changed.to_string()]);
+    assert_eq!(store.flows_of(&Owner::Policy).await, Some(vec![changed]));
     // Removing the port removes its policy rows in the same bundle.
     let before = sw.bundles();
     store

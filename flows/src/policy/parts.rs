@@ -1,0 +1,498 @@
+//! The rule parts of NetworkPolicies and the rows each gives, split by what they depend on
+//! (see [`super::engine`]): per local pod ([`pod_rows`]), per part whatever the pods
+//! ([`static_rows`]), and per part and namespace ([`namespace_rows`]).
+//!
+//! A part is one conjunction: a rule's numbered ports (and protocol-only entries, or all
+//! traffic when it names none), or its named ports, which resolve on the receiving pod and so
+//! cannot share a dimension with numbered ones.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use ipnet::{Ipv4Net, Ipv6Net};
+use multitenant::policy::{
+    port_masks, resolve_named_port, subtract, subtract6, Direction, Peer, Policy, PortSpec,
+    Protocol, Rule,
+};
+use ovs::flow::{Action, Flow, Masked, Match};
+
+use super::engine::RowKey;
+use super::{
+    allow_rows, families, l4, l4_6, peer_net, peer_net6, rule_key, table_of, target_reg,
+    ConjunctionIds, Isolation, LocalPod, NamespaceView, PodView, PolicyInput, Rows, RuleCtx,
+    RuleRef, POLICY_COOKIE, PRIO_CONJUNCTION, PRIO_ISOLATION, PRIO_PLAIN,
+};
+use crate::audit::{self, Decision};
+use crate::registers::Reg;
+use crate::Vnid;
+
+/// Which part of which rule: the identity of one conjunction.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct PartKey {
+    pub(super) policy: String,
+    pub(super) d: Direction,
+    pub(super) index: usize,
+    pub(super) named: bool,
+}
+
+/// One rule part of a policy, borrowed from its input.
+#[derive(Clone, Copy)]
+pub(super) struct Part<'a> {
+    pub(super) p: &'a Policy,
+    pub(super) d: Direction,
+    pub(super) index: usize,
+    pub(super) rule: &'a Rule,
+    pub(super) named: bool,
+    pub(super) id: u32,
+}
+
+impl<'a> Part<'a> {
+    pub(super) fn key(&self) -> PartKey {
+        PartKey {
+            policy: self.p.key(),
+            d: self.d,
+            index: self.index,
+            named: self.named,
+        }
+    }
+
+    pub(super) fn rref(&self) -> RuleRef {
+        RuleRef {
+            policy: self.p.key(),
+            direction: self.d,
+            index: self.index,
+            named: self.named,
+        }
+    }
+
+    /// The rule's numbered port entries (and protocol-only ones).
+    fn numbered(&self) -> impl Iterator<Item = &'a PortSpec> {
+        self.rule
+            .ports
+            .iter()
+            .filter(|s| !matches!(s, PortSpec::Named { .. }))
+    }
+
+    fn named_ports(&self) -> Vec<(Protocol, &'a str)> {
+        self.rule
+            .ports
+            .iter()
+            .filter_map(|s| match s {
+                PortSpec::Named { protocol, name } => Some((*protocol, name.as_str())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The number of clauses of its conjunction (1: no conjunction, plain rows per target).
+    pub(super) fn clauses(&self) -> u8 {
+        let with_peers = !self.rule.peers.is_empty();
+        match (self.named, self.d) {
+            (false, _) => 1 + u8::from(with_peers) + u8::from(self.numbered().next().is_some()),
+            (true, Direction::Ingress) => 1 + u8::from(with_peers),
+            (true, Direction::Egress) => 2,
+        }
+    }
+
+    /// Whether its peers are rows of their own (clause 2) in the shared rows.
+    fn has_peer_clause(&self) -> bool {
+        !(self.rule.peers.is_empty() || self.named && self.d == Direction::Egress)
+    }
+
+    fn ctx(&self, input: &PolicyInput<'_>) -> RuleCtx {
+        RuleCtx {
+            log: input
+                .logged
+                .get(&self.p.namespace)
+                .copied()
+                .unwrap_or_default(),
+            datapath: input.datapath,
+            ipv6: input.ipv6,
+            ipv4: input.ipv4,
+            d: self.d,
+            table: table_of(self.d),
+            reg: target_reg(self.d),
+        }
+    }
+}
+
+/// The parts of policy `p`: per direction it affects, per rule, its numbered part (unless it
+/// names only named ports) and its named part (when it names any).
+pub(super) fn parts_of<'a>(p: &'a Policy, ids: &ConjunctionIds) -> Vec<Part<'a>> {
+    let mut out = Vec::new();
+    for d in [Direction::Ingress, Direction::Egress] {
+        for (index, rule) in p.rules(d).unwrap_or_default().iter().enumerate() {
+            let named = rule
+                .ports
+                .iter()
+                .any(|s| matches!(s, PortSpec::Named { .. }));
+            let numbered = rule.ports.is_empty()
+                || rule
+                    .ports
+                    .iter()
+                    .any(|s| !matches!(s, PortSpec::Named { .. }));
+            for (is_named, exists) in [(false, numbered), (true, named)] {
+                if !exists {
+                    continue;
+                }
+                let Some(id) = ids.get(&rule_key(p, d, index, is_named)) else {
+                    continue;
+                };
+                out.push(Part {
+                    p,
+                    d,
+                    index,
+                    rule,
+                    named: is_named,
+                    id: *id,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// One contribution to a shared row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Item {
+    /// A conjunction clause (`conjunction(id, clause/n)`).
+    Conj { id: u32, clause: u8, n: u8 },
+    /// A whole row of its own (a `conj_id` row): cookie, actions, `goto_table`.
+    Row(u64, Vec<Action>, Option<u8>),
+}
+
+/// How many namespaces hold each VNID (a namespace peer on ingress is its VNID only when the
+/// namespace holds it alone).
+pub(super) fn holders(namespaces: &BTreeMap<String, NamespaceView>) -> BTreeMap<Vnid, usize> {
+    let mut out: BTreeMap<Vnid, usize> = BTreeMap::new();
+    for ns in namespaces.values() {
+        if let Some(v) = ns.vnid {
+            *out.entry(v).or_default() += 1;
+        }
+    }
+    out
+}
+
+/// The VNID namespace `ns` stands for as a peer: its own, when it is a tenant's (not 0, which
+/// the node's own traffic carries, nor the unknown tenant's) and no other namespace holds it.
+pub(super) fn own_vnid(ns: &NamespaceView, holders: &BTreeMap<Vnid, usize>) -> Option<Vnid> {
+    ns.vnid
+        .filter(|v| !v.is_global() && *v != Vnid::UNASSIGNED && holders.get(v).copied() == Some(1))
+}
+
+/// An input with its VNID holders.
+pub(super) struct Ctx<'a> {
+    pub(super) input: PolicyInput<'a>,
+    pub(super) holders: &'a BTreeMap<Vnid, usize>,
+}
+
+impl Ctx<'_> {
+    fn view(&self, ns: &str) -> &NamespaceView {
+        static NONE: std::sync::OnceLock<NamespaceView> = std::sync::OnceLock::new();
+        self.input
+            .namespaces
+            .get(ns)
+            .unwrap_or_else(|| NONE.get_or_init(NamespaceView::default))
+    }
+}
+
+/// The rows a part has whatever the pods: its ports, its `ipBlock` peers, its `conj_id` rows.
+pub(super) fn static_rows(part: &Part<'_>, input: &PolicyInput<'_>, out: &mut Vec<(RowKey, Item)>) {
+    let n = part.clauses();
+    if n == 1 {
+        return;
+    }
+    let ctx = part.ctx(input);
+    let table = ctx.table.id();
+    let conj = |clause| Item::Conj {
+        id: part.id,
+        clause,
+        n,
+    };
+    if part.has_peer_clause() {
+        for peer in &part.rule.peers {
+            match peer {
+                Peer::IpBlock { cidr, except } if input.ipv4 => {
+                    for net in subtract(*cidr, except) {
+                        out.push(((table, PRIO_CONJUNCTION, peer_net(part.d, &net)), conj(2)));
+                    }
+                }
+                Peer::IpBlock6 { cidr, except } if input.ipv6 => {
+                    for net in subtract6(*cidr, except) {
+                        out.push(((table, PRIO_CONJUNCTION, peer_net6(part.d, &net)), conj(2)));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    if !part.named && part.numbered().next().is_some() {
+        let clause = 2 + u8::from(!part.rule.peers.is_empty());
+        for spec in part.numbered() {
+            let l4s = |proto: Protocol| {
+                [ctx.ipv4.then(|| l4(proto)), ctx.ipv6.then(|| l4_6(proto))]
+                    .into_iter()
+                    .flatten()
+            };
+            match spec {
+                PortSpec::Any(proto) => {
+                    for m in l4s(*proto) {
+                        out.push(((table, PRIO_CONJUNCTION, m), conj(clause)));
+                    }
+                }
+                PortSpec::Range {
+                    protocol,
+                    first,
+                    last,
+                } => {
+                    for (v, mask) in port_masks(*first, *last) {
+                        let masked = Masked::new(v, mask).unwrap_or(Masked::exact(v));
+                        for m in l4s(*protocol) {
+                            let m = if mask == 0 { m } else { m.tp_dst(masked) };
+                            out.push(((table, PRIO_CONJUNCTION, m), conj(clause)));
+                        }
+                    }
+                }
+                PortSpec::Named { .. } => {}
+            }
+        }
+    }
+    for m in families(Match::any().ip(), ctx.ipv4, ctx.ipv6) {
+        let row = Flow::new(table, PRIO_CONJUNCTION)
+            .cookie(POLICY_COOKIE)
+            .matching(m.conj_id(part.id));
+        for f in allow_rows(row, &ctx, Some(part.id)) {
+            out.push((
+                (f.table, f.priority, f.matches),
+                Item::Row(f.cookie, f.actions, f.goto_table),
+            ));
+        }
+    }
+}
+
+/// The rows namespace `ns` gives a part: its VNID, or the addresses of its pods the part's
+/// peers select (for named egress ports: address and port, per pod declaring the name).
+pub(super) fn namespace_rows(
+    part: &Part<'_>,
+    cx: &Ctx<'_>,
+    ns: &str,
+    out: &mut Vec<(RowKey, Item)>,
+) {
+    let input = &cx.input;
+    let n = part.clauses();
+    let table = table_of(part.d).id();
+    let egress_named = part.named && part.d == Direction::Egress;
+    if !egress_named && (n == 1 || part.rule.peers.is_empty()) {
+        return;
+    }
+    let view = cx.view(ns);
+    let mut vnid = None;
+    let mut pods: BTreeMap<IpAddr, &PodView> = BTreeMap::new();
+    if part.rule.peers.is_empty() {
+        // Named egress ports to any peer: every pod.
+        for pod in input.pods_in(ns) {
+            if let Some(k) = pod.key() {
+                pods.insert(k, pod);
+            }
+        }
+    }
+    for peer in &part.rule.peers {
+        let Peer::Pods {
+            namespaces,
+            pods: sel,
+        } = peer
+        else {
+            continue;
+        };
+        let selected = match namespaces {
+            None => ns == part.p.namespace,
+            Some(s) => s.matches(&view.labels),
+        };
+        if !selected {
+            continue;
+        }
+        if part.d == Direction::Ingress && sel.is_everything() && namespaces.is_some() {
+            if let Some(v) = own_vnid(view, cx.holders) {
+                vnid = Some(v);
+                continue;
+            }
+        }
+        for pod in input.pods_in(ns) {
+            if let Some(k) = pod.key() {
+                if sel.matches(&pod.labels) {
+                    pods.insert(k, pod);
+                }
+            }
+        }
+    }
+    let conj = |clause| Item::Conj {
+        id: part.id,
+        clause,
+        n,
+    };
+    if egress_named {
+        let named = part.named_ports();
+        for pod in pods.values() {
+            for (proto, name) in &named {
+                let Some(port) = resolve_named_port(&pod.ports, *proto, name) else {
+                    continue;
+                };
+                if let Some(ip) = pod.ip.filter(|_| input.ipv4) {
+                    let m = l4(*proto)
+                        .nw_dst(Masked::exact(ip))
+                        .tp_dst(Masked::exact(port));
+                    out.push(((table, PRIO_CONJUNCTION, m), conj(2)));
+                }
+                if let Some(ip6) = pod.ip6.filter(|_| input.ipv6) {
+                    let m = l4_6(*proto)
+                        .ipv6_dst(Masked::exact(ip6))
+                        .tp_dst(Masked::exact(port));
+                    out.push(((table, PRIO_CONJUNCTION, m), conj(2)));
+                }
+            }
+        }
+        return;
+    }
+    if let Some(v) = vnid {
+        for m in families(Match::any().ip(), input.ipv4, input.ipv6) {
+            let m = Reg::SrcVnid.matching(m, v.id());
+            out.push(((table, PRIO_CONJUNCTION, m), conj(2)));
+        }
+    }
+    let v4: BTreeSet<Ipv4Net> = pods
+        .values()
+        .filter_map(|p| p.ip.filter(|_| input.ipv4).map(Ipv4Net::from))
+        .collect();
+    let v6: BTreeSet<Ipv6Net> = pods
+        .values()
+        .filter_map(|p| p.ip6.filter(|_| input.ipv6).map(Ipv6Net::from))
+        .collect();
+    for net in &v4 {
+        out.push(((table, PRIO_CONJUNCTION, peer_net(part.d, net)), conj(2)));
+    }
+    for net in &v6 {
+        out.push(((table, PRIO_CONJUNCTION, peer_net6(part.d, net)), conj(2)));
+    }
+}
+
+/// Every namespace a part's rows may come from.
+pub(super) fn namespaces_of(part: &Part<'_>, input: &PolicyInput<'_>) -> BTreeSet<String> {
+    let all = || input.namespace_names().into_iter().map(str::to_string);
+    if part.named && part.d == Direction::Egress && part.rule.peers.is_empty() {
+        return all().collect();
+    }
+    let mut out = BTreeSet::new();
+    let mut names: Option<Vec<String>> = None;
+    let none = NamespaceView::default();
+    for peer in &part.rule.peers {
+        if let Peer::Pods { namespaces, .. } = peer {
+            match namespaces {
+                None => {
+                    out.insert(part.p.namespace.clone());
+                }
+                Some(sel) => {
+                    let names = names.get_or_insert_with(|| all().collect());
+                    out.extend(
+                        names
+                            .iter()
+                            .filter(|n| {
+                                sel.matches(&input.namespaces.get(*n).unwrap_or(&none).labels)
+                            })
+                            .cloned(),
+                    );
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The rows of one local pod: the target rows of every part of every policy that selects it,
+/// and its isolation rows; with what it is isolated by and its plain (single-dimension)
+/// rules.
+pub fn pod_rows(
+    input: &PolicyInput<'_>,
+    ids: &ConjunctionIds,
+    t: &LocalPod,
+) -> (Vec<Flow>, Isolation, Vec<(Direction, RuleRef)>) {
+    let mut rows = Rows::default();
+    let mut iso = Isolation::default();
+    let mut plain = Vec::new();
+    let mut selecting: Vec<&Policy> = input
+        .policies
+        .iter()
+        .filter(|p| p.selects(&t.pod.namespace, &t.pod.labels))
+        .collect();
+    selecting.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    for p in selecting {
+        for d in [Direction::Ingress, Direction::Egress] {
+            if p.rules(d).is_none() {
+                continue;
+            }
+            match d {
+                Direction::Ingress => iso.ingress.push(p.key()),
+                Direction::Egress => iso.egress.push(p.key()),
+            }
+            let log = input.logged.get(&p.namespace).copied().unwrap_or_default();
+            let fams = [
+                input.ipv4.then(|| Match::any().ip()),
+                t.ip6.map(|_| Match::any().ipv6()),
+            ];
+            for m in fams.into_iter().flatten() {
+                let mut f = Flow::new(table_of(d).id(), PRIO_ISOLATION)
+                    .cookie(t.cookie)
+                    .matching(target_reg(d).matching(m, t.ofport));
+                if log.deny {
+                    let decision = match d {
+                        Direction::Ingress => Decision::PolicyIngressDeny,
+                        Direction::Egress => Decision::PolicyEgressDeny,
+                    };
+                    for a in audit::log_actions(decision, 0, None) {
+                        f = f.action(a);
+                    }
+                }
+                rows.put(f);
+            }
+        }
+        for part in parts_of(p, ids) {
+            let ctx = part.ctx(input);
+            let n = part.clauses();
+            // The target's matches: per named port it declares (ingress), else the pod.
+            let mut matches = Vec::new();
+            if part.named && part.d == Direction::Ingress {
+                for (proto, name) in part.named_ports() {
+                    let Some(port) = resolve_named_port(&t.pod.ports, proto, name) else {
+                        continue;
+                    };
+                    let l4s = [ctx.ipv4.then(|| l4(proto)), t.ip6.map(|_| l4_6(proto))];
+                    for m in l4s.into_iter().flatten() {
+                        matches.push(ctx.reg.matching(m, t.ofport).tp_dst(Masked::exact(port)));
+                    }
+                    if n == 1 {
+                        plain.push((part.d, part.rref()));
+                    }
+                }
+            } else {
+                for m in families(Match::any().ip(), ctx.ipv4, t.ip6.is_some()) {
+                    matches.push(ctx.reg.matching(m, t.ofport));
+                }
+                if n == 1 {
+                    plain.push((part.d, part.rref()));
+                }
+            }
+            for m in matches {
+                if n == 1 {
+                    let row = Flow::new(ctx.table.id(), PRIO_PLAIN)
+                        .cookie(t.cookie)
+                        .matching(m);
+                    for f in allow_rows(row, &ctx, None) {
+                        rows.put(f);
+                    }
+                } else {
+                    rows.conj(ctx.table, m, t.cookie, part.id, 1, n);
+                }
+            }
+        }
+    }
+    (rows.flows(), iso, plain)
+}
