@@ -32,6 +32,7 @@
 //! controller writes through the API; the trait is for reading.
 
 pub mod audit;
+pub mod cnp;
 pub mod config;
 pub mod crd;
 pub mod dual_stack;

@@ -300,7 +300,7 @@ fn port(p: &NetworkPolicyPort, at: &str) -> Result<PortSpec, FieldError> {
 }
 
 /// An IANA service name, as Kubernetes checks container port names.
-fn valid_port_name(s: &str) -> bool {
+pub(crate) fn valid_port_name(s: &str) -> bool {
     (1..=15).contains(&s.len())
         && s.bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
@@ -310,7 +310,7 @@ fn valid_port_name(s: &str) -> bool {
         && !s.contains("--")
 }
 
-fn selector(s: Option<&KubeSelector>, at: &str) -> Result<LabelSelector, FieldError> {
+pub(crate) fn selector(s: Option<&KubeSelector>, at: &str) -> Result<LabelSelector, FieldError> {
     let Some(s) = s else {
         return Ok(LabelSelector::everything());
     };

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use flows::policy::PodsByNamespace;
 use ipnet::{Ipv4Net, Ipv6Net};
+use multitenant::cluster_policy::ClusterPolicy;
 use multitenant::policy::{ContainerPort, Labels, Policy};
 
 use super::types::{
@@ -58,6 +59,11 @@ pub struct ClusterState {
     pub network_policies: Arc<BTreeMap<String, Policy>>,
     /// Networkpolicy mode: the NetworkPolicies left out whole, with why, by `namespace/name`.
     pub refused_policies: BTreeMap<String, String>,
+    /// ClusterNetworkPolicies (both modes), by name: those read, and the fail-closed form of
+    /// those refused (`crate::cnp::fail_closed`).
+    pub cluster_policies: Arc<BTreeMap<String, ClusterPolicy>>,
+    /// ClusterNetworkPolicies refused whole, with why, by name.
+    pub refused_cluster_policies: BTreeMap<String, String>,
     /// EgressNetworkPolicies (`namespace/name`) that cannot be applied, with why: their
     /// namespace's external traffic is dropped (fail closed).
     pub refused_egress_policies: BTreeMap<String, String>,
@@ -342,6 +348,8 @@ impl ClusterState {
             namespace_labels,
             network_policies,
             refused_policies,
+            cluster_policies,
+            refused_cluster_policies,
             refused_egress_policies,
             broken_namespaces,
             audit_logging,
@@ -354,6 +362,8 @@ impl ClusterState {
             && *namespace_labels == other.namespace_labels
             && *network_policies == other.network_policies
             && *refused_policies == other.refused_policies
+            && *cluster_policies == other.cluster_policies
+            && *refused_cluster_policies == other.refused_cluster_policies
             && *refused_egress_policies == other.refused_egress_policies
             && *broken_namespaces == other.broken_namespaces
             && *audit_logging == other.audit_logging

@@ -14,6 +14,7 @@
 //! packets of the old tenant that are still in flight on some node never meet the new one.
 
 pub mod admin;
+pub mod cluster_policy;
 pub mod policy;
 
 use std::collections::{BTreeMap, BTreeSet};

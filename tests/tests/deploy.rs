@@ -482,6 +482,7 @@ fn rbac_is_least_privilege() {
         ("", "namespaces"),
         ("", "pods"),
         ("networking.k8s.io", "networkpolicies"),
+        ("policy.networking.k8s.io", "clusternetworkpolicies"),
     ]) {
         for v in ["get", "list", "watch"] {
             want.insert((g.to_string(), res.to_string(), v.to_string(), Vec::new()));
@@ -490,8 +491,8 @@ fn rbac_is_least_privilege() {
     assert_eq!(
         grant_set(&agent_rules),
         want,
-        "the agent gets exactly read access to the network objects, namespaces, pods and \
-         NetworkPolicies"
+        "the agent gets exactly read access to the network objects, namespaces, pods, \
+         NetworkPolicies and ClusterNetworkPolicies"
     );
     for res in ["hostsubnets", "netnamespaces"] {
         for v in ["create", "update", "patch", "delete", "deletecollection"] {

@@ -283,6 +283,107 @@ async fn networkpolicy_mode_serves_before_every_pod_of_the_cluster_is_listed() {
     .await;
 }
 
+fn cnp(name: &str, spec: Value) -> Value {
+    let mut v = json!({"apiVersion": "policy.networking.k8s.io/v1alpha2",
+                       "kind": "ClusterNetworkPolicy", "metadata": {"name": name}});
+    v["spec"] = spec;
+    v
+}
+
+/// ClusterNetworkPolicies in multitenant mode: read, a bad one refused by field and failing
+/// closed, the pods of the cluster listed once one exists (its peers); a cluster without the
+/// CRD (404) has none and the source still starts.
+#[tokio::test]
+async fn cluster_network_policies_are_read_in_multitenant_mode_and_a_missing_crd_means_none() {
+    let fake = FakeApi::start("127.0.0.1:0");
+    for o in [
+        cluster_network(),
+        host_subnet("n1", "192.168.1.1", "10.128.0.0/23"),
+        net_namespace("monitoring", 10),
+        namespace("monitoring"),
+        running_pod("monitoring", "prom", "n2", "10.128.2.5", "prom"),
+        cnp(
+            "scrape",
+            json!({"tier": "Admin", "priority": 10, "subject": {"namespaces": {}},
+                   "ingress": [{"name": "prometheus", "action": "Accept",
+                                "from": [{"namespaces": {"matchLabels":
+                                    {"kubernetes.io/metadata.name": "monitoring"}}}],
+                                "protocols": [{"tcp": {"destinationPort": {"number": 9100}}}]}]}),
+        ),
+        cnp(
+            "typo",
+            json!({"tier": "Baseline", "priority": 1001, "subject": {"namespaces": {}},
+                   "egress": [{"action": "Deny", "to": [{"networks": ["10.0.0.0/8"]}]}]}),
+        ),
+    ] {
+        fake.put(o).unwrap();
+    }
+    let src = KubeSource::start(client(&fake), "n1", false, Duration::from_secs(10))
+        .await
+        .unwrap();
+    until(
+        &src,
+        "both policies, the bad one failing closed, peers listed",
+        |s| {
+            let scrape = s.cluster_policies.get("scrape");
+            let typo = s.cluster_policies.get("typo");
+            scrape.is_some_and(|p| p.priority == 10 && p.ingress[0].name == "prometheus")
+                && typo.is_some_and(|p| {
+                    p.tier.name() == "Baseline"
+                        && p.ingress.is_empty()
+                        && p.egress.len() == 1
+                        && p.egress[0].fails_closed()
+                })
+                && s.refused_cluster_policies
+                    .get("typo")
+                    .is_some_and(|why| why.contains("spec.priority"))
+                && !s.refused_cluster_policies.contains_key("scrape")
+                && s.peer_pods_listed
+                && s.peer_pods
+                    .get("monitoring")
+                    .is_some_and(|m| m.contains_key("prom"))
+        },
+    )
+    .await;
+    // Fixed: applied, no longer refused; deleted: gone.
+    fake.put(cnp(
+        "typo",
+        json!({"tier": "Baseline", "priority": 1000, "subject": {"namespaces": {}},
+               "egress": [{"action": "Deny", "to": [{"networks": ["10.0.0.0/8"]}]}]}),
+    ))
+    .unwrap();
+    fake.delete(
+        "policy.networking.k8s.io",
+        "clusternetworkpolicies",
+        None,
+        "scrape",
+    );
+    until(&src, "fixed and deleted", |s| {
+        s.refused_cluster_policies.is_empty()
+            && s.cluster_policies.keys().cloned().collect::<Vec<_>>() == ["typo"]
+            && s.cluster_policies["typo"].priority == 1000
+    })
+    .await;
+    drop(src);
+
+    // No CRD: the source starts, with none, and lists no pod of other nodes.
+    let bare = FakeApi::start("127.0.0.1:0");
+    bare.unregister("policy.networking.k8s.io", "clusternetworkpolicies");
+    for o in [
+        cluster_network(),
+        host_subnet("n1", "192.168.1.1", "10.128.0.0/23"),
+    ] {
+        bare.put(o).unwrap();
+    }
+    let src = KubeSource::start(client(&bare), "n1", false, Duration::from_secs(10))
+        .await
+        .unwrap();
+    until(&src, "no policies", |s| {
+        s.cluster_policies.is_empty() && s.peer_pods.is_empty() && !s.peer_pods_listed
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn the_source_says_what_it_could_not_list() {
     // Nothing listens there.

@@ -297,6 +297,15 @@ impl FakeApi {
             .register(ty);
     }
 
+    /// Stops serving a resource type (as a cluster without its CRD): requests for it get 404.
+    pub fn unregister(&self, group: &str, plural: &str) {
+        self.shared
+            .registry
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .unregister(group, plural);
+    }
+
     /// Creates or replaces an object directly in the store (no HTTP, no version check): its
     /// type comes from `apiVersion` and `kind`, namespaced kinds need `metadata.namespace`.
     /// Watchers see ADDED or MODIFIED. Returns the stored object.

@@ -158,6 +158,16 @@ impl Default for Registry {
                 true,
             )
             .with_short_names(&["netpol"]),
+            // The network-policy-api CRD (deploy/crd-clusternetworkpolicies.yaml) installed.
+            ResourceType::new(
+                "policy.networking.k8s.io",
+                "v1alpha2",
+                "clusternetworkpolicies",
+                "ClusterNetworkPolicy",
+                false,
+            )
+            .with_status()
+            .with_short_names(&["cnp"]),
             ResourceType::new(n, "v1", "clusternetworks", "ClusterNetwork", false),
             ResourceType::new(n, "v1", "hostsubnets", "HostSubnet", false),
             ResourceType::new(n, "v1", "netnamespaces", "NetNamespace", false)
@@ -180,6 +190,12 @@ impl Registry {
         self.types
             .retain(|t| !(t.group == ty.group && t.version == ty.version && t.plural == ty.plural));
         self.types.push(ty);
+    }
+
+    /// Removes every version of a resource type.
+    pub fn unregister(&mut self, group: &str, plural: &str) {
+        self.types
+            .retain(|t| !(t.group == group && t.plural == plural));
     }
 
     /// The type served at `group/version/plural`.

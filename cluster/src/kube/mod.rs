@@ -52,7 +52,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::stream::{self, BoxStream, StreamExt};
+use futures::stream::{self, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
@@ -67,8 +67,15 @@ use super::pods::{PodCache, SlimPod};
 pub use super::reflected::{watch_event, Reflected};
 use super::state::SubnetIndex;
 use super::types::{ClusterNetwork, ClusterObject, EgressNetworkPolicy, HostSubnet, NetNamespace};
-use super::{netpol, ClusterSource, ClusterState};
+use super::{ClusterSource, ClusterState};
+use multitenant::cluster_policy::ClusterPolicy;
+
+mod policies;
+mod watches;
+
 use multitenant::policy::Labels;
+use policies::{not_served, policy_key, read_cluster_policy, read_policy, PolicyRead};
+use watches::watches;
 
 /// The API group of the network objects.
 pub const GROUP: &str = "network.openshift.io";
@@ -167,6 +174,7 @@ enum Ev {
     /// Every pod (networkpolicy mode).
     PeerPod(watcher::Result<Event<SlimPod>>),
     NetworkPolicy(watcher::Result<Event<NetworkPolicy>>),
+    ClusterNetworkPolicy(watcher::Result<Event<DynamicObject>>),
 }
 
 /// Everything the source knows, and the state last assembled from it.
@@ -183,22 +191,21 @@ struct Caches {
     acl_logging: Kept<String>,
     pods: PodCache,
     /// Networkpolicy mode only: NetworkPolicies as read, by `namespace/name`.
-    network_policies: Option<Kept<PolicyRead>>,
+    network_policies: Option<Kept<PolicyRead<multitenant::policy::Policy>>>,
     /// The NetworkPolicies refused at the last rebuild, with why: each is logged once per
     /// reason, not at every rebuild.
     refused: std::sync::Mutex<BTreeMap<String, String>>,
+    /// ClusterNetworkPolicies as read, by name (both modes).
+    cluster_policies: Kept<PolicyRead<ClusterPolicy>>,
+    /// The API server does not serve ClusterNetworkPolicies (their CRD is not installed):
+    /// none apply, and the watch keeps trying, so one installed later is seen.
+    cluster_policies_absent: bool,
+    /// The ClusterNetworkPolicies refused at the last rebuild, with why (logged once each).
+    refused_cluster: std::sync::Mutex<BTreeMap<String, String>>,
     /// The parts of the state whose kinds changed since it was last assembled.
     dirty: Dirty,
     /// The state last assembled: a pod event re-assembles only the pods.
     current: ClusterState,
-}
-
-/// A NetworkPolicy as read: applied, or refused (with what it still does, failing closed, and
-/// why).
-#[derive(Clone, PartialEq)]
-enum PolicyRead {
-    Applied(multitenant::policy::Policy),
-    Refused(Option<multitenant::policy::Policy>, String, String),
 }
 
 /// Which parts of the state to assemble again.
@@ -208,6 +215,7 @@ struct Dirty {
     egress: bool,
     namespaces: bool,
     policies: bool,
+    cluster_policies: bool,
 }
 
 impl Dirty {
@@ -216,12 +224,14 @@ impl Dirty {
         egress: true,
         namespaces: true,
         policies: true,
+        cluster_policies: true,
     };
     const NONE: Dirty = Dirty {
         network: false,
         egress: false,
         namespaces: false,
         policies: false,
+        cluster_policies: false,
     };
 }
 
@@ -250,6 +260,9 @@ impl Caches {
         Caches {
             network_policies: policies.then(Kept::new),
             refused: std::sync::Mutex::default(),
+            cluster_policies: Kept::new(),
+            cluster_policies_absent: false,
+            refused_cluster: std::sync::Mutex::default(),
             cluster_network: Reflected::with_type(api_resource(
                 "ClusterNetwork",
                 "clusternetworks",
@@ -276,6 +289,7 @@ impl Caches {
             && self.namespaces.ready
             && self.pods.local.ready
             && self.network_policies.as_ref().is_none_or(|r| r.ready)
+            && (self.cluster_policies.ready || self.cluster_policies_absent)
     }
 
     /// The state: every network object that parses and validates, the namespaces, the pods.
@@ -345,29 +359,19 @@ impl Caches {
         st.peer_pods.clone_from(&self.pods.peer_pods);
         st.peer_pods_listed = self.pods.peers_ready;
         if let (true, Some(r)) = (dirty.policies, &self.network_policies) {
-            st.refused_policies.clear();
-            let mut policies = BTreeMap::new();
-            for read in r.map.values() {
-                match read {
-                    PolicyRead::Applied(p) => {
-                        policies.insert(p.key(), p.clone());
-                    }
-                    PolicyRead::Refused(closed, policy, why) => {
-                        if let Some(p) = closed {
-                            policies.insert(p.key(), p.clone());
-                        }
-                        st.refused_policies.insert(policy.clone(), why.clone());
-                    }
-                }
-            }
+            let (policies, refused) =
+                policies::assemble(&r.map, &self.refused, policies::Kind::Network);
             st.network_policies = Arc::new(policies);
-            let mut logged = crate::lock(&self.refused);
-            for (key, why) in &st.refused_policies {
-                if logged.get(key) != Some(why) {
-                    tracing::error!(policy = %key, error = %why, "NetworkPolicy cannot be applied: the pods it selects are isolated in the directions it names and nothing is allowed until it is fixed or deleted");
-                }
-            }
-            logged.clone_from(&st.refused_policies);
+            st.refused_policies = refused;
+        }
+        if dirty.cluster_policies {
+            let (policies, refused) = policies::assemble(
+                &self.cluster_policies.map,
+                &self.refused_cluster,
+                policies::Kind::Cluster,
+            );
+            st.cluster_policies = Arc::new(policies);
+            st.refused_cluster_policies = refused;
         }
         st.clone()
     }
@@ -408,57 +412,6 @@ fn dynamic_key(o: &DynamicObject) -> Option<(String, serde_json::Value)> {
     Some((name, v))
 }
 
-/// The watches of a node's agent (see the module docs): the cluster's network objects, the
-/// namespaces, this node's pods, and in networkpolicy mode the NetworkPolicies (every pod of
-/// the cluster is watched later, once the rest is listed).
-fn watches(client: &Client, node: &str, policies: bool) -> Vec<BoxStream<'static, Ev>> {
-    let cfg = watcher::Config::default();
-    let dyn_stream = |kind: &str, plural: &str, cfg: watcher::Config| {
-        let ar = api_resource(kind, plural);
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-        watcher::watcher(api, cfg).default_backoff()
-    };
-    let streams: Vec<BoxStream<'static, Ev>> = vec![
-        dyn_stream(
-            "ClusterNetwork",
-            "clusternetworks",
-            cfg.clone().fields("metadata.name=default"),
-        )
-        .map(Ev::ClusterNetwork)
-        .boxed(),
-        dyn_stream("HostSubnet", "hostsubnets", cfg.clone())
-            .map(Ev::HostSubnet)
-            .boxed(),
-        dyn_stream("NetNamespace", "netnamespaces", cfg.clone())
-            .map(Ev::NetNamespace)
-            .boxed(),
-        dyn_stream("EgressNetworkPolicy", "egressnetworkpolicies", cfg.clone())
-            .map(Ev::EgressNetworkPolicy)
-            .boxed(),
-        watcher::watcher(Api::<Namespace>::all(client.clone()), cfg.clone())
-            .default_backoff()
-            .map(Ev::Namespace)
-            .boxed(),
-        watcher::watcher(
-            Api::<SlimPod>::all(client.clone()),
-            cfg.clone().fields(&format!("spec.nodeName={node}")),
-        )
-        .default_backoff()
-        .map(Ev::Pod)
-        .boxed(),
-    ];
-    let mut streams = streams;
-    if policies {
-        streams.push(
-            watcher::watcher(Api::<NetworkPolicy>::all(client.clone()), cfg)
-                .default_backoff()
-                .map(Ev::NetworkPolicy)
-                .boxed(),
-        );
-    }
-    streams
-}
-
 /// Why the first list did not complete: the kinds still not listed, each with its last error.
 fn not_listed(
     caches: &Caches,
@@ -474,6 +427,10 @@ fn not_listed(
         (
             "NetworkPolicy",
             caches.network_policies.as_ref().is_none_or(|r| r.ready),
+        ),
+        (
+            "ClusterNetworkPolicy",
+            caches.cluster_policies.ready || caches.cluster_policies_absent,
         ),
     ]
     .iter()
@@ -524,19 +481,21 @@ impl KubeSource {
         if !matches!(listed, Ok(true)) {
             return Err(not_listed(&caches, &last_error, list_timeout));
         }
-        if policies {
-            // Every pod: the cluster's largest list, started once the rest is listed (so it
-            // does not slow the lists the node serves with) and not waited for (see the
-            // module docs).
-            events.push(
-                watcher::watcher(
-                    Api::<SlimPod>::all(client.clone()),
-                    watcher::Config::default(),
-                )
-                .default_backoff()
-                .map(Ev::PeerPod)
-                .boxed(),
-            );
+        // Every pod: the cluster's largest list, started once the rest is listed (so it does
+        // not slow the lists the node serves with) and not waited for (see the module docs).
+        // In multitenant mode only once a ClusterNetworkPolicy exists (its peers are pods).
+        let peer_watch = move || {
+            watcher::watcher(
+                Api::<SlimPod>::all(client.clone()),
+                watcher::Config::default(),
+            )
+            .default_backoff()
+            .map(Ev::PeerPod)
+            .boxed()
+        };
+        let mut peers_started = policies || !caches.cluster_policies.map.is_empty();
+        if peers_started {
+            events.push(peer_watch());
         }
         let first = caches.state();
         for (kind, name, e) in first.problems() {
@@ -549,13 +508,14 @@ impl KubeSource {
             pods_here = first.pods.len(),
             peer_pods = first.peer_pods.pod_count(),
             network_policies = first.network_policies.len(),
+            cluster_network_policies = first.cluster_policies.len(),
             ms = began.elapsed().as_millis() as u64,
             "cluster listed"
         );
         let (tx, rx) = watch::channel(Arc::new(first));
         let failing = Arc::new(std::sync::Mutex::new(last_error.clone()));
         let shown = failing.clone();
-        let mut peers_pending = policies && !caches.pods.peers_ready;
+        let mut peers_pending = peers_started && !caches.pods.peers_ready;
         let task = tokio::spawn(async move {
             while let Some(ev) = events.next().await {
                 let mut changed = handle(&mut caches, ev, &mut last_error);
@@ -564,12 +524,18 @@ impl KubeSource {
                     changed |= handle(&mut caches, ev, &mut last_error);
                 }
                 crate::lock(&shown).clone_from(&last_error);
+                if !peers_started && !caches.cluster_policies.map.is_empty() {
+                    tracing::info!("a ClusterNetworkPolicy exists: listing the pods of the cluster (its peers)");
+                    events.push(peer_watch());
+                    peers_started = true;
+                    peers_pending = true;
+                }
                 if peers_pending && caches.pods.peers_ready {
                     peers_pending = false;
                     tracing::info!(
                         peer_pods = caches.pods.peer_pods.pod_count(),
                         ms = began.elapsed().as_millis() as u64,
-                        "cluster pods listed (NetworkPolicy peers)"
+                        "cluster pods listed (policy peers)"
                     );
                 }
                 if changed {
@@ -673,23 +639,22 @@ fn handle(c: &mut Caches, ev: Ev, errors: &mut BTreeMap<&'static str, String>) -
             }),
             &mut d.policies,
         ),
-    }
-}
-
-/// A NetworkPolicy's `namespace/name`.
-fn policy_key(np: &NetworkPolicy) -> Option<String> {
-    Some(format!(
-        "{}/{}",
-        np.metadata.namespace.as_deref().unwrap_or_default(),
-        np.metadata.name.as_deref().unwrap_or_default()
-    ))
-}
-
-/// A NetworkPolicy as read: applied, or refused and failing closed (what it selects is
-/// isolated, nothing allowed).
-fn read_policy(np: &NetworkPolicy) -> PolicyRead {
-    match netpol::read_policy(np) {
-        Ok(p) => PolicyRead::Applied(p),
-        Err(e) => PolicyRead::Refused(netpol::fail_closed(np), e.policy.clone(), e.to_string()),
+        Ev::ClusterNetworkPolicy(Err(e)) if not_served(&e) => {
+            // No CRD: none apply. Said once; the watch keeps trying (backing off).
+            if !c.cluster_policies_absent {
+                tracing::info!("the API server serves no ClusterNetworkPolicies (policy.networking.k8s.io/v1alpha2; install deploy/crd-clusternetworkpolicies.yaml to use them): none apply");
+            }
+            c.cluster_policies_absent = true;
+            errors.remove("ClusterNetworkPolicy");
+            false
+        }
+        Ev::ClusterNetworkPolicy(r) => mark(
+            watch_event("ClusterNetworkPolicy", r, errors).is_some_and(|e| {
+                c.cluster_policies_absent = false;
+                c.cluster_policies
+                    .apply(&e, name_of, |o| Some(read_cluster_policy(o)))
+            }),
+            &mut d.cluster_policies,
+        ),
     }
 }
