@@ -132,7 +132,7 @@ impl Armed {
         start: Instant,
         mut deadline: Instant,
         settle: Duration,
-        mut ends: impl FnMut(Note, &PacketIn, &[Flow]) -> bool,
+        mut ends: impl FnMut(Note, &[Flow]) -> bool,
     ) -> Vec<Report> {
         let mut seen = Vec::new();
         loop {
@@ -152,7 +152,7 @@ impl Armed {
             if !from_probe(&self.probe, &pin.packet) {
                 continue;
             }
-            if ends(note, &pin, &self.rows) {
+            if ends(note, &self.rows) {
                 deadline = deadline.min(Instant::now() + settle);
             }
             seen.push((note, pin, start.elapsed()));
@@ -278,6 +278,16 @@ async fn ensure_meter(client: &OfClient) -> Result<(), TraceError> {
         // Another trace added it meanwhile.
         Err(_) if client.dump_meters().await.is_ok_and(|ms| has(&ms)) => Ok(()),
         Err(e) => Err(switch("adding the trace meter", e)),
+    }
+}
+
+/// Whether a report ends the packet's path on this node: a delivery, a drop, or an exit (one
+/// at tun0 only when the packet does not come back, `tun0_comes_back`).
+pub(super) fn ends_path(note: Note, rows: &[Flow], tun0_comes_back: bool) -> bool {
+    match note.event {
+        Event::Entered => false,
+        Event::Delivered | Event::Dropped => true,
+        Event::Left => !(tun0_comes_back && exit_port(rows, note) == Some(flows::base::TUN_PORT)),
     }
 }
 

@@ -29,7 +29,6 @@ use std::time::{Duration, Instant};
 use flows::live_trace::{Event, Known, Note, Probe, Transport, TAGS};
 use local_api::{LiveEvent, LiveHop, LiveRemote, LiveTrace, Outcome, TraceResult};
 use ovs::flow::Flow;
-use ovs::openflow::PacketIn;
 
 use super::frame::Frame;
 use super::{armed, relay, End, Proto, TraceError};
@@ -44,8 +43,6 @@ const ARM_WAIT: Duration = Duration::from_secs(2);
 
 /// The marks in use on this node.
 static IN_USE: Mutex<u16> = Mutex::new(0);
-/// The next trace id.
-static NEXT_ID: AtomicU32 = AtomicU32::new(0);
 
 /// A mark held for one trace, given back when dropped.
 struct Mark(usize);
@@ -121,9 +118,9 @@ pub(super) async fn run(view: &NodeView, ask: Ask<'_>) -> Result<LiveTrace, Trac
         )));
     }
     let mark = Mark::take()?;
-    let nonce = nonce();
+    let id = next_id();
     // A source port of the trace's own, among the ephemeral ones.
-    let sport = 49_152 + (nonce % 16_384) as u16;
+    let sport = 49_152 + (id % 16_384) as u16;
     let transport = match transport {
         Transport::Tcp(_) => Transport::Tcp(sport),
         Transport::Udp(_) => Transport::Udp(sport),
@@ -131,7 +128,7 @@ pub(super) async fn run(view: &NodeView, ask: Ask<'_>) -> Result<LiveTrace, Trac
     };
     let probe = Probe {
         // Unique on this node, and across its restarts (the relay's request names use it).
-        id: nonce.wrapping_add(NEXT_ID.fetch_add(1, Ordering::Relaxed)),
+        id,
         tag: mark.dscp(),
         src: ask.nw_src,
         transport,
@@ -145,7 +142,7 @@ pub(super) async fn run(view: &NodeView, ask: Ask<'_>) -> Result<LiveTrace, Trac
         dscp: probe.tag,
         transport,
         dst_port,
-        nonce,
+        nonce: id,
     }
     .bytes();
     // Where the node's NAT may change the destination and send the packet back into br0: a
@@ -189,7 +186,8 @@ pub(super) async fn run(view: &NodeView, ask: Ask<'_>) -> Result<LiveTrace, Trac
             return Ok(not_sent(&probe, &ask, part));
         }
         let start = Instant::now();
-        let ends = |n: Note, pin: &PacketIn, rows: &[Flow]| ends_path(n, pin, rows, ask.dst);
+        let back = matches!(ask.dst, End::Service(_));
+        let ends = |n: Note, rows: &[Flow]| armed::ends_path(n, rows, back);
         if let Err(e) = armed.send(src_port, &frame).await {
             armed.disarm().await;
             return Err(e);
@@ -372,9 +370,7 @@ async fn ask_node(
         .into(),
         src_port,
         dst_port,
-        expires: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| (d + relay::LIFETIME).as_secs()),
+        expires: relay::now_secs() + relay::LIFETIME.as_secs(),
     };
     let posted = match relay::board(view).await {
         Ok(board) => board.post(&req).await.map(|()| board),
@@ -431,24 +427,23 @@ async fn vxlan_nodes(
     (nodes, armed::destination(&pin.packet))
 }
 
-fn nonce() -> u32 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    t.subsec_nanos() ^ (t.as_secs() as u32).rotate_left(16) ^ std::process::id()
-}
-
-/// Whether a report ends what the trace waits for: a delivery, a drop, a VXLAN exit, or a
-/// tun0 exit that does not come back (anything but a Service).
-fn ends_path(note: Note, _pin: &PacketIn, rows: &[Flow], dst: &End) -> bool {
-    match note.event {
-        Event::Entered => false,
-        Event::Delivered | Event::Dropped => true,
-        Event::Left => match armed::exit_port(rows, note) {
-            Some(p) if p == flows::base::TUN_PORT => !matches!(dst, End::Service(_)),
-            _ => true,
-        },
-    }
+/// A trace's id: a random start per process (request names differ across restarts), then one
+/// more per trace (reg7's 11 nonce bits and the source port differ from the last 2,048 and
+/// 16,384 traces' on this node).
+fn next_id() -> u32 {
+    static BASE: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let base = *BASE.get_or_init(|| {
+        let mut b = [0u8; 4];
+        if getrandom::fill(&mut b).is_err() {
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            return t.subsec_nanos() ^ (t.as_secs() as u32).rotate_left(16) ^ std::process::id();
+        }
+        u32::from_ne_bytes(b)
+    });
+    base.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 /// What the trace saw on this node: br0's rows as armed, the reports, and whether the packet

@@ -15,18 +15,18 @@
 //! VXLAN ([`flows::live_trace::Known::tunneled`]); its reports go to another controller id than
 //! the node's own traces ([`flows::live_trace::Probe::relay`]).
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use flows::live_trace::{Event, Known, Probe, Transport};
+use flows::live_trace::{Known, Probe, Transport};
 use k8s_openapi::api::core::v1::ConfigMap;
 use local_api::{LiveHop, Outcome};
 use serde::{Deserialize, Serialize};
 
-use super::armed::{self, exit_port};
+use super::armed;
 use crate::operator::observe::NodeView;
 
 /// How often a node looks for requests.
@@ -89,7 +89,7 @@ pub(super) struct Reply {
     pub error: Option<String>,
 }
 
-fn now_secs() -> u64 {
+pub(super) fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
@@ -151,11 +151,6 @@ fn config_map(name: String, labels: &[(&str, &str)], key: &str, json: String) ->
 }
 
 impl Board {
-    fn write(path: &std::path::Path, v: &impl Serialize) -> std::io::Result<()> {
-        let bytes = serde_json::to_vec(v).map_err(std::io::Error::other)?;
-        cluster::files::write(path, &bytes, 0o644, cluster::files::Durability::Process)
-    }
-
     /// Posts a request (a reply left under its name goes first).
     pub(super) async fn post(&self, req: &Request) -> Result<(), String> {
         let json = serde_json::to_string(req).map_err(|e| e.to_string())?;
@@ -164,7 +159,13 @@ impl Board {
                 std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
                 let _ = std::fs::remove_file(dir.join(format!("{}.reply.json", req.name)));
                 let path = dir.join(format!("{}.request.json", req.name));
-                Self::write(&path, req).map_err(|e| format!("{}: {e}", path.display()))
+                cluster::files::write(
+                    &path,
+                    json.as_bytes(),
+                    0o644,
+                    cluster::files::Durability::Process,
+                )
+                .map_err(|e| format!("{}: {e}", path.display()))
             }
             Board::Kube(api) => {
                 let reply = format!("live-trace-{}-reply", req.name);
@@ -213,16 +214,22 @@ impl Board {
     }
 
     /// Writes the reply to request `name`, unless its sender has removed the request (a reply
-    /// then would be left behind).
+    /// then would be left behind; one written as the request went is removed again).
     async fn answer(&self, name: &str, reply: &Reply) {
         if !self.requested(name).await {
             return;
         }
-        let done = match self {
-            Board::Dir(dir) => Self::write(&dir.join(format!("{name}.reply.json")), reply)
+        let done = match serde_json::to_string(reply) {
+            Err(e) => Err(e.to_string()),
+            Ok(json) => match self {
+                Board::Dir(dir) => cluster::files::write(
+                    &dir.join(format!("{name}.reply.json")),
+                    json.as_bytes(),
+                    0o644,
+                    cluster::files::Durability::Process,
+                )
                 .map_err(|e| e.to_string()),
-            Board::Kube(api) => match serde_json::to_string(reply) {
-                Ok(json) => {
+                Board::Kube(api) => {
                     let cm = config_map(
                         format!("live-trace-{name}-reply"),
                         &[(KIND_LABEL, "reply")],
@@ -239,11 +246,16 @@ impl Board {
                     .map(drop)
                     .map_err(|e| e.to_string())
                 }
-                Err(e) => Err(e.to_string()),
             },
         };
         if let Err(e) = done {
             tracing::warn!(trace = name, error = %e, "a live trace's reply could not be written");
+            return;
+        }
+        // The sender may have removed its request (and looked for no reply) while this one
+        // was written: nobody would remove the reply then.
+        if !self.requested(name).await {
+            self.remove(name).await;
         }
     }
 
@@ -310,9 +322,11 @@ pub(crate) async fn answer_forever(view: Arc<NodeView>) {
         }
     };
     let node = view.config.node_name.clone();
-    let mut taken: BTreeSet<String> = BTreeSet::new();
-    let take = |req: Request, taken: &mut BTreeSet<String>| {
-        if req.target != node || !taken.insert(req.name.clone()) {
+    // The requests for this node already taken, with when each expires (the sweep's list in
+    // Kubernetes mode: no LIST needed).
+    let mut taken: BTreeMap<String, u64> = BTreeMap::new();
+    let take = |req: Request, taken: &mut BTreeMap<String, u64>| {
+        if req.target != node || taken.insert(req.name.clone(), req.expires).is_some() {
             return;
         }
         let (view, board) = (view.clone(), board.clone());
@@ -336,7 +350,7 @@ pub(crate) async fn answer_forever(view: Arc<NodeView>) {
             for r in expired {
                 board.remove(&r.name).await;
             }
-            taken.retain(|n| requests.iter().any(|r| &r.name == n));
+            taken.retain(|n, _| requests.iter().any(|r| &r.name == n));
             for req in requests {
                 take(req, &mut taken);
             }
@@ -352,10 +366,6 @@ pub(crate) async fn answer_forever(view: Arc<NodeView>) {
             let mut events =
                 std::pin::pin!(kube::runtime::watcher(api.clone(), cfg).default_backoff());
             let mut sweep = tokio::time::interval(LIFETIME);
-            // The requests for this node the watch has shown, with when each expires: a
-            // sweep needs no list (at 5,000 nodes a list every 10 s per agent would be 500 a
-            // second for the API server).
-            let mut pending: std::collections::BTreeMap<String, u64> = Default::default();
             loop {
                 let ev = tokio::select! {
                     ev = events.next() => match ev {
@@ -365,14 +375,14 @@ pub(crate) async fn answer_forever(view: Arc<NodeView>) {
                     _ = sweep.tick() => {
                         // Requests whose senders are gone (a killed agent).
                         let now = now_secs();
-                        let expired: Vec<String> = pending
+                        let expired: Vec<String> = taken
                             .iter()
                             .filter(|(_, e)| **e < now)
                             .map(|(n, _)| n.clone())
                             .collect();
                         for n in expired {
                             board.remove(&n).await;
-                            pending.remove(&n);
+                            taken.remove(&n);
                         }
                         continue;
                     }
@@ -381,10 +391,13 @@ pub(crate) async fn answer_forever(view: Arc<NodeView>) {
                     Ok(kube::runtime::watcher::Event::Apply(cm))
                     | Ok(kube::runtime::watcher::Event::InitApply(cm)) => cm,
                     Ok(kube::runtime::watcher::Event::Delete(cm)) => {
-                        if let Some(n) = cm.metadata.name.as_deref() {
-                            let n = n.trim_start_matches("live-trace-");
+                        if let Some(n) = cm
+                            .metadata
+                            .name
+                            .as_deref()
+                            .and_then(|n| n.strip_prefix("live-trace-"))
+                        {
                             taken.remove(n);
-                            pending.remove(n);
                         }
                         continue;
                     }
@@ -399,10 +412,7 @@ pub(crate) async fn answer_forever(view: Arc<NodeView>) {
                     .and_then(|mut d| d.remove("request.json"))
                     .and_then(|j: String| serde_json::from_str::<Request>(&j).ok());
                 match req {
-                    Some(req) => {
-                        pending.insert(req.name.clone(), req.expires);
-                        take(req, &mut taken);
-                    }
+                    Some(req) => take(req, &mut taken),
                     None => tracing::warn!(
                         config_map = cm.metadata.name.as_deref().unwrap_or(""),
                         "a live-trace request this agent cannot read; ignored"
@@ -469,10 +479,8 @@ async fn watch(view: &NodeView, board: &Board, req: &Request) -> Reply {
         .await;
     let start = Instant::now();
     let seen = armed
-        .collect(start, start + WATCH, SETTLE, |n, _, rows| match n.event {
-            Event::Entered => false,
-            Event::Left => exit_port(rows, n) != Some(flows::base::TUN_PORT),
-            _ => true,
+        .collect(start, start + WATCH, SETTLE, |n, rows| {
+            armed::ends_path(n, rows, true)
         })
         .await;
     let rows = std::mem::take(&mut armed.rows);
