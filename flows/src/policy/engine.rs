@@ -35,7 +35,7 @@ use ovs::flow::{Action, Flow, Match};
 
 use super::parts::{
     holders, namespace_rows, namespaces_of, own_vnid, parts_of, pod_rows, static_rows, Ctx, Item,
-    Part, PartKey,
+    PartKey, RuleSpec,
 };
 use super::{
     ConjunctionIds, Isolation, LocalPod, NamespaceView, PodView, PodsByNamespace, PolicyInput,
@@ -207,8 +207,8 @@ impl Acc {
 pub struct PolicyEngine {
     snap: Option<Snapshot>,
     holders: BTreeMap<Vnid, usize>,
-    /// The parts of the policies that select a local pod, with their ids.
-    parts: BTreeMap<PartKey, u32>,
+    /// The parts of the policies that select a local pod.
+    parts: BTreeMap<PartKey, Arc<RuleSpec>>,
     shared: HashMap<RowKey, Acc>,
     targets: BTreeMap<u32, Vec<Flow>>,
     rules: BTreeMap<u32, RuleRef>,
@@ -298,7 +298,7 @@ impl PolicyEngine {
     }
 
     /// Adds (`sign` 1) or subtracts (-1) a whole part: its static rows and every namespace's.
-    fn whole(&mut self, touched: &mut Touched, part: &Part<'_>, cx: &Ctx<'_>, sign: i8) {
+    fn whole(&mut self, touched: &mut Touched, part: &RuleSpec, cx: &Ctx<'_>, sign: i8) {
         let mut rows = Vec::new();
         static_rows(part, &cx.input, &mut rows);
         for ns in namespaces_of(part, &cx.input) {
@@ -327,78 +327,49 @@ impl PolicyEngine {
             input: new_input,
             holders: &new_holders,
         };
-        let new_parts: BTreeMap<PartKey, u32> = if !full && policies_same && local_same {
+        let new_parts: BTreeMap<PartKey, Arc<RuleSpec>> = if !full && policies_same && local_same {
             self.parts.clone()
         } else {
             active_parts(&new_input)
         };
-        let new_by_key: BTreeMap<String, &Policy> =
-            new.policies.iter().map(|p| (p.key(), p)).collect();
-
+        let old_parts = std::mem::take(&mut self.parts);
+        // A part kept has the same spec before and after: only its namespaces may change.
+        let kept = |k: &PartKey, spec: &Arc<RuleSpec>| -> bool {
+            !full && old_parts.get(k) == Some(spec) && new_parts.get(k) == Some(spec)
+        };
         if let Some(o) = &old {
             let old_cx = Ctx {
                 input: o.input(),
                 holders: &old_holders,
             };
-            let old_by_key: BTreeMap<String, &Policy> =
-                o.policies.iter().map(|p| (p.key(), p)).collect();
-            let old_parts = std::mem::take(&mut self.parts);
-            let kept = |k: &PartKey, id: u32| -> bool {
-                !full
-                    && old_parts.get(k) == Some(&id)
-                    && new_parts.get(k) == Some(&id)
-                    && old_by_key.get(&k.policy) == new_by_key.get(&k.policy)
-            };
             // Parts gone or changed: out whole, as they were.
-            for (k, id) in &old_parts {
-                if kept(k, *id) {
-                    continue;
-                }
-                if let Some(part) = part_in(&old_by_key, k, &o.ids) {
-                    self.whole(&mut touched, &part, &old_cx, -1);
+            for (k, spec) in &old_parts {
+                if !kept(k, spec) {
+                    self.whole(&mut touched, spec, &old_cx, -1);
                 }
             }
             // Parts kept: what each changed namespace gave, out; what it gives, in.
             if !full {
                 let changed = changed_namespaces(o, &old_holders, &new, &new_holders);
-                if !changed.is_empty() {
-                    for (k, id) in &old_parts {
-                        if !kept(k, *id) {
-                            continue;
-                        }
-                        let (Some(was), Some(is)) = (
-                            part_in(&old_by_key, k, &o.ids),
-                            part_in(&new_by_key, k, &new.ids),
-                        ) else {
-                            continue;
-                        };
-                        for ns in &changed {
-                            let mut rows = Vec::new();
-                            namespace_rows(&was, &old_cx, ns, &mut rows);
-                            self.apply(&mut touched, rows, -1);
-                            let mut rows = Vec::new();
-                            namespace_rows(&is, &new_cx, ns, &mut rows);
-                            self.apply(&mut touched, rows, 1);
-                        }
+                for (k, spec) in &old_parts {
+                    if !kept(k, spec) {
+                        continue;
+                    }
+                    for ns in &changed {
+                        let mut rows = Vec::new();
+                        namespace_rows(spec, &old_cx, ns, &mut rows);
+                        self.apply(&mut touched, rows, -1);
+                        let mut rows = Vec::new();
+                        namespace_rows(spec, &new_cx, ns, &mut rows);
+                        self.apply(&mut touched, rows, 1);
                     }
                 }
             }
-            // Parts new or changed: in whole.
-            for (k, id) in &new_parts {
-                if kept(k, *id) {
-                    continue;
-                }
-                if let Some(part) = part_in(&new_by_key, k, &new.ids) {
-                    self.whole(&mut touched, &part, &new_cx, 1);
-                }
-            }
-        } else {
-            for p in new.policies.iter() {
-                for part in parts_of(p, &new.ids) {
-                    if new_parts.contains_key(&part.key()) {
-                        self.whole(&mut touched, &part, &new_cx, 1);
-                    }
-                }
+        }
+        // Parts new or changed: in whole.
+        for (k, spec) in &new_parts {
+            if !kept(k, spec) {
+                self.whole(&mut touched, spec, &new_cx, 1);
             }
         }
 
@@ -420,11 +391,9 @@ impl PolicyEngine {
                     self.plain.entry((d, t.ofport)).or_default().push(r);
                 }
             }
-            self.rules = new
-                .policies
-                .iter()
-                .flat_map(|p| parts_of(p, &new.ids))
-                .filter(|part| new_parts.contains_key(&part.key()) && part.clauses() > 1)
+            self.rules = new_parts
+                .values()
+                .filter(|part| part.clauses() > 1)
                 .map(|part| (part.id, part.rref()))
                 .collect();
         }
@@ -460,21 +429,8 @@ impl PolicyEngine {
     }
 }
 
-/// Part `k` of its policy in `by_key`.
-fn part_in<'a>(
-    by_key: &BTreeMap<String, &'a Policy>,
-    k: &PartKey,
-    ids: &ConjunctionIds,
-) -> Option<Part<'a>> {
-    by_key.get(&k.policy).and_then(|p| {
-        parts_of(p, ids)
-            .into_iter()
-            .find(|q| q.d == k.d && q.index == k.index && q.named == k.named)
-    })
-}
-
-/// The parts of every policy that selects a local pod, with their ids.
-fn active_parts(input: &PolicyInput<'_>) -> BTreeMap<PartKey, u32> {
+/// The parts of every policy that selects a local pod.
+fn active_parts(input: &PolicyInput<'_>) -> BTreeMap<PartKey, Arc<RuleSpec>> {
     let ids = input.ids.expect("a snapshot has its ids");
     let mut out = BTreeMap::new();
     for p in input.policies {
@@ -483,8 +439,8 @@ fn active_parts(input: &PolicyInput<'_>) -> BTreeMap<PartKey, u32> {
             .iter()
             .any(|l| p.selects(&l.pod.namespace, &l.pod.labels))
         {
-            for part in parts_of(p, ids) {
-                out.insert(part.key(), part.id);
+            for part in parts_of(p, ids, input.logged) {
+                out.insert(part.key.clone(), Arc::new(part));
             }
         }
     }

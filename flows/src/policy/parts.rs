@@ -12,7 +12,7 @@ use std::net::IpAddr;
 use ipnet::{Ipv4Net, Ipv6Net};
 use multitenant::policy::{
     port_masks, resolve_named_port, subtract, subtract6, Direction, Peer, Policy, PortSpec,
-    Protocol, Rule,
+    Protocol,
 };
 use ovs::flow::{Action, Flow, Masked, Match};
 
@@ -22,7 +22,7 @@ use super::{
     ConjunctionIds, Isolation, LocalPod, NamespaceView, PodView, PolicyInput, Rows, RuleCtx,
     RuleRef, POLICY_COOKIE, PRIO_CONJUNCTION, PRIO_ISOLATION, PRIO_PLAIN,
 };
-use crate::audit::{self, Decision};
+use crate::audit::{self, Decision, Logged};
 use crate::registers::Reg;
 use crate::Vnid;
 
@@ -35,47 +35,44 @@ pub(super) struct PartKey {
     pub(super) named: bool,
 }
 
-/// One rule part of a policy, borrowed from its input.
-#[derive(Clone, Copy)]
-pub(super) struct Part<'a> {
-    pub(super) p: &'a Policy,
-    pub(super) d: Direction,
-    pub(super) index: usize,
-    pub(super) rule: &'a Rule,
-    pub(super) named: bool,
+/// One rule part compiled from its policy: everything its rows are made of, owned, so the
+/// engine keeps the parts of the rows on the bridge and compares a policy's new parts with them
+/// (a part that compares equal keeps its rows).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct RuleSpec {
+    pub(super) key: PartKey,
     pub(super) id: u32,
+    /// Its policy's namespace (where a peer without a namespace selector selects pods).
+    pub(super) namespace: String,
+    /// Its rule's peers (none: every peer).
+    pub(super) peers: Vec<Peer>,
+    /// Its port entries: a numbered part's numbered and protocol-only ones (none: every port),
+    /// a named part's named ones.
+    pub(super) ports: Vec<PortSpec>,
+    /// What its policy's namespace logs.
+    pub(super) log: Logged,
 }
 
-impl<'a> Part<'a> {
-    pub(super) fn key(&self) -> PartKey {
-        PartKey {
-            policy: self.p.key(),
-            d: self.d,
-            index: self.index,
-            named: self.named,
-        }
+impl RuleSpec {
+    pub(super) fn d(&self) -> Direction {
+        self.key.d
+    }
+
+    pub(super) fn named(&self) -> bool {
+        self.key.named
     }
 
     pub(super) fn rref(&self) -> RuleRef {
         RuleRef {
-            policy: self.p.key(),
-            direction: self.d,
-            index: self.index,
-            named: self.named,
+            policy: self.key.policy.clone(),
+            direction: self.key.d,
+            index: self.key.index,
+            named: self.key.named,
         }
     }
 
-    /// The rule's numbered port entries (and protocol-only ones).
-    fn numbered(&self) -> impl Iterator<Item = &'a PortSpec> {
-        self.rule
-            .ports
-            .iter()
-            .filter(|s| !matches!(s, PortSpec::Named { .. }))
-    }
-
-    fn named_ports(&self) -> Vec<(Protocol, &'a str)> {
-        self.rule
-            .ports
+    fn named_ports(&self) -> Vec<(Protocol, &str)> {
+        self.ports
             .iter()
             .filter_map(|s| match s {
                 PortSpec::Named { protocol, name } => Some((*protocol, name.as_str())),
@@ -86,9 +83,9 @@ impl<'a> Part<'a> {
 
     /// The number of clauses of its conjunction (1: no conjunction, plain rows per target).
     pub(super) fn clauses(&self) -> u8 {
-        let with_peers = !self.rule.peers.is_empty();
-        match (self.named, self.d) {
-            (false, _) => 1 + u8::from(with_peers) + u8::from(self.numbered().next().is_some()),
+        let with_peers = !self.peers.is_empty();
+        match (self.named(), self.d()) {
+            (false, _) => 1 + u8::from(with_peers) + u8::from(!self.ports.is_empty()),
             (true, Direction::Ingress) => 1 + u8::from(with_peers),
             (true, Direction::Egress) => 2,
         }
@@ -96,55 +93,64 @@ impl<'a> Part<'a> {
 
     /// Whether its peers are rows of their own (clause 2) in the shared rows.
     fn has_peer_clause(&self) -> bool {
-        !(self.rule.peers.is_empty() || self.named && self.d == Direction::Egress)
+        !(self.peers.is_empty() || self.named() && self.d() == Direction::Egress)
     }
 
     fn ctx(&self, input: &PolicyInput<'_>) -> RuleCtx {
         RuleCtx {
-            log: input
-                .logged
-                .get(&self.p.namespace)
-                .copied()
-                .unwrap_or_default(),
+            log: self.log,
             datapath: input.datapath,
             ipv6: input.ipv6,
             ipv4: input.ipv4,
-            d: self.d,
-            table: table_of(self.d),
-            reg: target_reg(self.d),
+            d: self.d(),
+            table: table_of(self.d()),
+            reg: target_reg(self.d()),
         }
     }
 }
 
 /// The parts of policy `p`: per direction it affects, per rule, its numbered part (unless it
 /// names only named ports) and its named part (when it names any).
-pub(super) fn parts_of<'a>(p: &'a Policy, ids: &ConjunctionIds) -> Vec<Part<'a>> {
+pub(super) fn parts_of(
+    p: &Policy,
+    ids: &ConjunctionIds,
+    logged: &BTreeMap<String, Logged>,
+) -> Vec<RuleSpec> {
     let mut out = Vec::new();
+    let log = logged.get(&p.namespace).copied().unwrap_or_default();
     for d in [Direction::Ingress, Direction::Egress] {
         for (index, rule) in p.rules(d).unwrap_or_default().iter().enumerate() {
-            let named = rule
+            let (named, numbered): (Vec<&PortSpec>, Vec<&PortSpec>) = rule
                 .ports
                 .iter()
-                .any(|s| matches!(s, PortSpec::Named { .. }));
-            let numbered = rule.ports.is_empty()
-                || rule
-                    .ports
-                    .iter()
-                    .any(|s| !matches!(s, PortSpec::Named { .. }));
-            for (is_named, exists) in [(false, numbered), (true, named)] {
+                .partition(|s| matches!(s, PortSpec::Named { .. }));
+            let parts = [
+                (
+                    false,
+                    rule.ports.is_empty() || !numbered.is_empty(),
+                    numbered,
+                ),
+                (true, !named.is_empty(), named),
+            ];
+            for (is_named, exists, ports) in parts {
                 if !exists {
                     continue;
                 }
                 let Some(id) = ids.get(&rule_key(p, d, index, is_named)) else {
                     continue;
                 };
-                out.push(Part {
-                    p,
-                    d,
-                    index,
-                    rule,
-                    named: is_named,
+                out.push(RuleSpec {
+                    key: PartKey {
+                        policy: p.key(),
+                        d,
+                        index,
+                        named: is_named,
+                    },
                     id: *id,
+                    namespace: p.namespace.clone(),
+                    peers: rule.peers.clone(),
+                    ports: ports.into_iter().cloned().collect(),
+                    log,
                 });
             }
         }
@@ -197,7 +203,7 @@ impl Ctx<'_> {
 }
 
 /// The rows a part has whatever the pods: its ports, its `ipBlock` peers, its `conj_id` rows.
-pub(super) fn static_rows(part: &Part<'_>, input: &PolicyInput<'_>, out: &mut Vec<(RowKey, Item)>) {
+pub(super) fn static_rows(part: &RuleSpec, input: &PolicyInput<'_>, out: &mut Vec<(RowKey, Item)>) {
     let n = part.clauses();
     if n == 1 {
         return;
@@ -210,25 +216,28 @@ pub(super) fn static_rows(part: &Part<'_>, input: &PolicyInput<'_>, out: &mut Ve
         n,
     };
     if part.has_peer_clause() {
-        for peer in &part.rule.peers {
+        for peer in &part.peers {
             match peer {
                 Peer::IpBlock { cidr, except } if input.ipv4 => {
                     for net in subtract(*cidr, except) {
-                        out.push(((table, PRIO_CONJUNCTION, peer_net(part.d, &net)), conj(2)));
+                        out.push(((table, PRIO_CONJUNCTION, peer_net(part.d(), &net)), conj(2)));
                     }
                 }
                 Peer::IpBlock6 { cidr, except } if input.ipv6 => {
                     for net in subtract6(*cidr, except) {
-                        out.push(((table, PRIO_CONJUNCTION, peer_net6(part.d, &net)), conj(2)));
+                        out.push((
+                            (table, PRIO_CONJUNCTION, peer_net6(part.d(), &net)),
+                            conj(2),
+                        ));
                     }
                 }
                 _ => {}
             }
         }
     }
-    if !part.named && part.numbered().next().is_some() {
-        let clause = 2 + u8::from(!part.rule.peers.is_empty());
-        for spec in part.numbered() {
+    if !part.named() && !part.ports.is_empty() {
+        let clause = 2 + u8::from(!part.peers.is_empty());
+        for spec in &part.ports {
             let l4s = |proto: Protocol| {
                 [ctx.ipv4.then(|| l4(proto)), ctx.ipv6.then(|| l4_6(proto))]
                     .into_iter()
@@ -273,22 +282,22 @@ pub(super) fn static_rows(part: &Part<'_>, input: &PolicyInput<'_>, out: &mut Ve
 /// The rows namespace `ns` gives a part: its VNID, or the addresses of its pods the part's
 /// peers select (for named egress ports: address and port, per pod declaring the name).
 pub(super) fn namespace_rows(
-    part: &Part<'_>,
+    part: &RuleSpec,
     cx: &Ctx<'_>,
     ns: &str,
     out: &mut Vec<(RowKey, Item)>,
 ) {
     let input = &cx.input;
     let n = part.clauses();
-    let table = table_of(part.d).id();
-    let egress_named = part.named && part.d == Direction::Egress;
-    if !egress_named && (n == 1 || part.rule.peers.is_empty()) {
+    let table = table_of(part.d()).id();
+    let egress_named = part.named() && part.d() == Direction::Egress;
+    if !egress_named && (n == 1 || part.peers.is_empty()) {
         return;
     }
     let view = cx.view(ns);
     let mut vnid = None;
     let mut pods: BTreeMap<IpAddr, &PodView> = BTreeMap::new();
-    if part.rule.peers.is_empty() {
+    if part.peers.is_empty() {
         // Named egress ports to any peer: every pod.
         for pod in input.pods_in(ns) {
             if let Some(k) = pod.key() {
@@ -296,7 +305,7 @@ pub(super) fn namespace_rows(
             }
         }
     }
-    for peer in &part.rule.peers {
+    for peer in &part.peers {
         let Peer::Pods {
             namespaces,
             pods: sel,
@@ -305,13 +314,13 @@ pub(super) fn namespace_rows(
             continue;
         };
         let selected = match namespaces {
-            None => ns == part.p.namespace,
+            None => ns == part.namespace,
             Some(s) => s.matches(&view.labels),
         };
         if !selected {
             continue;
         }
-        if part.d == Direction::Ingress && sel.is_everything() && namespaces.is_some() {
+        if part.d() == Direction::Ingress && sel.is_everything() && namespaces.is_some() {
             if let Some(v) = own_vnid(view, cx.holders) {
                 vnid = Some(v);
                 continue;
@@ -368,27 +377,27 @@ pub(super) fn namespace_rows(
         .filter_map(|p| p.ip6.filter(|_| input.ipv6).map(Ipv6Net::from))
         .collect();
     for net in &v4 {
-        out.push(((table, PRIO_CONJUNCTION, peer_net(part.d, net)), conj(2)));
+        out.push(((table, PRIO_CONJUNCTION, peer_net(part.d(), net)), conj(2)));
     }
     for net in &v6 {
-        out.push(((table, PRIO_CONJUNCTION, peer_net6(part.d, net)), conj(2)));
+        out.push(((table, PRIO_CONJUNCTION, peer_net6(part.d(), net)), conj(2)));
     }
 }
 
 /// Every namespace a part's rows may come from.
-pub(super) fn namespaces_of(part: &Part<'_>, input: &PolicyInput<'_>) -> BTreeSet<String> {
+pub(super) fn namespaces_of(part: &RuleSpec, input: &PolicyInput<'_>) -> BTreeSet<String> {
     let all = || input.namespace_names().into_iter().map(str::to_string);
-    if part.named && part.d == Direction::Egress && part.rule.peers.is_empty() {
+    if part.named() && part.d() == Direction::Egress && part.peers.is_empty() {
         return all().collect();
     }
     let mut out = BTreeSet::new();
     let mut names: Option<Vec<String>> = None;
     let none = NamespaceView::default();
-    for peer in &part.rule.peers {
+    for peer in &part.peers {
         if let Peer::Pods { namespaces, .. } = peer {
             match namespaces {
                 None => {
-                    out.insert(part.p.namespace.clone());
+                    out.insert(part.namespace.clone());
                 }
                 Some(sel) => {
                     let names = names.get_or_insert_with(|| all().collect());
@@ -454,12 +463,12 @@ pub fn pod_rows(
                 rows.put(f);
             }
         }
-        for part in parts_of(p, ids) {
+        for part in parts_of(p, ids, input.logged) {
             let ctx = part.ctx(input);
             let n = part.clauses();
             // The target's matches: per named port it declares (ingress), else the pod.
             let mut matches = Vec::new();
-            if part.named && part.d == Direction::Ingress {
+            if part.named() && part.d() == Direction::Ingress {
                 for (proto, name) in part.named_ports() {
                     let Some(port) = resolve_named_port(&t.pod.ports, proto, name) else {
                         continue;
@@ -469,7 +478,7 @@ pub fn pod_rows(
                         matches.push(ctx.reg.matching(m, t.ofport).tp_dst(Masked::exact(port)));
                     }
                     if n == 1 {
-                        plain.push((part.d, part.rref()));
+                        plain.push((part.d(), part.rref()));
                     }
                 }
             } else {
@@ -477,7 +486,7 @@ pub fn pod_rows(
                     matches.push(ctx.reg.matching(m, t.ofport));
                 }
                 if n == 1 {
-                    plain.push((part.d, part.rref()));
+                    plain.push((part.d(), part.rref()));
                 }
             }
             for m in matches {
