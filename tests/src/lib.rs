@@ -8,6 +8,7 @@
 //! shaped like kube-proxy's iptables mode.
 
 pub mod cluster;
+pub mod cnp_conformance;
 pub mod corpus;
 pub mod dns;
 pub mod fakeapi;
