@@ -77,6 +77,13 @@ pub fn allow_commit(datapath: Datapath) -> Ct {
     }
 }
 
+/// Networkpolicy mode, tables 27 and 80: the rows that decide before any policy of any tier
+/// (the node, ARP, a Service address) sit at this priority, above the Admin tier's rows (and
+/// below [`crate::live_trace::COPYABLE_MAX`], so a live trace can copy them).
+pub const PRIO_BEFORE_POLICY: u16 = 5500;
+/// Networkpolicy mode, tables 27 and 80: replies of allowed connections, just below.
+pub const PRIO_REPLY: u16 = 5400;
+
 pub(crate) fn flow(table: Table, priority: u16) -> Flow {
     Flow::new(table.id(), priority).cookie(cookie::BASE)
 }
@@ -255,7 +262,12 @@ fn pod_entry(cfg: &NodeConfig, f: &mut Vec<Flow>) {
                 .goto(Routing.id()),
         );
     }
-    f.push(flow(PodEgressPolicy, 0).goto(ConntrackCommit.id()));
+    // Networkpolicy mode: what no NetworkPolicy decided meets the Baseline tier (table 28).
+    f.push(flow(PodEgressPolicy, 0).goto(match cfg.mode {
+        Mode::NetworkPolicy => PodEgressBaseline.id(),
+        _ => ConntrackCommit.id(),
+    }));
+    f.push(flow(PodEgressBaseline, 0).goto(ConntrackCommit.id()));
     f.push(flow(ConntrackCommit, 0).goto(Routing.id()));
 }
 
@@ -383,8 +395,13 @@ fn delivery(cfg: &NodeConfig, f: &mut Vec<Flow>) {
     // Table 80: the tenancy decision (for IP from table 70 and ARP from table 40, through 75). The node
     // (tun0's gateway address) reaches every pod.
     let commit = Action::Ct(allow_commit(cfg.datapath));
+    // Networkpolicy mode: above every policy tier.
+    let (first, reply) = match cfg.mode {
+        Mode::NetworkPolicy => (PRIO_BEFORE_POLICY, PRIO_REPLY),
+        _ => (300, 200),
+    };
     if let Some(gw) = cfg.gateway() {
-        let node_row = flow(IngressIsolation, 300).matching(Match::any().ip().nw_src(gw));
+        let node_row = flow(IngressIsolation, first).matching(Match::any().ip().nw_src(gw));
         f.push(
             match cfg.mode {
                 // The node's connections are committed so that the pod's replies pass its
@@ -395,7 +412,7 @@ fn delivery(cfg: &NodeConfig, f: &mut Vec<Flow>) {
             .action(Reg::OutPort.output()),
         );
         f.push(
-            flow(IngressIsolation, 300)
+            flow(IngressIsolation, first)
                 .matching(match cfg.mode {
                     // Every ARP: policies are about IP.
                     Mode::NetworkPolicy => Match::any().arp(),
@@ -409,9 +426,10 @@ fn delivery(cfg: &NodeConfig, f: &mut Vec<Flow>) {
         Mode::NetworkPolicy if cfg.ipv4.is_none() => {}
         Mode::NetworkPolicy => {
             // Replies of allowed connections; then the per-policy rows (`policy`, 100..150);
-            // then every pod no policy isolates.
+            // then every pod no policy isolates, to the Baseline tier (table 81), which
+            // allows what it does not decide.
             f.push(
-                flow(IngressIsolation, 200)
+                flow(IngressIsolation, reply)
                     .matching(
                         Match::any()
                             .ip()
@@ -421,6 +439,11 @@ fn delivery(cfg: &NodeConfig, f: &mut Vec<Flow>) {
             );
             f.push(
                 flow(IngressIsolation, 50)
+                    .matching(Match::any().ip())
+                    .goto(IngressBaseline.id()),
+            );
+            f.push(
+                flow(IngressBaseline, 1)
                     .matching(Match::any().ip())
                     .action(commit)
                     .action(Reg::OutPort.output()),
@@ -440,6 +463,7 @@ fn delivery(cfg: &NodeConfig, f: &mut Vec<Flow>) {
         }
     }
     f.push(flow(IngressIsolation, 0));
+    f.push(flow(IngressBaseline, 0));
 }
 
 /// Tables 90 to 120: remote subnets, the egress prelude, firewall and routing, multicast.
@@ -489,12 +513,12 @@ fn network_policy_egress_and_commit(cfg: &NodeConfig, v4: &NodeIpv4, f: &mut Vec
     // Table 27: a Service address is decided after the node's DNAT, when the packet comes
     // back through table 25 with the endpoint as destination; replies pass.
     f.push(
-        flow(PodEgressPolicy, 300)
+        flow(PodEgressPolicy, PRIO_BEFORE_POLICY)
             .matching(Match::any().ip().nw_dst(net(&v4.service_cidr)))
             .goto(ConntrackCommit.id()),
     );
     f.push(
-        flow(PodEgressPolicy, 200)
+        flow(PodEgressPolicy, PRIO_REPLY)
             .matching(Match::any().ip().ct_state(reply))
             .goto(ConntrackCommit.id()),
     );
@@ -615,15 +639,22 @@ mod tests {
         let t27 = texts(&np, 27);
         assert!(
             t27.contains(
-                &"table=27, priority=300,ip,nw_dst=172.30.0.0/16 actions=goto_table:30".to_string()
+                &"table=27, priority=5500,ip,nw_dst=172.30.0.0/16 actions=goto_table:30"
+                    .to_string()
             ),
             "{t27:#?}"
         );
         assert!(
             t27.contains(
-                &"table=27, priority=200,ct_state=+rpl+trk,ip actions=goto_table:30".to_string()
+                &"table=27, priority=5400,ct_state=+rpl+trk,ip actions=goto_table:30".to_string()
             ),
             "{t27:#?}"
+        );
+        // What no NetworkPolicy decided meets the Baseline tier (28, 81), which lets it through.
+        assert!(t27.contains(&"table=27, priority=0 actions=goto_table:28".to_string()));
+        assert_eq!(
+            texts(&np, 28),
+            vec!["table=28, priority=0 actions=goto_table:30"]
         );
         let t30 = texts(&np, 30);
         assert!(
@@ -644,16 +675,23 @@ mod tests {
         let t80 = texts(&np, 80);
         for want in [
             format!(
-                "table=80, priority=300,ip,nw_src=10.128.0.1 actions={commit},output:NXM_NX_REG2[]"
+                "table=80, priority=5500,ip,nw_src=10.128.0.1 actions={commit},output:NXM_NX_REG2[]"
             ),
-            "table=80, priority=300,arp actions=output:NXM_NX_REG2[]".to_string(),
-            "table=80, priority=200,ct_state=+rpl+trk,ip actions=output:NXM_NX_REG2[]".to_string(),
-            format!("table=80, priority=50,ip actions={commit},output:NXM_NX_REG2[]"),
+            "table=80, priority=5500,arp actions=output:NXM_NX_REG2[]".to_string(),
+            "table=80, priority=5400,ct_state=+rpl+trk,ip actions=output:NXM_NX_REG2[]".to_string(),
+            "table=80, priority=50,ip actions=goto_table:81".to_string(),
             "table=80, priority=0 actions=drop".to_string(),
         ] {
             assert!(t80.contains(&want), "{want}: {t80:#?}");
         }
         assert_eq!(t80.len(), 5, "{t80:#?}");
+        assert_eq!(
+            texts(&np, 81),
+            vec![
+                format!("table=81, priority=1,ip actions={commit},output:NXM_NX_REG2[]"),
+                "table=81, priority=0 actions=drop".to_string()
+            ]
+        );
         // The kernel datapath commits cluster-internal connections only.
         let mut sys = test_config(Mode::NetworkPolicy);
         sys.datapath = Datapath::System;

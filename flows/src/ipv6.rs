@@ -31,8 +31,8 @@ use ipnet::Ipv6Net;
 use ovs::flow::{Action, Ct, CtFlag, CtState, Flow, MacAddr, Masked, Match};
 
 use crate::base::{
-    allow_commit, flow, service_reply_row, via_host_commit, Datapath, Mode, NodeConfig, TUN_PORT,
-    VXLAN_PORT,
+    allow_commit, flow, service_reply_row, via_host_commit, Datapath, Mode, NodeConfig,
+    PRIO_BEFORE_POLICY, PRIO_REPLY, TUN_PORT, VXLAN_PORT,
 };
 use crate::registers::{vni_to_src_vnid, Reg};
 use crate::tables::Table;
@@ -244,7 +244,7 @@ fn network_policy(cfg: &NodeConfig, v6: &NodeIpv6, f: &mut Vec<Flow>) {
     let commit = || Action::Ct(allow_commit(cfg.datapath));
     if let Some(svc) = &v6.service_cidr {
         f.push(
-            flow(PodEgressPolicy, 300)
+            flow(PodEgressPolicy, PRIO_BEFORE_POLICY)
                 .matching(Match::any().ipv6().ipv6_dst(net6(svc)))
                 .goto(ConntrackCommit.id()),
         );
@@ -253,13 +253,13 @@ fn network_policy(cfg: &NodeConfig, v6: &NodeIpv6, f: &mut Vec<Flow>) {
     // not: an isolated pod still resolves its neighbours.
     for nd in [solicitation(), advertisement()] {
         f.push(
-            flow(PodEgressPolicy, 300)
+            flow(PodEgressPolicy, PRIO_BEFORE_POLICY)
                 .matching(nd)
                 .goto(ConntrackCommit.id()),
         );
     }
     f.push(
-        flow(PodEgressPolicy, 200)
+        flow(PodEgressPolicy, PRIO_REPLY)
             .matching(Match::any().ipv6().ct_state(reply))
             .goto(ConntrackCommit.id()),
     );
@@ -401,7 +401,12 @@ fn delivery(cfg: &NodeConfig, v6: &NodeIpv6, f: &mut Vec<Flow>) {
     use Table::*;
     let commit = Action::Ct(allow_commit(cfg.datapath));
     let from_node = Match::any().in_port(TUN_PORT).ipv6();
-    let node_row = flow(IngressIsolation, 300).matching(from_node.clone().ipv6_src(v6.gateway()));
+    // Networkpolicy mode: above every policy tier.
+    let (first, reply) = match cfg.mode {
+        Mode::NetworkPolicy => (PRIO_BEFORE_POLICY, PRIO_REPLY),
+        _ => (300, 200),
+    };
+    let node_row = flow(IngressIsolation, first).matching(from_node.clone().ipv6_src(v6.gateway()));
     f.push(
         match cfg.mode {
             Mode::NetworkPolicy => node_row.action(commit.clone()),
@@ -410,20 +415,20 @@ fn delivery(cfg: &NodeConfig, v6: &NodeIpv6, f: &mut Vec<Flow>) {
         .action(Reg::OutPort.output()),
     );
     f.push(
-        flow(IngressIsolation, 300)
+        flow(IngressIsolation, first)
             .matching(from_node.ipv6_src(link_local_net()))
             .action(Reg::OutPort.output()),
     );
     if cfg.mode == Mode::NetworkPolicy {
         for nd in [solicitation(), advertisement()] {
             f.push(
-                flow(IngressIsolation, 300)
+                flow(IngressIsolation, first)
                     .matching(nd)
                     .action(Reg::OutPort.output()),
             );
         }
         f.push(
-            flow(IngressIsolation, 200)
+            flow(IngressIsolation, reply)
                 .matching(
                     Match::any()
                         .ipv6()
@@ -433,6 +438,11 @@ fn delivery(cfg: &NodeConfig, v6: &NodeIpv6, f: &mut Vec<Flow>) {
         );
         f.push(
             flow(IngressIsolation, 50)
+                .matching(Match::any().ipv6())
+                .goto(IngressBaseline.id()),
+        );
+        f.push(
+            flow(IngressBaseline, 1)
                 .matching(Match::any().ipv6())
                 .action(commit)
                 .action(Reg::OutPort.output()),

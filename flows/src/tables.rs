@@ -53,6 +53,9 @@ tables! {
     SourceVnid = 26, "source_vnid", "per pod: load the sending pod's VNID, by its port";
     /// 27: networkpolicy egress rules.
     PodEgressPolicy = 27, "pod_egress_policy", "networkpolicy egress rules; other modes pass";
+    /// 28: the Baseline tier of cluster policies, egress (networkpolicy mode: pods no
+    /// NetworkPolicy isolates for egress).
+    PodEgressBaseline = 28, "pod_egress_baseline", "cluster policies' Baseline tier, egress; then 30";
     /// 30: networkpolicy conntrack commit.
     ConntrackCommit = 30, "conntrack_commit", "networkpolicy conntrack commit; other modes pass";
     /// 31: routing by destination.
@@ -69,6 +72,9 @@ tables! {
     DestinationVnid = 75, "destination_vnid", "per pod: load the receiving pod's VNID, by its port";
     /// 80: the tenancy decision.
     IngressIsolation = 80, "ingress_isolation", "the tenancy decision, then output";
+    /// 81: the Baseline tier of cluster policies, ingress (networkpolicy mode: pods no
+    /// NetworkPolicy isolates for ingress); then output.
+    IngressBaseline = 81, "ingress_baseline", "cluster policies' Baseline tier, ingress; then output";
     /// 90: IP to remote node subnets, over VXLAN.
     RemoteIp = 90, "remote_ip", "IP to remote node subnets, over VXLAN";
     /// 99: DNS to the node, then egress.

@@ -428,8 +428,8 @@ async fn vxlan_nodes(
 }
 
 /// A trace's id: a random start per process (request names differ across restarts), then one
-/// more per trace (reg7's 11 nonce bits and the source port differ from the last 2,048 and
-/// 16,384 traces' on this node).
+/// more per trace (reg7's nonce bits, 9 above the tables' 23, and the source port differ from
+/// the last 512 and 16,384 traces' on this node).
 fn next_id() -> u32 {
     static BASE: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
     static NEXT: AtomicU32 = AtomicU32::new(0);

@@ -40,9 +40,9 @@ pub(super) fn policy_words(
             ""
         };
         let words = match if twin { *prio - 1 } else { *prio } {
-            300 if dir == Direction::Egress => "egress: to a Service, decided after the node's DNAT (when it comes back with the endpoint as destination)".to_string(),
-            300 => "ingress: from the node (always allowed)".to_string(),
-            200 => format!("{dir}: a reply of an allowed connection"),
+            flows::base::PRIO_BEFORE_POLICY if dir == Direction::Egress => "egress: to a Service, decided after the node's DNAT (when it comes back with the endpoint as destination)".to_string(),
+            flows::base::PRIO_BEFORE_POLICY => "ingress: from the node (always allowed)".to_string(),
+            flows::base::PRIO_REPLY => format!("{dir}: a reply of an allowed connection"),
             flows::policy::PRIO_CONJUNCTION => {
                 let id = matched
                     .split(',')
