@@ -45,9 +45,9 @@ fn ct_mark_bits(first: u8, last: u8) -> Subfield {
     Subfield::range(Field::CtMark, first, last).expect("ct_mark has 32 bits")
 }
 
+/// `reg4`'s bit 0 (its other bits are the Admin tier's Pass flags).
 fn via_host_bit() -> Subfield {
-    let (first, last) = Reg::ViaHost.bits();
-    Subfield::range(Reg::ViaHost.field(), first, last).expect("a register has 32 bits")
+    Subfield::range(Reg::ViaHost.field(), 0, 0).expect("a register has 32 bits")
 }
 
 /// `ct(commit,exec(set_field:0x1->ct_mark,move:NXM_NX_REG0[0..23]->NXM_NX_CT_MARK[8..31]))`:

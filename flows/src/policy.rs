@@ -51,6 +51,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use ipnet::{Ipv4Net, Ipv6Net};
+use multitenant::cluster_policy::{Action as ClusterAction, ClusterPolicy, Tier};
 use multitenant::policy::{
     subtract, subtract6, ContainerPort, Direction, Labels, Peer, Policy, PortSpec, Protocol,
 };
@@ -130,6 +131,8 @@ pub struct LocalPod {
 pub struct PolicyInput<'a> {
     /// Every NetworkPolicy.
     pub policies: &'a [Policy],
+    /// Every ClusterNetworkPolicy.
+    pub cluster_policies: &'a [ClusterPolicy],
     /// [`conjunction_ids`] of `policies`, when the caller keeps them (computed when `None`).
     pub ids: Option<&'a ConjunctionIds>,
     /// Every namespace, by name.
@@ -214,7 +217,7 @@ impl<'a> PolicyInput<'a> {
 /// Which rule a conjunction id stands for.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct RuleRef {
-    /// The policy's `namespace/name`.
+    /// The policy's `namespace/name` (a ClusterNetworkPolicy's name).
     pub policy: String,
     /// The direction.
     pub direction: Direction,
@@ -222,18 +225,44 @@ pub struct RuleRef {
     pub index: usize,
     /// Whether this is the conjunction of the rule's named ports.
     pub named: bool,
+    /// A ClusterNetworkPolicy's rule: its tier, priority, action and name.
+    pub cluster: Option<ClusterRule>,
+}
+
+/// What names a ClusterNetworkPolicy's rule beside its policy and position.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ClusterRule {
+    /// The policy's tier.
+    pub tier: Tier,
+    /// The policy's priority.
+    pub priority: u16,
+    /// The rule's action.
+    pub action: ClusterAction,
+    /// The rule's name (may be empty).
+    pub name: String,
 }
 
 impl std::fmt::Display for RuleRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "NetworkPolicy {} {} rule {}{}",
-            self.policy,
-            self.direction,
-            self.index,
-            if self.named { " (named ports)" } else { "" }
-        )
+        let named = if self.named { " (named ports)" } else { "" };
+        match &self.cluster {
+            None => write!(
+                f,
+                "NetworkPolicy {} {} rule {}{named}",
+                self.policy, self.direction, self.index
+            ),
+            Some(c) => {
+                write!(
+                    f,
+                    "ClusterNetworkPolicy {} ({} tier, priority {}) {} rule {}",
+                    self.policy, c.tier, c.priority, self.direction, self.index
+                )?;
+                if !c.name.is_empty() {
+                    write!(f, " {:?}", c.name)?;
+                }
+                write!(f, " ({}){named}", c.action)
+            }
+        }
     }
 }
 
@@ -378,8 +407,8 @@ impl ConjunctionIds {
 }
 
 /// The conjunction ids of `policies`' rule parts.
-pub fn conjunction_ids(policies: &[Policy]) -> ConjunctionIds {
-    let mut keys = BTreeSet::new();
+pub fn conjunction_ids(policies: &[Policy], cluster: &[ClusterPolicy]) -> ConjunctionIds {
+    let mut keys: BTreeSet<String> = cluster::rule_keys(cluster).collect();
     for p in policies {
         for d in [Direction::Ingress, Direction::Egress] {
             for (i, r) in p.rules(d).unwrap_or_default().iter().enumerate() {
@@ -421,13 +450,14 @@ type RowKey = (u8, u16, Match);
 type RowBody = (u64, Vec<Action>, Option<u8>);
 
 impl Rows {
-    fn conj(&mut self, table: Table, m: Match, cookie: u64, id: u32, clause: u8, n: u8) {
+    #[allow(clippy::too_many_arguments)]
+    fn conj(&mut self, table: Table, prio: u16, m: Match, cookie: u64, id: u32, clause: u8, n: u8) {
         let Ok(a) = Action::conjunction(id, clause, n) else {
             return;
         };
         let e = self
             .rows
-            .entry((table.id(), PRIO_CONJUNCTION, m))
+            .entry((table.id(), prio, m))
             .or_insert((cookie, Vec::new(), None));
         if !e.1.contains(&a) {
             e.1.push(a);
@@ -467,10 +497,11 @@ impl Rows {
 pub fn policy_rows(input: PolicyInput<'_>) -> PolicyRows {
     let ids = match input.ids {
         Some(ids) => ids.clone(),
-        None => conjunction_ids(input.policies),
+        None => conjunction_ids(input.policies, input.cluster_policies),
     };
     let snapshot = Snapshot {
         policies: Arc::new(input.policies.to_vec()),
+        cluster_policies: Arc::new(input.cluster_policies.to_vec()),
         ids: Arc::new(ids),
         namespaces: Arc::new(input.namespaces.clone()),
         pods: input.pods.clone(),
@@ -628,6 +659,7 @@ pub fn cross_product_rows(input: PolicyInput<'_>, local_targets: bool) -> usize 
     total
 }
 
+pub(crate) mod cluster;
 mod engine;
 mod parts;
 mod pods;

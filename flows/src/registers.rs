@@ -24,9 +24,11 @@ pub enum Reg {
     /// `reg3`: the ofport of the local pod that sent a packet (tables 20 and 25 find it, table
     /// 26 turns it into the source VNID).
     SrcPort,
-    /// `reg4`: 1 for a packet a pod sent to a Service that the node DNAT'd back into br0 through
-    /// tun0 (table 0), on the userspace datapath: the commit that records the connection copies
-    /// it into `ct_mark`, so the connection's replies go back through the node.
+    /// `reg4`: flags. Bit 0: a packet a pod sent to a Service that the node DNAT'd back into
+    /// br0 through tun0 (table 0), on the userspace datapath: the commit that records the
+    /// connection copies it into `ct_mark`, so the connection's replies go back through the
+    /// node. Bits 1 and 2: a ClusterNetworkPolicy Pass of the Admin tier was taken, egress and
+    /// ingress (tables 27 and 80): the packet meets no Admin-tier row of that direction again.
     ViaHost,
     /// `reg5`: what decided a packet that is logged (an audit code: the decision and its
     /// verdict, and a detail such as the egress firewall rule), read by table 130.
@@ -69,7 +71,7 @@ impl Reg {
     /// 32-bit ofports; the via-host flag is one bit).
     pub const fn bits(self) -> (u8, u8) {
         match self {
-            Reg::ViaHost => (0, 0),
+            Reg::ViaHost => (0, 2),
             _ => (0, 31),
         }
     }
@@ -81,7 +83,9 @@ impl Reg {
             Reg::DstVnid => "destination VNID",
             Reg::OutPort => "output ofport of a local pod",
             Reg::SrcPort => "ofport of the local pod that sent the packet",
-            Reg::ViaHost => "1: a pod's packet to a Service, back from the node's DNAT",
+            Reg::ViaHost => {
+                "bit 0: a pod's packet to a Service, back from the node's DNAT; bits 1, 2: the Admin tier passed (egress, ingress)"
+            }
             Reg::AuditCode => "what decided a logged packet (audit code)",
             Reg::AuditRule => {
                 "the NetworkPolicy rule (conjunction id) that allowed a logged packet"
@@ -101,7 +105,11 @@ impl Reg {
             Reg::DstVnid => &[Table::Routing, Table::DestinationVnid],
             Reg::OutPort => &[Table::Routing, Table::LocalArp, Table::LocalIp],
             Reg::SrcPort => &[Table::PodEgressSpoofguard, Table::ServiceReturn],
-            Reg::ViaHost => &[Table::Classifier],
+            Reg::ViaHost => &[
+                Table::Classifier,
+                Table::PodEgressPolicy,
+                Table::IngressIsolation,
+            ],
             Reg::AuditCode => &[
                 Table::PodEgressSpoofguard,
                 Table::PodEgressPolicy,
@@ -141,6 +149,7 @@ impl Reg {
             ],
             Reg::SrcPort => &[Table::SourceVnid, Table::PodEgressPolicy],
             Reg::ViaHost => &[
+                Table::PodEgressPolicy,
                 Table::ConntrackCommit,
                 Table::IngressIsolation,
                 Table::IngressBaseline,
@@ -222,7 +231,7 @@ mod tests {
             assert!(!r.written_by().is_empty() && !r.meaning().is_empty());
         }
         assert_eq!(Reg::SrcVnid.bits(), (0, 31));
-        assert_eq!(Reg::ViaHost.bits(), (0, 0));
+        assert_eq!(Reg::ViaHost.bits(), (0, 2));
     }
 
     /// Every row the builders make, of every kind, in every mode and datapath.
@@ -305,6 +314,7 @@ mod tests {
             );
         }
         rows.extend(crate::policy::tests::sample_rows());
+        rows.extend(crate::policy::cluster::tests::sample_rows());
         rows.extend(crate::audit::audit_table());
         rows.extend(crate::audit::spoof_rows(true, true));
         rows.extend(crate::audit::tenancy_rows(

@@ -189,29 +189,31 @@ fn types(p: &Value) -> Vec<String> {
     }
 }
 
-/// Whether `pod` is isolated in `dir` and, if so, whether some rule allows `other`.
-fn direction_allows(
+/// Whether a NetworkPolicy isolates `pod` in `dir` and, if so, whether some rule allows
+/// `other` (`None`: not isolated).
+fn np_verdict(
     policies: &[Value],
     dir: &str,
     pod: &TestPod<'_>,
     other: &TestPod<'_>,
     proto: Proto,
     port: u16,
-) -> bool {
+) -> Option<bool> {
     let (rules_key, peers_key) = match dir {
         "Ingress" => ("ingress", "from"),
         _ => ("egress", "to"),
     };
     let selecting: Vec<&Value> = policies
         .iter()
+        .filter(|p| p["kind"] == "NetworkPolicy")
         .filter(|p| p["metadata"]["namespace"] == pod.ns)
         .filter(|p| selector_matches(&p["spec"]["podSelector"], &pod.labels))
         .filter(|p| types(p).iter().any(|t| t == dir))
         .collect();
     if selecting.is_empty() {
-        return true;
+        return None;
     }
-    selecting.iter().any(|p| {
+    Some(selecting.iter().any(|p| {
         p["spec"][rules_key]
             .as_array()
             .into_iter()
@@ -223,7 +225,111 @@ fn direction_allows(
                 };
                 peers_ok && port_matches(&r["ports"], proto, port)
             })
+    }))
+}
+
+/// A ClusterNetworkPolicy's pods (a subject, or a `namespaces`/`pods` peer): whether `pod` is
+/// among them.
+fn cnp_pods_match(sel: &Value, pod: &TestPod<'_>) -> bool {
+    if let Some(ns) = sel.get("namespaces") {
+        return selector_matches(ns, &ns_labels(pod.ns));
+    }
+    let p = &sel["pods"];
+    selector_matches(&p["namespaceSelector"], &ns_labels(pod.ns))
+        && selector_matches(&p["podSelector"], &pod.labels)
+}
+
+/// Whether a rule's `protocols` match `proto`/`port` on `receiver` (named ports are the
+/// receiver's).
+fn cnp_ports_match(protocols: &Value, receiver: &TestPod<'_>, proto: Proto, port: u16) -> bool {
+    let _ = receiver; // every test pod declares the same named ports (`port_name`)
+    let Some(list) = protocols.as_array() else {
+        return true;
+    };
+    list.iter().any(|p| {
+        if let Some(name) = p["destinationNamedPort"].as_str() {
+            return name == port_name(port, proto);
+        }
+        let key = match proto {
+            Proto::Tcp => "tcp",
+            Proto::Udp => "udp",
+        };
+        let Some(dp) = p.get(key).map(|v| &v["destinationPort"]) else {
+            return false;
+        };
+        match (dp["number"].as_u64(), dp.get("range")) {
+            (Some(n), _) => u64::from(port) == n,
+            (None, Some(r)) => (r["start"].as_u64().unwrap()..=r["end"].as_u64().unwrap())
+                .contains(&u64::from(port)),
+            _ => panic!("oracle: destinationPort {dp}"),
+        }
     })
+}
+
+/// What tier `tier`'s ClusterNetworkPolicies do with traffic of `pod` in `dir` with `other`:
+/// the action of the first rule that matches (policies by priority, then name; rules in
+/// order), `None` when none does.
+fn cnp_tier(
+    policies: &[Value],
+    tier: &str,
+    dir: &str,
+    pod: &TestPod<'_>,
+    other: &TestPod<'_>,
+    proto: Proto,
+    port: u16,
+) -> Option<String> {
+    let (rules_key, peers_key) = match dir {
+        "Ingress" => ("ingress", "from"),
+        _ => ("egress", "to"),
+    };
+    let mut cnps: Vec<&Value> = policies
+        .iter()
+        .filter(|p| p["kind"] == "ClusterNetworkPolicy" && p["spec"]["tier"] == tier)
+        .filter(|p| cnp_pods_match(&p["spec"]["subject"], pod))
+        .collect();
+    cnps.sort_by_key(|p| {
+        (
+            p["spec"]["priority"].as_u64().unwrap(),
+            p["metadata"]["name"].as_str().unwrap().to_string(),
+        )
+    });
+    let receiver = if dir == "Ingress" { pod } else { other };
+    for p in cnps {
+        for r in p["spec"][rules_key].as_array().into_iter().flatten() {
+            let peer_ok = r[peers_key].as_array().unwrap().iter().any(|peer| {
+                if let Some(nets) = peer["networks"].as_array() {
+                    nets.iter().any(|n| in_cidr(other.ip, n.as_str().unwrap()))
+                } else {
+                    cnp_pods_match(peer, other)
+                }
+            });
+            if peer_ok && cnp_ports_match(&r["protocols"], receiver, proto, port) {
+                return Some(r["action"].as_str().unwrap().to_string());
+            }
+        }
+    }
+    None
+}
+
+/// The verdict in `dir` at `pod`: the Admin tier, then NetworkPolicies (final for a pod they
+/// isolate), then the Baseline tier, then allowed.
+fn direction_allows(
+    policies: &[Value],
+    dir: &str,
+    pod: &TestPod<'_>,
+    other: &TestPod<'_>,
+    proto: Proto,
+    port: u16,
+) -> bool {
+    match cnp_tier(policies, "Admin", dir, pod, other, proto, port).as_deref() {
+        Some("Accept") => return true,
+        Some("Deny") => return false,
+        _ => {}
+    }
+    if let Some(v) = np_verdict(policies, dir, pod, other, proto, port) {
+        return v;
+    }
+    cnp_tier(policies, "Baseline", dir, pod, other, proto, port).as_deref() != Some("Deny")
 }
 
 fn oracle(
@@ -429,21 +535,32 @@ fn netpol(ns: &str, name: &str, spec: Value) -> Value {
     v
 }
 
-/// Replaces every NetworkPolicy in the API with `policies`.
+/// Replaces every NetworkPolicy and ClusterNetworkPolicy in the API with `policies`.
 fn set_policies(plane: &KubeControlPlane, current: &mut Vec<Value>, policies: Vec<Value>) {
     for p in current.iter() {
-        let (ns, name) = (
-            p["metadata"]["namespace"].as_str().unwrap(),
-            p["metadata"]["name"].as_str().unwrap(),
-        );
-        if !policies.iter().any(|q| q["metadata"] == p["metadata"]) {
+        let name = p["metadata"]["name"].as_str().unwrap();
+        if policies
+            .iter()
+            .any(|q| q["metadata"] == p["metadata"] && q["kind"] == p["kind"])
+        {
+            continue;
+        }
+        if p["kind"] == "ClusterNetworkPolicy" {
+            plane.fake.delete(
+                "policy.networking.k8s.io",
+                "clusternetworkpolicies",
+                None,
+                name,
+            );
+        } else {
+            let ns = p["metadata"]["namespace"].as_str().unwrap();
             plane
                 .fake
                 .delete("networking.k8s.io", "networkpolicies", Some(ns), name);
         }
     }
     for p in &policies {
-        plane.fake.put(p.clone()).expect("NetworkPolicy");
+        plane.fake.put(p.clone()).expect("policy");
     }
     *current = policies;
 }
@@ -1078,4 +1195,147 @@ fn truth_tables_in_a_cluster_of_5000_nodes() {
         );
     }
     converge("after restarts, 5,000 nodes", &c, &pods, &current);
+}
+
+fn cnp(name: &str, tier: &str, priority: u32, spec: Value) -> Value {
+    let mut v = json!({"apiVersion": "policy.networking.k8s.io/v1alpha2",
+        "kind": "ClusterNetworkPolicy", "metadata": {"name": name}});
+    v["spec"] = spec;
+    v["spec"]["tier"] = json!(tier);
+    v["spec"]["priority"] = json!(priority);
+    v
+}
+
+fn ns_sel(ns: &str) -> Value {
+    json!({"matchLabels": {"kubernetes.io/metadata.name": ns}})
+}
+
+/// The cases of the cluster policies' truth tables: each tier around NetworkPolicies, on both
+/// nodes (`x_a`: pod x/a's address, for a `networks` peer).
+fn cluster_policy_cases(x_a: Ipv4Addr) -> Vec<(&'static str, Vec<Value>)> {
+    let allow_all_into_x = netpol("x", "all-in", json!({"podSelector": {}, "ingress": [{}]}));
+    let deny_all_into_x = netpol("x", "deny-in", json!({"podSelector": {}}));
+    vec![
+        (
+            "Admin Deny from y on TCP 80 over a NetworkPolicy that allows everything into x",
+            vec![
+                allow_all_into_x.clone(),
+                cnp(
+                    "no-y-web",
+                    "Admin",
+                    10,
+                    json!({"subject": {"namespaces": ns_sel("x")},
+                    "ingress": [{"action": "Deny", "from": [{"namespaces": ns_sel("y")}],
+                                 "protocols": [{"tcp": {"destinationPort": {"number": 80}}}]}]}),
+                ),
+            ],
+        ),
+        (
+            "Admin Accept from z into x, where a NetworkPolicy denies everything",
+            vec![
+                deny_all_into_x.clone(),
+                cnp(
+                    "z-in",
+                    "Admin",
+                    10,
+                    json!({"subject": {"namespaces": ns_sel("x")},
+                    "ingress": [{"action": "Accept", "from": [{"namespaces": ns_sel("z")}]}]}),
+                ),
+            ],
+        ),
+        (
+            "Admin Pass from z to the NetworkPolicy tier, then Admin Deny for everyone else",
+            vec![
+                deny_all_into_x.clone(),
+                cnp(
+                    "pass-z",
+                    "Admin",
+                    5,
+                    json!({"subject": {"namespaces": ns_sel("x")},
+                    "ingress": [{"action": "Pass", "from": [{"namespaces": ns_sel("z")}]}]}),
+                ),
+                cnp(
+                    "deny-rest",
+                    "Admin",
+                    10,
+                    json!({"subject": {"namespaces": ns_sel("x")},
+                    "ingress": [{"action": "Deny", "from": [{"namespaces": {}}]}]}),
+                ),
+                netpol(
+                    "x",
+                    "from-z-81",
+                    json!({"podSelector": {},
+                    "ingress": [{"from": [{"namespaceSelector": ns_sel("z")}],
+                                 "ports": [{"port": 81, "protocol": "TCP"}]}]}),
+                ),
+            ],
+        ),
+        (
+            "Baseline Deny from y, overridden in z by a NetworkPolicy that allows everything",
+            vec![
+                netpol("z", "all-in", json!({"podSelector": {}, "ingress": [{}]})),
+                cnp(
+                    "default",
+                    "Baseline",
+                    0,
+                    json!({"subject": {"namespaces": {}},
+                    "ingress": [{"action": "Deny", "from": [{"namespaces": ns_sel("y")}]}]}),
+                ),
+            ],
+        ),
+        (
+            "Admin egress Deny from y to x/a's address (a networks peer), rules in order",
+            vec![cnp(
+                "no-x-a",
+                "Admin",
+                3,
+                json!({"subject": {"namespaces": ns_sel("y")},
+                "egress": [
+                    {"action": "Accept", "to": [{"networks": [format!("{x_a}/32")]}],
+                     "protocols": [{"udp": {"destinationPort": {"number": 81}}}]},
+                    {"action": "Deny", "to": [{"networks": [format!("{x_a}/32")]}]}]}),
+            )],
+        ),
+        (
+            "Admin Accept of a named port from y, every other port denied",
+            vec![cnp(
+                "dns-only",
+                "Admin",
+                1,
+                json!({
+                "subject": {"pods": {"namespaceSelector": ns_sel("x"),
+                                     "podSelector": {"matchLabels": {"pod": "b"}}}},
+                "ingress": [
+                    {"name": "named", "action": "Accept", "from": [{"namespaces": ns_sel("y")}],
+                     "protocols": [{"destinationNamedPort": port_name(81, Proto::Udp)}]},
+                    {"name": "rest", "action": "Deny", "from": [{"namespaces": ns_sel("y")}]}]}),
+            )],
+        ),
+    ]
+}
+
+/// ClusterNetworkPolicies (`policy.networking.k8s.io/v1alpha2`) in networkpolicy mode, on two
+/// nodes: for each case the whole truth table (288 probes) matches the oracle, which reads the
+/// tiers' semantics from the API's words (Admin, then NetworkPolicies, then Baseline).
+#[test]
+fn cluster_policies_truth_tables_on_two_nodes() {
+    let (c, plane) = Cluster::start_kubernetes(
+        2,
+        &NodeOptions {
+            mode: "networkpolicy",
+            ..NodeOptions::default()
+        },
+    );
+    let pods = real_pods(&c, &plane);
+    let _servers = start_servers(&pods);
+    let ip_of = |label: &str| pods.iter().find(|p| p.label() == label).unwrap().ip;
+    let mut current = Vec::new();
+    converge("no policies", &c, &pods, &current);
+    for (case, policies) in cluster_policy_cases(ip_of("x/a")) {
+        set_policies(&plane, &mut current, policies);
+        converge(case, &c, &pods, &current);
+    }
+    // Every policy gone: everything allowed again.
+    set_policies(&plane, &mut current, Vec::new());
+    converge("no policies again", &c, &pods, &current);
 }

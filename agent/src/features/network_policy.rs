@@ -40,6 +40,7 @@ use flows::policy::{Isolation, LocalPod, NamespaceView, PodView, PolicyEngine, S
 use flows::{policy_target_cookie, ConjunctionIds, Datapath, RuleRef};
 use futures::future::BoxFuture;
 use ipnet::Ipv4Net;
+use multitenant::cluster_policy::ClusterPolicy;
 use multitenant::policy::{namespace_labels, Policy};
 use ovs::flow::Flow;
 use ovs::openflow::OfError;
@@ -92,6 +93,7 @@ struct Inputs {
 /// every pod event or ADD.
 struct Derived {
     policies_of: Arc<BTreeMap<String, Policy>>,
+    cluster_of: Arc<BTreeMap<String, ClusterPolicy>>,
     labels_of: Arc<BTreeMap<String, multitenant::policy::Labels>>,
     net_namespaces_of: Arc<BTreeMap<String, cluster::NetNamespace>>,
     shared: Shared,
@@ -101,6 +103,7 @@ struct Derived {
 #[derive(Clone)]
 struct Shared {
     policies: Arc<Vec<Policy>>,
+    cluster: Arc<Vec<ClusterPolicy>>,
     ids: Arc<ConjunctionIds>,
     namespaces: Arc<BTreeMap<String, NamespaceView>>,
 }
@@ -214,6 +217,7 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
     fn inputs(&self, state: &ClusterState, local: &[LocalPodRef]) -> Inputs {
         let Shared {
             policies,
+            cluster,
             ids,
             mut namespaces,
         } = self.derived(state);
@@ -252,6 +256,7 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
         Inputs {
             snap: Snapshot {
                 policies,
+                cluster_policies: cluster,
                 ids,
                 namespaces,
                 pods: state.peer_pods.clone(),
@@ -273,21 +278,28 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
         let mut guard = crate::lock(&self.derived);
         let d = guard.get_or_insert_with(|| Derived {
             policies_of: Arc::default(),
+            cluster_of: Arc::default(),
             labels_of: Arc::default(),
             net_namespaces_of: Arc::default(),
             shared: Shared {
                 policies: Arc::default(),
+                cluster: Arc::default(),
                 ids: Arc::default(),
                 namespaces: Arc::default(),
             },
         });
         // Each part again only when its own source changed: a namespace event does not hash
         // 10,000 policies' rule keys, a policy event does not rebuild 5,000 namespace views.
-        if !Arc::ptr_eq(&d.policies_of, &state.network_policies) {
+        if !Arc::ptr_eq(&d.policies_of, &state.network_policies)
+            || !Arc::ptr_eq(&d.cluster_of, &state.cluster_policies)
+        {
             let policies: Vec<Policy> = state.network_policies.values().cloned().collect();
-            d.shared.ids = Arc::new(flows::conjunction_ids(&policies));
+            let cluster: Vec<ClusterPolicy> = state.cluster_policies.values().cloned().collect();
+            d.shared.ids = Arc::new(flows::conjunction_ids(&policies, &cluster));
             d.shared.policies = Arc::new(policies);
+            d.shared.cluster = Arc::new(cluster);
             d.policies_of = state.network_policies.clone();
+            d.cluster_of = state.cluster_policies.clone();
         }
         if !Arc::ptr_eq(&d.labels_of, &state.namespace_labels)
             || !Arc::ptr_eq(&d.net_namespaces_of, &state.net_namespaces)
@@ -530,10 +542,18 @@ impl<S: FlowSwitch> PodPolicy for NetworkPolicies<S> {
     fn selects(&self, namespace: &str, name: &str) -> bool {
         let state = self.cluster.borrow().clone();
         let labels = self.labels_of(&state, namespace, name);
-        state
+        if state
             .network_policies
             .values()
             .any(|p| p.selects(namespace, &labels))
+        {
+            return true;
+        }
+        let ns_labels = namespace_view(&state, namespace).labels;
+        state
+            .cluster_policies
+            .values()
+            .any(|p| p.selects(&ns_labels, &labels))
     }
 
     fn rows(&self, pod: &LocalPodRef) -> Vec<Flow> {
@@ -584,8 +604,10 @@ impl<S: FlowSwitch + 'static> super::NodeFeature for NetworkPolicies<S> {
         use flows::Table;
         &[
             Table::PodEgressPolicy,
+            Table::PodEgressBaseline,
             Table::ConntrackCommit,
             Table::IngressIsolation,
+            Table::IngressBaseline,
         ]
     }
 

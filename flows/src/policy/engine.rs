@@ -30,9 +30,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use ipnet::{Ipv4Net, Ipv6Net};
+use multitenant::cluster_policy::ClusterPolicy;
 use multitenant::policy::{Direction, Policy};
 use ovs::flow::{Action, Flow, Match};
 
+use super::cluster;
 use super::parts::{
     holders, namespace_rows, namespaces_of, own_vnid, parts_of, pod_rows, static_rows, Ctx, Item,
     PartKey, RuleSpec,
@@ -55,6 +57,8 @@ pub(super) type RowKey = (u8, u16, Match);
 pub struct Snapshot {
     /// Every NetworkPolicy.
     pub policies: Arc<Vec<Policy>>,
+    /// Every ClusterNetworkPolicy.
+    pub cluster_policies: Arc<Vec<ClusterPolicy>>,
     /// Their conjunction ids ([`super::conjunction_ids`]).
     pub ids: Arc<ConjunctionIds>,
     /// Every namespace, by name.
@@ -82,6 +86,7 @@ impl Snapshot {
     pub fn input(&self) -> PolicyInput<'_> {
         PolicyInput {
             policies: &self.policies,
+            cluster_policies: &self.cluster_policies,
             ids: Some(&self.ids),
             namespaces: &self.namespaces,
             pods: &self.pods,
@@ -319,19 +324,28 @@ impl PolicyEngine {
         let full = old.as_ref().is_none_or(|o| o.differs_everywhere(&new));
         let policies_same = old.as_ref().is_some_and(|o| {
             (Arc::ptr_eq(&o.policies, &new.policies) || o.policies == new.policies)
+                && (Arc::ptr_eq(&o.cluster_policies, &new.cluster_policies)
+                    || o.cluster_policies == new.cluster_policies)
                 && (Arc::ptr_eq(&o.ids, &new.ids) || o.ids == new.ids)
         });
+        // A cluster policy's subject selects by namespace labels: which local pods it selects
+        // may change with them.
+        let subjects_same = new.cluster_policies.is_empty()
+            || old
+                .as_ref()
+                .is_some_and(|o| Arc::ptr_eq(&o.namespaces, &new.namespaces));
         let local_same = old.as_ref().is_some_and(|o| o.local == new.local);
         let new_input = new.input();
         let new_cx = Ctx {
             input: new_input,
             holders: &new_holders,
         };
-        let new_parts: BTreeMap<PartKey, Arc<RuleSpec>> = if !full && policies_same && local_same {
-            self.parts.clone()
-        } else {
-            active_parts(&new_input)
-        };
+        let new_parts: BTreeMap<PartKey, Arc<RuleSpec>> =
+            if !full && policies_same && local_same && subjects_same {
+                self.parts.clone()
+            } else {
+                active_parts(&new_input)
+            };
         let old_parts = std::mem::take(&mut self.parts);
         // A part kept has the same spec before and after: only its namespaces may change.
         let kept = |k: &PartKey, spec: &Arc<RuleSpec>| -> bool {
@@ -374,7 +388,7 @@ impl PolicyEngine {
         }
 
         // The rows of each local pod, when what they are made of changed.
-        let targets_changed = full || !policies_same || !local_same;
+        let targets_changed = full || !policies_same || !local_same || !subjects_same;
         if targets_changed {
             self.targets.clear();
             self.plain.clear();
@@ -440,6 +454,21 @@ fn active_parts(input: &PolicyInput<'_>) -> BTreeMap<PartKey, Arc<RuleSpec>> {
             .any(|l| p.selects(&l.pod.namespace, &l.pod.labels))
         {
             for part in parts_of(p, ids, input.logged) {
+                out.insert(part.key.clone(), Arc::new(part));
+            }
+        }
+    }
+    if input.cluster_policies.is_empty() {
+        return out;
+    }
+    let ranks = cluster::ranks(input.cluster_policies);
+    let none = NamespaceView::default();
+    for cp in input.cluster_policies {
+        if input.local.iter().any(|l| {
+            let ns = input.namespaces.get(&l.pod.namespace).unwrap_or(&none);
+            cp.selects(&ns.labels, &l.pod.labels)
+        }) {
+            for part in cluster::parts_of(cp, ids, &ranks) {
                 out.insert(part.key.clone(), Arc::new(part));
             }
         }

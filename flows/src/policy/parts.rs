@@ -14,13 +14,13 @@ use multitenant::policy::{
     port_masks, resolve_named_port, subtract, subtract6, Direction, Peer, Policy, PortSpec,
     Protocol,
 };
-use ovs::flow::{Action, Flow, Masked, Match};
+use ovs::flow::{Action, Flow, Masked, Match, Subfield};
 
 use super::engine::RowKey;
 use super::{
     allow_rows, families, l4, l4_6, peer_net, peer_net6, rule_key, table_of, target_reg,
-    ConjunctionIds, Isolation, LocalPod, NamespaceView, PodView, PolicyInput, Rows, RuleCtx,
-    RuleRef, POLICY_COOKIE, PRIO_CONJUNCTION, PRIO_ISOLATION, PRIO_PLAIN,
+    ClusterRule, ConjunctionIds, Isolation, LocalPod, NamespaceView, PodView, PolicyInput, Rows,
+    RuleCtx, RuleRef, Table, POLICY_COOKIE, PRIO_CONJUNCTION, PRIO_ISOLATION, PRIO_PLAIN,
 };
 use crate::audit::{self, Decision, Logged};
 use crate::registers::Reg;
@@ -51,6 +51,69 @@ pub(super) struct RuleSpec {
     pub(super) ports: Vec<PortSpec>,
     /// What its policy's namespace logs.
     pub(super) log: Logged,
+    /// Where its rows sit.
+    pub(super) place: Place,
+    /// What a packet it matches gets.
+    pub(super) verdict: Verdict,
+    /// A ClusterNetworkPolicy rule's tier, priority, action and name.
+    pub(super) cluster: Option<ClusterRule>,
+}
+
+/// Where a part's rows sit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Place {
+    pub(super) table: Table,
+    /// The priority of its conjunction clauses and `conj_id` rows.
+    pub(super) conj: u16,
+    /// The priority of its single-dimension rows.
+    pub(super) plain: u16,
+    /// An Admin-tier part: its target rows also match these bits of `reg4` clear (a Pass sets
+    /// them, and the packet meets no Admin-tier row of that direction again).
+    pub(super) unpassed: Option<u32>,
+}
+
+impl Place {
+    /// A NetworkPolicy's part: table 27 or 80 at the NetworkPolicy priorities.
+    pub(super) fn network_policy(d: Direction) -> Place {
+        Place {
+            table: table_of(d),
+            conj: PRIO_CONJUNCTION,
+            plain: PRIO_PLAIN,
+            unpassed: None,
+        }
+    }
+}
+
+/// What a packet a part matches gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Verdict {
+    /// Let through (a NetworkPolicy rule, an Accept, a Baseline Pass).
+    Allow,
+    /// Dropped.
+    Deny,
+    /// The rest of the Admin tier passed: the `reg4` bits set, the table looked up again.
+    Pass(u32),
+}
+
+/// The actions of a row that gives `verdict` (its logging twin too, for an allow that logs).
+pub(super) fn verdict_rows(
+    flow: Flow,
+    verdict: Verdict,
+    ctx: &RuleCtx,
+    rule: Option<u32>,
+) -> Vec<Flow> {
+    match verdict {
+        Verdict::Allow => allow_rows(flow, ctx, rule),
+        Verdict::Deny => vec![flow],
+        Verdict::Pass(bits) => {
+            let (first, last) = (bits.trailing_zeros() as u8, 31 - bits.leading_zeros() as u8);
+            let load = Subfield::range(Reg::ViaHost.field(), first, last)
+                .and_then(|f| Action::load(f, u64::from(bits >> first)))
+                .expect("reg4's pass bits fit it");
+            let table = flow.table;
+            vec![flow.action(load).action(Action::Resubmit { table })]
+        }
+    }
 }
 
 impl RuleSpec {
@@ -68,6 +131,7 @@ impl RuleSpec {
             direction: self.key.d,
             index: self.key.index,
             named: self.key.named,
+            cluster: self.cluster.clone(),
         }
     }
 
@@ -103,7 +167,7 @@ impl RuleSpec {
             ipv6: input.ipv6,
             ipv4: input.ipv4,
             d: self.d(),
-            table: table_of(self.d()),
+            table: self.place.table,
             reg: target_reg(self.d()),
         }
     }
@@ -151,6 +215,9 @@ pub(super) fn parts_of(
                     peers: rule.peers.clone(),
                     ports: ports.into_iter().cloned().collect(),
                     log,
+                    place: Place::network_policy(d),
+                    verdict: Verdict::Allow,
+                    cluster: None,
                 });
             }
         }
@@ -220,15 +287,12 @@ pub(super) fn static_rows(part: &RuleSpec, input: &PolicyInput<'_>, out: &mut Ve
             match peer {
                 Peer::IpBlock { cidr, except } if input.ipv4 => {
                     for net in subtract(*cidr, except) {
-                        out.push(((table, PRIO_CONJUNCTION, peer_net(part.d(), &net)), conj(2)));
+                        out.push(((table, part.place.conj, peer_net(part.d(), &net)), conj(2)));
                     }
                 }
                 Peer::IpBlock6 { cidr, except } if input.ipv6 => {
                     for net in subtract6(*cidr, except) {
-                        out.push((
-                            (table, PRIO_CONJUNCTION, peer_net6(part.d(), &net)),
-                            conj(2),
-                        ));
+                        out.push(((table, part.place.conj, peer_net6(part.d(), &net)), conj(2)));
                     }
                 }
                 _ => {}
@@ -246,7 +310,7 @@ pub(super) fn static_rows(part: &RuleSpec, input: &PolicyInput<'_>, out: &mut Ve
             match spec {
                 PortSpec::Any(proto) => {
                     for m in l4s(*proto) {
-                        out.push(((table, PRIO_CONJUNCTION, m), conj(clause)));
+                        out.push(((table, part.place.conj, m), conj(clause)));
                     }
                 }
                 PortSpec::Range {
@@ -258,7 +322,7 @@ pub(super) fn static_rows(part: &RuleSpec, input: &PolicyInput<'_>, out: &mut Ve
                         let masked = Masked::new(v, mask).unwrap_or(Masked::exact(v));
                         for m in l4s(*protocol) {
                             let m = if mask == 0 { m } else { m.tp_dst(masked) };
-                            out.push(((table, PRIO_CONJUNCTION, m), conj(clause)));
+                            out.push(((table, part.place.conj, m), conj(clause)));
                         }
                     }
                 }
@@ -267,10 +331,10 @@ pub(super) fn static_rows(part: &RuleSpec, input: &PolicyInput<'_>, out: &mut Ve
         }
     }
     for m in families(Match::any().ip(), ctx.ipv4, ctx.ipv6) {
-        let row = Flow::new(table, PRIO_CONJUNCTION)
+        let row = Flow::new(table, part.place.conj)
             .cookie(POLICY_COOKIE)
             .matching(m.conj_id(part.id));
-        for f in allow_rows(row, &ctx, Some(part.id)) {
+        for f in verdict_rows(row, part.verdict, &ctx, Some(part.id)) {
             out.push((
                 (f.table, f.priority, f.matches),
                 Item::Row(f.cookie, f.actions, f.goto_table),
@@ -289,7 +353,7 @@ pub(super) fn namespace_rows(
 ) {
     let input = &cx.input;
     let n = part.clauses();
-    let table = table_of(part.d()).id();
+    let table = part.place.table.id();
     let egress_named = part.named() && part.d() == Direction::Egress;
     if !egress_named && (n == 1 || part.peers.is_empty()) {
         return;
@@ -350,13 +414,13 @@ pub(super) fn namespace_rows(
                     let m = l4(*proto)
                         .nw_dst(Masked::exact(ip))
                         .tp_dst(Masked::exact(port));
-                    out.push(((table, PRIO_CONJUNCTION, m), conj(2)));
+                    out.push(((table, part.place.conj, m), conj(2)));
                 }
                 if let Some(ip6) = pod.ip6.filter(|_| input.ipv6) {
                     let m = l4_6(*proto)
                         .ipv6_dst(Masked::exact(ip6))
                         .tp_dst(Masked::exact(port));
-                    out.push(((table, PRIO_CONJUNCTION, m), conj(2)));
+                    out.push(((table, part.place.conj, m), conj(2)));
                 }
             }
         }
@@ -365,7 +429,7 @@ pub(super) fn namespace_rows(
     if let Some(v) = vnid {
         for m in families(Match::any().ip(), input.ipv4, input.ipv6) {
             let m = Reg::SrcVnid.matching(m, v.id());
-            out.push(((table, PRIO_CONJUNCTION, m), conj(2)));
+            out.push(((table, part.place.conj, m), conj(2)));
         }
     }
     let v4: BTreeSet<Ipv4Net> = pods
@@ -377,10 +441,10 @@ pub(super) fn namespace_rows(
         .filter_map(|p| p.ip6.filter(|_| input.ipv6).map(Ipv6Net::from))
         .collect();
     for net in &v4 {
-        out.push(((table, PRIO_CONJUNCTION, peer_net(part.d(), net)), conj(2)));
+        out.push(((table, part.place.conj, peer_net(part.d(), net)), conj(2)));
     }
     for net in &v6 {
-        out.push(((table, PRIO_CONJUNCTION, peer_net6(part.d(), net)), conj(2)));
+        out.push(((table, part.place.conj, peer_net6(part.d(), net)), conj(2)));
     }
 }
 
@@ -464,44 +528,78 @@ pub fn pod_rows(
             }
         }
         for part in parts_of(p, ids, input.logged) {
-            let ctx = part.ctx(input);
-            let n = part.clauses();
-            // The target's matches: per named port it declares (ingress), else the pod.
-            let mut matches = Vec::new();
-            if part.named() && part.d() == Direction::Ingress {
-                for (proto, name) in part.named_ports() {
-                    let Some(port) = resolve_named_port(&t.pod.ports, proto, name) else {
-                        continue;
-                    };
-                    let l4s = [ctx.ipv4.then(|| l4(proto)), t.ip6.map(|_| l4_6(proto))];
-                    for m in l4s.into_iter().flatten() {
-                        matches.push(ctx.reg.matching(m, t.ofport).tp_dst(Masked::exact(port)));
-                    }
-                    if n == 1 {
-                        plain.push((part.d(), part.rref()));
-                    }
-                }
-            } else {
-                for m in families(Match::any().ip(), ctx.ipv4, t.ip6.is_some()) {
-                    matches.push(ctx.reg.matching(m, t.ofport));
-                }
-                if n == 1 {
-                    plain.push((part.d(), part.rref()));
-                }
-            }
-            for m in matches {
-                if n == 1 {
-                    let row = Flow::new(ctx.table.id(), PRIO_PLAIN)
-                        .cookie(t.cookie)
-                        .matching(m);
-                    for f in allow_rows(row, &ctx, None) {
-                        rows.put(f);
-                    }
-                } else {
-                    rows.conj(ctx.table, m, t.cookie, part.id, 1, n);
-                }
-            }
+            target_rows(&part, input, t, &mut rows, &mut plain);
+        }
+    }
+    let ranks = super::cluster::ranks(input.cluster_policies);
+    let none = NamespaceView::default();
+    let ns_labels = &input
+        .namespaces
+        .get(&t.pod.namespace)
+        .unwrap_or(&none)
+        .labels;
+    for cp in input.cluster_policies {
+        if !cp.selects(ns_labels, &t.pod.labels) {
+            continue;
+        }
+        for part in super::cluster::parts_of(cp, ids, &ranks) {
+            target_rows(&part, input, t, &mut rows, &mut plain);
         }
     }
     (rows.flows(), iso, plain)
+}
+
+/// The rows part `part` gives local pod `t`: its clause-1 rows (per named port the pod declares
+/// on ingress), or its single-dimension rows; `plain` notes the latter's rule.
+fn target_rows(
+    part: &RuleSpec,
+    input: &PolicyInput<'_>,
+    t: &LocalPod,
+    rows: &mut Rows,
+    plain: &mut Vec<(Direction, RuleRef)>,
+) {
+    let ctx = part.ctx(input);
+    let n = part.clauses();
+    // The target's matches: per named port it declares (ingress), else the pod.
+    let mut matches = Vec::new();
+    if part.named() && part.d() == Direction::Ingress {
+        for (proto, name) in part.named_ports() {
+            let Some(port) = resolve_named_port(&t.pod.ports, proto, name) else {
+                continue;
+            };
+            let l4s = [ctx.ipv4.then(|| l4(proto)), t.ip6.map(|_| l4_6(proto))];
+            for m in l4s.into_iter().flatten() {
+                matches.push(ctx.reg.matching(m, t.ofport).tp_dst(Masked::exact(port)));
+            }
+            if n == 1 {
+                plain.push((part.d(), part.rref()));
+            }
+        }
+    } else {
+        for m in families(Match::any().ip(), ctx.ipv4, t.ip6.is_some()) {
+            matches.push(ctx.reg.matching(m, t.ofport));
+        }
+        if n == 1 {
+            plain.push((part.d(), part.rref()));
+        }
+    }
+    for m in matches {
+        let m = match part.place.unpassed {
+            Some(bits) => m.reg(
+                Reg::ViaHost.number(),
+                Masked::new(0, bits).unwrap_or(Masked::exact(0)),
+            ),
+            None => m,
+        };
+        if n == 1 {
+            let row = Flow::new(ctx.table.id(), part.place.plain)
+                .cookie(t.cookie)
+                .matching(m);
+            for f in verdict_rows(row, part.verdict, &ctx, None) {
+                rows.put(f);
+            }
+        } else {
+            rows.conj(ctx.table, part.place.conj, m, t.cookie, part.id, 1, n);
+        }
+    }
 }

@@ -83,6 +83,7 @@ impl World {
     fn rows(&self) -> PolicyRows {
         policy_rows(PolicyInput {
             policies: &self.policies,
+            cluster_policies: &[],
             ids: None,
             namespaces: &self.namespaces,
             pods: &pods_by_namespace(self.pods.clone()),
@@ -331,6 +332,7 @@ fn rows_grow_with_the_sum_not_the_product() {
     let pods = pods_by_namespace(w.pods.clone());
     let input = PolicyInput {
         policies: &w.policies,
+        cluster_policies: &[],
         ids: None,
         namespaces: &w.namespaces,
         pods: &pods,
@@ -623,6 +625,7 @@ fn a_stale_address_of_the_local_subnet_is_not_a_peer() {
     let pods = pods_by_namespace(w.pods.clone());
     let rows = policy_rows(PolicyInput {
         policies: &w.policies,
+        cluster_policies: &[],
         ids: None,
         namespaces: &w.namespaces,
         pods: &pods,
@@ -651,10 +654,11 @@ fn ids_computed_once_give_the_same_rows() {
         ports: vec![PortSpec::Any(Protocol::Tcp)],
     }]);
     w.policies.push(p);
-    let ids = conjunction_ids(&w.policies);
+    let ids = conjunction_ids(&w.policies, &[]);
     let pods = pods_by_namespace(w.pods.clone());
     let given = policy_rows(PolicyInput {
         policies: &w.policies,
+        cluster_policies: &[],
         ids: Some(&ids),
         namespaces: &w.namespaces,
         pods: &pods,
@@ -715,6 +719,7 @@ pub(crate) fn sample_rows() -> Vec<Flow> {
         w.policies.push(deny);
         let rows = policy_rows(PolicyInput {
             policies: &w.policies,
+            cluster_policies: &[],
             ids: None,
             namespaces: &w.namespaces,
             pods: &pods_by_namespace(w.pods.clone()),

@@ -6,6 +6,7 @@
 
 use super::*;
 use crate::policy::{policy_rows, policy_target_cookie};
+use multitenant::cluster_policy::{ClusterPolicy, Tier};
 use multitenant::policy::{
     namespace_labels, ContainerPort, LabelSelector, Labels, Peer, PortSpec, Protocol, Rule,
 };
@@ -129,8 +130,57 @@ fn random_policy(rng: &mut Rng, name: &str) -> Policy {
     }
 }
 
+/// A random ClusterNetworkPolicy of the shapes administrators write.
+fn random_cluster_policy(rng: &mut Rng, name: &str) -> ClusterPolicy {
+    use multitenant::cluster_policy::{Action, Peer as CPeer, Pods, Port as CPort, Rule as CRule};
+    let rule = |rng: &mut Rng| CRule {
+        name: String::new(),
+        action: *rng.pick(&[Action::Accept, Action::Deny, Action::Pass]),
+        peers: (0..1 + rng.below(2))
+            .map(|_| match rng.below(4) {
+                0 => CPeer::Pods(Pods::Namespaces(LabelSelector::labels([(
+                    "env",
+                    *rng.pick(&["a", "b"]),
+                )]))),
+                1 => CPeer::Pods(Pods::Pods {
+                    namespaces: LabelSelector::everything(),
+                    pods: LabelSelector::labels([("app", *rng.pick(&APPS))]),
+                }),
+                2 => CPeer::Networks(vec!["10.129.0.0/16".parse().unwrap()]),
+                _ => CPeer::Unsupported("domainNames".into()),
+            })
+            .collect(),
+        ports: match rng.below(3) {
+            0 => vec![],
+            1 => vec![CPort::Range {
+                protocol: Protocol::Tcp,
+                first: 80,
+                last: 81,
+            }],
+            _ => vec![CPort::Named("http".into())],
+        },
+    };
+    let rules = |rng: &mut Rng| (0..rng.below(3)).map(|_| rule(rng)).collect::<Vec<_>>();
+    ClusterPolicy {
+        name: name.into(),
+        tier: *rng.pick(&[Tier::Admin, Tier::Baseline]),
+        priority: rng.below(4) as u16 * 10,
+        subject: if rng.below(2) == 0 {
+            Pods::Namespaces(LabelSelector::labels([("env", *rng.pick(&["a", "b"]))]))
+        } else {
+            Pods::Pods {
+                namespaces: LabelSelector::everything(),
+                pods: LabelSelector::labels([("app", *rng.pick(&APPS))]),
+            }
+        },
+        ingress: rules(rng),
+        egress: rules(rng),
+    }
+}
+
 /// The cluster as the test changes it.
 struct World {
+    cluster: BTreeMap<String, ClusterPolicy>,
     policies: BTreeMap<String, Policy>,
     namespaces: BTreeMap<String, NamespaceView>,
     pods: PodsByNamespace,
@@ -155,6 +205,7 @@ impl World {
             })
             .collect();
         World {
+            cluster: BTreeMap::new(),
             policies: BTreeMap::new(),
             namespaces,
             pods: PodsByNamespace::default(),
@@ -165,9 +216,11 @@ impl World {
 
     fn snapshot(&self) -> Snapshot {
         let policies: Vec<Policy> = self.policies.values().cloned().collect();
+        let cluster: Vec<ClusterPolicy> = self.cluster.values().cloned().collect();
         Snapshot {
-            ids: Arc::new(crate::policy::conjunction_ids(&policies)),
+            ids: Arc::new(crate::policy::conjunction_ids(&policies, &cluster)),
             policies: Arc::new(policies),
+            cluster_policies: Arc::new(cluster),
             namespaces: Arc::new(self.namespaces.clone()),
             pods: self.pods.clone(),
             local_subnet: Some("10.128.0.0/23".parse().unwrap()),
@@ -192,7 +245,18 @@ impl World {
 
     /// One random event.
     fn event(&mut self, rng: &mut Rng, step: usize) -> String {
-        match rng.below(9) {
+        match rng.below(10) {
+            9 => {
+                let name = format!("cnp{}", rng.below(4));
+                if rng.below(3) == 0 {
+                    self.cluster.remove(&name);
+                    format!("cluster policy {name} gone")
+                } else {
+                    let p = random_cluster_policy(rng, &name);
+                    self.cluster.insert(name.clone(), p);
+                    format!("cluster policy {name} set")
+                }
+            }
             0..=2 => {
                 let ns = *rng.pick(&NAMESPACES);
                 let name = format!("p{}", rng.below(12));

@@ -1,0 +1,354 @@
+//! ClusterNetworkPolicies' rows, exactly: each tier's table and ranked priority, the Admin
+//! tier's `reg4` guard and Pass, Accept and Deny, the Baseline tier, fail-closed rules, named
+//! ports.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+
+use multitenant::cluster_policy::{
+    Action, ClusterPolicy, Peer as CnpPeer, Pods, Port, Rule as CnpRule, Tier,
+};
+use multitenant::policy::{namespace_labels, LabelSelector, Labels, Protocol};
+
+use crate::policy::{
+    pods_by_namespace, policy_rows, policy_target_cookie, LocalPod, NamespaceView, PodView,
+    PolicyInput, PolicyRows,
+};
+use crate::{Datapath, Vnid};
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn pod(ns: &str, name: &str, ip: [u8; 4]) -> PodView {
+    PodView {
+        namespace: ns.into(),
+        name: name.into(),
+        labels: Arc::new(labels(&[("app", name)])),
+        ip: Some(Ipv4Addr::from(ip)),
+        ip6: None,
+        ports: Vec::new().into(),
+    }
+}
+
+/// Namespaces `tenant` (VNID 11) and `monitoring` (VNID 12); `web` of `tenant` is local on
+/// port 3; `prom` of `monitoring` is on another node.
+struct World {
+    cluster: Vec<ClusterPolicy>,
+    namespaces: BTreeMap<String, NamespaceView>,
+    pods: Vec<PodView>,
+    local: Vec<LocalPod>,
+}
+
+fn world() -> World {
+    let web = pod("tenant", "web", [10, 128, 0, 3]);
+    let prom = pod("monitoring", "prom", [10, 129, 0, 5]);
+    let ns = |name: &str, vnid| {
+        (
+            name.to_string(),
+            NamespaceView {
+                labels: namespace_labels(name, &Labels::new()),
+                vnid: Vnid::new(vnid),
+            },
+        )
+    };
+    World {
+        cluster: Vec::new(),
+        namespaces: [ns("tenant", 11), ns("monitoring", 12)].into(),
+        local: vec![LocalPod {
+            pod: web.clone(),
+            ofport: 3,
+            cookie: policy_target_cookie("veth3"),
+            ip6: None,
+        }],
+        pods: vec![web, prom],
+    }
+}
+
+impl World {
+    fn rows(&self) -> PolicyRows {
+        policy_rows(PolicyInput {
+            policies: &[],
+            cluster_policies: &self.cluster,
+            ids: None,
+            namespaces: &self.namespaces,
+            pods: &pods_by_namespace(self.pods.clone()),
+            local_subnet: None,
+            local_subnet6: None,
+            local: &self.local,
+            datapath: Datapath::System,
+            ipv6: false,
+            ipv4: true,
+            logged: &BTreeMap::new(),
+        })
+    }
+}
+
+fn everything() -> Pods {
+    Pods::Namespaces(LabelSelector::everything())
+}
+
+fn from_monitoring() -> CnpPeer {
+    CnpPeer::Pods(Pods::Namespaces(LabelSelector::labels([(
+        multitenant::policy::NAMESPACE_NAME_LABEL,
+        "monitoring",
+    )])))
+}
+
+fn rule(name: &str, action: Action, peers: Vec<CnpPeer>, ports: Vec<Port>) -> CnpRule {
+    CnpRule {
+        name: name.into(),
+        action,
+        peers,
+        ports,
+    }
+}
+
+fn tcp(port: u16) -> Port {
+    Port::Range {
+        protocol: Protocol::Tcp,
+        first: port,
+        last: port,
+    }
+}
+
+fn cnp(
+    name: &str,
+    tier: Tier,
+    priority: u16,
+    ingress: Vec<CnpRule>,
+    egress: Vec<CnpRule>,
+) -> ClusterPolicy {
+    ClusterPolicy {
+        name: name.into(),
+        tier,
+        priority,
+        subject: everything(),
+        ingress,
+        egress,
+    }
+}
+
+/// Every row, without cookies, with conjunction ids as `ID<n>` in order of appearance.
+fn texts(rows: &PolicyRows) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    rows.all()
+        .map(|f| {
+            let t = f.to_string();
+            let mut t = t.split_once(", ").map(|(_, r)| r.to_string()).unwrap_or(t);
+            for id in rows.rules.keys() {
+                let s = id.to_string();
+                if t.contains(&s) {
+                    if !ids.contains(&s) {
+                        ids.push(s.clone());
+                    }
+                    let n = ids.iter().position(|i| *i == s).unwrap();
+                    t = t.replace(&s, &format!("ID{n}"));
+                }
+            }
+            t
+        })
+        .collect()
+}
+
+#[test]
+fn an_admin_accept_is_a_conjunction_above_every_networkpolicy_row() {
+    let mut w = world();
+    w.cluster.push(cnp(
+        "scrape",
+        Tier::Admin,
+        10,
+        vec![rule(
+            "metrics",
+            Action::Accept,
+            vec![from_monitoring()],
+            vec![tcp(9100)],
+        )],
+        vec![],
+    ));
+    let rows = w.rows();
+    let t = texts(&rows);
+    let commit = "ct(commit),output:NXM_NX_REG2[]";
+    for want in [
+        "table=80, priority=5399,ip,reg2=0x3,reg4=0/0x4 actions=conjunction(ID0,1/3)".to_string(),
+        "table=80, priority=5399,ip,reg0=0xc actions=conjunction(ID0,2/3)".to_string(),
+        "table=80, priority=5399,tcp,tp_dst=9100 actions=conjunction(ID0,3/3)".to_string(),
+        format!("table=80, priority=5399,conj_id=ID0,ip actions={commit}"),
+    ] {
+        assert!(t.contains(&want), "{want}\n{t:#?}");
+    }
+    assert_eq!(t.len(), 4, "no isolation row: {t:#?}");
+    let r = rows.rules.values().next().unwrap().to_string();
+    assert_eq!(
+        r,
+        "ClusterNetworkPolicy scrape (Admin tier, priority 10) ingress rule 0 \"metrics\" (Accept)"
+    );
+}
+
+#[test]
+fn deny_drops_pass_skips_the_rest_of_the_admin_tier_and_ranks_order_them() {
+    let mut w = world();
+    w.cluster.push(cnp(
+        "second",
+        Tier::Admin,
+        20,
+        vec![],
+        vec![rule("out", Action::Deny, vec![from_monitoring()], vec![])],
+    ));
+    w.cluster.push(cnp(
+        "first",
+        Tier::Admin,
+        5,
+        vec![
+            rule("skip", Action::Pass, vec![from_monitoring()], vec![tcp(80)]),
+            rule("", Action::Deny, vec![CnpPeer::Pods(everything())], vec![]),
+        ],
+        vec![],
+    ));
+    let t = texts(&w.rows()).join("\n");
+    // Ranks: (5, 0) → 5399, (5, 1) → 5398, (20, 0) → 5397.
+    assert!(t.contains("table=80, priority=5399,conj_id=ID"), "{t}");
+    assert!(
+        t.contains(",ip actions=load:0x1->NXM_NX_REG4[2],resubmit(,80)"),
+        "a Pass sets its bit and looks again: {t}"
+    );
+    assert!(t.contains("table=80, priority=5398,conj_id="), "{t}");
+    assert!(
+        t.contains("table=80, priority=5398,ip,reg2=0x3,reg4=0/0x4"),
+        "{t}"
+    );
+    // Egress: table 27, its own pass bit.
+    assert!(
+        t.contains("table=27, priority=5397,ip,reg3=0x3,reg4=0/0x2"),
+        "{t}"
+    );
+    assert!(
+        t.contains("table=27, priority=5397,ip,nw_dst=10.129.0.5 actions=conjunction("),
+        "an egress namespace peer is its pods' addresses: {t}"
+    );
+    for line in t.lines().filter(|l| l.contains("conj_id=")) {
+        if line.contains("priority=5398") || line.contains("priority=5397") {
+            assert!(line.ends_with("actions=drop"), "Deny drops: {line}");
+        }
+    }
+}
+
+#[test]
+fn the_baseline_tier_has_tables_28_and_81_and_its_pass_allows() {
+    let mut w = world();
+    w.cluster.push(cnp(
+        "default",
+        Tier::Baseline,
+        0,
+        vec![rule("p", Action::Pass, vec![from_monitoring()], vec![])],
+        vec![rule(
+            "d",
+            Action::Deny,
+            vec![CnpPeer::Networks(vec!["0.0.0.0/0".parse().unwrap()])],
+            vec![],
+        )],
+    ));
+    let t = texts(&w.rows()).join("\n");
+    assert!(
+        t.contains("table=81, priority=5399,ip,reg2=0x3 actions=conjunction("),
+        "{t}"
+    );
+    assert!(!t.contains("reg4"), "no Pass bit in the Baseline tier: {t}");
+    assert!(
+        t.contains("table=81, priority=5399,conj_id=ID")
+            && t.contains("actions=ct(commit),output:NXM_NX_REG2[]"),
+        "a Baseline Pass is the default, allowed: {t}"
+    );
+    assert!(
+        t.contains("table=28, priority=5399,ip actions=conjunction("),
+        "0.0.0.0/0 is every IPv4 destination: {t}"
+    );
+    assert!(
+        t.lines()
+            .any(|l| l.starts_with("table=28, priority=5399,conj_id=")
+                && l.ends_with("actions=drop")),
+        "{t}"
+    );
+}
+
+#[test]
+fn peers_this_agent_does_not_apply_fail_closed() {
+    let mut w = world();
+    let dn = CnpPeer::Unsupported("domainNames".into());
+    w.cluster.push(cnp(
+        "names",
+        Tier::Admin,
+        1,
+        vec![],
+        vec![
+            rule("ok", Action::Accept, vec![dn.clone()], vec![]),
+            rule(
+                "deny",
+                Action::Deny,
+                vec![dn.clone(), from_monitoring()],
+                vec![tcp(53)],
+            ),
+        ],
+    ));
+    let rows = w.rows();
+    let t = texts(&rows);
+    // The Accept matches nothing: no row of rule 0. The Deny denies everything of the pod.
+    assert_eq!(
+        t,
+        vec!["table=27, priority=5398,ip,reg3=0x3,reg4=0/0x2 actions=drop".to_string()],
+        "{t:#?}"
+    );
+    assert_eq!(rows.plain.values().flatten().count(), 1);
+}
+
+#[test]
+fn named_ports_resolve_by_name_on_the_receiving_pod_whatever_the_protocol() {
+    let mut w = world();
+    let mut web = w.local[0].clone();
+    web.pod.ports = vec![multitenant::policy::ContainerPort {
+        name: "dns".into(),
+        protocol: Protocol::Udp,
+        port: 53,
+    }]
+    .into();
+    w.local = vec![web];
+    w.cluster.push(cnp(
+        "dns",
+        Tier::Admin,
+        1,
+        vec![rule(
+            "dns",
+            Action::Accept,
+            vec![from_monitoring()],
+            vec![Port::Named("dns".into())],
+        )],
+        vec![],
+    ));
+    let t = texts(&w.rows()).join("\n");
+    assert!(
+        t.contains(
+            "table=80, priority=5399,udp,reg2=0x3,reg4=0/0x4,tp_dst=53 actions=conjunction("
+        ),
+        "{t}"
+    );
+    assert!(!t.contains("tcp,reg2"), "{t}");
+}
+
+/// Rows of an Admin-tier policy with a Pass and an Accept both ways (the register registry
+/// reads them).
+pub(crate) fn sample_rows() -> Vec<ovs::flow::Flow> {
+    let mut w = world();
+    let both = |action| rule("r", action, vec![from_monitoring()], vec![tcp(80)]);
+    w.cluster.push(cnp(
+        "sample",
+        Tier::Admin,
+        1,
+        vec![both(Action::Pass), both(Action::Accept)],
+        vec![both(Action::Pass), both(Action::Accept)],
+    ));
+    w.rows().all().cloned().collect()
+}
