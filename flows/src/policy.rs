@@ -266,6 +266,11 @@ impl std::fmt::Display for RuleRef {
     }
 }
 
+/// Whether `prio` is one a ClusterNetworkPolicy rule's rows take (a tier's ranks).
+pub fn is_cluster_priority(prio: u16) -> bool {
+    prio <= cluster::PRIO_TIER_TOP && prio > cluster::PRIO_TIER_TOP - cluster::TIER_ROOM as u16
+}
+
 /// The policies that isolate one local pod.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Isolation {

@@ -1334,8 +1334,42 @@ fn cluster_policies_truth_tables_on_two_nodes() {
     for (case, policies) in cluster_policy_cases(ip_of("x/a")) {
         set_policies(&plane, &mut current, policies);
         converge(case, &c, &pods, &current);
+        if case.starts_with("Admin Deny from y") {
+            check_trace_names_cluster_policy(&c, &plane, &pods);
+        }
     }
     // Every policy gone: everything allowed again.
     set_policies(&plane, &mut current, Vec::new());
     converge("no policies again", &c, &pods, &current);
+}
+
+/// `sdnctl trace` names the ClusterNetworkPolicy, its tier and the rule that dropped a packet
+/// (case "Admin Deny from y on TCP 80 ..."), and the NetworkPolicy that allows what it passes.
+fn check_trace_names_cluster_policy(c: &Cluster, plane: &KubeControlPlane, pods: &[TestPod<'_>]) {
+    let dst = pods
+        .iter()
+        .find(|p| p.ns == "x" && p.node == 1)
+        .expect("a pod of x on node 1");
+    let src = pods.iter().find(|p| p.ns == "y").unwrap();
+    let vni = plane
+        .fake
+        .get("network.openshift.io", "netnamespaces", None, "y")
+        .and_then(|n| n["netid"].as_u64())
+        .expect("NetNamespace y") as u32;
+    let (from, vni) = if src.node == 1 {
+        (src.label(), None)
+    } else {
+        (src.ip.to_string(), Some(vni))
+    };
+    let t = c.node(1).trace(&from, &dst.label(), "tcp/80", vni);
+    assert_eq!(t["outcome"], "dropped", "{t:#}");
+    let said = t.to_string();
+    assert!(
+        said.contains("dropped by ClusterNetworkPolicy no-y-web (Admin tier, priority 10) ingress rule 0 (Deny)"),
+        "{t:#}"
+    );
+    // Port 81 passes the Admin tier and the NetworkPolicy allows it.
+    let t = c.node(1).trace(&from, &dst.label(), "tcp/81", vni);
+    assert_eq!(t["outcome"], "delivered", "{t:#}");
+    assert!(t.to_string().contains("NetworkPolicy x/all-in"), "{t:#}");
 }

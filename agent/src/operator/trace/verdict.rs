@@ -8,7 +8,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use super::*;
 
-/// Networkpolicy mode: what tables 27 and 80 did with the packet, in words.
+/// Networkpolicy mode: what tables 27, 28, 80 and 81 did with the packet, in words.
 pub(super) fn policy_words(
     p: &Parsed,
     view: &crate::features::network_policy::PolicyView,
@@ -16,11 +16,13 @@ pub(super) fn policy_words(
     use multitenant::policy::Direction;
     let mut out = Vec::new();
     for (table, matched, prio, _, actions) in &p.steps {
-        let (dir, reg) = match Table::from_id(*table) {
-            Some(Table::PodEgressPolicy) => (Direction::Egress, "reg3"),
-            Some(Table::IngressIsolation) => (Direction::Ingress, "reg2"),
+        let t = Table::from_id(*table);
+        let (dir, reg) = match t {
+            Some(Table::PodEgressPolicy | Table::PodEgressBaseline) => (Direction::Egress, "reg3"),
+            Some(Table::IngressIsolation | Table::IngressBaseline) => (Direction::Ingress, "reg2"),
             _ => continue,
         };
+        let baseline = matches!(t, Some(Table::PodEgressBaseline | Table::IngressBaseline));
         let port = p.regs.get(reg).copied().unwrap_or(0) as u32;
         let pod = view
             .pods
@@ -39,6 +41,37 @@ pub(super) fn policy_words(
         } else {
             ""
         };
+        // A ClusterNetworkPolicy's row: what its action did, and which rule.
+        let conj = matched
+            .split(',')
+            .find_map(|f| f.trim().strip_prefix("conj_id="))
+            .and_then(|v| v.parse::<u32>().ok());
+        let cluster_rule = match conj {
+            Some(id) => view.rules.get(&id).filter(|r| r.cluster.is_some()).cloned(),
+            None => view
+                .plain
+                .get(&(dir, port))
+                .and_then(|v| v.iter().find(|r| r.cluster.is_some()))
+                .filter(|_| flows::policy::is_cluster_priority(*prio))
+                .cloned(),
+        };
+        if let Some(r) = cluster_rule {
+            let did = if actions.is_empty() || actions.iter().all(|a| a == "drop") {
+                "dropped"
+            } else if actions.iter().any(|a| a.starts_with("resubmit(")) {
+                "passed on (the rest of the Admin tier skipped)"
+            } else {
+                "allowed"
+            };
+            out.push(format!("{dir} of {pod}: {did} by {r}"));
+            continue;
+        }
+        if baseline {
+            out.push(format!(
+                "{dir} of {pod}: no Baseline-tier rule decided: allowed"
+            ));
+            continue;
+        }
         let words = match if twin { *prio - 1 } else { *prio } {
             flows::base::PRIO_BEFORE_POLICY if dir == Direction::Egress => "egress: to a Service, decided after the node's DNAT (when it comes back with the endpoint as destination)".to_string(),
             flows::base::PRIO_BEFORE_POLICY => "ingress: from the node (always allowed)".to_string(),
@@ -65,8 +98,8 @@ pub(super) fn policy_words(
                 "{dir} of {pod}: dropped: the pod is isolated by NetworkPolicy {} and none of their rules allows this packet{logged}",
                 view.isolated.get(&port).map(isolating).unwrap_or_default()
             ),
-            0 if dir == Direction::Egress => format!("egress: {pod} is not isolated for egress (no NetworkPolicy selects it)"),
-            50 => format!("ingress: {pod} is not isolated for ingress (no NetworkPolicy selects it)"),
+            0 if dir == Direction::Egress => format!("egress: {pod} is not isolated for egress (no NetworkPolicy selects it): the Baseline tier decides"),
+            50 => format!("ingress: {pod} is not isolated for ingress (no NetworkPolicy selects it): the Baseline tier decides"),
             _ => continue,
         };
         out.push(words);
@@ -272,7 +305,12 @@ impl Judge<'_> {
                 format!("no pod on this node has address {}", ip_of(self.dst))
             }
             Some(Table::DestinationVnid) => "the destination port has no VNID row".into(),
-            Some(Table::IngressIsolation | Table::PodEgressPolicy) if self.policy.is_some() => {
+            Some(
+                Table::IngressIsolation
+                | Table::PodEgressPolicy
+                | Table::IngressBaseline
+                | Table::PodEgressBaseline,
+            ) if self.policy.is_some() => {
                 let words = self.policy.map(|v| policy_words(p, v)).unwrap_or_default();
                 words
                     .last()
