@@ -217,6 +217,15 @@ pub struct NetworkPoliciesView {
     pub rebuilds: u64,
     /// The last rebuild's duration, ms.
     pub last_rebuild_ms: u64,
+    /// ClusterNetworkPolicies in the cluster state.
+    #[serde(default)]
+    pub cluster_policies: usize,
+    /// Those with rows for a pod of this node: `name (TIER tier, priority P)`.
+    #[serde(default)]
+    pub cluster_active: Vec<String>,
+    /// ClusterNetworkPolicies left out whole because a value cannot be applied, with why.
+    #[serde(default)]
+    pub cluster_refused: BTreeMap<String, String>,
 }
 
 /// The policies isolating one local pod.

@@ -367,6 +367,19 @@ pub(crate) fn network_policies(v: &local_api::NetworkPoliciesView) -> String {
             "NOT APPLIED {p}: {why}; fails closed: what it selects is isolated, nothing allowed\n"
         ));
     }
+    s.push_str(&format!(
+        "{} ClusterNetworkPolicies in the cluster, {} with rows for pods of this node\n",
+        v.cluster_policies,
+        v.cluster_active.len()
+    ));
+    for p in &v.cluster_active {
+        s.push_str(&format!("  {p}\n"));
+    }
+    for (p, why) in &v.cluster_refused {
+        s.push_str(&format!(
+            "NOT APPLIED ClusterNetworkPolicy {p}: {why}; fails closed: its subject is denied everything at its tier and priority\n"
+        ));
+    }
     if v.isolated.is_empty() {
         s.push_str("no pod of this node is isolated\n");
     } else {

@@ -1372,4 +1372,16 @@ fn check_trace_names_cluster_policy(c: &Cluster, plane: &KubeControlPlane, pods:
     let t = c.node(1).trace(&from, &dst.label(), "tcp/81", vni);
     assert_eq!(t["outcome"], "delivered", "{t:#}");
     assert!(t.to_string().contains("NetworkPolicy x/all-in"), "{t:#}");
+    // sdnctl lists it, the metrics count it.
+    let out = c.node(1).sdnctl_api(&["network-policies"]);
+    assert!(out.status.success(), "{out:?}");
+    let out = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.contains("1 ClusterNetworkPolicies in the cluster, 1 with rows for pods of this node")
+            && out.contains("  no-y-web (Admin tier, priority 10)"),
+        "{out}"
+    );
+    let m = c.node(1).metrics();
+    assert_eq!(m.get("sdn_cluster_network_policies"), Some(&1.0), "{m:?}");
+    assert_eq!(m.get("sdn_cluster_network_policies_active"), Some(&1.0));
 }

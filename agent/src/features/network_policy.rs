@@ -124,6 +124,10 @@ pub(crate) struct PolicyView {
     pub policies: usize,
     /// Policies that select a pod of this node.
     pub active: BTreeSet<String>,
+    /// ClusterNetworkPolicies in the cluster state.
+    pub cluster_policies: usize,
+    /// Those with rows for a pod of this node, as `name (TIER tier, priority P)`.
+    pub cluster_active: BTreeSet<String>,
     /// What each conjunction id stands for.
     pub rules: BTreeMap<u32, RuleRef>,
     /// The single-dimension allow rules per (direction, ofport).
@@ -435,6 +439,17 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
                 .values()
                 .flat_map(|i| i.ingress.iter().chain(&i.egress).cloned())
                 .collect(),
+            cluster_policies: inputs.snap.cluster_policies.len(),
+            cluster_active: engine
+                .rules()
+                .values()
+                .chain(engine.plain().values().flatten())
+                .filter_map(|r| {
+                    r.cluster
+                        .as_ref()
+                        .map(|c| format!("{} ({} tier, priority {})", r.policy, c.tier, c.priority))
+                })
+                .collect(),
             rules: engine.rules().clone(),
             plain: engine.plain().clone(),
             isolated: engine.isolated().clone(),
@@ -453,6 +468,9 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
         let m = crate::telemetry::metrics::metrics();
         m.policies.set(view.policies as i64);
         m.policies_active.set(view.active.len() as i64);
+        m.cluster_policies.set(view.cluster_policies as i64);
+        m.cluster_policies_active
+            .set(view.cluster_active.len() as i64);
         for (kind, n) in [("target", view.target_rows), ("shared", view.shared_rows)] {
             m.policy_flows.with_label_values(&[kind]).set(n as i64);
         }

@@ -147,6 +147,10 @@ pub(crate) struct Metrics {
     pub policies: IntGauge,
     /// Networkpolicy mode: NetworkPolicies that select a pod of this node.
     pub policies_active: IntGauge,
+    /// Networkpolicy mode: ClusterNetworkPolicies in the cluster state.
+    pub cluster_policies: IntGauge,
+    /// Networkpolicy mode: ClusterNetworkPolicies with rows for a pod of this node.
+    pub cluster_policies_active: IntGauge,
     /// Networkpolicy mode: policy rows on br0, by kind (`target`: per pod; `shared`: peers,
     /// ports and conjunction rows).
     pub policy_flows: IntGaugeVec,
@@ -265,6 +269,8 @@ impl Metrics {
             egress_node_changes: r.counters("sdn_egress_node_changes_total", "Nodes hosting egress IPs found offline (3 probes of 1 s without answer) or back online", &["change"]),
             policies: r.gauge("sdn_network_policies", "NetworkPolicies in the cluster state (networkpolicy mode)"),
             policies_active: r.gauge("sdn_network_policies_active", "NetworkPolicies that select a pod of this node (networkpolicy mode)"),
+            cluster_policies: r.gauge("sdn_cluster_network_policies", "ClusterNetworkPolicies in the cluster state (networkpolicy mode)"),
+            cluster_policies_active: r.gauge("sdn_cluster_network_policies_active", "ClusterNetworkPolicies whose subject selects a pod of this node (networkpolicy mode)"),
             policy_flows: r.gauges("sdn_network_policy_flows", "NetworkPolicy rows on br0, by kind: target (per pod: its rules and isolation), shared (peers, ports, conjunction rows)", &["kind"]),
             policy_isolated_pods: r.gauge("sdn_network_policy_isolated_pods", "Local pods some NetworkPolicy isolates (ingress or egress)"),
             policy_rebuild_seconds: r.histogram("sdn_network_policy_rebuild_seconds", "Seconds from a NetworkPolicy rebuild's inputs to its bundle accepted by br0"),

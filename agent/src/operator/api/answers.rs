@@ -72,6 +72,9 @@ pub(crate) fn network_policies(view: &NodeView) -> NetworkPoliciesView {
         cross_product_local_rows: v.cross_product_rows(true),
         rebuilds: v.rebuilds,
         last_rebuild_ms: u64::try_from(v.last_rebuild.as_millis()).unwrap_or(u64::MAX),
+        cluster_policies: v.cluster_policies,
+        cluster_active: v.cluster_active.iter().cloned().collect(),
+        cluster_refused: view.state.borrow().refused_cluster_policies.clone(),
     }
 }
 
