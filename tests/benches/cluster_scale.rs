@@ -14,6 +14,8 @@
 //! namespaces of this node's pods, each selecting every pod there and allowing ingress from a
 //! `podSelector` peer (`app: app-<k % 10>`) and a `namespaceSelector` peer
 //! (`bucket: b<k % 10>`, every namespace carrying `bucket: b<i % 10>`: 10% of the namespaces).
+//! Mode `cnp-wide` is the same shape as 500 Admin-tier ClusterNetworkPolicies (priorities 0 to
+//! 499), each with those namespaces as its subject and Accept rules from the same two peers.
 //!
 //! Per size, in each mode (the cluster grows: 100 × 3k, 1,000 × 30k, 2,000 × 150k,
 //! 5,000 × 150k), printed as one table at the end:
@@ -35,7 +37,7 @@
 //!
 //! Run: `cargo build --release --workspace --bins && cargo bench -p sdn-tests --bench
 //! cluster_scale`. Settings: `SDN_CLUSTER_SIZES` (`100,1000,2000,5000`), `SDN_CLUSTER_MODES`
-//! (`multitenant,networkpolicy,networkpolicy-wide`), `SDN_CLUSTER_SETTLE` (30), `SDN_CLUSTER_FAMILIES` (`ipv4`;
+//! (`multitenant,networkpolicy,networkpolicy-wide`; also `cnp-wide`), `SDN_CLUSTER_SETTLE` (30), `SDN_CLUSTER_FAMILIES` (`ipv4`;
 //! `ipv4,dual` runs each mode again dual stack: `fd01::/48` beside the IPv4 network, every
 //! HostSubnet with its IPv6 subnet, every pod with an address of each family). Wall clock and CPU on a shared
 //! machine: the figures are what this machine did in this run.
@@ -304,8 +306,26 @@ fn wide_policies(n: usize) -> Vec<Value> {
         .collect()
 }
 
-/// How many [`wide_policies`] mode `networkpolicy-wide` creates.
+/// How many [`wide_policies`] mode `networkpolicy-wide` creates (and [`wide_cluster_policies`]
+/// mode `cnp-wide`).
 const WIDE_POLICIES: usize = 500;
+
+/// The shape of [`wide_policies`] as `n` ClusterNetworkPolicies of the Admin tier.
+fn wide_cluster_policies(n: usize) -> Vec<Value> {
+    (0..n)
+        .map(|k| {
+            let ns = ns_name(k % LOCAL_NAMESPACES);
+            json!({"apiVersion": "policy.networking.k8s.io/v1alpha2", "kind": "ClusterNetworkPolicy",
+                   "metadata": {"name": format!("wide-{k}")},
+                   "spec": {"tier": "Admin", "priority": k,
+                            "subject": {"namespaces": {"matchLabels": {"kubernetes.io/metadata.name": ns}}},
+                            "ingress": [{"action": "Accept", "from": [
+                                {"pods": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+                                          "podSelector": {"matchLabels": {"app": format!("app-{}", k % 10)}}}},
+                                {"namespaces": {"matchLabels": {"bucket": format!("b{}", k % 10)}}}]}]}})
+        })
+        .collect()
+}
 
 fn policies_obj(ns: &str) -> Vec<Value> {
     let np = |name: &str, spec: Value| {
@@ -371,8 +391,9 @@ struct Row {
 struct Sim {
     /// The agent's mode.
     mode: &'static str,
-    /// The cluster also holds the [`wide_policies`].
-    wide: bool,
+    /// The cluster also holds the [`wide_policies`] (`Some(false)`) or the
+    /// [`wide_cluster_policies`] (`Some(true)`).
+    wide: Option<bool>,
     cluster: Cluster,
     plane: sdn_tests::cluster::KubeControlPlane,
     rest: Rest,
@@ -388,7 +409,7 @@ struct Sim {
 }
 
 impl Sim {
-    fn start(mode: &'static str, wide: bool, dual: bool) -> Sim {
+    fn start(mode: &'static str, wide: Option<bool>, dual: bool) -> Sim {
         let options = NodeOptions {
             mode,
             cluster_network: CLUSTER_NETWORK.into(),
@@ -475,8 +496,12 @@ impl Sim {
             created += objs.len();
             busy += self.rest.create(objs);
         }
-        if self.wide && self.namespaces == 0 {
-            let objs = wide_policies(WIDE_POLICIES);
+        if let (Some(cluster), 0) = (self.wide, self.namespaces) {
+            let objs = if cluster {
+                wide_cluster_policies(WIDE_POLICIES)
+            } else {
+                wide_policies(WIDE_POLICIES)
+            };
             created += objs.len();
             busy += self.rest.create(objs);
         }
@@ -726,15 +751,16 @@ fn main() {
         .split(',')
         .map(|s| s.trim().parse().expect("SDN_CLUSTER_SIZES: numbers"))
         .collect();
-    let modes: Vec<(&'static str, &'static str, bool)> = env_or(
+    let modes: Vec<(&'static str, &'static str, Option<bool>)> = env_or(
         "SDN_CLUSTER_MODES",
         "multitenant,networkpolicy,networkpolicy-wide",
     )
     .split(',')
     .map(|m| match m.trim() {
-        "multitenant" => ("multitenant", "multitenant", false),
-        "networkpolicy" => ("networkpolicy", "networkpolicy", false),
-        "networkpolicy-wide" => ("networkpolicy-wide", "networkpolicy", true),
+        "multitenant" => ("multitenant", "multitenant", None),
+        "networkpolicy" => ("networkpolicy", "networkpolicy", None),
+        "networkpolicy-wide" => ("networkpolicy-wide", "networkpolicy", Some(false)),
+        "cnp-wide" => ("cnp-wide", "networkpolicy", Some(true)),
         other => panic!("SDN_CLUSTER_MODES: unknown mode {other:?}"),
     })
     .collect();
