@@ -189,6 +189,14 @@ fn types(p: &Value) -> Vec<String> {
     }
 }
 
+/// The keys of a direction's rules and of their peers in a policy's JSON.
+fn rule_keys(dir: &str) -> (&'static str, &'static str) {
+    match dir {
+        "Ingress" => ("ingress", "from"),
+        _ => ("egress", "to"),
+    }
+}
+
 /// Whether a NetworkPolicy isolates `pod` in `dir` and, if so, whether some rule allows
 /// `other` (`None`: not isolated).
 fn np_verdict(
@@ -199,10 +207,7 @@ fn np_verdict(
     proto: Proto,
     port: u16,
 ) -> Option<bool> {
-    let (rules_key, peers_key) = match dir {
-        "Ingress" => ("ingress", "from"),
-        _ => ("egress", "to"),
-    };
+    let (rules_key, peers_key) = rule_keys(dir);
     let selecting: Vec<&Value> = policies
         .iter()
         .filter(|p| p["kind"] == "NetworkPolicy")
@@ -278,10 +283,7 @@ fn cnp_tier(
     proto: Proto,
     port: u16,
 ) -> Option<String> {
-    let (rules_key, peers_key) = match dir {
-        "Ingress" => ("ingress", "from"),
-        _ => ("egress", "to"),
-    };
+    let (rules_key, peers_key) = rule_keys(dir);
     let mut cnps: Vec<&Value> = policies
         .iter()
         .filter(|p| p["kind"] == "ClusterNetworkPolicy" && p["spec"]["tier"] == tier)

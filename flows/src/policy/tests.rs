@@ -7,7 +7,7 @@
 use super::*;
 use multitenant::policy::{LabelSelector, Rule, NAMESPACE_NAME_LABEL};
 
-fn labels(pairs: &[(&str, &str)]) -> Labels {
+pub(crate) fn labels(pairs: &[(&str, &str)]) -> Labels {
     pairs
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))

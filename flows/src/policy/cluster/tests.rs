@@ -15,14 +15,8 @@ use crate::policy::{
     pods_by_namespace, policy_rows, policy_target_cookie, LocalPod, NamespaceView, PodView,
     PolicyInput, PolicyRows,
 };
+use crate::policy::tests::labels;
 use crate::{Datapath, Vnid};
-
-fn labels(pairs: &[(&str, &str)]) -> Labels {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
 
 fn pod(ns: &str, name: &str, ip: [u8; 4]) -> PodView {
     PodView {
