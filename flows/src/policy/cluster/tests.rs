@@ -11,11 +11,11 @@ use multitenant::cluster_policy::{
 };
 use multitenant::policy::{namespace_labels, LabelSelector, Labels, Protocol};
 
+use crate::policy::tests::labels;
 use crate::policy::{
     pods_by_namespace, policy_rows, policy_target_cookie, LocalPod, NamespaceView, PodView,
     PolicyInput, PolicyRows,
 };
-use crate::policy::tests::labels;
 use crate::{Datapath, Vnid};
 
 fn pod(ns: &str, name: &str, ip: [u8; 4]) -> PodView {
