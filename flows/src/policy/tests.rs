@@ -14,7 +14,7 @@ pub(crate) fn labels(pairs: &[(&str, &str)]) -> Labels {
         .collect()
 }
 
-fn pod(ns: &str, name: &str, app: &str, ip: [u8; 4]) -> PodView {
+pub(crate) fn pod(ns: &str, name: &str, app: &str, ip: [u8; 4]) -> PodView {
     PodView {
         namespace: ns.into(),
         name: name.into(),

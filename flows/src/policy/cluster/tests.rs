@@ -3,30 +3,21 @@
 //! ports.
 
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
-use std::sync::Arc;
 
 use multitenant::cluster_policy::{
     Action, ClusterPolicy, Peer as CnpPeer, Pods, Port, Rule as CnpRule, Tier,
 };
 use multitenant::policy::{namespace_labels, LabelSelector, Labels, Protocol};
 
-use crate::policy::tests::labels;
 use crate::policy::{
     pods_by_namespace, policy_rows, policy_target_cookie, LocalPod, NamespaceView, PodView,
     PolicyInput, PolicyRows,
 };
 use crate::{Datapath, Vnid};
 
+/// A pod labelled `app: <its name>`.
 fn pod(ns: &str, name: &str, ip: [u8; 4]) -> PodView {
-    PodView {
-        namespace: ns.into(),
-        name: name.into(),
-        labels: Arc::new(labels(&[("app", name)])),
-        ip: Some(Ipv4Addr::from(ip)),
-        ip6: None,
-        ports: Vec::new().into(),
-    }
+    super::super::tests::pod(ns, name, name, ip)
 }
 
 /// Namespaces `tenant` (VNID 11) and `monitoring` (VNID 12); `web` of `tenant` is local on
