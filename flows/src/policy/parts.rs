@@ -531,7 +531,8 @@ pub fn pod_rows(
             target_rows(&part, input, t, &mut rows, &mut plain);
         }
     }
-    let ranks = super::cluster::ranks(input.cluster_policies);
+    // Ranked only when a cluster policy selects the pod (most pods, most nodes: none).
+    let mut ranks = None;
     let none = NamespaceView::default();
     let ns_labels = &input
         .namespaces
@@ -542,7 +543,8 @@ pub fn pod_rows(
         if !cp.selects(ns_labels, &t.pod.labels) {
             continue;
         }
-        for part in super::cluster::parts_of(cp, ids, &ranks) {
+        let ranks = ranks.get_or_insert_with(|| super::cluster::ranks(input.cluster_policies));
+        for part in super::cluster::parts_of(cp, ids, ranks) {
             target_rows(&part, input, t, &mut rows, &mut plain);
         }
     }
