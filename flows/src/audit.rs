@@ -275,11 +275,9 @@ impl Logged {
 /// reg1=V` prio 100) and the global rows (prio 200):
 ///
 /// - allow: prio 101 `reg0=V,reg1=V` and prio 201 `reg0=0,reg1=V`, `reg0=V,reg1=0` (for V
-///   global, prio 201 `reg0=0` and `reg1=0`): log, output. Every packet is copied (metered)
-///   and the agent folds a connection's copies into one line: multitenant mode commits
-///   nothing, and a commit here would change what later rows see (a reply would become
-///   `+rpl` and skip a tenant's egress IP rows in table 101), so there is no first packet to
-///   pick;
+///   global, prio 201 `reg0=0` and `reg1=0`): log, then table 81 (which commits and
+///   delivers, as after the tenancy rows). Every packet is copied (metered) and the agent
+///   folds a connection's copies into one line;
 /// - deny: prio 50 `reg1=V` (into V) and prio 40 `reg0=V` (out of V): log, drop.
 ///
 /// IP (`ipv4`) and IPv6 (`ipv6`), as the node has them; ARP only when it is refused (across
@@ -321,7 +319,7 @@ pub fn tenancy_rows(vnid: multitenant::Vnid, log: Logged, ipv4: bool, ipv6: bool
                 for a in log_actions(Decision::TenancyAllow, 0, None) {
                     f = f.action(a);
                 }
-                out.push(f.action(Reg::OutPort.output()));
+                out.push(f.goto(Table::IngressBaseline.id()));
             }
         }
         if log.deny && v != 0 {
@@ -403,7 +401,7 @@ mod tests {
     }
 
     #[test]
-    fn tenancy_rows_log_allowed_and_denied_packets_and_commit_nothing() {
+    fn tenancy_rows_log_allowed_and_denied_packets_and_leave_the_commit_to_table_81() {
         let v = Vnid::new(10).unwrap();
         let t = text(&tenancy_rows(
             v,
@@ -416,11 +414,11 @@ mod tests {
         ));
         assert_eq!(t.len(), 7, "{t:#?}");
         assert!(t.contains(&"cookie=0x900000000000000a, table=80, priority=50,arp,reg1=0xa actions=load:0x2->NXM_NX_REG5[],load:0->NXM_NX_REG6[],resubmit(,130)".to_string()), "{t:#?}");
-        assert!(t.contains(&"cookie=0x900000000000000a, table=80, priority=101,ip,reg0=0xa,reg1=0xa actions=load:0x3->NXM_NX_REG5[],load:0->NXM_NX_REG6[],resubmit(,130),output:NXM_NX_REG2[]".to_string()), "{t:#?}");
+        assert!(t.contains(&"cookie=0x900000000000000a, table=80, priority=101,ip,reg0=0xa,reg1=0xa actions=load:0x3->NXM_NX_REG5[],load:0->NXM_NX_REG6[],resubmit(,130),goto_table:81".to_string()), "{t:#?}");
         assert!(t.contains(&"cookie=0x900000000000000a, table=80, priority=50,ip,reg1=0xa actions=load:0x2->NXM_NX_REG5[],load:0->NXM_NX_REG6[],resubmit(,130)".to_string()), "{t:#?}");
         assert!(
             t.iter().all(|l| !l.contains("ct(")),
-            "nothing committed: {t:#?}"
+            "table 81 commits, as after the tenancy rows: {t:#?}"
         );
         let g = text(&tenancy_rows(
             Vnid::GLOBAL,

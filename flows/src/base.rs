@@ -16,6 +16,13 @@ use crate::registers::{vni_to_src_vnid, Reg};
 use crate::tables::Table;
 
 pub use crate::node::{Datapath, Mode, NodeConfig, NodeIpv4};
+use tiers::policy_egress_and_commit;
+pub(crate) use tiers::{
+    admin_pass, admin_unpassed, admitted_reply, admitted_reply_vnid, mode_commit,
+};
+pub use tiers::{admitted_commit, ADMIN_PASSED_INGRESS, CT_MARK_ADMITTED};
+
+mod tiers;
 
 /// OpenFlow port of `vxlan0`.
 pub const VXLAN_PORT: u32 = 1;
@@ -44,6 +51,10 @@ fn multicast() -> Masked<Ipv4Addr> {
 fn ct_mark_bits(first: u8, last: u8) -> Subfield {
     Subfield::range(Field::CtMark, first, last).expect("ct_mark has 32 bits")
 }
+
+/// `reg4`'s bit 0, the via-host flag, as a mask (its other bits are the Admin tier's Pass
+/// flags).
+pub(crate) const VIA_HOST_BIT: u32 = 0x1;
 
 /// `reg4`'s bit 0 (its other bits are the Admin tier's Pass flags).
 fn via_host_bit() -> Subfield {
@@ -77,12 +88,15 @@ pub fn allow_commit(datapath: Datapath) -> Ct {
     }
 }
 
-/// Networkpolicy mode, tables 27 and 80: the rows that decide before any policy of any tier
-/// (the node, ARP, a Service address) sit at this priority, above the Admin tier's rows (and
+/// Networkpolicy and multitenant mode, tables 27 and 80: the rows that decide before any
+/// policy of any tier (the node, ARP, a Service address) sit at this priority, above the Admin tier's rows (and
 /// below [`crate::live_trace::COPYABLE_MAX`], so a live trace can copy them).
 pub const PRIO_BEFORE_POLICY: u16 = 5500;
 /// Networkpolicy mode, tables 27 and 80: replies of allowed connections, just below.
 pub const PRIO_REPLY: u16 = 5400;
+/// Multitenant mode, table 27: replies of connections an Admin-tier Accept admitted, which
+/// take their client's VNID (above the other replies).
+pub const PRIO_ADMITTED_REPLY: u16 = 5450;
 
 pub(crate) fn flow(table: Table, priority: u16) -> Flow {
     Flow::new(table.id(), priority).cookie(cookie::BASE)
@@ -246,26 +260,25 @@ fn pod_entry(cfg: &NodeConfig, f: &mut Vec<Flow>) {
     f.push(flow(ServiceReturn, 0));
     f.push(flow(SourceVnid, 0));
 
-    // Tables 27, 30: networkpolicy only; pass through in the other modes.
-    if let (Mode::NetworkPolicy, Some(v4)) = (cfg.mode, &cfg.ipv4) {
-        network_policy_egress_and_commit(cfg, v4, f);
-    } else if cfg.mode != Mode::NetworkPolicy
-        && cfg.ipv4.is_some()
-        && cfg.datapath == Datapath::Netdev
-    {
+    if cfg.mode != Mode::NetworkPolicy && cfg.ipv4.is_some() && cfg.datapath == Datapath::Netdev {
         // A pod's connection to a Service, back from the node's DNAT: recorded with the
         // client's VNID, which table 80 checks its replies against.
         f.push(
             flow(ConntrackCommit, 300)
-                .matching(Reg::ViaHost.matching(Match::any().ip(), 1))
+                .matching(Reg::ViaHost.matching_bits(Match::any().ip(), 1, VIA_HOST_BIT))
                 .action(Action::Ct(via_host_commit()))
                 .goto(Routing.id()),
         );
     }
-    // Networkpolicy mode: what no NetworkPolicy decided meets the Baseline tier (table 28).
+    // Tables 27, 28, 30: the policy tiers and the commits in networkpolicy and multitenant
+    // mode; pass through in subnet mode.
+    if let (Mode::NetworkPolicy | Mode::Multitenant, Some(v4)) = (cfg.mode, &cfg.ipv4) {
+        policy_egress_and_commit(cfg, v4, f);
+    }
+    // What no egress rule decided meets the Baseline tier (table 28).
     f.push(flow(PodEgressPolicy, 0).goto(match cfg.mode {
-        Mode::NetworkPolicy => PodEgressBaseline.id(),
-        _ => ConntrackCommit.id(),
+        Mode::Subnet => ConntrackCommit.id(),
+        _ => PodEgressBaseline.id(),
     }));
     f.push(flow(PodEgressBaseline, 0).goto(ConntrackCommit.id()));
     f.push(flow(ConntrackCommit, 0).goto(Routing.id()));
@@ -394,20 +407,20 @@ fn delivery(cfg: &NodeConfig, f: &mut Vec<Flow>) {
 
     // Table 80: the tenancy decision (for IP from table 70 and ARP from table 40, through 75). The node
     // (tun0's gateway address) reaches every pod.
-    let commit = Action::Ct(allow_commit(cfg.datapath));
-    // Networkpolicy mode: above every policy tier.
+    let commit = mode_commit(cfg);
+    // Networkpolicy and multitenant mode: above every policy tier.
     let (first, reply) = match cfg.mode {
-        Mode::NetworkPolicy => (PRIO_BEFORE_POLICY, PRIO_REPLY),
-        _ => (300, 200),
+        Mode::Subnet => (300, 200),
+        _ => (PRIO_BEFORE_POLICY, PRIO_REPLY),
     };
     if let Some(gw) = cfg.gateway() {
         let node_row = flow(IngressIsolation, first).matching(Match::any().ip().nw_src(gw));
         f.push(
             match cfg.mode {
                 // The node's connections are committed so that the pod's replies pass its
-                // egress policy as replies (kubelet probes).
-                Mode::NetworkPolicy => node_row.action(commit.clone()),
-                _ => node_row,
+                // egress rules as replies (kubelet probes).
+                Mode::Subnet => node_row,
+                _ => node_row.action(commit.clone()),
             }
             .action(Reg::OutPort.output()),
         );
@@ -450,20 +463,43 @@ fn delivery(cfg: &NodeConfig, f: &mut Vec<Flow>) {
             );
         }
         Mode::Multitenant => {
+            if cfg.ipv4.is_some() {
+                // Replies skip the Admin tier and meet tenancy, as its Pass does.
+                f.push(
+                    flow(IngressIsolation, reply)
+                        .matching(admin_unpassed(
+                            Match::any()
+                                .ip()
+                                .ct_state(CtState::new().plus(CtFlag::Trk).plus(CtFlag::Rpl)),
+                        ))
+                        .actions(admin_pass()),
+                );
+                // What tenancy allowed is committed in table 81.
+                f.push(
+                    flow(IngressBaseline, 1)
+                        .matching(Match::any().ip())
+                        .action(commit)
+                        .action(Reg::OutPort.output()),
+                );
+            }
             f.push(
                 flow(IngressIsolation, 200)
                     .matching(Reg::SrcVnid.matching(Match::any(), 0))
-                    .action(Reg::OutPort.output()),
+                    .goto(IngressBaseline.id()),
             );
             f.push(
                 flow(IngressIsolation, 200)
                     .matching(Reg::DstVnid.matching(Match::any(), 0))
-                    .action(Reg::OutPort.output()),
+                    .goto(IngressBaseline.id()),
             );
         }
     }
     f.push(flow(IngressIsolation, 0));
-    f.push(flow(IngressBaseline, 0));
+    f.push(match cfg.mode {
+        // Reached only from the tenancy rows: ARP and neighbour discovery they allowed.
+        Mode::Multitenant => flow(IngressBaseline, 0).action(Reg::OutPort.output()),
+        _ => flow(IngressBaseline, 0),
+    });
 }
 
 /// Tables 90 to 120: remote subnets, the egress prelude, firewall and routing, multicast.
@@ -503,70 +539,6 @@ fn egress(cfg: &NodeConfig, f: &mut Vec<Flow>) {
     f.push(flow(MulticastLocal, 0));
 }
 
-/// Networkpolicy mode's fixed rows of tables 27 and 30 (docs/pipeline.md, "NetworkPolicy").
-fn network_policy_egress_and_commit(cfg: &NodeConfig, v4: &NodeIpv4, f: &mut Vec<Flow>) {
-    use Table::*;
-    let gw = v4.gateway();
-    let reply = CtState::new().plus(CtFlag::Trk).plus(CtFlag::Rpl);
-    let new_or_est = CtState::new().plus(CtFlag::Trk).minus(CtFlag::Rpl);
-    let commit = || Action::Ct(allow_commit(cfg.datapath));
-    // Table 27: a Service address is decided after the node's DNAT, when the packet comes
-    // back through table 25 with the endpoint as destination; replies pass.
-    f.push(
-        flow(PodEgressPolicy, PRIO_BEFORE_POLICY)
-            .matching(Match::any().ip().nw_dst(net(&v4.service_cidr)))
-            .goto(ConntrackCommit.id()),
-    );
-    f.push(
-        flow(PodEgressPolicy, PRIO_REPLY)
-            .matching(Match::any().ip().ct_state(reply))
-            .goto(ConntrackCommit.id()),
-    );
-    // Table 30: commit what leaves towards the node and elsewhere; a local pod's connections
-    // are committed in table 80, once its ingress policy allowed them.
-    f.push(
-        flow(ConntrackCommit, 160)
-            .matching(Match::any().ip().nw_dst(gw).ct_state(new_or_est))
-            .action(commit())
-            .goto(Routing.id()),
-    );
-    f.push(
-        flow(ConntrackCommit, 150)
-            .matching(Match::any().ip().nw_dst(net(&v4.local_subnet)))
-            .goto(Routing.id()),
-    );
-    match cfg.datapath {
-        // OVS's own conntrack: everything, or the replies of connections that leave the cluster
-        // network (to Services, to the outside) would meet table 80 as new.
-        Datapath::Netdev => f.push(
-            flow(ConntrackCommit, 100)
-                .matching(Match::any().ip().ct_state(new_or_est))
-                .action(commit())
-                .goto(Routing.id()),
-        ),
-        // The kernel's conntrack, shared with iptables: only cluster-internal connections (a
-        // packet committed here would skip the node's NAT), as openshift-sdn did.
-        Datapath::System => {
-            for src in v4.cluster_networks.iter().map(net) {
-                for dst in v4.cluster_networks.iter().map(net) {
-                    f.push(
-                        flow(ConntrackCommit, 100)
-                            .matching(
-                                Match::any()
-                                    .ip()
-                                    .nw_src(src)
-                                    .nw_dst(dst)
-                                    .ct_state(new_or_est),
-                            )
-                            .action(commit())
-                            .goto(Routing.id()),
-                    );
-                }
-            }
-        }
-    }
-}
-
 /// The node configuration of the unit tests: netdev, the default networks, no IPv6.
 #[cfg(test)]
 pub(crate) fn test_config(mode: Mode) -> NodeConfig {
@@ -586,172 +558,4 @@ pub(crate) fn test_config(mode: Mode) -> NodeConfig {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_flow_is_valid_and_every_table_has_a_row_but_111() {
-        let flows = base_flows(&test_config(Mode::Multitenant));
-        for f in &flows {
-            f.validate().unwrap_or_else(|e| panic!("{f}: {e}"));
-            assert_eq!(f.cookie, cookie::BASE);
-        }
-        for t in Table::ALL {
-            let has = flows.iter().any(|f| f.table == t.id());
-            assert_eq!(has, t != Table::MulticastRemote, "table {}", t.name());
-        }
-    }
-
-    #[test]
-    fn version_follows_the_base_set() {
-        let mt = base_flows(&test_config(Mode::Multitenant));
-        let st = base_flows(&test_config(Mode::Subnet));
-        let note = |fs: &[Flow]| fs.last().unwrap().actions_text(None);
-        assert_ne!(note(&mt), note(&st));
-        assert!(version(Mode::Multitenant, &mt).starts_with("multitenant."));
-        let mut other = test_config(Mode::Multitenant);
-        other.vxlan_port = 4790;
-        assert_ne!(
-            version(Mode::Multitenant, &base_flows(&other)),
-            version(Mode::Multitenant, &mt)
-        );
-        assert_eq!(
-            base_flows(&test_config(Mode::Multitenant)),
-            mt,
-            "deterministic"
-        );
-    }
-
-    fn texts(fs: &[Flow], table: u8) -> Vec<String> {
-        fs.iter()
-            .filter(|f| f.table == table)
-            .map(|f| f.to_string().trim_start_matches("cookie=0x1, ").to_string())
-            .collect()
-    }
-
-    #[test]
-    fn networkpolicy_mode_has_its_rows_in_27_30_and_80_on_both_datapaths() {
-        let np = base_flows(&test_config(Mode::NetworkPolicy));
-        for f in &np {
-            f.validate().unwrap_or_else(|e| panic!("{f}: {e}"));
-        }
-        assert!(version(Mode::NetworkPolicy, &np).starts_with("networkpolicy."));
-        let t27 = texts(&np, 27);
-        assert!(
-            t27.contains(
-                &"table=27, priority=5500,ip,nw_dst=172.30.0.0/16 actions=goto_table:30"
-                    .to_string()
-            ),
-            "{t27:#?}"
-        );
-        assert!(
-            t27.contains(
-                &"table=27, priority=5400,ct_state=+rpl+trk,ip actions=goto_table:30".to_string()
-            ),
-            "{t27:#?}"
-        );
-        // What no NetworkPolicy decided meets the Baseline tier (28, 81), which lets it through.
-        assert!(t27.contains(&"table=27, priority=0 actions=goto_table:28".to_string()));
-        assert_eq!(
-            texts(&np, 28),
-            vec!["table=28, priority=0 actions=goto_table:30"]
-        );
-        let t30 = texts(&np, 30);
-        assert!(
-            t30.contains(
-                &"table=30, priority=150,ip,nw_dst=10.128.0.0/23 actions=goto_table:31".to_string()
-            ),
-            "{t30:#?}"
-        );
-        // On netdev every commit copies the via-host flag into ct_mark.
-        let commit = "ct(commit,exec(move:NXM_NX_REG4[0]->NXM_NX_CT_MARK[0]))";
-        assert!(t30.contains(&format!("table=30, priority=160,ct_state=-rpl+trk,ip,nw_dst=10.128.0.1 actions={commit},goto_table:31")), "{t30:#?}");
-        assert!(
-            t30.contains(&format!(
-                "table=30, priority=100,ct_state=-rpl+trk,ip actions={commit},goto_table:31"
-            )),
-            "netdev commits everything: {t30:#?}"
-        );
-        let t80 = texts(&np, 80);
-        for want in [
-            format!(
-                "table=80, priority=5500,ip,nw_src=10.128.0.1 actions={commit},output:NXM_NX_REG2[]"
-            ),
-            "table=80, priority=5500,arp actions=output:NXM_NX_REG2[]".to_string(),
-            "table=80, priority=5400,ct_state=+rpl+trk,ip actions=output:NXM_NX_REG2[]".to_string(),
-            "table=80, priority=50,ip actions=goto_table:81".to_string(),
-            "table=80, priority=0 actions=drop".to_string(),
-        ] {
-            assert!(t80.contains(&want), "{want}: {t80:#?}");
-        }
-        assert_eq!(t80.len(), 5, "{t80:#?}");
-        assert_eq!(
-            texts(&np, 81),
-            vec![
-                format!("table=81, priority=1,ip actions={commit},output:NXM_NX_REG2[]"),
-                "table=81, priority=0 actions=drop".to_string()
-            ]
-        );
-        // The kernel datapath commits cluster-internal connections only.
-        let mut sys = test_config(Mode::NetworkPolicy);
-        sys.datapath = Datapath::System;
-        let sys_flows = base_flows(&sys);
-        let t30 = texts(&sys_flows, 30);
-        assert!(t30.contains(&"table=30, priority=100,ct_state=-rpl+trk,ip,nw_src=10.128.0.0/14,nw_dst=10.128.0.0/14 actions=ct(commit),goto_table:31".to_string()), "{t30:#?}");
-        assert!(
-            !sys_flows.iter().any(|f| f.to_string().contains("CT_MARK")),
-            "the kernel datapath writes no ct_mark"
-        );
-        assert!(!t30
-            .iter()
-            .any(|t| t.contains("priority=100,ct_state=-rpl+trk,ip actions")));
-        // The other modes pass 27 and 30 straight through.
-        let mt = base_flows(&test_config(Mode::Multitenant));
-        assert_eq!(
-            texts(&mt, 27),
-            vec!["table=27, priority=0 actions=goto_table:30"]
-        );
-        assert_eq!(
-            texts(&mt, 30),
-            vec![
-                "table=30, priority=300,ip,reg4=0x1 actions=ct(commit,exec(set_field:0x1->ct_mark,\
-                 move:NXM_NX_REG0[0..23]->NXM_NX_CT_MARK[8..31])),goto_table:31",
-                "table=30, priority=0 actions=goto_table:31"
-            ],
-            "netdev records a via-host connection with the client's VNID"
-        );
-    }
-
-    #[test]
-    fn service_replies_are_decided_by_table_80_with_the_clients_vnid() {
-        // Netdev: table 0 flags the packet back from the node's DNAT (no commit there), table
-        // 31 hands a marked reply to table 80 with tun0 as its port and the client's VNID.
-        let mt = base_flows(&test_config(Mode::Multitenant));
-        assert!(texts(&mt, 0).contains(
-            &"priority=300,ip,in_port=2,nw_src=10.128.0.0/23,nw_dst=10.128.0.0/14 \
-              actions=load:0x1->NXM_NX_REG4[],goto_table:25"
-                .to_string()
-        ));
-        assert!(texts(&mt, 31).contains(
-            &"table=31, priority=260,ct_state=+rpl+trk,ct_mark=0x1/0x1,ip \
-              actions=set_field:0a:58:0a:80:00:01->eth_dst,load:0x2->NXM_NX_REG2[],\
-              move:NXM_NX_CT_MARK[8..31]->NXM_NX_REG1[0..23],goto_table:80"
-                .to_string()
-        ));
-        assert!(
-            !mt.iter()
-                .filter(|f| f.table != Table::ConntrackCommit.id())
-                .any(|f| f.to_string().contains("commit")),
-            "multitenant commits only in table 30"
-        );
-        // System: no flag, no mark; the reply is un-DNAT'd in OVS and meets table 80 anyway.
-        let mut sys = test_config(Mode::Multitenant);
-        sys.datapath = Datapath::System;
-        let sys = base_flows(&sys);
-        assert!(!sys.iter().any(|f| f.to_string().contains("REG4")));
-        assert_eq!(
-            texts(&sys, 30),
-            vec!["table=30, priority=0 actions=goto_table:31"]
-        );
-    }
-}
+mod tests;

@@ -31,8 +31,9 @@ use ipnet::Ipv6Net;
 use ovs::flow::{Action, Ct, CtFlag, CtState, Flow, MacAddr, Masked, Match};
 
 use crate::base::{
-    allow_commit, flow, service_reply_row, via_host_commit, Datapath, Mode, NodeConfig,
-    PRIO_BEFORE_POLICY, PRIO_REPLY, TUN_PORT, VXLAN_PORT,
+    admin_pass, admin_unpassed, admitted_reply, admitted_reply_vnid, flow, mode_commit,
+    service_reply_row, via_host_commit, Datapath, Mode, NodeConfig, PRIO_ADMITTED_REPLY,
+    PRIO_BEFORE_POLICY, PRIO_REPLY, TUN_PORT, VIA_HOST_BIT, VXLAN_PORT,
 };
 use crate::registers::{vni_to_src_vnid, Reg};
 use crate::tables::Table;
@@ -112,7 +113,7 @@ fn multicast6() -> Masked<Ipv6Addr> {
         .unwrap_or_else(|_| Masked::exact(Ipv6Addr::UNSPECIFIED))
 }
 
-fn solicitation() -> Match {
+pub(crate) fn solicitation() -> Match {
     Match::any()
         .icmp6()
         .icmp_type(icmp6::NEIGHBOR_SOLICIT)
@@ -127,7 +128,7 @@ fn multicast_solicitation() -> Match {
     solicitation().ipv6_dst(group)
 }
 
-fn advertisement() -> Match {
+pub(crate) fn advertisement() -> Match {
     Match::any()
         .icmp6()
         .icmp_type(icmp6::NEIGHBOR_ADVERT)
@@ -224,24 +225,38 @@ fn pod_entry(cfg: &NodeConfig, v6: &NodeIpv6, f: &mut Vec<Flow>) {
     for t in dropped {
         f.push(flow(PodEgressSpoofguard, 105).matching(Match::any().icmp6().icmp_type(t)));
     }
-    if cfg.mode == Mode::NetworkPolicy {
-        network_policy(cfg, v6, f);
-    } else if cfg.datapath == Datapath::Netdev {
+    if cfg.mode != Mode::NetworkPolicy && cfg.datapath == Datapath::Netdev {
         f.push(
             flow(ConntrackCommit, 300)
-                .matching(Reg::ViaHost.matching(Match::any().ipv6(), 1))
+                .matching(Reg::ViaHost.matching_bits(Match::any().ipv6(), 1, VIA_HOST_BIT))
                 .action(Action::Ct(via_host_commit()))
                 .goto(Routing.id()),
         );
     }
+    if cfg.mode != Mode::Subnet {
+        policy_tiers(cfg, v6, f);
+    }
 }
 
-/// Networkpolicy mode's IPv6 rows of tables 27 and 30.
-fn network_policy(cfg: &NodeConfig, v6: &NodeIpv6, f: &mut Vec<Flow>) {
+/// Networkpolicy and multitenant mode's IPv6 rows of tables 27, 28 and 30.
+fn policy_tiers(cfg: &NodeConfig, v6: &NodeIpv6, f: &mut Vec<Flow>) {
     use Table::*;
     let reply = CtState::new().plus(CtFlag::Trk).plus(CtFlag::Rpl);
     let new_or_est = CtState::new().plus(CtFlag::Trk).minus(CtFlag::Rpl);
-    let commit = || Action::Ct(allow_commit(cfg.datapath));
+    let commit = || mode_commit(cfg);
+    if cfg.mode == Mode::Multitenant {
+        f.push(
+            flow(PodEgressPolicy, PRIO_ADMITTED_REPLY)
+                .matching(admitted_reply(Match::any().ipv6()))
+                .action(admitted_reply_vnid())
+                .goto(ConntrackCommit.id()),
+        );
+        f.push(
+            flow(PodEgressBaseline, PRIO_BEFORE_POLICY)
+                .matching(Match::any().ipv6().ipv6_dst(net6(&v6.cluster_network)))
+                .goto(ConntrackCommit.id()),
+        );
+    }
     if let Some(svc) = &v6.service_cidr {
         f.push(
             flow(PodEgressPolicy, PRIO_BEFORE_POLICY)
@@ -399,18 +414,18 @@ fn routing(cfg: &NodeConfig, v6: &NodeIpv6, f: &mut Vec<Flow>) {
 /// no policy isolates are reached.
 fn delivery(cfg: &NodeConfig, v6: &NodeIpv6, f: &mut Vec<Flow>) {
     use Table::*;
-    let commit = Action::Ct(allow_commit(cfg.datapath));
+    let commit = mode_commit(cfg);
     let from_node = Match::any().in_port(TUN_PORT).ipv6();
-    // Networkpolicy mode: above every policy tier.
+    // Networkpolicy and multitenant mode: above every policy tier.
     let (first, reply) = match cfg.mode {
-        Mode::NetworkPolicy => (PRIO_BEFORE_POLICY, PRIO_REPLY),
-        _ => (300, 200),
+        Mode::Subnet => (300, 200),
+        _ => (PRIO_BEFORE_POLICY, PRIO_REPLY),
     };
     let node_row = flow(IngressIsolation, first).matching(from_node.clone().ipv6_src(v6.gateway()));
     f.push(
         match cfg.mode {
-            Mode::NetworkPolicy => node_row.action(commit.clone()),
-            _ => node_row,
+            Mode::Subnet => node_row,
+            _ => node_row.action(commit.clone()),
         }
         .action(Reg::OutPort.output()),
     );
@@ -440,6 +455,30 @@ fn delivery(cfg: &NodeConfig, v6: &NodeIpv6, f: &mut Vec<Flow>) {
             flow(IngressIsolation, 50)
                 .matching(Match::any().ipv6())
                 .goto(IngressBaseline.id()),
+        );
+        f.push(
+            flow(IngressBaseline, 1)
+                .matching(Match::any().ipv6())
+                .action(commit)
+                .action(Reg::OutPort.output()),
+        );
+    } else if cfg.mode == Mode::Multitenant {
+        // As IPv4 (crate::base): replies skip the Admin tier and meet tenancy, and table 81
+        // commits what tenancy allowed.
+        f.push(
+            flow(IngressIsolation, reply)
+                .matching(admin_unpassed(
+                    Match::any()
+                        .ipv6()
+                        .ct_state(CtState::new().plus(CtFlag::Trk).plus(CtFlag::Rpl)),
+                ))
+                .actions(admin_pass()),
+        );
+        // A solicitation tenancy allowed is delivered uncommitted (it is not a connection).
+        f.push(
+            flow(IngressBaseline, 2)
+                .matching(solicitation())
+                .action(Reg::OutPort.output()),
         );
         f.push(
             flow(IngressBaseline, 1)

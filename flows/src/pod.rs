@@ -148,7 +148,7 @@ pub fn vnid_cookie(vnid: Vnid) -> u64 {
 pub const UNASSIGNED_VNID: Vnid = Vnid::UNASSIGNED;
 
 /// Multitenant mode: the table-80 row letting pods of VNID `vnid` reach each other
-/// (`reg0=V,reg1=V`). VNID 0 needs none (the base rows allow `reg0=0` and `reg1=0`), and the
+/// (`reg0=V,reg1=V`, to table 81, which commits what it allowed and delivers it). VNID 0 needs none (the base rows allow `reg0=0` and `reg1=0`), and the
 /// unknown-tenant VNID gets none either: pods whose tenant is unknown reach only global pods and
 /// the node, not even each other (they need not belong together).
 pub fn vnid_flow(vnid: Vnid) -> Option<Flow> {
@@ -157,7 +157,7 @@ pub fn vnid_flow(vnid: Vnid) -> Option<Flow> {
         Flow::new(Table::IngressIsolation.id(), 100)
             .cookie(vnid_cookie(vnid))
             .matching(m)
-            .action(Reg::OutPort.output())
+            .goto(Table::IngressBaseline.id())
     })
 }
 
@@ -261,7 +261,7 @@ mod tests {
         assert!(vnid_flow(UNASSIGNED_VNID).is_none());
         assert_eq!(
             vnid_flow(Vnid::new(10).unwrap()).unwrap().to_string(),
-            "cookie=0x300000000000000a, table=80, priority=100,reg0=0xa,reg1=0xa actions=output:NXM_NX_REG2[]"
+            "cookie=0x300000000000000a, table=80, priority=100,reg0=0xa,reg1=0xa actions=goto_table:81"
         );
     }
 

@@ -149,6 +149,10 @@ pub struct PolicyInput<'a> {
     pub local: &'a [LocalPod],
     /// The datapath (what an allowed connection's commit records).
     pub datapath: Datapath,
+    /// Multitenant mode: only ClusterNetworkPolicies apply, their Admin tier around tenancy
+    /// (an ingress Accept's commit records the client's VNID, its subjects answer ARP from
+    /// every pod; Baseline ingress rules never decide).
+    pub multitenant: bool,
     /// The node is dual stack: the shared rows (peers, ports, `conj_id`) get IPv6 twins. An
     /// IPv4 node's rows are exactly those of an IPv4 cluster.
     pub ipv6: bool,
@@ -319,10 +323,19 @@ fn target_reg(d: Direction) -> Reg {
 
 /// The actions that let a packet through in the rule's direction: the commit records the
 /// via-host flag on the userspace datapath ([`allow_commit`]).
+///
+/// Multitenant mode: an ingress allow is an Admin-tier Accept, whose commit records that it
+/// admitted the connection and the client's VNID ([`crate::base::admitted_commit`]), which the
+/// replies carry.
 fn allow(flow: Flow, ctx: &RuleCtx) -> Flow {
+    let commit = if ctx.multitenant {
+        crate::base::admitted_commit()
+    } else {
+        allow_commit(ctx.datapath)
+    };
     match ctx.d {
         Direction::Ingress => flow
-            .action(Action::Ct(allow_commit(ctx.datapath)))
+            .action(Action::Ct(commit))
             .action(Reg::OutPort.output()),
         Direction::Egress => flow.goto(Table::ConntrackCommit.id()),
     }
@@ -514,6 +527,7 @@ pub fn policy_rows(input: PolicyInput<'_>) -> PolicyRows {
         local_subnet6: input.local_subnet6,
         local: Arc::new(input.local.to_vec()),
         datapath: input.datapath,
+        multitenant: input.multitenant,
         ipv6: input.ipv6,
         ipv4: input.ipv4,
         logged: Arc::new(input.logged.clone()),
@@ -536,6 +550,8 @@ fn rule_key(p: &Policy, d: Direction, i: usize, named: bool) -> String {
 /// What the rows of one rule are built with.
 struct RuleCtx {
     datapath: Datapath,
+    /// Multitenant mode ([`PolicyInput::multitenant`]).
+    multitenant: bool,
     /// Dual stack: IPv6 twins of the shared rows.
     ipv6: bool,
     /// IPv4 rows (every node but an IPv6-only cluster's).

@@ -6,7 +6,7 @@
 //! Also here: the one place a VNID is copied between `reg0` and the VXLAN tunnel id (the VNI),
 //! both ways.
 
-use ovs::flow::{Action, Field, Match, Move, Subfield};
+use ovs::flow::{Action, Field, Masked, Match, Move, Subfield};
 
 use crate::tables::Table;
 use multitenant::Vnid;
@@ -99,7 +99,9 @@ impl Reg {
     /// The tables that write it.
     pub const fn written_by(self) -> &'static [Table] {
         match self {
-            Reg::SrcVnid => &[Table::Classifier, Table::SourceVnid],
+            // Table 27: a reply of a connection an Admin-tier Accept admitted (multitenant)
+            // takes its client's VNID from the connection's mark.
+            Reg::SrcVnid => &[Table::Classifier, Table::SourceVnid, Table::PodEgressPolicy],
             // Table 31: a reply of a Service connection on the userspace datapath, sent back
             // through tun0 with its client's VNID from the connection's mark.
             Reg::DstVnid => &[Table::Routing, Table::DestinationVnid],
@@ -183,6 +185,22 @@ impl Reg {
     /// `m` also matching `regN=value`.
     pub fn matching(self, m: Match, value: u32) -> Match {
         m.reg(self.number(), value)
+    }
+
+    /// `m` also matching `regN=value/mask`: only the bits of `mask` (a flag of `reg4`, whose
+    /// other bits are other flags).
+    pub fn matching_bits(self, m: Match, value: u32, mask: u32) -> Match {
+        m.reg(
+            self.number(),
+            Masked::new(value & mask, mask).unwrap_or(Masked::exact(value)),
+        )
+    }
+
+    /// `load:V->NXM_NX_REGn[bit]`: one bit of a flags register, the others left as they are.
+    pub fn load_bit(self, bit: u8, value: bool) -> Action {
+        Subfield::range(self.field(), bit, bit)
+            .and_then(|f| Action::load(f, u64::from(value)))
+            .expect("a register has 32 bits")
     }
 
     /// `output:NXM_NX_REGn[]`.

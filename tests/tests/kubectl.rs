@@ -1,7 +1,8 @@
 //! kubectl against the fake API server, for the verbs the tests and docs use: create (a
 //! namespace, which kubectl sends as protobuf, and objects from files), apply (create, unchanged,
 //! changed), label, annotate, patch (strategic merge on a built-in kind, merge on an OpenShift
-//! kind), get -o json and delete. The client is Debian's `kubernetes-client` (kubectl 1.20),
+//! kind), get -o json and delete; and a CRD installed with kubectl serving its kind. The client
+//! is Debian's `kubernetes-client` (kubectl 1.20),
 //! unpacked under `target/debian-kubectl` by `scripts/install-deps`; validation stays on (the
 //! fake serves an OpenAPI document without schemas, so kubectl validates nothing and asks for
 //! it as it does of a real server).
@@ -225,4 +226,96 @@ fn the_migration_overlay_renders_with_kubectl() {
         .unwrap_or_else(|| panic!("no fence Role: {text}"));
     assert!(fence.contains("namespace: openshift-sdn"), "{fence}");
     assert!(fence.contains("openshift-network-controller"), "{fence}");
+}
+
+/// The ClusterNetworkPolicy CRD (deploy/crd-clusternetworkpolicies.yaml, upstream's definition)
+/// installed with kubectl on a server that did not serve the kind: once it is in, kubectl
+/// creates, gets (by its short name too), patches and deletes ClusterNetworkPolicies; once it
+/// is deleted, the kind is gone again.
+#[test]
+fn kubectl_installs_the_cluster_network_policy_crd_and_manages_policies() {
+    let fake = FakeApi::start("127.0.0.1:0");
+    fake.unregister("policy.networking.k8s.io", "clusternetworkpolicies");
+    let dir = std::env::temp_dir().join(sdn_tests::harness::unique_name("kubectl-"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("kubeconfig");
+    fake.kubeconfig(&config).unwrap();
+    let k = Kubectl { config, dir };
+    let missing = k.run(&["get", "clusternetworkpolicies"]).unwrap_err();
+    assert!(
+        missing.contains("doesn't have a resource type"),
+        "{missing}"
+    );
+
+    let crd = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/crd-clusternetworkpolicies.yaml"
+    );
+    let out = k.ok(&["apply", "-f", crd]);
+    assert!(
+        out.contains(
+            "customresourcedefinition.apiextensions.k8s.io/clusternetworkpolicies.policy.networking.k8s.io created"
+        ),
+        "{out}"
+    );
+    let cnp = k.file(
+        "cnp.yaml",
+        "apiVersion: policy.networking.k8s.io/v1alpha2\nkind: ClusterNetworkPolicy\n\
+         metadata:\n  name: monitoring-scrapes\nspec:\n  tier: Admin\n  priority: 10\n  \
+         subject: {namespaces: {}}\n  ingress:\n  - name: prometheus\n    action: Accept\n    \
+         from: [{namespaces: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]\n    \
+         protocols: [{tcp: {destinationPort: {number: 9100}}}]\n",
+    );
+    let out = k.ok(&["apply", "-f", &cnp]);
+    assert!(
+        out.contains("clusternetworkpolicy.policy.networking.k8s.io/monitoring-scrapes created"),
+        "{out}"
+    );
+    assert!(k.ok(&["apply", "-f", &cnp]).contains("unchanged"));
+    let got: Value =
+        serde_json::from_str(&k.ok(&["get", "cnp", "monitoring-scrapes", "-o", "json"])).unwrap();
+    assert_eq!(got["spec"]["priority"], 10, "{got:#}");
+    assert_eq!(
+        got["spec"]["ingress"][0]["protocols"][0]["tcp"]["destinationPort"]["number"],
+        9100
+    );
+    k.ok(&[
+        "patch",
+        "clusternetworkpolicy",
+        "monitoring-scrapes",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"priority":20}}"#,
+    ]);
+    let stored = fake
+        .get(
+            "policy.networking.k8s.io",
+            "clusternetworkpolicies",
+            None,
+            "monitoring-scrapes",
+        )
+        .unwrap();
+    assert_eq!(stored["spec"]["priority"], 20);
+    k.ok(&["delete", "cnp", "monitoring-scrapes"]);
+    assert!(fake
+        .get(
+            "policy.networking.k8s.io",
+            "clusternetworkpolicies",
+            None,
+            "monitoring-scrapes"
+        )
+        .is_none());
+    k.ok(&[
+        "delete",
+        "crd",
+        "clusternetworkpolicies.policy.networking.k8s.io",
+    ]);
+    // kubectl may still have the kind in its discovery cache: then the server says it is gone.
+    let gone = k.run(&["get", "clusternetworkpolicies"]).unwrap_err();
+    assert!(
+        gone.contains("doesn't have a resource type")
+            || gone.contains("could not find the requested resource"),
+        "{gone}"
+    );
 }

@@ -132,12 +132,14 @@ fn live_traces_on_one_node_agree_with_the_static_trace_and_real_probes() {
         assert_eq!(l["outcome"], "delivered", "{proto}: {l:#}");
         assert_eq!(t["outcome"], "delivered");
         assert_eq!(l["differs"], Value::Null, "{proto}: {l:#}");
+        // Tenancy (table 80, `reg0=0xb,reg1=0xb`) lets it on to table 81, which commits the
+        // connection and delivers it (pipeline.md, "Tenancy").
         let (event, table, row) = end(l);
-        assert_eq!((event.as_str(), table), ("delivered", 80), "{l:#}");
-        assert!(row.contains("reg0=0xb,reg1=0xb"), "{row}");
+        assert_eq!((event.as_str(), table), ("delivered", 81), "{l:#}");
+        assert!(row.contains("ct(commit)"), "{row}");
         assert!(row.contains("output:NXM_NX_REG2[]"), "{row}");
         let tables = entered(l, 1);
-        for t in [0, 20, 26, 30, 31, 70, 75, 80] {
+        for t in [0, 20, 26, 30, 31, 70, 75, 80, 81] {
             assert!(tables.contains(&t), "{proto}: table {t} not in {tables:?}");
         }
         // Conntrack: the packet is a new connection where the pipeline has tracked it.
@@ -268,7 +270,7 @@ fn live_traces_on_one_node_agree_with_the_static_trace_and_real_probes() {
     let back = hops.iter().find(|h| h["pass"] == 2).unwrap();
     assert_eq!(back["in_port"], 2, "back through tun0: {back:#}");
     let (event, table, _) = end(l);
-    assert_eq!((event.as_str(), table), ("delivered", 80), "{l:#}");
+    assert_eq!((event.as_str(), table), ("delivered", 81), "{l:#}");
     assert_eq!(l["differs"], Value::Null, "{l:#}");
 
     // The egress firewall (table 100): a denied address dropped there, an allowed one handed
@@ -452,7 +454,7 @@ fn a_live_trace_follows_its_packet_to_the_other_node() {
             "vxlan_ingress: {r:#}"
         );
         let (event, table, _) = end(r);
-        assert_eq!((event.as_str(), table), ("delivered", 80), "{r:#}");
+        assert_eq!((event.as_str(), table), ("delivered", 81), "{r:#}");
         assert!(
             r["verdict"].as_str().unwrap().contains("tenant-a/a2"),
             "{r:#}"
@@ -464,7 +466,7 @@ fn a_live_trace_follows_its_packet_to_the_other_node() {
     for want in [
         " 90 remote_ip              LEFT",
         &format!("  -- on node {} --\n", node_name(2)),
-        " 80 ingress_isolation      DELIVERED",
+        " 81 ingress_baseline       DELIVERED",
         &format!("; on node {}: delivered", node_name(2)),
     ] {
         assert!(words.contains(want), "{want:?} not in:\n{words}");
@@ -504,7 +506,7 @@ fn a_live_trace_follows_its_packet_to_the_other_node() {
     let r = &l["remote"];
     assert_eq!(r["node"], node_name(2), "{l:#}");
     let (event, table, _) = end(r);
-    assert_eq!((event.as_str(), table), ("delivered", 80), "{l:#}");
+    assert_eq!((event.as_str(), table), ("delivered", 81), "{l:#}");
     assert!(
         r["verdict"].as_str().unwrap().contains("sent again"),
         "{r:#}"
@@ -687,7 +689,7 @@ fn live_traces_in_ipv6() {
         assert_eq!(l["outcome"], "delivered", "{proto}: {l:#}");
         assert!(l["packet"].as_str().unwrap().contains("fd01:"), "{l:#}");
         let (event, table, _) = end(l);
-        assert_eq!((event.as_str(), table), ("delivered", 80), "{l:#}");
+        assert_eq!((event.as_str(), table), ("delivered", 81), "{l:#}");
         assert_eq!(l["differs"], Value::Null, "{proto}: {l:#}");
     }
     let t = live(&node, "tenant-a/a1", &b1_6, "tcp/8080", &[]);

@@ -22,6 +22,8 @@ use sdn_tests::node::{CniPod, NodeOptions};
 use sdn_tests::probe;
 use serde_json::{json, Value};
 
+mod tenancy;
+
 const NAMESPACES: [&str; 3] = ["x", "y", "z"];
 const PODS: [&str; 3] = ["a", "b", "c"];
 const PORTS: [u16; 2] = [80, 81];
@@ -410,13 +412,17 @@ fn differences(want: &Table, got: &Table) -> Vec<String> {
 /// Probes until the truth table is what the oracle says (or `CONVERGE` passes); returns the
 /// time it took.
 fn converge(case: &str, c: &Cluster, pods: &[TestPod<'_>], policies: &[Value]) -> Duration {
-    let want = expected(pods, policies);
+    converge_to(case, c, pods, &expected(pods, policies))
+}
+
+/// Probes until the truth table is `want` (or `CONVERGE` passes); returns the time it took.
+fn converge_to(case: &str, c: &Cluster, pods: &[TestPod<'_>], want: &Table) -> Duration {
     let allowed = want.values().filter(|v| **v).count();
     let began = Instant::now();
     let mut last;
     loop {
         let got = probe_all(pods);
-        last = differences(&want, &got);
+        last = differences(want, &got);
         if last.is_empty() {
             break;
         }

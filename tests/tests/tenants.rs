@@ -111,25 +111,43 @@ fn flows_of_two_tenants_and_a_global_namespace_match_pipeline_md() {
     let g1 = node.pod("shared", "g1");
     let d1 = node.pod("default", "d1");
 
-    // Table 80 (pipeline.md "Tenancy", multitenant): the node's gateway reaches every pod (IP
-    // and ARP), VNID 0 on either side passes, one row per VNID in use, drop.
+    // Table 80 (pipeline.md "Tenancy", multitenant): the node's gateway reaches every pod (IP,
+    // committed, and ARP), replies meet tenancy past the Admin tier, VNID 0 on
+    // either side passes, one row per VNID in use, drop; what tenancy allowed goes to table 81,
+    // which commits it and delivers it.
     let mut t80: Vec<String> = table(&node, "ingress_isolation")
         .iter()
         .map(|l| strip_cookie(l))
         .collect();
     t80.sort();
     let out = "actions=output:NXM_NX_REG2[]";
+    let on = "actions=goto_table:\"ingress_baseline\"";
     let mut want = vec![
-        format!("table=\"ingress_isolation\", priority=300,ip,nw_src=10.128.0.1 {out}"),
-        format!("table=\"ingress_isolation\", priority=300,arp,arp_spa=10.128.0.1 {out}"),
-        format!("table=\"ingress_isolation\", priority=200,reg0=0 {out}"),
-        format!("table=\"ingress_isolation\", priority=200,reg1=0 {out}"),
-        format!("table=\"ingress_isolation\", priority=100,reg0=0xb,reg1=0xb {out}"),
-        format!("table=\"ingress_isolation\", priority=100,reg0=0xc,reg1=0xc {out}"),
+        "table=\"ingress_isolation\", priority=5500,ip,nw_src=10.128.0.1 actions=ct(commit),output:NXM_NX_REG2[]".to_string(),
+        format!("table=\"ingress_isolation\", priority=5500,arp,arp_spa=10.128.0.1 {out}"),
+        "table=\"ingress_isolation\", priority=5400,ct_state=+rpl+trk,ip,reg4=0/0x4 actions=load:0x1->NXM_NX_REG4[2],resubmit(,\"ingress_isolation\")".to_string(),
+        format!("table=\"ingress_isolation\", priority=200,reg0=0 {on}"),
+        format!("table=\"ingress_isolation\", priority=200,reg1=0 {on}"),
+        format!("table=\"ingress_isolation\", priority=100,reg0=0xb,reg1=0xb {on}"),
+        format!("table=\"ingress_isolation\", priority=100,reg0=0xc,reg1=0xc {on}"),
         "table=\"ingress_isolation\", priority=0 actions=drop".to_string(),
     ];
     want.sort();
     assert_eq!(t80, want, "table 80");
+    let mut t81: Vec<String> = table(&node, "ingress_baseline")
+        .iter()
+        .map(|l| strip_cookie(l))
+        .collect();
+    t81.sort();
+    assert_eq!(
+        t81,
+        [
+            format!("table=\"ingress_baseline\", priority=0 {out}"),
+            "table=\"ingress_baseline\", priority=1,ip actions=ct(commit),output:NXM_NX_REG2[]"
+                .to_string(),
+        ],
+        "table 81"
+    );
 
     // Per pod (pipeline.md "Per-pod flows"): its port found in tables 20, 25, 40 and 70, its
     // VNID loaded by port in tables 26 and 75.

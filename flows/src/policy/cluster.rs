@@ -32,11 +32,12 @@ pub(super) const PRIO_TIER_TOP: u16 = crate::base::PRIO_REPLY - 1;
 /// last priority.
 pub(super) const TIER_ROOM: usize = 5000;
 
-/// The `reg4` bits a Pass of the Admin tier sets: bit 1 egress, bit 2 ingress.
+/// The `reg4` bits a Pass of the Admin tier sets: bit 1 egress, bit 2 ingress (which a reply
+/// sets too in multitenant mode, [`crate::base`]).
 pub(super) fn pass_bits(d: Direction) -> u32 {
     match d {
         Direction::Egress => 0x2,
-        Direction::Ingress => 0x4,
+        Direction::Ingress => crate::base::ADMIN_PASSED_INGRESS,
     }
 }
 
@@ -101,10 +102,19 @@ pub(super) fn rule_keys(policies: &[ClusterPolicy]) -> impl Iterator<Item = Stri
     })
 }
 
-/// The parts of `cp`'s rules.
-pub(super) fn parts_of(cp: &ClusterPolicy, ids: &ConjunctionIds, ranks: &Ranks) -> Vec<RuleSpec> {
+/// The parts of `cp`'s rules (in `multitenant` mode no Baseline ingress rule: tenancy decides
+/// every connection between pods before it could).
+pub(super) fn parts_of(
+    cp: &ClusterPolicy,
+    ids: &ConjunctionIds,
+    ranks: &Ranks,
+    multitenant: bool,
+) -> Vec<RuleSpec> {
     let mut out = Vec::new();
     for d in [Direction::Ingress, Direction::Egress] {
+        if multitenant && cp.tier == Tier::Baseline && d == Direction::Ingress {
+            continue;
+        }
         for (index, rule) in cp.rules(d).iter().enumerate() {
             let prio = ranks
                 .get(&(cp.tier, cp.priority, index))

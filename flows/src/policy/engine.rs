@@ -73,6 +73,8 @@ pub struct Snapshot {
     pub local: Arc<Vec<LocalPod>>,
     /// The datapath.
     pub datapath: Datapath,
+    /// Multitenant mode ([`PolicyInput::multitenant`]).
+    pub multitenant: bool,
     /// IPv6 twins of the shared rows ([`PolicyInput::ipv6`]).
     pub ipv6: bool,
     /// IPv4 rows ([`PolicyInput::ipv4`]).
@@ -94,6 +96,7 @@ impl Snapshot {
             local_subnet6: self.local_subnet6,
             local: &self.local,
             datapath: self.datapath,
+            multitenant: self.multitenant,
             ipv6: self.ipv6,
             ipv4: self.ipv4,
             logged: &self.logged,
@@ -106,6 +109,7 @@ impl Snapshot {
         self.ipv4 != other.ipv4
             || self.ipv6 != other.ipv6
             || self.datapath != other.datapath
+            || self.multitenant != other.multitenant
             || self.local_subnet != other.local_subnet
             || self.local_subnet6 != other.local_subnet6
             || !(Arc::ptr_eq(&self.logged, &other.logged) || self.logged == other.logged)
@@ -468,7 +472,7 @@ fn active_parts(input: &PolicyInput<'_>) -> BTreeMap<PartKey, Arc<RuleSpec>> {
             let ns = input.namespaces.get(&l.pod.namespace).unwrap_or(&none);
             cp.selects(&ns.labels, &l.pod.labels)
         }) {
-            for part in cluster::parts_of(cp, ids, &ranks) {
+            for part in cluster::parts_of(cp, ids, &ranks, input.multitenant) {
                 out.insert(part.key.clone(), Arc::new(part));
             }
         }

@@ -10,8 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use ipnet::{Ipv4Net, Ipv6Net};
+use multitenant::cluster_policy::{Action as CnpAction, Peer as CnpPeer, Tier};
 use multitenant::policy::{
-    port_masks, resolve_named_port, subtract, subtract6, Direction, Peer, Policy, PortSpec,
+    port_masks, resolve_named_port, subtract, subtract6, Direction, Labels, Peer, Policy, PortSpec,
     Protocol,
 };
 use ovs::flow::{Action, Flow, Masked, Match, Subfield};
@@ -164,6 +165,7 @@ impl RuleSpec {
         RuleCtx {
             log: self.log,
             datapath: input.datapath,
+            multitenant: input.multitenant,
             ipv6: input.ipv6,
             ipv4: input.ipv4,
             d: self.d(),
@@ -480,6 +482,69 @@ pub(super) fn namespaces_of(part: &RuleSpec, input: &PolicyInput<'_>) -> BTreeSe
     out
 }
 
+/// Multitenant mode: a pod an Admin-tier Accept lets other tenants into answers their ARP and
+/// IPv6 solicitations (`arp,reg2=P` → output, at the replies' priority), which would otherwise
+/// meet tenancy; its answers pass on the client's node ([`admitted_clients`]) (pipeline.md,
+/// "Tenancy").
+fn admitted_neighbours(ctx: &RuleCtx, t: &LocalPod, rows: &mut Rows) {
+    neighbour_rows(
+        t,
+        ctx.ipv4,
+        Match::any().arp(),
+        crate::ipv6::solicitation(),
+        rows,
+    );
+}
+
+/// `m` (ARP) and `m6` (its IPv6 twin, for a pod with an IPv6 address) for local pod `t` in table
+/// 80 at the replies' priority: delivered, whatever the tenants.
+fn neighbour_rows(t: &LocalPod, ipv4: bool, m: Match, m6: Match, rows: &mut Rows) {
+    let row = |m: Match| {
+        Flow::new(Table::IngressIsolation.id(), crate::base::PRIO_REPLY)
+            .cookie(t.cookie)
+            .matching(Reg::OutPort.matching(m, t.ofport))
+            .action(Reg::OutPort.output())
+    };
+    if ipv4 {
+        rows.put(row(m));
+    }
+    if t.ip6.is_some() {
+        rows.put(row(m6));
+    }
+}
+
+/// Multitenant mode: a local pod among the peers of some Admin-tier Accept ingress rule (on
+/// whichever node its subject is) takes ARP replies and IPv6 advertisements from every pod
+/// (`arp,arp_op=2,reg2=P` → output): it may be the client of an admitted connection, whose
+/// server must answer its ARP across tenants. Table 20 holds a reply to its sender's own address
+/// and MAC, so it tells only the truth about a pod that chose to answer.
+fn admitted_clients(input: &PolicyInput<'_>, t: &LocalPod, ns_labels: &Labels, rows: &mut Rows) {
+    let peer_of = |p: &CnpPeer| match p {
+        CnpPeer::Pods(pods) => pods.selects(ns_labels, &t.pod.labels),
+        CnpPeer::Networks(nets) => nets.iter().any(|n| match n {
+            ipnet::IpNet::V4(n) => t.pod.ip.is_some_and(|ip| n.contains(&ip)),
+            ipnet::IpNet::V6(n) => t.ip6.is_some_and(|ip| n.contains(&ip)),
+        }),
+        CnpPeer::Nodes(_) | CnpPeer::Unsupported(_) => false,
+    };
+    let client = input
+        .cluster_policies
+        .iter()
+        .filter(|cp| cp.tier == Tier::Admin)
+        .flat_map(|cp| &cp.ingress)
+        .filter(|r| r.action == CnpAction::Accept)
+        .any(|r| r.peers.iter().any(peer_of));
+    if client {
+        neighbour_rows(
+            t,
+            input.ipv4,
+            Match::any().arp().arp_op(2),
+            crate::ipv6::advertisement(),
+            rows,
+        );
+    }
+}
+
 /// The rows of one local pod: the target rows of every part of every policy that selects it,
 /// and its isolation rows; with what it is isolated by and its plain (single-dimension)
 /// rules.
@@ -539,12 +604,15 @@ pub fn pod_rows(
         .get(&t.pod.namespace)
         .unwrap_or(&none)
         .labels;
+    if input.multitenant {
+        admitted_clients(input, t, ns_labels, &mut rows);
+    }
     for cp in input.cluster_policies {
         if !cp.selects(ns_labels, &t.pod.labels) {
             continue;
         }
         let ranks = ranks.get_or_insert_with(|| super::cluster::ranks(input.cluster_policies));
-        for part in super::cluster::parts_of(cp, ids, ranks) {
+        for part in super::cluster::parts_of(cp, ids, ranks, input.multitenant) {
             target_rows(&part, input, t, &mut rows, &mut plain);
         }
     }
@@ -584,6 +652,13 @@ fn target_rows(
         if n == 1 {
             plain.push((part.d(), part.rref()));
         }
+    }
+    if ctx.multitenant
+        && part.d() == Direction::Ingress
+        && part.verdict == Verdict::Allow
+        && !matches.is_empty()
+    {
+        admitted_neighbours(&ctx, t, rows);
     }
     for m in matches {
         let m = match part.place.unpassed {

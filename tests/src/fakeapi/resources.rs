@@ -109,6 +109,9 @@ pub struct Registry {
 /// The OpenShift SDN group.
 pub const NETWORK_GROUP: &str = "network.openshift.io";
 
+/// The group of CustomResourceDefinitions.
+pub const CRD_GROUP: &str = "apiextensions.k8s.io";
+
 impl Default for Registry {
     fn default() -> Self {
         let n = NETWORK_GROUP;
@@ -150,6 +153,17 @@ impl Default for Registry {
             ]),
             ResourceType::new("events.k8s.io", "v1", "events", "Event", true),
             ResourceType::new("coordination.k8s.io", "v1", "leases", "Lease", true),
+            // A CustomResourceDefinition written through the API serves its kind
+            // ([`Registry::serve_crds`]).
+            ResourceType::new(
+                CRD_GROUP,
+                "v1",
+                "customresourcedefinitions",
+                "CustomResourceDefinition",
+                false,
+            )
+            .with_status()
+            .with_short_names(&["crd", "crds"]),
             ResourceType::new(
                 "networking.k8s.io",
                 "v1",
@@ -190,6 +204,54 @@ impl Registry {
         self.types
             .retain(|t| !(t.group == ty.group && t.version == ty.version && t.plural == ty.plural));
         self.types.push(ty);
+    }
+
+    /// Serves what the stored CustomResourceDefinitions define, as an API server does: each
+    /// served version of each (`crds`: every CRD object), and no longer what `before` (the
+    /// types the last call added) defined and they do not. Returns the types now added.
+    pub fn serve_crds(&mut self, crds: &[Value], before: &[ResourceType]) -> Vec<ResourceType> {
+        let mut now = Vec::new();
+        for crd in crds {
+            let spec = &crd["spec"];
+            let (Some(group), Some(plural), Some(kind)) = (
+                spec["group"].as_str(),
+                spec["names"]["plural"].as_str(),
+                spec["names"]["kind"].as_str(),
+            ) else {
+                continue;
+            };
+            let namespaced = spec["scope"] == "Namespaced";
+            let short: Vec<&str> = spec["names"]["shortNames"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            for v in spec["versions"].as_array().into_iter().flatten() {
+                let Some(version) = v["name"].as_str().filter(|_| v["served"] == true) else {
+                    continue;
+                };
+                let mut ty = ResourceType::new(group, version, plural, kind, namespaced)
+                    .with_short_names(&short);
+                if v["subresources"].get("status").is_some() {
+                    ty = ty.with_status();
+                }
+                now.push(ty);
+            }
+        }
+        for gone in before {
+            if !now.iter().any(|t| {
+                t.group == gone.group && t.version == gone.version && t.plural == gone.plural
+            }) {
+                self.types.retain(|t| {
+                    !(t.group == gone.group && t.version == gone.version && t.plural == gone.plural)
+                });
+            }
+        }
+        for ty in &now {
+            self.register(ty.clone());
+        }
+        now
     }
 
     /// Removes every version of a resource type.

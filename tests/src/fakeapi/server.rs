@@ -66,6 +66,8 @@ pub(crate) struct Shared {
     /// Plurals whose lists without a field selector are held (a slow list of the whole
     /// cluster) until released: [`super::FakeApi::hold_lists`].
     pub(crate) held: tokio::sync::watch::Sender<std::collections::BTreeSet<String>>,
+    /// The types the stored CustomResourceDefinitions serve ([`Shared::serve_crds`]).
+    crd_types: Mutex<Vec<ResourceType>>,
 }
 
 impl Shared {
@@ -77,7 +79,24 @@ impl Shared {
             options,
             addr,
             held: tokio::sync::watch::Sender::new(std::collections::BTreeSet::new()),
+            crd_types: Mutex::new(Vec::new()),
         }
+    }
+
+    /// After a write of a CustomResourceDefinition: serve what the stored ones define, and
+    /// stop serving what a deleted one defined.
+    pub(crate) fn serve_crds(&self) {
+        let mut reg = self.registry.write().unwrap_or_else(|e| e.into_inner());
+        let Some(ty) = reg
+            .by_plural("customresourcedefinitions")
+            .find(|t| t.group == super::resources::CRD_GROUP)
+            .cloned()
+        else {
+            return;
+        };
+        let crds = self.store().all(&ty, None);
+        let mut before = self.crd_types.lock().unwrap_or_else(|e| e.into_inner());
+        *before = reg.serve_crds(&crds, &before);
     }
 
     /// The store, even if a thread panicked while holding it (the store stays consistent: every
@@ -330,7 +349,14 @@ pub(crate) async fn handle(
         Err(e) => Err(e),
         Ok(Route::Doc(d)) if method == Method::GET => Ok(json_response(StatusCode::OK, &d)),
         Ok(Route::Doc(_)) => Err(method_not_allowed(&method)),
-        Ok(Route::Res(t)) => serve_resource(&shared, t, verb, q, req).await,
+        Ok(Route::Res(t)) => {
+            let crd = t.ty.plural == "customresourcedefinitions";
+            let r = serve_resource(&shared, t, verb, q, req).await;
+            if crd && r.is_ok() && !matches!(verb, "get" | "list" | "watch") {
+                shared.serve_crds();
+            }
+            r
+        }
     };
     Ok(resp.unwrap_or_else(|e| {
         tracing::debug!(%method, %path, code = e.code, message = %e.message, "fake api error");

@@ -47,8 +47,12 @@ impl<S: FlowSwitch + 'static> NodeFeature for NetworkPolicies<S> {
     fn settle(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             let mut rx = self.cluster.clone();
-            if rx.borrow_and_update().peer_pods_listed {
-                return;
+            {
+                let st = rx.borrow_and_update();
+                // Multitenant mode lists the pods only once a ClusterNetworkPolicy exists.
+                if st.peer_pods_listed || self.multitenant && st.cluster_policies.is_empty() {
+                    return;
+                }
             }
             tracing::info!("serving; the start-up reconcile waits for the list of every pod of the cluster (NetworkPolicy peers)");
             let listed = tokio::time::timeout(PEER_POD_WAIT, async {

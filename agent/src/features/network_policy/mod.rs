@@ -1,5 +1,7 @@
-//! Networkpolicy mode: keeps tables 27 and 80 equal to what the cluster's NetworkPolicies say
-//! about this node's pods (docs/pipeline.md, "NetworkPolicy").
+//! Keeps tables 27, 28, 80 and 81 equal to what the cluster's policies say about this node's
+//! pods: in networkpolicy mode its NetworkPolicies and ClusterNetworkPolicies, in multitenant
+//! mode its ClusterNetworkPolicies alone, around tenancy (docs/pipeline.md, "NetworkPolicy" and
+//! "ClusterNetworkPolicy").
 //!
 //! The rows are pure (`flows::policy`); this module decides when to rebuild them and how they
 //! reach the bridge:
@@ -120,6 +122,8 @@ fn namespace_view(state: &ClusterState, name: &str) -> NamespaceView {
 /// What the last rebuild did, for `sdnctl`, the metrics and `sdnctl trace`.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PolicyView {
+    /// Multitenant mode: only ClusterNetworkPolicies, around tenancy.
+    pub multitenant: bool,
     /// Policies in the cluster state.
     pub policies: usize,
     /// Policies that select a pod of this node.
@@ -164,6 +168,9 @@ pub(crate) struct NetworkPolicies<S> {
     /// This node's pod subnets (IPv4, IPv6).
     local_subnet: (Option<Ipv4Net>, Option<ipnet::Ipv6Net>),
     datapath: Datapath,
+    /// Multitenant mode: only ClusterNetworkPolicies apply (around tenancy); NetworkPolicies
+    /// are not this mode's (as in openshift-sdn's multitenant mode).
+    multitenant: bool,
     local_pods: LocalPods,
     /// The policies and namespaces of the last state seen, as inputs take them.
     derived: std::sync::Mutex<Option<Derived>>,
@@ -188,12 +195,15 @@ impl<S> fmt::Debug for NetworkPolicies<S> {
 
 impl<S: FlowSwitch> NetworkPolicies<S> {
     /// The policies of a node whose pods are in `local_subnet`, listed by `local_pods`, on the
-    /// ovs-vswitchd whose control socket is in `ovs_rundir`, with its `datapath`.
+    /// ovs-vswitchd whose control socket is in `ovs_rundir`, with its `datapath`, in
+    /// networkpolicy or (`multitenant`) multitenant mode.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         store: Arc<FlowStore<S>>,
         cluster: watch::Receiver<Arc<ClusterState>>,
         local_subnet: (Option<Ipv4Net>, Option<ipnet::Ipv6Net>),
         datapath: Datapath,
+        multitenant: bool,
         local_pods: LocalPods,
         ovs_rundir: std::path::PathBuf,
     ) -> NetworkPolicies<S> {
@@ -202,6 +212,7 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
             cluster,
             local_subnet,
             datapath,
+            multitenant,
             local_pods,
             engine: tokio::sync::Mutex::new(PolicyEngine::new()),
             derived: std::sync::Mutex::new(None),
@@ -270,6 +281,7 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
                 ipv4: self.local_subnet.0.is_some(),
                 local: Arc::new(local_out),
                 datapath: self.datapath,
+                multitenant: self.multitenant,
                 logged: Arc::new(cluster::audit::logged_by_namespace(state)),
             },
             ports,
@@ -297,7 +309,11 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
         if !Arc::ptr_eq(&d.policies_of, &state.network_policies)
             || !Arc::ptr_eq(&d.cluster_of, &state.cluster_policies)
         {
-            let policies: Vec<Policy> = state.network_policies.values().cloned().collect();
+            let policies: Vec<Policy> = if self.multitenant {
+                Vec::new()
+            } else {
+                state.network_policies.values().cloned().collect()
+            };
             let cluster: Vec<ClusterPolicy> = state.cluster_policies.values().cloned().collect();
             d.shared.ids = Arc::new(flows::conjunction_ids(&policies, &cluster));
             d.shared.policies = Arc::new(policies);
@@ -433,6 +449,7 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
     fn publish(&self, inputs: &Inputs, engine: &PolicyEngine, took: Duration, changed: bool) {
         let old = self.view();
         let view = PolicyView {
+            multitenant: self.multitenant,
             policies: inputs.snap.policies.len(),
             active: engine
                 .isolated()
@@ -560,10 +577,11 @@ impl<S: FlowSwitch> PodPolicy for NetworkPolicies<S> {
     fn selects(&self, namespace: &str, name: &str) -> bool {
         let state = self.cluster.borrow().clone();
         let labels = self.labels_of(&state, namespace, name);
-        if state
-            .network_policies
-            .values()
-            .any(|p| p.selects(namespace, &labels))
+        if !self.multitenant
+            && state
+                .network_policies
+                .values()
+                .any(|p| p.selects(namespace, &labels))
         {
             return true;
         }
@@ -592,9 +610,9 @@ impl<S: FlowSwitch> PodPolicy for NetworkPolicies<S> {
 }
 
 impl<S: FlowSwitch + 'static> NetworkPolicies<S> {
-    /// The feature, in networkpolicy mode.
+    /// The feature, in networkpolicy and multitenant mode.
     pub(crate) fn feature(ctx: &super::Context<S>) -> Option<Arc<Self>> {
-        (ctx.node.mode == flows::Mode::NetworkPolicy).then(|| {
+        (ctx.node.mode != flows::Mode::Subnet).then(|| {
             Arc::new(NetworkPolicies::new(
                 ctx.store.clone(),
                 ctx.state.clone(),
@@ -603,6 +621,7 @@ impl<S: FlowSwitch + 'static> NetworkPolicies<S> {
                     ctx.node.ipv6.as_ref().map(|v6| v6.local_subnet),
                 ),
                 ctx.node.datapath,
+                ctx.node.mode == flows::Mode::Multitenant,
                 ctx.local_pods.clone(),
                 ctx.ovs_run_dir.clone(),
             ))

@@ -8,7 +8,9 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use super::*;
 
-/// Networkpolicy mode: what tables 27, 28, 80 and 81 did with the packet, in words.
+/// What tables 27, 28, 80 and 81 did with the packet, in words: the policy rows of
+/// networkpolicy mode; in multitenant mode the ClusterNetworkPolicy rows and the replies
+/// (tenancy has its own words, [`Judge::vnid_words`]).
 pub(super) fn policy_words(
     p: &Parsed,
     view: &crate::features::network_policy::PolicyView,
@@ -64,6 +66,25 @@ pub(super) fn policy_words(
                 "allowed"
             };
             out.push(format!("{dir} of {pod}: {did} by {r}"));
+            continue;
+        }
+        if view.multitenant {
+            let words = match (t, *prio) {
+                (Some(Table::IngressIsolation), flows::base::PRIO_REPLY) => {
+                    "ingress: a reply: past the Admin tier, to tenancy".to_string()
+                }
+                (Some(Table::PodEgressPolicy), flows::base::PRIO_ADMITTED_REPLY) => {
+                    "egress: a reply of a connection an Admin-tier Accept admitted: it carries its client's VNID".to_string()
+                }
+                (Some(Table::PodEgressBaseline), flows::base::PRIO_BEFORE_POLICY) => {
+                    "egress: to a cluster network: tenancy decides, on the receiving node".to_string()
+                }
+                (Some(Table::PodEgressBaseline), 0) => {
+                    format!("egress of {pod}: no Baseline-tier rule decided: allowed")
+                }
+                _ => continue,
+            };
+            out.push(words);
             continue;
         }
         if baseline {
@@ -219,6 +240,23 @@ impl Judge<'_> {
                         ": from outside the cluster through the node (tun0)".to_string()
                     }
                     _ => match self.policy {
+                        Some(v) if v.multitenant => {
+                            // The Admin tier's words, then tenancy's unless an Accept
+                            // admitted the packet before it.
+                            let mut w = policy_words(p, v);
+                            let admitted = w.last().is_some_and(|l| l.contains(": allowed by "));
+                            if !admitted {
+                                let vnid = self.vnid_words(p);
+                                if let Some(t) = vnid.strip_prefix(": ") {
+                                    w.push(format!("tenancy: {t}"));
+                                }
+                            }
+                            if w.is_empty() {
+                                String::new()
+                            } else {
+                                format!(": {}", w.join("; "))
+                            }
+                        }
                         Some(v) => {
                             let w = policy_words(p, v);
                             if w.is_empty() {
@@ -310,7 +348,10 @@ impl Judge<'_> {
                 | Table::PodEgressPolicy
                 | Table::IngressBaseline
                 | Table::PodEgressBaseline,
-            ) if self.policy.is_some() => {
+            ) if self
+                .policy
+                .is_some_and(|v| !v.multitenant || flows::policy::is_cluster_priority(p.steps.last().map_or(0, |s| s.2))) =>
+            {
                 let words = self.policy.map(|v| policy_words(p, v)).unwrap_or_default();
                 words
                     .last()

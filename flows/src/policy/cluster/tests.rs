@@ -27,6 +27,7 @@ struct World {
     namespaces: BTreeMap<String, NamespaceView>,
     pods: Vec<PodView>,
     local: Vec<LocalPod>,
+    multitenant: bool,
 }
 
 fn world() -> World {
@@ -51,6 +52,7 @@ fn world() -> World {
             ip6: None,
         }],
         pods: vec![web, prom],
+        multitenant: false,
     }
 }
 
@@ -66,6 +68,7 @@ impl World {
             local_subnet6: None,
             local: &self.local,
             datapath: Datapath::System,
+            multitenant: self.multitenant,
             ipv6: false,
             ipv4: true,
             logged: &BTreeMap::new(),
@@ -336,4 +339,104 @@ pub(crate) fn sample_rows() -> Vec<ovs::flow::Flow> {
         vec![both(Action::Pass), both(Action::Accept)],
     ));
     w.rows().all().cloned().collect()
+}
+
+#[test]
+fn multitenant_mode_records_the_client_vnid_answers_arp_and_has_no_baseline_ingress() {
+    let mut w = world();
+    w.multitenant = true;
+    w.cluster.push(cnp(
+        "scrape",
+        Tier::Admin,
+        10,
+        vec![rule(
+            "metrics",
+            Action::Accept,
+            vec![from_monitoring()],
+            vec![tcp(9100)],
+        )],
+        vec![rule("deny", Action::Deny, vec![from_monitoring()], vec![])],
+    ));
+    w.cluster.push(cnp(
+        "default",
+        Tier::Baseline,
+        0,
+        vec![rule("in", Action::Deny, vec![from_monitoring()], vec![])],
+        vec![rule(
+            "out",
+            Action::Deny,
+            vec![CnpPeer::Networks(vec!["0.0.0.0/0".parse().unwrap()])],
+            vec![],
+        )],
+    ));
+    // Conjunction ids by order of appearance do not matter here: `ID` for each.
+    let t: Vec<String> = texts(&w.rows())
+        .into_iter()
+        .map(|l| {
+            let mut out = String::new();
+            let mut rest = l.as_str();
+            while let Some(i) = rest.find("ID") {
+                out.push_str(&rest[..i + 2]);
+                rest = rest[i + 2..].trim_start_matches(|c: char| c.is_ascii_digit());
+            }
+            out + rest
+        })
+        .collect();
+    let admitted = "ct(commit,exec(load:0x1->NXM_NX_CT_MARK[1],\
+                    move:NXM_NX_REG0[0..23]->NXM_NX_CT_MARK[8..31])),output:NXM_NX_REG2[]";
+    for want in [
+        // The Accept records that it admitted the connection and the client's VNID.
+        format!("table=80, priority=5399,conj_id=ID,ip actions={admitted}"),
+        "table=80, priority=5399,ip,reg0=0xc actions=conjunction(ID,2/3)".to_string(),
+        // Its subject answers ARP from every pod (the request would meet tenancy).
+        "table=80, priority=5400,arp,reg2=0x3 actions=output:NXM_NX_REG2[]".to_string(),
+        // Egress Admin rows and the Baseline egress tier as in networkpolicy mode.
+        "table=27, priority=5399,ip,reg3=0x3,reg4=0/0x2 actions=conjunction(ID,1/2)".to_string(),
+        "table=28, priority=5399,ip,reg3=0x3 actions=conjunction(ID,1/2)".to_string(),
+    ] {
+        assert!(t.contains(&want), "{want}\n{t:#?}");
+    }
+    assert!(
+        !t.iter().any(|l| l.starts_with("table=81")),
+        "Baseline ingress rules never decide in multitenant mode: {t:#?}"
+    );
+    assert!(
+        !t.iter().any(|l| l.contains("priority=100,")),
+        "no NetworkPolicy isolation: {t:#?}"
+    );
+    assert!(
+        !t.iter().any(|l| l.contains("arp_op")),
+        "web is no peer of an Accept: {t:#?}"
+    );
+    // A Deny gives its subject no ARP row.
+    w.cluster.remove(0);
+    assert!(!texts(&w.rows()).iter().any(|l| l.contains("arp")));
+    // A pod among an Accept's peers (wherever its subject is) takes ARP replies from every pod:
+    // its server may be of another tenant.
+    w.cluster.push(cnp(
+        "tenant-scrapes",
+        Tier::Admin,
+        3,
+        vec![rule(
+            "",
+            Action::Accept,
+            vec![CnpPeer::Pods(Pods::Namespaces(LabelSelector::labels([(
+                multitenant::policy::NAMESPACE_NAME_LABEL,
+                "tenant",
+            )])))],
+            vec![],
+        )],
+        vec![],
+    ));
+    w.cluster.last_mut().unwrap().subject = Pods::Namespaces(LabelSelector::labels([(
+        multitenant::policy::NAMESPACE_NAME_LABEL,
+        "monitoring",
+    )]));
+    assert_eq!(
+        texts(&w.rows())
+            .into_iter()
+            .filter(|l| l.contains("arp"))
+            .collect::<Vec<_>>(),
+        ["table=80, priority=5400,arp,reg2=0x3,arp_op=2 actions=output:NXM_NX_REG2[]"]
+    );
 }

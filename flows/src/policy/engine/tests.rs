@@ -227,6 +227,7 @@ impl World {
             local_subnet6: None,
             local: Arc::new(self.local.values().cloned().collect()),
             datapath: Datapath::Netdev,
+            multitenant: false,
             ipv6: false,
             ipv4: true,
             logged: Arc::new(BTreeMap::new()),
