@@ -30,9 +30,15 @@
 //! logging on (`k8s.ovn.org/acl-logging` deny and allow): the same change latencies with the
 //! logging rows (each allow rule's twin, each isolation row's log actions).
 //!
+//! With `cnp` among the families, the IPv4 cluster with 100 ClusterNetworkPolicies instead
+//! (`policy.networking.k8s.io/v1alpha2`, the same shapes per namespace: 80 in the Admin tier,
+//! each at its own priority, the default deny as 20 Baseline ones), and the same changes made
+//! with ClusterNetworkPolicies: the rows (tables 27, 28, 80 and 81) and change latencies beside
+//! the NetworkPolicy figures.
+//!
 //! Run: `cargo build --release --workspace && cargo bench -p sdn-tests --bench network_policy`
-//! (`SDN_NP_LOCAL` local pods, default 100; `SDN_NP_FAMILIES`, default `ipv4,dual`; `ipv4,logged`
-//! compares logging off and on). Wall clock on a shared machine: the figures are
+//! (`SDN_NP_LOCAL` local pods, default 100; `SDN_NP_FAMILIES`, default `ipv4,dual,cnp`;
+//! `ipv4,logged` compares logging off and on). Wall clock on a shared machine: the figures are
 //! what this machine did in this run.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -119,6 +125,119 @@ fn policies_of(i: usize) -> Vec<Value> {
     ]
 }
 
+fn cnp(name: &str, tier: &str, priority: usize, spec: Value) -> Value {
+    let mut v = json!({"apiVersion": "policy.networking.k8s.io/v1alpha2",
+        "kind": "ClusterNetworkPolicy", "metadata": {"name": name}});
+    v["spec"] = spec;
+    v["spec"]["tier"] = json!(tier);
+    v["spec"]["priority"] = json!(priority);
+    v
+}
+
+fn tcp(port: u16) -> Value {
+    json!({"tcp": {"destinationPort": {"number": port}}})
+}
+
+/// The shapes of [`policies_of`] as ClusterNetworkPolicies whose subjects are in namespace
+/// `i`: four Admin-tier Accepts (each at its own priority) and the default deny in the Baseline
+/// tier.
+fn cluster_policies_of(i: usize) -> Vec<Value> {
+    let ns = ns_name(i);
+    let team = format!("t{}", i % 4);
+    let in_ns = json!({"matchLabels": {"kubernetes.io/metadata.name": ns}});
+    let role = |r: &str| json!({"pods": {"namespaceSelector": in_ns, "podSelector": {"matchLabels": {"role": r}}}});
+    vec![
+        cnp(
+            &format!("{ns}-deny-ingress"),
+            "Baseline",
+            i,
+            json!({"subject": {"namespaces": in_ns},
+            "ingress": [{"action": "Deny", "from": [{"namespaces": {}}]}]}),
+        ),
+        cnp(
+            &format!("{ns}-web"),
+            "Admin",
+            i * 4,
+            json!({"subject": role("web"),
+            "ingress": [{"action": "Accept", "from": [{"namespaces": in_ns}],
+                         "protocols": [tcp(80), tcp(443), tcp(8080)]}]}),
+        ),
+        cnp(
+            &format!("{ns}-db"),
+            "Admin",
+            i * 4 + 1,
+            json!({"subject": role("db"),
+            "ingress": [{"action": "Accept",
+                         "from": [{"pods": {"namespaceSelector": {"matchLabels": {"team": team}},
+                                            "podSelector": {"matchLabels": {"role": "web"}}}}],
+                         "protocols": [tcp(5432)]}]}),
+        ),
+        cnp(
+            &format!("{ns}-metrics"),
+            "Admin",
+            i * 4 + 2,
+            json!({"subject": {"namespaces": in_ns},
+            "ingress": [{"action": "Accept",
+                         "from": [{"namespaces": {"matchLabels": {"kubernetes.io/metadata.name": "ns-00"}}}],
+                         "protocols": [{"destinationNamedPort": "metrics"}]}]}),
+        ),
+        cnp(
+            &format!("{ns}-cache-egress"),
+            "Admin",
+            i * 4 + 3,
+            json!({"subject": role("cache"),
+            "egress": [{"action": "Accept",
+                        "to": [{"networks": ["10.0.0.0/8"]},
+                               {"namespaces": {"matchLabels": {"env": "prod"}}}],
+                        "protocols": [{"tcp": {"destinationPort": {"range": {"start": 6379, "end": 6380}}}}]}]}),
+        ),
+    ]
+}
+
+/// A probe policy of the change measurements: NetworkPolicy `name` in `ns` selecting `subject`
+/// pod labels, or the same as an Admin-tier ClusterNetworkPolicy at `priority`.
+fn probe_policy(
+    cluster: bool,
+    ns: &str,
+    name: &str,
+    priority: usize,
+    subject: Value,
+    from_pods: Value,
+    port: u16,
+) -> Value {
+    if cluster {
+        cnp(
+            name,
+            "Admin",
+            priority,
+            json!({"subject": {"pods": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+                                        "podSelector": subject}},
+            "ingress": [{"action": "Accept",
+                         "from": [{"pods": {"namespaceSelector": {}, "podSelector": from_pods}}],
+                         "protocols": [tcp(port)]}]}),
+        )
+    } else {
+        netpol(
+            ns,
+            name,
+            json!({"podSelector": subject,
+            "ingress": [{"from": [{"namespaceSelector": {}, "podSelector": from_pods}],
+                         "ports": [{"port": port}]}]}),
+        )
+    }
+}
+
+/// How `sdnctl` names rule 0 of probe policy `name` (see [`probe_policy`]).
+fn probe_rule(cluster: bool, ns: &str, name: &str, priority: usize) -> String {
+    if cluster {
+        format!(
+            "ClusterNetworkPolicy {name} (Admin tier, priority {priority}) ingress rule 0 (Accept)"
+        )
+    } else {
+        format!("NetworkPolicy {ns}/{name} ingress rule 0")
+    }
+}
+
 /// `sdnctl --json network-policies`.
 fn view(node: &AgentNode) -> Value {
     let out = node.sdnctl_api(&["--json", "network-policies"]);
@@ -126,13 +245,16 @@ fn view(node: &AgentNode) -> Value {
     serde_json::from_slice(&out.stdout).expect("JSON")
 }
 
-/// Policy rows on br0 (tables 27 and 80 without the base rows).
+/// Policy rows on br0 (tables 27, 28, 80 and 81 without the base rows).
 fn rows_on_bridge(node: &AgentNode) -> usize {
     node.ovs
         .ofctl(&["--no-stats", "dump-flows", "br0"])
         .lines()
         .filter(|l| {
-            (l.contains("table=27,") || l.contains("table=80,")) && !l.contains("cookie=0x1,")
+            ["table=27,", "table=28,", "table=80,", "table=81,"]
+                .iter()
+                .any(|t| l.contains(t))
+                && !l.contains("cookie=0x1,")
         })
         .count()
 }
@@ -190,30 +312,38 @@ fn summary(v: &[Duration]) -> String {
 }
 
 fn main() {
-    let families = std::env::var("SDN_NP_FAMILIES").unwrap_or_else(|_| "ipv4,dual".into());
+    let families = std::env::var("SDN_NP_FAMILIES").unwrap_or_else(|_| "ipv4,dual,cnp".into());
     let mut rows = Vec::new();
     for family in families.split(',') {
-        let (dual, logged) = match family.trim() {
-            "ipv4" => (false, false),
-            "dual" => (true, false),
-            "logged" => (false, true),
-            other => panic!("SDN_NP_FAMILIES: {other:?} is not ipv4, dual or logged"),
+        let (dual, logged, cluster) = match family.trim() {
+            "ipv4" => (false, false, false),
+            "dual" => (true, false, false),
+            "logged" => (false, true, false),
+            "cnp" => (false, false, true),
+            other => panic!("SDN_NP_FAMILIES: {other:?} is not ipv4, dual, logged or cnp"),
         };
         eprintln!(
             "\n=== {} ===",
-            match (dual, logged) {
-                (true, _) => "dual stack",
-                (false, true) => "IPv4 only, every namespace logging deny and allow",
-                (false, false) => "IPv4 only",
+            match (dual, logged, cluster) {
+                (_, _, true) => "IPv4 only, 100 ClusterNetworkPolicies instead of NetworkPolicies",
+                (true, _, _) => "dual stack",
+                (false, true, _) => "IPv4 only, every namespace logging deny and allow",
+                (false, false, _) => "IPv4 only",
             }
         );
-        rows.push((family.trim().to_string(), run(dual, logged)));
+        rows.push((family.trim().to_string(), run(dual, logged, cluster)));
     }
     let of = |f: &str| rows.iter().find(|(n, _)| n == f).map(|(_, r)| *r);
     if let (Some(v4), Some(dual)) = (of("ipv4"), of("dual")) {
         eprintln!(
             "\nrows on br0 for the same policies: IPv4 only {v4}, dual stack {dual} ({:.2}x, target <= 2x)",
             dual as f64 / v4 as f64
+        );
+    }
+    if let (Some(v4), Some(cnp)) = (of("ipv4"), of("cnp")) {
+        eprintln!(
+            "\nrows on br0 for the same shapes: 100 NetworkPolicies {v4}, 100 ClusterNetworkPolicies {cnp} ({:.2}x)",
+            cnp as f64 / v4 as f64
         );
     }
     if let (Some(v4), Some(logged)) = (of("ipv4"), of("logged")) {
@@ -224,9 +354,10 @@ fn main() {
     }
 }
 
-/// The whole benchmark on one cluster, IPv4 only or dual stack; returns the policy rows on br0
-/// (tables 27 and 80) once all 100 policies are in.
-fn run(dual: bool, logged: bool) -> u64 {
+/// The whole benchmark on one cluster, IPv4 only or dual stack, NetworkPolicies or (`cluster`)
+/// ClusterNetworkPolicies; returns the policy rows on br0 (tables 27, 28, 80 and 81) once all
+/// 100 policies are in.
+fn run(dual: bool, logged: bool, cluster: bool) -> u64 {
     let local_pods: usize = std::env::var("SDN_NP_LOCAL")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -337,14 +468,23 @@ fn run(dual: bool, logged: bool) -> u64 {
     // All 100 policies at once.
     let began = Instant::now();
     for i in 0..NAMESPACES {
-        for p in policies_of(i) {
+        for p in if cluster {
+            cluster_policies_of(i)
+        } else {
+            policies_of(i)
+        } {
             fake.put(p).unwrap();
         }
     }
+    let count_key = if cluster {
+        "clusterPolicies"
+    } else {
+        "policies"
+    };
     let (rows, settled) = loop {
         let v = view(node);
         let want = v["targetRows"].as_u64().unwrap_or(0) + v["sharedRows"].as_u64().unwrap_or(0);
-        if v["policies"] == 100 && want > 0 && rows_on_bridge(node) as u64 == want {
+        if v[count_key] == 100 && want > 0 && rows_on_bridge(node) as u64 == want {
             // Stable: nothing more arrives in the next 300 ms.
             let at = began.elapsed();
             std::thread::sleep(Duration::from_millis(300));
@@ -386,12 +526,14 @@ fn run(dual: bool, logged: bool) -> u64 {
     let mut deletes = Vec::new();
     for k in 0..REPS {
         let port = 30000 + k as u16;
-        let p = netpol(
+        let p = probe_policy(
+            cluster,
             "ns-05",
             &format!("probe-{k}"),
-            json!({
-            "podSelector": {"matchLabels": {"role": "web"}},
-            "ingress": [{"from": [{"namespaceSelector": {}}], "ports": [{"port": port}]}]}),
+            900 + k,
+            json!({"matchLabels": {"role": "web"}}),
+            json!({}),
+            port,
         );
         let t = Instant::now();
         fake.put(p).unwrap();
@@ -402,12 +544,21 @@ fn run(dual: bool, logged: bool) -> u64 {
             t,
         ));
         let t = Instant::now();
-        fake.delete(
-            "networking.k8s.io",
-            "networkpolicies",
-            Some("ns-05"),
-            &format!("probe-{k}"),
-        );
+        if cluster {
+            fake.delete(
+                "policy.networking.k8s.io",
+                "clusternetworkpolicies",
+                None,
+                &format!("probe-{k}"),
+            );
+        } else {
+            fake.delete(
+                "networking.k8s.io",
+                "networkpolicies",
+                Some("ns-05"),
+                &format!("probe-{k}"),
+            );
+        }
         loop {
             let out = node.ovs.ofctl(&[
                 "--no-stats",
@@ -427,11 +578,16 @@ fn run(dual: bool, logged: bool) -> u64 {
     eprintln!("policy delete -> its rows gone: {}", summary(&deletes));
 
     // A remote pod's label change: it joins the peers of a rule.
-    fake.put(netpol("ns-05", "from-probe", json!({
-        "podSelector": {"matchLabels": {"role": "db"}},
-        "ingress": [{"from": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"probe": "yes"}}}],
-                     "ports": [{"port": 31000}]}]})))
-        .unwrap();
+    fake.put(probe_policy(
+        cluster,
+        "ns-05",
+        "from-probe",
+        950,
+        json!({"matchLabels": {"role": "db"}}),
+        json!({"matchLabels": {"probe": "yes"}}),
+        31000,
+    ))
+    .unwrap();
     // The rule has rows (and an id) once one peer exists: the first label change is not timed.
     let label = |(ns, name, j, ips): &(String, String, usize, Ips)| {
         let mut obj = pod_json(ns, name, *j, 2, Some(*ips));
@@ -439,7 +595,7 @@ fn run(dual: bool, logged: bool) -> u64 {
         obj
     };
     fake.put(label(&remote[1])).unwrap();
-    let id = conj_id_of(node, "NetworkPolicy ns-05/from-probe ingress rule 0");
+    let id = conj_id_of(node, &probe_rule(cluster, "ns-05", "from-probe", 950));
     let mut peer_changes = Vec::new();
     for (ns, name, j, ips) in remote
         .iter()
@@ -467,14 +623,25 @@ fn run(dual: bool, logged: bool) -> u64 {
     // A local pod's label change: it becomes a target. In three namespaces, a policy selecting
     // `probe-target=yes`; the first pod labelled in each gives the rule its rows (not timed).
     let mut target_changes = Vec::new();
-    for ns in ["ns-05", "ns-06", "ns-07"] {
-        fake.put(netpol(
-            ns,
-            "probe-target",
-            json!({
-            "podSelector": {"matchLabels": {"probe-target": "yes"}},
-            "ingress": [{"from": [{"podSelector": {}}], "ports": [{"port": 32000}]}]}),
-        ))
+    for (n, ns) in ["ns-05", "ns-06", "ns-07"].into_iter().enumerate() {
+        // A ClusterNetworkPolicy's name is cluster-wide: one per namespace.
+        let name = if cluster {
+            format!("probe-target-{ns}")
+        } else {
+            "probe-target".to_string()
+        };
+        let target = json!({"matchLabels": {"probe-target": "yes"}});
+        fake.put(if cluster {
+            probe_policy(cluster, ns, &name, 960 + n, target, json!({}), 32000)
+        } else {
+            // The pods of its own namespace.
+            netpol(
+                ns,
+                &name,
+                json!({"podSelector": target,
+                "ingress": [{"from": [{"podSelector": {}}], "ports": [{"port": 32000}]}]}),
+            )
+        })
         .unwrap();
         let mine: Vec<_> = locals.iter().filter(|l| l.1 == ns).collect();
         let mut id = None;
@@ -492,10 +659,7 @@ fn run(dual: bool, logged: bool) -> u64 {
             fake.put(obj).unwrap();
             match id {
                 None => {
-                    id = Some(conj_id_of(
-                        node,
-                        &format!("NetworkPolicy {ns}/probe-target ingress rule 0"),
-                    ));
+                    id = Some(conj_id_of(node, &probe_rule(cluster, ns, &name, 960 + n)));
                 }
                 Some(id) => target_changes.push(until_row(
                     node,
