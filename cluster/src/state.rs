@@ -182,6 +182,8 @@ impl ClusterState {
             Kind::HostSubnet => self.host_subnets.get(name).cloned().map(Into::into),
             Kind::NetNamespace => self.net_namespaces.get(name).cloned().map(Into::into),
             Kind::EgressNetworkPolicy => self.egress_policies.get(name).cloned().map(Into::into),
+            // The state keeps the policy read from it, not the object.
+            Kind::ClusterNetworkPolicy => None,
         }
     }
 
@@ -198,6 +200,22 @@ impl ClusterState {
             ClusterObject::EgressNetworkPolicy(e) => Arc::make_mut(&mut self.egress_policies)
                 .insert(format!("{}/{}", e.namespace(), e.name()), e)
                 .map(Into::into),
+            // Read with the strict reader: one it refuses is in effect in its fail-closed
+            // form, and listed as refused with why.
+            ClusterObject::ClusterNetworkPolicy(o) => {
+                let name = o.name().to_string();
+                let (policy, read) = o.read();
+                match read {
+                    Ok(()) => self.refused_cluster_policies.remove(&name),
+                    Err(why) => self.refused_cluster_policies.insert(name.clone(), why),
+                };
+                let policies = Arc::make_mut(&mut self.cluster_policies);
+                match policy {
+                    Some(p) => policies.insert(name, p),
+                    None => policies.remove(&name),
+                };
+                None
+            }
         }
     }
 

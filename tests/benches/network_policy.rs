@@ -201,8 +201,8 @@ fn probe_policy(
     ns: &str,
     name: &str,
     priority: usize,
-    subject: Value,
-    from_pods: Value,
+    subject: &Value,
+    from_pods: &Value,
     port: u16,
 ) -> Value {
     if cluster {
@@ -531,8 +531,8 @@ fn run(dual: bool, logged: bool, cluster: bool) -> u64 {
             "ns-05",
             &format!("probe-{k}"),
             900 + k,
-            json!({"matchLabels": {"role": "web"}}),
-            json!({}),
+            &json!({"matchLabels": {"role": "web"}}),
+            &json!({}),
             port,
         );
         let t = Instant::now();
@@ -583,8 +583,8 @@ fn run(dual: bool, logged: bool, cluster: bool) -> u64 {
         "ns-05",
         "from-probe",
         950,
-        json!({"matchLabels": {"role": "db"}}),
-        json!({"matchLabels": {"probe": "yes"}}),
+        &json!({"matchLabels": {"role": "db"}}),
+        &json!({"matchLabels": {"probe": "yes"}}),
         31000,
     ))
     .unwrap();
@@ -632,7 +632,7 @@ fn run(dual: bool, logged: bool, cluster: bool) -> u64 {
         };
         let target = json!({"matchLabels": {"probe-target": "yes"}});
         fake.put(if cluster {
-            probe_policy(cluster, ns, &name, 960 + n, target, json!({}), 32000)
+            probe_policy(cluster, ns, &name, 960 + n, &target, &json!({}), 32000)
         } else {
             // The pods of its own namespace.
             netpol(
@@ -659,7 +659,7 @@ fn run(dual: bool, logged: bool, cluster: bool) -> u64 {
             fake.put(obj).unwrap();
             match id {
                 None => {
-                    id = Some(conj_id_of(node, &probe_rule(cluster, ns, &name, 960 + n)));
+                    id = Some(conj_id_of(node, &probe_rule(cluster, ns, name, 960 + n)));
                 }
                 Some(id) => target_changes.push(until_row(
                     node,

@@ -14,6 +14,7 @@
 mod audit;
 mod bandwidth;
 mod chains;
+mod cluster_policy_files;
 mod cluster_state;
 mod cni_server;
 mod corpus;

@@ -146,6 +146,8 @@ impl Loader {
             }
         }
         let mut picked: Vec<(PathBuf, ClusterObject)> = Vec::new();
+        // ClusterNetworkPolicies that files define differently: failing closed.
+        let mut contested: Vec<(ClusterObject, String)> = Vec::new();
         for key in order {
             let defs = &defined[&key];
             let (first, obj) = &defs[0];
@@ -163,6 +165,14 @@ impl Loader {
                 continue;
             }
             let kept = previous.get(key.0, &key.1);
+            if key.0 == Kind::ClusterNetworkPolicy {
+                let files: Vec<String> =
+                    defs.iter().map(|(f, _)| f.display().to_string()).collect();
+                contested.push((
+                    (*obj).clone(),
+                    format!("defined differently by {}", files.join(" and ")),
+                ));
+            }
             loaded.errors.push(ClusterError::Conflict {
                 kind: key.0,
                 name: key.1.clone(),
@@ -186,6 +196,7 @@ impl Loader {
             Kind::NetNamespace,
             Kind::HostSubnet,
             Kind::EgressNetworkPolicy,
+            Kind::ClusterNetworkPolicy,
         ] {
             for (file, obj) in picked.iter().filter(|(_, o)| o.kind() == kind) {
                 if let ClusterObject::HostSubnet(hs) = obj {
@@ -204,6 +215,21 @@ impl Loader {
                 loaded.state.insert(obj.clone());
             }
         }
+        // A ClusterNetworkPolicy that files define differently is not left out (that would
+        // open what it denies): the first definition's subject is denied everything at its
+        // tier and priority until the files agree.
+        for (obj, why) in contested {
+            if let ClusterObject::ClusterNetworkPolicy(o) = obj {
+                let name = o.name().to_string();
+                if let Some(p) = crate::cnp::fail_closed(&o.value) {
+                    Arc::make_mut(&mut loaded.state.cluster_policies).insert(name.clone(), p);
+                }
+                loaded.state.refused_cluster_policies.insert(name, why);
+            }
+        }
+        // No cluster-wide pod list to wait for: a ClusterNetworkPolicy's pod peers are this
+        // node's pods (and namespaces that hold their VNID alone, by VNID, on every node).
+        loaded.state.peer_pods_listed = true;
         // Audit logging is a NetNamespace annotation here (no Namespace objects).
         loaded.state.audit_logging = Arc::new(crate::audit::read_all(
             loaded.state.net_namespaces.iter().filter_map(|(name, n)| {

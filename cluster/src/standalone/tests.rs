@@ -402,3 +402,82 @@ fn loader_keeps_last_good_objects_and_reports_duplicates() {
     assert!(l.state.host_subnet_of("m").is_none());
     assert!(l.errors.iter().any(|e| e.to_string().contains("hs.yaml: HostSubnet \"m\": field subnet \"10.200.0.0/23\": not inside any cluster network")), "{:?}", l.errors);
 }
+
+#[test]
+fn cluster_network_policies_are_state_files_and_a_refused_one_fails_closed() {
+    use multitenant::cluster_policy::{Action, Tier};
+    let d = TempDir::new("cnp");
+    seed(&d.0, "n", None, &spec()).unwrap();
+    let mut loader = Loader::new(d.0.clone());
+    let cnp = |priority: &str, action: &str| {
+        format!(
+            "apiVersion: policy.networking.k8s.io/v1alpha2\nkind: ClusterNetworkPolicy\n\
+             metadata: {{name: scrape}}\nspec:\n  tier: Admin\n  priority: {priority}\n  \
+             subject: {{namespaces: {{}}}}\n  ingress:\n  - action: {action}\n    \
+             from: [{{namespaces: {{matchLabels: {{kubernetes.io/metadata.name: monitoring}}}}}}]\n"
+        )
+    };
+    let file = d.0.join("clusternetworkpolicy-scrape.yaml");
+    fs::write(&file, cnp("10", "Accept")).unwrap();
+    assert!(loader.scan());
+    let l = loader.assemble(&ClusterState::default());
+    assert!(l.errors.is_empty(), "{:?}", l.errors);
+    let p = &l.state.cluster_policies["scrape"];
+    assert_eq!((p.tier, p.priority), (Tier::Admin, 10));
+    assert_eq!(p.ingress[0].action, Action::Accept);
+    assert!(l.state.refused_cluster_policies.is_empty());
+
+    // Changed in place: the new rules.
+    fs::write(&file, cnp("12", "Deny")).unwrap();
+    assert!(loader.scan());
+    let l = loader.assemble(&ClusterState::default());
+    let p = &l.state.cluster_policies["scrape"];
+    assert_eq!((p.priority, p.ingress[0].action), (12, Action::Deny));
+
+    // A value the reader refuses (a priority past the API's bound): in effect failing closed,
+    // listed as refused with the field.
+    fs::write(&file, cnp("1001", "Accept")).unwrap();
+    assert!(loader.scan());
+    let l = loader.assemble(&ClusterState::default());
+    let why = &l.state.refused_cluster_policies["scrape"];
+    assert!(why.contains("priority"), "{why}");
+    let p = &l.state.cluster_policies["scrape"];
+    assert!(
+        p.ingress.iter().all(|r| r.action == Action::Deny),
+        "fails closed: {p:?}"
+    );
+
+    // Another file defining it differently: failing closed until they agree.
+    fs::write(&file, cnp("10", "Accept")).unwrap();
+    fs::write(d.0.join("zz-scrape.yaml"), cnp("11", "Accept")).unwrap();
+    assert!(loader.scan());
+    let l = loader.assemble(&ClusterState::default());
+    assert!(
+        l.state.refused_cluster_policies["scrape"].contains("defined differently"),
+        "{:?}",
+        l.state.refused_cluster_policies
+    );
+    assert!(l.state.cluster_policies["scrape"]
+        .ingress
+        .iter()
+        .all(|r| r.action == Action::Deny));
+
+    // Another apiVersion is not read as this one.
+    fs::remove_file(d.0.join("zz-scrape.yaml")).unwrap();
+    fs::write(&file, cnp("10", "Accept").replace("v1alpha2", "v1alpha1")).unwrap();
+    assert!(loader.scan());
+    let l = loader.assemble(&ClusterState::default());
+    assert!(
+        l.errors.iter().any(|e| e
+            .to_string()
+            .contains("expected \"policy.networking.k8s.io/v1alpha2\"")),
+        "{:?}",
+        l.errors
+    );
+
+    // Deleted: gone.
+    fs::remove_file(&file).unwrap();
+    assert!(loader.scan());
+    let l = loader.assemble(&ClusterState::default());
+    assert!(l.state.cluster_policies.is_empty());
+}

@@ -27,7 +27,9 @@
 //! `deploy/crds.yaml`: kept in one file so the types and their JSON schema stay in step), and
 //! the one parser all sources share (`parse`).
 
+mod cnp_object;
 mod patterns;
+pub use cnp_object::{ClusterPolicyObject, CNP_API_VERSION};
 pub use patterns::{
     CIDR_EITHER_PATTERN, CIDR_OR_EMPTY_PATTERN, CIDR_PATTERN, IPV4_PATTERN, IP_EITHER_PATTERN,
 };
@@ -530,6 +532,8 @@ pub enum Kind {
     NetNamespace,
     /// `EgressNetworkPolicy` (namespaced: its key is `namespace/name`).
     EgressNetworkPolicy,
+    /// `ClusterNetworkPolicy` (`policy.networking.k8s.io`, standalone files).
+    ClusterNetworkPolicy,
 }
 
 impl Kind {
@@ -540,6 +544,7 @@ impl Kind {
             Kind::HostSubnet => "HostSubnet",
             Kind::NetNamespace => "NetNamespace",
             Kind::EgressNetworkPolicy => "EgressNetworkPolicy",
+            Kind::ClusterNetworkPolicy => "ClusterNetworkPolicy",
         }
     }
 
@@ -550,6 +555,7 @@ impl Kind {
             "HostSubnet" => Some(Kind::HostSubnet),
             "NetNamespace" => Some(Kind::NetNamespace),
             "EgressNetworkPolicy" => Some(Kind::EgressNetworkPolicy),
+            "ClusterNetworkPolicy" => Some(Kind::ClusterNetworkPolicy),
             _ => None,
         }
     }
@@ -573,6 +579,8 @@ pub enum ClusterObject {
     NetNamespace(NetNamespace),
     /// An EgressNetworkPolicy.
     EgressNetworkPolicy(EgressNetworkPolicy),
+    /// A ClusterNetworkPolicy.
+    ClusterNetworkPolicy(ClusterPolicyObject),
 }
 
 impl ClusterObject {
@@ -583,6 +591,7 @@ impl ClusterObject {
             ClusterObject::HostSubnet(_) => Kind::HostSubnet,
             ClusterObject::NetNamespace(_) => Kind::NetNamespace,
             ClusterObject::EgressNetworkPolicy(_) => Kind::EgressNetworkPolicy,
+            ClusterObject::ClusterNetworkPolicy(_) => Kind::ClusterNetworkPolicy,
         }
     }
 
@@ -593,6 +602,7 @@ impl ClusterObject {
             ClusterObject::HostSubnet(o) => &o.metadata,
             ClusterObject::NetNamespace(o) => &o.metadata,
             ClusterObject::EgressNetworkPolicy(o) => &o.metadata,
+            ClusterObject::ClusterNetworkPolicy(o) => &o.metadata,
         }
     }
 
@@ -603,6 +613,7 @@ impl ClusterObject {
             ClusterObject::HostSubnet(o) => &mut o.metadata,
             ClusterObject::NetNamespace(o) => &mut o.metadata,
             ClusterObject::EgressNetworkPolicy(o) => &mut o.metadata,
+            ClusterObject::ClusterNetworkPolicy(o) => &mut o.metadata,
         }
     }
 
@@ -630,6 +641,10 @@ impl ClusterObject {
             ClusterObject::HostSubnet(h) => format!("subnet {} on {}", h.subnet, h.host_ip),
             ClusterObject::NetNamespace(n) => format!("netid {}", n.net_id),
             ClusterObject::EgressNetworkPolicy(e) => format!("{} rule(s)", e.spec.egress.len()),
+            ClusterObject::ClusterNetworkPolicy(c) => format!(
+                "tier {}, priority {}",
+                c.value["spec"]["tier"], c.value["spec"]["priority"]
+            ),
         }
     }
 
@@ -676,6 +691,12 @@ impl From<HostSubnet> for ClusterObject {
 impl From<NetNamespace> for ClusterObject {
     fn from(o: NetNamespace) -> Self {
         ClusterObject::NetNamespace(o)
+    }
+}
+
+impl From<ClusterPolicyObject> for ClusterObject {
+    fn from(o: ClusterPolicyObject) -> Self {
+        ClusterObject::ClusterNetworkPolicy(o)
     }
 }
 

@@ -146,12 +146,17 @@ pub(crate) fn parse_object(
     };
     let Some(kind) = Kind::from_kind(kind_str) else {
         return Err(shape(format!(
-            "unsupported kind {kind_str:?}: expected ClusterNetwork, HostSubnet, NetNamespace, EgressNetworkPolicy or List"
+            "unsupported kind {kind_str:?}: expected ClusterNetwork, HostSubnet, NetNamespace, EgressNetworkPolicy, ClusterNetworkPolicy or List"
         )));
     };
-    if api_version != API_VERSION && api_version != LEGACY_API_VERSION {
+    let expected = match kind {
+        Kind::ClusterNetworkPolicy => [super::CNP_API_VERSION, super::CNP_API_VERSION],
+        _ => [API_VERSION, LEGACY_API_VERSION],
+    };
+    if !expected.contains(&api_version) {
         return Err(shape(format!(
-            "{kind} apiVersion {api_version:?}: expected {API_VERSION:?}"
+            "{kind} apiVersion {api_version:?}: expected {:?}",
+            expected[0]
         )));
     }
     let name = map
@@ -183,6 +188,10 @@ pub(crate) fn parse_object(
         Kind::EgressNetworkPolicy => {
             ClusterObject::EgressNetworkPolicy(typed(value).map_err(field)?)
         }
+        Kind::ClusterNetworkPolicy => ClusterObject::ClusterNetworkPolicy(
+            super::ClusterPolicyObject::new(value)
+                .map_err(|e| shape(format!("ClusterNetworkPolicy metadata: {e}")))?,
+        ),
     })
 }
 
