@@ -72,6 +72,9 @@
 //! Counts: 24 tests, 92 sub-tests (96 [`Step`]s), 46 changes, 301 probes. Every upstream
 //! mutation fits the planned types; no field type had to change.
 
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
 use Proto::{Sctp, Tcp, Udp};
 
 /// One upstream conformance test.
@@ -1684,6 +1687,93 @@ fn cnp_baseline_tier_ingress_udp() -> ConformanceTest {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Reading the data: the manifests rendered and parsed, what a fixture container serves, the
+// placeholders of changes.
+
+/// Where the copied manifests are (`tests/data/network-policy-api`).
+pub fn data_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("data/network-policy-api")
+}
+
+/// Renders upstream's Go template with the default ports; `{{ index .HostNetworkPorts N }}` is
+/// the only action the files use.
+pub fn render(text: &str) -> String {
+    let mut out = text.to_owned();
+    for (i, port) in HOST_NETWORK_PORTS.iter().enumerate() {
+        out = out.replace(
+            &format!("{{{{ index .HostNetworkPorts {i} }}}}"),
+            &port.to_string(),
+        );
+    }
+    assert!(
+        !out.contains("{{"),
+        "a template action other than `index .HostNetworkPorts N`"
+    );
+    out
+}
+
+/// The objects of a manifest (path relative to the data directory), rendered.
+pub fn objects(manifest: &str) -> Vec<Value> {
+    let path = data_dir().join(manifest);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_saphyr::from_multiple(&render(&text)).unwrap_or_else(|e| panic!("{manifest}: {e}"))
+}
+
+/// What one agnhost container listens on, from its `bash -c` command
+/// (`serve-hostname --tcp|--udp ... --port N`, `netexec --http-port N --udp-port M`) or,
+/// for `porter`, its `SERVE_SCTP_PORT_<N>` variables.
+pub fn served_by(container: &Value) -> Vec<(Proto, u16)> {
+    let Some(command) = container.pointer("/command/2").and_then(Value::as_str) else {
+        return vec![]; // the `-client` containers
+    };
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let arg = |flag: &str| {
+        let at = words
+            .iter()
+            .position(|w| *w == flag)
+            .unwrap_or_else(|| panic!("{command}"));
+        words[at + 1].parse::<u16>().unwrap()
+    };
+    match words.get(1).copied() {
+        Some("serve-hostname") if words.contains(&"--udp") => vec![(Udp, arg("--port"))],
+        Some("serve-hostname") => vec![(Tcp, arg("--port"))],
+        Some("netexec") => vec![(Tcp, arg("--http-port")), (Udp, arg("--udp-port"))],
+        Some("porter") => container["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e["name"].as_str()?.strip_prefix("SERVE_SCTP_PORT_"))
+            .map(|port| (Sctp, port.parse().unwrap()))
+            .collect(),
+        _ => panic!("unknown agnhost command: {command}"),
+    }
+}
+
+/// `${ip:NS/POD}` replaced by `ip_of(NS, POD)` and `${prefix:NS/POD}` by that address's full
+/// prefix length (32 or 128), as upstream computes its CIDRs.
+pub fn substitute(text: &str, ip_of: impl Fn(&str, &str) -> std::net::IpAddr) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let end = start + rest[start..].find('}').expect("a placeholder ends with }");
+        let (what, pod) = rest[start + 2..end]
+            .split_once(':')
+            .expect("a placeholder is ${what:NS/POD}");
+        let (namespace, name) = pod.split_once('/').expect("NS/POD");
+        let ip = ip_of(namespace, name);
+        out.push_str(&match what {
+            "ip" => ip.to_string(),
+            "prefix" => if ip.is_ipv4() { "32" } else { "128" }.to_owned(),
+            _ => panic!("unknown placeholder {what} in {text}"),
+        });
+        rest = &rest[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     //! Pure checks of the transcription against the copied manifests (no network, no cluster).
@@ -1691,36 +1781,6 @@ mod tests {
     use super::*;
     use serde_json::Value;
     use std::collections::{BTreeMap, BTreeSet};
-    use std::path::{Path, PathBuf};
-
-    fn data_dir() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("data/network-policy-api")
-    }
-
-    /// Renders upstream's Go template with the default ports; `{{ index .HostNetworkPorts N }}` is
-    /// the only action the files use.
-    fn render(text: &str) -> String {
-        let mut out = text.to_owned();
-        for (i, port) in HOST_NETWORK_PORTS.iter().enumerate() {
-            out = out.replace(
-                &format!("{{{{ index .HostNetworkPorts {i} }}}}"),
-                &port.to_string(),
-            );
-        }
-        assert!(
-            !out.contains("{{"),
-            "a template action other than `index .HostNetworkPorts N`"
-        );
-        out
-    }
-
-    /// The objects of a manifest (path relative to the data directory), rendered.
-    fn objects(manifest: &str) -> Vec<Value> {
-        let path = data_dir().join(manifest);
-        let text =
-            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        serde_saphyr::from_multiple(&render(&text)).unwrap_or_else(|e| panic!("{manifest}: {e}"))
-    }
 
     fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
         v.pointer(pointer)
@@ -1778,36 +1838,6 @@ mod tests {
             }
         }
         pods
-    }
-
-    /// What one agnhost container listens on, from its `bash -c` command
-    /// (`serve-hostname --tcp|--udp ... --port N`, `netexec --http-port N --udp-port M`) or,
-    /// for `porter`, its `SERVE_SCTP_PORT_<N>` variables.
-    fn served_by(container: &Value) -> Vec<(Proto, u16)> {
-        let Some(command) = container.pointer("/command/2").and_then(Value::as_str) else {
-            return vec![]; // the `-client` containers
-        };
-        let words: Vec<&str> = command.split_whitespace().collect();
-        let arg = |flag: &str| {
-            let at = words
-                .iter()
-                .position(|w| *w == flag)
-                .unwrap_or_else(|| panic!("{command}"));
-            words[at + 1].parse::<u16>().unwrap()
-        };
-        match words.get(1).copied() {
-            Some("serve-hostname") if words.contains(&"--udp") => vec![(Udp, arg("--port"))],
-            Some("serve-hostname") => vec![(Tcp, arg("--port"))],
-            Some("netexec") => vec![(Tcp, arg("--http-port")), (Udp, arg("--udp-port"))],
-            Some("porter") => container["env"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(|e| e["name"].as_str()?.strip_prefix("SERVE_SCTP_PORT_"))
-                .map(|port| (Sctp, port.parse().unwrap()))
-                .collect(),
-            _ => panic!("unknown agnhost command: {command}"),
-        }
     }
 
     /// Per test, in order: (name, sub-tests, probes, changes). Sub-tests and probes are the
@@ -2042,34 +2072,16 @@ mod tests {
         }
     }
 
-    /// `${ip:NS/POD}` and `${prefix:NS/POD}` replaced as for an IPv4 cluster; the pods must
-    /// exist.
+    /// `${ip:NS/POD}` and `${prefix:NS/POD}` replaced as for an IPv4 cluster, a distinct
+    /// address per pod (as a cluster gives them); the pods must exist.
     fn substitute(text: &str, pods: &Pods) -> String {
-        let mut out = String::new();
-        let mut rest = text;
-        while let Some(start) = rest.find("${") {
-            out.push_str(&rest[..start]);
-            let end = start + rest[start..].find('}').unwrap();
-            let (what, pod) = rest[start + 2..end].split_once(':').unwrap();
-            let (namespace, name) = pod.split_once('/').unwrap();
-            assert!(
-                pods.contains_key(&key((namespace, name))),
-                "{pod}: no such pod"
-            );
-            // A distinct address per pod (as a cluster gives them).
+        super::substitute(text, |namespace, name| {
             let index = pods
                 .keys()
                 .position(|k| *k == key((namespace, name)))
-                .unwrap();
-            out.push_str(&match what {
-                "ip" => format!("10.128.0.{}", index + 2),
-                "prefix" => "32".to_owned(),
-                _ => panic!("unknown placeholder {what} in {text}"),
-            });
-            rest = &rest[end + 1..];
-        }
-        out.push_str(rest);
-        out
+                .unwrap_or_else(|| panic!("{namespace}/{name}: no such pod"));
+            format!("10.128.0.{}", index + 2).parse().unwrap()
+        })
     }
 
     /// The test's policies (by name) after all its changes, each change checked to apply: the

@@ -22,6 +22,7 @@ use sdn_tests::node::{CniPod, NodeOptions};
 use sdn_tests::probe;
 use serde_json::{json, Value};
 
+mod conformance;
 mod tenancy;
 
 const NAMESPACES: [&str; 3] = ["x", "y", "z"];
