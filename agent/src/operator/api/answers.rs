@@ -44,11 +44,21 @@ pub(crate) fn network_policies(view: &NodeView) -> NetworkPoliciesView {
         return NetworkPoliciesView::default();
     };
     let v = np.view();
+    // One borrow, dropped before the rest: a `borrow()` in a field of the struct literal lives
+    // to the end of the statement, and a second one there is a recursive read lock of the
+    // state, which deadlocks once the state's writer waits between the two.
+    let (refused, cluster_refused) = {
+        let st = view.state.borrow();
+        (
+            st.refused_policies.clone(),
+            st.refused_cluster_policies.clone(),
+        )
+    };
     NetworkPoliciesView {
         enabled: true,
         policies: v.policies,
         active: v.active.iter().cloned().collect(),
-        refused: view.state.borrow().refused_policies.clone(),
+        refused,
         isolated: v
             .isolated
             .iter()
@@ -74,7 +84,7 @@ pub(crate) fn network_policies(view: &NodeView) -> NetworkPoliciesView {
         last_rebuild_ms: u64::try_from(v.last_rebuild.as_millis()).unwrap_or(u64::MAX),
         cluster_policies: v.cluster_policies,
         cluster_active: v.cluster_active.iter().cloned().collect(),
-        cluster_refused: view.state.borrow().refused_cluster_policies.clone(),
+        cluster_refused,
     }
 }
 
