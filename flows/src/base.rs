@@ -61,18 +61,21 @@ fn via_host_bit() -> Subfield {
     Subfield::range(Reg::ViaHost.field(), 0, 0).expect("a register has 32 bits")
 }
 
-/// `ct(commit,exec(set_field:0x1->ct_mark,move:NXM_NX_REG0[0..23]->NXM_NX_CT_MARK[8..31]))`:
+/// `ct(commit,exec(load:0x1->NXM_NX_CT_MARK[0],move:NXM_NX_REG0[0..23]->NXM_NX_CT_MARK[8..31]))`:
 /// table 30 records a via-host connection with the client's VNID (subnet and multitenant mode,
 /// userspace datapath).
 pub(crate) fn via_host_commit() -> Ct {
     let (first, last) = CT_MARK_CLIENT_VNID;
     let vnid = Subfield::range(Reg::SrcVnid.field(), 0, last - first).expect("24 bits of reg0");
-    Action::set_field(Field::CtMark, u64::from(CT_MARK_VIA_HOST))
+    // Bit 0 alone (a load, not a set_field of the whole mark): bit 1 is an Admin Accept's,
+    // which the same connection's commit in table 80 sets, and a reply read between the two
+    // commits of one packet must not see it cleared.
+    Action::load(ct_mark_bits(0, 0), u64::from(CT_MARK_VIA_HOST))
         .and_then(|mark| Ct::new().commit().exec(mark))
         .and_then(|ct| {
             Move::new(vnid, ct_mark_bits(first, last)).and_then(|m| ct.exec(Action::Move(m)))
         })
-        .expect("set_field and move into ct_mark inside ct(commit) are valid")
+        .expect("a load and a move into ct_mark inside ct(commit) are valid")
 }
 
 /// The commit of an allowed connection in networkpolicy mode (tables 30 and 80). On the

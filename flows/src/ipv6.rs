@@ -278,17 +278,20 @@ fn policy_tiers(cfg: &NodeConfig, v6: &NodeIpv6, f: &mut Vec<Flow>) {
             .matching(Match::any().ipv6().ct_state(reply))
             .goto(ConntrackCommit.id()),
     );
-    f.push(
-        flow(ConntrackCommit, 160)
-            .matching(
-                Match::any()
-                    .ipv6()
-                    .ipv6_dst(v6.gateway())
-                    .ct_state(new_or_est),
-            )
-            .action(commit())
-            .goto(Routing.id()),
-    );
+    // As IPv4 (crate::base::tiers): not in multitenant mode on the kernel datapath.
+    if !(cfg.mode == Mode::Multitenant && cfg.datapath == Datapath::System) {
+        f.push(
+            flow(ConntrackCommit, 160)
+                .matching(
+                    Match::any()
+                        .ipv6()
+                        .ipv6_dst(v6.gateway())
+                        .ct_state(new_or_est),
+                )
+                .action(commit())
+                .goto(Routing.id()),
+        );
+    }
     f.push(
         flow(ConntrackCommit, 150)
             .matching(Match::any().ipv6().ipv6_dst(net6(&v6.local_subnet)))
@@ -464,7 +467,15 @@ fn delivery(cfg: &NodeConfig, v6: &NodeIpv6, f: &mut Vec<Flow>) {
         );
     } else if cfg.mode == Mode::Multitenant {
         // As IPv4 (crate::base): replies skip the Admin tier and meet tenancy, and table 81
-        // commits what tenancy allowed.
+        // commits what tenancy allowed. Neighbour discovery is not policy (table 20 checked
+        // it): it skips the Admin tier too, as ARP does (ARP is no `ip`), and meets tenancy.
+        for nd in [solicitation(), advertisement()] {
+            f.push(
+                flow(IngressIsolation, first)
+                    .matching(admin_unpassed(nd))
+                    .actions(admin_pass()),
+            );
+        }
         f.push(
             flow(IngressIsolation, reply)
                 .matching(admin_unpassed(
@@ -474,12 +485,14 @@ fn delivery(cfg: &NodeConfig, v6: &NodeIpv6, f: &mut Vec<Flow>) {
                 ))
                 .actions(admin_pass()),
         );
-        // A solicitation tenancy allowed is delivered uncommitted (it is not a connection).
-        f.push(
-            flow(IngressBaseline, 2)
-                .matching(solicitation())
-                .action(Reg::OutPort.output()),
-        );
+        // Neighbour discovery tenancy allowed is delivered uncommitted (no connection).
+        for nd in [solicitation(), advertisement()] {
+            f.push(
+                flow(IngressBaseline, 2)
+                    .matching(nd)
+                    .action(Reg::OutPort.output()),
+            );
+        }
         f.push(
             flow(IngressBaseline, 1)
                 .matching(Match::any().ipv6())

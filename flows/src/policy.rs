@@ -153,6 +153,10 @@ pub struct PolicyInput<'a> {
     /// (an ingress Accept's commit records the client's VNID, its subjects answer ARP from
     /// every pod; Baseline ingress rules never decide).
     pub multitenant: bool,
+    /// Whether `pods` holds the cluster's first list of pods. Until it does, a
+    /// ClusterNetworkPolicy's Deny or Pass rule takes its pod peers as every address (it
+    /// denies more, never less, while the peers are unknown).
+    pub pods_listed: bool,
     /// The node is dual stack: the shared rows (peers, ports, `conj_id`) get IPv6 twins. An
     /// IPv4 node's rows are exactly those of an IPv4 cluster.
     pub ipv6: bool,
@@ -528,6 +532,7 @@ pub fn policy_rows(input: PolicyInput<'_>) -> PolicyRows {
         local: Arc::new(input.local.to_vec()),
         datapath: input.datapath,
         multitenant: input.multitenant,
+        pods_listed: input.pods_listed,
         ipv6: input.ipv6,
         ipv4: input.ipv4,
         logged: Arc::new(input.logged.clone()),
@@ -686,7 +691,7 @@ mod parts;
 mod pods;
 
 pub use engine::{Delta, PolicyEngine, Snapshot};
-pub use parts::pod_rows;
+pub use parts::{admitted_client, pod_rows};
 
 #[cfg(test)]
 pub(crate) mod tests;

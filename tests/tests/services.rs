@@ -261,7 +261,7 @@ fn pods_reach_services_on_their_node_and_tenants_stay_apart() {
         flows.lines().any(|l| l.contains("table=30")
             && l.contains("reg4=0x1")
             && l.contains(
-                "ct(commit,exec(set_field:0x1->ct_mark,\
+                "ct(commit,exec(load:0x1->NXM_NX_CT_MARK[0],\
                  move:NXM_NX_REG0[0..23]->NXM_NX_CT_MARK[8..31]))"
             )),
         "no table-30 commit row:\n{flows}"

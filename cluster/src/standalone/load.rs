@@ -146,8 +146,8 @@ impl Loader {
             }
         }
         let mut picked: Vec<(PathBuf, ClusterObject)> = Vec::new();
-        // ClusterNetworkPolicies that files define differently: failing closed.
-        let mut contested: Vec<(ClusterObject, String)> = Vec::new();
+        // ClusterNetworkPolicies that files define differently: each definition, failing closed.
+        let mut contested: Vec<(PathBuf, ClusterObject, String)> = Vec::new();
         for key in order {
             let defs = &defined[&key];
             let (first, obj) = &defs[0];
@@ -168,10 +168,10 @@ impl Loader {
             if key.0 == Kind::ClusterNetworkPolicy {
                 let files: Vec<String> =
                     defs.iter().map(|(f, _)| f.display().to_string()).collect();
-                contested.push((
-                    (*obj).clone(),
-                    format!("defined differently by {}", files.join(" and ")),
-                ));
+                let why = format!("defined differently by {}", files.join(" and "));
+                for (file, def) in defs {
+                    contested.push((file.clone(), (*def).clone(), why.clone()));
+                }
             }
             loaded.errors.push(ClusterError::Conflict {
                 kind: key.0,
@@ -216,13 +216,14 @@ impl Loader {
             }
         }
         // A ClusterNetworkPolicy that files define differently is not left out (that would
-        // open what it denies): the first definition's subject is denied everything at its
-        // tier and priority until the files agree.
-        for (obj, why) in contested {
+        // open what it denies): every definition's subject is denied everything at its tier and
+        // priority (each under its own key, `name (file)`) until the files agree.
+        for (file, obj, why) in contested {
             if let ClusterObject::ClusterNetworkPolicy(o) = obj {
                 let name = o.name().to_string();
-                if let Some(p) = crate::cnp::fail_closed(&o.value) {
-                    Arc::make_mut(&mut loaded.state.cluster_policies).insert(name.clone(), p);
+                if let Some(mut p) = crate::cnp::fail_closed(&o.value) {
+                    p.name = format!("{name} ({})", file.display());
+                    Arc::make_mut(&mut loaded.state.cluster_policies).insert(p.name.clone(), p);
                 }
                 loaded.state.refused_cluster_policies.insert(name, why);
             }

@@ -457,10 +457,17 @@ fn cluster_network_policies_are_state_files_and_a_refused_one_fails_closed() {
         "{:?}",
         l.state.refused_cluster_policies
     );
-    assert!(l.state.cluster_policies["scrape"]
-        .ingress
-        .iter()
-        .all(|r| r.action == Action::Deny));
+    // Both definitions fail closed, each under its own key.
+    assert_eq!(
+        l.state.cluster_policies.len(),
+        2,
+        "{:?}",
+        l.state.cluster_policies.keys()
+    );
+    for p in l.state.cluster_policies.values() {
+        assert!(p.name.starts_with("scrape ("), "{}", p.name);
+        assert!(p.ingress.iter().all(|r| r.action == Action::Deny));
+    }
 
     // Another apiVersion is not read as this one.
     fs::remove_file(d.0.join("zz-scrape.yaml")).unwrap();

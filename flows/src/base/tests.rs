@@ -126,7 +126,7 @@ fn networkpolicy_mode_has_its_rows_in_27_30_and_80_on_both_datapaths() {
     assert_eq!(
         texts(&st, 30),
         vec![
-            "table=30, priority=300,ip,reg4=0x1/0x1 actions=ct(commit,exec(set_field:0x1->ct_mark,\
+            "table=30, priority=300,ip,reg4=0x1/0x1 actions=ct(commit,exec(load:0x1->NXM_NX_CT_MARK[0],\
              move:NXM_NX_REG0[0..23]->NXM_NX_CT_MARK[8..31])),goto_table:31",
             "table=30, priority=0 actions=goto_table:31"
         ],
@@ -161,7 +161,7 @@ fn multitenant_mode_has_the_admin_tier_around_tenancy() {
         "the Baseline tier decides only what leaves the cluster networks"
     );
     let t30 = texts(&mt, 30);
-    assert!(t30.contains(&"table=30, priority=300,ip,reg4=0x1/0x1 actions=ct(commit,exec(set_field:0x1->ct_mark,move:NXM_NX_REG0[0..23]->NXM_NX_CT_MARK[8..31])),goto_table:31".to_string()), "{t30:#?}");
+    assert!(t30.contains(&"table=30, priority=300,ip,reg4=0x1/0x1 actions=ct(commit,exec(load:0x1->NXM_NX_CT_MARK[0],move:NXM_NX_REG0[0..23]->NXM_NX_CT_MARK[8..31])),goto_table:31".to_string()), "{t30:#?}");
     assert!(
         t30.contains(
             &"table=30, priority=100,ct_state=-rpl+trk,ip actions=ct(commit),goto_table:31"

@@ -116,13 +116,18 @@ pub(super) fn policy_egress_and_commit(cfg: &NodeConfig, v4: &NodeIpv4, f: &mut 
             .goto(ConntrackCommit.id()),
     );
     // Table 30: commit what leaves towards the node and elsewhere; a local pod's connections
-    // are committed in table 80, once its ingress policy allowed them.
-    f.push(
-        flow(ConntrackCommit, 160)
-            .matching(Match::any().ip().nw_dst(gw).ct_state(new_or_est))
-            .action(commit())
-            .goto(Routing.id()),
-    );
+    // are committed in table 80, once its ingress policy allowed them. Multitenant mode on the
+    // kernel datapath leaves a pod's connections to the node (GW) to the host: committed by
+    // OVS, the host could not NAT them (a hostPort or NodePort on GW), and nothing needs them
+    // as replies (table 80 lets the node in first).
+    if !(cfg.mode == Mode::Multitenant && cfg.datapath == Datapath::System) {
+        f.push(
+            flow(ConntrackCommit, 160)
+                .matching(Match::any().ip().nw_dst(gw).ct_state(new_or_est))
+                .action(commit())
+                .goto(Routing.id()),
+        );
+    }
     f.push(
         flow(ConntrackCommit, 150)
             .matching(Match::any().ip().nw_dst(net(&v4.local_subnet)))

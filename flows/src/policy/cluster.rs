@@ -103,12 +103,15 @@ pub(super) fn rule_keys(policies: &[ClusterPolicy]) -> impl Iterator<Item = Stri
 }
 
 /// The parts of `cp`'s rules (in `multitenant` mode no Baseline ingress rule: tenancy decides
-/// every connection between pods before it could).
+/// every connection between pods before it could). Until the cluster's pods are listed
+/// (`pods_listed`), a Deny or Pass rule's pod peers are every address: it denies more, never
+/// less, while they are unknown.
 pub(super) fn parts_of(
     cp: &ClusterPolicy,
     ids: &ConjunctionIds,
     ranks: &Ranks,
     multitenant: bool,
+    pods_listed: bool,
 ) -> Vec<RuleSpec> {
     let mut out = Vec::new();
     for d in [Direction::Ingress, Direction::Egress] {
@@ -164,7 +167,15 @@ pub(super) fn parts_of(
                 out.extend(spec(false, Vec::new(), Vec::new(), Verdict::Deny));
                 continue;
             }
-            let peers: Vec<Peer> = rule.peers.iter().flat_map(peer).collect();
+            let unknown = !pods_listed && rule.action != Action::Accept;
+            let peers: Vec<Peer> = rule
+                .peers
+                .iter()
+                .flat_map(|p| match p {
+                    CnpPeer::Pods(_) if unknown => every_address(),
+                    _ => peer(p),
+                })
+                .collect();
             if peers.is_empty() {
                 // An Accept whose peers all match nothing.
                 continue;
@@ -208,6 +219,20 @@ pub(super) fn parts_of(
         }
     }
     out
+}
+
+/// Every address of both families, as `ipBlock`s.
+fn every_address() -> Vec<Peer> {
+    vec![
+        Peer::IpBlock {
+            cidr: "0.0.0.0/0".parse().expect("a valid prefix"),
+            except: Vec::new(),
+        },
+        Peer::IpBlock6 {
+            cidr: "::/0".parse().expect("a valid prefix"),
+            except: Vec::new(),
+        },
+    ]
 }
 
 /// A peer as a NetworkPolicy peer (none for a peer that matches nothing here).

@@ -75,6 +75,8 @@ pub struct Snapshot {
     pub datapath: Datapath,
     /// Multitenant mode ([`PolicyInput::multitenant`]).
     pub multitenant: bool,
+    /// The cluster's pods are listed ([`PolicyInput::pods_listed`]).
+    pub pods_listed: bool,
     /// IPv6 twins of the shared rows ([`PolicyInput::ipv6`]).
     pub ipv6: bool,
     /// IPv4 rows ([`PolicyInput::ipv4`]).
@@ -97,6 +99,7 @@ impl Snapshot {
             local: &self.local,
             datapath: self.datapath,
             multitenant: self.multitenant,
+            pods_listed: self.pods_listed,
             ipv6: self.ipv6,
             ipv4: self.ipv4,
             logged: &self.logged,
@@ -110,6 +113,7 @@ impl Snapshot {
             || self.ipv6 != other.ipv6
             || self.datapath != other.datapath
             || self.multitenant != other.multitenant
+            || self.pods_listed != other.pods_listed
             || self.local_subnet != other.local_subnet
             || self.local_subnet6 != other.local_subnet6
             || !(Arc::ptr_eq(&self.logged, &other.logged) || self.logged == other.logged)
@@ -472,7 +476,7 @@ fn active_parts(input: &PolicyInput<'_>) -> BTreeMap<PartKey, Arc<RuleSpec>> {
             let ns = input.namespaces.get(&l.pod.namespace).unwrap_or(&none);
             cp.selects(&ns.labels, &l.pod.labels)
         }) {
-            for part in cluster::parts_of(cp, ids, &ranks, input.multitenant) {
+            for part in cluster::parts_of(cp, ids, &ranks, input.multitenant, input.pods_listed) {
                 out.insert(part.key.clone(), Arc::new(part));
             }
         }

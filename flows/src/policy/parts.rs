@@ -482,23 +482,16 @@ pub(super) fn namespaces_of(part: &RuleSpec, input: &PolicyInput<'_>) -> BTreeSe
     out
 }
 
-/// Multitenant mode: a pod an Admin-tier Accept lets other tenants into answers their ARP and
-/// IPv6 solicitations (`arp,reg2=P` → output, at the replies' priority), which would otherwise
-/// meet tenancy; its answers pass on the client's node ([`admitted_clients`]) (pipeline.md,
-/// "Tenancy").
-fn admitted_neighbours(ctx: &RuleCtx, t: &LocalPod, rows: &mut Rows) {
-    neighbour_rows(
-        t,
-        ctx.ipv4,
-        Match::any().arp(),
-        crate::ipv6::solicitation(),
-        rows,
-    );
-}
-
-/// `m` (ARP) and `m6` (its IPv6 twin, for a pod with an IPv6 address) for local pod `t` in table
-/// 80 at the replies' priority: delivered, whatever the tenants.
-fn neighbour_rows(t: &LocalPod, ipv4: bool, m: Match, m6: Match, rows: &mut Rows) {
+/// Multitenant mode: a pod an Admin-tier Accept lets other tenants into (its subject), or lets
+/// into another tenant (its peer, on whichever node the subject is), resolves and is resolved
+/// across tenants: ARP of either kind and IPv6 neighbour solicitations and advertisements to it
+/// are delivered from every pod (`arp,reg2=P` → output, at the replies' priority), where they
+/// would otherwise meet tenancy. Both ends need it: the client resolves the server, and the
+/// server resolves the client again before it answers (its kernel's entry learnt from the
+/// request goes stale, and a Service's client is never seen asking). Table 20 holds what a pod
+/// sends to its own address and MAC, so it tells only the truth about a pod that answers
+/// (pipeline.md, "Tenancy").
+fn neighbour_rows(t: &LocalPod, ipv4: bool, rows: &mut Rows) {
     let row = |m: Match| {
         Flow::new(Table::IngressIsolation.id(), crate::base::PRIO_REPLY)
             .cookie(t.cookie)
@@ -506,43 +499,37 @@ fn neighbour_rows(t: &LocalPod, ipv4: bool, m: Match, m6: Match, rows: &mut Rows
             .action(Reg::OutPort.output())
     };
     if ipv4 {
-        rows.put(row(m));
+        rows.put(row(Match::any().arp()));
     }
     if t.ip6.is_some() {
-        rows.put(row(m6));
+        rows.put(row(crate::ipv6::solicitation()));
+        rows.put(row(crate::ipv6::advertisement()));
     }
 }
 
-/// Multitenant mode: a local pod among the peers of some Admin-tier Accept ingress rule (on
-/// whichever node its subject is) takes ARP replies and IPv6 advertisements from every pod
-/// (`arp,arp_op=2,reg2=P` → output): it may be the client of an admitted connection, whose
-/// server must answer its ARP across tenants. Table 20 holds a reply to its sender's own address
-/// and MAC, so it tells only the truth about a pod that chose to answer.
-fn admitted_clients(input: &PolicyInput<'_>, t: &LocalPod, ns_labels: &Labels, rows: &mut Rows) {
+/// Whether a pod (its namespace's labels, its labels and addresses) is among the peers of an
+/// Admin-tier Accept ingress rule of `policies`: the client side of [`neighbour_rows`].
+pub fn admitted_client<'a>(
+    policies: impl IntoIterator<Item = &'a multitenant::cluster_policy::ClusterPolicy>,
+    ns_labels: &Labels,
+    labels: &Labels,
+    ip: Option<std::net::Ipv4Addr>,
+    ip6: Option<std::net::Ipv6Addr>,
+) -> bool {
     let peer_of = |p: &CnpPeer| match p {
-        CnpPeer::Pods(pods) => pods.selects(ns_labels, &t.pod.labels),
+        CnpPeer::Pods(pods) => pods.selects(ns_labels, labels),
         CnpPeer::Networks(nets) => nets.iter().any(|n| match n {
-            ipnet::IpNet::V4(n) => t.pod.ip.is_some_and(|ip| n.contains(&ip)),
-            ipnet::IpNet::V6(n) => t.ip6.is_some_and(|ip| n.contains(&ip)),
+            ipnet::IpNet::V4(n) => ip.is_some_and(|ip| n.contains(&ip)),
+            ipnet::IpNet::V6(n) => ip6.is_some_and(|ip| n.contains(&ip)),
         }),
         CnpPeer::Nodes(_) | CnpPeer::Unsupported(_) => false,
     };
-    let client = input
-        .cluster_policies
-        .iter()
+    policies
+        .into_iter()
         .filter(|cp| cp.tier == Tier::Admin)
         .flat_map(|cp| &cp.ingress)
         .filter(|r| r.action == CnpAction::Accept)
-        .any(|r| r.peers.iter().any(peer_of));
-    if client {
-        neighbour_rows(
-            t,
-            input.ipv4,
-            Match::any().arp().arp_op(2),
-            crate::ipv6::advertisement(),
-            rows,
-        );
-    }
+        .any(|r| r.peers.iter().any(peer_of))
 }
 
 /// The rows of one local pod: the target rows of every part of every policy that selects it,
@@ -604,15 +591,23 @@ pub fn pod_rows(
         .get(&t.pod.namespace)
         .unwrap_or(&none)
         .labels;
-    if input.multitenant {
-        admitted_clients(input, t, ns_labels, &mut rows);
+    if input.multitenant
+        && admitted_client(
+            input.cluster_policies,
+            ns_labels,
+            &t.pod.labels,
+            t.pod.ip,
+            t.ip6,
+        )
+    {
+        neighbour_rows(t, input.ipv4, &mut rows);
     }
     for cp in input.cluster_policies {
         if !cp.selects(ns_labels, &t.pod.labels) {
             continue;
         }
         let ranks = ranks.get_or_insert_with(|| super::cluster::ranks(input.cluster_policies));
-        for part in super::cluster::parts_of(cp, ids, ranks, input.multitenant) {
+        for part in super::cluster::parts_of(cp, ids, ranks, input.multitenant, input.pods_listed) {
             target_rows(&part, input, t, &mut rows, &mut plain);
         }
     }
@@ -658,7 +653,7 @@ fn target_rows(
         && part.verdict == Verdict::Allow
         && !matches.is_empty()
     {
-        admitted_neighbours(&ctx, t, rows);
+        neighbour_rows(t, ctx.ipv4, rows);
     }
     for m in matches {
         let m = match part.place.unpassed {

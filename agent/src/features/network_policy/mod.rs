@@ -282,6 +282,7 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
                 local: Arc::new(local_out),
                 datapath: self.datapath,
                 multitenant: self.multitenant,
+                pods_listed: state.peer_pods_listed,
                 logged: Arc::new(cluster::audit::logged_by_namespace(state)),
             },
             ports,
@@ -586,10 +587,21 @@ impl<S: FlowSwitch> PodPolicy for NetworkPolicies<S> {
             return true;
         }
         let ns_labels = namespace_view(&state, namespace).labels;
+        // Multitenant mode: a peer of an Admin-tier Accept has rows too (its ARP across
+        // tenants, flows::policy::admitted_client); its address is not known here, so a
+        // `networks` peer counts at the next update.
         state
             .cluster_policies
             .values()
             .any(|p| p.selects(&ns_labels, &labels))
+            || self.multitenant
+                && flows::policy::admitted_client(
+                    state.cluster_policies.values(),
+                    &ns_labels,
+                    &labels,
+                    None,
+                    None,
+                )
     }
 
     fn rows(&self, pod: &LocalPodRef) -> Vec<Flow> {

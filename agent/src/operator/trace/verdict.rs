@@ -70,6 +70,11 @@ pub(super) fn policy_words(
         }
         if view.multitenant {
             let words = match (t, *prio) {
+                (Some(Table::IngressIsolation), flows::base::PRIO_REPLY)
+                    if matched.contains("arp") || matched.contains("icmp") =>
+                {
+                    format!("ingress of {pod}: ARP or neighbour discovery across tenants (a ClusterNetworkPolicy Accept names this pod)")
+                }
                 (Some(Table::IngressIsolation), flows::base::PRIO_REPLY) => {
                     "ingress: a reply: past the Admin tier, to tenancy".to_string()
                 }

@@ -28,6 +28,7 @@ struct World {
     pods: Vec<PodView>,
     local: Vec<LocalPod>,
     multitenant: bool,
+    pods_listed: bool,
 }
 
 fn world() -> World {
@@ -53,6 +54,7 @@ fn world() -> World {
         }],
         pods: vec![web, prom],
         multitenant: false,
+        pods_listed: true,
     }
 }
 
@@ -69,6 +71,7 @@ impl World {
             local: &self.local,
             datapath: Datapath::System,
             multitenant: self.multitenant,
+            pods_listed: self.pods_listed,
             ipv6: false,
             ipv4: true,
             logged: &BTreeMap::new(),
@@ -404,15 +407,16 @@ fn multitenant_mode_records_the_client_vnid_answers_arp_and_has_no_baseline_ingr
         !t.iter().any(|l| l.contains("priority=100,")),
         "no NetworkPolicy isolation: {t:#?}"
     );
-    assert!(
-        !t.iter().any(|l| l.contains("arp_op")),
-        "web is no peer of an Accept: {t:#?}"
+    assert_eq!(
+        t.iter().filter(|l| l.contains("arp")).count(),
+        1,
+        "web, a subject, answers ARP (one row; it is no peer of an Accept): {t:#?}"
     );
     // A Deny gives its subject no ARP row.
     w.cluster.remove(0);
     assert!(!texts(&w.rows()).iter().any(|l| l.contains("arp")));
-    // A pod among an Accept's peers (wherever its subject is) takes ARP replies from every pod:
-    // its server may be of another tenant.
+    // A pod among an Accept's peers (wherever its subject is) takes ARP of either kind from
+    // every pod: its server, of another tenant, resolves it before it answers.
     w.cluster.push(cnp(
         "tenant-scrapes",
         Tier::Admin,
@@ -437,6 +441,43 @@ fn multitenant_mode_records_the_client_vnid_answers_arp_and_has_no_baseline_ingr
             .into_iter()
             .filter(|l| l.contains("arp"))
             .collect::<Vec<_>>(),
-        ["table=80, priority=5400,arp,reg2=0x3,arp_op=2 actions=output:NXM_NX_REG2[]"]
+        ["table=80, priority=5400,arp,reg2=0x3 actions=output:NXM_NX_REG2[]"]
+    );
+}
+
+#[test]
+fn until_the_pods_are_listed_a_deny_takes_its_pod_peers_as_every_address() {
+    let mut w = world();
+    w.cluster.push(cnp(
+        "no-monitoring",
+        Tier::Admin,
+        10,
+        vec![
+            rule("deny", Action::Deny, vec![from_monitoring()], vec![tcp(22)]),
+            rule(
+                "ok",
+                Action::Accept,
+                vec![from_monitoring()],
+                vec![tcp(9100)],
+            ),
+        ],
+        vec![],
+    ));
+    w.pods_listed = false;
+    let t = texts(&w.rows()).join("\n");
+    assert!(
+        t.contains("table=80, priority=5399,ip actions=conjunction("),
+        "the Deny's peers are every IPv4 source: {t}"
+    );
+    assert!(
+        t.contains("table=80, priority=5398,ip,reg0=0xc actions=conjunction("),
+        "an Accept keeps its peers (it allows less meanwhile): {t}"
+    );
+    w.pods_listed = true;
+    let t = texts(&w.rows()).join("\n");
+    assert!(!t.contains("priority=5399,ip actions=conjunction("), "{t}");
+    assert!(
+        t.contains("table=80, priority=5399,ip,reg0=0xc actions=conjunction("),
+        "{t}"
     );
 }

@@ -228,6 +228,7 @@ impl World {
             local: Arc::new(self.local.values().cloned().collect()),
             datapath: Datapath::Netdev,
             multitenant: false,
+            pods_listed: true,
             ipv6: false,
             ipv4: true,
             logged: Arc::new(BTreeMap::new()),
