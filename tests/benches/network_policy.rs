@@ -625,19 +625,19 @@ fn run(dual: bool, logged: bool, cluster: bool) -> u64 {
     let mut target_changes = Vec::new();
     for (n, ns) in ["ns-05", "ns-06", "ns-07"].into_iter().enumerate() {
         // A ClusterNetworkPolicy's name is cluster-wide: one per namespace.
-        let name = if cluster {
+        let policy = if cluster {
             format!("probe-target-{ns}")
         } else {
             "probe-target".to_string()
         };
         let target = json!({"matchLabels": {"probe-target": "yes"}});
         fake.put(if cluster {
-            probe_policy(cluster, ns, &name, 960 + n, &target, &json!({}), 32000)
+            probe_policy(cluster, ns, &policy, 960 + n, &target, &json!({}), 32000)
         } else {
             // The pods of its own namespace.
             netpol(
                 ns,
-                &name,
+                &policy,
                 json!({"podSelector": target,
                 "ingress": [{"from": [{"podSelector": {}}], "ports": [{"port": 32000}]}]}),
             )
@@ -659,7 +659,7 @@ fn run(dual: bool, logged: bool, cluster: bool) -> u64 {
             fake.put(obj).unwrap();
             match id {
                 None => {
-                    id = Some(conj_id_of(node, &probe_rule(cluster, ns, name, 960 + n)));
+                    id = Some(conj_id_of(node, &probe_rule(cluster, ns, &policy, 960 + n)));
                 }
                 Some(id) => target_changes.push(until_row(
                     node,

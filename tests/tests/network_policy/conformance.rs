@@ -132,8 +132,13 @@ fn apply(fake: &FakeApi, change: &Change, ip_of: &dyn Fn(&str, &str) -> IpAddr) 
         fake.get(GROUP, PLURAL, None, name)
             .unwrap_or_else(|| panic!("{}: no ClusterNetworkPolicy {name}", change.source()))
     };
-    let rules = |o: &Value, dir: &str| -> Vec<Value> {
-        o["spec"][dir].as_array().cloned().unwrap_or_default()
+    // A policy's rules in one direction, edited and written back.
+    let edit_rules = |name: &str, dir: &str, edit: &dyn Fn(&mut Vec<Value>)| {
+        let mut o = policy(name);
+        let mut rules = o["spec"][dir].as_array().cloned().unwrap_or_default();
+        edit(&mut rules);
+        o["spec"][dir] = Value::Array(rules);
+        fake.put(o).unwrap();
     };
     match *change {
         Change::Set {
@@ -153,13 +158,7 @@ fn apply(fake: &FakeApi, change: &Change, ip_of: &dyn Fn(&str, &str) -> IpAddr) 
             a,
             b,
             ..
-        } => {
-            let mut o = policy(name);
-            let mut r = rules(&o, dir);
-            r.swap(a, b);
-            o["spec"][dir] = Value::Array(r);
-            fake.put(o).unwrap();
-        }
+        } => edit_rules(name, dir, &|r| r.swap(a, b)),
         Change::Insert {
             policy: name,
             dir,
@@ -167,24 +166,17 @@ fn apply(fake: &FakeApi, change: &Change, ip_of: &dyn Fn(&str, &str) -> IpAddr) 
             rule,
             ..
         } => {
-            let mut o = policy(name);
-            let mut r = rules(&o, dir);
-            r.insert(at, json(rule));
-            o["spec"][dir] = Value::Array(r);
-            fake.put(o).unwrap();
+            let rule = json(rule);
+            edit_rules(name, dir, &|r| r.insert(at, rule.clone()));
         }
         Change::Remove {
             policy: name,
             dir,
             at,
             ..
-        } => {
-            let mut o = policy(name);
-            let mut r = rules(&o, dir);
+        } => edit_rules(name, dir, &|r| {
             r.remove(at);
-            o["spec"][dir] = Value::Array(r);
-            fake.put(o).unwrap();
-        }
+        }),
         Change::NamespaceLabels {
             namespace, labels, ..
         } => {
