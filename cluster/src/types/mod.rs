@@ -19,9 +19,8 @@
 //! CustomResourceDefinitions. The schema attributes (`pattern`, `minimum`...) are the API
 //! server's first line of checks; [`super::validate`] is the complete one.
 //!
-//! Limits: `EgressNetworkPolicy` is modelled and validated but is not a [`ClusterObject`] yet
-//! (the standalone parser and [`super::ClusterState`] do not carry it); `Namespace` and `Pod` are
-//! Kubernetes' own types.
+//! `Namespace` and `Pod` are Kubernetes' own types; a ClusterNetworkPolicy is kept as written
+//! JSON (`cnp_object`), read by the one strict reader of the kind.
 //!
 //! The parts: the wire types here (with their schema attributes, which generate
 //! `deploy/crds.yaml`: kept in one file so the types and their JSON schema stay in step), and
@@ -676,35 +675,24 @@ impl ClusterObject {
     }
 }
 
-impl From<ClusterNetwork> for ClusterObject {
-    fn from(o: ClusterNetwork) -> Self {
-        ClusterObject::ClusterNetwork(o)
-    }
+/// `From<T> for ClusterObject` for each object type and its variant.
+macro_rules! into_object {
+    ($($ty:ident => $variant:ident),* $(,)?) => {
+        $(impl From<$ty> for ClusterObject {
+            fn from(o: $ty) -> Self {
+                ClusterObject::$variant(o)
+            }
+        })*
+    };
 }
 
-impl From<HostSubnet> for ClusterObject {
-    fn from(o: HostSubnet) -> Self {
-        ClusterObject::HostSubnet(o)
-    }
-}
-
-impl From<NetNamespace> for ClusterObject {
-    fn from(o: NetNamespace) -> Self {
-        ClusterObject::NetNamespace(o)
-    }
-}
-
-impl From<ClusterPolicyObject> for ClusterObject {
-    fn from(o: ClusterPolicyObject) -> Self {
-        ClusterObject::ClusterNetworkPolicy(o)
-    }
-}
-
-impl From<EgressNetworkPolicy> for ClusterObject {
-    fn from(o: EgressNetworkPolicy) -> Self {
-        ClusterObject::EgressNetworkPolicy(o)
-    }
-}
+into_object!(
+    ClusterNetwork => ClusterNetwork,
+    HostSubnet => HostSubnet,
+    NetNamespace => NetNamespace,
+    EgressNetworkPolicy => EgressNetworkPolicy,
+    ClusterPolicyObject => ClusterNetworkPolicy,
+);
 
 #[cfg(test)]
 mod tests;
