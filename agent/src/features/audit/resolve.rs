@@ -154,13 +154,23 @@ pub(crate) fn resolve(w: &World<'_>, pin: &PacketIn) -> Option<Resolved> {
     let md = &pin.metadata;
     let reg = |r: Reg| md.reg(usize::from(r.number()));
     let (decision, detail) = Decision::from_reg(reg(Reg::AuditCode))?;
-    let h: Headers = packet::parse(&pin.packet)?;
+    let mut h: Headers = packet::parse(&pin.packet)?;
     let allow = decision.allows();
-    let src_vnid = reg(Reg::SrcVnid);
-    let dst_vnid = reg(Reg::DstVnid);
+    let mut src_vnid = reg(Reg::SrcVnid);
+    let mut dst_vnid = reg(Reg::DstVnid);
     let in_port = md.in_port.unwrap_or(0);
-    let src_pod = w.pod_at(reg(Reg::SrcPort)).or_else(|| w.pod_at(in_port));
-    let dst_pod = w.pod_at(reg(Reg::OutPort));
+    let mut src_pod = w.pod_at(reg(Reg::SrcPort)).or_else(|| w.pod_at(in_port));
+    let mut dst_pod = w.pod_at(reg(Reg::OutPort));
+    // Every packet of a logged tenancy allow is copied, both ways, and the copies of the two
+    // directions may come up out of order (different handler threads): the line, written at
+    // the connection's first copy read, names the connection as its client opened it, with
+    // the end on an ephemeral port (32768 and up) as the source.
+    if decision == Decision::TenancyAllow && server_side(&h) {
+        std::mem::swap(&mut h.src, &mut h.dst);
+        std::mem::swap(&mut h.sport, &mut h.dport);
+        std::mem::swap(&mut src_vnid, &mut dst_vnid);
+        std::mem::swap(&mut src_pod, &mut dst_pod);
+    }
     let (sport, dport) = if h.is_icmp() {
         (None, None)
     } else {
@@ -349,6 +359,15 @@ pub(crate) fn resolve(w: &World<'_>, pin: &PacketIn) -> Option<Resolved> {
     line.src = Some(src);
     line.dst = Some(dst);
     Some(Resolved { line, key })
+}
+
+/// Whether a TCP, UDP or SCTP packet goes from a server's port to a client's: from a port
+/// below the ephemeral range to one in it.
+fn server_side(h: &Headers) -> bool {
+    const EPHEMERAL: u16 = 32768;
+    matches!(h.proto, 6 | 17 | 132)
+        && !h.arp
+        && matches!((h.sport, h.dport), (Some(s), Some(d)) if s < EPHEMERAL && d >= EPHEMERAL)
 }
 
 /// The EgressNetworkPolicy of `namespace` and rule `detail`, in words.
