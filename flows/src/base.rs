@@ -18,7 +18,7 @@ use crate::tables::Table;
 pub use crate::node::{Datapath, Mode, NodeConfig, NodeIpv4};
 use tiers::policy_egress_and_commit;
 pub(crate) use tiers::{
-    admin_pass, admin_unpassed, admitted_reply, admitted_reply_vnid, mode_commit,
+    admin_pass, admin_unpassed, admitted_reply, admitted_reply_vnid, mode_commit, pass_actions,
 };
 pub use tiers::{admitted_commit, ADMIN_PASSED_INGRESS, CT_MARK_ADMITTED};
 
@@ -65,17 +65,32 @@ fn via_host_bit() -> Subfield {
 /// table 30 records a via-host connection with the client's VNID (subnet and multitenant mode,
 /// userspace datapath).
 pub(crate) fn via_host_commit() -> Ct {
+    client_commit(CT_MARK_VIA_HOST.trailing_zeros() as u8)
+}
+
+/// `ct(commit,exec(load:0x1->NXM_NX_CT_MARK[bit],move:NXM_NX_REG0[0..23]->NXM_NX_CT_MARK[8..31]))`:
+/// a connection recorded with one flag of `ct_mark` and its client's VNID (the via-host flag,
+/// bit 0; an Admin Accept's, bit 1). The flag alone (a load, not a set_field of the whole
+/// mark): the other flag may be the same connection's, set by its other commit, and a reply read
+/// between the two commits of one packet must not see it cleared.
+pub(crate) fn client_commit(bit: u8) -> Ct {
     let (first, last) = CT_MARK_CLIENT_VNID;
     let vnid = Subfield::range(Reg::SrcVnid.field(), 0, last - first).expect("24 bits of reg0");
-    // Bit 0 alone (a load, not a set_field of the whole mark): bit 1 is an Admin Accept's,
-    // which the same connection's commit in table 80 sets, and a reply read between the two
-    // commits of one packet must not see it cleared.
-    Action::load(ct_mark_bits(0, 0), u64::from(CT_MARK_VIA_HOST))
+    Action::load(ct_mark_bits(bit, bit), 1)
         .and_then(|mark| Ct::new().commit().exec(mark))
         .and_then(|ct| {
             Move::new(vnid, ct_mark_bits(first, last)).and_then(|m| ct.exec(Action::Move(m)))
         })
         .expect("a load and a move into ct_mark inside ct(commit) are valid")
+}
+
+/// `move:NXM_NX_CT_MARK[8..31]->NXM_NX_REGn[0..23]`: the client's VNID a connection's mark
+/// recorded ([`client_commit`]), into `reg` (a Service reply's destination VNID in table 31, an
+/// admitted reply's source VNID in table 27).
+pub(crate) fn client_vnid_into(reg: Reg) -> Action {
+    let (first, last) = CT_MARK_CLIENT_VNID;
+    let to = Subfield::range(reg.field(), 0, last - first).expect("24 bits of a register");
+    Action::Move(Move::new(ct_mark_bits(first, last), to).expect("24 bits on both sides"))
 }
 
 /// The commit of an allowed connection in networkpolicy mode (tables 30 and 80). On the
@@ -372,27 +387,18 @@ pub(crate) fn service_reply_row(cfg: &NodeConfig, family: Match, to_local: Match
         // through table 80: the replier's VNID (reg0) against the client's, kept in the mark
         // (reg1), so a pod of another tenant cannot answer in an endpoint's name. They are
         // addressed to tun0's MAC: the kernel takes only frames for it.
-        Datapath::Netdev => {
-            let (first, last) = CT_MARK_CLIENT_VNID;
-            let client_vnid = Move::new(
-                ct_mark_bits(first, last),
-                Subfield::range(Reg::DstVnid.field(), 0, last - first).expect("24 bits of reg1"),
+        Datapath::Netdev => flow(Routing, 260)
+            .matching(
+                family
+                    .ct_state(CtState::new().plus(CtFlag::Trk).plus(CtFlag::Rpl))
+                    .ct_mark(
+                        Masked::new(CT_MARK_VIA_HOST, CT_MARK_VIA_HOST).expect("a one-bit mask"),
+                    ),
             )
-            .expect("24 bits on both sides");
-            flow(Routing, 260)
-                .matching(
-                    family
-                        .ct_state(CtState::new().plus(CtFlag::Trk).plus(CtFlag::Rpl))
-                        .ct_mark(
-                            Masked::new(CT_MARK_VIA_HOST, CT_MARK_VIA_HOST)
-                                .expect("a one-bit mask"),
-                        ),
-                )
-                .action(Action::set_eth_dst(cfg.tun0_mac()))
-                .action(Reg::OutPort.load(TUN_PORT))
-                .action(Action::Move(client_vnid))
-                .goto(IngressIsolation.id())
-        }
+            .action(Action::set_eth_dst(cfg.tun0_mac()))
+            .action(Reg::OutPort.load(TUN_PORT))
+            .action(client_vnid_into(Reg::DstVnid))
+            .goto(IngressIsolation.id()),
     }
 }
 

@@ -3,11 +3,11 @@
 //! the policy rows share: the commit that records an admitted connection's client, the reply
 //! that carries it back, the Pass bit a reply sets (docs/pipeline.md, "ClusterNetworkPolicy").
 
-use ovs::flow::{Action, Ct, CtFlag, CtState, Field, Flow, Masked, Match, Move, Subfield};
+use ovs::flow::{Action, Ct, CtFlag, CtState, Flow, Masked, Match};
 
 use super::{
-    allow_commit, ct_mark_bits, flow, net, Datapath, Mode, NodeConfig, NodeIpv4,
-    CT_MARK_CLIENT_VNID, PRIO_ADMITTED_REPLY, PRIO_BEFORE_POLICY, PRIO_REPLY,
+    allow_commit, flow, net, Datapath, Mode, NodeConfig, NodeIpv4, PRIO_ADMITTED_REPLY,
+    PRIO_BEFORE_POLICY, PRIO_REPLY,
 };
 use crate::registers::Reg;
 use crate::tables::Table;
@@ -21,15 +21,7 @@ pub const CT_MARK_ADMITTED: u32 = 0x2;
 /// mode): `ct(commit,exec(load:1->NXM_NX_CT_MARK[1],move:NXM_NX_REG0[0..23]->NXM_NX_CT_MARK[8..31]))`.
 /// Bit 0 (via host) is left as table 30 set it.
 pub fn admitted_commit() -> Ct {
-    let (first, last) = CT_MARK_CLIENT_VNID;
-    let vnid = Subfield::range(Reg::SrcVnid.field(), 0, last - first).expect("24 bits of reg0");
-    Subfield::range(Field::CtMark, 1, 1)
-        .and_then(|bit| Action::load(bit, 1))
-        .and_then(|mark| Ct::new().commit().exec(mark))
-        .and_then(|ct| {
-            Move::new(vnid, ct_mark_bits(first, last)).and_then(|m| ct.exec(Action::Move(m)))
-        })
-        .expect("a load and a move into ct_mark inside ct(commit) are valid")
+    super::client_commit(CT_MARK_ADMITTED.trailing_zeros() as u8)
 }
 
 /// `reg4=0/0x4`: the packet has not passed table 80's Admin tier yet.
@@ -40,11 +32,15 @@ pub(crate) fn admin_unpassed(m: Match) -> Match {
 /// `load:1->NXM_NX_REG4[2],resubmit(,80)`: past table 80's Admin tier (a reply, multitenant
 /// mode), to tenancy.
 pub(crate) fn admin_pass() -> Vec<Action> {
+    pass_actions(ADMIN_PASSED_INGRESS, Table::IngressIsolation.id())
+}
+
+/// `load:1->NXM_NX_REG4[b],resubmit(,table)` for the one bit `bits` of `reg4`: the rest of a
+/// table's Admin tier passed (a Pass rule, or a reply), the table looked up again.
+pub(crate) fn pass_actions(bits: u32, table: u8) -> Vec<Action> {
     vec![
-        Reg::ViaHost.load_bit(ADMIN_PASSED_INGRESS.trailing_zeros() as u8, true),
-        Action::Resubmit {
-            table: Table::IngressIsolation.id(),
-        },
+        Reg::ViaHost.load_bit(bits.trailing_zeros() as u8, true),
+        Action::Resubmit { table },
     ]
 }
 
@@ -64,9 +60,7 @@ pub(crate) fn mode_commit(cfg: &NodeConfig) -> Action {
 /// `move:NXM_NX_CT_MARK[8..31]->NXM_NX_REG0[0..23]`: a reply of a connection an Admin-tier
 /// Accept admitted takes its client's VNID as its source VNID (multitenant mode, table 27).
 pub(crate) fn admitted_reply_vnid() -> Action {
-    let (first, last) = CT_MARK_CLIENT_VNID;
-    let reg0 = Subfield::range(Reg::SrcVnid.field(), 0, last - first).expect("24 bits of reg0");
-    Action::Move(Move::new(ct_mark_bits(first, last), reg0).expect("24 bits on both sides"))
+    super::client_vnid_into(Reg::SrcVnid)
 }
 
 /// `ct_state=+rpl+trk,ct_mark=0x2/0x2`: a reply of a connection an Admin-tier Accept admitted.

@@ -15,7 +15,7 @@ use multitenant::policy::{
     port_masks, resolve_named_port, subtract, subtract6, Direction, Labels, Peer, Policy, PortSpec,
     Protocol,
 };
-use ovs::flow::{Action, Flow, Masked, Match, Subfield};
+use ovs::flow::{Action, Flow, Masked, Match};
 
 use super::engine::RowKey;
 use super::{
@@ -107,12 +107,8 @@ pub(super) fn verdict_rows(
         Verdict::Allow => allow_rows(flow, ctx, rule),
         Verdict::Deny => vec![flow],
         Verdict::Pass(bits) => {
-            let (first, last) = (bits.trailing_zeros() as u8, 31 - bits.leading_zeros() as u8);
-            let load = Subfield::range(Reg::ViaHost.field(), first, last)
-                .and_then(|f| Action::load(f, u64::from(bits >> first)))
-                .expect("reg4's pass bits fit it");
             let table = flow.table;
-            vec![flow.action(load).action(Action::Resubmit { table })]
+            vec![flow.actions(crate::base::pass_actions(bits, table))]
         }
     }
 }

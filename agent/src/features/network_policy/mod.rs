@@ -194,25 +194,24 @@ impl<S> fmt::Debug for NetworkPolicies<S> {
 }
 
 impl<S: FlowSwitch> NetworkPolicies<S> {
-    /// The policies of a node whose pods are in `local_subnet`, listed by `local_pods`, on the
-    /// ovs-vswitchd whose control socket is in `ovs_rundir`, with its `datapath`, in
-    /// networkpolicy or (`multitenant`) multitenant mode.
-    #[allow(clippy::too_many_arguments)]
+    /// The policies of `node` (its pod subnets, datapath and mode), whose pods `local_pods`
+    /// lists, on the ovs-vswitchd whose control socket is in `ovs_rundir`.
     pub(crate) fn new(
         store: Arc<FlowStore<S>>,
         cluster: watch::Receiver<Arc<ClusterState>>,
-        local_subnet: (Option<Ipv4Net>, Option<ipnet::Ipv6Net>),
-        datapath: Datapath,
-        multitenant: bool,
+        node: &flows::NodeConfig,
         local_pods: LocalPods,
         ovs_rundir: std::path::PathBuf,
     ) -> NetworkPolicies<S> {
         NetworkPolicies {
             store,
             cluster,
-            local_subnet,
-            datapath,
-            multitenant,
+            local_subnet: (
+                node.ipv4.as_ref().map(|v4| v4.local_subnet),
+                node.ipv6.as_ref().map(|v6| v6.local_subnet),
+            ),
+            datapath: node.datapath,
+            multitenant: node.mode == flows::Mode::Multitenant,
             local_pods,
             engine: tokio::sync::Mutex::new(PolicyEngine::new()),
             derived: std::sync::Mutex::new(None),
@@ -628,12 +627,7 @@ impl<S: FlowSwitch + 'static> NetworkPolicies<S> {
             Arc::new(NetworkPolicies::new(
                 ctx.store.clone(),
                 ctx.state.clone(),
-                (
-                    ctx.node.ipv4.as_ref().map(|v4| v4.local_subnet),
-                    ctx.node.ipv6.as_ref().map(|v6| v6.local_subnet),
-                ),
-                ctx.node.datapath,
-                ctx.node.mode == flows::Mode::Multitenant,
+                &ctx.node,
                 ctx.local_pods.clone(),
                 ctx.ovs_run_dir.clone(),
             ))
