@@ -797,10 +797,14 @@ fn sdnctl_sets_and_shows_the_log_which_rotates_at_its_cap_and_reaches_syslog() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Allowed traffic is not throttled by its logging: 3,000 new connections at 10,000 a second
-/// reach the server as they do with logging off (the copies are metered, the packets are not).
+/// Allowed traffic is not throttled by its logging: 2,000 new connections at 2,000 a second,
+/// far above the meter's 20 copies a second, all reach the server with logging on as with it
+/// off, while the meter keeps most copies back (the copies are metered, the packets are not).
+/// The rate is one this shared machine carries on the slow path whatever else runs; what
+/// logging costs at 10,000 a second is the `audit` bench's fourth figure.
 #[test]
 fn logging_allowed_connections_loses_no_traffic() {
+    const SENT: u16 = 2000;
     let node = AgentNode::start(NodeOptions {
         mode: "multitenant",
         ..Default::default()
@@ -811,7 +815,7 @@ fn logging_allowed_connections_loses_no_traffic() {
         let ns = to.ns.name().to_string();
         let sock = sdn_tests::harness::in_netns(&ns, move || {
             let s = std::net::UdpSocket::bind(("0.0.0.0", port)).unwrap();
-            s.set_read_timeout(Some(Duration::from_millis(300)))
+            s.set_read_timeout(Some(Duration::from_millis(500)))
                 .unwrap();
             s
         });
@@ -823,7 +827,7 @@ fn logging_allowed_connections_loses_no_traffic() {
             }
             n
         });
-        let frames: Vec<Vec<u8>> = (0..3000u16)
+        let frames: Vec<Vec<u8>> = (0..SENT)
             .map(|i| {
                 udp_frame(
                     Endpoint::pod(ip(from)),
@@ -834,9 +838,9 @@ fn logging_allowed_connections_loses_no_traffic() {
                 )
             })
             .collect();
-        // 10,000 new connections a second, in bursts of 100: a rate the node carries without
-        // loss when nothing is logged, so any loss is the logging's.
-        let chunks: Vec<&[Vec<u8>]> = frames.chunks(100).collect();
+        // Bursts of 20 every 10 ms: each frame a new connection, each copy of a logged one
+        // slow-pathed to the meter.
+        let chunks: Vec<&[Vec<u8>]> = frames.chunks(20).collect();
         paced(Duration::from_millis(10), chunks.len() as u32, |i| {
             send_frames(from.ns.name(), "eth0", chunks[i as usize]);
         });
@@ -847,21 +851,36 @@ fn logging_allowed_connections_loses_no_traffic() {
     let b2 = node.pod("tenant-b", "b2");
     let c1 = node.pod("tenant-c", "c1");
     let c2 = node.pod("tenant-c", "c2");
-    let mut logged = 0;
-    let mut unlogged = 0;
-    for round in 0..2u16 {
-        logged += received(&b2, &b1, 6000 + round);
-        unlogged += received(&c2, &c1, 6000 + round);
-    }
-    eprintln!("received of 6,000: {logged} logged, {unlogged} unlogged");
-    assert!(
-        logged * 100 >= unlogged * 99,
+    let logged = received(&b2, &b1, 6000);
+    let unlogged = received(&c2, &c1, 6000);
+    eprintln!("received of {SENT}: {logged} logged, {unlogged} unlogged");
+    assert_eq!(
+        unlogged,
+        u64::from(SENT),
+        "the node lost unlogged traffic: the rate is too high for this machine"
+    );
+    assert_eq!(
+        logged,
+        u64::from(SENT),
         "logging lost traffic: {logged} received with it, {unlogged} without"
     );
-    let lines = node.audit_lines();
-    let allow = lines
+    let met = node.logged_ip_packets("table=80");
+    assert!(
+        met >= u64::from(SENT),
+        "{met} packets met the logged rows of {SENT} sent"
+    );
+    // Lines come from copies; the 20 a second the meter lets through (and its burst) make
+    // far fewer than one a connection.
+    std::thread::sleep(Duration::from_millis(500));
+    let allow = node
+        .audit_lines()
         .iter()
         .filter(|l| l["event"] == "decision" && l["verdict"] == "allow")
         .count();
+    eprintln!("{allow} allow lines for {SENT} logged connections");
     assert!(allow > 0, "no allow line");
+    assert!(
+        allow < usize::from(SENT) / 2,
+        "{allow} allow lines for {SENT} connections: the meter kept no copy back"
+    );
 }
