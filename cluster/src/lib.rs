@@ -41,6 +41,7 @@ pub mod files;
 mod kept;
 pub mod kube;
 pub mod netpol;
+pub mod nodes;
 pub mod pods;
 pub mod ports;
 pub mod reflected;

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use flows::policy::PodsByNamespace;
 use ipnet::{Ipv4Net, Ipv6Net};
-use multitenant::cluster_policy::ClusterPolicy;
+use multitenant::cluster_policy::{ClusterPolicy, NodeView};
 use multitenant::policy::{ContainerPort, Labels, Policy};
 
 use super::types::{
@@ -51,6 +51,13 @@ pub struct ClusterState {
     /// policy's peers only ever allow, so rows built meanwhile allow less, never more (fail
     /// closed). The start-up reconcile waits for it, so a restart changes no row.
     pub peer_pods_listed: bool,
+    /// The cluster's nodes as ClusterNetworkPolicies' `nodes` peers see them (labels and
+    /// addresses), by name: in Kubernetes mode watched only while a ClusterNetworkPolicy has
+    /// such a peer, in standalone mode the `Node` files.
+    pub nodes: Arc<BTreeMap<String, NodeView>>,
+    /// Whether [`Self::nodes`] holds the cluster's nodes. Until then a Deny or Pass rule's
+    /// `nodes` peers are every address and an Accept rule's none (fail closed).
+    pub nodes_listed: bool,
     /// EgressNetworkPolicies by `namespace/name`.
     pub egress_policies: Arc<BTreeMap<String, EgressNetworkPolicy>>,
     /// The labels of every namespace the source knows, by name.
@@ -362,6 +369,8 @@ impl ClusterState {
             pods: _,
             peer_pods: _,
             peer_pods_listed: _,
+            nodes,
+            nodes_listed,
             egress_policies,
             namespace_labels,
             network_policies,
@@ -376,6 +385,8 @@ impl ClusterState {
             && *host_subnets == other.host_subnets
             && *net_namespaces == other.net_namespaces
             && *namespaces == other.namespaces
+            && *nodes == other.nodes
+            && *nodes_listed == other.nodes_listed
             && *egress_policies == other.egress_policies
             && *namespace_labels == other.namespace_labels
             && *network_policies == other.network_policies

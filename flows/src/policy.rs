@@ -51,7 +51,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use ipnet::{Ipv4Net, Ipv6Net};
-use multitenant::cluster_policy::{Action as ClusterAction, ClusterPolicy, Tier};
+use multitenant::cluster_policy::{Action as ClusterAction, ClusterPolicy, NodeView, Tier};
 use multitenant::policy::{
     subtract, subtract6, ContainerPort, Direction, Labels, Peer, Policy, PortSpec, Protocol,
 };
@@ -157,6 +157,10 @@ pub struct PolicyInput<'a> {
     /// ClusterNetworkPolicy's Deny or Pass rule takes its pod peers as every address (it
     /// denies more, never less, while the peers are unknown).
     pub pods_listed: bool,
+    /// Every node of the cluster, by name, once listed (`None` until then): what
+    /// ClusterNetworkPolicies' `nodes` peers select. Until they are listed, a Deny or Pass
+    /// rule takes its `nodes` peers as every address and an Accept rule as none.
+    pub nodes: Option<&'a BTreeMap<String, NodeView>>,
     /// The node is dual stack: the shared rows (peers, ports, `conj_id`) get IPv6 twins. An
     /// IPv4 node's rows are exactly those of an IPv4 cluster.
     pub ipv6: bool,
@@ -517,26 +521,7 @@ impl Rows {
 
 /// Every policy's rows for this node's pods (the engine's rows, computed from nothing).
 pub fn policy_rows(input: PolicyInput<'_>) -> PolicyRows {
-    let ids = match input.ids {
-        Some(ids) => ids.clone(),
-        None => conjunction_ids(input.policies, input.cluster_policies),
-    };
-    let snapshot = Snapshot {
-        policies: Arc::new(input.policies.to_vec()),
-        cluster_policies: Arc::new(input.cluster_policies.to_vec()),
-        ids: Arc::new(ids),
-        namespaces: Arc::new(input.namespaces.clone()),
-        pods: input.pods.clone(),
-        local_subnet: input.local_subnet,
-        local_subnet6: input.local_subnet6,
-        local: Arc::new(input.local.to_vec()),
-        datapath: input.datapath,
-        multitenant: input.multitenant,
-        pods_listed: input.pods_listed,
-        ipv6: input.ipv6,
-        ipv4: input.ipv4,
-        logged: Arc::new(input.logged.clone()),
-    };
+    let snapshot = Snapshot::of(&input);
     let mut engine = PolicyEngine::new();
     engine.update(snapshot);
     engine.rows()

@@ -168,6 +168,47 @@ impl fmt::Display for Peer {
     }
 }
 
+/// A node as a `nodes` peer sees it: its labels and the addresses of its
+/// `status.addresses` (every entry that is an IP address, whatever its type: the API says
+/// "the IPs present in the node.Status.Addresses field").
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeView {
+    /// The node's labels.
+    pub labels: Labels,
+    /// Its addresses, sorted, without repeats.
+    pub addresses: Vec<std::net::IpAddr>,
+}
+
+impl NodeView {
+    /// A node with `labels` and the addresses among `addresses` (a host name is not one).
+    pub fn new<'a>(labels: Labels, addresses: impl IntoIterator<Item = &'a str>) -> NodeView {
+        let mut addresses: Vec<std::net::IpAddr> = addresses
+            .into_iter()
+            .filter_map(|a| a.parse().ok())
+            .collect();
+        addresses.sort_unstable();
+        addresses.dedup();
+        NodeView { labels, addresses }
+    }
+}
+
+impl Peer {
+    /// The addresses a `nodes` peer selects among `nodes` (none for another kind of peer).
+    pub fn node_addresses<'a>(
+        &self,
+        nodes: impl IntoIterator<Item = &'a NodeView>,
+    ) -> std::collections::BTreeSet<std::net::IpAddr> {
+        match self {
+            Peer::Nodes(sel) => nodes
+                .into_iter()
+                .filter(|n| sel.matches(&n.labels))
+                .flat_map(|n| n.addresses.iter().copied())
+                .collect(),
+            _ => std::collections::BTreeSet::new(),
+        }
+    }
+}
+
 /// One entry of a rule's `protocols`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Port {
@@ -255,6 +296,14 @@ impl ClusterPolicy {
             crate::policy::Direction::Ingress => &self.ingress,
             crate::policy::Direction::Egress => &self.egress,
         }
+    }
+
+    /// Whether a rule of it has a `nodes` peer (its rows then follow the nodes).
+    pub fn has_node_peers(&self) -> bool {
+        self.ingress
+            .iter()
+            .chain(&self.egress)
+            .any(|r| r.peers.iter().any(|p| matches!(p, Peer::Nodes(_))))
     }
 
     /// What decides first: the tier, then the priority, then the name (the API leaves equal

@@ -481,6 +481,7 @@ fn rbac_is_least_privilege() {
     for (g, res) in kinds.iter().map(|k| (net, *k)).chain([
         ("", "namespaces"),
         ("", "pods"),
+        ("", "nodes"),
         ("networking.k8s.io", "networkpolicies"),
         ("policy.networking.k8s.io", "clusternetworkpolicies"),
     ]) {
@@ -491,7 +492,7 @@ fn rbac_is_least_privilege() {
     assert_eq!(
         grant_set(&agent_rules),
         want,
-        "the agent gets exactly read access to the network objects, namespaces, pods, \
+        "the agent gets exactly read access to the network objects, namespaces, pods, nodes, \
          NetworkPolicies and ClusterNetworkPolicies"
     );
     for res in ["hostsubnets", "netnamespaces"] {

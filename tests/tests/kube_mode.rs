@@ -384,6 +384,93 @@ async fn cluster_network_policies_are_read_in_multitenant_mode_and_a_missing_crd
     .await;
 }
 
+/// The Nodes are watched only once a ClusterNetworkPolicy has a `nodes` peer; then the state
+/// holds each node's labels and IP addresses, follows a label change and a node that leaves,
+/// and a status update that changes neither (the kubelet's heartbeats) changes nothing.
+#[tokio::test]
+async fn nodes_are_watched_once_a_cluster_policy_has_a_nodes_peer() {
+    let fake = FakeApi::start("127.0.0.1:0");
+    let mut n2 = node("n2", "192.168.1.2");
+    n2["metadata"]["labels"] = json!({"role": "infra"});
+    n2["status"]["addresses"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"type": "Hostname", "address": "n2"}));
+    for o in [
+        cluster_network(),
+        host_subnet("n1", "192.168.1.1", "10.128.0.0/23"),
+        node("n1", "192.168.1.1"),
+        n2,
+        cnp(
+            "web",
+            json!({"tier": "Admin", "priority": 10, "subject": {"namespaces": {}},
+                   "egress": [{"action": "Deny", "to": [{"networks": ["10.0.0.0/8"]}]}]}),
+        ),
+    ] {
+        fake.put(o).unwrap();
+    }
+    let src = KubeSource::start(client(&fake), "n1", false, Duration::from_secs(10))
+        .await
+        .unwrap();
+    until(&src, "the policy", |s| {
+        s.cluster_policies.contains_key("web")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        fake.requests().count("*", "/api/v1/nodes"),
+        0,
+        "no nodes peer: the Nodes are not asked for"
+    );
+    {
+        use cluster::ClusterSource;
+        let s = src.subscribe().borrow().clone();
+        assert!(!s.nodes_listed && s.nodes.is_empty());
+    }
+
+    fake.put(cnp(
+        "infra",
+        json!({"tier": "Admin", "priority": 5, "subject": {"namespaces": {}},
+               "egress": [{"action": "Accept", "to": [{"nodes": {"matchLabels": {"role": "infra"}}}],
+                           "protocols": [{"tcp": {"destinationPort": {"number": 10250}}}]}]}),
+    ))
+    .unwrap();
+    until(&src, "the nodes, listed", |s| {
+        s.nodes_listed
+            && s.nodes.len() == 2
+            && s.nodes["n2"].labels.get("role").map(String::as_str) == Some("infra")
+            && s.nodes["n2"].addresses == ["192.168.1.2".parse::<std::net::IpAddr>().unwrap()]
+    })
+    .await;
+
+    // A heartbeat: the same labels and addresses, another condition time. No new state.
+    let mut rx = {
+        use cluster::ClusterSource;
+        src.subscribe()
+    };
+    rx.borrow_and_update();
+    let mut beat = fake.get("", "nodes", None, "n1").unwrap();
+    beat["status"]["conditions"] = json!([{"type": "Ready", "status": "True",
+        "lastHeartbeatTime": "2026-11-29T00:00:00Z"}]);
+    fake.put(beat).unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !rx.has_changed().unwrap(),
+        "a status update that changes no label or address publishes nothing"
+    );
+
+    // n1 labelled infra, n2 gone.
+    let mut n1 = fake.get("", "nodes", None, "n1").unwrap();
+    n1["metadata"]["labels"] = json!({"role": "infra"});
+    fake.put(n1).unwrap();
+    fake.delete("", "nodes", None, "n2");
+    until(&src, "n1 infra, n2 gone", |s| {
+        s.nodes.keys().cloned().collect::<Vec<_>>() == ["n1"]
+            && s.nodes["n1"].labels.get("role").map(String::as_str) == Some("infra")
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn the_source_says_what_it_could_not_list() {
     // Nothing listens there.

@@ -7,7 +7,8 @@
 //! and this node's Pods (field selector `spec.nodeName=<node>`). In networkpolicy mode also
 //! every NetworkPolicy and, in a second watch, every Pod of the cluster (policies select peers
 //! on any node; each pod's labels, address and named ports are what they need, and the address
-//! is in the pod's status, so a metadata-only watch cannot give it).
+//! is in the pod's status, so a metadata-only watch cannot give it). Every Node (labels and
+//! addresses, [`crate::nodes`]) once a ClusterNetworkPolicy has a `nodes` peer.
 //! This node's pods live in the state as a cache ([`ClusterState::pods`]), so a CNI ADD never
 //! asks the API server anything on its hot path; the other pods are kept only as what policies
 //! read ([`ClusterState::peer_pods`], see [`crate::pods::PodCache`]).
@@ -63,12 +64,13 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use super::kept::Kept;
+use super::nodes::SlimNode;
 use super::pods::{PodCache, SlimPod};
 pub use super::reflected::{watch_event, Reflected};
 use super::state::SubnetIndex;
 use super::types::{ClusterNetwork, ClusterObject, EgressNetworkPolicy, HostSubnet, NetNamespace};
 use super::{ClusterSource, ClusterState};
-use multitenant::cluster_policy::ClusterPolicy;
+use multitenant::cluster_policy::{ClusterPolicy, NodeView};
 
 mod policies;
 mod watches;
@@ -175,6 +177,8 @@ enum Ev {
     PeerPod(watcher::Result<Event<SlimPod>>),
     NetworkPolicy(watcher::Result<Event<NetworkPolicy>>),
     ClusterNetworkPolicy(watcher::Result<Event<DynamicObject>>),
+    /// Every node (while a ClusterNetworkPolicy has a `nodes` peer).
+    Node(watcher::Result<Event<SlimNode>>),
 }
 
 /// Everything the source knows, and the state last assembled from it.
@@ -202,6 +206,8 @@ struct Caches {
     cluster_policies_absent: bool,
     /// The ClusterNetworkPolicies refused at the last rebuild, with why (logged once each).
     refused_cluster: std::sync::Mutex<BTreeMap<String, String>>,
+    /// The nodes as `nodes` peers see them, by name (watched once a policy has such a peer).
+    nodes: Kept<NodeView>,
     /// The parts of the state whose kinds changed since it was last assembled.
     dirty: Dirty,
     /// The state last assembled: a pod event re-assembles only the pods.
@@ -216,6 +222,7 @@ struct Dirty {
     namespaces: bool,
     policies: bool,
     cluster_policies: bool,
+    nodes: bool,
 }
 
 impl Dirty {
@@ -225,6 +232,7 @@ impl Dirty {
         namespaces: true,
         policies: true,
         cluster_policies: true,
+        nodes: true,
     };
     const NONE: Dirty = Dirty {
         network: false,
@@ -232,6 +240,7 @@ impl Dirty {
         namespaces: false,
         policies: false,
         cluster_policies: false,
+        nodes: false,
     };
 }
 
@@ -263,6 +272,7 @@ impl Caches {
             cluster_policies: Kept::new(),
             cluster_policies_absent: false,
             refused_cluster: std::sync::Mutex::default(),
+            nodes: Kept::new(),
             cluster_network: Reflected::with_type(api_resource(
                 "ClusterNetwork",
                 "clusternetworks",
@@ -372,6 +382,10 @@ impl Caches {
             );
             st.cluster_policies = Arc::new(policies);
             st.refused_cluster_policies = refused;
+        }
+        if dirty.nodes {
+            st.nodes = self.nodes.map.clone();
+            st.nodes_listed = self.nodes.ready;
         }
         st.clone()
     }
@@ -484,6 +498,7 @@ impl KubeSource {
         // Every pod: the cluster's largest list, started once the rest is listed (so it does
         // not slow the lists the node serves with) and not waited for (see the module docs).
         // In multitenant mode only once a ClusterNetworkPolicy exists (its peers are pods).
+        let node_client = client.clone();
         let peer_watch = move || {
             watcher::watcher(
                 Api::<SlimPod>::all(client.clone()),
@@ -496,6 +511,10 @@ impl KubeSource {
         let mut peers_started = policies || !caches.cluster_policies.map.is_empty();
         if peers_started {
             events.push(peer_watch());
+        }
+        let mut nodes_started = watches::node_peers(&caches.cluster_policies.map);
+        if nodes_started {
+            events.push(watches::node_watch(&node_client));
         }
         let first = caches.state();
         for (kind, name, e) in first.problems() {
@@ -529,6 +548,11 @@ impl KubeSource {
                     events.push(peer_watch());
                     peers_started = true;
                     peers_pending = true;
+                }
+                if !nodes_started && watches::node_peers(&caches.cluster_policies.map) {
+                    tracing::info!("a ClusterNetworkPolicy has a nodes peer: watching the nodes");
+                    events.push(watches::node_watch(&node_client));
+                    nodes_started = true;
                 }
                 if peers_pending && caches.pods.peers_ready {
                     peers_pending = false;
@@ -655,6 +679,11 @@ fn handle(c: &mut Caches, ev: Ev, errors: &mut BTreeMap<&'static str, String>) -
                     .apply(&e, name_of, |o| Some(read_cluster_policy(o)))
             }),
             &mut d.cluster_policies,
+        ),
+        Ev::Node(r) => mark(
+            watch_event("Node", r, errors)
+                .is_some_and(|e| c.nodes.apply(&e, name_of, |n: &SlimNode| Some(n.view()))),
+            &mut d.nodes,
         ),
     }
 }

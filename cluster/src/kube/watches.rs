@@ -9,8 +9,10 @@ use kube::runtime::watcher;
 use kube::runtime::WatchStreamExt;
 use kube::Client;
 
+use super::policies::PolicyRead;
 use super::{api_resource, Ev};
 use crate::cnp;
+use crate::nodes::SlimNode;
 use crate::pods::SlimPod;
 
 /// The watches of a node's agent (see the module docs): the cluster's network objects, the
@@ -75,4 +77,29 @@ pub(super) fn watches(client: &Client, node: &str, policies: bool) -> Vec<BoxStr
         );
     }
     streams
+}
+
+/// Whether a ClusterNetworkPolicy in effect (read, or the fail-closed form of one refused) has a
+/// `nodes` peer: the Node watch starts then, and runs from then on.
+pub(super) fn node_peers(
+    policies: &std::collections::BTreeMap<
+        String,
+        PolicyRead<multitenant::cluster_policy::ClusterPolicy>,
+    >,
+) -> bool {
+    policies.values().any(|r| match r {
+        PolicyRead::Applied(p) | PolicyRead::Refused(Some(p), ..) => p.has_node_peers(),
+        PolicyRead::Refused(None, ..) => false,
+    })
+}
+
+/// The watch of every Node (labels and addresses only, `crate::nodes`).
+pub(super) fn node_watch(client: &Client) -> BoxStream<'static, Ev> {
+    watcher::watcher(
+        Api::<SlimNode>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .map(Ev::Node)
+    .boxed()
 }

@@ -10,18 +10,24 @@
 //! pod) is the three named ports of that name: the rows, their merge and their upkeep by
 //! difference are then the NetworkPolicy ones, tested once.
 //!
+//! A `nodes` peer is the addresses of the nodes its selector matches, as `ipBlock`s of one
+//! address each: a part with one is made again when those change (the engine compares the
+//! nodes only where such a peer exists).
+//!
 //! Fail closed: a Deny or Pass rule with a peer this agent does not apply (`domainNames`, a
-//! kind it does not know, and `nodes`, whose addresses it does not watch yet) denies everything
-//! in its direction; an Accept rule's such peers match nothing.
+//! kind it does not know) denies everything in its direction; an Accept rule's such peers
+//! match nothing. Until the cluster's pods and nodes are listed, a Deny or Pass rule's pod and
+//! node peers are every address, an Accept rule's node peers none.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 
 use ipnet::IpNet;
 use multitenant::cluster_policy::{Action, ClusterPolicy, Peer as CnpPeer, Pods, Port, Tier};
 use multitenant::policy::{Direction, LabelSelector, Peer, PortSpec, Protocol};
 
 use super::parts::{PartKey, Place, RuleSpec, Verdict};
-use super::{table_of, ClusterRule, ConjunctionIds};
+use super::{table_of, ClusterRule, ConjunctionIds, PolicyInput};
 use crate::audit::Logged;
 use crate::tables::Table;
 
@@ -102,17 +108,18 @@ pub(super) fn rule_keys(policies: &[ClusterPolicy]) -> impl Iterator<Item = Stri
     })
 }
 
-/// The parts of `cp`'s rules (in `multitenant` mode no Baseline ingress rule: tenancy decides
+/// The parts of `cp`'s rules (in multitenant mode no Baseline ingress rule: tenancy decides
 /// every connection between pods before it could). Until the cluster's pods are listed
-/// (`pods_listed`), a Deny or Pass rule's pod peers are every address: it denies more, never
-/// less, while they are unknown.
+/// ([`PolicyInput::pods_listed`]), a Deny or Pass rule's pod peers are every address: it
+/// denies more, never less, while they are unknown; likewise its node peers until the nodes
+/// are ([`PolicyInput::nodes`]).
 pub(super) fn parts_of(
     cp: &ClusterPolicy,
     ids: &ConjunctionIds,
     ranks: &Ranks,
-    multitenant: bool,
-    pods_listed: bool,
+    input: &PolicyInput<'_>,
 ) -> Vec<RuleSpec> {
+    let multitenant = input.multitenant;
     let mut out = Vec::new();
     for d in [Direction::Ingress, Direction::Egress] {
         if multitenant && cp.tier == Tier::Baseline && d == Direction::Ingress {
@@ -161,18 +168,24 @@ pub(super) fn parts_of(
             let unapplied = rule
                 .peers
                 .iter()
-                .any(|p| matches!(p, CnpPeer::Unsupported(_) | CnpPeer::Nodes(_)));
+                .any(|p| matches!(p, CnpPeer::Unsupported(_)));
             if unapplied && rule.action != Action::Accept {
                 // Fail closed: every peer, every port, dropped.
                 out.extend(spec(false, Vec::new(), Vec::new(), Verdict::Deny));
                 continue;
             }
-            let unknown = !pods_listed && rule.action != Action::Accept;
+            let denies = rule.action != Action::Accept;
             let peers: Vec<Peer> = rule
                 .peers
                 .iter()
-                .flat_map(|p| match p {
-                    CnpPeer::Pods(_) if unknown => every_address(),
+                .flat_map(|p| match (p, input.nodes) {
+                    (CnpPeer::Pods(_), _) if denies && !input.pods_listed => every_address(),
+                    (CnpPeer::Nodes(_), None) if denies => every_address(),
+                    (CnpPeer::Nodes(_), Some(nodes)) => p
+                        .node_addresses(nodes.values())
+                        .into_iter()
+                        .map(address_block)
+                        .collect(),
                     _ => peer(p),
                 })
                 .collect();
@@ -235,7 +248,22 @@ fn every_address() -> Vec<Peer> {
     ]
 }
 
-/// A peer as a NetworkPolicy peer (none for a peer that matches nothing here).
+/// One address as an `ipBlock`.
+fn address_block(a: IpAddr) -> Peer {
+    match a {
+        IpAddr::V4(a) => Peer::IpBlock {
+            cidr: a.into(),
+            except: Vec::new(),
+        },
+        IpAddr::V6(a) => Peer::IpBlock6 {
+            cidr: a.into(),
+            except: Vec::new(),
+        },
+    }
+}
+
+/// A peer as a NetworkPolicy peer (none for a peer that matches nothing here; `nodes` peers
+/// are resolved by the caller).
 fn peer(p: &CnpPeer) -> Vec<Peer> {
     match p {
         CnpPeer::Pods(Pods::Namespaces(ns)) => vec![Peer::Pods {

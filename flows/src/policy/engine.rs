@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use ipnet::{Ipv4Net, Ipv6Net};
-use multitenant::cluster_policy::ClusterPolicy;
+use multitenant::cluster_policy::{ClusterPolicy, NodeView};
 use multitenant::policy::{Direction, Policy};
 use ovs::flow::{Action, Flow, Match};
 
@@ -40,8 +40,8 @@ use super::parts::{
     PartKey, RuleSpec,
 };
 use super::{
-    ConjunctionIds, Isolation, LocalPod, NamespaceView, PodView, PodsByNamespace, PolicyInput,
-    PolicyRows, RowBody, RuleRef, POLICY_COOKIE,
+    conjunction_ids, ConjunctionIds, Isolation, LocalPod, NamespaceView, PodView, PodsByNamespace,
+    PolicyInput, PolicyRows, RowBody, RuleRef, POLICY_COOKIE,
 };
 use crate::audit::Logged;
 use crate::base::Datapath;
@@ -77,6 +77,8 @@ pub struct Snapshot {
     pub multitenant: bool,
     /// The cluster's pods are listed ([`PolicyInput::pods_listed`]).
     pub pods_listed: bool,
+    /// Every node, once listed ([`PolicyInput::nodes`]).
+    pub nodes: Option<Arc<BTreeMap<String, NodeView>>>,
     /// IPv6 twins of the shared rows ([`PolicyInput::ipv6`]).
     pub ipv6: bool,
     /// IPv4 rows ([`PolicyInput::ipv4`]).
@@ -86,6 +88,31 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// An owned copy of `input` (its conjunction ids computed when it has none).
+    pub fn of(input: &PolicyInput<'_>) -> Snapshot {
+        let ids = match input.ids {
+            Some(ids) => ids.clone(),
+            None => conjunction_ids(input.policies, input.cluster_policies),
+        };
+        Snapshot {
+            policies: Arc::new(input.policies.to_vec()),
+            cluster_policies: Arc::new(input.cluster_policies.to_vec()),
+            ids: Arc::new(ids),
+            namespaces: Arc::new(input.namespaces.clone()),
+            pods: input.pods.clone(),
+            local_subnet: input.local_subnet,
+            local_subnet6: input.local_subnet6,
+            local: Arc::new(input.local.to_vec()),
+            datapath: input.datapath,
+            multitenant: input.multitenant,
+            pods_listed: input.pods_listed,
+            nodes: input.nodes.map(|n| Arc::new(n.clone())),
+            ipv6: input.ipv6,
+            ipv4: input.ipv4,
+            logged: Arc::new(input.logged.clone()),
+        }
+    }
+
     /// The borrowed input.
     pub fn input(&self) -> PolicyInput<'_> {
         PolicyInput {
@@ -100,6 +127,7 @@ impl Snapshot {
             datapath: self.datapath,
             multitenant: self.multitenant,
             pods_listed: self.pods_listed,
+            nodes: self.nodes.as_deref(),
             ipv6: self.ipv6,
             ipv4: self.ipv4,
             logged: &self.logged,
@@ -336,6 +364,19 @@ impl PolicyEngine {
                     || o.cluster_policies == new.cluster_policies)
                 && (Arc::ptr_eq(&o.ids, &new.ids) || o.ids == new.ids)
         });
+        // The nodes, where a cluster policy has `nodes` peers: their addresses are its peers'
+        // (an Accept rule whose peers match nothing has no part, so its subjects' rows change
+        // with them too).
+        let nodes_same = !new
+            .cluster_policies
+            .iter()
+            .any(ClusterPolicy::has_node_peers)
+            || old.as_ref().is_some_and(|o| match (&o.nodes, &new.nodes) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
+                (None, None) => true,
+                _ => false,
+            });
+        let policies_same = policies_same && nodes_same;
         // A cluster policy's subject selects by namespace labels: which local pods it selects
         // may change with them.
         let subjects_same = new.cluster_policies.is_empty()
@@ -476,7 +517,7 @@ fn active_parts(input: &PolicyInput<'_>) -> BTreeMap<PartKey, Arc<RuleSpec>> {
             let ns = input.namespaces.get(&l.pod.namespace).unwrap_or(&none);
             cp.selects(&ns.labels, &l.pod.labels)
         }) {
-            for part in cluster::parts_of(cp, ids, &ranks, input.multitenant, input.pods_listed) {
+            for part in cluster::parts_of(cp, ids, &ranks, input) {
                 out.insert(part.key.clone(), Arc::new(part));
             }
         }

@@ -603,7 +603,7 @@ pub fn pod_rows(
             continue;
         }
         let ranks = ranks.get_or_insert_with(|| super::cluster::ranks(input.cluster_policies));
-        for part in super::cluster::parts_of(cp, ids, ranks, input.multitenant, input.pods_listed) {
+        for part in super::cluster::parts_of(cp, ids, ranks, input) {
             target_rows(&part, input, t, &mut rows, &mut plain);
         }
     }

@@ -7,17 +7,19 @@
 //! probes checked as upstream's `PokeServer` does: retried every 500 ms for up to 10 s until the
 //! expectation holds, then confirmed once more. The test's objects are deleted after it.
 //!
-//! Skipped, and counted in the output:
-//! - the tests that need `nodes` peers (feature `ClusterNetworkPolicyEgressNodePeers`, whose
-//!   server is the host-network `centaur` pod): this agent does not apply `nodes` peers yet (a
-//!   Deny or Pass rule with one fails closed);
-//! - SCTP probes: this machine's kernel has no SCTP sockets, so nothing can serve or connect
-//!   SCTP here (the SCTP rows themselves are checked by the `flows` unit tests). Their tests'
-//!   TCP and UDP probes run.
+//! The host-network `centaur` pods (the servers of the `nodes`-peer tests) serve in their
+//! node's network namespace on the `HostNetworkPorts`, their Pod objects' address the node's;
+//! the Node objects carry the labels the kubelet gives them (`kubernetes.io/os: linux` is what
+//! the `nodes` peers select).
+//!
+//! Skipped, and counted in the output: SCTP probes. This machine's kernel has no SCTP sockets,
+//! so nothing can serve or connect SCTP here (the SCTP rows themselves are checked by the
+//! `flows` unit tests). Their tests' TCP and UDP probes run.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
 
+use sdn_tests::cluster::underlay_ip;
 use sdn_tests::cnp_conformance::{self as conf, Change, Port, Proto as CProto};
 use sdn_tests::fakeapi::FakeApi;
 
@@ -39,7 +41,14 @@ struct FixturePod<'c> {
 /// The fixture's pods by (namespace, name).
 type Pods<'c> = BTreeMap<(String, String), FixturePod<'c>>;
 
-/// A Pod object of the fixture as the scheduler and kubelet write it.
+/// The fixture's host-network pods' addresses (their nodes'), by (namespace, name).
+type HostPods = BTreeMap<(String, String), Ipv4Addr>;
+
+/// Servers of the fixture, kept running.
+type Servers = (Vec<probe::EchoServer>, Vec<probe::UdpEchoServer>);
+
+/// A Pod object of the fixture as the scheduler and kubelet write it (a host-network pod's
+/// address is its node's).
 fn fixture_pod(
     ns: &str,
     name: &str,
@@ -47,25 +56,37 @@ fn fixture_pod(
     labels: &Value,
     ports: &[Value],
     ip: Option<Ipv4Addr>,
+    host_network: bool,
 ) -> Value {
     let mut v = json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": ns, "labels": labels},
-        "spec": {"nodeName": node_name(node),
+        "spec": {"nodeName": node_name(node), "hostNetwork": host_network,
                  "containers": [{"name": "agnhost", "image": "agnhost", "ports": ports}]}});
     if let Some(ip) = ip {
         v["status"] = json!({"phase": "Running", "podIP": ip.to_string(),
-                             "podIPs": [{"ip": ip.to_string()}]});
+                             "podIPs": [{"ip": ip.to_string()}],
+                             "hostIP": underlay_ip(node).to_string()});
     }
     v
+}
+
+/// The labels the kubelet gives its Node when it registers it (`initialNode` in
+/// kubernetes/kubernetes `pkg/kubelet/kubelet_node_status.go`: `kubernetes.io/hostname`,
+/// `kubernetes.io/os` and `kubernetes.io/arch`, the latter two from the Go runtime).
+fn label_nodes_as_the_kubelet_does(fake: &FakeApi, n: usize) {
+    for i in 1..=n {
+        let name = node_name(i);
+        let mut node = fake.get("", "nodes", None, &name).expect("the Node object");
+        node["metadata"]["labels"] = json!({"kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"});
+        fake.put(node).unwrap();
+    }
 }
 
 /// The base fixture (manifests.yaml): its Namespaces (with the name label the API server
 /// adds), and each pod-network StatefulSet's pods with servers for what they serve (TCP and
 /// UDP; SCTP cannot be served here).
-fn fixture<'c>(
-    c: &'c Cluster,
-    fake: &FakeApi,
-) -> (Pods<'c>, Vec<probe::EchoServer>, Vec<probe::UdpEchoServer>) {
+fn fixture<'c>(c: &'c Cluster, fake: &FakeApi) -> (Pods<'c>, HostPods, Servers) {
     let objects = conf::objects("manifests.yaml");
     for ns in objects.iter().filter(|o| o["kind"] == "Namespace") {
         let mut ns = ns.clone();
@@ -74,12 +95,24 @@ fn fixture<'c>(
         fake.put(ns).unwrap();
     }
     let mut plan = Vec::new();
+    let (mut hosts, mut tcp, mut udp) = (BTreeMap::new(), Vec::new(), Vec::new());
+    // UDP on `at` where given: a host-network server listens on its node's address
+    // (`--udp-listen-addresses $(HOST_IP)`), so its replies leave from it, not from the
+    // address of the route back to the pod (tun0's).
+    let mut serve = |netns: &str, serves: &[(CProto, u16)], at: Option<Ipv4Addr>| {
+        for &(proto, port) in serves {
+            match proto {
+                CProto::Tcp => tcp.push(probe::tcp_echo_server(netns, port)),
+                CProto::Udp => udp.push(probe::udp_echo_server_at(
+                    netns,
+                    SocketAddrV4::new(at.unwrap_or(Ipv4Addr::UNSPECIFIED), port),
+                )),
+                CProto::Sctp => {}
+            }
+        }
+    };
     for sts in objects.iter().filter(|o| o["kind"] == "StatefulSet") {
         let template = &sts["spec"]["template"];
-        if template["spec"]["hostNetwork"] == true {
-            // `centaur`: the server of the `nodes`-peer tests only (skipped).
-            continue;
-        }
         let ns = sts["metadata"]["namespace"].as_str().unwrap().to_string();
         let containers = template["spec"]["containers"].as_array().unwrap();
         let ports: Vec<Value> = containers
@@ -87,11 +120,29 @@ fn fixture<'c>(
             .flat_map(|c| c["ports"].as_array().cloned().unwrap_or_default())
             .collect();
         let serves: Vec<(CProto, u16)> = containers.iter().flat_map(conf::served_by).collect();
+        let host_network = template["spec"]["hostNetwork"] == true;
         for i in 0..sts["spec"]["replicas"].as_u64().unwrap() as usize {
             let name = format!("{}-{i}", sts["metadata"]["name"].as_str().unwrap());
             let node = 1 + i % 2;
             let labels = template["metadata"]["labels"].clone();
-            fake.put(fixture_pod(&ns, &name, node, &labels, &ports, None))
+            if host_network {
+                // `centaur`: serves in its node's namespace, at its node's address.
+                let ip = underlay_ip(node);
+                fake.put(fixture_pod(
+                    &ns,
+                    &name,
+                    node,
+                    &labels,
+                    &ports,
+                    Some(ip),
+                    true,
+                ))
+                .unwrap();
+                serve(c.node(node).ovs.netns(), &serves, Some(ip));
+                hosts.insert((ns.clone(), name), ip);
+                continue;
+            }
+            fake.put(fixture_pod(&ns, &name, node, &labels, &ports, None, false))
                 .unwrap();
             plan.push((
                 ns.clone(),
@@ -104,22 +155,24 @@ fn fixture<'c>(
         }
     }
     std::thread::sleep(Duration::from_millis(500));
-    let (mut pods, mut tcp, mut udp) = (BTreeMap::new(), Vec::new(), Vec::new());
+    let mut pods = BTreeMap::new();
     for (ns, name, node, labels, ports, serves) in plan {
         let cni = c.node(node).pod(&ns, &name);
         let ip: Ipv4Addr = cni.ip.parse().unwrap();
-        fake.put(fixture_pod(&ns, &name, node, &labels, &ports, Some(ip)))
-            .unwrap();
-        for (proto, port) in serves {
-            match proto {
-                CProto::Tcp => tcp.push(probe::tcp_echo_server(cni.ns.name(), port)),
-                CProto::Udp => udp.push(probe::udp_echo_server(cni.ns.name(), port)),
-                CProto::Sctp => {}
-            }
-        }
+        fake.put(fixture_pod(
+            &ns,
+            &name,
+            node,
+            &labels,
+            &ports,
+            Some(ip),
+            false,
+        ))
+        .unwrap();
+        serve(cni.ns.name(), &serves, None);
         pods.insert((ns, name), FixturePod { cni, ip });
     }
-    (pods, tcp, udp)
+    (pods, hosts, (tcp, udp))
 }
 
 /// Makes one of upstream's mid-test changes on the live objects.
@@ -263,22 +316,22 @@ fn upstream_conformance_suite_on_two_nodes() {
         },
     );
     let fake = &plane.fake;
-    let (pods, _tcp, _udp) = fixture(&c, fake);
+    label_nodes_as_the_kubelet_does(fake, 2);
+    let (pods, hosts, _servers) = fixture(&c, fake);
     let ip_of = |ns: &str, pod: &str| -> IpAddr {
+        let key = (ns.to_string(), pod.to_string());
         IpAddr::V4(
-            pods.get(&(ns.to_string(), pod.to_string()))
-                .unwrap_or_else(|| panic!("no fixture pod {ns}/{pod}"))
-                .ip,
+            pods.get(&key)
+                .map(|p| p.ip)
+                .or_else(|| hosts.get(&key).copied())
+                .unwrap_or_else(|| panic!("no fixture pod {ns}/{pod}")),
         )
     };
     let (mut ran, mut passed, mut sctp_skipped, mut blocked) = (0, 0, 0, 0);
-    let mut skipped_tests = Vec::new();
     let mut failures = Vec::new();
+    let mut tests_run = 0;
     for t in conf::tests() {
-        if t.features.contains(&"ClusterNetworkPolicyEgressNodePeers") {
-            skipped_tests.push(t.name);
-            continue;
-        }
+        tests_run += 1;
         let objects = conf::objects(t.manifest);
         for o in &objects {
             fake.put(o.clone())
@@ -298,12 +351,12 @@ fn upstream_conformance_suite_on_two_nodes() {
                 .iter()
                 .map(|&&p| {
                     let client = &pods[&(p.client.0.to_string(), p.client.1.to_string())];
-                    let server = pods[&(p.server.0.to_string(), p.server.1.to_string())].ip;
-                    let Port::Number(port) = p.port else {
-                        panic!(
-                            "{}: a host-network port outside the nodes-peer tests",
-                            p.source
-                        )
+                    let IpAddr::V4(server) = ip_of(p.server.0, p.server.1) else {
+                        unreachable!("an IPv4 fixture")
+                    };
+                    let port = match p.port {
+                        Port::Number(port) => port,
+                        Port::HostNetwork(i) => conf::HOST_NETWORK_PORTS[i],
                     };
                     move || (p, poke(client, server, p.proto, port, p.allowed))
                 })
@@ -333,7 +386,7 @@ fn upstream_conformance_suite_on_two_nodes() {
         eprintln!("{}: done", t.name);
     }
     eprintln!(
-        "conformance: {passed} of {ran} probes as upstream expects ({} expected allowed, {blocked} blocked); skipped: {sctp_skipped} SCTP probes (no SCTP sockets on this kernel), tests {skipped_tests:?} (nodes peers not applied yet)",
+        "conformance: {tests_run} tests, {passed} of {ran} probes as upstream expects ({} expected allowed, {blocked} blocked); skipped: {sctp_skipped} SCTP probes (no SCTP sockets on this kernel)",
         ran - blocked
     );
     assert!(

@@ -6,6 +6,9 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
+use cluster::state::ClusterState;
+use multitenant::cluster_policy::ClusterPolicy;
+
 use super::{NetworkPolicies, PodPolicy};
 use crate::bridge::seams::FlowSwitch;
 use crate::features::{FeatureError, NodeFeature, Phase, Reason};
@@ -39,37 +42,43 @@ impl<S: FlowSwitch + 'static> NodeFeature for NetworkPolicies<S> {
     }
 
     /// The start-up reconcile waits for the list of every pod of the cluster (the peers of
-    /// the policies), which completes in the background: rows staged before it allow less
-    /// than the ones on the bridge, and the reconcile would cut the running pods' allowed
-    /// traffic until the list came in. At most [`PEER_POD_WAIT`]: past it the agent goes on
-    /// failing closed (its rows allow only the peers it knows, and the policy task rebuilds
-    /// them when the list completes).
+    /// the policies), and of every node where a ClusterNetworkPolicy has a `nodes` peer, which
+    /// complete in the background: rows staged before them allow less than the ones on the
+    /// bridge, and the reconcile would cut the running pods' allowed traffic until the lists
+    /// came in. At most [`PEER_POD_WAIT`]: past it the agent goes on failing closed (its rows
+    /// allow only the peers it knows, and the policy task rebuilds them when the lists
+    /// complete).
     fn settle(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             let mut rx = self.cluster.clone();
-            {
-                let st = rx.borrow_and_update();
-                // Multitenant mode lists the pods only once a ClusterNetworkPolicy exists.
-                if st.peer_pods_listed || self.multitenant && st.cluster_policies.is_empty() {
-                    return;
-                }
+            // Multitenant mode lists the pods only once a ClusterNetworkPolicy exists.
+            let listed = |st: &ClusterState| {
+                (st.peer_pods_listed || self.multitenant && st.cluster_policies.is_empty())
+                    && (st.nodes_listed
+                        || !st
+                            .cluster_policies
+                            .values()
+                            .any(ClusterPolicy::has_node_peers))
+            };
+            if listed(&rx.borrow_and_update()) {
+                return;
             }
-            tracing::info!("serving; the start-up reconcile waits for the list of every pod of the cluster (NetworkPolicy peers)");
-            let listed = tokio::time::timeout(PEER_POD_WAIT, async {
+            tracing::info!("serving; the start-up reconcile waits for the list of every pod of the cluster (policy peers), and of the nodes where a ClusterNetworkPolicy has a nodes peer");
+            let done = tokio::time::timeout(PEER_POD_WAIT, async {
                 loop {
                     if rx.changed().await.is_err() {
                         return false;
                     }
-                    if rx.borrow_and_update().peer_pods_listed {
+                    if listed(&rx.borrow_and_update()) {
                         return true;
                     }
                 }
             })
             .await;
-            if !matches!(listed, Ok(true)) {
+            if !matches!(done, Ok(true)) {
                 tracing::error!(
                     seconds = PEER_POD_WAIT.as_secs(),
-                    "the pods of the cluster are not listed yet: reconciling br0 with the NetworkPolicy peers known so far (connections policies allow from unlisted pods are dropped until the list completes); check the API server's load and the Pod watch's errors in sdnctl status"
+                    "the pods or nodes of the cluster are not listed yet: reconciling br0 with the policy peers known so far (connections policies allow from unlisted pods or to unlisted nodes are dropped until the lists complete); check the API server's load and the Pod and Node watches' errors in sdnctl status"
                 );
             }
             NetworkPolicies::stage(self).await;

@@ -282,6 +282,7 @@ impl<S: FlowSwitch> NetworkPolicies<S> {
                 datapath: self.datapath,
                 multitenant: self.multitenant,
                 pods_listed: state.peer_pods_listed,
+                nodes: state.nodes_listed.then(|| state.nodes.clone()),
                 logged: Arc::new(cluster::audit::logged_by_namespace(state)),
             },
             ports,

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use multitenant::cluster_policy::{
-    Action, ClusterPolicy, Peer as CnpPeer, Pods, Port, Rule as CnpRule, Tier,
+    Action, ClusterPolicy, NodeView, Peer as CnpPeer, Pods, Port, Rule as CnpRule, Tier,
 };
 use multitenant::policy::{namespace_labels, LabelSelector, Labels, Protocol};
 
@@ -29,6 +29,7 @@ struct World {
     local: Vec<LocalPod>,
     multitenant: bool,
     pods_listed: bool,
+    nodes: Option<BTreeMap<String, NodeView>>,
 }
 
 fn world() -> World {
@@ -55,6 +56,7 @@ fn world() -> World {
         pods: vec![web, prom],
         multitenant: false,
         pods_listed: true,
+        nodes: Some(BTreeMap::new()),
     }
 }
 
@@ -72,6 +74,7 @@ impl World {
             datapath: Datapath::System,
             multitenant: self.multitenant,
             pods_listed: self.pods_listed,
+            nodes: self.nodes.as_ref(),
             ipv6: false,
             ipv4: true,
             logged: &BTreeMap::new(),
@@ -480,4 +483,165 @@ fn until_the_pods_are_listed_a_deny_takes_its_pod_peers_as_every_address() {
         t.contains("table=80, priority=5399,ip,reg0=0xc actions=conjunction("),
         "{t}"
     );
+}
+
+/// Nodes `n1` (`role: infra`, 192.168.1.1 and 192.168.1.11) and `n2` (no role, 192.168.1.2);
+/// a host name among the addresses is not one.
+fn nodes() -> BTreeMap<String, NodeView> {
+    let node = |role: Option<&str>, addresses: &[&str]| {
+        NodeView::new(
+            role.map(|r| [("role".to_string(), r.to_string())].into())
+                .unwrap_or_default(),
+            addresses.iter().copied(),
+        )
+    };
+    [
+        (
+            "n1".to_string(),
+            node(
+                Some("infra"),
+                &["192.168.1.11", "192.168.1.1", "n1.example"],
+            ),
+        ),
+        ("n2".to_string(), node(None, &["192.168.1.2"])),
+    ]
+    .into()
+}
+
+fn infra_nodes() -> CnpPeer {
+    CnpPeer::Nodes(LabelSelector::labels([("role", "infra")]))
+}
+
+#[test]
+fn node_peers_are_the_addresses_of_the_nodes_selected_and_fail_closed_until_listed() {
+    let mut w = world();
+    w.nodes = Some(nodes());
+    w.cluster.push(cnp(
+        "to-nodes",
+        Tier::Admin,
+        10,
+        vec![],
+        vec![
+            rule(
+                "kubelet",
+                Action::Accept,
+                vec![infra_nodes()],
+                vec![tcp(10250)],
+            ),
+            rule(
+                "others",
+                Action::Deny,
+                vec![CnpPeer::Nodes(LabelSelector::everything())],
+                vec![],
+            ),
+        ],
+    ));
+    let t = texts(&w.rows()).join("\n");
+    for a in ["192.168.1.1", "192.168.1.11"] {
+        assert!(
+            t.contains(&format!(
+                "table=27, priority=5399,ip,nw_dst={a} actions=conjunction(ID"
+            )),
+            "the Accept's peers are n1's two addresses: {t}"
+        );
+    }
+    assert!(
+        !t.contains("priority=5399,ip,nw_dst=192.168.1.2 "),
+        "n2 is not infra: {t}"
+    );
+    for a in ["192.168.1.1", "192.168.1.11", "192.168.1.2"] {
+        assert!(
+            t.contains(&format!(
+                "table=27, priority=5398,ip,nw_dst={a} actions=conjunction(ID1,2/2)"
+            )),
+            "the Deny's peers are every node's address: {t}"
+        );
+    }
+
+    // Before the nodes are listed: the Deny takes every address, the Accept none.
+    w.nodes = None;
+    let t = texts(&w.rows()).join("\n");
+    assert!(!t.contains("priority=5399"), "the Accept has no rows: {t}");
+    assert!(
+        t.contains("table=27, priority=5398,ip actions=conjunction(ID0,2/2)"),
+        "the Deny's peers are every address meanwhile: {t}"
+    );
+}
+
+#[test]
+fn the_engine_follows_a_node_that_joins_changes_labels_and_leaves() {
+    use crate::policy::engine::{PolicyEngine, Snapshot};
+    let mut w = world();
+    w.cluster.push(cnp(
+        "to-infra",
+        Tier::Admin,
+        10,
+        vec![],
+        vec![rule(
+            "kubelet",
+            Action::Accept,
+            vec![infra_nodes()],
+            vec![tcp(10250)],
+        )],
+    ));
+    let snap = |w: &World| {
+        let pods = pods_by_namespace(w.pods.clone());
+        let input = PolicyInput {
+            policies: &[],
+            cluster_policies: &w.cluster,
+            ids: None,
+            namespaces: &w.namespaces,
+            pods: &pods,
+            local_subnet: None,
+            local_subnet6: None,
+            local: &w.local,
+            datapath: Datapath::System,
+            multitenant: false,
+            pods_listed: true,
+            nodes: w.nodes.as_ref(),
+            ipv6: false,
+            ipv4: true,
+            logged: &BTreeMap::new(),
+        };
+        Snapshot::of(&input)
+    };
+    let mut engine = PolicyEngine::new();
+    w.nodes = Some(BTreeMap::new());
+    engine.update(snap(&w));
+    assert!(
+        engine.targets().is_empty(),
+        "no infra node: the Accept matches nothing"
+    );
+    // n1 joins: its addresses and the pod's target row come in.
+    w.nodes = Some(nodes());
+    let d = engine.update(snap(&w));
+    let up: Vec<String> = d.upserts.iter().map(ToString::to_string).collect();
+    assert!(d.targets_changed && !engine.targets().is_empty(), "{up:#?}");
+    assert_eq!(
+        up.iter()
+            .filter(|u| u.contains("nw_dst=192.168.1.1"))
+            .count(),
+        2,
+        "{up:#?}"
+    );
+    // n2 labelled infra: one address more, nothing out.
+    let mut ns = nodes();
+    ns.get_mut("n2")
+        .unwrap()
+        .labels
+        .insert("role".into(), "infra".into());
+    w.nodes = Some(ns.clone());
+    let d = engine.update(snap(&w));
+    let up: Vec<String> = d.upserts.iter().map(ToString::to_string).collect();
+    assert!(
+        up.len() == 1 && up[0].contains("nw_dst=192.168.1.2 ") && d.deletes.is_empty(),
+        "{up:#?} {:?}",
+        d.deletes
+    );
+    // n1 leaves: its two rows go.
+    ns.remove("n1");
+    w.nodes = Some(ns);
+    let d = engine.update(snap(&w));
+    assert_eq!(d.deletes.len(), 2, "{:?}", d.deletes);
+    assert!(d.upserts.is_empty(), "{:?}", d.upserts);
 }

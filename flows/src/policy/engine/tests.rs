@@ -229,6 +229,7 @@ impl World {
             datapath: Datapath::Netdev,
             multitenant: false,
             pods_listed: true,
+            nodes: None,
             ipv6: false,
             ipv4: true,
             logged: Arc::new(BTreeMap::new()),
