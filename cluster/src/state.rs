@@ -191,6 +191,10 @@ impl ClusterState {
             Kind::EgressNetworkPolicy => self.egress_policies.get(name).cloned().map(Into::into),
             // The state keeps the policy read from it, not the object.
             Kind::ClusterNetworkPolicy => None,
+            Kind::Node => self
+                .nodes
+                .get(name)
+                .map(|v| crate::types::NodeObject::of_view(name, v).into()),
         }
     }
 
@@ -221,6 +225,10 @@ impl ClusterState {
                     Some(p) => policies.insert(name, p),
                     None => policies.remove(&name),
                 };
+                None
+            }
+            ClusterObject::Node(n) => {
+                Arc::make_mut(&mut self.nodes).insert(n.name().to_string(), n.view());
                 None
             }
         }

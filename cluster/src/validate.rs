@@ -625,6 +625,7 @@ impl ClusterObject {
             ClusterObject::EgressNetworkPolicy(o) => o.validate(),
             // Read when the state is assembled: a refused one fails closed there.
             ClusterObject::ClusterNetworkPolicy(_) => Ok(()),
+            ClusterObject::Node(o) => o.validate(),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! ClusterNetworkPolicies as files of a standalone node's state directory (multitenant mode,
 //! one node, the real agent and pods): written, the Admin tier decides before tenancy; changed,
 //! the new rules; refused by the reader, the subject fails closed and `sdnctl network-policies`
-//! says why; deleted, tenancy alone again.
+//! says why; deleted, tenancy alone again. A `nodes` peer selects the nodes of the `Node`
+//! files by their labels.
 
 use std::net::SocketAddrV4;
 use std::time::Duration;
@@ -88,4 +89,75 @@ fn cluster_network_policy_files_decide_before_tenancy_and_fail_closed() {
     // Deleted: tenancy alone.
     std::fs::remove_file(&file).unwrap();
     assert!(wait_until(SETTLE, || reach(&a2, &a1) && !reach(&b1, &a1)));
+}
+
+/// A standalone node's `Node` files are what `nodes` peers select: an Admin egress Deny to
+/// the nodes labelled `role: infra` on TCP 10250 holds once a Node file gives this node's
+/// address that label, and lets go when the label goes; other ports stay open.
+#[test]
+fn node_files_are_what_a_nodes_peer_selects() {
+    const NODE_ADDR: &str = "192.168.111.10";
+    let node = AgentNode::start(NodeOptions::default());
+    node.set_netnamespace("tenant-a", 11);
+    let a1 = node.pod("tenant-a", "a1");
+    // The node's address, served in the agent's namespace (the host).
+    node.ovs
+        .exec_in_netns(&["ip", "addr", "add", &format!("{NODE_ADDR}/32"), "dev", "lo"])
+        .unwrap();
+    let _servers = [
+        probe::tcp_echo_server(node.ovs.netns(), 10250),
+        probe::tcp_echo_server(node.ovs.netns(), 10251),
+    ];
+    let to_node = |port: u16| {
+        probe::tcp_probe(
+            a1.ns.name(),
+            SocketAddrV4::new(NODE_ADDR.parse().unwrap(), port),
+            Duration::from_millis(700),
+        )
+    };
+    assert!(to_node(10250) && to_node(10251), "the node's address");
+
+    std::fs::write(
+        node.state_dir()
+            .join("clusternetworkpolicy-no-kubelet.yaml"),
+        "apiVersion: policy.networking.k8s.io/v1alpha2\nkind: ClusterNetworkPolicy\n\
+         metadata: {name: no-kubelet}\nspec:\n  tier: Admin\n  priority: 10\n  \
+         subject: {namespaces: {}}\n  egress:\n  - name: kubelet\n    action: Deny\n    \
+         to: [{nodes: {matchLabels: {role: infra}}}]\n    \
+         protocols: [{tcp: {destinationPort: {number: 10250}}}]\n",
+    )
+    .unwrap();
+    let node_file = |labels: &str| {
+        format!(
+            "apiVersion: v1\nkind: Node\nmetadata: {{name: {}, labels: {{{labels}}}}}\n\
+             status:\n  addresses: [{{type: InternalIP, address: {NODE_ADDR}}}]\n",
+            node.node_name()
+        )
+    };
+    let file = node.state_dir().join("node.yaml");
+    std::fs::write(&file, node_file("role: worker")).unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(to_node(10250), "no infra node: the Deny has no peer");
+
+    std::fs::write(&file, node_file("role: infra")).unwrap();
+    assert!(
+        wait_until(SETTLE, || !to_node(10250)),
+        "the node labelled infra: its address denied on 10250\n{}",
+        node.log()
+    );
+    assert!(to_node(10251), "other ports stay open");
+    let trace = node.trace("tenant-a/a1", NODE_ADDR, "tcp/10250", None);
+    let trace = trace["verdict"].as_str().unwrap_or_default();
+    assert!(
+        trace.contains(
+            "dropped by ClusterNetworkPolicy no-kubelet (Admin tier, priority 10) egress rule 0 \"kubelet\" (Deny)"
+        ),
+        "sdnctl trace names the rule: {trace}"
+    );
+
+    std::fs::write(&file, node_file("role: worker")).unwrap();
+    assert!(
+        wait_until(SETTLE, || to_node(10250)),
+        "the label gone: open again"
+    );
 }

@@ -197,6 +197,7 @@ impl Loader {
             Kind::HostSubnet,
             Kind::EgressNetworkPolicy,
             Kind::ClusterNetworkPolicy,
+            Kind::Node,
         ] {
             for (file, obj) in picked.iter().filter(|(_, o)| o.kind() == kind) {
                 if let ClusterObject::HostSubnet(hs) = obj {
@@ -231,6 +232,8 @@ impl Loader {
         // No cluster-wide pod list to wait for: a ClusterNetworkPolicy's pod peers are this
         // node's pods (and namespaces that hold their VNID alone, by VNID, on every node).
         loaded.state.peer_pods_listed = true;
+        // The nodes are the Node files: all there is to list.
+        loaded.state.nodes_listed = true;
         // Audit logging is a NetNamespace annotation here (no Namespace objects).
         loaded.state.audit_logging = Arc::new(crate::audit::read_all(
             loaded.state.net_namespaces.iter().filter_map(|(name, n)| {

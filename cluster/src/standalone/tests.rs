@@ -488,3 +488,81 @@ fn cluster_network_policies_are_state_files_and_a_refused_one_fails_closed() {
     let l = loader.assemble(&ClusterState::default());
     assert!(l.state.cluster_policies.is_empty());
 }
+
+#[test]
+fn node_files_are_what_nodes_peers_select_and_bad_ones_are_named() {
+    let d = TempDir::new("nodes");
+    seed(&d.0, "n", None, &spec()).unwrap();
+    let mut loader = Loader::new(d.0.clone());
+    let l = loader.assemble(&ClusterState::default());
+    assert!(
+        l.state.nodes_listed && l.state.nodes.is_empty(),
+        "no file: no node, and nothing to wait for"
+    );
+    // As `kubectl get node -o yaml` prints one: spec and status fields nothing here reads.
+    let file = d.0.join("node-infra1.yaml");
+    let node = |address: &str| {
+        format!(
+            "apiVersion: v1\nkind: Node\nmetadata:\n  name: infra1\n  labels: {{role: infra}}\n\
+             spec: {{podCIDR: 10.128.0.0/23}}\nstatus:\n  addresses:\n  - {{type: Hostname, address: infra1}}\n  \
+             - {{type: InternalIP, address: {address}}}\n  conditions: [{{type: Ready, status: \"True\"}}]\n"
+        )
+    };
+    fs::write(&file, node("192.168.1.7")).unwrap();
+    assert!(loader.scan());
+    let l = loader.assemble(&ClusterState::default());
+    assert!(l.errors.is_empty(), "{:?}", l.errors);
+    let n = &l.state.nodes["infra1"];
+    assert_eq!(n.labels["role"], "infra");
+    assert_eq!(
+        n.addresses,
+        ["192.168.1.7".parse::<std::net::IpAddr>().unwrap()]
+    );
+
+    // An InternalIP that is no address: refused, the field named; the file's last good
+    // objects stay in effect (as for every kind).
+    fs::write(&file, node("192.168.1.300")).unwrap();
+    assert!(loader.scan());
+    let l = loader.assemble(&ClusterState::default());
+    assert_eq!(
+        l.state.nodes["infra1"].addresses,
+        ["192.168.1.7".parse::<std::net::IpAddr>().unwrap()]
+    );
+    assert!(
+        l.errors.iter().any(|e| e
+            .to_string()
+            .contains("status.addresses[1].address \"192.168.1.300\": expected an IP address")),
+        "{:?}",
+        l.errors
+    );
+    // A misspelt top-level field: refused, named.
+    fs::write(&file, node("192.168.1.7").replace("status:", "stauts:")).unwrap();
+    assert!(loader.scan());
+    let l = loader.assemble(&ClusterState::default());
+    assert!(
+        l.errors
+            .iter()
+            .any(|e| e.to_string().contains("unknown field `stauts`")),
+        "{:?}",
+        l.errors
+    );
+
+    // Two files that say different things: the node in effect stays.
+    fs::write(&file, node("192.168.1.7")).unwrap();
+    assert!(loader.scan());
+    let before = loader.assemble(&ClusterState::default()).state;
+    fs::write(d.0.join("zz-node.yaml"), node("192.168.1.8")).unwrap();
+    assert!(loader.scan());
+    let l = loader.assemble(&before);
+    assert_eq!(
+        l.state.nodes["infra1"].addresses,
+        ["192.168.1.7".parse::<std::net::IpAddr>().unwrap()]
+    );
+    assert!(
+        l.errors
+            .iter()
+            .any(|e| e.to_string().contains("Node") && e.to_string().contains("zz-node.yaml")),
+        "{:?}",
+        l.errors
+    );
+}

@@ -146,11 +146,12 @@ pub(crate) fn parse_object(
     };
     let Some(kind) = Kind::from_kind(kind_str) else {
         return Err(shape(format!(
-            "unsupported kind {kind_str:?}: expected ClusterNetwork, HostSubnet, NetNamespace, EgressNetworkPolicy, ClusterNetworkPolicy or List"
+            "unsupported kind {kind_str:?}: expected ClusterNetwork, HostSubnet, NetNamespace, EgressNetworkPolicy, ClusterNetworkPolicy, Node or List"
         )));
     };
     let expected = match kind {
         Kind::ClusterNetworkPolicy => [super::CNP_API_VERSION, super::CNP_API_VERSION],
+        Kind::Node => [super::NODE_API_VERSION, super::NODE_API_VERSION],
         _ => [API_VERSION, LEGACY_API_VERSION],
     };
     if !expected.contains(&api_version) {
@@ -192,6 +193,7 @@ pub(crate) fn parse_object(
             super::ClusterPolicyObject::new(value)
                 .map_err(|e| shape(format!("ClusterNetworkPolicy metadata: {e}")))?,
         ),
+        Kind::Node => ClusterObject::Node(typed(value).map_err(field)?),
     })
 }
 

@@ -147,7 +147,7 @@ pub(super) async fn run(view: &NodeView, ask: Ask<'_>) -> Result<LiveTrace, Trac
     .bytes();
     // Where the node's NAT may change the destination and send the packet back into br0: a
     // Service, and the node's own or an outside address (a NodePort, an external IP).
-    let service = matches!(ask.dst, End::Service(_) | End::Node | End::External(_));
+    let service = matches!(ask.dst, End::Service(_) | End::Node(_) | End::External(_));
     let known = Known {
         dst: (!service).then_some(ask.nw_dst),
         dst_port: (!service && dst_port != 0).then_some(dst_port),
@@ -509,7 +509,7 @@ fn answer(
                 End::External(ip) => format!(
                     ": {ip} is outside the cluster, so beyond br0 the node's routing and NAT take it"
                 ),
-                End::Node => ": it is for this node".into(),
+                End::Node(_) => ": it is for this node".into(),
                 _ => ": it is not for a pod of this node".into(),
             };
             (Outcome::ToHost, format!("{words}{why}"))

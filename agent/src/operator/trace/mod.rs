@@ -60,7 +60,9 @@ enum End {
         ofport: u32,
         vnid: u32,
     },
-    Node,
+    /// This node: tun0's address (`node`), or the node's own address when that is what was
+    /// asked (its egress policy rows match it, not tun0's).
+    Node(Option<IpAddr>),
     /// An address of this node's subnet no pod has.
     Unused(IpAddr),
     /// A pod of another node's subnet.
@@ -78,7 +80,7 @@ impl End {
         match self {
             End::Pod { ip, .. } | End::Unused(ip) | End::Service(ip) | End::External(ip) => *ip,
             End::Remote { ip, .. } => *ip,
-            End::Node => node_gw,
+            End::Node(ip) => ip.unwrap_or(node_gw),
         }
     }
 
@@ -95,7 +97,8 @@ impl End {
                 "pod {ns}/{name} ({ip}, port {ofport}, VNID {vnid} {})",
                 tenants(*vnid)
             ),
-            End::Node => "this node (tun0)".into(),
+            End::Node(None) => "this node (tun0)".into(),
+            End::Node(Some(ip)) => format!("this node ({ip})"),
             End::Unused(ip) => format!("{ip} (this node's subnet; no pod has it)"),
             End::Remote { ip, node, vtep } => match (node, vtep) {
                 (Some(n), Some(v)) => format!("{ip} (a pod of node {n}, VTEP {v})"),
@@ -334,7 +337,7 @@ impl Ends<'_> {
     fn resolve(&self, s: &str, role: &str) -> Result<End, TraceError> {
         let s = s.trim();
         if s == "node" {
-            return Ok(End::Node);
+            return Ok(End::Node(None));
         }
         let v6 = self.v6;
         let pod_end = |p: &crate::pod::Pod| -> Result<End, TraceError> {
@@ -418,7 +421,7 @@ impl Ends<'_> {
             },
         };
         Ok(if is_node {
-            End::Node
+            End::Node((ip == node.node_ip).then_some(ip))
         } else if local {
             End::Unused(ip)
         } else if cluster {
@@ -465,7 +468,7 @@ fn refuse_impossible(
     if matches!(proto, Proto::Arp | Proto::Nd)
         && !matches!(
             dst,
-            End::Pod { .. } | End::Unused(_) | End::Remote { .. } | End::Node
+            End::Pod { .. } | End::Unused(_) | End::Remote { .. } | End::Node(_)
         )
     {
         return Err(TraceError::BadRequest(

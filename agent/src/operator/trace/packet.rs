@@ -57,7 +57,7 @@ impl Packet {
             End::Pod {
                 ip, ofport, mac, ..
             } => (*ofport, mac.clone(), *ip, String::new()),
-            End::Node | End::External(_) => (2, tun0_mac.clone(), src.ip(gw), String::new()),
+            End::Node(_) | End::External(_) => (2, tun0_mac.clone(), src.ip(gw), String::new()),
             End::Remote { ip, vtep, .. } => {
                 let Some(vtep) = vtep else {
                     return Err(TraceError::BadRequest(format!(

@@ -158,7 +158,7 @@ impl Judge<'_> {
                 Some(*ip)
             }
             End::Remote { ip, .. } => Some(*ip),
-            End::Node => None,
+            End::Node(_) => None,
         };
         let by_egress_ip = p
             .steps
@@ -233,14 +233,14 @@ impl Judge<'_> {
                 let why = match self.dst {
                     End::Service(ip) => format!("handed to the node through tun0: the node's service rules (kube-proxy) DNAT {ip} to an endpoint"),
                     End::External(ip) => format!("leaves the overlay through tun0: the node routes (and masquerades) it towards {ip}"),
-                    End::Node => "delivered to the node through tun0".to_string(),
+                    End::Node(_) => "delivered to the node through tun0".to_string(),
                     _ => "handed to the node through tun0".to_string(),
                 };
                 return (Outcome::ToHost, why, None);
             }
             if let Some(pod) = self.pods.iter().find(|x| x.ofport == port) {
                 let why = match self.src {
-                    End::Node => ": the node reaches every pod".to_string(),
+                    End::Node(_) => ": the node reaches every pod".to_string(),
                     End::External(_) => {
                         ": from outside the cluster through the node (tun0)".to_string()
                     }
@@ -316,7 +316,7 @@ impl Judge<'_> {
                 ip.to_string()
             }
             End::Remote { ip, .. } => ip.to_string(),
-            End::Node => "the node".into(),
+            End::Node(_) => "the node".into(),
         };
         let why = match Table::from_id(*table) {
             Some(Table::Classifier) => format!(
@@ -336,7 +336,7 @@ impl Judge<'_> {
                         format!("the packet does not match {ns}/{name}'s port, MAC and address rows")
                     }
                 }
-                End::Node | End::External(_) => "tun0 traffic reached the pod spoof guard".into(),
+                End::Node(_) | End::External(_) => "tun0 traffic reached the pod spoof guard".into(),
                 _ => format!("port {} belongs to no pod", self.in_port),
             },
             Some(Table::SourceVnid) => format!("port {} has no VNID row (no pod on it)", self.in_port),
