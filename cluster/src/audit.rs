@@ -12,7 +12,9 @@
 //!
 //! Where the annotation lives: on the Namespace in Kubernetes mode (as OVN-Kubernetes has it),
 //! on the NetNamespace in standalone mode (the one object a standalone namespace has; `sdnctl
-//! audit-logging` writes it).
+//! audit-logging` writes it). A ClusterNetworkPolicy carries its own, as OVN-Kubernetes reads
+//! it on an AdminNetworkPolicy (`deny`, `allow`, `pass`): its rules' decisions are logged by
+//! what the policy says, whatever the namespaces say.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -132,7 +134,7 @@ pub fn parse_acl_logging(value: &str) -> AuditSetting {
         Ok(v) => v,
         Err(e) => {
             return off(format!(
-                "{ACL_LOGGING_ANNOTATION} is not JSON ({e}): logging is off for the namespace; \
+                "{ACL_LOGGING_ANNOTATION} is not JSON ({e}): logging is off for it; \
                  write it as {{\"deny\": \"alert\", \"allow\": \"notice\"}}"
             ))
         }
@@ -140,7 +142,7 @@ pub fn parse_acl_logging(value: &str) -> AuditSetting {
     let Some(obj) = json.as_object() else {
         return off(format!(
             "{ACL_LOGGING_ANNOTATION} must be a JSON object such as {{\"deny\": \"alert\"}}, \
-             not {json}: logging is off for the namespace"
+             not {json}: logging is off for it"
         ));
     };
     let mut logging = AclLogging::default();

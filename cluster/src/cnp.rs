@@ -18,8 +18,8 @@
 use ipnet::IpNet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as KubeSelector;
 use multitenant::cluster_policy::{
-    Action, ClusterPolicy, Peer, Pods, Port, Rule, Tier, MAX_ITEMS, MAX_PRIORITY, MAX_RULES,
-    MAX_RULE_NAME,
+    Action, ClusterPolicy, LoggedActions, Peer, Pods, Port, Rule, Tier, MAX_ITEMS, MAX_PRIORITY,
+    MAX_RULES, MAX_RULE_NAME,
 };
 use multitenant::policy::{LabelSelector, Protocol};
 use serde_json::{Map, Value};
@@ -136,7 +136,26 @@ fn read(v: &Value, name: &str) -> Result<ClusterPolicy, FieldError> {
         subject,
         ingress,
         egress,
+        log: logged_actions(v),
     })
+}
+
+/// What the policy's `k8s.ovn.org/acl-logging` annotation turns on (nothing without one; a
+/// verdict whose severity cannot be read is off, and `sdnctl audit-logging` says why).
+pub fn logged_actions(v: &Value) -> LoggedActions {
+    let Some(a) = v
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(crate::audit::ACL_LOGGING_ANNOTATION))
+        .and_then(Value::as_str)
+    else {
+        return LoggedActions::default();
+    };
+    let l = crate::audit::parse_acl_logging(a).logging;
+    LoggedActions {
+        deny: l.deny.is_some(),
+        allow: l.allow.is_some(),
+        pass: l.pass.is_some(),
+    }
 }
 
 /// What a ClusterNetworkPolicy this agent cannot apply ([`read_cluster_policy`] refused it)
@@ -188,6 +207,7 @@ pub fn fail_closed(v: &Value) -> Option<ClusterPolicy> {
         subject,
         ingress: deny_all(has("ingress")),
         egress: deny_all(has("egress")),
+        log: logged_actions(v),
     })
 }
 

@@ -81,6 +81,10 @@ pub struct ClusterState {
     /// annotation (on its Namespace in Kubernetes mode, its NetNamespace in standalone mode),
     /// as read, with what was wrong with it ([`crate::audit`]).
     pub audit_logging: Arc<BTreeMap<String, AuditSetting>>,
+    /// The audit logging of every ClusterNetworkPolicy that carries the
+    /// `k8s.ovn.org/acl-logging` annotation (deny, allow and pass, as OVN-Kubernetes reads it
+    /// on an AdminNetworkPolicy), by policy name.
+    pub cluster_policy_logging: Arc<BTreeMap<String, AuditSetting>>,
 }
 
 /// What the agent keeps of one of its node's Kubernetes Pods (from the watch cache, so a CNI ADD
@@ -215,6 +219,13 @@ impl ClusterState {
             // form, and listed as refused with why.
             ClusterObject::ClusterNetworkPolicy(o) => {
                 let name = o.name().to_string();
+                let logging = crate::audit::annotation(&o.metadata)
+                    .map(|v| crate::audit::parse_acl_logging(&v));
+                let all = Arc::make_mut(&mut self.cluster_policy_logging);
+                match logging {
+                    Some(l) => all.insert(name.clone(), l),
+                    None => all.remove(&name),
+                };
                 let (policy, read) = o.read();
                 match read {
                     Ok(()) => self.refused_cluster_policies.remove(&name),
@@ -388,6 +399,7 @@ impl ClusterState {
             refused_egress_policies,
             broken_namespaces,
             audit_logging,
+            cluster_policy_logging,
         } = self;
         *cluster_network == other.cluster_network
             && *host_subnets == other.host_subnets
@@ -404,6 +416,7 @@ impl ClusterState {
             && *refused_egress_policies == other.refused_egress_policies
             && *broken_namespaces == other.broken_namespaces
             && *audit_logging == other.audit_logging
+            && *cluster_policy_logging == other.cluster_policy_logging
     }
 
     /// What `namespace` logs (nothing when it has no annotation).

@@ -75,11 +75,23 @@ pub enum Decision {
     FirewallAllow,
     /// A pod sent with an address or port that is not its own.
     Spoof,
+    /// A ClusterNetworkPolicy ingress Deny rule dropped it (`reg6`: the rule's conjunction id).
+    ClusterIngressDeny,
+    /// A ClusterNetworkPolicy ingress Accept (or Baseline Pass) let it in (`reg6` likewise).
+    ClusterIngressAllow,
+    /// A ClusterNetworkPolicy egress Deny rule dropped it.
+    ClusterEgressDeny,
+    /// A ClusterNetworkPolicy egress Accept (or Baseline Pass) let it out.
+    ClusterEgressAllow,
+    /// An Admin-tier ingress Pass handed it to the next step.
+    ClusterIngressPass,
+    /// An Admin-tier egress Pass handed it to the next step.
+    ClusterEgressPass,
 }
 
 impl Decision {
     /// Every decision.
-    pub const ALL: [Decision; 9] = [
+    pub const ALL: [Decision; 15] = [
         Decision::TenancyDeny,
         Decision::TenancyAllow,
         Decision::PolicyIngressDeny,
@@ -89,10 +101,17 @@ impl Decision {
         Decision::FirewallDeny,
         Decision::FirewallAllow,
         Decision::Spoof,
+        Decision::ClusterIngressDeny,
+        Decision::ClusterIngressAllow,
+        Decision::ClusterEgressDeny,
+        Decision::ClusterEgressAllow,
+        Decision::ClusterIngressPass,
+        Decision::ClusterEgressPass,
     ];
 
-    /// The code in bits 0..7 of `reg5`: bit 0 is the verdict (1 allow), so table 130 picks
-    /// the meter with one masked match.
+    /// The code in bits 0..7 of `reg5`: bit 0 is the verdict (1 allow; a Pass decides
+    /// nothing yet and is metered with the allows), so table 130 picks the meter with one
+    /// masked match.
     pub const fn code(self) -> u8 {
         match self {
             Decision::TenancyDeny => 0x02,
@@ -104,12 +123,40 @@ impl Decision {
             Decision::FirewallDeny => 0x08,
             Decision::FirewallAllow => 0x09,
             Decision::Spoof => 0x0a,
+            Decision::ClusterIngressDeny => 0x0c,
+            Decision::ClusterIngressAllow => 0x0d,
+            Decision::ClusterEgressDeny => 0x0e,
+            Decision::ClusterEgressAllow => 0x0f,
+            Decision::ClusterIngressPass => 0x11,
+            Decision::ClusterEgressPass => 0x13,
         }
     }
 
-    /// Whether this is an allow.
+    /// Whether this is an allow (a Pass counts as one: it drops nothing).
     pub const fn allows(self) -> bool {
         self.code() & 1 == 1
+    }
+
+    /// Whether this is a ClusterNetworkPolicy's Pass.
+    pub const fn passes(self) -> bool {
+        matches!(
+            self,
+            Decision::ClusterIngressPass | Decision::ClusterEgressPass
+        )
+    }
+
+    /// A ClusterNetworkPolicy rule's decision in direction `ingress` (else egress) for its
+    /// action.
+    pub const fn cluster(ingress: bool, action: multitenant::cluster_policy::Action) -> Decision {
+        use multitenant::cluster_policy::Action;
+        match (ingress, action) {
+            (true, Action::Deny) => Decision::ClusterIngressDeny,
+            (true, Action::Accept) => Decision::ClusterIngressAllow,
+            (true, Action::Pass) => Decision::ClusterIngressPass,
+            (false, Action::Deny) => Decision::ClusterEgressDeny,
+            (false, Action::Accept) => Decision::ClusterEgressAllow,
+            (false, Action::Pass) => Decision::ClusterEgressPass,
+        }
     }
 
     /// The decision a `reg5` value names, with its detail.
@@ -132,8 +179,15 @@ impl Decision {
             Decision::TenancyDeny
             | Decision::TenancyAllow
             | Decision::PolicyIngressDeny
-            | Decision::PolicyIngressAllow => Table::IngressIsolation,
-            Decision::PolicyEgressDeny | Decision::PolicyEgressAllow => Table::PodEgressPolicy,
+            | Decision::PolicyIngressAllow
+            | Decision::ClusterIngressDeny
+            | Decision::ClusterIngressAllow
+            | Decision::ClusterIngressPass => Table::IngressIsolation,
+            Decision::PolicyEgressDeny
+            | Decision::PolicyEgressAllow
+            | Decision::ClusterEgressDeny
+            | Decision::ClusterEgressAllow
+            | Decision::ClusterEgressPass => Table::PodEgressPolicy,
             Decision::FirewallDeny | Decision::FirewallAllow => Table::EgressFirewall,
             Decision::Spoof => Table::PodEgressSpoofguard,
         }
@@ -149,6 +203,12 @@ impl Decision {
             | Decision::PolicyEgressAllow => "network-policy",
             Decision::FirewallDeny | Decision::FirewallAllow => "egress-firewall",
             Decision::Spoof => "spoofing",
+            Decision::ClusterIngressDeny
+            | Decision::ClusterIngressAllow
+            | Decision::ClusterEgressDeny
+            | Decision::ClusterEgressAllow
+            | Decision::ClusterIngressPass
+            | Decision::ClusterEgressPass => "cluster-network-policy",
         }
     }
 }
@@ -167,6 +227,11 @@ pub fn log_actions(decision: Decision, detail: u32, rule: Option<u32>) -> Vec<Ac
 /// `ct_state=+new+trk`: the first packet of a connection (allow rows log only it).
 pub fn new_connection() -> CtState {
     CtState::new().plus(CtFlag::New).plus(CtFlag::Trk)
+}
+
+/// `ct_state=-new+trk`: every later packet of a connection.
+pub fn later_packet() -> CtState {
+    CtState::new().minus(CtFlag::New).plus(CtFlag::Trk)
 }
 
 fn copy_up(meter: u32) -> Action {

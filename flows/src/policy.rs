@@ -252,6 +252,8 @@ pub struct ClusterRule {
     pub action: ClusterAction,
     /// The rule's name (may be empty).
     pub name: String,
+    /// Which of its policy's decisions are logged.
+    pub log: multitenant::cluster_policy::LoggedActions,
 }
 
 impl std::fmt::Display for RuleRef {
@@ -538,6 +540,7 @@ fn rule_key(p: &Policy, d: Direction, i: usize, named: bool) -> String {
 }
 
 /// What the rows of one rule are built with.
+#[derive(Clone, Copy)]
 struct RuleCtx {
     datapath: Datapath,
     /// Multitenant mode ([`PolicyInput::multitenant`]).
@@ -551,6 +554,9 @@ struct RuleCtx {
     reg: Reg,
     /// What the policy's namespace logs.
     log: Logged,
+    /// A ClusterNetworkPolicy rule's: which of its policy's decisions are logged (its rows
+    /// then log those, [`policy::parts::verdict_rows`]).
+    cluster_log: Option<multitenant::cluster_policy::LoggedActions>,
 }
 
 /// The match of a peer address or block in direction `d`.
@@ -674,7 +680,9 @@ pub(crate) mod cluster;
 mod engine;
 mod parts;
 mod pods;
+mod verdict;
 
+pub use cluster::tier_table as cluster_table;
 pub use engine::{Delta, PolicyEngine, Snapshot};
 pub use parts::{admitted_client, pod_rows};
 

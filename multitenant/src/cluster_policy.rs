@@ -282,6 +282,20 @@ pub struct ClusterPolicy {
     pub ingress: Vec<Rule>,
     /// Egress rules, in order.
     pub egress: Vec<Rule>,
+    /// Which of its decisions the audit log records (its `k8s.ovn.org/acl-logging`
+    /// annotation, as OVN-Kubernetes reads it on an AdminNetworkPolicy).
+    pub log: LoggedActions,
+}
+
+/// Which actions of a policy's rules are logged when they decide.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LoggedActions {
+    /// Deny.
+    pub deny: bool,
+    /// Accept (and a Baseline Pass, which allows).
+    pub allow: bool,
+    /// An Admin Pass.
+    pub pass: bool,
 }
 
 impl ClusterPolicy {

@@ -152,7 +152,7 @@ enum Cmd {
         #[arg(short = 'n', long = "namespace", value_name = "NS")]
         namespace: Option<String>,
         /// Only this verdict
-        #[arg(long, value_parser = ["allow", "deny"])]
+        #[arg(long, value_parser = ["allow", "deny", "pass"])]
         verdict: Option<String>,
         /// Keep printing lines as they are written (across rotations)
         #[arg(short = 'f', long)]
@@ -255,7 +255,7 @@ impl Cmd {
 const SHAPES: [(&str, &str); 20] = [
     (
         "audit",
-        "[-n NAMESPACE] [--verdict allow|deny] [--follow] [--tail N] [--file FILE]",
+        "[-n NAMESPACE] [--verdict allow|deny|pass] [--follow] [--tail N] [--file FILE]",
     ),
     (
         "audit-logging",

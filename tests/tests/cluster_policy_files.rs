@@ -161,3 +161,134 @@ fn node_files_are_what_a_nodes_peer_selects() {
         "the label gone: open again"
     );
 }
+
+/// A policy that carries the `k8s.ovn.org/acl-logging` annotation has its decisions written to
+/// the audit log, each line naming the policy, its tier and priority, and the rule: a Deny
+/// (alert), an Accept across tenants (notice, one line for the connection), a Pass to tenancy
+/// (warning); a namespace that logs nothing has no say. A bad severity is named in a note
+/// line and turns that verdict off.
+#[test]
+fn a_logged_policy_names_its_rule_in_the_audit_log() {
+    let node = AgentNode::start(NodeOptions::default());
+    node.set_netnamespace("tenant-a", 11);
+    node.set_netnamespace("tenant-b", 12);
+    let a1 = node.pod("tenant-a", "a1");
+    let a2 = node.pod("tenant-a", "a2");
+    let b1 = node.pod("tenant-b", "b1");
+    let _servers: Vec<_> = [8080, 8081]
+        .iter()
+        .map(|port| probe::tcp_echo_server(a1.ns.name(), *port))
+        .collect();
+    let to_a1 = |from: &CniPod<'_>, port: u16| {
+        let dst = SocketAddrV4::new(a1.ip.parse().unwrap(), port);
+        probe::tcp_probe(from.ns.name(), dst, Duration::from_millis(700))
+    };
+    let policy = |annotation: &str| {
+        format!(
+            "apiVersion: policy.networking.k8s.io/v1alpha2\nkind: ClusterNetworkPolicy\n\
+             metadata:\n  name: watch-a\n  annotations:\n    k8s.ovn.org/acl-logging: '{annotation}'\n\
+             spec:\n  tier: Admin\n  priority: 10\n  \
+             subject: {{namespaces: {{matchLabels: {{kubernetes.io/metadata.name: tenant-a}}}}}}\n  \
+             ingress:\n  \
+             - name: no-8081\n    action: Deny\n    \
+             from: [{{namespaces: {{matchLabels: {{kubernetes.io/metadata.name: tenant-b}}}}}}]\n    \
+             protocols: [{{tcp: {{destinationPort: {{number: 8081}}}}}}]\n  \
+             - name: b-in\n    action: Accept\n    \
+             from: [{{namespaces: {{matchLabels: {{kubernetes.io/metadata.name: tenant-b}}}}}}]\n  \
+             - name: own\n    action: Pass\n    \
+             from: [{{namespaces: {{matchLabels: {{kubernetes.io/metadata.name: tenant-a}}}}}}]\n"
+        )
+    };
+    let file = node.state_dir().join("clusternetworkpolicy-watch-a.yaml");
+    std::fs::write(
+        &file,
+        policy(r#"{"deny": "alert", "allow": "notice", "pass": "warning"}"#),
+    )
+    .unwrap();
+    assert!(
+        wait_until(SETTLE, || to_a1(&b1, 8080)),
+        "the Accept lets tenant-b in:\n{}",
+        node.log()
+    );
+    assert!(!to_a1(&b1, 8081), "the Deny holds");
+    assert!(to_a1(&a2, 8080), "the Pass hands tenant-a's own to tenancy");
+
+    let decisions = |port: u16| -> Vec<serde_json::Value> {
+        node.audit_lines()
+            .into_iter()
+            .filter(|l| l["event"] == "decision" && l["dst"]["port"] == port)
+            .collect()
+    };
+    let lines_of = |verdict: &str, port: u16, from: &str| -> Vec<serde_json::Value> {
+        decisions(port)
+            .into_iter()
+            .filter(|l| l["verdict"] == verdict && l["src"]["pod"] == from)
+            .collect()
+    };
+    assert!(
+        wait_until(Duration::from_secs(5), || {
+            !lines_of("allow", 8080, "b1").is_empty()
+                && !lines_of("deny", 8081, "b1").is_empty()
+                && !lines_of("pass", 8080, "a2").is_empty()
+        }),
+        "every verdict's line: {:#?}\n{}",
+        node.audit_lines(),
+        node.log()
+    );
+    let object = "ClusterNetworkPolicy watch-a (Admin tier, priority 10)";
+    let deny = &lines_of("deny", 8081, "b1")[0];
+    assert_eq!(deny["kind"], "cluster-network-policy", "{deny}");
+    assert_eq!(deny["object"], object, "{deny}");
+    assert_eq!(deny["rule"], "ingress rule 0 \"no-8081\" (Deny)", "{deny}");
+    assert_eq!(deny["severity"], "alert", "{deny}");
+    assert_eq!(deny["namespace"], "tenant-a", "{deny}");
+    assert_eq!(deny["direction"], "ingress", "{deny}");
+    assert_eq!(deny["table"], 80, "{deny}");
+    let allow = lines_of("allow", 8080, "b1");
+    let ports: std::collections::BTreeSet<u64> = allow
+        .iter()
+        .filter_map(|l| l["src"]["port"].as_u64())
+        .collect();
+    assert_eq!(
+        ports.len(),
+        allow.len(),
+        "one line a connection: {allow:#?}"
+    );
+    assert_eq!(allow[0]["object"], object);
+    assert_eq!(allow[0]["rule"], "ingress rule 1 \"b-in\" (Accept)");
+    assert_eq!(allow[0]["severity"], "notice");
+    assert_eq!(allow[0]["dst"]["pod"], "a1");
+    let pass = &lines_of("pass", 8080, "a2")[0];
+    assert_eq!(pass["rule"], "ingress rule 2 \"own\" (Pass)", "{pass}");
+    assert_eq!(pass["severity"], "warning", "{pass}");
+    // Tenancy's own decision is not logged: tenant-a's namespace asks for nothing.
+    assert!(
+        decisions(8080)
+            .iter()
+            .all(|l| l["kind"] == "cluster-network-policy"),
+        "{:#?}",
+        decisions(8080)
+    );
+
+    // A severity that is none: a note names the policy, and denials are no longer logged
+    // (the Deny itself holds).
+    std::fs::write(&file, policy(r#"{"deny": "loud", "allow": "notice"}"#)).unwrap();
+    assert!(
+        wait_until(SETTLE, || node.audit_lines().iter().any(|l| l["event"]
+            == "note"
+            && l["message"].as_str().is_some_and(|m| m
+                .contains("ClusterNetworkPolicy watch-a")
+                && m.contains("loud")))),
+        "a note names the policy's bad severity: {:#?}",
+        node.audit_lines()
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let before = lines_of("deny", 8081, "b1").len();
+    assert!(!to_a1(&b1, 8081), "the Deny still holds");
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(
+        lines_of("deny", 8081, "b1").len(),
+        before,
+        "denials are not logged any more"
+    );
+}

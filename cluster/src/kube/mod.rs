@@ -201,6 +201,8 @@ struct Caches {
     refused: std::sync::Mutex<BTreeMap<String, String>>,
     /// ClusterNetworkPolicies as read, by name (both modes).
     cluster_policies: Kept<PolicyRead<ClusterPolicy>>,
+    /// Their `k8s.ovn.org/acl-logging` annotations, by name (only those that have one).
+    cluster_policy_logging: Kept<String>,
     /// The API server does not serve ClusterNetworkPolicies (their CRD is not installed):
     /// none apply, and the watch keeps trying, so one installed later is seen.
     cluster_policies_absent: bool,
@@ -270,6 +272,7 @@ impl Caches {
             network_policies: policies.then(Kept::new),
             refused: std::sync::Mutex::default(),
             cluster_policies: Kept::new(),
+            cluster_policy_logging: Kept::new(),
             cluster_policies_absent: false,
             refused_cluster: std::sync::Mutex::default(),
             nodes: Kept::new(),
@@ -382,6 +385,8 @@ impl Caches {
             );
             st.cluster_policies = Arc::new(policies);
             st.refused_cluster_policies = refused;
+            let logging = &self.cluster_policy_logging.map;
+            crate::audit::read_into(&mut st.cluster_policy_logging, logging);
         }
         if dirty.nodes {
             st.nodes = self.nodes.map.clone();
@@ -675,8 +680,12 @@ fn handle(c: &mut Caches, ev: Ev, errors: &mut BTreeMap<&'static str, String>) -
         Ev::ClusterNetworkPolicy(r) => mark(
             watch_event("ClusterNetworkPolicy", r, errors).is_some_and(|e| {
                 c.cluster_policies_absent = false;
+                let logging = c
+                    .cluster_policy_logging
+                    .apply(&e, name_of, |o| crate::audit::annotation(&o.metadata));
                 c.cluster_policies
                     .apply(&e, name_of, |o| Some(read_cluster_policy(o)))
+                    | logging
             }),
             &mut d.cluster_policies,
         ),

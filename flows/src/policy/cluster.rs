@@ -26,7 +26,8 @@ use ipnet::IpNet;
 use multitenant::cluster_policy::{Action, ClusterPolicy, Peer as CnpPeer, Pods, Port, Tier};
 use multitenant::policy::{Direction, LabelSelector, Peer, PortSpec, Protocol};
 
-use super::parts::{PartKey, Place, RuleSpec, Verdict};
+use super::parts::{PartKey, Place, RuleSpec};
+use super::verdict::Verdict;
 use super::{table_of, ClusterRule, ConjunctionIds, PolicyInput};
 use crate::audit::Logged;
 use crate::tables::Table;
@@ -48,7 +49,7 @@ pub(super) fn pass_bits(d: Direction) -> u32 {
 }
 
 /// The table of a tier's rows in direction `d`.
-pub(super) fn tier_table(tier: Tier, d: Direction) -> Table {
+pub fn tier_table(tier: Tier, d: Direction) -> Table {
     match (tier, d) {
         (Tier::Admin, _) => table_of(d),
         (Tier::Baseline, Direction::Egress) => Table::PodEgressBaseline,
@@ -162,6 +163,7 @@ pub(super) fn parts_of(
                         priority: cp.priority,
                         action: rule.action,
                         name: rule.name.clone(),
+                        log: cp.log,
                     }),
                 })
             };

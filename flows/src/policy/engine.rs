@@ -456,7 +456,7 @@ impl PolicyEngine {
             }
             self.rules = new_parts
                 .values()
-                .filter(|part| part.clauses() > 1)
+                .filter(|part| part.clauses() > 1 || part.cluster.is_some())
                 .map(|part| (part.id, part.rref()))
                 .collect();
         }

@@ -18,10 +18,11 @@ use multitenant::policy::{
 use ovs::flow::{Action, Flow, Masked, Match};
 
 use super::engine::RowKey;
+use super::verdict::{verdict_rows, Verdict};
 use super::{
-    allow_rows, families, l4, l4_6, peer_net, peer_net6, rule_key, table_of, target_reg,
-    ClusterRule, ConjunctionIds, Isolation, LocalPod, NamespaceView, PodView, PolicyInput, Rows,
-    RuleCtx, RuleRef, Table, POLICY_COOKIE, PRIO_CONJUNCTION, PRIO_ISOLATION, PRIO_PLAIN,
+    families, l4, l4_6, peer_net, peer_net6, rule_key, table_of, target_reg, ClusterRule,
+    ConjunctionIds, Isolation, LocalPod, NamespaceView, PodView, PolicyInput, Rows, RuleCtx,
+    RuleRef, Table, POLICY_COOKIE, PRIO_CONJUNCTION, PRIO_ISOLATION, PRIO_PLAIN,
 };
 use crate::audit::{self, Decision, Logged};
 use crate::registers::Reg;
@@ -85,34 +86,6 @@ impl Place {
     }
 }
 
-/// What a packet a part matches gets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Verdict {
-    /// Let through (a NetworkPolicy rule, an Accept, a Baseline Pass).
-    Allow,
-    /// Dropped.
-    Deny,
-    /// The rest of the Admin tier passed: the `reg4` bits set, the table looked up again.
-    Pass(u32),
-}
-
-/// The actions of a row that gives `verdict` (its logging twin too, for an allow that logs).
-pub(super) fn verdict_rows(
-    flow: Flow,
-    verdict: Verdict,
-    ctx: &RuleCtx,
-    rule: Option<u32>,
-) -> Vec<Flow> {
-    match verdict {
-        Verdict::Allow => allow_rows(flow, ctx, rule),
-        Verdict::Deny => vec![flow],
-        Verdict::Pass(bits) => {
-            let table = flow.table;
-            vec![flow.actions(crate::base::pass_actions(bits, table))]
-        }
-    }
-}
-
 impl RuleSpec {
     pub(super) fn d(&self) -> Direction {
         self.key.d
@@ -167,6 +140,7 @@ impl RuleSpec {
             d: self.d(),
             table: self.place.table,
             reg: target_reg(self.d()),
+            cluster_log: self.cluster.as_ref().map(|c| c.log),
         }
     }
 }
@@ -663,7 +637,9 @@ fn target_rows(
             let row = Flow::new(ctx.table.id(), part.place.plain)
                 .cookie(t.cookie)
                 .matching(m);
-            for f in verdict_rows(row, part.verdict, &ctx, None) {
+            // A cluster rule's logged rows name it by its id (in the engine's rules too).
+            let rule = part.cluster.is_some().then_some(part.id);
+            for f in verdict_rows(row, part.verdict, &ctx, rule) {
                 rows.put(f);
             }
         } else {

@@ -192,21 +192,34 @@ impl<S: FlowSwitch + 'static> AuditLog<S> {
         Ok(fixed)
     }
 
-    /// Logs each namespace's annotation problem once (and again if it changes).
+    /// Logs each annotation problem once (and again if it changes).
     fn report_problems(&self, state: &ClusterState) {
         let mut seen = crate::lock(&self.problems);
-        let now: BTreeMap<String, String> = state
-            .audit_logging
-            .iter()
-            .filter_map(|(ns, s)| s.problem.clone().map(|p| (ns.clone(), p)))
-            .collect();
-        for (ns, p) in &now {
-            if seen.get(ns) != Some(p) {
-                tracing::error!(namespace = %ns, problem = %p, "audit logging annotation of namespace {ns} is not usable as written; fix it (isolation is not affected)");
+        let now = annotation_problems(state);
+        for (what, p) in &now {
+            if seen.get(what) != Some(p) {
+                tracing::error!(object = %what, problem = %p, "audit logging annotation of {what} is not usable as written; fix it (isolation is not affected)");
             }
         }
         *seen = now;
     }
+}
+
+/// What is wrong with each `k8s.ovn.org/acl-logging` annotation, by what carries it
+/// (`namespace NAME`, `ClusterNetworkPolicy NAME`).
+fn annotation_problems(state: &ClusterState) -> BTreeMap<String, String> {
+    let namespaces = state
+        .audit_logging
+        .iter()
+        .map(|(ns, s)| (format!("namespace {ns}"), s));
+    let policies = state
+        .cluster_policy_logging
+        .iter()
+        .map(|(name, s)| (format!("ClusterNetworkPolicy {name}"), s));
+    namespaces
+        .chain(policies)
+        .filter_map(|(what, s)| s.problem.clone().map(|p| (what, p)))
+        .collect()
 }
 
 impl<S: FlowSwitch + 'static> NodeFeature for AuditLog<S> {

@@ -178,19 +178,15 @@ impl Loop {
         }
     }
 
-    /// A `note` line for each namespace whose annotation became unusable (or changed problem),
-    /// so the trail says why a namespace's lines stopped.
+    /// A `note` line for each namespace or ClusterNetworkPolicy whose annotation became
+    /// unusable (or changed problem), so the trail says why its lines stopped.
     fn note_problems(&mut self) {
         let state = self.r.state.borrow().clone();
-        let now: std::collections::BTreeMap<String, String> = state
-            .audit_logging
-            .iter()
-            .filter_map(|(ns, s)| s.problem.clone().map(|p| (ns.clone(), p)))
-            .collect();
-        for (ns, p) in &now {
-            if self.problems.get(ns) != Some(p) {
-                let mut line = Line::note(&self.r.node, &format!("namespace {ns}: {p}"));
-                line.namespace = Some(ns.clone());
+        let now = super::annotation_problems(&state);
+        for (what, p) in &now {
+            if self.problems.get(what) != Some(p) {
+                let mut line = Line::note(&self.r.node, &format!("{what}: {p}"));
+                line.namespace = what.strip_prefix("namespace ").map(str::to_string);
                 line.severity = "warning";
                 self.write(&line);
             }

@@ -198,7 +198,13 @@ pub(crate) fn resolve(w: &World<'_>, pin: &PacketIn) -> Option<Resolved> {
         time: now(),
         node: w.node.to_string(),
         event: "decision",
-        verdict: if allow { "allow" } else { "deny" },
+        verdict: if decision.passes() {
+            "pass"
+        } else if allow {
+            "allow"
+        } else {
+            "deny"
+        },
         kind: decision.kind(),
         protocol: Some(h.protocol()),
         icmp: h
@@ -301,6 +307,55 @@ pub(crate) fn resolve(w: &World<'_>, pin: &PacketIn) -> Option<Resolved> {
                 .into_iter()
                 .collect::<Vec<_>>();
             first_logging(w, &ns, allow)?
+        }
+        Decision::ClusterIngressDeny
+        | Decision::ClusterIngressAllow
+        | Decision::ClusterIngressPass
+        | Decision::ClusterEgressDeny
+        | Decision::ClusterEgressAllow
+        | Decision::ClusterEgressPass => {
+            let ingress = matches!(
+                decision,
+                Decision::ClusterIngressDeny
+                    | Decision::ClusterIngressAllow
+                    | Decision::ClusterIngressPass
+            );
+            line.direction = Some(if ingress { "ingress" } else { "egress" });
+            line.src_vnid = Some(src_vnid);
+            let id = reg(Reg::AuditRule);
+            // The rule, from the rows in effect; its policy's annotation says at what severity.
+            let rref = w.policy.and_then(|v| v.rules.get(&id)).cloned()?;
+            let c = rref.cluster.as_ref()?;
+            let logging = w
+                .state
+                .cluster_policy_logging
+                .get(&rref.policy)
+                .map(|s| s.logging)
+                .unwrap_or_default();
+            let sev = match decision {
+                Decision::ClusterIngressPass | Decision::ClusterEgressPass => logging.pass,
+                _ if allow => logging.allow,
+                _ => logging.deny,
+            }?;
+            line.object = Some(format!(
+                "ClusterNetworkPolicy {} ({} tier, priority {})",
+                rref.policy, c.tier, c.priority
+            ));
+            let name = if c.name.is_empty() {
+                String::new()
+            } else {
+                format!(" {:?}", c.name)
+            };
+            line.rule = Some(format!(
+                "{} rule {}{name} ({})",
+                rref.direction, rref.index, c.action
+            ));
+            line.table = Some(flows::policy::cluster_table(c.tier, rref.direction).id());
+            let subject = if ingress { dst_pod } else { src_pod };
+            (
+                subject.map(|p| p.namespace.clone()).unwrap_or_default(),
+                sev,
+            )
         }
         Decision::FirewallAllow | Decision::FirewallDeny => {
             line.src_vnid = Some(src_vnid);

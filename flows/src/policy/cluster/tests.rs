@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 
 use multitenant::cluster_policy::{
-    Action, ClusterPolicy, NodeView, Peer as CnpPeer, Pods, Port, Rule as CnpRule, Tier,
+    Action, ClusterPolicy, LoggedActions, NodeView, Peer as CnpPeer, Pods, Port, Rule as CnpRule,
+    Tier,
 };
 use multitenant::policy::{namespace_labels, LabelSelector, Labels, Protocol};
 
@@ -124,6 +125,7 @@ fn cnp(
         subject: everything(),
         ingress,
         egress,
+        log: LoggedActions::default(),
     }
 }
 
@@ -644,4 +646,93 @@ fn the_engine_follows_a_node_that_joins_changes_labels_and_leaves() {
     let d = engine.update(snap(&w));
     assert_eq!(d.deletes.len(), 2, "{:?}", d.deletes);
     assert!(d.upserts.is_empty(), "{:?}", d.upserts);
+}
+
+#[test]
+fn a_logged_policy_logs_every_denied_packet_and_the_first_of_each_accepted_or_passed_one() {
+    let mut w = world();
+    let mut p = cnp(
+        "watched",
+        Tier::Admin,
+        10,
+        vec![
+            rule(
+                "no-ssh",
+                Action::Deny,
+                vec![from_monitoring()],
+                vec![tcp(22)],
+            ),
+            rule(
+                "scrape",
+                Action::Accept,
+                vec![from_monitoring()],
+                vec![tcp(9100)],
+            ),
+            rule("later", Action::Pass, vec![from_monitoring()], vec![]),
+        ],
+        vec![rule(
+            "names",
+            Action::Deny,
+            vec![CnpPeer::Unsupported("domainNames".into())],
+            vec![],
+        )],
+    );
+    p.log = LoggedActions {
+        deny: true,
+        allow: true,
+        pass: false,
+    };
+    w.cluster.push(p);
+    let rows = w.rows();
+    let t = texts(&rows);
+    let line = |prefix: &str| -> &str {
+        t.iter()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no row {prefix}: {t:#?}"))
+    };
+    // The Deny: its conj_id row logs (naming the rule's id in reg6), then drops.
+    let deny = line("table=80, priority=5399,conj_id=ID0,ip actions=");
+    assert!(
+        deny.contains("actions=load:0xc->NXM_NX_REG5[],load:0x")
+            && deny.ends_with("->NXM_NX_REG6[],resubmit(,130)"),
+        "{deny}"
+    );
+    // The Accept: its first packet logs, then commits and outputs; later ones do not log.
+    let first = line("table=80, priority=5398,conj_id=ID1,ct_state=+new+trk,ip actions=");
+    assert!(
+        first.contains("actions=load:0xd->NXM_NX_REG5[],load:0x")
+            && first.ends_with("->NXM_NX_REG6[],resubmit(,130),ct(commit),output:NXM_NX_REG2[]"),
+        "{first}"
+    );
+    assert_eq!(
+        line("table=80, priority=5398,conj_id=ID1,ct_state=-new+trk,ip actions="),
+        "table=80, priority=5398,conj_id=ID1,ct_state=-new+trk,ip actions=ct(commit),output:NXM_NX_REG2[]"
+    );
+    assert!(
+        !t.iter()
+            .any(|l| l.starts_with("table=80, priority=5398,conj_id=ID1,ip ")),
+        "no unsplit row: {t:#?}"
+    );
+    // The Pass is not logged ("pass" off): one row as without logging.
+    assert_eq!(
+        line("table=80, priority=5397,conj_id=ID2,ip actions="),
+        "table=80, priority=5397,conj_id=ID2,ip actions=load:0x1->NXM_NX_REG4[2],resubmit(,80)"
+    );
+    // The egress Deny that fails closed (a peer not applied): the pod's own row logs, naming
+    // the rule.
+    let egress: Vec<&String> = t.iter().filter(|l| l.starts_with("table=27")).collect();
+    assert_eq!(egress.len(), 1, "{egress:#?}");
+    assert!(
+        egress[0].starts_with(
+            "table=27, priority=5399,ip,reg3=0x3,reg4=0/0x2 actions=load:0xe->NXM_NX_REG5[],load:0x"
+        ) && egress[0].ends_with("->NXM_NX_REG6[],resubmit(,130)"),
+        "{egress:#?}"
+    );
+    // Every logged rule's id names it (the audit reader resolves lines by it).
+    assert_eq!(
+        rows.rules.values().filter(|r| r.cluster.is_some()).count(),
+        4,
+        "{:?}",
+        rows.rules
+    );
 }

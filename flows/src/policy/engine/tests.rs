@@ -175,6 +175,11 @@ fn random_cluster_policy(rng: &mut Rng, name: &str) -> ClusterPolicy {
         },
         ingress: rules(rng),
         egress: rules(rng),
+        log: multitenant::cluster_policy::LoggedActions {
+            deny: rng.below(2) == 0,
+            allow: rng.below(2) == 0,
+            pass: rng.below(2) == 0,
+        },
     }
 }
 
