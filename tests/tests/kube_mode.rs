@@ -283,6 +283,12 @@ async fn networkpolicy_mode_serves_before_every_pod_of_the_cluster_is_listed() {
     .await;
 }
 
+/// `o` with the audit logging annotation `{"allow": "info"}`.
+fn annotated(mut o: Value) -> Value {
+    o["metadata"]["annotations"] = json!({"k8s.ovn.org/acl-logging": r#"{"allow": "info"}"#});
+    o
+}
+
 fn cnp(name: &str, spec: Value) -> Value {
     let mut v = json!({"apiVersion": "policy.networking.k8s.io/v1alpha2",
                        "kind": "ClusterNetworkPolicy", "metadata": {"name": name}});
@@ -302,14 +308,14 @@ async fn cluster_network_policies_are_read_in_multitenant_mode_and_a_missing_crd
         net_namespace("monitoring", 10),
         namespace("monitoring"),
         running_pod("monitoring", "prom", "n2", "10.128.2.5", "prom"),
-        cnp(
+        annotated(cnp(
             "scrape",
             json!({"tier": "Admin", "priority": 10, "subject": {"namespaces": {}},
                    "ingress": [{"name": "prometheus", "action": "Accept",
                                 "from": [{"namespaces": {"matchLabels":
                                     {"kubernetes.io/metadata.name": "monitoring"}}}],
                                 "protocols": [{"tcp": {"destinationPort": {"number": 9100}}}]}]}),
-        ),
+        )),
         cnp(
             "typo",
             json!({"tier": "Baseline", "priority": 1001, "subject": {"namespaces": {}},
@@ -338,6 +344,10 @@ async fn cluster_network_policies_are_read_in_multitenant_mode_and_a_missing_crd
                     .get("typo")
                     .is_some_and(|why| why.contains("spec.priority"))
                 && !s.refused_cluster_policies.contains_key("scrape")
+                && scrape.is_some_and(|p| p.log.allow && !p.log.deny)
+                && s.cluster_policy_logging.get("scrape").is_some_and(|l| {
+                    l.logging.allow.map(|v| v.name()) == Some("info") && l.problem.is_none()
+                })
                 && s.peer_pods_listed
                 && s.peer_pods
                     .get("monitoring")
