@@ -8,8 +8,8 @@
 //! kept of each is a few labels and addresses. A status update that changes neither is no
 //! change of the state ([`crate::kept::Kept`] compares what it keeps).
 //!
-//! The watch runs only while a ClusterNetworkPolicy has a `nodes` peer (`super::kube`): a
-//! cluster without one pays nothing for it.
+//! The watch starts once a ClusterNetworkPolicy has a `nodes` peer (`super::kube`) and runs
+//! from then on: a cluster that never has one pays nothing for it.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;

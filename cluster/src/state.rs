@@ -52,8 +52,8 @@ pub struct ClusterState {
     /// closed). The start-up reconcile waits for it, so a restart changes no row.
     pub peer_pods_listed: bool,
     /// The cluster's nodes as ClusterNetworkPolicies' `nodes` peers see them (labels and
-    /// addresses), by name: in Kubernetes mode watched only while a ClusterNetworkPolicy has
-    /// such a peer, in standalone mode the `Node` files.
+    /// addresses), by name: in Kubernetes mode watched from the first ClusterNetworkPolicy
+    /// with such a peer on, in standalone mode the `Node` files.
     pub nodes: Arc<BTreeMap<String, NodeView>>,
     /// Whether [`Self::nodes`] holds the cluster's nodes. Until then a Deny or Pass rule's
     /// `nodes` peers are every address and an Accept rule's none (fail closed).

@@ -154,12 +154,14 @@ pub struct PolicyInput<'a> {
     /// every pod; Baseline ingress rules never decide).
     pub multitenant: bool,
     /// Whether `pods` holds the cluster's first list of pods. Until it does, a
-    /// ClusterNetworkPolicy's Deny or Pass rule takes its pod peers as every address (it
-    /// denies more, never less, while the peers are unknown).
+    /// ClusterNetworkPolicy's Deny rule takes its pod peers as every address and an Admin
+    /// Pass with pod peers denies on its ports (it denies more, never less, while the peers
+    /// are unknown).
     pub pods_listed: bool,
     /// Every node of the cluster, by name, once listed (`None` until then): what
-    /// ClusterNetworkPolicies' `nodes` peers select. Until they are listed, a Deny or Pass
-    /// rule takes its `nodes` peers as every address and an Accept rule as none.
+    /// ClusterNetworkPolicies' `nodes` peers select. Until they are listed, a Deny rule takes
+    /// its `nodes` peers as every address, an Admin Pass with one denies on its ports, an
+    /// Accept (or Baseline Pass) takes them as none.
     pub nodes: Option<&'a BTreeMap<String, NodeView>>,
     /// The node is dual stack: the shared rows (peers, ports, `conj_id`) get IPv6 twins. An
     /// IPv4 node's rows are exactly those of an IPv4 cluster.

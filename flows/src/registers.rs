@@ -88,7 +88,7 @@ impl Reg {
             }
             Reg::AuditCode => "what decided a logged packet (audit code)",
             Reg::AuditRule => {
-                "the NetworkPolicy rule (conjunction id) that allowed a logged packet"
+                "the rule (conjunction id) that decided a logged packet: a NetworkPolicy allow, any ClusterNetworkPolicy rule"
             }
             Reg::TraceSeen => {
                 "a live trace's packet: the tables it has entered, one bit each; the trace's nonce"
@@ -115,12 +115,16 @@ impl Reg {
             Reg::AuditCode => &[
                 Table::PodEgressSpoofguard,
                 Table::PodEgressPolicy,
+                Table::PodEgressBaseline,
                 Table::IngressIsolation,
+                Table::IngressBaseline,
                 Table::EgressFirewall,
             ],
             Reg::AuditRule => &[
                 Table::PodEgressPolicy,
+                Table::PodEgressBaseline,
                 Table::IngressIsolation,
+                Table::IngressBaseline,
                 Table::EgressFirewall,
             ],
             // Only a live trace's temporary rows, in every table it observes.
@@ -135,6 +139,8 @@ impl Reg {
                 Table::ConntrackCommit,
                 Table::RemoteArp,
                 Table::IngressIsolation,
+                // A Baseline ingress rule's namespace peer, by VNID.
+                Table::IngressBaseline,
                 Table::RemoteIp,
                 Table::EgressFirewall,
                 Table::EgressRouting,
@@ -149,7 +155,11 @@ impl Reg {
                 Table::IngressIsolation,
                 Table::IngressBaseline,
             ],
-            Reg::SrcPort => &[Table::SourceVnid, Table::PodEgressPolicy],
+            Reg::SrcPort => &[
+                Table::SourceVnid,
+                Table::PodEgressPolicy,
+                Table::PodEgressBaseline,
+            ],
             Reg::ViaHost => &[
                 Table::PodEgressPolicy,
                 Table::ConntrackCommit,

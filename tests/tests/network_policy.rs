@@ -94,6 +94,42 @@ fn pod_object(ns: &str, name: &str, node: usize, ip: Option<Ipv4Addr>) -> Value 
 // ---------------------------------------------------------------------------------------------
 // The oracle: Kubernetes NetworkPolicy semantics, straight from the JSON.
 
+/// One end of a connection as the oracle reads it.
+trait End {
+    /// Its namespace.
+    fn ns(&self) -> &str;
+    /// Its namespace's labels.
+    fn ns_labels(&self) -> BTreeMap<String, String>;
+    /// Its labels.
+    fn labels(&self) -> &BTreeMap<String, String>;
+    fn ip(&self) -> Ipv4Addr;
+    /// The port of its container port `name` of `proto`, if it declares one.
+    fn named_port(&self, name: &str, proto: Proto) -> Option<u16>;
+    /// A host-network pod: its node's labels (a `nodes` peer selects it; no policy selects
+    /// it as a subject).
+    fn node_labels(&self) -> Option<&BTreeMap<String, String>> {
+        None
+    }
+}
+
+impl End for TestPod<'_> {
+    fn ns(&self) -> &str {
+        self.ns
+    }
+    fn ns_labels(&self) -> BTreeMap<String, String> {
+        ns_labels(self.ns)
+    }
+    fn labels(&self) -> &BTreeMap<String, String> {
+        &self.labels
+    }
+    fn ip(&self) -> Ipv4Addr {
+        self.ip
+    }
+    fn named_port(&self, name: &str, proto: Proto) -> Option<u16> {
+        PORTS.into_iter().find(|p| port_name(*p, proto) == name)
+    }
+}
+
 fn selector_matches(sel: &Value, labels: &BTreeMap<String, String>) -> bool {
     if sel.is_null() {
         return true;
@@ -130,33 +166,40 @@ fn selector_matches(sel: &Value, labels: &BTreeMap<String, String>) -> bool {
 
 fn in_cidr(ip: Ipv4Addr, cidr: &str) -> bool {
     let (a, len) = cidr.split_once('/').unwrap();
-    let a: Ipv4Addr = a.parse().unwrap();
+    // An IPv6 network holds no IPv4 address.
+    let Ok(a) = a.parse::<Ipv4Addr>() else {
+        return false;
+    };
     let len: u32 = len.parse().unwrap();
     let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
     u32::from(ip) & mask == u32::from(a) & mask
 }
 
-fn peer_matches(peer: &Value, policy_ns: &str, other: &TestPod<'_>) -> bool {
+fn peer_matches(peer: &Value, policy_ns: &str, other: &dyn End) -> bool {
     if let Some(b) = peer.get("ipBlock") {
-        return in_cidr(other.ip, b["cidr"].as_str().unwrap())
+        return in_cidr(other.ip(), b["cidr"].as_str().unwrap())
             && !b["except"]
                 .as_array()
                 .into_iter()
                 .flatten()
-                .any(|e| in_cidr(other.ip, e.as_str().unwrap()));
+                .any(|e| in_cidr(other.ip(), e.as_str().unwrap()));
+    }
+    // A host-network pod is never a pod peer (only an ipBlock holds its node's address).
+    if other.node_labels().is_some() {
+        return false;
     }
     let ns_ok = match peer.get("namespaceSelector") {
-        None => other.ns == policy_ns,
-        Some(sel) => selector_matches(sel, &ns_labels(other.ns)),
+        None => other.ns() == policy_ns,
+        Some(sel) => selector_matches(sel, &other.ns_labels()),
     };
     let pod_ok = match peer.get("podSelector") {
         None => true,
-        Some(sel) => selector_matches(sel, &other.labels),
+        Some(sel) => selector_matches(sel, other.labels()),
     };
     ns_ok && pod_ok
 }
 
-fn port_matches(ports: &Value, proto: Proto, port: u16) -> bool {
+fn port_matches(ports: &Value, receiver: &dyn End, proto: Proto, port: u16) -> bool {
     let Some(list) = ports.as_array().filter(|l| !l.is_empty()) else {
         return true;
     };
@@ -172,8 +215,8 @@ fn port_matches(ports: &Value, proto: Proto, port: u16) -> bool {
                 let last = p["endPort"].as_u64().map_or(first, |e| e as u16);
                 (first..=last).contains(&port)
             }
-            // Named: resolved on the receiving pod, which declares serve-<port>-<proto>.
-            Value::String(name) => *name == port_name(port, proto),
+            // Named: resolved on the receiving pod.
+            Value::String(name) => receiver.named_port(name, proto) == Some(port),
             other => panic!("oracle: port {other}"),
         }
     })
@@ -205,8 +248,8 @@ fn rule_keys(dir: &str) -> (&'static str, &'static str) {
 fn np_verdict(
     policies: &[Value],
     dir: &str,
-    pod: &TestPod<'_>,
-    other: &TestPod<'_>,
+    pod: &dyn End,
+    other: &dyn End,
     proto: Proto,
     port: u16,
 ) -> Option<bool> {
@@ -214,13 +257,14 @@ fn np_verdict(
     let selecting: Vec<&Value> = policies
         .iter()
         .filter(|p| p["kind"] == "NetworkPolicy")
-        .filter(|p| p["metadata"]["namespace"] == pod.ns)
-        .filter(|p| selector_matches(&p["spec"]["podSelector"], &pod.labels))
+        .filter(|p| p["metadata"]["namespace"] == pod.ns())
+        .filter(|p| selector_matches(&p["spec"]["podSelector"], pod.labels()))
         .filter(|p| types(p).iter().any(|t| t == dir))
         .collect();
     if selecting.is_empty() {
         return None;
     }
+    let receiver = if dir == "Ingress" { pod } else { other };
     Some(selecting.iter().any(|p| {
         p["spec"][rules_key]
             .as_array()
@@ -229,34 +273,33 @@ fn np_verdict(
             .any(|r| {
                 let peers_ok = match r[peers_key].as_array().filter(|l| !l.is_empty()) {
                     None => true,
-                    Some(peers) => peers.iter().any(|peer| peer_matches(peer, pod.ns, other)),
+                    Some(peers) => peers.iter().any(|peer| peer_matches(peer, pod.ns(), other)),
                 };
-                peers_ok && port_matches(&r["ports"], proto, port)
+                peers_ok && port_matches(&r["ports"], receiver, proto, port)
             })
     }))
 }
 
 /// A ClusterNetworkPolicy's pods (a subject, or a `namespaces`/`pods` peer): whether `pod` is
 /// among them.
-fn cnp_pods_match(sel: &Value, pod: &TestPod<'_>) -> bool {
+fn cnp_pods_match(sel: &Value, pod: &dyn End) -> bool {
     if let Some(ns) = sel.get("namespaces") {
-        return selector_matches(ns, &ns_labels(pod.ns));
+        return selector_matches(ns, &pod.ns_labels());
     }
     let p = &sel["pods"];
-    selector_matches(&p["namespaceSelector"], &ns_labels(pod.ns))
-        && selector_matches(&p["podSelector"], &pod.labels)
+    selector_matches(&p["namespaceSelector"], &pod.ns_labels())
+        && selector_matches(&p["podSelector"], pod.labels())
 }
 
 /// Whether a rule's `protocols` match `proto`/`port` on `receiver` (named ports are the
 /// receiver's).
-fn cnp_ports_match(protocols: &Value, receiver: &TestPod<'_>, proto: Proto, port: u16) -> bool {
-    let _ = receiver; // every test pod declares the same named ports (`port_name`)
+fn cnp_ports_match(protocols: &Value, receiver: &dyn End, proto: Proto, port: u16) -> bool {
     let Some(list) = protocols.as_array() else {
         return true;
     };
     list.iter().any(|p| {
         if let Some(name) = p["destinationNamedPort"].as_str() {
-            return name == port_name(port, proto);
+            return receiver.named_port(name, proto) == Some(port);
         }
         let key = match proto {
             Proto::Tcp => "tcp",
@@ -281,8 +324,8 @@ fn cnp_tier(
     policies: &[Value],
     tier: &str,
     dir: &str,
-    pod: &TestPod<'_>,
-    other: &TestPod<'_>,
+    pod: &dyn End,
+    other: &dyn End,
     proto: Proto,
     port: u16,
 ) -> Option<String> {
@@ -303,9 +346,15 @@ fn cnp_tier(
         for r in p["spec"][rules_key].as_array().into_iter().flatten() {
             let peer_ok = r[peers_key].as_array().unwrap().iter().any(|peer| {
                 if let Some(nets) = peer["networks"].as_array() {
-                    nets.iter().any(|n| in_cidr(other.ip, n.as_str().unwrap()))
+                    nets.iter()
+                        .any(|n| in_cidr(other.ip(), n.as_str().unwrap()))
+                } else if let Some(sel) = peer.get("nodes") {
+                    other
+                        .node_labels()
+                        .is_some_and(|l| selector_matches(sel, l))
                 } else {
-                    cnp_pods_match(peer, other)
+                    // A host-network pod is never a pod peer.
+                    other.node_labels().is_none() && cnp_pods_match(peer, other)
                 }
             });
             if peer_ok && cnp_ports_match(&r["protocols"], receiver, proto, port) {
@@ -321,8 +370,8 @@ fn cnp_tier(
 fn direction_allows(
     policies: &[Value],
     dir: &str,
-    pod: &TestPod<'_>,
-    other: &TestPod<'_>,
+    pod: &dyn End,
+    other: &dyn End,
     proto: Proto,
     port: u16,
 ) -> bool {
@@ -337,15 +386,10 @@ fn direction_allows(
     cnp_tier(policies, "Baseline", dir, pod, other, proto, port).as_deref() != Some("Deny")
 }
 
-fn oracle(
-    policies: &[Value],
-    src: &TestPod<'_>,
-    dst: &TestPod<'_>,
-    proto: Proto,
-    port: u16,
-) -> bool {
+fn oracle(policies: &[Value], src: &dyn End, dst: &dyn End, proto: Proto, port: u16) -> bool {
     direction_allows(policies, "Egress", src, dst, proto, port)
-        && direction_allows(policies, "Ingress", dst, src, proto, port)
+        && (dst.node_labels().is_some()
+            || direction_allows(policies, "Ingress", dst, src, proto, port))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -232,8 +232,13 @@ impl Loader {
         // No cluster-wide pod list to wait for: a ClusterNetworkPolicy's pod peers are this
         // node's pods (and namespaces that hold their VNID alone, by VNID, on every node).
         loaded.state.peer_pods_listed = true;
-        // The nodes are the Node files: all there is to list.
-        loaded.state.nodes_listed = true;
+        // The nodes are the Node files: all there is to list, unless one of them is not in
+        // effect for a problem (two files disagree, or it is refused with none before it):
+        // then the nodes are not known, and the rules with `nodes` peers fail closed.
+        loaded.state.nodes_listed = !loaded
+            .errors
+            .iter()
+            .any(|e| unsettled_node(e).is_some_and(|name| !loaded.state.nodes.contains_key(name)));
         // Audit logging is a NetNamespace annotation here (no Namespace objects).
         loaded.state.audit_logging = Arc::new(crate::audit::read_all(
             loaded.state.net_namespaces.iter().filter_map(|(name, n)| {
@@ -366,5 +371,30 @@ pub(crate) fn log_changes(before: &[ClusterError], after: &[ClusterError]) {
     }
     for e in old.difference(&new) {
         tracing::info!("cluster state: resolved: {e}");
+    }
+}
+
+/// The Node a problem keeps from taking effect, if it is about one.
+fn unsettled_node(e: &ClusterError) -> Option<&str> {
+    match e {
+        ClusterError::Invalid {
+            kind: Kind::Node,
+            name,
+            ..
+        }
+        | ClusterError::Conflict {
+            kind: Kind::Node,
+            name,
+            ..
+        } => Some(name),
+        ClusterError::Parse { source, .. } => match &**source {
+            crate::types::ParseError::Field {
+                kind: Kind::Node,
+                name,
+                ..
+            } => Some(name),
+            _ => None,
+        },
+        _ => None,
     }
 }

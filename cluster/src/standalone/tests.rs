@@ -565,4 +565,29 @@ fn node_files_are_what_nodes_peers_select_and_bad_ones_are_named() {
         "{:?}",
         l.errors
     );
+    assert!(l.state.nodes_listed, "the node in effect is known");
+
+    // Files that differ only in labels (what a nodes peer selects) conflict too; with no node
+    // in effect before, the nodes are not known: rules with nodes peers fail closed.
+    fs::write(
+        d.0.join("zz-node.yaml"),
+        node("192.168.1.7").replace("role: infra", "role: worker"),
+    )
+    .unwrap();
+    assert!(loader.scan());
+    let l = loader.assemble(&ClusterState::default());
+    assert!(
+        !l.state.nodes.contains_key("infra1") && !l.state.nodes_listed,
+        "{:?} {}",
+        l.state.nodes,
+        l.state.nodes_listed
+    );
+
+    // A node refused with none in effect before: not known either.
+    fs::remove_file(d.0.join("zz-node.yaml")).unwrap();
+    fs::write(&file, node("192.168.1.300")).unwrap();
+    let mut fresh = Loader::new(d.0.clone());
+    assert!(fresh.scan());
+    let l = fresh.assemble(&ClusterState::default());
+    assert!(l.state.nodes.is_empty() && !l.state.nodes_listed);
 }

@@ -172,8 +172,13 @@ impl ClusterObject {
             let mut o = o.clone();
             let name = o.name().to_string();
             let namespace = o.metadata().namespace.clone();
+            // A Node's labels are what `nodes` peers select: part of what it says.
+            let labels = (o.kind() == Kind::Node)
+                .then(|| o.metadata().labels.clone())
+                .flatten();
             *o.metadata_mut() = meta_named(&name);
             o.metadata_mut().namespace = namespace;
+            o.metadata_mut().labels = labels;
             o
         };
         strip(self) == strip(other)

@@ -16,8 +16,10 @@
 //!
 //! Fail closed: a Deny or Pass rule with a peer this agent does not apply (`domainNames`, a
 //! kind it does not know) denies everything in its direction; an Accept rule's such peers
-//! match nothing. Until the cluster's pods and nodes are listed, a Deny or Pass rule's pod and
-//! node peers are every address, an Accept rule's node peers none.
+//! match nothing. Until the cluster's pods and nodes are listed, a Deny rule's pod and node
+//! peers are every address; an Admin Pass with such a peer denies on its ports (passing every
+//! address would skip its tier's later Deny rules); an Accept's or a Baseline Pass's node
+//! peers are none and its pod peers those known so far.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -110,10 +112,9 @@ pub(super) fn rule_keys(policies: &[ClusterPolicy]) -> impl Iterator<Item = Stri
 }
 
 /// The parts of `cp`'s rules (in multitenant mode no Baseline ingress rule: tenancy decides
-/// every connection between pods before it could). Until the cluster's pods are listed
-/// ([`PolicyInput::pods_listed`]), a Deny or Pass rule's pod peers are every address: it
-/// denies more, never less, while they are unknown; likewise its node peers until the nodes
-/// are ([`PolicyInput::nodes`]).
+/// every connection between pods before it could). While the cluster's pods
+/// ([`PolicyInput::pods_listed`]) or nodes ([`PolicyInput::nodes`]) are not listed, a rule
+/// with such peers denies more, never less (see the module docs).
 pub(super) fn parts_of(
     cp: &ClusterPolicy,
     ids: &ConjunctionIds,
@@ -176,21 +177,34 @@ pub(super) fn parts_of(
                 out.extend(spec(false, Vec::new(), Vec::new(), Verdict::Deny));
                 continue;
             }
-            let denies = rule.action != Action::Accept;
-            let peers: Vec<Peer> = rule
-                .peers
-                .iter()
-                .flat_map(|p| match (p, input.nodes) {
-                    (CnpPeer::Pods(_), _) if denies && !input.pods_listed => every_address(),
-                    (CnpPeer::Nodes(_), None) if denies => every_address(),
-                    (CnpPeer::Nodes(_), Some(nodes)) => p
-                        .node_addresses(nodes.values())
-                        .into_iter()
-                        .map(address_block)
-                        .collect(),
-                    _ => peer(p),
-                })
-                .collect();
+            // Peers not known yet (the cluster's pods, or nodes, not listed): a Deny takes them
+            // as every address; an Accept or a Baseline Pass (which allows) as none (pods: those
+            // known so far); an Admin Pass would hand every address to the next tier, past its
+            // tier's later Deny rules, so it denies on its ports until they are known.
+            let unknown = |p: &CnpPeer| match p {
+                CnpPeer::Pods(_) => !input.pods_listed,
+                CnpPeer::Nodes(_) => input.nodes.is_none(),
+                _ => false,
+            };
+            let pending_pass =
+                matches!(verdict, Verdict::Pass(_)) && rule.peers.iter().any(unknown);
+            let verdict = if pending_pass { Verdict::Deny } else { verdict };
+            let peers: Vec<Peer> = if pending_pass {
+                every_address()
+            } else {
+                rule.peers
+                    .iter()
+                    .flat_map(|p| match (p, input.nodes) {
+                        _ if unknown(p) && verdict == Verdict::Deny => every_address(),
+                        (CnpPeer::Nodes(_), Some(nodes)) => p
+                            .node_addresses(nodes.values())
+                            .into_iter()
+                            .map(address_block)
+                            .collect(),
+                        _ => peer(p),
+                    })
+                    .collect()
+            };
             if peers.is_empty() {
                 // An Accept whose peers all match nothing.
                 continue;

@@ -12,6 +12,13 @@
 //! the Node objects carry the labels the kubelet gives them (`kubernetes.io/os: linux` is what
 //! the `nodes` peers select).
 //!
+//! Beyond upstream's own probes, each step's whole truth table: every ordered pair of the
+//! fixture's pod-network pods, and each of them to the host-network servers, on every TCP and
+//! UDP port the server serves, against an oracle that reads the live objects (policies,
+//! namespace and node labels) with the API's semantics (the `network_policy` oracle, shared
+//! with the NetworkPolicy truth tables). Host-network pods are servers only (the node always
+//! reaches its own pods).
+//!
 //! Skipped, and counted in the output: SCTP probes. This machine's kernel has no SCTP sockets,
 //! so nothing can serve or connect SCTP here (the SCTP rows themselves are checked by the
 //! `flows` unit tests). Their tests' TCP and UDP probes run.
@@ -36,6 +43,173 @@ const ATTEMPT: Duration = Duration::from_millis(800);
 struct FixturePod<'c> {
     cni: CniPod<'c>,
     ip: Ipv4Addr,
+}
+
+/// A fixture pod as the oracle reads it, from the live objects.
+struct OraclePod {
+    ns: String,
+    name: String,
+    ns_labels: BTreeMap<String, String>,
+    labels: BTreeMap<String, String>,
+    ip: Ipv4Addr,
+    /// Its container ports: name, protocol, number.
+    ports: Vec<(String, String, u16)>,
+    /// What it serves over TCP and UDP.
+    serves: Vec<(Proto, u16)>,
+    /// A host-network pod's node labels.
+    node_labels: Option<BTreeMap<String, String>>,
+}
+
+impl End for OraclePod {
+    fn ns(&self) -> &str {
+        &self.ns
+    }
+    fn ns_labels(&self) -> BTreeMap<String, String> {
+        self.ns_labels.clone()
+    }
+    fn labels(&self) -> &BTreeMap<String, String> {
+        &self.labels
+    }
+    fn ip(&self) -> Ipv4Addr {
+        self.ip
+    }
+    fn named_port(&self, name: &str, proto: Proto) -> Option<u16> {
+        self.ports
+            .iter()
+            .find(|(n, p, _)| n == name && p == proto.name())
+            .map(|(_, _, port)| *port)
+    }
+    fn node_labels(&self) -> Option<&BTreeMap<String, String>> {
+        self.node_labels.as_ref()
+    }
+}
+
+/// Labels of a JSON object.
+fn labels_of(o: &Value) -> BTreeMap<String, String> {
+    o["metadata"]["labels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+        .collect()
+}
+
+/// Every fixture pod as the oracle reads it now: its Pod object, its namespace's and (for a
+/// host-network pod) its node's labels, as the API server has them.
+fn oracle_pods(fake: &FakeApi) -> Vec<OraclePod> {
+    fake.list("pods")
+        .into_iter()
+        .filter(|p| {
+            p["metadata"]["namespace"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("network-policy-conformance-"))
+        })
+        .map(|p| {
+            let ns = p["metadata"]["namespace"].as_str().unwrap().to_string();
+            let namespace = fake.get("", "namespaces", None, &ns).unwrap();
+            let containers = p["spec"]["containers"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let ports: Vec<(String, String, u16)> = containers
+                .iter()
+                .flat_map(|c| c["ports"].as_array().cloned().unwrap_or_default())
+                .map(|cp| {
+                    (
+                        cp["name"].as_str().unwrap_or_default().to_string(),
+                        cp["protocol"].as_str().unwrap_or("TCP").to_string(),
+                        cp["containerPort"].as_u64().unwrap() as u16,
+                    )
+                })
+                .collect();
+            let serves = ports
+                .iter()
+                .filter_map(|(_, proto, port)| match proto.as_str() {
+                    "TCP" => Some((Proto::Tcp, *port)),
+                    "UDP" => Some((Proto::Udp, *port)),
+                    _ => None,
+                })
+                .collect();
+            let node_labels = (p["spec"]["hostNetwork"] == true).then(|| {
+                let node = p["spec"]["nodeName"].as_str().unwrap();
+                labels_of(&fake.get("", "nodes", None, node).unwrap())
+            });
+            OraclePod {
+                name: p["metadata"]["name"].as_str().unwrap().to_string(),
+                ns_labels: labels_of(&namespace),
+                labels: labels_of(&p),
+                ip: p["status"]["podIP"].as_str().unwrap().parse().unwrap(),
+                ports,
+                serves,
+                node_labels,
+                ns,
+            }
+        })
+        .collect()
+}
+
+/// One row of a whole truth table: client, server, protocol, port.
+type Cell = (String, String, Proto, u16);
+
+/// The whole truth table now: what the oracle says of every pod-network client to every
+/// server on what it serves, and what real traffic says.
+fn whole_table(fake: &FakeApi, pods: &Pods<'_>) -> (BTreeMap<Cell, bool>, BTreeMap<Cell, bool>) {
+    let mut policies = fake.list("clusternetworkpolicies");
+    policies.extend(fake.list("networkpolicies"));
+    let all = oracle_pods(fake);
+    let mut want = BTreeMap::new();
+    let mut jobs = Vec::new();
+    for c in all.iter().filter(|c| c.node_labels.is_none()) {
+        let client = &pods[&(c.ns.clone(), c.name.clone())];
+        for s in all.iter().filter(|s| (&s.ns, &s.name) != (&c.ns, &c.name)) {
+            for &(proto, port) in &s.serves {
+                let cell = (
+                    format!("{}/{}", c.ns, c.name),
+                    format!("{}/{}", s.ns, s.name),
+                    proto,
+                    port,
+                );
+                want.insert(cell.clone(), oracle(&policies, c, s, proto, port));
+                let (netns, dst) = (
+                    client.cni.ns.name().to_string(),
+                    SocketAddrV4::new(s.ip, port),
+                );
+                jobs.push(move || {
+                    let ok = match proto {
+                        Proto::Tcp => probe::tcp_probe(&netns, dst, ATTEMPT),
+                        Proto::Udp => probe::udp_probe(&netns, dst, ATTEMPT),
+                    };
+                    (cell, ok)
+                });
+            }
+        }
+    }
+    (want, probe::parallel(jobs).into_iter().collect())
+}
+
+/// Probes the whole truth table until it is the oracle's (at most [`EXPECT_WITHIN`]); the
+/// cells that differ, and how many there were.
+fn check_whole_table(fake: &FakeApi, pods: &Pods<'_>) -> (Vec<String>, usize, usize) {
+    let began = Instant::now();
+    loop {
+        let (want, got) = whole_table(fake, pods);
+        let wrong: Vec<String> = want
+            .iter()
+            .filter(|(k, v)| got.get(*k) != Some(v))
+            .map(|((c, s, proto, port), v)| {
+                format!(
+                    "{c} -> {s} {}/{port}: the oracle says {}",
+                    proto.name(),
+                    if *v { "allowed" } else { "blocked" }
+                )
+            })
+            .collect();
+        if wrong.is_empty() || began.elapsed() > EXPECT_WITHIN {
+            let blocked = want.values().filter(|v| !**v).count();
+            return (wrong, want.len(), blocked);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 /// The fixture's pods by (namespace, name).
@@ -330,6 +504,7 @@ fn upstream_conformance_suite_on_two_nodes() {
     let (mut ran, mut passed, mut sctp_skipped, mut blocked) = (0, 0, 0, 0);
     let mut failures = Vec::new();
     let mut tests_run = 0;
+    let (mut table_cells, mut table_blocked) = (0, 0);
     for t in conf::tests() {
         tests_run += 1;
         let objects = conf::objects(t.manifest);
@@ -381,17 +556,24 @@ fn upstream_conformance_suite_on_two_nodes() {
                     )),
                 }
             }
+            // Upstream's probes hold: the step is in effect. Now every pair.
+            let (wrong_cells, cells, cells_blocked) = check_whole_table(fake, &pods);
+            table_cells += cells;
+            table_blocked += cells_blocked;
+            for w in wrong_cells {
+                failures.push(format!("{} / {:?}: whole table: {w}", t.name, step.name));
+            }
         }
         delete_all(fake, &objects);
         eprintln!("{}: done", t.name);
     }
     eprintln!(
-        "conformance: {tests_run} tests, {passed} of {ran} probes as upstream expects ({} expected allowed, {blocked} blocked); skipped: {sctp_skipped} SCTP probes (no SCTP sockets on this kernel)",
+        "conformance: {tests_run} tests, {passed} of {ran} probes as upstream expects ({} expected allowed, {blocked} blocked); whole tables: {table_cells} cells against the oracle ({table_blocked} blocked); skipped: {sctp_skipped} SCTP probes (no SCTP sockets on this kernel) and every SCTP cell",
         ran - blocked
     );
     assert!(
         failures.is_empty(),
-        "{} of {ran} probes differ from upstream's expectations:\n{}\n--- node-1 log (tail):\n{}",
+        "{} probes differ from upstream's expectations or the oracle's:\n{}\n--- node-1 log (tail):\n{}",
         failures.len(),
         failures.join("\n"),
         tail(&c.node(1).log(), 40)

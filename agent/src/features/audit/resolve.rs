@@ -323,39 +323,48 @@ pub(crate) fn resolve(w: &World<'_>, pin: &PacketIn) -> Option<Resolved> {
             line.direction = Some(if ingress { "ingress" } else { "egress" });
             line.src_vnid = Some(src_vnid);
             let id = reg(Reg::AuditRule);
-            // The rule, from the rows in effect; its policy's annotation says at what severity.
-            let rref = w.policy.and_then(|v| v.rules.get(&id)).cloned()?;
-            let c = rref.cluster.as_ref()?;
-            let logging = w
-                .state
-                .cluster_policy_logging
-                .get(&rref.policy)
-                .map(|s| s.logging)
-                .unwrap_or_default();
-            let sev = match decision {
-                Decision::ClusterIngressPass | Decision::ClusterEgressPass => logging.pass,
-                _ if allow => logging.allow,
-                _ => logging.deny,
-            }?;
-            line.object = Some(format!(
-                "ClusterNetworkPolicy {} ({} tier, priority {})",
-                rref.policy, c.tier, c.priority
-            ));
-            let name = if c.name.is_empty() {
-                String::new()
-            } else {
-                format!(" {:?}", c.name)
-            };
-            line.rule = Some(format!(
-                "{} rule {}{name} ({})",
-                rref.direction, rref.index, c.action
-            ));
-            line.table = Some(flows::policy::cluster_table(c.tier, rref.direction).id());
             let subject = if ingress { dst_pod } else { src_pod };
-            (
-                subject.map(|p| p.namespace.clone()).unwrap_or_default(),
-                sev,
-            )
+            let ns = subject.map(|p| p.namespace.clone()).unwrap_or_default();
+            // The rule, from the rows in effect; its policy's annotation says at what severity
+            // (a policy that two standalone files define differently is keyed `name (file)`).
+            let rref = w.policy.and_then(|v| v.rules.get(&id));
+            match rref.and_then(|r| Some((r, r.cluster.as_ref()?))) {
+                Some((rref, c)) => {
+                    let base = rref.policy.split(" (").next().unwrap_or_default();
+                    let logging = w
+                        .state
+                        .cluster_policy_logging
+                        .get(base)
+                        .map(|s| s.logging)
+                        .unwrap_or_default();
+                    let sev = match decision {
+                        Decision::ClusterIngressPass | Decision::ClusterEgressPass => logging.pass,
+                        _ if allow => logging.allow,
+                        _ => logging.deny,
+                    }?;
+                    line.object = Some(format!(
+                        "ClusterNetworkPolicy {} ({} tier, priority {})",
+                        rref.policy, c.tier, c.priority
+                    ));
+                    let name = if c.name.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" {:?}", c.name)
+                    };
+                    line.rule = Some(format!(
+                        "{} rule {}{name} ({})",
+                        rref.direction, rref.index, c.action
+                    ));
+                    line.table = Some(flows::policy::cluster_table(c.tier, rref.direction).id());
+                    (ns, sev)
+                }
+                // A copy of a row that changed since: the decision was made, its rule is gone.
+                None => {
+                    line.object = Some("ClusterNetworkPolicy (rule no longer in effect)".into());
+                    line.rule = Some(format!("conjunction {id}"));
+                    (ns, Severity::Notice)
+                }
+            }
         }
         Decision::FirewallAllow | Decision::FirewallDeny => {
             line.src_vnid = Some(src_vnid);

@@ -60,8 +60,9 @@ enum End {
         ofport: u32,
         vnid: u32,
     },
-    /// This node: tun0's address (`node`), or the node's own address when that is what was
-    /// asked (its egress policy rows match it, not tun0's).
+    /// This node: tun0's address (`node`, and every source address of the node's), or the
+    /// node's own address when that is the destination asked for (its egress policy rows
+    /// match it, not tun0's).
     Node(Option<IpAddr>),
     /// An address of this node's subnet no pod has.
     Unused(IpAddr),
@@ -421,7 +422,9 @@ impl Ends<'_> {
             },
         };
         Ok(if is_node {
-            End::Node((ip == node.node_ip).then_some(ip))
+            // As a destination, the node's own address is traced as itself (egress rows may
+            // match it); as a source, the node's traffic to pods leaves from tun0's.
+            End::Node((ip == node.node_ip && role == "destination").then_some(ip))
         } else if local {
             End::Unused(ip)
         } else if cluster {

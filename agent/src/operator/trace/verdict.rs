@@ -58,14 +58,23 @@ pub(super) fn policy_words(
                 .cloned(),
         };
         if let Some(r) = cluster_rule {
-            let did = if actions.is_empty() || actions.iter().all(|a| a == "drop") {
+            // The row's own actions, its audit logging (`reg5`, `reg6`, table 130) aside.
+            let own: Vec<&String> = actions
+                .iter()
+                .filter(|a| {
+                    !a.starts_with("resubmit(,130)")
+                        && !a.ends_with("->NXM_NX_REG5[]")
+                        && !a.ends_with("->NXM_NX_REG6[]")
+                })
+                .collect();
+            let did = if own.iter().all(|a| *a == "drop") {
                 "dropped"
-            } else if actions.iter().any(|a| a.starts_with("resubmit(")) {
+            } else if own.iter().any(|a| a.starts_with("resubmit(")) {
                 "passed on (the rest of the Admin tier skipped)"
             } else {
                 "allowed"
             };
-            out.push(format!("{dir} of {pod}: {did} by {r}"));
+            out.push(format!("{dir} of {pod}: {did} by {r}{logged}"));
             continue;
         }
         if view.multitenant {

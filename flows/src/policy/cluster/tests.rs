@@ -346,6 +346,20 @@ pub(crate) fn sample_rows() -> Vec<ovs::flow::Flow> {
         vec![both(Action::Pass), both(Action::Accept)],
         vec![both(Action::Pass), both(Action::Accept)],
     ));
+    // A logged Baseline policy: its rows write the audit registers in tables 28 and 81.
+    let mut logged = cnp(
+        "logged",
+        Tier::Baseline,
+        1,
+        vec![both(Action::Deny), both(Action::Accept)],
+        vec![both(Action::Deny), both(Action::Accept)],
+    );
+    logged.log = LoggedActions {
+        deny: true,
+        allow: true,
+        pass: true,
+    };
+    w.cluster.push(logged);
     w.rows().all().cloned().collect()
 }
 
@@ -734,5 +748,74 @@ fn a_logged_policy_logs_every_denied_packet_and_the_first_of_each_accepted_or_pa
         4,
         "{:?}",
         rows.rules
+    );
+}
+
+#[test]
+fn a_pass_with_peers_not_listed_yet_denies_instead_of_passing_every_address() {
+    let mut w = world();
+    w.nodes = None;
+    w.pods_listed = false;
+    w.cluster.push(cnp(
+        "admin",
+        Tier::Admin,
+        10,
+        vec![rule(
+            "later",
+            Action::Pass,
+            vec![from_monitoring()],
+            vec![tcp(22)],
+        )],
+        vec![rule(
+            "infra",
+            Action::Pass,
+            vec![infra_nodes()],
+            vec![tcp(10250)],
+        )],
+    ));
+    w.cluster.push(cnp(
+        "base",
+        Tier::Baseline,
+        10,
+        vec![],
+        vec![rule(
+            "infra",
+            Action::Pass,
+            vec![infra_nodes()],
+            vec![tcp(10250)],
+        )],
+    ));
+    let t = texts(&w.rows()).join("\n");
+    // Admin: each Pass denies (every address, its port) meanwhile; no row passes.
+    assert!(!t.contains("resubmit("), "nothing is passed on: {t}");
+    assert!(
+        t.contains("table=27, priority=5399,conj_id=ID")
+            && t.contains("table=27, priority=5399,ip actions=conjunction(")
+            && t.contains("table=27, priority=5399,tcp,tp_dst=10250 actions=conjunction("),
+        "{t}"
+    );
+    assert!(
+        t.contains("table=80, priority=5399,ip actions=conjunction(")
+            && t.contains("table=80, priority=5399,tcp,tp_dst=22 actions=conjunction("),
+        "{t}"
+    );
+    // Baseline: a Pass allows, so its unknown node peers are none: no rows.
+    assert!(!t.contains("table=28,"), "{t}");
+
+    // Listed: the Admin Pass passes its peers.
+    w.nodes = Some(nodes());
+    w.pods_listed = true;
+    let t = texts(&w.rows()).join("\n");
+    assert!(
+        t.contains("resubmit(,27)") && t.contains("resubmit(,80)"),
+        "{t}"
+    );
+    assert!(
+        t.contains("table=27, priority=5399,ip,nw_dst=192.168.1.1 "),
+        "{t}"
+    );
+    assert!(
+        t.contains("table=28, priority=5399,ip,nw_dst=192.168.1.1 "),
+        "{t}"
     );
 }
