@@ -328,6 +328,12 @@ fn rule(v: &Value, at: &str, egress: bool) -> Result<Rule, FieldError> {
         Some("Accept") => Action::Accept,
         Some("Deny") => Action::Deny,
         Some("Pass") => Action::Pass,
+        Some("Allow") => {
+            return Err(fe(
+                format!("{at}.action"),
+                "\"Allow\" is v1alpha1's AdminNetworkPolicy word: a v1alpha2 ClusterNetworkPolicy says Accept",
+            ))
+        }
         Some(other) => {
             return Err(fe(
                 format!("{at}.action"),

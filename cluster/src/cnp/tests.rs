@@ -192,12 +192,13 @@ fn rule_bounds_are_the_crd_s() {
         refused(&ingress(json!({"from": [{"namespaces": {}}]}))).0,
         "spec.ingress[0].action"
     );
-    assert_eq!(
-        refused(&ingress(
-            json!({"action": "Allow", "from": [{"namespaces": {}}]})
-        ))
-        .0,
-        "spec.ingress[0].action"
+    let (field, why) = refused(&ingress(
+        json!({"action": "Allow", "from": [{"namespaces": {}}]}),
+    ));
+    assert_eq!(field, "spec.ingress[0].action");
+    assert!(
+        why.contains("says Accept"),
+        "the v1alpha1 word is named: {why}"
     );
     assert_eq!(
         refused(&ingress(json!({"action": "Deny", "from": []}))).0,
