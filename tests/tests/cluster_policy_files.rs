@@ -261,6 +261,23 @@ fn a_logged_policy_names_its_rule_in_the_audit_log() {
     let pass = &lines_of("pass", 8080, "a2")[0];
     assert_eq!(pass["rule"], "ingress rule 2 \"own\" (Pass)", "{pass}");
     assert_eq!(pass["severity"], "warning", "{pass}");
+    // sdnctl trace says what the logged rows do, and that they log.
+    let t = node.trace("tenant-b/b1", "tenant-a/a1", "tcp/8081", None);
+    assert_eq!(
+        t["verdict"].as_str().unwrap_or_default(),
+        "dropped in ingress_isolation: ingress of tenant-a/a1: dropped by ClusterNetworkPolicy watch-a (Admin tier, priority 10) ingress rule 0 \"no-8081\" (Deny), logged to the audit log",
+        "{t:#}"
+    );
+    let t = node.trace("tenant-b/b1", "tenant-a/a1", "tcp/8080", None);
+    assert!(
+        t["policy"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p.as_str())
+            .any(|p| p.contains("allowed by ClusterNetworkPolicy watch-a (Admin tier, priority 10) ingress rule 1 \"b-in\" (Accept), logged to the audit log")),
+        "{t:#}"
+    );
     // Tenancy's own decision is not logged: tenant-a's namespace asks for nothing.
     assert!(
         decisions(8080)

@@ -101,6 +101,8 @@ impl<S: FlowSwitch + 'static> AuditLog<S> {
         let mut gateways: Vec<IpAddr> = Vec::new();
         gateways.extend(ctx.node.gateway().map(IpAddr::from));
         gateways.extend(ctx.node.gateway6().map(IpAddr::from));
+        // The node's own address is the node too (a `nodes` peer's lines name it so).
+        gateways.push(ctx.node.node_ip);
         Some(Arc::new(AuditLog {
             store: ctx.store.clone(),
             state: ctx.state.clone(),

@@ -33,7 +33,7 @@ pub(crate) struct World<'a> {
     pub by_ip: &'a HashMap<IpAddr, LocalPodRef>,
     /// Networkpolicy mode: what the rows' rules and isolations are.
     pub policy: Option<&'a PolicyView>,
-    /// The node's gateway addresses (tun0).
+    /// The node's own addresses: its gateways (tun0) and its node address.
     pub gateways: &'a [IpAddr],
     /// Namespaces by VNID (from the state's NetNamespaces).
     pub vnid_names: &'a HashMap<u32, Vec<String>>,

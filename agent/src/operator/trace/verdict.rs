@@ -58,13 +58,16 @@ pub(super) fn policy_words(
                 .cloned(),
         };
         if let Some(r) = cluster_rule {
-            // The row's own actions, its audit logging (`reg5`, `reg6`, table 130) aside.
+            // The row's own actions, its audit logging aside (`reg5`, `reg6`, and table 130's
+            // metered copy, which the trace shows among the row's actions).
             let own: Vec<&String> = actions
                 .iter()
                 .filter(|a| {
-                    !a.starts_with("resubmit(,130)")
-                        && !a.ends_with("->NXM_NX_REG5[]")
-                        && !a.ends_with("->NXM_NX_REG6[]")
+                    let audit = a.starts_with("resubmit(,130)")
+                        || a.ends_with("->NXM_NX_REG5[]")
+                        || a.ends_with("->NXM_NX_REG6[]")
+                        || a.starts_with("controller(") && a.contains("userdata=41.31");
+                    !audit
                 })
                 .collect();
             let did = if own.iter().all(|a| *a == "drop") {
