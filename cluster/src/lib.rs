@@ -45,6 +45,7 @@ pub mod nodes;
 pub mod pods;
 pub mod ports;
 pub mod reflected;
+mod slim;
 pub mod standalone;
 pub mod state;
 pub mod tenants;

@@ -11,18 +11,15 @@
 //! The watch starts once a ClusterNetworkPolicy has a `nodes` peer (`super::kube`) and runs
 //! from then on: a cluster that never has one pays nothing for it.
 
-use std::borrow::Cow;
-use std::collections::BTreeMap;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use multitenant::cluster_policy::NodeView;
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 
 /// A Node, as much of it as the agent reads (see the module docs).
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct SlimNode {
-    /// Name, resourceVersion and labels only.
-    #[serde(default, deserialize_with = "slim_meta")]
+    /// Name, resourceVersion and labels (and what [`crate::slim`] reads of every kind).
+    #[serde(default, deserialize_with = "crate::slim::slim_meta")]
     pub metadata: ObjectMeta,
     /// Its status, as far as read.
     #[serde(default)]
@@ -46,53 +43,7 @@ pub struct SlimNodeAddress {
     pub address: String,
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SlimMeta {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    resource_version: Option<String>,
-    #[serde(default)]
-    labels: Option<BTreeMap<String, String>>,
-}
-
-fn slim_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
-    let m = SlimMeta::deserialize(d)?;
-    Ok(ObjectMeta {
-        name: m.name,
-        resource_version: m.resource_version,
-        labels: m.labels,
-        ..ObjectMeta::default()
-    })
-}
-
-impl kube::Resource for SlimNode {
-    type DynamicType = ();
-    type Scope = k8s_openapi::ClusterResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("Node")
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("")
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("v1")
-    }
-    fn api_version(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("v1")
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("nodes")
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+crate::slim::slim_resource!(SlimNode, "Node", "nodes", k8s_openapi::ClusterResourceScope);
 
 impl SlimNode {
     /// What a `nodes` peer sees of it.

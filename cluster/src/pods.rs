@@ -9,7 +9,6 @@
 //! [`PodCache`] keeps this node's pods whole and, in networkpolicy mode, every other pod reduced
 //! to what policies read (see its docs).
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -18,7 +17,7 @@ use flows::policy::{PodView, PodsByNamespace};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher::Event;
 use multitenant::policy::{ContainerPort, Labels, Protocol};
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 
 use crate::kept::Kept;
 use crate::state::PodInfo;
@@ -27,7 +26,7 @@ use crate::state::PodInfo;
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct SlimPod {
     /// Name, namespace, uid, resourceVersion, labels and annotations only.
-    #[serde(default, deserialize_with = "slim_meta")]
+    #[serde(default, deserialize_with = "crate::slim::slim_meta")]
     pub metadata: ObjectMeta,
     /// Its spec, as far as read.
     #[serde(default)]
@@ -100,63 +99,7 @@ pub struct SlimPodIp {
     pub ip: String,
 }
 
-/// The metadata fields the agent reads; the rest is skipped while parsing.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SlimMeta {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    namespace: Option<String>,
-    #[serde(default)]
-    uid: Option<String>,
-    #[serde(default)]
-    resource_version: Option<String>,
-    #[serde(default)]
-    labels: Option<BTreeMap<String, String>>,
-    #[serde(default)]
-    annotations: Option<BTreeMap<String, String>>,
-}
-
-fn slim_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
-    let m = SlimMeta::deserialize(d)?;
-    Ok(ObjectMeta {
-        name: m.name,
-        namespace: m.namespace,
-        uid: m.uid,
-        resource_version: m.resource_version,
-        labels: m.labels,
-        annotations: m.annotations,
-        ..ObjectMeta::default()
-    })
-}
-
-impl kube::Resource for SlimPod {
-    type DynamicType = ();
-    type Scope = k8s_openapi::NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("Pod")
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("")
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("v1")
-    }
-    fn api_version(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("v1")
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("pods")
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+crate::slim::slim_resource!(SlimPod, "Pod", "pods", k8s_openapi::NamespaceResourceScope);
 
 impl SlimPod {
     /// The addresses of its status (`podIP`, then `podIPs`), unless it is a host-network pod

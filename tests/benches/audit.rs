@@ -233,34 +233,11 @@ fn main() {
 /// How many of 3,000 new UDP connections, sent at 10,000 a second in bursts of 100, reach
 /// `port` of `to`.
 fn allowed_at_10k(from: &CniPod<'_>, to: &CniPod<'_>, port: u16) -> u64 {
-    let sock = sdn_tests::harness::in_netns(to.ns.name(), move || {
-        let s = std::net::UdpSocket::bind(("0.0.0.0", port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(500)))
-            .unwrap();
-        s
-    });
-    let counter = std::thread::spawn(move || {
-        let mut n = 0u64;
-        let mut buf = [0u8; 64];
-        while sock.recv(&mut buf).is_ok() {
-            n += 1;
-        }
-        n
-    });
-    let frames: Vec<Vec<u8>> = (0..3000u16)
-        .map(|i| {
-            udp_frame(
-                Endpoint::pod(ip(from)),
-                10000 + i,
-                Endpoint::pod(ip(to)),
-                port,
-                b"x",
-            )
-        })
-        .collect();
-    let chunks: Vec<&[Vec<u8>]> = frames.chunks(100).collect();
-    paced(Duration::from_millis(10), chunks.len() as u32, |i| {
-        send_frames(from.ns.name(), "eth0", chunks[i as usize]);
-    });
-    counter.join().unwrap()
+    sdn_tests::probe::udp_connections_received(
+        (from.ns.name(), ip(from)),
+        (to.ns.name(), ip(to)),
+        port,
+        3000,
+        100,
+    )
 }

@@ -580,6 +580,48 @@ pub fn paced(every: Duration, rounds: u32, mut round: impl FnMut(u32)) {
     }
 }
 
+/// How many of `count` new UDP connections (one frame each, from source ports 10000 on) reach
+/// a socket on `port` of `to` in namespace `to_netns`, sent out of `eth0` of `from_netns` as
+/// `from` in bursts of `burst` every 10 ms; the socket counts until 500 ms pass quietly.
+pub fn udp_connections_received(
+    (from_netns, from): (&str, Ipv4Addr),
+    (to_netns, to): (&str, Ipv4Addr),
+    port: u16,
+    count: u16,
+    burst: usize,
+) -> u64 {
+    let sock = in_netns(to_netns, move || {
+        let s = UdpSocket::bind(("0.0.0.0", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        s
+    });
+    let counter = thread::spawn(move || {
+        let mut n = 0u64;
+        let mut buf = [0u8; 64];
+        while sock.recv(&mut buf).is_ok() {
+            n += 1;
+        }
+        n
+    });
+    let frames: Vec<Vec<u8>> = (0..count)
+        .map(|i| {
+            udp_frame(
+                Endpoint::pod(from),
+                10000 + i,
+                Endpoint::pod(to),
+                port,
+                b"x",
+            )
+        })
+        .collect();
+    let chunks: Vec<&[Vec<u8>]> = frames.chunks(burst).collect();
+    paced(Duration::from_millis(10), chunks.len() as u32, |i| {
+        send_frames(from_netns, "eth0", chunks[i as usize]);
+    });
+    counter.join().unwrap()
+}
+
 /// Sends each of `frames` out of `ifname` in namespace `netns`, in order (see [`send_frame`]).
 pub fn send_frames(netns: &str, ifname: &str, frames: &[Vec<u8>]) {
     let (ns, ifn, frames) = (netns.to_string(), ifname.to_string(), frames.to_vec());

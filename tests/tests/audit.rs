@@ -811,40 +811,16 @@ fn logging_allowed_connections_loses_no_traffic() {
     });
     node.set_audit_logging("tenant-b", VNID_B, r#"{"allow": "info"}"#);
     node.set_netnamespace("tenant-c", 13);
+    // Bursts of 20 every 10 ms: each frame a new connection, each copy of a logged one
+    // slow-pathed to the meter.
     let received = |from: &CniPod<'_>, to: &CniPod<'_>, port: u16| -> u64 {
-        let ns = to.ns.name().to_string();
-        let sock = sdn_tests::harness::in_netns(&ns, move || {
-            let s = std::net::UdpSocket::bind(("0.0.0.0", port)).unwrap();
-            s.set_read_timeout(Some(Duration::from_millis(500)))
-                .unwrap();
-            s
-        });
-        let counter = std::thread::spawn(move || {
-            let mut n = 0u64;
-            let mut buf = [0u8; 64];
-            while sock.recv(&mut buf).is_ok() {
-                n += 1;
-            }
-            n
-        });
-        let frames: Vec<Vec<u8>> = (0..SENT)
-            .map(|i| {
-                udp_frame(
-                    Endpoint::pod(ip(from)),
-                    10000 + i,
-                    Endpoint::pod(ip(to)),
-                    port,
-                    b"x",
-                )
-            })
-            .collect();
-        // Bursts of 20 every 10 ms: each frame a new connection, each copy of a logged one
-        // slow-pathed to the meter.
-        let chunks: Vec<&[Vec<u8>]> = frames.chunks(20).collect();
-        paced(Duration::from_millis(10), chunks.len() as u32, |i| {
-            send_frames(from.ns.name(), "eth0", chunks[i as usize]);
-        });
-        counter.join().unwrap()
+        sdn_tests::probe::udp_connections_received(
+            (from.ns.name(), ip(from)),
+            (to.ns.name(), ip(to)),
+            port,
+            SENT,
+            20,
+        )
     };
     // Logged: tenant-b to itself; not logged: tenant-c to itself (same pipeline otherwise).
     let b1 = node.pod("tenant-b", "b1");

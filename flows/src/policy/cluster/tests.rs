@@ -61,14 +61,18 @@ fn world() -> World {
     }
 }
 
+/// What a world logs by namespace: nothing.
+static NO_LOGGING: BTreeMap<String, crate::audit::Logged> = BTreeMap::new();
+
 impl World {
-    fn rows(&self) -> PolicyRows {
-        policy_rows(PolicyInput {
+    /// The engine's input (`pods`: the world's, by namespace).
+    fn input<'a>(&'a self, pods: &'a crate::policy::PodsByNamespace) -> PolicyInput<'a> {
+        PolicyInput {
             policies: &[],
             cluster_policies: &self.cluster,
             ids: None,
             namespaces: &self.namespaces,
-            pods: &pods_by_namespace(self.pods.clone()),
+            pods,
             local_subnet: None,
             local_subnet6: None,
             local: &self.local,
@@ -78,8 +82,12 @@ impl World {
             nodes: self.nodes.as_ref(),
             ipv6: false,
             ipv4: true,
-            logged: &BTreeMap::new(),
-        })
+            logged: &NO_LOGGING,
+        }
+    }
+
+    fn rows(&self) -> PolicyRows {
+        policy_rows(self.input(&pods_by_namespace(self.pods.clone())))
     }
 }
 
@@ -600,27 +608,7 @@ fn the_engine_follows_a_node_that_joins_changes_labels_and_leaves() {
             vec![tcp(10250)],
         )],
     ));
-    let snap = |w: &World| {
-        let pods = pods_by_namespace(w.pods.clone());
-        let input = PolicyInput {
-            policies: &[],
-            cluster_policies: &w.cluster,
-            ids: None,
-            namespaces: &w.namespaces,
-            pods: &pods,
-            local_subnet: None,
-            local_subnet6: None,
-            local: &w.local,
-            datapath: Datapath::System,
-            multitenant: false,
-            pods_listed: true,
-            nodes: w.nodes.as_ref(),
-            ipv6: false,
-            ipv4: true,
-            logged: &BTreeMap::new(),
-        };
-        Snapshot::of(&input)
-    };
+    let snap = |w: &World| Snapshot::of(&w.input(&pods_by_namespace(w.pods.clone())));
     let mut engine = PolicyEngine::new();
     w.nodes = Some(BTreeMap::new());
     engine.update(snap(&w));
