@@ -31,6 +31,17 @@ fn policy(priority: &str, action: &str) -> String {
     )
 }
 
+/// Tenants `tenant-a` (VNID 11: pods a1, a2) and `tenant-b` (VNID 12: pod b1).
+fn two_tenants(node: &AgentNode) -> [CniPod<'_>; 3] {
+    node.set_netnamespace("tenant-a", 11);
+    node.set_netnamespace("tenant-b", 12);
+    [
+        node.pod("tenant-a", "a1"),
+        node.pod("tenant-a", "a2"),
+        node.pod("tenant-b", "b1"),
+    ]
+}
+
 /// `sdnctl network-policies`.
 fn policies(node: &AgentNode) -> String {
     let out = node.sdnctl_api(&["network-policies"]);
@@ -41,11 +52,7 @@ fn policies(node: &AgentNode) -> String {
 #[test]
 fn cluster_network_policy_files_decide_before_tenancy_and_fail_closed() {
     let node = AgentNode::start(NodeOptions::default());
-    node.set_netnamespace("tenant-a", 11);
-    node.set_netnamespace("tenant-b", 12);
-    let a1 = node.pod("tenant-a", "a1");
-    let a2 = node.pod("tenant-a", "a2");
-    let b1 = node.pod("tenant-b", "b1");
+    let [a1, a2, b1] = two_tenants(&node);
     let _servers: Vec<_> = [&a1, &a2, &b1]
         .iter()
         .map(|p| probe::tcp_echo_server(p.ns.name(), PORT))
@@ -170,11 +177,7 @@ fn node_files_are_what_a_nodes_peer_selects() {
 #[test]
 fn a_logged_policy_names_its_rule_in_the_audit_log() {
     let node = AgentNode::start(NodeOptions::default());
-    node.set_netnamespace("tenant-a", 11);
-    node.set_netnamespace("tenant-b", 12);
-    let a1 = node.pod("tenant-a", "a1");
-    let a2 = node.pod("tenant-a", "a2");
-    let b1 = node.pod("tenant-b", "b1");
+    let [a1, a2, b1] = two_tenants(&node);
     let _servers: Vec<_> = [8080, 8081]
         .iter()
         .map(|port| probe::tcp_echo_server(a1.ns.name(), *port))
