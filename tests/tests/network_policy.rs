@@ -335,6 +335,9 @@ fn cnp_tier(
         .filter(|p| p["kind"] == "ClusterNetworkPolicy" && p["spec"]["tier"] == tier)
         .filter(|p| cnp_pods_match(&p["spec"]["subject"], pod))
         .collect();
+    // Equal priorities: the API leaves their order open, and the agent interleaves them by
+    // rule position (`flows::policy::cluster::ranks`); by name here. A case where the two
+    // orders decide differently fails the table (never passes it wrongly): the cases avoid it.
     cnps.sort_by_key(|p| {
         (
             p["spec"]["priority"].as_u64().unwrap(),

@@ -235,10 +235,22 @@ impl Loader {
         // The nodes are the Node files: all there is to list, unless one of them is not in
         // effect for a problem (two files disagree, or it is refused with none before it):
         // then the nodes are not known, and the rules with `nodes` peers fail closed.
-        loaded.state.nodes_listed = !loaded
+        // A file that cannot be read at all (its kinds unknown) with nothing of it in effect
+        // may be a Node: while a policy has `nodes` peers, the nodes are not known either.
+        let unreadable = self
+            .files
+            .values()
+            .any(|f| f.error.is_some() && f.objects.is_empty());
+        let node_peers = loaded
+            .state
+            .cluster_policies
+            .values()
+            .any(multitenant::cluster_policy::ClusterPolicy::has_node_peers);
+        let unsettled = loaded
             .errors
             .iter()
             .any(|e| unsettled_node(e).is_some_and(|name| !loaded.state.nodes.contains_key(name)));
+        loaded.state.nodes_listed = !unsettled && (!unreadable || !node_peers);
         // Audit logging is a NetNamespace annotation here (no Namespace objects).
         loaded.state.audit_logging = Arc::new(crate::audit::read_all(
             loaded.state.net_namespaces.iter().filter_map(|(name, n)| {

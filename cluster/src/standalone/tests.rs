@@ -590,4 +590,21 @@ fn node_files_are_what_nodes_peers_select_and_bad_ones_are_named() {
     assert!(fresh.scan());
     let l = fresh.assemble(&ClusterState::default());
     assert!(l.state.nodes.is_empty() && !l.state.nodes_listed);
+
+    // A file that does not parse at all (it might be a Node) with nothing in effect: the nodes
+    // are not known while a policy has a nodes peer, and known without one.
+    fs::write(&file, "apiVersion: v1\nkind: Node\nmetadata: [").unwrap();
+    let mut fresh = Loader::new(d.0.clone());
+    assert!(fresh.scan());
+    assert!(fresh.assemble(&ClusterState::default()).state.nodes_listed);
+    fs::write(
+        d.0.join("cnp.yaml"),
+        "apiVersion: policy.networking.k8s.io/v1alpha2\nkind: ClusterNetworkPolicy\n\
+         metadata: {name: kubelet}\nspec:\n  tier: Admin\n  priority: 1\n  \
+         subject: {namespaces: {}}\n  egress:\n  - action: Deny\n    \
+         to: [{nodes: {matchLabels: {role: infra}}}]\n",
+    )
+    .unwrap();
+    assert!(fresh.scan());
+    assert!(!fresh.assemble(&ClusterState::default()).state.nodes_listed);
 }

@@ -225,7 +225,7 @@ pub(super) fn parts_of(
                     Port::Named(_) => None,
                 })
                 .collect();
-            let named: Vec<PortSpec> = rule
+            let mut named: Vec<PortSpec> = rule
                 .ports
                 .iter()
                 .filter_map(|p| match p {
@@ -239,6 +239,18 @@ pub(super) fn parts_of(
                     })
                 })
                 .collect();
+            // An egress named part's peers are the pods declaring the name: it has no rows of
+            // addresses, so while a denying rule's peers stand in as every address its named
+            // ports are every port of their protocols (a numbered part).
+            let mut numbered = numbered;
+            if verdict == Verdict::Deny
+                && d == Direction::Egress
+                && !named.is_empty()
+                && rule.peers.iter().any(unknown)
+            {
+                named.clear();
+                numbered.extend([Protocol::Tcp, Protocol::Udp, Protocol::Sctp].map(PortSpec::Any));
+            }
             if rule.ports.is_empty() || !numbered.is_empty() {
                 out.extend(spec(false, peers.clone(), numbered, verdict));
             }

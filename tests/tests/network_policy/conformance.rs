@@ -16,8 +16,9 @@
 //! fixture's pod-network pods, and each of them to the host-network servers, on every TCP and
 //! UDP port the server serves, against an oracle that reads the live objects (policies,
 //! namespace and node labels) with the API's semantics (the `network_policy` oracle, shared
-//! with the NetworkPolicy truth tables). Host-network pods are servers only (the node always
-//! reaches its own pods).
+//! with the NetworkPolicy truth tables). Host-network pods are servers only: on their own node
+//! the node's traffic always reaches its pods (pipeline.md), and across nodes their
+//! connections are not in the table (upstream probes none).
 //!
 //! Skipped, and counted in the output: SCTP probes. This machine's kernel has no SCTP sockets,
 //! so nothing can serve or connect SCTP here (the SCTP rows themselves are checked by the
@@ -54,7 +55,7 @@ struct OraclePod {
     ip: Ipv4Addr,
     /// Its container ports: name, protocol, number.
     ports: Vec<(String, String, u16)>,
-    /// What it serves over TCP and UDP.
+    /// What it serves over TCP and UDP (what its containers' commands start).
     serves: Vec<(Proto, u16)>,
     /// A host-network pod's node labels.
     node_labels: Option<BTreeMap<String, String>>,
@@ -97,6 +98,31 @@ fn labels_of(o: &Value) -> BTreeMap<String, String> {
 /// Every fixture pod as the oracle reads it now: its Pod object, its namespace's and (for a
 /// host-network pod) its node's labels, as the API server has them.
 fn oracle_pods(fake: &FakeApi) -> Vec<OraclePod> {
+    // What each namespace's StatefulSet serves over TCP and UDP (its agnhost commands, as the
+    // fixture starts its servers; declared container ports are fewer).
+    let served: BTreeMap<String, Vec<(Proto, u16)>> = conf::objects("manifests.yaml")
+        .iter()
+        .filter(|o| o["kind"] == "StatefulSet")
+        .map(|sts| {
+            let containers = sts["spec"]["template"]["spec"]["containers"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let serves = containers
+                .iter()
+                .flat_map(conf::served_by)
+                .filter_map(|(proto, port)| match proto {
+                    CProto::Tcp => Some((Proto::Tcp, port)),
+                    CProto::Udp => Some((Proto::Udp, port)),
+                    CProto::Sctp => None,
+                })
+                .collect();
+            (
+                sts["metadata"]["namespace"].as_str().unwrap().to_string(),
+                serves,
+            )
+        })
+        .collect();
     fake.list("pods")
         .into_iter()
         .filter(|p| {
@@ -122,14 +148,7 @@ fn oracle_pods(fake: &FakeApi) -> Vec<OraclePod> {
                     )
                 })
                 .collect();
-            let serves = ports
-                .iter()
-                .filter_map(|(_, proto, port)| match proto.as_str() {
-                    "TCP" => Some((Proto::Tcp, *port)),
-                    "UDP" => Some((Proto::Udp, *port)),
-                    _ => None,
-                })
-                .collect();
+            let serves = served.get(&ns).cloned().unwrap_or_default();
             let node_labels = (p["spec"]["hostNetwork"] == true).then(|| {
                 let node = p["spec"]["nodeName"].as_str().unwrap();
                 labels_of(&fake.get("", "nodes", None, node).unwrap())

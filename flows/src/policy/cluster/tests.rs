@@ -807,3 +807,51 @@ fn a_pass_with_peers_not_listed_yet_denies_instead_of_passing_every_address() {
         "{t}"
     );
 }
+
+#[test]
+fn an_egress_named_port_rule_with_peers_not_listed_yet_denies_every_port_of_its_protocols() {
+    let mut w = world();
+    w.pods_listed = false;
+    w.cluster.push(cnp(
+        "named",
+        Tier::Admin,
+        10,
+        vec![],
+        vec![
+            rule(
+                "no-web",
+                Action::Deny,
+                vec![from_monitoring()],
+                vec![Port::Named("web".into())],
+            ),
+            rule(
+                "later",
+                Action::Pass,
+                vec![from_monitoring()],
+                vec![Port::Named("web".into())],
+            ),
+        ],
+    ));
+    let t = texts(&w.rows()).join("\n");
+    assert!(!t.contains("resubmit("), "nothing is passed on: {t}");
+    for proto in ["tcp", "udp", "sctp"] {
+        assert!(
+            t.contains(&format!(
+                "table=27, priority=5399,{proto} actions=conjunction("
+            )) && t.contains(&format!(
+                "table=27, priority=5398,{proto} actions=conjunction("
+            )),
+            "every {proto} port, for both rules: {t}"
+        );
+    }
+    assert!(
+        t.contains("table=27, priority=5399,ip actions=conjunction(")
+            && t.contains("table=27, priority=5398,ip actions=conjunction("),
+        "every address: {t}"
+    );
+    // Listed: the named parts again (the pods declaring the name), the Pass passes.
+    w.pods_listed = true;
+    let t = texts(&w.rows()).join("\n");
+    assert!(t.contains("resubmit(,27)"), "{t}");
+    assert!(!t.contains("priority=5399,ip actions=conjunction("), "{t}");
+}
