@@ -1699,8 +1699,15 @@ pub fn data_dir() -> PathBuf {
 /// Renders upstream's Go template with the default ports; `{{ index .HostNetworkPorts N }}` is
 /// the only action the files use.
 pub fn render(text: &str) -> String {
+    render_with(text, &HOST_NETWORK_PORTS)
+}
+
+/// [`render`] with another `HostNetworkPorts` range (upstream's suite takes one as an option:
+/// its defaults lie in Linux's ephemeral port range, where a node's own connections may hold
+/// one).
+pub fn render_with(text: &str, ports: &[u16; 8]) -> String {
     let mut out = text.to_owned();
-    for (i, port) in HOST_NETWORK_PORTS.iter().enumerate() {
+    for (i, port) in ports.iter().enumerate() {
         out = out.replace(
             &format!("{{{{ index .HostNetworkPorts {i} }}}}"),
             &port.to_string(),
@@ -1715,9 +1722,15 @@ pub fn render(text: &str) -> String {
 
 /// The objects of a manifest (path relative to the data directory), rendered.
 pub fn objects(manifest: &str) -> Vec<Value> {
+    objects_with(manifest, &HOST_NETWORK_PORTS)
+}
+
+/// [`objects`] rendered with another `HostNetworkPorts` range ([`render_with`]).
+pub fn objects_with(manifest: &str, ports: &[u16; 8]) -> Vec<Value> {
     let path = data_dir().join(manifest);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_saphyr::from_multiple(&render(&text)).unwrap_or_else(|e| panic!("{manifest}: {e}"))
+    serde_saphyr::from_multiple(&render_with(&text, ports))
+        .unwrap_or_else(|e| panic!("{manifest}: {e}"))
 }
 
 /// What one agnhost container listens on, from its `bash -c` command

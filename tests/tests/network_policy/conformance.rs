@@ -35,6 +35,11 @@ use super::*;
 
 const GROUP: &str = "policy.networking.k8s.io";
 const PLURAL: &str = "clusternetworkpolicies";
+/// The suite's `HostNetworkPorts`, below Linux's ephemeral range (32768 and up): upstream's
+/// defaults (34345..) lie in it, and a node's own connections (its agent's watches) may hold
+/// one of them, so the host-network server cannot listen there. Upstream's suite takes the
+/// range as an option.
+const HOST_PORTS: [u16; 8] = [30345, 30346, 30347, 30348, 30349, 30350, 30351, 30352];
 /// How long a probe is retried until its expectation holds (upstream's 10 s).
 const EXPECT_WITHIN: Duration = Duration::from_secs(10);
 /// One connection attempt (upstream's agnhost connect times out after 3 s).
@@ -100,29 +105,30 @@ fn labels_of(o: &Value) -> BTreeMap<String, String> {
 fn oracle_pods(fake: &FakeApi) -> Vec<OraclePod> {
     // What each namespace's StatefulSet serves over TCP and UDP (its agnhost commands, as the
     // fixture starts its servers; declared container ports are fewer).
-    let served: BTreeMap<String, Vec<(Proto, u16)>> = conf::objects("manifests.yaml")
-        .iter()
-        .filter(|o| o["kind"] == "StatefulSet")
-        .map(|sts| {
-            let containers = sts["spec"]["template"]["spec"]["containers"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            let serves = containers
-                .iter()
-                .flat_map(conf::served_by)
-                .filter_map(|(proto, port)| match proto {
-                    CProto::Tcp => Some((Proto::Tcp, port)),
-                    CProto::Udp => Some((Proto::Udp, port)),
-                    CProto::Sctp => None,
-                })
-                .collect();
-            (
-                sts["metadata"]["namespace"].as_str().unwrap().to_string(),
-                serves,
-            )
-        })
-        .collect();
+    let served: BTreeMap<String, Vec<(Proto, u16)>> =
+        conf::objects_with("manifests.yaml", &HOST_PORTS)
+            .iter()
+            .filter(|o| o["kind"] == "StatefulSet")
+            .map(|sts| {
+                let containers = sts["spec"]["template"]["spec"]["containers"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                let serves = containers
+                    .iter()
+                    .flat_map(conf::served_by)
+                    .filter_map(|(proto, port)| match proto {
+                        CProto::Tcp => Some((Proto::Tcp, port)),
+                        CProto::Udp => Some((Proto::Udp, port)),
+                        CProto::Sctp => None,
+                    })
+                    .collect();
+                (
+                    sts["metadata"]["namespace"].as_str().unwrap().to_string(),
+                    serves,
+                )
+            })
+            .collect();
     fake.list("pods")
         .into_iter()
         .filter(|p| {
@@ -280,7 +286,7 @@ fn label_nodes_as_the_kubelet_does(fake: &FakeApi, n: usize) {
 /// adds), and each pod-network StatefulSet's pods with servers for what they serve (TCP and
 /// UDP; SCTP cannot be served here).
 fn fixture<'c>(c: &'c Cluster, fake: &FakeApi) -> (Pods<'c>, HostPods, Servers) {
-    let objects = conf::objects("manifests.yaml");
+    let objects = conf::objects_with("manifests.yaml", &HOST_PORTS);
     for ns in objects.iter().filter(|o| o["kind"] == "Namespace") {
         let mut ns = ns.clone();
         let name = ns["metadata"]["name"].clone();
@@ -526,7 +532,7 @@ fn upstream_conformance_suite_on_two_nodes() {
     let (mut table_cells, mut table_blocked) = (0, 0);
     for t in conf::tests() {
         tests_run += 1;
-        let objects = conf::objects(t.manifest);
+        let objects = conf::objects_with(t.manifest, &HOST_PORTS);
         for o in &objects {
             fake.put(o.clone())
                 .unwrap_or_else(|e| panic!("{}: {e}", t.name));
@@ -550,7 +556,7 @@ fn upstream_conformance_suite_on_two_nodes() {
                     };
                     let port = match p.port {
                         Port::Number(port) => port,
-                        Port::HostNetwork(i) => conf::HOST_NETWORK_PORTS[i],
+                        Port::HostNetwork(i) => HOST_PORTS[i],
                     };
                     move || (p, poke(client, server, p.proto, port, p.allowed))
                 })
