@@ -56,9 +56,8 @@ use std::time::Duration;
 use futures::stream::{self, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::watcher::{self, Event};
-use kube::runtime::WatchStreamExt;
 use kube::Client;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
@@ -503,23 +502,13 @@ impl KubeSource {
         // Every pod: the cluster's largest list, started once the rest is listed (so it does
         // not slow the lists the node serves with) and not waited for (see the module docs).
         // In multitenant mode only once a ClusterNetworkPolicy exists (its peers are pods).
-        let node_client = client.clone();
-        let peer_watch = move || {
-            watcher::watcher(
-                Api::<SlimPod>::all(client.clone()),
-                watcher::Config::default(),
-            )
-            .default_backoff()
-            .map(Ev::PeerPod)
-            .boxed()
-        };
         let mut peers_started = policies || !caches.cluster_policies.map.is_empty();
         if peers_started {
-            events.push(peer_watch());
+            events.push(watches::every::<SlimPod>(&client, Ev::PeerPod));
         }
         let mut nodes_started = watches::node_peers(&caches.cluster_policies.map);
         if nodes_started {
-            events.push(watches::node_watch(&node_client));
+            events.push(watches::every::<SlimNode>(&client, Ev::Node));
         }
         let first = caches.state();
         for (kind, name, e) in first.problems() {
@@ -550,13 +539,13 @@ impl KubeSource {
                 crate::lock(&shown).clone_from(&last_error);
                 if !peers_started && !caches.cluster_policies.map.is_empty() {
                     tracing::info!("a ClusterNetworkPolicy exists: listing the pods of the cluster (its peers)");
-                    events.push(peer_watch());
+                    events.push(watches::every::<SlimPod>(&client, Ev::PeerPod));
                     peers_started = true;
                     peers_pending = true;
                 }
                 if !nodes_started && watches::node_peers(&caches.cluster_policies.map) {
                     tracing::info!("a ClusterNetworkPolicy has a nodes peer: watching the nodes");
-                    events.push(watches::node_watch(&node_client));
+                    events.push(watches::every::<SlimNode>(&client, Ev::Node));
                     nodes_started = true;
                 }
                 if peers_pending && caches.pods.peers_ready {

@@ -12,7 +12,6 @@ use kube::Client;
 use super::policies::PolicyRead;
 use super::{api_resource, Ev};
 use crate::cnp;
-use crate::nodes::SlimNode;
 use crate::pods::SlimPod;
 
 /// The watches of a node's agent (see the module docs): the cluster's network objects, the
@@ -93,13 +92,22 @@ pub(super) fn node_peers(
     })
 }
 
-/// The watch of every Node (labels and addresses only, `crate::nodes`).
-pub(super) fn node_watch(client: &Client) -> BoxStream<'static, Ev> {
-    watcher::watcher(
-        Api::<SlimNode>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .map(Ev::Node)
-    .boxed()
+/// The watch of every object of a kind the source starts late (every Pod, every Node: reduced
+/// types, `crate::pods`, `crate::nodes`), its events as `ev`.
+pub(super) fn every<K>(
+    client: &Client,
+    ev: fn(watcher::Result<watcher::Event<K>>) -> Ev,
+) -> BoxStream<'static, Ev>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + 'static,
+{
+    watcher::watcher(Api::<K>::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .map(ev)
+        .boxed()
 }

@@ -100,35 +100,39 @@ fn labels_of(o: &Value) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// What each namespace's StatefulSet serves over TCP and UDP (its agnhost commands, as the
+/// fixture starts its servers; declared container ports are fewer).
+type Served = BTreeMap<String, Vec<(Proto, u16)>>;
+
+fn served_by_namespace() -> Served {
+    conf::objects_with("manifests.yaml", &HOST_PORTS)
+        .iter()
+        .filter(|o| o["kind"] == "StatefulSet")
+        .map(|sts| {
+            let containers = sts["spec"]["template"]["spec"]["containers"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let serves = containers
+                .iter()
+                .flat_map(conf::served_by)
+                .filter_map(|(proto, port)| match proto {
+                    CProto::Tcp => Some((Proto::Tcp, port)),
+                    CProto::Udp => Some((Proto::Udp, port)),
+                    CProto::Sctp => None,
+                })
+                .collect();
+            (
+                sts["metadata"]["namespace"].as_str().unwrap().to_string(),
+                serves,
+            )
+        })
+        .collect()
+}
+
 /// Every fixture pod as the oracle reads it now: its Pod object, its namespace's and (for a
 /// host-network pod) its node's labels, as the API server has them.
-fn oracle_pods(fake: &FakeApi) -> Vec<OraclePod> {
-    // What each namespace's StatefulSet serves over TCP and UDP (its agnhost commands, as the
-    // fixture starts its servers; declared container ports are fewer).
-    let served: BTreeMap<String, Vec<(Proto, u16)>> =
-        conf::objects_with("manifests.yaml", &HOST_PORTS)
-            .iter()
-            .filter(|o| o["kind"] == "StatefulSet")
-            .map(|sts| {
-                let containers = sts["spec"]["template"]["spec"]["containers"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default();
-                let serves = containers
-                    .iter()
-                    .flat_map(conf::served_by)
-                    .filter_map(|(proto, port)| match proto {
-                        CProto::Tcp => Some((Proto::Tcp, port)),
-                        CProto::Udp => Some((Proto::Udp, port)),
-                        CProto::Sctp => None,
-                    })
-                    .collect();
-                (
-                    sts["metadata"]["namespace"].as_str().unwrap().to_string(),
-                    serves,
-                )
-            })
-            .collect();
+fn oracle_pods(fake: &FakeApi, served: &Served) -> Vec<OraclePod> {
     fake.list("pods")
         .into_iter()
         .filter(|p| {
@@ -178,10 +182,14 @@ type Cell = (String, String, Proto, u16);
 
 /// The whole truth table now: what the oracle says of every pod-network client to every
 /// server on what it serves, and what real traffic says.
-fn whole_table(fake: &FakeApi, pods: &Pods<'_>) -> (BTreeMap<Cell, bool>, BTreeMap<Cell, bool>) {
+fn whole_table(
+    fake: &FakeApi,
+    pods: &Pods<'_>,
+    served: &Served,
+) -> (BTreeMap<Cell, bool>, BTreeMap<Cell, bool>) {
     let mut policies = fake.list("clusternetworkpolicies");
     policies.extend(fake.list("networkpolicies"));
-    let all = oracle_pods(fake);
+    let all = oracle_pods(fake, served);
     let mut want = BTreeMap::new();
     let mut jobs = Vec::new();
     for c in all.iter().filter(|c| c.node_labels.is_none()) {
@@ -214,10 +222,14 @@ fn whole_table(fake: &FakeApi, pods: &Pods<'_>) -> (BTreeMap<Cell, bool>, BTreeM
 
 /// Probes the whole truth table until it is the oracle's (at most [`EXPECT_WITHIN`]); the
 /// cells that differ, and how many there were.
-fn check_whole_table(fake: &FakeApi, pods: &Pods<'_>) -> (Vec<String>, usize, usize) {
+fn check_whole_table(
+    fake: &FakeApi,
+    pods: &Pods<'_>,
+    served: &Served,
+) -> (Vec<String>, usize, usize) {
     let began = Instant::now();
     loop {
-        let (want, got) = whole_table(fake, pods);
+        let (want, got) = whole_table(fake, pods, served);
         let wrong: Vec<String> = want
             .iter()
             .filter(|(k, v)| got.get(*k) != Some(v))
@@ -517,6 +529,7 @@ fn upstream_conformance_suite_on_two_nodes() {
     let fake = &plane.fake;
     label_nodes_as_the_kubelet_does(fake, 2);
     let (pods, hosts, _servers) = fixture(&c, fake);
+    let served = served_by_namespace();
     let ip_of = |ns: &str, pod: &str| -> IpAddr {
         let key = (ns.to_string(), pod.to_string());
         IpAddr::V4(
@@ -582,7 +595,7 @@ fn upstream_conformance_suite_on_two_nodes() {
                 }
             }
             // Upstream's probes hold: the step is in effect. Now every pair.
-            let (wrong_cells, cells, cells_blocked) = check_whole_table(fake, &pods);
+            let (wrong_cells, cells, cells_blocked) = check_whole_table(fake, &pods, &served);
             table_cells += cells;
             table_blocked += cells_blocked;
             for w in wrong_cells {
